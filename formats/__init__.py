@@ -1,0 +1,15 @@
+"""The registry of storage formats: name -> format. Nothing else lives here."""
+
+from __future__ import annotations
+
+from formats.base import StorageFormat
+from formats.hdf5 import Hdf5Format
+from formats.lmdb import LmdbFormat
+from formats.memmap import MemmapFormat
+from formats.npy import NpyFormat
+
+FORMATS: dict[str, StorageFormat] = {f.name: f for f in (NpyFormat(), Hdf5Format(), LmdbFormat(), MemmapFormat())}
+
+
+def get_format(name: str) -> StorageFormat:
+    return FORMATS[name]

@@ -1,0 +1,151 @@
+"""The interface every storage format implements: write the shared dataset, read it back.
+
+Formats know how bytes are laid out on disk and nothing about loaders, timing or the CLI.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from iobench.dataset import LABEL_DTYPE, Chunk, DatasetSpec
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """For formats without tunables."""
+
+
+class FormatWriter(ABC):
+    """Receives the dataset's chunks in order, exactly once each."""
+
+    def __init__(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
+        self.directory = directory
+        self.spec = spec
+        self.options = options
+
+    @abstractmethod
+    def write(self, chunk: Chunk) -> None:
+        """Store samples [chunk.start, chunk.stop)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Flush and release every handle; the caller fsyncs and renames the directory."""
+
+
+class FormatReader(ABC):
+    """Random access to one prepared format.
+
+    Handles open lazily in the process that reads and reopen after a fork, so a reader built in
+    the parent can be handed to DataLoader workers. Returned arrays own their memory: no view
+    keeps a mapping alive after close().
+    """
+
+    def __init__(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
+        self.directory = directory
+        self.spec = spec
+        self.options = options
+        self._handle: Any = None
+        self._pid: int | None = None
+
+    def __len__(self) -> int:
+        return self.spec.n_samples
+
+    @property
+    def handle(self) -> Any:
+        if self._handle is None or self._pid != os.getpid():
+            # After a fork the parent's handle is not ours to use or close: drop it and reopen.
+            self._handle = self._open()
+            self._pid = os.getpid()
+        return self._handle
+
+    def close(self) -> None:
+        if self._handle is not None and self._pid == os.getpid():
+            self._close(self._handle)
+        self._handle = None
+        self._pid = None
+
+    def __enter__(self) -> FormatReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_handle"] = None
+        state["_pid"] = None
+        return state
+
+    def _check_index(self, index: int) -> int:
+        n = self.spec.n_samples
+        if not -n <= index < n:
+            raise IndexError(f"sample {index} out of range for {n} samples")
+        return index % n
+
+    def sample(self, index: int) -> tuple[np.ndarray, int]:
+        """One sample's features and label."""
+        features, labels = self.batch(np.array([self._check_index(int(index))]))
+        return features[0], int(labels[0])
+
+    def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """Samples [start, stop), the sequential pattern; formats override with a faster path."""
+        return self.batch(np.arange(start, stop))
+
+    @abstractmethod
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Features (len(indices), *shape) and int64 labels for arbitrary indices, in that order."""
+
+    @abstractmethod
+    def _open(self) -> Any: ...
+
+    def _close(self, handle: Any) -> None:
+        """Release a handle opened by _open(); the default drops the reference."""
+        del handle
+
+    def _empty(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        return (
+            np.empty((n, *self.spec.shape), dtype=self.spec.np_dtype),
+            np.empty(n, dtype=LABEL_DTYPE),
+        )
+
+
+class StorageFormat(ABC):
+    """A storage format: its name, its options, its writer and its reader."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]
+    options_type: ClassVar[type] = NoOptions
+    # Files a writer may leave that are not part of the data (e.g. LMDB's lock file).
+    ignored_files: ClassVar[frozenset[str]] = frozenset()
+    writer_type: ClassVar[type[FormatWriter]]
+    reader_type: ClassVar[type[FormatReader]]
+
+    def options(self, **values: Any) -> Any:
+        """Build this format's options, ignoring values left at None (their defaults apply)."""
+        return self.options_type(**{k: v for k, v in values.items() if v is not None})
+
+    def resolve_options(self, spec: DatasetSpec, options: Any) -> Any:
+        """Options with every automatic value replaced by what is actually used (for the manifest)."""
+        return options
+
+    def options_from_json(self, data: dict) -> Any:
+        return self.options_type(**data)
+
+    def options_to_json(self, options: Any) -> dict:
+        return asdict(options)
+
+    @abstractmethod
+    def estimate_bytes(self, spec: DatasetSpec, options: Any) -> int:
+        """An upper estimate of the bytes on disk, for the free-space check."""
+
+    def writer(self, directory: Path, spec: DatasetSpec, options: Any) -> FormatWriter:
+        return self.writer_type(directory, spec, options)
+
+    def reader(self, directory: Path, spec: DatasetSpec, options: Any) -> FormatReader:
+        return self.reader_type(directory, spec, options)

@@ -1,0 +1,112 @@
+"""hdf5: one file `data.h5` with chunked datasets `features` (N, *shape) and `labels` (N,) int64."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from formats.base import FormatReader, FormatWriter, StorageFormat
+from iobench.dataset import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.errors import IobenchError
+
+FILENAME = "data.h5"
+COMPRESSIONS = ("none", "lzf", "gzip")
+DEFAULT_CHUNK_BYTES = 64 * 2**10
+
+
+@dataclass(frozen=True)
+class Hdf5Options:
+    """chunk_rows 0 means about 64 KiB of features per chunk."""
+
+    chunk_rows: int = 0
+    compression: str = "none"
+    compression_level: int = 4
+
+    def __post_init__(self) -> None:
+        if self.compression not in COMPRESSIONS:
+            raise IobenchError(
+                f"unknown HDF5 compression {self.compression!r}; choose one of {', '.join(COMPRESSIONS)}"
+            )
+        if self.chunk_rows < 0:
+            raise IobenchError(f"HDF5 chunk rows must be >= 0, got {self.chunk_rows}")
+        if not 0 <= self.compression_level <= 9:
+            raise IobenchError(f"gzip level must be 0..9, got {self.compression_level}")
+
+    def rows(self, spec: DatasetSpec) -> int:
+        rows = self.chunk_rows or max(1, DEFAULT_CHUNK_BYTES // spec.feature_bytes)
+        return min(rows, spec.n_samples)
+
+    def filter_args(self) -> dict:
+        if self.compression == "none":
+            return {}
+        if self.compression == "gzip":
+            return {"compression": "gzip", "compression_opts": self.compression_level}
+        return {"compression": "lzf"}
+
+
+class Hdf5Writer(FormatWriter):
+    def __init__(self, directory: Path, spec: DatasetSpec, options: Hdf5Options) -> None:
+        super().__init__(directory, spec, options)
+        rows = options.rows(spec)
+        self._file = h5py.File(directory / FILENAME, "w", libver="latest")
+        self._features = self._file.create_dataset(
+            "features",
+            shape=(spec.n_samples, *spec.shape),
+            dtype=spec.np_dtype,
+            chunks=(rows, *spec.shape),
+            **options.filter_args(),
+        )
+        self._labels = self._file.create_dataset(
+            "labels", shape=(spec.n_samples,), dtype=LABEL_DTYPE, chunks=(rows,), **options.filter_args()
+        )
+        for key, value in spec.to_json().items():
+            self._file.attrs[key] = value
+
+    def write(self, chunk: Chunk) -> None:
+        self._features[chunk.start : chunk.stop] = chunk.features
+        self._labels[chunk.start : chunk.stop] = chunk.labels
+
+    def close(self) -> None:
+        self._file.close()
+
+
+class Hdf5Reader(FormatReader):
+    def _open(self) -> h5py.File:
+        return h5py.File(self.directory / FILENAME, "r")
+
+    def _close(self, handle: h5py.File) -> None:
+        handle.close()
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        f = self.handle
+        indices = np.asarray(indices, dtype=np.int64)
+        if len(indices) == 0:
+            return self._empty(0)
+        # h5py point selection wants increasing, unique indices: read those, then restore the order.
+        unique, inverse = np.unique(indices, return_inverse=True)
+        if unique[0] < 0 or unique[-1] >= self.spec.n_samples:
+            raise IndexError(f"indices out of range for {self.spec.n_samples} samples")
+        return f["features"][unique][inverse], f["labels"][unique][inverse]
+
+    def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        f = self.handle
+        return f["features"][start:stop], f["labels"][start:stop]
+
+
+class Hdf5Format(StorageFormat):
+    name = "hdf5"
+    summary = "one HDF5 file, chunked datasets (compression optional)"
+    options_type = Hdf5Options
+    writer_type = Hdf5Writer
+    reader_type = Hdf5Reader
+
+    def resolve_options(self, spec: DatasetSpec, options: Hdf5Options) -> Hdf5Options:
+        return replace(options, chunk_rows=options.rows(spec))
+
+    def estimate_bytes(self, spec: DatasetSpec, options: Hdf5Options) -> int:
+        # Compression of random data gains nothing and may cost a little; chunk index per chunk.
+        chunks = -(-spec.n_samples // options.rows(spec))
+        return int(spec.payload_bytes * 1.01) + 2 * chunks * 64 + 2**20

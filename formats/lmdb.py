@@ -1,0 +1,228 @@
+"""lmdb: one LMDB environment, records of lz4-frame-compressed raw bytes (never pickle).
+
+Layout (also stored as JSON under the key `__iobench__`):
+- key: the record index as 8 bytes, unsigned big-endian, so keys sort in sample order;
+- value: lz4.frame.compress(labels || features) for the record's n samples (n = samples_per_record,
+  fewer in the last record), labels as n little-endian int64, features as n C-order samples of the
+  dataset dtype, little-endian. Sample i lives in record i // samples_per_record.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+import lmdb
+import lz4.frame
+import numpy as np
+
+from formats.base import FormatReader, FormatWriter, StorageFormat
+from iobench.dataset import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.errors import IobenchError
+
+META_KEY = b"__iobench__"
+PAGE = 4096
+_KEY = struct.Struct(">Q")
+
+
+@dataclass(frozen=True)
+class LmdbOptions:
+    samples_per_record: int = 1
+
+    def __post_init__(self) -> None:
+        if self.samples_per_record < 1:
+            raise IobenchError(f"LMDB samples per record must be >= 1, got {self.samples_per_record}")
+
+
+def record_key(record: int) -> bytes:
+    return _KEY.pack(record)
+
+
+def encode_record(features: np.ndarray, labels: np.ndarray) -> bytes:
+    return lz4.frame.compress(
+        np.ascontiguousarray(labels, dtype=LABEL_DTYPE).tobytes() + np.ascontiguousarray(features).tobytes()
+    )
+
+
+def decode_record(value: bytes, spec: DatasetSpec) -> tuple[np.ndarray, np.ndarray]:
+    raw = lz4.frame.decompress(value)
+    n, rest = divmod(len(raw), spec.sample_bytes)
+    if rest:
+        raise ValueError(f"LMDB record of {len(raw)} bytes is not a whole number of samples")
+    labels = np.frombuffer(raw, dtype=LABEL_DTYPE, count=n)
+    features = np.frombuffer(raw, dtype=spec.np_dtype, offset=8 * n).reshape(n, *spec.shape)
+    return features, labels
+
+
+def _record_value_bound(n_bytes: int) -> int:
+    """Worst-case lz4 frame size for n_bytes of input (incompressible data, all headers)."""
+    return n_bytes + n_bytes // 255 + 64 + 4 * (n_bytes // 65536 + 1)
+
+
+def _records_bytes(spec: DatasetSpec, options: LmdbOptions, fill: float) -> int:
+    """Bytes LMDB needs for all records at a given leaf-page fill factor."""
+    r = options.samples_per_record
+    n_records = -(-spec.n_samples // r)
+    value = _record_value_bound(r * spec.sample_bytes)
+    node = 8 + 8 + value  # node header + key + value
+    if node > (PAGE - 16) // 2 - 2:  # too large for a leaf: overflow pages, 16-byte node stays in leaf
+        per_record = -(-(16 + value) // PAGE) * PAGE + 24 / fill
+    else:
+        per_record = (node + node % 2 + 2) / fill
+    leaves = n_records * per_record
+    return int(leaves * 1.02) + 64 * PAGE  # branch pages, meta pages, slack
+
+
+class LmdbWriter(FormatWriter):
+    def __init__(self, directory: Path, spec: DatasetSpec, options: LmdbOptions) -> None:
+        super().__init__(directory, spec, options)
+        # Appending in key order fills pages completely; half-full pages are the worst case.
+        self._map_size = _records_bytes(spec, options, fill=0.5)
+        self._env = lmdb.open(
+            str(directory),
+            map_size=self._map_size,
+            subdir=True,
+            lock=False,
+            sync=False,
+            metasync=False,
+            meminit=False,
+            readahead=False,
+        )
+        self._next_record = 0
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending_rows = 0
+
+    def write(self, chunk: Chunk) -> None:
+        self._pending.append((chunk.features, chunk.labels))
+        self._pending_rows += len(chunk.labels)
+        r = self.options.samples_per_record
+        whole = (self._pending_rows // r) * r
+        if whole:
+            self._flush(whole)
+
+    def _flush(self, rows: int) -> None:
+        features = np.concatenate([f for f, _ in self._pending]) if len(self._pending) > 1 else self._pending[0][0]
+        labels = np.concatenate([lb for _, lb in self._pending]) if len(self._pending) > 1 else self._pending[0][1]
+        self._put(features[:rows], labels[:rows])
+        self._pending = [(features[rows:], labels[rows:])] if rows < len(labels) else []
+        self._pending_rows = len(labels) - rows
+
+    def _put(self, features: np.ndarray, labels: np.ndarray) -> None:
+        r = self.options.samples_per_record
+        first = self._next_record
+        if r == 1:
+            # One row per record: label bytes then feature bytes, built for all rows at once.
+            rows = np.empty((len(labels), self.spec.sample_bytes), dtype=np.uint8)
+            rows[:, :8] = np.ascontiguousarray(labels, dtype=LABEL_DTYPE).view(np.uint8).reshape(-1, 8)
+            rows[:, 8:] = np.ascontiguousarray(features).reshape(len(labels), -1).view(np.uint8)
+            values = [lz4.frame.compress(row) for row in rows]
+        else:
+            values = [encode_record(features[a : a + r], labels[a : a + r]) for a in range(0, len(labels), r)]
+        items = [(record_key(first + k), v) for k, v in enumerate(values)]
+        while True:
+            try:
+                with self._env.begin(write=True) as txn:
+                    txn.cursor().putmulti(items, append=True)
+                break
+            except lmdb.MapFullError:
+                # The estimate should prevent this; grow rather than fail a long prepare.
+                self._map_size *= 2
+                self._env.set_mapsize(self._map_size)
+        self._next_record += len(values)
+
+    def close(self) -> None:
+        if self._pending_rows:
+            self._flush(self._pending_rows)
+        meta = {
+            "format": "iobench-lmdb",
+            "version": 1,
+            "spec": self.spec.to_json(),
+            "samples_per_record": self.options.samples_per_record,
+            "records": self._next_record,
+            "key": "record index, 8-byte unsigned big-endian",
+            "value": "lz4.frame(labels <i8[n] || features <dtype>[n, *shape], C order)",
+        }
+        with self._env.begin(write=True) as txn:
+            txn.put(META_KEY, json.dumps(meta).encode())
+        self._env.sync(True)
+        self._env.close()
+
+
+class LmdbReader(FormatReader):
+    def _open(self) -> tuple[lmdb.Environment, lmdb.Transaction]:
+        env = lmdb.open(str(self.directory), readonly=True, lock=False, readahead=False, subdir=True, max_readers=1)
+        return env, env.begin(buffers=True)
+
+    def _close(self, handle: tuple[lmdb.Environment, lmdb.Transaction]) -> None:
+        env, txn = handle
+        txn.abort()
+        env.close()
+
+    def _record(self, txn: lmdb.Transaction, record: int) -> tuple[np.ndarray, np.ndarray]:
+        value = txn.get(record_key(record))
+        if value is None:
+            raise KeyError(f"LMDB record {record} is missing")
+        return decode_record(value, self.spec)
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        _env, txn = self.handle
+        indices = np.asarray(indices, dtype=np.int64)
+        n = self.spec.n_samples
+        if len(indices) and (indices.min() < 0 or indices.max() >= n):
+            raise IndexError(f"indices out of range for {n} samples")
+        out_f, out_l = self._empty(len(indices))
+        r = self.options.samples_per_record
+        if r == 1:
+            for j, i in enumerate(indices.tolist()):
+                f, lb = self._record(txn, i)
+                out_f[j] = f[0]
+                out_l[j] = lb[0]
+            return out_f, out_l
+        records = indices // r
+        for record in np.unique(records).tolist():
+            f, lb = self._record(txn, record)
+            where = np.flatnonzero(records == record)
+            offsets = indices[where] - record * r
+            out_f[where] = f[offsets]
+            out_l[where] = lb[offsets]
+        return out_f, out_l
+
+    def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        """Walk the records in key order with one cursor instead of one lookup per sample."""
+        _env, txn = self.handle
+        if not 0 <= start <= stop <= self.spec.n_samples:
+            raise IndexError(f"range {start}..{stop} out of range for {self.spec.n_samples} samples")
+        out_f, out_l = self._empty(stop - start)
+        r = self.options.samples_per_record
+        record = start // r
+        cursor = txn.cursor()
+        if stop > start and not cursor.set_key(record_key(record)):
+            raise KeyError(f"LMDB record {record} is missing")
+        filled = 0
+        while filled < stop - start:
+            if cursor.key() != record_key(record):
+                raise KeyError(f"LMDB record {record} is missing")
+            features, labels = decode_record(cursor.value(), self.spec)
+            lo = start + filled - record * r
+            take = min(len(labels) - lo, stop - start - filled)
+            if take <= 0:
+                raise ValueError(f"LMDB record {record} holds {len(labels)} samples, expected more")
+            out_f[filled : filled + take] = features[lo : lo + take]
+            out_l[filled : filled + take] = labels[lo : lo + take]
+            filled += take
+            record += 1
+            cursor.next()
+        return out_f, out_l
+
+
+class LmdbFormat(StorageFormat):
+    name = "lmdb"
+    summary = "LMDB, one lz4-frame record per sample (or per N samples)"
+    options_type = LmdbOptions
+    writer_type = LmdbWriter
+    reader_type = LmdbReader
+
+    def estimate_bytes(self, spec: DatasetSpec, options: LmdbOptions) -> int:
+        return _records_bytes(spec, options, fill=1.0)

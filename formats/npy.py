@@ -1,0 +1,71 @@
+"""npy: `features.npy` (N, *shape) and `labels.npy` (N,) int64, opened with np.load(mmap_mode="r")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from formats.base import FormatReader, FormatWriter, StorageFormat
+from iobench.dataset import LABEL_DTYPE, Chunk, DatasetSpec
+
+FEATURES = "features.npy"
+LABELS = "labels.npy"
+
+
+def _header(dtype: np.dtype, shape: tuple[int, ...]) -> dict:
+    return {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+
+
+class NpyWriter(FormatWriter):
+    """Writes the header, then appends raw rows: no memory map, so RSS stays at one chunk."""
+
+    def __init__(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
+        super().__init__(directory, spec, options)
+        self._files: list[BinaryIO] = []
+        for name, dtype, shape in (
+            (FEATURES, spec.np_dtype, (spec.n_samples, *spec.shape)),
+            (LABELS, LABEL_DTYPE, (spec.n_samples,)),
+        ):
+            f = open(directory / name, "wb")
+            self._files.append(f)
+            np.lib.format.write_array_header_2_0(f, _header(dtype, shape))
+
+    def write(self, chunk: Chunk) -> None:
+        self._files[0].write(np.ascontiguousarray(chunk.features).data)
+        self._files[1].write(np.ascontiguousarray(chunk.labels).data)
+
+    def close(self) -> None:
+        for f in self._files:
+            f.close()
+
+
+class NpyReader(FormatReader):
+    def _open(self) -> tuple[np.ndarray, np.ndarray]:
+        return (
+            np.load(self.directory / FEATURES, mmap_mode="r"),
+            np.load(self.directory / LABELS, mmap_mode="r"),
+        )
+
+    def _close(self, handle: tuple[np.ndarray, np.ndarray]) -> None:
+        for arr in handle:
+            arr._mmap.close()
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        features, labels = self.handle
+        return features[indices], labels[indices]
+
+    def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        features, labels = self.handle
+        return np.array(features[start:stop]), np.array(labels[start:stop])
+
+
+class NpyFormat(StorageFormat):
+    name = "npy"
+    summary = "two .npy files, memory-mapped with numpy"
+    writer_type = NpyWriter
+    reader_type = NpyReader
+
+    def estimate_bytes(self, spec: DatasetSpec, options: Any) -> int:
+        return spec.payload_bytes + 2 * 4096

@@ -1,0 +1,192 @@
+"""The shared dataset: a frozen spec and deterministic, bounded-memory generation.
+
+Every format is written from the same generated chunks, so all formats hold identical content and
+one content checksum describes them all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from iobench.errors import IobenchError
+
+SUPPORTED_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
+LABEL_DTYPE = np.dtype("<i8")
+# Generation chunks are about this many bytes; the chunk size depends only on the spec, so the
+# generated content never depends on how a writer batches its writes.
+GENERATION_CHUNK_BYTES = 32 * 2**20
+_SIZE_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
+
+
+@dataclass(frozen=True)
+class DatasetSpec:
+    """What a dataset is: enough to regenerate it bit for bit."""
+
+    n_samples: int
+    shape: tuple[int, ...] = (128,)
+    dtype: str = "float32"
+    n_classes: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.n_samples <= 0:
+            raise IobenchError(f"size must be positive, got {self.n_samples}")
+        if not self.shape or any(d <= 0 for d in self.shape):
+            raise IobenchError(f"shape must be positive integers, got {self.shape}")
+        if self.dtype not in SUPPORTED_DTYPES:
+            raise IobenchError(f"unsupported dtype {self.dtype!r}; choose one of {', '.join(SUPPORTED_DTYPES)}")
+        if self.n_classes <= 0:
+            raise IobenchError(f"classes must be positive, got {self.n_classes}")
+        if self.seed < 0:
+            raise IobenchError(f"seed must be >= 0, got {self.seed}")
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype).newbyteorder("<")
+
+    @property
+    def features_per_sample(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def feature_bytes(self) -> int:
+        """Bytes of one sample's features."""
+        return self.features_per_sample * self.np_dtype.itemsize
+
+    @property
+    def sample_bytes(self) -> int:
+        """Bytes of one sample: features plus its int64 label."""
+        return self.feature_bytes + LABEL_DTYPE.itemsize
+
+    @property
+    def payload_bytes(self) -> int:
+        """Bytes of the whole dataset's content, without any format overhead."""
+        return self.n_samples * self.sample_bytes
+
+    @property
+    def chunk_rows(self) -> int:
+        return max(1, GENERATION_CHUNK_BYTES // self.sample_bytes)
+
+    @property
+    def name(self) -> str:
+        """Default directory name: unique per spec, readable at a glance."""
+        shape = "x".join(str(d) for d in self.shape)
+        return f"n{self.n_samples}_{shape}_{self.dtype}_c{self.n_classes}_s{self.seed}"
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["shape"] = list(self.shape)
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict) -> DatasetSpec:
+        return cls(
+            n_samples=int(d["n_samples"]),
+            shape=tuple(int(x) for x in d["shape"]),
+            dtype=str(d["dtype"]),
+            n_classes=int(d["n_classes"]),
+            seed=int(d["seed"]),
+        )
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """Samples [start, start + len(labels)) of the dataset."""
+
+    start: int
+    features: np.ndarray
+    labels: np.ndarray
+
+    @property
+    def stop(self) -> int:
+        return self.start + len(self.labels)
+
+    @property
+    def nbytes(self) -> int:
+        return self.features.nbytes + self.labels.nbytes
+
+
+def parse_size(text: str) -> int:
+    """Accept 1e7, 10000000, 10_000_000 and 10M (k/M/G/T are powers of 1000)."""
+    s = str(text).strip().replace("_", "")
+    m = re.fullmatch(r"([0-9.eE+-]+)\s*([kKmMgGtT]?)", s)
+    if not m:
+        raise IobenchError(f"cannot parse size {text!r}: use e.g. 1e7, 10000000, 10_000_000 or 10M")
+    try:
+        value = float(m.group(1)) * _SIZE_SUFFIXES[m.group(2).lower()]
+    except ValueError:
+        raise IobenchError(f"cannot parse size {text!r}: use e.g. 1e7, 10000000, 10_000_000 or 10M") from None
+    if not math.isfinite(value) or value != int(value):
+        raise IobenchError(f"size must be a whole number of samples, got {text!r}")
+    if value <= 0:
+        raise IobenchError(f"size must be positive, got {text!r}")
+    return int(value)
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """Accept 128, 3,32,32 or 3x32x32."""
+    parts = [p for p in re.split(r"[,x\s]+", str(text).strip()) if p]
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise IobenchError(f"cannot parse shape {text!r}: use e.g. 128 or 3,32,32") from None
+    if not shape or any(d <= 0 for d in shape):
+        raise IobenchError(f"shape must be positive integers, got {text!r}")
+    return shape
+
+
+def generate(spec: DatasetSpec, start: int = 0, stop: int | None = None) -> Iterator[Chunk]:
+    """Yield the dataset in chunks of `spec.chunk_rows`; memory stays bounded by one chunk.
+
+    Each generation chunk has its own RNG stream seeded by (seed, chunk index), so any range can be
+    regenerated without generating what comes before it.
+    """
+    stop = spec.n_samples if stop is None else stop
+    rows = spec.chunk_rows
+    for index in range(start // rows, -(-stop // rows)):
+        lo = index * rows
+        hi = min(lo + rows, spec.n_samples)
+        rng = np.random.default_rng([spec.seed, index])
+        labels = rng.integers(0, spec.n_classes, size=hi - lo, dtype=LABEL_DTYPE)
+        features = _random_features(rng, (hi - lo, *spec.shape), spec.np_dtype)
+        a, b = max(lo, start), min(hi, stop)
+        yield Chunk(a, features[a - lo : b - lo], labels[a - lo : b - lo])
+
+
+def _random_features(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    if dtype.kind == "f":
+        # Uniform floats in [-1, 1): cheap to generate and incompressible, like real features.
+        gen = np.float64 if dtype.itemsize == 8 else np.float32
+        out = rng.random(shape, dtype=gen)
+        out *= 2
+        out -= 1
+        return out.astype(dtype, copy=False)
+    info = np.iinfo(dtype)
+    return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
+
+
+class ContentHasher:
+    """SHA-256 of the features and of the labels, in sample order, as raw little-endian bytes."""
+
+    algorithm = "sha256"
+
+    def __init__(self) -> None:
+        self._features = hashlib.sha256()
+        self._labels = hashlib.sha256()
+
+    def update(self, features: np.ndarray, labels: np.ndarray) -> None:
+        self._features.update(np.ascontiguousarray(features).data)
+        self._labels.update(np.ascontiguousarray(labels).data)
+
+    def digest(self) -> dict[str, str]:
+        return {
+            "algorithm": self.algorithm,
+            "features": self._features.hexdigest(),
+            "labels": self._labels.hexdigest(),
+        }

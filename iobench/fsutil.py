@@ -1,0 +1,102 @@
+"""Durable, atomic file-system steps: nothing half-written may ever look complete."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+PARTIAL_PREFIX = ".partial-"
+HASH_BLOCK = 8 * 2**20
+
+
+def fsync_path(path: Path) -> None:
+    """fsync a file or directory (a directory fsync makes renames and creations durable)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(root: Path) -> None:
+    """fsync every file and directory below root, files first."""
+    for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
+        for name in filenames:
+            fsync_path(Path(dirpath) / name)
+        fsync_path(Path(dirpath))
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write via a temporary file, fsync, rename: readers see the old or the new file, never half."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=PARTIAL_PREFIX + path.name + ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    fsync_path(path.parent)
+
+
+def atomic_write_json(path: Path, obj: object) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
+
+
+def make_partial_dir(parent: Path, name: str) -> Path:
+    """A scratch directory whose name marks it as incomplete until it is renamed into place."""
+    return Path(tempfile.mkdtemp(dir=parent, prefix=f"{PARTIAL_PREFIX}{name}-"))
+
+
+def remove_stale_partials(parent: Path) -> list[Path]:
+    """Remove what an interrupted run left behind (it never looked complete, but takes space)."""
+    removed = []
+    if parent.is_dir():
+        for p in parent.iterdir():
+            if p.name.startswith(PARTIAL_PREFIX):
+                if p.is_dir():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+                removed.append(p)
+    return removed
+
+
+def replace_dir(src: Path, dst: Path) -> None:
+    """Move a finished directory into place; an existing dst is swapped out, then deleted."""
+    old = None
+    if dst.exists():
+        old = dst.with_name(f"{PARTIAL_PREFIX}old-{dst.name}-{os.getpid()}")
+        os.replace(dst, old)
+    os.replace(src, dst)
+    fsync_path(dst.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def sha256_file(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
+    h = hashlib.sha256()
+    buf = bytearray(HASH_BLOCK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            h.update(view[:n])
+            if on_bytes is not None:
+                on_bytes(n)
+    return h.hexdigest()
+
+
+def free_bytes(path: Path) -> int:
+    """Free space for an unprivileged writer on the file system holding path (or its parent)."""
+    p = path
+    while not p.exists():
+        p = p.parent
+    st = os.statvfs(p)
+    return st.f_bavail * st.f_frsize

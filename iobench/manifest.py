@@ -1,0 +1,123 @@
+"""manifest.json: what was prepared, where, how big, how long it took, and its checksums.
+
+A format counts as prepared only once its entry is in the manifest, and the manifest is only
+ever replaced atomically, so an interrupted prepare cannot leave a complete-looking format.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iobench import __version__
+from iobench.dataset import DatasetSpec
+from iobench.errors import IobenchError
+from iobench.fsutil import atomic_write_json
+
+MANIFEST = "manifest.json"
+MANIFEST_VERSION = 1
+
+
+@dataclass
+class FileEntry:
+    path: str
+    bytes: int
+    sha256: str
+
+
+@dataclass
+class FormatEntry:
+    name: str
+    directory: str
+    options: dict
+    files: list[FileEntry]
+    write_seconds: float
+    checksum_seconds: float
+    created: str
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.bytes for f in self.files)
+
+    @property
+    def write_mb_per_s(self) -> float:
+        return self.bytes / 1e6 / self.write_seconds if self.write_seconds > 0 else float("nan")
+
+    def to_json(self) -> dict:
+        return {
+            "directory": self.directory,
+            "options": self.options,
+            "files": [vars(f) for f in self.files],
+            "bytes": self.bytes,
+            "write_seconds": round(self.write_seconds, 4),
+            "write_mb_per_s": round(self.write_mb_per_s, 2),
+            "checksum_seconds": round(self.checksum_seconds, 4),
+            "created": self.created,
+        }
+
+    @classmethod
+    def from_json(cls, name: str, d: dict) -> FormatEntry:
+        return cls(
+            name=name,
+            directory=d["directory"],
+            options=d.get("options", {}),
+            files=[FileEntry(**f) for f in d["files"]],
+            write_seconds=float(d["write_seconds"]),
+            checksum_seconds=float(d.get("checksum_seconds", 0.0)),
+            created=d.get("created", ""),
+        )
+
+
+@dataclass
+class Manifest:
+    spec: DatasetSpec
+    content: dict
+    formats: dict[str, FormatEntry] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "iobench_manifest_version": MANIFEST_VERSION,
+            "iobench_version": __version__,
+            "spec": self.spec.to_json(),
+            "payload_bytes": self.spec.payload_bytes,
+            "content_checksum": self.content,
+            "formats": {name: e.to_json() for name, e in self.formats.items()},
+        }
+
+    def save(self, dataset_dir: Path) -> None:
+        atomic_write_json(dataset_dir / MANIFEST, self.to_json())
+
+    @classmethod
+    def load(cls, dataset_dir: Path) -> Manifest:
+        path = dataset_dir / MANIFEST
+        if not path.is_file():
+            raise IobenchError(f"{dataset_dir}: not an iobench dataset (no {MANIFEST}); run `iobench prepare`")
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+            if d.get("iobench_manifest_version") != MANIFEST_VERSION:
+                raise ValueError(f"unsupported manifest version {d.get('iobench_manifest_version')!r}")
+            return cls(
+                spec=DatasetSpec.from_json(d["spec"]),
+                content=d["content_checksum"],
+                formats={n: FormatEntry.from_json(n, e) for n, e in d["formats"].items()},
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise IobenchError(f"{path}: unreadable manifest ({exc})") from None
+
+
+def find_datasets(data_dir: Path, dataset: str | None = None) -> list[Path]:
+    """The dataset directories to act on: data_dir itself, data_dir/dataset, or all under data_dir."""
+    if not data_dir.is_dir():
+        raise IobenchError(f"{data_dir}: no such directory; run `iobench prepare --data-dir {data_dir}`")
+    if dataset is not None:
+        path = data_dir / dataset
+        if not (path / MANIFEST).is_file():
+            raise IobenchError(f"{path}: not an iobench dataset (no {MANIFEST})")
+        return [path]
+    if (data_dir / MANIFEST).is_file():
+        return [data_dir]
+    found = sorted(p for p in data_dir.iterdir() if (p / MANIFEST).is_file())
+    if not found:
+        raise IobenchError(f"{data_dir}: no prepared dataset here; run `iobench prepare --data-dir {data_dir}`")
+    return found

@@ -1,0 +1,180 @@
+"""`iobench prepare`: write the shared dataset into each format, durably and atomically."""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from formats import FORMATS
+from iobench.dataset import ContentHasher, DatasetSpec, generate
+from iobench.errors import IobenchError
+from iobench.fsutil import (
+    PARTIAL_PREFIX,
+    free_bytes,
+    fsync_tree,
+    make_partial_dir,
+    remove_stale_partials,
+    replace_dir,
+    sha256_file,
+)
+from iobench.manifest import MANIFEST, FileEntry, FormatEntry, Manifest
+from iobench.progress import NullReporter, Reporter
+
+DISK_MARGIN = 1.05  # keep 5% of the estimate spare
+
+
+@dataclass(frozen=True)
+class PrepareRequest:
+    spec: DatasetSpec
+    data_dir: Path
+    formats: tuple[str, ...]
+    options: dict[str, Any]  # format name -> that format's options dataclass
+    dataset: str | None = None
+    force: bool = False
+
+    @property
+    def dataset_dir(self) -> Path:
+        return self.data_dir / (self.dataset or self.spec.name)
+
+
+def parse_formats(text: str) -> tuple[str, ...]:
+    """'npy,hdf5' or 'all' -> names in registry order; unknown names are an error."""
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if not names:
+        raise IobenchError("no format given; choose from " + ", ".join(FORMATS))
+    if "all" in names:
+        return tuple(FORMATS)
+    unknown = [n for n in names if n not in FORMATS]
+    if unknown:
+        raise IobenchError(f"unknown format {unknown[0]!r}; choose from {', '.join(FORMATS)} or all")
+    return tuple(n for n in FORMATS if n in names)
+
+
+def prepare(request: PrepareRequest, reporter: Reporter | None = None) -> Manifest:
+    """Write every requested format; returns the updated manifest."""
+    reporter = reporter or NullReporter()
+    dataset_dir = _make_dataset_dir(request)
+    manifest = _existing_manifest(request, dataset_dir)
+    existing = [n for n in request.formats if n in manifest.formats]
+    if existing and not request.force:
+        raise IobenchError(f"{dataset_dir}: {', '.join(existing)} already prepared; use --force to overwrite")
+    remove_stale_partials(dataset_dir)
+    _check_free_space(request, dataset_dir)
+    for name in request.formats:
+        if name in manifest.formats:  # --force: the old entry must not vouch for new files
+            del manifest.formats[name]
+            manifest.save(dataset_dir)
+        entry, content = _write_format(request, dataset_dir, name, reporter)
+        if manifest.content and manifest.content != content:
+            # Every format is written from the same generator: a differing digest is a bug.
+            raise IobenchError(f"{dataset_dir}: {name} content differs from the manifest's checksum")
+        manifest.content = content
+        manifest.formats[name] = entry
+        manifest.save(dataset_dir)
+    return manifest
+
+
+def _make_dataset_dir(request: PrepareRequest) -> Path:
+    dataset_dir = request.dataset_dir
+    try:
+        dataset_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IobenchError(f"cannot create {dataset_dir}: {exc.strerror or exc}") from None
+    if not os.access(dataset_dir, os.W_OK | os.X_OK):
+        raise IobenchError(f"{dataset_dir}: not writable")
+    return dataset_dir
+
+
+def _existing_manifest(request: PrepareRequest, dataset_dir: Path) -> Manifest:
+    fresh = Manifest(spec=request.spec, content={})
+    if not (dataset_dir / MANIFEST).exists():
+        strays = [p.name for p in dataset_dir.iterdir() if not p.name.startswith(PARTIAL_PREFIX)]
+        if strays:
+            raise IobenchError(
+                f"{dataset_dir}: exists and is not an iobench dataset (holds {strays[0]!r}); "
+                "choose another --data-dir or --dataset"
+            )
+        return fresh
+    manifest = Manifest.load(dataset_dir)
+    if manifest.spec == request.spec:
+        return manifest
+    if not request.force:
+        raise IobenchError(
+            f"{dataset_dir}: holds a different dataset ({manifest.spec.name}); "
+            "use --force to replace it or choose another --dataset"
+        )
+    for entry in manifest.formats.values():
+        shutil.rmtree(dataset_dir / entry.directory, ignore_errors=True)
+    (dataset_dir / MANIFEST).unlink()
+    return fresh
+
+
+def _check_free_space(request: PrepareRequest, dataset_dir: Path) -> None:
+    need = int(DISK_MARGIN * sum(FORMATS[n].estimate_bytes(request.spec, request.options[n]) for n in request.formats))
+    free = free_bytes(dataset_dir)
+    if need > free:
+        raise IobenchError(
+            f"not enough disk space in {dataset_dir}: need about {need / 1e9:.2f} GB, {free / 1e9:.2f} GB free"
+        )
+
+
+def _write_format(
+    request: PrepareRequest, dataset_dir: Path, name: str, reporter: Reporter
+) -> tuple[FormatEntry, dict]:
+    fmt = FORMATS[name]
+    spec = request.spec
+    options = fmt.resolve_options(spec, request.options[name])
+    partial = make_partial_dir(dataset_dir, name)
+    try:
+        t0 = time.perf_counter()
+        reporter.start(f"{name}:write", f"{name} write", spec.payload_bytes)
+        writer = fmt.writer(partial, spec, options)
+        hasher = ContentHasher()
+        try:
+            for chunk in generate(spec):
+                writer.write(chunk)
+                hasher.update(chunk.features, chunk.labels)
+                reporter.advance(f"{name}:write", chunk.nbytes)
+        finally:
+            writer.close()
+        fsync_tree(partial)
+        write_seconds = time.perf_counter() - t0
+        files = _data_files(partial, fmt.ignored_files)
+        t1 = time.perf_counter()
+        reporter.start(f"{name}:checksum", f"{name} checksum", sum(p.stat().st_size for p in files))
+        entries = [
+            FileEntry(
+                path=p.relative_to(partial).as_posix(),
+                bytes=p.stat().st_size,
+                sha256=sha256_file(p, lambda n: reporter.advance(f"{name}:checksum", n)),
+            )
+            for p in files
+        ]
+        checksum_seconds = time.perf_counter() - t1
+        replace_dir(partial, dataset_dir / name)
+    except BaseException as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+            raise IobenchError(f"disk full while writing {name} in {dataset_dir}; nothing was kept") from None
+        raise
+    entry = FormatEntry(
+        name=name,
+        directory=name,
+        options=fmt.options_to_json(options),
+        files=entries,
+        write_seconds=write_seconds,
+        checksum_seconds=checksum_seconds,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+    reporter.finish(f"{name}:write", f"{name} {entry.bytes / 1e6:,.0f} MB, {entry.write_mb_per_s:,.0f} MB/s")
+    return entry, hasher.digest()
+
+
+def _data_files(directory: Path, ignored: frozenset[str]) -> list[Path]:
+    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name not in ignored)

@@ -1,0 +1,72 @@
+"""Progress reporting that the core can call without knowing about terminals."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    DownloadColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeRemainingColumn,
+    TransferSpeedColumn,
+)
+
+
+class Reporter(Protocol):
+    def start(self, key: str, description: str, total: int) -> None: ...
+
+    def advance(self, key: str, n: int) -> None: ...
+
+    def finish(self, key: str, description: str) -> None: ...
+
+
+class NullReporter:
+    """For tests and library use: reports nothing."""
+
+    def start(self, key: str, description: str, total: int) -> None:
+        pass
+
+    def advance(self, key: str, n: int) -> None:
+        pass
+
+    def finish(self, key: str, description: str) -> None:
+        pass
+
+
+class RichReporter:
+    """One bar per key, with bytes done, MB/s (10^6 bytes) and time left."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self._progress = Progress(
+            TextColumn("{task.description:<28}"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+        )
+        self._tasks: dict[str, TaskID] = {}
+
+    def __enter__(self) -> RichReporter:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def start(self, key: str, description: str, total: int) -> None:
+        if key in self._tasks:
+            self._progress.reset(self._tasks[key], total=total, description=description)
+        else:
+            self._tasks[key] = self._progress.add_task(description, total=total)
+
+    def advance(self, key: str, n: int) -> None:
+        self._progress.advance(self._tasks[key], n)
+
+    def finish(self, key: str, description: str) -> None:
+        self._progress.update(self._tasks[key], description=description)

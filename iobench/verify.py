@@ -1,0 +1,97 @@
+"""`iobench verify`: read every format back completely and compare with the manifest."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from formats import FORMATS
+from iobench.dataset import ContentHasher
+from iobench.fsutil import PARTIAL_PREFIX, sha256_file
+from iobench.manifest import MANIFEST, FormatEntry, Manifest
+from iobench.progress import NullReporter, Reporter
+
+
+@dataclass
+class FormatCheck:
+    name: str
+    problems: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def verify_dataset(dataset_dir: Path, reporter: Reporter | None = None) -> tuple[list[FormatCheck], list[str]]:
+    """Checks per format, plus warnings about the directory (leftovers, unlisted formats)."""
+    reporter = reporter or NullReporter()
+    manifest = Manifest.load(dataset_dir)
+    checks = [verify_format(dataset_dir, manifest, entry, reporter) for entry in manifest.formats.values()]
+    listed = {e.directory for e in manifest.formats.values()} | {MANIFEST}
+    warnings = []
+    for p in sorted(dataset_dir.iterdir()):
+        if p.name.startswith(PARTIAL_PREFIX):
+            warnings.append(f"{p.name}: left by an interrupted prepare (the next prepare removes it)")
+        elif p.name not in listed:
+            warnings.append(f"{p.name}: not in the manifest (not a prepared format)")
+    return checks, warnings
+
+
+def verify_format(dataset_dir: Path, manifest: Manifest, entry: FormatEntry, reporter: Reporter) -> FormatCheck:
+    check = FormatCheck(entry.name)
+    t0 = time.perf_counter()
+    directory = dataset_dir / entry.directory
+    if entry.name not in FORMATS:
+        check.problems.append(f"unknown format {entry.name!r} in the manifest")
+        return check
+    if not directory.is_dir():
+        check.problems.append(f"directory {directory} is missing")
+        return check
+    _check_files(directory, entry, check, reporter)
+    _check_content(directory, manifest, entry, check, reporter)
+    check.seconds = time.perf_counter() - t0
+    return check
+
+
+def _check_files(directory: Path, entry: FormatEntry, check: FormatCheck, reporter: Reporter) -> None:
+    key = f"{entry.name}:files"
+    reporter.start(key, f"{entry.name} file checksums", entry.bytes)
+    for f in entry.files:
+        path = directory / f.path
+        if not path.is_file():
+            check.problems.append(f"{f.path}: missing")
+            continue
+        size = path.stat().st_size
+        if size != f.bytes:
+            check.problems.append(f"{f.path}: {size} bytes, manifest says {f.bytes}")
+            continue
+        if sha256_file(path, lambda n: reporter.advance(key, n)) != f.sha256:
+            check.problems.append(f"{f.path}: checksum mismatch")
+
+
+def _check_content(
+    directory: Path, manifest: Manifest, entry: FormatEntry, check: FormatCheck, reporter: Reporter
+) -> None:
+    """Decode everything through the format's reader: proves the reader returns the dataset."""
+    fmt = FORMATS[entry.name]
+    spec = manifest.spec
+    key = f"{entry.name}:content"
+    reporter.start(key, f"{entry.name} content", spec.payload_bytes)
+    hasher = ContentHasher()
+    try:
+        options = fmt.options_from_json(entry.options)
+        with fmt.reader(directory, spec, options) as reader:
+            for start in range(0, spec.n_samples, spec.chunk_rows):
+                stop = min(start + spec.chunk_rows, spec.n_samples)
+                features, labels = reader.read_range(start, stop)
+                if features.shape != (stop - start, *spec.shape) or labels.shape != (stop - start,):
+                    raise ValueError(f"samples {start}..{stop} came back with shape {features.shape}")
+                hasher.update(features.astype(spec.np_dtype, copy=False), labels)
+                reporter.advance(key, (stop - start) * spec.sample_bytes)
+    except Exception as exc:  # any decoding failure is a verdict about the data, not a crash
+        check.problems.append(f"cannot read: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+        return
+    if hasher.digest() != manifest.content:
+        check.problems.append("content checksum mismatch (the data read back differs)")
