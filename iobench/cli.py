@@ -8,7 +8,6 @@ from contextlib import nullcontext
 from pathlib import Path
 from typing import Annotated, Optional
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -18,7 +17,7 @@ from iobench import __version__
 from iobench.dataset import DatasetSpec, parse_shape, parse_size
 from iobench.errors import IobenchError
 from iobench.manifest import Manifest, find_datasets
-from iobench.prepare import PrepareRequest, parse_formats, prepare
+from iobench.prepare import PrepareRequest, parse_formats, plan, prepare
 from iobench.progress import NullReporter, RichReporter
 from iobench.verify import verify_dataset
 
@@ -79,17 +78,21 @@ def prepare_cmd(
     if "lmdb" in options:
         options["lmdb"] = FORMATS["lmdb"].options(samples_per_record=lmdb_samples_per_record)
     request = PrepareRequest(spec, data_dir, names, options, dataset, force)
-    err.print(
-        f"preparing {request.dataset_dir}: {spec.n_samples:,} samples of {spec.shape} {spec.dtype}, "
-        f"{spec.payload_bytes / 1e6:,.1f} MB per format"
-    )
+    checked = plan(request)
+    if not quiet:
+        err.print(
+            f"preparing {request.dataset_dir}: {spec.n_samples:,} samples of {spec.shape} {spec.dtype}, "
+            f"{spec.payload_bytes / 1e6:,.1f} MB per format, about {checked.estimated_bytes / 1e9:,.2f} GB in all",
+            soft_wrap=True,
+            highlight=False,
+        )
     reporter = _reporter(quiet)
     with reporter if isinstance(reporter, RichReporter) else nullcontext():
-        manifest = prepare(request, reporter)
+        manifest = prepare(checked, reporter)
     for name in names:
         e = manifest.formats[name]
         out.print(f"{name:<7} {e.bytes / 1e6:>10,.1f} MB  {e.write_seconds:8.2f} s  {e.write_mb_per_s:8,.1f} MB/s")
-    out.print(f"manifest: {request.dataset_dir / 'manifest.json'}")
+    out.print(f"manifest: {request.dataset_dir / 'manifest.json'}", soft_wrap=True, highlight=False)
 
 
 @app.command("verify")
@@ -100,7 +103,7 @@ def verify_cmd(data_dir: DataDir = Path("data"), dataset: DatasetName = None, qu
         reporter = _reporter(quiet)
         with reporter if isinstance(reporter, RichReporter) else nullcontext():
             checks, warnings = verify_dataset(dataset_dir, reporter)
-        out.print(f"{dataset_dir}:")
+        out.print(f"{dataset_dir}:", soft_wrap=True, highlight=False)
         for c in checks:
             verdict = f"OK ({c.seconds:.1f} s)" if c.ok else "FAILED: " + "; ".join(c.problems)
             out.print(f"  {c.name:<7} {verdict}", highlight=False)
@@ -149,25 +152,43 @@ def _root(
         raise typer.Exit(0)
 
 
+# typer raises click's exceptions, or since typer 0.20 those of its own vendored copy of click.
+_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+_signals_received: list[int] = []
+
+
 def _terminate(signum: int, _frame: object) -> None:
+    # typer swallows KeyboardInterrupt into a bare exit code; remember why we stop to say so.
+    _signals_received.append(signum)
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _interrupted() -> None:
+    err.print("iobench: interrupted; nothing half-written was kept", highlight=False)
 
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every expected failure becomes one line on stderr and exit code 2."""
     signal.signal(signal.SIGTERM, _terminate)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _terminate)
     command = typer.main.get_command(app)
     try:
         rc = command.main(args=argv, prog_name="iobench", standalone_mode=False)
     except IobenchError as exc:
         err.print(f"iobench: error: {exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.ClickException as exc:
+    except _CLICK_ERROR as exc:
         err.print(f"iobench: error: {exc.format_message()}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
-    except (KeyboardInterrupt, click.exceptions.Abort):
-        err.print("iobench: interrupted; nothing half-written was kept")
+    except (KeyboardInterrupt, typer.Abort):
+        _interrupted()
+        sys.exit(130)
+    if _signals_received:
+        _interrupted()
         sys.exit(130)
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -131,7 +131,7 @@ def parse_size(text: str) -> int:
 
 def parse_shape(text: str) -> tuple[int, ...]:
     """Accept 128, 3,32,32 or 3x32x32."""
-    parts = [p for p in re.split(r"[,x\s]+", str(text).strip()) if p]
+    parts = re.split(r"\s*[,x]\s*", str(text).strip())
     try:
         shape = tuple(int(p) for p in parts)
     except ValueError:

@@ -56,21 +56,44 @@ def parse_formats(text: str) -> tuple[str, ...]:
     return tuple(n for n in FORMATS if n in names)
 
 
-def prepare(request: PrepareRequest, reporter: Reporter | None = None) -> Manifest:
-    """Write every requested format; returns the updated manifest."""
-    reporter = reporter or NullReporter()
+@dataclass
+class PreparePlan:
+    """A request that passed every check: what will be written where."""
+
+    request: PrepareRequest
+    dataset_dir: Path
+    manifest: Manifest
+    estimated_bytes: int
+
+
+def plan(request: PrepareRequest) -> PreparePlan:
+    """Every check that can fail before a byte is written: refuse early, leave nothing behind."""
+    created = not request.dataset_dir.exists()
     dataset_dir = _make_dataset_dir(request)
-    manifest = _existing_manifest(request, dataset_dir)
-    existing = [n for n in request.formats if n in manifest.formats]
-    if existing and not request.force:
-        raise IobenchError(f"{dataset_dir}: {', '.join(existing)} already prepared; use --force to overwrite")
+    try:
+        manifest = _existing_manifest(request, dataset_dir)
+        existing = [n for n in request.formats if n in manifest.formats]
+        if existing and not request.force:
+            raise IobenchError(f"{dataset_dir}: {', '.join(existing)} already prepared; use --force to overwrite")
+        need = _check_free_space(request, dataset_dir)
+    except BaseException:
+        if created:
+            shutil.rmtree(dataset_dir, ignore_errors=True)
+        raise
+    return PreparePlan(request, dataset_dir, manifest, need)
+
+
+def prepare(request: PrepareRequest | PreparePlan, reporter: Reporter | None = None) -> Manifest:
+    """Write every requested format; returns the updated manifest."""
+    p = request if isinstance(request, PreparePlan) else plan(request)
+    reporter = reporter or NullReporter()
+    dataset_dir, manifest = p.dataset_dir, p.manifest
     remove_stale_partials(dataset_dir)
-    _check_free_space(request, dataset_dir)
-    for name in request.formats:
+    for name in p.request.formats:
         if name in manifest.formats:  # --force: the old entry must not vouch for new files
             del manifest.formats[name]
             manifest.save(dataset_dir)
-        entry, content = _write_format(request, dataset_dir, name, reporter)
+        entry, content = _write_format(p.request, dataset_dir, name, reporter)
         if manifest.content and manifest.content != content:
             # Every format is written from the same generator: a differing digest is a bug.
             raise IobenchError(f"{dataset_dir}: {name} content differs from the manifest's checksum")
@@ -115,7 +138,7 @@ def _existing_manifest(request: PrepareRequest, dataset_dir: Path) -> Manifest:
     return fresh
 
 
-def _check_free_space(request: PrepareRequest, dataset_dir: Path) -> None:
+def _check_free_space(request: PrepareRequest, dataset_dir: Path) -> int:
     need = int(DISK_MARGIN * sum(FORMATS[n].estimate_bytes(request.spec, request.options[n]) for n in request.formats))
     free = free_bytes(dataset_dir)
     if need > free:

@@ -1,0 +1,63 @@
+"""Shared helpers: tiny datasets and a CLI runner that captures output and the exit code."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from iobench import dataset
+from iobench.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run `iobench ARGS...` in this process."""
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        try:
+            main([str(a) for a in args])
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+def run_subprocess(*args: str, **kwargs) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "iobench", *map(str, args)], capture_output=True, text=True, env=env, cwd=ROOT, **kwargs
+    )
+
+
+@pytest.fixture
+def small_chunks(monkeypatch):
+    """Generation chunks of 4 KiB, so tiny datasets still cross many chunk boundaries."""
+    monkeypatch.setattr(dataset, "GENERATION_CHUNK_BYTES", 4096)
+
+
+def assert_one_line_error(result: CliResult, *fragments: str) -> None:
+    assert result.code == 2, (result.code, result.out, result.err)
+    lines = [line for line in result.err.strip().splitlines() if line.strip()]
+    assert len(lines) == 1, result.err
+    assert lines[0].startswith("iobench: error:"), lines[0]
+    assert "Traceback" not in result.err
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])

@@ -1,0 +1,155 @@
+"""Each format round-trips the dataset exactly, and opens with its own library alone."""
+
+import json
+import multiprocessing
+import os
+import pickle
+import struct
+
+import h5py
+import lmdb
+import lz4.frame
+import numpy as np
+import pytest
+from tensordict import TensorDict
+
+from formats import FORMATS
+from iobench.dataset import DatasetSpec, generate
+from iobench.fsutil import make_partial_dir
+
+CASES = [
+    ("npy", {}),
+    ("memmap", {}),
+    ("hdf5", {}),
+    ("hdf5", {"compression": "lzf", "chunk_rows": 7}),
+    ("hdf5", {"compression": "gzip", "compression_level": 1}),
+    ("lmdb", {}),
+    ("lmdb", {"samples_per_record": 7}),
+]
+SPECS = [DatasetSpec(301, shape=(16,), n_classes=5, seed=1), DatasetSpec(64, shape=(3, 4, 4), dtype="uint8", seed=2)]
+
+
+def write(tmp_path, name, spec, **options):
+    fmt = FORMATS[name]
+    opts = fmt.resolve_options(spec, fmt.options(**options))
+    directory = tmp_path / name
+    directory.mkdir()
+    writer = fmt.writer(directory, spec, opts)
+    for chunk in generate(spec):
+        writer.write(chunk)
+    writer.close()
+    return fmt.reader(directory, spec, opts)
+
+
+def expected(spec):
+    chunks = list(generate(spec))
+    return np.concatenate([c.features for c in chunks]), np.concatenate([c.labels for c in chunks])
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=["f32", "u8-image"])
+@pytest.mark.parametrize("name, options", CASES, ids=[f"{n}-{o}" for n, o in CASES])
+def test_round_trip_is_exact(tmp_path, small_chunks, name, options, spec):
+    features, labels = expected(spec)
+    with write(tmp_path, name, spec, **options) as reader:
+        assert len(reader) == spec.n_samples
+        f, lb = reader.read_range(0, spec.n_samples)
+        np.testing.assert_array_equal(f, features)
+        np.testing.assert_array_equal(lb, labels)
+        f, lb = reader.read_range(5, 40)
+        np.testing.assert_array_equal(f, features[5:40])
+        idx = np.random.default_rng(0).integers(0, spec.n_samples, 50)
+        idx[3] = idx[4]  # a duplicate, out of order
+        f, lb = reader.batch(idx)
+        np.testing.assert_array_equal(f, features[idx])
+        np.testing.assert_array_equal(lb, labels[idx])
+        assert f.dtype == spec.np_dtype and lb.dtype == np.int64
+        x, y = reader.sample(spec.n_samples - 1)
+        np.testing.assert_array_equal(x, features[-1])
+        assert y == labels[-1]
+        with pytest.raises(IndexError):
+            reader.sample(spec.n_samples)
+
+
+@pytest.mark.parametrize("name", sorted(FORMATS))
+def test_reader_reopens_after_fork_and_leaks_nothing(tmp_path, name):
+    spec = SPECS[0]
+    features, _ = expected(spec)
+    reader = write(tmp_path, name, spec)
+    reader.sample(0)  # the parent opens its handle before forking, as a careless user would
+    reader = pickle.loads(pickle.dumps(reader))  # DataLoader workers may get a pickled copy
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(1) as pool:
+        got = pool.apply(_read_rows, (reader, [3, 1, 2]))
+    np.testing.assert_array_equal(got, features[[3, 1, 2]])
+    reader.sample(1)
+    data_dir = str(tmp_path / name)
+    assert data_dir in _open_paths(), "the test must see the reader's handle before close()"
+    reader.close()
+    assert data_dir not in _open_paths(), "a file handle or mapping of the data survived close()"
+
+
+def _open_paths():
+    """Every file this process holds open or mapped, as one string."""
+    fds = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            fds.append(os.readlink(f"/proc/self/fd/{fd}"))
+        except OSError:
+            pass
+    with open("/proc/self/maps") as maps:
+        return "\n".join(fds) + maps.read()
+
+
+def _read_rows(reader, rows):
+    return reader.batch(np.array(rows))[0]
+
+
+def test_files_open_with_their_own_libraries(tmp_path):
+    """No iobench code below: what users of numpy, h5py, lmdb+lz4 and tensordict would write."""
+    spec = DatasetSpec(50, shape=(6,), seed=4)
+    features, labels = expected(spec)
+    for name in ("npy", "hdf5", "memmap"):
+        write(tmp_path, name, spec).close()
+    write(tmp_path, "lmdb", spec, samples_per_record=4).close()
+
+    np.testing.assert_array_equal(np.load(tmp_path / "npy/features.npy", mmap_mode="r"), features)
+    np.testing.assert_array_equal(np.load(tmp_path / "npy/labels.npy", mmap_mode="r"), labels)
+
+    with h5py.File(tmp_path / "hdf5/data.h5", "r") as f:
+        np.testing.assert_array_equal(f["features"][:], features)
+        np.testing.assert_array_equal(f["labels"][:], labels)
+        assert f.attrs["n_samples"] == 50
+
+    td = TensorDict.load_memmap(tmp_path / "memmap")
+    np.testing.assert_array_equal(td["features"].numpy(), features)
+    np.testing.assert_array_equal(td["labels"].numpy(), labels)
+
+    env = lmdb.open(str(tmp_path / "lmdb"), readonly=True, lock=False)
+    with env.begin() as txn:
+        meta = json.loads(txn.get(b"__iobench__"))
+        per = meta["samples_per_record"]
+        got_f, got_l = [], []
+        for record in range(-(-50 // per)):
+            raw = lz4.frame.decompress(txn.get(struct.pack(">Q", record)))
+            n = len(raw) // (6 * 4 + 8)
+            got_l.append(np.frombuffer(raw[: 8 * n], "<i8"))
+            got_f.append(np.frombuffer(raw[8 * n :], "<f4").reshape(n, 6))
+    env.close()
+    np.testing.assert_array_equal(np.concatenate(got_f), features)
+    np.testing.assert_array_equal(np.concatenate(got_l), labels)
+
+
+def test_lmdb_map_size_is_computed_and_sufficient(tmp_path):
+    spec = DatasetSpec(2000, shape=(300,))  # values too big for a leaf: overflow pages
+    fmt = FORMATS["lmdb"]
+    for per in (1, 3):
+        opts = fmt.options(samples_per_record=per)
+        (tmp_path / str(per)).mkdir()
+        write(tmp_path / str(per), "lmdb", spec, samples_per_record=per).close()
+        used = (tmp_path / str(per) / "lmdb" / "data.mdb").stat().st_size
+        assert used <= fmt.estimate_bytes(spec, opts), "the disk estimate must not undershoot"
+
+
+def test_partial_dir_name_marks_it_incomplete(tmp_path):
+    p = make_partial_dir(tmp_path, "npy")
+    assert p.name.startswith(".partial-npy-")
