@@ -145,6 +145,7 @@ def _check_free_space(request: PrepareRequest, dataset_dir: Path) -> int:
         raise IobenchError(
             f"not enough disk space in {dataset_dir}: need about {need / 1e9:.2f} GB, {free / 1e9:.2f} GB free"
         )
+    return need
 
 
 def _write_format(

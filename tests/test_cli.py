@@ -83,6 +83,13 @@ def test_existing_dataset_needs_force(prepared, cli):
     assert cli("verify", "--data-dir", prepared, "-q").code == 0
 
 
+def test_prepare_with_progress_bars(tmp_path, cli):
+    r = cli("prepare", "--size", "300", "--data-dir", tmp_path, "--formats", "npy,memmap")
+    assert r.code == 0, r.err
+    assert "preparing" in r.err and "npy checksum" in r.err and "MB/s" in r.err
+    assert "manifest:" in r.out
+
+
 def test_formats_can_be_added_one_at_a_time(tmp_path, cli):
     assert cli("prepare", "--size", "500", "--data-dir", tmp_path, "--formats", "npy", "-q").code == 0
     assert cli("prepare", "--size", "500", "--data-dir", tmp_path, "--formats", "lmdb", "-q").code == 0

@@ -1,0 +1,101 @@
+#!/usr/bin/env python
+"""Benchmark `iobench prepare` against one sequential stream writing the same bytes to the same disk.
+
+Goal (issue 2): prepare of all four formats takes at most 2x the time of the single stream, with a
+peak RSS under 1.5 GiB. Both are measured in this one run; the page cache is dropped (root) or left
+as is before each phase, and the script says which.
+
+    python scripts/bench_prepare.py --size 1e7 --data-dir /path/on/the/disk
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BLOCK = 8 * 2**20
+
+
+def drop_caches() -> str:
+    os.sync()
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return "dropped (root)"
+    except OSError:
+        return "not dropped (unprivileged)"
+
+
+def sequential_write(path: Path, total: int) -> float:
+    """One stream, 8 MiB writes of incompressible bytes, fsync at the end (as prepare does)."""
+    buf = os.urandom(BLOCK)
+    t0 = time.perf_counter()
+    with open(path, "wb", buffering=0) as f:
+        left = total
+        while left > 0:
+            left -= f.write(buf[: min(BLOCK, left)])
+        os.fsync(f.fileno())
+    return time.perf_counter() - t0
+
+
+def run_prepare(size: str, data_dir: Path, extra: list[str]) -> tuple[float, int, int]:
+    """Wall seconds, peak RSS in bytes and exit code of `iobench prepare` in a child process."""
+    cmd = [sys.executable, "-m", "iobench", "prepare", "--size", size, "--data-dir", str(data_dir), "--force", *extra]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    return seconds, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--size", default="1e7")
+    ap.add_argument("--data-dir", type=Path, default=Path("data"))
+    ap.add_argument("--keep", action="store_true", help="keep the prepared dataset")
+    ap.add_argument("extra", nargs="*", help="more `iobench prepare` options, after --")
+    args = ap.parse_args()
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+    print(subprocess.run(["findmnt", "-T", str(args.data_dir)], capture_output=True, text=True).stdout.strip())
+
+    cache = drop_caches()
+    prep_s, rss, code = run_prepare(args.size, args.data_dir, args.extra)
+    if code != 0:
+        sys.exit(f"prepare failed with exit code {code}")
+    (dataset_dir,) = [p for p in args.data_dir.iterdir() if (p / "manifest.json").is_file()][-1:]
+    manifest = json.loads((dataset_dir / "manifest.json").read_text())
+    total = sum(e["bytes"] for e in manifest["formats"].values())
+
+    cache2 = drop_caches()
+    ref = args.data_dir / "sequential-reference.bin"
+    try:
+        seq_s = sequential_write(ref, total)
+    finally:
+        ref.unlink(missing_ok=True)
+    if not args.keep:
+        shutil.rmtree(dataset_dir)
+
+    print(f"\npage cache before prepare: {cache}; before the reference stream: {cache2}")
+    print(f"{'format':<8} {'MB':>10} {'write s':>9} {'write MB/s':>11} {'checksum s':>11}")
+    for name, e in manifest["formats"].items():
+        print(
+            f"{name:<8} {e['bytes'] / 1e6:>10,.1f} {e['write_seconds']:>9.2f} "
+            f"{e['write_mb_per_s']:>11,.1f} {e['checksum_seconds']:>11.2f}"
+        )
+    print(f"\nprepare, all formats: {total / 1e6:,.1f} MB in {prep_s:.1f} s = {total / 1e6 / prep_s:,.1f} MB/s")
+    print(f"one sequential stream: {total / 1e6:,.1f} MB in {seq_s:.1f} s = {total / 1e6 / seq_s:,.1f} MB/s")
+    ratio = prep_s / seq_s
+    print(f"ratio prepare / sequential: {ratio:.2f} (goal <= 2.00): {'PASS' if ratio <= 2 else 'FAIL'}")
+    gib = rss / 2**30
+    print(f"peak RSS of prepare: {gib:.2f} GiB (goal < 1.5 GiB): {'PASS' if gib < 1.5 else 'FAIL'}")
+
+
+if __name__ == "__main__":
+    main()
