@@ -5,6 +5,7 @@ Formats know how bytes are laid out on disk and nothing about loaders, timing or
 
 from __future__ import annotations
 
+import hashlib
 import os
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass
@@ -36,6 +37,31 @@ class FormatWriter(ABC):
     @abstractmethod
     def close(self) -> None:
         """Flush and release every handle; the caller fsyncs and renames the directory."""
+
+    def digests(self) -> dict[str, str]:
+        """SHA-256 of files written whole and in order, hashed on the way (path -> hex), saving a re-read."""
+        return {}
+
+
+class HashedFile:
+    """A file written from its first byte to its last, SHA-256 hashed on the way."""
+
+    def __init__(self, path: Path, mode: str = "wb") -> None:
+        self.path = path
+        self._file = open(path, mode)
+        self._hash = hashlib.sha256()
+        self._written = 0
+
+    def write(self, data: np.ndarray | bytes) -> None:
+        view = memoryview(np.ascontiguousarray(data) if isinstance(data, np.ndarray) else data)
+        self._file.write(view)
+        self._hash.update(view)
+        self._written += view.nbytes
+
+    def close(self) -> str | None:
+        """The digest, or None when the file holds bytes that were not written through us."""
+        self._file.close()
+        return self._hash.hexdigest() if self._written == self.path.stat().st_size else None
 
 
 class FormatReader(ABC):

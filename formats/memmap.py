@@ -8,13 +8,13 @@ no iobench code: a saved tensorclass records its Python class and cannot load wi
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 import torch
 from tensordict import TensorDict, tensorclass
 
-from formats.base import FormatReader, FormatWriter, StorageFormat
+from formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
 from iobench.dataset import Chunk, DatasetSpec
 
 FEATURES = "features.memmap"
@@ -51,15 +51,20 @@ class MemmapWriter(FormatWriter):
         )
         mapped = template.memmap_like(prefix=directory)  # sparse files plus meta.json
         del mapped
-        self._files: list[BinaryIO] = [open(directory / FEATURES, "r+b"), open(directory / LABELS, "r+b")]
+        self._files = [HashedFile(directory / FEATURES, "r+b"), HashedFile(directory / LABELS, "r+b")]
+        self._digests: dict[str, str] = {}
 
     def write(self, chunk: Chunk) -> None:
-        self._files[0].write(np.ascontiguousarray(chunk.features).data)
-        self._files[1].write(np.ascontiguousarray(chunk.labels).data)
+        self._files[0].write(chunk.features)
+        self._files[1].write(chunk.labels)
 
     def close(self) -> None:
         for f in self._files:
-            f.close()
+            if (digest := f.close()) is not None:
+                self._digests[f.path.name] = digest
+
+    def digests(self) -> dict[str, str]:
+        return self._digests
 
 
 class MemmapReader(FormatReader):

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
 
-from formats.base import FormatReader, FormatWriter, StorageFormat
+from formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
 from iobench.dataset import LABEL_DTYPE, Chunk, DatasetSpec
 
 FEATURES = "features.npy"
@@ -23,22 +24,29 @@ class NpyWriter(FormatWriter):
 
     def __init__(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
         super().__init__(directory, spec, options)
-        self._files: list[BinaryIO] = []
+        self._files: list[HashedFile] = []
+        self._digests: dict[str, str] = {}
         for name, dtype, shape in (
             (FEATURES, spec.np_dtype, (spec.n_samples, *spec.shape)),
             (LABELS, LABEL_DTYPE, (spec.n_samples,)),
         ):
-            f = open(directory / name, "wb")
+            header = io.BytesIO()
+            np.lib.format.write_array_header_2_0(header, _header(dtype, shape))
+            f = HashedFile(directory / name)
             self._files.append(f)
-            np.lib.format.write_array_header_2_0(f, _header(dtype, shape))
+            f.write(header.getvalue())
 
     def write(self, chunk: Chunk) -> None:
-        self._files[0].write(np.ascontiguousarray(chunk.features).data)
-        self._files[1].write(np.ascontiguousarray(chunk.labels).data)
+        self._files[0].write(chunk.features)
+        self._files[1].write(chunk.labels)
 
     def close(self) -> None:
         for f in self._files:
-            f.close()
+            if (digest := f.close()) is not None:
+                self._digests[f.path.name] = digest
+
+    def digests(self) -> dict[str, str]:
+        return self._digests
 
 
 class NpyReader(FormatReader):

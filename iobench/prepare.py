@@ -2,29 +2,25 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import errno
 import os
 import shutil
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from formats import FORMATS
-from iobench.dataset import ContentHasher, DatasetSpec, generate
+from iobench.dataset import DatasetSpec
 from iobench.errors import IobenchError
 from iobench.fsutil import (
     PARTIAL_PREFIX,
     free_bytes,
-    fsync_tree,
-    make_partial_dir,
     remove_stale_partials,
     replace_dir,
-    sha256_file,
 )
-from iobench.manifest import MANIFEST, FileEntry, FormatEntry, Manifest
+from iobench.manifest import MANIFEST, Manifest
 from iobench.progress import NullReporter, Reporter
+from iobench.writing import write_formats
 
 DISK_MARGIN = 1.05  # keep 5% of the estimate spare
 
@@ -89,17 +85,30 @@ def prepare(request: PrepareRequest | PreparePlan, reporter: Reporter | None = N
     reporter = reporter or NullReporter()
     dataset_dir, manifest = p.dataset_dir, p.manifest
     remove_stale_partials(dataset_dir)
-    for name in p.request.formats:
-        if name in manifest.formats:  # --force: the old entry must not vouch for new files
-            del manifest.formats[name]
+    request = p.request
+    try:
+        jobs, content = write_formats(
+            request.spec, dataset_dir, {n: request.options[n] for n in request.formats}, reporter
+        )
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            raise IobenchError(f"disk full while writing {dataset_dir}; nothing was kept") from None
+        raise
+    if manifest.content and manifest.content != content:
+        # Every format is written from the same generator: a differing digest is a bug.
+        raise IobenchError(f"{dataset_dir}: generated content differs from the manifest's checksum")
+    manifest.content = content
+    try:
+        for job in jobs:
+            if job.name in manifest.formats:  # --force: the old entry must not vouch for new files
+                del manifest.formats[job.name]
+                manifest.save(dataset_dir)
+            replace_dir(job.partial, dataset_dir / job.name)
+            manifest.formats[job.name] = job.entry
             manifest.save(dataset_dir)
-        entry, content = _write_format(p.request, dataset_dir, name, reporter)
-        if manifest.content and manifest.content != content:
-            # Every format is written from the same generator: a differing digest is a bug.
-            raise IobenchError(f"{dataset_dir}: {name} content differs from the manifest's checksum")
-        manifest.content = content
-        manifest.formats[name] = entry
-        manifest.save(dataset_dir)
+    finally:
+        for job in jobs:
+            shutil.rmtree(job.partial, ignore_errors=True)
     return manifest
 
 
@@ -146,59 +155,3 @@ def _check_free_space(request: PrepareRequest, dataset_dir: Path) -> int:
             f"not enough disk space in {dataset_dir}: need about {need / 1e9:.2f} GB, {free / 1e9:.2f} GB free"
         )
     return need
-
-
-def _write_format(
-    request: PrepareRequest, dataset_dir: Path, name: str, reporter: Reporter
-) -> tuple[FormatEntry, dict]:
-    fmt = FORMATS[name]
-    spec = request.spec
-    options = fmt.resolve_options(spec, request.options[name])
-    partial = make_partial_dir(dataset_dir, name)
-    try:
-        t0 = time.perf_counter()
-        reporter.start(f"{name}:write", f"{name} write", spec.payload_bytes)
-        writer = fmt.writer(partial, spec, options)
-        hasher = ContentHasher()
-        try:
-            for chunk in generate(spec):
-                writer.write(chunk)
-                hasher.update(chunk.features, chunk.labels)
-                reporter.advance(f"{name}:write", chunk.nbytes)
-        finally:
-            writer.close()
-        fsync_tree(partial)
-        write_seconds = time.perf_counter() - t0
-        files = _data_files(partial, fmt.ignored_files)
-        t1 = time.perf_counter()
-        reporter.start(f"{name}:checksum", f"{name} checksum", sum(p.stat().st_size for p in files))
-        entries = [
-            FileEntry(
-                path=p.relative_to(partial).as_posix(),
-                bytes=p.stat().st_size,
-                sha256=sha256_file(p, lambda n: reporter.advance(f"{name}:checksum", n)),
-            )
-            for p in files
-        ]
-        checksum_seconds = time.perf_counter() - t1
-        replace_dir(partial, dataset_dir / name)
-    except BaseException as exc:
-        shutil.rmtree(partial, ignore_errors=True)
-        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
-            raise IobenchError(f"disk full while writing {name} in {dataset_dir}; nothing was kept") from None
-        raise
-    entry = FormatEntry(
-        name=name,
-        directory=name,
-        options=fmt.options_to_json(options),
-        files=entries,
-        write_seconds=write_seconds,
-        checksum_seconds=checksum_seconds,
-        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-    )
-    reporter.finish(f"{name}:write", f"{name} {entry.bytes / 1e6:,.0f} MB, {entry.write_mb_per_s:,.0f} MB/s")
-    return entry, hasher.digest()
-
-
-def _data_files(directory: Path, ignored: frozenset[str]) -> list[Path]:
-    return sorted(p for p in directory.rglob("*") if p.is_file() and p.name not in ignored)

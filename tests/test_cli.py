@@ -84,9 +84,9 @@ def test_existing_dataset_needs_force(prepared, cli):
 
 
 def test_prepare_with_progress_bars(tmp_path, cli):
-    r = cli("prepare", "--size", "300", "--data-dir", tmp_path, "--formats", "npy,memmap")
+    r = cli("prepare", "--size", "300", "--data-dir", tmp_path, "--formats", "npy,hdf5")
     assert r.code == 0, r.err
-    assert "preparing" in r.err and "npy checksum" in r.err and "MB/s" in r.err
+    assert "preparing" in r.err and "hdf5 checksum" in r.err and "MB/s" in r.err
     assert "manifest:" in r.out
 
 
@@ -150,21 +150,11 @@ def _start_prepare(tmp_path, size, formats):
     )
 
 
-def _wait_for_partial(tmp_path, proc, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        partials = [p for p in tmp_path.glob("*/.partial-*") if any(p.iterdir())]
-        if partials:
-            return partials
-        assert proc.poll() is None, "prepare finished before it could be interrupted; raise the size"
-        time.sleep(0.005)
-    raise AssertionError("prepare never started writing")
-
-
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_interrupted_prepare_leaves_nothing_complete_looking(tmp_path, cli, sig):
-    # npy finishes quickly; lmdb is interrupted mid-write.
-    proc = _start_prepare(tmp_path, "300000", "npy,lmdb")
+    # npy is prepared first; a later prepare that adds lmdb is interrupted mid-write.
+    assert cli("prepare", "--size", "300000", "--formats", "npy", "--data-dir", tmp_path, "-q").code == 0
+    proc = _start_prepare(tmp_path, "300000", "lmdb,memmap")
     deadline = time.monotonic() + 60
     while not list(tmp_path.glob("*/.partial-lmdb-*/data.mdb")):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
@@ -176,16 +166,16 @@ def test_interrupted_prepare_leaves_nothing_complete_looking(tmp_path, cli, sig)
     (dataset_dir,) = tmp_path.iterdir()
     assert not (dataset_dir / "lmdb").exists()
     manifest = dataset_dir / "manifest.json"
-    listed = set(json.loads(manifest.read_text())["formats"]) if manifest.exists() else set()
-    assert "lmdb" not in listed
+    assert set(json.loads(manifest.read_text())["formats"]) == {"npy"}
+    assert not (dataset_dir / "memmap").exists()
     partials = list(dataset_dir.glob(".partial-*"))
     if sig == signal.SIGKILL:
         assert partials, "the kill should have left the partial directory for the next run to remove"
         r = cli("verify", "--data-dir", dataset_dir, "-q")
-        assert "left by an interrupted prepare" in r.out
+        assert r.code == 0 and "npy     OK" in r.out and "left by an interrupted prepare" in r.out
     else:  # a catchable signal cleans up on the way out
         assert partials == [] and "interrupted" in stderr and "Traceback" not in stderr
-    assert cli("prepare", "--size", "300000", "--formats", "lmdb", "--data-dir", tmp_path, "-q").code == 0
+    assert cli("prepare", "--size", "300000", "--formats", "lmdb,memmap", "--data-dir", tmp_path, "-q").code == 0
     assert list(dataset_dir.glob(".partial-*")) == []
 
 
