@@ -147,6 +147,8 @@ class StorageFormat(ABC):
     name: ClassVar[str]
     summary: ClassVar[str]
     options_type: ClassVar[type] = NoOptions
+    # True when writing costs Python work per sample: such a writer gets its own process.
+    python_bound_writer: ClassVar[bool] = False
     # Files a writer may leave that are not part of the data (e.g. LMDB's lock file).
     ignored_files: ClassVar[frozenset[str]] = frozenset()
     writer_type: ClassVar[type[FormatWriter]]

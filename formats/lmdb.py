@@ -114,13 +114,15 @@ class LmdbWriter(FormatWriter):
         first = self._next_record
         if r == 1:
             # One row per record: label bytes then feature bytes, built for all rows at once.
-            rows = np.empty((len(labels), self.spec.sample_bytes), dtype=np.uint8)
+            n, size = len(labels), self.spec.sample_bytes
+            rows = np.empty((n, size), dtype=np.uint8)
             rows[:, :8] = np.ascontiguousarray(labels, dtype=LABEL_DTYPE).view(np.uint8).reshape(-1, 8)
-            rows[:, 8:] = np.ascontiguousarray(features).reshape(len(labels), -1).view(np.uint8)
-            values = [lz4.frame.compress(row) for row in rows]
+            rows[:, 8:] = np.ascontiguousarray(features).reshape(n, -1).view(np.uint8)
+            flat = memoryview(rows).cast("B")
+            values = list(map(lz4.frame.compress, [flat[i : i + size] for i in range(0, n * size, size)]))
         else:
             values = [encode_record(features[a : a + r], labels[a : a + r]) for a in range(0, len(labels), r)]
-        items = [(record_key(first + k), v) for k, v in enumerate(values)]
+        items = list(zip(map(_KEY.pack, range(first, first + len(values))), values, strict=True))
         while True:
             try:
                 with self._env.begin(write=True) as txn:
@@ -221,6 +223,7 @@ class LmdbFormat(StorageFormat):
     name = "lmdb"
     summary = "LMDB, one lz4-frame record per sample (or per N samples)"
     options_type = LmdbOptions
+    python_bound_writer = True
     writer_type = LmdbWriter
     reader_type = LmdbReader
 

@@ -1,160 +1,288 @@
-"""Write one generated stream into several formats at once, each in its own thread.
+"""Write one dataset into several formats at once.
 
-The dataset is generated and content-hashed once; every chunk goes to one queue per format. Each
-format's thread writes, closes, fsyncs and checksums its partial directory. Threads overlap where
-the work releases the GIL (file writes, SHA-256, lz4, HDF5 I/O), which on a small machine is what
-keeps prepare near the disk's speed.
+The dataset is generated and content-hashed once in the main process; every chunk goes to one
+queue per format, and each format's thread writes, closes, fsyncs and checksums its partial
+directory. A format whose writer is mostly Python work per sample (LMDB: one record per sample)
+would hold the GIL and slow every other thread, so it runs in its own forked process that
+regenerates the same chunks itself (the generator is deterministic) and reports progress and its
+result as JSON over a pipe. Nothing is pickled.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import multiprocessing
+import os
 import queue
 import shutil
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from formats import FORMATS
-from formats.base import FormatWriter
 from iobench.dataset import Chunk, ContentHasher, DatasetSpec, generate
-from iobench.fsutil import fsync_tree, make_partial_dir, sha256_file
+from iobench.fsutil import drop_from_page_cache, fsync_tree, make_partial_dir, sha256_file
 from iobench.manifest import FileEntry, FormatEntry
 from iobench.progress import Reporter
 
 QUEUE_CHUNKS = 4  # how far one format may lag behind the generator: bounds memory
 
 
+def write_one(
+    name: str, spec: DatasetSpec, options: Any, partial: Path, chunks: Iterable[Chunk], reporter: Reporter
+) -> FormatEntry:
+    """Write, close, fsync and checksum one format in its partial directory."""
+    fmt = FORMATS[name]
+    key = f"{name}:write"
+    busy = 0.0
+    t = time.perf_counter()
+    writer = fmt.writer(partial, spec, options)
+    try:
+        busy += time.perf_counter() - t
+        for chunk in chunks:
+            t = time.perf_counter()
+            writer.write(chunk)
+            busy += time.perf_counter() - t
+            reporter.advance(key, chunk.nbytes)
+    finally:
+        t = time.perf_counter()
+        writer.close()
+        busy += time.perf_counter() - t
+    t = time.perf_counter()
+    fsync_tree(partial)
+    busy += time.perf_counter() - t
+    t = time.perf_counter()
+    known = writer.digests()
+    paths = sorted(p for p in partial.rglob("*") if p.is_file() and p.name not in fmt.ignored_files)
+    rel = {p: p.relative_to(partial).as_posix() for p in paths}
+    unknown = [p for p in paths if rel[p] not in known]
+    if unknown:
+        reporter.start(f"{name}:checksum", f"{name} checksum", sum(p.stat().st_size for p in unknown))
+    digests = {rel[p]: sha256_file(p, lambda n: reporter.advance(f"{name}:checksum", n)) for p in unknown}
+    digests.update(known)
+    for p in paths:
+        # Written and hashed: leave the page cache to the formats still being written and hashed,
+        # so their re-reads come from memory rather than disk.
+        drop_from_page_cache(p)
+    entry = FormatEntry(
+        name=name,
+        directory=name,
+        options=fmt.options_to_json(options),
+        files=[FileEntry(rel[p], p.stat().st_size, digests[rel[p]]) for p in paths],
+        write_seconds=busy,
+        checksum_seconds=time.perf_counter() - t,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    )
+    reporter.finish(key, f"{name} {entry.bytes / 1e6:,.0f} MB, {entry.write_mb_per_s:,.0f} MB/s")
+    return entry
+
+
 @dataclass
 class FormatJob:
+    """One format being written: in a thread fed by the main generator, or in its own process."""
+
     name: str
     options: Any
     partial: Path
-    reporter: Reporter
+    in_process: bool
     chunks: queue.Queue = field(default_factory=lambda: queue.Queue(QUEUE_CHUNKS))
     error: BaseException | None = None
     entry: FormatEntry | None = None
-    thread: threading.Thread | None = None
+    threads: list[threading.Thread] = field(default_factory=list)
+    process: Any = None
     cancelled: threading.Event = field(default_factory=threading.Event)
 
-    def run(self, spec: DatasetSpec) -> None:
+    def start(self, spec: DatasetSpec, reporter: Reporter) -> None:
+        if self.in_process:
+            ctx = multiprocessing.get_context("fork")
+            receiver, sender = ctx.Pipe(duplex=False)
+            self.process = ctx.Process(
+                target=_process_main,
+                args=(self.name, spec, self.options, self.partial, sender, os.getpid()),
+                name=f"write-{self.name}",
+                daemon=True,
+            )
+            self.process.start()
+            sender.close()
+            target, args = self._relay, (receiver, reporter)
+        else:
+            target, args = self._run_thread, (spec, reporter)
+        thread = threading.Thread(target=target, args=args, name=f"write-{self.name}", daemon=True)
+        self.threads.append(thread)
+        thread.start()
+
+    def feed(self, chunk: Chunk | None) -> None:
+        if self.in_process:
+            return
+        while True:
+            if self.cancelled.is_set():
+                raise self.error or RuntimeError(f"{self.name} writer stopped")
+            try:
+                self.chunks.put(chunk, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def join(self) -> None:
+        for thread in self.threads:
+            thread.join()
+        if self.process is not None:
+            self.process.join()
+
+    def cancel(self) -> None:
+        self.cancelled.set()
+        if self.process is not None and self.process.is_alive():
+            self.process.kill()
+        try:  # unblock a thread waiting for chunks
+            while True:
+                self.chunks.get_nowait()
+        except queue.Empty:
+            pass
         try:
-            self.entry = self._write(spec)
+            self.chunks.put_nowait(None)
+        except queue.Full:
+            pass
+        for thread in self.threads:
+            thread.join(timeout=10)
+        if self.process is not None:
+            self.process.join(timeout=10)
+
+    def _queued(self) -> Iterator[Chunk]:
+        while (chunk := self.chunks.get()) is not None:
+            if self.cancelled.is_set():
+                raise RuntimeError("cancelled")
+            yield chunk
+
+    def _run_thread(self, spec: DatasetSpec, reporter: Reporter) -> None:
+        try:
+            self.entry = write_one(self.name, spec, self.options, self.partial, self._queued(), reporter)
         except BaseException as exc:  # reported by the main thread
             self.error = exc
             self.cancelled.set()
 
-    def _write(self, spec: DatasetSpec) -> FormatEntry:
-        fmt = FORMATS[self.name]
-        key = f"{self.name}:write"
-        busy = 0.0
-        t = time.perf_counter()
-        writer: FormatWriter = fmt.writer(self.partial, spec, self.options)
+    def _relay(self, receiver: Any, reporter: Reporter) -> None:
+        """Turn the child's JSON messages into progress, and its last message into the result."""
         try:
-            busy += time.perf_counter() - t
-            while (chunk := self.chunks.get()) is not None:
-                if self.cancelled.is_set():
-                    return None  # type: ignore[return-value]
-                t = time.perf_counter()
-                writer.write(chunk)
-                busy += time.perf_counter() - t
-                self.reporter.advance(key, chunk.nbytes)
+            while True:
+                try:
+                    message = json.loads(receiver.recv_bytes())
+                except EOFError:
+                    raise RuntimeError(f"the {self.name} writer process died") from None
+                kind = message["kind"]
+                if kind == "advance":
+                    reporter.advance(message["key"], message["n"])
+                elif kind == "start":
+                    reporter.start(message["key"], message["description"], message["total"])
+                elif kind == "finish":
+                    reporter.finish(message["key"], message["description"])
+                elif kind == "done":
+                    self.entry = FormatEntry.from_json(self.name, message["entry"])
+                    return
+                else:
+                    raise RuntimeError(message["error"])
+        except BaseException as exc:
+            self.error = exc
+            self.cancelled.set()
         finally:
-            t = time.perf_counter()
-            writer.close()
-            busy += time.perf_counter() - t
-        t = time.perf_counter()
-        fsync_tree(self.partial)
-        busy += time.perf_counter() - t
-        t = time.perf_counter()
-        files = self._checksums(writer, fmt.ignored_files)
-        entry = FormatEntry(
-            name=self.name,
-            directory=self.name,
-            options=fmt.options_to_json(self.options),
-            files=files,
-            write_seconds=busy,
-            checksum_seconds=time.perf_counter() - t,
-            created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        )
-        self.reporter.finish(key, f"{self.name} {entry.bytes / 1e6:,.0f} MB, {entry.write_mb_per_s:,.0f} MB/s")
-        return entry
+            receiver.close()
 
-    def _checksums(self, writer: FormatWriter, ignored: frozenset[str]) -> list[FileEntry]:
-        """Files the writer hashed as it wrote them are not read again; the rest are."""
-        known = writer.digests()
-        paths = sorted(p for p in self.partial.rglob("*") if p.is_file() and p.name not in ignored)
-        rel = {p: p.relative_to(self.partial).as_posix() for p in paths}
-        unknown = [p for p in paths if rel[p] not in known]
-        key = f"{self.name}:checksum"
-        if unknown:
-            self.reporter.start(key, f"{self.name} checksum", sum(p.stat().st_size for p in unknown))
-        digests = {rel[p]: sha256_file(p, lambda n: self.reporter.advance(key, n)) for p in unknown}
-        digests.update(known)
-        return [FileEntry(rel[p], p.stat().st_size, digests[rel[p]]) for p in paths]
+
+class _PipeReporter:
+    """Progress from a child process, as JSON messages (coalesced to a few per second)."""
+
+    def __init__(self, sender: Any) -> None:
+        self.sender = sender
+        self.pending: dict[str, int] = {}
+        self.last = 0.0
+
+    def send(self, **message: Any) -> None:
+        self.sender.send_bytes(json.dumps(message).encode())
+
+    def start(self, key: str, description: str, total: int) -> None:
+        self.send(kind="start", key=key, description=description, total=total)
+
+    def advance(self, key: str, n: int) -> None:
+        self.pending[key] = self.pending.get(key, 0) + n
+        if time.monotonic() - self.last > 0.1:
+            self.flush()
+
+    def flush(self) -> None:
+        for key, n in self.pending.items():
+            self.send(kind="advance", key=key, n=n)
+        self.pending.clear()
+        self.last = time.monotonic()
+
+    def finish(self, key: str, description: str) -> None:
+        self.flush()
+        self.send(kind="finish", key=key, description=description)
+
+
+def _process_main(name: str, spec: DatasetSpec, options: Any, partial: Path, sender: Any, parent: int) -> None:
+    reporter = _PipeReporter(sender)
+    code = 0
+    try:
+
+        def chunks() -> Iterator[Chunk]:
+            for chunk in generate(spec):
+                if os.getppid() != parent:  # the parent was killed: stop writing into the void
+                    raise RuntimeError("parent exited")
+                yield chunk
+
+        entry = write_one(name, spec, options, partial, chunks(), reporter)
+        reporter.send(kind="done", entry=entry.to_json())
+    except BaseException as exc:
+        code = 1
+        try:
+            reporter.send(kind="error", error=f"{type(exc).__name__}: {exc}")
+        except OSError:
+            pass
+    finally:
+        sender.close()
+        os._exit(code)
 
 
 def write_formats(
     spec: DatasetSpec, dataset_dir: Path, options: dict[str, Any], reporter: Reporter
 ) -> tuple[list[FormatJob], dict]:
-    """Write all formats in options from one generated stream; partial directories on return.
+    """Write all formats in options; returns the finished jobs (still in partial directories).
 
-    Returns the finished jobs (entry and partial directory each) and the content checksum. On any
-    error or interruption every partial directory is removed before the exception propagates.
+    On any error or interruption every partial directory is removed before the exception
+    propagates.
     """
     jobs = [
-        FormatJob(name, FORMATS[name].resolve_options(spec, opts), make_partial_dir(dataset_dir, name), reporter)
+        FormatJob(
+            name,
+            FORMATS[name].resolve_options(spec, opts),
+            make_partial_dir(dataset_dir, name),
+            in_process=FORMATS[name].python_bound_writer and len(options) > 1,
+        )
         for name, opts in options.items()
     ]
     hasher = ContentHasher()
     try:
         for job in jobs:
             reporter.start(f"{job.name}:write", f"{job.name} write", spec.payload_bytes)
-            job.thread = threading.Thread(target=job.run, args=(spec,), name=f"write-{job.name}", daemon=True)
-            job.thread.start()
+        for job in sorted(jobs, key=lambda j: not j.in_process):  # fork before starting threads
+            job.start(spec, reporter)
         for chunk in generate(spec):
             hasher.update(chunk.features, chunk.labels)
-            _dispatch(jobs, chunk)
-        _dispatch(jobs, None)
+            for job in jobs:
+                job.feed(chunk)
         for job in jobs:
-            job.thread.join()
+            job.feed(None)
+        for job in jobs:
+            job.join()
         for job in jobs:
             if job.error is not None:
                 raise job.error
     except BaseException:
         for job in jobs:
-            job.cancelled.set()
+            job.cancel()
         for job in jobs:
-            _drain(job)
-            if job.thread is not None:
-                job.thread.join(timeout=10)
             shutil.rmtree(job.partial, ignore_errors=True)
         raise
     return jobs, hasher.digest()
-
-
-def _dispatch(jobs: list[FormatJob], chunk: Chunk | None) -> None:
-    for job in jobs:
-        while True:
-            if job.cancelled.is_set():
-                raise job.error or RuntimeError(f"{job.name} writer stopped")
-            try:
-                job.chunks.put(chunk, timeout=0.1)
-                break
-            except queue.Full:
-                continue
-
-
-def _drain(job: FormatJob) -> None:
-    """Unblock a writer thread waiting for chunks so it can close its files and stop."""
-    try:
-        while True:
-            job.chunks.get_nowait()
-    except queue.Empty:
-        pass
-    try:
-        job.chunks.put_nowait(None)
-    except queue.Full:
-        pass

@@ -1,0 +1,93 @@
+"""Where a result was measured: versions, CPU, memory, GPU, kernel, file system, git SHA."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+from iobench import __version__
+
+PACKAGES = ("torch", "tensordict", "numpy", "h5py", "lmdb", "lz4")
+
+
+def _version(package: str) -> str:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _ram_bytes() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return 0
+
+
+def mount_of(path: Path) -> tuple[str, str]:
+    """(file system type, source device) of the mount holding path, from /proc/self/mounts."""
+    target = os.path.realpath(path)
+    best = ("", "unknown", "unknown")
+    try:
+        with open("/proc/self/mounts") as f:
+            for line in f:
+                source, mountpoint, fstype = line.split()[:3]
+                inside = target == mountpoint or target.startswith(mountpoint.rstrip("/") + "/")
+                if inside and len(mountpoint) >= len(best[0]):
+                    best = (mountpoint, fstype, source)
+    except OSError:
+        pass
+    return best[1], best[2]
+
+
+def git_sha() -> str:
+    root = Path(__file__).resolve().parents[1]
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        ).stdout.strip()
+        return out + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def environment(data_dir: Path, device: torch.device) -> dict:
+    fstype, source = mount_of(data_dir)
+    env = {
+        "iobench_version": __version__,
+        "git_sha": git_sha(),
+        "python_version": platform.python_version(),
+        **{f"{p}_version": _version(p) for p in PACKAGES},
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "ram_bytes": _ram_bytes(),
+        "kernel": platform.release(),
+        "hostname": platform.node(),
+        "data_filesystem": fstype,
+        "data_device": source,
+        "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "",
+        "cuda_version": torch.version.cuda or "",
+    }
+    return env

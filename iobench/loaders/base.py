@@ -1,0 +1,57 @@
+"""What every loader shares: its settings and the two stages the runner times separately."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from iobench.loaders.order import EpochOrder
+
+DeviceBatch = tuple[torch.Tensor, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class LoaderSettings:
+    """The knobs users turn; one frozen value per run, recorded with the result."""
+
+    batch_size: int = 1024
+    num_workers: int = 0
+    prefetch_factor: int | None = None
+    pin_memory: bool = False
+    non_blocking: bool = True
+    persistent_workers: bool = False
+    fetch: str = "batch"  # item: one __getitem__ per sample; batch: one call per batch
+    prefetch_thread: int = 0  # batches a background thread keeps ready (0 = off)
+
+
+class Loader(ABC):
+    """Yields host batches for an epoch, then moves each to the device.
+
+    The split lets the runner time 'waiting for the loader' and 'host-to-device' apart.
+    """
+
+    def __init__(self, order: EpochOrder, settings: LoaderSettings, device: torch.device) -> None:
+        self.order = order
+        self.settings = settings
+        self.device = device
+
+    @abstractmethod
+    def epoch(self, epoch: int) -> Iterator[Any]:
+        """Host batches of one epoch, in order.batches(epoch) order."""
+
+    def to_device(self, batch: Any) -> DeviceBatch:
+        features, labels = batch
+        nb = self.settings.non_blocking
+        return features.to(self.device, non_blocking=nb), labels.to(self.device, non_blocking=nb)
+
+    def setup_seconds(self) -> float:
+        """One-off cost before the first epoch (e.g. loading everything to the device)."""
+        return 0.0
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release workers, handles and device memory."""

@@ -1,0 +1,92 @@
+"""torch.utils.data.DataLoader over any format's reader, fetching per item or per batch."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from formats.base import FormatReader
+from iobench.loaders.base import Loader, LoaderSettings
+from iobench.loaders.order import EpochOrder, as_slice
+
+
+class ReaderDataset(Dataset):
+    """Map-style dataset over a format reader; the reader opens its files inside each worker.
+
+    Indexed by an int it returns one sample (the classic pattern, default collate); indexed by an
+    array of indices it returns a whole batch read in one call.
+    """
+
+    def __init__(self, reader: FormatReader) -> None:
+        self.reader = reader
+
+    def __len__(self) -> int:
+        return len(self.reader)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, np.ndarray):
+            window = as_slice(index)
+            if window is not None:
+                features, labels = self.reader.read_range(window.start, window.stop)
+            else:
+                features, labels = self.reader.batch(index)
+            return torch.from_numpy(features), torch.from_numpy(labels)
+        features, label = self.reader.sample(index)
+        return torch.from_numpy(np.ascontiguousarray(features)), label
+
+
+class EpochBatchSampler(Sampler):
+    """Yields the batches of EpochOrder for the current epoch (set before each epoch)."""
+
+    def __init__(self, order: EpochOrder, as_lists: bool) -> None:
+        self.order = order
+        self.as_lists = as_lists
+        self.epoch = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        for batch in self.order.batches(self.epoch):
+            yield batch.tolist() if self.as_lists else batch
+
+    def __len__(self) -> int:
+        return self.order.n_batches()
+
+
+def passthrough(batch: Any) -> Any:
+    """Collate for batches that are already batches (module-level so workers can pickle it)."""
+    return batch
+
+
+def make_dataloader(dataset: Dataset, sampler: EpochBatchSampler, settings: LoaderSettings, **kw: Any) -> DataLoader:
+    extra: dict[str, Any] = {}
+    if settings.num_workers > 0:
+        extra["persistent_workers"] = settings.persistent_workers
+        if settings.prefetch_factor is not None:
+            extra["prefetch_factor"] = settings.prefetch_factor
+    return DataLoader(dataset, num_workers=settings.num_workers, pin_memory=settings.pin_memory, **kw, **extra)
+
+
+class DataLoaderLoader(Loader):
+    def __init__(self, reader: FormatReader, order: EpochOrder, settings: LoaderSettings, device: torch.device) -> None:
+        super().__init__(order, settings, device)
+        self.reader = reader
+        item = settings.fetch == "item"
+        self.sampler = EpochBatchSampler(order, as_lists=item)
+        dataset = ReaderDataset(reader)
+        if item:  # one __getitem__ per sample, default collate
+            self.loader = make_dataloader(dataset, self.sampler, settings, batch_sampler=self.sampler)
+        else:  # the dataset is indexed with a whole batch of indices
+            self.loader = make_dataloader(
+                dataset, self.sampler, settings, sampler=self.sampler, batch_size=None, collate_fn=passthrough
+            )
+
+    def epoch(self, epoch: int) -> Iterator[Any]:
+        self.sampler.epoch = epoch
+        return iter(self.loader)
+
+    def close(self) -> None:
+        del self.loader
+        self.reader.close()
