@@ -74,26 +74,29 @@ class Hdf5Writer(FormatWriter):
 
 
 class Hdf5Reader(FormatReader):
-    def _open(self) -> h5py.File:
-        return h5py.File(self.directory / FILENAME, "r")
+    def _open(self) -> tuple[h5py.File, h5py.Dataset, h5py.Dataset]:
+        f = h5py.File(self.directory / FILENAME, "r")
+        return f, f["features"], f["labels"]
 
-    def _close(self, handle: h5py.File) -> None:
-        handle.close()
+    def _close(self, handle: tuple[h5py.File, h5py.Dataset, h5py.Dataset]) -> None:
+        handle[0].close()
 
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        f = self.handle
+        _f, features, labels = self.handle
         indices = np.asarray(indices, dtype=np.int64)
-        if len(indices) == 0:
-            return self._empty(0)
-        # h5py point selection wants increasing, unique indices: read those, then restore the order.
-        unique, inverse = np.unique(indices, return_inverse=True)
-        if unique[0] < 0 or unique[-1] >= self.spec.n_samples:
+        if len(indices) and (indices.min() < 0 or indices.max() >= self.spec.n_samples):
             raise IndexError(f"indices out of range for {self.spec.n_samples} samples")
-        return f["features"][unique][inverse], f["labels"][unique][inverse]
+        # One read per sample: h5py's fancy indexing (a point selection that wants sorted, unique
+        # indices) measured about twice as slow for scattered batches.
+        out_f, out_l = self._empty(len(indices))
+        for j, i in enumerate(indices.tolist()):
+            out_f[j] = features[i]
+            out_l[j] = labels[i]
+        return out_f, out_l
 
     def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        f = self.handle
-        return f["features"][start:stop], f["labels"][start:stop]
+        _f, features, labels = self.handle
+        return features[start:stop], labels[start:stop]
 
 
 class Hdf5Format(StorageFormat):

@@ -5,20 +5,28 @@ from __future__ import annotations
 import signal
 import sys
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from formats import FORMATS
 from iobench import __version__
-from iobench.dataset import DatasetSpec, parse_shape, parse_size
+from iobench.dataset import DEFAULT_SIZE, DatasetSpec, parse_shape, parse_size
+from iobench.device import resolve_device
 from iobench.errors import IobenchError
-from iobench.manifest import Manifest, find_datasets
+from iobench.loaders.base import LoaderSettings
+from iobench.manifest import Manifest, find_datasets, find_run_dataset
 from iobench.prepare import PrepareRequest, parse_formats, plan, prepare
 from iobench.progress import NullReporter, RichReporter
+from iobench.report import results_table, split_table
+from iobench.results import append_record
+from iobench.runner import LOADERS, RunConfig, check_config, check_dataset, parse_pairs, run
+from iobench.steps import parse_step
 from iobench.verify import verify_dataset
 
 app = typer.Typer(
@@ -48,7 +56,7 @@ def _reporter(quiet: bool) -> RichReporter | NullReporter:
 
 @app.command("prepare")
 def prepare_cmd(
-    size: Annotated[str, typer.Option(help="Number of samples: 1e7, 10000000, 10_000_000 or 10M.")] = "1e6",
+    size: Annotated[str, typer.Option(help="Number of samples: 1e7, 10000000, 10_000_000 or 10M.")] = str(DEFAULT_SIZE),
     formats: Annotated[str, typer.Option(help=f"Comma list of {', '.join(FORMATS)}, or all.")] = "all",
     data_dir: DataDir = Path("data"),
     dataset: DatasetName = None,
@@ -141,6 +149,160 @@ def info_cmd(data_dir: DataDir = Path("data"), dataset: DatasetName = None) -> N
         out.print(table)
         if m.content:
             out.print(f"content sha256: features {m.content['features'][:16]}…, labels {m.content['labels'][:16]}…")
+
+
+@app.command("run")
+def run_cmd(
+    format: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            "--format", help=f"Comma list of {', '.join(FORMATS)}, or all [default: the standard comparison]."
+        ),
+    ] = None,
+    loader: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            help=f"Comma list of {', '.join(LOADERS)}, or all [default: dataloader, plus tensorclass on memmap]."
+        ),
+    ] = None,
+    data_dir: DataDir = Path("data"),
+    dataset: DatasetName = None,
+    device: Annotated[str, typer.Option(help="auto (CUDA when available), cpu, cuda or cuda:N.")] = "auto",
+    batch_size: Annotated[int, typer.Option(help="Samples per batch.")] = 1024,
+    num_workers: Annotated[int, typer.Option(help="DataLoader worker processes (0: load in the main process).")] = 0,
+    prefetch_factor: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="Batches each worker loads ahead (needs --num-workers > 0) [default: torch's, 2]."),
+    ] = None,
+    pin_memory: Annotated[
+        Optional[bool],  # noqa: UP045
+        typer.Option("--pin-memory/--no-pin-memory", help="Pin host batches [default: on for CUDA, off for CPU]."),
+    ] = None,
+    non_blocking: Annotated[
+        bool, typer.Option("--non-blocking/--blocking", help="Asynchronous host-to-device copies.")
+    ] = True,
+    shuffle: Annotated[bool, typer.Option("--shuffle/--no-shuffle", help="Random order, as training does.")] = True,
+    block_shuffle: Annotated[int, typer.Option(help="Shuffle runs of N contiguous samples instead (0: off).")] = 0,
+    persistent_workers: Annotated[
+        bool, typer.Option("--persistent-workers/--no-persistent-workers", help="Keep workers between epochs.")
+    ] = False,
+    fetch: Annotated[str, typer.Option(help="DataLoader: item (one __getitem__ per sample) or batch.")] = "batch",
+    prefetch_thread: Annotated[int, typer.Option(help="A background thread keeps K batches ready (0: off).")] = 0,
+    epochs: Annotated[int, typer.Option(help="Timed epochs per run.")] = 1,
+    warmup: Annotated[int, typer.Option(help="Untimed epochs before the timed ones, per run.")] = 1,
+    runs: Annotated[int, typer.Option(help="Repetitions (each with a fresh loader).")] = 3,
+    max_batches: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(help="Stop each epoch after N batches (the record says partial)."),
+    ] = None,
+    max_seconds: Annotated[
+        Optional[float],  # noqa: UP045
+        typer.Option(help="Stop each epoch after S seconds (the record says partial)."),
+    ] = None,
+    step: Annotated[
+        str, typer.Option(help="Per batch on the device: none, sleep:MS or mlp (one training step).")
+    ] = "none",
+    seed: Annotated[int, typer.Option(help="Seed of the shuffles and of the mlp step.")] = 0,
+    results: Annotated[Path, typer.Option(help="JSONL file the records are appended to.")] = Path(
+        "results/results.jsonl"
+    ),
+    quiet: Quiet = False,
+) -> None:
+    """Time loading from disk to the device: every format through the DataLoader, and tensorclass memmap."""
+    pairs, notes = parse_pairs(format, loader)
+    settings = LoaderSettings(
+        batch_size,
+        num_workers,
+        prefetch_factor,
+        pin_memory,
+        non_blocking,
+        persistent_workers,
+        fetch.lower(),
+        prefetch_thread,
+    )
+    base = RunConfig(
+        Path("."),
+        "npy",
+        "dataloader",
+        settings,
+        device,
+        shuffle,
+        block_shuffle,
+        epochs,
+        warmup,
+        runs,
+        max_batches,
+        max_seconds,
+        parse_step(step),
+        seed,
+    )
+    configs = [replace(base, format=f, loader=ld) for f, ld in pairs]
+    for c in configs:
+        check_config(c)
+    resolve_device(device)
+    dataset_dir = find_run_dataset(data_dir, dataset)
+    if dataset_dir is None:
+        spec = DatasetSpec(DEFAULT_SIZE)
+        err.print(
+            f"no dataset in {data_dir}: preparing the default one ({spec.n_samples:,} samples) first; "
+            f"`iobench prepare` makes others",
+            highlight=False,
+            soft_wrap=True,
+        )
+        names = tuple(dict.fromkeys(f for f, _ in pairs))
+        request = PrepareRequest(spec, data_dir, names, {n: FORMATS[n].options() for n in names})
+        reporter = _reporter(quiet)
+        with reporter if isinstance(reporter, RichReporter) else nullcontext():
+            prepare(request, reporter)
+        dataset_dir = request.dataset_dir
+    configs = [replace(c, dataset_dir=dataset_dir) for c in configs]
+    for c in configs:
+        check_dataset(c)
+    for note in notes:
+        err.print(note, highlight=False)
+    records = []
+    for c in configs:
+        records.append(_run_one(c, quiet))
+        append_record(results, records[-1])
+    r0 = records[0]
+    title = (
+        f"{dataset_dir.name} on {r0['device']} ({r0['gpu_name'] or r0['cpu_model']}), "
+        f"{r0['samples_per_epoch']:,} samples/epoch, step {r0['step']}"
+    )
+    out.print(results_table(records, title))
+    out.print(split_table(records))
+    for r in records:
+        if r["epoch_seconds_cv"] > 0.10:
+            err.print(
+                f"warning: {r['format']}/{r['loader']}: epoch times vary by {r['epoch_seconds_cv']:.0%} "
+                "(CV > 10%); use more --runs or a quieter machine",
+                highlight=False,
+            )
+        if r["partial"]:
+            err.print(
+                f"note: {r['format']}/{r['loader']}: epochs stopped early (--max-batches/--max-seconds)",
+                highlight=False,
+            )
+    out.print(f"{len(records)} record(s) appended to {results}", highlight=False, soft_wrap=True)
+
+
+def _run_one(config: RunConfig, quiet: bool) -> dict:
+    label = f"{config.format}/{config.loader}"
+    total = config.runs * (config.warmup + config.epochs)
+    if quiet:
+        return run(config)
+    with Progress(
+        TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+    ) as progress:
+        task = progress.add_task(label, total=total)
+
+        def on_epoch(r: int, e: int, warm: bool, timing) -> None:
+            kind = "warm-up" if warm else "epoch"
+            progress.update(task, advance=1, description=f"{label} run {r + 1} {kind} {timing.seconds:.2f} s")
+
+        record = run(config, on_epoch)
+        progress.update(task, description=f"{label} median {record['epoch_seconds_median']:.3f} s")
+        return record
 
 
 @app.callback(invoke_without_command=True)

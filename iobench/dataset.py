@@ -16,6 +16,7 @@ import numpy as np
 
 from iobench.errors import IobenchError
 
+DEFAULT_SIZE = 10**6  # samples in the default dataset: about 520 MB per format
 SUPPORTED_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64")
 LABEL_DTYPE = np.dtype("<i8")
 # Generation chunks are about this many bytes; the chunk size depends only on the spec, so the

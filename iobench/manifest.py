@@ -121,3 +121,21 @@ def find_datasets(data_dir: Path, dataset: str | None = None) -> list[Path]:
     if not found:
         raise IobenchError(f"{data_dir}: no prepared dataset here; run `iobench prepare --data-dir {data_dir}`")
     return found
+
+
+def find_run_dataset(data_dir: Path, dataset: str | None = None) -> Path | None:
+    """The one dataset to measure; None when data_dir holds none yet (the caller may prepare one)."""
+    if dataset is not None or (data_dir / MANIFEST).is_file():
+        return find_datasets(data_dir, dataset)[0]
+    if not data_dir.is_dir():
+        return None
+    found = sorted(p for p in data_dir.iterdir() if (p / MANIFEST).is_file())
+    if len(found) > 1:
+        from iobench.dataset import DEFAULT_SIZE, DatasetSpec
+
+        default = data_dir / DatasetSpec(DEFAULT_SIZE).name
+        if default in found:
+            return default
+        names = ", ".join(p.name for p in found)
+        raise IobenchError(f"{data_dir} holds several datasets ({names}); choose one with --dataset")
+    return found[0] if found else None

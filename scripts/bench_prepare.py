@@ -45,14 +45,15 @@ def sequential_write(path: Path, total: int) -> float:
     return time.perf_counter() - t0
 
 
-def run_prepare(size: str, data_dir: Path, extra: list[str]) -> tuple[float, int, int]:
-    """Wall seconds, peak RSS in bytes and exit code of `iobench prepare` in a child process."""
+def run_prepare(size: str, data_dir: Path, extra: list[str]) -> tuple[float, int, int, float]:
+    """Wall seconds, peak RSS in bytes, exit code and CPU seconds of `iobench prepare`."""
     cmd = [sys.executable, "-m", "iobench", "prepare", "--size", size, "--data-dir", str(data_dir), "--force", *extra]
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
-    return seconds, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status)
+    cpu = usage.ru_utime + usage.ru_stime
+    return seconds, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status), cpu
 
 
 def main() -> None:
@@ -76,7 +77,7 @@ def main() -> None:
     finally:
         ref.unlink(missing_ok=True)
     cache = drop_caches()
-    prep_s, rss, code = run_prepare(args.size, args.data_dir, args.extra)
+    prep_s, rss, code, cpu = run_prepare(args.size, args.data_dir, args.extra)
     if code != 0:
         sys.exit(f"prepare failed with exit code {code}")
     (dataset_dir,) = [p for p in args.data_dir.iterdir() if (p / "manifest.json").is_file()][-1:]
@@ -101,7 +102,10 @@ def main() -> None:
             f"{name:<8} {e['bytes'] / 1e6:>10,.1f} {e['write_seconds']:>9.2f} "
             f"{e['write_mb_per_s']:>11,.1f} {e['checksum_seconds']:>11.2f}"
         )
-    print(f"\nprepare, all formats: {total / 1e6:,.1f} MB in {prep_s:.1f} s = {total / 1e6 / prep_s:,.1f} MB/s")
+    print(
+        f"\nprepare, all formats: {total / 1e6:,.1f} MB in {prep_s:.1f} s = {total / 1e6 / prep_s:,.1f} MB/s "
+        f"({cpu:.1f} CPU s of the {os.cpu_count()} cores' {os.cpu_count() * prep_s:.1f})"
+    )
     for label, secs in (("before", seq_before), ("after", seq_after)):
         print(f"one sequential stream {label}: {total / 1e6:,.1f} MB in {secs:.1f} s = {total / 1e6 / secs:,.1f} MB/s")
     ratio = prep_s / seq_s

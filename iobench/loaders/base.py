@@ -21,7 +21,7 @@ class LoaderSettings:
     batch_size: int = 1024
     num_workers: int = 0
     prefetch_factor: int | None = None
-    pin_memory: bool = False
+    pin_memory: bool | None = None  # None: on when the device is CUDA
     non_blocking: bool = True
     persistent_workers: bool = False
     fetch: str = "batch"  # item: one __getitem__ per sample; batch: one call per batch

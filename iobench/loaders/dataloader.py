@@ -60,7 +60,7 @@ def passthrough(batch: Any) -> Any:
     return batch
 
 
-def make_dataloader(dataset: Dataset, sampler: EpochBatchSampler, settings: LoaderSettings, **kw: Any) -> DataLoader:
+def make_dataloader(dataset: Dataset, settings: LoaderSettings, **kw: Any) -> DataLoader:
     extra: dict[str, Any] = {}
     if settings.num_workers > 0:
         extra["persistent_workers"] = settings.persistent_workers
@@ -77,10 +77,10 @@ class DataLoaderLoader(Loader):
         self.sampler = EpochBatchSampler(order, as_lists=item)
         dataset = ReaderDataset(reader)
         if item:  # one __getitem__ per sample, default collate
-            self.loader = make_dataloader(dataset, self.sampler, settings, batch_sampler=self.sampler)
+            self.loader = make_dataloader(dataset, settings, batch_sampler=self.sampler)
         else:  # the dataset is indexed with a whole batch of indices
             self.loader = make_dataloader(
-                dataset, self.sampler, settings, sampler=self.sampler, batch_size=None, collate_fn=passthrough
+                dataset, settings, sampler=self.sampler, batch_size=None, collate_fn=passthrough
             )
 
     def epoch(self, epoch: int) -> Iterator[Any]:

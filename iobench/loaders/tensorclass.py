@@ -50,7 +50,7 @@ class TensorclassLoader(Loader):
         self.sampler = EpochBatchSampler(order, as_lists=False)
         self.loader = (
             make_dataloader(
-                self.batches, self.sampler, settings, sampler=self.sampler, batch_size=None, collate_fn=passthrough
+                self.batches, settings, sampler=self.sampler, batch_size=None, collate_fn=passthrough
             )
             if self.workers
             else None

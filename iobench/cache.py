@@ -1,0 +1,65 @@
+"""Page-cache control for the benchmark scripts: drop a dataset's pages and check residency.
+
+Root uses /proc/sys/vm/drop_caches; anyone else fsyncs and asks the kernel to drop each file's
+clean pages with posix_fadvise(DONTNEED), which only works for files nobody has mapped.
+Residency is measured with mincore() on a fresh read-only mapping.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def evict(paths: Iterable[Path], method: str = "auto") -> str:
+    """Evict the files' pages; returns the method used ('drop_caches' or 'fadvise')."""
+    paths = list(paths)
+    if method in ("auto", "drop_caches"):
+        os.sync()
+        try:
+            with open("/proc/sys/vm/drop_caches", "w") as f:
+                f.write("3\n")
+            return "drop_caches"
+        except OSError:
+            if method == "drop_caches":
+                raise
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+    return "fadvise"
+
+
+def resident_fraction(paths: Iterable[Path]) -> float:
+    """Share of the files' pages in the page cache, by mincore() (0.0 to 1.0)."""
+    resident = total = 0
+    for path in paths:
+        size = path.stat().st_size
+        if size == 0:
+            continue
+        pages = -(-size // _PAGE)
+        total += pages
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as m:
+            vec = (ctypes.c_ubyte * pages)()
+            if _libc.mincore(ctypes.c_void_p(_address(m)), ctypes.c_size_t(size), vec) != 0:
+                raise OSError(ctypes.get_errno(), "mincore failed", str(path))
+            resident += sum(v & 1 for v in vec)
+            del vec
+    return resident / total if total else 0.0
+
+
+def _address(m: mmap.mmap) -> int:
+    buf = (ctypes.c_char * 1).from_buffer(m)
+    try:
+        return ctypes.addressof(buf)
+    finally:
+        del buf

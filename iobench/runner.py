@@ -1,0 +1,264 @@
+"""One run: check the inputs, build the loader, warm up, time the epochs, build the record."""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from formats import FORMATS
+from iobench.device import resolve_device
+from iobench.environment import environment
+from iobench.errors import IobenchError, RunFailed
+from iobench.loaders.base import Loader, LoaderSettings
+from iobench.loaders.order import EpochOrder
+from iobench.manifest import Manifest
+from iobench.measure import EpochTiming, time_epoch
+from iobench.results import epoch_metrics
+from iobench.steps import make_step
+
+LOADERS = ("dataloader", "tensorclass", "gpu-resident")
+# Which formats each loader reads. tensorclass loading is tensordict's memmap path.
+LOADER_FORMATS = {"dataloader": tuple(FORMATS), "tensorclass": ("memmap",), "gpu-resident": tuple(FORMATS)}
+DEFAULT_PAIRS = (
+    ("npy", "dataloader"),
+    ("hdf5", "dataloader"),
+    ("lmdb", "dataloader"),
+    ("memmap", "dataloader"),
+    ("memmap", "tensorclass"),
+)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one measured configuration; recorded field by field."""
+
+    dataset_dir: Path
+    format: str
+    loader: str
+    settings: LoaderSettings
+    device: str = "auto"
+    shuffle: bool = True
+    block_size: int = 0
+    epochs: int = 1
+    warmup: int = 1
+    runs: int = 3
+    max_batches: int | None = None
+    max_seconds: float | None = None
+    step: str = "none"
+    seed: int = 0
+
+
+def check_config(config: RunConfig) -> None:
+    """Refuse knobs that do not go together, with the reason, before any work starts."""
+    s = config.settings
+    if config.loader not in LOADERS:
+        raise IobenchError(f"unknown loader {config.loader!r}; choose from {', '.join(LOADERS)}")
+    if config.format not in LOADER_FORMATS[config.loader]:
+        raise IobenchError(
+            f"--loader {config.loader} does not read --format {config.format}; "
+            f"it reads {', '.join(LOADER_FORMATS[config.loader])}"
+        )
+    for name, value, low in (
+        ("--batch-size", s.batch_size, 1),
+        ("--epochs", config.epochs, 1),
+        ("--runs", config.runs, 1),
+        ("--warmup", config.warmup, 0),
+        ("--num-workers", s.num_workers, 0),
+        ("--prefetch-thread", s.prefetch_thread, 0),
+        ("--block-shuffle", config.block_size, 0),
+    ):
+        if value < low:
+            raise IobenchError(f"{name} must be >= {low}, got {value}")
+    if s.num_workers == 0 and s.prefetch_factor is not None:
+        raise IobenchError("--prefetch-factor needs --num-workers > 0 (it counts batches per worker)")
+    if s.num_workers == 0 and s.persistent_workers:
+        raise IobenchError("--persistent-workers needs --num-workers > 0")
+    if s.prefetch_factor is not None and s.prefetch_factor < 1:
+        raise IobenchError(f"--prefetch-factor must be >= 1, got {s.prefetch_factor}")
+    if s.fetch not in ("item", "batch"):
+        raise IobenchError(f"--fetch must be item or batch, got {s.fetch!r}")
+    if config.loader != "dataloader" and s.fetch == "item":
+        raise IobenchError(
+            f"--fetch item is the DataLoader's per-sample pattern; --loader {config.loader} "
+            "always fetches whole batches"
+        )
+    if config.loader == "gpu-resident" and s.num_workers > 0:
+        raise IobenchError("--loader gpu-resident reads the dataset once; --num-workers does not apply")
+    if config.block_size and not config.shuffle:
+        raise IobenchError("--block-shuffle needs --shuffle")
+    if config.max_batches is not None and config.max_batches < 1:
+        raise IobenchError(f"--max-batches must be >= 1, got {config.max_batches}")
+    if config.max_seconds is not None and config.max_seconds <= 0:
+        raise IobenchError(f"--max-seconds must be > 0, got {config.max_seconds}")
+
+
+def resolve(config: RunConfig, device: torch.device) -> RunConfig:
+    """Fill in what 'auto' means on this machine (pinning: on for CUDA), refuse pinning without CUDA."""
+    pin = config.settings.pin_memory
+    if pin and device.type != "cuda":
+        raise IobenchError("--pin-memory needs a CUDA device (pinned memory speeds host-to-GPU copies)")
+    return with_settings(config, pin_memory=device.type == "cuda" if pin is None else pin)
+
+
+def check_dataset(config: RunConfig) -> Manifest:
+    """The format must be prepared and its files whole: a cheap size check names what is wrong."""
+    manifest = Manifest.load(config.dataset_dir)
+    entry = manifest.formats.get(config.format)
+    if entry is None:
+        prepared = ", ".join(manifest.formats) or "none"
+        raise IobenchError(
+            f"{config.format} is not prepared in {config.dataset_dir} (prepared: {prepared}); "
+            f"run `iobench prepare --formats {config.format}`"
+        )
+    for f in entry.files:
+        path = config.dataset_dir / entry.directory / f.path
+        if not path.is_file():
+            raise IobenchError(f"{path} is missing; run `iobench verify`, then `iobench prepare --force`")
+        size = path.stat().st_size
+        if size != f.bytes:
+            raise IobenchError(
+                f"{path} is truncated or altered ({size} bytes, manifest says {f.bytes}); run `iobench prepare --force`"
+            )
+    return manifest
+
+
+def build_loader(config: RunConfig, manifest: Manifest, device: torch.device) -> Loader:
+    from iobench.loaders.dataloader import DataLoaderLoader
+    from iobench.loaders.prefetch import PrefetchThread
+    from iobench.loaders.resident import ResidentLoader
+    from iobench.loaders.tensorclass import TensorclassLoader
+
+    entry = manifest.formats[config.format]
+    fmt = FORMATS[config.format]
+    reader = fmt.reader(config.dataset_dir / entry.directory, manifest.spec, fmt.options_from_json(entry.options))
+    order = EpochOrder(
+        manifest.spec.n_samples,
+        config.settings.batch_size,
+        config.shuffle,
+        config.block_size,
+        config.seed,
+        config.max_batches,
+    )
+    kinds = {"dataloader": DataLoaderLoader, "tensorclass": TensorclassLoader, "gpu-resident": ResidentLoader}
+    loader = kinds[config.loader](reader, order, config.settings, device)
+    if config.settings.prefetch_thread:
+        loader = PrefetchThread(loader, config.settings.prefetch_thread)
+    return loader
+
+
+def run(config: RunConfig, on_epoch=None) -> dict:
+    """Measure one configuration; returns its flat result record."""
+    check_config(config)
+    device = resolve_device(config.device)
+    config = resolve(config, device)
+    manifest = check_dataset(config)
+    spec = manifest.spec
+    step = make_step(config.step, spec.features_per_sample, spec.n_classes, device, config.seed)
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    timings: list[EpochTiming] = []
+    setup: list[float] = []
+    epochs_per_run = config.warmup + config.epochs
+    started = time.perf_counter()
+    for r in range(config.runs):
+        loader = build_loader(config, manifest, device)
+        try:
+            setup.append(loader.setup_seconds())
+            for e in range(epochs_per_run):
+                timing = _epoch(loader, r * epochs_per_run + e, step, config)
+                if e >= config.warmup:
+                    timings.append(timing)
+                if on_epoch is not None:
+                    on_epoch(r, e, e < config.warmup, timing)
+        finally:
+            loader.close()
+    record = {
+        "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "dataset": config.dataset_dir.name,
+        "data_dir": str(config.dataset_dir.parent),
+        "n_samples": spec.n_samples,
+        "sample_shape": list(spec.shape),
+        "dtype": spec.dtype,
+        "sample_bytes": spec.sample_bytes,
+        "format": config.format,
+        "loader": config.loader,
+        **asdict(config.settings),
+        "order": EpochOrder(spec.n_samples, 1, config.shuffle, config.block_size).name,
+        "shuffle": config.shuffle,
+        "block_size": config.block_size,
+        "epochs": config.epochs,
+        "warmup": config.warmup,
+        "runs": config.runs,
+        "max_batches": config.max_batches,
+        "max_seconds": config.max_seconds,
+        "device": str(device),
+        "step": config.step,
+        "seed": config.seed,
+        "cache": "as-is",
+        "setup_seconds": setup,
+        "total_seconds": time.perf_counter() - started,
+        **epoch_metrics(timings, spec.sample_bytes),
+    }
+    if device.type == "cuda":
+        record["cuda_max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
+        record["cuda_max_memory_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
+    record.update(environment(config.dataset_dir, device))
+    return record
+
+
+def _epoch(loader: Loader, epoch: int, step, config: RunConfig) -> EpochTiming:
+    try:
+        return time_epoch(loader, epoch, step, config.max_seconds)
+    except RuntimeError as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if "DataLoader worker" in text:
+            raise RunFailed(f"a DataLoader worker died during {config.format}/{config.loader}: {text}") from None
+        raise RunFailed(f"{config.format}/{config.loader} failed: {text}") from None
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        raise RunFailed(f"reading {config.format} failed: {type(exc).__name__}: {exc}") from None
+
+
+def with_settings(config: RunConfig, **changes) -> RunConfig:
+    return replace(config, settings=replace(config.settings, **changes))
+
+
+def parse_pairs(formats: str | None, loaders: str | None) -> tuple[list[tuple[str, str]], list[str]]:
+    """(format, loader) pairs to run, and notes on the combinations skipped.
+
+    With neither given: the standard comparison. Lists and 'all' expand to their product minus
+    what does not go together (said in the notes); a single explicit pair that does not go
+    together is an error.
+    """
+    if formats is None and loaders is None:
+        return list(DEFAULT_PAIRS), []
+    fmts = _names(formats, tuple(FORMATS), "format") if formats is not None else None
+    lds = _names(loaders, LOADERS, "loader") if loaders is not None else None
+    if lds is None:  # formats chosen: the DataLoader on each, plus tensorclass where it applies
+        return [(f, ld) for f in fmts for ld in ("dataloader", "tensorclass") if f in LOADER_FORMATS[ld]], []
+    if fmts is None:
+        fmts = tuple(FORMATS)
+    pairs, skipped = [], []
+    for f in fmts:
+        for ld in lds:
+            (pairs if f in LOADER_FORMATS[ld] else skipped).append((f, ld))
+    if not pairs:
+        f, ld = skipped[0]
+        raise IobenchError(f"--loader {ld} does not read --format {f}; it reads {', '.join(LOADER_FORMATS[ld])}")
+    notes = [f"skipped {f}/{ld}: {ld} reads {', '.join(LOADER_FORMATS[ld])} only" for f, ld in skipped]
+    return pairs, notes
+
+
+def _names(text: str, known: tuple[str, ...], what: str) -> tuple[str, ...]:
+    names = [n.strip().lower() for n in text.split(",") if n.strip()]
+    if "all" in names:
+        return known
+    for n in names:
+        if n not in known:
+            raise IobenchError(f"unknown {what} {n!r}; choose from {', '.join(known)} or all")
+    if not names:
+        raise IobenchError(f"no {what} given; choose from {', '.join(known)} or all")
+    return tuple(dict.fromkeys(names))

@@ -1,0 +1,211 @@
+"""What reaches the device is exactly the dataset: every sample once per epoch, values identical."""
+
+import numpy as np
+import pytest
+import torch
+
+from iobench.dataset import generate
+from iobench.errors import IobenchError, RunFailed
+from iobench.loaders.base import LoaderSettings
+from iobench.loaders.order import EpochOrder, as_slice
+from iobench.manifest import Manifest
+from iobench.measure import time_bare_epoch, time_epoch
+from iobench.runner import LOADER_FORMATS, RunConfig, build_loader, check_config, parse_pairs, resolve
+
+N = 203  # not a multiple of the batch size: the last batch is short
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory):
+    from iobench.cli import main
+
+    root = tmp_path_factory.mktemp("data")
+    with pytest.raises(SystemExit) as exit_info:
+        main(
+            [
+                "prepare",
+                "--size",
+                str(N),
+                "--shape",
+                "3,4",
+                "--data-dir",
+                str(root),
+                "-q",
+                "--lmdb-samples-per-record",
+                "2",
+            ]
+        )
+    assert exit_info.value.code == 0
+    (d,) = root.iterdir()
+    return d
+
+
+@pytest.fixture(scope="module")
+def expected(dataset_dir):
+    spec = Manifest.load(dataset_dir).spec
+    chunks = list(generate(spec))
+    return np.concatenate([c.features for c in chunks]), np.concatenate([c.labels for c in chunks])
+
+
+def _config(dataset_dir, fmt, loader, **kw):
+    settings = {k: kw.pop(k) for k in list(kw) if k in LoaderSettings.__dataclass_fields__}
+    settings.setdefault("batch_size", 16)
+    cfg = RunConfig(dataset_dir, fmt, loader, LoaderSettings(**settings), device="cpu", **kw)
+    check_config(cfg)
+    return resolve(cfg, torch.device("cpu"))
+
+
+def _collect(config):
+    """Every batch of one epoch as it arrived on the device, by a step that keeps them."""
+    manifest = Manifest.load(config.dataset_dir)
+    loader = build_loader(config, manifest, torch.device("cpu"))
+    arrived = []
+    try:
+        timing = time_epoch(loader, 0, lambda b: arrived.append((b[0].clone(), b[1].clone())))
+    finally:
+        loader.close()
+    return arrived, timing
+
+
+COMBOS = [(f, ld) for ld in ("dataloader", "tensorclass", "gpu-resident") for f in LOADER_FORMATS[ld]]
+
+
+@pytest.mark.parametrize(
+    "order",
+    [{"shuffle": False}, {"shuffle": True}, {"shuffle": True, "block_size": 5}],
+    ids=["sequential", "shuffle", "block"],
+)
+@pytest.mark.parametrize("fmt, loader", COMBOS)
+def test_every_sample_arrives_once_with_its_values(dataset_dir, expected, fmt, loader, order):
+    features, labels = expected
+    extra = {"fetch": "item"} if loader == "dataloader" and order.get("block_size") else {}
+    arrived, timing = _collect(_config(dataset_dir, fmt, loader, **order, **extra))
+    got_f = torch.cat([b[0] for b in arrived]).numpy()
+    got_l = torch.cat([b[1] for b in arrived]).numpy()
+    assert timing.samples == N and timing.batches == -(-N // 16)
+    assert got_f.dtype == features.dtype and got_l.dtype == np.int64
+
+    # Row-sort both sides: equal multisets of (features, label) rows, i.e. every sample exactly once.
+    def rows(f, lb):
+        return np.sort(
+            np.concatenate([f.reshape(len(f), -1).view(np.uint32), lb[:, None].view(np.uint32)], axis=1)
+            .view([("", np.uint32)] * (f[0].size + 2))
+            .ravel()
+        )
+
+    assert np.array_equal(rows(got_f, got_l), rows(features, labels))
+    if not order["shuffle"]:
+        np.testing.assert_array_equal(got_f, features)
+    else:
+        assert not np.array_equal(got_f, features), "a shuffled epoch came back in order"
+
+
+@pytest.mark.parametrize("fmt, loader", [("npy", "dataloader"), ("lmdb", "dataloader"), ("memmap", "tensorclass")])
+def test_workers_deliver_the_exact_dataset(dataset_dir, expected, fmt, loader):
+    features, _ = expected
+    arrived, _ = _collect(_config(dataset_dir, fmt, loader, shuffle=False, num_workers=2, prefetch_factor=2))
+    np.testing.assert_array_equal(torch.cat([b[0] for b in arrived]).numpy(), features)
+
+
+@pytest.mark.parametrize("fmt, loader", [("hdf5", "dataloader"), ("memmap", "tensorclass")])
+def test_prefetch_thread_delivers_the_exact_dataset(dataset_dir, expected, fmt, loader):
+    features, _ = expected
+    arrived, _ = _collect(_config(dataset_dir, fmt, loader, shuffle=False, prefetch_thread=3))
+    np.testing.assert_array_equal(torch.cat([b[0] for b in arrived]).numpy(), features)
+
+
+def test_item_fetch_matches_batch_fetch(dataset_dir):
+    a, _ = _collect(_config(dataset_dir, "hdf5", "dataloader", fetch="item", seed=3))
+    b, _ = _collect(_config(dataset_dir, "hdf5", "dataloader", fetch="batch", seed=3))
+    for (fa, la), (fb, lb) in zip(a, b, strict=True):
+        assert torch.equal(fa, fb) and torch.equal(la, lb)
+
+
+def test_max_batches_and_timing_split(dataset_dir):
+    arrived, timing = _collect(_config(dataset_dir, "npy", "dataloader", max_batches=3))
+    assert len(arrived) == 3 == timing.batches and timing.samples == 48
+    assert timing.seconds >= timing.wait_seconds + timing.h2d_seconds + timing.step_seconds > 0
+    assert 0 < timing.first_batch_seconds <= timing.seconds
+
+
+def test_bare_loop_sees_the_same_batches(dataset_dir):
+    config = _config(dataset_dir, "memmap", "tensorclass", shuffle=False)
+    loader = build_loader(config, Manifest.load(dataset_dir), torch.device("cpu"))
+    seen = []
+    try:
+        assert time_bare_epoch(loader, 0, lambda b: seen.append(len(b[1]))) > 0
+    finally:
+        loader.close()
+    assert sum(seen) == N
+
+
+def test_epoch_order():
+    order = EpochOrder(100, 8, shuffle=True, block_size=10, seed=1)
+    idx = order.indices(0)
+    assert sorted(idx.tolist()) == list(range(100))
+    assert all(np.all(np.diff(idx[i : i + 10]) == 1) for i in range(0, 100, 10)), "blocks stay contiguous"
+    assert not np.array_equal(order.indices(0), order.indices(1)), "each epoch has its own order"
+    assert np.array_equal(order.indices(2), EpochOrder(100, 8, True, 10, 1).indices(2)), "and it is reproducible"
+    assert as_slice(np.arange(5, 9)) == slice(5, 9)
+    assert as_slice(np.array([5, 7, 6, 8])) is None
+
+
+@pytest.mark.parametrize(
+    "kw, message",
+    [
+        ({"loader": "tensorclass", "fmt": "lmdb"}, "does not read"),
+        ({"prefetch_factor": 4}, "--prefetch-factor needs --num-workers"),
+        ({"persistent_workers": True}, "--persistent-workers needs"),
+        ({"loader": "gpu-resident", "num_workers": 2}, "does not apply"),
+        ({"loader": "tensorclass", "fmt": "memmap", "fetch": "item"}, "--fetch item"),
+        ({"block_size": 4, "shuffle": False}, "--block-shuffle needs --shuffle"),
+        ({"batch_size": 0}, "--batch-size"),
+    ],
+)
+def test_knobs_that_do_not_go_together(dataset_dir, kw, message):
+    fmt = kw.pop("fmt", "npy")
+    loader = kw.pop("loader", "dataloader")
+    with pytest.raises(IobenchError, match=message):
+        _config(dataset_dir, fmt, loader, **kw)
+
+
+def test_pin_memory_needs_cuda(dataset_dir):
+    with pytest.raises(IobenchError, match="CUDA"):
+        _config(dataset_dir, "npy", "dataloader", pin_memory=True)
+
+
+def test_parse_pairs():
+    pairs, notes = parse_pairs(None, None)
+    assert ("memmap", "tensorclass") in pairs and len(pairs) == 5 and not notes
+    assert parse_pairs("memmap", None)[0] == [("memmap", "dataloader"), ("memmap", "tensorclass")]
+    pairs, notes = parse_pairs("all", "tensorclass,dataloader")
+    assert ("lmdb", "tensorclass") not in pairs and any("lmdb/tensorclass" in n for n in notes)
+    with pytest.raises(IobenchError, match="does not read"):
+        parse_pairs("lmdb", "tensorclass")
+    with pytest.raises(IobenchError, match="unknown loader"):
+        parse_pairs(None, "ray")
+
+
+def test_a_dying_worker_ends_the_run_with_a_clear_error(dataset_dir, monkeypatch):
+    import os
+    import signal
+
+    from formats.npy import NpyReader
+    from iobench.runner import _epoch
+
+    parent = os.getpid()
+    real_batch = NpyReader.batch
+
+    def dying_batch(self, indices):
+        if os.getpid() != parent:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return real_batch(self, indices)
+
+    monkeypatch.setattr(NpyReader, "batch", dying_batch)
+    config = _config(dataset_dir, "npy", "dataloader", num_workers=1)
+    loader = build_loader(config, Manifest.load(dataset_dir), torch.device("cpu"))
+    try:
+        with pytest.raises(RunFailed, match="worker"):
+            _epoch(loader, 0, lambda b: None, config)
+    finally:
+        loader.close()
