@@ -209,3 +209,23 @@ def test_a_dying_worker_ends_the_run_with_a_clear_error(dataset_dir, monkeypatch
             _epoch(loader, 0, lambda b: None, config)
     finally:
         loader.close()
+
+
+def test_gpu_resident_refuses_what_does_not_fit(dataset_dir, monkeypatch):
+    import iobench.loaders.resident as resident
+
+    monkeypatch.setattr(resident, "available_bytes", lambda device: 1000)
+    with pytest.raises(IobenchError, match="gpu-resident: the dataset needs"):
+        build_loader(_config(dataset_dir, "npy", "gpu-resident"), Manifest.load(dataset_dir), torch.device("cpu"))
+
+
+def test_max_seconds_marks_the_epoch_partial(dataset_dir):
+    import time
+
+    config = _config(dataset_dir, "npy", "dataloader", max_seconds=0.05)
+    loader = build_loader(config, Manifest.load(dataset_dir), torch.device("cpu"))
+    try:
+        timing = time_epoch(loader, 0, lambda b: time.sleep(0.02), max_seconds=0.05)
+    finally:
+        loader.close()
+    assert timing.partial and 0 < timing.batches < -(-N // 16)

@@ -49,9 +49,7 @@ class TensorclassLoader(Loader):
         self.batches = TensorclassBatches(reader, pin=settings.pin_memory and not self.workers)
         self.sampler = EpochBatchSampler(order, as_lists=False)
         self.loader = (
-            make_dataloader(
-                self.batches, settings, sampler=self.sampler, batch_size=None, collate_fn=passthrough
-            )
+            make_dataloader(self.batches, settings, sampler=self.sampler, batch_size=None, collate_fn=passthrough)
             if self.workers
             else None
         )
