@@ -13,7 +13,13 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
+import numpy as np
+
 _libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
+_libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
@@ -48,18 +54,22 @@ def resident_fraction(paths: Iterable[Path]) -> float:
             continue
         pages = -(-size // _PAGE)
         total += pages
-        with open(path, "rb") as f, mmap.mmap(f.fileno(), size, prot=mmap.PROT_READ) as m:
-            vec = (ctypes.c_ubyte * pages)()
-            if _libc.mincore(ctypes.c_void_p(_address(m)), ctypes.c_size_t(size), vec) != 0:
-                raise OSError(ctypes.get_errno(), "mincore failed", str(path))
-            resident += sum(v & 1 for v in vec)
-            del vec
+        resident += _resident_pages(path, size, pages)
     return resident / total if total else 0.0
 
 
-def _address(m: mmap.mmap) -> int:
-    buf = (ctypes.c_char * 1).from_buffer(m)
+def _resident_pages(path: Path, size: int, pages: int) -> int:
+    fd = os.open(path, os.O_RDONLY)
     try:
-        return ctypes.addressof(buf)
+        addr = _libc.mmap(None, ctypes.c_size_t(size), mmap.PROT_READ, mmap.MAP_SHARED, fd, ctypes.c_long(0))
+        if addr in (None, ctypes.c_void_p(-1).value):
+            raise OSError(ctypes.get_errno(), "mmap failed", str(path))
+        try:
+            vec = (ctypes.c_ubyte * pages)()
+            if _libc.mincore(ctypes.c_void_p(addr), ctypes.c_size_t(size), vec) != 0:
+                raise OSError(ctypes.get_errno(), "mincore failed", str(path))
+            return int((np.frombuffer(vec, dtype=np.uint8) & 1).sum())  # bit 0: page resident
+        finally:
+            _libc.munmap(ctypes.c_void_p(addr), ctypes.c_size_t(size))
     finally:
-        del buf
+        os.close(fd)

@@ -43,16 +43,20 @@ def time_epoch(
     batches = samples = 0
     first = 0.0
     partial = False
-    start = time.perf_counter()
+    clock = time.perf_counter
+    to_device = loader.to_device
+    deadline = float("inf") if max_seconds is None else max_seconds
+    start = clock()
     iterator = iter(loader.epoch(epoch))
+    fetch = iterator.__next__
     try:
         while True:
-            t0 = time.perf_counter()
+            t0 = clock()
             try:
-                batch = next(iterator)
+                batch = fetch()
             except StopIteration:
                 break
-            t1 = time.perf_counter()
+            t1 = clock()
             wait += t1 - t0
             if cuda:
                 marks = (
@@ -61,26 +65,27 @@ def time_epoch(
                     torch.cuda.Event(enable_timing=True),
                 )
                 marks[0].record()
-                moved = loader.to_device(batch)
+                moved = to_device(batch)
                 marks[1].record()
                 if batches == 0:
                     marks[1].synchronize()  # time to first batch: on the device, not just queued
-                    first = time.perf_counter() - start
+                    first = clock() - start
                 step(moved)
                 marks[2].record()
                 events.append(marks)
+                t3 = clock()
             else:
-                moved = loader.to_device(batch)
-                t2 = time.perf_counter()
+                moved = to_device(batch)
+                t2 = clock()
                 step(moved)
-                t3 = time.perf_counter()
+                t3 = clock()
                 h2d += t2 - t1
                 step_s += t3 - t2
                 if batches == 0:
                     first = t2 - start
             batches += 1
-            samples += len(moved[1])
-            if max_seconds is not None and time.perf_counter() - start > max_seconds:
+            samples += moved[1].shape[0]
+            if t3 - start > deadline:
                 partial = True
                 break
     finally:

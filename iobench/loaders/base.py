@@ -26,6 +26,7 @@ class LoaderSettings:
     persistent_workers: bool = False
     fetch: str = "batch"  # item: one __getitem__ per sample; batch: one call per batch
     prefetch_thread: int = 0  # batches a background thread keeps ready (0 = off)
+    readahead_mb: int = 32  # tensorclass: MiB the kernel is asked to read ahead of a sequential run
 
 
 class Loader(ABC):

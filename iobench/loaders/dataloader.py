@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from formats.base import FormatReader
 from iobench.loaders.base import Loader, LoaderSettings
-from iobench.loaders.order import EpochOrder, as_slice
+from iobench.loaders.order import EpochOrder, indices_of
 
 
 class ReaderDataset(Dataset):
@@ -28,12 +28,11 @@ class ReaderDataset(Dataset):
         return len(self.reader)
 
     def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            features, labels = self.reader.read_range(index.start, index.stop)
+            return torch.from_numpy(features), torch.from_numpy(labels)
         if isinstance(index, np.ndarray):
-            window = as_slice(index)
-            if window is not None:
-                features, labels = self.reader.read_range(window.start, window.stop)
-            else:
-                features, labels = self.reader.batch(index)
+            features, labels = self.reader.batch(index)
             return torch.from_numpy(features), torch.from_numpy(labels)
         features, label = self.reader.sample(index)
         return torch.from_numpy(np.ascontiguousarray(features)), label
@@ -49,7 +48,7 @@ class EpochBatchSampler(Sampler):
 
     def __iter__(self) -> Iterator[Any]:
         for batch in self.order.batches(self.epoch):
-            yield batch.tolist() if self.as_lists else batch
+            yield indices_of(batch).tolist() if self.as_lists else batch
 
     def __len__(self) -> int:
         return self.order.n_batches()

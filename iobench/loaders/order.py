@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+Window = slice | np.ndarray  # a run of samples, or arbitrary sample indices
+
 
 @dataclass(frozen=True)
 class EpochOrder:
@@ -40,18 +42,31 @@ class EpochOrder:
         rng.shuffle(starts)
         return np.concatenate([np.arange(s, min(s + self.block_size, n), dtype=np.int64) for s in starts])
 
-    def batches(self, epoch: int) -> Iterator[np.ndarray]:
+    def batches(self, epoch: int) -> Iterator[Window]:
+        """Each batch as a slice when it is one run of samples (always, unshuffled), else indices."""
+        n, size = self.n_samples, self.batch_size
+        starts = range(0, n, size)
+        if self.max_batches is not None:
+            starts = starts[: self.max_batches]
+        if not self.shuffle:
+            for start in starts:
+                yield slice(start, min(start + size, n))
+            return
         order = self.indices(epoch)
-        count = 0
-        for start in range(0, len(order), self.batch_size):
-            if self.max_batches is not None and count >= self.max_batches:
-                return
-            yield order[start : start + self.batch_size]
-            count += 1
+        for start in starts:
+            batch = order[start : start + size]
+            window = as_slice(batch) if self.block_size else None
+            yield batch if window is None else window
 
     def n_batches(self) -> int:
         full = -(-self.n_samples // self.batch_size)
         return full if self.max_batches is None else min(full, self.max_batches)
+
+
+def indices_of(window: Window) -> np.ndarray:
+    if isinstance(window, slice):
+        return np.arange(window.start, window.stop, dtype=np.int64)
+    return window
 
 
 def as_slice(indices: np.ndarray) -> slice | None:

@@ -11,7 +11,7 @@ from formats.base import FormatReader
 from iobench.device import synchronize
 from iobench.errors import IobenchError
 from iobench.loaders.base import DeviceBatch, Loader, LoaderSettings
-from iobench.loaders.order import EpochOrder, as_slice
+from iobench.loaders.order import EpochOrder
 
 HEADROOM = 0.9  # leave a tenth of free memory to the step
 
@@ -53,9 +53,8 @@ class ResidentLoader(Loader):
         return self._setup
 
     def epoch(self, epoch: int) -> Iterator[torch.Tensor | slice]:
-        for indices in self.order.batches(epoch):
-            window = as_slice(indices)
-            yield window if window is not None else torch.from_numpy(indices).to(self.device)
+        for window in self.order.batches(epoch):
+            yield window if isinstance(window, slice) else torch.from_numpy(window).to(self.device)
 
     def to_device(self, batch: torch.Tensor | slice) -> DeviceBatch:
         """Already there: a slice is a view, an index tensor gathers on the device."""
