@@ -15,6 +15,8 @@ from pathlib import Path
 
 import numpy as np
 
+from iobench.errors import IobenchError
+
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
@@ -24,7 +26,10 @@ _PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def evict(paths: Iterable[Path], method: str = "auto") -> str:
-    """Evict the files' pages; returns the method used ('drop_caches' or 'fadvise')."""
+    """Evict the files' pages; returns the method used ('drop_caches' or 'fadvise').
+
+    auto uses drop_caches when permitted (root) and fadvise otherwise.
+    """
     paths = list(paths)
     if method in ("auto", "drop_caches"):
         os.sync()
@@ -32,9 +37,11 @@ def evict(paths: Iterable[Path], method: str = "auto") -> str:
             with open("/proc/sys/vm/drop_caches", "w") as f:
                 f.write("3\n")
             return "drop_caches"
-        except OSError:
+        except OSError as exc:
             if method == "drop_caches":
-                raise
+                raise IobenchError(
+                    f"cannot drop caches ({exc.strerror}): run as root (sudo iobench ...) or use --eviction fadvise"
+                ) from None
     for path in paths:
         fd = os.open(path, os.O_RDONLY)
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from contextlib import nullcontext
@@ -16,14 +17,15 @@ from rich.table import Table
 
 from formats import FORMATS
 from iobench import __version__
-from iobench.dataset import DEFAULT_SIZE, DatasetSpec, parse_shape, parse_size
+from iobench.dataset import DEFAULT_SIZE, DatasetSpec, parse_bytes, parse_shape, parse_size
 from iobench.device import resolve_device
 from iobench.errors import IobenchError
+from iobench.limits import load_limits, measure_limits, save_limits
 from iobench.loaders.base import LoaderSettings
 from iobench.manifest import Manifest, find_datasets, find_run_dataset
 from iobench.prepare import PrepareRequest, parse_formats, plan, prepare
 from iobench.progress import NullReporter, RichReporter
-from iobench.report import results_table, split_table
+from iobench.report import limits_table, profile_summary, results_table, run_warnings, split_table
 from iobench.results import append_record
 from iobench.runner import LOADERS, RunConfig, check_config, check_dataset, parse_pairs, run
 from iobench.steps import parse_step
@@ -37,15 +39,20 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-out = Console()
-err = Console(stderr=True)
+# Not a terminal (a log, a pipe): wide enough for the tables rather than rich's 80 columns.
+_WIDTH = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "180"))
+out = Console(width=_WIDTH)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else int(os.environ.get("COLUMNS", "180")))
 
 DataDir = Annotated[
     Path, typer.Option("--data-dir", help="Root folder of prepared datasets (or one dataset's folder).")
 ]
 DatasetName = Annotated[
     Optional[str],  # noqa: UP045 - typer needs Optional on 3.9-style introspection
-    typer.Option("--dataset", help="Dataset folder name under --data-dir [default: derived from the spec]."),
+    typer.Option(
+        "--dataset",
+        help="Dataset folder name under --data-dir (default: derived from the spec; for run, the only one).",
+    ),
 ]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 
@@ -156,13 +163,13 @@ def run_cmd(
     format: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option(
-            "--format", help=f"Comma list of {', '.join(FORMATS)}, or all [default: the standard comparison]."
+            "--format", help=f"Comma list of {', '.join(FORMATS)}, or all (default: the standard comparison)."
         ),
     ] = None,
     loader: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option(
-            help=f"Comma list of {', '.join(LOADERS)}, or all [default: dataloader, plus tensorclass on memmap]."
+            help=f"Comma list of {', '.join(LOADERS)}, or all (default: dataloader, plus tensorclass on memmap)."
         ),
     ] = None,
     data_dir: DataDir = Path("data"),
@@ -172,11 +179,11 @@ def run_cmd(
     num_workers: Annotated[int, typer.Option(help="DataLoader worker processes (0: load in the main process).")] = 0,
     prefetch_factor: Annotated[
         Optional[int],  # noqa: UP045
-        typer.Option(help="Batches each worker loads ahead (needs --num-workers > 0) [default: torch's, 2]."),
+        typer.Option(help="Batches each worker loads ahead (needs --num-workers > 0; default: torch's, 2)."),
     ] = None,
     pin_memory: Annotated[
         Optional[bool],  # noqa: UP045
-        typer.Option("--pin-memory/--no-pin-memory", help="Pin host batches [default: on for CUDA, off for CPU]."),
+        typer.Option("--pin-memory/--no-pin-memory", help="Pin host batches (default: on for CUDA, off for CPU)."),
     ] = None,
     non_blocking: Annotated[
         bool, typer.Option("--non-blocking/--blocking", help="Asynchronous host-to-device copies.")
@@ -188,6 +195,9 @@ def run_cmd(
     ] = False,
     fetch: Annotated[str, typer.Option(help="DataLoader: item (one __getitem__ per sample) or batch.")] = "batch",
     prefetch_thread: Annotated[int, typer.Option(help="A background thread keeps K batches ready (0: off).")] = 0,
+    readahead_mb: Annotated[
+        int, typer.Option(help="tensorclass: MiB the kernel is asked to read ahead of sequential batches (0: off).")
+    ] = 32,
     epochs: Annotated[int, typer.Option(help="Timed epochs per run.")] = 1,
     warmup: Annotated[int, typer.Option(help="Untimed epochs before the timed ones, per run.")] = 1,
     runs: Annotated[int, typer.Option(help="Repetitions (each with a fresh loader).")] = 3,
@@ -203,6 +213,20 @@ def run_cmd(
         str, typer.Option(help="Per batch on the device: none, sleep:MS or mlp (one training step).")
     ] = "none",
     seed: Annotated[int, typer.Option(help="Seed of the shuffles and of the mlp step.")] = 0,
+    cache: Annotated[
+        str,
+        typer.Option(
+            help="cold: evict the dataset before every timed epoch (checked with mincore); "
+            "warm: after an untimed epoch; as-is: touch nothing."
+        ),
+    ] = "as-is",
+    eviction: Annotated[
+        str, typer.Option(help="How cold evicts: auto (drop_caches as root, else fadvise), drop_caches or fadvise.")
+    ] = "auto",
+    profile: Annotated[
+        bool,
+        typer.Option("--profile", help="cProfile one extra epoch (and torch.profiler on CUDA) beside the results."),
+    ] = False,
     results: Annotated[Path, typer.Option(help="JSONL file the records are appended to.")] = Path(
         "results/results.jsonl"
     ),
@@ -219,6 +243,7 @@ def run_cmd(
         persistent_workers,
         fetch.lower(),
         prefetch_thread,
+        readahead_mb,
     )
     base = RunConfig(
         Path("."),
@@ -235,6 +260,8 @@ def run_cmd(
         max_seconds,
         parse_step(step),
         seed,
+        cache.lower(),
+        eviction.lower(),
     )
     configs = [replace(base, format=f, loader=ld) for f, ld in pairs]
     for c in configs:
@@ -260,9 +287,15 @@ def run_cmd(
         check_dataset(c)
     for note in notes:
         err.print(note, highlight=False)
+    limits = load_limits(results, dataset_dir)
+    if limits is None:
+        err.print("no stored limits for this machine and disk: measuring them once (`iobench limits`)", highlight=False)
+        limits = measure_limits(dataset_dir, resolve_device(device))
+        save_limits(results, dataset_dir, limits)
+    profile_dir = results.parent / "profiles" if profile else None
     records = []
     for c in configs:
-        records.append(_run_one(c, quiet))
+        records.append(_run_one(c, quiet, limits, profile_dir))
         append_record(results, records[-1])
     r0 = records[0]
     title = (
@@ -272,25 +305,19 @@ def run_cmd(
     out.print(results_table(records, title))
     out.print(split_table(records))
     for r in records:
-        if r["epoch_seconds_cv"] > 0.10:
-            err.print(
-                f"warning: {r['format']}/{r['loader']}: epoch times vary by {r['epoch_seconds_cv']:.0%} "
-                "(CV > 10%); use more --runs or a quieter machine",
-                highlight=False,
-            )
-        if r["partial"]:
-            err.print(
-                f"note: {r['format']}/{r['loader']}: epochs stopped early (--max-batches/--max-seconds)",
-                highlight=False,
-            )
+        if r["profile_path"]:
+            out.print(f"profile of {r['format']}/{r['loader']}: {r['profile_path']}", highlight=False, soft_wrap=True)
+            out.print(profile_summary(Path(r["profile_path"])), highlight=False, markup=False)
+    for line in run_warnings(records):
+        err.print(line, highlight=False, soft_wrap=True)
     out.print(f"{len(records)} record(s) appended to {results}", highlight=False, soft_wrap=True)
 
 
-def _run_one(config: RunConfig, quiet: bool) -> dict:
+def _run_one(config: RunConfig, quiet: bool, limits: dict, profile_dir: Path | None) -> dict:
     label = f"{config.format}/{config.loader}"
     total = config.runs * (config.warmup + config.epochs)
     if quiet:
-        return run(config)
+        return run(config, None, limits, profile_dir)
     with Progress(
         TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
     ) as progress:
@@ -300,9 +327,28 @@ def _run_one(config: RunConfig, quiet: bool) -> dict:
             kind = "warm-up" if warm else "epoch"
             progress.update(task, advance=1, description=f"{label} run {r + 1} {kind} {timing.seconds:.2f} s")
 
-        record = run(config, on_epoch)
+        record = run(config, on_epoch, limits, profile_dir)
         progress.update(task, description=f"{label} median {record['epoch_seconds_median']:.3f} s")
         return record
+
+
+@app.command("limits")
+def limits_cmd(
+    data_dir: DataDir = Path("data"),
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N (CUDA adds host-to-device figures).")] = "auto",
+    results: Annotated[Path, typer.Option(help="limits.json is stored beside this results file.")] = Path(
+        "results/results.jsonl"
+    ),
+    probe_size: Annotated[str, typer.Option(help="Size of the probe file written and read (e.g. 1G, 256M).")] = "1G",
+) -> None:
+    """Measure this machine's ceilings: storage and page-cache read bandwidth, host-to-device, device copies."""
+    probe = parse_bytes(probe_size)
+    target = resolve_device(device)
+    err.print(f"measuring with a {probe / 2**20:,.0f} MiB probe file in {data_dir} ...", highlight=False)
+    limits = measure_limits(data_dir, target, probe)
+    path = save_limits(results, data_dir, limits)
+    out.print(limits_table(limits))
+    out.print(f"stored in {path}", highlight=False, soft_wrap=True)
 
 
 @app.callback(invoke_without_command=True)

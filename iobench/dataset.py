@@ -130,6 +130,19 @@ def parse_size(text: str) -> int:
     return int(value)
 
 
+def parse_bytes(text: str) -> int:
+    """Sizes in bytes with binary suffixes: 1G = 2**30, 256M, 64K, or a plain number."""
+    s = str(text).strip().upper().removesuffix("IB").removesuffix("B")
+    units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
+    try:
+        value = float(s[:-1]) * units[s[-1]] if s and s[-1] in units else float(s)
+    except ValueError:
+        raise IobenchError(f"cannot parse size {text!r}: use e.g. 1G, 256M or 1048576") from None
+    if not math.isfinite(value) or value <= 0:
+        raise IobenchError(f"size must be positive, got {text!r}")
+    return int(value)
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
     """Accept 128, 3,32,32 or 3x32x32."""
     parts = re.split(r"\s*[,x]\s*", str(text).strip())

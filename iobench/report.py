@@ -1,10 +1,16 @@
-"""Tables of results for the console (Markdown reports and plots build on the same records)."""
+"""Console tables and warnings built from result records."""
 
 from __future__ import annotations
+
+import io
+import pstats
+from pathlib import Path
 
 from rich.table import Table
 
 from iobench.results import relative_to_fastest
+
+CV_LIMIT = 0.10
 
 
 def _settings(r: dict) -> str:
@@ -20,40 +26,45 @@ def _settings(r: dict) -> str:
     return " ".join(parts)
 
 
+def _residency(r: dict) -> str:
+    before = r.get("residency_before") or []
+    return f"{r['cache']} ({max(before):.0%})" if before else r["cache"]
+
+
 def results_table(records: list[dict], title: str) -> Table:
     table = Table(title=title)
-    for col, justify in (
-        ("format", "left"),
-        ("loader", "left"),
-        ("settings", "left"),
-        ("order", "left"),
-        ("epoch s (median, min-max)", "right"),
-        ("samples/s", "right"),
-        ("MB/s", "right"),
-        ("vs fastest", "right"),
-    ):
+    columns = (
+        ("format", "left"), ("loader", "left"), ("settings", "left"), ("order", "left"),
+        ("cache (max resident)", "left"), ("epoch s (median, min-max)", "right"), ("samples/s", "right"),
+        ("MB/s", "right"), ("% of limit", "right"), ("vs fastest", "right"),
+    )  # fmt: skip
+    for col, justify in columns:
         table.add_column(col, justify=justify)
     for r, rel in zip(records, relative_to_fastest(records), strict=True):
         partial = " (partial)" if r["partial"] else ""
+        limit = r.get("percent_of_limit")
         table.add_row(
             r["format"],
             r["loader"],
             _settings(r),
             r["order"],
+            _residency(r),
             f"{r['epoch_seconds_median']:.3f} ({r['epoch_seconds_min']:.3f}-{r['epoch_seconds_max']:.3f}){partial}",
             f"{r['samples_per_s']:,.0f}",
             f"{r['mb_per_s']:,.1f}",
+            f"{limit:.0f}%" if limit is not None else "-",
             f"{rel:.2f}x",
         )
     return table
 
 
 def split_table(records: list[dict]) -> Table:
-    """Where each batch's time went: waiting for the loader, host-to-device, the step."""
-    table = Table(title="per batch (ms): waiting for the loader / host-to-device / step")
-    for col in ("format", "loader", "wait", "h2d", "step", "first batch s"):
+    """Where each batch's time went, and what the system read from storage per epoch."""
+    table = Table(title="per batch (ms): waiting for the loader / host-to-device / step; storage reads per epoch")
+    for col in ("format", "loader", "wait", "h2d", "step", "first batch s", "disk MB/epoch", "CPU %", "iowait %"):
         table.add_column(col, justify="left" if col in ("format", "loader") else "right")
     for r in records:
+        reads = [x for x in r.get("device_read_bytes") or [] if x is not None]
         table.add_row(
             r["format"],
             r["loader"],
@@ -61,5 +72,52 @@ def split_table(records: list[dict]) -> Table:
             f"{r['h2d_ms_per_batch']:.2f}",
             f"{r['step_ms_per_batch']:.2f}",
             f"{r['first_batch_seconds_median']:.3f}",
+            f"{sum(reads) / len(reads) / 1e6:,.1f}" if reads else "-",
+            f"{100 * r['cpu_utilisation']:.0f}" if r.get("cpu_utilisation") is not None else "-",
+            f"{100 * r['cpu_iowait']:.0f}" if r.get("cpu_iowait") is not None else "-",
         )
     return table
+
+
+def run_warnings(records: list[dict]) -> list[str]:
+    """What makes a figure suspect, and what to do about it."""
+    lines = []
+    for r in records:
+        name = f"{r['format']}/{r['loader']}"
+        if r.get("cold_not_cold"):
+            worst = max(r["residency_before"])
+            lines.append(
+                f"warning: {name}: a cold epoch started with {worst:.0%} of the dataset cached (> 5%); "
+                "something still maps the files, or eviction is not permitted: try sudo"
+            )
+        if r["epoch_seconds_cv"] > CV_LIMIT:
+            lines.append(
+                f"warning: {name}: epoch times vary by {r['epoch_seconds_cv']:.0%} (CV > 10%); "
+                "use more --runs or a quieter machine"
+            )
+        if r["partial"]:
+            lines.append(f"note: {name}: epochs stopped early (--max-batches/--max-seconds): a partial read")
+    return lines
+
+
+def limits_table(limits: dict) -> Table:
+    table = Table(title=f"limits of {limits['hostname']} ({limits['data_filesystem']} on {limits['data_device']})")
+    table.add_column("ceiling")
+    table.add_column("MB/s", justify="right")
+    rows = (
+        ("storage sequential read (" + limits["storage_read_method"] + ")", "storage_read_mb_per_s"),
+        ("page-cache read", "page_cache_read_mb_per_s"),
+        ("host-to-device, pageable", "h2d_pageable_mb_per_s"),
+        ("host-to-device, pinned", "h2d_pinned_mb_per_s"),
+        ("device-to-device copy", "d2d_mb_per_s"),
+    )
+    for label, key in rows:
+        if limits.get(key) is not None:
+            table.add_row(label, f"{limits[key]:,.0f}")
+    return table
+
+
+def profile_summary(path: Path, top: int = 15) -> str:
+    buf = io.StringIO()
+    pstats.Stats(str(path), stream=buf).sort_stats("cumulative").print_stats(top)
+    return buf.getvalue()

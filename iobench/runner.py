@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import cProfile
 import datetime as dt
+import gc
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -10,17 +12,23 @@ from pathlib import Path
 import torch
 
 from formats import FORMATS
+from iobench.cache import evict, resident_fraction
 from iobench.device import resolve_device
 from iobench.environment import environment
 from iobench.errors import IobenchError, RunFailed
+from iobench.limits import applicable_limit
 from iobench.loaders.base import Loader, LoaderSettings
 from iobench.loaders.order import EpochOrder
 from iobench.manifest import Manifest
 from iobench.measure import EpochTiming, time_epoch
 from iobench.results import epoch_metrics
 from iobench.steps import make_step
+from iobench.sysmetrics import SystemCounters, peak_rss_bytes
 
 LOADERS = ("dataloader", "tensorclass", "gpu-resident")
+CACHE_MODES = ("cold", "warm", "as-is")
+EVICTION_METHODS = ("auto", "drop_caches", "fadvise")
+COLD_RESIDENCY_LIMIT = 0.05  # a cold epoch starting with more of the dataset cached is flagged
 # Which formats each loader reads. tensorclass loading is tensordict's memmap path.
 LOADER_FORMATS = {"dataloader": tuple(FORMATS), "tensorclass": ("memmap",), "gpu-resident": tuple(FORMATS)}
 DEFAULT_PAIRS = (
@@ -50,6 +58,8 @@ class RunConfig:
     max_seconds: float | None = None
     step: str = "none"
     seed: int = 0
+    cache: str = "as-is"  # cold | warm | as-is
+    eviction: str = "auto"  # auto (drop_caches when permitted) | drop_caches | fadvise
 
 
 def check_config(config: RunConfig) -> None:
@@ -70,6 +80,7 @@ def check_config(config: RunConfig) -> None:
         ("--num-workers", s.num_workers, 0),
         ("--prefetch-thread", s.prefetch_thread, 0),
         ("--block-shuffle", config.block_size, 0),
+        ("--readahead-mb", s.readahead_mb, 0),
     ):
         if value < low:
             raise IobenchError(f"{name} must be >= {low}, got {value}")
@@ -90,6 +101,12 @@ def check_config(config: RunConfig) -> None:
         raise IobenchError("--loader gpu-resident reads the dataset once; --num-workers does not apply")
     if config.block_size and not config.shuffle:
         raise IobenchError("--block-shuffle needs --shuffle")
+    if config.cache not in CACHE_MODES:
+        raise IobenchError(f"--cache must be one of {', '.join(CACHE_MODES)}, got {config.cache!r}")
+    if config.eviction not in EVICTION_METHODS:
+        raise IobenchError(f"--eviction must be one of {', '.join(EVICTION_METHODS)}, got {config.eviction!r}")
+    if config.cache == "warm" and config.warmup < 1:
+        raise IobenchError("--cache warm needs --warmup >= 1 (the untimed epoch is what warms the cache)")
     if config.max_batches is not None and config.max_batches < 1:
         raise IobenchError(f"--max-batches must be >= 1, got {config.max_batches}")
     if config.max_seconds is not None and config.max_seconds <= 0:
@@ -150,32 +167,69 @@ def build_loader(config: RunConfig, manifest: Manifest, device: torch.device) ->
     return loader
 
 
-def run(config: RunConfig, on_epoch=None) -> dict:
-    """Measure one configuration; returns its flat result record."""
+def run(config: RunConfig, on_epoch=None, limits: dict | None = None, profile_dir: Path | None = None) -> dict:
+    """Measure one configuration; returns its flat result record.
+
+    Cache control per timed epoch: `cold` closes the loader (nothing may stay mapped), evicts the
+    format's files and checks residency with mincore() before building a fresh loader; `warm`
+    follows at least one untimed epoch; `as-is` touches nothing. Residency and the bytes read from
+    storage are recorded for every timed epoch, whatever the mode.
+    """
     check_config(config)
     device = resolve_device(config.device)
     config = resolve(config, device)
     manifest = check_dataset(config)
     spec = manifest.spec
+    entry = manifest.formats[config.format]
+    files = [config.dataset_dir / entry.directory / f.path for f in entry.files]
     step = make_step(config.step, spec.features_per_sample, spec.n_classes, device, config.seed)
+    counters = SystemCounters(config.dataset_dir)
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     timings: list[EpochTiming] = []
     setup: list[float] = []
+    system: list[dict] = []
+    resident_before: list[float] = []
+    resident_after: list[float] = []
+    methods: set[str] = set()
+    profile_path = None
     epochs_per_run = config.warmup + config.epochs
     started = time.perf_counter()
+    first = last = None
     for r in range(config.runs):
         loader = build_loader(config, manifest, device)
         try:
             setup.append(loader.setup_seconds())
             for e in range(epochs_per_run):
-                timing = _epoch(loader, r * epochs_per_run + e, step, config)
-                if e >= config.warmup:
-                    timings.append(timing)
+                epoch = r * epochs_per_run + e
+                if e < config.warmup:
+                    timing = _epoch(loader, epoch, step, config)
+                    if on_epoch is not None:
+                        on_epoch(r, e, True, timing)
+                    continue
+                if config.cache == "cold":
+                    loader.close()
+                    gc.collect()  # drop any mapping still referenced from a cycle
+                    methods.add(evict(files, config.eviction))
+                resident_before.append(resident_fraction(files))
+                if config.cache == "cold":
+                    loader = build_loader(config, manifest, device)
+                    setup.append(loader.setup_seconds())
+                a = counters.snapshot()
+                timing = _epoch(loader, epoch, step, config)
+                b = counters.snapshot()
+                first = first or a
+                last = b
+                system.append(counters.delta(a, b))
+                resident_after.append(resident_fraction(files))
+                timings.append(timing)
                 if on_epoch is not None:
-                    on_epoch(r, e, e < config.warmup, timing)
+                    on_epoch(r, e, False, timing)
+            if profile_dir is not None and r == config.runs - 1:
+                profile_path = _profile_epoch(loader, (r + 1) * epochs_per_run, step, config, profile_dir)
         finally:
             loader.close()
+    total = counters.delta(first, last)
     record = {
         "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "dataset": config.dataset_dir.name,
@@ -184,6 +238,7 @@ def run(config: RunConfig, on_epoch=None) -> dict:
         "sample_shape": list(spec.shape),
         "dtype": spec.dtype,
         "sample_bytes": spec.sample_bytes,
+        "dataset_bytes": entry.bytes,
         "format": config.format,
         "loader": config.loader,
         **asdict(config.settings),
@@ -198,16 +253,63 @@ def run(config: RunConfig, on_epoch=None) -> dict:
         "device": str(device),
         "step": config.step,
         "seed": config.seed,
-        "cache": "as-is",
+        "cache": config.cache,
+        "eviction_method": ",".join(sorted(methods)) if methods else None,
+        "residency_before": resident_before,
+        "residency_after": resident_after,
+        "cold_not_cold": config.cache == "cold" and any(x > COLD_RESIDENCY_LIMIT for x in resident_before),
+        "device_read_bytes": [x["device_read_bytes"] for x in system],
+        "process_read_bytes": [x["process_read_bytes"] for x in system],
+        "data_block_device": total["data_block_device"],
+        "cpu_utilisation": total["cpu_utilisation"],
+        "cpu_iowait": total["cpu_iowait"],
+        **peak_rss_bytes(),
         "setup_seconds": setup,
         "total_seconds": time.perf_counter() - started,
+        "profile_path": str(profile_path) if profile_path else None,
         **epoch_metrics(timings, spec.sample_bytes),
     }
+    # An epoch cut short by --max-batches or --max-seconds did not read the whole dataset.
+    record["partial"] = record["partial"] or record["batches_per_epoch"] < -(
+        -spec.n_samples // config.settings.batch_size
+    )
     if device.type == "cuda":
         record["cuda_max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
         record["cuda_max_memory_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
     record.update(environment(config.dataset_dir, device))
+    record.update(limit_fields(record, limits))
     return record
+
+
+def limit_fields(record: dict, limits: dict | None) -> dict:
+    """% of limit: the run's MB/s over the ceiling that applies to it (None without limits)."""
+    found = applicable_limit(record, limits) if limits else None
+    if found is None:
+        return {"limit_name": None, "limit_mb_per_s": None, "percent_of_limit": None}
+    name, value = found
+    return {"limit_name": name, "limit_mb_per_s": value, "percent_of_limit": 100 * record["mb_per_s"] / value}
+
+
+def _profile_epoch(loader: Loader, epoch: int, step, config: RunConfig, directory: Path) -> Path:
+    """One extra epoch under cProfile (and torch.profiler on CUDA); not part of the timings."""
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"{stamp}-{config.format}-{config.loader}.prof"
+    profiler = cProfile.Profile()
+    if loader.device.type == "cuda":
+        from torch.profiler import ProfilerActivity, profile
+
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
+            profiler.enable()
+            _epoch(loader, epoch, step, config)
+            profiler.disable()
+        trace.export_chrome_trace(str(path.with_suffix(".trace.json")))
+    else:
+        profiler.enable()
+        _epoch(loader, epoch, step, config)
+        profiler.disable()
+    profiler.dump_stats(path)
+    return path
 
 
 def _epoch(loader: Loader, epoch: int, step, config: RunConfig) -> EpochTiming:

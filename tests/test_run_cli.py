@@ -10,6 +10,23 @@ SIZE = "3000"
 
 
 @pytest.fixture(scope="module")
+def results_dir(tmp_path_factory):
+    """A results folder whose limits.json is already measured (with a small probe, to stay fast)."""
+    from iobench.cli import main
+
+    folder = tmp_path_factory.mktemp("results")
+    with pytest.raises(SystemExit) as info:
+        main(["limits", "--data-dir", str(folder), "--results", str(folder / "r.jsonl"), "--probe-size", "16M"])
+    assert info.value.code == 0
+    return folder
+
+
+@pytest.fixture
+def results(results_dir, request):
+    return results_dir / f"{request.node.name}.jsonl"
+
+
+@pytest.fixture(scope="module")
 def data(tmp_path_factory):
     from iobench.cli import main
 
@@ -20,8 +37,7 @@ def data(tmp_path_factory):
     return root
 
 
-def test_default_comparison_writes_one_record_per_row(data, cli, tmp_path):
-    results = tmp_path / "r.jsonl"
+def test_default_comparison_writes_one_record_per_row(data, cli, results):
     r = cli(
         "run",
         "--data-dir",
@@ -66,8 +82,7 @@ def test_default_comparison_writes_one_record_per_row(data, cli, tmp_path):
     assert "fastest" in r.out and "memmap" in r.out and "tensorclass" in r.out
 
 
-def test_partial_runs_say_so(data, cli, tmp_path):
-    results = tmp_path / "r.jsonl"
+def test_partial_runs_say_so(data, cli, results):
     r = cli(
         "run",
         "--data-dir",
@@ -92,7 +107,7 @@ def test_partial_runs_say_so(data, cli, tmp_path):
     )
     assert r.code == 0, r.err
     (x,) = [json.loads(line) for line in results.read_text().splitlines()]
-    assert x["partial"] is False and x["batches_per_epoch"] == 2 and x["samples_per_epoch"] == 2048
+    assert x["partial"] is True and x["batches_per_epoch"] == 2 and x["samples_per_epoch"] == 2048
     assert x["max_batches"] == 2
 
 
@@ -110,28 +125,28 @@ def test_partial_runs_say_so(data, cli, tmp_path):
         (["--runs", "0"], ["--runs"]),
     ],
 )
-def test_bad_input_is_one_line(data, cli, tmp_path, args, fragments):
-    r = cli("run", "--data-dir", data, "--results", tmp_path / "r.jsonl", "-q", *args)
+def test_bad_input_is_one_line(data, cli, results, args, fragments):
+    r = cli("run", "--data-dir", data, "--results", results, "-q", *args)
     assert_one_line_error(r, *fragments)
-    assert not (tmp_path / "r.jsonl").exists()
+    assert not results.exists()
 
 
-def test_truncated_file_is_named(data, cli, tmp_path):
+def test_truncated_file_is_named(data, cli, results):
     (dataset_dir,) = [p for p in data.iterdir() if p.is_dir()]
     path = dataset_dir / "npy" / "labels.npy"
     original = path.read_bytes()
     try:
         path.write_bytes(original[:-8])
-        r = cli("run", "--data-dir", data, "--format", "npy", "--device", "cpu", "-q", "--results", tmp_path / "r")
+        r = cli("run", "--data-dir", data, "--format", "npy", "--device", "cpu", "-q", "--results", results)
         assert_one_line_error(r, "labels.npy", "truncated")
         path.unlink()
-        r = cli("run", "--data-dir", data, "--format", "npy", "--device", "cpu", "-q", "--results", tmp_path / "r")
+        r = cli("run", "--data-dir", data, "--format", "npy", "--device", "cpu", "-q", "--results", results)
         assert_one_line_error(r, "labels.npy", "missing")
     finally:
         path.write_bytes(original)
 
 
-def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch):
+def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch, results):
     import iobench.cli
 
     monkeypatch.setattr(iobench.cli, "DEFAULT_SIZE", 500)
@@ -146,9 +161,33 @@ def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch):
         "--runs",
         "1",
         "--results",
-        tmp_path / "r.jsonl",
+        results,
         "-q",
     )
     assert r.code == 0, r.err
     assert "no dataset" in r.err and "preparing the default one" in r.err
     assert (tmp_path / "empty" / "n500_128_float32_c1000_s0" / "manifest.json").is_file()
+
+
+def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tmp_path, monkeypatch):
+    import iobench.cli
+    from iobench.limits import measure_limits
+
+    calls = []
+
+    def small_probe(data_dir, device):
+        calls.append(data_dir)
+        return measure_limits(data_dir, device, 16 * 2**20)
+
+    monkeypatch.setattr(iobench.cli, "measure_limits", small_probe)
+    results = tmp_path / "fresh" / "r.jsonl"
+    for _ in range(2):
+        r = cli(
+            "run", "--data-dir", data, "--format", "npy", "--device", "cpu", "--runs", "1", "-q", "--results", results
+        )
+        assert r.code == 0, r.err
+    assert len(calls) == 1 and (tmp_path / "fresh" / "limits.json").is_file()
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    for x in records:
+        assert x["limit_name"] == "page_cache_read_mb_per_s" and x["limit_mb_per_s"] > 0
+        assert x["percent_of_limit"] == pytest.approx(100 * x["mb_per_s"] / x["limit_mb_per_s"])

@@ -1,0 +1,207 @@
+"""The physical ceilings of this machine, which no loader can beat.
+
+- storage: sequential reads of a large file on the data directory's file system with O_DIRECT,
+  8 MiB blocks, 4 in flight (what fio would call a sequential read job);
+- page cache: the same file read again with every page cached (a copy out of the page cache);
+- host-to-device from pageable and from pinned memory, and device-to-device copies (CUDA only).
+Stored as JSON beside the results, one entry per (host, data device), so every run can report
+its MB/s as a share of the ceiling that applies to it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import mmap
+import os
+import platform
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+from iobench.cache import evict
+from iobench.environment import mount_of
+from iobench.errors import IobenchError
+from iobench.fsutil import PARTIAL_PREFIX, atomic_write_json
+
+BLOCK = 8 * 2**20
+IN_FLIGHT = 4
+DEFAULT_PROBE_BYTES = 2**30
+
+
+def limits_path(results: Path) -> Path:
+    return results.parent / "limits.json"
+
+
+def _key(data_dir: Path) -> str:
+    _fs, source = mount_of(data_dir)
+    return f"{platform.node()}:{source}"
+
+
+def load_limits(results: Path, data_dir: Path) -> dict | None:
+    path = limits_path(results)
+    if not path.is_file():
+        return None
+    try:
+        return json.loads(path.read_text()).get(_key(data_dir))
+    except (OSError, ValueError):
+        return None
+
+
+def save_limits(results: Path, data_dir: Path, limits: dict) -> Path:
+    path = limits_path(results)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        stored = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        stored = {}
+    stored[_key(data_dir)] = limits
+    try:
+        atomic_write_json(path, stored)
+    except OSError as exc:
+        raise IobenchError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
+
+
+def direct_read_mb_per_s(path: Path) -> tuple[float, str]:
+    """Sequential read bandwidth bypassing the page cache; falls back to a cold buffered read."""
+    size = path.stat().st_size
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        method = "O_DIRECT"
+    except OSError:  # e.g. tmpfs
+        evict([path], "fadvise")
+        fd = os.open(path, os.O_RDONLY)
+        method = "buffered after eviction"
+    offsets = list(range(0, size, BLOCK))
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        buf = mmap.mmap(-1, BLOCK)  # page-aligned, as O_DIRECT requires
+        try:
+            for off in offsets[k::IN_FLIGHT]:
+                os.preadv(fd, [buf], off)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            buf.close()
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(IN_FLIGHT)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - t0
+    os.close(fd)
+    if errors:
+        raise errors[0]
+    return size / 1e6 / seconds, method
+
+
+def page_cache_mb_per_s(path: Path) -> float:
+    """Copying an entirely cached file into a user buffer (the best a warm epoch can do)."""
+    buf = bytearray(BLOCK)
+    with open(path, "rb", buffering=0) as f:
+        while f.readinto(buf):
+            pass
+        best = 0.0
+        for _ in range(3):
+            f.seek(0)
+            t0 = time.perf_counter()
+            n = 0
+            while k := f.readinto(buf):
+                n += k
+            best = max(best, n / 1e6 / (time.perf_counter() - t0))
+    return best
+
+
+def _cuda_copy_mb_per_s(src: torch.Tensor, dst: torch.Tensor, repeats: int = 5) -> float:
+    dst.copy_(src, non_blocking=True)
+    torch.cuda.synchronize()
+    best = 0.0
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src, non_blocking=True)
+        end.record()
+        end.synchronize()
+        best = max(best, src.numel() * src.element_size() / 1e6 / (start.elapsed_time(end) / 1000))
+    return best
+
+
+def cuda_limits(device: torch.device, nbytes: int = 256 * 2**20) -> dict:
+    n = nbytes // 4
+    on_device = torch.empty(n, dtype=torch.float32, device=device)
+    pageable = torch.ones(n, dtype=torch.float32)
+    pinned = pageable.pin_memory()
+    other = torch.empty_like(on_device)
+    out = {
+        "h2d_pageable_mb_per_s": _cuda_copy_mb_per_s(pageable, on_device),
+        "h2d_pinned_mb_per_s": _cuda_copy_mb_per_s(pinned, on_device),
+        # A device copy reads and writes each byte; count the bytes copied, like the others.
+        "d2d_mb_per_s": _cuda_copy_mb_per_s(on_device, other),
+        "cuda_device": torch.cuda.get_device_name(device),
+    }
+    del on_device, pageable, pinned, other
+    torch.cuda.empty_cache()
+    return out
+
+
+def measure_limits(data_dir: Path, device: torch.device, probe_bytes: int = DEFAULT_PROBE_BYTES) -> dict:
+    """Write a probe file on the data directory's file system, read it cold and warm, delete it."""
+    if probe_bytes < BLOCK:
+        raise IobenchError(f"the probe file must be at least {BLOCK // 2**20} MiB")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IobenchError(f"cannot create {data_dir}: {exc.strerror or exc}") from None
+    probe = data_dir / f"{PARTIAL_PREFIX}limits-probe-{os.getpid()}.bin"
+    block = os.urandom(BLOCK)
+    try:
+        with open(probe, "wb", buffering=0) as f:
+            for _ in range(probe_bytes // BLOCK):
+                f.write(block)
+            os.fsync(f.fileno())
+        evict([probe], "fadvise")  # an unmapped, fsynced file: fadvise is enough, no root needed
+        storage, method = direct_read_mb_per_s(probe)
+        cache = page_cache_mb_per_s(probe)
+    except OSError as exc:
+        raise IobenchError(f"cannot measure the limits in {data_dir}: {exc.strerror or exc}") from None
+    finally:
+        probe.unlink(missing_ok=True)
+    fstype, source = mount_of(data_dir)
+    limits = {
+        "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "hostname": platform.node(),
+        "data_dir": str(data_dir),
+        "data_filesystem": fstype,
+        "data_device": source,
+        "probe_bytes": probe_bytes,
+        "storage_read_mb_per_s": storage,
+        "storage_read_method": method,
+        "page_cache_read_mb_per_s": cache,
+    }
+    if device.type == "cuda":
+        limits.update(cuda_limits(device))
+    return limits
+
+
+def applicable_limit(record: dict, limits: dict) -> tuple[str, float] | None:
+    """The ceiling this record's run is held to: storage when cold, the page cache otherwise,
+    the device's own copy bandwidth for gpu-resident, and never above host-to-device on CUDA."""
+    if record["loader"] == "gpu-resident":
+        name = "d2d_mb_per_s" if record["device"].startswith("cuda") else "page_cache_read_mb_per_s"
+        value = limits.get(name)
+        return (name, value) if value else None
+    name = "storage_read_mb_per_s" if record.get("cache") == "cold" else "page_cache_read_mb_per_s"
+    value = limits.get(name)
+    if value is None:
+        return None
+    if record["device"].startswith("cuda"):
+        h2d = "h2d_pinned_mb_per_s" if record.get("pin_memory") else "h2d_pageable_mb_per_s"
+        if limits.get(h2d) and limits[h2d] < value:
+            name, value = h2d, limits[h2d]
+    return name, value

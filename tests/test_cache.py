@@ -1,0 +1,154 @@
+"""Cold is verified, not assumed: eviction, residency, and what a cold or warm run read from storage."""
+
+import json
+import os
+
+import pytest
+
+from iobench.cache import evict, resident_fraction
+from iobench.errors import IobenchError
+
+
+def _file(tmp_path, mib=8):
+    path = tmp_path / "blob.bin"
+    with open(path, "wb") as f:
+        f.write(os.urandom(mib * 2**20))
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def test_fadvise_eviction_empties_and_a_read_fills(tmp_path):
+    path = _file(tmp_path)
+    path.read_bytes()
+    assert resident_fraction([path]) > 0.95
+    assert evict([path], "fadvise") == "fadvise"
+    assert resident_fraction([path]) < 0.05
+    path.read_bytes()
+    assert resident_fraction([path]) > 0.95
+
+
+def test_mapped_pages_survive_fadvise(tmp_path):
+    """Why every mapping must be closed before a cold epoch: the kernel keeps mapped pages."""
+    import mmap
+
+    path = _file(tmp_path, 2)
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+        for i in range(0, len(m), 4096):
+            m[i]
+        evict([path], "fadvise")
+        assert resident_fraction([path]) > 0.9
+    evict([path], "fadvise")
+    assert resident_fraction([path]) < 0.05
+
+
+def test_auto_eviction_uses_drop_caches_only_when_permitted(tmp_path):
+    path = _file(tmp_path, 1)
+    method = evict([path], "auto")
+    assert method == ("drop_caches" if os.geteuid() == 0 else "fadvise")
+    assert resident_fraction([path]) < 0.05
+    if os.geteuid() != 0:
+        with pytest.raises(IobenchError, match="root"):
+            evict([path], "drop_caches")
+
+
+@pytest.fixture(scope="module")
+def prepared(tmp_path_factory):
+    from iobench.cli import main
+
+    root = tmp_path_factory.mktemp("cache")
+    for args in (
+        ["prepare", "--size", "20000", "--data-dir", str(root / "data"), "-q", "--formats", "npy,memmap"],
+        ["limits", "--data-dir", str(root / "data"), "--results", str(root / "r.jsonl"), "--probe-size", "16M"],
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(args)
+        assert info.value.code == 0
+    return root
+
+
+@pytest.mark.parametrize("eviction", ["fadvise", "auto"])
+@pytest.mark.parametrize("fmt, loader, workers", [("memmap", "tensorclass", "0"), ("npy", "dataloader", "2")])
+def test_cold_run_reads_the_dataset_and_warm_reads_nothing(prepared, cli, eviction, fmt, loader, workers):
+    results = prepared / f"{fmt}-{eviction}.jsonl"
+    common = [
+        "run",
+        "--data-dir",
+        prepared / "data",
+        "--format",
+        fmt,
+        "--loader",
+        loader,
+        "--device",
+        "cpu",
+        "--runs",
+        "1",
+        "--epochs",
+        "2",
+        "--no-shuffle",
+        "--num-workers",
+        workers,
+        "--results",
+        results,
+        "-q",
+    ]
+    assert cli(*common, "--cache", "cold", "--eviction", eviction).code == 0
+    assert cli(*common, "--cache", "warm").code == 0
+    cold, warm = [json.loads(line) for line in results.read_text().splitlines()]
+    size = cold["dataset_bytes"]
+    assert cold["cache"] == "cold" and warm["cache"] == "warm"
+    assert cold["eviction_method"] == ("fadvise" if eviction == "fadvise" or os.geteuid() != 0 else "drop_caches")
+    assert all(x < 0.05 for x in cold["residency_before"]) and not cold["cold_not_cold"]
+    assert all(x > 0.95 for x in warm["residency_before"])
+    assert all(x > 0.95 for x in cold["residency_after"]), "a full epoch leaves the dataset cached"
+    for read in cold["process_read_bytes"]:  # this process and its workers, every cold epoch
+        assert read >= 0.9 * size, (read, size)
+        if cold["eviction_method"] == "fadvise":  # drop_caches also evicts code, which is then read again
+            assert read <= 2 * size, (read, size)
+    for read in warm["process_read_bytes"]:
+        assert read < 0.1 * size, (read, size)
+    if cold["device_read_bytes"][0] is not None:  # the kernel's own count for the data's device
+        assert all(x >= 0.9 * size for x in cold["device_read_bytes"])
+    for field in (
+        "cpu_utilisation",
+        "cpu_iowait",
+        "peak_rss_bytes",
+        "peak_rss_children_bytes",
+        "data_block_device",
+        "percent_of_limit",
+        "limit_name",
+    ):
+        assert field in cold, field
+    assert cold["limit_name"] == "storage_read_mb_per_s" and warm["limit_name"] == "page_cache_read_mb_per_s"
+
+
+def test_warm_needs_a_warmup_epoch(prepared, cli):
+    r = cli("run", "--data-dir", prepared / "data", "--cache", "warm", "--warmup", "0", "--device", "cpu", "-q")
+    assert r.code == 2 and "--cache warm needs --warmup" in r.err
+
+
+def test_profile_writes_a_cprofile(prepared, cli):
+    results = prepared / "profiled.jsonl"
+    r = cli(
+        "run",
+        "--data-dir",
+        prepared / "data",
+        "--format",
+        "memmap",
+        "--loader",
+        "tensorclass",
+        "--device",
+        "cpu",
+        "--runs",
+        "1",
+        "--profile",
+        "--results",
+        results,
+        "-q",
+    )
+    assert r.code == 0, r.err
+    (record,) = [json.loads(line) for line in results.read_text().splitlines()]
+    import pstats
+
+    stats = pstats.Stats(record["profile_path"])
+    assert stats.total_calls > 0 and "cumulative" in r.out
