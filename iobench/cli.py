@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
 from formats import FORMATS
@@ -29,6 +29,8 @@ from iobench.report import limits_table, profile_summary, results_table, run_war
 from iobench.results import append_record
 from iobench.runner import LOADERS, RunConfig, check_config, check_dataset, parse_pairs, run
 from iobench.steps import parse_step
+from iobench.sweep import Point, config_identity, done, expand, settings_extras
+from iobench.sweep_setup import sweep_datasets, sweep_grid
 from iobench.verify import verify_dataset
 
 app = typer.Typer(
@@ -330,6 +332,157 @@ def _run_one(config: RunConfig, quiet: bool, limits: dict, profile_dir: Path | N
         record = run(config, on_epoch, limits, profile_dir)
         progress.update(task, description=f"{label} median {record['epoch_seconds_median']:.3f} s")
         return record
+
+
+@app.command("sweep")
+def sweep_cmd(
+    preset: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(
+            help="settings (DataLoader settings on one format), formats (every format and loader, cold "
+            "and warm) or scaling (dataset sizes 1e5, 1e6, 1e7)."
+        ),
+    ] = None,
+    format: Annotated[Optional[str], typer.Option("--format", help="Comma list or all.")] = None,  # noqa: UP045
+    loader: Annotated[Optional[str], typer.Option(help="Comma list or all.")] = None,  # noqa: UP045
+    fetch: Annotated[Optional[str], typer.Option(help="Comma list of item, batch.")] = None,  # noqa: UP045
+    batch_size: Annotated[Optional[str], typer.Option(help="Comma list, e.g. 256,1024,4096.")] = None,  # noqa: UP045
+    num_workers: Annotated[Optional[str], typer.Option(help="Comma list, e.g. 0,4,8.")] = None,  # noqa: UP045
+    prefetch_factor: Annotated[Optional[str], typer.Option(help="Comma list, e.g. 2,8.")] = None,  # noqa: UP045
+    pin_memory: Annotated[Optional[str], typer.Option(help="Comma list of on, off.")] = None,  # noqa: UP045
+    non_blocking: Annotated[Optional[str], typer.Option(help="Comma list of on, off.")] = None,  # noqa: UP045
+    prefetch_thread: Annotated[Optional[str], typer.Option(help="Comma list, e.g. 0,4.")] = None,  # noqa: UP045
+    cache: Annotated[Optional[str], typer.Option(help="Comma list of cold, warm, as-is.")] = None,  # noqa: UP045
+    size: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="Comma list of dataset sizes (prepared when missing, default spec otherwise)."),
+    ] = None,
+    data_dir: DataDir = Path("data"),
+    dataset: DatasetName = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N.")] = "auto",
+    shuffle: Annotated[bool, typer.Option("--shuffle/--no-shuffle", help="Random order, as training does.")] = True,
+    epochs: Annotated[int, typer.Option(help="Timed epochs per run.")] = 1,
+    warmup: Annotated[int, typer.Option(help="Untimed epochs before the timed ones, per run.")] = 1,
+    runs: Annotated[int, typer.Option(help="Repetitions per configuration.")] = 5,
+    max_seconds: Annotated[
+        Optional[float], typer.Option(help="Stop each epoch after S seconds (partial).")  # noqa: UP045
+    ] = None,
+    step: Annotated[str, typer.Option(help="none, sleep:MS or mlp.")] = "none",
+    results: Annotated[Path, typer.Option(help="JSONL file; configurations already in it are skipped.")] = Path(
+        "results/results.jsonl"
+    ),
+    quiet: Quiet = False,
+) -> None:
+    """Run a grid of configurations (resumable: what the results file holds is not run again)."""
+    target = resolve_device(device)
+    base = RunConfig(
+        Path("."),
+        "memmap",
+        "dataloader",
+        LoaderSettings(),
+        device,
+        shuffle,
+        0,
+        epochs,
+        warmup,
+        runs,
+        None,
+        max_seconds,
+        parse_step(step),
+        0,
+    )
+    grid, sizes = sweep_grid(
+        preset,
+        base,
+        target,
+        format=format,
+        loader=loader,
+        fetch=fetch,
+        batch_size=batch_size,
+        num_workers=num_workers,
+        prefetch_factor=prefetch_factor,
+        pin_memory=pin_memory,
+        non_blocking=non_blocking,
+        prefetch_thread=prefetch_thread,
+        cache=cache,
+        size=size,
+    )
+    points, notes = expand(base, grid, sizes, target)
+    if preset == "settings":
+        points += [Point(None, c) for c in settings_extras(base, grid["format"][0])]
+    if notes:
+        err.print(
+            f"{len(notes)} combination(s) skipped because they do not go together, e.g. {notes[0]}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    dirs = sweep_datasets(points, data_dir, dataset, quiet)
+    already = done(results)
+    todo = [(p, dirs[p.size]) for p in points if config_identity(p.config, dirs[p.size].name, target) not in already]
+    err.print(
+        f"{len(points)} configuration(s), {len(points) - len(todo)} already in {results}, {len(todo)} to run",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if not todo:
+        return
+    limits = load_limits(results, todo[0][1])
+    if limits is None:
+        limits = measure_limits(todo[0][1], target)
+        save_limits(results, todo[0][1], limits)
+    with Progress(
+        TextColumn("{task.description:<60}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        disable=quiet,
+    ) as progress:
+        task = progress.add_task("sweep", total=len(todo))
+        for k, (point, dataset_dir) in enumerate(todo):
+            config = replace(point.config, dataset_dir=dataset_dir)
+            progress.update(
+                task, description=f"{k + 1}/{len(todo)} {config.format}/{config.loader} {dataset_dir.name[:24]}"
+            )
+            record = run(config, None, limits)
+            append_record(results, record)
+            progress.advance(task)
+    out.print(
+        f"{len(todo)} record(s) appended to {results}; `iobench report {results}` makes the report",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+@app.command("report")
+def report_cmd(
+    results: Annotated[Path, typer.Argument(help="A results JSONL file.")],
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for report.md and its PNG plots.")] = Path("report"),
+) -> None:
+    """Write a Markdown report with tables and plots from result records."""
+    from iobench.study import write_report  # matplotlib loads only when a report is made
+
+    path = write_report(results, out_dir)
+    out.print(f"report: {path}", highlight=False, soft_wrap=True)
+
+
+@app.command("compare")
+def compare_cmd(
+    a: Annotated[Path, typer.Argument(help="Baseline results JSONL.")],
+    b: Annotated[Path, typer.Argument(help="Results to compare with the baseline.")],
+) -> None:
+    """Print the relative change of MB/s per configuration present in both files."""
+    from iobench.study import compare, describe
+
+    pairs, only_a, only_b = compare(a, b)
+    table = Table(title=f"{b} against {a}")
+    for col in ("configuration", "A MB/s", "B MB/s", "change"):
+        table.add_column(col, justify="left" if col == "configuration" else "right")
+    for ra, rb, change in pairs:
+        table.add_row(describe(ra), f"{ra['mb_per_s']:,.1f}", f"{rb['mb_per_s']:,.1f}", f"{change:+.1%}")
+    out.print(table)
+    out.print(f"{len(pairs)} matching configuration(s); {only_a} only in A, {only_b} only in B", highlight=False)
 
 
 @app.command("limits")

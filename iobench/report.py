@@ -9,8 +9,7 @@ from pathlib import Path
 from rich.table import Table
 
 from iobench.results import relative_to_fastest
-
-CV_LIMIT = 0.10
+from iobench.stats import warnings
 
 
 def _settings(r: dict) -> str:
@@ -90,11 +89,7 @@ def run_warnings(records: list[dict]) -> list[str]:
                 f"warning: {name}: a cold epoch started with {worst:.0%} of the dataset cached (> 5%); "
                 "something still maps the files, or eviction is not permitted: try sudo"
             )
-        if r["epoch_seconds_cv"] > CV_LIMIT:
-            lines.append(
-                f"warning: {name}: epoch times vary by {r['epoch_seconds_cv']:.0%} (CV > 10%); "
-                "use more --runs or a quieter machine"
-            )
+        lines.extend(warnings(name, r["epoch_seconds"]))
         if r["partial"]:
             lines.append(f"note: {name}: epochs stopped early (--max-batches/--max-seconds): a partial read")
     return lines

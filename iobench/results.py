@@ -26,6 +26,7 @@ def epoch_metrics(timings: list[EpochTiming], sample_bytes: int) -> dict:
         "epoch_seconds_min": min(seconds),
         "epoch_seconds_max": max(seconds),
         "epoch_seconds_cv": cv,
+        "epoch_seconds_mad": statistics.median(abs(x - median) for x in seconds),
         "first_batch_seconds": [t.first_batch_seconds for t in timings],
         "first_batch_seconds_median": statistics.median(t.first_batch_seconds for t in timings),
         "samples_per_epoch": int(samples),

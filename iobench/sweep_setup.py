@@ -1,0 +1,111 @@
+"""Turning `iobench sweep` options into a grid, and making sure every dataset size it needs exists."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+from rich.console import Console
+
+from formats import FORMATS
+from iobench.dataset import DatasetSpec, parse_size
+from iobench.errors import IobenchError
+from iobench.manifest import MANIFEST, Manifest, find_run_dataset
+from iobench.prepare import PrepareRequest, prepare
+from iobench.progress import NullReporter, RichReporter
+from iobench.runner import LOADERS, RunConfig
+from iobench.sweep import Point, preset
+
+_BOOL = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+
+
+def _items(text: str) -> list[str]:
+    items = [x.strip().lower() for x in text.split(",") if x.strip()]
+    if not items:
+        raise IobenchError(f"empty list {text!r}")
+    return items
+
+
+def _choices(text: str, known: tuple[str, ...], what: str) -> list[str]:
+    items = _items(text)
+    if "all" in items:
+        return list(known)
+    for x in items:
+        if x not in known:
+            raise IobenchError(f"unknown {what} {x!r}; choose from {', '.join(known)} or all")
+    return list(dict.fromkeys(items))
+
+
+def _ints(text: str, what: str, allow_default: bool = False) -> list[int | None]:
+    values: list[int | None] = []
+    for x in _items(text):
+        if allow_default and x in ("default", "none"):
+            values.append(None)
+            continue
+        try:
+            values.append(int(x))
+        except ValueError:
+            raise IobenchError(f"--{what}: {x!r} is not a whole number") from None
+    return values
+
+
+def _bools(text: str, what: str) -> list[bool]:
+    try:
+        return [_BOOL[x] for x in _items(text)]
+    except KeyError as exc:
+        raise IobenchError(f"--{what}: {exc.args[0]!r} is not on or off") from None
+
+
+def sweep_grid(name: str | None, base: RunConfig, device: torch.device, **lists: str | None) -> tuple[dict, list]:
+    """The grid (option -> values) and the dataset sizes: a preset's, overridden by explicit lists."""
+    grid, sizes = preset(name, device, _first_format(lists.get("format"))) if name else ({}, [None])
+    parsers = {
+        "format": lambda t: _choices(t, tuple(FORMATS), "format"),
+        "loader": lambda t: _choices(t, LOADERS, "loader"),
+        "fetch": lambda t: _choices(t, ("item", "batch"), "fetch"),
+        "batch_size": lambda t: _ints(t, "batch-size"),
+        "num_workers": lambda t: _ints(t, "num-workers"),
+        "prefetch_factor": lambda t: _ints(t, "prefetch-factor", allow_default=True),
+        "pin_memory": lambda t: _bools(t, "pin-memory"),
+        "non_blocking": lambda t: _bools(t, "non-blocking"),
+        "prefetch_thread": lambda t: _ints(t, "prefetch-thread"),
+        "cache": lambda t: _choices(t, ("cold", "warm", "as-is"), "cache"),
+    }
+    for key, parse in parsers.items():
+        if lists.get(key) is not None:
+            grid[key] = parse(lists[key])
+    if lists.get("size") is not None:
+        sizes = [parse_size(x) for x in _items(lists["size"])]
+    grid.setdefault("format", list(FORMATS))
+    grid.setdefault("loader", ["dataloader", "tensorclass"])
+    return grid, sizes
+
+
+def _first_format(text: str | None) -> str:
+    return _choices(text, tuple(FORMATS), "format")[0] if text else "memmap"
+
+
+def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, quiet: bool) -> dict:
+    """size -> dataset folder; sizes are prepared (only the formats the sweep reads) when missing."""
+    dirs: dict[int | None, Path] = {}
+    for size in dict.fromkeys(p.size for p in points):
+        if size is None:
+            found = find_run_dataset(data_dir, dataset)
+            if found is None:
+                raise IobenchError(f"no dataset in {data_dir}; run `iobench prepare` or give --size")
+            dirs[None] = found
+            continue
+        spec = DatasetSpec(size)
+        needed = tuple(n for n in FORMATS if any(p.size == size and p.config.format == n for p in points))
+        directory = data_dir / spec.name
+        have = set(Manifest.load(directory).formats) if (directory / MANIFEST).is_file() else set()
+        missing = tuple(n for n in needed if n not in have)
+        if missing:
+            Console(stderr=True).print(f"preparing {directory.name}: {', '.join(missing)}", highlight=False)
+            request = PrepareRequest(spec, data_dir, missing, {n: FORMATS[n].options() for n in missing})
+            reporter = NullReporter() if quiet else RichReporter(Console(stderr=True))
+            with reporter if isinstance(reporter, RichReporter) else nullcontext():
+                prepare(request, reporter)
+        dirs[size] = directory
+    return dirs

@@ -1,0 +1,175 @@
+"""Statistics and warnings, sweeps that resume, reports with plots, and compare."""
+
+import json
+
+import pytest
+
+from iobench.stats import first_run_slow, outliers, summary, warnings
+
+
+def test_summary_and_warnings():
+    s = summary([1.0, 2.0, 3.0, 100.0])
+    assert s["median"] == 2.5 and s["min"] == 1.0 and s["max"] == 100.0 and s["mad"] == 1.0
+    assert outliers([1.0, 1.01, 0.99, 1.0, 5.0]) == [4]
+    assert outliers([1.0, 1.0, 1.0]) == []
+    assert first_run_slow([2.0, 1.0, 1.0, 1.01]) and not first_run_slow([1.0, 1.0, 1.01])
+    text = " ".join(warnings("x", [2.0, 1.0, 1.0, 1.01, 1.0]))
+    assert "CV" in text and "outlier" in text and "first epoch" in text
+    assert warnings("x", [1.0, 1.01, 0.99]) == []
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    from iobench.cli import main
+
+    root = tmp_path_factory.mktemp("sweep")
+    for args in (
+        ["prepare", "--size", "2000", "--data-dir", str(root / "data"), "-q", "--formats", "npy,memmap"],
+        ["limits", "--data-dir", str(root / "data"), "--results", str(root / "a.jsonl"), "--probe-size", "16M"],
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(args)
+        assert info.value.code == 0
+    return root
+
+
+SWEEP = [
+    "--format",
+    "npy,memmap",
+    "--loader",
+    "dataloader,tensorclass",
+    "--batch-size",
+    "256,1024",
+    "--runs",
+    "2",
+    "--device",
+    "cpu",
+    "-q",
+]
+
+
+def test_sweep_skips_what_does_not_go_together_and_resumes(workspace, cli, monkeypatch):
+    import iobench.cli
+
+    results = workspace / "a.jsonl"
+    real_run = iobench.cli.run
+    calls = []
+
+    def interrupted_after_two(*args, **kwargs):
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        calls.append(args[0])
+        return real_run(*args, **kwargs)
+
+    monkeypatch.setattr(iobench.cli, "run", interrupted_after_two)
+    r = cli("sweep", "--data-dir", workspace / "data", "--results", results, *SWEEP)
+    assert r.code == 130 and "skipped" in r.err and "6 to run" in r.err
+    assert len(results.read_text().splitlines()) == 2
+    monkeypatch.setattr(iobench.cli, "run", real_run)
+    r = cli("sweep", "--data-dir", workspace / "data", "--results", results, *SWEEP)
+    assert r.code == 0 and "2 already in" in r.err and "4 to run" in r.err
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    keys = {(x["format"], x["loader"], x["batch_size"]) for x in records}
+    assert len(records) == 6 == len(keys), "no configuration ran twice"
+    r = cli("sweep", "--data-dir", workspace / "data", "--results", results, *SWEEP)
+    assert r.code == 0 and "0 to run" in r.err
+
+
+def test_sweep_prepares_missing_sizes(workspace, cli):
+    results = workspace / "sizes.jsonl"
+    r = cli(
+        "sweep",
+        "--data-dir",
+        workspace / "data",
+        "--results",
+        results,
+        "--size",
+        "300,600",
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+    )
+    assert r.code == 0, r.err
+    records = [json.loads(line) for line in results.read_text().splitlines()]
+    assert sorted(x["n_samples"] for x in records) == [300, 600]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--preset", "nope"], "unknown preset"),
+        (["--num-workers", "two"], "not a whole number"),
+        (["--pin-memory", "maybe"], "not on or off"),
+    ],
+)
+def test_sweep_bad_input(workspace, cli, args, message):
+    r = cli("sweep", "--data-dir", workspace / "data", "--results", workspace / "bad.jsonl", "-q", *args)
+    assert r.code == 2 and message in r.err
+
+
+def test_report_and_compare(workspace, cli):
+    results = workspace / "a.jsonl"
+    if not results.exists():
+        pytest.skip("needs the sweep test's results")
+    out = workspace / "report"
+    r = cli("report", results, "--out", out)
+    assert r.code == 0, r.err
+    text = (out / "report.md").read_text()
+    assert "| format |" in text and "torch_version" in text and "![" in text
+    for png in ("throughput.png", "split.png", "limit.png"):
+        assert (out / png).stat().st_size > 1000 and f"]({png})" in text
+    r = cli("compare", results, results)
+    assert r.code == 0 and "6 matching configuration(s)" in r.out and "+0.0%" in r.out
+
+
+def test_presets_expand_to_valid_configurations():
+    import torch
+
+    from iobench.loaders.base import LoaderSettings
+    from iobench.runner import RunConfig
+    from iobench.sweep import expand, preset
+
+    cpu = torch.device("cpu")
+    base = RunConfig(None, "memmap", "dataloader", LoaderSettings(), "cpu")
+    grid, sizes = preset("settings", cpu, "npy")
+    points, notes = expand(base, grid, sizes, cpu)
+    workers = sorted({p.config.settings.num_workers for p in points})
+    assert workers == [0, 4, 8] and all(p.config.format == "npy" for p in points)
+    assert all(not p.config.settings.pin_memory for p in points), "no pinning without CUDA"
+    assert any("prefetch-factor" in n for n in notes), "prefetch factors without workers are skipped, and said"
+    grid, sizes = preset("formats", cpu)
+    points, _ = expand(base, grid, sizes, cpu)
+    assert {p.config.cache for p in points} == {"cold", "warm"}
+    assert ("memmap", "tensorclass") in {(p.config.format, p.config.loader) for p in points}
+    assert ("lmdb", "tensorclass") not in {(p.config.format, p.config.loader) for p in points}
+    assert preset("scaling", cpu)[1] == [10**5, 10**6, 10**7]
+
+
+def test_settings_heatmap_and_scaling_plots(tmp_path):
+    from iobench import plots
+
+    def rec(workers, factor, n=1000):
+        return {
+            "format": "npy",
+            "loader": "dataloader",
+            "fetch": "batch",
+            "num_workers": workers,
+            "prefetch_factor": factor,
+            "pin_memory": False,
+            "non_blocking": True,
+            "samples_per_s": 1e5 + workers,
+            "n_samples": n,
+            "cache": "warm",
+            "order": "shuffle",
+        }
+
+    records = [rec(0, None), rec(4, 2), rec(4, 8), rec(8, 2)]
+    assert plots.settings_heatmap(records, tmp_path / "h.png").stat().st_size > 1000
+    assert plots.scaling(records, tmp_path / "s.png") is None, "one size: nothing to plot"
+    assert plots.scaling(records + [rec(0, None, 10**6)], tmp_path / "s.png").stat().st_size > 1000
