@@ -64,6 +64,26 @@ class HashedFile:
         return self._hash.hexdigest() if self._written == self.path.stat().st_size else None
 
 
+class TwoFileWriter(FormatWriter):
+    """Features and labels each appended to one file, front to back, hashed on the way."""
+
+    def _start(self, features: HashedFile, labels: HashedFile) -> None:
+        self._files = [features, labels]
+        self._digests: dict[str, str] = {}
+
+    def write(self, chunk: Chunk) -> None:
+        self._files[0].write(chunk.features)
+        self._files[1].write(chunk.labels)
+
+    def close(self) -> None:
+        for f in self._files:
+            if (digest := f.close()) is not None:
+                self._digests[f.path.name] = digest
+
+    def digests(self) -> dict[str, str]:
+        return self._digests
+
+
 class FormatReader(ABC):
     """Random access to one prepared format.
 

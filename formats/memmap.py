@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from tensordict import TensorDict, tensorclass
 
-from formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
-from iobench.dataset import Chunk, DatasetSpec
+from formats.base import FormatReader, HashedFile, StorageFormat, TwoFileWriter
+from iobench.dataset import DatasetSpec
 
 FEATURES = "features.memmap"
 LABELS = "labels.memmap"
@@ -34,7 +34,7 @@ def _torch_dtype(spec: DatasetSpec) -> torch.dtype:
     return getattr(torch, spec.dtype)
 
 
-class MemmapWriter(FormatWriter):
+class MemmapWriter(TwoFileWriter):
     """tensordict lays out the files and writes meta.json; the rows are filled with plain writes.
 
     Filling through the memory map would count every written page in the process' RSS (5 GB for
@@ -52,20 +52,7 @@ class MemmapWriter(FormatWriter):
         )
         mapped = template.memmap_like(prefix=directory)  # sparse files plus meta.json
         del mapped
-        self._files = [HashedFile(directory / FEATURES, "r+b"), HashedFile(directory / LABELS, "r+b")]
-        self._digests: dict[str, str] = {}
-
-    def write(self, chunk: Chunk) -> None:
-        self._files[0].write(chunk.features)
-        self._files[1].write(chunk.labels)
-
-    def close(self) -> None:
-        for f in self._files:
-            if (digest := f.close()) is not None:
-                self._digests[f.path.name] = digest
-
-    def digests(self) -> dict[str, str]:
-        return self._digests
+        self._start(HashedFile(directory / FEATURES, "r+b"), HashedFile(directory / LABELS, "r+b"))
 
 
 class MemmapReader(FormatReader):

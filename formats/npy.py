@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
-from iobench.dataset import LABEL_DTYPE, Chunk, DatasetSpec
+from formats.base import FormatReader, HashedFile, StorageFormat, TwoFileWriter
+from iobench.dataset import LABEL_DTYPE, DatasetSpec
 
 FEATURES = "features.npy"
 LABELS = "labels.npy"
@@ -19,34 +19,21 @@ def _header(dtype: np.dtype, shape: tuple[int, ...]) -> dict:
     return {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
 
 
-class NpyWriter(FormatWriter):
+class NpyWriter(TwoFileWriter):
     """Writes the header, then appends raw rows: no memory map, so RSS stays at one chunk."""
 
     def __init__(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
         super().__init__(directory, spec, options)
-        self._files: list[HashedFile] = []
-        self._digests: dict[str, str] = {}
+        files = []
         for name, dtype, shape in (
             (FEATURES, spec.np_dtype, (spec.n_samples, *spec.shape)),
             (LABELS, LABEL_DTYPE, (spec.n_samples,)),
         ):
             header = io.BytesIO()
             np.lib.format.write_array_header_2_0(header, _header(dtype, shape))
-            f = HashedFile(directory / name)
-            self._files.append(f)
-            f.write(header.getvalue())
-
-    def write(self, chunk: Chunk) -> None:
-        self._files[0].write(chunk.features)
-        self._files[1].write(chunk.labels)
-
-    def close(self) -> None:
-        for f in self._files:
-            if (digest := f.close()) is not None:
-                self._digests[f.path.name] = digest
-
-    def digests(self) -> dict[str, str]:
-        return self._digests
+            files.append(HashedFile(directory / name))
+            files[-1].write(header.getvalue())
+        self._start(*files)
 
 
 class NpyReader(FormatReader):

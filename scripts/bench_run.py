@@ -17,17 +17,15 @@ Goals: cold >= 90% of raw cold, warm >= 70% of raw warm, overhead < 2%. Every ba
 from __future__ import annotations
 
 import argparse
-import mmap
 import os
 import statistics
 import sys
-import threading
-import time
 from pathlib import Path
 
 import torch
 
 from iobench.cache import evict, resident_fraction
+from iobench.limits import direct_read_mb_per_s, page_cache_mb_per_s
 from iobench.loaders.base import Loader, LoaderSettings
 from iobench.manifest import find_run_dataset
 from iobench.measure import EpochTiming, time_bare_epoch, time_epoch
@@ -35,43 +33,6 @@ from iobench.runner import RunConfig, build_loader, check_dataset, resolve, with
 
 BLOCK = 8 * 2**20
 IN_FLIGHT = 4
-
-
-def raw_direct_read(path: Path) -> float:
-    """MB/s of O_DIRECT sequential reads with IN_FLIGHT threads on interleaved blocks."""
-    size = path.stat().st_size
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-    offsets = list(range(0, size, BLOCK))
-
-    def worker(k: int) -> None:
-        buf = mmap.mmap(-1, BLOCK)  # page-aligned, as O_DIRECT requires
-        for off in offsets[k::IN_FLIGHT]:
-            os.preadv(fd, [buf], off)
-        buf.close()
-
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(IN_FLIGHT)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    seconds = time.perf_counter() - t0
-    os.close(fd)
-    return size / 1e6 / seconds
-
-
-def page_cache_read(path: Path) -> float:
-    """MB/s of copying an entirely cached file into a user buffer (one stream, 8 MiB reads)."""
-    buf = bytearray(BLOCK)
-    with open(path, "rb", buffering=0) as f:
-        while f.readinto(buf):
-            pass  # warm every page
-        f.seek(0)
-        t0 = time.perf_counter()
-        n = 0
-        while k := f.readinto(buf):
-            n += k
-    return n / 1e6 / (time.perf_counter() - t0)
 
 
 class ReplayLoader(Loader):
@@ -132,8 +93,8 @@ def main() -> None:
     warm: dict[int, list[float]] = {b: [] for b in sizes}
     for rep in range(args.repeats):
         method = evict(files)
-        raw_cold.append(raw_direct_read(features))
-        raw_warm.append(page_cache_read(features))
+        raw_cold.append(direct_read_mb_per_s(features)[0])
+        raw_warm.append(page_cache_mb_per_s(features))
         lines = [f"repeat {rep + 1}: raw O_DIRECT {raw_cold[-1]:,.0f} MB/s, page-cache copy {raw_warm[-1]:,.0f} MB/s"]
         for bs in sizes:
             cfg = with_settings(config, batch_size=bs)

@@ -40,6 +40,19 @@ def cli(capsys):
     return run
 
 
+def invoke(*args) -> None:
+    """Run `iobench ARGS...` in this process for a fixture's setup; it must succeed."""
+    with pytest.raises(SystemExit) as info:
+        main([str(a) for a in args])
+    assert info.value.code == 0, args
+
+
+def prepare_with_limits(root: Path, size: str, formats: str) -> None:
+    """A tiny dataset in root/data, and limits.json measured with a small probe beside root/*.jsonl."""
+    invoke("prepare", "--size", size, "--data-dir", root / "data", "-q", "--formats", formats)
+    invoke("limits", "--data-dir", root / "data", "--results", root / "r.jsonl", "--probe-size", "16M")
+
+
 def run_subprocess(*args: str, **kwargs) -> subprocess.CompletedProcess:
     env = dict(os.environ, COLUMNS="200")
     return subprocess.run(

@@ -7,6 +7,7 @@ import pytest
 
 from iobench.cache import evict, resident_fraction
 from iobench.errors import IobenchError
+from tests.conftest import prepare_with_limits
 
 
 def _file(tmp_path, mib=8):
@@ -54,16 +55,8 @@ def test_auto_eviction_uses_drop_caches_only_when_permitted(tmp_path):
 
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
-    from iobench.cli import main
-
     root = tmp_path_factory.mktemp("cache")
-    for args in (
-        ["prepare", "--size", "20000", "--data-dir", str(root / "data"), "-q", "--formats", "npy,memmap"],
-        ["limits", "--data-dir", str(root / "data"), "--results", str(root / "r.jsonl"), "--probe-size", "16M"],
-    ):
-        with pytest.raises(SystemExit) as info:
-            main(args)
-        assert info.value.code == 0
+    prepare_with_limits(root, "20000", "npy,memmap")
     return root
 
 

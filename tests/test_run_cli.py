@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from tests.conftest import assert_one_line_error
+from tests.conftest import assert_one_line_error, invoke
 
 SIZE = "3000"
 
@@ -12,12 +12,8 @@ SIZE = "3000"
 @pytest.fixture(scope="module")
 def results_dir(tmp_path_factory):
     """A results folder whose limits.json is already measured (with a small probe, to stay fast)."""
-    from iobench.cli import main
-
     folder = tmp_path_factory.mktemp("results")
-    with pytest.raises(SystemExit) as info:
-        main(["limits", "--data-dir", str(folder), "--results", str(folder / "r.jsonl"), "--probe-size", "16M"])
-    assert info.value.code == 0
+    invoke("limits", "--data-dir", folder, "--results", folder / "r.jsonl", "--probe-size", "16M")
     return folder
 
 
@@ -28,12 +24,8 @@ def results(results_dir, request):
 
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
-    from iobench.cli import main
-
     root = tmp_path_factory.mktemp("run")
-    with pytest.raises(SystemExit) as info:
-        main(["prepare", "--size", SIZE, "--data-dir", str(root), "-q", "--formats", "npy,lmdb,memmap"])
-    assert info.value.code == 0
+    invoke("prepare", "--size", SIZE, "--data-dir", root, "-q", "--formats", "npy,lmdb,memmap")
     return root
 
 

@@ -5,6 +5,7 @@ import json
 import pytest
 
 from iobench.stats import first_run_slow, outliers, summary, warnings
+from tests.conftest import prepare_with_limits
 
 
 def test_summary_and_warnings():
@@ -20,16 +21,8 @@ def test_summary_and_warnings():
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
-    from iobench.cli import main
-
     root = tmp_path_factory.mktemp("sweep")
-    for args in (
-        ["prepare", "--size", "2000", "--data-dir", str(root / "data"), "-q", "--formats", "npy,memmap"],
-        ["limits", "--data-dir", str(root / "data"), "--results", str(root / "a.jsonl"), "--probe-size", "16M"],
-    ):
-        with pytest.raises(SystemExit) as info:
-            main(args)
-        assert info.value.code == 0
+    prepare_with_limits(root, "2000", "npy,memmap")
     return root
 
 
@@ -51,7 +44,7 @@ SWEEP = [
 def test_sweep_skips_what_does_not_go_together_and_resumes(workspace, cli, monkeypatch):
     import iobench.cli
 
-    results = workspace / "a.jsonl"
+    results = workspace / "r.jsonl"
     real_run = iobench.cli.run
     calls = []
 
@@ -114,7 +107,7 @@ def test_sweep_bad_input(workspace, cli, args, message):
 
 
 def test_report_and_compare(workspace, cli):
-    results = workspace / "a.jsonl"
+    results = workspace / "r.jsonl"
     if not results.exists():
         pytest.skip("needs the sweep test's results")
     out = workspace / "report"
