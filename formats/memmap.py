@@ -83,6 +83,11 @@ class MemmapReader(FormatReader):
         for f, row in zip(self.handle[2], (self.spec.feature_bytes, 8), strict=True):
             os.posix_fadvise(f.fileno(), start * row, (stop - start) * row, os.POSIX_FADV_WILLNEED)
 
+    def sample(self, index: int) -> tuple[np.ndarray, int]:
+        data = self.handle[1]
+        i = self._check_index(int(index))
+        return data.features[i].clone().numpy(), int(data.labels[i])
+
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         td = self.handle[0][torch.as_tensor(indices, dtype=torch.int64)]
         return td["features"].numpy(), td["labels"].numpy()

@@ -47,6 +47,11 @@ class NpyReader(FormatReader):
         for arr in handle:
             arr._mmap.close()
 
+    def sample(self, index: int) -> tuple[np.ndarray, int]:
+        features, labels = self.handle
+        i = self._check_index(int(index))
+        return np.array(features[i]), int(labels[i])
+
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         features, labels = self.handle
         return features[indices], labels[indices]

@@ -114,9 +114,10 @@ def test_prefetch_thread_delivers_the_exact_dataset(dataset_dir, expected, fmt, 
     np.testing.assert_array_equal(torch.cat([b[0] for b in arrived]).numpy(), features)
 
 
-def test_item_fetch_matches_batch_fetch(dataset_dir):
-    a, _ = _collect(_config(dataset_dir, "hdf5", "dataloader", fetch="item", seed=3))
-    b, _ = _collect(_config(dataset_dir, "hdf5", "dataloader", fetch="batch", seed=3))
+@pytest.mark.parametrize("fmt", LOADER_FORMATS["dataloader"])
+def test_item_fetch_matches_batch_fetch(dataset_dir, fmt):
+    a, _ = _collect(_config(dataset_dir, fmt, "dataloader", fetch="item", seed=3))
+    b, _ = _collect(_config(dataset_dir, fmt, "dataloader", fetch="batch", seed=3))
     for (fa, la), (fb, lb) in zip(a, b, strict=True):
         assert torch.equal(fa, fb) and torch.equal(la, lb)
 
