@@ -102,6 +102,8 @@ class FormatReader(ABC):
     def __len__(self) -> int:
         return self.spec.n_samples
 
+    sequential = False  # set before the first read when samples will be read in order
+
     @property
     def handle(self) -> Any:
         if self._handle is None or self._pid != os.getpid():

@@ -154,7 +154,10 @@ class LmdbWriter(FormatWriter):
 
 class LmdbReader(FormatReader):
     def _open(self) -> tuple[lmdb.Environment, lmdb.Transaction]:
-        env = lmdb.open(str(self.directory), readonly=True, lock=False, readahead=False, subdir=True, max_readers=1)
+        # OS readahead helps a sequential pass and wastes reads under random access (LMDB's advice).
+        env = lmdb.open(
+            str(self.directory), readonly=True, lock=False, readahead=self.sequential, subdir=True, max_readers=1
+        )
         return env, env.begin(buffers=True)
 
     def _close(self, handle: tuple[lmdb.Environment, lmdb.Transaction]) -> None:

@@ -152,6 +152,7 @@ def build_loader(config: RunConfig, manifest: Manifest, device: torch.device) ->
     entry = manifest.formats[config.format]
     fmt = FORMATS[config.format]
     reader = fmt.reader(config.dataset_dir / entry.directory, manifest.spec, fmt.options_from_json(entry.options))
+    reader.sequential = not config.shuffle
     order = EpochOrder(
         manifest.spec.n_samples,
         config.settings.batch_size,
