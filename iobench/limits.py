@@ -213,12 +213,11 @@ def measure_limits(data_dir: Path, device: torch.device, probe_bytes: int = DEFA
 
 
 def applicable_limit(record: dict, limits: dict) -> tuple[str, float] | None:
-    """The ceiling this record's run is held to: storage when cold, the page cache otherwise,
-    the device's own copy bandwidth for gpu-resident, and never above host-to-device on CUDA."""
+    """The ceiling this record's run is held to: storage when cold, the page cache otherwise, and
+    never above host-to-device on CUDA. None for gpu-resident: its epochs move nothing from the
+    host (a sequential batch is a view of device memory), so no transfer ceiling applies."""
     if record["loader"] == "gpu-resident":
-        name = "d2d_mb_per_s" if record["device"].startswith("cuda") else "page_cache_read_mb_per_s"
-        value = limits.get(name)
-        return (name, value) if value else None
+        return None
     name = "storage_read_mb_per_s" if record.get("cache") == "cold" else "page_cache_read_mb_per_s"
     value = limits.get(name)
     if value is None:

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 CV_LIMIT = 0.10  # coefficient of variation above which the spread is called large
 OUTLIER_Z = 3.5  # modified z-score (Iglewicz and Hoaglin) above which a value is an outlier
+OUTLIER_MIN_N = 4  # with fewer values the MAD says nothing
+OUTLIER_MIN_REL = 0.05  # and a value within 5% of the median is not worth a warning
 FIRST_RUN_RATIO = 1.25  # a first run this much slower than the median of the rest is a caching effect
 
 
@@ -24,14 +26,16 @@ def summary(values: Sequence[float]) -> dict:
 
 
 def outliers(values: Sequence[float], threshold: float = OUTLIER_Z) -> list[int]:
-    """Indices whose modified z-score 0.6745 (x - median) / MAD exceeds the threshold."""
-    if len(values) < 3:
+    """Indices whose modified z-score 0.6745 (x - median) / MAD exceeds the threshold and that lie
+    more than 5% from the median (a tight series makes tiny deviations score high)."""
+    if len(values) < OUTLIER_MIN_N:
         return []
     median = statistics.median(values)
     mad = statistics.median(abs(v - median) for v in values)
+    far = [i for i, v in enumerate(values) if abs(v - median) > OUTLIER_MIN_REL * median]
     if mad == 0:
-        return [i for i, v in enumerate(values) if v != median] if len(set(values)) > 1 else []
-    return [i for i, v in enumerate(values) if abs(0.6745 * (v - median) / mad) > threshold]
+        return far
+    return [i for i in far if abs(0.6745 * (values[i] - median) / mad) > threshold]
 
 
 def first_run_slow(values: Sequence[float], ratio: float = FIRST_RUN_RATIO) -> bool:

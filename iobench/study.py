@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from pathlib import Path
 
 from iobench import plots
 from iobench.errors import IobenchError
+from iobench.limits import limits_path
 from iobench.report import _settings
 from iobench.results import read_records
+from iobench.runner import limit_fields
 from iobench.stats import summary, warnings
 from iobench.sweep import IDENTITY, identity
 
@@ -25,8 +28,21 @@ def latest_per_config(records: list[dict]) -> list[dict]:
     return list(by_key.values())
 
 
+def _with_limits(records: list[dict], results: Path) -> list[dict]:
+    """Recompute % of limit from the limits stored beside the results, by the current rule."""
+    path = limits_path(results)
+    if not path.is_file():
+        return records
+    try:
+        stored = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return records
+    by_host = {v.get("hostname"): v for v in stored.values()}
+    return [{**r, **limit_fields(r, by_host.get(r.get("hostname")))} for r in records]
+
+
 def write_report(results: Path, out: Path) -> Path:
-    records = latest_per_config(read_records(results))
+    records = _with_limits(latest_per_config(read_records(results)), results)
     if not records:
         raise IobenchError(f"{results}: no records")
     try:

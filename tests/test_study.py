@@ -12,7 +12,8 @@ def test_summary_and_warnings():
     s = summary([1.0, 2.0, 3.0, 100.0])
     assert s["median"] == 2.5 and s["min"] == 1.0 and s["max"] == 100.0 and s["mad"] == 1.0
     assert outliers([1.0, 1.01, 0.99, 1.0, 5.0]) == [4]
-    assert outliers([1.0, 1.0, 1.0]) == []
+    assert outliers([1.0, 1.0, 1.0]) == [] and outliers([48.8, 49.76, 49.83]) == []
+    assert outliers([48.8, 49.76, 49.83, 49.7, 49.75]) == [], "2% off a tight series is not an outlier"
     assert first_run_slow([2.0, 1.0, 1.0, 1.01]) and not first_run_slow([1.0, 1.0, 1.01])
     text = " ".join(warnings("x", [2.0, 1.0, 1.0, 1.01, 1.0]))
     assert "CV" in text and "outlier" in text and "first epoch" in text
