@@ -70,4 +70,5 @@ def _mlp_step(features_per_sample: int, n_classes: int, device: torch.device, se
         loss.backward()
         optimiser.step()
 
+    step.model = model  # type: ignore[attr-defined]  # for inspection (tests, profiling)
     return step

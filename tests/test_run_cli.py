@@ -183,3 +183,44 @@ def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tm
     for x in records:
         assert x["limit_name"] == "page_cache_read_mb_per_s" and x["limit_mb_per_s"] > 0
         assert x["percent_of_limit"] == pytest.approx(100 * x["mb_per_s"] / x["limit_mb_per_s"])
+
+
+@pytest.mark.parametrize("step", ["mlp", "sleep:2"])
+def test_steps_run_on_the_device_and_are_timed(data, cli, results, step):
+    r = cli(
+        "run",
+        "--data-dir",
+        data,
+        "--format",
+        "memmap",
+        "--loader",
+        "tensorclass",
+        "--device",
+        "cpu",
+        "--runs",
+        "1",
+        "--step",
+        step,
+        "--results",
+        results,
+        "-q",
+    )
+    assert r.code == 0, r.err
+    (x,) = [json.loads(line) for line in results.read_text().splitlines()]
+    assert x["step"] == step and x["step_ms_per_batch"] > (1.5 if step == "sleep:2" else 0.0)
+
+
+def test_mlp_step_learns():
+    import torch
+
+    from iobench.steps import make_step
+
+    torch.manual_seed(0)
+    features = torch.randn(256, 8)
+    labels = (features[:, 0] > 0).long()
+    step = make_step("mlp", 8, 2, torch.device("cpu"), seed=0)
+    model_loss = torch.nn.CrossEntropyLoss()
+    # One training step per call: repeated on a separable toy problem, the loss must fall.
+    for _ in range(300):
+        step((features, labels))
+    assert model_loss(step.model(features), labels).item() < 0.5
