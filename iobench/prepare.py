@@ -15,6 +15,7 @@ from iobench.errors import IobenchError
 from iobench.fsutil import (
     PARTIAL_PREFIX,
     free_bytes,
+    remove_partial,
     remove_stale_partials,
     replace_dir,
 )
@@ -108,7 +109,7 @@ def prepare(request: PrepareRequest | PreparePlan, reporter: Reporter | None = N
             manifest.save(dataset_dir)
     finally:
         for job in jobs:
-            shutil.rmtree(job.partial, ignore_errors=True)
+            remove_partial(job.partial)
     return manifest
 
 

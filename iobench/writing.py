@@ -10,12 +10,12 @@ result as JSON over a pipe. Nothing is pickled.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import multiprocessing
 import os
 import queue
-import shutil
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -25,7 +25,7 @@ from typing import Any
 
 from formats import FORMATS
 from iobench.dataset import Chunk, ContentHasher, DatasetSpec, generate
-from iobench.fsutil import drop_from_page_cache, fsync_tree, make_partial_dir, sha256_file
+from iobench.fsutil import drop_from_page_cache, fsync_tree, make_partial_dir, remove_partial, sha256_file
 from iobench.manifest import FileEntry, FormatEntry
 from iobench.progress import Reporter
 
@@ -135,8 +135,9 @@ class FormatJob:
 
     def cancel(self) -> None:
         self.cancelled.set()
-        if self.process is not None and self.process.is_alive():
-            self.process.kill()
+        if self.process is not None:
+            with contextlib.suppress(AttributeError, ValueError, OSError):  # not started, or already gone
+                self.process.kill()
         try:  # unblock a thread waiting for chunks
             while True:
                 self.chunks.get_nowait()
@@ -253,17 +254,18 @@ def write_formats(
     On any error or interruption every partial directory is removed before the exception
     propagates.
     """
-    jobs = [
-        FormatJob(
-            name,
-            FORMATS[name].resolve_options(spec, opts),
-            make_partial_dir(dataset_dir, name),
-            in_process=FORMATS[name].python_bound_writer and len(options) > 1,
-        )
-        for name, opts in options.items()
-    ]
+    jobs: list[FormatJob] = []
     hasher = ContentHasher()
     try:
+        for name, opts in options.items():
+            jobs.append(
+                FormatJob(
+                    name,
+                    FORMATS[name].resolve_options(spec, opts),
+                    make_partial_dir(dataset_dir, name),
+                    in_process=FORMATS[name].python_bound_writer and len(options) > 1,
+                )
+            )
         for job in jobs:
             reporter.start(f"{job.name}:write", f"{job.name} write", spec.payload_bytes)
         for job in sorted(jobs, key=lambda j: not j.in_process):  # fork before starting threads
@@ -283,6 +285,6 @@ def write_formats(
         for job in jobs:
             job.cancel()
         for job in jobs:
-            shutil.rmtree(job.partial, ignore_errors=True)
+            remove_partial(job.partial)
         raise
     return jobs, hasher.digest()

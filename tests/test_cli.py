@@ -174,7 +174,7 @@ def test_interrupted_prepare_leaves_nothing_complete_looking(tmp_path, cli, sig)
         r = cli("verify", "--data-dir", dataset_dir, "-q")
         assert r.code == 0 and "npy     OK" in r.out and "left by an interrupted prepare" in r.out
     else:  # a catchable signal cleans up on the way out
-        assert partials == [] and "interrupted" in stderr and "Traceback" not in stderr
+        assert partials == [] and "interrupted" in stderr and "Traceback" not in stderr, (proc.returncode, stderr)
     assert cli("prepare", "--size", "300000", "--formats", "lmdb,memmap", "--data-dir", tmp_path, "-q").code == 0
     assert list(dataset_dir.glob(".partial-*")) == []
 
