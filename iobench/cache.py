@@ -1,4 +1,4 @@
-"""Page-cache control for the benchmark scripts: drop a dataset's pages and check residency.
+"""Page-cache control for cold runs: drop a dataset's pages and check their residency.
 
 Root uses /proc/sys/vm/drop_caches; anyone else fsyncs and asks the kernel to drop each file's
 clean pages with posix_fadvise(DONTNEED), which only works for files nobody has mapped.
