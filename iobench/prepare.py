@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from formats import FORMATS
+from iobench.choices import parse_choices
 from iobench.dataset import DatasetSpec
 from iobench.errors import IobenchError
 from iobench.fsutil import (
@@ -42,14 +43,7 @@ class PrepareRequest:
 
 def parse_formats(text: str) -> tuple[str, ...]:
     """'npy,hdf5' or 'all' -> names in registry order; unknown names are an error."""
-    names = [n.strip().lower() for n in text.split(",") if n.strip()]
-    if not names:
-        raise IobenchError("no format given; choose from " + ", ".join(FORMATS))
-    if "all" in names:
-        return tuple(FORMATS)
-    unknown = [n for n in names if n not in FORMATS]
-    if unknown:
-        raise IobenchError(f"unknown format {unknown[0]!r}; choose from {', '.join(FORMATS)} or all")
+    names = parse_choices(text, tuple(FORMATS), "format")
     return tuple(n for n in FORMATS if n in names)
 
 

@@ -13,6 +13,7 @@ import torch
 
 from formats import FORMATS
 from iobench.cache import evict, resident_fraction
+from iobench.choices import parse_choices
 from iobench.device import resolve_device
 from iobench.environment import environment
 from iobench.errors import IobenchError, RunFailed
@@ -68,10 +69,7 @@ def check_config(config: RunConfig) -> None:
     if config.loader not in LOADERS:
         raise IobenchError(f"unknown loader {config.loader!r}; choose from {', '.join(LOADERS)}")
     if config.format not in LOADER_FORMATS[config.loader]:
-        raise IobenchError(
-            f"--loader {config.loader} does not read --format {config.format}; "
-            f"it reads {', '.join(LOADER_FORMATS[config.loader])}"
-        )
+        raise _unreadable(config.format, config.loader)
     for name, value, low in (
         ("--batch-size", s.batch_size, 1),
         ("--epochs", config.epochs, 1),
@@ -111,6 +109,10 @@ def check_config(config: RunConfig) -> None:
         raise IobenchError(f"--max-batches must be >= 1, got {config.max_batches}")
     if config.max_seconds is not None and config.max_seconds <= 0:
         raise IobenchError(f"--max-seconds must be > 0, got {config.max_seconds}")
+
+
+def _unreadable(fmt: str, loader: str) -> IobenchError:
+    return IobenchError(f"--loader {loader} does not read --format {fmt}; it reads {', '.join(LOADER_FORMATS[loader])}")
 
 
 def resolve(config: RunConfig, device: torch.device) -> RunConfig:
@@ -338,8 +340,8 @@ def parse_pairs(formats: str | None, loaders: str | None) -> tuple[list[tuple[st
     """
     if formats is None and loaders is None:
         return list(DEFAULT_PAIRS), []
-    fmts = _names(formats, tuple(FORMATS), "format") if formats is not None else None
-    lds = _names(loaders, LOADERS, "loader") if loaders is not None else None
+    fmts = parse_choices(formats, tuple(FORMATS), "format") if formats is not None else None
+    lds = parse_choices(loaders, LOADERS, "loader") if loaders is not None else None
     if lds is None:  # formats chosen: the DataLoader on each, plus tensorclass where it applies
         return [(f, ld) for f in fmts for ld in ("dataloader", "tensorclass") if f in LOADER_FORMATS[ld]], []
     if fmts is None:
@@ -349,19 +351,6 @@ def parse_pairs(formats: str | None, loaders: str | None) -> tuple[list[tuple[st
         for ld in lds:
             (pairs if f in LOADER_FORMATS[ld] else skipped).append((f, ld))
     if not pairs:
-        f, ld = skipped[0]
-        raise IobenchError(f"--loader {ld} does not read --format {f}; it reads {', '.join(LOADER_FORMATS[ld])}")
+        raise _unreadable(*skipped[0])
     notes = [f"skipped {f}/{ld}: {ld} reads {', '.join(LOADER_FORMATS[ld])} only" for f, ld in skipped]
     return pairs, notes
-
-
-def _names(text: str, known: tuple[str, ...], what: str) -> tuple[str, ...]:
-    names = [n.strip().lower() for n in text.split(",") if n.strip()]
-    if "all" in names:
-        return known
-    for n in names:
-        if n not in known:
-            raise IobenchError(f"unknown {what} {n!r}; choose from {', '.join(known)} or all")
-    if not names:
-        raise IobenchError(f"no {what} given; choose from {', '.join(known)} or all")
-    return tuple(dict.fromkeys(names))

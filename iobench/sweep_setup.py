@@ -9,37 +9,21 @@ import torch
 from rich.console import Console
 
 from formats import FORMATS
+from iobench.choices import parse_choices, split_list
 from iobench.dataset import DatasetSpec, parse_size
 from iobench.errors import IobenchError
 from iobench.manifest import MANIFEST, Manifest, find_run_dataset
 from iobench.prepare import PrepareRequest, prepare
 from iobench.progress import NullReporter, RichReporter
-from iobench.runner import LOADERS, RunConfig
+from iobench.runner import CACHE_MODES, LOADERS, RunConfig
 from iobench.sweep import Point, preset
 
 _BOOL = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
 
 
-def _items(text: str) -> list[str]:
-    items = [x.strip().lower() for x in text.split(",") if x.strip()]
-    if not items:
-        raise IobenchError(f"empty list {text!r}")
-    return items
-
-
-def _choices(text: str, known: tuple[str, ...], what: str) -> list[str]:
-    items = _items(text)
-    if "all" in items:
-        return list(known)
-    for x in items:
-        if x not in known:
-            raise IobenchError(f"unknown {what} {x!r}; choose from {', '.join(known)} or all")
-    return list(dict.fromkeys(items))
-
-
 def _ints(text: str, what: str, allow_default: bool = False) -> list[int | None]:
     values: list[int | None] = []
-    for x in _items(text):
+    for x in split_list(text, f"--{what} value"):
         if allow_default and x in ("default", "none"):
             values.append(None)
             continue
@@ -52,7 +36,7 @@ def _ints(text: str, what: str, allow_default: bool = False) -> list[int | None]
 
 def _bools(text: str, what: str) -> list[bool]:
     try:
-        return [_BOOL[x] for x in _items(text)]
+        return [_BOOL[x] for x in split_list(text, f"--{what} value")]
     except KeyError as exc:
         raise IobenchError(f"--{what}: {exc.args[0]!r} is not on or off") from None
 
@@ -61,29 +45,29 @@ def sweep_grid(name: str | None, base: RunConfig, device: torch.device, **lists:
     """The grid (option -> values) and the dataset sizes: a preset's, overridden by explicit lists."""
     grid, sizes = preset(name, device, _first_format(lists.get("format"))) if name else ({}, [None])
     parsers = {
-        "format": lambda t: _choices(t, tuple(FORMATS), "format"),
-        "loader": lambda t: _choices(t, LOADERS, "loader"),
-        "fetch": lambda t: _choices(t, ("item", "batch"), "fetch"),
+        "format": lambda t: parse_choices(t, tuple(FORMATS), "format"),
+        "loader": lambda t: parse_choices(t, LOADERS, "loader"),
+        "fetch": lambda t: parse_choices(t, ("item", "batch"), "fetch"),
         "batch_size": lambda t: _ints(t, "batch-size"),
         "num_workers": lambda t: _ints(t, "num-workers"),
         "prefetch_factor": lambda t: _ints(t, "prefetch-factor", allow_default=True),
         "pin_memory": lambda t: _bools(t, "pin-memory"),
         "non_blocking": lambda t: _bools(t, "non-blocking"),
         "prefetch_thread": lambda t: _ints(t, "prefetch-thread"),
-        "cache": lambda t: _choices(t, ("cold", "warm", "as-is"), "cache"),
+        "cache": lambda t: parse_choices(t, CACHE_MODES, "cache"),
     }
     for key, parse in parsers.items():
         if lists.get(key) is not None:
             grid[key] = parse(lists[key])
     if lists.get("size") is not None:
-        sizes = [parse_size(x) for x in _items(lists["size"])]
+        sizes = [parse_size(x) for x in split_list(lists["size"], "--size value")]
     grid.setdefault("format", list(FORMATS))
     grid.setdefault("loader", ["dataloader", "tensorclass"])
     return grid, sizes
 
 
 def _first_format(text: str | None) -> str:
-    return _choices(text, tuple(FORMATS), "format")[0] if text else "memmap"
+    return parse_choices(text, tuple(FORMATS), "format")[0] if text else "memmap"
 
 
 def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, quiet: bool) -> dict:

@@ -1,0 +1,27 @@
+"""Comma lists on the command line (`npy,hdf5`, `all`, `0,4,8`): one parser for every command."""
+
+from __future__ import annotations
+
+from iobench.errors import IobenchError
+
+
+def split_list(text: str, what: str) -> list[str]:
+    """'a, B,,c' -> ['a', 'b', 'c']; an empty list is an error naming what was expected."""
+    items = [x.strip().lower() for x in str(text).split(",") if x.strip()]
+    if not items:
+        raise IobenchError(f"no {what} given")
+    return items
+
+
+def parse_choices(text: str, known: tuple[str, ...], what: str) -> tuple[str, ...]:
+    """Known names in the order given (duplicates dropped), or all of them for 'all'."""
+    try:
+        names = split_list(text, what)
+    except IobenchError:
+        raise IobenchError(f"no {what} given; choose from {', '.join(known)} or all") from None
+    if "all" in names:
+        return known
+    for name in names:
+        if name not in known:
+            raise IobenchError(f"unknown {what} {name!r}; choose from {', '.join(known)} or all")
+    return tuple(dict.fromkeys(names))
