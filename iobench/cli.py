@@ -418,7 +418,11 @@ def sweep_cmd(
         )
     dirs = sweep_datasets(points, data_dir, dataset, quiet)
     already = done(results)
-    todo = [(p, dirs[p.size]) for p in points if config_identity(p.config, dirs[p.size].name, target) not in already]
+    todo = [
+        (p, dirs[p.size])
+        for p in points
+        if config_identity(replace(p.config, dataset_dir=dirs[p.size]), target) not in already
+    ]
     err.print(
         f"{len(points)} configuration(s), {len(points) - len(todo)} already in {results}, {len(todo)} to run",
         highlight=False,

@@ -242,21 +242,7 @@ def run(config: RunConfig, on_epoch=None, limits: dict | None = None, profile_di
         "dtype": spec.dtype,
         "sample_bytes": spec.sample_bytes,
         "dataset_bytes": entry.bytes,
-        "format": config.format,
-        "loader": config.loader,
-        **asdict(config.settings),
-        "order": EpochOrder(spec.n_samples, 1, config.shuffle, config.block_size).name,
-        "shuffle": config.shuffle,
-        "block_size": config.block_size,
-        "epochs": config.epochs,
-        "warmup": config.warmup,
-        "runs": config.runs,
-        "max_batches": config.max_batches,
-        "max_seconds": config.max_seconds,
-        "device": str(device),
-        "step": config.step,
-        "seed": config.seed,
-        "cache": config.cache,
+        **config_fields(config, device),
         "eviction_method": ",".join(sorted(methods)) if methods else None,
         "residency_before": resident_before,
         "residency_after": resident_after,
@@ -282,6 +268,27 @@ def run(config: RunConfig, on_epoch=None, limits: dict | None = None, profile_di
     record.update(environment(config.dataset_dir, device))
     record.update(limit_fields(record, limits))
     return record
+
+
+def config_fields(config: RunConfig, device: torch.device) -> dict:
+    """A resolved configuration as the record's fields (what sweeps compare to skip a run)."""
+    return {
+        "format": config.format,
+        "loader": config.loader,
+        **asdict(config.settings),
+        "order": EpochOrder(1, 1, config.shuffle, config.block_size).name,
+        "shuffle": config.shuffle,
+        "block_size": config.block_size,
+        "epochs": config.epochs,
+        "warmup": config.warmup,
+        "runs": config.runs,
+        "max_batches": config.max_batches,
+        "max_seconds": config.max_seconds,
+        "device": str(device),
+        "step": config.step,
+        "seed": config.seed,
+        "cache": config.cache,
+    }
 
 
 def limit_fields(record: dict, limits: dict | None) -> dict:

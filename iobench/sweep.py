@@ -11,8 +11,7 @@ import torch
 
 from formats import FORMATS
 from iobench.errors import IobenchError
-from iobench.loaders.order import EpochOrder
-from iobench.runner import LOADER_FORMATS, LOADERS, RunConfig, check_config, resolve
+from iobench.runner import LOADER_FORMATS, LOADERS, RunConfig, check_config, config_fields, resolve
 
 # Record fields that identify a configuration: two records with equal values measured the same thing.
 IDENTITY = (
@@ -36,20 +35,9 @@ def identity(record: dict) -> tuple:
     return tuple(record.get(k) for k in IDENTITY)
 
 
-def config_identity(config: RunConfig, dataset: str, device: torch.device) -> tuple:
+def config_identity(config: RunConfig, device: torch.device) -> tuple:
     """The identity a record of this configuration will have (pinning resolved for the device)."""
-    resolved = resolve(config, device)
-    s = resolved.settings
-    fields = {
-        "dataset": dataset, "format": config.format, "loader": config.loader, "fetch": s.fetch,
-        "batch_size": s.batch_size, "num_workers": s.num_workers, "prefetch_factor": s.prefetch_factor,
-        "pin_memory": s.pin_memory, "non_blocking": s.non_blocking, "persistent_workers": s.persistent_workers,
-        "prefetch_thread": s.prefetch_thread, "readahead_mb": s.readahead_mb,
-        "order": EpochOrder(1, 1, config.shuffle, config.block_size).name, "cache": config.cache,
-        "epochs": config.epochs, "warmup": config.warmup, "runs": config.runs, "step": config.step,
-        "device": str(device), "max_batches": config.max_batches, "max_seconds": config.max_seconds,
-        "seed": config.seed,
-    }  # fmt: skip
+    fields = {"dataset": config.dataset_dir.name, **config_fields(resolve(config, device), device)}
     return tuple(fields[k] for k in IDENTITY)
 
 
