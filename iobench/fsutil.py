@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -79,15 +78,6 @@ def remove_stale_partials(parent: Path) -> list[Path]:
                     p.unlink(missing_ok=True)
                 removed.append(p)
     return removed
-
-
-def remove_partial(path: Path, attempts: int = 5) -> None:
-    """Remove a partial directory, again if a writer that was just stopped still added to it."""
-    for _ in range(attempts):
-        shutil.rmtree(path, ignore_errors=True)
-        if not path.exists():
-            return
-        time.sleep(0.1)
 
 
 def replace_dir(src: Path, dst: Path) -> None:

@@ -16,7 +16,6 @@ from iobench.errors import IobenchError
 from iobench.fsutil import (
     PARTIAL_PREFIX,
     free_bytes,
-    remove_partial,
     remove_stale_partials,
     replace_dir,
 )
@@ -103,7 +102,7 @@ def prepare(request: PrepareRequest | PreparePlan, reporter: Reporter | None = N
             manifest.save(dataset_dir)
     finally:
         for job in jobs:
-            remove_partial(job.partial)
+            shutil.rmtree(job.partial, ignore_errors=True)
     return manifest
 
 

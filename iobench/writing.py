@@ -16,6 +16,7 @@ import json
 import multiprocessing
 import os
 import queue
+import shutil
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -25,7 +26,7 @@ from typing import Any
 
 from formats import FORMATS
 from iobench.dataset import Chunk, ContentHasher, DatasetSpec, generate
-from iobench.fsutil import drop_from_page_cache, fsync_tree, make_partial_dir, remove_partial, sha256_file
+from iobench.fsutil import drop_from_page_cache, fsync_tree, make_partial_dir, sha256_file
 from iobench.manifest import FileEntry, FormatEntry
 from iobench.progress import Reporter
 
@@ -92,7 +93,7 @@ class FormatJob:
     chunks: queue.Queue = field(default_factory=lambda: queue.Queue(QUEUE_CHUNKS))
     error: BaseException | None = None
     entry: FormatEntry | None = None
-    threads: list[threading.Thread] = field(default_factory=list)
+    thread: threading.Thread | None = None
     process: Any = None
     cancelled: threading.Event = field(default_factory=threading.Event)
 
@@ -111,9 +112,8 @@ class FormatJob:
             target, args = self._relay, (receiver, reporter)
         else:
             target, args = self._run_thread, (spec, reporter)
-        thread = threading.Thread(target=target, args=args, name=f"write-{self.name}", daemon=True)
-        self.threads.append(thread)
-        thread.start()
+        self.thread = threading.Thread(target=target, args=args, name=f"write-{self.name}", daemon=True)
+        self.thread.start()
 
     def feed(self, chunk: Chunk | None) -> None:
         if self.in_process:
@@ -128,8 +128,8 @@ class FormatJob:
                 continue
 
     def join(self) -> None:
-        for thread in self.threads:
-            thread.join()
+        if self.thread is not None:
+            self.thread.join()
         if self.process is not None:
             self.process.join()
 
@@ -147,10 +147,11 @@ class FormatJob:
             self.chunks.put_nowait(None)
         except queue.Full:
             pass
-        for thread in self.threads:
-            thread.join(timeout=10)
+        if self.thread is not None and self.thread.ident is not None:  # an interrupt may precede start()
+            self.thread.join(timeout=10)
         if self.process is not None:
-            self.process.join(timeout=10)
+            with contextlib.suppress(AssertionError, ValueError):  # join() refuses a process never started
+                self.process.join(timeout=10)
 
     def _queued(self) -> Iterator[Chunk]:
         while (chunk := self.chunks.get()) is not None:
@@ -285,6 +286,6 @@ def write_formats(
         for job in jobs:
             job.cancel()
         for job in jobs:
-            remove_partial(job.partial)
+            shutil.rmtree(job.partial, ignore_errors=True)
         raise
     return jobs, hasher.digest()
