@@ -31,17 +31,6 @@ def fsync_tree(root: Path) -> None:
         fsync_path(Path(dirpath))
 
 
-def drop_from_page_cache(path: Path) -> None:
-    """Ask the kernel to drop a file's clean cached pages (best effort; fsync first)."""
-    if not hasattr(os, "posix_fadvise"):
-        return
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temporary file, fsync, rename: readers see the old or the new file, never half."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=PARTIAL_PREFIX + path.name + ".")

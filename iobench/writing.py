@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from formats import FORMATS
+from iobench.cache import evict
 from iobench.dataset import Chunk, ContentHasher, DatasetSpec, generate
-from iobench.fsutil import drop_from_page_cache, fsync_tree, make_partial_dir, sha256_file
+from iobench.fsutil import fsync_tree, make_partial_dir, sha256_file
 from iobench.manifest import FileEntry, FormatEntry
 from iobench.progress import Reporter
 
@@ -65,10 +66,9 @@ def write_one(
         reporter.start(f"{name}:checksum", f"{name} checksum", sum(p.stat().st_size for p in unknown))
     digests = {rel[p]: sha256_file(p, lambda n: reporter.advance(f"{name}:checksum", n)) for p in unknown}
     digests.update(known)
-    for p in paths:
-        # Written and hashed: leave the page cache to the formats still being written and hashed,
-        # so their re-reads come from memory rather than disk.
-        drop_from_page_cache(p)
+    # Written and hashed: leave the page cache to the formats still being written and hashed, so
+    # their re-reads come from memory rather than disk.
+    evict(paths, "fadvise")
     entry = FormatEntry(
         name=name,
         directory=name,
