@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Optional
@@ -20,11 +19,11 @@ from iobench import __version__
 from iobench.dataset import DEFAULT_SIZE, DatasetSpec, parse_bytes, parse_shape, parse_size
 from iobench.device import resolve_device
 from iobench.errors import IobenchError
-from iobench.limits import load_limits, measure_limits, save_limits
+from iobench.limits import measure_limits, save_limits, stored_or_measured
 from iobench.loaders.base import LoaderSettings
 from iobench.manifest import Manifest, find_datasets, find_run_dataset
 from iobench.prepare import PrepareRequest, parse_formats, plan, prepare
-from iobench.progress import NullReporter, RichReporter
+from iobench.progress import NullReporter, RichReporter, make_reporter
 from iobench.report import limits_table, profile_summary, results_table, run_warnings, split_table
 from iobench.results import append_record
 from iobench.runner import LOADERS, RunConfig, check_config, check_dataset, parse_pairs, run
@@ -59,8 +58,12 @@ DatasetName = Annotated[
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 
 
+def _announce_limits() -> None:
+    err.print("no stored limits for this machine and disk: measuring them once (`iobench limits`)", highlight=False)
+
+
 def _reporter(quiet: bool) -> RichReporter | NullReporter:
-    return NullReporter() if quiet else RichReporter(err)
+    return make_reporter(quiet, err)
 
 
 @app.command("prepare")
@@ -104,7 +107,7 @@ def prepare_cmd(
             highlight=False,
         )
     reporter = _reporter(quiet)
-    with reporter if isinstance(reporter, RichReporter) else nullcontext():
+    with reporter:
         manifest = prepare(checked, reporter)
     for name in names:
         e = manifest.formats[name]
@@ -118,7 +121,7 @@ def verify_cmd(data_dir: DataDir = Path("data"), dataset: DatasetName = None, qu
     failed = False
     for dataset_dir in find_datasets(data_dir, dataset):
         reporter = _reporter(quiet)
-        with reporter if isinstance(reporter, RichReporter) else nullcontext():
+        with reporter:
             checks, warnings = verify_dataset(dataset_dir, reporter)
         out.print(f"{dataset_dir}:", soft_wrap=True, highlight=False)
         for c in checks:
@@ -279,9 +282,9 @@ def run_cmd(
             soft_wrap=True,
         )
         names = tuple(dict.fromkeys(f for f, _ in pairs))
-        request = PrepareRequest(spec, data_dir, names, {n: FORMATS[n].options() for n in names})
+        request = PrepareRequest.with_default_options(spec, data_dir, names)
         reporter = _reporter(quiet)
-        with reporter if isinstance(reporter, RichReporter) else nullcontext():
+        with reporter:
             prepare(request, reporter)
         dataset_dir = request.dataset_dir
     configs = [replace(c, dataset_dir=dataset_dir) for c in configs]
@@ -289,11 +292,7 @@ def run_cmd(
         check_dataset(c)
     for note in notes:
         err.print(note, highlight=False)
-    limits = load_limits(results, dataset_dir)
-    if limits is None:
-        err.print("no stored limits for this machine and disk: measuring them once (`iobench limits`)", highlight=False)
-        limits = measure_limits(dataset_dir, resolve_device(device))
-        save_limits(results, dataset_dir, limits)
+    limits = stored_or_measured(results, dataset_dir, resolve_device(device), _announce_limits)
     profile_dir = results.parent / "profiles" if profile else None
     records = []
     for c in configs:
@@ -430,10 +429,7 @@ def sweep_cmd(
     )
     if not todo:
         return
-    limits = load_limits(results, todo[0][1])
-    if limits is None:
-        limits = measure_limits(todo[0][1], target)
-        save_limits(results, todo[0][1], limits)
+    limits = stored_or_measured(results, todo[0][1], target, _announce_limits)
     with Progress(
         TextColumn("{task.description:<60}"),
         BarColumn(),

@@ -18,6 +18,7 @@ import os
 import platform
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -64,6 +65,19 @@ def save_limits(results: Path, data_dir: Path, limits: dict) -> Path:
     except OSError as exc:
         raise IobenchError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
+
+
+def stored_or_measured(
+    results: Path, data_dir: Path, device: torch.device, announce: Callable[[], None] | None = None
+) -> dict:
+    """The limits stored beside the results for this host and disk, measured and stored if none."""
+    limits = load_limits(results, data_dir)
+    if limits is None:
+        if announce is not None:
+            announce()
+        limits = measure_limits(data_dir, device)
+        save_limits(results, data_dir, limits)
+    return limits
 
 
 def direct_read_mb_per_s(path: Path) -> tuple[float, str]:

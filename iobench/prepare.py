@@ -35,6 +35,10 @@ class PrepareRequest:
     dataset: str | None = None
     force: bool = False
 
+    @classmethod
+    def with_default_options(cls, spec: DatasetSpec, data_dir: Path, formats: tuple[str, ...]) -> PrepareRequest:
+        return cls(spec, data_dir, formats, {n: FORMATS[n].options() for n in formats})
+
     @property
     def dataset_dir(self) -> Path:
         return self.data_dir / (self.dataset or self.spec.name)

@@ -25,7 +25,13 @@ class Reporter(Protocol):
 
 
 class NullReporter:
-    """For tests and library use: reports nothing."""
+    """For tests, library use and --quiet: reports nothing."""
+
+    def __enter__(self) -> NullReporter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        pass
 
     def start(self, key: str, description: str, total: int) -> None:
         pass
@@ -70,3 +76,8 @@ class RichReporter:
 
     def finish(self, key: str, description: str) -> None:
         self._progress.update(self._tasks[key], description=description)
+
+
+def make_reporter(quiet: bool, console: Console) -> RichReporter | NullReporter:
+    """Progress bars on console, or none with --quiet; either is used as a context manager."""
+    return NullReporter() if quiet else RichReporter(console)

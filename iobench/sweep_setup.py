@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -14,7 +13,7 @@ from iobench.dataset import DatasetSpec, parse_size
 from iobench.errors import IobenchError
 from iobench.manifest import MANIFEST, Manifest, find_run_dataset
 from iobench.prepare import PrepareRequest, prepare
-from iobench.progress import NullReporter, RichReporter
+from iobench.progress import make_reporter
 from iobench.runner import CACHE_MODES, LOADERS, RunConfig
 from iobench.sweep import Point, preset
 
@@ -87,9 +86,8 @@ def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, qui
         missing = tuple(n for n in needed if n not in have)
         if missing:
             Console(stderr=True).print(f"preparing {directory.name}: {', '.join(missing)}", highlight=False)
-            request = PrepareRequest(spec, data_dir, missing, {n: FORMATS[n].options() for n in missing})
-            reporter = NullReporter() if quiet else RichReporter(Console(stderr=True))
-            with reporter if isinstance(reporter, RichReporter) else nullcontext():
+            request = PrepareRequest.with_default_options(spec, data_dir, missing)
+            with make_reporter(quiet, Console(stderr=True)) as reporter:
                 prepare(request, reporter)
         dirs[size] = directory
     return dirs

@@ -162,7 +162,7 @@ def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch, res
 
 
 def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tmp_path, monkeypatch):
-    import iobench.cli
+    import iobench.limits
     from iobench.limits import measure_limits
 
     calls = []
@@ -171,7 +171,7 @@ def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tm
         calls.append(data_dir)
         return measure_limits(data_dir, device, 16 * 2**20)
 
-    monkeypatch.setattr(iobench.cli, "measure_limits", small_probe)
+    monkeypatch.setattr(iobench.limits, "measure_limits", small_probe)
     results = tmp_path / "fresh" / "r.jsonl"
     for _ in range(2):
         r = cli(
