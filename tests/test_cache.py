@@ -1,12 +1,12 @@
 """Cold is verified, not assumed: eviction, residency, and what a cold or warm run read from storage."""
 
-import json
 import os
 
 import pytest
 
 from iobench.cache import evict, resident_fraction
 from iobench.errors import IobenchError
+from iobench.results import read_records
 from tests.conftest import prepare_with_limits
 
 
@@ -87,7 +87,7 @@ def test_cold_run_reads_the_dataset_and_warm_reads_nothing(prepared, cli, evicti
     ]
     assert cli(*common, "--cache", "cold", "--eviction", eviction).code == 0
     assert cli(*common, "--cache", "warm").code == 0
-    cold, warm = [json.loads(line) for line in results.read_text().splitlines()]
+    cold, warm = read_records(results)
     size = cold["dataset_bytes"]
     assert cold["cache"] == "cold" and warm["cache"] == "warm"
     assert cold["eviction_method"] == ("fadvise" if eviction == "fadvise" or os.geteuid() != 0 else "drop_caches")
@@ -140,7 +140,7 @@ def test_profile_writes_a_cprofile(prepared, cli):
         "-q",
     )
     assert r.code == 0, r.err
-    (record,) = [json.loads(line) for line in results.read_text().splitlines()]
+    (record,) = read_records(results)
     import pstats
 
     stats = pstats.Stats(record["profile_path"])

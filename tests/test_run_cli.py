@@ -1,9 +1,8 @@
 """`iobench run` end to end on a tiny dataset: records, table, and one-line refusals."""
 
-import json
-
 import pytest
 
+from iobench.results import read_records
 from tests.conftest import assert_one_line_error, invoke
 
 SIZE = "3000"
@@ -45,7 +44,7 @@ def test_default_comparison_writes_one_record_per_row(data, cli, results):
         "npy,memmap,lmdb",
     )
     assert r.code == 0, r.err
-    records = [json.loads(line) for line in results.read_text().splitlines()]
+    records = read_records(results)
     assert [(x["format"], x["loader"]) for x in records] == [
         ("npy", "dataloader"),
         ("memmap", "dataloader"),
@@ -98,7 +97,7 @@ def test_partial_runs_say_so(data, cli, results):
         "-q",
     )
     assert r.code == 0, r.err
-    (x,) = [json.loads(line) for line in results.read_text().splitlines()]
+    (x,) = read_records(results)
     assert x["partial"] is True and x["batches_per_epoch"] == 2 and x["samples_per_epoch"] == 2048
     assert x["max_batches"] == 2
 
@@ -179,7 +178,7 @@ def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tm
         )
         assert r.code == 0, r.err
     assert len(calls) == 1 and (tmp_path / "fresh" / "limits.json").is_file()
-    records = [json.loads(line) for line in results.read_text().splitlines()]
+    records = read_records(results)
     for x in records:
         assert x["limit_name"] == "page_cache_read_mb_per_s" and x["limit_mb_per_s"] > 0
         assert x["percent_of_limit"] == pytest.approx(100 * x["mb_per_s"] / x["limit_mb_per_s"])
@@ -206,7 +205,7 @@ def test_steps_run_on_the_device_and_are_timed(data, cli, results, step):
         "-q",
     )
     assert r.code == 0, r.err
-    (x,) = [json.loads(line) for line in results.read_text().splitlines()]
+    (x,) = read_records(results)
     assert x["step"] == step and x["step_ms_per_batch"] > (1.5 if step == "sleep:2" else 0.0)
 
 

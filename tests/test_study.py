@@ -1,9 +1,8 @@
 """Statistics and warnings, sweeps that resume, reports with plots, and compare."""
 
-import json
-
 import pytest
 
+from iobench.results import read_records
 from iobench.stats import first_run_slow, outliers, summary, warnings
 from tests.conftest import prepare_with_limits
 
@@ -62,7 +61,7 @@ def test_sweep_skips_what_does_not_go_together_and_resumes(workspace, cli, monke
     monkeypatch.setattr(iobench.cli, "run", real_run)
     r = cli("sweep", "--data-dir", workspace / "data", "--results", results, *SWEEP)
     assert r.code == 0 and "2 already in" in r.err and "4 to run" in r.err
-    records = [json.loads(line) for line in results.read_text().splitlines()]
+    records = read_records(results)
     keys = {(x["format"], x["loader"], x["batch_size"]) for x in records}
     assert len(records) == 6 == len(keys), "no configuration ran twice"
     r = cli("sweep", "--data-dir", workspace / "data", "--results", results, *SWEEP)
@@ -90,7 +89,7 @@ def test_sweep_prepares_missing_sizes(workspace, cli):
         "-q",
     )
     assert r.code == 0, r.err
-    records = [json.loads(line) for line in results.read_text().splitlines()]
+    records = read_records(results)
     assert sorted(x["n_samples"] for x in records) == [300, 600]
 
 
