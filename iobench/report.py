@@ -12,7 +12,8 @@ from iobench.results import relative_to_fastest
 from iobench.stats import warnings
 
 
-def _settings(r: dict) -> str:
+def settings_label(r: dict) -> str:
+    """The knobs of a record that differ between configurations, in a few characters."""
     parts = [f"bs={r['batch_size']}", f"w={r['num_workers']}"]
     if r["loader"] == "dataloader":
         parts.append(f"fetch={r['fetch']}")
@@ -45,7 +46,7 @@ def results_table(records: list[dict], title: str) -> Table:
         table.add_row(
             r["format"],
             r["loader"],
-            _settings(r),
+            settings_label(r),
             r["order"],
             _residency(r),
             f"{r['epoch_seconds_median']:.3f} ({r['epoch_seconds_min']:.3f}-{r['epoch_seconds_max']:.3f}){partial}",

@@ -9,11 +9,11 @@ from pathlib import Path
 from iobench import plots
 from iobench.errors import IobenchError
 from iobench.limits import limits_path
-from iobench.report import _settings
+from iobench.report import settings_label
 from iobench.results import read_records
 from iobench.runner import limit_fields
 from iobench.stats import summary, warnings
-from iobench.sweep import IDENTITY, identity
+from iobench.sweep import identity
 
 ENVIRONMENT = ("hostname", "cpu_model", "cpu_count", "ram_bytes", "gpu_name", "kernel", "data_filesystem",
                "data_device", "python_version", "torch_version", "tensordict_version", "numpy_version",
@@ -99,7 +99,7 @@ def _table(records: list[dict]) -> list[str]:
     for r in records:
         s = summary(r["epoch_seconds"])
         limit = r.get("percent_of_limit")
-        cells = (r["dataset"], r["format"], r["loader"], _settings(r), r["order"], r["cache"], r["device"],
+        cells = (r["dataset"], r["format"], r["loader"], settings_label(r), r["order"], r["cache"], r["device"],
                  f"{s['median']:.3f} [{s['min']:.3f}-{s['max']:.3f}] ({s['mad']:.3f})"
                  + (" partial" if r["partial"] else ""),
                  f"{r['samples_per_s']:,.0f}", f"{r['mb_per_s']:,.1f}",
@@ -118,7 +118,5 @@ def compare(a: Path, b: Path) -> tuple[list[tuple[dict, dict, float]], int, int]
 
 def describe(r: dict) -> str:
     differing = ("dataset", "format", "loader", "order", "cache", "device")
-    return " ".join(str(r[k]) for k in differing) + " " + _settings(r)
+    return " ".join(str(r[k]) for k in differing) + " " + settings_label(r)
 
-
-__all__ = ["IDENTITY", "compare", "describe", "write_report"]
