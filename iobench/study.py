@@ -119,4 +119,3 @@ def compare(a: Path, b: Path) -> tuple[list[tuple[dict, dict, float]], int, int]
 def describe(r: dict) -> str:
     differing = ("dataset", "format", "loader", "order", "cache", "device")
     return " ".join(str(r[k]) for k in differing) + " " + settings_label(r)
-
