@@ -18,7 +18,9 @@ from formats import FORMATS
 from iobench import __version__
 from iobench.dataset import DEFAULT_SIZE, DatasetSpec, parse_bytes, parse_shape, parse_size
 from iobench.device import resolve_device
+from iobench.distributed import SINGLE, World, joined, launched_by_torchrun, rank_device
 from iobench.errors import IobenchError
+from iobench.launch import launch, torchrun_args
 from iobench.limits import measure_limits, save_limits, stored_or_measured
 from iobench.loaders.base import LoaderSettings
 from iobench.manifest import Manifest, find_datasets, find_run_dataset
@@ -26,7 +28,7 @@ from iobench.prepare import PrepareRequest, parse_formats, plan, prepare
 from iobench.progress import NullReporter, RichReporter, make_reporter
 from iobench.report import limits_table, profile_summary, results_table, run_warnings, split_table
 from iobench.results import append_record
-from iobench.runner import LOADERS, RunConfig, check_config, check_dataset, parse_pairs, run
+from iobench.runner import LOADERS, RunConfig, check_config, check_dataset, check_world, parse_pairs, run
 from iobench.steps import parse_step
 from iobench.sweep import Point, config_identity, done, expand, settings_extras
 from iobench.sweep_setup import sweep_datasets, sweep_grid
@@ -235,9 +237,20 @@ def run_cmd(
     results: Annotated[Path, typer.Option(help="JSONL file the records are appended to.")] = Path(
         "results/results.jsonl"
     ),
+    nproc: Annotated[
+        Optional[int],  # noqa: UP045
+        typer.Option(
+            help="Launch N processes on this machine with torchrun --standalone; each reads its shard "
+            "(or run under torchrun yourself: `torchrun --nproc-per-node N -m iobench run ...`)."
+        ),
+    ] = None,
     quiet: Quiet = False,
 ) -> None:
-    """Time loading from disk to the device: every format through the DataLoader, and tensorclass memmap."""
+    """Time loading from disk to the device: every format through the DataLoader, and tensorclass memmap.
+
+    Under torchrun every rank reads its share of each epoch (DistributedSampler for the DataLoader,
+    contiguous shares of the shared order otherwise) and rank 0 writes one record for all of them.
+    """
     pairs, notes = parse_pairs(format, loader)
     settings = LoaderSettings(
         batch_size,
@@ -271,36 +284,35 @@ def run_cmd(
     configs = [replace(base, format=f, loader=ld) for f, ld in pairs]
     for c in configs:
         check_config(c)
-    resolve_device(device)
-    dataset_dir = find_run_dataset(data_dir, dataset)
-    if dataset_dir is None:
-        spec = DatasetSpec(DEFAULT_SIZE)
-        err.print(
-            f"no dataset in {data_dir}: preparing the default one ({spec.n_samples:,} samples) first; "
-            f"`iobench prepare` makes others",
-            highlight=False,
-            soft_wrap=True,
-        )
-        names = tuple(dict.fromkeys(f for f, _ in pairs))
-        request = PrepareRequest.with_default_options(spec, data_dir, names)
-        reporter = _reporter(quiet)
-        with reporter:
-            prepare(request, reporter)
-        dataset_dir = request.dataset_dir
-    configs = [replace(c, dataset_dir=dataset_dir) for c in configs]
-    for c in configs:
-        check_dataset(c)
-    for note in notes:
-        err.print(note, highlight=False)
-    limits = stored_or_measured(results, dataset_dir, resolve_device(device), _announce_limits)
-    profile_dir = results.parent / "profiles" if profile else None
-    records = []
-    for c in configs:
-        records.append(_run_one(c, quiet, limits, profile_dir))
-        append_record(results, records[-1])
+    if nproc is not None:
+        _launch_torchrun(nproc, data_dir, dataset, device, pairs, configs, quiet)
+        return
+    with joined(device) as (world, rank_device):
+        quiet = quiet or not world.is_main  # one progress bar and one table, from rank 0
+        resolve_device(rank_device)
+        dataset_dir = _dataset_for_run(world, data_dir, dataset, pairs, quiet)
+        configs = [replace(c, dataset_dir=dataset_dir, device=rank_device) for c in configs]
+        for c in configs:
+            check_dataset(c)
+        if world.is_main:
+            for note in notes:
+                err.print(note, highlight=False)
+        limits = None
+        if world.is_main:
+            limits = stored_or_measured(results, dataset_dir, resolve_device(rank_device), _announce_limits)
+        world.barrier()  # no rank reads while rank 0 measures the machine's limits
+        profile_dir = results.parent / "profiles" if profile else None
+        records = []
+        for c in configs:
+            records.append(_run_one(c, quiet, limits, profile_dir, world))
+            if world.is_main:
+                append_record(results, records[-1])
+    if not world.is_main:
+        return
     r0 = records[0]
+    ranks = f", {r0['world_size']} processes on {r0['nodes']} node(s)" if r0["world_size"] > 1 else ""
     title = (
-        f"{dataset_dir.name} on {r0['device']} ({r0['gpu_name'] or r0['cpu_model']}), "
+        f"{dataset_dir.name} on {r0['device']} ({r0['gpu_name'] or r0['cpu_model']}){ranks}, "
         f"{r0['samples_per_epoch']:,} samples/epoch, step {r0['step']}"
     )
     out.print(results_table(records, title))
@@ -314,11 +326,55 @@ def run_cmd(
     out.print(f"{len(records)} record(s) appended to {results}", highlight=False, soft_wrap=True)
 
 
-def _run_one(config: RunConfig, quiet: bool, limits: dict, profile_dir: Path | None) -> dict:
+def _dataset_for_run(world: World, data_dir: Path, dataset: str | None, pairs: list, quiet: bool) -> Path:
+    """The dataset to measure; when there is none, the default one is prepared (by rank 0 under torchrun)."""
+    found = find_run_dataset(data_dir, dataset)
+    if world.all_true(found is not None):
+        return found
+    if world.nodes > 1:
+        raise IobenchError(f"no dataset in {data_dir} on every node; run `iobench prepare` on each node first")
+    if world.is_main:
+        spec = DatasetSpec(DEFAULT_SIZE)
+        err.print(
+            f"no dataset in {data_dir}: preparing the default one ({spec.n_samples:,} samples) first; "
+            f"`iobench prepare` makes others",
+            highlight=False,
+            soft_wrap=True,
+        )
+        names = tuple(dict.fromkeys(f for f, _ in pairs))
+        request = PrepareRequest.with_default_options(spec, data_dir, names)
+        reporter = _reporter(quiet)
+        with reporter:
+            prepare(request, reporter)
+    world.barrier()
+    return find_run_dataset(data_dir, dataset)
+
+
+def _launch_torchrun(
+    nproc: int, data_dir: Path, dataset: str | None, device: str, pairs: list, configs: list, quiet: bool
+) -> None:
+    """`--nproc N`: check and prepare here, then run these same arguments under torchrun --standalone."""
+    if launched_by_torchrun():
+        raise IobenchError("--nproc launches torchrun; under torchrun leave it out")
+    if nproc < 1:
+        raise IobenchError(f"--nproc must be >= 1, got {nproc}")
+    local = World(size=nproc, local_size=nproc)
+    for rank in range(nproc):
+        rank_device(device, rank)
+    dataset_dir = _dataset_for_run(SINGLE, data_dir, dataset, pairs, quiet)
+    for c in configs:
+        manifest = check_dataset(replace(c, dataset_dir=dataset_dir))
+        check_world(c, manifest.spec.n_samples, local)
+    args = torchrun_args(_ARGV, nproc)
+    err.print(f"launching: torchrun {' '.join(args)}", highlight=False, soft_wrap=True)
+    launch(args)
+
+
+def _run_one(config: RunConfig, quiet: bool, limits: dict | None, profile_dir: Path | None, world: World) -> dict:
     label = f"{config.format}/{config.loader}"
     total = config.runs * (config.warmup + config.epochs)
     if quiet:
-        return run(config, None, limits, profile_dir)
+        return run(config, None, limits, profile_dir, world)
     with Progress(
         TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
     ) as progress:
@@ -328,7 +384,7 @@ def _run_one(config: RunConfig, quiet: bool, limits: dict, profile_dir: Path | N
             kind = "warm-up" if warm else "epoch"
             progress.update(task, advance=1, description=f"{label} run {r + 1} {kind} {timing.seconds:.2f} s")
 
-        record = run(config, on_epoch, limits, profile_dir)
+        record = run(config, on_epoch, limits, profile_dir, world)
         progress.update(task, description=f"{label} median {record['epoch_seconds_median']:.3f} s")
         return record
 
@@ -518,12 +574,18 @@ _CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "Clic
 
 
 _signals_received: list[int] = []
+_ARGV: list[str] = sys.argv[1:]  # the command line as given, for --nproc to pass on to torchrun
 
 
 def _terminate(signum: int, _frame: object) -> None:
     # typer swallows KeyboardInterrupt into a bare exit code; remember why we stop to say so.
     _signals_received.append(signum)
     raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _rank_tag() -> str:
+    """Under torchrun each rank reports its own errors: say which one speaks."""
+    return f"rank {os.environ['RANK']}: " if launched_by_torchrun() else ""
 
 
 def _interrupted() -> None:
@@ -536,10 +598,12 @@ def main(argv: list[str] | None = None) -> None:
     if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
         signal.signal(signal.SIGINT, _terminate)
     command = typer.main.get_command(app)
+    global _ARGV
+    _ARGV = list(sys.argv[1:] if argv is None else argv)
     try:
         rc = command.main(args=argv, prog_name="iobench", standalone_mode=False)
     except IobenchError as exc:
-        err.print(f"iobench: error: {exc}", highlight=False, soft_wrap=True)
+        err.print(f"iobench: error: {_rank_tag()}{exc}", highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)

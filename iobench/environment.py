@@ -82,6 +82,7 @@ def environment(data_dir: Path, device: torch.device) -> dict:
         **{f"{p}_version": _version(p) for p in PACKAGES},
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),  # torchrun sets OMP_NUM_THREADS=1 for several processes
         "ram_bytes": _ram_bytes(),
         "kernel": platform.release(),
         "hostname": platform.node(),

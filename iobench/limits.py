@@ -229,15 +229,20 @@ def measure_limits(data_dir: Path, device: torch.device, probe_bytes: int = DEFA
 def applicable_limit(record: dict, limits: dict) -> tuple[str, float] | None:
     """The ceiling this record's run is held to: storage when cold, the page cache otherwise, and
     never above host-to-device on CUDA. None for gpu-resident: its epochs move nothing from the
-    host (a sequential batch is a view of device memory), so no transfer ceiling applies."""
+    host (a sequential batch is a view of device memory), so no transfer ceiling applies.
+
+    Under torchrun the storage and page-cache ceilings (one reader's, per node) count once per node
+    and host-to-device once per rank (each rank has its own GPU)."""
     if record["loader"] == "gpu-resident":
         return None
     name = "storage_read_mb_per_s" if record.get("cache") == "cold" else "page_cache_read_mb_per_s"
     value = limits.get(name)
     if value is None:
         return None
+    value *= record.get("nodes", 1)
     if record["device"].startswith("cuda"):
         h2d = "h2d_pinned_mb_per_s" if record.get("pin_memory") else "h2d_pageable_mb_per_s"
-        if limits.get(h2d) and limits[h2d] < value:
-            name, value = h2d, limits[h2d]
+        h2d_all = limits[h2d] * record.get("world_size", 1) if limits.get(h2d) else None
+        if h2d_all and h2d_all < value:
+            name, value = h2d, h2d_all
     return name, value

@@ -11,10 +11,14 @@ from rich.table import Table
 from iobench.results import relative_to_fastest
 from iobench.stats import warnings
 
+STRAGGLER_LIMIT = 1.2  # slowest rank over fastest, above which the record is flagged
+
 
 def settings_label(r: dict) -> str:
     """The knobs of a record that differ between configurations, in a few characters."""
     parts = [f"bs={r['batch_size']}", f"w={r['num_workers']}"]
+    if r.get("world_size", 1) > 1:
+        parts.insert(0, f"ranks={r['world_size']}" + (f"/{r['nodes']}n" if r.get("nodes", 1) > 1 else ""))
     if r["loader"] == "dataloader":
         parts.append(f"fetch={r['fetch']}")
     if r.get("prefetch_factor"):
@@ -59,12 +63,22 @@ def results_table(records: list[dict], title: str) -> Table:
 
 
 def split_table(records: list[dict]) -> Table:
-    """Where each batch's time went, and what the system read from storage per epoch."""
+    """Where each batch's time went, and what the system read from storage per epoch.
+
+    Under torchrun also each rank's MB/s (slowest-fastest) and the straggler ratio."""
     table = Table(title="per batch (ms): waiting for the loader / host-to-device / step; storage reads per epoch")
-    for col in ("format", "loader", "wait", "h2d", "step", "first batch s", "disk MB/epoch", "CPU %", "iowait %"):
+    ranks = any(r.get("world_size", 1) > 1 for r in records)
+    columns = ["format", "loader", "wait", "h2d", "step", "first batch s", "disk MB/epoch", "CPU %", "iowait %"]
+    if ranks:
+        columns += ["rank MB/s (min-max)", "straggler"]
+    for col in columns:
         table.add_column(col, justify="left" if col in ("format", "loader") else "right")
     for r in records:
         reads = [x for x in r.get("device_read_bytes") or [] if x is not None]
+        extra = []
+        if ranks:
+            extra = [f"{r['rank_mb_per_s_min']:,.0f}-{r['rank_mb_per_s_max']:,.0f}", f"{r['straggler_ratio']:.2f}x"]
+            extra = extra if r.get("world_size", 1) > 1 else ["-", "-"]
         table.add_row(
             r["format"],
             r["loader"],
@@ -75,6 +89,7 @@ def split_table(records: list[dict]) -> Table:
             f"{sum(reads) / len(reads) / 1e6:,.1f}" if reads else "-",
             f"{100 * r['cpu_utilisation']:.0f}" if r.get("cpu_utilisation") is not None else "-",
             f"{100 * r['cpu_iowait']:.0f}" if r.get("cpu_iowait") is not None else "-",
+            *extra,
         )
     return table
 
@@ -91,6 +106,11 @@ def run_warnings(records: list[dict]) -> list[str]:
                 "something still maps the files, or eviction is not permitted: try sudo"
             )
         lines.extend(warnings(name, r["epoch_seconds"]))
+        if r.get("straggler_ratio", 1.0) > STRAGGLER_LIMIT:
+            lines.append(
+                f"warning: {name}: the slowest of {r['world_size']} ranks took {r['straggler_ratio']:.2f}x as long as "
+                "the fastest (median over epochs); every rank waits for it: see rank_epoch_seconds in the record"
+            )
         if r["partial"]:
             lines.append(f"note: {name}: epochs stopped early (--max-batches/--max-seconds): a partial read")
     return lines

@@ -5,6 +5,7 @@ from __future__ import annotations
 import cProfile
 import datetime as dt
 import gc
+import math
 import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -12,14 +13,16 @@ from pathlib import Path
 import torch
 
 from formats import FORMATS
+from iobench.aggregate import RankMeasurements, combine
 from iobench.cache import evict, resident_fraction
 from iobench.choices import parse_choices
 from iobench.device import resolve_device
+from iobench.distributed import SINGLE, World
 from iobench.environment import environment
 from iobench.errors import IobenchError, RunFailed
 from iobench.limits import applicable_limit
 from iobench.loaders.base import Loader, LoaderSettings
-from iobench.loaders.order import EpochOrder
+from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
 from iobench.manifest import Manifest
 from iobench.measure import EpochTiming, time_epoch
 from iobench.results import epoch_metrics
@@ -145,7 +148,27 @@ def check_dataset(config: RunConfig) -> Manifest:
     return manifest
 
 
-def build_loader(config: RunConfig, manifest: Manifest, device: torch.device) -> Loader:
+def epoch_order(config: RunConfig, n_samples: int, world: World = SINGLE) -> EpochOrder | DistributedSamplerOrder:
+    """This rank's batches: the DataLoader under torchrun takes torch's DistributedSampler, as training
+    scripts do; the other loaders take a contiguous share of the epoch's shared order."""
+    s = config.settings
+    if world.size > 1 and config.loader == "dataloader":
+        return DistributedSamplerOrder(
+            n_samples, s.batch_size, config.shuffle, config.seed, config.max_batches, world.rank, world.size
+        )
+    return EpochOrder(
+        n_samples,
+        s.batch_size,
+        config.shuffle,
+        config.block_size,
+        config.seed,
+        config.max_batches,
+        rank=world.rank,
+        world=world.size,
+    )
+
+
+def build_loader(config: RunConfig, manifest: Manifest, device: torch.device, world: World = SINGLE) -> Loader:
     from iobench.loaders.dataloader import DataLoaderLoader
     from iobench.loaders.prefetch import PrefetchThread
     from iobench.loaders.resident import ResidentLoader
@@ -155,14 +178,7 @@ def build_loader(config: RunConfig, manifest: Manifest, device: torch.device) ->
     fmt = FORMATS[config.format]
     reader = fmt.reader(config.dataset_dir / entry.directory, manifest.spec, fmt.options_from_json(entry.options))
     reader.sequential = not config.shuffle
-    order = EpochOrder(
-        manifest.spec.n_samples,
-        config.settings.batch_size,
-        config.shuffle,
-        config.block_size,
-        config.seed,
-        config.max_batches,
-    )
+    order = epoch_order(config, manifest.spec.n_samples, world)
     kinds = {"dataloader": DataLoaderLoader, "tensorclass": TensorclassLoader, "gpu-resident": ResidentLoader}
     loader = kinds[config.loader](reader, order, config.settings, device)
     if config.settings.prefetch_thread:
@@ -170,19 +186,36 @@ def build_loader(config: RunConfig, manifest: Manifest, device: torch.device) ->
     return loader
 
 
-def run(config: RunConfig, on_epoch=None, limits: dict | None = None, profile_dir: Path | None = None) -> dict:
-    """Measure one configuration; returns its flat result record.
+def check_world(config: RunConfig, n_samples: int, world: World) -> None:
+    if world.size <= 1:
+        return
+    if config.loader == "dataloader" and config.block_size:
+        raise IobenchError("under torchrun the DataLoader uses DistributedSampler, which has no --block-shuffle")
+    if n_samples < world.size:
+        raise IobenchError(f"{n_samples} samples cannot be shared by {world.size} ranks")
+
+
+def run(
+    config: RunConfig,
+    on_epoch=None,
+    limits: dict | None = None,
+    profile_dir: Path | None = None,
+    world: World = SINGLE,
+) -> dict:
+    """Measure one configuration; returns its flat result record (the same on every rank).
 
     Cache control per timed epoch: `cold` closes the loader (nothing may stay mapped), evicts the
     format's files and checks residency with mincore() before building a fresh loader; `warm`
     follows at least one untimed epoch; `as-is` touches nothing. Residency and the bytes read from
-    storage are recorded for every timed epoch, whatever the mode.
+    storage are recorded for every timed epoch, whatever the mode. Under torchrun one process per
+    node evicts while the others wait, and every rank starts each timed epoch together.
     """
     check_config(config)
     device = resolve_device(config.device)
     config = resolve(config, device)
     manifest = check_dataset(config)
     spec = manifest.spec
+    check_world(config, spec.n_samples, world)
     entry = manifest.formats[config.format]
     files = [config.dataset_dir / entry.directory / f.path for f in entry.files]
     step = make_step(config.step, spec.features_per_sample, spec.n_classes, device, config.seed)
@@ -200,7 +233,7 @@ def run(config: RunConfig, on_epoch=None, limits: dict | None = None, profile_di
     started = time.perf_counter()
     first = last = None
     for r in range(config.runs):
-        loader = build_loader(config, manifest, device)
+        loader = build_loader(config, manifest, device, world)
         try:
             setup.append(loader.setup_seconds())
             for e in range(epochs_per_run):
@@ -213,13 +246,18 @@ def run(config: RunConfig, on_epoch=None, limits: dict | None = None, profile_di
                 if config.cache == "cold":
                     loader.close()
                     gc.collect()  # drop any mapping still referenced from a cycle
-                    methods.add(evict(files, config.eviction))
+                    world.barrier()  # no rank on this node still maps the files
+                    if world.is_node_main:
+                        methods.add(evict(files, config.eviction))
+                    world.barrier()
                 resident_before.append(resident_fraction(files))
                 if config.cache == "cold":
-                    loader = build_loader(config, manifest, device)
+                    loader = build_loader(config, manifest, device, world)
                     setup.append(loader.setup_seconds())
+                world.barrier()  # every rank starts the epoch together
                 a = counters.snapshot()
                 timing = _epoch(loader, epoch, step, config)
+                world.barrier()  # the node's counters cover every rank's epoch
                 b = counters.snapshot()
                 first = first or a
                 last = b
@@ -228,11 +266,25 @@ def run(config: RunConfig, on_epoch=None, limits: dict | None = None, profile_di
                 timings.append(timing)
                 if on_epoch is not None:
                     on_epoch(r, e, False, timing)
-            if profile_dir is not None and r == config.runs - 1:
+            if profile_dir is not None and r == config.runs - 1 and world.is_main:
                 profile_path = _profile_epoch(loader, (r + 1) * epochs_per_run, step, config, profile_dir)
         finally:
             loader.close()
+    cuda_memory = (
+        (torch.cuda.max_memory_allocated(device), torch.cuda.max_memory_reserved(device))
+        if device.type == "cuda"
+        else (math.nan, math.nan)
+    )
     total = counters.delta(first, last)
+    measured = RankMeasurements(
+        timings, system, resident_before, resident_after, setup, total, peak_rss_bytes(), cuda_memory
+    )
+    shard = None
+    if world.size > 1:
+        sampler = isinstance(epoch_order(config, spec.n_samples, world), DistributedSamplerOrder)
+        shard = "distributed-sampler" if sampler else "contiguous"
+    combined = combine(measured, world, world.hostnames(), spec.sample_bytes, shard)
+    merged = combined.fields
     record = {
         "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "dataset": config.dataset_dir.name,
@@ -242,37 +294,40 @@ def run(config: RunConfig, on_epoch=None, limits: dict | None = None, profile_di
         "dtype": spec.dtype,
         "sample_bytes": spec.sample_bytes,
         "dataset_bytes": entry.bytes,
-        **config_fields(config, device),
+        **config_fields(config, device, world.size),
         "eviction_method": ",".join(sorted(methods)) if methods else None,
-        "residency_before": resident_before,
-        "residency_after": resident_after,
-        "cold_not_cold": config.cache == "cold" and any(x > COLD_RESIDENCY_LIMIT for x in resident_before),
-        "device_read_bytes": [x["device_read_bytes"] for x in system],
-        "process_read_bytes": [x["process_read_bytes"] for x in system],
+        "residency_before": merged.pop("residency_before"),
+        "residency_after": merged.pop("residency_after"),
+        "device_read_bytes": merged.pop("device_read_bytes"),
+        "process_read_bytes": merged.pop("process_read_bytes"),
         "data_block_device": total["data_block_device"],
-        "cpu_utilisation": total["cpu_utilisation"],
-        "cpu_iowait": total["cpu_iowait"],
-        **peak_rss_bytes(),
-        "setup_seconds": setup,
+        "cpu_utilisation": merged.pop("cpu_utilisation"),
+        "cpu_iowait": merged.pop("cpu_iowait"),
+        "peak_rss_bytes": merged.pop("peak_rss_bytes"),
+        "peak_rss_children_bytes": merged.pop("peak_rss_children_bytes"),
+        "setup_seconds": merged.pop("setup_seconds"),
         "total_seconds": time.perf_counter() - started,
         "profile_path": str(profile_path) if profile_path else None,
-        **epoch_metrics(timings, spec.sample_bytes),
+        **epoch_metrics(combined.timings, spec.sample_bytes),
     }
+    before = record["residency_before"]
+    record["cold_not_cold"] = config.cache == "cold" and any(x > COLD_RESIDENCY_LIMIT for x in before)
     # An epoch cut short by --max-batches or --max-seconds did not read the whole dataset.
-    record["partial"] = record["partial"] or record["batches_per_epoch"] < -(
-        -spec.n_samples // config.settings.batch_size
-    )
+    record["partial"] = record["partial"] or record["samples_per_epoch"] < spec.n_samples
+    allocated, reserved = merged.pop("cuda_memory")
     if device.type == "cuda":
-        record["cuda_max_memory_allocated_bytes"] = torch.cuda.max_memory_allocated(device)
-        record["cuda_max_memory_reserved_bytes"] = torch.cuda.max_memory_reserved(device)
+        record["cuda_max_memory_allocated_bytes"] = allocated
+        record["cuda_max_memory_reserved_bytes"] = reserved
+    record.update(merged)
     record.update(environment(config.dataset_dir, device))
     record.update(limit_fields(record, limits))
     return record
 
 
-def config_fields(config: RunConfig, device: torch.device) -> dict:
+def config_fields(config: RunConfig, device: torch.device, world_size: int = 1) -> dict:
     """A resolved configuration as the record's fields (what sweeps compare to skip a run)."""
     return {
+        "world_size": world_size,
         "format": config.format,
         "loader": config.loader,
         **asdict(config.settings),

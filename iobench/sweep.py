@@ -17,8 +17,10 @@ from iobench.runner import LOADER_FORMATS, LOADERS, RunConfig, check_config, con
 IDENTITY = (
     "dataset", "format", "loader", "fetch", "batch_size", "num_workers", "prefetch_factor", "pin_memory",
     "non_blocking", "persistent_workers", "prefetch_thread", "readahead_mb", "order", "cache", "epochs",
-    "warmup", "runs", "step", "device", "max_batches", "max_seconds", "seed",
+    "warmup", "runs", "step", "device", "max_batches", "max_seconds", "seed", "world_size",
 )  # fmt: skip
+# What a field meant in records written before it existed.
+BEFORE_FIELD = {"world_size": 1}
 PRESETS = ("settings", "formats", "scaling")
 SCALING_SIZES = (10**5, 10**6, 10**7)
 
@@ -32,7 +34,7 @@ class Point:
 
 
 def identity(record: dict) -> tuple:
-    return tuple(record.get(k) for k in IDENTITY)
+    return tuple(record.get(k, BEFORE_FIELD.get(k)) for k in IDENTITY)
 
 
 def config_identity(config: RunConfig, device: torch.device) -> tuple:

@@ -16,6 +16,9 @@ class EpochOrder:
 
     block_size > 0 with shuffle keeps runs of block_size contiguous samples together and shuffles
     the runs: the access pattern of chunked shuffling, between sequential and fully random.
+
+    With world > 1 this rank visits its contiguous share of the epoch's order (every rank computes
+    the same order from the shared seed): a sequential epoch stays one run per rank.
     """
 
     n_samples: int
@@ -24,6 +27,8 @@ class EpochOrder:
     block_size: int = 0
     seed: int = 0
     max_batches: int | None = None
+    rank: int = 0
+    world: int = 1
 
     @property
     def name(self) -> str:
@@ -42,24 +47,71 @@ class EpochOrder:
         rng.shuffle(starts)
         return np.concatenate([np.arange(s, min(s + self.block_size, n), dtype=np.int64) for s in starts])
 
+    def shard(self) -> range:
+        """Positions of this rank's share in the epoch's order."""
+        n = self.n_samples
+        return range(n * self.rank // self.world, n * (self.rank + 1) // self.world)
+
     def batches(self, epoch: int) -> Iterator[Window]:
         """Each batch as a slice when it is one run of samples (always, unshuffled), else indices."""
-        n, size = self.n_samples, self.batch_size
-        starts = range(0, n, size)
+        share, size = self.shard(), self.batch_size
+        starts = range(share.start, share.stop, size)
         if self.max_batches is not None:
             starts = starts[: self.max_batches]
         if not self.shuffle:
             for start in starts:
-                yield slice(start, min(start + size, n))
+                yield slice(start, min(start + size, share.stop))
             return
         order = self.indices(epoch)
         for start in starts:
-            batch = order[start : start + size]
+            batch = order[start : min(start + size, share.stop)]
             window = as_slice(batch) if self.block_size else None
             yield batch if window is None else window
 
     def n_batches(self) -> int:
-        full = -(-self.n_samples // self.batch_size)
+        full = -(-len(self.shard()) // self.batch_size)
+        return full if self.max_batches is None else min(full, self.max_batches)
+
+
+@dataclass(frozen=True)
+class DistributedSamplerOrder:
+    """This rank's batches as torch's DistributedSampler deals them, without its padding.
+
+    DistributedSampler repeats up to world-1 samples so every rank gets as many; they sit at the end
+    of the short ranks' lists, so trimming each list to its rank's true share keeps the sampler's
+    order and assignment while every sample is read exactly once per epoch.
+    """
+
+    n_samples: int
+    batch_size: int
+    shuffle: bool = True
+    seed: int = 0
+    max_batches: int | None = None
+    rank: int = 0
+    world: int = 1
+
+    name = "distributed-sampler"
+
+    def indices(self, epoch: int) -> np.ndarray:
+        from torch.utils.data import DistributedSampler
+
+        sampler = DistributedSampler(
+            range(self.n_samples), num_replicas=self.world, rank=self.rank, shuffle=self.shuffle, seed=self.seed
+        )
+        sampler.set_epoch(epoch)
+        share = len(range(self.rank, self.n_samples, self.world))
+        return np.fromiter(sampler, dtype=np.int64, count=share)
+
+    def batches(self, epoch: int) -> Iterator[Window]:
+        order, size = self.indices(epoch), self.batch_size
+        starts = range(0, len(order), size)
+        if self.max_batches is not None:
+            starts = starts[: self.max_batches]
+        for start in starts:
+            yield order[start : start + size]
+
+    def n_batches(self) -> int:
+        full = -(-len(range(self.rank, self.n_samples, self.world)) // self.batch_size)
         return full if self.max_batches is None else min(full, self.max_batches)
 
 

@@ -1,0 +1,144 @@
+"""torchrun: which rank this process is, its device, the process group and the collectives we need.
+
+Every run goes through a World; outside torchrun it is a world of one whose barrier and gather do
+nothing, so the runner has one code path.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from iobench.errors import IobenchError
+
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+HOSTNAME_BYTES = 64
+TIMEOUT = dt.timedelta(minutes=30)  # rank 0 may prepare a dataset or measure limits while others wait
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int = 0
+    size: int = 1
+    local_rank: int = 0
+    local_size: int = 1
+    node_rank: int = 0
+    backend: str | None = None  # None: not launched by torchrun, no process group
+    device: torch.device | None = None  # where collective tensors live (CUDA for nccl)
+
+    @property
+    def active(self) -> bool:
+        return self.backend is not None
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def is_node_main(self) -> bool:
+        """One process per node does what is per node: evicting the page cache, counting disk reads."""
+        return self.local_rank == 0
+
+    @property
+    def nodes(self) -> int:
+        return max(1, self.size // max(1, self.local_size))
+
+    def barrier(self) -> None:
+        if not self.active:
+            return
+        if self.backend == "nccl":
+            dist.barrier(device_ids=[self.device.index])
+        else:
+            dist.barrier()
+
+    def gather(self, values: list[float]) -> list[list[float]]:
+        """Every rank's row of numbers, in rank order, on every rank (rows must be the same length)."""
+        if not self.active:
+            return [list(values)]
+        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
+        rows = [torch.empty_like(mine) for _ in range(self.size)]
+        dist.all_gather(rows, mine)
+        return [row.cpu().tolist() for row in rows]
+
+    def hostnames(self) -> list[str]:
+        """Each rank's host name, in rank order (bytes through a tensor: no pickled objects)."""
+        name = platform.node().encode()[:HOSTNAME_BYTES].ljust(HOSTNAME_BYTES, b"\0")
+        if not self.active:
+            return [name.rstrip(b"\0").decode(errors="replace")]
+        mine = torch.tensor(list(name), dtype=torch.uint8, device=self.device)
+        rows = [torch.empty_like(mine) for _ in range(self.size)]
+        dist.all_gather(rows, mine)
+        return [bytes(row.cpu().tolist()).rstrip(b"\0").decode(errors="replace") for row in rows]
+
+    def all_true(self, flag: bool) -> bool:
+        """Whether flag holds on every rank."""
+        return all(row[0] > 0 for row in self.gather([1.0 if flag else 0.0]))
+
+
+SINGLE = World()
+
+
+def launched_by_torchrun(env: Mapping[str, str] = os.environ) -> bool:
+    return all(name in env for name in TORCHRUN_VARIABLES)
+
+
+def rank_device(text: str, local_rank: int, env: Mapping[str, str] = os.environ) -> str:
+    """Under torchrun each rank takes cuda:LOCAL_RANK (or the CPU); naming one GPU would put every rank on it."""
+    name = text.strip().lower()
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cpu":
+        return "cpu"
+    if name != "cuda":
+        raise IobenchError(f"under torchrun --device is auto, cpu or cuda (rank i uses cuda:LOCAL_RANK), not {text}")
+    if not torch.cuda.is_available():
+        raise IobenchError(f"--device {text}: no CUDA GPU is available (torch {torch.__version__})")
+    if local_rank >= torch.cuda.device_count():
+        raise IobenchError(
+            f"local rank {local_rank} has no GPU: only {torch.cuda.device_count()} here; "
+            "use --nproc-per-node <= the number of GPUs"
+        )
+    return f"cuda:{local_rank}"
+
+
+@contextmanager
+def joined(device_text: str, env: Mapping[str, str] = os.environ) -> Iterator[tuple[World, str]]:
+    """This process's World and device while inside; the process group is torn down on the way out.
+
+    Outside torchrun: the world of one and the device as given. Under torchrun: gloo for CPU ranks,
+    nccl for CUDA ranks, rendezvous from the variables torchrun sets.
+    """
+    if not launched_by_torchrun(env):
+        yield SINGLE, device_text
+        return
+    rank, size, local_rank = (int(env[name]) for name in TORCHRUN_VARIABLES)
+    device = rank_device(device_text, local_rank, env)
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.set_device(local_rank)
+    backend = "nccl" if cuda else "gloo"
+    try:
+        dist.init_process_group(backend, timeout=TIMEOUT)
+    except (RuntimeError, ValueError) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise IobenchError(f"rank {rank}: joining the {backend} process group failed: {text}") from None
+    world = World(
+        rank=rank,
+        size=size,
+        local_rank=local_rank,
+        local_size=int(env.get("LOCAL_WORLD_SIZE", size)),
+        node_rank=int(env.get("GROUP_RANK", 0)),
+        backend=backend,
+        device=torch.device(device) if cuda else torch.device("cpu"),
+    )
+    try:
+        yield world, device
+    finally:
+        dist.destroy_process_group()

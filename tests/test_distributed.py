@@ -1,0 +1,251 @@
+"""torchrun: shards that cover every sample once, one aggregated record, and the multi-node script."""
+
+from __future__ import annotations
+
+import math
+import os
+import socket
+import statistics
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from iobench.aggregate import RankMeasurements, combine
+from iobench.distributed import World, launched_by_torchrun, rank_device
+from iobench.errors import IobenchError
+from iobench.launch import torchrun_args
+from iobench.limits import applicable_limit
+from iobench.loaders.order import DistributedSamplerOrder, EpochOrder, indices_of
+from iobench.measure import EpochTiming
+from iobench.results import read_records
+from iobench.sweep import identity
+from tests.conftest import ROOT, invoke
+from tests.rank_delivery import combinations
+
+N = 203  # odd: the two ranks' shares differ by one sample, and DistributedSampler would pad one
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dist")
+    invoke("prepare", "--size", N, "--shape", "3,4", "--data-dir", root / "data", "-q")
+    invoke("limits", "--data-dir", root / "data", "--results", root / "r.jsonl", "--probe-size", "16M")
+    (d,) = (root / "data").iterdir()
+    return d
+
+
+def _torchrun(*args, nproc: int = 2, **kwargs) -> subprocess.CompletedProcess:
+    env = dict(os.environ, COLUMNS="200", OMP_NUM_THREADS="1")
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={nproc}", *args]
+    result = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300, **kwargs)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.mark.parametrize("world", [2, 3])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_rank_shares_cover_every_sample_once(world, shuffle):
+    for order in (
+        *(EpochOrder(N, 16, shuffle, rank=r, world=world) for r in range(world)),
+        *(EpochOrder(N, 16, shuffle, block_size=5, rank=r, world=world) for r in range(world) if shuffle),
+        *(DistributedSamplerOrder(N, 16, shuffle, rank=r, world=world) for r in range(world)),
+    ):
+        assert sum(1 for _ in order.batches(3)) == order.n_batches()
+    for kind in (EpochOrder, DistributedSamplerOrder):
+        shares = [
+            np.concatenate([indices_of(b) for b in kind(N, 16, shuffle, rank=r, world=world).batches(3)])
+            for r in range(world)
+        ]
+        assert sorted(np.concatenate(shares).tolist()) == list(range(N)), kind
+        assert max(map(len, shares)) - min(map(len, shares)) <= 1
+
+
+def test_distributed_sampler_order_is_torchs_without_the_padding():
+    from torch.utils.data import DistributedSampler
+
+    for rank in range(2):
+        sampler = DistributedSampler(range(N), num_replicas=2, rank=rank, shuffle=True, seed=7)
+        sampler.set_epoch(4)
+        ours = DistributedSamplerOrder(N, 16, True, seed=7, rank=rank, world=2).indices(4)
+        theirs = list(sampler)
+        assert ours.tolist() == theirs[: len(ours)]
+        assert len(theirs) - len(ours) == (1 if rank == 1 else 0)  # torch repeats one sample on rank 1
+
+
+def test_a_sequential_rank_reads_one_contiguous_run():
+    batches = list(EpochOrder(N, 16, False, rank=1, world=2).batches(0))
+    assert all(isinstance(b, slice) for b in batches)
+    assert batches[0].start == N // 2 and batches[-1].stop == N
+
+
+def test_two_gloo_ranks_deliver_every_sample_exactly_once(dataset_dir, tmp_path):
+    """Every (format, loader, order) through torchrun and gloo: the ranks' deliveries are the dataset."""
+    _torchrun(str(ROOT / "tests" / "rank_delivery.py"), str(dataset_dir), str(tmp_path))
+    names = [name for name, _ in combinations(dataset_dir)]
+    assert len(list(tmp_path.glob("*.npy"))) == len(names) * 2 * 2
+    for name in names:
+        for epoch in (0, 1):
+            shares = [np.load(tmp_path / f"{name}-e{epoch}-r{rank}.npy") for rank in (0, 1)]
+            assert all(len(s) in (N // 2, N // 2 + 1) for s in shares), (name, [len(s) for s in shares])
+            assert sorted(np.concatenate(shares).tolist()) == list(range(N)), name
+    # shuffled epochs differ, and the two ranks of one epoch read different samples
+    e0, e1 = (np.load(tmp_path / f"npy-dataloader-shuffle-e{e}-r0.npy") for e in (0, 1))
+    assert e0.tolist() != e1.tolist()
+
+
+def _check_aggregated(record: dict, world: int, nodes: int) -> None:
+    assert record["world_size"] == world and record["nodes"] == nodes and record["backend"] == "gloo"
+    assert record["samples_per_epoch"] == N and not record["partial"]
+    ranks = record["rank_epoch_seconds"]
+    assert len(ranks) == world and all(len(r) == len(record["epoch_seconds"]) for r in ranks)
+    assert record["epoch_seconds"] == [max(col) for col in zip(*ranks, strict=True)]
+    assert record["samples_per_s"] == pytest.approx(N / record["epoch_seconds_median"])
+    ratios = [max(col) / min(col) for col in zip(*ranks, strict=True)]
+    assert record["straggler_ratio"] == pytest.approx(statistics.median(ratios)) and record["straggler_ratio"] >= 1
+    assert record["rank_mb_per_s_min"] <= record["rank_mb_per_s_max"]
+    assert record["torch_threads"] >= 1
+
+
+def test_torchrun_writes_one_aggregated_record(dataset_dir, tmp_path):
+    results = dataset_dir.parent.parent / "torchrun.jsonl"
+    r = _torchrun(
+        "-m", "iobench", "run", "--format", "memmap", "--loader", "tensorclass", "--device", "cpu",
+        "--data-dir", dataset_dir.parent, "--results", results, "--runs", "2", "--cache", "cold", "-q",
+    )  # fmt: skip
+    (record,) = read_records(results)
+    _check_aggregated(record, world=2, nodes=1)
+    assert record["shard"] == "contiguous" and record["cache"] == "cold"
+    assert record["residency_before"] == [0.0, 0.0] and record["eviction_method"]
+    assert "2 processes on 1 node(s)" in r.stdout and r.stdout.count("record(s) appended") == 1
+
+
+def test_nproc_launches_torchrun_with_the_distributed_sampler(dataset_dir):
+    results = dataset_dir.parent.parent / "nproc.jsonl"
+    env = dict(os.environ, COLUMNS="200", OMP_NUM_THREADS="1")
+    r = subprocess.run(
+        [sys.executable, "-m", "iobench", "run", "--nproc", "2", "--format", "npy", "--loader", "dataloader",
+         "--device", "cpu", "--data-dir", str(dataset_dir.parent), "--results", str(results), "--runs", "2", "-q"],
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "launching: torchrun --standalone --nproc-per-node 2 -m iobench run" in r.stderr
+    (record,) = read_records(results)
+    _check_aggregated(record, world=2, nodes=1)
+    assert record["shard"] == "distributed-sampler"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_multinode_script_joins_two_nodes_on_loopback(dataset_dir):
+    """Two torchrun agents, one 'node' each, meet through c10d rendezvous on 127.0.0.1."""
+    results = dataset_dir.parent.parent / "multinode.jsonl"
+    env = dict(
+        os.environ, NNODES="2", NPROC_PER_NODE="1", RDZV_ENDPOINT=f"127.0.0.1:{_free_port()}",
+        JOB_ID="iobench-test", PYTHON=sys.executable, OMP_NUM_THREADS="1", COLUMNS="200",
+    )  # fmt: skip
+    args = [
+        "bash", str(ROOT / "scripts" / "launch_multinode.sh"), "--format", "memmap", "--loader", "tensorclass",
+        "--device", "cpu", "--data-dir", str(dataset_dir.parent), "--results", str(results), "--runs", "2", "-q",
+    ]  # fmt: skip
+    pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
+    nodes = [subprocess.Popen(args, env=env, cwd=ROOT, **pipes) for _ in range(2)]
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
+    (record,) = read_records(results)
+    _check_aggregated(record, world=2, nodes=2)
+
+
+def test_nproc_refusals_are_one_line(dataset_dir, cli):
+    common = ["--data-dir", dataset_dir.parent, "--results", dataset_dir.parent / "x.jsonl", "-q"]
+    r = cli("run", "--nproc", "2", "--format", "npy", "--loader", "dataloader", "--block-shuffle", "4", *common)
+    assert r.code == 2 and "DistributedSampler" in r.err and len(r.err.strip().splitlines()) == 1
+    r = cli("run", "--nproc", "2", "--device", "cuda:1", "--format", "npy", *common)
+    assert r.code == 2 and "cuda:LOCAL_RANK" in r.err
+    r = cli("run", "--nproc", "0", "--format", "npy", *common)
+    assert r.code == 2 and "--nproc must be >= 1" in r.err
+
+
+def test_torchrun_arguments_drop_nproc():
+    argv = ["run", "--nproc", "4", "--format", "npy", "--nproc=3", "-q"]
+    assert torchrun_args(argv, 4) == ["--standalone", "--nproc-per-node", "4", "-m", "iobench", "run", "--format",
+                                      "npy", "-q"]  # fmt: skip
+    assert not launched_by_torchrun({"RANK": "0", "WORLD_SIZE": "2"})
+    assert launched_by_torchrun({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"})
+
+
+def test_rank_devices():
+    assert rank_device("cpu", 3) == "cpu"
+    with pytest.raises(IobenchError, match="cuda:LOCAL_RANK"):
+        rank_device("cuda:0", 1)
+    if torch.cuda.is_available():
+        assert rank_device("cuda", 0) == "cuda:0"
+    else:
+        assert rank_device("auto", 1) == "cpu"
+        with pytest.raises(IobenchError, match="no CUDA GPU"):
+            rank_device("cuda", 0)
+
+
+class FakeWorld(World):
+    """Two ranks whose rows are given: combine() as rank 0 sees it after all_gather."""
+
+    def gather(self, values):
+        return [values, self.other]  # type: ignore[attr-defined]
+
+
+def _measured(seconds: list[float], samples: int, node_main_reads: float | None, rss: int) -> RankMeasurements:
+    timings = [EpochTiming(s, s / 10, 4, samples, s / 2, 0.0, 0.0, False) for s in seconds]
+    system = [{"device_read_bytes": node_main_reads, "process_read_bytes": 1000} for _ in seconds]
+    total = {"cpu_utilisation": 0.5, "cpu_iowait": 0.1}
+    peak = {"peak_rss_bytes": rss, "peak_rss_children_bytes": 0}
+    return RankMeasurements(timings, system, [0.0] * len(seconds), [1.0] * len(seconds), [0.5], total, peak,
+                            (math.nan, math.nan))  # fmt: skip
+
+
+def test_combine_takes_the_slowest_rank_and_sums_samples():
+    from iobench.aggregate import _row
+
+    rank1 = World(rank=1, size=2, local_rank=1, local_size=2, backend="gloo")
+    other = _row(_measured([2.0, 4.0], 100, 5000.0, 300), rank1)  # not node main: its disk reads are not counted
+    world = FakeWorld(rank=0, size=2, local_rank=0, local_size=2, backend="gloo")
+    object.__setattr__(world, "other", other)
+    combined = combine(_measured([1.0, 3.0], 101, 7000.0, 200), world, ["a", "a"], 512, "contiguous")
+    assert [t.seconds for t in combined.timings] == [2.0, 4.0]
+    assert [t.samples for t in combined.timings] == [201, 201] and combined.timings[0].batches == 8
+    f = combined.fields
+    assert f["nodes"] == 1 and f["hosts"] == ["a"] and f["world_size"] == 2
+    assert f["rank_epoch_seconds"] == [[1.0, 3.0], [2.0, 4.0]]
+    assert f["straggler_ratio"] == pytest.approx(statistics.median([2.0, 4 / 3]))
+    assert f["rank_samples_per_s"] == pytest.approx([statistics.median([101, 101 / 3]), statistics.median([50, 25])])
+    assert f["device_read_bytes"] == [7000, 7000] and f["process_read_bytes"] == [2000, 2000]
+    assert f["peak_rss_bytes"] == 300 and f["cpu_utilisation"] == 0.5 and f["setup_seconds"] == [0.5]
+
+
+def test_limits_scale_with_nodes_and_ranks():
+    limits = {"storage_read_mb_per_s": 1000.0, "page_cache_read_mb_per_s": 5000.0, "h2d_pinned_mb_per_s": 2000.0}
+    one = {"loader": "tensorclass", "cache": "cold", "device": "cpu"}
+    assert applicable_limit(one, limits) == ("storage_read_mb_per_s", 1000.0)
+    assert applicable_limit({**one, "nodes": 2, "world_size": 4}, limits) == ("storage_read_mb_per_s", 2000.0)
+    gpu = {"loader": "tensorclass", "cache": "warm", "device": "cuda:0", "pin_memory": True}
+    assert applicable_limit(gpu, limits) == ("h2d_pinned_mb_per_s", 2000.0)
+    assert applicable_limit({**gpu, "world_size": 2}, limits) == ("h2d_pinned_mb_per_s", 4000.0)
+    assert applicable_limit({**gpu, "world_size": 3}, limits) == ("page_cache_read_mb_per_s", 5000.0)
+
+
+def test_records_from_before_world_size_count_as_one_process():
+    record = {"format": "npy"}
+    assert identity(record) == identity({"format": "npy", "world_size": 1})
+    assert identity(record) != identity({"format": "npy", "world_size": 2})
+
+
+def test_single_world_needs_no_process_group():
+    world = World()
+    world.barrier()
+    assert world.gather([1.0, 2.0]) == [[1.0, 2.0]] and world.all_true(True) and not world.all_true(False)
+    assert len(world.hostnames()) == 1 and world.nodes == 1 and world.is_main and world.is_node_main
