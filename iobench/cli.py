@@ -176,7 +176,8 @@ def run_cmd(
     loader: Annotated[
         Optional[str],  # noqa: UP045
         typer.Option(
-            help=f"Comma list of {', '.join(LOADERS)}, or all (default: dataloader, plus tensorclass on memmap)."
+            help=f"Comma list of {', '.join(LOADERS)}, or all (default: dataloader, plus tensorclass on memmap; "
+            "all leaves out ray unless it is named too; ray needs `pip install 'iobench[ray]'`)."
         ),
     ] = None,
     data_dir: DataDir = Path("data"),
@@ -205,6 +206,10 @@ def run_cmd(
     readahead_mb: Annotated[
         int, typer.Option(help="tensorclass: MiB the kernel is asked to read ahead of sequential batches (0: off).")
     ] = 32,
+    ray_address: Annotated[
+        Optional[str],  # noqa: UP045
+        typer.Option(help="ray: address of a Ray cluster (default: start a local instance); see `ray start`."),
+    ] = None,
     epochs: Annotated[int, typer.Option(help="Timed epochs per run.")] = 1,
     warmup: Annotated[int, typer.Option(help="Untimed epochs before the timed ones, per run.")] = 1,
     runs: Annotated[int, typer.Option(help="Repetitions (each with a fresh loader).")] = 3,
@@ -262,6 +267,7 @@ def run_cmd(
         fetch.lower(),
         prefetch_thread,
         readahead_mb,
+        ray_address,
     )
     base = RunConfig(
         Path("."),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import cProfile
 import datetime as dt
 import gc
+import importlib.util
 import math
 import time
 from dataclasses import asdict, dataclass, replace
@@ -15,7 +16,7 @@ import torch
 from formats import FORMATS
 from iobench.aggregate import RankMeasurements, combine
 from iobench.cache import evict, resident_fraction
-from iobench.choices import parse_choices
+from iobench.choices import parse_choices, split_list
 from iobench.device import resolve_device
 from iobench.distributed import SINGLE, World
 from iobench.environment import environment
@@ -29,12 +30,19 @@ from iobench.results import epoch_metrics
 from iobench.steps import make_step
 from iobench.sysmetrics import SystemCounters, peak_rss_bytes
 
-LOADERS = ("dataloader", "tensorclass", "gpu-resident")
+LOADERS = ("dataloader", "tensorclass", "gpu-resident", "ray")
+OPTIONAL_LOADERS = ("ray",)  # need an extra; `all` means the others unless one is named
+CORE_LOADERS = tuple(ld for ld in LOADERS if ld not in OPTIONAL_LOADERS)
 CACHE_MODES = ("cold", "warm", "as-is")
 EVICTION_METHODS = ("auto", "drop_caches", "fadvise")
 COLD_RESIDENCY_LIMIT = 0.05  # a cold epoch starting with more of the dataset cached is flagged
 # Which formats each loader reads. tensorclass loading is tensordict's memmap path.
-LOADER_FORMATS = {"dataloader": tuple(FORMATS), "tensorclass": ("memmap",), "gpu-resident": tuple(FORMATS)}
+LOADER_FORMATS = {
+    "dataloader": tuple(FORMATS),
+    "tensorclass": ("memmap",),
+    "gpu-resident": tuple(FORMATS),
+    "ray": tuple(FORMATS),
+}
 DEFAULT_PAIRS = (
     ("npy", "dataloader"),
     ("hdf5", "dataloader"),
@@ -100,6 +108,10 @@ def check_config(config: RunConfig) -> None:
         )
     if config.loader == "gpu-resident" and s.num_workers > 0:
         raise IobenchError("--loader gpu-resident reads the dataset once; --num-workers does not apply")
+    if config.loader == "ray":
+        _check_ray(s)
+    elif s.ray_address is not None:
+        raise IobenchError("--ray-address is for --loader ray")
     if config.block_size and not config.shuffle:
         raise IobenchError("--block-shuffle needs --shuffle")
     if config.cache not in CACHE_MODES:
@@ -112,6 +124,15 @@ def check_config(config: RunConfig) -> None:
         raise IobenchError(f"--max-batches must be >= 1, got {config.max_batches}")
     if config.max_seconds is not None and config.max_seconds <= 0:
         raise IobenchError(f"--max-seconds must be > 0, got {config.max_seconds}")
+
+
+def _check_ray(s: LoaderSettings) -> None:
+    if s.num_workers < 1:
+        raise IobenchError("--loader ray: --num-workers is the number of Ray actors; give at least 1")
+    if s.persistent_workers:
+        raise IobenchError("--loader ray: actors live as long as the loader; --persistent-workers does not apply")
+    if importlib.util.find_spec("ray") is None:
+        raise IobenchError("--loader ray needs Ray: pip install 'iobench[ray]'")
 
 
 def _unreadable(fmt: str, loader: str) -> IobenchError:
@@ -179,8 +200,13 @@ def build_loader(config: RunConfig, manifest: Manifest, device: torch.device, wo
     reader = fmt.reader(config.dataset_dir / entry.directory, manifest.spec, fmt.options_from_json(entry.options))
     reader.sequential = not config.shuffle
     order = epoch_order(config, manifest.spec.n_samples, world)
-    kinds = {"dataloader": DataLoaderLoader, "tensorclass": TensorclassLoader, "gpu-resident": ResidentLoader}
-    loader = kinds[config.loader](reader, order, config.settings, device)
+    if config.loader == "ray":
+        from iobench.loaders.ray_actors import RayLoader
+
+        loader: Loader = RayLoader(reader, order, config.settings, device, config.format, entry.options)
+    else:
+        kinds = {"dataloader": DataLoaderLoader, "tensorclass": TensorclassLoader, "gpu-resident": ResidentLoader}
+        loader = kinds[config.loader](reader, order, config.settings, device)
     if config.settings.prefetch_thread:
         loader = PrefetchThread(loader, config.settings.prefetch_thread)
     return loader
@@ -191,6 +217,8 @@ def check_world(config: RunConfig, n_samples: int, world: World) -> None:
         return
     if config.loader == "dataloader" and config.block_size:
         raise IobenchError("under torchrun the DataLoader uses DistributedSampler, which has no --block-shuffle")
+    if config.loader == "ray":
+        raise IobenchError("--loader ray is one training process fed by a Ray cluster; run it without torchrun")
     if n_samples < world.size:
         raise IobenchError(f"{n_samples} samples cannot be shared by {world.size} ranks")
 
@@ -393,6 +421,13 @@ def with_settings(config: RunConfig, **changes) -> RunConfig:
     return replace(config, settings=replace(config.settings, **changes))
 
 
+def parse_loaders(text: str) -> tuple[str, ...]:
+    """Loader names from a comma list; `all` leaves out the optional ones (ray) unless they are named."""
+    chosen = parse_choices(text, LOADERS, "loader")
+    named = split_list(text, "loader")
+    return tuple(ld for ld in chosen if ld not in OPTIONAL_LOADERS or ld in named)
+
+
 def parse_pairs(formats: str | None, loaders: str | None) -> tuple[list[tuple[str, str]], list[str]]:
     """(format, loader) pairs to run, and notes on the combinations skipped.
 
@@ -403,7 +438,7 @@ def parse_pairs(formats: str | None, loaders: str | None) -> tuple[list[tuple[st
     if formats is None and loaders is None:
         return list(DEFAULT_PAIRS), []
     fmts = parse_choices(formats, tuple(FORMATS), "format") if formats is not None else None
-    lds = parse_choices(loaders, LOADERS, "loader") if loaders is not None else None
+    lds = parse_loaders(loaders) if loaders is not None else None
     if lds is None:  # formats chosen: the DataLoader on each, plus tensorclass where it applies
         return [(f, ld) for f in fmts for ld in ("dataloader", "tensorclass") if f in LOADER_FORMATS[ld]], []
     if fmts is None:

@@ -11,7 +11,7 @@ import torch
 
 from formats import FORMATS
 from iobench.errors import IobenchError
-from iobench.runner import LOADER_FORMATS, LOADERS, RunConfig, check_config, config_fields, resolve
+from iobench.runner import CORE_LOADERS, LOADER_FORMATS, RunConfig, check_config, config_fields, resolve
 
 # Record fields that identify a configuration: two records with equal values measured the same thing.
 IDENTITY = (
@@ -104,7 +104,7 @@ def preset(name: str, device: torch.device, fmt: str = "memmap") -> tuple[dict, 
         }  # fmt: skip
         return grid, [None]
     if name == "formats":
-        return {"format": list(FORMATS), "loader": list(LOADERS), "cache": ["cold", "warm"]}, [None]
+        return {"format": list(FORMATS), "loader": list(CORE_LOADERS), "cache": ["cold", "warm"]}, [None]
     if name == "scaling":
         pairs_formats = sorted({f for ld in ("dataloader", "tensorclass") for f in LOADER_FORMATS[ld]})
         return {"format": pairs_formats, "loader": ["dataloader", "tensorclass"], "cache": ["warm"]}, list(

@@ -14,7 +14,7 @@ from iobench.errors import IobenchError
 from iobench.manifest import MANIFEST, Manifest, find_run_dataset
 from iobench.prepare import PrepareRequest, prepare
 from iobench.progress import make_reporter
-from iobench.runner import CACHE_MODES, LOADERS, RunConfig
+from iobench.runner import CACHE_MODES, RunConfig, parse_loaders
 from iobench.sweep import Point, preset
 
 _BOOL = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
@@ -45,7 +45,7 @@ def sweep_grid(name: str | None, base: RunConfig, device: torch.device, **lists:
     grid, sizes = preset(name, device, _first_format(lists.get("format"))) if name else ({}, [None])
     parsers = {
         "format": lambda t: parse_choices(t, tuple(FORMATS), "format"),
-        "loader": lambda t: parse_choices(t, LOADERS, "loader"),
+        "loader": parse_loaders,
         "fetch": lambda t: parse_choices(t, ("item", "batch"), "fetch"),
         "batch_size": lambda t: _ints(t, "batch-size"),
         "num_workers": lambda t: _ints(t, "num-workers"),

@@ -26,6 +26,8 @@ ORDERS = {"sequential": {"shuffle": False}, "shuffle": {"shuffle": True}, "block
 def combinations(dataset_dir: Path) -> list[tuple[str, RunConfig]]:
     out = []
     for loader, formats in LOADER_FORMATS.items():
+        if loader == "ray":
+            continue  # one process fed by Ray actors: refused under torchrun
         for fmt in formats:
             for order, kw in ORDERS.items():
                 if loader == "dataloader" and order == "block":

@@ -184,7 +184,7 @@ def test_parse_pairs():
     with pytest.raises(IobenchError, match="does not read"):
         parse_pairs("lmdb", "tensorclass")
     with pytest.raises(IobenchError, match="unknown loader"):
-        parse_pairs(None, "ray")
+        parse_pairs(None, "spark")
 
 
 def test_a_dying_worker_ends_the_run_with_a_clear_error(dataset_dir, monkeypatch):

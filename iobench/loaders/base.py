@@ -27,6 +27,7 @@ class LoaderSettings:
     fetch: str = "batch"  # item: one __getitem__ per sample; batch: one call per batch
     prefetch_thread: int = 0  # batches a background thread keeps ready (0 = off)
     readahead_mb: int = 32  # tensorclass: MiB the kernel is asked to read ahead of a sequential run
+    ray_address: str | None = None  # ray: the cluster to use (None: a local instance)
 
 
 class Loader(ABC):

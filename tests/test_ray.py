@@ -1,0 +1,96 @@
+"""The Ray loader: actors on a local Ray instance deliver the exact dataset (skipped without Ray)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from formats import FORMATS
+from iobench.distributed import World
+from iobench.errors import IobenchError
+from iobench.loaders.base import LoaderSettings
+from iobench.loaders.order import indices_of
+from iobench.manifest import Manifest
+from iobench.measure import time_epoch
+from iobench.results import read_records
+from iobench.runner import RunConfig, build_loader, check_config, check_world, parse_pairs, resolve
+from tests.conftest import invoke
+
+N = 203
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def ray():
+    ray = pytest.importorskip("ray")
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def dataset_dir(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ray")
+    invoke("prepare", "--size", N, "--shape", "3,4", "--data-dir", root, "-q")
+    (d,) = root.iterdir()
+    return d
+
+
+def _config(dataset_dir, fmt, **kw):
+    settings = LoaderSettings(batch_size=16, num_workers=2, **kw.pop("settings", {}))
+    config = RunConfig(dataset_dir, fmt, "ray", settings, "cpu", **kw)
+    check_config(config)
+    return resolve(config, CPU)
+
+
+@pytest.mark.parametrize(
+    "fmt, shuffle", [(f, True) for f in FORMATS] + [("memmap", False)], ids=[*FORMATS, "memmap-sequential"]
+)
+def test_ray_actors_deliver_the_exact_dataset(ray, dataset_dir, fmt, shuffle):
+    manifest = Manifest.load(dataset_dir)
+    reader = FORMATS["npy"].reader(dataset_dir / "npy", manifest.spec, None)
+    features, labels = reader.read_range(0, N)
+    reader.close()
+    loader = build_loader(_config(dataset_dir, fmt, shuffle=shuffle), manifest, CPU)
+    try:
+        assert len(loader.actors) == 2 and loader.setup_seconds() > 0
+        for epoch in (0, 1):
+            arrived = []
+            timing = time_epoch(loader, epoch, lambda b, got=arrived: got.append((b[0].clone(), b[1].clone())))
+            expected = np.concatenate([indices_of(w) for w in loader.order.batches(epoch)])
+            assert timing.samples == N and timing.batches == loader.order.n_batches()
+            got_features = torch.cat([f for f, _ in arrived]).numpy()
+            got_labels = torch.cat([lb for _, lb in arrived]).numpy()
+            assert np.array_equal(got_features, features[expected])
+            assert np.array_equal(got_labels, labels[expected])
+            assert sorted(expected.tolist()) == list(range(N))
+    finally:
+        loader.close()
+    assert loader.actors == []
+
+
+def test_ray_run_writes_a_record(ray, dataset_dir, cli, tmp_path):
+    results = tmp_path / "r.jsonl"
+    r = cli("run", "--loader", "ray", "--format", "npy", "--num-workers", "2", "--device", "cpu", "--runs", "2",
+            "--data-dir", dataset_dir.parent, "--results", results, "--cache", "cold", "-q")  # fmt: skip
+    assert r.code == 0, r.err
+    (record,) = read_records(results)
+    assert record["loader"] == "ray" and record["num_workers"] == 2 and record["ray_address"] is None
+    assert record["samples_per_epoch"] == N and record["residency_before"] == [0.0, 0.0]
+
+
+def test_ray_refusals(dataset_dir):
+    with pytest.raises(IobenchError, match="number of Ray actors"):
+        check_config(RunConfig(dataset_dir, "npy", "ray", LoaderSettings(num_workers=0)))
+    with pytest.raises(IobenchError, match="--ray-address is for --loader ray"):
+        check_config(RunConfig(dataset_dir, "npy", "dataloader", LoaderSettings(ray_address="auto")))
+    config = RunConfig(dataset_dir, "npy", "ray", LoaderSettings(num_workers=1))
+    with pytest.raises(IobenchError, match="without torchrun"):
+        check_world(config, N, World(rank=0, size=2, backend="gloo"))
+
+
+def test_all_loaders_leave_ray_out_unless_named():
+    pairs, _ = parse_pairs("npy", "all")
+    assert ("npy", "ray") not in pairs and ("npy", "dataloader") in pairs
+    pairs, _ = parse_pairs("npy", "all,ray")
+    assert ("npy", "ray") in pairs
