@@ -300,11 +300,10 @@ def run_cmd(
         configs = [replace(c, dataset_dir=dataset_dir, device=rank_device) for c in configs]
         for c in configs:
             check_dataset(c)
+        limits = None
         if world.is_main:
             for note in notes:
                 err.print(note, highlight=False)
-        limits = None
-        if world.is_main:
             limits = stored_or_measured(results, dataset_dir, resolve_device(rank_device), _announce_limits)
         world.barrier()  # no rank reads while rank 0 measures the machine's limits
         profile_dir = results.parent / "profiles" if profile else None

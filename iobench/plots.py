@@ -16,7 +16,8 @@ CACHE_COLOURS = {"cold": "#3b6fb6", "warm": "#e08a2c", "as-is": "#7a7a7a"}
 def label(r: dict) -> str:
     extra = f" {r['fetch']}" if r["loader"] == "dataloader" else ""
     workers = f" w{r['num_workers']}" if r["num_workers"] else ""
-    return f"{r['format']}/{r['loader']}{extra}{workers}"
+    ranks = f" ranks={r['world_size']} t{r['torch_threads']}" if r.get("backend") else ""
+    return f"{r['format']}/{r['loader']}{extra}{workers}{ranks}"
 
 
 def _mb(r: dict, seconds: float) -> float:

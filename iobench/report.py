@@ -17,8 +17,9 @@ STRAGGLER_LIMIT = 1.2  # slowest rank over fastest, above which the record is fl
 def settings_label(r: dict) -> str:
     """The knobs of a record that differ between configurations, in a few characters."""
     parts = [f"bs={r['batch_size']}", f"w={r['num_workers']}"]
-    if r.get("world_size", 1) > 1:
+    if r.get("backend"):  # under torchrun, where the thread count is torchrun's to set
         parts.insert(0, f"ranks={r['world_size']}" + (f"/{r['nodes']}n" if r.get("nodes", 1) > 1 else ""))
+        parts.append(f"threads={r['torch_threads']}")
     if r["loader"] == "dataloader":
         parts.append(f"fetch={r['fetch']}")
     if r.get("prefetch_factor"):

@@ -9,7 +9,7 @@ from pathlib import Path
 from iobench import plots
 from iobench.errors import IobenchError
 from iobench.limits import limits_path
-from iobench.report import settings_label
+from iobench.report import STRAGGLER_LIMIT, settings_label
 from iobench.results import read_records
 from iobench.runner import limit_fields
 from iobench.stats import summary, warnings
@@ -20,11 +20,17 @@ ENVIRONMENT = ("hostname", "cpu_model", "cpu_count", "ram_bytes", "gpu_name", "k
                "h5py_version", "lmdb_version", "lz4_version", "git_sha")  # fmt: skip
 
 
+def measured_key(r: dict) -> tuple:
+    """What makes two records measurements of the same thing: the configuration, and whether it ran
+    under torchrun (even one rank, where torchrun may set one thread) with how many torch threads."""
+    return (*identity(r), r.get("backend"), r.get("torch_threads"))
+
+
 def latest_per_config(records: list[dict]) -> list[dict]:
     """One record per configuration: the latest, in first-seen order."""
     by_key: OrderedDict[tuple, dict] = OrderedDict()
     for r in records:
-        by_key[identity(r)] = r
+        by_key[measured_key(r)] = r
     return list(by_key.values())
 
 
@@ -72,6 +78,12 @@ def write_report(results: Path, out: Path) -> Path:
         for r in records
         if r.get("cold_not_cold")
     ]
+    notes += [
+        f"warning: {plots.label(r)} {r['cache']} {r['order']}: the slowest rank took {r['straggler_ratio']:.2f}x "
+        "as long as the fastest"
+        for r in records
+        if r.get("straggler_ratio", 1.0) > STRAGGLER_LIMIT
+    ]
     if notes:
         lines += ["", "### Warnings", ""] + [f"- {n}" for n in notes]
     for title, image in images:
@@ -110,8 +122,8 @@ def _table(records: list[dict]) -> list[str]:
 
 def compare(a: Path, b: Path) -> tuple[list[tuple[dict, dict, float]], int, int]:
     """Matching configurations (record in A, record in B, relative change of MB/s) and the unmatched counts."""
-    left = {identity(r): r for r in latest_per_config(read_records(a))}
-    right = {identity(r): r for r in latest_per_config(read_records(b))}
+    left = {measured_key(r): r for r in latest_per_config(read_records(a))}
+    right = {measured_key(r): r for r in latest_per_config(read_records(b))}
     pairs = [(left[k], right[k], right[k]["mb_per_s"] / left[k]["mb_per_s"] - 1) for k in left if k in right]
     return pairs, len(left) - len(pairs), len(right) - len(pairs)
 

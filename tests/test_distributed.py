@@ -249,3 +249,17 @@ def test_single_world_needs_no_process_group():
     world.barrier()
     assert world.gather([1.0, 2.0]) == [[1.0, 2.0]] and world.all_true(True) and not world.all_true(False)
     assert len(world.hostnames()) == 1 and world.nodes == 1 and world.is_main and world.is_node_main
+
+
+def test_reports_keep_torchrun_and_plain_runs_apart():
+    from iobench.report import settings_label
+    from iobench.study import latest_per_config
+
+    base = {"format": "npy", "loader": "dataloader", "batch_size": 1024, "num_workers": 0, "fetch": "batch"}
+    plain = {**base, "world_size": 1, "backend": None, "torch_threads": 2}
+    one = {**base, "world_size": 1, "backend": "gloo", "torch_threads": 1, "nodes": 1}
+    two = {**base, "world_size": 2, "backend": "gloo", "torch_threads": 1, "nodes": 2}
+    assert latest_per_config([plain, one, two, dict(two)]) == [plain, one, two]
+    assert settings_label(plain) == "bs=1024 w=0 fetch=batch"
+    assert settings_label(one) == "ranks=1 bs=1024 w=0 threads=1 fetch=batch"
+    assert settings_label(two).startswith("ranks=2/2n ")
