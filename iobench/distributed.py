@@ -89,7 +89,7 @@ def launched_by_torchrun(env: Mapping[str, str] = os.environ) -> bool:
     return all(name in env for name in TORCHRUN_VARIABLES)
 
 
-def rank_device(text: str, local_rank: int, env: Mapping[str, str] = os.environ) -> str:
+def rank_device(text: str, local_rank: int) -> str:
     """Under torchrun each rank takes cuda:LOCAL_RANK (or the CPU); naming one GPU would put every rank on it."""
     name = text.strip().lower()
     if name == "auto":
@@ -119,7 +119,7 @@ def joined(device_text: str, env: Mapping[str, str] = os.environ) -> Iterator[tu
         yield SINGLE, device_text
         return
     rank, size, local_rank = (int(env[name]) for name in TORCHRUN_VARIABLES)
-    device = rank_device(device_text, local_rank, env)
+    device = rank_device(device_text, local_rank)
     cuda = device.startswith("cuda")
     if cuda:
         torch.cuda.set_device(local_rank)

@@ -94,3 +94,20 @@ def test_all_loaders_leave_ray_out_unless_named():
     assert ("npy", "ray") not in pairs and ("npy", "dataloader") in pairs
     pairs, _ = parse_pairs("npy", "all,ray")
     assert ("npy", "ray") in pairs
+
+
+def test_a_failing_actor_ends_the_epoch_with_one_line(ray, tmp_path):
+    from iobench.dataset import DatasetSpec
+    from iobench.errors import RunFailed
+    from iobench.loaders.order import EpochOrder
+    from iobench.loaders.ray_actors import RayLoader
+    from iobench.runner import _epoch
+
+    reader = FORMATS["npy"].reader(tmp_path / "missing", DatasetSpec(100), None)
+    loader = RayLoader(reader, EpochOrder(100, 10), LoaderSettings(num_workers=1), CPU, "npy", {})
+    config = RunConfig(tmp_path, "npy", "ray", LoaderSettings(num_workers=1))
+    try:
+        with pytest.raises(RunFailed, match="a Ray actor failed: FileNotFoundError"):
+            _epoch(loader, 0, lambda b: None, config)
+    finally:
+        loader.close()

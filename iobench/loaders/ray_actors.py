@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from formats.base import FormatReader
-from iobench.errors import IobenchError
+from iobench.errors import IobenchError, RunFailed
 from iobench.loaders.base import Loader, LoaderSettings
 from iobench.loaders.order import EpochOrder
 
@@ -91,7 +91,11 @@ class RayLoader(Loader):
         actor = self.ray.remote(BatchReader).options(scheduling_strategy="SPREAD")
         args = (format_name, str(reader.directory), reader.spec.to_json(), options, reader.sequential)
         self.actors = [actor.remote(*args) for _ in range(settings.num_workers)]
-        self._get([a.ready.remote() for a in self.actors])  # started before any epoch is timed
+        try:
+            self._get([a.ready.remote() for a in self.actors])  # started before any epoch is timed
+        except RuntimeError as exc:
+            self.close()
+            raise RunFailed(f"starting {len(self.actors)} Ray actor(s) for {format_name} failed: {exc}") from None
         self._setup = time.perf_counter() - started
         self.in_flight = settings.num_workers * (settings.prefetch_factor or DEFAULT_IN_FLIGHT_PER_ACTOR)
 
