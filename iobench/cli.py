@@ -567,11 +567,15 @@ def limits_cmd(
 
 @app.callback(invoke_without_command=True)
 def _root(
+    ctx: typer.Context,
     version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
 ) -> None:
     if version:
         out.print(f"iobench {__version__}")
         raise typer.Exit(0)
+    command = ctx.invoked_subcommand
+    if command is not None and command != "run" and launched_by_torchrun():
+        raise IobenchError(f"`iobench {command}` does not run under torchrun (every rank would do all of it); only run")
 
 
 # typer raises click's exceptions, or since typer 0.20 those of its own vendored copy of click.

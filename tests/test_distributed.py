@@ -263,3 +263,11 @@ def test_reports_keep_torchrun_and_plain_runs_apart():
     assert settings_label(plain) == "bs=1024 w=0 fetch=batch"
     assert settings_label(one) == "ranks=1 bs=1024 w=0 threads=1 fetch=batch"
     assert settings_label(two).startswith("ranks=2/2n ")
+
+
+def test_other_commands_refuse_to_run_under_torchrun(cli, monkeypatch, tmp_path):
+    for name, value in (("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "1")):
+        monkeypatch.setenv(name, value)
+    r = cli("prepare", "--size", "100", "--data-dir", tmp_path, "-q")
+    assert r.code == 2 and "rank 1: `iobench prepare` does not run under torchrun" in r.err
+    assert not any(tmp_path.iterdir())
