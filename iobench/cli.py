@@ -293,18 +293,18 @@ def run_cmd(
     if nproc is not None:
         _launch_torchrun(nproc, data_dir, dataset, device, pairs, configs, quiet)
         return
-    with joined(device) as (world, rank_device):
+    with joined(device) as (world, own_device):
         quiet = quiet or not world.is_main  # one progress bar and one table, from rank 0
-        resolve_device(rank_device)
+        resolve_device(own_device)
         dataset_dir = _dataset_for_run(world, data_dir, dataset, pairs, quiet)
-        configs = [replace(c, dataset_dir=dataset_dir, device=rank_device) for c in configs]
+        configs = [replace(c, dataset_dir=dataset_dir, device=own_device) for c in configs]
         for c in configs:
             check_dataset(c)
         limits = None
         if world.is_main:
             for note in notes:
                 err.print(note, highlight=False)
-            limits = stored_or_measured(results, dataset_dir, resolve_device(rank_device), _announce_limits)
+            limits = stored_or_measured(results, dataset_dir, resolve_device(own_device), _announce_limits)
         world.barrier()  # no rank reads while rank 0 measures the machine's limits
         profile_dir = results.parent / "profiles" if profile else None
         records = []

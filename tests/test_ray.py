@@ -11,6 +11,7 @@ from iobench.distributed import World
 from iobench.errors import IobenchError
 from iobench.loaders.base import LoaderSettings
 from iobench.loaders.order import indices_of
+from iobench.loaders.ray_actors import process_alive
 from iobench.manifest import Manifest
 from iobench.measure import time_epoch
 from iobench.results import read_records
@@ -52,8 +53,9 @@ def test_ray_actors_deliver_the_exact_dataset(ray, dataset_dir, fmt, shuffle):
     features, labels = reader.read_range(0, N)
     reader.close()
     loader = build_loader(_config(dataset_dir, fmt, shuffle=shuffle), manifest, CPU)
+    pids = list(loader.local_pids)
     try:
-        assert len(loader.actors) == 2 and loader.setup_seconds() > 0
+        assert len(loader.actors) == 2 and len(pids) == 2 and loader.setup_seconds() > 0
         for epoch in (0, 1):
             arrived = []
             timing = time_epoch(loader, epoch, lambda b, got=arrived: got.append((b[0].clone(), b[1].clone())))
@@ -67,6 +69,7 @@ def test_ray_actors_deliver_the_exact_dataset(ray, dataset_dir, fmt, shuffle):
     finally:
         loader.close()
     assert loader.actors == []
+    assert not any(process_alive(pid) for pid in pids)  # nothing maps the files once close() returns
 
 
 def test_ray_run_writes_a_record(ray, dataset_dir, cli, tmp_path):

@@ -11,6 +11,8 @@ same path and have iobench installed.
 from __future__ import annotations
 
 import logging
+import os
+import platform
 import time
 import warnings
 from collections import deque
@@ -40,8 +42,9 @@ class BatchReader:
         self.reader = fmt.reader(Path(directory), DatasetSpec.from_json(spec), fmt.options_from_json(options))
         self.reader.sequential = sequential
 
-    def ready(self) -> bool:
-        return True
+    def ready(self) -> tuple[str, int]:
+        """Where the actor runs: close() waits for local actors' processes to end."""
+        return platform.node(), os.getpid()
 
     def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         return self.reader.read_range(start, stop)
@@ -91,8 +94,9 @@ class RayLoader(Loader):
         actor = self.ray.remote(BatchReader).options(scheduling_strategy="SPREAD")
         args = (format_name, str(reader.directory), reader.spec.to_json(), options, reader.sequential)
         self.actors = [actor.remote(*args) for _ in range(settings.num_workers)]
-        try:
-            self._get([a.ready.remote() for a in self.actors])  # started before any epoch is timed
+        try:  # started before any epoch is timed
+            here = platform.node()
+            self.local_pids = [pid for host, pid in self._get([a.ready.remote() for a in self.actors]) if host == here]
         except RuntimeError as exc:
             self.close()
             raise RunFailed(f"starting {len(self.actors)} Ray actor(s) for {format_name} failed: {exc}") from None
@@ -144,3 +148,22 @@ class RayLoader(Loader):
         for actor in getattr(self, "actors", []):
             self.ray.kill(actor)  # its process ends, and with it every mapping of the files
         self.actors = []
+        # ray.kill does not wait; a cold epoch's eviction must not find an actor still mapping the files.
+        wait_for_exit(getattr(self, "local_pids", []))
+        self.local_pids = []
+
+
+def wait_for_exit(pids: list[int], timeout: float = 30.0) -> None:
+    """Until every process has ended (or is a zombie, which maps nothing), at most timeout seconds."""
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while process_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+
+
+def process_alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
