@@ -283,10 +283,10 @@ def run(
                     loader = build_loader(config, manifest, device, world)
                     setup.append(loader.setup_seconds())
                 world.barrier()  # every rank starts the epoch together
-                a = counters.snapshot()
+                a = counters.snapshot(loader.process_ids())
                 timing = _epoch(loader, epoch, step, config)
                 world.barrier()  # the node's counters cover every rank's epoch
-                b = counters.snapshot()
+                b = counters.snapshot(loader.process_ids())
                 first = first or a
                 last = b
                 system.append(counters.delta(a, b))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import resource
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,12 +63,14 @@ def _children() -> list[str]:
     return pids
 
 
-def _tree_read_bytes() -> int | None:
-    """read_bytes of this process (reaped children included by the kernel) and its live children."""
+def _tree_read_bytes(others: Sequence[int] = ()) -> int | None:
+    """read_bytes of this process (reaped children included by the kernel), its live children, and of
+    other processes that read for it (Ray actors on this host)."""
     own = _read_bytes("self")
     if own is None:
         return None
-    return own + sum(x for x in map(_read_bytes, _children()) if x is not None)
+    pids = [*_children(), *map(str, others)]
+    return own + sum(x for x in map(_read_bytes, pids) if x is not None)
 
 
 def _cpu_times() -> list[int] | None:
@@ -94,11 +97,11 @@ class SystemCounters:
         _fstype, source = mount_of(data_dir)
         self.device = _diskstats_name(source)
 
-    def snapshot(self) -> Snapshot:
+    def snapshot(self, others: Sequence[int] = ()) -> Snapshot:
         return Snapshot(
             wall=time.perf_counter(),
             device_sectors=_device_sectors_read(self.device),
-            tree_read=_tree_read_bytes(),
+            tree_read=_tree_read_bytes(others),
             cpu=_cpu_times(),
         )
 

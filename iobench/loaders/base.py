@@ -54,6 +54,10 @@ class Loader(ABC):
         """One-off cost before the first epoch (e.g. loading everything to the device)."""
         return 0.0
 
+    def process_ids(self) -> list[int]:
+        """Processes on this host that read for the loader but are not this process's children."""
+        return []
+
     @abstractmethod
     def close(self) -> None:
         """Release workers, handles and device memory."""

@@ -33,6 +33,9 @@ class PrefetchThread(Loader):
     def setup_seconds(self) -> float:
         return self.inner.setup_seconds()
 
+    def process_ids(self) -> list[int]:
+        return self.inner.process_ids()
+
     def epoch(self, epoch: int) -> Iterator[Any]:
         ready: queue.Queue = queue.Queue(self.depth)
         stop = threading.Event()

@@ -106,6 +106,9 @@ class RayLoader(Loader):
     def setup_seconds(self) -> float:
         return self._setup
 
+    def process_ids(self) -> list[int]:
+        return list(self.local_pids)  # Ray's workers are the raylet's children, not ours
+
     def _get(self, refs: Any) -> Any:
         try:
             return self.ray.get(refs)
