@@ -41,10 +41,6 @@ def _num(x: float | int | None) -> float:
     return math.nan if x is None else float(x)
 
 
-def _opt(x: float) -> float | None:
-    return None if math.isnan(x) else x
-
-
 def _opt_bytes(x: float) -> int | None:
     return None if math.isnan(x) else int(x)
 
@@ -62,7 +58,9 @@ def _row(m: RankMeasurements, world: World) -> list[float]:
 
 
 def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: int, shard: str | None) -> Combined:
-    """Gather every rank's row and merge them (on every rank; rank 0 writes the record)."""
+    """Gather every rank's row and merge them (on every rank; rank 0 writes the record).
+
+    The fields are record fields as they are; the CUDA peaks only when the ranks ran on CUDA."""
     rows = world.gather(_row(m, world))
     n = len(m.timings)
     epochs = [[row[k * PER_EPOCH : (k + 1) * PER_EPOCH] for k in range(n)] for row in rows]  # [rank][epoch]
@@ -106,9 +104,12 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
         "cpu_iowait": _node_mean([t[3] for t in node_tails]),
         "peak_rss_bytes": int(max(t[4] for t in tails)),
         "peak_rss_children_bytes": int(max(t[5] for t in tails)),
-        "cuda_memory": (_opt(max(t[6] for t in tails)), _opt(max(t[7] for t in tails))),
         "setup_seconds": [max(col) for col in zip(*(t[8:] for t in tails), strict=True)],
     }
+    allocated, reserved = max(t[6] for t in tails), max(t[7] for t in tails)
+    if not math.isnan(allocated):  # CUDA ranks: the largest rank's peaks
+        fields["cuda_max_memory_allocated_bytes"] = int(allocated)
+        fields["cuda_max_memory_reserved_bytes"] = int(reserved)
     return Combined(timings, fields)
 
 

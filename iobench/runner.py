@@ -307,12 +307,8 @@ def run(
     measured = RankMeasurements(
         timings, system, resident_before, resident_after, setup, total, peak_rss_bytes(), cuda_memory
     )
-    shard = None
-    if world.size > 1:
-        sampler = isinstance(epoch_order(config, spec.n_samples, world), DistributedSamplerOrder)
-        shard = "distributed-sampler" if sampler else "contiguous"
+    shard = epoch_order(config, spec.n_samples, world).SHARD if world.size > 1 else None
     combined = combine(measured, world, world.hostnames(), spec.sample_bytes, shard)
-    merged = combined.fields
     record = {
         "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         "dataset": config.dataset_dir.name,
@@ -324,29 +320,16 @@ def run(
         "dataset_bytes": entry.bytes,
         **config_fields(config, device, world.size),
         "eviction_method": ",".join(sorted(methods)) if methods else None,
-        "residency_before": merged.pop("residency_before"),
-        "residency_after": merged.pop("residency_after"),
-        "device_read_bytes": merged.pop("device_read_bytes"),
-        "process_read_bytes": merged.pop("process_read_bytes"),
         "data_block_device": total["data_block_device"],
-        "cpu_utilisation": merged.pop("cpu_utilisation"),
-        "cpu_iowait": merged.pop("cpu_iowait"),
-        "peak_rss_bytes": merged.pop("peak_rss_bytes"),
-        "peak_rss_children_bytes": merged.pop("peak_rss_children_bytes"),
-        "setup_seconds": merged.pop("setup_seconds"),
         "total_seconds": time.perf_counter() - started,
         "profile_path": str(profile_path) if profile_path else None,
+        **combined.fields,
         **epoch_metrics(combined.timings, spec.sample_bytes),
     }
     before = record["residency_before"]
     record["cold_not_cold"] = config.cache == "cold" and any(x > COLD_RESIDENCY_LIMIT for x in before)
     # An epoch cut short by --max-batches or --max-seconds did not read the whole dataset.
     record["partial"] = record["partial"] or record["samples_per_epoch"] < spec.n_samples
-    allocated, reserved = merged.pop("cuda_memory")
-    if device.type == "cuda":
-        record["cuda_max_memory_allocated_bytes"] = allocated
-        record["cuda_max_memory_reserved_bytes"] = reserved
-    record.update(merged)
     record.update(environment(config.dataset_dir, device))
     record.update(limit_fields(record, limits))
     return record

@@ -30,6 +30,8 @@ class EpochOrder:
     rank: int = 0
     world: int = 1
 
+    SHARD = "contiguous"  # how ranks share an epoch, as records name it
+
     @property
     def name(self) -> str:
         if not self.shuffle:
@@ -90,7 +92,7 @@ class DistributedSamplerOrder:
     rank: int = 0
     world: int = 1
 
-    name = "distributed-sampler"
+    SHARD = "distributed-sampler"  # how ranks share an epoch, as records name it
 
     def indices(self, epoch: int) -> np.ndarray:
         from torch.utils.data import DistributedSampler
