@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from formats.base import StorageFormat
-from formats.hdf5 import Hdf5Format
-from formats.lmdb import LmdbFormat
-from formats.memmap import MemmapFormat
-from formats.npy import NpyFormat
+from iobench.formats.base import StorageFormat
+from iobench.formats.hdf5 import Hdf5Format
+from iobench.formats.lmdb import LmdbFormat
+from iobench.formats.memmap import MemmapFormat
+from iobench.formats.npy import NpyFormat
 
 FORMATS: dict[str, StorageFormat] = {f.name: f for f in (NpyFormat(), Hdf5Format(), LmdbFormat(), MemmapFormat())}
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from formats.base import FormatReader, FormatWriter, StorageFormat
-from iobench.dataset import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.data.dataset import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.errors import IobenchError
+from iobench.formats.base import FormatReader, FormatWriter, StorageFormat
 
 FILENAME = "data.h5"
 COMPRESSIONS = ("none", "lzf", "gzip")

@@ -15,8 +15,8 @@ import numpy as np
 import torch
 from tensordict import TensorDict, tensorclass
 
-from formats.base import FormatReader, HashedFile, StorageFormat, TwoFileWriter
-from iobench.dataset import DatasetSpec
+from iobench.data.dataset import DatasetSpec
+from iobench.formats.base import FormatReader, HashedFile, StorageFormat, TwoFileWriter
 
 FEATURES = "features.memmap"
 LABELS = "labels.memmap"

@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from formats.base import FormatReader, HashedFile, StorageFormat, TwoFileWriter
-from iobench.dataset import LABEL_DTYPE, DatasetSpec
+from iobench.data.dataset import LABEL_DTYPE, DatasetSpec
+from iobench.formats.base import FormatReader, HashedFile, StorageFormat, TwoFileWriter
 
 FEATURES = "features.npy"
 LABELS = "labels.npy"

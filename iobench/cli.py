@@ -14,25 +14,25 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.table import Table
 
-from formats import FORMATS
 from iobench import __version__
-from iobench.dataset import DEFAULT_SIZE, DatasetSpec, parse_bytes, parse_shape, parse_size
-from iobench.device import resolve_device
-from iobench.distributed import SINGLE, World, joined, launched_by_torchrun, rank_device
+from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec, parse_bytes, parse_shape, parse_size
+from iobench.data.manifest import Manifest, find_datasets, find_run_dataset
+from iobench.data.prepare import PrepareRequest, parse_formats, plan, prepare
+from iobench.data.verify import verify_dataset
 from iobench.errors import IobenchError
-from iobench.launch import launch, torchrun_args
-from iobench.limits import measure_limits, save_limits, stored_or_measured
-from iobench.loaders.base import LoaderSettings
-from iobench.manifest import Manifest, find_datasets, find_run_dataset
-from iobench.prepare import PrepareRequest, parse_formats, plan, prepare
+from iobench.formats import FORMATS
 from iobench.progress import NullReporter, RichReporter, make_reporter
-from iobench.report import limits_table, profile_summary, results_table, run_warnings, split_table
-from iobench.results import append_record
-from iobench.runner import LOADERS, RunConfig, check_config, check_dataset, check_world, parse_pairs, run
-from iobench.steps import parse_step
-from iobench.sweep import Point, config_identity, done, expand, settings_extras
-from iobench.sweep_setup import sweep_datasets, sweep_grid
-from iobench.verify import verify_dataset
+from iobench.results.store import append_record
+from iobench.results.tables import limits_table, profile_summary, results_table, run_warnings, split_table
+from iobench.run.device import resolve_device
+from iobench.run.distributed import SINGLE, World, joined, launched_by_torchrun, rank_device
+from iobench.run.launch import launch, torchrun_args
+from iobench.run.limits import measure_limits, save_limits, stored_or_measured
+from iobench.run.loaders.base import LoaderSettings
+from iobench.run.runner import LOADERS, RunConfig, check_config, check_dataset, check_world, parse_pairs, run
+from iobench.run.steps import parse_step
+from iobench.run.sweep import Point, config_identity, done, expand, settings_extras
+from iobench.run.sweep_options import sweep_datasets, sweep_grid
 
 app = typer.Typer(
     name="iobench",
@@ -522,7 +522,7 @@ def report_cmd(
     out_dir: Annotated[Path, typer.Option("--out", help="Folder for report.md and its PNG plots.")] = Path("report"),
 ) -> None:
     """Write a Markdown report with tables and plots from result records."""
-    from iobench.study import write_report  # matplotlib loads only when a report is made
+    from iobench.results.report import write_report  # matplotlib loads only when a report is made
 
     path = write_report(results, out_dir)
     out.print(f"report: {path}", highlight=False, soft_wrap=True)
@@ -534,7 +534,7 @@ def compare_cmd(
     b: Annotated[Path, typer.Argument(help="Results to compare with the baseline.")],
 ) -> None:
     """Print the relative change of MB/s per configuration present in both files."""
-    from iobench.study import compare, describe
+    from iobench.results.report import compare, describe
 
     pairs, only_a, only_b = compare(a, b)
     table = Table(title=f"{b} against {a}")

@@ -20,7 +20,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from iobench.results import read_records
+from iobench.results.store import read_records
 
 CONFIGS = {
     "memmap/tensorclass shuffle warm": ["--format", "memmap", "--loader", "tensorclass", "--cache", "warm"],

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import torch
 
-from iobench.cache import evict, resident_fraction
-from iobench.limits import direct_read_mb_per_s, page_cache_mb_per_s
-from iobench.loaders.base import Loader, LoaderSettings
-from iobench.manifest import find_run_dataset
-from iobench.measure import EpochTiming, time_bare_epoch, time_epoch
-from iobench.runner import RunConfig, build_loader, check_dataset, resolve, with_settings
+from iobench.data.manifest import find_run_dataset
+from iobench.run.cache import evict, resident_fraction
+from iobench.run.clocks import EpochTiming, time_bare_epoch, time_epoch
+from iobench.run.limits import direct_read_mb_per_s, page_cache_mb_per_s
+from iobench.run.loaders.base import Loader, LoaderSettings
+from iobench.run.runner import RunConfig, build_loader, check_dataset, resolve, with_settings
 
 BLOCK = 8 * 2**20
 IN_FLIGHT = 4

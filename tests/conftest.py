@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from iobench import dataset
 from iobench.cli import main
+from iobench.data import dataset
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,12 +13,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iobench.dataset import generate
-from iobench.distributed import joined
-from iobench.loaders.base import LoaderSettings
-from iobench.manifest import Manifest
-from iobench.measure import time_epoch
-from iobench.runner import LOADER_FORMATS, RunConfig, build_loader, resolve
+from iobench.data.dataset import generate
+from iobench.data.manifest import Manifest
+from iobench.run.clocks import time_epoch
+from iobench.run.distributed import joined
+from iobench.run.loaders.base import LoaderSettings
+from iobench.run.runner import LOADER_FORMATS, RunConfig, build_loader, resolve
 
 ORDERS = {"sequential": {"shuffle": False}, "shuffle": {"shuffle": True}, "block": {"shuffle": True, "block_size": 5}}
 

@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from iobench.cache import evict, resident_fraction
 from iobench.errors import IobenchError
-from iobench.results import read_records
+from iobench.results.store import read_records
+from iobench.run.cache import evict, resident_fraction
 from tests.conftest import prepare_with_limits
 
 

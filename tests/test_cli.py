@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from formats import FORMATS
+from iobench.formats import FORMATS
 from tests.conftest import ROOT, assert_one_line_error, run_subprocess
 
 SIZE = "2000"

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from iobench.dataset import ContentHasher, DatasetSpec, generate, parse_shape, parse_size
+from iobench.data.dataset import ContentHasher, DatasetSpec, generate, parse_shape, parse_size
 from iobench.errors import IobenchError
 
 

@@ -13,15 +13,15 @@ import numpy as np
 import pytest
 import torch
 
-from iobench.aggregate import RankMeasurements, combine
-from iobench.distributed import World, launched_by_torchrun, rank_device
 from iobench.errors import IobenchError
-from iobench.launch import torchrun_args
-from iobench.limits import applicable_limit
-from iobench.loaders.order import DistributedSamplerOrder, EpochOrder, indices_of
-from iobench.measure import EpochTiming
-from iobench.results import read_records
-from iobench.sweep import identity
+from iobench.results.store import read_records
+from iobench.run.aggregate import RankMeasurements, combine
+from iobench.run.clocks import EpochTiming
+from iobench.run.distributed import World, launched_by_torchrun, rank_device
+from iobench.run.launch import torchrun_args
+from iobench.run.limits import applicable_limit
+from iobench.run.loaders.order import DistributedSamplerOrder, EpochOrder, indices_of
+from iobench.run.sweep import identity
 from tests.conftest import ROOT, invoke
 from tests.rank_delivery import combinations
 
@@ -209,7 +209,7 @@ def _measured(seconds: list[float], samples: int, node_main_reads: float | None,
 
 
 def test_combine_takes_the_slowest_rank_and_sums_samples():
-    from iobench.aggregate import _row
+    from iobench.run.aggregate import _row
 
     rank1 = World(rank=1, size=2, local_rank=1, local_size=2, backend="gloo")
     other = _row(_measured([2.0, 4.0], 100, 5000.0, 300), rank1)  # not node main: its disk reads are not counted
@@ -252,8 +252,8 @@ def test_single_world_needs_no_process_group():
 
 
 def test_reports_keep_torchrun_and_plain_runs_apart():
-    from iobench.report import settings_label
-    from iobench.study import latest_per_config
+    from iobench.results.report import latest_per_config
+    from iobench.results.tables import settings_label
 
     base = {"format": "npy", "loader": "dataloader", "batch_size": 1024, "num_workers": 0, "fetch": "batch"}
     plain = {**base, "world_size": 1, "backend": None, "torch_threads": 2}

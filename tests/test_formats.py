@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from tensordict import TensorDict
 
-from formats import FORMATS
-from iobench.dataset import DatasetSpec, generate
+from iobench.data.dataset import DatasetSpec, generate
+from iobench.formats import FORMATS
 from iobench.fsutil import make_partial_dir
 
 CASES = [

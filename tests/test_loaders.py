@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import torch
 
-from iobench.dataset import generate
+from iobench.data.dataset import generate
+from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError, RunFailed
-from iobench.loaders.base import LoaderSettings
-from iobench.loaders.order import EpochOrder, as_slice
-from iobench.manifest import Manifest
-from iobench.measure import time_bare_epoch, time_epoch
-from iobench.runner import LOADER_FORMATS, RunConfig, build_loader, check_config, parse_pairs, resolve
+from iobench.run.clocks import time_bare_epoch, time_epoch
+from iobench.run.loaders.base import LoaderSettings
+from iobench.run.loaders.order import EpochOrder, as_slice
+from iobench.run.runner import LOADER_FORMATS, RunConfig, build_loader, check_config, parse_pairs, resolve
 
 N = 203  # not a multiple of the batch size: the last batch is short
 
@@ -191,8 +191,8 @@ def test_a_dying_worker_ends_the_run_with_a_clear_error(dataset_dir, monkeypatch
     import os
     import signal
 
-    from formats.npy import NpyReader
-    from iobench.runner import _epoch
+    from iobench.formats.npy import NpyReader
+    from iobench.run.runner import _epoch
 
     parent = os.getpid()
     real_batch = NpyReader.batch
@@ -213,7 +213,7 @@ def test_a_dying_worker_ends_the_run_with_a_clear_error(dataset_dir, monkeypatch
 
 
 def test_gpu_resident_refuses_what_does_not_fit(dataset_dir, monkeypatch):
-    import iobench.loaders.resident as resident
+    import iobench.run.loaders.resident as resident
 
     monkeypatch.setattr(resident, "available_bytes", lambda device: 1000)
     with pytest.raises(IobenchError, match="gpu-resident: the dataset needs"):

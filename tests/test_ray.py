@@ -6,16 +6,16 @@ import numpy as np
 import pytest
 import torch
 
-from formats import FORMATS
-from iobench.distributed import World
+from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError
-from iobench.loaders.base import LoaderSettings
-from iobench.loaders.order import indices_of
-from iobench.loaders.ray_actors import process_alive
-from iobench.manifest import Manifest
-from iobench.measure import time_epoch
-from iobench.results import read_records
-from iobench.runner import RunConfig, build_loader, check_config, check_world, parse_pairs, resolve
+from iobench.formats import FORMATS
+from iobench.results.store import read_records
+from iobench.run.clocks import time_epoch
+from iobench.run.distributed import World
+from iobench.run.loaders.base import LoaderSettings
+from iobench.run.loaders.order import indices_of
+from iobench.run.loaders.ray_actors import process_alive
+from iobench.run.runner import RunConfig, build_loader, check_config, check_world, parse_pairs, resolve
 from tests.conftest import invoke
 
 N = 203
@@ -102,11 +102,11 @@ def test_all_loaders_leave_ray_out_unless_named():
 
 
 def test_a_failing_actor_ends_the_epoch_with_one_line(ray, tmp_path):
-    from iobench.dataset import DatasetSpec
+    from iobench.data.dataset import DatasetSpec
     from iobench.errors import RunFailed
-    from iobench.loaders.order import EpochOrder
-    from iobench.loaders.ray_actors import RayLoader
-    from iobench.runner import _epoch
+    from iobench.run.loaders.order import EpochOrder
+    from iobench.run.loaders.ray_actors import RayLoader
+    from iobench.run.runner import _epoch
 
     reader = FORMATS["npy"].reader(tmp_path / "missing", DatasetSpec(100), None)
     loader = RayLoader(reader, EpochOrder(100, 10), LoaderSettings(num_workers=1), CPU, "npy", {})

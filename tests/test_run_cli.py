@@ -2,7 +2,7 @@
 
 import pytest
 
-from iobench.results import read_records
+from iobench.results.store import read_records
 from tests.conftest import assert_one_line_error, invoke
 
 SIZE = "3000"
@@ -161,8 +161,8 @@ def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch, res
 
 
 def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tmp_path, monkeypatch):
-    import iobench.limits
-    from iobench.limits import measure_limits
+    import iobench.run.limits
+    from iobench.run.limits import measure_limits
 
     calls = []
 
@@ -170,7 +170,7 @@ def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tm
         calls.append(data_dir)
         return measure_limits(data_dir, device, 16 * 2**20)
 
-    monkeypatch.setattr(iobench.limits, "measure_limits", small_probe)
+    monkeypatch.setattr(iobench.run.limits, "measure_limits", small_probe)
     results = tmp_path / "fresh" / "r.jsonl"
     for _ in range(2):
         r = cli(
@@ -212,7 +212,7 @@ def test_steps_run_on_the_device_and_are_timed(data, cli, results, step):
 def test_mlp_step_learns():
     import torch
 
-    from iobench.steps import make_step
+    from iobench.run.steps import make_step
 
     torch.manual_seed(0)
     features = torch.randn(256, 8)

@@ -2,8 +2,8 @@
 
 import pytest
 
-from iobench.results import read_records
-from iobench.stats import first_run_slow, outliers, summary, warnings
+from iobench.results.stats import first_run_slow, outliers, summary, warnings
+from iobench.results.store import read_records
 from tests.conftest import prepare_with_limits
 
 
@@ -124,9 +124,9 @@ def test_report_and_compare(workspace, cli):
 def test_presets_expand_to_valid_configurations():
     import torch
 
-    from iobench.loaders.base import LoaderSettings
-    from iobench.runner import RunConfig
-    from iobench.sweep import expand, preset
+    from iobench.run.loaders.base import LoaderSettings
+    from iobench.run.runner import RunConfig
+    from iobench.run.sweep import expand, preset
 
     cpu = torch.device("cpu")
     base = RunConfig(None, "memmap", "dataloader", LoaderSettings(), "cpu")
@@ -145,7 +145,7 @@ def test_presets_expand_to_valid_configurations():
 
 
 def test_settings_heatmap_and_scaling_plots(tmp_path):
-    from iobench import plots
+    from iobench.results import plots
 
     def rec(workers, factor, n=1000):
         return {

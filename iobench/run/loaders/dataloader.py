@@ -9,9 +9,9 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from formats.base import FormatReader
-from iobench.loaders.base import Loader, LoaderSettings
-from iobench.loaders.order import EpochOrder, indices_of
+from iobench.formats.base import FormatReader
+from iobench.run.loaders.base import Loader, LoaderSettings
+from iobench.run.loaders.order import EpochOrder, indices_of
 
 
 class ReaderDataset(Dataset):

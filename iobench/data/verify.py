@@ -6,10 +6,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from formats import FORMATS
-from iobench.dataset import ContentHasher
+from iobench.data.dataset import ContentHasher
+from iobench.data.manifest import MANIFEST, FormatEntry, Manifest
+from iobench.formats import FORMATS
 from iobench.fsutil import PARTIAL_PREFIX, sha256_file
-from iobench.manifest import MANIFEST, FormatEntry, Manifest
 from iobench.progress import NullReporter, Reporter
 
 

@@ -6,14 +6,14 @@ import json
 from collections import OrderedDict
 from pathlib import Path
 
-from iobench import plots
+from iobench.results import plots
 from iobench.errors import IobenchError
-from iobench.limits import limits_path
-from iobench.report import STRAGGLER_LIMIT, settings_label
-from iobench.results import read_records
-from iobench.runner import limit_fields
-from iobench.stats import summary, warnings
-from iobench.sweep import identity
+from iobench.run.limits import limits_path
+from iobench.results.tables import STRAGGLER_LIMIT, settings_label
+from iobench.results.store import read_records
+from iobench.run.runner import limit_fields
+from iobench.results.stats import summary, warnings
+from iobench.run.sweep import identity
 
 ENVIRONMENT = ("hostname", "cpu_model", "cpu_count", "ram_bytes", "gpu_name", "kernel", "data_filesystem",
                "data_device", "python_version", "torch_version", "tensordict_version", "numpy_version",

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from iobench.device import synchronize
-from iobench.loaders.base import DeviceBatch, Loader
+from iobench.run.device import synchronize
+from iobench.run.loaders.base import DeviceBatch, Loader
 
 
 @dataclass(frozen=True)

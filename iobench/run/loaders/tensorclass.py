@@ -14,10 +14,10 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from formats.memmap import MemmapReader, Sample
-from iobench.loaders.base import DeviceBatch, Loader, LoaderSettings
-from iobench.loaders.dataloader import EpochBatchSampler, make_dataloader, passthrough
-from iobench.loaders.order import EpochOrder, Window
+from iobench.formats.memmap import MemmapReader, Sample
+from iobench.run.loaders.base import DeviceBatch, Loader, LoaderSettings
+from iobench.run.loaders.dataloader import EpochBatchSampler, make_dataloader, passthrough
+from iobench.run.loaders.order import EpochOrder, Window
 
 
 class TensorclassBatches(Dataset):

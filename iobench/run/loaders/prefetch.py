@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from iobench.loaders.base import DeviceBatch, Loader
+from iobench.run.loaders.base import DeviceBatch, Loader
 
 _END = object()
 

@@ -7,11 +7,11 @@ from collections.abc import Iterator
 
 import torch
 
-from formats.base import FormatReader
-from iobench.device import synchronize
 from iobench.errors import IobenchError
-from iobench.loaders.base import DeviceBatch, Loader, LoaderSettings
-from iobench.loaders.order import EpochOrder
+from iobench.formats.base import FormatReader
+from iobench.run.device import synchronize
+from iobench.run.loaders.base import DeviceBatch, Loader, LoaderSettings
+from iobench.run.loaders.order import EpochOrder
 
 HEADROOM = 0.9  # leave a tenth of free memory to the step
 

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from formats import FORMATS
-from iobench.cache import evict
-from iobench.dataset import Chunk, ContentHasher, DatasetSpec, generate
+from iobench.data.dataset import Chunk, ContentHasher, DatasetSpec, generate
+from iobench.data.manifest import FileEntry, FormatEntry
+from iobench.formats import FORMATS
 from iobench.fsutil import fsync_tree, make_partial_dir, sha256_file
-from iobench.manifest import FileEntry, FormatEntry
 from iobench.progress import Reporter
+from iobench.run.cache import evict
 
 QUEUE_CHUNKS = 4  # how far one format may lag behind the generator: bounds memory
 

@@ -7,15 +7,15 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-from formats import FORMATS
 from iobench.choices import parse_choices, split_list
-from iobench.dataset import DatasetSpec, parse_size
+from iobench.data.dataset import DatasetSpec, parse_size
+from iobench.data.manifest import MANIFEST, Manifest, find_run_dataset
+from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
-from iobench.manifest import MANIFEST, Manifest, find_run_dataset
-from iobench.prepare import PrepareRequest, prepare
+from iobench.formats import FORMATS
 from iobench.progress import make_reporter
-from iobench.runner import CACHE_MODES, RunConfig, parse_loaders
-from iobench.sweep import Point, preset
+from iobench.run.runner import CACHE_MODES, RunConfig, parse_loaders
+from iobench.run.sweep import Point, preset
 
 _BOOL = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
 

@@ -23,10 +23,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from formats.base import FormatReader
 from iobench.errors import IobenchError, RunFailed
-from iobench.loaders.base import Loader, LoaderSettings
-from iobench.loaders.order import EpochOrder
+from iobench.formats.base import FormatReader
+from iobench.run.loaders.base import Loader, LoaderSettings
+from iobench.run.loaders.order import EpochOrder
 
 DEFAULT_IN_FLIGHT_PER_ACTOR = 2  # torch's default prefetch_factor, for the same meaning
 
@@ -35,8 +35,8 @@ class BatchReader:
     """The actor: one format reader in its own process, on whichever node Ray chose."""
 
     def __init__(self, format_name: str, directory: str, spec: dict, options: dict, sequential: bool) -> None:
-        from formats import FORMATS
-        from iobench.dataset import DatasetSpec
+        from iobench.data.dataset import DatasetSpec
+        from iobench.formats import FORMATS
 
         fmt = FORMATS[format_name]
         self.reader = fmt.reader(Path(directory), DatasetSpec.from_json(spec), fmt.options_from_json(options))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from formats import FORMATS
 from iobench.errors import IobenchError
-from iobench.runner import CORE_LOADERS, LOADER_FORMATS, RunConfig, check_config, config_fields, resolve
+from iobench.formats import FORMATS
+from iobench.run.runner import CORE_LOADERS, LOADER_FORMATS, RunConfig, check_config, config_fields, resolve
 
 # Record fields that identify a configuration: two records with equal values measured the same thing.
 IDENTITY = (

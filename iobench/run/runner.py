@@ -13,22 +13,22 @@ from pathlib import Path
 
 import torch
 
-from formats import FORMATS
-from iobench.aggregate import RankMeasurements, combine
-from iobench.cache import evict, resident_fraction
 from iobench.choices import parse_choices, split_list
-from iobench.device import resolve_device
-from iobench.distributed import SINGLE, World
+from iobench.data.manifest import Manifest
 from iobench.environment import environment
 from iobench.errors import IobenchError, RunFailed
-from iobench.limits import applicable_limit
-from iobench.loaders.base import Loader, LoaderSettings
-from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
-from iobench.manifest import Manifest
-from iobench.measure import EpochTiming, time_epoch
-from iobench.results import epoch_metrics
-from iobench.steps import make_step
-from iobench.sysmetrics import SystemCounters, peak_rss_bytes
+from iobench.formats import FORMATS
+from iobench.results.store import epoch_metrics
+from iobench.run.aggregate import RankMeasurements, combine
+from iobench.run.cache import evict, resident_fraction
+from iobench.run.clocks import EpochTiming, time_epoch
+from iobench.run.device import resolve_device
+from iobench.run.distributed import SINGLE, World
+from iobench.run.limits import applicable_limit
+from iobench.run.loaders.base import Loader, LoaderSettings
+from iobench.run.loaders.order import DistributedSamplerOrder, EpochOrder
+from iobench.run.steps import make_step
+from iobench.run.sysmetrics import SystemCounters, peak_rss_bytes
 
 LOADERS = ("dataloader", "tensorclass", "gpu-resident", "ray")
 OPTIONAL_LOADERS = ("ray",)  # need an extra; `all` means the others unless one is named
@@ -190,10 +190,10 @@ def epoch_order(config: RunConfig, n_samples: int, world: World = SINGLE) -> Epo
 
 
 def build_loader(config: RunConfig, manifest: Manifest, device: torch.device, world: World = SINGLE) -> Loader:
-    from iobench.loaders.dataloader import DataLoaderLoader
-    from iobench.loaders.prefetch import PrefetchThread
-    from iobench.loaders.resident import ResidentLoader
-    from iobench.loaders.tensorclass import TensorclassLoader
+    from iobench.run.loaders.dataloader import DataLoaderLoader
+    from iobench.run.loaders.prefetch import PrefetchThread
+    from iobench.run.loaders.resident import ResidentLoader
+    from iobench.run.loaders.tensorclass import TensorclassLoader
 
     entry = manifest.formats[config.format]
     fmt = FORMATS[config.format]
@@ -201,7 +201,7 @@ def build_loader(config: RunConfig, manifest: Manifest, device: torch.device, wo
     reader.sequential = not config.shuffle
     order = epoch_order(config, manifest.spec.n_samples, world)
     if config.loader == "ray":
-        from iobench.loaders.ray_actors import RayLoader
+        from iobench.run.loaders.ray_actors import RayLoader
 
         loader: Loader = RayLoader(reader, order, config.settings, device, config.format, entry.options)
     else:

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import torch
 
-from iobench.cache import evict
 from iobench.environment import mount_of
 from iobench.errors import IobenchError
 from iobench.fsutil import PARTIAL_PREFIX, atomic_write_json
+from iobench.run.cache import evict
 
 BLOCK = 8 * 2**20
 IN_FLIGHT = 4

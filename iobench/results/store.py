@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.measure import EpochTiming
+from iobench.run.clocks import EpochTiming
 
 
 def epoch_metrics(timings: list[EpochTiming], sample_bytes: int) -> dict:

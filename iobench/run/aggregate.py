@@ -11,8 +11,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from iobench.distributed import World
-from iobench.measure import EpochTiming
+from iobench.run.clocks import EpochTiming
+from iobench.run.distributed import World
 
 PER_EPOCH = 12  # numbers per timed epoch in a rank's row (see _row)
 

@@ -9,19 +9,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from formats import FORMATS
 from iobench.choices import parse_choices
-from iobench.dataset import DatasetSpec
+from iobench.data.dataset import DatasetSpec
+from iobench.data.manifest import MANIFEST, Manifest
+from iobench.data.writing import write_formats
 from iobench.errors import IobenchError
+from iobench.formats import FORMATS
 from iobench.fsutil import (
     PARTIAL_PREFIX,
     free_bytes,
     remove_stale_partials,
     replace_dir,
 )
-from iobench.manifest import MANIFEST, Manifest
 from iobench.progress import NullReporter, Reporter
-from iobench.writing import write_formats
 
 DISK_MARGIN = 1.05  # keep 5% of the estimate spare
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from iobench.loaders.order import EpochOrder
+from iobench.run.loaders.order import EpochOrder
 
 DeviceBatch = tuple[torch.Tensor, torch.Tensor]
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from iobench.results import relative_to_fastest
-from iobench.stats import warnings
+from iobench.results.store import relative_to_fastest
+from iobench.results.stats import warnings
 
 STRAGGLER_LIMIT = 1.2  # slowest rank over fastest, above which the record is flagged
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench import __version__
-from iobench.dataset import DatasetSpec
+from iobench.data.dataset import DatasetSpec
 from iobench.errors import IobenchError
 from iobench.fsutil import atomic_write_json
 
@@ -131,7 +131,7 @@ def find_run_dataset(data_dir: Path, dataset: str | None = None) -> Path | None:
         return None
     found = sorted(p for p in data_dir.iterdir() if (p / MANIFEST).is_file())
     if len(found) > 1:
-        from iobench.dataset import DEFAULT_SIZE, DatasetSpec
+        from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec
 
         default = data_dir / DatasetSpec(DEFAULT_SIZE).name
         if default in found:

@@ -1,0 +1,1 @@
+"""Preparing the shared dataset: its spec, generation, the formats written, the manifest, verification."""

@@ -1,0 +1,1 @@
+"""Running a measurement: configuration, loaders, clocks, cache control, ceilings, ranks, sweeps."""
