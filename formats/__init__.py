@@ -9,7 +9,3 @@ from iobench.formats.memmap import MemmapFormat
 from iobench.formats.npy import NpyFormat
 
 FORMATS: dict[str, StorageFormat] = {f.name: f for f in (NpyFormat(), Hdf5Format(), LmdbFormat(), MemmapFormat())}
-
-
-def get_format(name: str) -> StorageFormat:
-    return FORMATS[name]

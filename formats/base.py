@@ -167,7 +167,6 @@ class StorageFormat(ABC):
     """A storage format: its name, its options, its writer and its reader."""
 
     name: ClassVar[str]
-    summary: ClassVar[str]
     options_type: ClassVar[type] = NoOptions
     # True when writing costs Python work per sample: such a writer gets its own process.
     python_bound_writer: ClassVar[bool] = False

@@ -101,7 +101,6 @@ class Hdf5Reader(FormatReader):
 
 class Hdf5Format(StorageFormat):
     name = "hdf5"
-    summary = "one HDF5 file, chunked datasets (compression optional)"
     options_type = Hdf5Options
     writer_type = Hdf5Writer
     reader_type = Hdf5Reader

@@ -224,7 +224,6 @@ class LmdbReader(FormatReader):
 
 class LmdbFormat(StorageFormat):
     name = "lmdb"
-    summary = "LMDB, one lz4-frame record per sample (or per N samples)"
     options_type = LmdbOptions
     python_bound_writer = True
     writer_type = LmdbWriter

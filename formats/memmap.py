@@ -99,7 +99,6 @@ class MemmapReader(FormatReader):
 
 class MemmapFormat(StorageFormat):
     name = "memmap"
-    summary = "TensorDict memmap directory (meta.json + raw .memmap files)"
     writer_type = MemmapWriter
     reader_type = MemmapReader
 

@@ -63,7 +63,6 @@ class NpyReader(FormatReader):
 
 class NpyFormat(StorageFormat):
     name = "npy"
-    summary = "two .npy files, memory-mapped with numpy"
     writer_type = NpyWriter
     reader_type = NpyReader
 

@@ -1,8 +1,26 @@
-"""Comma lists on the command line (`npy,hdf5`, `all`, `0,4,8`): one parser for every command."""
+"""Choices on the command line: enums that read and write as their text, and comma lists
+(`npy,hdf5`, `all`, `0,4,8`): one parser for every command."""
 
 from __future__ import annotations
 
+from enum import Enum
+
 from iobench.errors import IobenchError
+
+
+class Choice(str, Enum):
+    """A command-line choice: compares and serialises as its text (records keep their strings)."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, text: str, option: str) -> Choice:
+        """The member named by text (any case), or a one-line refusal naming the option."""
+        try:
+            return cls(str(text).strip().lower())
+        except ValueError:
+            raise IobenchError(f"{option} must be one of {', '.join(c.value for c in cls)}, got {text!r}") from None
 
 
 def split_list(text: str, what: str) -> list[str]:

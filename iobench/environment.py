@@ -11,6 +11,7 @@ from pathlib import Path
 import torch
 
 from iobench import __version__
+from iobench.results.record import Environment
 
 PACKAGES = ("torch", "tensordict", "numpy", "h5py", "lmdb", "lz4")
 
@@ -73,22 +74,21 @@ def git_sha() -> str:
         return "unknown"
 
 
-def environment(data_dir: Path, device: torch.device) -> dict:
+def environment(data_dir: Path, device: torch.device) -> Environment:
     fstype, source = mount_of(data_dir)
-    env = {
-        "iobench_version": __version__,
-        "git_sha": git_sha(),
-        "python_version": platform.python_version(),
+    return Environment(
+        iobench_version=__version__,
+        git_sha=git_sha(),
+        python_version=platform.python_version(),
         **{f"{p}_version": _version(p) for p in PACKAGES},
-        "cpu_model": _cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),  # torchrun sets OMP_NUM_THREADS=1 for several processes
-        "ram_bytes": _ram_bytes(),
-        "kernel": platform.release(),
-        "hostname": platform.node(),
-        "data_filesystem": fstype,
-        "data_device": source,
-        "gpu_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "",
-        "cuda_version": torch.version.cuda or "",
-    }
-    return env
+        cpu_model=_cpu_model(),
+        cpu_count=os.cpu_count(),
+        torch_threads=torch.get_num_threads(),  # torchrun sets OMP_NUM_THREADS=1 for several processes
+        ram_bytes=_ram_bytes(),
+        kernel=platform.release(),
+        hostname=platform.node(),
+        data_filesystem=fstype,
+        data_device=source,
+        gpu_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "",
+        cuda_version=torch.version.cuda or "",
+    )

@@ -72,7 +72,7 @@ def main() -> None:
                 command += ["--nproc", str(nproc)]
             print(f"{name}: {way} ...", file=sys.stderr, flush=True)
             subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
-    records = read_records(args.results)[start:]
+    records = [r.to_json() for r in read_records(args.results)[start:]]  # flat, as stored
     r0 = records[0]
     print(f"\n{r0['hostname']}: {r0['cpu_model']}, {r0['cpu_count']} CPUs, {r0['gpu_name'] or 'no GPU'}; "
           f"dataset {r0['dataset']} ({r0['dataset_bytes'] / 1e9:.2f} GB), {r0['data_filesystem']} on "

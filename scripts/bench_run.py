@@ -27,9 +27,10 @@ import torch
 from iobench.data.manifest import find_run_dataset
 from iobench.run.cache import evict, resident_fraction
 from iobench.run.clocks import EpochTiming, time_bare_epoch, time_epoch
+from iobench.run.config import RunConfig, RunTarget, resolve
 from iobench.run.limits import direct_read_mb_per_s, page_cache_mb_per_s
-from iobench.run.loaders.base import Loader, LoaderSettings
-from iobench.run.runner import RunConfig, build_loader, check_dataset, resolve, with_settings
+from iobench.run.loaders.base import Loader
+from iobench.run.runner import build_loader
 
 BLOCK = 8 * 2**20
 IN_FLIGHT = 4
@@ -74,12 +75,11 @@ def main() -> None:
     if dataset_dir is None:
         sys.exit(f"no dataset in {args.data_dir}; run `iobench prepare` first")
     sizes = [int(x) for x in args.batch_sizes.split(",")]
-    config = RunConfig(dataset_dir, "memmap", "tensorclass", LoaderSettings(), device="cpu", shuffle=False)
-    config = resolve(config, torch.device("cpu"))
-    manifest = check_dataset(config)
-    entry = manifest.formats["memmap"]
-    files = [dataset_dir / entry.directory / f.path for f in entry.files]
-    features = dataset_dir / entry.directory / "features.memmap"
+    config = RunConfig(format="memmap", loader="tensorclass", order="sequential")
+    target = RunTarget(dataset_dir, torch.device("cpu"))
+    resolved = resolve(config, target)
+    manifest, files = resolved.manifest, resolved.files
+    features = dataset_dir / resolved.entry.directory / "features.memmap"
     print(
         f"dataset {dataset_dir.name}: {manifest.spec.payload_bytes / 1e6:,.1f} MB payload; "
         f"{os.cpu_count()} cores; tensorclass loader --no-shuffle --device cpu"
@@ -97,10 +97,10 @@ def main() -> None:
         raw_warm.append(page_cache_mb_per_s(features))
         lines = [f"repeat {rep + 1}: raw O_DIRECT {raw_cold[-1]:,.0f} MB/s, page-cache copy {raw_warm[-1]:,.0f} MB/s"]
         for bs in sizes:
-            cfg = with_settings(config, batch_size=bs)
+            cfg = resolve(config.with_settings(batch_size=bs), target)
             evict(files, method)
             resident = resident_fraction(files)
-            loader = build_loader(cfg, manifest, torch.device("cpu"))
+            loader = build_loader(cfg)
             c = time_epoch(loader, 0, lambda b: None)
             ws = [time_epoch(loader, 1 + k, lambda b: None) for k in range(3)]
             w = sorted(ws, key=lambda t: t.seconds)[1]  # the median of three warm epochs

@@ -9,9 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
 
 from iobench.cli import main
 from iobench.data import dataset
+from iobench.results.record import RunRecord
+from iobench.results.store import read_records
+from iobench.run.config import ResolvedRun, RunConfig, RunTarget, order_of, resolve
+from iobench.run.distributed import SINGLE, World
+from iobench.run.loaders.base import LoaderSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -74,3 +80,44 @@ def assert_one_line_error(result: CliResult, *fragments: str) -> None:
     assert "Traceback" not in result.err
     for fragment in fragments:
         assert fragment in lines[0], (fragment, lines[0])
+
+
+def stored_records(path: Path) -> list[dict]:
+    """The records of a results file as the flat objects stored on disk (read through the typed reader)."""
+    return [r.to_json() for r in read_records(path)]
+
+
+def run_config(fmt: str, loader: str, *, shuffle: bool = True, block_size: int = 0, **kw) -> RunConfig:
+    """A RunConfig from flat keywords (loader settings among them), as the command line gives them."""
+    settings = {k: kw.pop(k) for k in list(kw) if k in LoaderSettings.__dataclass_fields__}
+    settings.setdefault("batch_size", 16)
+    return RunConfig(
+        format=fmt,
+        loader=loader,
+        settings=LoaderSettings(**settings),
+        order=order_of(shuffle, block_size),
+        block_size=block_size,
+        **kw,
+    )
+
+
+def resolved_run(dataset_dir: Path, fmt: str, loader: str, world: World = SINGLE, **kw) -> ResolvedRun:
+    """run_config(...) resolved against a dataset on the CPU."""
+    return resolve(run_config(fmt, loader, **kw), RunTarget(dataset_dir, torch.device("cpu")), world)
+
+
+# A complete stored record of schema 1 (no schema_version): what tests vary one field at a time.
+FLAT_RECORD = {
+    "dataset": "n100_3-4_float32_c1000_s0", "format": "npy", "loader": "dataloader", "batch_size": 16,
+    "num_workers": 0, "order": "shuffle", "shuffle": True, "epochs": 1, "warmup": 1, "runs": 3,
+    "device": "cpu", "cache": "warm", "n_samples": 100, "sample_shape": [3, 4], "dtype": "float32",
+    "sample_bytes": 56, "dataset_bytes": 5600, "epoch_seconds": [0.1, 0.2, 0.3], "epoch_seconds_median": 0.2,
+    "epoch_seconds_min": 0.1, "epoch_seconds_max": 0.3, "epoch_seconds_cv": 0.4, "epoch_seconds_mad": 0.1,
+    "first_batch_seconds": [0.01, 0.01, 0.01], "first_batch_seconds_median": 0.01, "samples_per_epoch": 100,
+    "batches_per_epoch": 7, "samples_per_s": 500.0, "mb_per_s": 0.028, "wait_ms_per_batch": 1.0,
+    "h2d_ms_per_batch": 0.1, "step_ms_per_batch": 0.0, "partial": False,
+}  # fmt: skip
+
+
+def record_of(**changes) -> RunRecord:
+    return RunRecord.from_json({**FLAT_RECORD, **changes})

@@ -16,29 +16,35 @@ import torch
 from iobench.data.dataset import generate
 from iobench.data.manifest import Manifest
 from iobench.run.clocks import time_epoch
+from iobench.run.config import RunConfig, RunTarget, order_of, resolve
 from iobench.run.distributed import joined
+from iobench.run.loaders import LOADERS, LoaderName
 from iobench.run.loaders.base import LoaderSettings
-from iobench.run.runner import LOADER_FORMATS, RunConfig, build_loader, resolve
+from iobench.run.runner import build_loader
 
 ORDERS = {"sequential": {"shuffle": False}, "shuffle": {"shuffle": True}, "block": {"shuffle": True, "block_size": 5}}
 
 
+def run_config(fmt: str, loader: str, shuffle: bool = True, block_size: int = 0, **settings) -> RunConfig:
+    # Run as a script under torchrun, where tests.conftest is not importable: its own small builder.
+    order = order_of(shuffle, block_size)
+    settings = LoaderSettings(batch_size=16, **settings)
+    return RunConfig(format=fmt, loader=loader, settings=settings, order=order, block_size=block_size)
+
+
 def combinations(dataset_dir: Path) -> list[tuple[str, RunConfig]]:
     out = []
-    for loader, formats in LOADER_FORMATS.items():
-        if loader == "ray":
+    for loader, kind in LOADERS.items():
+        if loader is LoaderName.RAY:
             continue  # one process fed by Ray actors: refused under torchrun
-        for fmt in formats:
+        for fmt in kind.reads:
             for order, kw in ORDERS.items():
-                if loader == "dataloader" and order == "block":
+                if loader is LoaderName.DATALOADER and order == "block":
                     continue  # DistributedSampler has no block shuffle (refused by check_world)
-                settings = LoaderSettings(batch_size=16)
-                out.append((f"{fmt}-{loader}-{order}", RunConfig(dataset_dir, fmt, loader, settings, "cpu", **kw)))
-    with_workers = LoaderSettings(batch_size=16, num_workers=1)
-    out.append(("npy-dataloader-workers", RunConfig(dataset_dir, "npy", "dataloader", with_workers, "cpu")))
-    item = LoaderSettings(batch_size=16, fetch="item")
-    out.append(("lmdb-dataloader-item", RunConfig(dataset_dir, "lmdb", "dataloader", item, "cpu")))
-    out.append(("memmap-tensorclass-workers", RunConfig(dataset_dir, "memmap", "tensorclass", with_workers, "cpu")))
+                out.append((f"{fmt}-{loader}-{order}", run_config(fmt, loader, **kw)))
+    out.append(("npy-dataloader-workers", run_config("npy", "dataloader", num_workers=1)))
+    out.append(("lmdb-dataloader-item", run_config("lmdb", "dataloader", fetch="item")))
+    out.append(("memmap-tensorclass-workers", run_config("memmap", "tensorclass", num_workers=1)))
     return out
 
 
@@ -51,7 +57,7 @@ def main(dataset_dir: Path, out: Path) -> None:
     cpu = torch.device("cpu")
     with joined("cpu") as (world, _device):
         for name, config in combinations(dataset_dir):
-            loader = build_loader(resolve(config, cpu), manifest, cpu, world)
+            loader = build_loader(resolve(config, RunTarget(dataset_dir, cpu), world))
             try:
                 for epoch in (0, 1):
                     got: list[int] = []

@@ -5,9 +5,8 @@ import os
 import pytest
 
 from iobench.errors import IobenchError
-from iobench.results.store import read_records
 from iobench.run.cache import evict, resident_fraction
-from tests.conftest import prepare_with_limits
+from tests.conftest import prepare_with_limits, stored_records
 
 
 def _file(tmp_path, mib=8):
@@ -87,7 +86,7 @@ def test_cold_run_reads_the_dataset_and_warm_reads_nothing(prepared, cli, evicti
     ]
     assert cli(*common, "--cache", "cold", "--eviction", eviction).code == 0
     assert cli(*common, "--cache", "warm").code == 0
-    cold, warm = read_records(results)
+    cold, warm = stored_records(results)
     size = cold["dataset_bytes"]
     assert cold["cache"] == "cold" and warm["cache"] == "warm"
     assert cold["eviction_method"] == ("fadvise" if eviction == "fadvise" or os.geteuid() != 0 else "drop_caches")
@@ -140,7 +139,7 @@ def test_profile_writes_a_cprofile(prepared, cli):
         "-q",
     )
     assert r.code == 0, r.err
-    (record,) = read_records(results)
+    (record,) = stored_records(results)
     import pstats
 
     stats = pstats.Stats(record["profile_path"])

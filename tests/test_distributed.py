@@ -14,15 +14,12 @@ import pytest
 import torch
 
 from iobench.errors import IobenchError
-from iobench.results.store import read_records
+from iobench.results.record import EpochTiming, MachineLimits
 from iobench.run.aggregate import RankMeasurements, combine
-from iobench.run.clocks import EpochTiming
 from iobench.run.distributed import World, launched_by_torchrun, rank_device
 from iobench.run.launch import torchrun_args
-from iobench.run.limits import applicable_limit
 from iobench.run.loaders.order import DistributedSamplerOrder, EpochOrder, indices_of
-from iobench.run.sweep import identity
-from tests.conftest import ROOT, invoke
+from tests.conftest import ROOT, invoke, record_of, stored_records
 from tests.rank_delivery import combinations
 
 N = 203  # odd: the two ranks' shares differ by one sample, and DistributedSampler would pad one
@@ -115,7 +112,7 @@ def test_torchrun_writes_one_aggregated_record(dataset_dir, tmp_path):
         "-m", "iobench", "run", "--format", "memmap", "--loader", "tensorclass", "--device", "cpu",
         "--data-dir", dataset_dir.parent, "--results", results, "--runs", "2", "--cache", "cold", "-q",
     )  # fmt: skip
-    (record,) = read_records(results)
+    (record,) = stored_records(results)
     _check_aggregated(record, world=2, nodes=1)
     assert record["shard"] == "contiguous" and record["cache"] == "cold"
     assert record["residency_before"] == [0.0, 0.0] and record["eviction_method"]
@@ -132,7 +129,7 @@ def test_nproc_launches_torchrun_with_the_distributed_sampler(dataset_dir):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     assert "launching: torchrun --standalone --nproc-per-node 2 -m iobench run" in r.stderr
-    (record,) = read_records(results)
+    (record,) = stored_records(results)
     _check_aggregated(record, world=2, nodes=1)
     assert record["shard"] == "distributed-sampler"
 
@@ -158,7 +155,7 @@ def test_multinode_script_joins_two_nodes_on_loopback(dataset_dir):
     nodes = [subprocess.Popen(args, env=env, cwd=ROOT, **pipes) for _ in range(2)]
     outputs = [node.communicate(timeout=300) for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], [err[-2000:] for _, err in outputs]
-    (record,) = read_records(results)
+    (record,) = stored_records(results)
     _check_aggregated(record, world=2, nodes=2)
 
 
@@ -218,30 +215,40 @@ def test_combine_takes_the_slowest_rank_and_sums_samples():
     combined = combine(_measured([1.0, 3.0], 101, 7000.0, 200), world, ["a", "a"], 512, "contiguous")
     assert [t.seconds for t in combined.timings] == [2.0, 4.0]
     assert [t.samples for t in combined.timings] == [201, 201] and combined.timings[0].batches == 8
-    f = combined.fields
-    assert f["nodes"] == 1 and f["hosts"] == ["a"] and f["world_size"] == 2
-    assert f["rank_epoch_seconds"] == [[1.0, 3.0], [2.0, 4.0]]
-    assert f["straggler_ratio"] == pytest.approx(statistics.median([2.0, 4 / 3]))
-    assert f["rank_samples_per_s"] == pytest.approx([statistics.median([101, 101 / 3]), statistics.median([50, 25])])
-    assert f["device_read_bytes"] == [7000, 7000] and f["process_read_bytes"] == [2000, 2000]
-    assert f["peak_rss_bytes"] == 300 and f["cpu_utilisation"] == 0.5 and f["setup_seconds"] == [0.5]
+    ranks, system = combined.ranks, combined.system
+    assert ranks.nodes == 1 and ranks.hosts == ["a"] and ranks.shard == "contiguous"
+    assert ranks.rank_epoch_seconds == [[1.0, 3.0], [2.0, 4.0]]
+    assert ranks.straggler_ratio == pytest.approx(statistics.median([2.0, 4 / 3]))
+    assert ranks.rank_samples_per_s == pytest.approx([statistics.median([101, 101 / 3]), statistics.median([50, 25])])
+    assert system.device_read_bytes == [7000, 7000] and system.process_read_bytes == [2000, 2000]
+    assert system.peak_rss_bytes == 300 and system.cpu_utilisation == 0.5 and system.setup_seconds == [0.5]
+    assert system.cuda_max_memory_allocated_bytes is None  # CPU ranks report no CUDA peaks
 
 
 def test_limits_scale_with_nodes_and_ranks():
-    limits = {"storage_read_mb_per_s": 1000.0, "page_cache_read_mb_per_s": 5000.0, "h2d_pinned_mb_per_s": 2000.0}
-    one = {"loader": "tensorclass", "cache": "cold", "device": "cpu"}
-    assert applicable_limit(one, limits) == ("storage_read_mb_per_s", 1000.0)
-    assert applicable_limit({**one, "nodes": 2, "world_size": 4}, limits) == ("storage_read_mb_per_s", 2000.0)
-    gpu = {"loader": "tensorclass", "cache": "warm", "device": "cuda:0", "pin_memory": True}
-    assert applicable_limit(gpu, limits) == ("h2d_pinned_mb_per_s", 2000.0)
-    assert applicable_limit({**gpu, "world_size": 2}, limits) == ("h2d_pinned_mb_per_s", 4000.0)
-    assert applicable_limit({**gpu, "world_size": 3}, limits) == ("page_cache_read_mb_per_s", 5000.0)
+    limits = MachineLimits(
+        hostname="h",
+        data_device="/dev/x",
+        storage_read_mb_per_s=1000.0,
+        page_cache_read_mb_per_s=5000.0,
+        h2d_pinned_mb_per_s=2000.0,
+    )
+    one = {"loader": "tensorclass", "format": "memmap", "cache": "cold", "device": "cpu"}
+    assert record_of(**one).ceiling(limits) == ("storage_read_mb_per_s", 1000.0)
+    assert record_of(**one, nodes=2, world_size=4).ceiling(limits) == ("storage_read_mb_per_s", 2000.0)
+    gpu = {**one, "cache": "warm", "device": "cuda:0", "pin_memory": True}
+    assert record_of(**gpu).ceiling(limits) == ("h2d_pinned_mb_per_s", 2000.0)
+    assert record_of(**gpu, world_size=2).ceiling(limits) == ("h2d_pinned_mb_per_s", 4000.0)
+    assert record_of(**gpu, world_size=3).ceiling(limits) == ("page_cache_read_mb_per_s", 5000.0)
+    assert record_of(**{**gpu, "loader": "gpu-resident"}).ceiling(limits) is None
+    share = record_of(**one, mb_per_s=250.0).with_limits(limits).limit
+    assert (share.limit_name, share.percent_of_limit) == ("storage_read_mb_per_s", 25.0)
 
 
 def test_records_from_before_world_size_count_as_one_process():
-    record = {"format": "npy"}
-    assert identity(record) == identity({"format": "npy", "world_size": 1})
-    assert identity(record) != identity({"format": "npy", "world_size": 2})
+    assert record_of().identity() == record_of(world_size=1).identity()
+    assert record_of().identity() != record_of(world_size=2).identity()
+    assert record_of().identity() != record_of(backend="gloo").identity(), "torchrun and plain runs differ"
 
 
 def test_single_world_needs_no_process_group():
@@ -256,10 +263,11 @@ def test_reports_keep_torchrun_and_plain_runs_apart():
     from iobench.results.tables import settings_label
 
     base = {"format": "npy", "loader": "dataloader", "batch_size": 1024, "num_workers": 0, "fetch": "batch"}
-    plain = {**base, "world_size": 1, "backend": None, "torch_threads": 2}
-    one = {**base, "world_size": 1, "backend": "gloo", "torch_threads": 1, "nodes": 1}
-    two = {**base, "world_size": 2, "backend": "gloo", "torch_threads": 1, "nodes": 2}
-    assert latest_per_config([plain, one, two, dict(two)]) == [plain, one, two]
+    plain = record_of(**base, world_size=1, backend=None, torch_threads=2)
+    one = record_of(**base, world_size=1, backend="gloo", torch_threads=1, nodes=1)
+    two = record_of(**base, world_size=2, backend="gloo", torch_threads=1, nodes=2)
+    later = record_of(**base, world_size=2, backend="gloo", torch_threads=1, nodes=2, timestamp="later")
+    assert latest_per_config([plain, one, two, later]) == [plain, one, later]
     assert settings_label(plain) == "bs=1024 w=0 fetch=batch"
     assert settings_label(one) == "ranks=1 bs=1024 w=0 threads=1 fetch=batch"
     assert settings_label(two).startswith("ranks=2/2n ")

@@ -8,9 +8,11 @@ from iobench.data.dataset import generate
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError, RunFailed
 from iobench.run.clocks import time_bare_epoch, time_epoch
-from iobench.run.loaders.base import LoaderSettings
+from iobench.run.loaders import LOADERS, LoaderName
 from iobench.run.loaders.order import EpochOrder, as_slice
-from iobench.run.runner import LOADER_FORMATS, RunConfig, build_loader, check_config, parse_pairs, resolve
+from iobench.run.runner import build_loader
+from iobench.run.selection import parse_pairs
+from tests.conftest import resolved_run, run_config
 
 N = 203  # not a multiple of the batch size: the last batch is short
 
@@ -47,18 +49,12 @@ def expected(dataset_dir):
     return np.concatenate([c.features for c in chunks]), np.concatenate([c.labels for c in chunks])
 
 
-def _config(dataset_dir, fmt, loader, **kw):
-    settings = {k: kw.pop(k) for k in list(kw) if k in LoaderSettings.__dataclass_fields__}
-    settings.setdefault("batch_size", 16)
-    cfg = RunConfig(dataset_dir, fmt, loader, LoaderSettings(**settings), device="cpu", **kw)
-    check_config(cfg)
-    return resolve(cfg, torch.device("cpu"))
+_config = resolved_run
 
 
-def _collect(config):
+def _collect(resolved):
     """Every batch of one epoch as it arrived on the device, by a step that keeps them."""
-    manifest = Manifest.load(config.dataset_dir)
-    loader = build_loader(config, manifest, torch.device("cpu"))
+    loader = build_loader(resolved)
     arrived = []
     try:
         timing = time_epoch(loader, 0, lambda b: arrived.append((b[0].clone(), b[1].clone())))
@@ -67,7 +63,7 @@ def _collect(config):
     return arrived, timing
 
 
-COMBOS = [(f, ld) for ld in ("dataloader", "tensorclass", "gpu-resident") for f in LOADER_FORMATS[ld]]
+COMBOS = [(f, ld.value) for ld in LoaderName if ld is not LoaderName.RAY for f in LOADERS[ld].reads]
 
 
 @pytest.mark.parametrize(
@@ -114,7 +110,7 @@ def test_prefetch_thread_delivers_the_exact_dataset(dataset_dir, expected, fmt, 
     np.testing.assert_array_equal(torch.cat([b[0] for b in arrived]).numpy(), features)
 
 
-@pytest.mark.parametrize("fmt", LOADER_FORMATS["dataloader"])
+@pytest.mark.parametrize("fmt", LOADERS[LoaderName.DATALOADER].reads)
 def test_item_fetch_matches_batch_fetch(dataset_dir, fmt):
     a, _ = _collect(_config(dataset_dir, fmt, "dataloader", fetch="item", seed=3))
     b, _ = _collect(_config(dataset_dir, fmt, "dataloader", fetch="batch", seed=3))
@@ -131,7 +127,7 @@ def test_max_batches_and_timing_split(dataset_dir):
 
 def test_bare_loop_sees_the_same_batches(dataset_dir):
     config = _config(dataset_dir, "memmap", "tensorclass", shuffle=False)
-    loader = build_loader(config, Manifest.load(dataset_dir), torch.device("cpu"))
+    loader = build_loader(config)
     seen = []
     try:
         assert time_bare_epoch(loader, 0, lambda b: seen.append(len(b[1]))) > 0
@@ -163,16 +159,27 @@ def test_epoch_order():
         ({"batch_size": 0}, "--batch-size"),
     ],
 )
-def test_knobs_that_do_not_go_together(dataset_dir, kw, message):
+def test_knobs_that_do_not_go_together(kw, message):
+    """Refused when the configuration is built, before any dataset or device is looked at."""
     fmt = kw.pop("fmt", "npy")
     loader = kw.pop("loader", "dataloader")
     with pytest.raises(IobenchError, match=message):
-        _config(dataset_dir, fmt, loader, **kw)
+        run_config(fmt, loader, **kw)
 
 
 def test_pin_memory_needs_cuda(dataset_dir):
-    with pytest.raises(IobenchError, match="CUDA"):
+    config = run_config("npy", "dataloader", pin_memory=True)  # consistent in itself
+    with pytest.raises(IobenchError, match="--pin-memory needs a CUDA device"):
         _config(dataset_dir, "npy", "dataloader", pin_memory=True)
+    assert config.settings.pin_memory is True
+
+
+def test_resolve_decides_pinning_and_checks_the_dataset(dataset_dir, tmp_path):
+    resolved = _config(dataset_dir, "npy", "dataloader")
+    assert resolved.config.settings.pin_memory is False  # auto: off on the CPU
+    assert resolved.recorded().pin_memory is False and resolved.recorded().dataset == dataset_dir.name
+    with pytest.raises(IobenchError, match="no prepared dataset here|not an iobench dataset|no such directory"):
+        _config(tmp_path / "nothing", "npy", "dataloader")
 
 
 def test_parse_pairs():
@@ -183,7 +190,7 @@ def test_parse_pairs():
     assert ("lmdb", "tensorclass") not in pairs and any("lmdb/tensorclass" in n for n in notes)
     with pytest.raises(IobenchError, match="does not read"):
         parse_pairs("lmdb", "tensorclass")
-    with pytest.raises(IobenchError, match="unknown loader"):
+    with pytest.raises(IobenchError, match="unknown loader 'spark'"):
         parse_pairs(None, "spark")
 
 
@@ -204,10 +211,10 @@ def test_a_dying_worker_ends_the_run_with_a_clear_error(dataset_dir, monkeypatch
 
     monkeypatch.setattr(NpyReader, "batch", dying_batch)
     config = _config(dataset_dir, "npy", "dataloader", num_workers=1)
-    loader = build_loader(config, Manifest.load(dataset_dir), torch.device("cpu"))
+    loader = build_loader(config)
     try:
-        with pytest.raises(RunFailed, match="worker"):
-            _epoch(loader, 0, lambda b: None, config)
+        with pytest.raises(RunFailed, match="a DataLoader worker died during npy/dataloader"):
+            _epoch(loader, 0, lambda b: None, config.config)
     finally:
         loader.close()
 
@@ -217,14 +224,14 @@ def test_gpu_resident_refuses_what_does_not_fit(dataset_dir, monkeypatch):
 
     monkeypatch.setattr(resident, "available_bytes", lambda device: 1000)
     with pytest.raises(IobenchError, match="gpu-resident: the dataset needs"):
-        build_loader(_config(dataset_dir, "npy", "gpu-resident"), Manifest.load(dataset_dir), torch.device("cpu"))
+        build_loader(_config(dataset_dir, "npy", "gpu-resident"))
 
 
 def test_max_seconds_marks_the_epoch_partial(dataset_dir):
     import time
 
     config = _config(dataset_dir, "npy", "dataloader", max_seconds=0.05)
-    loader = build_loader(config, Manifest.load(dataset_dir), torch.device("cpu"))
+    loader = build_loader(config)
     try:
         timing = time_epoch(loader, 0, lambda b: time.sleep(0.02), max_seconds=0.05)
     finally:

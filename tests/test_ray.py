@@ -9,14 +9,15 @@ import torch
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.results.store import read_records
 from iobench.run.clocks import time_epoch
+from iobench.run.config import check_world
 from iobench.run.distributed import World
 from iobench.run.loaders.base import LoaderSettings
 from iobench.run.loaders.order import indices_of
 from iobench.run.loaders.ray_actors import process_alive
-from iobench.run.runner import RunConfig, build_loader, check_config, check_world, parse_pairs, resolve
-from tests.conftest import invoke
+from iobench.run.runner import build_loader
+from iobench.run.selection import parse_pairs
+from tests.conftest import invoke, resolved_run, run_config, stored_records
 
 N = 203
 CPU = torch.device("cpu")
@@ -38,10 +39,7 @@ def dataset_dir(tmp_path_factory):
 
 
 def _config(dataset_dir, fmt, **kw):
-    settings = LoaderSettings(batch_size=16, num_workers=2, **kw.pop("settings", {}))
-    config = RunConfig(dataset_dir, fmt, "ray", settings, "cpu", **kw)
-    check_config(config)
-    return resolve(config, CPU)
+    return resolved_run(dataset_dir, fmt, "ray", num_workers=2, **kw)
 
 
 @pytest.mark.parametrize(
@@ -52,7 +50,7 @@ def test_ray_actors_deliver_the_exact_dataset(ray, dataset_dir, fmt, shuffle):
     reader = FORMATS["npy"].reader(dataset_dir / "npy", manifest.spec, None)
     features, labels = reader.read_range(0, N)
     reader.close()
-    loader = build_loader(_config(dataset_dir, fmt, shuffle=shuffle), manifest, CPU)
+    loader = build_loader(_config(dataset_dir, fmt, shuffle=shuffle))
     pids = list(loader.local_pids)
     try:
         assert len(loader.actors) == 2 and len(pids) == 2 and loader.setup_seconds() > 0
@@ -77,19 +75,19 @@ def test_ray_run_writes_a_record(ray, dataset_dir, cli, tmp_path):
     r = cli("run", "--loader", "ray", "--format", "npy", "--num-workers", "2", "--device", "cpu", "--runs", "2",
             "--data-dir", dataset_dir.parent, "--results", results, "--cache", "cold", "-q")  # fmt: skip
     assert r.code == 0, r.err
-    (record,) = read_records(results)
+    (record,) = stored_records(results)
     assert record["loader"] == "ray" and record["num_workers"] == 2 and record["ray_address"] is None
     assert record["samples_per_epoch"] == N and record["residency_before"] == [0.0, 0.0]
     for read in record["process_read_bytes"]:  # the actors read the evicted files, and are counted
         assert read >= 0.9 * record["dataset_bytes"], (read, record["dataset_bytes"])
 
 
-def test_ray_refusals(dataset_dir):
+def test_ray_refusals():
     with pytest.raises(IobenchError, match="number of Ray actors"):
-        check_config(RunConfig(dataset_dir, "npy", "ray", LoaderSettings(num_workers=0)))
+        run_config("npy", "ray", num_workers=0)
     with pytest.raises(IobenchError, match="--ray-address is for --loader ray"):
-        check_config(RunConfig(dataset_dir, "npy", "dataloader", LoaderSettings(ray_address="auto")))
-    config = RunConfig(dataset_dir, "npy", "ray", LoaderSettings(num_workers=1))
+        run_config("npy", "dataloader", ray_address="auto")
+    config = run_config("npy", "ray", num_workers=1)
     with pytest.raises(IobenchError, match="without torchrun"):
         check_world(config, N, World(rank=0, size=2, backend="gloo"))
 
@@ -110,7 +108,7 @@ def test_a_failing_actor_ends_the_epoch_with_one_line(ray, tmp_path):
 
     reader = FORMATS["npy"].reader(tmp_path / "missing", DatasetSpec(100), None)
     loader = RayLoader(reader, EpochOrder(100, 10), LoaderSettings(num_workers=1), CPU, "npy", {})
-    config = RunConfig(tmp_path, "npy", "ray", LoaderSettings(num_workers=1))
+    config = run_config("npy", "ray", num_workers=1)
     try:
         with pytest.raises(RunFailed, match="a Ray actor failed: FileNotFoundError"):
             _epoch(loader, 0, lambda b: None, config)

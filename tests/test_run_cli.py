@@ -2,8 +2,7 @@
 
 import pytest
 
-from iobench.results.store import read_records
-from tests.conftest import assert_one_line_error, invoke
+from tests.conftest import assert_one_line_error, invoke, stored_records
 
 SIZE = "3000"
 
@@ -44,7 +43,7 @@ def test_default_comparison_writes_one_record_per_row(data, cli, results):
         "npy,memmap,lmdb",
     )
     assert r.code == 0, r.err
-    records = read_records(results)
+    records = stored_records(results)
     assert [(x["format"], x["loader"]) for x in records] == [
         ("npy", "dataloader"),
         ("memmap", "dataloader"),
@@ -97,7 +96,7 @@ def test_partial_runs_say_so(data, cli, results):
         "-q",
     )
     assert r.code == 0, r.err
-    (x,) = read_records(results)
+    (x,) = stored_records(results)
     assert x["partial"] is True and x["batches_per_epoch"] == 2 and x["samples_per_epoch"] == 2048
     assert x["max_batches"] == 2
 
@@ -138,9 +137,9 @@ def test_truncated_file_is_named(data, cli, results):
 
 
 def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch, results):
-    import iobench.cli
+    import iobench.run.session
 
-    monkeypatch.setattr(iobench.cli, "DEFAULT_SIZE", 500)
+    monkeypatch.setattr(iobench.run.session, "DEFAULT_SIZE", 500)
     r = cli(
         "run",
         "--data-dir",
@@ -178,7 +177,7 @@ def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tm
         )
         assert r.code == 0, r.err
     assert len(calls) == 1 and (tmp_path / "fresh" / "limits.json").is_file()
-    records = read_records(results)
+    records = stored_records(results)
     for x in records:
         assert x["limit_name"] == "page_cache_read_mb_per_s" and x["limit_mb_per_s"] > 0
         assert x["percent_of_limit"] == pytest.approx(100 * x["mb_per_s"] / x["limit_mb_per_s"])
@@ -205,7 +204,7 @@ def test_steps_run_on_the_device_and_are_timed(data, cli, results, step):
         "-q",
     )
     assert r.code == 0, r.err
-    (x,) = read_records(results)
+    (x,) = stored_records(results)
     assert x["step"] == step and x["step_ms_per_batch"] > (1.5 if step == "sleep:2" else 0.0)
 
 

@@ -2,21 +2,32 @@
 
 import pytest
 
-from iobench.results.stats import first_run_slow, outliers, summary, warnings
-from iobench.results.store import read_records
-from tests.conftest import prepare_with_limits
+from iobench.results.stats import first_run_slow, outliers, summary
+from iobench.results.warnings import Kind, record_warnings, series_warnings
+from tests.conftest import prepare_with_limits, record_of, stored_records
 
 
 def test_summary_and_warnings():
     s = summary([1.0, 2.0, 3.0, 100.0])
-    assert s["median"] == 2.5 and s["min"] == 1.0 and s["max"] == 100.0 and s["mad"] == 1.0
+    assert s.median == 2.5 and s.min == 1.0 and s.max == 100.0 and s.mad == 1.0
     assert outliers([1.0, 1.01, 0.99, 1.0, 5.0]) == [4]
     assert outliers([1.0, 1.0, 1.0]) == [] and outliers([48.8, 49.76, 49.83]) == []
     assert outliers([48.8, 49.76, 49.83, 49.7, 49.75]) == [], "2% off a tight series is not an outlier"
     assert first_run_slow([2.0, 1.0, 1.0, 1.01]) and not first_run_slow([1.0, 1.0, 1.01])
-    text = " ".join(warnings("x", [2.0, 1.0, 1.0, 1.01, 1.0]))
-    assert "CV" in text and "outlier" in text and "first epoch" in text
-    assert warnings("x", [1.0, 1.01, 0.99]) == []
+    found = series_warnings("x", [2.0, 1.0, 1.0, 1.01, 1.0])
+    assert [w.kind for w in found] == [Kind.SPREAD, Kind.OUTLIER, Kind.FIRST_SLOW]
+    assert "#1 (2.000 s)" in found[1].finding and found[0].console().startswith("warning: x: epoch times vary by")
+    assert series_warnings("x", [1.0, 1.01, 0.99]) == []
+
+
+def test_record_warnings_are_made_once_and_formatted_twice():
+    cold = record_of(cache="cold", residency_before=[0.0, 0.4], cold_not_cold=True, epoch_seconds=[1.0, 1.0])
+    slow = record_of(world_size=2, backend="gloo", straggler_ratio=1.5, partial=True, epoch_seconds=[1.0, 1.0])
+    found = record_warnings([cold, slow])
+    assert [w.kind for w in found] == [Kind.NOT_COLD, Kind.STRAGGLER, Kind.PARTIAL]
+    assert "40% of the dataset cached" in found[0].console()
+    assert found[1].markdown().startswith("- **warning** npy/dataloader warm shuffle: the slowest of 2 ranks")
+    assert found[2].console().startswith("note: ")
 
 
 @pytest.fixture(scope="module")
@@ -42,10 +53,10 @@ SWEEP = [
 
 
 def test_sweep_skips_what_does_not_go_together_and_resumes(workspace, cli, monkeypatch):
-    import iobench.cli
+    import iobench.run.sweep
 
     results = workspace / "r.jsonl"
-    real_run = iobench.cli.run
+    real_run = iobench.run.sweep.run
     calls = []
 
     def interrupted_after_two(*args, **kwargs):
@@ -54,14 +65,14 @@ def test_sweep_skips_what_does_not_go_together_and_resumes(workspace, cli, monke
         calls.append(args[0])
         return real_run(*args, **kwargs)
 
-    monkeypatch.setattr(iobench.cli, "run", interrupted_after_two)
+    monkeypatch.setattr(iobench.run.sweep, "run", interrupted_after_two)
     r = cli("sweep", "--data-dir", workspace / "data", "--results", results, *SWEEP)
     assert r.code == 130 and "skipped" in r.err and "6 to run" in r.err
     assert len(results.read_text().splitlines()) == 2
-    monkeypatch.setattr(iobench.cli, "run", real_run)
+    monkeypatch.setattr(iobench.run.sweep, "run", real_run)
     r = cli("sweep", "--data-dir", workspace / "data", "--results", results, *SWEEP)
     assert r.code == 0 and "2 already in" in r.err and "4 to run" in r.err
-    records = read_records(results)
+    records = stored_records(results)
     keys = {(x["format"], x["loader"], x["batch_size"]) for x in records}
     assert len(records) == 6 == len(keys), "no configuration ran twice"
     r = cli("sweep", "--data-dir", workspace / "data", "--results", results, *SWEEP)
@@ -89,7 +100,7 @@ def test_sweep_prepares_missing_sizes(workspace, cli):
         "-q",
     )
     assert r.code == 0, r.err
-    records = read_records(results)
+    records = stored_records(results)
     assert sorted(x["n_samples"] for x in records) == [300, 600]
 
 
@@ -124,12 +135,11 @@ def test_report_and_compare(workspace, cli):
 def test_presets_expand_to_valid_configurations():
     import torch
 
-    from iobench.run.loaders.base import LoaderSettings
-    from iobench.run.runner import RunConfig
+    from iobench.run.config import RunConfig
     from iobench.run.sweep import expand, preset
 
     cpu = torch.device("cpu")
-    base = RunConfig(None, "memmap", "dataloader", LoaderSettings(), "cpu")
+    base = RunConfig(format="memmap")
     grid, sizes = preset("settings", cpu, "npy")
     points, notes = expand(base, grid, sizes, cpu)
     workers = sorted({p.config.settings.num_workers for p in points})
@@ -148,19 +158,7 @@ def test_settings_heatmap_and_scaling_plots(tmp_path):
     from iobench.results import plots
 
     def rec(workers, factor, n=1000):
-        return {
-            "format": "npy",
-            "loader": "dataloader",
-            "fetch": "batch",
-            "num_workers": workers,
-            "prefetch_factor": factor,
-            "pin_memory": False,
-            "non_blocking": True,
-            "samples_per_s": 1e5 + workers,
-            "n_samples": n,
-            "cache": "warm",
-            "order": "shuffle",
-        }
+        return record_of(num_workers=workers, prefetch_factor=factor, samples_per_s=1e5 + workers, n_samples=n)
 
     records = [rec(0, None), rec(4, 2), rec(4, 8), rec(8, 2)]
     assert plots.settings_heatmap(records, tmp_path / "h.png").stat().st_size > 1000

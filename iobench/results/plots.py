@@ -10,37 +10,39 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from iobench.results.record import RunRecord  # noqa: E402
+
 CACHE_COLOURS = {"cold": "#3b6fb6", "warm": "#e08a2c", "as-is": "#7a7a7a"}
 
 
-def label(r: dict) -> str:
-    extra = f" {r['fetch']}" if r["loader"] == "dataloader" else ""
-    workers = f" w{r['num_workers']}" if r["num_workers"] else ""
-    ranks = f" ranks={r['world_size']} t{r['torch_threads']}" if r.get("backend") else ""
-    return f"{r['format']}/{r['loader']}{extra}{workers}{ranks}"
+def label(r: RunRecord) -> str:
+    extra = f" {r.config.fetch}" if r.config.loader == "dataloader" else ""
+    workers = f" w{r.config.num_workers}" if r.config.num_workers else ""
+    ranks = f" ranks={r.config.world_size} t{r.environment.torch_threads}" if r.config.backend else ""
+    return f"{r.config.format}/{r.config.loader}{extra}{workers}{ranks}"
 
 
 def _mb(r: dict, seconds: float) -> float:
-    return r["samples_per_epoch"] * r["sample_bytes"] / 1e6 / seconds
+    return r.epochs.samples_per_epoch * r.dataset.sample_bytes / 1e6 / seconds
 
 
-def throughput(records: list[dict], path: Path) -> Path:
+def throughput(records: list[RunRecord], path: Path) -> Path:
     """MB/s per format and loader, cold next to warm, one panel per access order; bars span min-max."""
-    orders = sorted({r["order"] for r in records})
+    orders = sorted({r.config.order for r in records})
     fig, axes = plt.subplots(len(orders), 1, figsize=(10, 3.2 * len(orders)), squeeze=False)
     for ax, order in zip(axes[:, 0], orders, strict=True):
-        rows = [r for r in records if r["order"] == order]
+        rows = [r for r in records if r.config.order == order]
         names = sorted({label(r) for r in rows})
-        caches = sorted({r["cache"] for r in rows})
+        caches = sorted({r.config.cache for r in rows})
         width = 0.8 / len(caches)
         for k, cache in enumerate(caches):
             for i, name in enumerate(names):
-                match = [r for r in rows if label(r) == name and r["cache"] == cache]
+                match = [r for r in rows if label(r) == name and r.config.cache == cache]
                 if not match:
                     continue
                 r = match[-1]
-                mid = r["mb_per_s"]
-                lo, hi = _mb(r, r["epoch_seconds_max"]), _mb(r, r["epoch_seconds_min"])
+                mid = r.epochs.mb_per_s
+                lo, hi = _mb(r, r.epochs.epoch_seconds_max), _mb(r, r.epochs.epoch_seconds_min)
                 ax.bar(
                     i + k * width,
                     mid,
@@ -60,11 +62,11 @@ def throughput(records: list[dict], path: Path) -> Path:
     return _save(fig, path)
 
 
-def scaling(records: list[dict], path: Path) -> Path | None:
+def scaling(records: list[RunRecord], path: Path) -> Path | None:
     """Samples/s over dataset size, log-log, per format/loader/cache."""
     series = defaultdict(list)
     for r in records:
-        series[(label(r), r["cache"], r["order"])].append((r["n_samples"], r["samples_per_s"]))
+        series[(label(r), r.config.cache, r.config.order)].append((r.dataset.n_samples, r.epochs.samples_per_s))
     series = {k: sorted(v) for k, v in series.items() if len({n for n, _ in v}) > 1}
     if not series:
         return None
@@ -81,9 +83,9 @@ def scaling(records: list[dict], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def split(records: list[dict], path: Path) -> Path:
+def split(records: list[RunRecord], path: Path) -> Path:
     """Per-batch time split: waiting for the loader, host-to-device, step (stacked)."""
-    names = [f"{label(r)} {r['cache']} {r['order']}" for r in records]
+    names = [f"{label(r)} {r.config.cache} {r.config.order}" for r in records]
     fig, ax = plt.subplots(figsize=(10, 0.35 * len(records) + 1.5))
     left = [0.0] * len(records)
     for key, colour, text in (
@@ -91,7 +93,7 @@ def split(records: list[dict], path: Path) -> Path:
         ("h2d_ms_per_batch", "#e08a2c", "host-to-device"),
         ("step_ms_per_batch", "#5aa15a", "step"),
     ):
-        values = [r[key] for r in records]
+        values = [getattr(r.epochs, key) for r in records]
         ax.barh(range(len(records)), values, left=left, color=colour, label=text)
         left = [a + b for a, b in zip(left, values, strict=True)]
     ax.set_yticks(range(len(records)), names, fontsize=7)
@@ -102,20 +104,20 @@ def split(records: list[dict], path: Path) -> Path:
     return _save(fig, path)
 
 
-def settings_heatmap(records: list[dict], path: Path) -> Path | None:
+def settings_heatmap(records: list[RunRecord], path: Path) -> Path | None:
     """Samples/s of DataLoader records over num_workers x prefetch_factor, one panel per pin/non_blocking."""
-    rows = [r for r in records if r["loader"] == "dataloader"]
-    panels = sorted({(r["pin_memory"], r["non_blocking"]) for r in rows})
-    workers = sorted({r["num_workers"] for r in rows})
-    factors = sorted({r["prefetch_factor"] or 0 for r in rows})
+    rows = [r for r in records if r.config.loader == "dataloader"]
+    panels = sorted({(r.config.pin_memory, r.config.non_blocking) for r in rows})
+    workers = sorted({r.config.num_workers for r in rows})
+    factors = sorted({r.config.prefetch_factor or 0 for r in rows})
     if len(workers) < 2:
         return None
     fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.5), squeeze=False)
     for ax, (pin, nb) in zip(axes[0], panels, strict=True):
         grid = [[float("nan")] * len(workers) for _ in factors]
         for r in rows:
-            if (r["pin_memory"], r["non_blocking"]) == (pin, nb):
-                grid[factors.index(r["prefetch_factor"] or 0)][workers.index(r["num_workers"])] = r["samples_per_s"]
+            if (r.config.pin_memory, r.config.non_blocking) == (pin, nb):
+                grid[factors.index(r.config.prefetch_factor or 0)][workers.index(r.config.num_workers)] = r.epochs.samples_per_s
         image = ax.imshow(grid, cmap="viridis", aspect="auto")
         for i, row in enumerate(grid):
             for j, v in enumerate(row):
@@ -130,17 +132,17 @@ def settings_heatmap(records: list[dict], path: Path) -> Path | None:
     return _save(fig, path)
 
 
-def percent_of_limit(records: list[dict], path: Path) -> Path | None:
-    rows = [r for r in records if r.get("percent_of_limit") is not None]
+def percent_of_limit(records: list[RunRecord], path: Path) -> Path | None:
+    rows = [r for r in records if r.limit.percent_of_limit is not None]
     if not rows:
         return None
     fig, ax = plt.subplots(figsize=(10, 0.35 * len(rows) + 1.5))
     ax.barh(
         range(len(rows)),
-        [r["percent_of_limit"] for r in rows],
-        color=[CACHE_COLOURS.get(r["cache"], "grey") for r in rows],
+        [r.limit.percent_of_limit for r in rows],
+        color=[CACHE_COLOURS.get(r.config.cache, "grey") for r in rows],
     )
-    ax.set_yticks(range(len(rows)), [f"{label(r)} {r['cache']} {r['order']}" for r in rows], fontsize=7)
+    ax.set_yticks(range(len(rows)), [f"{label(r)} {r.config.cache} {r.config.order}" for r in rows], fontsize=7)
     ax.axvline(100, color="black", linewidth=0.8)
     ax.set_xlabel("% of the applicable ceiling (storage when cold, page cache when warm)")
     ax.set_title("how close to the hardware")

@@ -1,73 +1,116 @@
-"""Result records: one flat JSON object per run, appended to a JSONL file, and their summaries."""
+"""Results files: one JSON record per line, appended whole; readers skip a torn line and say which."""
 
 from __future__ import annotations
 
 import json
 import os
-import statistics
-from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.run.clocks import EpochTiming
+from iobench.results.record import MachineLimits, RecordError, RunRecord
 
 
-def epoch_metrics(timings: list[EpochTiming], sample_bytes: int) -> dict:
-    """Flat, self-explaining metrics over the timed epochs (median with min and max)."""
-    seconds = [t.seconds for t in timings]
-    median = statistics.median(seconds)
-    samples = statistics.median([t.samples for t in timings])
-    batches = sum(t.batches for t in timings) or 1
-    mean = statistics.fmean(seconds)
-    cv = statistics.pstdev(seconds) / mean if len(seconds) > 1 and mean > 0 else 0.0
-    return {
-        "epoch_seconds": seconds,
-        "epoch_seconds_median": median,
-        "epoch_seconds_min": min(seconds),
-        "epoch_seconds_max": max(seconds),
-        "epoch_seconds_cv": cv,
-        "epoch_seconds_mad": statistics.median(abs(x - median) for x in seconds),
-        "first_batch_seconds": [t.first_batch_seconds for t in timings],
-        "first_batch_seconds_median": statistics.median(t.first_batch_seconds for t in timings),
-        "samples_per_epoch": int(samples),
-        "batches_per_epoch": int(statistics.median(t.batches for t in timings)),
-        "samples_per_s": samples / median if median > 0 else float("nan"),
-        "mb_per_s": samples * sample_bytes / 1e6 / median if median > 0 else float("nan"),
-        "wait_ms_per_batch": 1000 * sum(t.wait_seconds for t in timings) / batches,
-        "h2d_ms_per_batch": 1000 * sum(t.h2d_seconds for t in timings) / batches,
-        "step_ms_per_batch": 1000 * sum(t.step_seconds for t in timings) / batches,
-        "partial": any(t.partial for t in timings),
-    }
+@dataclass
+class RecordFile:
+    records: list[RunRecord] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # 'path:line: why', one per line not read
 
 
-def append_record(path: Path, record: dict) -> None:
-    """Append one line and fsync it: a crash later in a sweep never loses finished runs."""
+def append_record(path: Path, record: RunRecord) -> None:
+    """Append one whole line and fsync it: a crash later in a sweep never loses finished runs.
+
+    A file whose last line was torn (a full disk, a crash mid-write) gets a newline first, so the
+    new record starts on a line of its own and stays readable."""
+    line = (json.dumps(record.to_json(), allow_nan=True) + "\n").encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a", encoding="utf-8") as f:
-            f.write(json.dumps(record, sort_keys=False) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        try:
+            if _ends_torn(path):
+                line = b"\n" + line
+            written = os.write(fd, line)
+            if written != len(line):
+                raise OSError(28, f"only {written} of {len(line)} bytes written")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise IobenchError(f"cannot write results to {path}: {exc.strerror or exc}") from None
 
 
-def read_records(path: Path) -> list[dict]:
+def _ends_torn(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() == 0:
+                return False
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) != b"\n"
+    except OSError:
+        return False
+
+
+def check_writable(path: Path) -> None:
+    """Refuse before measuring when the results could not be written afterwards."""
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IobenchError(f"cannot create {folder} for the results: {exc.strerror or exc}") from None
+    if path.is_dir():
+        raise IobenchError(f"--results {path} is a directory")
+    target = path if path.exists() else folder
+    if not os.access(target, os.W_OK):
+        raise IobenchError(f"cannot write results to {path}: permission denied")
+
+
+def load_records(path: Path) -> RecordFile:
+    """Every readable record; a line that is not one (torn, edited) is skipped and named."""
     if not path.is_file():
         raise IobenchError(f"{path}: no such results file")
-    records = []
-    with open(path, encoding="utf-8") as f:
-        for number, line in enumerate(f, 1):
-            if line.strip():
+    loaded = RecordFile()
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
                 try:
-                    records.append(json.loads(line))
+                    loaded.records.append(RunRecord.from_json(json.loads(line)))
                 except json.JSONDecodeError:
-                    raise IobenchError(f"{path}:{number}: not a JSON record") from None
-    return records
+                    loaded.skipped.append(f"{path}:{number}: not a whole JSON record (torn or edited); skipped")
+                except RecordError as exc:
+                    loaded.skipped.append(f"{path}:{number}: not an iobench record ({exc}); skipped")
+    except OSError as exc:
+        raise IobenchError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return loaded
 
 
-def relative_to_fastest(records: Iterable[dict]) -> list[float]:
-    """Each record's median epoch time over the fastest's (1.0 = fastest)."""
-    records = list(records)
-    best = min(r["epoch_seconds_median"] for r in records)
-    return [r["epoch_seconds_median"] / best for r in records]
+def read_records(path: Path) -> list[RunRecord]:
+    return load_records(path).records
+
+
+def done_identities(path: Path) -> set[tuple]:
+    """Identities of the configurations a results file already holds (a resumed sweep skips them)."""
+    return {r.identity() for r in load_records(path).records} if path.is_file() else set()
+
+
+def limits_path(results: Path) -> Path:
+    return results.parent / "limits.json"
+
+
+def load_all_limits(results: Path) -> dict[str, MachineLimits]:
+    """Every stored entry by its host:device key; a file that is not limits is refused in one line."""
+    path = limits_path(results)
+    if not path.is_file():
+        return {}
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise IobenchError(f"{path}: not readable limits ({exc}); delete it and run `iobench limits`") from None
+    if not isinstance(stored, dict):
+        raise IobenchError(f"{path}: not a JSON object of limits; delete it and run `iobench limits`")
+    try:
+        return {str(k): MachineLimits.from_json(v) for k, v in stored.items()}
+    except RecordError as exc:
+        raise IobenchError(f"{path}: {exc}; delete it and run `iobench limits`") from None

@@ -1,4 +1,4 @@
-"""Console tables and warnings built from result records."""
+"""Console tables of result records (rich): results, the per-batch split, limits, a profile summary."""
 
 from __future__ import annotations
 
@@ -8,35 +8,34 @@ from pathlib import Path
 
 from rich.table import Table
 
-from iobench.results.store import relative_to_fastest
-from iobench.results.stats import warnings
-
-STRAGGLER_LIMIT = 1.2  # slowest rank over fastest, above which the record is flagged
+from iobench.results.record import MachineLimits, RunRecord
+from iobench.results.stats import relative_to_fastest
 
 
-def settings_label(r: dict) -> str:
+def settings_label(r: RunRecord) -> str:
     """The knobs of a record that differ between configurations, in a few characters."""
-    parts = [f"bs={r['batch_size']}", f"w={r['num_workers']}"]
-    if r.get("backend"):  # under torchrun, where the thread count is torchrun's to set
-        parts.insert(0, f"ranks={r['world_size']}" + (f"/{r['nodes']}n" if r.get("nodes", 1) > 1 else ""))
-        parts.append(f"threads={r['torch_threads']}")
-    if r["loader"] == "dataloader":
-        parts.append(f"fetch={r['fetch']}")
-    if r.get("prefetch_factor"):
-        parts.append(f"pf={r['prefetch_factor']}")
-    if r.get("pin_memory"):
+    c = r.config
+    parts = [f"bs={c.batch_size}", f"w={c.num_workers}"]
+    if c.backend:  # under torchrun, where the thread count is torchrun's to set
+        parts.insert(0, f"ranks={c.world_size}" + (f"/{r.ranks.nodes}n" if r.ranks.nodes > 1 else ""))
+        parts.append(f"threads={r.environment.torch_threads}")
+    if c.loader == "dataloader":
+        parts.append(f"fetch={c.fetch}")
+    if c.prefetch_factor:
+        parts.append(f"pf={c.prefetch_factor}")
+    if c.pin_memory:
         parts.append("pin")
-    if r.get("prefetch_thread"):
-        parts.append(f"thread={r['prefetch_thread']}")
+    if c.prefetch_thread:
+        parts.append(f"thread={c.prefetch_thread}")
     return " ".join(parts)
 
 
-def _residency(r: dict) -> str:
-    before = r.get("residency_before") or []
-    return f"{r['cache']} ({max(before):.0%})" if before else r["cache"]
+def _residency(r: RunRecord) -> str:
+    before = r.system.residency_before
+    return f"{r.config.cache} ({max(before):.0%})" if before else r.config.cache
 
 
-def results_table(records: list[dict], title: str) -> Table:
+def results_table(records: list[RunRecord], title: str) -> Table:
     table = Table(title=title)
     columns = (
         ("format", "left"), ("loader", "left"), ("settings", "left"), ("order", "left"),
@@ -45,92 +44,75 @@ def results_table(records: list[dict], title: str) -> Table:
     )  # fmt: skip
     for col, justify in columns:
         table.add_column(col, justify=justify)
-    for r, rel in zip(records, relative_to_fastest(records), strict=True):
-        partial = " (partial)" if r["partial"] else ""
-        limit = r.get("percent_of_limit")
+    ratios = relative_to_fastest([r.epochs.epoch_seconds_median for r in records])
+    for r, rel in zip(records, ratios, strict=True):
+        e = r.epochs
+        partial = " (partial)" if e.partial else ""
+        limit = r.limit.percent_of_limit
         table.add_row(
-            r["format"],
-            r["loader"],
+            r.config.format,
+            r.config.loader,
             settings_label(r),
-            r["order"],
+            r.config.order,
             _residency(r),
-            f"{r['epoch_seconds_median']:.3f} ({r['epoch_seconds_min']:.3f}-{r['epoch_seconds_max']:.3f}){partial}",
-            f"{r['samples_per_s']:,.0f}",
-            f"{r['mb_per_s']:,.1f}",
+            f"{e.epoch_seconds_median:.3f} ({e.epoch_seconds_min:.3f}-{e.epoch_seconds_max:.3f}){partial}",
+            f"{e.samples_per_s:,.0f}",
+            f"{e.mb_per_s:,.1f}",
             f"{limit:.0f}%" if limit is not None else "-",
             f"{rel:.2f}x",
         )
     return table
 
 
-def split_table(records: list[dict]) -> Table:
+def split_table(records: list[RunRecord]) -> Table:
     """Where each batch's time went, and what the system read from storage per epoch.
 
     Under torchrun also each rank's MB/s (slowest-fastest) and the straggler ratio."""
     table = Table(title="per batch (ms): waiting for the loader / host-to-device / step; storage reads per epoch")
-    ranks = any(r.get("world_size", 1) > 1 for r in records)
+    ranks = any(r.config.world_size > 1 for r in records)
     columns = ["format", "loader", "wait", "h2d", "step", "first batch s", "disk MB/epoch", "CPU %", "iowait %"]
     if ranks:
         columns += ["rank MB/s (min-max)", "straggler"]
     for col in columns:
         table.add_column(col, justify="left" if col in ("format", "loader") else "right")
     for r in records:
-        reads = [x for x in r.get("device_read_bytes") or [] if x is not None]
+        e, s = r.epochs, r.system
+        reads = [x for x in s.device_read_bytes if x is not None]
         extra = []
         if ranks:
-            extra = [f"{r['rank_mb_per_s_min']:,.0f}-{r['rank_mb_per_s_max']:,.0f}", f"{r['straggler_ratio']:.2f}x"]
-            extra = extra if r.get("world_size", 1) > 1 else ["-", "-"]
+            extra = ["-", "-"]
+            if r.config.world_size > 1:
+                low, high = r.ranks.rank_mb_per_s_min or 0.0, r.ranks.rank_mb_per_s_max or 0.0
+                extra = [f"{low:,.0f}-{high:,.0f}", f"{r.ranks.straggler_ratio:.2f}x"]
         table.add_row(
-            r["format"],
-            r["loader"],
-            f"{r['wait_ms_per_batch']:.2f}",
-            f"{r['h2d_ms_per_batch']:.2f}",
-            f"{r['step_ms_per_batch']:.2f}",
-            f"{r['first_batch_seconds_median']:.3f}",
+            r.config.format,
+            r.config.loader,
+            f"{e.wait_ms_per_batch:.2f}",
+            f"{e.h2d_ms_per_batch:.2f}",
+            f"{e.step_ms_per_batch:.2f}",
+            f"{e.first_batch_seconds_median:.3f}",
             f"{sum(reads) / len(reads) / 1e6:,.1f}" if reads else "-",
-            f"{100 * r['cpu_utilisation']:.0f}" if r.get("cpu_utilisation") is not None else "-",
-            f"{100 * r['cpu_iowait']:.0f}" if r.get("cpu_iowait") is not None else "-",
+            f"{100 * s.cpu_utilisation:.0f}" if s.cpu_utilisation is not None else "-",
+            f"{100 * s.cpu_iowait:.0f}" if s.cpu_iowait is not None else "-",
             *extra,
         )
     return table
 
 
-def run_warnings(records: list[dict]) -> list[str]:
-    """What makes a figure suspect, and what to do about it."""
-    lines = []
-    for r in records:
-        name = f"{r['format']}/{r['loader']}"
-        if r.get("cold_not_cold"):
-            worst = max(r["residency_before"])
-            lines.append(
-                f"warning: {name}: a cold epoch started with {worst:.0%} of the dataset cached (> 5%); "
-                "something still maps the files, or eviction is not permitted: try sudo"
-            )
-        lines.extend(warnings(name, r["epoch_seconds"]))
-        if r.get("straggler_ratio", 1.0) > STRAGGLER_LIMIT:
-            lines.append(
-                f"warning: {name}: the slowest of {r['world_size']} ranks took {r['straggler_ratio']:.2f}x as long as "
-                "the fastest (median over epochs); every rank waits for it: see rank_epoch_seconds in the record"
-            )
-        if r["partial"]:
-            lines.append(f"note: {name}: epochs stopped early (--max-batches/--max-seconds): a partial read")
-    return lines
-
-
-def limits_table(limits: dict) -> Table:
-    table = Table(title=f"limits of {limits['hostname']} ({limits['data_filesystem']} on {limits['data_device']})")
+def limits_table(limits: MachineLimits) -> Table:
+    table = Table(title=f"limits of {limits.hostname} ({limits.data_filesystem} on {limits.data_device})")
     table.add_column("ceiling")
     table.add_column("MB/s", justify="right")
     rows = (
-        ("storage sequential read (" + limits["storage_read_method"] + ")", "storage_read_mb_per_s"),
-        ("page-cache read", "page_cache_read_mb_per_s"),
-        ("host-to-device, pageable", "h2d_pageable_mb_per_s"),
-        ("host-to-device, pinned", "h2d_pinned_mb_per_s"),
-        ("device-to-device copy", "d2d_mb_per_s"),
+        (f"storage sequential read ({limits.storage_read_method})", limits.storage_read_mb_per_s),
+        ("page-cache read", limits.page_cache_read_mb_per_s),
+        ("host-to-device, pageable", limits.h2d_pageable_mb_per_s),
+        ("host-to-device, pinned", limits.h2d_pinned_mb_per_s),
+        ("device-to-device copy", limits.d2d_mb_per_s),
     )
-    for label, key in rows:
-        if limits.get(key) is not None:
-            table.add_row(label, f"{limits[key]:,.0f}")
+    for label, value in rows:
+        if value is not None:
+            table.add_row(label, f"{value:,.0f}")
     return table
 
 

@@ -11,7 +11,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from iobench.run.clocks import EpochTiming
+from iobench.results.record import EpochTiming, RankStats, SystemStats
 from iobench.run.distributed import World
 
 PER_EPOCH = 12  # numbers per timed epoch in a rank's row (see _row)
@@ -33,8 +33,9 @@ class RankMeasurements:
 
 @dataclass
 class Combined:
-    timings: list[EpochTiming]
-    fields: dict
+    timings: list[EpochTiming]  # per timed epoch, over all ranks
+    ranks: RankStats
+    system: SystemStats  # the runner adds what only it knows (eviction, totals)
 
 
 def _num(x: float | int | None) -> float:
@@ -58,9 +59,7 @@ def _row(m: RankMeasurements, world: World) -> list[float]:
 
 
 def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: int, shard: str | None) -> Combined:
-    """Gather every rank's row and merge them (on every rank; rank 0 writes the record).
-
-    The fields are record fields as they are; the CUDA peaks only when the ranks ran on CUDA."""
+    """Gather every rank's row and merge them (on every rank; rank 0 writes the record)."""
     rows = world.gather(_row(m, world))
     n = len(m.timings)
     epochs = [[row[k * PER_EPOCH : (k + 1) * PER_EPOCH] for k in range(n)] for row in rows]  # [rank][epoch]
@@ -83,34 +82,34 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
     node_tails = [t for t in tails if t[0]]
     rank_seconds = [[e[k][0] for k in range(n)] for e in epochs]
     rank_rates = [statistics.median(e[k][3] / e[k][0] for k in range(n) if e[k][0] > 0) for e in epochs]
-    fields = {
-        "world_size": world.size,
-        "nodes": len({t[1] for t in tails}),
-        "hosts": sorted(set(hosts)),
-        "backend": world.backend,
-        "shard": shard,
-        "rank_epoch_seconds": rank_seconds,
-        "rank_samples_per_s": rank_rates,
-        "rank_mb_per_s_min": min(rank_rates) * sample_bytes / 1e6,
-        "rank_mb_per_s_max": max(rank_rates) * sample_bytes / 1e6,
-        "straggler_ratio": statistics.median(
+    allocated, reserved = max(t[6] for t in tails), max(t[7] for t in tails)
+    ranks = RankStats(
+        nodes=len({t[1] for t in tails}),
+        hosts=sorted(set(hosts)),
+        shard=shard,
+        rank_epoch_seconds=rank_seconds,
+        rank_samples_per_s=rank_rates,
+        rank_mb_per_s_min=min(rank_rates) * sample_bytes / 1e6,
+        rank_mb_per_s_max=max(rank_rates) * sample_bytes / 1e6,
+        straggler_ratio=statistics.median(
             max(s[k] for s in rank_seconds) / min(s[k] for s in rank_seconds) for k in range(n)
         ),
-        "device_read_bytes": [_opt_bytes(sum(e[k][8] for e in epochs)) for k in range(n)],
-        "process_read_bytes": [_opt_bytes(sum(e[k][9] for e in epochs)) for k in range(n)],
-        "residency_before": [max(e[k][10] for e in epochs) for k in range(n)],
-        "residency_after": [max(e[k][11] for e in epochs) for k in range(n)],
-        "cpu_utilisation": _node_mean([t[2] for t in node_tails]),
-        "cpu_iowait": _node_mean([t[3] for t in node_tails]),
-        "peak_rss_bytes": int(max(t[4] for t in tails)),
-        "peak_rss_children_bytes": int(max(t[5] for t in tails)),
-        "setup_seconds": [max(col) for col in zip(*(t[8:] for t in tails), strict=True)],
-    }
-    allocated, reserved = max(t[6] for t in tails), max(t[7] for t in tails)
-    if not math.isnan(allocated):  # CUDA ranks: the largest rank's peaks
-        fields["cuda_max_memory_allocated_bytes"] = int(allocated)
-        fields["cuda_max_memory_reserved_bytes"] = int(reserved)
-    return Combined(timings, fields)
+    )
+    system = SystemStats(
+        device_read_bytes=[_opt_bytes(sum(e[k][8] for e in epochs)) for k in range(n)],
+        process_read_bytes=[_opt_bytes(sum(e[k][9] for e in epochs)) for k in range(n)],
+        residency_before=[max(e[k][10] for e in epochs) for k in range(n)],
+        residency_after=[max(e[k][11] for e in epochs) for k in range(n)],
+        cpu_utilisation=_node_mean([t[2] for t in node_tails]),
+        cpu_iowait=_node_mean([t[3] for t in node_tails]),
+        peak_rss_bytes=int(max(t[4] for t in tails)),
+        peak_rss_children_bytes=int(max(t[5] for t in tails)),
+        setup_seconds=[max(col) for col in zip(*(t[8:] for t in tails), strict=True)],
+        # CUDA ranks: the largest rank's peaks
+        cuda_max_memory_allocated_bytes=None if math.isnan(allocated) else int(allocated),
+        cuda_max_memory_reserved_bytes=None if math.isnan(reserved) else int(reserved),
+    )
+    return Combined(timings, ranks, system)
 
 
 def _node_mean(values: list[float]) -> float | None:

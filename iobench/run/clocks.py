@@ -9,24 +9,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import torch
 
+from iobench.results.record import EpochTiming
 from iobench.run.device import synchronize
 from iobench.run.loaders.base import DeviceBatch, Loader
-
-
-@dataclass(frozen=True)
-class EpochTiming:
-    seconds: float
-    first_batch_seconds: float
-    batches: int
-    samples: int
-    wait_seconds: float
-    h2d_seconds: float
-    step_seconds: float
-    partial: bool  # stopped early by max_seconds
 
 
 def time_epoch(

@@ -31,9 +31,3 @@ def synchronize(device: torch.device) -> None:
     """Block until the device has finished all queued work (copies included)."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def device_name(device: torch.device) -> str:
-    if device.type == "cuda":
-        return torch.cuda.get_device_name(device)
-    return "cpu"

@@ -6,13 +6,12 @@
 - page cache: the same file read again with every page cached (a copy out of the page cache);
 - host-to-device from pageable and from pinned memory, and device-to-device copies (CUDA only).
 Stored as JSON beside the results, one entry per (host, data device), so every run can report
-its MB/s as a share of the ceiling that applies to it.
+its MB/s as a share of the ceiling that applies to it (the rule: `RunRecord.ceiling`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
 import mmap
 import os
 import platform
@@ -25,43 +24,36 @@ import torch
 
 from iobench.environment import mount_of
 from iobench.errors import IobenchError
-from iobench.fsutil import PARTIAL_PREFIX, atomic_write_json
+from iobench.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes
+from iobench.results.record import MachineLimits, limits_key
+from iobench.results.store import limits_path, load_all_limits
 from iobench.run.cache import evict
 
 BLOCK = 8 * 2**20
 IN_FLIGHT = 4
 DEFAULT_PROBE_BYTES = 2**30
-
-
-def limits_path(results: Path) -> Path:
-    return results.parent / "limits.json"
+PROBE_MARGIN = 1.05  # leave 5% of the probe's size free, as prepare does
 
 
 def _key(data_dir: Path) -> str:
     _fs, source = mount_of(data_dir)
-    return f"{platform.node()}:{source}"
+    return limits_key(platform.node(), source)
 
 
-def load_limits(results: Path, data_dir: Path) -> dict | None:
-    path = limits_path(results)
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text()).get(_key(data_dir))
-    except (OSError, ValueError):
-        return None
+def load_limits(results: Path, data_dir: Path) -> MachineLimits | None:
+    return load_all_limits(results).get(_key(data_dir))
 
 
-def save_limits(results: Path, data_dir: Path, limits: dict) -> Path:
+def save_limits(results: Path, data_dir: Path, limits: MachineLimits) -> Path:
     path = limits_path(results)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        stored = json.loads(path.read_text()) if path.is_file() else {}
-    except (OSError, ValueError):
-        stored = {}
+        stored = load_all_limits(results)
+    except IobenchError:
+        stored = {}  # a broken file is replaced by the fresh measurement
     stored[_key(data_dir)] = limits
     try:
-        atomic_write_json(path, stored)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, {k: v.to_json() for k, v in stored.items()})
     except OSError as exc:
         raise IobenchError(f"cannot write {path}: {exc.strerror or exc}") from None
     return path
@@ -69,7 +61,7 @@ def save_limits(results: Path, data_dir: Path, limits: dict) -> Path:
 
 def stored_or_measured(
     results: Path, data_dir: Path, device: torch.device, announce: Callable[[], None] | None = None
-) -> dict:
+) -> MachineLimits:
     """The limits stored beside the results for this host and disk, measured and stored if none."""
     limits = load_limits(results, data_dir)
     if limits is None:
@@ -178,7 +170,7 @@ def _largest_data_file(data_dir: Path, at_least: int) -> Path | None:
     return best
 
 
-def measure_limits(data_dir: Path, device: torch.device, probe_bytes: int = DEFAULT_PROBE_BYTES) -> dict:
+def measure_limits(data_dir: Path, device: torch.device, probe_bytes: int = DEFAULT_PROBE_BYTES) -> MachineLimits:
     """Read a large file on the data directory's file system cold (O_DIRECT) and warm.
 
     The file is the largest prepared data file when one holds at least half of probe_bytes (on a
@@ -192,6 +184,12 @@ def measure_limits(data_dir: Path, device: torch.device, probe_bytes: int = DEFA
     except OSError as exc:
         raise IobenchError(f"cannot create {data_dir}: {exc.strerror or exc}") from None
     existing = _largest_data_file(data_dir, probe_bytes // 2)
+    free = free_bytes(data_dir)
+    if existing is None and probe_bytes * PROBE_MARGIN > free:
+        raise IobenchError(
+            f"not enough disk space in {data_dir} for a {probe_bytes / 2**20:,.0f} MiB probe file "
+            f"({free / 2**20:,.0f} MiB free); give a smaller --probe-size"
+        )
     probe = existing or data_dir / f"{PARTIAL_PREFIX}limits-probe-{os.getpid()}.bin"
     try:
         if existing is None:
@@ -209,40 +207,16 @@ def measure_limits(data_dir: Path, device: torch.device, probe_bytes: int = DEFA
         if existing is None:
             probe.unlink(missing_ok=True)
     fstype, source = mount_of(data_dir)
-    limits = {
-        "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "hostname": platform.node(),
-        "data_dir": str(data_dir),
-        "data_filesystem": fstype,
-        "data_device": source,
-        "probe_file": str(probe) if existing is not None else "a fresh probe file",
-        "probe_bytes": probe.stat().st_size if existing is not None else probe_bytes,
-        "storage_read_mb_per_s": storage,
-        "storage_read_method": method,
-        "page_cache_read_mb_per_s": cache,
-    }
-    if device.type == "cuda":
-        limits.update(cuda_limits(device))
-    return limits
-
-
-def applicable_limit(record: dict, limits: dict) -> tuple[str, float] | None:
-    """The ceiling this record's run is held to: storage when cold, the page cache otherwise, and
-    never above host-to-device on CUDA. None for gpu-resident: its epochs move nothing from the
-    host (a sequential batch is a view of device memory), so no transfer ceiling applies.
-
-    Under torchrun the storage and page-cache ceilings (one reader's, per node) count once per node
-    and host-to-device once per rank (each rank has its own GPU)."""
-    if record["loader"] == "gpu-resident":
-        return None
-    name = "storage_read_mb_per_s" if record.get("cache") == "cold" else "page_cache_read_mb_per_s"
-    value = limits.get(name)
-    if value is None:
-        return None
-    value *= record.get("nodes", 1)
-    if record["device"].startswith("cuda"):
-        h2d = "h2d_pinned_mb_per_s" if record.get("pin_memory") else "h2d_pageable_mb_per_s"
-        h2d_all = limits[h2d] * record.get("world_size", 1) if limits.get(h2d) else None
-        if h2d_all and h2d_all < value:
-            name, value = h2d, h2d_all
-    return name, value
+    return MachineLimits(
+        measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        hostname=platform.node(),
+        data_dir=str(data_dir),
+        data_filesystem=fstype,
+        data_device=source,
+        probe_file=str(probe) if existing is not None else "a fresh probe file",
+        probe_bytes=probe.stat().st_size if existing is not None else probe_bytes,
+        storage_read_mb_per_s=storage,
+        storage_read_method=method,
+        page_cache_read_mb_per_s=cache,
+        **(cuda_limits(device) if device.type == "cuda" else {}),
+    )

@@ -1,9 +1,9 @@
-"""A grid of run configurations: expansion, presets, and resuming from what the results file holds."""
+"""A grid of run configurations: expansion, presets, resolution, and the driver that runs what is left."""
 
 from __future__ import annotations
 
 import itertools
-import json
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -11,18 +11,15 @@ import torch
 
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.run.runner import CORE_LOADERS, LOADER_FORMATS, RunConfig, check_config, config_fields, resolve
+from iobench.results.record import MachineLimits, RunRecord
+from iobench.results.store import append_record, done_identities
+from iobench.run.config import RunConfig, RunTarget, resolve, settle_device
+from iobench.run.loaders import CORE_LOADERS, LOADERS, LoaderName
+from iobench.run.runner import run
 
-# Record fields that identify a configuration: two records with equal values measured the same thing.
-IDENTITY = (
-    "dataset", "format", "loader", "fetch", "batch_size", "num_workers", "prefetch_factor", "pin_memory",
-    "non_blocking", "persistent_workers", "prefetch_thread", "readahead_mb", "order", "cache", "epochs",
-    "warmup", "runs", "step", "device", "max_batches", "max_seconds", "seed", "world_size",
-)  # fmt: skip
-# What a field meant in records written before it existed.
-BEFORE_FIELD = {"world_size": 1}
 PRESETS = ("settings", "formats", "scaling")
 SCALING_SIZES = (10**5, 10**6, 10**7)
+_TOP_LEVEL = ("format", "loader", "cache")  # grid keys of RunConfig; the others are loader settings
 
 
 @dataclass(frozen=True)
@@ -31,31 +28,6 @@ class Point:
 
     size: int | None  # None: the sweep's one dataset
     config: RunConfig
-
-
-def identity(record: dict) -> tuple:
-    return tuple(record.get(k, BEFORE_FIELD.get(k)) for k in IDENTITY)
-
-
-def config_identity(config: RunConfig, device: torch.device) -> tuple:
-    """The identity a record of this configuration will have (pinning resolved for the device)."""
-    fields = {"dataset": config.dataset_dir.name, **config_fields(resolve(config, device), device)}
-    return tuple(fields[k] for k in IDENTITY)
-
-
-def done(results: Path) -> set[tuple]:
-    """Identities of the configurations the results file already holds (a resumed sweep skips them)."""
-    if not results.is_file():
-        return set()
-    keys = set()
-    with open(results, encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                try:
-                    keys.add(identity(json.loads(line)))
-                except json.JSONDecodeError:
-                    continue  # a line cut by a crash: that configuration runs again
-    return keys
 
 
 def expand(
@@ -69,9 +41,7 @@ def expand(
         for values in itertools.product(*(grid[k] for k in keys)):
             changes = dict(zip(keys, values, strict=True))
             try:
-                config = _apply(base, changes)
-                check_config(config)
-                resolve(config, device)
+                config = settle_device(_apply(base, changes), device)
             except IobenchError as exc:
                 notes.append(f"skipped {_describe(changes)}: {exc}")
                 continue
@@ -83,10 +53,9 @@ def expand(
 
 
 def _apply(base: RunConfig, changes: dict) -> RunConfig:
-    top = {k: v for k, v in changes.items() if k in ("format", "loader", "cache")}
+    top = {k: v for k, v in changes.items() if k in _TOP_LEVEL}
     settings = {k: v for k, v in changes.items() if k not in top}
-    config = replace(base, **top)
-    return replace(config, settings=replace(config.settings, **settings)) if settings else config
+    return replace(base, **top, settings=replace(base.settings, **settings))
 
 
 def _describe(changes: dict) -> str:
@@ -106,16 +75,36 @@ def preset(name: str, device: torch.device, fmt: str = "memmap") -> tuple[dict, 
     if name == "formats":
         return {"format": list(FORMATS), "loader": list(CORE_LOADERS), "cache": ["cold", "warm"]}, [None]
     if name == "scaling":
-        pairs_formats = sorted({f for ld in ("dataloader", "tensorclass") for f in LOADER_FORMATS[ld]})
-        return {"format": pairs_formats, "loader": ["dataloader", "tensorclass"], "cache": ["warm"]}, list(
-            SCALING_SIZES
-        )
+        pair = (LoaderName.DATALOADER, LoaderName.TENSORCLASS)
+        pairs_formats = sorted({f for ld in pair for f in LOADERS[ld].reads})
+        return {"format": pairs_formats, "loader": list(pair), "cache": ["warm"]}, list(SCALING_SIZES)
     raise IobenchError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
 
 
 def settings_extras(base: RunConfig, fmt: str) -> list[RunConfig]:
     """The settings preset's rows outside the grid: a background prefetch thread, everything resident."""
     return [
-        replace(base, format=fmt, loader="dataloader", settings=replace(base.settings, prefetch_thread=4)),
-        replace(base, format=fmt, loader="gpu-resident"),
+        replace(base, format=fmt, loader=LoaderName.DATALOADER).with_settings(prefetch_thread=4),
+        replace(base, format=fmt, loader=LoaderName.GPU_RESIDENT),
     ]
+
+
+def still_to_run(points: list[Point], dirs: dict, device: torch.device, results: Path) -> list:
+    """Every point resolved against its dataset (so a bad one fails before any work), minus the
+    configurations the results file already holds."""
+    already = done_identities(results)
+    resolved = [resolve(p.config, RunTarget(dirs[p.size], device)) for p in points]
+    return [r for r in resolved if r.recorded().identity() not in already]
+
+
+def run_sweep(
+    todo: list, results: Path, limits: MachineLimits | None, on_start: Callable[[int, object], None] | None = None
+) -> list[RunRecord]:
+    """Run each resolved configuration and append its record at once (a stopped sweep resumes)."""
+    records = []
+    for k, resolved in enumerate(todo):
+        if on_start is not None:
+            on_start(k, resolved)
+        records.append(run(resolved, None, limits))
+        append_record(results, records[-1])
+    return records

@@ -14,7 +14,8 @@ from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.progress import make_reporter
-from iobench.run.runner import CACHE_MODES, RunConfig, parse_loaders
+from iobench.run.config import Cache, RunConfig
+from iobench.run.selection import parse_loaders
 from iobench.run.sweep import Point, preset
 
 _BOOL = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
@@ -53,7 +54,7 @@ def sweep_grid(name: str | None, base: RunConfig, device: torch.device, **lists:
         "pin_memory": lambda t: _bools(t, "pin-memory"),
         "non_blocking": lambda t: _bools(t, "non-blocking"),
         "prefetch_thread": lambda t: _ints(t, "prefetch-thread"),
-        "cache": lambda t: parse_choices(t, CACHE_MODES, "cache"),
+        "cache": lambda t: parse_choices(t, tuple(c.value for c in Cache), "cache"),
     }
     for key, parse in parsers.items():
         if lists.get(key) is not None:

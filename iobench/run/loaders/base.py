@@ -9,12 +9,18 @@ from typing import Any
 
 import torch
 
+from iobench.choices import Choice
 from iobench.run.loaders.order import EpochOrder
 
 DeviceBatch = tuple[torch.Tensor, torch.Tensor]
 
 
-@dataclass(frozen=True)
+class Fetch(Choice):
+    ITEM = "item"  # one __getitem__ per sample, default collate
+    BATCH = "batch"  # one call per batch of indices
+
+
+@dataclass(frozen=True, kw_only=True)
 class LoaderSettings:
     """The knobs users turn; one frozen value per run, recorded with the result."""
 
@@ -24,10 +30,13 @@ class LoaderSettings:
     pin_memory: bool | None = None  # None: on when the device is CUDA
     non_blocking: bool = True
     persistent_workers: bool = False
-    fetch: str = "batch"  # item: one __getitem__ per sample; batch: one call per batch
+    fetch: Fetch = Fetch.BATCH
     prefetch_thread: int = 0  # batches a background thread keeps ready (0 = off)
     readahead_mb: int = 32  # tensorclass: MiB the kernel is asked to read ahead of a sequential run
     ray_address: str | None = None  # ray: the cluster to use (None: a local instance)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "fetch", Fetch.parse(self.fetch, "--fetch"))
 
 
 class Loader(ABC):

@@ -10,7 +10,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from iobench.formats.base import FormatReader
-from iobench.run.loaders.base import Loader, LoaderSettings
+from iobench.run.loaders.base import Fetch, Loader, LoaderSettings
 from iobench.run.loaders.order import EpochOrder, indices_of
 
 
@@ -72,7 +72,7 @@ class DataLoaderLoader(Loader):
     def __init__(self, reader: FormatReader, order: EpochOrder, settings: LoaderSettings, device: torch.device) -> None:
         super().__init__(order, settings, device)
         self.reader = reader
-        item = settings.fetch == "item"
+        item = settings.fetch is Fetch.ITEM
         self.sampler = EpochBatchSampler(order, as_lists=item)
         dataset = ReaderDataset(reader)
         if item:  # one __getitem__ per sample, default collate

@@ -1,0 +1,104 @@
+"""The command line's options, declared once: `run` and `sweep` (and the data commands) share them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from iobench.formats import FORMATS
+from iobench.run.loaders import LOADERS
+
+# typer needs Optional (not X | None) to introspect on Python 3.9-style annotations.
+OptInt = Optional[int]  # noqa: UP045
+OptStr = Optional[str]  # noqa: UP045
+OptFloat = Optional[float]  # noqa: UP045
+OptBool = Optional[bool]  # noqa: UP045
+
+DataDir = Annotated[
+    Path, typer.Option("--data-dir", help="Root folder of prepared datasets (or one dataset's folder).")
+]
+DatasetName = Annotated[
+    OptStr,
+    typer.Option(
+        "--dataset",
+        help="Dataset folder name under --data-dir (default: derived from the spec; for run, the only one).",
+    ),
+]
+Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
+Formats = Annotated[
+    OptStr,
+    typer.Option("--format", help=f"Comma list of {', '.join(FORMATS)}, or all (default: the standard comparison)."),
+]
+Loaders = Annotated[
+    OptStr,
+    typer.Option(
+        help=f"Comma list of {', '.join(LOADERS)}, or all (default: dataloader, plus tensorclass on memmap; "
+        "all leaves out ray unless it is named too; ray needs `pip install 'iobench[ray]'`)."
+    ),
+]
+Device = Annotated[str, typer.Option(help="auto (CUDA when available), cpu, cuda or cuda:N.")]
+BatchSize = Annotated[int, typer.Option(help="Samples per batch.")]
+NumWorkers = Annotated[int, typer.Option(help="DataLoader worker processes (0: load in the main process).")]
+PrefetchFactor = Annotated[
+    OptInt, typer.Option(help="Batches each worker loads ahead (needs --num-workers > 0; default: torch's, 2).")
+]
+PinMemory = Annotated[
+    OptBool,
+    typer.Option("--pin-memory/--no-pin-memory", help="Pin host batches (default: on for CUDA, off for CPU)."),
+]
+NonBlocking = Annotated[bool, typer.Option("--non-blocking/--blocking", help="Asynchronous host-to-device copies.")]
+Shuffle = Annotated[bool, typer.Option("--shuffle/--no-shuffle", help="Random order, as training does.")]
+BlockShuffle = Annotated[int, typer.Option(help="Shuffle runs of N contiguous samples instead (0: off).")]
+PersistentWorkers = Annotated[
+    bool, typer.Option("--persistent-workers/--no-persistent-workers", help="Keep workers between epochs.")
+]
+Fetch = Annotated[str, typer.Option(help="DataLoader: item (one __getitem__ per sample) or batch.")]
+PrefetchThread = Annotated[int, typer.Option(help="A background thread keeps K batches ready (0: off).")]
+ReadaheadMb = Annotated[
+    int, typer.Option(help="tensorclass: MiB the kernel is asked to read ahead of sequential batches (0: off).")
+]
+RayAddress = Annotated[
+    OptStr, typer.Option(help="ray: address of a Ray cluster (default: start a local instance); see `ray start`.")
+]
+Epochs = Annotated[int, typer.Option(help="Timed epochs per run.")]
+Warmup = Annotated[int, typer.Option(help="Untimed epochs before the timed ones, per run.")]
+Runs = Annotated[int, typer.Option(help="Repetitions (each with a fresh loader).")]
+MaxBatches = Annotated[OptInt, typer.Option(help="Stop each epoch after N batches (the record says partial).")]
+MaxSeconds = Annotated[OptFloat, typer.Option(help="Stop each epoch after S seconds (the record says partial).")]
+Step = Annotated[str, typer.Option(help="Per batch on the device: none, sleep:MS or mlp (one training step).")]
+Seed = Annotated[int, typer.Option(help="Seed of the shuffles and of the mlp step.")]
+Cache = Annotated[
+    str,
+    typer.Option(
+        help="cold: evict the dataset before every timed epoch (checked with mincore); "
+        "warm: after an untimed epoch; as-is: touch nothing."
+    ),
+]
+Eviction = Annotated[
+    str, typer.Option(help="How cold evicts: auto (drop_caches as root, else fadvise), drop_caches or fadvise.")
+]
+Profile = Annotated[
+    bool, typer.Option("--profile", help="cProfile one extra epoch (and torch.profiler on CUDA) beside the results.")
+]
+Results = Annotated[Path, typer.Option(help="JSONL file the records are appended to.")]
+Nproc = Annotated[
+    OptInt,
+    typer.Option(
+        help="Launch N processes on this machine with torchrun --standalone; each reads its shard "
+        "(or run under torchrun yourself: `torchrun --nproc-per-node N -m iobench run ...`)."
+    ),
+]
+Preset = Annotated[
+    OptStr,
+    typer.Option(
+        help="settings (DataLoader settings on one format), formats (every format and loader, cold "
+        "and warm) or scaling (dataset sizes 1e5, 1e6, 1e7)."
+    ),
+]
+
+
+def List(name: str, text: str) -> object:  # noqa: N802 - used as a type in signatures
+    """A sweep option that takes a comma list of values."""
+    return Annotated[OptStr, typer.Option(name, help=text)]

@@ -1,0 +1,281 @@
+"""What a run measures, checked once: `RunConfig` (the user's choices) -> `resolve()` -> `ResolvedRun`.
+
+A `RunConfig` that exists is consistent in itself (its constructor refuses knobs that do not go
+together); `resolve()` adds what depends on the machine and the dataset (the device, pinning, the
+prepared files, the ranks) and is the only place those are checked. The runner takes only a
+`ResolvedRun`, so nothing downstream checks again.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from iobench.choices import Choice
+from iobench.data.manifest import FormatEntry, Manifest
+from iobench.errors import IobenchError
+from iobench.formats import FORMATS
+from iobench.results.record import RecordedConfig
+from iobench.run.distributed import SINGLE, World
+from iobench.run.loaders import LOADERS, LoaderName, check_reads
+from iobench.run.loaders.base import Fetch, LoaderSettings
+from iobench.run.loaders.order import DistributedSamplerOrder, EpochOrder
+from iobench.run.steps import parse_step
+
+
+class Cache(Choice):
+    COLD = "cold"  # evict the dataset before every timed epoch
+    WARM = "warm"  # after an untimed epoch
+    AS_IS = "as-is"  # touch nothing
+
+
+class Eviction(Choice):
+    AUTO = "auto"  # drop_caches when permitted, else fadvise
+    DROP_CACHES = "drop_caches"
+    FADVISE = "fadvise"
+
+
+class Order(Choice):
+    SHUFFLE = "shuffle"
+    SEQUENTIAL = "sequential"
+    BLOCK = "block"  # shuffled runs of block_size contiguous samples
+
+
+COLD_RESIDENCY_LIMIT = 0.05  # a cold epoch starting with more of the dataset cached is flagged
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """One measured configuration, independent of where it runs (no dataset folder, no device)."""
+
+    format: str
+    loader: LoaderName = LoaderName.DATALOADER
+    settings: LoaderSettings = field(default_factory=LoaderSettings)
+    order: Order = Order.SHUFFLE
+    block_size: int = 0
+    epochs: int = 1
+    warmup: int = 1
+    runs: int = 3
+    max_batches: int | None = None
+    max_seconds: float | None = None
+    step: str = "none"
+    seed: int = 0
+    cache: Cache = Cache.AS_IS
+    eviction: Eviction = Eviction.AUTO
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "loader", LoaderName.parse(self.loader, "--loader"))
+        object.__setattr__(self, "order", Order.parse(self.order, "--order"))
+        object.__setattr__(self, "cache", Cache.parse(self.cache, "--cache"))
+        object.__setattr__(self, "eviction", Eviction.parse(self.eviction, "--eviction"))
+        object.__setattr__(self, "step", parse_step(self.step))
+        _check(self)
+
+    @property
+    def shuffle(self) -> bool:
+        return self.order is not Order.SEQUENTIAL
+
+    @property
+    def order_name(self) -> str:
+        """The order as records name it: sequential, shuffle or block:N."""
+        return f"block:{self.block_size}" if self.order is Order.BLOCK else self.order.value
+
+    @property
+    def label(self) -> str:
+        return f"{self.format}/{self.loader}"
+
+    def with_settings(self, **changes: object) -> RunConfig:
+        return replace(self, settings=replace(self.settings, **changes))
+
+
+def order_of(shuffle: bool, block_size: int) -> Order:
+    """The command line's --shuffle/--no-shuffle and --block-shuffle N as one order."""
+    if block_size and not shuffle:
+        raise IobenchError("--block-shuffle needs --shuffle")
+    if not shuffle:
+        return Order.SEQUENTIAL
+    return Order.BLOCK if block_size > 0 else Order.SHUFFLE
+
+
+def _check(config: RunConfig) -> None:
+    """Refuse knobs that do not go together, with the reason, before any work starts."""
+    s = config.settings
+    if config.format not in FORMATS:
+        raise IobenchError(f"unknown format {config.format!r}; choose from {', '.join(FORMATS)}")
+    check_reads(config.loader, config.format)
+    for name, value, low in (
+        ("--batch-size", s.batch_size, 1),
+        ("--epochs", config.epochs, 1),
+        ("--runs", config.runs, 1),
+        ("--warmup", config.warmup, 0),
+        ("--num-workers", s.num_workers, 0),
+        ("--prefetch-thread", s.prefetch_thread, 0),
+        ("--block-shuffle", config.block_size, 0),
+        ("--readahead-mb", s.readahead_mb, 0),
+        ("--seed", config.seed, 0),
+    ):
+        if value < low:
+            raise IobenchError(f"{name} must be >= {low}, got {value}")
+    if (config.order is Order.BLOCK) != (config.block_size > 0):
+        raise IobenchError("--block-shuffle N > 0 goes with the block order, and only with it")
+    if s.num_workers == 0 and s.prefetch_factor is not None:
+        raise IobenchError("--prefetch-factor needs --num-workers > 0 (it counts batches per worker)")
+    if s.num_workers == 0 and s.persistent_workers:
+        raise IobenchError("--persistent-workers needs --num-workers > 0")
+    if s.prefetch_factor is not None and s.prefetch_factor < 1:
+        raise IobenchError(f"--prefetch-factor must be >= 1, got {s.prefetch_factor}")
+    if config.loader is not LoaderName.DATALOADER and s.fetch is Fetch.ITEM:
+        raise IobenchError(
+            f"--fetch item is the DataLoader's per-sample pattern; --loader {config.loader} "
+            "always fetches whole batches"
+        )
+    if config.loader is LoaderName.GPU_RESIDENT and s.num_workers > 0:
+        raise IobenchError("--loader gpu-resident reads the dataset once; --num-workers does not apply")
+    if config.loader is LoaderName.RAY:
+        _check_ray(s)
+    elif s.ray_address is not None:
+        raise IobenchError("--ray-address is for --loader ray")
+    if config.cache is Cache.WARM and config.warmup < 1:
+        raise IobenchError("--cache warm needs --warmup >= 1 (the untimed epoch is what warms the cache)")
+    if config.max_batches is not None and config.max_batches < 1:
+        raise IobenchError(f"--max-batches must be >= 1, got {config.max_batches}")
+    if config.max_seconds is not None and not (math.isfinite(config.max_seconds) and config.max_seconds > 0):
+        raise IobenchError(f"--max-seconds must be a number > 0, got {config.max_seconds}")
+
+
+def _check_ray(s: LoaderSettings) -> None:
+    if s.num_workers < 1:
+        raise IobenchError("--loader ray: --num-workers is the number of Ray actors; give at least 1")
+    if s.persistent_workers:
+        raise IobenchError("--loader ray: actors live as long as the loader; --persistent-workers does not apply")
+    if importlib.util.find_spec(LOADERS[LoaderName.RAY].extra or "ray") is None:
+        raise IobenchError("--loader ray needs Ray: pip install 'iobench[ray]'")
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """Where configurations run: a prepared dataset and a device that exists here."""
+
+    dataset_dir: Path
+    device: torch.device
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    """A configuration checked against the machine, the dataset and the ranks: ready to run."""
+
+    config: RunConfig  # with every automatic setting decided (pinning)
+    target: RunTarget
+    world: World
+    manifest: Manifest
+
+    @property
+    def dataset_dir(self) -> Path:
+        return self.target.dataset_dir
+
+    @property
+    def device(self) -> torch.device:
+        return self.target.device
+
+    @property
+    def entry(self) -> FormatEntry:
+        return self.manifest.formats[self.config.format]
+
+    @property
+    def files(self) -> list[Path]:
+        return [self.dataset_dir / self.entry.directory / f.path for f in self.entry.files]
+
+    def epoch_order(self) -> EpochOrder | DistributedSamplerOrder:
+        """This rank's batches: the DataLoader under torchrun takes torch's DistributedSampler, as
+        training scripts do; the other loaders take a contiguous share of the epoch's shared order."""
+        c, w = self.config, self.world
+        n, batch = self.manifest.spec.n_samples, c.settings.batch_size
+        if w.size > 1 and c.loader is LoaderName.DATALOADER:
+            return DistributedSamplerOrder(n, batch, c.shuffle, c.seed, c.max_batches, w.rank, w.size)
+        return EpochOrder(n, batch, c.shuffle, c.block_size, c.seed, c.max_batches, rank=w.rank, world=w.size)
+
+    def recorded(self) -> RecordedConfig:
+        """The configuration as its record will store it (what sweeps compare to skip a run)."""
+        c, s = self.config, self.config.settings
+        return RecordedConfig(
+            dataset=self.dataset_dir.name,
+            world_size=self.world.size,
+            backend=self.world.backend,
+            format=c.format,
+            loader=c.loader.value,
+            batch_size=s.batch_size,
+            num_workers=s.num_workers,
+            prefetch_factor=s.prefetch_factor,
+            pin_memory=bool(s.pin_memory),
+            non_blocking=s.non_blocking,
+            persistent_workers=s.persistent_workers,
+            fetch=s.fetch.value,
+            prefetch_thread=s.prefetch_thread,
+            readahead_mb=s.readahead_mb,
+            ray_address=s.ray_address,
+            order=c.order_name,
+            shuffle=c.shuffle,
+            block_size=c.block_size,
+            epochs=c.epochs,
+            warmup=c.warmup,
+            runs=c.runs,
+            max_batches=c.max_batches,
+            max_seconds=c.max_seconds,
+            device=str(self.device),
+            step=c.step,
+            seed=c.seed,
+            cache=c.cache.value,
+        )
+
+
+def settle_device(config: RunConfig, device: torch.device) -> RunConfig:
+    """Pinning decided for the device: on for CUDA unless turned off; refused without CUDA."""
+    pin = config.settings.pin_memory
+    if pin and device.type != "cuda":
+        raise IobenchError("--pin-memory needs a CUDA device (pinned memory speeds host-to-GPU copies)")
+    return config.with_settings(pin_memory=device.type == "cuda" if pin is None else pin)
+
+
+def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> ResolvedRun:
+    """Decide what 'auto' means here and check the config against the device, dataset and ranks."""
+    config = settle_device(config, target.device)
+    manifest = check_dataset(target.dataset_dir, config.format)
+    check_world(config, manifest.spec.n_samples, world)
+    return ResolvedRun(config, target, world, manifest)
+
+
+def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:
+    """The format must be prepared and its files whole: a cheap size check names what is wrong."""
+    manifest = Manifest.load(dataset_dir)
+    entry = manifest.formats.get(fmt)
+    if entry is None:
+        prepared = ", ".join(manifest.formats) or "none"
+        raise IobenchError(
+            f"{fmt} is not prepared in {dataset_dir} (prepared: {prepared}); run `iobench prepare --formats {fmt}`"
+        )
+    for f in entry.files:
+        path = dataset_dir / entry.directory / f.path
+        if not path.is_file():
+            raise IobenchError(f"{path} is missing; run `iobench verify`, then `iobench prepare --force`")
+        size = path.stat().st_size
+        if size != f.bytes:
+            raise IobenchError(
+                f"{path} is truncated or altered ({size} bytes, manifest says {f.bytes}); run `iobench prepare --force`"
+            )
+    return manifest
+
+
+def check_world(config: RunConfig, n_samples: int, world: World) -> None:
+    """What torchrun ranks cannot share."""
+    if world.size <= 1:
+        return
+    if config.loader is LoaderName.DATALOADER and config.block_size:
+        raise IobenchError("under torchrun the DataLoader uses DistributedSampler, which has no --block-shuffle")
+    if config.loader is LoaderName.RAY:
+        raise IobenchError("--loader ray is one training process fed by a Ray cluster; run it without torchrun")
+    if n_samples < world.size:
+        raise IobenchError(f"{n_samples} samples cannot be shared by {world.size} ranks")

@@ -1,0 +1,48 @@
+"""Which (format, loader) pairs a command runs: the standard comparison, or the product of comma lists."""
+
+from __future__ import annotations
+
+from iobench.choices import parse_choices, split_list
+from iobench.formats import FORMATS
+from iobench.run.loaders import LOADERS, LoaderName, unreadable
+
+DEFAULT_PAIRS = (
+    ("npy", LoaderName.DATALOADER),
+    ("hdf5", LoaderName.DATALOADER),
+    ("lmdb", LoaderName.DATALOADER),
+    ("memmap", LoaderName.DATALOADER),
+    ("memmap", LoaderName.TENSORCLASS),
+)
+
+
+def parse_loaders(text: str) -> tuple[LoaderName, ...]:
+    """Loader names from a comma list; `all` leaves out those that need an extra (ray) unless named."""
+    chosen = parse_choices(text, tuple(n.value for n in LOADERS), "loader")
+    named = split_list(text, "loader")
+    return tuple(LoaderName(ld) for ld in chosen if LOADERS[LoaderName(ld)].extra is None or ld in named)
+
+
+def parse_pairs(formats: str | None, loaders: str | None) -> tuple[list[tuple[str, LoaderName]], list[str]]:
+    """(format, loader) pairs to run, and notes on the combinations skipped.
+
+    With neither given: the standard comparison. Lists and 'all' expand to their product minus
+    what does not go together (said in the notes); a single explicit pair that does not go
+    together is an error.
+    """
+    if formats is None and loaders is None:
+        return list(DEFAULT_PAIRS), []
+    fmts = parse_choices(formats, tuple(FORMATS), "format") if formats is not None else None
+    lds = parse_loaders(loaders) if loaders is not None else None
+    if lds is None:  # formats chosen: the DataLoader on each, plus tensorclass where it applies
+        both = (LoaderName.DATALOADER, LoaderName.TENSORCLASS)
+        return [(f, ld) for f in fmts for ld in both if f in LOADERS[ld].reads], []
+    if fmts is None:
+        fmts = tuple(FORMATS)
+    pairs, skipped = [], []
+    for f in fmts:
+        for ld in lds:
+            (pairs if f in LOADERS[ld].reads else skipped).append((f, ld))
+    if not pairs:
+        raise unreadable(*skipped[0])
+    notes = [f"skipped {f}/{ld}: {ld} reads {', '.join(LOADERS[ld].reads)} only" for f, ld in skipped]
+    return pairs, notes
