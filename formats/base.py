@@ -189,6 +189,10 @@ class StorageFormat(ABC):
     def options_to_json(self, options: Any) -> dict:
         return asdict(options)
 
+    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+        """Refuse (ValueError) what the writer would not have left, before anything is mapped or allocated."""
+        return None
+
     @abstractmethod
     def estimate_bytes(self, spec: DatasetSpec, options: Any) -> int:
         """An upper estimate of the bytes on disk, for the free-space check."""

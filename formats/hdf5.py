@@ -73,10 +73,36 @@ class Hdf5Writer(FormatWriter):
         self._file.close()
 
 
+MAX_CHUNK_BYTES = 256 * 2**20  # a chunk is read whole: a declared larger one is refused, not allocated
+
+
+def check_datasets(f: h5py.File, spec: DatasetSpec) -> tuple[h5py.Dataset, h5py.Dataset]:
+    """Both datasets with the spec's shapes and dtypes and chunks of sane size, before any read
+    (a tiny file can declare a billion values per row)."""
+    out = []
+    for name, shape, dtype in (
+        ("features", (spec.n_samples, *spec.shape), spec.np_dtype),
+        ("labels", (spec.n_samples,), np.dtype(LABEL_DTYPE)),
+    ):
+        d = f.get(name)
+        if not isinstance(d, h5py.Dataset) or d.shape != shape or d.dtype != dtype:
+            found = f"{d.dtype} {d.shape}" if isinstance(d, h5py.Dataset) else "nothing"
+            raise ValueError(f"{FILENAME}: {name!r} holds {found}; the spec says {dtype} {shape}")
+        if d.chunks is not None and int(np.prod(d.chunks)) * dtype.itemsize > MAX_CHUNK_BYTES:
+            raise ValueError(f"{FILENAME}: {name!r} declares chunks of {d.chunks}, larger than iobench writes")
+        out.append(d)
+    return out[0], out[1]
+
+
 class Hdf5Reader(FormatReader):
     def _open(self) -> tuple[h5py.File, h5py.Dataset, h5py.Dataset]:
         f = h5py.File(self.directory / FILENAME, "r")
-        return f, f["features"], f["labels"]
+        try:
+            features, labels = check_datasets(f, self.spec)
+        except BaseException:
+            f.close()
+            raise
+        return f, features, labels
 
     def _close(self, handle: tuple[h5py.File, h5py.Dataset, h5py.Dataset]) -> None:
         handle[0].close()
@@ -104,6 +130,13 @@ class Hdf5Format(StorageFormat):
     options_type = Hdf5Options
     writer_type = Hdf5Writer
     reader_type = Hdf5Reader
+
+    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+        try:
+            with h5py.File(directory / FILENAME, "r") as f:
+                check_datasets(f, spec)
+        except OSError as exc:
+            raise ValueError(f"{FILENAME}: not a readable HDF5 file ({exc})") from None
 
     def resolve_options(self, spec: DatasetSpec, options: Hdf5Options) -> Hdf5Options:
         return replace(options, chunk_rows=options.rows(spec))

@@ -46,8 +46,24 @@ def encode_record(features: np.ndarray, labels: np.ndarray) -> bytes:
     )
 
 
-def decode_record(value: bytes, spec: DatasetSpec) -> tuple[np.ndarray, np.ndarray]:
-    raw = lz4.frame.decompress(value)
+def decode_record(value: bytes, spec: DatasetSpec, max_samples: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """A record's labels and features. The size the frame declares is checked against what a record
+    of at most max_samples can hold before anything is allocated, and decompression stops there:
+    a record that lies (an lz4 bomb) costs at most one record's memory."""
+    limit = max_samples * spec.sample_bytes
+    try:
+        declared = lz4.frame.get_frame_info(value)["content_size"]
+    except (RuntimeError, ValueError, KeyError) as exc:
+        raise ValueError(f"LMDB record is not an lz4 frame ({exc})") from None
+    if declared <= 0 or declared > limit or declared % spec.sample_bytes:
+        raise ValueError(f"LMDB record declares {declared} bytes; a record holds at most {limit}, in whole samples")
+    decompressor = lz4.frame.LZ4FrameDecompressor()
+    try:
+        raw = decompressor.decompress(value, max_length=limit + 1)
+    except RuntimeError as exc:
+        raise ValueError(f"LMDB record does not decompress ({exc})") from None
+    if len(raw) != declared or not decompressor.eof:
+        raise ValueError(f"LMDB record decompresses to more or less than the {declared} bytes it declares")
     n, rest = divmod(len(raw), spec.sample_bytes)
     if rest:
         raise ValueError(f"LMDB record of {len(raw)} bytes is not a whole number of samples")
@@ -169,7 +185,7 @@ class LmdbReader(FormatReader):
         value = txn.get(record_key(record))
         if value is None:
             raise KeyError(f"LMDB record {record} is missing")
-        return decode_record(value, self.spec)
+        return decode_record(value, self.spec, self.options.samples_per_record)
 
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         _env, txn = self.handle
@@ -209,7 +225,7 @@ class LmdbReader(FormatReader):
         while filled < stop - start:
             if cursor.key() != record_key(record):
                 raise KeyError(f"LMDB record {record} is missing")
-            features, labels = decode_record(cursor.value(), self.spec)
+            features, labels = decode_record(cursor.value(), self.spec, self.options.samples_per_record)
             lo = start + filled - record * r
             take = min(len(labels) - lo, stop - start - filled)
             if take <= 0:

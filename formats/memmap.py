@@ -3,17 +3,23 @@
 `TensorDict.load_memmap(dir)` opens it with tensordict alone; `Sample.from_tensordict` wraps it
 in the tensorclass. It is saved as a plain TensorDict (not the tensorclass) so that loading needs
 no iobench code: a saved tensorclass records its Python class and cannot load without it.
+
+iobench itself never calls `load_memmap` on a dataset: tensordict unpickles non-tensor entries
+listed in meta.json, and a dataset may come from someone else. The reader maps exactly the two
+files it wrote, with the dtype and shape of the manifest's spec, after checking that the folder
+holds nothing else and that meta.json describes those two tensors and nothing more.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 import torch
-from tensordict import TensorDict, tensorclass
+from tensordict import MemoryMappedTensor, TensorDict, tensorclass
 
 from iobench.data.dataset import DatasetSpec
 from iobench.formats.base import FormatReader, HashedFile, StorageFormat, TwoFileWriter
@@ -55,11 +61,55 @@ class MemmapWriter(TwoFileWriter):
         self._start(HashedFile(directory / FEATURES, "r+b"), HashedFile(directory / LABELS, "r+b"))
 
 
+META = "meta.json"
+EXPECTED_FILES = frozenset({META, FEATURES, LABELS})
+_META_KEYS = frozenset({"features", "labels", "shape", "device", "_type", "_format_version", "_class"})
+
+
+def check_layout(directory: Path, spec: DatasetSpec) -> None:
+    """Refuse (ValueError, one line) a memmap folder that is not exactly what the writer leaves:
+    no other file or folder (a pickled entry would be one), meta.json naming only our two tensors
+    with the spec's shapes and dtypes, and files of exactly the size those need."""
+    found = {p.name for p in directory.iterdir()}
+    if found != EXPECTED_FILES:
+        strays = sorted(found - EXPECTED_FILES) or sorted(EXPECTED_FILES - found)
+        raise ValueError(
+            f"{directory} holds {strays[0]!r}: a memmap dataset holds only {', '.join(sorted(EXPECTED_FILES))}"
+        )
+    try:
+        meta = json.loads((directory / META).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{directory / META} is not readable JSON ({exc})") from None
+    if not isinstance(meta, dict) or set(meta) - _META_KEYS:
+        extra = sorted(set(meta) - _META_KEYS) if isinstance(meta, dict) else ["(not an object)"]
+        raise ValueError(f"{directory / META} lists {extra[0]!r}: only features and labels are accepted")
+    expected = {
+        "features": ([spec.n_samples, *spec.shape], f"torch.{spec.dtype}", spec.n_samples * spec.feature_bytes),
+        "labels": ([spec.n_samples], "torch.int64", spec.n_samples * 8),
+    }
+    for key, (shape, dtype, nbytes) in expected.items():
+        entry = meta.get(key)
+        if not isinstance(entry, dict) or entry.get("shape") != shape or entry.get("dtype") != dtype:
+            raise ValueError(f"{directory / META}: {key} is not a {dtype} tensor of shape {shape}")
+        size = (directory / f"{key}.memmap").stat().st_size
+        if size != nbytes:
+            raise ValueError(f"{directory / key}.memmap holds {size} bytes, the spec needs {nbytes}")
+
+
 class MemmapReader(FormatReader):
     """Handle: the lazily mapped TensorDict, its tensorclass view, and plain fds for readahead hints."""
 
     def _open(self) -> tuple[TensorDict, Sample, list[BinaryIO]]:
-        td = TensorDict.load_memmap(self.directory)
+        check_layout(self.directory, self.spec)
+        n = self.spec.n_samples
+        # mode="r": a read-only (copy-on-write) mapping; nothing the reader does reaches the files.
+        td = TensorDict(
+            features=MemoryMappedTensor.from_filename(
+                self.directory / FEATURES, _torch_dtype(self.spec), (n, *self.spec.shape), mode="r"
+            ),
+            labels=MemoryMappedTensor.from_filename(self.directory / LABELS, torch.int64, (n,), mode="r"),
+            batch_size=[n],
+        )
         # File objects rather than bare fds: they close themselves if the reader is dropped unclosed.
         files = [open(self.directory / name, "rb", buffering=0) for name in (FEATURES, LABELS)]
         # The same mapped memory seen as plain tensors: indexing a MemoryMappedTensor wraps every
@@ -101,6 +151,9 @@ class MemmapFormat(StorageFormat):
     name = "memmap"
     writer_type = MemmapWriter
     reader_type = MemmapReader
+
+    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+        check_layout(directory, spec)
 
     def estimate_bytes(self, spec: DatasetSpec, options: Any) -> int:
         return spec.payload_bytes + 3 * 4096

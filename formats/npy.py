@@ -36,11 +36,33 @@ class NpyWriter(TwoFileWriter):
         self._start(*files)
 
 
+def check_header(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    """The header must declare the spec's dtype and shape, and the file hold exactly that much data
+    (a header can declare anything; this is read before any mapping)."""
+    with open(path, "rb") as f:
+        try:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            header = read(f, max_header_size=10_000)
+        except (ValueError, OSError) as exc:
+            raise ValueError(f"{path.name}: not a readable .npy header ({exc})") from None
+        offset = f.tell()
+    found_shape, fortran, found_dtype = header
+    if tuple(found_shape) != shape or found_dtype != dtype or fortran or found_dtype.hasobject:
+        raise ValueError(f"{path.name} declares {found_dtype} {tuple(found_shape)}; the spec says {dtype} {shape}")
+    expected = offset + int(np.prod(shape)) * dtype.itemsize
+    if path.stat().st_size != expected:
+        raise ValueError(f"{path.name} holds {path.stat().st_size} bytes; its header needs {expected}")
+
+
 class NpyReader(FormatReader):
     def _open(self) -> tuple[np.ndarray, np.ndarray]:
+        spec = self.spec
+        check_header(self.directory / FEATURES, spec.np_dtype, (spec.n_samples, *spec.shape))
+        check_header(self.directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
         return (
-            np.load(self.directory / FEATURES, mmap_mode="r"),
-            np.load(self.directory / LABELS, mmap_mode="r"),
+            np.load(self.directory / FEATURES, mmap_mode="r", allow_pickle=False),
+            np.load(self.directory / LABELS, mmap_mode="r", allow_pickle=False),
         )
 
     def _close(self, handle: tuple[np.ndarray, np.ndarray]) -> None:
@@ -65,6 +87,10 @@ class NpyFormat(StorageFormat):
     name = "npy"
     writer_type = NpyWriter
     reader_type = NpyReader
+
+    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+        check_header(directory / FEATURES, spec.np_dtype, (spec.n_samples, *spec.shape))
+        check_header(directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
 
     def estimate_bytes(self, spec: DatasetSpec, options: Any) -> int:
         return spec.payload_bytes + 2 * 4096

@@ -26,6 +26,40 @@ class FileEntry:
     sha256: str
 
 
+def _safe_name(text: object, what: str) -> str:
+    """One plain path component: a manifest may come from someone else and must not point elsewhere."""
+    if not isinstance(text, str) or text in ("", ".", "..") or "/" in text or "\\" in text or "\0" in text:
+        raise ValueError(f"{what} {text!r} is not a plain name inside the dataset folder")
+    return text
+
+
+def _safe_relative(text: object, what: str) -> str:
+    """A relative path of plain components (no '..', not absolute)."""
+    try:
+        if not isinstance(text, str) or text.startswith("/"):
+            raise ValueError(text)
+        for part in text.split("/"):
+            _safe_name(part, what)
+    except ValueError:
+        raise ValueError(f"{what} {text!r} is not a relative path inside the dataset folder") from None
+    return text
+
+
+def _options(value: object) -> dict:
+    if not isinstance(value, dict):
+        raise ValueError(f"format options must be an object, got {type(value).__name__}")
+    return value
+
+
+def inside(dataset_dir: Path, relative: str) -> Path:
+    """dataset_dir / relative, refused if it resolves (through links too) outside dataset_dir."""
+    path = dataset_dir / relative
+    root = dataset_dir.resolve()
+    if not path.resolve().is_relative_to(root):
+        raise IobenchError(f"{path} leads outside the dataset folder {dataset_dir}; refusing to use it")
+    return path
+
+
 @dataclass
 class FormatEntry:
     name: str
@@ -56,13 +90,29 @@ class FormatEntry:
             "created": self.created,
         }
 
+    def folder(self, dataset_dir: Path) -> Path:
+        return inside(dataset_dir, self.directory)
+
+    def file_paths(self, dataset_dir: Path) -> list[Path]:
+        return [inside(dataset_dir, f"{self.directory}/{f.path}") for f in self.files]
+
     @classmethod
     def from_json(cls, name: str, d: dict) -> FormatEntry:
+        files = [FileEntry(**f) for f in d["files"]]
+        for f in files:
+            _safe_relative(f.path, "file")
+            if (
+                not isinstance(f.bytes, int)
+                or isinstance(f.bytes, bool)
+                or f.bytes < 0
+                or not isinstance(f.sha256, str)
+            ):
+                raise ValueError(f"file {f.path!r}: bytes and sha256 must be a whole number and a string")
         return cls(
-            name=name,
-            directory=d["directory"],
-            options=d.get("options", {}),
-            files=[FileEntry(**f) for f in d["files"]],
+            name=_safe_name(name, "format"),
+            directory=_safe_name(d["directory"], "format directory"),
+            options=_options(d.get("options", {})),
+            files=files,
             write_seconds=float(d["write_seconds"]),
             checksum_seconds=float(d.get("checksum_seconds", 0.0)),
             created=d.get("created", ""),
@@ -102,7 +152,7 @@ class Manifest:
                 content=d["content_checksum"],
                 formats={n: FormatEntry.from_json(n, e) for n, e in d["formats"].items()},
             )
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise IobenchError(f"{path}: unreadable manifest ({exc})") from None
 
 

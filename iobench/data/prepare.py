@@ -140,7 +140,7 @@ def _existing_manifest(request: PrepareRequest, dataset_dir: Path) -> Manifest:
             "use --force to replace it or choose another --dataset"
         )
     for entry in manifest.formats.values():
-        shutil.rmtree(dataset_dir / entry.directory, ignore_errors=True)
+        shutil.rmtree(entry.folder(dataset_dir), ignore_errors=True)
     (dataset_dir / MANIFEST).unlink()
     return fresh
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from iobench.data.dataset import ContentHasher
 from iobench.data.manifest import MANIFEST, FormatEntry, Manifest
+from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.fsutil import PARTIAL_PREFIX, sha256_file
 from iobench.progress import NullReporter, Reporter
@@ -42,24 +43,31 @@ def verify_dataset(dataset_dir: Path, reporter: Reporter | None = None) -> tuple
 def verify_format(dataset_dir: Path, manifest: Manifest, entry: FormatEntry, reporter: Reporter) -> FormatCheck:
     check = FormatCheck(entry.name)
     t0 = time.perf_counter()
-    directory = dataset_dir / entry.directory
     if entry.name not in FORMATS:
         check.problems.append(f"unknown format {entry.name!r} in the manifest")
+        return check
+    try:
+        directory = entry.folder(dataset_dir)
+        paths = entry.file_paths(dataset_dir)
+    except IobenchError as exc:
+        check.problems.append(str(exc))
         return check
     if not directory.is_dir():
         check.problems.append(f"directory {directory} is missing")
         return check
-    _check_files(directory, entry, check, reporter)
-    _check_content(directory, manifest, entry, check, reporter)
+    _check_files(paths, entry, check, reporter)
+    if check.problems:  # never map a file of the wrong size (a truncated mapping faults on access)
+        check.problems.append("content not decoded: the files differ from the manifest")
+    else:
+        _check_content(directory, manifest, entry, check, reporter)
     check.seconds = time.perf_counter() - t0
     return check
 
 
-def _check_files(directory: Path, entry: FormatEntry, check: FormatCheck, reporter: Reporter) -> None:
+def _check_files(paths: list[Path], entry: FormatEntry, check: FormatCheck, reporter: Reporter) -> None:
     key = f"{entry.name}:files"
     reporter.start(key, f"{entry.name} file checksums", entry.bytes)
-    for f in entry.files:
-        path = directory / f.path
+    for f, path in zip(entry.files, paths, strict=True):
         if not path.is_file():
             check.problems.append(f"{f.path}: missing")
             continue

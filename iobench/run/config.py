@@ -187,7 +187,7 @@ class ResolvedRun:
 
     @property
     def files(self) -> list[Path]:
-        return [self.dataset_dir / self.entry.directory / f.path for f in self.entry.files]
+        return self.entry.file_paths(self.dataset_dir)
 
     def epoch_order(self) -> EpochOrder | DistributedSamplerOrder:
         """This rank's batches: the DataLoader under torchrun takes torch's DistributedSampler, as
@@ -257,8 +257,7 @@ def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:
         raise IobenchError(
             f"{fmt} is not prepared in {dataset_dir} (prepared: {prepared}); run `iobench prepare --formats {fmt}`"
         )
-    for f in entry.files:
-        path = dataset_dir / entry.directory / f.path
+    for f, path in zip(entry.files, entry.file_paths(dataset_dir), strict=True):
         if not path.is_file():
             raise IobenchError(f"{path} is missing; run `iobench verify`, then `iobench prepare --force`")
         size = path.stat().st_size
@@ -266,6 +265,10 @@ def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:
             raise IobenchError(
                 f"{path} is truncated or altered ({size} bytes, manifest says {f.bytes}); run `iobench prepare --force`"
             )
+    try:
+        FORMATS[fmt].check_layout(entry.folder(dataset_dir), manifest.spec)
+    except (ValueError, OSError) as exc:
+        raise IobenchError(f"{fmt} in {dataset_dir} is not what iobench writes: {exc}") from None
     return manifest
 
 

@@ -40,7 +40,7 @@ def build_loader(resolved: ResolvedRun) -> Loader:
     """A fresh loader over a fresh reader of the resolved format (one per run, and per cold epoch)."""
     c, entry, spec = resolved.config, resolved.entry, resolved.manifest.spec
     fmt = FORMATS[c.format]
-    reader = fmt.reader(resolved.dataset_dir / entry.directory, spec, fmt.options_from_json(entry.options))
+    reader = fmt.reader(entry.folder(resolved.dataset_dir), spec, fmt.options_from_json(entry.options))
     reader.sequential = not c.shuffle
     return make_loader(c.loader, reader, resolved.epoch_order(), c.settings, resolved.device, entry.options)
 

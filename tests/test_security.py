@@ -1,0 +1,197 @@
+"""A prepared dataset may come from someone else: it is data, never code, and it points nowhere else."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import shutil
+
+import h5py
+import lmdb
+import lz4.frame
+import numpy as np
+import pytest
+
+from iobench.formats.lmdb import record_key
+from tests.conftest import assert_one_line_error, invoke
+
+N = 120
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    root = tmp_path_factory.mktemp("clean")
+    invoke("prepare", "--size", N, "--shape", "3,4", "--data-dir", root / "data", "-q")
+    (dataset,) = (root / "data").iterdir()
+    return dataset
+
+
+@pytest.fixture
+def dataset(clean, tmp_path):
+    """A private copy of the clean dataset, to be made hostile."""
+    copy = tmp_path / "data" / clean.name
+    shutil.copytree(clean, copy)
+    return copy
+
+
+def _rewrite_manifest(dataset, fmt, **changes):
+    """The manifest made to vouch for whatever the folder now holds (a hostile dataset controls it)."""
+    path = dataset / "manifest.json"
+    manifest = json.loads(path.read_text())
+    entry = manifest["formats"][fmt]
+    entry.update(changes)
+    for f in entry["files"]:
+        p = dataset / entry["directory"] / f["path"]
+        if p.is_file():
+            f["bytes"] = p.stat().st_size
+            f["sha256"] = hashlib.sha256(p.read_bytes()).hexdigest()
+    path.write_text(json.dumps(manifest))
+
+
+class _Marker:
+    """Unpickling this creates a file: the proof that code from the dataset ran."""
+
+    def __init__(self, path):
+        self.path = str(path)
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.path}",))
+
+
+def _plant_pickle(folder, marker):
+    """What tensordict's load_memmap would unpickle: a NonTensorData entry in meta.json."""
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["extra"] = {"type": "NonTensorData"}
+    (folder / "meta.json").write_text(json.dumps(meta))
+    (folder / "extra").mkdir()
+    (folder / "extra" / "meta.json").write_text(
+        json.dumps({"_type": "<class 'tensordict.tensorclass.NonTensorData'>", "_metadata": None})
+    )
+    (folder / "extra" / "other.pickle").write_bytes(pickle.dumps(_Marker(marker)))
+
+
+def test_the_planted_pickle_is_a_real_exploit(dataset, tmp_path):
+    """The check below means something only if tensordict itself would run the planted code."""
+    from tensordict import TensorDict
+
+    marker = tmp_path / "ran-by-tensordict"
+    _plant_pickle(dataset / "memmap", marker)
+    try:
+        TensorDict.load_memmap(dataset / "memmap")
+    except Exception:
+        pass
+    assert marker.exists()
+
+
+@pytest.mark.parametrize("command", ["verify", "run"])
+def test_a_planted_pickle_never_runs(dataset, tmp_path, cli, command):
+    marker = tmp_path / "ran"
+    _plant_pickle(dataset / "memmap", marker)
+    _rewrite_manifest(dataset, "memmap")
+    args = ["--data-dir", dataset.parent, "-q"]
+    if command == "run":
+        args += ["--format", "memmap", "--loader", "tensorclass", "--device", "cpu", "--results", tmp_path / "r.jsonl"]
+        r = cli("run", *args)
+        assert_one_line_error(r, "memmap", "holds 'extra'")
+    else:
+        r = cli("verify", *args)
+        assert r.code == 1 and "memmap  FAILED" in r.out and "holds 'extra'" in r.out
+    assert not marker.exists(), "code from the dataset ran"
+
+
+def test_extra_entries_in_meta_json_are_refused(dataset, tmp_path, cli):
+    meta_path = dataset / "memmap" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["other"] = {"device": "cpu", "shape": [N], "dtype": "torch.int64", "is_nested": False}
+    meta_path.write_text(json.dumps(meta))
+    _rewrite_manifest(dataset, "memmap")
+    r = cli("run", "--data-dir", dataset.parent, "--format", "memmap", "--device", "cpu", "-q")
+    assert_one_line_error(r, "lists 'other'")
+
+
+@pytest.mark.parametrize("directory", ["../victim", "/tmp", "..", "a/../../victim"])
+def test_force_never_deletes_outside_the_dataset(dataset, tmp_path, cli, directory):
+    victim = dataset.parent.parent / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("keep me")
+    path = dataset / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["formats"]["npy"]["directory"] = directory
+    manifest["spec"]["seed"] = 99  # a different dataset: --force would replace it
+    path.write_text(json.dumps(manifest))
+    r = cli("prepare", "--size", N, "--shape", "3,4", "--data-dir", dataset.parent, "-q", "--force")
+    assert_one_line_error(r, "unreadable manifest", "not a plain name")
+    assert (victim / "precious").read_text() == "keep me"
+    assert os.path.isdir("/tmp")
+
+
+@pytest.mark.parametrize("file_path", ["../../../etc/hostname", "/etc/hostname", "sub/../../x"])
+def test_file_paths_must_stay_inside(dataset, cli, tmp_path, file_path):
+    path = dataset / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["formats"]["npy"]["files"][0]["path"] = file_path
+    path.write_text(json.dumps(manifest))
+    for args in (["verify"], ["run", "--format", "npy", "--device", "cpu", "--results", tmp_path / "r.jsonl"]):
+        r = cli(*args, "--data-dir", dataset.parent, "-q")
+        assert_one_line_error(r, "unreadable manifest", "not a relative path inside the dataset folder")
+        assert "bytes" not in r.err.split("manifest")[-1], "no size of the outside file is reported"
+
+
+def test_a_link_out_of_the_dataset_is_refused(dataset, tmp_path, cli):
+    outside = tmp_path / "outside.npy"
+    shutil.copy(dataset / "npy" / "features.npy", outside)
+    (dataset / "npy" / "features.npy").unlink()
+    (dataset / "npy" / "features.npy").symlink_to(outside)
+    r = cli("run", "--data-dir", dataset.parent, "--format", "npy", "--device", "cpu", "-q")
+    assert_one_line_error(r, "leads outside the dataset folder")
+    r = cli("verify", "--data-dir", dataset.parent, "-q")
+    assert r.code == 1 and "leads outside the dataset folder" in r.out
+
+
+def _replace_lmdb_record(dataset, value):
+    env = lmdb.open(str(dataset / "lmdb"), subdir=True, map_size=2**30)
+    with env.begin(write=True) as txn:
+        txn.put(record_key(5), value)
+    env.sync(True)
+    env.close()
+    (dataset / "lmdb" / "lock.mdb").unlink(missing_ok=True)
+    _rewrite_manifest(dataset, "lmdb")
+
+
+@pytest.mark.parametrize("kind", ["real", "declared"])
+def test_an_lz4_bomb_is_refused_before_it_is_unpacked(dataset, tmp_path, cli, kind):
+    if kind == "real":  # 2 MB that decompresses to 520 MB
+        value = lz4.frame.compress(bytes(520 * 10**6))
+    else:  # a valid frame header that declares 2^40 bytes
+        compressor = lz4.frame.LZ4FrameCompressor()
+        value = compressor.begin(source_size=2**40) + compressor.compress(bytes(56))  # no end mark: lz4 checks
+        assert lz4.frame.get_frame_info(value)["content_size"] == 2**40
+    _replace_lmdb_record(dataset, value)
+    results = tmp_path / "r.jsonl"
+    r = cli("run", "--data-dir", dataset.parent, "--format", "lmdb", "--device", "cpu", "-q", "--results", results)
+    assert r.code == 1 and "LMDB record" in r.err and "Traceback" not in r.err, r.err
+    declared = 520 * 10**6 if kind == "real" else 2**40
+    assert f"declares {declared} bytes" in r.err
+
+
+def test_an_hdf5_file_that_declares_huge_rows_is_refused(dataset, cli, tmp_path):
+    path = dataset / "hdf5" / "data.h5"
+    path.unlink()
+    with h5py.File(path, "w") as f:  # a few KB declaring 10^9 values per row
+        f.create_dataset("features", shape=(N, 10**9), dtype="float32", chunks=(1, 2**20))
+        f.create_dataset("labels", shape=(N,), dtype="int64")
+    assert path.stat().st_size < 100_000
+    _rewrite_manifest(dataset, "hdf5")
+    r = cli("run", "--data-dir", dataset.parent, "--format", "hdf5", "--device", "cpu", "-q")
+    assert_one_line_error(r, "'features' holds float32 (120, 1000000000)")
+
+
+def test_an_npy_header_that_lies_is_refused(dataset, cli):
+    path = dataset / "npy" / "features.npy"
+    data = np.load(path)
+    np.save(path, data.reshape(N, 12).astype(np.float64))  # another dtype and shape than the spec
+    _rewrite_manifest(dataset, "npy")
+    r = cli("run", "--data-dir", dataset.parent, "--format", "npy", "--device", "cpu", "-q")
+    assert_one_line_error(r, "features.npy declares float64 (120, 12)")
