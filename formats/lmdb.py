@@ -171,10 +171,25 @@ class LmdbWriter(FormatWriter):
 class LmdbReader(FormatReader):
     def _open(self) -> tuple[lmdb.Environment, lmdb.Transaction]:
         # OS readahead helps a sequential pass and wastes reads under random access (LMDB's advice).
-        env = lmdb.open(
-            str(self.directory), readonly=True, lock=False, readahead=self.sequential, subdir=True, max_readers=1
-        )
-        return env, env.begin(buffers=True)
+        try:
+            env = lmdb.open(
+                str(self.directory), readonly=True, lock=False, readahead=self.sequential, subdir=True, max_readers=1
+            )
+            return env, env.begin(buffers=True)
+        except lmdb.Error as exc:  # a corrupt or foreign file: a verdict about the data, in one line
+            raise ValueError(f"LMDB cannot open {self.directory.name}: {exc}") from None
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            return self._batch(indices)
+        except lmdb.Error as exc:
+            raise ValueError(f"LMDB read failed: {exc}") from None
+
+    def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        try:
+            return self._read_range(start, stop)
+        except lmdb.Error as exc:
+            raise ValueError(f"LMDB read failed: {exc}") from None
 
     def _close(self, handle: tuple[lmdb.Environment, lmdb.Transaction]) -> None:
         env, txn = handle
@@ -187,7 +202,7 @@ class LmdbReader(FormatReader):
             raise KeyError(f"LMDB record {record} is missing")
         return decode_record(value, self.spec, self.options.samples_per_record)
 
-    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         _env, txn = self.handle
         indices = np.asarray(indices, dtype=np.int64)
         n = self.spec.n_samples
@@ -210,7 +225,7 @@ class LmdbReader(FormatReader):
             out_l[where] = lb[offsets]
         return out_f, out_l
 
-    def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    def _read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Walk the records in key order with one cursor instead of one lookup per sample."""
         _env, txn = self.handle
         if not 0 <= start <= stop <= self.spec.n_samples:
@@ -244,6 +259,24 @@ class LmdbFormat(StorageFormat):
     python_bound_writer = True
     writer_type = LmdbWriter
     reader_type = LmdbReader
+
+    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+        """The environment opens and its layout record describes this spec."""
+        try:
+            env = lmdb.open(str(directory), readonly=True, lock=False, subdir=True, max_readers=1)
+            try:
+                with env.begin() as txn:
+                    raw = txn.get(META_KEY)
+            finally:
+                env.close()
+        except lmdb.Error as exc:
+            raise ValueError(f"LMDB cannot open {directory.name}: {exc}") from None
+        try:
+            meta = json.loads(raw) if raw is not None else None
+        except ValueError:
+            meta = None
+        if not isinstance(meta, dict) or meta.get("spec") != spec.to_json():
+            raise ValueError(f"{directory.name}: the LMDB layout record does not describe this dataset")
 
     def estimate_bytes(self, spec: DatasetSpec, options: LmdbOptions) -> int:
         return _records_bytes(spec, options, fill=1.0)

@@ -29,10 +29,10 @@ from iobench.results.record import EpochTiming, MachineLimits, RunRecord
 from iobench.results.store import append_record, check_writable, limits_path, load_records
 from iobench.results.tables import limits_table, profile_summary, results_table, split_table
 from iobench.results.warnings import record_warnings
-from iobench.run.config import ResolvedRun, RunConfig, RunTarget, order_of
+from iobench.run.config import ResolvedRun, RunConfig, RunTarget, order_of, settle_device
 from iobench.run.device import resolve_device
 from iobench.run.distributed import joined, launched_by_torchrun
-from iobench.run.limits import measure_limits, save_limits, stored_or_measured
+from iobench.run.limits import check_probe_space, measure_limits, save_limits, stored_or_measured
 from iobench.run.loaders.base import LoaderSettings
 from iobench.run.runner import run
 from iobench.run.selection import parse_pairs
@@ -50,8 +50,9 @@ app = typer.Typer(
 )
 # Not a terminal (a log, a pipe): wide enough for the tables rather than rich's 80 columns.
 _WIDTH = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "180"))
-out = Console(width=_WIDTH)
-err = Console(stderr=True, width=None if sys.stderr.isatty() else int(os.environ.get("COLUMNS", "180")))
+# markup off: paths and values are printed as they are ("data[1]" is not a style tag).
+out = Console(width=_WIDTH, markup=False)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else int(os.environ.get("COLUMNS", "180")), markup=False)
 
 
 def _say(text: str) -> None:
@@ -225,6 +226,7 @@ def run_cmd(
     with joined(device) as (world, own_device):
         quiet = quiet or not world.is_main  # one progress bar and one table, from rank 0
         target_device = resolve_device(own_device)
+        configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset
         formats = tuple(dict.fromkeys(f for f, _ in pairs))
         dataset_dir = dataset_for_run(world, data_dir, dataset, formats, _say, lambda: _reporter(quiet))
         todo = resolve_all(configs, RunTarget(dataset_dir, target_device), world)
@@ -292,7 +294,11 @@ def _run_one(resolved: ResolvedRun, quiet: bool, limits: MachineLimits | None, p
     if quiet:
         return run(resolved, None, limits, profile_dir)
     with Progress(
-        TextColumn("{task.description:<40}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=err
+        TextColumn("{task.description:<40}", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
     ) as progress:
         task = progress.add_task(label, total=total)
 
@@ -362,7 +368,12 @@ def sweep_cmd(
     if not todo:
         return
     limits = stored_or_measured(results, todo[0].dataset_dir, target, _announce_limits)
-    columns = (TextColumn("{task.description:<60}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    columns = (
+        TextColumn("{task.description:<60}", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, TimeRemainingColumn(), console=err, disable=quiet) as progress:
         task = progress.add_task("sweep", total=len(todo))
 
@@ -429,6 +440,7 @@ def limits_cmd(
     probe = parse_bytes(probe_size)
     target = resolve_device(device)
     check_writable(limits_path(results))
+    check_probe_space(data_dir, probe)
     _say(f"measuring with a {probe / 2**20:,.0f} MiB probe file in {data_dir} ...")
     limits = measure_limits(data_dir, target, probe)
     path = save_limits(results, data_dir, limits)

@@ -31,10 +31,23 @@ def fsync_tree(root: Path) -> None:
         fsync_path(Path(dirpath))
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def shared_mode(path: Path, base: int) -> None:
+    """Permissions as a plain open()/mkdir() would give them (mkstemp and mkdtemp use 0600/0700), so
+    that colleagues can read a dataset or results under the usual umask."""
+    os.chmod(path, base & ~_umask())
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temporary file, fsync, rename: readers see the old or the new file, never half."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=PARTIAL_PREFIX + path.name + ".")
     try:
+        shared_mode(Path(tmp), 0o666)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
@@ -52,7 +65,9 @@ def atomic_write_json(path: Path, obj: object) -> None:
 
 def make_partial_dir(parent: Path, name: str) -> Path:
     """A scratch directory whose name marks it as incomplete until it is renamed into place."""
-    return Path(tempfile.mkdtemp(dir=parent, prefix=f"{PARTIAL_PREFIX}{name}-"))
+    path = Path(tempfile.mkdtemp(dir=parent, prefix=f"{PARTIAL_PREFIX}{name}-"))
+    shared_mode(path, 0o777)
+    return path
 
 
 def remove_stale_partials(parent: Path) -> list[Path]:

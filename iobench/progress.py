@@ -48,7 +48,7 @@ class RichReporter:
 
     def __init__(self, console: Console | None = None) -> None:
         self._progress = Progress(
-            TextColumn("{task.description:<28}"),
+            TextColumn("{task.description:<28}", markup=False),
             BarColumn(),
             DownloadColumn(),
             TransferSpeedColumn(),

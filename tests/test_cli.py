@@ -179,6 +179,50 @@ def test_interrupted_prepare_leaves_nothing_complete_looking(tmp_path, cli, sig)
     assert list(dataset_dir.glob(".partial-*")) == []
 
 
+# From the first partial folder on: inside the fork of the LMDB writer, mid-write, around the renames.
+MOMENTS = (0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1, 1.5, 2, 3, 4)
+
+
+def test_ctrl_c_at_any_moment_never_hangs_and_never_leaves_an_unrecoverable_folder(tmp_path, cli):
+    """Each prepare is interrupted at another moment, in the same folder, and must end within the
+    timeout (a deadlock would not); the next prepare must always be able to carry on from there."""
+    outcomes = []
+    for delay in MOMENTS:
+        before = set(tmp_path.glob("*/.partial-*"))  # what an earlier interrupt left for this run to remove
+        env = dict(os.environ, PYTHONUNBUFFERED="1")
+        cmd = [sys.executable, "-m", "iobench", "prepare", "--size", "40000", "--formats", "npy,lmdb,memmap"]
+        proc = subprocess.Popen(
+            [*cmd, "--data-dir", str(tmp_path), "-q", "--force"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 60
+        while not set(tmp_path.glob("*/.partial-*")) - before and proc.poll() is None:
+            assert time.monotonic() < deadline, "prepare never started writing"
+            time.sleep(0.0005)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"prepare hung after SIGINT {delay} s into writing")
+        stderr = proc.stderr.read()
+        # 0: done before the signal; 130: interrupted and cleaned up; -SIGINT: the signal came while the
+        # interpreter was shutting down after the work was done (Python restores the default handler then).
+        assert proc.returncode in (0, 130, -signal.SIGINT), (delay, proc.returncode, stderr)
+        assert "Traceback" not in stderr, (delay, stderr)
+        outcomes.append(proc.returncode)
+    assert outcomes.count(130) >= 10, outcomes  # most moments did interrupt the writing
+    r = cli("prepare", "--size", "40000", "--formats", "npy,lmdb,memmap", "--data-dir", tmp_path, "-q", "--force")
+    assert r.code == 0, r.err
+    r = cli("verify", "--data-dir", tmp_path, "-q")
+    assert r.code == 0 and r.out.count(" OK ") == 3 and "interrupted prepare" not in r.out, r.out
+
+
 def test_module_entry_point_and_help():
     r = run_subprocess("--help")
     assert r.returncode == 0 and "prepare" in r.stdout and "verify" in r.stdout

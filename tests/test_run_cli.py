@@ -140,6 +140,7 @@ def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch, res
     import iobench.run.session
 
     monkeypatch.setattr(iobench.run.session, "DEFAULT_SIZE", 500)
+    (tmp_path / "empty").mkdir()  # an existing, empty folder (a missing one is refused as a likely typo)
     r = cli(
         "run",
         "--data-dir",

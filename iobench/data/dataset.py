@@ -25,6 +25,9 @@ GENERATION_CHUNK_BYTES = 32 * 2**20
 _SIZE_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
 
+MAX_CLASSES = 2**31  # labels are int64; more classes than this is a typo, not a dataset
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     """What a dataset is: enough to regenerate it bit for bit."""
@@ -42,10 +45,10 @@ class DatasetSpec:
             raise IobenchError(f"shape must be positive integers, got {self.shape}")
         if self.dtype not in SUPPORTED_DTYPES:
             raise IobenchError(f"unsupported dtype {self.dtype!r}; choose one of {', '.join(SUPPORTED_DTYPES)}")
-        if self.n_classes <= 0:
-            raise IobenchError(f"classes must be positive, got {self.n_classes}")
-        if self.seed < 0:
-            raise IobenchError(f"seed must be >= 0, got {self.seed}")
+        if not 0 < self.n_classes <= MAX_CLASSES:
+            raise IobenchError(f"classes must be 1..{MAX_CLASSES:,} (labels are int64), got {self.n_classes}")
+        if not 0 <= self.seed < 2**63:
+            raise IobenchError(f"seed must be 0..2^63-1 (HDF5 and JSON store it as int64), got {self.seed}")
 
     @property
     def np_dtype(self) -> np.dtype:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import os
 import shutil
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +61,9 @@ class PreparePlan:
     dataset_dir: Path
     manifest: Manifest
     estimated_bytes: int
+    # What --force replaces: the old dataset's folders (and its manifest), removed only once every
+    # check has passed and this process holds the dataset's lock.
+    replaced: list[Path] = field(default_factory=list)
 
 
 def plan(request: PrepareRequest) -> PreparePlan:
@@ -65,25 +71,51 @@ def plan(request: PrepareRequest) -> PreparePlan:
     created = not request.dataset_dir.exists()
     dataset_dir = _make_dataset_dir(request)
     try:
-        manifest = _existing_manifest(request, dataset_dir)
+        manifest, replaced = _existing_manifest(request, dataset_dir)
         existing = [n for n in request.formats if n in manifest.formats]
         if existing and not request.force:
             raise IobenchError(f"{dataset_dir}: {', '.join(existing)} already prepared; use --force to overwrite")
-        need = _check_free_space(request, dataset_dir)
+        need = _check_free_space(request, dataset_dir, _bytes_under(replaced))
     except BaseException:
         if created:
             shutil.rmtree(dataset_dir, ignore_errors=True)
         raise
-    return PreparePlan(request, dataset_dir, manifest, need)
+    return PreparePlan(request, dataset_dir, manifest, need, replaced)
 
 
 def prepare(request: PrepareRequest | PreparePlan, reporter: Reporter | None = None) -> Manifest:
     """Write every requested format; returns the updated manifest."""
     p = request if isinstance(request, PreparePlan) else plan(request)
-    reporter = reporter or NullReporter()
-    dataset_dir, manifest = p.dataset_dir, p.manifest
+    with dataset_lock(p.dataset_dir):
+        return _prepare_locked(p, reporter or NullReporter())
+
+
+@contextlib.contextmanager
+def dataset_lock(dataset_dir: Path) -> Iterator[None]:
+    """One prepare per dataset at a time (an flock on the folder: released if the process dies)."""
+    fd = os.open(dataset_dir, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IobenchError(f"{dataset_dir}: another prepare is running on this dataset; wait for it") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _prepare_locked(p: PreparePlan, reporter: Reporter) -> Manifest:
+    dataset_dir, manifest, request = p.dataset_dir, p.manifest, p.request
     remove_stale_partials(dataset_dir)
-    request = p.request
+    for old in p.replaced:  # --force on a different dataset: every check has passed
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink(missing_ok=True)
+    if not (dataset_dir / MANIFEST).is_file():
+        # The manifest exists before any format folder does: an interrupt at any later moment leaves
+        # a dataset folder that the next prepare recognises (and a format only counts once listed).
+        manifest.save(dataset_dir)
     try:
         jobs, content = write_formats(
             request.spec, dataset_dir, {n: request.options[n] for n in request.formats}, reporter
@@ -121,33 +153,44 @@ def _make_dataset_dir(request: PrepareRequest) -> Path:
     return dataset_dir
 
 
-def _existing_manifest(request: PrepareRequest, dataset_dir: Path) -> Manifest:
+def _existing_manifest(request: PrepareRequest, dataset_dir: Path) -> tuple[Manifest, list[Path]]:
+    """The manifest to extend, and what --force will remove first (nothing is removed here)."""
     fresh = Manifest(spec=request.spec, content={})
     if not (dataset_dir / MANIFEST).exists():
-        strays = [p.name for p in dataset_dir.iterdir() if not p.name.startswith(PARTIAL_PREFIX)]
-        if strays:
+        strays = [p for p in dataset_dir.iterdir() if not p.name.startswith(PARTIAL_PREFIX)]
+        # Format folders without a manifest: what an interrupted prepare of an older iobench left.
+        leftovers = all(p.name in FORMATS and p.is_dir() and not p.is_symlink() for p in strays)
+        if strays and not (leftovers and request.force):
+            hint = "use --force to replace them" if leftovers else "choose another --data-dir or --dataset"
             raise IobenchError(
-                f"{dataset_dir}: exists and is not an iobench dataset (holds {strays[0]!r}); "
-                "choose another --data-dir or --dataset"
+                f"{dataset_dir}: exists and is not an iobench dataset (holds {strays[0].name!r}); {hint}"
             )
-        return fresh
+        return fresh, strays
     manifest = Manifest.load(dataset_dir)
     if manifest.spec == request.spec:
-        return manifest
+        return manifest, []
     if not request.force:
         raise IobenchError(
             f"{dataset_dir}: holds a different dataset ({manifest.spec.name}); "
             "use --force to replace it or choose another --dataset"
         )
-    for entry in manifest.formats.values():
-        shutil.rmtree(entry.folder(dataset_dir), ignore_errors=True)
-    (dataset_dir / MANIFEST).unlink()
-    return fresh
+    return fresh, [*(entry.folder(dataset_dir) for entry in manifest.formats.values()), dataset_dir / MANIFEST]
 
 
-def _check_free_space(request: PrepareRequest, dataset_dir: Path) -> int:
+def _bytes_under(paths: list[Path]) -> int:
+    total = 0
+    for path in paths:
+        if path.is_symlink():
+            continue
+        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()]
+        total += sum(p.stat().st_size for p in files)
+    return total
+
+
+def _check_free_space(request: PrepareRequest, dataset_dir: Path, reclaimed: int = 0) -> int:
+    """The new formats must fit in what is free plus what --force will remove first."""
     need = int(DISK_MARGIN * sum(FORMATS[n].estimate_bytes(request.spec, request.options[n]) for n in request.formats))
-    free = free_bytes(dataset_dir)
+    free = free_bytes(dataset_dir) + reclaimed
     if need > free:
         raise IobenchError(
             f"not enough disk space in {dataset_dir}: need about {need / 1e9:.2f} GB, {free / 1e9:.2f} GB free"

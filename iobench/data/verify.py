@@ -55,28 +55,32 @@ def verify_format(dataset_dir: Path, manifest: Manifest, entry: FormatEntry, rep
     if not directory.is_dir():
         check.problems.append(f"directory {directory} is missing")
         return check
-    _check_files(paths, entry, check, reporter)
-    if check.problems:  # never map a file of the wrong size (a truncated mapping faults on access)
-        check.problems.append("content not decoded: the files differ from the manifest")
-    else:
+    if _check_files(paths, entry, check, reporter):
         _check_content(directory, manifest, entry, check, reporter)
+    else:  # never map a file of the wrong size (a truncated mapping faults on access, or grows the file)
+        check.problems.append("content not decoded: files are missing or of the wrong size")
     check.seconds = time.perf_counter() - t0
     return check
 
 
-def _check_files(paths: list[Path], entry: FormatEntry, check: FormatCheck, reporter: Reporter) -> None:
+def _check_files(paths: list[Path], entry: FormatEntry, check: FormatCheck, reporter: Reporter) -> bool:
+    """Sizes and checksums against the manifest; True when every file has the size it should."""
+    sizes_ok = True
     key = f"{entry.name}:files"
     reporter.start(key, f"{entry.name} file checksums", entry.bytes)
     for f, path in zip(entry.files, paths, strict=True):
         if not path.is_file():
             check.problems.append(f"{f.path}: missing")
+            sizes_ok = False
             continue
         size = path.stat().st_size
         if size != f.bytes:
             check.problems.append(f"{f.path}: {size} bytes, manifest says {f.bytes}")
+            sizes_ok = False
             continue
         if sha256_file(path, lambda n: reporter.advance(key, n)) != f.sha256:
             check.problems.append(f"{f.path}: checksum mismatch")
+    return sizes_ok
 
 
 def _check_content(

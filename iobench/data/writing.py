@@ -17,6 +17,7 @@ import multiprocessing
 import os
 import queue
 import shutil
+import signal
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -30,6 +31,7 @@ from iobench.formats import FORMATS
 from iobench.fsutil import fsync_tree, make_partial_dir, sha256_file
 from iobench.progress import Reporter
 from iobench.run.cache import evict
+from iobench.signals import signals_held
 
 QUEUE_CHUNKS = 4  # how far one format may lag behind the generator: bounds memory
 
@@ -107,7 +109,8 @@ class FormatJob:
                 name=f"write-{self.name}",
                 daemon=True,
             )
-            self.process.start()
+            with signals_held():  # an interrupt inside fork() would leave a lock held forever
+                self.process.start()
             sender.close()
             target, args = self._relay, (receiver, reporter)
         else:
@@ -224,6 +227,9 @@ class _PipeReporter:
 
 
 def _process_main(name: str, spec: DatasetSpec, options: Any, partial: Path, sender: Any, parent: int) -> None:
+    # Ctrl-C reaches the whole process group: the parent decides, and kills this child if it stops.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     reporter = _PipeReporter(sender)
     code = 0
     try:

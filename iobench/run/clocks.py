@@ -15,6 +15,7 @@ import torch
 from iobench.results.record import EpochTiming
 from iobench.run.device import synchronize
 from iobench.run.loaders.base import DeviceBatch, Loader
+from iobench.signals import signals_held
 
 
 def time_epoch(
@@ -35,7 +36,8 @@ def time_epoch(
     to_device = loader.to_device
     deadline = float("inf") if max_seconds is None else max_seconds
     start = clock()
-    iterator = iter(loader.epoch(epoch))
+    with signals_held():  # DataLoader workers fork here
+        iterator = iter(loader.epoch(epoch))
     fetch = iterator.__next__
     try:
         while True:

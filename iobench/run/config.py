@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -233,11 +234,22 @@ class ResolvedRun:
 
 
 def settle_device(config: RunConfig, device: torch.device) -> RunConfig:
-    """Pinning decided for the device: on for CUDA unless turned off; refused without CUDA."""
+    """What depends on this machine, before any dataset is looked at: pinning decided for the device
+    (on for CUDA unless turned off; refused without CUDA), worker counts within reason for the cores."""
+    if config.settings.num_workers > max_workers():
+        raise IobenchError(
+            f"--num-workers {config.settings.num_workers} is far above this machine's {os.cpu_count()} cores; "
+            f"the limit is {max_workers()} (8 per core)"
+        )
     pin = config.settings.pin_memory
     if pin and device.type != "cuda":
         raise IobenchError("--pin-memory needs a CUDA device (pinned memory speeds host-to-GPU copies)")
     return config.with_settings(pin_memory=device.type == "cuda" if pin is None else pin)
+
+
+def max_workers() -> int:
+    """Worker processes (or Ray actors) beyond this only thrash: 8 per core, and at least 8."""
+    return max(8, 8 * (os.cpu_count() or 1))
 
 
 def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> ResolvedRun:

@@ -72,6 +72,18 @@ def stored_or_measured(
     return limits
 
 
+def check_probe_space(data_dir: Path, probe_bytes: int) -> None:
+    """A probe file must fit, with room to spare (a large prepared file is read instead when there is one)."""
+    if _largest_data_file(data_dir, probe_bytes // 2) is not None:
+        return
+    free = free_bytes(data_dir)
+    if probe_bytes * PROBE_MARGIN > free:
+        raise IobenchError(
+            f"not enough disk space in {data_dir} for a {probe_bytes / 2**20:,.0f} MiB probe file "
+            f"({free / 2**20:,.0f} MiB free); give a smaller --probe-size"
+        )
+
+
 def direct_read_mb_per_s(path: Path) -> tuple[float, str]:
     """Sequential read bandwidth bypassing the page cache; falls back to a cold buffered read."""
     size = path.stat().st_size
@@ -184,12 +196,8 @@ def measure_limits(data_dir: Path, device: torch.device, probe_bytes: int = DEFA
     except OSError as exc:
         raise IobenchError(f"cannot create {data_dir}: {exc.strerror or exc}") from None
     existing = _largest_data_file(data_dir, probe_bytes // 2)
-    free = free_bytes(data_dir)
-    if existing is None and probe_bytes * PROBE_MARGIN > free:
-        raise IobenchError(
-            f"not enough disk space in {data_dir} for a {probe_bytes / 2**20:,.0f} MiB probe file "
-            f"({free / 2**20:,.0f} MiB free); give a smaller --probe-size"
-        )
+    if existing is None:
+        check_probe_space(data_dir, probe_bytes)
     probe = existing or data_dir / f"{PARTIAL_PREFIX}limits-probe-{os.getpid()}.bin"
     try:
         if existing is None:

@@ -16,6 +16,7 @@ from iobench.run.distributed import SINGLE, World, launched_by_torchrun, rank_de
 from iobench.run.launch import launch, torchrun_args
 
 Say = Callable[[str], None]
+DEFAULT_DATA_DIR = Path("data")
 Reporting = Callable[[], Reporter]  # a fresh progress reporter (a context manager) per long step
 
 
@@ -27,6 +28,9 @@ def dataset_for_run(
     found = find_run_dataset(data_dir, dataset)
     if world.all_true(found is not None):
         return found
+    if not data_dir.exists() and data_dir != DEFAULT_DATA_DIR:
+        # Most likely a typo: do not write half a gigabyte into a new folder of that name.
+        raise IobenchError(f"{data_dir}: no such folder; check --data-dir, or create it with `iobench prepare`")
     if world.nodes > 1:
         raise IobenchError(f"no dataset in {data_dir} on every node; run `iobench prepare` on each node first")
     if world.is_main:

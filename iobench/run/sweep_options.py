@@ -86,9 +86,11 @@ def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, qui
         have = set(Manifest.load(directory).formats) if (directory / MANIFEST).is_file() else set()
         missing = tuple(n for n in needed if n not in have)
         if missing:
-            Console(stderr=True).print(f"preparing {directory.name}: {', '.join(missing)}", highlight=False)
+            Console(stderr=True, markup=False).print(
+                f"preparing {directory.name}: {', '.join(missing)}", highlight=False
+            )
             request = PrepareRequest.with_default_options(spec, data_dir, missing)
-            with make_reporter(quiet, Console(stderr=True)) as reporter:
+            with make_reporter(quiet, Console(stderr=True, markup=False)) as reporter:
                 prepare(request, reporter)
         dirs[size] = directory
     return dirs

@@ -1,0 +1,44 @@
+"""Holding SIGINT/SIGTERM while a process forks, then delivering them.
+
+An interrupt that lands inside fork()'s at-fork handlers (logging's lock release, for one) leaves
+a lock held in the parent: the next thread that logs, or h5py's global lock waiting on it, hangs
+for good, and a second Ctrl-C is never seen. While a child starts, the Python-level handlers only
+note the signal; the original handler runs as soon as the fork is done.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    if threading.current_thread() is not threading.main_thread():
+        yield  # handlers can only be changed (and only run) in the main thread
+        return
+    received: list[tuple[int, FrameType | None]] = []
+    previous = {s: signal.getsignal(s) for s in HELD}
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        received.append((signum, frame))
+
+    for s in HELD:
+        signal.signal(s, hold)
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if received:
+            signum, frame = received[0]
+            handler = previous[signum]
+            if callable(handler):
+                handler(signum, frame)
+            elif handler == signal.SIG_DFL:
+                signal.raise_signal(signum)

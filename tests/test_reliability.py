@@ -1,0 +1,269 @@
+"""Nothing measured is lost and nothing prepared is destroyed: torn files, unwritable or full disks,
+truncated data, --force that cannot finish, concurrent prepares."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+from iobench.data.manifest import Manifest
+from iobench.results.store import append_record, load_records
+from tests.conftest import ROOT, assert_one_line_error, invoke, prepare_with_limits, record_of, stored_records
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("reliability")
+    prepare_with_limits(root, "600", "npy,lmdb,memmap")
+    return root
+
+
+def _run(cli, workspace, results, *extra):
+    return cli(
+        "run", "--data-dir", workspace / "data", "--format", "npy", "--device", "cpu", "--runs", "1", "-q",
+        "--results", results, *extra,
+    )  # fmt: skip
+
+
+def test_a_torn_line_is_skipped_by_readers_and_never_glued_to_the_next_record(workspace, cli):
+    results = workspace / "torn.jsonl"
+    assert _run(cli, workspace, results).code == 0
+    whole = results.read_text()
+    results.write_text(whole + whole[: len(whole) // 2])  # a second record cut by a full disk
+    assert _run(cli, workspace, results).code == 0
+    lines = results.read_text().splitlines()
+    assert len(lines) == 3 and json.loads(lines[2])["format"] == "npy", "the new record has a line of its own"
+    loaded = load_records(results)
+    assert len(loaded.records) == 2 and loaded.skipped == [
+        f"{results}:2: not a whole JSON record (torn or edited); skipped"
+    ]
+    r = cli("report", results, "--out", workspace / "torn-report")
+    assert r.code == 0 and f"{results}:2: not a whole JSON record" in r.err
+    r = cli("compare", results, results)
+    assert r.code == 0 and "1 matching configuration(s)" in r.out
+
+
+def test_records_of_the_wrong_type_are_skipped_with_the_reason(tmp_path):
+    path = tmp_path / "r.jsonl"
+    append_record(path, record_of())
+    with open(path, "a") as f:
+        f.write("[1, 2]\nnull\n" + json.dumps({**record_of().to_json(), "epoch_seconds": "fast"}) + "\n")
+    loaded = load_records(path)
+    assert len(loaded.records) == 1
+    assert [s.split(": ", 1)[1] for s in loaded.skipped] == [
+        "not an iobench record (a record must be a JSON object, got list); skipped",
+        "not an iobench record (a record must be a JSON object, got NoneType); skipped",
+        "not an iobench record ('epoch_seconds' holds 'fast', not list[float]); skipped",
+    ]
+
+
+def test_results_that_cannot_be_written_are_refused_before_measuring(workspace, cli, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    started = time.monotonic()
+    r = _run(cli, workspace, blocker / "r.jsonl")
+    assert_one_line_error(r, "cannot create", "for the results")
+    assert time.monotonic() - started < 10 and "measuring" not in r.err
+
+
+def test_a_crafted_limits_file_is_refused_before_measuring(workspace, cli, tmp_path):
+    results = tmp_path / "r.jsonl"
+    (tmp_path / "limits.json").write_text(json.dumps({"vm:/dev/vda": {"hostname": "vm", "data_device": 7}}))
+    assert_one_line_error(_run(cli, workspace, results), "limits.json", "'data_device' holds 7")
+    assert not results.exists()
+
+
+def test_a_record_that_cannot_be_saved_is_kept_elsewhere(workspace, cli, monkeypatch, tmp_path):
+    """A full disk at the very end: the record goes to a rescue file, and the error says where."""
+    import iobench.cli
+    from iobench.errors import IobenchError
+
+    results = tmp_path / "r.jsonl"
+    real = iobench.cli.append_record
+
+    def disk_full(path, record):
+        if path == results:
+            raise IobenchError(f"cannot write results to {path}: No space left on device")
+        real(path, record)
+
+    monkeypatch.setattr(iobench.cli, "append_record", disk_full)
+    shutil.copy(workspace / "limits.json", tmp_path / "limits.json")
+    r = _run(cli, workspace, results)
+    assert r.code == 2 and "No space left on device; the record was saved to" in r.err
+    rescue = r.err.split("the record was saved to ")[1].split()[0]
+    assert rescue.startswith(tempfile.gettempdir())
+    (record,) = stored_records(__import__("pathlib").Path(rescue))
+    assert record["format"] == "npy" and record["samples_per_epoch"] == 600
+
+
+def test_a_full_file_system_keeps_the_measurement(workspace, cli, tmp_path):
+    """The same on a real full file system (a 1 MiB tmpfs), where the machine lets us mount one."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        shutil.copy(workspace / "limits.json", mount / "limits.json")
+        with open(mount / "filler", "wb", buffering=0) as f:  # fill it up
+            try:
+                while True:
+                    f.write(b"\0" * 4096)
+            except OSError:
+                pass
+        r = _run(cli, workspace, mount / "r.jsonl")
+        assert r.code == 2 and "No space left on device" in r.err and "the record was saved to" in r.err, r.err
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.fixture
+def own_copy(workspace, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(workspace / "data", data)
+    (dataset,) = data.iterdir()
+    return dataset
+
+
+def test_verify_changes_nothing_on_truncated_files(own_copy, cli):
+    for fmt, name in (("memmap", "features.memmap"), ("lmdb", "data.mdb")):
+        path = own_copy / fmt / name
+        with open(path, "r+b") as f:
+            f.truncate(path.stat().st_size // 2)
+    sizes = {p: p.stat().st_size for p in own_copy.rglob("*") if p.is_file()}
+    r = cli("verify", "--data-dir", own_copy, "-q")
+    assert r.code == 1 and "memmap  FAILED" in r.out and "lmdb    FAILED" in r.out and "npy     OK" in r.out
+    assert "content not decoded: files are missing or of the wrong size" in r.out
+    assert {p: p.stat().st_size for p in own_copy.rglob("*") if p.is_file()} == sizes, "verify changed a file"
+
+
+def test_force_keeps_the_old_dataset_when_the_new_one_does_not_fit(own_copy, cli):
+    before = sorted(p.relative_to(own_copy) for p in own_copy.rglob("*"))
+    r = cli("prepare", "--size", "1e12", "--data-dir", own_copy.parent, "--dataset", own_copy.name, "-q", "--force")
+    assert_one_line_error(r, "not enough disk space")
+    assert sorted(p.relative_to(own_copy) for p in own_copy.rglob("*")) == before
+    assert set(Manifest.load(own_copy).formats) == {"npy", "lmdb", "memmap"}
+
+
+def test_format_folders_without_a_manifest_are_recoverable_with_force(tmp_path, cli):
+    """What an interrupt between a rename and the manifest left (before the manifest came first)."""
+    dataset = tmp_path / "n300_128_float32_c1000_s0"
+    (dataset / "npy").mkdir(parents=True)
+    (dataset / "npy" / "features.npy").write_bytes(b"old")
+    r = cli("prepare", "--size", "300", "--formats", "npy", "--data-dir", tmp_path, "-q")
+    assert_one_line_error(r, "holds 'npy'", "use --force")
+    r = cli("prepare", "--size", "300", "--formats", "npy", "--data-dir", tmp_path, "-q", "--force")
+    assert r.code == 0, r.err
+    assert cli("verify", "--data-dir", tmp_path, "-q").code == 0
+
+
+def test_two_prepares_of_one_dataset_do_not_both_run(tmp_path, cli):
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "iobench", "prepare", "--size", "200000", "--formats", "npy,memmap"]
+    first = subprocess.Popen(
+        [*cmd, "--data-dir", str(tmp_path), "-q"], cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True
+    )
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob("*/.partial-*")):
+        assert first.poll() is None and time.monotonic() < deadline
+        time.sleep(0.005)
+    r = cli("prepare", "--size", "200000", "--formats", "npy,memmap", "--data-dir", tmp_path, "-q", "--force")
+    assert first.wait(timeout=120) == 0, first.stderr.read()
+    assert_one_line_error(r, "another prepare is running on this dataset")
+    assert cli("verify", "--data-dir", tmp_path, "-q").code == 0
+    invoke("prepare", "--size", "200000", "--formats", "npy", "--data-dir", tmp_path, "-q", "--force")
+
+
+@pytest.mark.parametrize(
+    "args, fragments",
+    [
+        (["prepare", "--size", "100", "--seed", str(10**20)], ["seed must be 0..2^63-1"]),
+        (["prepare", "--size", "100", "--classes", str(10**20)], ["classes must be 1..2,147,483,648"]),
+        (["run", "--num-workers", "100000", "--format", "npy"], ["far above", "the limit is"]),
+        (["run", "--max-seconds", "nan", "--format", "npy"], ["--max-seconds must be a number > 0"]),
+        (["run", "--seed", "-1", "--format", "npy"], ["--seed must be >= 0"]),
+        (["sweep", "--epochs", "0", "--format", "npy"], ["--epochs must be >= 1"]),
+        (["limits", "--probe-size", "1000T"], ["not enough disk space", "--probe-size"]),
+    ],
+)
+def test_bad_values_are_one_line_and_leave_nothing(tmp_path, cli, args, fragments):
+    target = tmp_path / "fresh"
+    r = cli(*args, "--data-dir", target)
+    assert_one_line_error(r, *fragments)
+    assert not target.exists() or not any(target.iterdir()), list(target.iterdir())
+
+
+def test_a_mistyped_data_dir_is_not_filled_with_a_default_dataset(tmp_path, cli):
+    r = cli("run", "--data-dir", tmp_path / "dta", "--device", "cpu", "-q", "--results", tmp_path / "r.jsonl")
+    assert_one_line_error(r, "no such folder; check --data-dir")
+    assert not (tmp_path / "dta").exists()
+
+
+def test_a_corrupt_lmdb_is_one_line_before_measuring(own_copy, cli, tmp_path):
+    path = own_copy / "lmdb" / "data.mdb"
+    data = bytearray(path.read_bytes())
+    data[: 2 * 4096] = b"\xff" * (2 * 4096)  # both meta pages
+    path.write_bytes(bytes(data))
+    r = cli("run", "--data-dir", own_copy.parent, "--format", "lmdb", "--device", "cpu", "-q")
+    assert_one_line_error(r, "lmdb in", "MDB_INVALID")
+
+
+def test_paths_with_brackets_are_printed_as_they_are(tmp_path, cli):
+    data = tmp_path / "runs[1]" / "data"
+    r = cli("prepare", "--size", "100", "--formats", "npy", "--data-dir", data, "-q")
+    assert r.code == 0 and "runs[1]/data" in r.out
+    r = cli("info", "--data-dir", data)
+    assert r.code == 0 and "runs[1]" in r.out
+
+
+def test_a_prepared_dataset_is_readable_by_colleagues(tmp_path, cli):
+    old = os.umask(0o022)
+    try:
+        assert cli("prepare", "--size", "100", "--data-dir", tmp_path, "-q").code == 0
+    finally:
+        os.umask(old)
+    for path in tmp_path.rglob("*"):
+        mode = path.stat().st_mode
+        assert mode & 0o044 == 0o044, (path, oct(mode))  # group and others may read
+        if path.is_dir():
+            assert mode & 0o011 == 0o011, (path, oct(mode))  # and enter folders
+
+
+def _descendants(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        for task in os.listdir(f"/proc/{p}/task") if os.path.isdir(f"/proc/{p}/task") else []:
+            try:
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = {int(x) for x in f.read().split()}
+            except OSError:
+                continue
+            todo += list(kids - found)
+            found |= kids
+    return found
+
+
+def test_sigterm_ends_a_run_and_its_workers(workspace, tmp_path):
+    cmd = [sys.executable, "-m", "iobench", "run", "--data-dir", str(workspace / "data"), "--format", "npy"]
+    cmd += ["--num-workers", "2", "--step", "sleep:50", "--batch-size", "16", "--runs", "5", "--device", "cpu", "-q"]
+    cmd += ["--results", str(tmp_path / "r.jsonl")]
+    shutil.copy(workspace / "limits.json", tmp_path / "limits.json")
+    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(_descendants(proc.pid)) < 2:  # the DataLoader workers are up
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
+        time.sleep(0.05)
+    workers = _descendants(proc.pid)
+    proc.terminate()
+    proc.wait(timeout=30)
+    assert proc.returncode == 130 and "interrupted" in proc.stderr.read()
+    time.sleep(1)
+    alive = [p for p in workers if os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read()]
+    assert alive == [], "workers outlived the run"
