@@ -267,3 +267,51 @@ def test_sigterm_ends_a_run_and_its_workers(workspace, tmp_path):
     time.sleep(1)
     alive = [p for p in workers if os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read()]
     assert alive == [], "workers outlived the run"
+
+
+def _as_nobody(*args: str) -> subprocess.CompletedProcess:
+    cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-m", "iobench", *args]
+    return subprocess.run(cmd, cwd="/", capture_output=True, text=True, timeout=300)
+
+
+def test_unprivileged_cold_runs_refuse_drop_caches_and_fall_back_to_fadvise(workspace):
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root to become an unprivileged user (setpriv)")
+    probe = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable, "-c", "import iobench.cli"],
+        cwd="/",
+        capture_output=True,
+    )
+    if probe.returncode:
+        pytest.skip("this checkout is not readable by an unprivileged user")
+    shared = tempfile.mkdtemp(dir="/tmp", prefix="iobench-unprivileged-")
+    try:
+        os.chmod(shared, 0o777)
+        shutil.copytree(workspace / "data", f"{shared}/data")
+        shutil.copy(workspace / "limits.json", f"{shared}/limits.json")
+        for path in [shared, *(str(p) for p in __import__("pathlib").Path(shared).rglob("*"))]:
+            os.chmod(path, 0o777 if os.path.isdir(path) else 0o666)
+        common = ["--data-dir", f"{shared}/data", "--format", "npy", "--cache", "cold", "--device", "cpu", "-q"]
+        common += ["--runs", "1", "--results", f"{shared}/r.jsonl"]
+        r = _as_nobody("run", *common, "--eviction", "drop_caches")
+        assert r.returncode == 2 and r.stderr.strip() == (
+            "iobench: error: --eviction drop_caches needs root (sudo iobench ...); or use --eviction fadvise"
+        ), r.stderr
+        r = _as_nobody("run", *common)
+        assert r.returncode == 0, r.stderr
+        (record,) = stored_records(__import__("pathlib").Path(f"{shared}/r.jsonl"))
+        assert record["eviction_method"] == "fadvise" and max(record["residency_before"]) < 0.05
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+@pytest.mark.parametrize("loader", ["dataloader", "tensorclass", "gpu-resident"])
+def test_closing_a_loader_twice_is_harmless(workspace, loader):
+    from iobench.run.runner import build_loader
+    from tests.conftest import resolved_run
+
+    (dataset,) = (workspace / "data").iterdir()
+    built = build_loader(resolved_run(dataset, "memmap", loader, num_workers=1 if loader != "gpu-resident" else 0))
+    next(iter(built.epoch(0)))
+    built.close()
+    built.close()

@@ -247,6 +247,10 @@ def settle_device(config: RunConfig, device: torch.device) -> RunConfig:
     return config.with_settings(pin_memory=device.type == "cuda" if pin is None else pin)
 
 
+def can_drop_caches() -> bool:
+    return os.access("/proc/sys/vm/drop_caches", os.W_OK)
+
+
 def max_workers() -> int:
     """Worker processes (or Ray actors) beyond this only thrash: 8 per core, and at least 8."""
     return max(8, 8 * (os.cpu_count() or 1))
@@ -255,6 +259,8 @@ def max_workers() -> int:
 def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> ResolvedRun:
     """Decide what 'auto' means here and check the config against the device, dataset and ranks."""
     config = settle_device(config, target.device)
+    if config.cache is Cache.COLD and config.eviction is Eviction.DROP_CACHES and not can_drop_caches():
+        raise IobenchError("--eviction drop_caches needs root (sudo iobench ...); or use --eviction fadvise")
     manifest = check_dataset(target.dataset_dir, config.format)
     check_world(config, manifest.spec.n_samples, world)
     return ResolvedRun(config, target, world, manifest)

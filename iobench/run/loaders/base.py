@@ -69,4 +69,4 @@ class Loader(ABC):
 
     @abstractmethod
     def close(self) -> None:
-        """Release workers, handles and device memory."""
+        """Release workers, handles and device memory (safe to call more than once)."""

@@ -87,5 +87,5 @@ class DataLoaderLoader(Loader):
         return iter(self.loader)
 
     def close(self) -> None:
-        del self.loader
+        self.loader = None  # workers end with their iterator; closing twice is harmless
         self.reader.close()

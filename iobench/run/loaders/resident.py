@@ -61,4 +61,4 @@ class ResidentLoader(Loader):
         return self.features[batch], self.labels[batch]
 
     def close(self) -> None:
-        del self.features, self.labels
+        self.features = self.labels = None
