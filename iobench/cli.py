@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +20,7 @@ from rich.table import Table
 
 from iobench import __version__
 from iobench import cli_options as o
+from iobench.choices import split_list
 from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec, parse_bytes, parse_shape, parse_size
 from iobench.data.manifest import Manifest, find_datasets
 from iobench.data.prepare import PrepareRequest, parse_formats, plan, prepare
@@ -29,6 +32,7 @@ from iobench.results.record import EpochTiming, MachineLimits, RunRecord
 from iobench.results.store import append_record, check_writable, limits_path, load_records
 from iobench.results.tables import limits_table, profile_summary, results_table, split_table
 from iobench.results.warnings import record_warnings
+from iobench.results.whatif import error, predict
 from iobench.run.config import ResolvedRun, RunConfig, RunTarget, order_of, settle_device
 from iobench.run.device import resolve_device
 from iobench.run.distributed import joined, launched_by_torchrun
@@ -190,8 +194,10 @@ def run_cmd(
     max_batches: o.MaxBatches = None,
     max_seconds: o.MaxSeconds = None,
     step: o.Step = "none",
+    min_au: o.MinAu = None,
+    what_if: o.WhatIf = None,
     seed: o.Seed = 0,
-    cache: o.Cache = "as-is",
+    cache: o.Cache = "warm",
     eviction: o.Eviction = "auto",
     profile: o.Profile = False,
     results: o.Results = Path("results/results.jsonl"),
@@ -243,7 +249,51 @@ def run_cmd(
             if world.is_main:
                 _save(results, records[-1])
     if world.is_main:
-        _print_run(records, dataset_dir.name, results)
+        _print_run(records, dataset_dir.name, results, min_au)
+        if what_if is not None:
+            _what_if(todo, records, _step_times(what_if), results, limits, quiet)
+
+
+def _step_times(text: str) -> list[float]:
+    try:
+        values = [float(x) for x in split_list(text, "--what-if step time")]
+    except ValueError:
+        raise IobenchError(f"--what-if takes step times in ms, e.g. 2.5,10; got {text!r}") from None
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        raise IobenchError(f"--what-if step times must be >= 0 ms, got {text!r}")
+    return values
+
+
+def _what_if(
+    todo: list[ResolvedRun],
+    records: list[RunRecord],
+    steps_ms: list[float],
+    results: Path,
+    limits: MachineLimits | None,
+    quiet: bool,
+) -> None:
+    """Predict each configuration at other step times, then measure them to show the model's error."""
+    table = Table(title="what-if: predicted from the run above, then measured with that step")
+    for col in ("configuration", "step now", "samples/s now", "what-if step", "predicted samples/s",
+                "predicted AU", "bound", "measured samples/s", "error"):  # fmt: skip
+        table.add_column(col, justify="left" if col in ("configuration", "bound") else "right")
+    for resolved, record in zip(todo, records, strict=True):
+        for ms in steps_ms:
+            p = predict(record, ms)
+            check = replace(resolved, config=replace(resolved.config, step=f"sleep:{ms:g}"))
+            measured = _run_one(check, quiet, limits, None)
+            _save(results, measured)
+            rate = f"{p.samples_per_s_low:,.0f}" + (
+                f"-{p.samples_per_s_high:,.0f}" if p.samples_per_s_high > p.samples_per_s_low * 1.005 else ""
+            )
+            au = f"{p.utilisation_low:.0%}" + (
+                f"-{p.utilisation_high:.0%}" if p.utilisation_high > p.utilisation_low + 0.005 else ""
+            )
+            table.add_row(
+                record.label, record.config.step, f"{record.epochs.samples_per_s:,.0f}", f"sleep:{ms:g}", rate, au,
+                p.bound, f"{measured.epochs.samples_per_s:,.0f}", f"{error(p, measured):+.1%}",
+            )  # fmt: skip
+    out.print(table)
 
 
 def _config(fmt: str, loader: str, settings: LoaderSettings, *, shuffle: bool, block_size: int, **kw) -> RunConfig:
@@ -253,7 +303,7 @@ def _config(fmt: str, loader: str, settings: LoaderSettings, *, shuffle: bool, b
     )
 
 
-def _print_run(records: list[RunRecord], dataset_name: str, results: Path) -> None:
+def _print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au: float | None = None) -> None:
     r0 = records[0]
     c = r0.config
     ranks = f", {c.world_size} processes on {r0.ranks.nodes} node(s)" if c.world_size > 1 else ""
@@ -267,7 +317,7 @@ def _print_run(records: list[RunRecord], dataset_name: str, results: Path) -> No
         if r.system.profile_path:
             out.print(f"profile of {r.label}: {r.system.profile_path}", highlight=False, soft_wrap=True, markup=False)
             out.print(profile_summary(Path(r.system.profile_path)), highlight=False, markup=False)
-    for w in record_warnings(records):
+    for w in record_warnings(records, min_au):
         _say(w.console())
     out.print(f"{len(records)} record(s) appended to {results}", highlight=False, soft_wrap=True, markup=False)
 
@@ -446,6 +496,36 @@ def limits_cmd(
     path = save_limits(results, data_dir, limits)
     out.print(limits_table(limits))
     out.print(f"stored in {path}", highlight=False, soft_wrap=True, markup=False)
+
+
+@app.command("doctor")
+def doctor_cmd(
+    data_dir: o.DataDir = Path("data"),
+    device: o.Device = "auto",
+    idle_seconds: Annotated[
+        float,
+        typer.Option(
+            help="How long a warm file is left idle to see whether the machine reclaims page cache (0: skip)."
+        ),
+    ] = 75.0,
+) -> None:
+    """Check what iobench's numbers rest on here: eviction, page-cache reclaim, cgroups, cores, the GPU path."""
+    from iobench.run.doctor import examine
+
+    target = resolve_device(device)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IobenchError(f"cannot create {data_dir}: {exc.strerror or exc}") from None
+    if idle_seconds > 0:
+        _say(f"checking; this leaves a file idle for {idle_seconds:g} s (--idle-seconds 0 skips that) ...")
+    findings = examine(data_dir, target, idle_seconds)
+    table = Table(title=f"iobench doctor: {data_dir} on {target}")
+    for col in ("check", "result", "what it means"):
+        table.add_column(col)
+    for f in findings:
+        table.add_row(f.check, f.status.value, f.detail)
+    out.print(table)
 
 
 @app.callback(invoke_without_command=True)

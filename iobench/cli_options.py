@@ -67,13 +67,30 @@ Warmup = Annotated[int, typer.Option(help="Untimed epochs before the timed ones,
 Runs = Annotated[int, typer.Option(help="Repetitions (each with a fresh loader).")]
 MaxBatches = Annotated[OptInt, typer.Option(help="Stop each epoch after N batches (the record says partial).")]
 MaxSeconds = Annotated[OptFloat, typer.Option(help="Stop each epoch after S seconds (the record says partial).")]
-Step = Annotated[str, typer.Option(help="Per batch on the device: none, sleep:MS or mlp (one training step).")]
+Step = Annotated[
+    str,
+    typer.Option(
+        help="Per batch on the device, standing for the model's compute: none, sleep:MS, sleep:MS:SD (a time "
+        "drawn per batch from a normal distribution, seeded) or mlp (one training step)."
+    ),
+]
+MinAu = Annotated[
+    OptFloat,
+    typer.Option(help="Flag configurations whose accelerator utilisation is below this (0-1; MLPerf uses 0.9)."),
+]
+WhatIf = Annotated[
+    OptStr,
+    typer.Option(
+        help="Comma list of step times in ms: predict samples/s and utilisation for each from this run, then "
+        "measure it with --step sleep:MS and show the prediction's error."
+    ),
+]
 Seed = Annotated[int, typer.Option(help="Seed of the shuffles and of the mlp step.")]
 Cache = Annotated[
     str,
     typer.Option(
-        help="cold: evict the dataset before every timed epoch (checked with mincore); "
-        "warm: after an untimed epoch; as-is: touch nothing."
+        help="warm: timed after an untimed epoch (the default: a stable first result); cold: evict the dataset "
+        "before every timed epoch (checked with mincore); as-is: touch nothing."
     ),
 ]
 Eviction = Annotated[

@@ -6,7 +6,7 @@ import pytest
 
 from iobench.errors import IobenchError
 from iobench.run.cache import evict, resident_fraction
-from tests.conftest import prepare_with_limits, stored_records
+from tests.conftest import assert_one_line_error, prepare_with_limits, stored_records
 
 
 def _file(tmp_path, mib=8):
@@ -115,8 +115,9 @@ def test_cold_run_reads_the_dataset_and_warm_reads_nothing(prepared, cli, evicti
 
 
 def test_warm_needs_a_warmup_epoch(prepared, cli):
-    r = cli("run", "--data-dir", prepared / "data", "--cache", "warm", "--warmup", "0", "--device", "cpu", "-q")
-    assert r.code == 2 and "--cache warm needs --warmup" in r.err
+    for cache in (["--cache", "warm"], []):  # warm is the default
+        r = cli("run", "--data-dir", prepared / "data", *cache, "--warmup", "0", "--device", "cpu", "-q")
+        assert_one_line_error(r, "--cache warm (the default) needs --warmup >= 1", "--cache as-is")
 
 
 def test_profile_writes_a_cprofile(prepared, cli):

@@ -91,6 +91,8 @@ def test_partial_runs_say_so(data, cli, results):
         "1",
         "--warmup",
         "0",
+        "--cache",
+        "as-is",
         "--results",
         results,
         "-q",

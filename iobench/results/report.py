@@ -9,7 +9,7 @@ from iobench.errors import IobenchError
 from iobench.results import plots
 from iobench.results.record import RunRecord, limits_key
 from iobench.results.store import load_all_limits, load_records
-from iobench.results.tables import settings_label
+from iobench.results.tables import au_text, settings_label
 from iobench.results.warnings import record_warnings
 
 ENVIRONMENT = ("hostname", "cpu_model", "cpu_count", "ram_bytes", "gpu_name", "kernel", "data_filesystem",
@@ -87,6 +87,9 @@ def _environment(records: list[dict]) -> list[str]:
 def _table(records: list[RunRecord]) -> list[str]:
     head = ("dataset", "format", "loader", "settings", "order", "cache", "device", "epoch s median [min-max] (MAD)",
             "samples/s", "MB/s", "% of limit")  # fmt: skip
+    au = any(r.epochs.accelerator_utilisation is not None for r in records)
+    if au:
+        head = (*head[:9], "AU (step)", *head[9:])
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in records:
         c, e = r.config, r.epochs
@@ -96,6 +99,8 @@ def _table(records: list[RunRecord]) -> list[str]:
                  f"({e.epoch_seconds_mad:.3f})" + (" partial" if e.partial else ""),
                  f"{e.samples_per_s:,.0f}", f"{e.mb_per_s:,.1f}",
                  f"{limit:.0f}%" if limit is not None else "-")  # fmt: skip
+        if au:
+            cells = (*cells[:9], au_text(r), *cells[9:])
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return lines
 

@@ -42,6 +42,9 @@ def results_table(records: list[RunRecord], title: str) -> Table:
         ("cache (max resident)", "left"), ("epoch s (median, min-max)", "right"), ("samples/s", "right"),
         ("MB/s", "right"), ("% of limit", "right"), ("vs fastest", "right"),
     )  # fmt: skip
+    au = any(r.epochs.accelerator_utilisation is not None for r in records)
+    if au:  # next to samples/s, with the step it was measured against
+        columns = (*columns[:7], ("AU (step)", "right"), *columns[7:])
     for col, justify in columns:
         table.add_column(col, justify=justify)
     ratios = relative_to_fastest([r.epochs.epoch_seconds_median for r in records])
@@ -49,7 +52,7 @@ def results_table(records: list[RunRecord], title: str) -> Table:
         e = r.epochs
         partial = " (partial)" if e.partial else ""
         limit = r.limit.percent_of_limit
-        table.add_row(
+        cells = [
             r.config.format,
             r.config.loader,
             settings_label(r),
@@ -60,8 +63,17 @@ def results_table(records: list[RunRecord], title: str) -> Table:
             f"{e.mb_per_s:,.1f}",
             f"{limit:.0f}%" if limit is not None else "-",
             f"{rel:.2f}x",
-        )
+        ]
+        if au:
+            cells.insert(7, au_text(r))
+        table.add_row(*cells)
     return table
+
+
+def au_text(r: RunRecord) -> str:
+    """Accelerator utilisation with the step it was measured against, e.g. '87% (sleep:5)'."""
+    au = r.epochs.accelerator_utilisation
+    return f"{au:.0%} ({r.config.step})" if au is not None else "-"
 
 
 def split_table(records: list[RunRecord]) -> Table:

@@ -141,7 +141,10 @@ def _check(config: RunConfig) -> None:
     elif s.ray_address is not None:
         raise IobenchError("--ray-address is for --loader ray")
     if config.cache is Cache.WARM and config.warmup < 1:
-        raise IobenchError("--cache warm needs --warmup >= 1 (the untimed epoch is what warms the cache)")
+        raise IobenchError(
+            "--cache warm (the default) needs --warmup >= 1: the untimed epoch is what warms the cache; "
+            "for no warm-up say --cache as-is or --cache cold"
+        )
     if config.max_batches is not None and config.max_batches < 1:
         raise IobenchError(f"--max-batches must be >= 1, got {config.max_batches}")
     if config.max_seconds is not None and not (math.isfinite(config.max_seconds) and config.max_seconds > 0):

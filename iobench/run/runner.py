@@ -137,7 +137,9 @@ def run(
             sample_bytes=spec.sample_bytes,
             dataset_bytes=resolved.entry.bytes,
         ),
-        epochs=EpochStats.of(combined.timings, spec.sample_bytes, spec.n_samples),
+        epochs=EpochStats.of(
+            combined.timings, spec.sample_bytes, spec.n_samples, has_step=config.step != "none", ranks=world.size
+        ),
         ranks=combined.ranks,
         system=replace(
             combined.system,

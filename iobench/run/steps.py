@@ -6,6 +6,8 @@ compared under one training function.
 
 from __future__ import annotations
 
+import math
+import random
 import time
 from collections.abc import Callable
 
@@ -18,27 +20,48 @@ Step = Callable[[DeviceBatch], None]
 
 
 def parse_step(text: str) -> str:
-    """none | sleep:MS | mlp, validated early so a typo fails before any work."""
+    """none | sleep:MS | sleep:MS:SD | mlp, validated early so a typo fails before any work."""
     name = text.strip().lower()
     if name in ("none", "mlp"):
         return name
     if name.startswith("sleep:"):
         try:
-            ms = float(name.split(":", 1)[1])
+            values = [float(x) for x in name.split(":")[1:]]
         except ValueError:
-            ms = -1.0
-        if ms >= 0:
-            return f"sleep:{ms:g}"
-    raise IobenchError(f"unknown step {text!r}; use none, sleep:MS or mlp")
+            values = []
+        if len(values) in (1, 2) and all(math.isfinite(v) and v >= 0 for v in values):
+            return "sleep:" + ":".join(f"{v:g}" for v in values)
+    raise IobenchError(f"unknown step {text!r}; use none, sleep:MS, sleep:MS:SD (normal, ms) or mlp")
+
+
+def sleep_ms(name: str) -> tuple[float, float] | None:
+    """(mean, standard deviation) in ms of a sleep step; None for other steps."""
+    if not name.startswith("sleep:"):
+        return None
+    values = [float(x) for x in name.split(":")[1:]]
+    return values[0], values[1] if len(values) > 1 else 0.0
 
 
 def make_step(name: str, features_per_sample: int, n_classes: int, device: torch.device, seed: int) -> Step:
     if name == "none":
         return _no_step
-    if name.startswith("sleep:"):
-        seconds = float(name.split(":", 1)[1]) / 1000
-        return lambda batch: time.sleep(seconds)
+    if (sleep := sleep_ms(name)) is not None:
+        return _sleep_step(*sleep, seed)
     return _mlp_step(features_per_sample, n_classes, device, seed)
+
+
+def _sleep_step(mean_ms: float, sd_ms: float, seed: int) -> Step:
+    """A stand-in for the model's compute, as DLIO does: a fixed time, or one drawn per batch from a
+    normal distribution (cut at zero) whose draws repeat for the same seed."""
+    if sd_ms == 0:
+        seconds = mean_ms / 1000
+        return lambda batch: time.sleep(seconds)
+    rng = random.Random(seed)
+
+    def step(batch: DeviceBatch) -> None:
+        time.sleep(max(0.0, rng.gauss(mean_ms, sd_ms)) / 1000)
+
+    return step
 
 
 def _no_step(batch: DeviceBatch) -> None:

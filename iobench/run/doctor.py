@@ -1,0 +1,218 @@
+"""`iobench doctor`: checks, on the user's machine, what iobench's numbers rest on, in plain words.
+
+Each check returns a Finding. The CUDA checks are written from the PyTorch documentation and have not
+been run on a GPU by the project: they say so in their output until someone runs scripts/gpu_smoke.sh.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from iobench.choices import Choice
+from iobench.fsutil import PARTIAL_PREFIX, free_bytes
+from iobench.run.cache import evict, resident_fraction
+from iobench.run.config import can_drop_caches, max_workers
+
+PROBE_BYTES = 64 * 2**20
+RECLAIMED = 0.05  # a warm file losing more than this while idle: the machine reclaims page cache
+UNVERIFIED = "written from the PyTorch documentation, not yet run on a GPU by the iobench project"
+
+
+class Status(Choice):
+    OK = "ok"
+    WARN = "warn"
+    FAIL = "fail"
+    SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    status: Status
+    detail: str
+
+
+def cores() -> Finding:
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return Finding(
+        "cores and --num-workers",
+        Status.OK,
+        f"{usable} usable cores: DataLoader workers beyond {usable} only share them (CPU-bound decoding gains "
+        f"nothing more); iobench refuses more than {max_workers()}",
+    )
+
+
+def drop_caches() -> Finding:
+    if can_drop_caches():
+        return Finding("drop_caches", Status.OK, "permitted: cold runs drop the whole page cache")
+    return Finding(
+        "drop_caches",
+        Status.WARN,
+        "not permitted (needs root): cold runs evict the dataset's files with fadvise, which works unless "
+        "another process maps them; scripts/drop_caches.sh for a sudo-only drop",
+    )
+
+
+def cgroups(root: Path = Path("/sys/fs/cgroup")) -> Finding:
+    """Which memory and block-I/O controllers exist and may be written (page-cache budgets, read throttles)."""
+    found = []
+    for name, path in (("v1 memory", root / "memory"), ("v1 blkio", root / "blkio")):
+        if (path / "tasks").is_file():
+            found.append(f"{name} ({'writable' if os.access(path, os.W_OK) else 'read-only'})")
+    for unified in (root, root / "unified"):
+        controllers = unified / "cgroup.controllers"
+        if controllers.is_file():
+            names = controllers.read_text().split()
+            have = [c for c in ("memory", "io") if c in names]
+            writable = "writable" if os.access(unified, os.W_OK) else "read-only"
+            found.append(f"v2 at {unified} ({', '.join(have) or 'no memory/io controller'}; {writable})")
+    if not found:
+        return Finding("cgroups", Status.WARN, "no memory or block-I/O cgroup controller found")
+    return Finding("cgroups", Status.OK, "; ".join(found))
+
+
+def _write_probe(folder: Path, nbytes: int) -> Path:
+    path = folder / f"{PARTIAL_PREFIX}doctor-{os.getpid()}.bin"
+    block = os.urandom(2**20)
+    with open(path, "wb") as f:
+        for _ in range(nbytes // len(block)):
+            f.write(block)
+        f.flush()
+        os.fsync(f.fileno())
+    return path
+
+
+def _read(path: Path) -> None:
+    with open(path, "rb", buffering=0) as f:
+        while f.read(8 * 2**20):
+            pass
+
+
+def page_cache(folder: Path, idle_seconds: float, wait: Callable[[float], None] = time.sleep) -> list[Finding]:
+    """Eviction empties the cache for a file, a read fills it, and (after idle_seconds) it stays filled."""
+    if free_bytes(folder) < 2 * PROBE_BYTES:
+        return [Finding("eviction", Status.SKIPPED, f"less than {2 * PROBE_BYTES // 2**20} MiB free in {folder}")]
+    path = _write_probe(folder, PROBE_BYTES)
+    try:
+        _read(path)
+        filled = resident_fraction([path])
+        method = evict([path], "fadvise")
+        emptied = resident_fraction([path])
+        ok = emptied < RECLAIMED and filled > 1 - RECLAIMED
+        findings = [
+            Finding(
+                "eviction",
+                Status.OK if ok else Status.FAIL,
+                f"a {PROBE_BYTES // 2**20} MiB file: {filled:.0%} cached after a read, {emptied:.0%} after "
+                f"eviction by {method}" + ("" if ok else ": cold runs cannot be trusted here"),
+            )
+        ]
+        if idle_seconds <= 0:
+            return findings + [Finding("warm page cache", Status.SKIPPED, "--idle-seconds 0")]
+        _read(path)
+        before = resident_fraction([path])
+        wait(idle_seconds)
+        after = resident_fraction([path])
+        lost = before - after
+        if lost > RECLAIMED:
+            detail = (
+                f"{lost:.0%} of a warm file was paged out after {idle_seconds:g} s idle ({before:.0%} -> "
+                f"{after:.0%}): this machine reclaims idle page cache, so 'warm' decays between commands; take "
+                "warm figures right after a warm-up epoch (the default) and read the residency in each record"
+            )
+            findings.append(Finding("warm page cache", Status.WARN, detail))
+        else:
+            findings.append(
+                Finding("warm page cache", Status.OK, f"stayed {after:.0%} cached after {idle_seconds:g} s idle")
+            )
+        return findings
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def clock_verdict(unsynced_s: float, synced_s: float) -> Finding:
+    """A copy timed without waiting for the device must look (much) shorter than one that waits."""
+    if synced_s > 2 * unsynced_s:
+        return Finding(
+            "synchronised clock",
+            Status.OK,
+            f"a non_blocking copy returns in {1e3 * unsynced_s:.2f} ms, lands in {1e3 * synced_s:.2f} ms: "
+            f"iobench's clock stops after synchronize; {UNVERIFIED}",
+        )
+    return Finding(
+        "synchronised clock",
+        Status.WARN,
+        f"a non_blocking copy took {1e3 * unsynced_s:.2f} ms unsynchronised and {1e3 * synced_s:.2f} ms "
+        f"synchronised: copies do not run asynchronously here; {UNVERIFIED}",
+    )
+
+
+def pinned_verdict(pageable_mb_s: float, pinned_mb_s: float) -> Finding:
+    if pinned_mb_s > 1.1 * pageable_mb_s:
+        status, words = Status.OK, "pinned memory is faster: use pin_memory=True"
+    else:
+        status, words = Status.WARN, "pinned memory is not faster here: pinning only costs a copy"
+    return Finding(
+        "pinned host-to-device",
+        status,
+        f"pageable {pageable_mb_s:,.0f} MB/s, pinned {pinned_mb_s:,.0f} MB/s: {words}; {UNVERIFIED}",
+    )
+
+
+def overlap_verdict(pageable_call_s: float, pinned_call_s: float, copy_s: float) -> Finding:
+    """A non_blocking copy from pageable memory returns only when the copy is done (it is staged)."""
+    blocks = pageable_call_s > 0.5 * copy_s
+    overlaps = pinned_call_s < 0.2 * copy_s
+    status = Status.OK if blocks and overlaps else Status.WARN
+    return Finding(
+        "non_blocking overlap",
+        status,
+        f"non_blocking from pageable memory returned after {1e3 * pageable_call_s:.2f} ms "
+        f"({'does not overlap' if blocks else 'overlapped'}), from pinned after {1e3 * pinned_call_s:.2f} ms "
+        f"({'overlaps' if overlaps else 'did not overlap'}) of a {1e3 * copy_s:.2f} ms copy: non_blocking only "
+        f"helps with pin_memory; {UNVERIFIED}",
+    )
+
+
+def cuda_checks(device: torch.device, nbytes: int = 256 * 2**20) -> list[Finding]:
+    if device.type != "cuda":
+        return [
+            Finding(
+                "GPU path",
+                Status.SKIPPED,
+                f"no CUDA device here (torch {torch.__version__}): run scripts/gpu_smoke.sh on a GPU machine",
+            )
+        ]
+    from iobench.run.limits import cuda_limits
+
+    host = torch.ones(nbytes // 4)
+    pinned = host.pin_memory()
+    target = torch.empty(nbytes // 4, device=device)
+    target.copy_(pinned, non_blocking=True)
+    torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    target.copy_(pinned, non_blocking=True)
+    unsynced = time.perf_counter() - t0
+    torch.cuda.synchronize(device)
+    synced = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    target.copy_(host, non_blocking=True)
+    pageable_call = time.perf_counter() - t0
+    torch.cuda.synchronize(device)
+    limits = cuda_limits(device, nbytes)
+    return [
+        clock_verdict(unsynced, synced),
+        pinned_verdict(limits["h2d_pageable_mb_per_s"], limits["h2d_pinned_mb_per_s"]),
+        overlap_verdict(pageable_call, unsynced, synced),
+    ]
+
+
+def examine(folder: Path, device: torch.device, idle_seconds: float, wait: Callable[[float], None] = time.sleep):
+    """Every check, in the order a reader wants them."""
+    return [cores(), drop_caches(), cgroups(), *page_cache(folder, idle_seconds, wait), *cuda_checks(device)]

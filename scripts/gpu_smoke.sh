@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Every CUDA path of iobench, in a few minutes, for the first machine with a GPU. No GPU has been
+# lent to the project so far: these paths are written from the PyTorch documentation and exercised
+# on the CPU only. Run it, keep its output, and report the figures (and any failure) in an issue.
+#
+#   bash scripts/gpu_smoke.sh [DATA_DIR]      (default: a fresh folder under /tmp)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=${1:-$(mktemp -d /tmp/iobench-gpu-smoke-XXXX)}
+results="$data/results/gpu-smoke.jsonl"
+run() { echo "+ iobench $*" >&2; python -m iobench "$@"; }
+
+python - <<'PY'
+import torch
+assert torch.cuda.is_available(), f"no CUDA device (torch {torch.__version__}): this script needs a GPU"
+print(f"{torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+PY
+run doctor --device cuda --data-dir "$data" --idle-seconds 0
+run prepare --size 2e5 --data-dir "$data" -q
+run limits --device cuda --data-dir "$data" --results "$results" --probe-size 256M
+common=(--data-dir "$data" --device cuda --runs 2 --results "$results" -q)
+# Every format and loader, cold and warm; pinned and pageable; blocking and not.
+run run --format all --loader all "${common[@]}" --cache warm
+run run --format all --loader all "${common[@]}" --cache cold
+run run --format npy,memmap --loader dataloader "${common[@]}" --no-pin-memory --blocking
+run run --format npy,memmap --loader dataloader "${common[@]}" --num-workers 2 --pin-memory
+run run --format memmap --loader tensorclass "${common[@]}" --num-workers 2 --no-shuffle
+# The CUDA side stream of the prefetch thread, the resident loader, a real training step, AU and what-if.
+run run --format memmap --loader dataloader "${common[@]}" --prefetch-thread 4
+run run --format memmap --loader gpu-resident "${common[@]}"
+run run --format memmap --loader tensorclass "${common[@]}" --step mlp
+run run --format npy --loader dataloader "${common[@]}" --num-workers 2 --step sleep:4 --what-if 2,8 --min-au 0.9
+run run --format memmap --loader tensorclass "${common[@]}" --profile
+# Ranks: nccl on cuda:LOCAL_RANK, one record for all.
+gpus=$(python -c "import torch; print(torch.cuda.device_count())")
+if [ "$gpus" -ge 2 ]; then
+    run run --format memmap --loader tensorclass,dataloader "${common[@]}" --nproc 2
+fi
+run report "$results" --out "$data/report"
+echo "records in $results; report in $data/report/report.md" >&2

@@ -1,0 +1,46 @@
+"""`iobench doctor`: the checks on this machine, and the GPU verdicts on synthetic timings."""
+
+from __future__ import annotations
+
+from iobench.run.doctor import Status, cgroups, clock_verdict, overlap_verdict, page_cache, pinned_verdict
+
+
+def test_doctor_runs_here_and_says_what_it_found(tmp_path, cli):
+    r = cli("doctor", "--data-dir", tmp_path, "--idle-seconds", "1", "--device", "cpu")
+    assert r.code == 0, r.err
+    for check in ("cores and --num-workers", "drop_caches", "cgroups", "eviction", "warm page cache", "GPU path"):
+        assert check in r.out, check
+    assert "after eviction by fadvise" in r.out and "scripts/gpu_smoke.sh" in r.out
+    assert list(tmp_path.iterdir()) == [], "the probe file is removed"
+
+
+def test_a_machine_that_reclaims_idle_page_cache_is_named(tmp_path):
+    from iobench.run.cache import evict
+
+    def reclaim(seconds):  # what the VM's monitor does to memory idle for a minute
+        for probe in tmp_path.iterdir():
+            evict([probe], "fadvise")
+
+    eviction, warm = page_cache(tmp_path, 75, wait=reclaim)
+    assert eviction.status is Status.OK
+    assert warm.status is Status.WARN and "reclaims idle page cache" in warm.detail and "after 75 s idle" in warm.detail
+    eviction, warm = page_cache(tmp_path, 0.01)
+    assert warm.status is Status.OK and "stayed" in warm.detail
+
+
+def test_cgroup_support_is_read_from_the_mounts(tmp_path):
+    (tmp_path / "memory").mkdir()
+    (tmp_path / "memory" / "tasks").write_text("")
+    (tmp_path / "cgroup.controllers").write_text("cpu io memory\n")
+    finding = cgroups(tmp_path)
+    assert "v1 memory (writable)" in finding.detail and "memory, io" in finding.detail
+    assert cgroups(tmp_path / "none").status is Status.WARN
+
+
+def test_gpu_verdicts_on_synthetic_timings():
+    assert clock_verdict(0.0001, 0.02).status is Status.OK
+    assert clock_verdict(0.019, 0.02).status is Status.WARN
+    assert pinned_verdict(6000, 12000).status is Status.OK and pinned_verdict(6000, 6100).status is Status.WARN
+    assert overlap_verdict(0.019, 0.0001, 0.02).status is Status.OK
+    assert overlap_verdict(0.0001, 0.0001, 0.02).status is Status.WARN
+    assert "not yet run on a GPU" in clock_verdict(0.0001, 0.02).detail

@@ -1,0 +1,87 @@
+"""Accelerator utilisation, the seeded step-time distribution, and the what-if model and its measured error."""
+
+from __future__ import annotations
+
+import pytest
+
+from iobench.errors import IobenchError
+from iobench.results.whatif import error, predict
+from iobench.run.steps import make_step, parse_step
+from tests.conftest import prepare_with_limits, record_of, stored_records
+
+
+def _sleeps(step_name, seed, n, monkeypatch):
+    import iobench.run.steps as steps
+
+    slept = []
+    monkeypatch.setattr(steps.time, "sleep", slept.append)
+    step = make_step(step_name, 1, 1, None, seed)
+    for _ in range(n):
+        step(None)
+    return slept
+
+
+def test_a_step_time_drawn_from_a_normal_distribution_repeats_for_a_seed(monkeypatch):
+    a = _sleeps("sleep:5:2", 7, 2000, monkeypatch)
+    assert a == _sleeps("sleep:5:2", 7, 2000, monkeypatch), "same seed, same draws"
+    assert a != _sleeps("sleep:5:2", 8, 2000, monkeypatch)
+    mean = sum(a) / len(a)
+    sd = (sum((x - mean) ** 2 for x in a) / len(a)) ** 0.5
+    assert 0.0048 < mean < 0.0052 and 0.0018 < sd < 0.0022 and min(a) >= 0
+    assert _sleeps("sleep:5", 7, 3, monkeypatch) == [0.005] * 3
+    with pytest.raises(IobenchError, match="sleep:MS:SD"):
+        parse_step("sleep:5:-1")
+
+
+def _rec(wait, h2d, step, epoch_s, workers=0, batches=10, batch=100, name="sleep:4"):
+    return record_of(
+        step=name, num_workers=workers, wait_ms_per_batch=wait, h2d_ms_per_batch=h2d, step_ms_per_batch=step,
+        epoch_seconds_median=epoch_s, batches_per_epoch=batches, samples_per_epoch=batches * batch,
+    )  # fmt: skip
+
+
+def test_synchronous_loading_adds_its_time_to_every_batch():
+    r = _rec(wait=6.0, h2d=0.0, step=4.0, epoch_s=0.1)  # 10 ms per batch, all in the stages
+    p = predict(r, 2.0)
+    assert p.samples_per_s_low == p.samples_per_s_high == pytest.approx(100 / 0.008)
+    assert p.utilisation_low == pytest.approx(2 / 8) and p.bound == "loader"
+
+
+def test_a_loader_with_workers_that_set_the_pace_keeps_it():
+    r = _rec(wait=6.0, h2d=0.0, step=4.0, epoch_s=0.1, workers=2)
+    p = predict(r, 2.0)  # the workers produced a batch every 10 ms: a shorter step gains nothing
+    assert p.samples_per_s == pytest.approx(100 / 0.010) and p.bound == "loader"
+    p = predict(r, 20.0)  # a longer step becomes the bound
+    assert p.samples_per_s == pytest.approx(100 / 0.020) and p.bound == "step"
+
+
+def test_a_loader_that_never_made_the_step_wait_gives_a_range():
+    r = _rec(wait=0.0, h2d=0.0, step=4.0, epoch_s=0.04, workers=2)
+    p = predict(r, 2.0)
+    assert p.samples_per_s_low == pytest.approx(100 / 0.004) and p.samples_per_s_high == pytest.approx(100 / 0.002)
+    assert "or the loader" in p.bound
+    assert error(p, record_of(samples_per_s=30_000.0)) == 0.0, "inside the range"
+    assert error(p, record_of(samples_per_s=100_000.0)) == pytest.approx(0.5 - 1)
+
+
+def test_au_is_recorded_and_shown_and_the_what_if_is_checked_by_measuring(tmp_path, cli):
+    """sleep:4 predicts sleep:2 and sleep:8; both are then measured. The error is printed and bounded
+    loosely (a timing on a shared machine): the model is arithmetic on measured stages."""
+    prepare_with_limits(tmp_path, "800", "npy")
+    results = tmp_path / "r.jsonl"
+    r = cli(
+        "run", "--data-dir", tmp_path / "data", "--format", "npy", "--device", "cpu", "--batch-size", "16",
+        "--step", "sleep:4", "--what-if", "2,8", "--min-au", "0.999", "--runs", "3", "-q", "--results", results,
+    )  # fmt: skip
+    assert r.code == 0, r.err
+    assert "AU (step)" in r.out and "(sleep:4)" in r.out and "below --min-au 100%" in r.err
+    a, at2, at8 = stored_records(results)
+    assert (a["step"], at2["step"], at8["step"]) == ("sleep:4", "sleep:2", "sleep:8")
+    assert 0.5 < a["accelerator_utilisation"] <= 1.0
+    base = record_of(**a)
+    for measured in (at2, at8):
+        ms = float(measured["step"].split(":")[1])
+        e = error(predict(base, ms), record_of(**measured))
+        print(f"what-if sleep:4 -> sleep:{ms:g}: predicted error {e:+.1%}")
+        assert abs(e) < 0.25, e
+    assert "what-if" in r.out and "measured samples/s" in r.out
