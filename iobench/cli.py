@@ -8,6 +8,7 @@ import os
 import signal
 import sys
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
@@ -30,12 +31,18 @@ from iobench.formats import FORMATS
 from iobench.progress import NullReporter, RichReporter, make_reporter
 from iobench.results.record import EpochTiming, MachineLimits, RunRecord
 from iobench.results.store import append_record, check_writable, limits_path, load_records
-from iobench.results.tables import limits_table, profile_summary, results_table, split_table
+from iobench.results.tables import (
+    au_text,
+    limits_table,
+    profile_summary,
+    results_table,
+    split_table,
+)
 from iobench.results.warnings import record_warnings
 from iobench.results.whatif import error, predict
 from iobench.run.config import ResolvedRun, RunConfig, RunTarget, order_of, settle_device
 from iobench.run.device import resolve_device
-from iobench.run.distributed import joined, launched_by_torchrun
+from iobench.run.distributed import SINGLE, joined, launched_by_torchrun
 from iobench.run.limits import check_probe_space, measure_limits, save_limits, stored_or_measured
 from iobench.run.loaders.base import LoaderSettings
 from iobench.run.runner import run
@@ -184,6 +191,7 @@ def run_cmd(
     shuffle: o.Shuffle = True,
     block_shuffle: o.BlockShuffle = 0,
     persistent_workers: o.PersistentWorkers = False,
+    in_order: o.InOrder = True,
     fetch: o.Fetch = "batch",
     prefetch_thread: o.PrefetchThread = 0,
     readahead_mb: o.ReadaheadMb = 32,
@@ -210,18 +218,7 @@ def run_cmd(
     contiguous shares of the shared order otherwise) and rank 0 writes one record for all of them.
     """
     pairs, notes = parse_pairs(format, loader)
-    settings = LoaderSettings(
-        batch_size=batch_size,
-        num_workers=num_workers,
-        prefetch_factor=prefetch_factor,
-        pin_memory=pin_memory,
-        non_blocking=non_blocking,
-        persistent_workers=persistent_workers,
-        fetch=fetch,
-        prefetch_thread=prefetch_thread,
-        readahead_mb=readahead_mb,
-        ray_address=ray_address,
-    )
+    settings = LoaderSettings(**{k: v for k, v in locals().items() if k in LoaderSettings.__dataclass_fields__})
     options = dict(shuffle=shuffle, block_size=block_shuffle, epochs=epochs, warmup=warmup, runs=runs)
     options.update(max_batches=max_batches, max_seconds=max_seconds, step=step, seed=seed, cache=cache)
     configs = [_config(f, ld, settings, eviction=eviction, **options) for f, ld in pairs]
@@ -496,6 +493,80 @@ def limits_cmd(
     path = save_limits(results, data_dir, limits)
     out.print(limits_table(limits))
     out.print(f"stored in {path}", highlight=False, soft_wrap=True, markup=False)
+
+
+@app.command("tune")
+def tune_cmd(
+    format: Annotated[str, typer.Option("--format", help=f"The format to tune: one of {', '.join(FORMATS)}.")],
+    step: o.Step = "none",
+    budget_minutes: Annotated[float, typer.Option(help="Time the search may take.")] = 5.0,
+    batch_size: o.List("--batch-size", "Batch size, or a comma list to search over (e.g. 256,1024).") = "1024",
+    data_dir: o.DataDir = Path("data"),
+    dataset: o.DatasetName = None,
+    device: o.Device = "auto",
+    shuffle: o.Shuffle = True,
+    cache: o.Cache = "warm",
+    results: Annotated[Path, typer.Option(help="JSONL file; a stopped search resumes from it.")] = Path(
+        "results/tune.jsonl"
+    ),
+    quiet: o.Quiet = False,
+) -> None:
+    """Search DataLoader settings (workers, prefetch, persistence, order, pinning) for your data and machine."""
+    from iobench.run.tune import candidates, settings_text, tune
+
+    target = resolve_device(device)
+    check_writable(results)
+    if not (math.isfinite(budget_minutes) and budget_minutes > 0):
+        raise IobenchError(f"--budget-minutes must be a number > 0, got {budget_minutes}")
+    sizes = [int(x) for x in split_list(batch_size, "batch size") if x.isdigit()] or [0]
+    base = _config(format.lower(), "dataloader", LoaderSettings(batch_size=sizes[0]), shuffle=shuffle, block_size=0)
+    base = replace(base, step=step, cache=cache)
+    fmt = base.format
+    dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), _say, lambda: _reporter(quiet))
+    found = candidates(base, fmt, target.type == "cuda", sizes if "," in batch_size else None, fmt == "memmap")
+    limits = stored_or_measured(results, dataset_dir, target, _announce_limits)
+    _say(f"tuning {fmt} on {target}: {len(found)} candidate settings, at most {budget_minutes:g} min")
+    columns = (TextColumn("{task.description:<60}", markup=False), BarColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, disable=quiet) as progress:
+        task = progress.add_task("tune", total=budget_minutes * 60)
+
+        def on_round(k: int, n: int, cand) -> None:
+            label = f"round {k + 1}: {cand.config.label} {settings_text(cand.config)}"
+            progress.update(task, completed=time.monotonic() - started, description=label)
+
+        started = time.monotonic()
+        outcome = tune(found, RunTarget(dataset_dir, target), budget_minutes * 60, results, limits, on_round)
+    _print_tune(outcome, results)
+
+
+def _print_tune(outcome, results: Path) -> None:
+    from iobench.run.tune import dataloader_line, settings_text
+
+    table = Table(title=f"tune: {outcome.rounds} round(s) in {outcome.seconds:.0f} s, stopped: {outcome.stopped}")
+    for col in ("rank", "loader", "settings", "samples/s median", "95% CI of the mean", "epochs", "AU (step)"):
+        table.add_column(col, justify="left" if col in ("loader", "settings") else "right")
+    for i, c in enumerate(outcome.ranked[:12], 1):
+        low, high = c.interval()
+        ci = f"{low:,.0f}-{high:,.0f}" if math.isfinite(high) else "-"
+        last = c.records[-1]
+        table.add_row(str(i), c.config.loader.value, settings_text(c.config), f"{c.median:,.0f}", ci,
+                      str(len(c.rates)), au_text(last))  # fmt: skip
+    out.print(table)
+    best = outcome.best
+    low, high = best.interval()
+    spread = f"{min(best.rates):,.0f}-{max(best.rates):,.0f}"
+    out.print(f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s "
+              f"(epochs {spread}; 95% CI {low:,.0f}-{high:,.0f})")  # fmt: skip
+    near = outcome.within_noise()
+    if near:
+        out.print("within noise of it: " + "; ".join(f"{c.config.label} {settings_text(c.config)}" for c in near[:4]))
+    by_cores: dict[int, float] = {}
+    for c in outcome.ranked:
+        by_cores[c.cores] = max(by_cores.get(c.cores, 0.0), c.median)
+    out.print("throughput by loading processes: " + ", ".join(
+        f"{n}: {rate:,.0f} samples/s" for n, rate in sorted(by_cores.items())))  # fmt: skip
+    out.print("paste:\n" + dataloader_line(best.config))
+    out.print(f"records of every round in {results}; `iobench report {results}` shows the search")
 
 
 @app.command("doctor")

@@ -54,6 +54,10 @@ BlockShuffle = Annotated[int, typer.Option(help="Shuffle runs of N contiguous sa
 PersistentWorkers = Annotated[
     bool, typer.Option("--persistent-workers/--no-persistent-workers", help="Keep workers between epochs.")
 ]
+InOrder = Annotated[
+    bool,
+    typer.Option("--in-order/--no-in-order", help="Workers' batches in sampler order, or as they are ready."),
+]
 Fetch = Annotated[str, typer.Option(help="DataLoader: item (one __getitem__ per sample) or batch.")]
 PrefetchThread = Annotated[int, typer.Option(help="A background thread keeps K batches ready (0: off).")]
 ReadaheadMb = Annotated[

@@ -27,6 +27,10 @@ def settings_label(r: RunRecord) -> str:
         parts.append("pin")
     if c.prefetch_thread:
         parts.append(f"thread={c.prefetch_thread}")
+    if c.persistent_workers:
+        parts.append("persistent")
+    if not c.in_order:
+        parts.append("unordered")
     return " ".join(parts)
 
 

@@ -9,12 +9,14 @@ prepared files, the ranks) and is the only place those are checked. The runner t
 from __future__ import annotations
 
 import importlib.util
+import inspect
 import math
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
+from torch.utils.data import DataLoader
 
 from iobench.choices import Choice
 from iobench.data.manifest import FormatEntry, Manifest
@@ -127,6 +129,10 @@ def _check(config: RunConfig) -> None:
         raise IobenchError("--prefetch-factor needs --num-workers > 0 (it counts batches per worker)")
     if s.num_workers == 0 and s.persistent_workers:
         raise IobenchError("--persistent-workers needs --num-workers > 0")
+    if not s.in_order and (s.num_workers == 0 or config.loader is LoaderName.RAY):
+        raise IobenchError("--no-in-order needs DataLoader workers (--num-workers > 0)")
+    if not s.in_order and "in_order" not in inspect.signature(DataLoader).parameters:
+        raise IobenchError(f"--no-in-order needs a torch whose DataLoader has in_order (this is {torch.__version__})")
     if s.prefetch_factor is not None and s.prefetch_factor < 1:
         raise IobenchError(f"--prefetch-factor must be >= 1, got {s.prefetch_factor}")
     if config.loader is not LoaderName.DATALOADER and s.fetch is Fetch.ITEM:
@@ -221,6 +227,7 @@ class ResolvedRun:
             prefetch_thread=s.prefetch_thread,
             readahead_mb=s.readahead_mb,
             ray_address=s.ray_address,
+            in_order=s.in_order,
             order=c.order_name,
             shuffle=c.shuffle,
             block_size=c.block_size,

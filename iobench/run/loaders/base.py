@@ -34,6 +34,7 @@ class LoaderSettings:
     prefetch_thread: int = 0  # batches a background thread keeps ready (0 = off)
     readahead_mb: int = 32  # tensorclass: MiB the kernel is asked to read ahead of a sequential run
     ray_address: str | None = None  # ray: the cluster to use (None: a local instance)
+    in_order: bool = True  # False: workers' batches are yielded as they are ready (torch >= 2.6)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fetch", Fetch.parse(self.fetch, "--fetch"))

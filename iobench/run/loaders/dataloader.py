@@ -65,6 +65,8 @@ def make_dataloader(dataset: Dataset, settings: LoaderSettings, **kw: Any) -> Da
         extra["persistent_workers"] = settings.persistent_workers
         if settings.prefetch_factor is not None:
             extra["prefetch_factor"] = settings.prefetch_factor
+        if not settings.in_order:
+            extra["in_order"] = False
     return DataLoader(dataset, num_workers=settings.num_workers, pin_memory=settings.pin_memory, **kw, **extra)
 
 

@@ -1,0 +1,188 @@
+"""`iobench tune`: which DataLoader settings to type, searched on the user's data and machine.
+
+Successive halving: every candidate runs one short round; the better half runs a longer one, and so on,
+while time is left. A candidate's evidence is every timed epoch it ran; the search stops early when the
+leader's 95% confidence interval is tight (pyperf-style) and clear of the runner-up's. Every round is an
+ordinary run whose record goes to the results file, so `report` shows the search and a stopped search
+resumes: a round whose record is already there is not run again.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from iobench.results.record import MachineLimits, RunRecord
+from iobench.results.store import append_record, load_records
+from iobench.run.config import ResolvedRun, RunConfig, RunTarget, resolve, settle_device
+from iobench.run.loaders import LoaderName
+from iobench.run.runner import run
+
+TIGHT = 0.03  # the leader's CI half-width below this share of its median: enough evidence
+ROUND_EPOCHS = (1, 2, 4, 8)  # timed epochs per round; later rounds repeat the last
+
+
+@dataclass
+class Candidate:
+    config: RunConfig
+    rates: list[float] = field(default_factory=list)  # samples/s of every timed epoch it ran
+    records: list[RunRecord] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.rates) if self.rates else 0.0
+
+    def interval(self) -> tuple[float, float]:
+        """95% confidence interval of the mean samples/s (normal approximation; wide with few epochs)."""
+        if len(self.rates) < 2:
+            return 0.0, math.inf
+        mean = statistics.fmean(self.rates)
+        half = 1.96 * statistics.stdev(self.rates) / math.sqrt(len(self.rates))
+        return mean - half, mean + half
+
+    @property
+    def cores(self) -> int:
+        """Processes that load: the workers, or the main process without them."""
+        return max(1, self.config.settings.num_workers)
+
+
+@dataclass
+class TuneResult:
+    ranked: list[Candidate]  # best first
+    rounds: int
+    seconds: float
+    stopped: str  # why the search ended
+
+    @property
+    def best(self) -> Candidate:
+        return self.ranked[0]
+
+    def within_noise(self) -> list[Candidate]:
+        """Candidates (with an interval: two epochs or more) whose interval overlaps the best's: this search
+        cannot tell them from it."""
+        low = self.best.interval()[0]
+        return [c for c in self.ranked[1:] if len(c.rates) >= 2 and c.interval()[1] >= low]
+
+
+def candidates(
+    base: RunConfig, fmt: str, cuda: bool, batch_sizes: list[int] | None, tensorclass: bool
+) -> list[RunConfig]:
+    """num_workers 0..cores, prefetch_factor, persistent workers, in_order, pinning on CUDA, batch sizes
+    only when given; the tensorclass loader too when the format is memmap."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    out = []
+    loaders = [LoaderName.DATALOADER] + ([LoaderName.TENSORCLASS] if tensorclass else [])
+    for loader in loaders:
+        for batch in batch_sizes or [base.settings.batch_size]:
+            for workers in range(cores + 1):
+                factors = [None, 4] if workers else [None]
+                for factor in factors:
+                    for persistent in [False, True] if workers else [False]:
+                        for in_order in [True, False] if workers and loader is LoaderName.DATALOADER else [True]:
+                            for pin in [True, False] if cuda else [False]:
+                                out.append(
+                                    replace(base, format=fmt, loader=loader).with_settings(
+                                        batch_size=batch,
+                                        num_workers=workers,
+                                        prefetch_factor=factor,
+                                        persistent_workers=persistent,
+                                        in_order=in_order,
+                                        pin_memory=pin,
+                                    )  # fmt: skip
+                                )
+    return out
+
+
+def tune(
+    configs: list[RunConfig],
+    target: RunTarget,
+    budget_seconds: float,
+    results,
+    limits: MachineLimits | None,
+    on_round: Callable[[int, int, Candidate], None] | None = None,
+) -> TuneResult:
+    alive = [Candidate(settle_device(c, target.device)) for c in configs]
+    every = list(alive)
+    known = {r.identity(): r for r in load_records(results).records} if results.is_file() else {}
+    started = time.monotonic()
+    per_epoch: float | None = None
+    stopped = "one candidate left"
+    rounds = 0
+    for k in range(100):
+        epochs = ROUND_EPOCHS[min(k, len(ROUND_EPOCHS) - 1)]
+        for n, cand in enumerate(alive):
+            resolved = resolve(replace(cand.config, epochs=epochs, runs=1, warmup=1), target)
+            if per_epoch is not None and time.monotonic() - started + per_epoch * (epochs + 1) > budget_seconds:
+                stopped = "time budget"
+                break
+            record = known.get(resolved.recorded().identity()) or _run(resolved, results, limits)
+            cand.records.append(record)
+            cand.rates += [record.epochs.samples_per_epoch / s for s in record.epochs.epoch_seconds if s > 0]
+            total = record.system.total_seconds or sum(record.epochs.epoch_seconds)
+            per_epoch = max(per_epoch or 0.0, total / (epochs + 1))  # warm-up, timed epochs and set-up
+            if on_round is not None:
+                on_round(k, n, cand)
+        else:
+            rounds = k + 1
+            alive.sort(key=lambda c: c.median, reverse=True)
+            if len(alive) == 1:
+                break
+            leader, second = alive[0], alive[1]
+            low, high = leader.interval()
+            if high - low < 2 * TIGHT * leader.median and low > second.interval()[1]:
+                stopped = "confidence intervals apart"
+                break
+            alive = alive[: max(1, math.ceil(len(alive) / 2))]
+            continue
+        break
+    ranked = sorted((c for c in every if c.rates), key=lambda c: c.median, reverse=True)
+    return TuneResult(ranked, rounds, time.monotonic() - started, stopped)
+
+
+def _run(resolved: ResolvedRun, results, limits: MachineLimits | None) -> RunRecord:
+    record = run(resolved, None, limits)
+    append_record(results, record)
+    return record
+
+
+def settings_text(c: RunConfig) -> str:
+    """A run configuration's loader settings as settings_label writes them for a record."""
+    s = c.settings
+    parts = [f"bs={s.batch_size}", f"w={s.num_workers}"]
+    if s.prefetch_factor:
+        parts.append(f"pf={s.prefetch_factor}")
+    if s.pin_memory:
+        parts.append("pin")
+    if s.persistent_workers:
+        parts.append("persistent")
+    if not s.in_order:
+        parts.append("unordered")
+    return " ".join(parts)
+
+
+def dataloader_line(c: RunConfig) -> str:
+    """The winning settings as code to paste into a training script."""
+    s = c.settings
+    args = [f"batch_size={s.batch_size}", f"shuffle={c.shuffle}", f"num_workers={s.num_workers}"]
+    if s.num_workers:
+        if s.prefetch_factor:
+            args.append(f"prefetch_factor={s.prefetch_factor}")
+        if s.persistent_workers:
+            args.append("persistent_workers=True")
+        if not s.in_order:
+            args.append("in_order=False")
+    args.append(f"pin_memory={bool(s.pin_memory)}")
+    if c.loader is LoaderName.TENSORCLASS:
+        return (
+            "data = TensorDict.load_memmap(path)  # a trusted dataset only: it may unpickle\n"
+            "loader = DataLoader(data, sampler=BatchSampler(RandomSampler(data), "
+            f"{s.batch_size}, drop_last=False), batch_size=None, collate_fn=lambda batch: batch, "
+            f"num_workers={s.num_workers}"
+            + (f", prefetch_factor={s.prefetch_factor}" if s.num_workers and s.prefetch_factor else "")
+            + ")  # one fancy-index per batch"
+        )
+    return f"DataLoader(dataset, {', '.join(args)})"

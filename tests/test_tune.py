@@ -1,0 +1,60 @@
+"""`iobench tune`: the candidates it searches, its statistics, the line it prints, and resuming."""
+
+from __future__ import annotations
+
+import os
+
+from iobench.run.config import RunConfig
+from iobench.run.tune import Candidate, TuneResult, candidates, dataloader_line
+from tests.conftest import prepare_with_limits, run_config, stored_records
+
+CORES = len(os.sched_getaffinity(0))
+
+
+def test_the_candidates_cover_workers_up_to_the_cores_and_pinning_only_on_cuda():
+    base = RunConfig(format="npy")
+    found = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False)
+    assert sorted({c.settings.num_workers for c in found}) == list(range(CORES + 1))
+    assert not any(c.settings.pin_memory for c in found)
+    assert all(c.settings.prefetch_factor is None and not c.settings.persistent_workers
+               for c in found if c.settings.num_workers == 0)  # fmt: skip
+    assert {c.settings.in_order for c in found if c.settings.num_workers} == {True, False}
+    on_cuda = candidates(base, "memmap", cuda=True, batch_sizes=[256, 1024], tensorclass=True)
+    # per batch size and pinning: the DataLoader's 1 + 8 per worker count, tensorclass's 1 + 4 (no in_order)
+    assert len(found) == 1 + 8 * CORES and len(on_cuda) == 2 * 2 * ((1 + 8 * CORES) + (1 + 4 * CORES))
+    assert {c.settings.batch_size for c in on_cuda} == {256, 1024}
+    assert {c.loader.value for c in on_cuda} == {"dataloader", "tensorclass"}
+
+
+def test_within_noise_needs_an_interval_that_overlaps():
+    best = Candidate(run_config("npy", "dataloader"), rates=[100.0, 101.0, 99.0])
+    close = Candidate(run_config("npy", "dataloader", num_workers=1), rates=[99.0, 100.5, 98.0])
+    far = Candidate(run_config("npy", "dataloader", num_workers=2), rates=[50.0, 51.0, 49.0])
+    once = Candidate(run_config("npy", "dataloader", num_workers=2, persistent_workers=True), rates=[100.0])
+    result = TuneResult([best, close, far, once], 2, 1.0, "budget")
+    assert result.within_noise() == [close]
+    low, high = best.interval()
+    assert low < 100 < high and high - low < 3
+
+
+def test_the_pasteable_line_has_the_settings():
+    c = run_config("npy", "dataloader", batch_size=512, num_workers=2, prefetch_factor=4, persistent_workers=True)
+    assert dataloader_line(c) == (
+        "DataLoader(dataset, batch_size=512, shuffle=True, num_workers=2, prefetch_factor=4, "
+        "persistent_workers=True, pin_memory=False)"
+    )
+    assert "TensorDict.load_memmap" in dataloader_line(run_config("memmap", "tensorclass"))
+
+
+def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, cli):
+    prepare_with_limits(tmp_path, "2000", "npy")
+    results = tmp_path / "r.jsonl"
+    args = ("tune", "--format", "npy", "--data-dir", tmp_path / "data", "--device", "cpu", "-q")
+    r = cli(*args, "--budget-minutes", "2", "--results", results, "--batch-size", "256")
+    assert r.code == 0, r.err
+    assert "best: npy/dataloader bs=256" in r.out and "paste:\nDataLoader(dataset, batch_size=256" in r.out
+    assert "throughput by loading processes: 1:" in r.out
+    first = stored_records(results)
+    assert len(first) >= 1 + 8 * CORES, "every candidate ran at least one round"
+    r = cli(*args, "--budget-minutes", "2", "--results", results, "--batch-size", "256")
+    assert r.code == 0 and len(stored_records(results)) == len(first), "a finished search runs nothing again"
