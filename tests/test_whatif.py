@@ -47,12 +47,16 @@ def test_synchronous_loading_adds_its_time_to_every_batch():
     assert p.utilisation_low == pytest.approx(2 / 8) and p.bound == "loader"
 
 
-def test_a_loader_with_workers_that_set_the_pace_keeps_it():
+def test_a_loader_with_workers_that_made_the_step_wait_gives_a_range():
+    """The wait was either the workers' pace (the 10 ms period stays) or the cost of receiving each
+    batch in the main process (6 ms added to every period): one run cannot tell."""
     r = _rec(wait=6.0, h2d=0.0, step=4.0, epoch_s=0.1, workers=2)
-    p = predict(r, 2.0)  # the workers produced a batch every 10 ms: a shorter step gains nothing
-    assert p.samples_per_s == pytest.approx(100 / 0.010) and p.bound == "loader"
-    p = predict(r, 20.0)  # a longer step becomes the bound
-    assert p.samples_per_s == pytest.approx(100 / 0.020) and p.bound == "step"
+    p = predict(r, 2.0)
+    assert (p.samples_per_s_low, p.samples_per_s_high) == (pytest.approx(100 / 0.010), pytest.approx(100 / 0.008))
+    assert p.bound.startswith("loader")
+    p = predict(r, 20.0)  # a longer step is the bound either way
+    assert (p.samples_per_s_low, p.samples_per_s_high) == (pytest.approx(100 / 0.026), pytest.approx(100 / 0.020))
+    assert p.bound == "step"
 
 
 def test_a_loader_that_never_made_the_step_wait_gives_a_range():
