@@ -15,23 +15,28 @@ from iobench.results.stats import relative_to_fastest
 def settings_label(r: RunRecord) -> str:
     """The knobs of a record that differ between configurations, in a few characters."""
     c = r.config
-    parts = [f"bs={c.batch_size}", f"w={c.num_workers}"]
+    parts = knob_parts(c)
     if c.backend:  # under torchrun, where the thread count is torchrun's to set
         parts.insert(0, f"ranks={c.world_size}" + (f"/{r.ranks.nodes}n" if r.ranks.nodes > 1 else ""))
-        parts.append(f"threads={r.environment.torch_threads}")
+        parts.insert(3, f"threads={r.environment.torch_threads}")
     if c.loader == "dataloader":
-        parts.append(f"fetch={c.fetch}")
-    if c.prefetch_factor:
-        parts.append(f"pf={c.prefetch_factor}")
-    if c.pin_memory:
-        parts.append("pin")
-    if c.prefetch_thread:
-        parts.append(f"thread={c.prefetch_thread}")
-    if c.persistent_workers:
-        parts.append("persistent")
-    if not c.in_order:
-        parts.append("unordered")
+        parts.insert(4 if c.backend else 2, f"fetch={c.fetch}")
     return " ".join(parts)
+
+
+def knob_parts(s: object) -> list[str]:
+    """Loader settings in a few characters; s is a record's config or a run's LoaderSettings."""
+    parts = [f"bs={s.batch_size}", f"w={s.num_workers}"]
+    for shown, text in (
+        (s.prefetch_factor, f"pf={s.prefetch_factor}"),
+        (s.pin_memory, "pin"),
+        (s.prefetch_thread, f"thread={s.prefetch_thread}"),
+        (s.persistent_workers, "persistent"),
+        (not s.in_order, "unordered"),
+    ):
+        if shown:
+            parts.append(text)
+    return parts
 
 
 def _residency(r: RunRecord) -> str:

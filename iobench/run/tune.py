@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from iobench.results.record import MachineLimits, RunRecord
 from iobench.results.store import append_record, load_records
+from iobench.results.tables import knob_parts
 from iobench.run.config import ResolvedRun, RunConfig, RunTarget, resolve, settle_device
 from iobench.run.loaders import LoaderName
 from iobench.run.runner import run
@@ -150,18 +151,8 @@ def _run(resolved: ResolvedRun, results, limits: MachineLimits | None) -> RunRec
 
 
 def settings_text(c: RunConfig) -> str:
-    """A run configuration's loader settings as settings_label writes them for a record."""
-    s = c.settings
-    parts = [f"bs={s.batch_size}", f"w={s.num_workers}"]
-    if s.prefetch_factor:
-        parts.append(f"pf={s.prefetch_factor}")
-    if s.pin_memory:
-        parts.append("pin")
-    if s.persistent_workers:
-        parts.append("persistent")
-    if not s.in_order:
-        parts.append("unordered")
-    return " ".join(parts)
+    """A candidate's settings as reports write them."""
+    return " ".join(knob_parts(c.settings))
 
 
 def dataloader_line(c: RunConfig) -> str:
