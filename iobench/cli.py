@@ -218,6 +218,9 @@ def run_cmd(
     contiguous shares of the shared order otherwise) and rank 0 writes one record for all of them.
     """
     pairs, notes = parse_pairs(format, loader)
+    what_if_ms = _step_times(what_if, nproc is not None or launched_by_torchrun()) if what_if else None
+    if min_au is not None and not 0 <= min_au <= 1:
+        raise IobenchError(f"--min-au is a share between 0 and 1 (0.9 for 90%), got {min_au}")
     settings = LoaderSettings(**{k: v for k, v in locals().items() if k in LoaderSettings.__dataclass_fields__})
     options = dict(shuffle=shuffle, block_size=block_shuffle, epochs=epochs, warmup=warmup, runs=runs)
     options.update(max_batches=max_batches, max_seconds=max_seconds, step=step, seed=seed, cache=cache)
@@ -247,11 +250,13 @@ def run_cmd(
                 _save(results, records[-1])
     if world.is_main:
         _print_run(records, dataset_dir.name, results, min_au)
-        if what_if is not None:
-            _what_if(todo, records, _step_times(what_if), results, limits, quiet)
+        if what_if_ms:
+            _what_if(todo, records, what_if_ms, results, limits, quiet)
 
 
-def _step_times(text: str) -> list[float]:
+def _step_times(text: str, ranks: bool) -> list[float]:
+    if ranks:
+        raise IobenchError("--what-if measures its checks in one process; run it without torchrun or --nproc")
     try:
         values = [float(x) for x in split_list(text, "--what-if step time")]
     except ValueError:

@@ -189,6 +189,13 @@ def test_two_prepares_of_one_dataset_do_not_both_run(tmp_path, cli):
         (["run", "--max-seconds", "nan", "--format", "npy"], ["--max-seconds must be a number > 0"]),
         (["run", "--seed", "-1", "--format", "npy"], ["--seed must be >= 0"]),
         (["sweep", "--epochs", "0", "--format", "npy"], ["--epochs must be >= 1"]),
+        (
+            ["run", "--what-if", "2", "--nproc", "2", "--format", "npy"],
+            ["--what-if measures its checks in one process"],
+        ),
+        (["run", "--what-if", "fast", "--format", "npy"], ["--what-if takes step times in ms"]),
+        (["run", "--min-au", "90", "--format", "npy"], ["--min-au is a share between 0 and 1"]),
+        (["tune", "--format", "npy", "--budget-minutes", "0"], ["--budget-minutes must be a number > 0"]),
         (["limits", "--probe-size", "1000T"], ["not enough disk space", "--probe-size"]),
     ],
 )
