@@ -322,3 +322,17 @@ def test_closing_a_loader_twice_is_harmless(workspace, loader):
     next(iter(built.epoch(0)))
     built.close()
     built.close()
+
+
+@pytest.mark.parametrize("formats", ["hdf5,npy", "lmdb,memmap"])
+def test_writing_stops_before_the_disk_is_full(tmp_path, cli, monkeypatch, formats):
+    """HDF5 crashes when a write meets a full disk: prepare stops, in one line, while room is left
+    (here the file system is made to look nearly full from the start)."""
+    import iobench.data.writing as writing
+    from iobench.fsutil import free_bytes
+
+    monkeypatch.setattr(writing, "MIN_FREE_BYTES", free_bytes(tmp_path) + 1)
+    r = cli("prepare", "--size", "5000", "--formats", formats, "--data-dir", tmp_path, "-q")
+    assert_one_line_error(r, "disk full while writing", "MiB left on the file system", "nothing was kept")
+    (dataset,) = tmp_path.iterdir()
+    assert not list(dataset.glob(".partial-*")) and not (dataset / "hdf5").exists()

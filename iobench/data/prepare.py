@@ -122,8 +122,10 @@ def _prepare_locked(p: PreparePlan, reporter: Reporter) -> Manifest:
         )
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            raise IobenchError(f"disk full while writing {dataset_dir}; nothing was kept") from None
-        raise
+            raise IobenchError(f"disk full while writing {dataset_dir} ({exc.strerror}); nothing was kept") from None
+        raise IobenchError(f"writing {dataset_dir} failed: {exc.strerror or exc}; nothing was kept") from None
+    except RuntimeError as exc:  # a writer thread or process reported its failure
+        raise IobenchError(f"writing {dataset_dir} failed: {exc}; nothing was kept") from None
     if manifest.content and manifest.content != content:
         # Every format is written from the same generator: a differing digest is a bug.
         raise IobenchError(f"{dataset_dir}: generated content differs from the manifest's checksum")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import errno
 import json
 import multiprocessing
 import os
@@ -28,7 +29,7 @@ from typing import Any
 from iobench.data.dataset import Chunk, ContentHasher, DatasetSpec, generate
 from iobench.data.manifest import FileEntry, FormatEntry
 from iobench.formats import FORMATS
-from iobench.fsutil import fsync_tree, make_partial_dir, sha256_file
+from iobench.fsutil import free_bytes, fsync_tree, make_partial_dir, sha256_file
 from iobench.progress import Reporter
 from iobench.run.cache import evict
 from iobench.signals import signals_held
@@ -238,6 +239,7 @@ def _process_main(name: str, spec: DatasetSpec, options: Any, partial: Path, sen
             for chunk in generate(spec):
                 if os.getppid() != parent:  # the parent was killed: stop writing into the void
                     raise RuntimeError("parent exited")
+                check_room(partial)
                 yield chunk
 
         entry = write_one(name, spec, options, partial, chunks(), reporter)
@@ -251,6 +253,20 @@ def _process_main(name: str, spec: DatasetSpec, options: Any, partial: Path, sen
     finally:
         sender.close()
         os._exit(code)
+
+
+class DiskNearlyFull(OSError):
+    """Raised before a write would fill the file system: some libraries (HDF5) crash at ENOSPC."""
+
+
+MIN_FREE_BYTES = 64 * 2**20  # stop writing with this much still free
+
+
+def check_room(folder: Path) -> None:
+    """The free-space check of the plan holds only if nobody else writes: look again as we go."""
+    free = free_bytes(folder)
+    if free < MIN_FREE_BYTES:
+        raise DiskNearlyFull(errno.ENOSPC, f"only {free / 2**20:.0f} MiB left on the file system")
 
 
 def write_formats(
@@ -278,6 +294,7 @@ def write_formats(
         for job in sorted(jobs, key=lambda j: not j.in_process):  # fork before starting threads
             job.start(spec, reporter)
         for chunk in generate(spec):
+            check_room(dataset_dir)
             hasher.update(chunk.features, chunk.labels)
             for job in jobs:
                 job.feed(chunk)
