@@ -1,0 +1,1 @@
+"""What a measurement leaves: typed records, their storage, statistics, warnings, tables, plots, reports."""

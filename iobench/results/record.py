@@ -1,0 +1,398 @@
+"""The result of one run as a typed, schema-versioned value, and the rules that read it.
+
+On disk a record stays one flat JSON object (the keys of schema 1, so every results file written
+before stays valid); in memory it is a `RunRecord` of parts. Reports, sweeps and comparisons take
+records and never the runner. The identity of a configuration and the rule for which ceiling a run
+is held to are defined here, once.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import types
+import typing
+from collections.abc import Sequence
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from typing import Any
+
+from iobench.errors import IobenchError
+from iobench.results.stats import summary
+
+SCHEMA_VERSION = 2  # 1: records written before the version was stored (read with the defaults below)
+
+
+class RecordError(IobenchError):
+    """A stored record that is not one (wrong types, missing fields)."""
+
+
+@dataclass(frozen=True)
+class EpochTiming:
+    """What the clock measured for one epoch (on every rank: summed or maximised over ranks)."""
+
+    seconds: float
+    first_batch_seconds: float
+    batches: int
+    samples: int
+    wait_seconds: float
+    h2d_seconds: float
+    step_seconds: float
+    partial: bool  # stopped early by max_seconds
+
+
+@dataclass(frozen=True, kw_only=True)
+class RecordedConfig:
+    """The configuration as a record stores it; equal values measured the same thing."""
+
+    dataset: str
+    world_size: int = 1
+    backend: str | None = None  # torchrun's process-group backend; None outside torchrun
+    format: str
+    loader: str
+    batch_size: int
+    num_workers: int
+    prefetch_factor: int | None = None
+    pin_memory: bool = False
+    non_blocking: bool = True
+    persistent_workers: bool = False
+    fetch: str = "batch"
+    prefetch_thread: int = 0
+    readahead_mb: int = 32
+    ray_address: str | None = None
+    in_order: bool = True
+    order: str
+    shuffle: bool
+    block_size: int = 0
+    epochs: int
+    warmup: int
+    runs: int
+    max_batches: int | None = None
+    max_seconds: float | None = None
+    device: str
+    step: str = "none"
+    seed: int = 0
+    cache: str
+
+    def identity(self) -> tuple:
+        """The one definition of 'the same configuration' (sweeps resume by it, reports keep the latest).
+
+        Runs under torchrun (even one rank) and plain runs differ: torchrun may set one thread."""
+        return tuple(getattr(self, f.name) for f in fields(self))
+
+    @property
+    def label(self) -> str:
+        return f"{self.format}/{self.loader}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetInfo:
+    data_dir: str = ""
+    n_samples: int
+    sample_shape: list[int]
+    dtype: str
+    sample_bytes: int
+    dataset_bytes: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class EpochStats:
+    """The timed epochs: median with min and max, and where each batch's time went."""
+
+    epoch_seconds: list[float]
+    epoch_seconds_median: float
+    epoch_seconds_min: float
+    epoch_seconds_max: float
+    epoch_seconds_cv: float
+    epoch_seconds_mad: float
+    first_batch_seconds: list[float]
+    first_batch_seconds_median: float
+    samples_per_epoch: int
+    batches_per_epoch: int
+    samples_per_s: float
+    mb_per_s: float
+    wait_ms_per_batch: float
+    h2d_ms_per_batch: float
+    step_ms_per_batch: float
+    partial: bool
+    # Time in the step over epoch time, median over epochs (per rank under torchrun): the share of the
+    # time the accelerator computes rather than waits for data. None without a step (schema 1 too).
+    accelerator_utilisation: float | None = None
+
+    @classmethod
+    def of(
+        cls, timings: Sequence[EpochTiming], sample_bytes: int, n_samples: int, has_step: bool = False, ranks: int = 1
+    ) -> EpochStats:
+        seconds = [t.seconds for t in timings]
+        s = summary(seconds)
+        samples = statistics.median([t.samples for t in timings])
+        batches = sum(t.batches for t in timings) or 1
+        median = s.median
+        return cls(
+            epoch_seconds=seconds,
+            epoch_seconds_median=median,
+            epoch_seconds_min=s.min,
+            epoch_seconds_max=s.max,
+            epoch_seconds_cv=s.cv,
+            epoch_seconds_mad=s.mad,
+            first_batch_seconds=[t.first_batch_seconds for t in timings],
+            first_batch_seconds_median=statistics.median(t.first_batch_seconds for t in timings),
+            samples_per_epoch=int(samples),
+            batches_per_epoch=int(statistics.median(t.batches for t in timings)),
+            samples_per_s=samples / median if median > 0 else math.nan,
+            mb_per_s=samples * sample_bytes / 1e6 / median if median > 0 else math.nan,
+            wait_ms_per_batch=1000 * sum(t.wait_seconds for t in timings) / batches,
+            h2d_ms_per_batch=1000 * sum(t.h2d_seconds for t in timings) / batches,
+            step_ms_per_batch=1000 * sum(t.step_seconds for t in timings) / batches,
+            # An epoch cut short by --max-batches or --max-seconds did not read the whole dataset.
+            partial=any(t.partial for t in timings) or samples < n_samples,
+            accelerator_utilisation=(
+                statistics.median(t.step_seconds / ranks / t.seconds for t in timings if t.seconds > 0)
+                if has_step
+                else None
+            ),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankStats:
+    """How the ranks shared the work (one rank outside torchrun)."""
+
+    nodes: int = 1
+    hosts: list[str] = field(default_factory=list)
+    shard: str | None = None
+    rank_epoch_seconds: list[list[float]] = field(default_factory=list)
+    rank_samples_per_s: list[float] = field(default_factory=list)
+    rank_mb_per_s_min: float | None = None
+    rank_mb_per_s_max: float | None = None
+    straggler_ratio: float = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemStats:
+    """What the system did meanwhile: cache residency, storage reads, CPU, memory, set-up."""
+
+    eviction_method: str | None = None
+    data_block_device: str | None = None
+    residency_before: list[float] = field(default_factory=list)
+    residency_after: list[float] = field(default_factory=list)
+    cold_not_cold: bool = False
+    device_read_bytes: list[int | None] = field(default_factory=list)
+    process_read_bytes: list[int | None] = field(default_factory=list)
+    cpu_utilisation: float | None = None
+    cpu_iowait: float | None = None
+    peak_rss_bytes: int | None = None
+    peak_rss_children_bytes: int | None = None
+    cuda_max_memory_allocated_bytes: int | None = None
+    cuda_max_memory_reserved_bytes: int | None = None
+    setup_seconds: list[float] = field(default_factory=list)
+    total_seconds: float | None = None
+    profile_path: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment:
+    """Where it was measured: enough to compare two results and reproduce one."""
+
+    iobench_version: str = ""
+    git_sha: str = ""
+    python_version: str = ""
+    torch_version: str = ""
+    tensordict_version: str = ""
+    numpy_version: str = ""
+    h5py_version: str = ""
+    lmdb_version: str = ""
+    lz4_version: str = ""
+    cpu_model: str = ""
+    cpu_count: int | None = None
+    torch_threads: int | None = None  # torchrun sets OMP_NUM_THREADS=1 for several processes
+    ram_bytes: int = 0
+    kernel: str = ""
+    hostname: str = ""
+    data_filesystem: str = ""
+    data_device: str = ""
+    gpu_name: str = ""
+    cuda_version: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MachineLimits:
+    """The ceilings of one host and data device (`iobench limits`), stored beside the results."""
+
+    measured_at: str = ""
+    hostname: str
+    data_dir: str = ""
+    data_filesystem: str = ""
+    data_device: str
+    probe_file: str = ""
+    probe_bytes: int = 0
+    storage_read_mb_per_s: float
+    storage_read_method: str = ""
+    page_cache_read_mb_per_s: float
+    h2d_pageable_mb_per_s: float | None = None
+    h2d_pinned_mb_per_s: float | None = None
+    d2d_mb_per_s: float | None = None
+    cuda_device: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Limits are stored per host and data device: one host may hold datasets on several disks."""
+        return limits_key(self.hostname, self.data_device)
+
+    def to_json(self) -> dict:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_json(cls, data: object) -> MachineLimits:
+        return _part(cls, _mapping(data, "limits entry"))
+
+
+def limits_key(hostname: str, data_device: str) -> str:
+    return f"{hostname}:{data_device}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LimitShare:
+    """The run's MB/s as a share of the ceiling of its pattern (None: no ceiling applies or known)."""
+
+    limit_name: str | None = None
+    limit_mb_per_s: float | None = None
+    percent_of_limit: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunRecord:
+    config: RecordedConfig
+    dataset: DatasetInfo
+    epochs: EpochStats
+    ranks: RankStats = field(default_factory=RankStats)
+    system: SystemStats = field(default_factory=SystemStats)
+    environment: Environment = field(default_factory=Environment)
+    limit: LimitShare = field(default_factory=LimitShare)
+    timestamp: str = ""
+    schema_version: int = SCHEMA_VERSION
+    extra: dict = field(default_factory=dict)  # fields of other versions, kept as they were
+
+    def identity(self) -> tuple:
+        return self.config.identity()
+
+    @property
+    def label(self) -> str:
+        return self.config.label
+
+    def describe(self) -> str:
+        """Names a record in warnings and reports: format/loader, cache and order."""
+        return f"{self.config.label} {self.config.cache} {self.config.order}"
+
+    def ceiling(self, limits: MachineLimits) -> tuple[str, float] | None:
+        """The ceiling this run is held to: storage when cold, the page cache otherwise, and never
+        above host-to-device on CUDA. None for gpu-resident: its epochs move nothing from the host
+        (a sequential batch is a view of device memory), so no transfer ceiling applies.
+
+        Under torchrun the storage and page-cache ceilings (one reader's, per node) count once per
+        node and host-to-device once per rank (each rank has its own GPU)."""
+        c = self.config
+        if c.loader == "gpu-resident":
+            return None
+        name = "storage_read_mb_per_s" if c.cache == "cold" else "page_cache_read_mb_per_s"
+        value = getattr(limits, name) * self.ranks.nodes
+        if c.device.startswith("cuda"):
+            h2d = "h2d_pinned_mb_per_s" if c.pin_memory else "h2d_pageable_mb_per_s"
+            per_rank = getattr(limits, h2d)
+            if per_rank and per_rank * c.world_size < value:
+                name, value = h2d, per_rank * c.world_size
+        return name, value
+
+    def with_limits(self, limits: MachineLimits | None) -> RunRecord:
+        """The record with its share of the applicable ceiling (recomputed by today's rule)."""
+        found = self.ceiling(limits) if limits is not None else None
+        if found is None:
+            return replace(self, limit=LimitShare())
+        name, value = found
+        return replace(self, limit=LimitShare(limit_name=name, limit_mb_per_s=value, percent_of_limit=100 * self.epochs.mb_per_s / value))
+
+    def to_json(self) -> dict:
+        """The flat object of schema 1, plus schema_version (and any fields of other versions kept)."""
+        out: dict[str, Any] = {"schema_version": self.schema_version, "timestamp": self.timestamp}
+        for part in (self.config, self.dataset, self.system, self.ranks, self.epochs, self.environment, self.limit):
+            out.update(asdict(part))
+        for key in ("cuda_max_memory_allocated_bytes", "cuda_max_memory_reserved_bytes"):
+            if out.get(key) is None:
+                out.pop(key)
+        return {**self.extra, **out}
+
+    @classmethod
+    def from_json(cls, data: object) -> RunRecord:
+        """A stored record of any schema version; RecordError names what is wrong."""
+        d = _mapping(data, "record")
+        version = d.get("schema_version", 1)
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+            raise RecordError(f"schema_version must be a whole number >= 1, got {version!r}")
+        if version > SCHEMA_VERSION:
+            raise RecordError(f"schema_version {version} is newer than this iobench reads ({SCHEMA_VERSION})")
+        d = dict(d)
+        if "epoch_seconds_mad" not in d and isinstance(d.get("epoch_seconds"), list) and d["epoch_seconds"]:
+            d["epoch_seconds_mad"] = summary(_numbers(d["epoch_seconds"], "epoch_seconds")).mad
+        parts = {
+            "config": RecordedConfig,
+            "dataset": DatasetInfo,
+            "epochs": EpochStats,
+            "ranks": RankStats,
+            "system": SystemStats,
+            "environment": Environment,
+            "limit": LimitShare,
+        }
+        built = {name: _part(part, d) for name, part in parts.items()}
+        known = {f.name for part in parts.values() for f in fields(part)} | {"schema_version", "timestamp"}
+        return cls(
+            **built,
+            timestamp=_checked(d.get("timestamp", ""), str, "timestamp"),
+            schema_version=version,
+            extra={k: v for k, v in d.items() if k not in known},
+        )
+
+
+def _mapping(data: object, what: str) -> dict:
+    if not isinstance(data, dict):
+        raise RecordError(f"a {what} must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def _numbers(values: object, name: str) -> list[float]:
+    return _checked(values, list[float], name)
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _part(cls: type, data: dict) -> Any:
+    """Build one part from the flat object, checking every stored value against its type."""
+    hints = _HINTS.setdefault(cls, typing.get_type_hints(cls))
+    values = {}
+    for f in fields(cls):
+        if f.name in data:
+            values[f.name] = _checked(data[f.name], hints[f.name], f.name)
+        elif f.default is MISSING and f.default_factory is MISSING:
+            raise RecordError(f"the field {f.name!r} is missing")
+    return cls(**values)
+
+
+def _checked(value: Any, hint: Any, name: str) -> Any:
+    if not _fits(value, hint):
+        raise RecordError(f"{name!r} holds {value!r:.60}, not {hint.__name__ if isinstance(hint, type) else hint}")
+    return value
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, h) for h in typing.get_args(hint))
+    if origin is list:
+        (item,) = typing.get_args(hint)
+        return isinstance(value, list) and all(_fits(v, item) for v in value)
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)

@@ -1,0 +1,123 @@
+"""What makes a figure suspect, as typed values made once; the console and Markdown only format them."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from iobench.choices import Choice
+from iobench.results.record import RunRecord
+from iobench.results.stats import CV_LIMIT, first_run_slow, outliers, summary
+
+STRAGGLER_LIMIT = 1.2  # slowest rank over fastest, above which the record is flagged
+
+
+class Kind(Choice):
+    SPREAD = "spread"
+    OUTLIER = "outlier"
+    FIRST_SLOW = "first-slow"
+    NOT_COLD = "not-cold"
+    STRAGGLER = "straggler"
+    PARTIAL = "partial"
+    LOW_AU = "low-au"
+
+
+@dataclass(frozen=True)
+class RunWarning:
+    kind: Kind
+    subject: str  # which configuration
+    finding: str  # what was seen, with its figures
+    advice: str  # what to do about it
+
+    @property
+    def severity(self) -> str:
+        return "note" if self.kind is Kind.PARTIAL else "warning"
+
+    def console(self) -> str:
+        return f"{self.severity}: {self.subject}: {self.finding}; {self.advice}"
+
+    def markdown(self) -> str:
+        return f"- **{self.severity}** {self.subject}: {self.finding}; {self.advice}"
+
+
+def series_warnings(subject: str, seconds: Sequence[float]) -> list[RunWarning]:
+    """What is suspect about a series of epoch times."""
+    found: list[RunWarning] = []
+    if not seconds:
+        return found
+    s = summary(seconds)
+    if s.cv > CV_LIMIT:
+        found.append(
+            RunWarning(
+                Kind.SPREAD,
+                subject,
+                f"epoch times vary by {s.cv:.0%} (CV > {CV_LIMIT:.0%})",
+                "use more --runs, close other programs, or pin the benchmark to idle cores",
+            )
+        )
+    out = outliers(seconds)
+    if out:
+        listed = ", ".join(f"#{i + 1} ({seconds[i]:.3f} s)" for i in out)
+        found.append(
+            RunWarning(
+                Kind.OUTLIER,
+                subject,
+                f"outlier epoch(s) {listed} against a median of {s.median:.3f} s",
+                "something else used the machine: rerun, or raise --runs so the median absorbs it",
+            )
+        )
+    if first_run_slow(seconds):
+        found.append(
+            RunWarning(
+                Kind.FIRST_SLOW,
+                subject,
+                f"the first epoch ({seconds[0]:.3f} s) is much slower than the rest "
+                f"(median {statistics.median(seconds[1:]):.3f} s): a caching effect",
+                "use --warmup or --cache",
+            )
+        )
+    return found
+
+
+def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -> list[RunWarning]:
+    found: list[RunWarning] = []
+    for r in records:
+        subject = r.describe()
+        au = r.epochs.accelerator_utilisation
+        if min_au is not None and au is not None and au < min_au:
+            found.append(
+                RunWarning(
+                    Kind.LOW_AU,
+                    subject,
+                    f"accelerator utilisation {au:.0%} is below --min-au {min_au:.0%} with step {r.config.step}",
+                    "the accelerator waits for data: more workers, a faster format, or a larger batch",
+                )
+            )
+        if r.system.cold_not_cold:
+            found.append(
+                RunWarning(
+                    Kind.NOT_COLD,
+                    subject,
+                    f"a cold epoch started with {max(r.system.residency_before):.0%} of the dataset cached (> 5%)",
+                    "something still maps the files, or eviction is not permitted: try sudo",
+                )
+            )
+        found += series_warnings(subject, r.epochs.epoch_seconds)
+        if r.ranks.straggler_ratio > STRAGGLER_LIMIT:
+            found.append(
+                RunWarning(
+                    Kind.STRAGGLER,
+                    subject,
+                    f"the slowest of {r.config.world_size} ranks took {r.ranks.straggler_ratio:.2f}x as long as the "
+                    "fastest (median over epochs)",
+                    "every rank waits for it: see rank_epoch_seconds in the record",
+                )
+            )
+        if r.epochs.partial:
+            found.append(
+                RunWarning(
+                    Kind.PARTIAL, subject, "epochs stopped early (--max-batches/--max-seconds)", "a partial read"
+                )
+            )
+    return found
