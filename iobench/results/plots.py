@@ -117,7 +117,9 @@ def settings_heatmap(records: list[RunRecord], path: Path) -> Path | None:
         grid = [[float("nan")] * len(workers) for _ in factors]
         for r in rows:
             if (r.config.pin_memory, r.config.non_blocking) == (pin, nb):
-                grid[factors.index(r.config.prefetch_factor or 0)][workers.index(r.config.num_workers)] = r.epochs.samples_per_s
+                grid[factors.index(r.config.prefetch_factor or 0)][workers.index(r.config.num_workers)] = (
+                    r.epochs.samples_per_s
+                )
         image = ax.imshow(grid, cmap="viridis", aspect="auto")
         for i, row in enumerate(grid):
             for j, v in enumerate(row):

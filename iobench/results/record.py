@@ -308,7 +308,12 @@ class RunRecord:
         if found is None:
             return replace(self, limit=LimitShare())
         name, value = found
-        return replace(self, limit=LimitShare(limit_name=name, limit_mb_per_s=value, percent_of_limit=100 * self.epochs.mb_per_s / value))
+        return replace(
+            self,
+            limit=LimitShare(
+                limit_name=name, limit_mb_per_s=value, percent_of_limit=100 * self.epochs.mb_per_s / value
+            ),
+        )
 
     def to_json(self) -> dict:
         """The flat object of schema 1, plus schema_version (and any fields of other versions kept)."""

@@ -115,4 +115,6 @@ def compare(a: Path, b: Path) -> tuple[list[tuple[RunRecord, RunRecord, float]],
 
 def describe(r: RunRecord) -> str:
     c = r.config
-    return " ".join(str(x) for x in (c.dataset, c.format, c.loader, c.order, c.cache, c.device)) + " " + settings_label(r)
+    return (
+        " ".join(str(x) for x in (c.dataset, c.format, c.loader, c.order, c.cache, c.device)) + " " + settings_label(r)
+    )
