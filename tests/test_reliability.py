@@ -336,3 +336,20 @@ def test_writing_stops_before_the_disk_is_full(tmp_path, cli, monkeypatch, forma
     assert_one_line_error(r, "disk full while writing", "MiB left on the file system", "nothing was kept")
     (dataset,) = tmp_path.iterdir()
     assert not list(dataset.glob(".partial-*")) and not (dataset / "hdf5").exists()
+
+
+def test_a_killed_worker_ends_the_run_in_one_line(workspace, tmp_path):
+    cmd = [sys.executable, "-m", "iobench", "run", "--data-dir", str(workspace / "data"), "--format", "npy"]
+    cmd += ["--num-workers", "2", "--step", "sleep:50", "--batch-size", "16", "--runs", "5", "--device", "cpu", "-q"]
+    cmd += ["--results", str(tmp_path / "r.jsonl")]
+    shutil.copy(workspace / "limits.json", tmp_path / "limits.json")
+    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(_descendants(proc.pid)) < 2:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
+        time.sleep(0.05)
+    os.kill(min(_descendants(proc.pid)), 9)
+    proc.wait(timeout=60)
+    lines = [line for line in proc.stderr.read().splitlines() if line.strip()]
+    assert proc.returncode == 1 and len(lines) == 1, lines
+    assert lines[0].startswith("iobench: error: a DataLoader worker died during npy/dataloader"), lines[0]
