@@ -16,20 +16,13 @@ import torch
 from iobench.data.dataset import generate
 from iobench.data.manifest import Manifest
 from iobench.run.clocks import time_epoch
-from iobench.run.config import RunConfig, RunTarget, order_of, resolve
+from iobench.run.config import RunConfig, RunTarget, resolve
 from iobench.run.distributed import joined
 from iobench.run.loaders import LOADERS, LoaderName
-from iobench.run.loaders.base import LoaderSettings
 from iobench.run.runner import build_loader
+from tests.conftest import run_config
 
 ORDERS = {"sequential": {"shuffle": False}, "shuffle": {"shuffle": True}, "block": {"shuffle": True, "block_size": 5}}
-
-
-def run_config(fmt: str, loader: str, shuffle: bool = True, block_size: int = 0, **settings) -> RunConfig:
-    # Run as a script under torchrun, where tests.conftest is not importable: its own small builder.
-    order = order_of(shuffle, block_size)
-    settings = LoaderSettings(batch_size=16, **settings)
-    return RunConfig(format=fmt, loader=loader, settings=settings, order=order, block_size=block_size)
 
 
 def combinations(dataset_dir: Path) -> list[tuple[str, RunConfig]]:

@@ -80,7 +80,7 @@ def test_a_sequential_rank_reads_one_contiguous_run():
 
 def test_two_gloo_ranks_deliver_every_sample_exactly_once(dataset_dir, tmp_path):
     """Every (format, loader, order) through torchrun and gloo: the ranks' deliveries are the dataset."""
-    _torchrun(str(ROOT / "tests" / "rank_delivery.py"), str(dataset_dir), str(tmp_path))
+    _torchrun("-m", "tests.rank_delivery", str(dataset_dir), str(tmp_path))
     names = [name for name, _ in combinations(dataset_dir)]
     assert len(list(tmp_path.glob("*.npy"))) == len(names) * 2 * 2
     for name in names:

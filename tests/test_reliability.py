@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import pytest
 
@@ -99,7 +100,7 @@ def test_a_record_that_cannot_be_saved_is_kept_elsewhere(workspace, cli, monkeyp
     assert r.code == 2 and "No space left on device; the record was saved to" in r.err
     rescue = r.err.split("the record was saved to ")[1].split()[0]
     assert rescue.startswith(tempfile.gettempdir())
-    (record,) = stored_records(__import__("pathlib").Path(rescue))
+    (record,) = stored_records(Path(rescue))
     assert record["format"] == "npy" and record["samples_per_epoch"] == 600
 
 
@@ -257,16 +258,22 @@ def _descendants(pid: int) -> set[int]:
     return found
 
 
-def test_sigterm_ends_a_run_and_its_workers(workspace, tmp_path):
+def _run_with_two_workers(workspace, tmp_path) -> subprocess.Popen:
+    """A long `iobench run` in a subprocess, returned once its two DataLoader workers are up."""
     cmd = [sys.executable, "-m", "iobench", "run", "--data-dir", str(workspace / "data"), "--format", "npy"]
     cmd += ["--num-workers", "2", "--step", "sleep:50", "--batch-size", "16", "--runs", "5", "--device", "cpu", "-q"]
     cmd += ["--results", str(tmp_path / "r.jsonl")]
     shutil.copy(workspace / "limits.json", tmp_path / "limits.json")
     proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while len(_descendants(proc.pid)) < 2:  # the DataLoader workers are up
+    while len(_descendants(proc.pid)) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
         time.sleep(0.05)
+    return proc
+
+
+def test_sigterm_ends_a_run_and_its_workers(workspace, tmp_path):
+    proc = _run_with_two_workers(workspace, tmp_path)
     workers = _descendants(proc.pid)
     proc.terminate()
     proc.wait(timeout=30)
@@ -296,7 +303,7 @@ def test_unprivileged_cold_runs_refuse_drop_caches_and_fall_back_to_fadvise(work
         os.chmod(shared, 0o777)
         shutil.copytree(workspace / "data", f"{shared}/data")
         shutil.copy(workspace / "limits.json", f"{shared}/limits.json")
-        for path in [shared, *(str(p) for p in __import__("pathlib").Path(shared).rglob("*"))]:
+        for path in [shared, *(str(p) for p in Path(shared).rglob("*"))]:
             os.chmod(path, 0o777 if os.path.isdir(path) else 0o666)
         common = ["--data-dir", f"{shared}/data", "--format", "npy", "--cache", "cold", "--device", "cpu", "-q"]
         common += ["--runs", "1", "--results", f"{shared}/r.jsonl"]
@@ -306,7 +313,7 @@ def test_unprivileged_cold_runs_refuse_drop_caches_and_fall_back_to_fadvise(work
         ), r.stderr
         r = _as_nobody("run", *common)
         assert r.returncode == 0, r.stderr
-        (record,) = stored_records(__import__("pathlib").Path(f"{shared}/r.jsonl"))
+        (record,) = stored_records(Path(shared) / "r.jsonl")
         assert record["eviction_method"] == "fadvise" and max(record["residency_before"]) < 0.05
     finally:
         shutil.rmtree(shared, ignore_errors=True)
@@ -339,15 +346,7 @@ def test_writing_stops_before_the_disk_is_full(tmp_path, cli, monkeypatch, forma
 
 
 def test_a_killed_worker_ends_the_run_in_one_line(workspace, tmp_path):
-    cmd = [sys.executable, "-m", "iobench", "run", "--data-dir", str(workspace / "data"), "--format", "npy"]
-    cmd += ["--num-workers", "2", "--step", "sleep:50", "--batch-size", "16", "--runs", "5", "--device", "cpu", "-q"]
-    cmd += ["--results", str(tmp_path / "r.jsonl")]
-    shutil.copy(workspace / "limits.json", tmp_path / "limits.json")
-    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while len(_descendants(proc.pid)) < 2:
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
-        time.sleep(0.05)
+    proc = _run_with_two_workers(workspace, tmp_path)
     os.kill(min(_descendants(proc.pid)), 9)
     proc.wait(timeout=60)
     lines = [line for line in proc.stderr.read().splitlines() if line.strip()]
