@@ -43,3 +43,27 @@ def parse_choices(text: str, known: tuple[str, ...], what: str) -> tuple[str, ..
         if name not in known:
             raise IobenchError(f"unknown {what} {name!r}; choose from {', '.join(known)} or all")
     return tuple(dict.fromkeys(names))
+
+
+_BOOL = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
+
+
+def parse_ints(text: str, what: str, allow_default: bool = False) -> list[int | None]:
+    """Whole numbers from a comma list ('default' or 'none' mean None where allowed)."""
+    values: list[int | None] = []
+    for x in split_list(text, f"--{what} value"):
+        if allow_default and x in ("default", "none"):
+            values.append(None)
+            continue
+        try:
+            values.append(int(x))
+        except ValueError:
+            raise IobenchError(f"--{what}: {x!r} is not a whole number") from None
+    return values
+
+
+def parse_bools(text: str, what: str) -> list[bool]:
+    try:
+        return [_BOOL[x] for x in split_list(text, f"--{what} value")]
+    except KeyError as exc:
+        raise IobenchError(f"--{what}: {exc.args[0]!r} is not on or off") from None

@@ -21,7 +21,7 @@ from rich.table import Table
 
 from iobench import __version__
 from iobench import cli_options as o
-from iobench.choices import split_list
+from iobench.choices import parse_ints, split_list
 from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec, parse_bytes, parse_shape, parse_size
 from iobench.data.manifest import Manifest, find_datasets
 from iobench.data.prepare import PrepareRequest, parse_formats, plan, prepare
@@ -43,7 +43,7 @@ from iobench.results.whatif import error, predict
 from iobench.run.config import ResolvedRun, RunConfig, RunTarget, order_of, settle_device
 from iobench.run.device import resolve_device
 from iobench.run.distributed import SINGLE, joined, launched_by_torchrun
-from iobench.run.limits import check_probe_space, measure_limits, save_limits, stored_or_measured
+from iobench.run.limits import measure_limits, save_limits, stored_or_measured
 from iobench.run.loaders.base import LoaderSettings
 from iobench.run.runner import run
 from iobench.run.selection import parse_pairs
@@ -492,9 +492,8 @@ def limits_cmd(
     probe = parse_bytes(probe_size)
     target = resolve_device(device)
     check_writable(limits_path(results))
-    check_probe_space(data_dir, probe)
-    _say(f"measuring with a {probe / 2**20:,.0f} MiB probe file in {data_dir} ...")
-    limits = measure_limits(data_dir, target, probe)
+    saying = f"measuring with a {probe / 2**20:,.0f} MiB probe file in {data_dir} ..."
+    limits = measure_limits(data_dir, target, probe, announce=lambda: _say(saying))
     path = save_limits(results, data_dir, limits)
     out.print(limits_table(limits))
     out.print(f"stored in {path}", highlight=False, soft_wrap=True, markup=False)
@@ -523,7 +522,7 @@ def tune_cmd(
     check_writable(results)
     if not (math.isfinite(budget_minutes) and budget_minutes > 0):
         raise IobenchError(f"--budget-minutes must be a number > 0, got {budget_minutes}")
-    sizes = [int(x) for x in split_list(batch_size, "batch size") if x.isdigit()] or [0]
+    sizes = parse_ints(batch_size, "batch-size")
     base = _config(format.lower(), "dataloader", LoaderSettings(batch_size=sizes[0]), shuffle=shuffle, block_size=0)
     base = replace(base, step=step, cache=cache)
     fmt = base.format

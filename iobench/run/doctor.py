@@ -15,9 +15,11 @@ from pathlib import Path
 import torch
 
 from iobench.choices import Choice
+from iobench.environment import usable_cores
 from iobench.fsutil import PARTIAL_PREFIX, free_bytes
 from iobench.run.cache import evict, resident_fraction
 from iobench.run.config import can_drop_caches, max_workers
+from iobench.run.limits import write_probe
 
 PROBE_BYTES = 64 * 2**20
 RECLAIMED = 0.05  # a warm file losing more than this while idle: the machine reclaims page cache
@@ -39,7 +41,7 @@ class Finding:
 
 
 def cores() -> Finding:
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    usable = usable_cores()
     return Finding(
         "cores and --num-workers",
         Status.OK,
@@ -77,17 +79,6 @@ def cgroups(root: Path = Path("/sys/fs/cgroup")) -> Finding:
     return Finding("cgroups", Status.OK, "; ".join(found))
 
 
-def _write_probe(folder: Path, nbytes: int) -> Path:
-    path = folder / f"{PARTIAL_PREFIX}doctor-{os.getpid()}.bin"
-    block = os.urandom(2**20)
-    with open(path, "wb") as f:
-        for _ in range(nbytes // len(block)):
-            f.write(block)
-        f.flush()
-        os.fsync(f.fileno())
-    return path
-
-
 def _read(path: Path) -> None:
     with open(path, "rb", buffering=0) as f:
         while f.read(8 * 2**20):
@@ -98,8 +89,9 @@ def page_cache(folder: Path, idle_seconds: float, wait: Callable[[float], None] 
     """Eviction empties the cache for a file, a read fills it, and (after idle_seconds) it stays filled."""
     if free_bytes(folder) < 2 * PROBE_BYTES:
         return [Finding("eviction", Status.SKIPPED, f"less than {2 * PROBE_BYTES // 2**20} MiB free in {folder}")]
-    path = _write_probe(folder, PROBE_BYTES)
+    path = folder / f"{PARTIAL_PREFIX}doctor-{os.getpid()}.bin"
     try:
+        write_probe(path, PROBE_BYTES)  # inside: a probe cut short by a full disk is removed too
         _read(path)
         filled = resident_fraction([path])
         method = evict([path], "fadvise")

@@ -72,16 +72,28 @@ def stored_or_measured(
     return limits
 
 
-def check_probe_space(data_dir: Path, probe_bytes: int) -> None:
-    """A probe file must fit, with room to spare (a large prepared file is read instead when there is one)."""
-    if _largest_data_file(data_dir, probe_bytes // 2) is not None:
-        return
+def write_probe(path: Path, nbytes: int) -> None:
+    """A file of incompressible bytes (whole blocks), fsynced: its pages are clean and can be evicted."""
+    block = os.urandom(BLOCK)
+    with open(path, "wb", buffering=0) as f:
+        for _ in range(nbytes // BLOCK):
+            f.write(block)
+        os.fsync(f.fileno())
+
+
+def _probe_source(data_dir: Path, probe_bytes: int) -> Path | None:
+    """The prepared data file to read instead of a probe, or None after checking that a probe file fits,
+    with room to spare."""
+    existing = _largest_data_file(data_dir, probe_bytes // 2)
+    if existing is not None:
+        return existing
     free = free_bytes(data_dir)
     if probe_bytes * PROBE_MARGIN > free:
         raise IobenchError(
             f"not enough disk space in {data_dir} for a {probe_bytes / 2**20:,.0f} MiB probe file "
             f"({free / 2**20:,.0f} MiB free); give a smaller --probe-size"
         )
+    return None
 
 
 def direct_read_mb_per_s(path: Path) -> tuple[float, str]:
@@ -182,7 +194,12 @@ def _largest_data_file(data_dir: Path, at_least: int) -> Path | None:
     return best
 
 
-def measure_limits(data_dir: Path, device: torch.device, probe_bytes: int = DEFAULT_PROBE_BYTES) -> MachineLimits:
+def measure_limits(
+    data_dir: Path,
+    device: torch.device,
+    probe_bytes: int = DEFAULT_PROBE_BYTES,
+    announce: Callable[[], None] | None = None,
+) -> MachineLimits:
     """Read a large file on the data directory's file system cold (O_DIRECT) and warm.
 
     The file is the largest prepared data file when one holds at least half of probe_bytes (on a
@@ -195,17 +212,13 @@ def measure_limits(data_dir: Path, device: torch.device, probe_bytes: int = DEFA
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise IobenchError(f"cannot create {data_dir}: {exc.strerror or exc}") from None
-    existing = _largest_data_file(data_dir, probe_bytes // 2)
-    if existing is None:
-        check_probe_space(data_dir, probe_bytes)
+    existing = _probe_source(data_dir, probe_bytes)
+    if announce is not None:
+        announce()
     probe = existing or data_dir / f"{PARTIAL_PREFIX}limits-probe-{os.getpid()}.bin"
     try:
         if existing is None:
-            block = os.urandom(BLOCK)
-            with open(probe, "wb", buffering=0) as f:
-                for _ in range(probe_bytes // BLOCK):
-                    f.write(block)
-                os.fsync(f.fileno())
+            write_probe(probe, probe_bytes)
         evict([probe], "fadvise")  # an unmapped, fsynced file: fadvise is enough, no root needed
         storage, method = direct_read_mb_per_s(probe)
         cache = page_cache_mb_per_s(probe)

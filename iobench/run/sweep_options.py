@@ -7,7 +7,7 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-from iobench.choices import parse_choices, split_list
+from iobench.choices import parse_bools, parse_choices, parse_ints, split_list
 from iobench.data.dataset import DatasetSpec, parse_size
 from iobench.data.manifest import MANIFEST, Manifest, find_run_dataset
 from iobench.data.prepare import PrepareRequest, prepare
@@ -18,28 +18,6 @@ from iobench.run.config import Cache, RunConfig
 from iobench.run.selection import parse_loaders
 from iobench.run.sweep import Point, preset
 
-_BOOL = {"on": True, "true": True, "yes": True, "1": True, "off": False, "false": False, "no": False, "0": False}
-
-
-def _ints(text: str, what: str, allow_default: bool = False) -> list[int | None]:
-    values: list[int | None] = []
-    for x in split_list(text, f"--{what} value"):
-        if allow_default and x in ("default", "none"):
-            values.append(None)
-            continue
-        try:
-            values.append(int(x))
-        except ValueError:
-            raise IobenchError(f"--{what}: {x!r} is not a whole number") from None
-    return values
-
-
-def _bools(text: str, what: str) -> list[bool]:
-    try:
-        return [_BOOL[x] for x in split_list(text, f"--{what} value")]
-    except KeyError as exc:
-        raise IobenchError(f"--{what}: {exc.args[0]!r} is not on or off") from None
-
 
 def sweep_grid(name: str | None, base: RunConfig, device: torch.device, **lists: str | None) -> tuple[dict, list]:
     """The grid (option -> values) and the dataset sizes: a preset's, overridden by explicit lists."""
@@ -48,12 +26,12 @@ def sweep_grid(name: str | None, base: RunConfig, device: torch.device, **lists:
         "format": lambda t: parse_choices(t, tuple(FORMATS), "format"),
         "loader": parse_loaders,
         "fetch": lambda t: parse_choices(t, ("item", "batch"), "fetch"),
-        "batch_size": lambda t: _ints(t, "batch-size"),
-        "num_workers": lambda t: _ints(t, "num-workers"),
-        "prefetch_factor": lambda t: _ints(t, "prefetch-factor", allow_default=True),
-        "pin_memory": lambda t: _bools(t, "pin-memory"),
-        "non_blocking": lambda t: _bools(t, "non-blocking"),
-        "prefetch_thread": lambda t: _ints(t, "prefetch-thread"),
+        "batch_size": lambda t: parse_ints(t, "batch-size"),
+        "num_workers": lambda t: parse_ints(t, "num-workers"),
+        "prefetch_factor": lambda t: parse_ints(t, "prefetch-factor", allow_default=True),
+        "pin_memory": lambda t: parse_bools(t, "pin-memory"),
+        "non_blocking": lambda t: parse_bools(t, "non-blocking"),
+        "prefetch_thread": lambda t: parse_ints(t, "prefetch-thread"),
         "cache": lambda t: parse_choices(t, tuple(c.value for c in Cache), "cache"),
     }
     for key, parse in parsers.items():

@@ -9,13 +9,15 @@ resumes: a round whose record is already there is not run again.
 
 from __future__ import annotations
 
+import itertools
 import math
-import os
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
+from iobench.environment import usable_cores
 from iobench.results.record import MachineLimits, RunRecord
 from iobench.results.store import append_record, load_records
 from iobench.results.tables import knob_parts
@@ -74,7 +76,7 @@ def candidates(
 ) -> list[RunConfig]:
     """num_workers 0..cores, prefetch_factor, persistent workers, in_order, pinning on CUDA, batch sizes
     only when given; the tensorclass loader too when the format is memmap."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    cores = usable_cores()
     out = []
     loaders = [LoaderName.DATALOADER] + ([LoaderName.TENSORCLASS] if tensorclass else [])
     for loader in loaders:
@@ -98,53 +100,75 @@ def candidates(
     return out
 
 
+@dataclass
+class _Search:
+    """What every round shares: where to run, the records already stored, and the time budget."""
+
+    target: RunTarget
+    results: Path
+    limits: MachineLimits | None
+    budget_seconds: float
+    known: dict[tuple, RunRecord]
+    on_round: Callable[[int, int, Candidate], None] | None = None
+    started: float = field(default_factory=time.monotonic)
+    per_epoch: float | None = None  # the dearest epoch so far, with its share of warm-up and set-up
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def round(self, k: int, epochs: int, alive: list[Candidate]) -> bool:
+        """Each candidate runs `epochs` timed epochs; False when the budget stopped the round."""
+        for n, cand in enumerate(alive):
+            resolved = resolve(replace(cand.config, epochs=epochs, runs=1, warmup=1), self.target)
+            if self.per_epoch is not None and self.elapsed() + self.per_epoch * (epochs + 1) > self.budget_seconds:
+                return False
+            record = self.known.get(resolved.recorded().identity()) or _run(resolved, self.results, self.limits)
+            cand.records.append(record)
+            cand.rates += [record.epochs.samples_per_epoch / s for s in record.epochs.epoch_seconds if s > 0]
+            total = record.system.total_seconds or sum(record.epochs.epoch_seconds)
+            self.per_epoch = max(self.per_epoch or 0.0, total / (epochs + 1))
+            if self.on_round is not None:
+                self.on_round(k, n, cand)
+        return True
+
+
+def _settled(leader: Candidate, second: Candidate) -> bool:
+    """The leader's interval is tight and clear of the runner-up's."""
+    low, high = leader.interval()
+    return high - low < 2 * TIGHT * leader.median and low > second.interval()[1]
+
+
 def tune(
     configs: list[RunConfig],
     target: RunTarget,
     budget_seconds: float,
-    results,
+    results: Path,
     limits: MachineLimits | None,
     on_round: Callable[[int, int, Candidate], None] | None = None,
 ) -> TuneResult:
     alive = [Candidate(settle_device(c, target.device)) for c in configs]
     every = list(alive)
     known = {r.identity(): r for r in load_records(results).records} if results.is_file() else {}
-    started = time.monotonic()
-    per_epoch: float | None = None
-    stopped = "one candidate left"
+    search = _Search(target, results, limits, budget_seconds, known, on_round)
     rounds = 0
-    for k in range(100):
-        epochs = ROUND_EPOCHS[min(k, len(ROUND_EPOCHS) - 1)]
-        for n, cand in enumerate(alive):
-            resolved = resolve(replace(cand.config, epochs=epochs, runs=1, warmup=1), target)
-            if per_epoch is not None and time.monotonic() - started + per_epoch * (epochs + 1) > budget_seconds:
-                stopped = "time budget"
-                break
-            record = known.get(resolved.recorded().identity()) or _run(resolved, results, limits)
-            cand.records.append(record)
-            cand.rates += [record.epochs.samples_per_epoch / s for s in record.epochs.epoch_seconds if s > 0]
-            total = record.system.total_seconds or sum(record.epochs.epoch_seconds)
-            per_epoch = max(per_epoch or 0.0, total / (epochs + 1))  # warm-up, timed epochs and set-up
-            if on_round is not None:
-                on_round(k, n, cand)
-        else:
-            rounds = k + 1
-            alive.sort(key=lambda c: c.median, reverse=True)
-            if len(alive) == 1:
-                break
-            leader, second = alive[0], alive[1]
-            low, high = leader.interval()
-            if high - low < 2 * TIGHT * leader.median and low > second.interval()[1]:
-                stopped = "confidence intervals apart"
-                break
-            alive = alive[: max(1, math.ceil(len(alive) / 2))]
-            continue
-        break
+    for k in itertools.count():
+        if not search.round(k, ROUND_EPOCHS[min(k, len(ROUND_EPOCHS) - 1)], alive):
+            stopped = "time budget"
+            break
+        rounds = k + 1
+        alive.sort(key=lambda c: c.median, reverse=True)
+        if len(alive) == 1:
+            stopped = "one candidate left"
+            break
+        if _settled(alive[0], alive[1]):
+            stopped = "confidence intervals apart"
+            break
+        alive = alive[: math.ceil(len(alive) / 2)]
     ranked = sorted((c for c in every if c.rates), key=lambda c: c.median, reverse=True)
-    return TuneResult(ranked, rounds, time.monotonic() - started, stopped)
+    return TuneResult(ranked, rounds, search.elapsed(), stopped)
 
 
-def _run(resolved: ResolvedRun, results, limits: MachineLimits | None) -> RunRecord:
+def _run(resolved: ResolvedRun, results: Path, limits: MachineLimits | None) -> RunRecord:
     record = run(resolved, None, limits)
     append_record(results, record)
     return record
