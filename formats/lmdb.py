@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,28 +170,31 @@ class LmdbWriter(FormatWriter):
         self._env.close()
 
 
+@contextmanager
+def lmdb_verdict(what: str) -> Iterator[None]:
+    """lmdb.Error (a corrupt or foreign file) as a ValueError: a verdict about the data, in one line."""
+    try:
+        yield
+    except lmdb.Error as exc:
+        raise ValueError(f"{what}: {exc}") from None
+
+
 class LmdbReader(FormatReader):
     def _open(self) -> tuple[lmdb.Environment, lmdb.Transaction]:
         # OS readahead helps a sequential pass and wastes reads under random access (LMDB's advice).
-        try:
+        with lmdb_verdict(f"LMDB cannot open {self.directory.name}"):
             env = lmdb.open(
                 str(self.directory), readonly=True, lock=False, readahead=self.sequential, subdir=True, max_readers=1
             )
             return env, env.begin(buffers=True)
-        except lmdb.Error as exc:  # a corrupt or foreign file: a verdict about the data, in one line
-            raise ValueError(f"LMDB cannot open {self.directory.name}: {exc}") from None
 
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        try:
+        with lmdb_verdict("LMDB read failed"):
             return self._batch(indices)
-        except lmdb.Error as exc:
-            raise ValueError(f"LMDB read failed: {exc}") from None
 
     def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        try:
+        with lmdb_verdict("LMDB read failed"):
             return self._read_range(start, stop)
-        except lmdb.Error as exc:
-            raise ValueError(f"LMDB read failed: {exc}") from None
 
     def _close(self, handle: tuple[lmdb.Environment, lmdb.Transaction]) -> None:
         env, txn = handle
@@ -262,15 +267,13 @@ class LmdbFormat(StorageFormat):
 
     def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
         """The environment opens and its layout record describes this spec."""
-        try:
+        with lmdb_verdict(f"LMDB cannot open {directory.name}"):
             env = lmdb.open(str(directory), readonly=True, lock=False, subdir=True, max_readers=1)
             try:
                 with env.begin() as txn:
                     raw = txn.get(META_KEY)
             finally:
                 env.close()
-        except lmdb.Error as exc:
-            raise ValueError(f"LMDB cannot open {directory.name}: {exc}") from None
         try:
             meta = json.loads(raw) if raw is not None else None
         except ValueError:

@@ -70,16 +70,21 @@ def make_partial_dir(parent: Path, name: str) -> Path:
     return path
 
 
+def remove(path: Path) -> None:
+    """Delete a folder with its contents, or a file; a link is removed itself, never what it points to."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
 def remove_stale_partials(parent: Path) -> list[Path]:
     """Remove what an interrupted run left behind (it never looked complete, but takes space)."""
     removed = []
     if parent.is_dir():
         for p in parent.iterdir():
             if p.name.startswith(PARTIAL_PREFIX):
-                if p.is_dir():
-                    shutil.rmtree(p, ignore_errors=True)
-                else:
-                    p.unlink(missing_ok=True)
+                remove(p)
                 removed.append(p)
     return removed
 

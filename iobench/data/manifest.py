@@ -26,22 +26,22 @@ class FileEntry:
     sha256: str
 
 
+def _plain(part: str) -> bool:
+    """One path component that names something inside its folder (not '..', no separator)."""
+    return part not in ("", ".", "..") and not any(c in part for c in "/\\\0")
+
+
 def _safe_name(text: object, what: str) -> str:
     """One plain path component: a manifest may come from someone else and must not point elsewhere."""
-    if not isinstance(text, str) or text in ("", ".", "..") or "/" in text or "\\" in text or "\0" in text:
+    if not isinstance(text, str) or not _plain(text):
         raise ValueError(f"{what} {text!r} is not a plain name inside the dataset folder")
     return text
 
 
 def _safe_relative(text: object, what: str) -> str:
     """A relative path of plain components (no '..', not absolute)."""
-    try:
-        if not isinstance(text, str) or text.startswith("/"):
-            raise ValueError(text)
-        for part in text.split("/"):
-            _safe_name(part, what)
-    except ValueError:
-        raise ValueError(f"{what} {text!r} is not a relative path inside the dataset folder") from None
+    if not isinstance(text, str) or not all(_plain(part) for part in text.split("/")):
+        raise ValueError(f"{what} {text!r} is not a relative path inside the dataset folder")
     return text
 
 

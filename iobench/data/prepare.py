@@ -21,6 +21,7 @@ from iobench.formats import FORMATS
 from iobench.fsutil import (
     PARTIAL_PREFIX,
     free_bytes,
+    remove,
     remove_stale_partials,
     replace_dir,
 )
@@ -108,10 +109,7 @@ def _prepare_locked(p: PreparePlan, reporter: Reporter) -> Manifest:
     dataset_dir, manifest, request = p.dataset_dir, p.manifest, p.request
     remove_stale_partials(dataset_dir)
     for old in p.replaced:  # --force on a different dataset: every check has passed
-        if old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            old.unlink(missing_ok=True)
+        remove(old)
     if not (dataset_dir / MANIFEST).is_file():
         # The manifest exists before any format folder does: an interrupt at any later moment leaves
         # a dataset folder that the next prepare recognises (and a format only counts once listed).

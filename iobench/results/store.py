@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from dataclasses import dataclass, field
@@ -25,30 +26,19 @@ def append_record(path: Path, record: RunRecord) -> None:
     line = (json.dumps(record.to_json(), allow_nan=True) + "\n").encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
         try:
-            if _ends_torn(path):
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":  # the last line was torn
                 line = b"\n" + line
             written = os.write(fd, line)
             if written != len(line):
-                raise OSError(28, f"only {written} of {len(line)} bytes written")
+                raise OSError(errno.ENOSPC, f"only {written} of {len(line)} bytes written")
             os.fsync(fd)
         finally:
             os.close(fd)
     except OSError as exc:
         raise IobenchError(f"cannot write results to {path}: {exc.strerror or exc}") from None
-
-
-def _ends_torn(path: Path) -> bool:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() == 0:
-                return False
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) != b"\n"
-    except OSError:
-        return False
 
 
 def check_writable(path: Path) -> None:

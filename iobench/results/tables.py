@@ -15,13 +15,14 @@ from iobench.results.stats import relative_to_fastest
 def settings_label(r: RunRecord) -> str:
     """The knobs of a record that differ between configurations, in a few characters."""
     c = r.config
-    parts = knob_parts(c)
+    size, workers, *rest = knob_parts(c)
+    parts = [size, workers]
     if c.backend:  # under torchrun, where the thread count is torchrun's to set
-        parts.insert(0, f"ranks={c.world_size}" + (f"/{r.ranks.nodes}n" if r.ranks.nodes > 1 else ""))
-        parts.insert(3, f"threads={r.environment.torch_threads}")
+        nodes = f"/{r.ranks.nodes}n" if r.ranks.nodes > 1 else ""
+        parts = [f"ranks={c.world_size}{nodes}", *parts, f"threads={r.environment.torch_threads}"]
     if c.loader == "dataloader":
-        parts.insert(4 if c.backend else 2, f"fetch={c.fetch}")
-    return " ".join(parts)
+        parts.append(f"fetch={c.fetch}")
+    return " ".join(parts + rest)
 
 
 def knob_parts(s: object) -> list[str]:
