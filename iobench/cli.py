@@ -641,9 +641,24 @@ def _interrupted() -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every expected failure becomes one line on stderr and exit code 2."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     signal.signal(signal.SIGTERM, _terminate)
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    if previous[signal.SIGINT] is signal.default_int_handler:
         signal.signal(signal.SIGINT, _terminate)
+    try:
+        _main(argv)
+    finally:
+        if argv is None:
+            # The process ends now and everything is written: a late Ctrl-C has nothing left to stop,
+            # and raised inside the interpreter's exit callbacks it would only print a traceback.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        else:  # called in-process (tests): the caller gets its handlers back
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def _main(argv: list[str] | None) -> None:
     command = typer.main.get_command(app)
     global _ARGV
     _ARGV = list(sys.argv[1:] if argv is None else argv)

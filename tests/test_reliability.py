@@ -352,3 +352,17 @@ def test_a_killed_worker_ends_the_run_in_one_line(workspace, tmp_path):
     lines = [line for line in proc.stderr.read().splitlines() if line.strip()]
     assert proc.returncode == 1 and len(lines) == 1, lines
     assert lines[0].startswith("iobench: error: a DataLoader worker died during npy/dataloader"), lines[0]
+
+
+def test_a_signal_after_the_work_is_done_prints_no_traceback():
+    """A Ctrl-C that lands while the interpreter runs its exit callbacks (seen at 1 of 21 moments of
+    the prepare test): the command is over, so it is ignored rather than raised inside a callback."""
+    code = (
+        "import atexit, os, signal, sys, time\n"
+        "from iobench.cli import main\n"
+        "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGINT), time.sleep(0.2)))\n"
+        "sys.argv = ['iobench', '--version']\n"
+        "main()\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("iobench ") and "Traceback" not in r.stderr, r.stderr
