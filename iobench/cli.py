@@ -635,8 +635,20 @@ def _rank_tag() -> str:
     return f"rank {os.environ['RANK']}: " if launched_by_torchrun() else ""
 
 
+_INTERRUPTED = "iobench: interrupted; nothing half-written was kept"
+
+
 def _interrupted() -> None:
-    _say("iobench: interrupted; nothing half-written was kept")
+    _say(_INTERRUPTED)
+
+
+def _ending(message: str, *, in_process: bool) -> None:
+    """The last line of a failed or interrupted command. A DataLoader worker that dies now (the
+    command is ending anyway) must not have torch's SIGCHLD handler raise its news inside the print."""
+    torch_handler = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    _say(message)
+    if in_process and torch_handler is not None:  # later loaders in the caller's process rely on it
+        signal.signal(signal.SIGCHLD, torch_handler)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -665,7 +677,7 @@ def _main(argv: list[str] | None) -> None:
     try:
         rc = command.main(args=argv, prog_name="iobench", standalone_mode=False)
     except IobenchError as exc:
-        _say(f"iobench: error: {_rank_tag()}{exc}")
+        _ending(f"iobench: error: {_rank_tag()}{exc}", in_process=argv is not None)
         sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
@@ -673,7 +685,7 @@ def _main(argv: list[str] | None) -> None:
         _say(f"iobench: error: {exc.format_message()}")
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, typer.Abort):
-        _interrupted()
+        _ending(_INTERRUPTED, in_process=argv is not None)
         sys.exit(130)
     if _signals_received:
         _interrupted()

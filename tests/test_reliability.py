@@ -366,3 +366,41 @@ def test_a_signal_after_the_work_is_done_prints_no_traceback():
     )
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and r.stdout.startswith("iobench ") and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_workers_broken_descriptor_handover_is_dropped_and_nothing_else(monkeypatch):
+    from iobench.run.loaders import dataloader
+
+    seen = []
+    monkeypatch.setattr(sys, "excepthook", lambda kind, value, tb: seen.append(kind))
+    dataloader.quiet_handovers(0)
+    namespace: dict = {}
+    source = "def _serve(kind):\n    raise kind('handshake')\n"
+    exec(compile(source, "/usr/lib/python3.11/multiprocessing/resource_sharer.py", "exec"), namespace)
+    for kind, thrower in [
+        (ConnectionResetError, namespace["_serve"]),
+        (EOFError, namespace["_serve"]),
+        (ValueError, namespace["_serve"]),  # not a broken handshake
+        (ConnectionResetError, lambda kind: (_ for _ in ()).throw(kind("elsewhere"))),  # not the sharer
+    ]:
+        try:
+            thrower(kind)
+        except BaseException:  # noqa: BLE001 - handed to the hook as the sharer's thread does
+            sys.excepthook(*sys.exc_info())
+    assert seen == [ValueError, ConnectionResetError]
+
+
+def test_a_read_broken_by_a_killed_worker_is_reported_as_the_dead_worker():
+    from iobench.run.runner import _killed_child
+
+    child = os.fork()
+    if child == 0:
+        time.sleep(60)
+        os._exit(0)
+    os.kill(child, 9)
+    deadline = time.monotonic() + 10
+    while (found := _killed_child()) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert found == f"worker (pid {child}) was killed by SIGKILL"
+    assert os.waitpid(child, 0)[0] == child  # left for its owner to reap
+    assert _killed_child() is None

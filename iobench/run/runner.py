@@ -6,6 +6,8 @@ import cProfile
 import datetime as dt
 import gc
 import math
+import os
+import signal
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -185,5 +187,19 @@ def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig) -> EpochTi
         if "DataLoader worker" in text:
             raise RunFailed(f"a DataLoader worker died during {label}: {text}") from None
         raise RunFailed(f"{label} failed: {text}") from None
-    except (OSError, ValueError, KeyError, IndexError) as exc:
+    except (OSError, EOFError, ValueError, KeyError, IndexError) as exc:
+        killed = _killed_child()
+        if killed:  # the read broke because the worker handing the batch over was killed
+            raise RunFailed(f"a DataLoader worker died during {label}: {killed}") from None
         raise RunFailed(f"reading {config.format} failed: {type(exc).__name__}: {exc}") from None
+
+
+def _killed_child() -> str | None:
+    """A child process killed by a signal and not yet reaped (left for its owner to reap)."""
+    try:
+        info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None
+    if info is None or info.si_code not in (os.CLD_KILLED, os.CLD_DUMPED):
+        return None
+    return f"worker (pid {info.si_pid}) was killed by {signal.Signals(info.si_status).name}"

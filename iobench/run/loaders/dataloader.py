@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from types import TracebackType
 from typing import Any
 
 import numpy as np
@@ -59,9 +61,35 @@ def passthrough(batch: Any) -> Any:
     return batch
 
 
+def _is_handover_drop(kind: type[BaseException], tb: TracebackType | None) -> bool:
+    """A batch's file descriptor handover failing because the main process went away mid-handshake."""
+    if not issubclass(kind, (ConnectionError, EOFError)):
+        return False
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if code.co_name == "_serve" and code.co_filename.endswith("resource_sharer.py"):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def quiet_handovers(_worker_id: int) -> None:
+    """Worker start: when the main process ends (a sibling worker was killed, Ctrl-C) while it is
+    collecting a batch, the worker's descriptor-sharing thread prints a traceback of a broken
+    handshake after iobench's one-line error. Only that exception is dropped; nothing else."""
+    report = sys.excepthook
+
+    def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
+        if not _is_handover_drop(kind, tb):
+            report(kind, value, tb)
+
+    sys.excepthook = hook
+
+
 def make_dataloader(dataset: Dataset, settings: LoaderSettings, **kw: Any) -> DataLoader:
     extra: dict[str, Any] = {}
     if settings.num_workers > 0:
+        extra["worker_init_fn"] = quiet_handovers
         extra["persistent_workers"] = settings.persistent_workers
         if settings.prefetch_factor is not None:
             extra["prefetch_factor"] = settings.prefetch_factor
