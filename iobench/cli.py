@@ -41,6 +41,7 @@ from iobench.results.tables import (
 from iobench.results.warnings import record_warnings
 from iobench.results.whatif import error, predict
 from iobench.run.config import ResolvedRun, RunConfig, RunTarget, order_of, settle_device
+from iobench.run.confine import check_read_limit
 from iobench.run.device import resolve_device
 from iobench.run.distributed import SINGLE, joined, launched_by_torchrun
 from iobench.run.limits import measure_limits, save_limits, stored_or_measured
@@ -207,6 +208,8 @@ def run_cmd(
     seed: o.Seed = 0,
     cache: o.Cache = "warm",
     eviction: o.Eviction = "auto",
+    read_limit: o.ReadLimit = None,
+    cache_budget: o.CacheBudget = None,
     profile: o.Profile = False,
     results: o.Results = Path("results/results.jsonl"),
     nproc: o.Nproc = None,
@@ -224,6 +227,7 @@ def run_cmd(
     settings = LoaderSettings(**{k: v for k, v in locals().items() if k in LoaderSettings.__dataclass_fields__})
     options = dict(shuffle=shuffle, block_size=block_shuffle, epochs=epochs, warmup=warmup, runs=runs)
     options.update(max_batches=max_batches, max_seconds=max_seconds, step=step, seed=seed, cache=cache)
+    options.update(read_limit_mb_per_s=read_limit, cache_budget=cache_budget)
     configs = [_config(f, ld, settings, eviction=eviction, **options) for f, ld in pairs]
     if nproc is not None:
         launch_torchrun(nproc, _ARGV, data_dir, dataset, device, configs, _say, lambda: _reporter(quiet))
@@ -240,7 +244,7 @@ def run_cmd(
         if world.is_main:
             for note in notes:
                 _say(note)
-            limits = stored_or_measured(results, dataset_dir, target_device, _announce_limits)
+            limits = stored_or_measured(results, dataset_dir, target_device, _announce_limits, read_limit)
         world.barrier()  # no rank reads while rank 0 measures the machine's limits
         profile_dir = results.parent / "profiles" if profile else None
         records = []
@@ -386,6 +390,8 @@ def sweep_cmd(
     runs: o.Runs = 5,
     max_seconds: o.MaxSeconds = None,
     step: o.Step = "none",
+    read_limit: o.ReadLimit = None,
+    cache_budget: o.CacheBudget = None,
     results: Annotated[Path, typer.Option(help="JSONL file; configurations already in it are skipped.")] = Path(
         "results/results.jsonl"
     ),
@@ -405,6 +411,8 @@ def sweep_cmd(
         runs=runs,
         max_seconds=max_seconds,
         step=step,
+        read_limit_mb_per_s=read_limit,
+        cache_budget=cache_budget,
     )
     lists = dict(format=format, loader=loader, fetch=fetch, batch_size=batch_size, num_workers=num_workers)
     lists.update(prefetch_factor=prefetch_factor, pin_memory=pin_memory, non_blocking=non_blocking)
@@ -419,7 +427,7 @@ def sweep_cmd(
     _say(f"{len(points)} configuration(s), {len(points) - len(todo)} already in {results}, {len(todo)} to run")
     if not todo:
         return
-    limits = stored_or_measured(results, todo[0].dataset_dir, target, _announce_limits)
+    limits = stored_or_measured(results, todo[0].dataset_dir, target, _announce_limits, read_limit)
     columns = (
         TextColumn("{task.description:<60}", markup=False),
         BarColumn(),
@@ -487,13 +495,15 @@ def limits_cmd(
         "results/results.jsonl"
     ),
     probe_size: Annotated[str, typer.Option(help="Size of the probe file written and read (e.g. 1G, 256M).")] = "1G",
+    read_limit: o.ReadLimit = None,
 ) -> None:
     """Measure this machine's ceilings: storage and page-cache read bandwidth, host-to-device, device copies."""
     probe = parse_bytes(probe_size)
+    check_read_limit(read_limit)
     target = resolve_device(device)
     check_writable(limits_path(results))
     saying = f"measuring with a {probe / 2**20:,.0f} MiB probe file in {data_dir} ..."
-    limits = measure_limits(data_dir, target, probe, announce=lambda: _say(saying))
+    limits = measure_limits(data_dir, target, probe, announce=lambda: _say(saying), read_limit=read_limit)
     path = save_limits(results, data_dir, limits)
     out.print(limits_table(limits))
     out.print(f"stored in {path}", highlight=False, soft_wrap=True, markup=False)

@@ -100,6 +100,20 @@ Cache = Annotated[
 Eviction = Annotated[
     str, typer.Option(help="How cold evicts: auto (drop_caches as root, else fadvise), drop_caches or fadvise.")
 ]
+ReadLimit = Annotated[
+    OptFloat,
+    typer.Option(
+        help="Throttle every read of the run (workers included) to this many MB/s with a block-I/O cgroup: "
+        "slower storage, and a ceiling that holds still on a shared disk. Needs root.",
+    ),
+]
+CacheBudget = Annotated[
+    OptStr,
+    typer.Option(
+        help="Cap the run's page cache (256M, 1.5G, or 20% of the format's files) with a memory cgroup: a "
+        "dataset 5x the budget behaves like one 5x the RAM. Needs root.",
+    ),
+]
 Profile = Annotated[
     bool, typer.Option("--profile", help="cProfile one extra epoch (and torch.profiler on CUDA) beside the results.")
 ]

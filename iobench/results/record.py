@@ -72,6 +72,8 @@ class RecordedConfig:
     step: str = "none"
     seed: int = 0
     cache: str
+    read_limit_mb_per_s: float | None = None  # reads throttled to this (a cgroup), None: as the disk is
+    cache_budget: str | None = None  # page cache capped (as given: 256M or 20%), None: all of RAM
 
     def identity(self) -> tuple:
         """The one definition of 'the same configuration' (sweeps resume by it, reports keep the latest).
@@ -186,6 +188,9 @@ class SystemStats:
     cuda_max_memory_reserved_bytes: int | None = None
     setup_seconds: list[float] = field(default_factory=list)
     total_seconds: float | None = None
+    cache_budget_bytes: int | None = None  # the budget in bytes (a share resolved against the files)
+    cache_peak_bytes: int | None = None  # the most file cache the budgeted group held, polled
+    confinement_method: str | None = None  # how the throttle and budget were applied (cgroup files)
     profile_path: str | None = None
 
 
@@ -232,11 +237,29 @@ class MachineLimits:
     h2d_pinned_mb_per_s: float | None = None
     d2d_mb_per_s: float | None = None
     cuda_device: str | None = None
+    read_limit_mb_per_s: float | None = None  # measured under this read throttle (--read-limit)
+    # Random O_DIRECT reads at queue depth 1 and 32, of 4 KiB and of the sample size rounded up to 4 KiB
+    # (the block a shuffled cold epoch must read per sample), and gathering samples from memory.
+    random_read_4k_qd1_iops: float | None = None
+    random_read_4k_qd32_iops: float | None = None
+    random_read_block_bytes: int | None = None
+    random_read_block_qd1_iops: float | None = None
+    random_read_block_qd32_iops: float | None = None
+    memory_gather_mb_per_s: float | None = None
+    gather_sample_bytes: int | None = None
+
+    def random_iops(self, sample_bytes: int) -> float | None:
+        """Queue-depth-32 random reads of the block that holds one sample, when measured for it."""
+        block = max(4096, -(-sample_bytes // 4096) * 4096)
+        if block == 4096:
+            return self.random_read_4k_qd32_iops
+        return self.random_read_block_qd32_iops if block == self.random_read_block_bytes else None
 
     @property
     def key(self) -> str:
-        """Limits are stored per host and data device: one host may hold datasets on several disks."""
-        return limits_key(self.hostname, self.data_device)
+        """Limits are stored per host, data device and read throttle: one host may hold datasets on
+        several disks, and a throttled disk is another disk."""
+        return limits_key(self.hostname, self.data_device, self.read_limit_mb_per_s)
 
     def to_json(self) -> dict:
         return {k: v for k, v in asdict(self).items() if v is not None}
@@ -246,8 +269,9 @@ class MachineLimits:
         return _part(cls, _mapping(data, "limits entry"))
 
 
-def limits_key(hostname: str, data_device: str) -> str:
-    return f"{hostname}:{data_device}"
+def limits_key(hostname: str, data_device: str, read_limit_mb_per_s: float | None = None) -> str:
+    throttle = f"@{read_limit_mb_per_s:g}MB/s" if read_limit_mb_per_s is not None else ""
+    return f"{hostname}:{data_device}{throttle}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -293,14 +317,35 @@ class RunRecord:
         c = self.config
         if c.loader == "gpu-resident":
             return None
-        name = "storage_read_mb_per_s" if c.cache == "cold" else "page_cache_read_mb_per_s"
-        value = getattr(limits, name) * self.ranks.nodes
+        name, value = self._pattern_ceiling(limits)
+        value *= self.ranks.nodes
         if c.device.startswith("cuda"):
             h2d = "h2d_pinned_mb_per_s" if c.pin_memory else "h2d_pageable_mb_per_s"
             per_rank = getattr(limits, h2d)
             if per_rank and per_rank * c.world_size < value:
                 name, value = h2d, per_rank * c.world_size
         return name, value
+
+    def _pattern_ceiling(self, limits: MachineLimits) -> tuple[str, float]:
+        """The ceiling of the run's access pattern. Sequential (and block-shuffled) epochs: the
+        sequential storage read cold, the page-cache copy warm. Shuffled: gathering samples from
+        memory warm; cold, random reads of one sample's block at queue depth 32, or (when the whole
+        dataset may be cached, so reading it all in sequence is allowed) the faster of that and the
+        sequential read. Limits measured before these existed fall back to the sequential figures."""
+        c, sample = self.config, self.dataset.sample_bytes
+        if c.order == "shuffle" and c.cache != "cold" and limits.memory_gather_mb_per_s is not None:
+            if limits.gather_sample_bytes == sample:
+                return "memory_gather_mb_per_s", limits.memory_gather_mb_per_s
+        if c.order == "shuffle" and c.cache == "cold":
+            iops = limits.random_iops(sample)
+            if iops is not None:
+                random_read = ("random_read_qd32_samples", iops * sample / 1e6)
+                budgeted = c.cache_budget is not None
+                if budgeted or random_read[1] > limits.storage_read_mb_per_s:
+                    return random_read
+        if c.cache == "cold":
+            return "storage_read_mb_per_s", limits.storage_read_mb_per_s
+        return "page_cache_read_mb_per_s", limits.page_cache_read_mb_per_s
 
     def with_limits(self, limits: MachineLimits | None) -> RunRecord:
         """The record with its share of the applicable ceiling (recomputed by today's rule)."""

@@ -31,7 +31,11 @@ def _with_limits(records: list[RunRecord], results: Path) -> list[RunRecord]:
     stored = load_all_limits(results)
     if not stored:
         return records
-    return [r.with_limits(stored.get(limits_key(r.environment.hostname, r.environment.data_device))) for r in records]
+    return [r.with_limits(stored.get(_limits_key(r))) for r in records]
+
+
+def _limits_key(r: RunRecord) -> str:
+    return limits_key(r.environment.hostname, r.environment.data_device, r.config.read_limit_mb_per_s)
 
 
 def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> Path:

@@ -41,8 +41,13 @@ def knob_parts(s: object) -> list[str]:
 
 
 def _residency(r: RunRecord) -> str:
-    before = r.system.residency_before
-    return f"{r.config.cache} ({max(before):.0%})" if before else r.config.cache
+    c, before = r.config, r.system.residency_before
+    text = f"{c.cache} ({max(before):.0%})" if before else c.cache
+    if c.cache_budget is not None:
+        text += f" budget={c.cache_budget}"
+    if c.read_limit_mb_per_s is not None:
+        text += f" read<={c.read_limit_mb_per_s:g}MB/s"
+    return text
 
 
 def results_table(records: list[RunRecord], title: str) -> Table:
@@ -122,19 +127,33 @@ def split_table(records: list[RunRecord]) -> Table:
 
 
 def limits_table(limits: MachineLimits) -> Table:
-    table = Table(title=f"limits of {limits.hostname} ({limits.data_filesystem} on {limits.data_device})")
+    throttle = f", reads throttled to {limits.read_limit_mb_per_s:g} MB/s" if limits.read_limit_mb_per_s else ""
+    table = Table(title=f"limits of {limits.hostname} ({limits.data_filesystem} on {limits.data_device}{throttle})")
     table.add_column("ceiling")
     table.add_column("MB/s", justify="right")
-    rows = (
-        (f"storage sequential read ({limits.storage_read_method})", limits.storage_read_mb_per_s),
-        ("page-cache read", limits.page_cache_read_mb_per_s),
-        ("host-to-device, pageable", limits.h2d_pageable_mb_per_s),
-        ("host-to-device, pinned", limits.h2d_pinned_mb_per_s),
-        ("device-to-device copy", limits.d2d_mb_per_s),
-    )
-    for label, value in rows:
+    table.add_column("IOPS", justify="right")
+    rows: list[tuple[str, float | None, float | None]] = [
+        (f"storage sequential read ({limits.storage_read_method}, 8 MiB x 4)", limits.storage_read_mb_per_s, None),
+        ("page-cache read (sequential copy)", limits.page_cache_read_mb_per_s, None),
+    ]
+    random = [(4096, limits.random_read_4k_qd1_iops, limits.random_read_4k_qd32_iops)]
+    if limits.random_read_block_bytes not in (None, 4096):
+        block = limits.random_read_block_bytes
+        random.append((block, limits.random_read_block_qd1_iops, limits.random_read_block_qd32_iops))
+    for size, qd1, qd32 in random:
+        for depth, iops in ((1, qd1), (32, qd32)):
+            if iops is not None:
+                rows.append((f"storage random read {size // 1024} KiB, queue depth {depth}", iops * size / 1e6, iops))
+    if limits.memory_gather_mb_per_s is not None:
+        rows.append((f"memory gather of {limits.gather_sample_bytes} B samples", limits.memory_gather_mb_per_s, None))
+    rows += [
+        ("host-to-device, pageable", limits.h2d_pageable_mb_per_s, None),
+        ("host-to-device, pinned", limits.h2d_pinned_mb_per_s, None),
+        ("device-to-device copy", limits.d2d_mb_per_s, None),
+    ]
+    for label, value, iops in rows:
         if value is not None:
-            table.add_row(label, f"{value:,.0f}")
+            table.add_row(label, f"{value:,.0f}", f"{iops:,.0f}" if iops is not None else "")
     return table
 
 

@@ -23,6 +23,7 @@ from iobench.data.manifest import FormatEntry, Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.results.record import RecordedConfig
+from iobench.run.confine import CacheBudget, Confinement, check_read_limit
 from iobench.run.distributed import SINGLE, World
 from iobench.run.loaders import LOADERS, LoaderName, check_reads
 from iobench.run.loaders.base import Fetch, LoaderSettings
@@ -69,8 +70,13 @@ class RunConfig:
     seed: int = 0
     cache: Cache = Cache.WARM  # timed epochs follow an untimed one: a stable first result
     eviction: Eviction = Eviction.AUTO
+    read_limit_mb_per_s: float | None = None  # reads throttled by a cgroup (iobench.run.confine)
+    cache_budget: CacheBudget | None = None  # page cache capped by a memory cgroup
 
     def __post_init__(self) -> None:
+        if isinstance(self.cache_budget, str):
+            object.__setattr__(self, "cache_budget", CacheBudget(self.cache_budget))
+        check_read_limit(self.read_limit_mb_per_s)
         object.__setattr__(self, "loader", LoaderName.parse(self.loader, "--loader"))
         object.__setattr__(self, "order", Order.parse(self.order, "--order"))
         object.__setattr__(self, "cache", Cache.parse(self.cache, "--cache"))
@@ -199,6 +205,13 @@ class ResolvedRun:
     def files(self) -> list[Path]:
         return self.entry.file_paths(self.dataset_dir)
 
+    @property
+    def confinement(self) -> Confinement:
+        """The throttle and the cache budget in bytes (a share is of this format's files)."""
+        c = self.config
+        budget = c.cache_budget.of(self.entry.bytes) if c.cache_budget is not None else None
+        return Confinement(c.read_limit_mb_per_s, budget)
+
     def epoch_order(self) -> EpochOrder | DistributedSamplerOrder:
         """This rank's batches: the DataLoader under torchrun takes torch's DistributedSampler, as
         training scripts do; the other loaders take a contiguous share of the epoch's shared order."""
@@ -240,6 +253,8 @@ class ResolvedRun:
             step=c.step,
             seed=c.seed,
             cache=c.cache.value,
+            read_limit_mb_per_s=c.read_limit_mb_per_s,
+            cache_budget=c.cache_budget.text if c.cache_budget is not None else None,
         )
 
 
@@ -310,3 +325,8 @@ def check_world(config: RunConfig, n_samples: int, world: World) -> None:
         raise IobenchError("--loader ray is one training process fed by a Ray cluster; run it without torchrun")
     if n_samples < world.size:
         raise IobenchError(f"{n_samples} samples cannot be shared by {world.size} ranks")
+    if config.read_limit_mb_per_s is not None or config.cache_budget is not None:
+        raise IobenchError(
+            "--read-limit and --cache-budget confine one process tree; under torchrun every rank would take "
+            "the whole budget: start torchrun inside one cgroup instead (scripts/confine.sh)"
+        )

@@ -12,9 +12,11 @@ its MB/s as a share of the ceiling that applies to it (the rule: `RunRecord.ceil
 from __future__ import annotations
 
 import datetime as dt
+import math
 import mmap
 import os
 import platform
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -22,26 +24,30 @@ from pathlib import Path
 
 import torch
 
+from iobench.data.manifest import Manifest
 from iobench.environment import mount_of
 from iobench.errors import IobenchError
 from iobench.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes
 from iobench.results.record import MachineLimits, limits_key
 from iobench.results.store import limits_path, load_all_limits
 from iobench.run.cache import evict
+from iobench.run.confine import Confinement, confined
 
 BLOCK = 8 * 2**20
 IN_FLIGHT = 4
 DEFAULT_PROBE_BYTES = 2**30
 PROBE_MARGIN = 1.05  # leave 5% of the probe's size free, as prepare does
+RANDOM_SECONDS = 3.0  # per random-read measurement
+PAGE = 4096
 
 
-def _key(data_dir: Path) -> str:
+def _key(data_dir: Path, read_limit: float | None) -> str:
     _fs, source = mount_of(data_dir)
-    return limits_key(platform.node(), source)
+    return limits_key(platform.node(), source, read_limit)
 
 
-def load_limits(results: Path, data_dir: Path) -> MachineLimits | None:
-    return load_all_limits(results).get(_key(data_dir))
+def load_limits(results: Path, data_dir: Path, read_limit: float | None = None) -> MachineLimits | None:
+    return load_all_limits(results).get(_key(data_dir, read_limit))
 
 
 def save_limits(results: Path, data_dir: Path, limits: MachineLimits) -> Path:
@@ -50,7 +56,7 @@ def save_limits(results: Path, data_dir: Path, limits: MachineLimits) -> Path:
         stored = load_all_limits(results)
     except IobenchError:
         stored = {}  # a broken file is replaced by the fresh measurement
-    stored[_key(data_dir)] = limits
+    stored[_key(data_dir, limits.read_limit_mb_per_s)] = limits
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, {k: v.to_json() for k, v in stored.items()})
@@ -60,14 +66,18 @@ def save_limits(results: Path, data_dir: Path, limits: MachineLimits) -> Path:
 
 
 def stored_or_measured(
-    results: Path, data_dir: Path, device: torch.device, announce: Callable[[], None] | None = None
+    results: Path,
+    data_dir: Path,
+    device: torch.device,
+    announce: Callable[[], None] | None = None,
+    read_limit: float | None = None,
 ) -> MachineLimits:
-    """The limits stored beside the results for this host and disk, measured and stored if none."""
-    limits = load_limits(results, data_dir)
+    """The limits stored beside the results for this host, disk and throttle, measured and stored if none."""
+    limits = load_limits(results, data_dir, read_limit)
     if limits is None:
         if announce is not None:
             announce()
-        limits = measure_limits(data_dir, device)
+        limits = measure_limits(data_dir, device, read_limit=read_limit)
         save_limits(results, data_dir, limits)
     return limits
 
@@ -132,6 +142,64 @@ def direct_read_mb_per_s(path: Path) -> tuple[float, str]:
     return size / 1e6 / seconds, method
 
 
+def random_read_iops(path: Path, block: int, depth: int, seconds: float = RANDOM_SECONDS) -> float:
+    """Reads of `block` bytes at random aligned offsets with `depth` in flight (one thread each, as
+    fio's psync engine with numjobs=depth), O_DIRECT, for `seconds` or as many reads as the file has
+    blocks, whichever ends first: what a shuffled cold epoch could reach."""
+    size = path.stat().st_size
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError:  # tmpfs: no storage to measure below the page cache
+        return math.nan
+    slots = size // block
+    done = [0] * depth
+    errors: list[BaseException] = []
+    deadline = time.perf_counter() + seconds
+    share = max(16, slots // depth)  # at most the file's size in all: a small probe measures briefly
+
+    def worker(k: int) -> None:
+        buf = mmap.mmap(-1, block)
+        rng = random.Random(k)
+        try:
+            while time.perf_counter() < deadline and done[k] < share:
+                for _ in range(16):
+                    os.preadv(fd, [buf], rng.randrange(slots) * block)
+                done[k] += 16
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            buf.close()
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(depth)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    elapsed = time.perf_counter() - t0
+    os.close(fd)
+    if errors:
+        raise errors[0]
+    return sum(done) / elapsed
+
+
+def memory_gather_mb_per_s(path: Path, sample_bytes: int, batch: int = 1024, nbytes: int = 256 * 2**20) -> float:
+    """Gathering random samples of sample_bytes from a resident array (the warm shuffled bound), in
+    delivered MB/s: index_select of 1024-sample batches from the first 256 MiB of the file."""
+    rows = min(nbytes, path.stat().st_size) // sample_bytes
+    with open(path, "rb") as f:
+        data = torch.frombuffer(bytearray(f.read(rows * sample_bytes)), dtype=torch.uint8).view(rows, sample_bytes)
+    generator = torch.Generator().manual_seed(0)
+    best = 0.0
+    for _ in range(3):
+        order = torch.randperm(rows, generator=generator)
+        t0 = time.perf_counter()
+        for start in range(0, rows - batch + 1, batch):
+            data.index_select(0, order[start : start + batch])
+        best = max(best, (rows // batch) * batch * sample_bytes / 1e6 / (time.perf_counter() - t0))
+    return best
+
+
 def page_cache_mb_per_s(path: Path) -> float:
     """Copying an entirely cached file into a user buffer (the best a warm epoch can do)."""
     buf = bytearray(BLOCK)
@@ -181,6 +249,16 @@ def cuda_limits(device: torch.device, nbytes: int = 256 * 2**20) -> dict:
     return out
 
 
+def _sample_bytes(data_file: Path | None) -> int:
+    """The sample size of the dataset the data file belongs to (512 B, the default's, for a probe)."""
+    if data_file is not None:
+        try:
+            return Manifest.load(data_file.parent.parent).spec.sample_bytes
+        except IobenchError:
+            pass
+    return 512
+
+
 def _largest_data_file(data_dir: Path, at_least: int) -> Path | None:
     """The largest prepared data file under data_dir (what runs read), if one is big enough."""
     best = None
@@ -199,6 +277,7 @@ def measure_limits(
     device: torch.device,
     probe_bytes: int = DEFAULT_PROBE_BYTES,
     announce: Callable[[], None] | None = None,
+    read_limit: float | None = None,
 ) -> MachineLimits:
     """Read a large file on the data directory's file system cold (O_DIRECT) and warm.
 
@@ -220,8 +299,13 @@ def measure_limits(
         if existing is None:
             write_probe(probe, probe_bytes)
         evict([probe], "fadvise")  # an unmapped, fsynced file: fadvise is enough, no root needed
-        storage, method = direct_read_mb_per_s(probe)
+        sample_bytes = _sample_bytes(existing)
+        block = max(PAGE, -(-sample_bytes // PAGE) * PAGE)
+        with confined(Confinement(read_limit_mb_per_s=read_limit), data_dir):
+            storage, method = direct_read_mb_per_s(probe)
+            random_iops = {(b, q): random_read_iops(probe, b, q) for b in dict.fromkeys((PAGE, block)) for q in (1, 32)}
         cache = page_cache_mb_per_s(probe)
+        gather = memory_gather_mb_per_s(probe, sample_bytes)
     except OSError as exc:
         raise IobenchError(f"cannot measure the limits in {data_dir}: {exc.strerror or exc}") from None
     finally:
@@ -239,5 +323,13 @@ def measure_limits(
         storage_read_mb_per_s=storage,
         storage_read_method=method,
         page_cache_read_mb_per_s=cache,
+        read_limit_mb_per_s=read_limit,
+        random_read_4k_qd1_iops=random_iops[PAGE, 1],
+        random_read_4k_qd32_iops=random_iops[PAGE, 32],
+        random_read_block_bytes=block,
+        random_read_block_qd1_iops=random_iops[block, 1],
+        random_read_block_qd32_iops=random_iops[block, 32],
+        memory_gather_mb_per_s=gather,
+        gather_sample_bytes=sample_bytes,
         **(cuda_limits(device) if device.type == "cuda" else {}),
     )

@@ -29,6 +29,7 @@ from iobench.run.aggregate import RankMeasurements, combine
 from iobench.run.cache import evict, resident_fraction
 from iobench.run.clocks import time_epoch
 from iobench.run.config import COLD_RESIDENCY_LIMIT, Cache, ResolvedRun, RunConfig
+from iobench.run.confine import confined
 from iobench.run.loaders import make_loader
 from iobench.run.loaders.base import Loader
 from iobench.run.steps import Step, make_step
@@ -59,8 +60,25 @@ def run(
     format's files and checks residency with mincore() before building a fresh loader; `warm`
     follows at least one untimed epoch; `as-is` touches nothing. Residency and the bytes read from
     storage are recorded for every timed epoch, whatever the mode. Under torchrun one process per
-    node evicts while the others wait, and every rank starts each timed epoch together.
+    node evicts while the others wait, and every rank starts each timed epoch together. With a read
+    limit or a cache budget the whole run (workers included) is inside a cgroup (`confine`).
     """
+    confinement = resolved.confinement
+    with confined(confinement, resolved.dataset_dir) as applied:
+        record = _measure(resolved, on_epoch, profile_dir)
+    if confinement:
+        budget = confinement.cache_budget_bytes
+        system = replace(
+            record.system,
+            cache_budget_bytes=budget,
+            cache_peak_bytes=applied.peak_cache_bytes if budget is not None else None,
+            confinement_method=applied.method,
+        )
+        record = replace(record, system=system)
+    return record.with_limits(limits)
+
+
+def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path | None) -> RunRecord:
     config, world, device = resolved.config, resolved.world, resolved.device
     spec, files = resolved.manifest.spec, resolved.files
     step = make_step(config.step, spec.features_per_sample, spec.n_classes, device, config.seed)
@@ -128,7 +146,7 @@ def run(
     shard = resolved.epoch_order().SHARD if world.size > 1 else None
     combined = combine(measured, world, world.hostnames(), spec.sample_bytes, shard)
     before = combined.system.residency_before
-    record = RunRecord(
+    return RunRecord(
         timestamp=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         config=resolved.recorded(),
         dataset=DatasetInfo(
@@ -153,7 +171,6 @@ def run(
         ),
         environment=environment(resolved.dataset_dir, device),
     )
-    return record.with_limits(limits)
 
 
 def _profile_epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, directory: Path) -> Path:

@@ -1,0 +1,318 @@
+"""Storage you control: a run's reads throttled and its page cache capped, by a cgroup around it.
+
+The process moves into a fresh cgroup for the run and back out after it; everything it starts
+meanwhile (DataLoader workers, a local Ray instance) is inside too. Two knobs:
+
+- `--read-limit MB/s`: a block-I/O throttle on the data directory's disk (v1
+  `blkio.throttle.read_bps_device`, v2 `io.max rbps=`). Slower storage, and a ceiling that holds
+  still on a shared virtual disk.
+- `--cache-budget SIZE`: the page cache the run may hold. A memory cgroup limits the process's own
+  memory too, so a governor process re-sets the limit every 10 ms to what the group holds other than
+  file cache (anonymous memory, shared memory of worker batches, kernel memory) plus the budget. v1
+  sets `memory.limit_in_bytes` with the OOM killer disabled for the group (a burst of allocations
+  between two adjustments waits instead of being killed); v2 sets `memory.high`, which throttles
+  rather than kills. Datasets 5-20x the budget then behave like datasets 5-20x the RAM.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from iobench.errors import IobenchError
+from iobench.signals import signals_held
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
+_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
+HELPER = "scripts/confine.sh"
+
+
+@dataclass(frozen=True)
+class CacheBudget:
+    """`256M` (bytes, binary units) or `20%` (of the dataset's files), as the user wrote it."""
+
+    text: str
+
+    def __post_init__(self) -> None:
+        self.of(1)  # refuse a malformed budget when it is given, not when the run starts
+
+    def of(self, dataset_bytes: int) -> int:
+        text = self.text.strip()
+        if text.endswith("%"):
+            try:
+                share = float(text[:-1])
+            except ValueError:
+                share = -1.0
+            if not 0 < share <= 100:
+                raise IobenchError(f"--cache-budget {self.text!r}: a share must be between 0% and 100%")
+            return max(1, int(dataset_bytes * share / 100))
+        m = _SIZE.match(text)
+        if m is None or float(m.group(1)) <= 0:
+            raise IobenchError(
+                f"--cache-budget {self.text!r}: give a size (256M, 1.5G) or a share of the dataset (20%)"
+            )
+        return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+
+
+@dataclass(frozen=True)
+class Confinement:
+    """What a run asks for; empty (both None) runs unconfined."""
+
+    read_limit_mb_per_s: float | None = None
+    cache_budget_bytes: int | None = None
+
+    def __post_init__(self) -> None:
+        limit = self.read_limit_mb_per_s
+        if limit is not None and not (limit > 0 and limit < float("inf")):
+            raise IobenchError(f"--read-limit must be a number of MB/s > 0, got {limit}")
+
+    def __bool__(self) -> bool:
+        return self.read_limit_mb_per_s is not None or self.cache_budget_bytes is not None
+
+
+@dataclass
+class Applied:
+    """How the confinement was done, and what the cache governor saw (for the record)."""
+
+    method: str = ""
+    throttled_device: str | None = None
+    peak_cache_bytes: int = 0
+
+
+def check_read_limit(value: float | None) -> float | None:
+    Confinement(read_limit_mb_per_s=value)
+    return value
+
+
+# ---- where the hierarchies are ------------------------------------------------------------------
+
+
+def _mounts() -> tuple[dict[str, Path], Path | None]:
+    """cgroup v1 mount points by controller, and the cgroup v2 mount, from /proc/self/mountinfo."""
+    v1: dict[str, Path] = {}
+    v2 = None
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        left, _, right = line.partition(" - ")
+        parts, tail = left.split(), right.split()
+        if len(parts) < 5 or len(tail) < 3:
+            continue
+        mountpoint = Path(parts[4].replace("\\040", " "))
+        if tail[0] == "cgroup2":
+            v2 = v2 or mountpoint
+        elif tail[0] == "cgroup":
+            for option in tail[2].split(","):
+                v1.setdefault(option, mountpoint)
+    return v1, v2
+
+
+def _own_paths() -> dict[str, str]:
+    """This process's cgroup per v1 controller ('' for v2), from /proc/self/cgroup."""
+    own: dict[str, str] = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _hid, controllers, path = line.split(":", 2)
+        for c in controllers.split(",") if controllers else [""]:
+            own[c] = path
+    return own
+
+
+class _Group:
+    """One cgroup directory made for this run, and the one the process came from."""
+
+    def __init__(self, home: Path, controller: str) -> None:
+        self.home = home
+        self.path = home / f"iobench-{os.getpid()}"
+        self.controller = controller
+        for stale in home.glob("iobench-*"):  # left by a run that was killed; removable only when empty
+            try:
+                stale.rmdir()
+            except OSError:
+                pass
+        try:
+            self.path.mkdir()
+        except FileExistsError:  # a previous run with this pid was killed: reuse its empty group
+            pass
+        except OSError as exc:
+            raise IobenchError(
+                f"--read-limit and --cache-budget need permission to create a cgroup in {home} "
+                f"({exc.strerror}); run as root, or under `sudo {HELPER}`"
+            ) from None
+
+    def write(self, name: str, value: str) -> None:
+        try:
+            (self.path / name).write_text(value)
+        except OSError as exc:
+            raise IobenchError(f"cannot set {self.path / name} to {value!r}: {exc.strerror or exc}") from None
+
+    def read(self, name: str) -> str:
+        return (self.path / name).read_text()
+
+    def enter(self) -> None:
+        self.write("cgroup.procs", str(os.getpid()))
+
+    def leave(self) -> None:
+        """Move every process still inside (ours and anything we started) home, then remove the group."""
+        for _ in range(20):
+            try:
+                pids = self.read("cgroup.procs").split()
+            except OSError:
+                return
+            for pid in pids:
+                try:
+                    (self.home / "cgroup.procs").write_text(pid)
+                except OSError:
+                    pass  # it exited meanwhile
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                continue
+
+
+def _group_for(controller: str) -> tuple[_Group, int]:
+    """A fresh group for a controller, beneath the process's own cgroup, and its cgroup version."""
+    v1, v2 = _mounts()
+    own = _own_paths()
+    if controller in v1:
+        return _Group(v1[controller] / own.get(controller, "/").lstrip("/"), controller), 1
+    if v2 is not None:
+        home = v2 / own.get("", "/").lstrip("/")
+        available = (home / "cgroup.controllers").read_text().split() if (home / "cgroup.controllers").exists() else []
+        if controller in available:
+            try:
+                (home / "cgroup.subtree_control").write_text(f"+{controller}")
+            except OSError as exc:
+                raise IobenchError(
+                    f"cgroup v2: cannot delegate {controller} below {home} ({exc.strerror}); run under "
+                    f"`sudo {HELPER}`, which starts iobench in a cgroup of its own"
+                ) from None
+            return _Group(home, controller), 2
+    name = "blkio/io" if controller == "blkio" else controller
+    raise IobenchError(f"this machine has no {name} cgroup controller mounted; --read-limit/--cache-budget need it")
+
+
+# ---- the read throttle ----------------------------------------------------------------------------
+
+
+def disk_of(path: Path) -> str:
+    """MAJ:MIN of the whole disk holding path (a throttle applies to disks, not partitions)."""
+    st = os.stat(path)
+    node = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+    if os.major(st.st_dev) == 0 or not node.exists():
+        raise IobenchError(f"--read-limit: {path} is not on a block device (tmpfs, NFS, btrfs subvolume?)")
+    if (node / "partition").exists():
+        node = node.resolve().parent
+    return (node / "dev").read_text().strip()
+
+
+def _throttle(limit_mb_per_s: float, data_dir: Path) -> tuple[_Group, str, str]:
+    device = disk_of(data_dir)
+    group, version = _group_for("blkio" if "blkio" in _mounts()[0] else "io")
+    rate = int(limit_mb_per_s * 1e6)
+    if version == 1:
+        group.write("blkio.throttle.read_bps_device", f"{device} {rate}")
+        return group, device, f"cgroup v1 blkio.throttle.read_bps_device {device}"
+    group.write("io.max", f"{device} rbps={rate}")
+    return group, device, f"cgroup v2 io.max {device} rbps"
+
+
+# ---- the cache budget -----------------------------------------------------------------------------
+
+
+class _Governor:
+    """The process that keeps the group's limit at (what it holds other than file cache) + budget;
+    started outside the group (`cache_governor`), before this process enters it."""
+
+    def __init__(self, group: _Group, version: int, budget: int) -> None:
+        self.group, self.version, self.budget = group, version, budget
+        self.process: subprocess.Popen | None = None
+        self.peak_cache = 0
+        self.failure = ""
+
+    def start(self) -> None:
+        args = [sys.executable, "-m", "iobench.run.cache_governor", str(self.group.path), str(self.version)]
+        self.process = subprocess.Popen(
+            [*args, str(self.budget)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True
+        )
+        if self.process.stdout.readline().strip() != "ready":
+            self.stop()
+            raise IobenchError(f"the cache budget's governor did not start: {self.failure or 'no reason given'}")
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        out, _ = self.process.communicate(input="", timeout=60)  # closing stdin ends it
+        self.process = None
+        words = out.split(maxsplit=2)
+        if len(words) >= 2 and words[0] == "peak":
+            self.peak_cache = int(words[1])
+            self.failure = words[2].strip() if len(words) > 2 else ""
+
+
+def _budget(budget: int) -> tuple[_Group, _Governor, str]:
+    group, version = _group_for("memory")
+    governor = _Governor(group, version, budget)
+    if version == 1:
+        group.write("memory.swappiness", "0")  # reclaim cache, not the process's memory
+        group.write("memory.oom_control", "1")  # wait for the governor rather than kill
+        method = "cgroup v1 memory.limit_in_bytes = non-cache usage + budget every 10 ms, OOM killer off"
+    else:
+        if (group.path / "memory.swap.max").exists():
+            group.write("memory.swap.max", "0")
+        method = "cgroup v2 memory.high = non-cache usage + budget every 10 ms"
+    return group, governor, method
+
+
+def _release(groups: list[_Group], governor: _Governor | None, applied: Applied) -> None:
+    """Every step runs even when one raises (torch's SIGCHLD handler can, when a worker died)."""
+    raised: BaseException | None = None
+    steps = [group.leave for group in reversed(groups)] + ([governor.stop] if governor is not None else [])
+    for step in steps:
+        try:
+            step()
+        except BaseException as exc:  # noqa: BLE001 - re-raised once the others have run
+            raised = raised or exc
+    if governor is not None:
+        applied.peak_cache_bytes = governor.peak_cache
+    if raised is not None:
+        raise raised
+
+
+@contextmanager
+def confined(confinement: Confinement, data_dir: Path) -> Iterator[Applied]:
+    """Run the body (and every process it starts) throttled and budgeted; unconfined if empty."""
+    applied = Applied()
+    if not confinement:
+        yield applied
+        return
+    groups: list[_Group] = []
+    governor = None
+    methods = []
+    try:
+        if confinement.read_limit_mb_per_s is not None:
+            group, applied.throttled_device, method = _throttle(confinement.read_limit_mb_per_s, data_dir)
+            groups.append(group)
+            methods.append(method)
+        if confinement.cache_budget_bytes is not None:
+            group, governor, method = _budget(confinement.cache_budget_bytes)
+            if groups and group.path == groups[0].path:  # v2: one group holds both controllers
+                group = groups[0]
+            else:
+                groups.append(group)
+            methods.append(method)
+        if governor is not None:
+            governor.start()  # from outside the group: it must never wait on the limit it sets
+        for group in groups:
+            group.enter()
+        applied.method = "; ".join(methods)
+        yield applied
+    finally:
+        with signals_held():  # an interrupt must not leave this process in the group
+            _release(groups, governor, applied)
+    if governor is not None and governor.failure:
+        raise IobenchError(f"the cache budget could not be kept: {governor.failure}")
