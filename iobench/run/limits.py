@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec
 from iobench.data.manifest import Manifest
 from iobench.environment import mount_of
 from iobench.errors import IobenchError
@@ -250,13 +251,13 @@ def cuda_limits(device: torch.device, nbytes: int = 256 * 2**20) -> dict:
 
 
 def _sample_bytes(data_file: Path | None) -> int:
-    """The sample size of the dataset the data file belongs to (512 B, the default's, for a probe)."""
+    """The sample size of the dataset the data file belongs to (the default dataset's for a probe)."""
     if data_file is not None:
         try:
             return Manifest.load(data_file.parent.parent).spec.sample_bytes
         except IobenchError:
             pass
-    return 512
+    return DatasetSpec(DEFAULT_SIZE).sample_bytes
 
 
 def _largest_data_file(data_dir: Path, at_least: int) -> Path | None:
