@@ -24,4 +24,4 @@ python -m iobench run --format memmap --loader tensorclass --no-shuffle "${commo
 python scripts/bench_ceilings.py "$(ls "$data"/*/npy/features.npy | head -1)" --read-limit 400 --rounds 2 \
   | tee "$out/fio_throttled.md"
 python scripts/bench_ceilings.py "$(ls "$data"/*/npy/features.npy | head -1)" --rounds 2 | tee "$out/fio.md"
-python -m iobench report --results "$r" --out "$out/report" >/dev/null
+python -m iobench report "$r" --out "$out/report" >/dev/null
