@@ -107,6 +107,31 @@ def _probe_source(data_dir: Path, probe_bytes: int) -> Path | None:
     return None
 
 
+def _in_threads(count: int, block: int, reads: Callable[[int, mmap.mmap], None]) -> float:
+    """Seconds for `count` threads to run reads(k, buffer), each with a page-aligned buffer of
+    `block` bytes (as O_DIRECT requires); os.preadv releases the GIL, so the reads overlap."""
+    errors: list[BaseException] = []
+
+    def worker(k: int) -> None:
+        buf = mmap.mmap(-1, block)
+        try:
+            reads(k, buf)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            buf.close()
+
+    t0 = time.perf_counter()
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(count)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return time.perf_counter() - t0
+
+
 def direct_read_mb_per_s(path: Path) -> tuple[float, str]:
     """Sequential read bandwidth bypassing the page cache; falls back to a cold buffered read."""
     size = path.stat().st_size
@@ -118,28 +143,15 @@ def direct_read_mb_per_s(path: Path) -> tuple[float, str]:
         fd = os.open(path, os.O_RDONLY)
         method = "buffered after eviction"
     offsets = list(range(0, size, BLOCK))
-    errors: list[BaseException] = []
 
-    def worker(k: int) -> None:
-        buf = mmap.mmap(-1, BLOCK)  # page-aligned, as O_DIRECT requires
-        try:
-            for off in offsets[k::IN_FLIGHT]:
-                os.preadv(fd, [buf], off)
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            buf.close()
+    def reads(k: int, buf: mmap.mmap) -> None:
+        for off in offsets[k::IN_FLIGHT]:
+            os.preadv(fd, [buf], off)
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(IN_FLIGHT)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    seconds = time.perf_counter() - t0
-    os.close(fd)
-    if errors:
-        raise errors[0]
+    try:
+        seconds = _in_threads(IN_FLIGHT, BLOCK, reads)
+    finally:
+        os.close(fd)
     return size / 1e6 / seconds, method
 
 
@@ -154,33 +166,20 @@ def random_read_iops(path: Path, block: int, depth: int, seconds: float = RANDOM
         return math.nan
     slots = size // block
     done = [0] * depth
-    errors: list[BaseException] = []
     deadline = time.perf_counter() + seconds
     share = max(16, slots // depth)  # at most the file's size in all: a small probe measures briefly
 
-    def worker(k: int) -> None:
-        buf = mmap.mmap(-1, block)
+    def reads(k: int, buf: mmap.mmap) -> None:
         rng = random.Random(k)
-        try:
-            while time.perf_counter() < deadline and done[k] < share:
-                for _ in range(16):
-                    os.preadv(fd, [buf], rng.randrange(slots) * block)
-                done[k] += 16
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            buf.close()
+        while time.perf_counter() < deadline and done[k] < share:
+            for _ in range(16):
+                os.preadv(fd, [buf], rng.randrange(slots) * block)
+            done[k] += 16
 
-    t0 = time.perf_counter()
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(depth)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    elapsed = time.perf_counter() - t0
-    os.close(fd)
-    if errors:
-        raise errors[0]
+    try:
+        elapsed = _in_threads(depth, block, reads)
+    finally:
+        os.close(fd)
     return sum(done) / elapsed
 
 
@@ -305,6 +304,7 @@ def measure_limits(
         with confined(Confinement(read_limit_mb_per_s=read_limit), data_dir):
             storage, method = direct_read_mb_per_s(probe)
             random_iops = {(b, q): random_read_iops(probe, b, q) for b in dict.fromkeys((PAGE, block)) for q in (1, 32)}
+        random_iops = {k: None if math.isnan(v) else v for k, v in random_iops.items()}  # tmpfs: no storage
         cache = page_cache_mb_per_s(probe)
         gather = memory_gather_mb_per_s(probe, sample_bytes)
     except OSError as exc:
