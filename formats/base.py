@@ -84,6 +84,17 @@ class TwoFileWriter(FormatWriter):
         return self._digests
 
 
+@dataclass(frozen=True)
+class FixedLayout:
+    """Where a format keeps sample i without encoding: features at features_offset + i * feature_bytes,
+    int64 labels at labels_offset + i * 8 (what the direct loader reads with plain preads)."""
+
+    features: Path
+    features_offset: int
+    labels: Path
+    labels_offset: int
+
+
 class FormatReader(ABC):
     """Random access to one prepared format.
 
@@ -144,6 +155,10 @@ class FormatReader(ABC):
     def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Samples [start, stop), the sequential pattern; formats override with a faster path."""
         return self.batch(np.arange(start, stop))
+
+    def fixed_layout(self) -> FixedLayout | None:
+        """The raw layout, checked, for formats whose samples lie at known offsets; None otherwise."""
+        return None
 
     @abstractmethod
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

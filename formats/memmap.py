@@ -22,7 +22,7 @@ import torch
 from tensordict import MemoryMappedTensor, TensorDict, tensorclass
 
 from iobench.data.dataset import DatasetSpec
-from iobench.formats.base import FormatReader, HashedFile, StorageFormat, TwoFileWriter
+from iobench.formats.base import FixedLayout, FormatReader, HashedFile, StorageFormat, TwoFileWriter
 
 FEATURES = "features.memmap"
 LABELS = "labels.memmap"
@@ -120,6 +120,10 @@ class MemmapReader(FormatReader):
     def _close(self, handle: tuple[TensorDict, Sample, list[BinaryIO]]) -> None:
         for f in handle[2]:
             f.close()
+
+    def fixed_layout(self) -> FixedLayout:
+        check_layout(self.directory, self.spec)
+        return FixedLayout(self.directory / FEATURES, 0, self.directory / LABELS, 0)
 
     def tensorclass(self) -> Sample:
         """The whole dataset as a tensorclass over the lazily mapped files."""

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from iobench.data.dataset import LABEL_DTYPE, DatasetSpec
-from iobench.formats.base import FormatReader, HashedFile, StorageFormat, TwoFileWriter
+from iobench.formats.base import FixedLayout, FormatReader, HashedFile, StorageFormat, TwoFileWriter
 
 FEATURES = "features.npy"
 LABELS = "labels.npy"
@@ -36,9 +36,9 @@ class NpyWriter(TwoFileWriter):
         self._start(*files)
 
 
-def check_header(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+def check_header(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> int:
     """The header must declare the spec's dtype and shape, and the file hold exactly that much data
-    (a header can declare anything; this is read before any mapping)."""
+    (a header can declare anything; this is read before any mapping). Returns where the data starts."""
     with open(path, "rb") as f:
         try:
             version = np.lib.format.read_magic(f)
@@ -53,6 +53,7 @@ def check_header(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> None:
     expected = offset + int(np.prod(shape)) * dtype.itemsize
     if path.stat().st_size != expected:
         raise ValueError(f"{path.name} holds {path.stat().st_size} bytes; its header needs {expected}")
+    return offset
 
 
 class NpyReader(FormatReader):
@@ -68,6 +69,11 @@ class NpyReader(FormatReader):
     def _close(self, handle: tuple[np.ndarray, np.ndarray]) -> None:
         for arr in handle:
             arr._mmap.close()
+
+    def fixed_layout(self) -> FixedLayout:
+        spec, features, labels = self.spec, self.directory / FEATURES, self.directory / LABELS
+        start = check_header(features, spec.np_dtype, (spec.n_samples, *spec.shape))
+        return FixedLayout(features, start, labels, check_header(labels, np.dtype(LABEL_DTYPE), (spec.n_samples,)))
 
     def sample(self, index: int) -> tuple[np.ndarray, int]:
         features, labels = self.handle

@@ -110,6 +110,9 @@ def test_a_cache_budget_caps_the_page_cache_of_the_run_and_its_workers(budget_da
 @pytest.mark.skipif(not _cgroups_here("blkio"), reason="needs root and a cgroup v1 blkio hierarchy")
 def test_a_read_limit_throttles_cold_reads_and_names_its_own_limits(confined_data, cli):
     results = confined_data / "throttle.jsonl"
+    data = confined_data / "data"
+    r = cli("limits", "--data-dir", data, "--results", results, "--probe-size", "16M", "--read-limit", "20")
+    assert r.code == 0 and "reads throttled to 20 MB/s" in r.out, r.err
     r = cli(
         "run", "--data-dir", confined_data / "data", "--format", "npy", "--cache", "cold", "--no-shuffle",
         "--read-limit", "20", "--runs", "2", "-q", "--device", "cpu", "--results", results,

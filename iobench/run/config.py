@@ -148,6 +148,11 @@ def _check(config: RunConfig) -> None:
         )
     if config.loader is LoaderName.GPU_RESIDENT and s.num_workers > 0:
         raise IobenchError("--loader gpu-resident reads the dataset once; --num-workers does not apply")
+    if config.loader is LoaderName.DIRECT and (s.persistent_workers or s.prefetch_factor is not None or not s.in_order):
+        raise IobenchError(
+            "--loader direct: --num-workers is its reads in flight (0: 32); --persistent-workers, "
+            "--prefetch-factor and --no-in-order do not apply"
+        )
     if config.loader is LoaderName.RAY:
         _check_ray(s)
     elif s.ray_address is not None:

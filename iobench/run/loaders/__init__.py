@@ -20,6 +20,7 @@ class LoaderName(Choice):
     TENSORCLASS = "tensorclass"
     GPU_RESIDENT = "gpu-resident"
     RAY = "ray"
+    DIRECT = "direct"
 
 
 @dataclass(frozen=True)
@@ -41,6 +42,8 @@ LOADERS: dict[LoaderName, LoaderKind] = {
         LoaderKind(LoaderName.TENSORCLASS, ("memmap",), "tensorclass", "TensorclassLoader"),
         LoaderKind(LoaderName.GPU_RESIDENT, tuple(FORMATS), "resident", "ResidentLoader"),
         LoaderKind(LoaderName.RAY, tuple(FORMATS), "ray_actors", "RayLoader", extra="ray"),
+        # concurrent preadv straight into buffers: formats whose samples lie at known offsets
+        LoaderKind(LoaderName.DIRECT, ("npy", "memmap"), "direct", "DirectLoader"),
     )
 }
 CORE_LOADERS = tuple(k.name for k in LOADERS.values() if k.extra is None)
