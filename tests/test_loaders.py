@@ -237,3 +237,30 @@ def test_max_seconds_marks_the_epoch_partial(dataset_dir):
     finally:
         loader.close()
     assert timing.partial and 0 < timing.batches < -(-N // 16)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_direct_delivers_the_exact_dataset_with_any_number_of_reads_in_flight(dataset_dir, expected, threads):
+    features, labels = expected
+    for shuffle in (False, True):
+        arrived, _ = _collect(_config(dataset_dir, "npy", "direct", shuffle=shuffle, num_workers=threads))
+        got_f = torch.cat([b[0] for b in arrived]).numpy()
+        got_l = torch.cat([b[1] for b in arrived]).numpy()
+        assert len(got_f) == N
+        if not shuffle:
+            np.testing.assert_array_equal(got_f, features)
+        np.testing.assert_array_equal(np.sort(got_l), np.sort(labels))
+        # each sample's features arrive with its own label, whatever thread read them
+        by_row = {row.tobytes(): int(label) for row, label in zip(features, labels, strict=True)}
+        assert [by_row[row.tobytes()] for row in got_f] == got_l.tolist()
+
+
+def test_direct_reads_only_fixed_layouts_and_has_no_worker_knobs():
+    from iobench.run.config import RunConfig
+    from iobench.run.loaders.base import LoaderSettings
+
+    for fmt in ("hdf5", "lmdb"):
+        with pytest.raises(IobenchError, match=f"--loader direct does not read --format {fmt}"):
+            RunConfig(format=fmt, loader="direct")
+    with pytest.raises(IobenchError, match="--loader direct: --num-workers is its reads in flight"):
+        RunConfig(format="npy", loader="direct", settings=LoaderSettings(num_workers=2, persistent_workers=True))
