@@ -264,3 +264,5 @@ def test_direct_reads_only_fixed_layouts_and_has_no_worker_knobs():
             RunConfig(format=fmt, loader="direct")
     with pytest.raises(IobenchError, match="--loader direct: --num-workers is its reads in flight"):
         RunConfig(format="npy", loader="direct", settings=LoaderSettings(num_workers=2, persistent_workers=True))
+    with pytest.raises(IobenchError, match="--prefetch-thread"):  # it would queue views of reused buffers
+        RunConfig(format="npy", loader="direct", settings=LoaderSettings(prefetch_thread=2))

@@ -148,10 +148,12 @@ def _check(config: RunConfig) -> None:
         )
     if config.loader is LoaderName.GPU_RESIDENT and s.num_workers > 0:
         raise IobenchError("--loader gpu-resident reads the dataset once; --num-workers does not apply")
-    if config.loader is LoaderName.DIRECT and (s.persistent_workers or s.prefetch_factor is not None or not s.in_order):
+    direct_knobs = s.persistent_workers or s.prefetch_factor is not None or not s.in_order or s.prefetch_thread
+    if config.loader is LoaderName.DIRECT and direct_knobs:
         raise IobenchError(
-            "--loader direct: --num-workers is its reads in flight (0: 32); --persistent-workers, "
-            "--prefetch-factor and --no-in-order do not apply"
+            "--loader direct: --num-workers is its reads in flight (0: 32) and it reads two batches ahead "
+            "into its own buffers; --persistent-workers, --prefetch-factor, --prefetch-thread and --no-in-order "
+            "do not apply"
         )
     if config.loader is LoaderName.RAY:
         _check_ray(s)
