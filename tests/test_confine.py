@@ -41,6 +41,10 @@ def test_without_a_cgroup_to_create_the_run_says_so_in_one_line(monkeypatch, tmp
     with pytest.raises(IobenchError, match="need permission to create a cgroup in .*absent.*confine.sh"):
         with confined(Confinement(cache_budget_bytes=2**20), tmp_path):
             pass
+    # refused before any work as well (resolve and limits call this first)
+    with pytest.raises(IobenchError, match="need permission to create a cgroup in .*absent"):
+        confine.check_can_confine(Confinement(cache_budget_bytes=2**20), tmp_path)
+    confine.check_can_confine(Confinement(), tmp_path)  # nothing asked, nothing needed
     monkeypatch.setattr(confine, "_mounts", lambda: ({}, None))
     with pytest.raises(IobenchError, match="no memory cgroup controller"):
         with confined(Confinement(cache_budget_bytes=2**20), tmp_path):

@@ -23,7 +23,7 @@ from iobench.data.manifest import FormatEntry, Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.results.record import RecordedConfig
-from iobench.run.confine import CacheBudget, Confinement, check_read_limit
+from iobench.run.confine import CacheBudget, Confinement, check_can_confine, check_read_limit
 from iobench.run.distributed import SINGLE, World
 from iobench.run.loaders import LOADERS, LoaderName, check_reads
 from iobench.run.loaders.base import Fetch, LoaderSettings
@@ -295,7 +295,9 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
         raise IobenchError("--eviction drop_caches needs root (sudo iobench ...); or use --eviction fadvise")
     manifest = check_dataset(target.dataset_dir, config.format)
     check_world(config, manifest.spec.n_samples, world)
-    return ResolvedRun(config, target, world, manifest)
+    resolved = ResolvedRun(config, target, world, manifest)
+    check_can_confine(resolved.confinement, target.dataset_dir)
+    return resolved
 
 
 def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:

@@ -138,10 +138,7 @@ class _Group:
         except FileExistsError:  # a previous run with this pid was killed: reuse its empty group
             pass
         except OSError as exc:
-            raise IobenchError(
-                f"--read-limit and --cache-budget need permission to create a cgroup in {home} "
-                f"({exc.strerror}); run as root, or under `sudo {HELPER}`"
-            ) from None
+            raise _permission_error(home, exc.strerror or str(exc)) from None
 
     def write(self, name: str, value: str) -> None:
         try:
@@ -174,26 +171,58 @@ class _Group:
                 continue
 
 
-def _group_for(controller: str) -> tuple[_Group, int]:
-    """A fresh group for a controller, beneath the process's own cgroup, and its cgroup version."""
+def _home(controller: str) -> tuple[Path, int]:
+    """The process's own cgroup folder for a controller, and the cgroup version that has it."""
     v1, v2 = _mounts()
     own = _own_paths()
     if controller in v1:
-        return _Group(v1[controller] / own.get(controller, "/").lstrip("/"), controller), 1
+        return v1[controller] / own.get(controller, "/").lstrip("/"), 1
     if v2 is not None:
         home = v2 / own.get("", "/").lstrip("/")
-        available = (home / "cgroup.controllers").read_text().split() if (home / "cgroup.controllers").exists() else []
-        if controller in available:
-            try:
-                (home / "cgroup.subtree_control").write_text(f"+{controller}")
-            except OSError as exc:
-                raise IobenchError(
-                    f"cgroup v2: cannot delegate {controller} below {home} ({exc.strerror}); run under "
-                    f"`sudo {HELPER}`, which starts iobench in a cgroup of its own"
-                ) from None
-            return _Group(home, controller), 2
-    name = "blkio/io" if controller == "blkio" else controller
+        listed = home / "cgroup.controllers"
+        if controller in (listed.read_text().split() if listed.exists() else []):
+            return home, 2
+    name = "blkio/io" if controller in ("blkio", "io") else controller
     raise IobenchError(f"this machine has no {name} cgroup controller mounted; --read-limit/--cache-budget need it")
+
+
+def _io_controller() -> str:
+    return "blkio" if "blkio" in _mounts()[0] else "io"
+
+
+def _permission_error(home: Path, reason: str) -> IobenchError:
+    return IobenchError(
+        f"--read-limit and --cache-budget need permission to create a cgroup in {home} ({reason}); "
+        f"run as root, or under `sudo {HELPER}`"
+    )
+
+
+def check_can_confine(confinement: Confinement, data_dir: Path) -> None:
+    """Before any work starts: the controllers exist, their folders are writable, the disk can be throttled."""
+    needed = []
+    if confinement.read_limit_mb_per_s is not None:
+        disk_of(data_dir)
+        needed.append(_io_controller())
+    if confinement.cache_budget_bytes is not None:
+        needed.append("memory")
+    for controller in needed:
+        home, _version = _home(controller)
+        if not os.access(home, os.W_OK):
+            raise _permission_error(home, "Permission denied")
+
+
+def _group_for(controller: str) -> tuple[_Group, int]:
+    """A fresh group for a controller, beneath the process's own cgroup, and its cgroup version."""
+    home, version = _home(controller)
+    if version == 2:
+        try:
+            (home / "cgroup.subtree_control").write_text(f"+{controller}")
+        except OSError as exc:
+            raise IobenchError(
+                f"cgroup v2: cannot delegate {controller} below {home} ({exc.strerror}); run under "
+                f"`sudo {HELPER}`, which starts iobench in a cgroup of its own"
+            ) from None
+    return _Group(home, controller), version
 
 
 # ---- the read throttle ----------------------------------------------------------------------------
@@ -212,7 +241,7 @@ def disk_of(path: Path) -> str:
 
 def _throttle(limit_mb_per_s: float, data_dir: Path) -> tuple[_Group, str, str]:
     device = disk_of(data_dir)
-    group, version = _group_for("blkio" if "blkio" in _mounts()[0] else "io")
+    group, version = _group_for(_io_controller())
     rate = int(limit_mb_per_s * 1e6)
     if version == 1:
         group.write("blkio.throttle.read_bps_device", f"{device} {rate}")

@@ -32,7 +32,7 @@ from iobench.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes
 from iobench.results.record import MachineLimits, limits_key
 from iobench.results.store import limits_path, load_all_limits
 from iobench.run.cache import evict
-from iobench.run.confine import Confinement, confined
+from iobench.run.confine import Confinement, check_can_confine, confined
 
 BLOCK = 8 * 2**20
 IN_FLIGHT = 4
@@ -291,6 +291,7 @@ def measure_limits(
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise IobenchError(f"cannot create {data_dir}: {exc.strerror or exc}") from None
+    check_can_confine(Confinement(read_limit_mb_per_s=read_limit), data_dir)
     existing = _probe_source(data_dir, probe_bytes)
     if announce is not None:
         announce()
