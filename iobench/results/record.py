@@ -19,6 +19,7 @@ from typing import Any
 from iobench.errors import IobenchError
 from iobench.results.stats import summary
 
+PAGE = 4096  # the unit of a random read (a page; O_DIRECT alignment)
 SCHEMA_VERSION = 2  # 1: records written before the version was stored (read with the defaults below)
 
 
@@ -250,8 +251,8 @@ class MachineLimits:
 
     def random_iops(self, sample_bytes: int) -> float | None:
         """Queue-depth-32 random reads of the block that holds one sample, when measured for it."""
-        block = max(4096, -(-sample_bytes // 4096) * 4096)
-        if block == 4096:
+        block = read_block(sample_bytes)
+        if block == PAGE:
             return self.random_read_4k_qd32_iops
         return self.random_read_block_qd32_iops if block == self.random_read_block_bytes else None
 
@@ -267,6 +268,11 @@ class MachineLimits:
     @classmethod
     def from_json(cls, data: object) -> MachineLimits:
         return _part(cls, _mapping(data, "limits entry"))
+
+
+def read_block(sample_bytes: int) -> int:
+    """What one random read of a sample costs the storage: its size rounded up to whole 4 KiB pages."""
+    return max(PAGE, -(-sample_bytes // PAGE) * PAGE)
 
 
 def limits_key(hostname: str, data_device: str, read_limit_mb_per_s: float | None = None) -> str:

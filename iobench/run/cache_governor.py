@@ -20,7 +20,7 @@ POLL_SECONDS = 0.01
 # task structures of a forked DataLoader worker) are charged to the group and fail with ENOMEM at the
 # limit instead of waiting for reclaim. File cache may use it too, so the cache can exceed the budget
 # by up to this much; records show the peak actually held.
-HEADROOM = int(__import__("os").environ.get("IOBENCH_CACHE_HEADROOM", 4 * 2**20))
+HEADROOM = 4 * 2**20
 
 
 class Governor:

@@ -17,7 +17,6 @@ meanwhile (DataLoader workers, a local Ray instance) is inside too. Two knobs:
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -25,11 +24,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from iobench.data.dataset import parse_bytes
 from iobench.errors import IobenchError
 from iobench.signals import signals_held
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)i?b?\s*$", re.IGNORECASE)
-_UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40}
 HELPER = "scripts/confine.sh"
 
 
@@ -52,12 +50,12 @@ class CacheBudget:
             if not 0 < share <= 100:
                 raise IobenchError(f"--cache-budget {self.text!r}: a share must be between 0% and 100%")
             return max(1, int(dataset_bytes * share / 100))
-        m = _SIZE.match(text)
-        if m is None or float(m.group(1)) <= 0:
+        try:
+            return parse_bytes(text)
+        except IobenchError:
             raise IobenchError(
                 f"--cache-budget {self.text!r}: give a size (256M, 1.5G) or a share of the dataset (20%)"
-            )
-        return int(float(m.group(1)) * _UNITS[m.group(2).lower()])
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -81,7 +79,6 @@ class Applied:
     """How the confinement was done, and what the cache governor saw (for the record)."""
 
     method: str = ""
-    throttled_device: str | None = None
     peak_cache_bytes: int = 0
 
 
@@ -124,10 +121,9 @@ def _own_paths() -> dict[str, str]:
 class _Group:
     """One cgroup directory made for this run, and the one the process came from."""
 
-    def __init__(self, home: Path, controller: str) -> None:
+    def __init__(self, home: Path) -> None:
         self.home = home
         self.path = home / f"iobench-{os.getpid()}"
-        self.controller = controller
         for stale in home.glob("iobench-*"):  # left by a run that was killed; removable only when empty
             try:
                 stale.rmdir()
@@ -222,7 +218,7 @@ def _group_for(controller: str) -> tuple[_Group, int]:
                 f"cgroup v2: cannot delegate {controller} below {home} ({exc.strerror}); run under "
                 f"`sudo {HELPER}`, which starts iobench in a cgroup of its own"
             ) from None
-    return _Group(home, controller), version
+    return _Group(home), version
 
 
 # ---- the read throttle ----------------------------------------------------------------------------
@@ -239,15 +235,15 @@ def disk_of(path: Path) -> str:
     return (node / "dev").read_text().strip()
 
 
-def _throttle(limit_mb_per_s: float, data_dir: Path) -> tuple[_Group, str, str]:
+def _throttle(limit_mb_per_s: float, data_dir: Path) -> tuple[_Group, str]:
     device = disk_of(data_dir)
     group, version = _group_for(_io_controller())
     rate = int(limit_mb_per_s * 1e6)
     if version == 1:
         group.write("blkio.throttle.read_bps_device", f"{device} {rate}")
-        return group, device, f"cgroup v1 blkio.throttle.read_bps_device {device}"
+        return group, f"cgroup v1 blkio.throttle.read_bps_device {device}"
     group.write("io.max", f"{device} rbps={rate}")
-    return group, device, f"cgroup v2 io.max {device} rbps"
+    return group, f"cgroup v2 io.max {device} rbps"
 
 
 # ---- the cache budget -----------------------------------------------------------------------------
@@ -324,7 +320,7 @@ def confined(confinement: Confinement, data_dir: Path) -> Iterator[Applied]:
     methods = []
     try:
         if confinement.read_limit_mb_per_s is not None:
-            group, applied.throttled_device, method = _throttle(confinement.read_limit_mb_per_s, data_dir)
+            group, method = _throttle(confinement.read_limit_mb_per_s, data_dir)
             groups.append(group)
             methods.append(method)
         if confinement.cache_budget_bytes is not None:

@@ -29,7 +29,7 @@ from iobench.data.manifest import Manifest
 from iobench.environment import mount_of
 from iobench.errors import IobenchError
 from iobench.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes
-from iobench.results.record import MachineLimits, limits_key
+from iobench.results.record import PAGE, MachineLimits, limits_key, read_block
 from iobench.results.store import limits_path, load_all_limits
 from iobench.run.cache import evict
 from iobench.run.confine import Confinement, check_can_confine, confined
@@ -39,7 +39,6 @@ IN_FLIGHT = 4
 DEFAULT_PROBE_BYTES = 2**30
 PROBE_MARGIN = 1.05  # leave 5% of the probe's size free, as prepare does
 RANDOM_SECONDS = 3.0  # per random-read measurement
-PAGE = 4096
 
 
 def _key(data_dir: Path, read_limit: float | None) -> str:
@@ -301,7 +300,7 @@ def measure_limits(
             write_probe(probe, probe_bytes)
         evict([probe], "fadvise")  # an unmapped, fsynced file: fadvise is enough, no root needed
         sample_bytes = _sample_bytes(existing)
-        block = max(PAGE, -(-sample_bytes // PAGE) * PAGE)
+        block = read_block(sample_bytes)
         with confined(Confinement(read_limit_mb_per_s=read_limit), data_dir):
             storage, method = direct_read_mb_per_s(probe)
             random_iops = {(b, q): random_read_iops(probe, b, q) for b in dict.fromkeys((PAGE, block)) for q in (1, 32)}

@@ -40,7 +40,7 @@ class DirectLoader(Loader):
         if layout is None:
             raise IobenchError("--loader direct reads formats whose samples lie at known offsets (npy, memmap)")
         spec = reader.spec
-        self.row, self.offset, self.shuffled = spec.feature_bytes, layout.features_offset, reader.sequential is False
+        self.row, self.offset, self.shuffled = spec.feature_bytes, layout.features_offset, not reader.sequential
         t0 = time.perf_counter()
         self.fd: int | None = os.open(layout.features, os.O_RDONLY)
         labels = np.fromfile(layout.labels, dtype=np.int64, count=spec.n_samples, offset=layout.labels_offset)
