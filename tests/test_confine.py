@@ -56,6 +56,26 @@ def test_a_throttle_needs_a_block_device():
         confine.disk_of(Path("/proc/self"))
 
 
+def test_the_governor_stops_before_its_group_is_removed():
+    """A governor polling a removed group reads ENOENT/ENODEV and reports a broken budget (CI saw it)."""
+    order = []
+
+    class Step:
+        def __init__(self, name):
+            self.name, self.peak_cache = name, 7
+
+        def leave(self):
+            order.append(f"leave {self.name}")
+
+        def stop(self):
+            order.append("stop governor")
+
+    applied = confine.Applied()
+    confine._release([Step("blkio"), Step("memory")], Step("governor"), applied)
+    assert order == ["stop governor", "leave memory", "leave blkio"]
+    assert applied.peak_cache_bytes == 7
+
+
 def _cgroups_here(controller: str) -> bool:
     v1, _v2 = confine._mounts()
     return os.geteuid() == 0 and controller in v1 and os.access(v1[controller], os.W_OK)
