@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from iobench.data.content import Content, check_content
+from iobench.data.content import features as content_of
 from iobench.errors import IobenchError
 
 DEFAULT_SIZE = 10**6  # samples in the default dataset: about 520 MB per format
@@ -37,8 +39,10 @@ class DatasetSpec:
     dtype: str = "float32"
     n_classes: int = 1000
     seed: int = 0
+    content: Content = Content.RANDOM  # what generated features look like (iobench.data.content)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "content", Content.parse(self.content, "content"))
         if self.n_samples <= 0:
             raise IobenchError(f"size must be positive, got {self.n_samples}")
         if not self.shape or any(d <= 0 for d in self.shape):
@@ -49,6 +53,7 @@ class DatasetSpec:
             raise IobenchError(f"classes must be 1..{MAX_CLASSES:,} (labels are int64), got {self.n_classes}")
         if not 0 <= self.seed < 2**63:
             raise IobenchError(f"seed must be 0..2^63-1 (HDF5 and JSON store it as int64), got {self.seed}")
+        check_content(self.content, self.shape, self.np_dtype)
 
     @property
     def np_dtype(self) -> np.dtype:
@@ -81,11 +86,13 @@ class DatasetSpec:
     def name(self) -> str:
         """Default directory name: unique per spec, readable at a glance."""
         shape = "x".join(str(d) for d in self.shape)
-        return f"n{self.n_samples}_{shape}_{self.dtype}_c{self.n_classes}_s{self.seed}"
+        content = "" if self.content is Content.RANDOM else f"_{self.content}"
+        return f"n{self.n_samples}_{shape}_{self.dtype}{content}_c{self.n_classes}_s{self.seed}"
 
     def to_json(self) -> dict:
         d = asdict(self)
         d["shape"] = list(self.shape)
+        d["content"] = str(self.content)
         return d
 
     @classmethod
@@ -96,6 +103,7 @@ class DatasetSpec:
             dtype=str(d["dtype"]),
             n_classes=int(d["n_classes"]),
             seed=int(d["seed"]),
+            content=str(d.get("content", Content.RANDOM)),  # manifests before 0.2 hold random content
         )
 
 
@@ -171,21 +179,9 @@ def generate(spec: DatasetSpec, start: int = 0, stop: int | None = None) -> Iter
         hi = min(lo + rows, spec.n_samples)
         rng = np.random.default_rng([spec.seed, index])
         labels = rng.integers(0, spec.n_classes, size=hi - lo, dtype=LABEL_DTYPE)
-        features = _random_features(rng, (hi - lo, *spec.shape), spec.np_dtype)
+        features = content_of(spec.content, rng, (hi - lo, *spec.shape), spec.np_dtype)
         a, b = max(lo, start), min(hi, stop)
         yield Chunk(a, features[a - lo : b - lo], labels[a - lo : b - lo])
-
-
-def _random_features(rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    if dtype.kind == "f":
-        # Uniform floats in [-1, 1): cheap to generate and incompressible, like real features.
-        gen = np.float64 if dtype.itemsize == 8 else np.float32
-        out = rng.random(shape, dtype=gen)
-        out *= 2
-        out -= 1
-        return out.astype(dtype, copy=False)
-    info = np.iinfo(dtype)
-    return rng.integers(info.min, info.max, size=shape, dtype=dtype, endpoint=True)
 
 
 class ContentHasher:
