@@ -15,8 +15,12 @@ FEATURES = "features.npy"
 LABELS = "labels.npy"
 
 
-def _header(dtype: np.dtype, shape: tuple[int, ...]) -> dict:
-    return {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False, "shape": shape}
+def npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
+    """A .npy (2.0) header for a C-ordered array of dtype and shape; the data follows it."""
+    header = io.BytesIO()
+    fields = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_2_0(header, fields)
+    return header.getvalue()
 
 
 class NpyWriter(TwoFileWriter):
@@ -29,10 +33,8 @@ class NpyWriter(TwoFileWriter):
             (FEATURES, spec.np_dtype, (spec.n_samples, *spec.shape)),
             (LABELS, LABEL_DTYPE, (spec.n_samples,)),
         ):
-            header = io.BytesIO()
-            np.lib.format.write_array_header_2_0(header, _header(dtype, shape))
             files.append(HashedFile(directory / name))
-            files[-1].write(header.getvalue())
+            files[-1].write(npy_header(dtype, shape))
         self._start(*files)
 
 

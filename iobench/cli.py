@@ -26,6 +26,7 @@ from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec, parse_bytes, parse_s
 from iobench.data.manifest import Manifest, find_datasets
 from iobench.data.prepare import PrepareRequest, parse_formats, plan, prepare
 from iobench.data.verify import verify_dataset
+from iobench.data.workloads import PRESETS, Workload
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.progress import NullReporter, RichReporter, make_reporter
@@ -83,13 +84,29 @@ def _reporter(quiet: bool) -> RichReporter | NullReporter:
 @app.command("prepare")
 def prepare_cmd(
     size: Annotated[str, typer.Option(help="Number of samples: 1e7, 10000000, 10_000_000 or 10M.")] = str(DEFAULT_SIZE),
-    formats: Annotated[str, typer.Option(help=f"Comma list of {', '.join(FORMATS)}, or all.")] = "all",
+    formats: Annotated[
+        str,
+        typer.Option(
+            help=f"Comma list of {', '.join(FORMATS)}, or all. files (one file per sample: a million files for "
+            "the default size) is written when named or with all."
+        ),
+    ] = ",".join(n for n in FORMATS if n != "files"),
     data_dir: o.DataDir = Path("data"),
     dataset: o.DatasetName = None,
-    shape: Annotated[str, typer.Option(help="Per-sample shape, e.g. 128 or 3,32,32.")] = "128",
+    workload: Annotated[
+        str,
+        typer.Option(
+            help="What the samples look like: tabular (128 float32, random), image (3x224x224 uint8 photo-like), "
+            "small-image (3x32x32 uint8 photo-like) or tokens (2048 int32 ids). --shape/--dtype override it."
+        ),
+    ] = "tabular",
+    shape: Annotated[
+        str | None, typer.Option(help="Per-sample shape, e.g. 128 or 3,32,32 (default: the workload's).")
+    ] = None,
     dtype: Annotated[
-        str, typer.Option(help="Feature dtype: float32, float16, float64, uint8, int8..int64.")
-    ] = "float32",
+        str | None,
+        typer.Option(help="Feature dtype: float32, float16, float64, uint8, int8..int64 (default: the workload's)."),
+    ] = None,
     classes: Annotated[int, typer.Option(help="Number of label classes.")] = 1000,
     seed: Annotated[int, typer.Option(help="Seed of the deterministic generator.")] = 0,
     force: Annotated[
@@ -102,7 +119,12 @@ def prepare_cmd(
     quiet: o.Quiet = False,
 ) -> None:
     """Generate the shared dataset and write it in each format (atomically: temp dir, fsync, rename)."""
-    spec = DatasetSpec(parse_size(size), parse_shape(shape), dtype.lower(), classes, seed)
+    preset = PRESETS[Workload.parse(workload, "--workload")]
+    spec_shape = parse_shape(shape) if shape is not None else preset.shape
+    spec_dtype = dtype.lower() if dtype is not None else preset.dtype
+    # Photo and token content only where the shape and dtype can hold it; anything else is random.
+    same = (spec_shape, spec_dtype) == (preset.shape, preset.dtype)
+    spec = DatasetSpec(parse_size(size), spec_shape, spec_dtype, classes, seed, preset.content if same else "random")
     names = parse_formats(formats)
     options = {name: FORMATS[name].options() for name in names}
     if "hdf5" in options:

@@ -11,6 +11,7 @@ import lmdb
 import lz4.frame
 import numpy as np
 import pytest
+from PIL import Image
 from tensordict import TensorDict
 
 from iobench.data.dataset import DatasetSpec, generate
@@ -25,6 +26,7 @@ CASES = [
     ("hdf5", {"compression": "gzip", "compression_level": 1}),
     ("lmdb", {}),
     ("lmdb", {"samples_per_record": 7}),
+    ("files", {}),  # .npy per sample for f32, PNG for the uint8 image
 ]
 SPECS = [DatasetSpec(301, shape=(16,), n_classes=5, seed=1), DatasetSpec(64, shape=(3, 4, 4), dtype="uint8", seed=2)]
 
@@ -123,6 +125,18 @@ def test_files_open_with_their_own_libraries(tmp_path):
     td = TensorDict.load_memmap(tmp_path / "memmap")
     np.testing.assert_array_equal(td["features"].numpy(), features)
     np.testing.assert_array_equal(td["labels"].numpy(), labels)
+
+    image = DatasetSpec(12, shape=(3, 8, 6), dtype="uint8", content="photo", seed=5)
+    images, image_labels = expected(image)
+    (tmp_path / "img").mkdir()
+    write(tmp_path / "img", "files", image).close()
+    write(tmp_path, "files", spec).close()
+    for i in range(12):
+        with Image.open(tmp_path / f"img/files/samples/0/{i:02d}.png") as png:
+            np.testing.assert_array_equal(np.moveaxis(np.asarray(png), -1, 0), images[i])
+    np.testing.assert_array_equal(np.load(tmp_path / "img/files/labels.npy"), image_labels)
+    for i in (0, 49):
+        np.testing.assert_array_equal(np.load(tmp_path / f"files/samples/0/{i:02d}.npy"), features[i])
 
     env = lmdb.open(str(tmp_path / "lmdb"), readonly=True, lock=False)
     with env.begin() as txn:

@@ -13,6 +13,7 @@ import lmdb
 import lz4.frame
 import numpy as np
 import pytest
+from PIL import Image
 
 from iobench.formats.lmdb import record_key
 from tests.conftest import assert_one_line_error, invoke
@@ -195,3 +196,46 @@ def test_an_npy_header_that_lies_is_refused(dataset, cli):
     _rewrite_manifest(dataset, "npy")
     r = cli("run", "--data-dir", dataset.parent, "--format", "npy", "--device", "cpu", "-q")
     assert_one_line_error(r, "features.npy declares float64 (120, 12)")
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    root = tmp_path_factory.mktemp("images")
+    data = root / "data"
+    invoke("prepare", "--size", 30, "--shape", "3,8,8", "--dtype", "uint8", "--formats", "files", "--data-dir", data)
+    invoke("limits", "--data-dir", data, "--results", root / "r.jsonl", "--probe-size", "16M")
+    (dataset,) = data.iterdir()
+    return dataset
+
+
+def _results(images):
+    """Results beside the limits measured once for the module (a run measures them when missing)."""
+    return ["--results", images.parent.parent / "r.jsonl"]
+
+
+@pytest.mark.parametrize("size", [(60_000, 60_000), (8, 9)])
+def test_a_png_of_another_size_is_refused_before_it_is_decoded(images, tmp_path, cli, size):
+    dataset = tmp_path / "data" / images.name
+    shutil.copytree(images, dataset)
+    sample = dataset / "files" / "samples" / "0" / "07.png"
+    # 3.6 gigapixels of one colour: a few MB of PNG that would decode to 10.8 GB
+    Image.new("RGB", size).save(sample, format="PNG", compress_level=9)
+    _rewrite_manifest(dataset, "files")
+    r = cli("run", "--data-dir", dataset.parent, "--format", "files", "--device", "cpu", "-q", *_results(images))
+    assert r.code == 1 and "07.png" in r.err and "Traceback" not in r.err, r.err
+    # Pillow refuses a header over twice its pixel limit itself; a smaller lie meets iobench's check
+    assert ("decompression bomb" if size[0] > 10_000 else f"a RGB image of {size}") in r.err
+
+
+def test_a_sample_that_is_a_link_is_not_followed(images, tmp_path, cli):
+    dataset = tmp_path / "data" / images.name
+    shutil.copytree(images, dataset)
+    sample = dataset / "files" / "samples" / "0" / "03.png"
+    outside = tmp_path / "secret.png"
+    shutil.copy(sample, outside)
+    sample.unlink()
+    sample.symlink_to(outside)
+    r = cli("run", "--data-dir", dataset.parent, "--format", "files", "--device", "cpu", "-q", *_results(images))
+    assert r.code != 0 and "Traceback" not in r.err, r.err
+    r = cli("verify", "--data-dir", dataset.parent, "-q")
+    assert r.code == 1

@@ -1,0 +1,197 @@
+"""files: one file per sample, the layout of ImageFolder datasets and of DLIO's png/npz workloads.
+
+Image-shaped uint8 samples (H,W; C,H,W or H,W,C with 1, 3 or 4 channels) are lossless PNG; other
+samples are one .npy each. Samples are spread over sub-folders of PER_FOLDER files (a directory of
+hundreds of thousands of entries is slow on every file system); labels are one index file,
+`labels.npy`. Reads decode on every access, as a training job does.
+
+PNG is encoded and decoded with Pillow: it is what torchvision's ImageFolder uses by default, it is
+maintained, it ships wheels for every platform, and it does not tie iobench to a torchvision build
+matching the installed torch. Pillow's encoder releases the GIL, so the writer encodes on a thread
+per core.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from iobench.data.dataset import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.errors import IobenchError
+from iobench.formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
+from iobench.formats.npy import check_header, npy_header
+
+LABELS = "labels.npy"
+PER_FOLDER = 1000
+PNG_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+@dataclass(frozen=True)
+class FilesOptions:
+    encoding: str = "auto"  # png for image-shaped uint8 samples, npy otherwise
+
+    def __post_init__(self) -> None:
+        if self.encoding not in ("auto", "png", "npy"):
+            raise IobenchError(f"files encoding must be auto, png or npy, got {self.encoding!r}")
+
+
+def png_axes(shape: tuple[int, ...]) -> str | None:
+    """How an image shape maps to PNG's (H, W, C): 'hw', 'chw', 'hwc'; None if it is not an image."""
+    if len(shape) == 2:
+        return "hw"
+    if len(shape) == 3 and shape[0] in PNG_MODES:
+        return "chw"
+    if len(shape) == 3 and shape[2] in PNG_MODES:
+        return "hwc"
+    return None
+
+
+def sample_path(index: int, spec: DatasetSpec, suffix: str) -> str:
+    """Where sample `index` lives, relative to the format folder: samples/<folder>/<index>.<suffix>."""
+    width = len(str(spec.n_samples - 1))
+    folders = len(str((spec.n_samples - 1) // PER_FOLDER))
+    return f"samples/{index // PER_FOLDER:0{folders}d}/{index:0{width}d}.{suffix}"
+
+
+def encode_png(features: np.ndarray, axes: str) -> bytes:
+    image = np.moveaxis(features, 0, -1) if axes == "chw" else features
+    if image.ndim == 3 and image.shape[2] == 1:
+        image = image[:, :, 0]
+    out = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(image)).save(out, format="PNG")
+    return out.getvalue()
+
+
+def decode_png(data: io.BufferedReader, spec: DatasetSpec, axes: str, name: str) -> np.ndarray:
+    """Decode one sample; the header is checked against the spec before any pixel is decompressed
+    (a 1 KB PNG can declare gigapixels)."""
+    height, width = spec.shape[1:] if axes == "chw" else spec.shape[:2]
+    channels = 1 if axes == "hw" else (spec.shape[0] if axes == "chw" else spec.shape[2])
+    try:
+        with Image.open(data, formats=["PNG"]) as image:
+            if image.size != (width, height) or image.mode != PNG_MODES[channels]:
+                raise ValueError(f"{name}: a {image.mode} image of {image.size}; the spec says {spec.shape} uint8")
+            pixels = np.asarray(image)
+    except (OSError, SyntaxError, Image.DecompressionBombError) as exc:  # Pillow's verdicts on the bytes
+        raise ValueError(f"{name}: not a readable PNG ({exc})") from None
+    if axes == "chw":
+        return np.moveaxis(pixels.reshape(height, width, channels), -1, 0)
+    return pixels.reshape(spec.shape)
+
+
+class FilesWriter(FormatWriter):
+    def __init__(self, directory: Path, spec: DatasetSpec, options: FilesOptions) -> None:
+        super().__init__(directory, spec, options)
+        self.suffix = options.encoding
+        self.axes = png_axes(spec.shape)
+        self.labels = HashedFile(directory / LABELS)
+        self.labels.write(npy_header(LABEL_DTYPE, (spec.n_samples,)))
+        self._digests: dict[str, str] = {}
+        self._folders: set[str] = set()
+        self._pool = ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="files-encode")
+
+    def _encode(self, features: np.ndarray) -> bytes:
+        if self.suffix == "png":
+            return encode_png(features, self.axes or "")
+        out = io.BytesIO()
+        np.lib.format.write_array(out, np.ascontiguousarray(features), allow_pickle=False)
+        return out.getvalue()
+
+    def _write_one(self, index: int, features: np.ndarray) -> tuple[str, str]:
+        relative = sample_path(index, self.spec, self.suffix)
+        data = self._encode(features)
+        with open(self.directory / relative, "wb") as f:
+            f.write(data)
+        return relative, hashlib.sha256(data).hexdigest()
+
+    def write(self, chunk: Chunk) -> None:
+        first = chunk.start - chunk.start % PER_FOLDER
+        for i in range(first, chunk.stop, PER_FOLDER):  # every folder the chunk touches
+            folder = sample_path(i, self.spec, self.suffix).rsplit("/", 1)[0]
+            if folder not in self._folders:
+                (self.directory / folder).mkdir(parents=True, exist_ok=True)
+                self._folders.add(folder)
+        rows = range(len(chunk.labels))
+        step = max(1, len(rows) // (4 * (os.cpu_count() or 1)))
+        parts = [range(lo, min(lo + step, len(rows))) for lo in range(0, len(rows), step)]
+
+        def write_part(part: range) -> list[tuple[str, str]]:
+            return [self._write_one(chunk.start + r, chunk.features[r]) for r in part]
+
+        for digests in self._pool.map(write_part, parts):
+            self._digests.update(digests)
+        self.labels.write(chunk.labels)
+
+    def close(self) -> None:
+        self._pool.shutdown()
+        if (digest := self.labels.close()) is not None:
+            self._digests[LABELS] = digest
+
+    def digests(self) -> dict[str, str]:
+        return self._digests
+
+
+class FilesReader(FormatReader):
+    def _open(self) -> np.ndarray:
+        check_header(self.directory / LABELS, np.dtype(LABEL_DTYPE), (self.spec.n_samples,))
+        return np.load(self.directory / LABELS, mmap_mode="r", allow_pickle=False)
+
+    def _close(self, handle: np.ndarray) -> None:
+        handle._mmap.close()
+
+    def _features(self, index: int) -> np.ndarray:
+        spec, suffix = self.spec, self.options.encoding
+        relative = sample_path(index, spec, suffix)
+        # O_NOFOLLOW: a sample planted as a link must not make iobench read a file outside the dataset.
+        fd = os.open(self.directory / relative, os.O_RDONLY | _NOFOLLOW)
+        with open(fd, "rb") as f:
+            if suffix == "png":
+                return decode_png(f, spec, png_axes(spec.shape) or "", relative)
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(f, max_header_size=10_000)
+            if tuple(shape) != spec.shape or dtype != spec.np_dtype or fortran:
+                raise ValueError(f"{relative} declares {dtype} {tuple(shape)}; the spec says {spec.dtype} {spec.shape}")
+            data = np.frombuffer(f.read(spec.feature_bytes + 1), dtype=spec.np_dtype)
+            if data.size != spec.features_per_sample:
+                raise ValueError(f"{relative}: {data.nbytes} bytes of data; the spec says {spec.feature_bytes}")
+            return data.reshape(spec.shape)
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        labels = self.handle
+        features, _ = self._empty(len(indices))
+        for row, index in enumerate(indices):
+            features[row] = self._features(int(index))
+        return features, np.array(labels[indices])
+
+
+class FilesFormat(StorageFormat):
+    name = "files"
+    options_type = FilesOptions
+    python_bound_writer = True
+    writer_type = FilesWriter
+    reader_type = FilesReader
+
+    def resolve_options(self, spec: DatasetSpec, options: FilesOptions) -> FilesOptions:
+        image = spec.dtype == "uint8" and png_axes(spec.shape) is not None
+        if options.encoding == "png" and not image:
+            raise IobenchError(f"files: PNG needs image-shaped uint8 samples (H,W[,C] or C,H,W), got {spec.shape}")
+        if options.encoding == "auto":
+            return FilesOptions("png" if image else "npy")
+        return options
+
+    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+        check_header(directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
+
+    def estimate_bytes(self, spec: DatasetSpec, options: FilesOptions) -> int:
+        # PNG can exceed the raw size by a little on noise; npy adds a 128-byte header; 4 KiB blocks.
+        per_sample = -(-(int(spec.feature_bytes * 1.01) + 256) // 4096) * 4096
+        return spec.n_samples * per_sample + spec.n_samples * LABEL_DTYPE.itemsize + 4096
