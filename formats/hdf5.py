@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -62,8 +63,8 @@ class Hdf5Writer(FormatWriter):
         self._labels = self._file.create_dataset(
             "labels", shape=(spec.n_samples,), dtype=LABEL_DTYPE, chunks=(rows,), **options.filter_args()
         )
-        for key, value in spec.to_json().items():
-            self._file.attrs[key] = value
+        for key, value in spec.to_json().items():  # readable by h5py alone; the source as JSON text
+            self._file.attrs[key] = json.dumps(value) if isinstance(value, dict) or value is None else value
 
     def write(self, chunk: Chunk) -> None:
         self._features[chunk.start : chunk.stop] = chunk.features

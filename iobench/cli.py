@@ -22,11 +22,11 @@ from rich.table import Table
 from iobench import __version__
 from iobench import cli_options as o
 from iobench.choices import parse_ints, split_list
-from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec, parse_bytes, parse_shape, parse_size
+from iobench.data.dataset import DEFAULT_SIZE, parse_bytes
 from iobench.data.manifest import Manifest, find_datasets
 from iobench.data.prepare import PrepareRequest, parse_formats, plan, prepare
+from iobench.data.spec_options import SpecOptions, build_spec
 from iobench.data.verify import verify_dataset
-from iobench.data.workloads import PRESETS, Workload
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.progress import NullReporter, RichReporter, make_reporter
@@ -83,7 +83,10 @@ def _reporter(quiet: bool) -> RichReporter | NullReporter:
 
 @app.command("prepare")
 def prepare_cmd(
-    size: Annotated[str, typer.Option(help="Number of samples: 1e7, 10000000, 10_000_000 or 10M.")] = str(DEFAULT_SIZE),
+    size: Annotated[
+        str | None,
+        typer.Option(help=f"Number of samples: 1e7, 10000000, 10_000_000 or 10M [default: {DEFAULT_SIZE:.0e}]."),
+    ] = None,
     formats: Annotated[
         str,
         typer.Option(
@@ -107,8 +110,25 @@ def prepare_cmd(
         str | None,
         typer.Option(help="Feature dtype: float32, float16, float64, uint8, int8..int64 (default: the workload's)."),
     ] = None,
-    classes: Annotated[int, typer.Option(help="Number of label classes.")] = 1000,
-    seed: Annotated[int, typer.Option(help="Seed of the deterministic generator.")] = 0,
+    classes: Annotated[int | None, typer.Option(help="Number of label classes [default: 1000].")] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed of the deterministic generator [default: 0].")] = None,
+    source: Annotated[
+        str | None,
+        typer.Option(
+            "--from",
+            help="Your own data instead of generated: X.npy, D.npz, F.h5:NAME, a TensorDict memmap folder, or an "
+            "image folder in class sub-folders (resized and centre-cropped to --shape C,H,W).",
+        ),
+    ] = None,
+    labels: Annotated[
+        str | None, typer.Option(help="With --from X.npy or F.h5:NAME: the labels, Y.npy or F.h5:NAME (else zeros).")
+    ] = None,
+    features_key: Annotated[
+        str | None, typer.Option(help="With --from D.npz or a TensorDict: the features' key [default: features].")
+    ] = None,
+    labels_key: Annotated[
+        str | None, typer.Option(help="With --from D.npz or a TensorDict: the labels' key [default: labels].")
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite formats (or a different dataset) already there.")
     ] = False,
@@ -118,13 +138,21 @@ def prepare_cmd(
     lmdb_samples_per_record: Annotated[int, typer.Option(help="Samples in one LMDB record.")] = 1,
     quiet: o.Quiet = False,
 ) -> None:
-    """Generate the shared dataset and write it in each format (atomically: temp dir, fsync, rename)."""
-    preset = PRESETS[Workload.parse(workload, "--workload")]
-    spec_shape = parse_shape(shape) if shape is not None else preset.shape
-    spec_dtype = dtype.lower() if dtype is not None else preset.dtype
-    # Photo and token content only where the shape and dtype can hold it; anything else is random.
-    same = (spec_shape, spec_dtype) == (preset.shape, preset.dtype)
-    spec = DatasetSpec(parse_size(size), spec_shape, spec_dtype, classes, seed, preset.content if same else "random")
+    """Generate the shared dataset, or read yours (--from), and write it in each format (atomically)."""
+    spec = build_spec(
+        SpecOptions(
+            size=size,
+            workload=workload,
+            shape=shape,
+            dtype=dtype,
+            classes=classes,
+            seed=seed,
+            source=source,
+            labels=labels,
+            features_key=features_key,
+            labels_key=labels_key,
+        )
+    )
     names = parse_formats(formats)
     options = {name: FORMATS[name].options() for name in names}
     if "hdf5" in options:

@@ -11,11 +11,13 @@ import math
 import re
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
 from iobench.data.content import Content, check_content
 from iobench.data.content import features as content_of
+from iobench.data.source_info import SourceInfo
 from iobench.errors import IobenchError
 
 DEFAULT_SIZE = 10**6  # samples in the default dataset: about 520 MB per format
@@ -40,6 +42,7 @@ class DatasetSpec:
     n_classes: int = 1000
     seed: int = 0
     content: Content = Content.RANDOM  # what generated features look like (iobench.data.content)
+    source: SourceInfo | None = None  # prepare --from: read from there instead of generated
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "content", Content.parse(self.content, "content"))
@@ -87,12 +90,15 @@ class DatasetSpec:
         """Default directory name: unique per spec, readable at a glance."""
         shape = "x".join(str(d) for d in self.shape)
         content = "" if self.content is Content.RANDOM else f"_{self.content}"
+        if self.source is not None:
+            return f"{Path(self.source.path).stem}_n{self.n_samples}_{shape}_{self.dtype}_c{self.n_classes}"
         return f"n{self.n_samples}_{shape}_{self.dtype}{content}_c{self.n_classes}_s{self.seed}"
 
     def to_json(self) -> dict:
         d = asdict(self)
         d["shape"] = list(self.shape)
         d["content"] = str(self.content)
+        d["source"] = None if self.source is None else self.source.to_json()
         return d
 
     @classmethod
@@ -104,6 +110,7 @@ class DatasetSpec:
             n_classes=int(d["n_classes"]),
             seed=int(d["seed"]),
             content=str(d.get("content", Content.RANDOM)),  # manifests before 0.2 hold random content
+            source=SourceInfo.from_json(d["source"]) if d.get("source") else None,
         )
 
 
@@ -173,6 +180,12 @@ def generate(spec: DatasetSpec, start: int = 0, stop: int | None = None) -> Iter
     regenerated without generating what comes before it.
     """
     stop = spec.n_samples if stop is None else stop
+    if spec.source is not None:
+        from iobench.data.sources import source_chunks
+
+        for first, features, labels in source_chunks(spec.source, spec.chunk_rows, start, stop):
+            yield Chunk(first, features, labels)
+        return
     rows = spec.chunk_rows
     for index in range(start // rows, -(-stop // rows)):
         lo = index * rows

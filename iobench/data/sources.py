@@ -1,0 +1,291 @@
+"""`prepare --from`: the user's own data as the shared dataset, read in chunks (never whole).
+
+A source is opened and checked completely (readable, a supported dtype, one shape, labels of the
+same length, integer labels >= 0) before anything is written; afterwards it is read front to back,
+chunk by chunk, by every format writer that needs it. Sources are read with pickle refused.
+
+- `X.npy` (memory-mapped), labels `--labels Y.npy`;
+- `D.npz --features-key x --labels-key y` (streamed out of the archive: stored or deflated);
+- `F.h5:features`, labels `--labels F.h5:labels`;
+- a TensorDict memmap folder with a features and a labels entry (loaded with allow_pickle=False);
+- a folder of images in class sub-folders (ImageFolder): PNG/JPEG decoded with Pillow, resized to
+  cover --shape and centre-cropped, uint8 channels first; label = class index in sorted order.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iobench.data.dataset import LABEL_DTYPE, SUPPORTED_DTYPES
+from iobench.data.source_info import SourceInfo
+from iobench.errors import IobenchError
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+
+
+@dataclass
+class Opened:
+    """A source, checked: its size, shape, dtype and number of classes, and a way to read it in order."""
+
+    info: SourceInfo
+    n_samples: int
+    shape: tuple[int, ...]
+    dtype: str
+    n_classes: int
+
+
+def open_source(
+    text: str,
+    labels: str | None = None,
+    features_key: str | None = None,
+    labels_key: str | None = None,
+    shape: tuple[int, ...] | None = None,
+) -> Opened:
+    """Check a source completely; one line naming it when it cannot be used."""
+    path_text, _, inner = text.partition(":") if not Path(text).exists() else (text, "", "")
+    path = Path(path_text).expanduser().resolve()
+    if not path.exists():
+        raise IobenchError(f"--from {text}: no such file or folder")
+    if not os.access(path, os.R_OK):
+        raise IobenchError(f"--from {text}: not readable")
+    if path.is_dir():
+        kind = "tensordict" if (path / "meta.json").is_file() else "images"
+    else:
+        kind = {".npy": "npy", ".npz": "npz", ".h5": "hdf5", ".hdf5": "hdf5"}.get(path.suffix.lower(), "")
+        if not kind:
+            raise IobenchError(
+                f"--from {text}: unsupported source; give .npy, .npz, .h5:NAME, a TensorDict folder or an image folder"
+            )
+    if kind == "images":
+        if shape is None:
+            raise IobenchError(f"--from {text}: images are resized and cropped to --shape C,H,W; give one")
+        if len(shape) != 3 or shape[0] not in (1, 3):
+            raise IobenchError(f"--from {text}: --shape for images is C,H,W with C 1 or 3, got {shape}")
+    elif shape is not None:
+        raise IobenchError(f"--from {text}: --shape applies to image folders; an array keeps its own shape")
+    if kind == "npz":
+        feat, lab = features_key or "features", labels_key or ""
+        if labels_key is None and zipfile.is_zipfile(path) and "labels.npy" in zipfile.ZipFile(path).namelist():
+            lab = "labels"  # the default key when the archive has it; zeros otherwise
+    elif kind == "tensordict":
+        feat, lab = features_key or "features", labels_key or "labels"
+    elif kind == "hdf5":
+        if not inner:
+            raise IobenchError(f"--from {text}: name the dataset inside the file, e.g. {path_text}:features")
+        feat, lab = inner, ""
+    else:
+        feat, lab = "", ""
+    if labels is not None:
+        if kind not in ("npy", "hdf5"):
+            raise IobenchError(f"--labels is for .npy and .h5 sources; for {kind} use --labels-key")
+        lab = labels
+    if kind == "images":
+        files = _image_files(path)
+        size = sum(p.stat().st_size for p, _ in files)
+        mtime = max(p.stat().st_mtime for p, _ in files)
+    elif path.is_dir():
+        children = [p for p in path.rglob("*") if p.is_file()]
+        size, mtime = sum(p.stat().st_size for p in children), max(p.stat().st_mtime for p in children)
+    else:
+        size, mtime = path.stat().st_size, path.stat().st_mtime
+    info = SourceInfo(kind, str(path), feat, lab, size, mtime, tuple(shape or ()))
+    return check(info, text)
+
+
+def check(info: SourceInfo, text: str) -> Opened:
+    try:
+        with reading(info) as (features, labels, n, shape, dtype):
+            dtype_name = _dtype_name(dtype, text)
+            if labels is None:
+                n_classes = 1
+            else:
+                n_classes = _check_labels(labels, n, text)
+            return Opened(info, n, tuple(shape), dtype_name, n_classes)
+    except IobenchError:
+        raise
+    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
+        raise IobenchError(f"--from {text}: cannot read it ({type(exc).__name__}: {exc})") from None
+
+
+def _dtype_name(dtype: np.dtype, text: str) -> str:
+    name = np.dtype(dtype).name  # byte order aside: >f4 is float32 too
+    if name not in SUPPORTED_DTYPES:
+        raise IobenchError(
+            f"--from {text}: features of dtype {dtype} are not supported ({', '.join(SUPPORTED_DTYPES)})"
+        )
+    return name
+
+
+def _check_labels(labels: Any, n: int, text: str) -> int:
+    if len(labels) != n:
+        raise IobenchError(f"--from {text}: {n:,} samples but {len(labels):,} labels")
+    if not np.issubdtype(np.dtype(labels.dtype), np.integer):
+        raise IobenchError(f"--from {text}: labels must be integers, got {labels.dtype}")
+    low, high = 0, -1
+    step = 2**22
+    for start in range(0, n, step):
+        part = np.asarray(labels[start : start + step])
+        if part.ndim != 1:
+            raise IobenchError(f"--from {text}: labels must be one integer per sample, got shape {labels.shape}")
+        low, high = min(low, int(part.min())), max(high, int(part.max()))
+    if low < 0:
+        raise IobenchError(f"--from {text}: labels must be >= 0 (class indices), found {low}")
+    return max(1, high + 1)
+
+
+class reading:  # noqa: N801 - used as a context manager, like open()
+    """(features, labels or None, n, shape, dtype) of a source, open while inside."""
+
+    def __init__(self, info: SourceInfo) -> None:
+        self.info = info
+        self._close: list[Any] = []
+
+    def __enter__(self) -> tuple[Any, Any, int, tuple[int, ...], np.dtype]:
+        info, path = self.info, Path(self.info.path)
+        if info.kind == "npy":
+            features = np.load(path, mmap_mode="r", allow_pickle=False)
+            labels = np.load(info.labels, mmap_mode="r", allow_pickle=False) if info.labels else None
+        elif info.kind == "npz":
+            features = _NpzMember(path, info.features)
+            labels = np.asarray(_NpzMember(path, info.labels)[:]) if info.labels else None
+        elif info.kind == "hdf5":
+            import h5py
+
+            f = h5py.File(path, "r")
+            self._close.append(f)
+            features = _h5_dataset(f, info.features)
+            labels = None
+            if info.labels:
+                lpath, _, lname = info.labels.rpartition(":")
+                g = f if Path(lpath).resolve() == path else h5py.File(lpath, "r")
+                if g is not f:
+                    self._close.append(g)
+                labels = _h5_dataset(g, lname)
+        elif info.kind == "tensordict":
+            from tensordict import TensorDict
+
+            td = TensorDict.load_memmap(path, allow_pickle=False)
+            if info.features not in td.keys() or info.labels not in td.keys():
+                raise KeyError(f"the TensorDict holds {sorted(td.keys())}; need {info.features!r} and {info.labels!r}")
+            features, labels = td[info.features].numpy(), td[info.labels].numpy()
+        else:
+            files = _image_files(path)
+            features = _Images(files, info.image_shape)
+            labels = np.array([label for _, label in files], dtype=LABEL_DTYPE)
+        if features.ndim < 2 or len(features) == 0:
+            raise ValueError(f"features must be one sample per row, got shape {features.shape}")
+        return features, labels, len(features), tuple(features.shape[1:]), features.dtype
+
+    def __exit__(self, *exc: object) -> None:
+        for f in self._close:
+            f.close()
+
+
+def source_chunks(info: SourceInfo, rows: int, start: int, stop: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """(first sample, features, int64 labels) in order, rows at a time, from start to stop."""
+    with reading(info) as (features, labels, n, shape, dtype):
+        for lo in range(start, stop, rows):
+            hi = min(lo + rows, stop)
+            f = np.ascontiguousarray(features[lo:hi]).astype(np.dtype(dtype).newbyteorder("<"), copy=False)
+            lab = np.zeros(hi - lo, LABEL_DTYPE) if labels is None else np.asarray(labels[lo:hi]).astype(LABEL_DTYPE)
+            yield lo, f, lab
+
+
+def _h5_dataset(f: Any, name: str) -> Any:
+    import h5py
+
+    if name not in f or not isinstance(f[name], h5py.Dataset):
+        raise KeyError(f"no dataset {name!r} in {f.filename}")
+    return f[name]
+
+
+class _NpzMember:
+    """One array of an .npz, read front to back out of the archive (stored or deflated) without
+    loading it whole; slices must come in increasing order, as the writers read them."""
+
+    def __init__(self, path: Path, key: str) -> None:
+        self.zip = zipfile.ZipFile(path)
+        name = f"{key}.npy"
+        if name not in self.zip.namelist():
+            keys = [n.removesuffix(".npy") for n in self.zip.namelist()]
+            raise KeyError(f"no array {key!r} in the archive (it holds {', '.join(keys)})")
+        self.stream = self.zip.open(name)
+        version = np.lib.format.read_magic(self.stream)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, self.dtype = read(self.stream, max_header_size=10_000)
+        if fortran or self.dtype.hasobject or not shape:
+            raise ValueError(f"array {key!r} must be C-ordered numbers, one sample per row")
+        self.shape = tuple(shape)
+        self.ndim = len(self.shape)
+        self.row_bytes = int(np.prod(self.shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        self.position = 0
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        start, stop, _ = rows.indices(len(self))
+        if start < self.position:
+            raise ValueError("an .npz member is read in order")
+        self.stream.read((start - self.position) * self.row_bytes)
+        data = self.stream.read((stop - start) * self.row_bytes)
+        self.position = stop
+        if len(data) != (stop - start) * self.row_bytes:
+            raise ValueError("the archive member is shorter than its header says")
+        return np.frombuffer(data, dtype=self.dtype).reshape(stop - start, *self.shape[1:])
+
+
+def _image_files(root: Path) -> list[tuple[Path, int]]:
+    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    files = [
+        (p, label)
+        for label, folder in enumerate(classes)
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
+    ]
+    if not files:
+        raise IobenchError(f"--from {root}: no PNG or JPEG files in class sub-folders (the ImageFolder layout)")
+    return files
+
+
+class _Images:
+    """Image files decoded, resized to cover (H, W) and centre-cropped, as uint8 (C, H, W) rows."""
+
+    dtype = np.dtype(np.uint8)
+
+    def __init__(self, files: list[tuple[Path, int]], shape: tuple[int, ...]) -> None:
+        self.files, self.shape = files, (len(files), *shape)
+        self.ndim = 4
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        start, stop, _ = rows.indices(len(self))
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # Pillow decodes without the GIL
+            return np.stack(list(pool.map(self._one, range(start, stop))))
+
+    def _one(self, index: int) -> np.ndarray:
+        from PIL import Image
+
+        channels, height, width = self.shape[1:]
+        path = self.files[index][0]
+        try:
+            with Image.open(path) as image:
+                image = image.convert("RGB" if channels == 3 else "L")
+                scale = max(width / image.width, height / image.height)
+                size = (max(width, round(image.width * scale)), max(height, round(image.height * scale)))
+                image = image.resize(size, Image.BILINEAR)
+                left, top = (size[0] - width) // 2, (size[1] - height) // 2
+                pixels = np.asarray(image.crop((left, top, left + width, top + height)))
+        except (OSError, SyntaxError, Image.DecompressionBombError) as exc:
+            raise ValueError(f"{path}: not a readable image ({exc})") from None
+        return pixels[None] if channels == 1 else np.moveaxis(pixels, -1, 0)

@@ -1,0 +1,57 @@
+"""The dataset spec from prepare's options: a generated workload, or the user's own data (--from)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iobench.data.content import Content
+from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec, parse_shape, parse_size
+from iobench.data.sources import open_source
+from iobench.data.workloads import PRESETS, Workload
+from iobench.errors import IobenchError
+
+
+@dataclass(frozen=True, kw_only=True)
+class SpecOptions:
+    """prepare's options as given; None where the user gave none."""
+
+    size: str | None = None
+    workload: str = "tabular"
+    shape: str | None = None
+    dtype: str | None = None
+    classes: int | None = None
+    seed: int | None = None
+    source: str | None = None
+    labels: str | None = None
+    features_key: str | None = None
+    labels_key: str | None = None
+
+
+def build_spec(o: SpecOptions) -> DatasetSpec:
+    if o.source is not None:
+        return _from_source(o)
+    if o.labels is not None or o.features_key is not None or o.labels_key is not None:
+        raise IobenchError("--labels, --features-key and --labels-key go with --from")
+    preset = PRESETS[Workload.parse(o.workload, "--workload")]
+    shape = parse_shape(o.shape) if o.shape is not None else preset.shape
+    dtype = o.dtype.lower() if o.dtype is not None else preset.dtype
+    # Photo and token content only where the shape and dtype can hold it; anything else is random.
+    content = preset.content if (shape, dtype) == (preset.shape, preset.dtype) else Content.RANDOM
+    size = parse_size(o.size) if o.size is not None else DEFAULT_SIZE
+    classes = o.classes if o.classes is not None else 1000
+    return DatasetSpec(size, shape, dtype, classes, o.seed or 0, content)
+
+
+def _from_source(o: SpecOptions) -> DatasetSpec:
+    given = [
+        name
+        for name, value in (("--size", o.size), ("--dtype", o.dtype), ("--classes", o.classes), ("--seed", o.seed))
+        if value is not None
+    ]
+    if o.workload != Workload.TABULAR:
+        given.append("--workload")
+    if given:
+        raise IobenchError(f"--from takes the samples, dtype and classes from the source; drop {', '.join(given)}")
+    shape = parse_shape(o.shape) if o.shape is not None else None
+    opened = open_source(o.source, o.labels, o.features_key, o.labels_key, shape)
+    return DatasetSpec(opened.n_samples, opened.shape, opened.dtype, opened.n_classes, 0, source=opened.info)
