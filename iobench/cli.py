@@ -260,6 +260,8 @@ def run_cmd(
     eviction: o.Eviction = "auto",
     read_limit: o.ReadLimit = None,
     cache_budget: o.CacheBudget = None,
+    transform: o.Transform = "none",
+    transform_on: o.TransformOn = "host",
     profile: o.Profile = False,
     results: o.Results = Path("results/results.jsonl"),
     nproc: o.Nproc = None,
@@ -278,6 +280,7 @@ def run_cmd(
     options = dict(shuffle=shuffle, block_size=block_shuffle, epochs=epochs, warmup=warmup, runs=runs)
     options.update(max_batches=max_batches, max_seconds=max_seconds, step=step, seed=seed, cache=cache)
     options.update(read_limit_mb_per_s=read_limit, cache_budget=cache_budget)
+    options.update(transform=transform, transform_on=transform_on)
     configs = [_config(f, ld, settings, eviction=eviction, **options) for f, ld in pairs]
     if nproc is not None:
         launch_torchrun(nproc, _ARGV, data_dir, dataset, device, configs, _say, lambda: _reporter(quiet))
@@ -442,6 +445,8 @@ def sweep_cmd(
     step: o.Step = "none",
     read_limit: o.ReadLimit = None,
     cache_budget: o.CacheBudget = None,
+    transform: o.Transform = "none",
+    transform_on: o.TransformOn = "host",
     results: Annotated[Path, typer.Option(help="JSONL file; configurations already in it are skipped.")] = Path(
         "results/results.jsonl"
     ),
@@ -463,6 +468,8 @@ def sweep_cmd(
         step=step,
         read_limit_mb_per_s=read_limit,
         cache_budget=cache_budget,
+        transform=transform,
+        transform_on=transform_on,
     )
     lists = dict(format=format, loader=loader, fetch=fetch, batch_size=batch_size, num_workers=num_workers)
     lists.update(prefetch_factor=prefetch_factor, pin_memory=pin_memory, non_blocking=non_blocking)

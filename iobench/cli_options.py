@@ -114,6 +114,20 @@ CacheBudget = Annotated[
         "dataset 5x the budget behaves like one 5x the RAM. Needs root.",
     ),
 ]
+Transform = Annotated[
+    str,
+    typer.Option(
+        help="Preprocessing per sample, the same for every format and loader: none, augment (images: crop, flip, "
+        "normalise; other samples: gain, noise, standardise) or cpu:US (a fixed CPU cost in microseconds).",
+    ),
+]
+TransformOn = Annotated[
+    str,
+    typer.Option(
+        help="host: per sample where the loader reads (workers, actors, main process); device: batched after "
+        "the copy, as tensordict's recipe does (on a CPU-only machine, the same cores).",
+    ),
+]
 Profile = Annotated[
     bool, typer.Option("--profile", help="cProfile one extra epoch (and torch.profiler on CUDA) beside the results.")
 ]

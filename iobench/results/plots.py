@@ -19,7 +19,8 @@ def label(r: RunRecord) -> str:
     extra = f" {r.config.fetch}" if r.config.loader == "dataloader" else ""
     workers = f" w{r.config.num_workers}" if r.config.num_workers else ""
     ranks = f" ranks={r.config.world_size} t{r.environment.torch_threads}" if r.config.backend else ""
-    return f"{r.config.format}/{r.config.loader}{extra}{workers}{ranks}"
+    transform = f" {r.config.transform}@{r.config.transform_on}" if r.config.transform != "none" else ""
+    return f"{r.config.format}/{r.config.loader}{extra}{workers}{ranks}{transform}"
 
 
 def _mb(r: dict, seconds: float) -> float:
@@ -80,6 +81,30 @@ def scaling(records: list[RunRecord], path: Path) -> Path | None:
     ax.set_ylabel("samples/s")
     ax.set_title("scaling with dataset size")
     ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def sample_size(records: list[RunRecord], path: Path) -> Path | None:
+    """Samples/s and MB/s over the sample size, per format/loader/cache/order, when several sizes were run."""
+    series = defaultdict(list)
+    for r in records:
+        key = (label(r), r.config.cache, r.config.order)
+        series[key].append((r.dataset.sample_bytes, r.epochs.samples_per_s, r.epochs.mb_per_s))
+    series = {k: sorted(v) for k, v in series.items() if len({b for b, _, _ in v}) > 1}
+    if not series:
+        return None
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5))
+    for (name, cache, order), points in sorted(series.items()):
+        sizes, rates, mbs = zip(*points, strict=True)
+        left.plot(sizes, rates, marker="o", label=f"{name} {cache} {order}")
+        right.plot(sizes, mbs, marker="o")
+    for ax, unit in ((left, "samples/s"), (right, "MB/s (10^6 B)")):
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("bytes per sample")
+        ax.set_ylabel(unit)
+    left.set_title("throughput against sample size")
+    left.legend(fontsize=7)
     return _save(fig, path)
 
 

@@ -39,6 +39,7 @@ class EpochTiming:
     h2d_seconds: float
     step_seconds: float
     partial: bool  # stopped early by max_seconds
+    transform_seconds: float = 0.0  # --transform-on device: the batched transform after the copy
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,6 +76,8 @@ class RecordedConfig:
     cache: str
     read_limit_mb_per_s: float | None = None  # reads throttled to this (a cgroup), None: as the disk is
     cache_budget: str | None = None  # page cache capped (as given: 256M or 20%), None: all of RAM
+    transform: str = "none"  # none | augment | cpu:US, per sample
+    transform_on: str | None = None  # host (in the loader) or device (batched after the copy); None: no transform
 
     def identity(self) -> tuple:
         """The one definition of 'the same configuration' (sweeps resume by it, reports keep the latest).
@@ -95,6 +98,8 @@ class DatasetInfo:
     dtype: str
     sample_bytes: int
     dataset_bytes: int
+    workload: str | None = None  # tabular, image, small-image, tokens or custom (None: records before 0.2)
+    source: str | None = None  # prepare --from: the source's path; None: generated
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,6 +125,10 @@ class EpochStats:
     # Time in the step over epoch time, median over epochs (per rank under torchrun): the share of the
     # time the accelerator computes rather than waits for data. None without a step (schema 1 too).
     accelerator_utilisation: float | None = None
+    # --transform: the batched transform on the device per batch, and what one sample costs on the
+    # host (measured in the main process before the run, whichever side runs it).
+    transform_ms_per_batch: float = 0.0
+    transform_us_per_sample: float | None = None
 
     @classmethod
     def of(
@@ -146,6 +155,7 @@ class EpochStats:
             wait_ms_per_batch=1000 * sum(t.wait_seconds for t in timings) / batches,
             h2d_ms_per_batch=1000 * sum(t.h2d_seconds for t in timings) / batches,
             step_ms_per_batch=1000 * sum(t.step_seconds for t in timings) / batches,
+            transform_ms_per_batch=1000 * sum(t.transform_seconds for t in timings) / batches,
             # An epoch cut short by --max-batches or --max-seconds did not read the whole dataset.
             partial=any(t.partial for t in timings) or samples < n_samples,
             accelerator_utilisation=(

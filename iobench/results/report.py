@@ -56,6 +56,7 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> 
         ("Per-batch time split", plots.split(records, out / "split.png")),
         ("DataLoader settings", plots.settings_heatmap(records, out / "settings.png")),
         ("Percent of the physical limit", plots.percent_of_limit(records, out / "limit.png")),
+        ("Throughput against sample size", plots.sample_size(records, out / "sample_size.png")),
     ]
     lines = [f"# iobench report: {results.name}", "", f"{len(records)} configurations from `{results}`.", ""]
     lines += _environment(records)
@@ -66,7 +67,11 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> 
         "absolute deviation; MB = 10^6 bytes.",
         "",
     ]
-    lines += _table(records)
+    groups = workload_groups(records)
+    for name, group in groups.items():
+        if len(groups) > 1:
+            lines += ["", f"### {name}", ""]
+        lines += _table(group)
     notes = record_warnings(records)
     if notes:
         lines += ["", "### Warnings", ""] + [n.markdown() for n in notes]
@@ -76,6 +81,22 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> 
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def workload_of_record(r: RunRecord) -> str:
+    """What was read, in words: the workload (or the source), the sample size, the transform."""
+    d, c = r.dataset, r.config
+    what = f"from {Path(d.source).name}" if d.source else (d.workload or "tabular")
+    transform = f", {c.transform} on the {c.transform_on}" if c.transform != "none" else ""
+    return f"{what}, {d.sample_bytes:,} B/sample{transform}"
+
+
+def workload_groups(records: list[RunRecord]) -> dict[str, list[RunRecord]]:
+    """Records grouped by workload, sample size and transform, smallest samples first."""
+    groups: dict[str, list[RunRecord]] = {}
+    for r in sorted(records, key=lambda r: (r.dataset.sample_bytes, r.config.transform, r.config.transform_on or "")):
+        groups.setdefault(workload_of_record(r), []).append(r)
+    return groups
 
 
 def _environment(records: list[dict]) -> list[str]:

@@ -22,7 +22,16 @@ def settings_label(r: RunRecord) -> str:
         parts = [f"ranks={c.world_size}{nodes}", *parts, f"threads={r.environment.torch_threads}"]
     if c.loader == "dataloader":
         parts.append(f"fetch={c.fetch}")
-    return " ".join(parts + rest)
+    return " ".join(parts + rest + transform_parts(r))
+
+
+def transform_parts(r: RunRecord) -> list[str]:
+    """The transform, where it ran, and what one sample of it costs on the host."""
+    c = r.config
+    if c.transform == "none":
+        return []
+    cost = r.epochs.transform_us_per_sample
+    return [f"{c.transform}@{c.transform_on}" + (f" ({cost:,.0f} µs/sample)" if cost is not None else "")]
 
 
 def knob_parts(s: object) -> list[str]:
@@ -98,6 +107,9 @@ def split_table(records: list[RunRecord]) -> Table:
     table = Table(title="per batch (ms): waiting for the loader / host-to-device / step; storage reads per epoch")
     ranks = any(r.config.world_size > 1 for r in records)
     columns = ["format", "loader", "wait", "h2d", "step", "first batch s", "disk MB/epoch", "CPU %", "iowait %"]
+    on_device = any(r.config.transform_on == "device" for r in records)
+    if on_device:  # the batched transform after the copy, its own stage
+        columns.insert(4, "transform")
     if ranks:
         columns += ["rank MB/s (min-max)", "straggler"]
     for col in columns:
@@ -111,7 +123,7 @@ def split_table(records: list[RunRecord]) -> Table:
             if r.config.world_size > 1:
                 low, high = r.ranks.rank_mb_per_s_min or 0.0, r.ranks.rank_mb_per_s_max or 0.0
                 extra = [f"{low:,.0f}-{high:,.0f}", f"{r.ranks.straggler_ratio:.2f}x"]
-        table.add_row(
+        cells = [
             r.config.format,
             r.config.loader,
             f"{e.wait_ms_per_batch:.2f}",
@@ -122,7 +134,10 @@ def split_table(records: list[RunRecord]) -> Table:
             f"{100 * s.cpu_utilisation:.0f}" if s.cpu_utilisation is not None else "-",
             f"{100 * s.cpu_iowait:.0f}" if s.cpu_iowait is not None else "-",
             *extra,
-        )
+        ]
+        if on_device:
+            cells.insert(4, f"{e.transform_ms_per_batch:.2f}" if r.config.transform_on == "device" else "-")
+        table.add_row(*cells)
     return table
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from iobench.results.record import EpochTiming, RankStats, SystemStats
 from iobench.run.distributed import World
 
-PER_EPOCH = 12  # numbers per timed epoch in a rank's row (see _row)
+PER_EPOCH = 13  # numbers per timed epoch in a rank's row (see _row)
 
 
 @dataclass
@@ -52,7 +52,7 @@ def _row(m: RankMeasurements, world: World) -> list[float]:
     for t, s, before, after in zip(m.timings, m.system, m.resident_before, m.resident_after, strict=True):
         row += [t.seconds, t.first_batch_seconds, t.batches, t.samples, t.wait_seconds, t.h2d_seconds]
         row += [t.step_seconds, float(t.partial), _num(s["device_read_bytes"]) if node else 0.0]
-        row += [_num(s["process_read_bytes"]), before, after]
+        row += [_num(s["process_read_bytes"]), before, after, t.transform_seconds]
     row += [float(node), world.node_rank, _num(m.total["cpu_utilisation"]), _num(m.total["cpu_iowait"])]
     row += [m.peak_rss["peak_rss_bytes"], m.peak_rss["peak_rss_children_bytes"], *m.cuda_memory, *m.setup]
     return row
@@ -77,6 +77,7 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
                 h2d_seconds=sum(cols[5]),
                 step_seconds=sum(cols[6]),
                 partial=any(cols[7]),
+                transform_seconds=sum(cols[12]),
             )
         )
     node_tails = [t for t in tails if t[0]]

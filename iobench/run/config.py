@@ -29,6 +29,7 @@ from iobench.run.loaders import LOADERS, LoaderName, check_reads
 from iobench.run.loaders.base import Fetch, LoaderSettings
 from iobench.run.loaders.order import DistributedSamplerOrder, EpochOrder
 from iobench.run.steps import parse_step
+from iobench.run.transforms import TransformOn, parse_transform
 
 
 class Cache(Choice):
@@ -72,6 +73,8 @@ class RunConfig:
     eviction: Eviction = Eviction.AUTO
     read_limit_mb_per_s: float | None = None  # reads throttled by a cgroup (iobench.run.confine)
     cache_budget: CacheBudget | None = None  # page cache capped by a memory cgroup
+    transform: str = "none"  # none | augment | cpu:US (iobench.run.transforms)
+    transform_on: TransformOn = TransformOn.HOST  # per sample in the loader, or batched after the copy
 
     def __post_init__(self) -> None:
         if isinstance(self.cache_budget, str):
@@ -82,6 +85,8 @@ class RunConfig:
         object.__setattr__(self, "cache", Cache.parse(self.cache, "--cache"))
         object.__setattr__(self, "eviction", Eviction.parse(self.eviction, "--eviction"))
         object.__setattr__(self, "step", parse_step(self.step))
+        object.__setattr__(self, "transform", parse_transform(self.transform))
+        object.__setattr__(self, "transform_on", TransformOn.parse(self.transform_on, "--transform-on"))
         _check(self)
 
     @property
@@ -154,6 +159,17 @@ def _check(config: RunConfig) -> None:
             "--loader direct: --num-workers is its reads in flight (0: 32) and it reads two batches ahead "
             "into its own buffers; --persistent-workers, --prefetch-factor, --prefetch-thread and --no-in-order "
             "do not apply"
+        )
+    if config.transform.startswith("cpu:") and config.transform_on is TransformOn.DEVICE:
+        raise IobenchError("--transform cpu:US is a CPU cost per sample in the loader; use --transform-on host")
+    if (
+        config.transform != "none"
+        and config.transform_on is TransformOn.HOST
+        and config.loader in (LoaderName.GPU_RESIDENT, LoaderName.DIRECT)
+    ):
+        raise IobenchError(
+            f"--loader {config.loader} hands over raw batches (gpu-resident: already on the device; direct: the "
+            "reference for the hardware): use --transform-on device"
         )
     if config.loader is LoaderName.RAY:
         _check_ray(s)
@@ -262,6 +278,8 @@ class ResolvedRun:
             cache=c.cache.value,
             read_limit_mb_per_s=c.read_limit_mb_per_s,
             cache_budget=c.cache_budget.text if c.cache_budget is not None else None,
+            transform=c.transform,
+            transform_on=c.transform_on.value if c.transform != "none" else None,
         )
 
 

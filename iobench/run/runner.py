@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from iobench.data.workloads import workload_of
 from iobench.environment import environment
 from iobench.errors import RunFailed
 from iobench.formats import FORMATS
@@ -34,6 +35,9 @@ from iobench.run.loaders import make_loader
 from iobench.run.loaders.base import Loader
 from iobench.run.steps import Step, make_step
 from iobench.run.sysmetrics import SystemCounters, peak_rss_bytes
+from iobench.run.transforms import CALIBRATION_SAMPLES, Transform, TransformOn, make_transform
+
+DeviceTransform = Callable[[torch.Tensor], torch.Tensor] | None  # batched, after the copy
 
 # Called after every epoch: (run index, epoch index within the run, warm-up?, its timing).
 OnEpoch = Callable[[int, int, bool, EpochTiming], None]
@@ -45,7 +49,29 @@ def build_loader(resolved: ResolvedRun) -> Loader:
     fmt = FORMATS[c.format]
     reader = fmt.reader(entry.folder(resolved.dataset_dir), spec, fmt.options_from_json(entry.options))
     reader.sequential = not c.shuffle
-    return make_loader(c.loader, reader, resolved.epoch_order(), c.settings, resolved.device, entry.options)
+    host = transform_of(resolved) if c.transform_on is TransformOn.HOST else None
+    return make_loader(c.loader, reader, resolved.epoch_order(), c.settings, resolved.device, entry.options, host)
+
+
+def transform_of(resolved: ResolvedRun) -> Transform:
+    spec = resolved.manifest.spec
+    return make_transform(resolved.config.transform, spec.shape, spec.dtype)
+
+
+def _device_transform(resolved: ResolvedRun) -> DeviceTransform:
+    if resolved.config.transform == "none" or resolved.config.transform_on is TransformOn.HOST:
+        return None
+    return transform_of(resolved).batch
+
+
+def _transform_cost(resolved: ResolvedRun) -> float | None:
+    """Microseconds one sample's transform costs on the host, on the dataset's first samples."""
+    if resolved.config.transform == "none":
+        return None
+    fmt, entry, spec = FORMATS[resolved.config.format], resolved.entry, resolved.manifest.spec
+    with fmt.reader(entry.folder(resolved.dataset_dir), spec, fmt.options_from_json(entry.options)) as reader:
+        features, _ = reader.read_range(0, min(spec.n_samples, CALIBRATION_SAMPLES))
+    return transform_of(resolved).microseconds_per_sample(torch.from_numpy(features))
 
 
 def run(
@@ -94,6 +120,8 @@ def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path 
     profile_path = None
     epochs_per_run = config.warmup + config.epochs
     cold = config.cache is Cache.COLD
+    transform = _device_transform(resolved)
+    transform_cost = _transform_cost(resolved)
     started = time.perf_counter()
     first = last = None
     for r in range(config.runs):
@@ -103,7 +131,7 @@ def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path 
             for e in range(epochs_per_run):
                 epoch = r * epochs_per_run + e
                 if e < config.warmup:
-                    timing = _epoch(loader, epoch, step, config)
+                    timing = _epoch(loader, epoch, step, config, transform)
                     if on_epoch is not None:
                         on_epoch(r, e, True, timing)
                     continue
@@ -120,7 +148,7 @@ def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path 
                     setup.append(loader.setup_seconds())
                 world.barrier()  # every rank starts the epoch together
                 a = counters.snapshot(loader.process_ids())
-                timing = _epoch(loader, epoch, step, config)
+                timing = _epoch(loader, epoch, step, config, transform)
                 world.barrier()  # the node's counters cover every rank's epoch
                 b = counters.snapshot(loader.process_ids())
                 first = first or a
@@ -131,7 +159,7 @@ def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path 
                 if on_epoch is not None:
                     on_epoch(r, e, False, timing)
             if profile_dir is not None and r == config.runs - 1 and world.is_main:
-                profile_path = _profile_epoch(loader, (r + 1) * epochs_per_run, step, config, profile_dir)
+                profile_path = _profile_epoch(loader, (r + 1) * epochs_per_run, step, config, profile_dir, transform)
         finally:
             loader.close()
     cuda_memory = (
@@ -156,9 +184,14 @@ def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path 
             dtype=spec.dtype,
             sample_bytes=spec.sample_bytes,
             dataset_bytes=resolved.entry.bytes,
+            workload=workload_of(spec.shape, spec.dtype, spec.content) if spec.source is None else "custom",
+            source=spec.source.path if spec.source is not None else None,
         ),
-        epochs=EpochStats.of(
-            combined.timings, spec.sample_bytes, spec.n_samples, has_step=config.step != "none", ranks=world.size
+        epochs=replace(
+            EpochStats.of(
+                combined.timings, spec.sample_bytes, spec.n_samples, has_step=config.step != "none", ranks=world.size
+            ),
+            transform_us_per_sample=transform_cost,
         ),
         ranks=combined.ranks,
         system=replace(
@@ -173,7 +206,9 @@ def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path 
     )
 
 
-def _profile_epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, directory: Path) -> Path:
+def _profile_epoch(
+    loader: Loader, epoch: int, step: Step, config: RunConfig, directory: Path, transform: DeviceTransform
+) -> Path:
     """One extra epoch under cProfile (and torch.profiler on CUDA); not part of the timings."""
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     directory.mkdir(parents=True, exist_ok=True)
@@ -184,21 +219,21 @@ def _profile_epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, di
 
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
             profiler.enable()
-            _epoch(loader, epoch, step, config)
+            _epoch(loader, epoch, step, config, transform)
             profiler.disable()
         trace.export_chrome_trace(str(path.with_suffix(".trace.json")))
     else:
         profiler.enable()
-        _epoch(loader, epoch, step, config)
+        _epoch(loader, epoch, step, config, transform)
         profiler.disable()
     profiler.dump_stats(path)
     return path
 
 
-def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig) -> EpochTiming:
+def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, transform: DeviceTransform) -> EpochTiming:
     label = config.label
     try:
-        return time_epoch(loader, epoch, step, config.max_seconds)
+        return time_epoch(loader, epoch, step, config.max_seconds, transform)
     except RuntimeError as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if "DataLoader worker" in text:

@@ -13,6 +13,7 @@ from iobench.formats import FORMATS
 from iobench.formats.base import FormatReader
 from iobench.run.loaders.base import Loader, LoaderSettings
 from iobench.run.loaders.order import DistributedSamplerOrder, EpochOrder
+from iobench.run.transforms import Transform
 
 
 class LoaderName(Choice):
@@ -65,12 +66,15 @@ def make_loader(
     settings: LoaderSettings,
     device: torch.device,
     format_options: dict,
+    transform: Transform | None = None,
 ) -> Loader:
-    """Build the named loader over a format reader (with the prefetch thread around it when asked)."""
+    """Build the named loader over a format reader (with the prefetch thread around it when asked);
+    a host transform runs per sample where the loader reads (dataloader, tensorclass, ray)."""
     kind = LOADERS[name]
     cls = getattr(importlib.import_module(f"{__name__}.{kind.module}"), kind.cls)
     extra = (reader_format(reader), format_options) if name is LoaderName.RAY else ()
-    loader: Loader = cls(reader, order, settings, device, *extra)
+    per_sample = {"transform": transform} if transform is not None and transform.name != "none" else {}
+    loader: Loader = cls(reader, order, settings, device, *extra, **per_sample)
     if settings.prefetch_thread:
         from iobench.run.loaders.prefetch import PrefetchThread
 

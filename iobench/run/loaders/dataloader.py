@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from iobench.formats.base import FormatReader
 from iobench.run.loaders.base import Fetch, Loader, LoaderSettings
 from iobench.run.loaders.order import EpochOrder, indices_of
+from iobench.run.transforms import Transform
 
 
 class ReaderDataset(Dataset):
@@ -23,21 +24,25 @@ class ReaderDataset(Dataset):
     array of indices it returns a whole batch read in one call.
     """
 
-    def __init__(self, reader: FormatReader) -> None:
+    def __init__(self, reader: FormatReader, transform: Transform | None = None) -> None:
         self.reader = reader
+        self.transform = transform
 
     def __len__(self) -> int:
         return len(self.reader)
 
     def __getitem__(self, index: Any) -> Any:
+        t = self.transform
         if isinstance(index, slice):
             features, labels = self.reader.read_range(index.start, index.stop)
-            return torch.from_numpy(features), torch.from_numpy(labels)
-        if isinstance(index, np.ndarray):
+        elif isinstance(index, np.ndarray):
             features, labels = self.reader.batch(index)
-            return torch.from_numpy(features), torch.from_numpy(labels)
-        features, label = self.reader.sample(index)
-        return torch.from_numpy(np.ascontiguousarray(features)), label
+        else:
+            features, label = self.reader.sample(index)
+            sample = torch.from_numpy(np.ascontiguousarray(features))
+            return (sample if t is None else t.sample(sample)), label
+        batch = torch.from_numpy(features)
+        return (batch if t is None else t.per_samples(batch)), torch.from_numpy(labels)
 
 
 class EpochBatchSampler(Sampler):
@@ -99,12 +104,19 @@ def make_dataloader(dataset: Dataset, settings: LoaderSettings, **kw: Any) -> Da
 
 
 class DataLoaderLoader(Loader):
-    def __init__(self, reader: FormatReader, order: EpochOrder, settings: LoaderSettings, device: torch.device) -> None:
+    def __init__(
+        self,
+        reader: FormatReader,
+        order: EpochOrder,
+        settings: LoaderSettings,
+        device: torch.device,
+        transform: Transform | None = None,
+    ) -> None:
         super().__init__(order, settings, device)
         self.reader = reader
         item = settings.fetch is Fetch.ITEM
         self.sampler = EpochBatchSampler(order, as_lists=item)
-        dataset = ReaderDataset(reader)
+        dataset = ReaderDataset(reader, transform)
         if item:  # one __getitem__ per sample, default collate
             self.loader = make_dataloader(dataset, settings, batch_sampler=self.sampler)
         else:  # the dataset is indexed with a whole batch of indices

@@ -27,6 +27,7 @@ from iobench.errors import IobenchError, RunFailed
 from iobench.formats.base import FormatReader
 from iobench.run.loaders.base import Loader, LoaderSettings
 from iobench.run.loaders.order import EpochOrder
+from iobench.run.transforms import Transform
 
 DEFAULT_IN_FLIGHT_PER_ACTOR = 2  # torch's default prefetch_factor, for the same meaning
 
@@ -34,23 +35,33 @@ DEFAULT_IN_FLIGHT_PER_ACTOR = 2  # torch's default prefetch_factor, for the same
 class BatchReader:
     """The actor: one format reader in its own process, on whichever node Ray chose."""
 
-    def __init__(self, format_name: str, directory: str, spec: dict, options: dict, sequential: bool) -> None:
+    def __init__(
+        self, format_name: str, directory: str, spec: dict, options: dict, sequential: bool, transform: str = "none"
+    ) -> None:
         from iobench.data.dataset import DatasetSpec
         from iobench.formats import FORMATS
+        from iobench.run.transforms import make_transform
 
         fmt = FORMATS[format_name]
-        self.reader = fmt.reader(Path(directory), DatasetSpec.from_json(spec), fmt.options_from_json(options))
+        dataset = DatasetSpec.from_json(spec)
+        self.reader = fmt.reader(Path(directory), dataset, fmt.options_from_json(options))
         self.reader.sequential = sequential
+        self.transform = make_transform(transform, dataset.shape, dataset.dtype)
+
+    def _transformed(self, batch: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        if self.transform.name == "none":
+            return batch
+        return self.transform.per_samples(torch.from_numpy(batch[0])).numpy(), batch[1]
 
     def ready(self) -> tuple[str, int]:
         """Where the actor runs: close() waits for local actors' processes to end."""
         return platform.node(), os.getpid()
 
     def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        return self.reader.read_range(start, stop)
+        return self._transformed(self.reader.read_range(start, stop))
 
     def read_indices(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.reader.batch(indices)
+        return self._transformed(self.reader.batch(indices))
 
 
 def import_ray() -> Any:
@@ -87,12 +98,14 @@ class RayLoader(Loader):
         device: torch.device,
         format_name: str,
         options: dict,
+        transform: Transform | None = None,
     ) -> None:
         super().__init__(order, settings, device)
         self.ray = connect(settings.ray_address)
         started = time.perf_counter()
         actor = self.ray.remote(BatchReader).options(scheduling_strategy="SPREAD")
-        args = (format_name, str(reader.directory), reader.spec.to_json(), options, reader.sequential)
+        name = transform.name if transform is not None else "none"
+        args = (format_name, str(reader.directory), reader.spec.to_json(), options, reader.sequential, name)
         self.actors = [actor.remote(*args) for _ in range(settings.num_workers)]
         try:  # started before any epoch is timed
             here = platform.node()

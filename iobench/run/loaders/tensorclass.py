@@ -18,6 +18,7 @@ from iobench.formats.memmap import MemmapReader, Sample
 from iobench.run.loaders.base import DeviceBatch, Loader, LoaderSettings
 from iobench.run.loaders.dataloader import EpochBatchSampler, make_dataloader, passthrough
 from iobench.run.loaders.order import EpochOrder, Window
+from iobench.run.transforms import Transform
 
 
 class TensorclassBatches(Dataset):
@@ -28,9 +29,10 @@ class TensorclassBatches(Dataset):
     current batch is copied: mmap page faults alone read ahead far less.
     """
 
-    def __init__(self, reader: MemmapReader, pin: bool, readahead_mb: int) -> None:
+    def __init__(self, reader: MemmapReader, pin: bool, readahead_mb: int, transform: Transform | None = None) -> None:
         self.reader = reader
         self.pin = pin
+        self.transform = transform
         self.ahead = readahead_mb * 2**20 // reader.spec.sample_bytes  # in samples
         self._hinted = (-1, 0)  # (pid, samples hinted up to)
 
@@ -53,19 +55,39 @@ class TensorclassBatches(Dataset):
             if self.ahead:
                 self._hint(window)
             batch = data[window]  # a view of the memmap: the copy below is the read
+            if self.transform is not None:
+                return self._transformed(batch)
             return batch.pin_memory() if self.pin else batch.clone()
         batch = data[torch.from_numpy(window)]  # a gather: already a copy in RAM
+        if self.transform is not None:
+            return self._transformed(batch)
         return batch.pin_memory() if self.pin else batch
+
+    def _transformed(self, batch: Sample) -> Sample:
+        """Per sample, in whichever process reads (a worker or the main process), then pinned."""
+        features = self.transform.per_samples(batch.features)
+        out = Sample(features=features, labels=batch.labels.clone(), batch_size=batch.batch_size)
+        return out.pin_memory() if self.pin else out
 
 
 class TensorclassLoader(Loader):
-    def __init__(self, reader: MemmapReader, order: EpochOrder, settings: LoaderSettings, device: torch.device) -> None:
+    def __init__(
+        self,
+        reader: MemmapReader,
+        order: EpochOrder,
+        settings: LoaderSettings,
+        device: torch.device,
+        transform: Transform | None = None,
+    ) -> None:
         super().__init__(order, settings, device)
         self.reader = reader
         self.workers = settings.num_workers > 0
         # Without workers the main process pins; with workers the DataLoader's pin thread does.
         self.batches = TensorclassBatches(
-            reader, pin=settings.pin_memory and not self.workers, readahead_mb=settings.readahead_mb
+            reader,
+            pin=settings.pin_memory and not self.workers,
+            readahead_mb=settings.readahead_mb,
+            transform=transform,
         )
         self.sampler = EpochBatchSampler(order, as_lists=False)
         self.loader = (
