@@ -28,7 +28,7 @@ N = 203  # odd: the two ranks' shares differ by one sample, and DistributedSampl
 @pytest.fixture(scope="module")
 def dataset_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("dist")
-    invoke("prepare", "--size", N, "--shape", "3,4", "--data-dir", root / "data", "-q")
+    invoke("prepare", "--size", N, "--shape", "3,4", "--data-dir", root / "data", "-q", "--formats", "all")
     invoke("limits", "--data-dir", root / "data", "--results", root / "r.jsonl", "--probe-size", "16M")
     (d,) = (root / "data").iterdir()
     return d

@@ -35,6 +35,8 @@ def dataset_dir(tmp_path_factory):
                 "-q",
                 "--lmdb-samples-per-record",
                 "2",
+                "--formats",
+                "all",
             ]
         )
     assert exit_info.value.code == 0

@@ -33,7 +33,7 @@ def ray():
 @pytest.fixture(scope="module")
 def dataset_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("ray")
-    invoke("prepare", "--size", N, "--shape", "3,4", "--data-dir", root, "-q")
+    invoke("prepare", "--size", N, "--shape", "3,4", "--data-dir", root, "-q", "--formats", "all")
     (d,) = root.iterdir()
     return d
 

@@ -230,7 +230,7 @@ def _profile_epoch(
     return path
 
 
-def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, transform: DeviceTransform) -> EpochTiming:
+def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, transform: DeviceTransform = None) -> EpochTiming:
     label = config.label
     try:
         return time_epoch(loader, epoch, step, config.max_seconds, transform)

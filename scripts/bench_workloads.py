@@ -1,0 +1,132 @@
+#!/usr/bin/env python
+"""Benchmark the real-workload paths (issue 12) and print what was measured.
+
+Goals: `prepare --from` a 2 GB .npy takes at most 1.5x `prepare` of a generated dataset of the same
+spec, with a peak RSS under 1 GiB; the `files` format writes at least 20,000 small-image samples/s;
+with `--transform augment` on small-image the per-sample cost is reported and the DataLoader with 2
+workers is compared with 0 workers in one sweep. Generated and --from prepares alternate (disks
+drift), and each figure is the median of the repeats.
+
+    python scripts/bench_workloads.py --data-dir /path/on/the/disk [--gb 2] [--repeats 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def iobench(*args: object) -> tuple[float, int]:
+    """Run `iobench ARGS` in a child (it must succeed): its wall seconds, and the peak RSS of it and of
+    the writer processes it waited for (wait4's rusage), in bytes."""
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-m", "iobench", *map(str, args)], stdout=subprocess.DEVNULL)
+    _pid, status, usage = os.wait4(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"iobench {' '.join(map(str, args))} failed with {child.returncode}")
+    return time.perf_counter() - start, usage.ru_maxrss * 1024
+
+
+def write_source(path: Path, n: int) -> None:
+    """A .npy of n rows of 128 float32 written in chunks, and its labels."""
+    rng = np.random.default_rng(7)
+    features = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(n, 128))
+    for start in range(0, n, 2**20):
+        stop = min(start + 2**20, n)
+        features[start:stop] = rng.random((stop - start, 128), dtype=np.float32)
+    features.flush()
+    del features
+    np.save(path.with_name("labels.npy"), rng.integers(0, 1000, n))
+
+
+def prepare_pair(data: Path, n: int, repeats: int) -> None:
+    source = data / "source.npy"
+    write_source(source, n)
+    times: dict[str, list[float]] = {"generated": [], "from": []}
+    rss: dict[str, int] = {"generated": 0, "from": 0}
+    labels = source.with_name("labels.npy")
+    for _ in range(repeats):
+        for kind in ("generated", "from"):
+            out = data / kind
+            shutil.rmtree(out, ignore_errors=True)
+            args = ["--size", n] if kind == "generated" else ["--from", source, "--labels", labels]
+            seconds, peak = iobench("prepare", *args, "--data-dir", out, "-q")
+            times[kind].append(seconds)
+            rss[kind] = max(rss[kind], peak)
+    gen, src = statistics.median(times["generated"]), statistics.median(times["from"])
+    gb = n * 520 / 1e9
+    print(f"prepare, 4 formats of {gb:.2f} GB each ({n:,} samples of 128 float32), {repeats} alternating repeats:")
+    print(f"  generated: {gen:6.1f} s  (runs {', '.join(f'{t:.1f}' for t in times['generated'])})")
+    print(f"  --from:    {src:6.1f} s  (runs {', '.join(f'{t:.1f}' for t in times['from'])})")
+    print(f"  ratio --from / generated: {src / gen:.2f}x (goal <= 1.5x)")
+    for kind in ("generated", "from"):
+        print(f"  peak RSS, {kind}: {rss[kind] / 2**20:,.0f} MiB (goal for --from < 1024 MiB)")
+    shutil.rmtree(data / "generated", ignore_errors=True)
+    shutil.rmtree(data / "from", ignore_errors=True)
+    source.unlink()
+    source.with_name("labels.npy").unlink()
+
+
+def files_writing(data: Path, n: int) -> None:
+    out = data / "files"
+    shutil.rmtree(out, ignore_errors=True)
+    wall, _ = iobench(
+        "prepare", "--workload", "small-image", "--size", n, "--formats", "files", "--data-dir", out, "-q"
+    )
+    (manifest,) = out.glob("*/manifest.json")
+    entry = json.loads(manifest.read_text())["formats"]["files"]
+    print(f"files, small-image, {n:,} samples on {os.cpu_count()} cores:")
+    print(f"  writing (encode, write, hash): {n / entry['write_seconds']:,.0f} samples/s (goal >= 20,000)")
+    print(f"  whole prepare incl. generation and flush: {n / wall:,.0f} samples/s ({wall:.1f} s)")
+
+
+def transform_workers(data: Path, n: int) -> None:
+    out = data / "augment"
+    shutil.rmtree(out, ignore_errors=True)
+    iobench("prepare", "--workload", "small-image", "--size", n, "--formats", "npy,files", "--data-dir", out, "-q")
+    results = out / "sweep.jsonl"
+    iobench(
+        "sweep", "--data-dir", out, "--format", "npy,files", "--loader", "dataloader", "--num-workers", "0,2",
+        "--transform", "augment", "--runs", "3", "--device", "cpu", "--results", results, "-q",
+    )  # fmt: skip
+    print(f"--transform augment, small-image, {n:,} samples, warm, shuffled, DataLoader, one sweep:")
+    print(f"  {'format':<7} {'workers':>7} {'samples/s':>10} {'transform µs/sample':>20}")
+    rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    rates = {}
+    for r in rows:
+        rates[(r["format"], r["num_workers"])] = r["samples_per_s"]
+        cost = r["transform_us_per_sample"]
+        print(f"  {r['format']:<7} {r['num_workers']:>7} {r['samples_per_s']:>10,.0f} {cost:>20.0f}")
+    for fmt in ("npy", "files"):
+        if (fmt, 0) in rates and (fmt, 2) in rates:
+            print(f"  {fmt}: 2 workers / 0 workers = {rates[(fmt, 2)] / rates[(fmt, 0)]:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--gb", type=float, default=2.0, help="size of the --from source (GB)")
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--files-samples", type=int, default=100_000)
+    parser.add_argument("--augment-samples", type=int, default=20_000)
+    args = parser.parse_args()
+    args.data_dir.mkdir(parents=True, exist_ok=True)
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores, {platform.processor() or platform.machine()}")
+    prepare_pair(args.data_dir, int(args.gb * 1e9 / 512), args.repeats)
+    files_writing(args.data_dir, args.files_samples)
+    transform_workers(args.data_dir, args.augment_samples)
+
+
+if __name__ == "__main__":
+    main()
