@@ -151,7 +151,8 @@ class reading:  # noqa: N801 - used as a context manager, like open()
     def __enter__(self) -> tuple[Any, Any, int, tuple[int, ...], np.dtype]:
         info, path = self.info, Path(self.info.path)
         if info.kind == "npy":
-            features = np.load(path, mmap_mode="r", allow_pickle=False)
+            features = _RawRows.of_npy(path)
+            self._close.append(features)
             labels = np.load(info.labels, mmap_mode="r", allow_pickle=False) if info.labels else None
         elif info.kind == "npz":
             features = _NpzMember(path, info.features)
@@ -170,12 +171,17 @@ class reading:  # noqa: N801 - used as a context manager, like open()
                     self._close.append(g)
                 labels = _h5_dataset(g, lname)
         elif info.kind == "tensordict":
-            from tensordict import TensorDict
+            from tensordict import MemoryMappedTensor, TensorDict
 
             td = TensorDict.load_memmap(path, allow_pickle=False)
             if info.features not in td.keys() or info.labels not in td.keys():
                 raise KeyError(f"the TensorDict holds {sorted(td.keys())}; need {info.features!r} and {info.labels!r}")
-            features, labels = td[info.features].numpy(), td[info.labels].numpy()
+            mapped = td[info.features]
+            if not isinstance(mapped, MemoryMappedTensor) or mapped.filename is None:
+                raise ValueError(f"{info.features!r} is not a memory-mapped tensor in a file")
+            features = _RawRows(Path(mapped.filename), 0, tuple(mapped.shape), mapped.numpy().dtype)
+            self._close.append(features)
+            labels = td[info.labels].numpy()
         else:
             files = _image_files(path)
             features = _Images(files, info.image_shape)
@@ -205,6 +211,48 @@ def _h5_dataset(f: Any, name: str) -> Any:
     if name not in f or not isinstance(f[name], h5py.Dataset):
         raise KeyError(f"no dataset {name!r} in {f.filename}")
     return f[name]
+
+
+class _RawRows:
+    """Rows of a C-ordered array in a file, read with plain reads: a memory map of the source would
+    count every page read in the process's RSS (a 2 GB source: 2 GB of RSS)."""
+
+    def __init__(self, path: Path, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
+        self.file = open(path, "rb")  # noqa: SIM115 - closed by reading.__exit__
+        self.offset, self.shape, self.dtype, self.ndim = offset, shape, np.dtype(dtype), len(shape)
+        self.row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        if os.fstat(self.file.fileno()).st_size < offset + shape[0] * self.row_bytes:
+            self.file.close()
+            raise ValueError(f"{path.name} is shorter than its {shape} {self.dtype} need")
+
+    @classmethod
+    def of_npy(cls, path: Path) -> _RawRows:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(f, max_header_size=10_000)
+            offset = f.tell()
+        if fortran or dtype.hasobject or not shape:
+            raise ValueError(f"{path.name}: features must be C-ordered numbers, one sample per row")
+        return cls(path, offset, tuple(shape), dtype)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        start, stop, _ = rows.indices(len(self))
+        out = np.empty((stop - start, *self.shape[1:]), dtype=self.dtype)
+        view = memoryview(out).cast("B")
+        done = 0
+        while done < len(view):
+            n = os.preadv(self.file.fileno(), [view[done:]], self.offset + start * self.row_bytes + done)
+            if n == 0:
+                raise ValueError("the source file ended early")
+            done += n
+        return out
+
+    def close(self) -> None:
+        self.file.close()
 
 
 class _NpzMember:
