@@ -26,7 +26,7 @@ from PIL import Image
 from iobench.data.dataset import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
-from iobench.formats.npy import check_header, npy_header
+from iobench.formats.npy import check_header, npy_header, read_header
 
 LABELS = "labels.npy"
 PER_FOLDER = 1000
@@ -147,9 +147,7 @@ class FilesReader(FormatReader):
         with open(fd, "rb") as f:
             if suffix == "png":
                 return decode_png(f, spec, png_axes(spec.shape) or "", relative)
-            version = np.lib.format.read_magic(f)
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read(f, max_header_size=10_000)
+            shape, fortran, dtype = read_header(f)
             if tuple(shape) != spec.shape or dtype != spec.np_dtype or fortran:
                 raise ValueError(f"{relative} declares {dtype} {tuple(shape)}; the spec says {spec.dtype} {spec.shape}")
             data = np.frombuffer(f.read(spec.feature_bytes + 1), dtype=spec.np_dtype)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -38,14 +38,21 @@ class NpyWriter(TwoFileWriter):
         self._start(*files)
 
 
+def read_header(f: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """(shape, fortran order, dtype) of the .npy whose first byte f is at; leaves f at the data.
+    The header is a Python literal parsed by numpy's safe parser, never unpickled."""
+    version = np.lib.format.read_magic(f)
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = read(f, max_header_size=10_000)
+    return tuple(shape), fortran, dtype
+
+
 def check_header(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> int:
     """The header must declare the spec's dtype and shape, and the file hold exactly that much data
     (a header can declare anything; this is read before any mapping). Returns where the data starts."""
     with open(path, "rb") as f:
         try:
-            version = np.lib.format.read_magic(f)
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            header = read(f, max_header_size=10_000)
+            header = read_header(f)
         except (ValueError, OSError) as exc:
             raise ValueError(f"{path.name}: not a readable .npy header ({exc})") from None
         offset = f.tell()

@@ -27,6 +27,7 @@ import numpy as np
 from iobench.data.dataset import LABEL_DTYPE, SUPPORTED_DTYPES
 from iobench.data.source_info import SourceInfo
 from iobench.errors import IobenchError
+from iobench.formats.npy import read_header
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
@@ -228,9 +229,7 @@ class _RawRows:
     @classmethod
     def of_npy(cls, path: Path) -> _RawRows:
         with open(path, "rb") as f:
-            version = np.lib.format.read_magic(f)
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, fortran, dtype = read(f, max_header_size=10_000)
+            shape, fortran, dtype = read_header(f)
             offset = f.tell()
         if fortran or dtype.hasobject or not shape:
             raise ValueError(f"{path.name}: features must be C-ordered numbers, one sample per row")
@@ -266,9 +265,7 @@ class _NpzMember:
             keys = [n.removesuffix(".npy") for n in self.zip.namelist()]
             raise KeyError(f"no array {key!r} in the archive (it holds {', '.join(keys)})")
         self.stream = self.zip.open(name)
-        version = np.lib.format.read_magic(self.stream)
-        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, fortran, self.dtype = read(self.stream, max_header_size=10_000)
+        shape, fortran, self.dtype = read_header(self.stream)
         if fortran or self.dtype.hasobject or not shape:
             raise ValueError(f"array {key!r} must be C-ordered numbers, one sample per row")
         self.shape = tuple(shape)
