@@ -74,8 +74,9 @@ def open_source(
         raise IobenchError(f"--from {text}: --shape applies to image folders; an array keeps its own shape")
     if kind == "npz":
         feat, lab = features_key or "features", labels_key or ""
-        if labels_key is None and zipfile.is_zipfile(path) and "labels.npy" in zipfile.ZipFile(path).namelist():
-            lab = "labels"  # the default key when the archive has it; zeros otherwise
+        if labels_key is None and zipfile.is_zipfile(path):
+            with zipfile.ZipFile(path) as archive:  # the default key when the archive has it; zeros otherwise
+                lab = "labels" if "labels.npy" in archive.namelist() else ""
     elif kind == "tensordict":
         feat, lab = features_key or "features", labels_key or "labels"
     elif kind == "hdf5":
@@ -87,14 +88,16 @@ def open_source(
     if labels is not None:
         if kind not in ("npy", "hdf5"):
             raise IobenchError(f"--labels is for .npy and .h5 sources; for {kind} use --labels-key")
-        lab = labels
+        label_path, colon, name = labels.partition(":") if kind == "hdf5" else (labels, "", "")
+        lab = str(Path(label_path).expanduser().resolve()) + colon + name  # the writers may run elsewhere
     if kind == "images":
         files = _image_files(path)
         size = sum(p.stat().st_size for p, _ in files)
         mtime = max(p.stat().st_mtime for p, _ in files)
     elif path.is_dir():
         children = [p for p in path.rglob("*") if p.is_file()]
-        size, mtime = sum(p.stat().st_size for p in children), max(p.stat().st_mtime for p in children)
+        size = sum(p.stat().st_size for p in children)
+        mtime = max((p.stat().st_mtime for p in children), default=0.0)
     else:
         size, mtime = path.stat().st_size, path.stat().st_mtime
     info = SourceInfo(kind, str(path), feat, lab, size, mtime, tuple(shape or ()))
