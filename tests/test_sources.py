@@ -147,3 +147,14 @@ def test_a_bad_source_is_one_line_and_nothing_is_written(sources, tmp_path, cli,
     r = cli("prepare", "--from", sources / first, *flags, "--data-dir", tmp_path / "out", "-q")
     assert_one_line_error(r, fragment)
     assert not (tmp_path / "out").exists()
+
+
+def test_relative_label_paths_are_recorded_absolute(sources, monkeypatch):
+    """The writers (a forked process, a later verify) must find the labels wherever they run from."""
+    from iobench.data.spec_options import SpecOptions, build_spec
+
+    monkeypatch.chdir(sources)
+    spec = build_spec(SpecOptions(source="f.h5:features", labels="f.h5:labels"))
+    assert spec.source.labels == f"{sources / 'f.h5'}:labels" and spec.source.path == str(sources / "f.h5")
+    spec = build_spec(SpecOptions(source="x.npy", labels="y.npy"))
+    assert spec.source.labels == str(sources / "y.npy") and spec.n_classes == LABELS.max() + 1
