@@ -19,6 +19,7 @@ from iobench.data.workloads import workload_of
 from iobench.environment import environment
 from iobench.errors import RunFailed
 from iobench.formats import FORMATS
+from iobench.formats.base import FormatReader
 from iobench.results.record import (
     DatasetInfo,
     EpochStats,
@@ -45,33 +46,41 @@ OnEpoch = Callable[[int, int, bool, EpochTiming], None]
 
 def build_loader(resolved: ResolvedRun) -> Loader:
     """A fresh loader over a fresh reader of the resolved format (one per run, and per cold epoch)."""
-    c, entry, spec = resolved.config, resolved.entry, resolved.manifest.spec
-    fmt = FORMATS[c.format]
-    reader = fmt.reader(entry.folder(resolved.dataset_dir), spec, fmt.options_from_json(entry.options))
+    c = resolved.config
+    reader = open_reader(resolved)
     reader.sequential = not c.shuffle
-    host = transform_of(resolved) if c.transform_on is TransformOn.HOST else None
-    return make_loader(c.loader, reader, resolved.epoch_order(), c.settings, resolved.device, entry.options, host)
+    host = _transform_on(resolved, TransformOn.HOST)
+    return make_loader(
+        c.loader, reader, resolved.epoch_order(), c.settings, resolved.device, resolved.entry.options, host
+    )
 
 
-def transform_of(resolved: ResolvedRun) -> Transform:
-    spec = resolved.manifest.spec
-    return make_transform(resolved.config.transform, spec.shape, spec.dtype)
+def open_reader(resolved: ResolvedRun) -> FormatReader:
+    fmt, entry = FORMATS[resolved.config.format], resolved.entry
+    return fmt.reader(entry.folder(resolved.dataset_dir), resolved.manifest.spec, fmt.options_from_json(entry.options))
+
+
+def _transform_on(resolved: ResolvedRun, side: TransformOn) -> Transform | None:
+    """The run's transform when it runs on that side; None without one."""
+    c, spec = resolved.config, resolved.manifest.spec
+    if c.transform == "none" or c.transform_on is not side:
+        return None
+    return make_transform(c.transform, spec.shape, spec.dtype)
 
 
 def _device_transform(resolved: ResolvedRun) -> DeviceTransform:
-    if resolved.config.transform == "none" or resolved.config.transform_on is TransformOn.HOST:
-        return None
-    return transform_of(resolved).batch
+    transform = _transform_on(resolved, TransformOn.DEVICE)
+    return transform.batch if transform is not None else None
 
 
 def _transform_cost(resolved: ResolvedRun) -> float | None:
     """Microseconds one sample's transform costs on the host, on the dataset's first samples."""
-    if resolved.config.transform == "none":
+    transform = _transform_on(resolved, resolved.config.transform_on)
+    if transform is None:
         return None
-    fmt, entry, spec = FORMATS[resolved.config.format], resolved.entry, resolved.manifest.spec
-    with fmt.reader(entry.folder(resolved.dataset_dir), spec, fmt.options_from_json(entry.options)) as reader:
-        features, _ = reader.read_range(0, min(spec.n_samples, CALIBRATION_SAMPLES))
-    return transform_of(resolved).microseconds_per_sample(torch.from_numpy(features))
+    with open_reader(resolved) as reader:
+        features, _ = reader.read_range(0, min(resolved.manifest.spec.n_samples, CALIBRATION_SAMPLES))
+    return transform.microseconds_per_sample(torch.from_numpy(features))
 
 
 def run(

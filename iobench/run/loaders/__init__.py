@@ -73,7 +73,7 @@ def make_loader(
     kind = LOADERS[name]
     cls = getattr(importlib.import_module(f"{__name__}.{kind.module}"), kind.cls)
     extra = (reader_format(reader), format_options) if name is LoaderName.RAY else ()
-    per_sample = {"transform": transform} if transform is not None and transform.name != "none" else {}
+    per_sample = {"transform": transform} if transform is not None else {}  # only these loaders take one
     loader: Loader = cls(reader, order, settings, device, *extra, **per_sample)
     if settings.prefetch_thread:
         from iobench.run.loaders.prefetch import PrefetchThread
