@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 from iobench.results.record import RunRecord  # noqa: E402
+from iobench.results.tables import transform_label  # noqa: E402
 
 CACHE_COLOURS = {"cold": "#3b6fb6", "warm": "#e08a2c", "as-is": "#7a7a7a"}
 
@@ -19,7 +20,7 @@ def label(r: RunRecord) -> str:
     extra = f" {r.config.fetch}" if r.config.loader == "dataloader" else ""
     workers = f" w{r.config.num_workers}" if r.config.num_workers else ""
     ranks = f" ranks={r.config.world_size} t{r.environment.torch_threads}" if r.config.backend else ""
-    transform = f" {r.config.transform}@{r.config.transform_on}" if r.config.transform != "none" else ""
+    transform = f" {transform_label(r)}" if transform_label(r) else ""
     return f"{r.config.format}/{r.config.loader}{extra}{workers}{ranks}{transform}"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from iobench.results.record import MachineLimits, RunRecord
+from iobench.results.record import PAGE, MachineLimits, RunRecord
 from iobench.results.stats import relative_to_fastest
 
 
@@ -25,13 +25,19 @@ def settings_label(r: RunRecord) -> str:
     return " ".join(parts + rest + transform_parts(r))
 
 
+def transform_label(r: RunRecord) -> str:
+    """The transform and where it ran (augment@host); empty without one."""
+    c = r.config
+    return f"{c.transform}@{c.transform_on}" if c.transform != "none" else ""
+
+
 def transform_parts(r: RunRecord) -> list[str]:
     """The transform, where it ran, and what one sample of it costs on the host."""
-    c = r.config
-    if c.transform == "none":
+    label = transform_label(r)
+    if not label:
         return []
     cost = r.epochs.transform_us_per_sample
-    return [f"{c.transform}@{c.transform_on}" + (f" ({cost:,.0f} µs/sample)" if cost is not None else "")]
+    return [label + (f" ({cost:,.0f} µs/sample)" if cost is not None else "")]
 
 
 def knob_parts(s: object) -> list[str]:
@@ -151,8 +157,8 @@ def limits_table(limits: MachineLimits) -> Table:
         (f"storage sequential read ({limits.storage_read_method}, 8 MiB x 4)", limits.storage_read_mb_per_s, None),
         ("page-cache read (sequential copy)", limits.page_cache_read_mb_per_s, None),
     ]
-    random = [(4096, limits.random_read_4k_qd1_iops, limits.random_read_4k_qd32_iops)]
-    if limits.random_read_block_bytes not in (None, 4096):
+    random = [(PAGE, limits.random_read_4k_qd1_iops, limits.random_read_4k_qd32_iops)]
+    if limits.random_read_block_bytes not in (None, PAGE):
         block = limits.random_read_block_bytes
         random.append((block, limits.random_read_block_qd1_iops, limits.random_read_block_qd32_iops))
     for size, qd1, qd32 in random:
