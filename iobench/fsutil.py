@@ -29,9 +29,10 @@ MANY_FILES = 256  # above this, one syncfs() of the file system beats an fsync p
 
 def fsync_tree(root: Path) -> None:
     """fsync every file and directory below root, files first (one syncfs for a tree of many files)."""
-    if sum(len(files) for _, _, files in os.walk(root)) > MANY_FILES and _syncfs(root):
+    tree = list(os.walk(root, topdown=False))
+    if sum(len(files) for _, _, files in tree) > MANY_FILES and _syncfs(root):
         return
-    for dirpath, _dirnames, filenames in os.walk(root, topdown=False):
+    for dirpath, _dirnames, filenames in tree:
         for name in filenames:
             fsync_path(Path(dirpath) / name)
         fsync_path(Path(dirpath))
