@@ -47,9 +47,15 @@ def sequential_write(path: Path, total: int) -> float:
 
 def run_prepare(size: str, data_dir: Path, extra: list[str]) -> tuple[float, int, int, float]:
     """Wall seconds, peak RSS in bytes, exit code and CPU seconds of `iobench prepare`."""
-    cmd = [sys.executable, "-m", "iobench", "prepare", "--size", size, "--data-dir", str(data_dir), "--force", *extra]
+    return timed_iobench(["prepare", "--size", size, "--data-dir", data_dir, "--force", *extra])
+
+
+def timed_iobench(args: list[object], quiet: bool = False) -> tuple[float, int, int, float]:
+    """Wall seconds, peak RSS in bytes (of the child and the writer processes it waited for: wait4's
+    rusage), exit code and CPU seconds of `iobench ARGS` run in a child."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd)
+    out = subprocess.DEVNULL if quiet else None
+    proc = subprocess.Popen([sys.executable, "-m", "iobench", *map(str, args)], stdout=out)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
     cpu = usage.ru_utime + usage.ru_stime

@@ -20,22 +20,18 @@ import shutil
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+from bench_prepare import timed_iobench  # scripts/ is on sys.path when a script runs
 
 
 def iobench(*args: object) -> tuple[float, int]:
-    """Run `iobench ARGS` in a child (it must succeed): its wall seconds, and the peak RSS of it and of
-    the writer processes it waited for (wait4's rusage), in bytes."""
-    start = time.perf_counter()
-    child = subprocess.Popen([sys.executable, "-m", "iobench", *map(str, args)], stdout=subprocess.DEVNULL)
-    _pid, status, usage = os.wait4(child.pid, 0)
-    child.returncode = os.waitstatus_to_exitcode(status)
-    if child.returncode != 0:
-        raise SystemExit(f"iobench {' '.join(map(str, args))} failed with {child.returncode}")
-    return time.perf_counter() - start, usage.ru_maxrss * 1024
+    """Run `iobench ARGS` in a child (it must succeed): its wall seconds and peak RSS in bytes."""
+    seconds, rss, code, _cpu = timed_iobench(list(args), quiet=True)
+    if code != 0:
+        raise SystemExit(f"iobench {' '.join(map(str, args))} failed with {code}")
+    return seconds, rss
 
 
 def write_source(path: Path, n: int) -> None:
