@@ -95,7 +95,7 @@ def decode_png(data: io.BufferedReader, spec: DatasetSpec, axes: str, name: str)
 
 
 class FilesWriter(FormatWriter):
-    SLICE = 64  # samples one thread encodes and writes at a time: large enough to vectorise the filters
+    ENCODE_BATCH = 64  # images filtered at once: enough to vectorise, small enough for the caches
 
     def __init__(self, directory: Path, spec: DatasetSpec, options: FilesOptions) -> None:
         super().__init__(directory, spec, options)
@@ -117,27 +117,32 @@ class FilesWriter(FormatWriter):
             encoded.append(out.getvalue())
         return encoded
 
-    def _write_slice(self, start: int, features: np.ndarray) -> list[tuple[str, str]]:
+    def _write_folder(self, start: int, features: np.ndarray) -> list[tuple[str, str]]:
+        """Samples start.. of one folder: threads creating files in one directory contend for its
+        lock (measured: several times the kernel time per file), so each thread takes a folder."""
         written = []
-        for index, data in enumerate(self._encode(features), start):
-            relative = sample_path(index, self.spec, self.suffix)
-            with open(self.directory / relative, "xb") as f:
-                f.write(data)
-            written.append((relative, hashlib.sha256(data).hexdigest()))
+        for first in range(0, len(features), self.ENCODE_BATCH):
+            batch = self._encode(features[first : first + self.ENCODE_BATCH])
+            for index, data in enumerate(batch, start + first):
+                relative = sample_path(index, self.spec, self.suffix)
+                with open(self.directory / relative, "xb") as f:
+                    f.write(data)
+                written.append((relative, hashlib.sha256(data).hexdigest()))
         return written
 
     def write(self, chunk: Chunk) -> None:
-        first = chunk.start - chunk.start % PER_FOLDER
-        for i in range(first, chunk.stop, PER_FOLDER):  # every folder the chunk touches
-            folder = sample_path(i, self.spec, self.suffix).rsplit("/", 1)[0]
+        boundaries = range(chunk.start - chunk.start % PER_FOLDER + PER_FOLDER, chunk.stop, PER_FOLDER)
+        starts = [chunk.start, *boundaries]
+        for start in starts:
+            folder = sample_path(start, self.spec, self.suffix).rsplit("/", 1)[0]
             if folder not in self._folders:
                 (self.directory / folder).mkdir(parents=True, exist_ok=True)
                 self._folders.add(folder)
-        step = self.SLICE
-        rows = range(0, len(chunk.labels), step)
-        slices = [self._pool.submit(self._write_slice, chunk.start + r, chunk.features[r : r + step]) for r in rows]
-        for done in slices:  # result() re-raises the first error of a slice
-            self._digests.update(done.result())
+        ranges = zip(starts, [*starts[1:], chunk.stop], strict=True)  # the chunk's part in each folder
+        offset = chunk.start
+        jobs = [self._pool.submit(self._write_folder, a, chunk.features[a - offset : b - offset]) for a, b in ranges]
+        for job in jobs:  # result() re-raises a thread's error
+            self._digests.update(job.result())
         self.labels.write(chunk.labels)
 
     def close(self) -> None:

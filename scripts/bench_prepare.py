@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 BLOCK = 8 * 2**20
 
@@ -45,21 +46,29 @@ def sequential_write(path: Path, total: int) -> float:
     return time.perf_counter() - t0
 
 
-def run_prepare(size: str, data_dir: Path, extra: list[str]) -> tuple[float, int, int, float]:
-    """Wall seconds, peak RSS in bytes, exit code and CPU seconds of `iobench prepare`."""
+class Timed(NamedTuple):
+    """What wait4 tells of one `iobench` child (and the writer processes it waited for)."""
+
+    seconds: float  # wall
+    peak_rss: int  # bytes
+    code: int  # exit code
+    cpu: float  # user + system seconds
+    system: float  # of which in the kernel
+
+
+def run_prepare(size: str, data_dir: Path, extra: list[str]) -> Timed:
     return timed_iobench(["prepare", "--size", size, "--data-dir", data_dir, "--force", *extra])
 
 
-def timed_iobench(args: list[object], quiet: bool = False) -> tuple[float, int, int, float]:
-    """Wall seconds, peak RSS in bytes (of the child and the writer processes it waited for: wait4's
-    rusage), exit code and CPU seconds of `iobench ARGS` run in a child."""
+def timed_iobench(args: list[object], quiet: bool = False) -> Timed:
+    """Run `iobench ARGS` in a child and time it."""
     t0 = time.perf_counter()
     out = subprocess.DEVNULL if quiet else None
     proc = subprocess.Popen([sys.executable, "-m", "iobench", *map(str, args)], stdout=out)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - t0
     cpu = usage.ru_utime + usage.ru_stime
-    return seconds, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status), cpu
+    return Timed(seconds, usage.ru_maxrss * 1024, os.waitstatus_to_exitcode(status), cpu, usage.ru_stime)
 
 
 def main() -> None:
@@ -83,7 +92,7 @@ def main() -> None:
     finally:
         ref.unlink(missing_ok=True)
     cache = drop_caches()
-    prep_s, rss, code, cpu = run_prepare(args.size, args.data_dir, args.extra)
+    prep_s, rss, code, cpu, _ = run_prepare(args.size, args.data_dir, args.extra)
     if code != 0:
         sys.exit(f"prepare failed with exit code {code}")
     (dataset_dir,) = [p for p in args.data_dir.iterdir() if (p / "manifest.json").is_file()][-1:]

@@ -16,22 +16,24 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
-from bench_prepare import timed_iobench  # scripts/ is on sys.path when a script runs
+from bench_prepare import Timed, timed_iobench  # scripts/ is on sys.path when a script runs
 
 
-def iobench(*args: object) -> tuple[float, int]:
-    """Run `iobench ARGS` in a child (it must succeed): its wall seconds and peak RSS in bytes."""
-    seconds, rss, code, _cpu = timed_iobench(list(args), quiet=True)
-    if code != 0:
-        raise SystemExit(f"iobench {' '.join(map(str, args))} failed with {code}")
-    return seconds, rss
+def iobench(*args: object) -> Timed:
+    """Run `iobench ARGS` in a child, which must succeed."""
+    timed = timed_iobench(list(args), quiet=True)
+    if timed.code != 0:
+        raise SystemExit(f"iobench {' '.join(map(str, args))} failed with {timed.code}")
+    return timed
 
 
 def write_source(path: Path, n: int) -> None:
@@ -66,7 +68,7 @@ def prepare_pair(data: Path, n: int, repeats: int) -> None:
             out = data / kind
             shutil.rmtree(out, ignore_errors=True)
             args = ["--size", n] if kind == "generated" else ["--from", source, "--labels", labels]
-            seconds, peak = iobench("prepare", *args, "--data-dir", out, "-q")
+            seconds, peak, *_ = iobench("prepare", *args, "--data-dir", out, "-q")
             times[kind].append(seconds)
             rss[kind] = max(rss[kind], peak)
     gen, src = statistics.median(times["generated"]), statistics.median(times["from"])
@@ -83,17 +85,67 @@ def prepare_pair(data: Path, n: int, repeats: int) -> None:
     source.with_name("labels.npy").unlink()
 
 
-def files_writing(data: Path, n: int) -> None:
-    out = data / "files"
-    shutil.rmtree(out, ignore_errors=True)
-    wall, _ = iobench(
-        "prepare", "--workload", "small-image", "--size", n, "--formats", "files", "--data-dir", out, "-q"
-    )
-    (manifest,) = out.glob("*/manifest.json")
-    entry = json.loads(manifest.read_text())["formats"]["files"]
-    print(f"files, small-image, {n:,} samples on {os.cpu_count()} cores:")
-    print(f"  writing (encode, write, hash): {n / entry['write_seconds']:,.0f} samples/s (goal >= 20,000)")
-    print(f"  whole prepare incl. generation and flush: {n / wall:,.0f} samples/s ({wall:.1f} s)")
+def files_writing(data: Path, n: int, repeats: int) -> None:
+    """prepare --formats files, and beside it the two costs it is made of, each on its own: encoding
+    (no files) and creating files of the same size (no encoding). 20,000 samples/s on C cores leaves
+    C * 50 µs of CPU per sample for everything."""
+    cores = len(os.sched_getaffinity(0))
+    print(f"files, small-image, {n:,} samples, {cores} cores, {repeats} repeats (file systems drift):")
+    for repeat in range(repeats):
+        out = data / "files"
+        shutil.rmtree(out, ignore_errors=True)
+        os.sync()
+        args = ["--workload", "small-image", "--size", n, "--formats", "files", "--data-dir", out, "-q"]
+        timed = iobench("prepare", *args)
+        (manifest,) = out.glob("*/manifest.json")
+        entry = json.loads(manifest.read_text())["formats"]["files"]
+        per = 1e6 / n
+        user, kernel = (timed.cpu - timed.system) * per, timed.system * per
+        print(
+            f"  [{repeat + 1}] writing (encode, write, hash): {n / entry['write_seconds']:,.0f} samples/s"
+            f" (goal >= 20,000); whole prepare {n / timed.seconds:,.0f} samples/s;"
+            f" CPU per sample {user:.0f} µs user + {kernel:.0f} µs kernel"
+        )
+        mean_file = entry["bytes"] / n
+        encode = encode_only(n)
+        files, kernel = create_files(data / "create", n, int(mean_file))
+        print(
+            f"      encode only, {cores} threads: {encode:,.0f} samples/s;"
+            f" create+write of {mean_file:,.0f}-byte files, 1 thread: {files:,.0f} files/s, {kernel:.0f} µs kernel each"
+        )  # fmt: skip
+    shutil.rmtree(data / "files", ignore_errors=True)
+
+
+def encode_only(n: int) -> float:
+    """Samples/s of the files writer's PNG encode on a thread per core, nothing written."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from iobench.data.dataset import DatasetSpec, generate
+    from iobench.formats.files import encode_png
+
+    features = np.concatenate([c.features for c in generate(DatasetSpec(n, (3, 32, 32), "uint8", content="photo"))])
+    slices = [features[i : i + 64] for i in range(0, n, 64)]
+    with ThreadPoolExecutor(len(os.sched_getaffinity(0))) as pool:
+        t = time.perf_counter()
+        list(pool.map(lambda s: encode_png(s, "chw"), slices))
+        return n / (time.perf_counter() - t)
+
+
+def create_files(folder: Path, n: int, size: int) -> tuple[float, float]:
+    """Files/s and kernel µs per file of creating n files of `size` bytes in folders of 1,000."""
+    shutil.rmtree(folder, ignore_errors=True)
+    os.sync()
+    for k in range(0, n, 1000):
+        (folder / str(k // 1000)).mkdir(parents=True)
+    data = os.urandom(size)
+    before, t = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    for i in range(n):
+        fd = os.open(folder / str(i // 1000) / f"{i}.png", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(fd, data)
+        os.close(fd)
+    seconds, after = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF)
+    shutil.rmtree(folder)
+    return n / seconds, (after.ru_stime - before.ru_stime) / n * 1e6
 
 
 def transform_workers(data: Path, n: int) -> None:
@@ -133,7 +185,7 @@ def main() -> None:
     if "prepare" in parts:
         prepare_pair(args.data_dir, int(args.gb * 1e9 / 512), args.repeats)
     if "files" in parts:
-        files_writing(args.data_dir, args.files_samples)
+        files_writing(args.data_dir, args.files_samples, args.repeats)
     if "augment" in parts:
         transform_workers(args.data_dir, args.augment_samples)
 
