@@ -50,8 +50,9 @@ def build_loader(resolved: ResolvedRun) -> Loader:
     reader = open_reader(resolved)
     reader.sequential = not c.shuffle
     host = _transform_on(resolved, TransformOn.HOST)
+    cold = c.cache is Cache.COLD
     return make_loader(
-        c.loader, reader, resolved.epoch_order(), c.settings, resolved.device, resolved.entry.options, host
+        c.loader, reader, resolved.epoch_order(), c.settings, resolved.device, resolved.entry.options, host, cold
     )
 
 

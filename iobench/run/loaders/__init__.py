@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -67,14 +68,18 @@ def make_loader(
     device: torch.device,
     format_options: dict,
     transform: Transform | None = None,
+    cold: bool = False,
 ) -> Loader:
     """Build the named loader over a format reader (with the prefetch thread around it when asked);
-    a host transform runs per sample where the loader reads (dataloader, tensorclass, ray)."""
+    a host transform runs per sample where the loader reads (dataloader, tensorclass, ray); `cold`
+    (every epoch starts uncached) lets the direct loader bypass the page cache."""
     kind = LOADERS[name]
     cls = getattr(importlib.import_module(f"{__name__}.{kind.module}"), kind.cls)
     extra = (reader_format(reader), format_options) if name is LoaderName.RAY else ()
-    per_sample = {"transform": transform} if transform is not None else {}  # only these loaders take one
-    loader: Loader = cls(reader, order, settings, device, *extra, **per_sample)
+    keywords: dict[str, Any] = {"transform": transform} if transform is not None else {}  # only these take one
+    if name is LoaderName.DIRECT:
+        keywords["cold"] = cold
+    loader: Loader = cls(reader, order, settings, device, *extra, **keywords)
     if settings.prefetch_thread:
         from iobench.run.loaders.prefetch import PrefetchThread
 

@@ -1,0 +1,85 @@
+#!/usr/bin/env python
+"""`--loader direct` on cold shuffled epochs against fio's random-read rate on the same file, alternating.
+
+Goal (issue 13): direct, shuffled, cache budget <= 1/5 of the dataset, >= 0.8x fio's random 4 KiB
+reads at queue depth 32 (libaio, O_DIRECT) in samples/s (one read per sample), and its speed-up over
+memmap tensorclass in the same run. A shared disk's random-read rate moves by several times between
+minutes, so each round measures fio right before and right after iobench and compares iobench with
+their mean; the summary is the median of the rounds' ratios. Needs root (the cache budget) and fio.
+
+    sudo python scripts/bench_direct.py DATASET_DIR [--rounds 3] [--budget 20%] [--seconds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+FIO = ["--readonly", "--direct=1", "--rw=randread", "--bs=4k", "--ioengine=libaio", "--iodepth=32"]
+
+
+def fio_iops(path: Path, seconds: int) -> float:
+    cmd = ["fio", "--name=x", f"--filename={path}", *FIO, "--time_based", f"--runtime={seconds}"]
+    out = subprocess.run([*cmd, "--output-format=json"], capture_output=True, text=True, check=True).stdout
+    return json.loads(out)["jobs"][0]["read"]["iops"]
+
+
+def iobench_rate(dataset: Path, loader: str, budget: str, seconds: int, results: Path) -> dict:
+    """samples/s and disk bytes per epoch of one cold shuffled run, from its record."""
+    results.unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "iobench", "run", "--data-dir", str(dataset.parent), "--dataset", dataset.name]
+    cmd += ["--format", "memmap", "--loader", loader, "--cache", "cold", "--cache-budget", budget, "--batch-size"]
+    cmd += ["64", "--max-seconds", str(seconds), "--runs", "1", "--device", "cpu", "-q", "--results", str(results)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    (record,) = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
+    return record
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dataset", type=Path, help="a prepared dataset folder with the memmap format")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--budget", default="20%")
+    parser.add_argument("--seconds", type=int, default=5, help="length of each timed (partial) epoch")
+    parser.add_argument("--tensorclass", action="store_true", help="also time memmap tensorclass each round")
+    args = parser.parse_args()
+    if shutil.which("fio") is None:
+        raise SystemExit("fio is not installed (apt-get install fio)")
+    features = args.dataset / "memmap" / "features.memmap"
+    row = json.loads((args.dataset / "manifest.json").read_text())["spec"]
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores; dataset {args.dataset.name} ({row['shape']})")
+    print(f"cold shuffled, batch 64, cache budget {args.budget}, {args.seconds} s per run; fio: {' '.join(FIO)}")
+    ratios, speedups = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        results = Path(tmp) / "r.jsonl"
+        for k in range(args.rounds):
+            before = fio_iops(features, args.seconds)
+            direct = iobench_rate(args.dataset, "direct", args.budget, args.seconds, results)
+            after = fio_iops(features, args.seconds)
+            fio = (before + after) / 2
+            ratios.append(direct["samples_per_s"] / fio)
+            disk = statistics.median(direct["device_read_bytes"]) / direct["samples_per_epoch"]
+            line = f"  [{k + 1}] fio {before:,.0f} / {after:,.0f} reads/s;"
+            line += f" direct {direct['samples_per_s']:,.0f} samples/s = {ratios[-1]:.2f}x fio,"
+            line += f" {disk:,.0f} disk bytes per sample"
+            if args.tensorclass:
+                tc = iobench_rate(args.dataset, "tensorclass", args.budget, args.seconds, results)
+                speedups.append(direct["samples_per_s"] / tc["samples_per_s"])
+                line += f"; tensorclass {tc['samples_per_s']:,.0f} samples/s (direct {speedups[-1]:,.0f}x)"
+            print(line, flush=True)
+    print(f"direct / fio random 4 KiB QD32: median {statistics.median(ratios):.2f}x over {len(ratios)} rounds "
+          f"(min {min(ratios):.2f}, max {max(ratios):.2f}; goal >= 0.8)")  # fmt: skip
+    if speedups:
+        print(f"direct / memmap tensorclass: median {statistics.median(speedups):,.0f}x")
+
+
+if __name__ == "__main__":
+    main()

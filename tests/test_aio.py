@@ -1,0 +1,126 @@
+"""Linux AIO with O_DIRECT: what it reads is the file's bytes, errors are reported, nothing hangs."""
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from iobench.run import aio
+from iobench.run.clocks import time_epoch
+from iobench.run.runner import build_loader
+from tests.conftest import resolved_run
+
+pytestmark = pytest.mark.skipif(not aio.supported(), reason="Linux AIO is wired for x86_64 and aarch64 Linux")
+
+
+def _direct_fd(path):
+    try:
+        return os.open(path, os.O_RDONLY | os.O_DIRECT)
+    except OSError:
+        pytest.skip("this file system refuses O_DIRECT")
+
+
+def _batch(fd, offsets, length):
+    start, size, skip = aio.spans(np.asarray(offsets, dtype=np.int64), length)
+    stride = aio.staging_stride(length)
+    memory, view, address = aio.aligned_buffer(len(offsets) * stride)
+    addresses = address + np.arange(len(offsets), dtype=np.uint64) * stride
+    batch = aio.BatchRead(fd, start, size, addresses, skip + length)
+    return batch, view.reshape(len(offsets), stride), skip, memory
+
+
+@pytest.mark.parametrize("length", [48, 4096, 5000])
+def test_queued_batches_read_the_files_bytes_with_fewer_reads_in_flight_than_a_batch(tmp_path, length):
+    data = np.random.default_rng(length).integers(0, 256, 200_000, dtype=np.uint8)
+    path = tmp_path / "data.bin"
+    path.write_bytes(data.tobytes())
+    fd = _direct_fd(path)
+    reader = aio.AioReader(depth=4)
+    rng = np.random.default_rng(1)
+    try:
+        batches = []
+        for _ in range(3):  # submitted before any is waited for: the reader streams across them
+            offsets = rng.integers(0, len(data) - length, 37)
+            batch, rows, skip, memory = _batch(fd, offsets, length)
+            batches.append((reader.submit(batch), rows, skip, offsets, memory))
+        for batch, rows, skip, offsets, _memory in batches:
+            batch.wait()
+            for row, s, offset in zip(rows, skip.tolist(), offsets.tolist(), strict=True):
+                np.testing.assert_array_equal(row[s : s + length], data[offset : offset + length])
+    finally:
+        reader.close()
+        os.close(fd)
+
+
+def test_a_read_past_the_end_of_the_file_is_an_error_not_a_short_sample(tmp_path):
+    path = tmp_path / "short.bin"
+    path.write_bytes(bytes(10_000))
+    fd = _direct_fd(path)
+    reader = aio.AioReader(depth=8)
+    try:
+        batch, *_ = _batch(fd, [0, 9_990], 48)  # the second sample would end 38 bytes past the end
+        with pytest.raises(OSError, match="unexpected end of file at byte 10000"):
+            reader.submit(batch).wait()
+        good, rows, skip, _memory = _batch(fd, [100], 48)  # the reader goes on after an error
+        reader.submit(good).wait()
+        assert not rows[0, skip[0] : skip[0] + 48].any()
+    finally:
+        reader.close()
+        os.close(fd)
+
+
+def test_a_closed_reader_refuses_work_and_close_twice_is_harmless(tmp_path):
+    reader = aio.AioReader(depth=2)
+    reader.close()
+    reader.close()
+    path = tmp_path / "x.bin"
+    path.write_bytes(bytes(8192))
+    fd = _direct_fd(path)
+    try:
+        with pytest.raises(OSError, match="stopped"):
+            reader.submit(_batch(fd, [0], 16)[0])
+    finally:
+        os.close(fd)
+
+
+def test_the_direct_loader_copies_samples_larger_than_a_block_out_of_staging(tmp_path):
+    from iobench.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:  # 4,400-byte samples: one to three blocks each
+        main(["prepare", "--size", "45", "--shape", "1100", "--data-dir", str(tmp_path), "-q", "--formats", "npy"])
+    assert exit_info.value.code == 0
+    (dataset,) = tmp_path.iterdir()
+    features = np.load(dataset / "npy" / "features.npy")
+    loader = build_loader(resolved_run(dataset, "npy", "direct", shuffle=True, cache="cold", batch_size=8))
+    try:
+        assert loader.method == "O_DIRECT + Linux AIO"
+        arrived = []
+        time_epoch(loader, 0, lambda b: arrived.append(b[0].clone()))
+    finally:
+        loader.close()
+    got = torch.cat(arrived).numpy()
+    assert sorted(row.tobytes() for row in got) == sorted(row.tobytes() for row in features)
+
+
+def test_closing_with_reads_queued_returns_and_fails_what_was_never_read(tmp_path):
+    path = tmp_path / "many.bin"
+    path.write_bytes(bytes(4096 * 64))
+    fd = _direct_fd(path)
+    reader = aio.AioReader(depth=1)
+    try:
+        queued = [_batch(fd, list(range(0, 4096 * 64, 4096)), 4096) for _ in range(20)]
+        for batch, *_ in queued:
+            reader.submit(batch)
+        reader.close()  # returns once the read in flight has landed
+        outcomes = []
+        for batch, *_ in queued:
+            try:
+                batch.wait()
+                outcomes.append("read")
+            except OSError as exc:
+                assert "closed" in str(exc)
+                outcomes.append("closed")
+        assert outcomes[-1] == "closed"
+    finally:
+        os.close(fd)
