@@ -7,7 +7,8 @@ memmap tensorclass in the same run. A shared disk's random-read rate moves by se
 minutes, so each round measures fio right before and right after iobench and compares iobench with
 their mean; the summary is the median of the rounds' ratios. Needs root (the cache budget) and fio.
 
-    sudo python scripts/bench_direct.py DATASET_DIR [--rounds 3] [--budget 20%] [--seconds 5]
+    sudo python scripts/bench_direct.py DATASET_DIR [--rounds 3] [--budget 20%] [--seconds 5]\
+        [--batch-size 64,1024] [--tensorclass]
 """
 
 from __future__ import annotations
@@ -32,12 +33,13 @@ def fio_iops(path: Path, seconds: int) -> float:
     return json.loads(out)["jobs"][0]["read"]["iops"]
 
 
-def iobench_rate(dataset: Path, loader: str, budget: str, seconds: int, results: Path) -> dict:
+def iobench_rate(dataset: Path, loader: str, budget: str, seconds: int, batch: int, results: Path) -> dict:
     """samples/s and disk bytes per epoch of one cold shuffled run, from its record."""
     results.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "iobench", "run", "--data-dir", str(dataset.parent), "--dataset", dataset.name]
-    cmd += ["--format", "memmap", "--loader", loader, "--cache", "cold", "--cache-budget", budget, "--batch-size"]
-    cmd += ["64", "--max-seconds", str(seconds), "--runs", "1", "--device", "cpu", "-q", "--results", str(results)]
+    cmd += ["--format", "memmap", "--loader", loader, "--cache", "cold", "--cache-budget", budget]
+    cmd += ["--batch-size", str(batch), "--max-seconds", str(seconds), "--runs", "1", "--device", "cpu", "-q"]
+    cmd += ["--results", str(results)]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     (record,) = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
     return record
@@ -49,6 +51,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--budget", default="20%")
     parser.add_argument("--seconds", type=int, default=5, help="length of each timed (partial) epoch")
+    parser.add_argument("--batch-size", default="64,1024", help="comma list; each round runs every size")
     parser.add_argument("--tensorclass", action="store_true", help="also time memmap tensorclass each round")
     args = parser.parse_args()
     if shutil.which("fio") is None:
@@ -56,27 +59,31 @@ def main() -> None:
     features = args.dataset / "memmap" / "features.memmap"
     row = json.loads((args.dataset / "manifest.json").read_text())["spec"]
     print(f"machine: {platform.node()}, {os.cpu_count()} cores; dataset {args.dataset.name} ({row['shape']})")
-    print(f"cold shuffled, batch 64, cache budget {args.budget}, {args.seconds} s per run; fio: {' '.join(FIO)}")
-    ratios, speedups = [], []
+    batches = [int(b) for b in args.batch_size.split(",")]
+    print(f"cold shuffled, batch {args.batch_size}, cache budget {args.budget}, {args.seconds} s per run")
+    print(f"fio: {' '.join(FIO)}")
+    ratios: dict[int, list[float]] = {b: [] for b in batches}
+    speedups: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         results = Path(tmp) / "r.jsonl"
         for k in range(args.rounds):
-            before = fio_iops(features, args.seconds)
-            direct = iobench_rate(args.dataset, "direct", args.budget, args.seconds, results)
-            after = fio_iops(features, args.seconds)
-            fio = (before + after) / 2
-            ratios.append(direct["samples_per_s"] / fio)
-            disk = statistics.median(direct["device_read_bytes"]) / direct["samples_per_epoch"]
-            line = f"  [{k + 1}] fio {before:,.0f} / {after:,.0f} reads/s;"
-            line += f" direct {direct['samples_per_s']:,.0f} samples/s = {ratios[-1]:.2f}x fio,"
-            line += f" {disk:,.0f} disk bytes per sample"
-            if args.tensorclass:
-                tc = iobench_rate(args.dataset, "tensorclass", args.budget, args.seconds, results)
-                speedups.append(direct["samples_per_s"] / tc["samples_per_s"])
-                line += f"; tensorclass {tc['samples_per_s']:,.0f} samples/s (direct {speedups[-1]:,.0f}x)"
-            print(line, flush=True)
-    print(f"direct / fio random 4 KiB QD32: median {statistics.median(ratios):.2f}x over {len(ratios)} rounds "
-          f"(min {min(ratios):.2f}, max {max(ratios):.2f}; goal >= 0.8)")  # fmt: skip
+            for batch in batches:
+                before = fio_iops(features, args.seconds)
+                direct = iobench_rate(args.dataset, "direct", args.budget, args.seconds, batch, results)
+                after = fio_iops(features, args.seconds)
+                ratios[batch].append(direct["samples_per_s"] / ((before + after) / 2))
+                disk = statistics.median(direct["device_read_bytes"]) / direct["samples_per_epoch"]
+                line = f"  [{k + 1}] batch {batch}: fio {before:,.0f} / {after:,.0f} reads/s;"
+                line += f" direct {direct['samples_per_s']:,.0f} samples/s = {ratios[batch][-1]:.2f}x fio,"
+                line += f" {disk:,.0f} disk bytes per sample"
+                if args.tensorclass:
+                    tc = iobench_rate(args.dataset, "tensorclass", args.budget, args.seconds, batch, results)
+                    speedups.append(direct["samples_per_s"] / tc["samples_per_s"])
+                    line += f"; tensorclass {tc['samples_per_s']:,.0f} samples/s (direct {speedups[-1]:,.0f}x)"
+                print(line, flush=True)
+    for batch, got in ratios.items():
+        print(f"batch {batch}: direct / fio random 4 KiB QD32 median {statistics.median(got):.2f}x over {len(got)}"
+              f" rounds (min {min(got):.2f}, max {max(got):.2f}; goal >= 0.8)")  # fmt: skip
     if speedups:
         print(f"direct / memmap tensorclass: median {statistics.median(speedups):,.0f}x")
 

@@ -135,76 +135,88 @@ class AioReader:
             self._ctx = ctypes.c_ulong(0)
 
     def _serve(self) -> None:
-        waiting: list[BatchRead] = []  # batches with reads not yet submitted, oldest first
-        flying: dict[int, BatchRead] = {}  # batch number -> batch, while it has reads in flight
-        numbers: dict[int, int] = {}  # id(batch) -> its number
-        next_number, in_flight, stopping = 0, 0, False
+        self._waiting: list[BatchRead] = []  # batches with reads not yet submitted, oldest first
+        self._flying: dict[int, BatchRead] = {}  # batch number -> batch, while it has reads in flight
+        self._numbers: dict[int, int] = {}  # id(batch) -> its number
+        self._in_flight = 0
+        next_number, stopping = 0, False
         while True:
             try:
                 while True:  # take every queued batch; block only when there is nothing else to do
-                    block = not stopping and not waiting and not in_flight
+                    block = not stopping and not self._waiting and not self._in_flight
                     request = self._requests.get(block=block)
                     if request is None:
                         stopping = True
                     else:
                         request.iocbs["data"] = (next_number << _INDEX_BITS) + np.arange(len(request.offsets))
-                        numbers[id(request)] = next_number
+                        self._numbers[id(request)] = next_number
                         next_number += 1
-                        waiting.append(request)
+                        self._waiting.append(request)
             except queue.Empty:
                 pass
             if stopping:  # submit nothing more; wait for what is in flight (its buffers are still ours)
-                for batch in waiting:
+                for batch in self._waiting:
                     self._fail(batch, "the AIO reader was closed")
-                waiting.clear()
-                if not in_flight:
+                self._waiting.clear()
+                if not self._in_flight:
                     return
-            while waiting and in_flight < self.depth:
-                batch = waiting[0]
-                if not batch.remaining:
-                    waiting.pop(0)
-                    continue
-                count = min(self.depth - in_flight, len(batch.offsets) - batch.submitted)
-                pointers = batch.pointers[batch.submitted : batch.submitted + count]
-                sent = self._call(3, self._ctx, ctypes.c_long(count), ctypes.c_void_p(pointers.ctypes.data))
-                if sent <= 0:
-                    err = ctypes.get_errno()
-                    if sent < 0 and err == 11 and in_flight:  # EAGAIN: the kernel's queue is full
-                        break
-                    self._fail(batch, f"io_submit: {os.strerror(err) if sent < 0 else 'no read accepted'}")
-                    waiting.pop(0)
-                    continue
-                flying[numbers[id(batch)]] = batch
-                batch.submitted += sent
-                in_flight += sent
-                if batch.submitted == len(batch.offsets):
-                    waiting.pop(0)
-            if not in_flight:
+            self._fill()
+            if not self._in_flight:
                 continue
             got = self._call(2, self._ctx, ctypes.c_long(1), ctypes.c_long(self.depth),
                              ctypes.c_void_p(self._events.ctypes.data), None)  # fmt: skip
             if got < 0:
                 if ctypes.get_errno() == 4:  # EINTR
                     continue
-                for batch in flying.values():
+                for batch in self._flying.values():
                     self._fail(batch, f"io_getevents: {os.strerror(ctypes.get_errno())}")
                 return
-            in_flight -= got
-            events = self._events[:got]
-            owners, indices = events["data"] >> _INDEX_BITS, events["data"] & ((1 << _INDEX_BITS) - 1)
-            for number in np.unique(owners).tolist():
-                batch, mine = flying[number], owners == number
-                short = events["res"][mine] < batch.needed[indices[mine]]
-                if short.any():
-                    index, result = int(indices[mine][short][0]), int(events["res"][mine][short][0])
-                    at = int(batch.offsets[index])
-                    self._fail(batch, f"read at byte {at}: {os.strerror(-result)}" if result < 0 else
-                               f"unexpected end of file at byte {at + result}")  # fmt: skip
-                batch.remaining -= int(mine.sum())
-                if batch.remaining == 0:
-                    del flying[number]
-                    del numbers[id(batch)]
-                    batch.done.set()
+            self._in_flight -= got
+            # Refill the queue before the bookkeeping: completions tend to arrive together, and the
+            # device would idle for as long as Python takes over them.
+            self._fill()
+            self._reap(self._events[:got])
+
+    def _fill(self) -> None:
+        """Submit waiting reads until `depth` are in flight."""
+        waiting = self._waiting
+        while waiting and self._in_flight < self.depth:
+            batch = waiting[0]
+            if not batch.remaining or batch.error is not None:
+                waiting.pop(0)
+                continue
+            count = min(self.depth - self._in_flight, len(batch.offsets) - batch.submitted)
+            pointers = batch.pointers[batch.submitted : batch.submitted + count]
+            sent = self._call(3, self._ctx, ctypes.c_long(count), ctypes.c_void_p(pointers.ctypes.data))
+            if sent <= 0:
+                err = ctypes.get_errno()
+                if sent < 0 and err == 11 and self._in_flight:  # EAGAIN: the kernel's queue is full
+                    return
+                self._fail(batch, f"io_submit: {os.strerror(err) if sent < 0 else 'no read accepted'}")
+                waiting.pop(0)
+                continue
+            self._flying[self._numbers[id(batch)]] = batch
+            batch.submitted += sent
+            self._in_flight += sent
+            if batch.submitted == len(batch.offsets):
+                waiting.pop(0)
+
+    def _reap(self, events: np.ndarray) -> None:
+        """Count completions against their batches; a batch is done when its last read has landed."""
+        owners, indices = events["data"] >> _INDEX_BITS, events["data"] & ((1 << _INDEX_BITS) - 1)
+        for number in np.unique(owners).tolist():
+            batch, mine = self._flying[number], owners == number
+            short = events["res"][mine] < batch.needed[indices[mine]]
+            if short.any():
+                index, result = int(indices[mine][short][0]), int(events["res"][mine][short][0])
+                at = int(batch.offsets[index])
+                self._fail(batch, f"read at byte {at}: {os.strerror(-result)}" if result < 0 else
+                           f"unexpected end of file at byte {at + result}")  # fmt: skip
+            batch.remaining -= int(mine.sum())
+            if batch.remaining == 0:
+                del self._flying[number]
+                del self._numbers[id(batch)]
+                batch.done.set()
 
     @staticmethod
     def _fail(batch: BatchRead, message: str) -> None:
