@@ -279,13 +279,29 @@ def test_direct_cold_shuffled_reads_bypass_the_cache_and_deliver_the_exact_datas
     assert len({row.tobytes() for row in got_f}) == len(np.unique(features, axis=0))
 
 
-def test_direct_warm_or_sequential_reads_through_the_page_cache(dataset_dir):
-    for kw in ({"shuffle": True, "cache": "warm"}, {"shuffle": False, "cache": "cold"}):
-        loader = build_loader(_config(dataset_dir, "npy", "direct", **kw))
+def test_direct_warm_reads_through_the_page_cache(dataset_dir):
+    for shuffle in (True, False):
+        loader = build_loader(_config(dataset_dir, "npy", "direct", shuffle=shuffle, cache="warm"))
         try:
             assert loader.method == "preadv threads through the page cache"
         finally:
             loader.close()
+
+
+@pytest.mark.parametrize("fmt", ["npy", "memmap"])
+@pytest.mark.parametrize("batch_size", [16, 203, 1024])
+def test_direct_cold_sequential_reads_the_dataset_in_order_with_o_direct(dataset_dir, expected, fmt, batch_size):
+    """npy's features start 128 bytes into the file and end inside a block: spans and the file's end."""
+    features, labels = expected
+    loader = build_loader(_config(dataset_dir, fmt, "direct", shuffle=False, cache="cold", batch_size=batch_size))
+    try:
+        assert loader.method == "O_DIRECT + Linux AIO"
+        arrived = []
+        time_epoch(loader, 0, lambda b: arrived.append((b[0].clone(), b[1].clone())))
+    finally:
+        loader.close()
+    np.testing.assert_array_equal(torch.cat([b[0] for b in arrived]).numpy(), features)
+    np.testing.assert_array_equal(torch.cat([b[1] for b in arrived]).numpy(), labels)
 
 
 def test_direct_reads_only_fixed_layouts_and_has_no_worker_knobs():

@@ -5,14 +5,15 @@ outstanding per thread and drag the kernel's read-around in with every 4 KiB the
 loader is what the machine allows instead, `--num-workers` reads in flight (default 32: queue depth
 32), two batches read ahead of the one in use, into buffers that are reused (pinned on CUDA) and
 copied to the device once per batch:
-- shuffled and cold (`--cache cold`, with or without a budget): one read of the covering 4 KiB
-  blocks per sample, O_DIRECT, submitted and reaped in batches by Linux AIO from one thread
-  (`iobench/run/aio.py`), as fio's libaio engine does. The page cache is bypassed: it is what a
-  shuffled epoch over a dataset far larger than memory costs at best, and what DALI/kvikio do on GPUs;
-- otherwise through the page cache, by a pool of threads calling `os.preadv` (which releases the
-  GIL): one read per sample with the kernel's read-ahead off (POSIX_FADV_RANDOM) when shuffled, a
-  few large reads per batch with POSIX_FADV_SEQUENTIAL when sequential. Where O_DIRECT or AIO is not
-  available (tmpfs, not Linux) cold shuffled epochs read this way too.
+- cold (`--cache cold`, with or without a budget): O_DIRECT reads submitted and reaped in batches by
+  Linux AIO from one thread (`iobench/run/aio.py`), as fio's libaio engine does: shuffled, one read
+  of the 4 KiB blocks covering each sample; sequential, a batch's bytes in reads of up to 1 MiB. The
+  page cache is bypassed: what an epoch over a dataset far larger than memory costs at best, and
+  what DALI/kvikio do on GPUs;
+- warm: through the page cache, by a pool of threads calling `os.preadv` (which releases the GIL):
+  one read per sample with the kernel's read-ahead off (POSIX_FADV_RANDOM) when shuffled, a few
+  large reads per batch with POSIX_FADV_SEQUENTIAL when sequential. Where O_DIRECT or AIO is not
+  available (tmpfs, not Linux) cold epochs read this way too.
 Labels (8 bytes a sample) are read whole when the loader is built, as an index file would be; that
 is setup time.
 """
@@ -37,6 +38,7 @@ from iobench.run.loaders.order import EpochOrder, indices_of
 
 READS_IN_FLIGHT = 32
 AHEAD = 2  # batches being read while the consumer uses one
+CONTIGUOUS_READ = 2**20  # largest single read of a cold sequential batch (fio's usual 1 MiB)
 
 
 class DirectLoader(Loader):
@@ -73,7 +75,7 @@ class DirectLoader(Loader):
         self.aio: aio.AioReader | None = None
         self.direct_fd: int | None = None
         self.stride, self.staging = 0, []
-        if cold and self.shuffled:
+        if cold:
             self._start_aio(layout.features, settings.batch_size)
 
     def _start_aio(self, path: Any, batch_size: int) -> None:
@@ -89,7 +91,8 @@ class DirectLoader(Loader):
                 self.direct_fd = None
             return
         self.stride = aio.staging_stride(self.row)
-        self.staging = [aio.aligned_buffer(batch_size * self.stride) for _ in self.buffers]
+        size = max(batch_size * self.stride, batch_size * self.row + 2 * aio.ALIGN)  # scattered or contiguous
+        self.staging = [aio.aligned_buffer(size) for _ in self.buffers]
 
     @property
     def method(self) -> str:
@@ -127,6 +130,8 @@ class DirectLoader(Loader):
         if event is not None:
             event.synchronize()  # its last host-to-device copy must be done before we overwrite it
         view, row = self.views[slot], self.row
+        if isinstance(window, slice) and self.aio is not None:
+            return slot, self.labels[window], [self._submit_contiguous(window.start, window.stop - window.start, slot)]
         if isinstance(window, slice):  # contiguous samples: a few large reads
             start, n = window.start, window.stop - window.start
             cuts = np.linspace(0, n, min(self.threads, n) + 1, dtype=np.int64)
@@ -154,6 +159,20 @@ class DirectLoader(Loader):
         rows = staging[: len(indices) * self.stride].reshape(len(indices), self.stride)
         out = np.frombuffer(self.views[slot], dtype=np.uint8)[: len(indices) * self.row].reshape(len(indices), self.row)
         return _StagedBatch(read, rows, skip, out)
+
+    def _submit_contiguous(self, first: int, n: int, slot: int) -> _StagedBatch:
+        """Samples first..first+n as O_DIRECT reads of at most CONTIGUOUS_READ bytes, copied out in one piece."""
+        assert self.aio is not None and self.direct_fd is not None
+        (start,), (length,), (skip,) = aio.spans(np.array([self.offset + first * self.row]), n * self.row)
+        pieces = np.arange(0, length, CONTIGUOUS_READ, dtype=np.int64)
+        sizes = np.minimum(CONTIGUOUS_READ, length - pieces)
+        _, staging, address = self.staging[slot]
+        needed = sizes.copy()
+        needed[-1] -= length - (skip + n * self.row)  # the file may end inside the last block
+        targets = address + pieces.astype(np.uint64)
+        read = self.aio.submit(aio.BatchRead(self.direct_fd, start + pieces, sizes, targets, needed))
+        out = np.frombuffer(self.views[slot], dtype=np.uint8)[: n * self.row].reshape(1, n * self.row)
+        return _StagedBatch(read, staging[:length].reshape(1, length), np.array([skip]), out)
 
     def to_device(self, batch: tuple[torch.Tensor, torch.Tensor, int]) -> DeviceBatch:
         features, labels, slot = batch
