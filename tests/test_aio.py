@@ -124,3 +124,29 @@ def test_closing_with_reads_queued_returns_and_fails_what_was_never_read(tmp_pat
         assert outcomes[-1] == "closed"
     finally:
         os.close(fd)
+
+
+def test_the_random_read_ceiling_uses_aio_for_depth_and_threads_without_it(tmp_path, monkeypatch):
+    from iobench.run import limits
+
+    path = tmp_path / "probe.bin"
+    path.write_bytes(bytes(4096 * 256))
+    os.close(_direct_fd(path))  # skips where O_DIRECT is refused
+    made = []
+    real = aio.AioReader
+
+    def counted(depth):
+        made.append(depth)
+        return real(depth)
+
+    monkeypatch.setattr(aio, "AioReader", counted)
+    assert limits.random_read_iops(path, 4096, 8, seconds=0.2) > 0
+    assert made == [8]
+    assert limits.random_read_iops(path, 4096, 1, seconds=0.2) > 0  # one in flight: a thread, as fio's psync
+    assert made == [8]
+
+    def refused(depth):
+        raise OSError(38, "Function not implemented")
+
+    monkeypatch.setattr(aio, "AioReader", refused)
+    assert limits.random_read_iops(path, 4096, 8, seconds=0.2) > 0  # measured with threads instead

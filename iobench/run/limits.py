@@ -11,6 +11,8 @@ its MB/s as a share of the ceiling that applies to it (the rule: `RunRecord.ceil
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import datetime as dt
 import math
 import mmap
@@ -22,6 +24,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec
@@ -31,6 +34,7 @@ from iobench.errors import IobenchError
 from iobench.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes
 from iobench.results.record import PAGE, MachineLimits, limits_key, read_block
 from iobench.results.store import limits_path, load_all_limits
+from iobench.run import aio
 from iobench.run.cache import evict
 from iobench.run.confine import Confinement, check_can_confine, confined
 
@@ -155,18 +159,58 @@ def direct_read_mb_per_s(path: Path) -> tuple[float, str]:
 
 
 def random_read_iops(path: Path, block: int, depth: int, seconds: float = RANDOM_SECONDS) -> float:
-    """Reads of `block` bytes at random aligned offsets with `depth` in flight (one thread each, as
-    fio's psync engine with numjobs=depth), O_DIRECT, for `seconds` or as many reads as the file has
-    blocks, whichever ends first: what a shuffled cold epoch could reach."""
+    """Reads of `block` bytes at random aligned offsets with `depth` in flight, O_DIRECT, for `seconds`
+    or as many reads as the file has blocks, whichever ends first: what a shuffled cold epoch could
+    reach. Several in flight are kept by Linux AIO from one thread, as fio's libaio engine and the
+    direct loader do (threads calling preadv cost more CPU per read than a 2-core machine has: the
+    direct loader outran that ceiling); one in flight, or without AIO, by threads calling preadv, as
+    fio's psync engine with numjobs=depth."""
     size = path.stat().st_size
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
     except OSError:  # tmpfs: no storage to measure below the page cache
         return math.nan
     slots = size // block
-    done = [0] * depth
     deadline = time.perf_counter() + seconds
-    share = max(16, slots // depth)  # at most the file's size in all: a small probe measures briefly
+    try:
+        if depth > 1 and aio.supported():
+            with contextlib.suppress(OSError):  # a kernel without AIO: measure with threads
+                return _aio_random_reads(fd, slots, block, depth, deadline)
+        return _threaded_random_reads(fd, slots, block, depth, deadline)
+    finally:
+        os.close(fd)
+
+
+def _aio_random_reads(fd: int, slots: int, block: int, depth: int, deadline: float) -> float:
+    reader = aio.AioReader(depth)
+    batch, queued = depth * 4, 3
+    _memory, _view, address = aio.aligned_buffer(queued * batch * block)
+    rng = np.random.default_rng(0)
+    lengths = np.full(batch, block, dtype=np.int64)
+    pending: collections.deque[aio.BatchRead] = collections.deque()
+    submitted = done = 0
+    limit = max(batch, slots)  # at most the file's size in all: a small probe measures briefly
+    t0 = time.perf_counter()
+    try:
+        while True:
+            while len(pending) < queued and time.perf_counter() < deadline and submitted < limit:
+                targets = address + (submitted // batch % queued) * batch * block
+                targets += np.arange(batch, dtype=np.uint64) * block
+                offsets = rng.integers(0, slots, batch) * block
+                pending.append(reader.submit(aio.BatchRead(fd, offsets, lengths, targets, lengths)))
+                submitted += batch
+            if not pending:
+                break
+            pending.popleft().wait()
+            done += batch
+        return done / (time.perf_counter() - t0)
+    finally:
+        reader.close()
+
+
+def _threaded_random_reads(fd: int, slots: int, block: int, depth: int, deadline: float) -> float:
+    done = [0] * depth
+    share = max(16, slots // depth)
 
     def reads(k: int, buf: mmap.mmap) -> None:
         rng = random.Random(k)
@@ -175,10 +219,7 @@ def random_read_iops(path: Path, block: int, depth: int, seconds: float = RANDOM
                 os.preadv(fd, [buf], rng.randrange(slots) * block)
             done[k] += 16
 
-    try:
-        elapsed = _in_threads(depth, block, reads)
-    finally:
-        os.close(fd)
+    elapsed = _in_threads(depth, block, reads)
     return sum(done) / elapsed
 
 
