@@ -1,6 +1,7 @@
 """Linux AIO with O_DIRECT: what it reads is the file's bytes, errors are reported, nothing hangs."""
 
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -150,3 +151,19 @@ def test_the_random_read_ceiling_uses_aio_for_depth_and_threads_without_it(tmp_p
 
     monkeypatch.setattr(aio, "AioReader", refused)
     assert limits.random_read_iops(path, 4096, 8, seconds=0.2) > 0  # measured with threads instead
+
+
+def test_a_reader_that_fails_inside_fails_its_batches_instead_of_leaving_them_waiting(tmp_path, monkeypatch):
+    path = tmp_path / "x.bin"
+    path.write_bytes(bytes(4096 * 8))
+    fd = _direct_fd(path)
+    monkeypatch.setattr(threading, "excepthook", lambda args: None)  # the thread's traceback is expected
+    reader = aio.AioReader(depth=4)
+    monkeypatch.setattr(reader, "_reap", lambda events: 1 / 0)
+    try:
+        batch, *_ = _batch(fd, [0, 4096], 16)
+        with pytest.raises(OSError, match="the AIO reader stopped: ZeroDivisionError"):
+            reader.submit(batch).wait()
+    finally:
+        reader.close()
+        os.close(fd)

@@ -12,6 +12,7 @@ read into an aligned staging buffer and copied out. Raw system calls need no ext
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import mmap
 import os
@@ -114,6 +115,10 @@ class AioReader:
             raise OSError(ctypes.get_errno(), f"io_setup: {os.strerror(ctypes.get_errno())}")
         self._events = np.zeros(depth, EVENT)
         self._requests: queue.SimpleQueue[BatchRead | None] = queue.SimpleQueue()
+        self._waiting: list[BatchRead] = []  # batches with reads not yet submitted, oldest first
+        self._flying: dict[int, BatchRead] = {}  # batch number -> batch, while it has reads in flight
+        self._numbers: dict[int, int] = {}  # id(batch) -> its number
+        self._in_flight = 0
         self._thread = threading.Thread(target=self._serve, name="iobench-aio", daemon=True)
         self._thread.start()
 
@@ -135,10 +140,19 @@ class AioReader:
             self._ctx = ctypes.c_ulong(0)
 
     def _serve(self) -> None:
-        self._waiting: list[BatchRead] = []  # batches with reads not yet submitted, oldest first
-        self._flying: dict[int, BatchRead] = {}  # batch number -> batch, while it has reads in flight
-        self._numbers: dict[int, int] = {}  # id(batch) -> its number
-        self._in_flight = 0
+        try:
+            self._serve_queue()
+        except BaseException as exc:  # nobody may be left waiting on a reader that has stopped
+            queued = []
+            with contextlib.suppress(queue.Empty):
+                while True:
+                    queued.append(self._requests.get_nowait())
+            for batch in [*self._waiting, *self._flying.values(), *queued]:
+                if batch is not None:
+                    self._fail(batch, f"the AIO reader stopped: {type(exc).__name__}: {exc}")
+            raise
+
+    def _serve_queue(self) -> None:
         next_number, stopping = 0, False
         while True:
             try:
