@@ -142,9 +142,9 @@ def test_the_random_read_ceiling_uses_aio_for_depth_and_threads_without_it(tmp_p
 
     monkeypatch.setattr(aio, "AioReader", counted)
     assert limits.random_read_iops(path, 4096, 8, seconds=0.2) > 0
-    assert made == [8]
+    assert made == [4, 4]  # two readers share the depth
     assert limits.random_read_iops(path, 4096, 1, seconds=0.2) > 0  # one in flight: a thread, as fio's psync
-    assert made == [8]
+    assert made == [4, 4]
 
     def refused(depth):
         raise OSError(38, "Function not implemented")
@@ -166,4 +166,22 @@ def test_a_reader_that_fails_inside_fails_its_batches_instead_of_leaving_them_wa
             reader.submit(batch).wait()
     finally:
         reader.close()
+        os.close(fd)
+
+
+@pytest.mark.parametrize("depth,shares", [(1, [1]), (2, [1, 1]), (7, [4, 3]), (32, [16, 16])])
+def test_a_pool_splits_its_depth_and_deals_batches_round_robin(tmp_path, depth, shares):
+    path = tmp_path / "x.bin"
+    path.write_bytes(bytes(4096 * 16))
+    fd = _direct_fd(path)
+    pool = aio.AioPool(depth)
+    try:
+        assert [r.depth for r in pool.readers] == shares
+        batches = [_batch(fd, [4096 * k], 4096) for k in range(5)]
+        for batch, *_ in batches:
+            pool.submit(batch)
+        for batch, *_ in batches:
+            batch.wait()
+    finally:
+        pool.close()
         os.close(fd)

@@ -182,8 +182,8 @@ def random_read_iops(path: Path, block: int, depth: int, seconds: float = RANDOM
 
 
 def _aio_random_reads(fd: int, slots: int, block: int, depth: int, deadline: float) -> float:
-    reader = aio.AioReader(depth)
-    batch, queued = depth * 4, 3
+    reader = aio.AioPool(depth)
+    batch, queued = depth * 4, 4
     _memory, _view, address = aio.aligned_buffer(queued * batch * block)
     rng = np.random.default_rng(0)
     lengths = np.full(batch, block, dtype=np.int64)

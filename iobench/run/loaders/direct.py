@@ -72,7 +72,7 @@ class DirectLoader(Loader):
         ]
         self.views = [memoryview(b.numpy()).cast("B") for b in self.buffers]
         self.copied: list[torch.cuda.Event | None] = [None] * len(self.buffers)
-        self.aio: aio.AioReader | None = None
+        self.aio: aio.AioPool | None = None
         self.direct_fd: int | None = None
         self.stride, self.staging = 0, []
         if cold:
@@ -84,7 +84,7 @@ class DirectLoader(Loader):
             return
         try:
             self.direct_fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-            self.aio = aio.AioReader(self.threads)
+            self.aio = aio.AioPool(self.threads)
         except OSError:  # tmpfs refuses O_DIRECT; a kernel may refuse AIO: read through the cache
             if self.direct_fd is not None:
                 os.close(self.direct_fd)
