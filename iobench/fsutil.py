@@ -121,6 +121,18 @@ def replace_dir(src: Path, dst: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def pread_full(fd: int, view: memoryview, offset: int) -> int:
+    """preadv until the view is full or the file ends (a regular file reads short only at its end);
+    returns the bytes read."""
+    done = 0
+    while done < len(view):
+        n = os.preadv(fd, [view[done:]], offset + done)
+        if n == 0:
+            break
+        done += n
+    return done
+
+
 def sha256_file(path: Path, on_bytes: Callable[[int], None] | None = None) -> str:
     h = hashlib.sha256()
     buf = bytearray(HASH_BLOCK)

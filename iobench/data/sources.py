@@ -28,6 +28,7 @@ from iobench.data.dataset import LABEL_DTYPE, SUPPORTED_DTYPES
 from iobench.data.source_info import SourceInfo
 from iobench.errors import IobenchError
 from iobench.formats.npy import read_header
+from iobench.fsutil import pread_full
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 
@@ -245,12 +246,8 @@ class _RawRows:
         start, stop, _ = rows.indices(len(self))
         out = np.empty((stop - start, *self.shape[1:]), dtype=self.dtype)
         view = memoryview(out).cast("B")
-        done = 0
-        while done < len(view):
-            n = os.preadv(self.file.fileno(), [view[done:]], self.offset + start * self.row_bytes + done)
-            if n == 0:
-                raise ValueError("the source file ended early")
-            done += n
+        if pread_full(self.file.fileno(), view, self.offset + start * self.row_bytes) < len(view):
+            raise ValueError("the source file ended early")
         return out
 
     def close(self) -> None:

@@ -32,6 +32,7 @@ import torch
 
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader
+from iobench.fsutil import pread_full
 from iobench.run import aio
 from iobench.run.loaders.base import DeviceBatch, Loader, LoaderSettings
 from iobench.run.loaders.order import EpochOrder, indices_of
@@ -96,7 +97,7 @@ class DirectLoader(Loader):
 
     @property
     def method(self) -> str:
-        """How this loader reads, for the record and the console."""
+        """How this loader reads cold epochs here (the record does not carry it yet)."""
         return "O_DIRECT + Linux AIO" if self.aio is not None else "preadv threads through the page cache"
 
     def setup_seconds(self) -> float:
@@ -124,30 +125,35 @@ class DirectLoader(Loader):
             read.result()
         return self.buffers[slot][: len(labels)], labels, slot
 
-    def _submit(self, window: Any, slot: int) -> tuple[int, torch.Tensor, list[Future]]:
+    def _submit(self, window: Any, slot: int) -> tuple[int, torch.Tensor, list[Future] | list[_StagedBatch]]:
         """Start reading one batch into a free buffer (the one the consumer used AHEAD + 1 batches ago)."""
         event = self.copied[slot]
         if event is not None:
             event.synchronize()  # its last host-to-device copy must be done before we overwrite it
-        view, row = self.views[slot], self.row
-        if isinstance(window, slice) and self.aio is not None:
-            return slot, self.labels[window], [self._submit_contiguous(window.start, window.stop - window.start, slot)]
         if isinstance(window, slice):  # contiguous samples: a few large reads
             start, n = window.start, window.stop - window.start
-            cuts = np.linspace(0, n, min(self.threads, n) + 1, dtype=np.int64)
-            reads = [
-                self.pool.submit(_read_into, self.fd, view[a * row : b * row], self.offset + (start + a) * row)
-                for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)
-                if b > a
-            ]
+            reads = [self._submit_contiguous(start, n, slot)] if self.aio else self._submit_range(start, n, slot)
             return slot, self.labels[window], reads
         indices = indices_of(window)
-        if self.aio is not None:
-            return slot, self.labels[torch.from_numpy(indices)], [self._submit_direct(indices, slot)]
+        reads = [self._submit_direct(indices, slot)] if self.aio else self._submit_gather(indices, slot)
+        return slot, self.labels[torch.from_numpy(indices)], reads
+
+    def _submit_range(self, start: int, n: int, slot: int) -> list[Future]:
+        """Samples start..start+n through the page cache, split over the thread pool."""
+        view, row = self.views[slot], self.row
+        cuts = np.linspace(0, n, min(self.threads, n) + 1, dtype=np.int64)
+        return [
+            self.pool.submit(_read_into, self.fd, view[a * row : b * row], self.offset + (start + a) * row)
+            for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist(), strict=True)
+            if b > a
+        ]
+
+    def _submit_gather(self, indices: np.ndarray, slot: int) -> list[Future]:
+        """One read per sample through the page cache, the samples split over the thread pool."""
+        view, row = self.views[slot], self.row
         offsets = (self.offset + indices.astype(np.int64) * row).tolist()
         parts = np.array_split(np.arange(len(offsets)), min(self.threads, len(offsets)))
-        reads = [self.pool.submit(_gather, self.fd, view, row, part.tolist(), offsets) for part in parts if len(part)]
-        return slot, self.labels[torch.from_numpy(indices)], reads
+        return [self.pool.submit(_gather, self.fd, view, row, part.tolist(), offsets) for part in parts if len(part)]
 
     def _submit_direct(self, indices: np.ndarray, slot: int) -> _StagedBatch:
         """One aligned O_DIRECT read per sample into the slot's staging buffer, copied out when ready."""
@@ -218,13 +224,8 @@ class _StagedBatch:
 
 
 def _read_into(fd: int, view: memoryview, offset: int) -> None:
-    """preadv until the view is full (a regular file returns short reads only at its end)."""
-    done = 0
-    while done < len(view):
-        n = os.preadv(fd, [view[done:]], offset + done)
-        if n == 0:
-            raise OSError(f"unexpected end of file at byte {offset + done}")
-        done += n
+    if (done := pread_full(fd, view, offset)) < len(view):
+        raise OSError(f"unexpected end of file at byte {offset + done}")
 
 
 def _gather(fd: int, view: memoryview, row: int, positions: list[int], offsets: list[int]) -> None:
