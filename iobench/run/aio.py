@@ -80,6 +80,7 @@ class BatchRead:
     pointers: np.ndarray = field(init=False)
     submitted: int = 0
     remaining: int = 0
+    number: int = -1  # given by the reader that takes it: the high bits of its reads' aio_data
 
     def __post_init__(self) -> None:
         self.iocbs = np.zeros(len(self.offsets), IOCB)
@@ -118,7 +119,6 @@ class AioReader:
         self._requests: queue.SimpleQueue[BatchRead | None] = queue.SimpleQueue()
         self._waiting: list[BatchRead] = []  # batches with reads not yet submitted, oldest first
         self._flying: dict[int, BatchRead] = {}  # batch number -> batch, while it has reads in flight
-        self._numbers: dict[int, int] = {}  # id(batch) -> its number
         self._in_flight = 0
         self._thread = threading.Thread(target=self._serve, name="iobench-aio", daemon=True)
         self._thread.start()
@@ -163,8 +163,8 @@ class AioReader:
                     if request is None:
                         stopping = True
                     else:
+                        request.number = next_number
                         request.iocbs["data"] = (next_number << _INDEX_BITS) + np.arange(len(request.offsets))
-                        self._numbers[id(request)] = next_number
                         next_number += 1
                         self._waiting.append(request)
             except queue.Empty:
@@ -210,7 +210,7 @@ class AioReader:
                 self._fail(batch, f"io_submit: {os.strerror(err) if sent < 0 else 'no read accepted'}")
                 waiting.pop(0)
                 continue
-            self._flying[self._numbers[id(batch)]] = batch
+            self._flying[batch.number] = batch
             batch.submitted += sent
             self._in_flight += sent
             if batch.submitted == len(batch.offsets):
@@ -230,7 +230,6 @@ class AioReader:
             batch.remaining -= int(mine.sum())
             if batch.remaining == 0:
                 del self._flying[number]
-                del self._numbers[id(batch)]
                 batch.done.set()
 
     @staticmethod

@@ -161,7 +161,7 @@ def direct_read_mb_per_s(path: Path) -> tuple[float, str]:
 def random_read_iops(path: Path, block: int, depth: int, seconds: float = RANDOM_SECONDS) -> float:
     """Reads of `block` bytes at random aligned offsets with `depth` in flight, O_DIRECT, for `seconds`
     or as many reads as the file has blocks, whichever ends first: what a shuffled cold epoch could
-    reach. Several in flight are kept by Linux AIO from one thread, as fio's libaio engine and the
+    reach. Several in flight are kept by Linux AIO (two reader threads), as fio's libaio engine and the
     direct loader do (threads calling preadv cost more CPU per read than a 2-core machine has: the
     direct loader outran that ceiling); one in flight, or without AIO, by threads calling preadv, as
     fio's psync engine with numjobs=depth."""
