@@ -9,8 +9,8 @@ PNG is decoded with Pillow: it is what torchvision's ImageFolder uses by default
 it ships wheels for every platform, and it does not tie iobench to a torchvision build matching the
 installed torch. It is encoded by `formats/png.py` (filters chosen for a whole chunk in numpy, zlib
 per image), because Pillow's encode holds the GIL: with it the writer topped out near 3,000 small
-images/s on any number of threads. The writer encodes and writes slices of each chunk on a thread
-per core; deflate and the file system calls release the GIL.
+images/s on any number of threads. The writer encodes and writes each chunk's part of one folder per
+task, on a thread per core; deflate and the file system calls release the GIL.
 """
 
 from __future__ import annotations
