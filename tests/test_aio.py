@@ -185,3 +185,30 @@ def test_a_pool_splits_its_depth_and_deals_batches_round_robin(tmp_path, depth, 
     finally:
         pool.close()
         os.close(fd)
+
+
+def test_control_blocks_carry_each_reads_file_buffer_length_and_offset():
+    offsets, lengths = np.array([0, 8192, 4096 * 1000], dtype=np.int64), np.array([4096, 8192, 4096])
+    addresses = np.array([1 << 40, (1 << 40) + 4096, 12345 * 4096], dtype=np.uint64)
+    batch = aio.BatchRead(7, offsets, lengths, addresses, lengths)
+    iocbs = batch.iocbs  # written as 64-bit words, read back through struct iocb's fields
+    assert iocbs["fildes"].tolist() == [7] * 3 and iocbs["opcode"].tolist() == [aio.IOCB_CMD_PREAD] * 3
+    assert iocbs["buf"].tolist() == addresses.tolist() and iocbs["nbytes"].tolist() == lengths.tolist()
+    assert iocbs["offset"].tolist() == offsets.tolist()
+    assert not iocbs["reqprio"].any() and not iocbs["rw_flags"].any() and not iocbs["flags"].any()
+    assert batch.pointers.tolist() == [iocbs.ctypes.data + 64 * k for k in range(3)]
+
+
+@pytest.mark.parametrize("unit,width", [(512, 512), (16, 48), (8, 1000), (16, 4400)])
+def test_copying_out_of_staging_gathers_or_slices_to_the_same_bytes(unit, width):
+    from iobench.run.loaders.direct import _StagedBatch
+
+    rng = np.random.default_rng(width)
+    stride = aio.staging_stride(width)
+    rows = rng.integers(0, 256, (9, stride), dtype=np.uint8)
+    skip = rng.integers(0, aio.ALIGN // unit, 9) * unit
+    out = np.zeros((9, width), dtype=np.uint8)
+    done = aio.BatchRead(0, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint64), np.zeros(0))
+    _StagedBatch(done, rows, skip, out, unit).result()  # 1 to 3 units: one gather; 125 or 275: slices
+    for k in range(9):
+        np.testing.assert_array_equal(out[k], rows[k, skip[k] : skip[k] + width])

@@ -20,6 +20,7 @@ is setup time.
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections import deque
@@ -75,7 +76,7 @@ class DirectLoader(Loader):
         self.copied: list[torch.cuda.Event | None] = [None] * len(self.buffers)
         self.aio: aio.AioPool | None = None
         self.direct_fd: int | None = None
-        self.stride, self.staging = 0, []
+        self.stride, self.unit, self.staging = 0, 1, []
         if cold:
             self._start_aio(layout.features, settings.batch_size)
 
@@ -92,6 +93,7 @@ class DirectLoader(Loader):
                 self.direct_fd = None
             return
         self.stride = aio.staging_stride(self.row)
+        self.unit = math.gcd(self.offset, self.row, aio.ALIGN)  # every sample starts at a multiple of this
         size = max(batch_size * self.stride, batch_size * self.row + 2 * aio.ALIGN)  # scattered or contiguous
         self.staging = [aio.aligned_buffer(size) for _ in self.buffers]
 
@@ -164,7 +166,7 @@ class DirectLoader(Loader):
         read = self.aio.submit(aio.BatchRead(self.direct_fd, start, length, addresses, skip + self.row))
         rows = staging[: len(indices) * self.stride].reshape(len(indices), self.stride)
         out = np.frombuffer(self.views[slot], dtype=np.uint8)[: len(indices) * self.row].reshape(len(indices), self.row)
-        return _StagedBatch(read, rows, skip, out)
+        return _StagedBatch(read, rows, skip, out, self.unit)
 
     def _submit_contiguous(self, first: int, n: int, slot: int) -> _StagedBatch:
         """Samples first..first+n as O_DIRECT reads of at most CONTIGUOUS_READ bytes, copied out in one piece."""
@@ -178,7 +180,7 @@ class DirectLoader(Loader):
         targets = address + pieces.astype(np.uint64)
         read = self.aio.submit(aio.BatchRead(self.direct_fd, start + pieces, sizes, targets, needed))
         out = np.frombuffer(self.views[slot], dtype=np.uint8)[: n * self.row].reshape(1, n * self.row)
-        return _StagedBatch(read, staging[:length].reshape(1, length), np.array([skip]), out)
+        return _StagedBatch(read, staging[:length].reshape(1, length), np.array([skip]), out, self.unit)
 
     def to_device(self, batch: tuple[torch.Tensor, torch.Tensor, int]) -> DeviceBatch:
         features, labels, slot = batch
@@ -210,15 +212,24 @@ class DirectLoader(Loader):
 class _StagedBatch:
     """A batch read into aligned staging rows; result() waits and copies each sample out of its row."""
 
-    def __init__(self, read: aio.BatchRead, rows: np.ndarray, skip: np.ndarray, out: np.ndarray) -> None:
-        self.read, self.rows, self.skip, self.out = read, rows, skip, out
+    GATHER_UNITS = 64  # samples of at most this many units are gathered by one fancy index
+
+    def __init__(self, read: aio.BatchRead, rows: np.ndarray, skip: np.ndarray, out: np.ndarray, unit: int) -> None:
+        self.read, self.rows, self.skip, self.out, self.unit = read, rows, skip, out, unit
 
     def result(self) -> None:
         self.read.wait()
-        width = self.out.shape[1]
-        # Fixed-size samples start at few distinct offsets within a block (8 for 512-byte rows): one
-        # strided copy per offset instead of an index per byte.
-        for skip in np.unique(self.skip).tolist():
+        n, width = self.out.shape
+        units = width // self.unit
+        if units <= self.GATHER_UNITS:
+            # Every sample starts at a multiple of `unit` bytes (the gcd of header, sample size and
+            # block): seen as items of that size, the copy-out is one gather (one item per 512-byte
+            # sample) instead of a masked copy per distinct start.
+            item = np.dtype(f"V{self.unit}")
+            picks = (self.skip // self.unit)[:, None] + np.arange(units)
+            self.out.view(item)[:] = self.rows.view(item)[np.arange(n)[:, None], picks]
+            return
+        for skip in np.unique(self.skip).tolist():  # large samples: one strided copy per distinct start
             rows = self.skip == skip
             self.out[rows] = self.rows[rows, skip : skip + width]
 
