@@ -95,7 +95,7 @@ def test_the_direct_loader_copies_samples_larger_than_a_block_out_of_staging(tmp
     features = np.load(dataset / "npy" / "features.npy")
     loader = build_loader(resolved_run(dataset, "npy", "direct", shuffle=True, cache="cold", batch_size=8))
     try:
-        assert loader.method == "O_DIRECT + Linux AIO"
+        assert loader.read_method == "O_DIRECT + Linux AIO"
         arrived = []
         time_epoch(loader, 0, lambda b: arrived.append(b[0].clone()))
     finally:
@@ -212,3 +212,25 @@ def test_copying_out_of_staging_gathers_or_slices_to_the_same_bytes(unit, width)
     _StagedBatch(done, rows, skip, out, unit).result()  # 1 to 3 units: one gather; 125 or 275: slices
     for k in range(9):
         np.testing.assert_array_equal(out[k], rows[k, skip[k] : skip[k] + width])
+
+
+@pytest.mark.parametrize("aio_here", [True, False])
+def test_the_record_says_how_direct_read_and_warns_when_cold_epochs_went_through_the_cache(
+    tmp_path, cli, monkeypatch, aio_here
+):
+    from tests.conftest import invoke, stored_records
+
+    invoke("prepare", "--size", "300", "--shape", "3,4", "--data-dir", tmp_path, "-q", "--formats", "npy")
+    os.close(_direct_fd(next(tmp_path.glob("*/npy/features.npy"))))  # skips where O_DIRECT is refused
+    if not aio_here:  # as on a kernel or machine without AIO: cold epochs fall back to the page cache
+        monkeypatch.setattr(aio, "supported", lambda: False)
+    results = tmp_path / "r.jsonl"
+    common = ["run", "--data-dir", tmp_path, "--format", "npy", "--loader", "direct", "--device", "cpu"]
+    common += ["--runs", "1", "--epochs", "1", "--results", results]
+    got = cli(*common, "--cache", "cold")
+    assert got.code == 0, got.err
+    assert cli(*common, "--cache", "warm", "-q").code == 0
+    cold, warm = stored_records(results)
+    assert cold["read_method"] == ("O_DIRECT + Linux AIO" if aio_here else "preadv threads through the page cache")
+    assert warm["read_method"] == "preadv threads through the page cache"  # warm epochs read the cache
+    assert ("cold epochs were read by preadv threads" in got.out + got.err) is not aio_here

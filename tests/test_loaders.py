@@ -264,7 +264,7 @@ def test_direct_cold_shuffled_reads_bypass_the_cache_and_deliver_the_exact_datas
     resolved = _config(dataset_dir, fmt, "direct", shuffle=True, num_workers=threads, cache="cold")
     loader = build_loader(resolved)
     try:
-        assert loader.method == "O_DIRECT + Linux AIO"  # 48-byte samples: some straddle a 4 KiB block
+        assert loader.read_method == "O_DIRECT + Linux AIO"  # 48-byte samples: some straddle a 4 KiB block
         arrived = []
         for epoch in (0, 1):  # buffers and staging reused across epochs; the last epoch is checked
             arrived.clear()
@@ -283,7 +283,7 @@ def test_direct_warm_reads_through_the_page_cache(dataset_dir):
     for shuffle in (True, False):
         loader = build_loader(_config(dataset_dir, "npy", "direct", shuffle=shuffle, cache="warm"))
         try:
-            assert loader.method == "preadv threads through the page cache"
+            assert loader.read_method == "preadv threads through the page cache"
         finally:
             loader.close()
 
@@ -295,7 +295,7 @@ def test_direct_cold_sequential_reads_the_dataset_in_order_with_o_direct(dataset
     features, labels = expected
     loader = build_loader(_config(dataset_dir, fmt, "direct", shuffle=False, cache="cold", batch_size=batch_size))
     try:
-        assert loader.method == "O_DIRECT + Linux AIO"
+        assert loader.read_method == "O_DIRECT + Linux AIO"
         arrived = []
         time_epoch(loader, 0, lambda b: arrived.append((b[0].clone(), b[1].clone())))
     finally:

@@ -30,6 +30,19 @@ def test_record_warnings_are_made_once_and_formatted_twice():
     assert found[2].console().startswith("note: ")
 
 
+def test_direct_cold_epochs_read_through_the_page_cache_are_flagged():
+    threads, direct = "preadv threads through the page cache", "O_DIRECT + Linux AIO"
+    flagged = record_of(loader="direct", cache="cold", read_method=threads, epoch_seconds=[1.0, 1.0])
+    (warning,) = record_warnings([flagged])
+    assert warning.kind is Kind.NOT_DIRECT and "not the storage reference" in warning.console()
+    fine = [
+        record_of(loader="direct", cache="cold", read_method=direct, epoch_seconds=[1.0, 1.0]),
+        record_of(loader="direct", cache="warm", read_method=threads, epoch_seconds=[1.0, 1.0]),
+        record_of(cache="cold", epoch_seconds=[1.0, 1.0]),  # other loaders record no method
+    ]
+    assert record_warnings(fine) == []
+
+
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     root = tmp_path_factory.mktemp("sweep")

@@ -16,11 +16,19 @@ from collections.abc import Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any
 
+from iobench.choices import Choice
 from iobench.errors import IobenchError
 from iobench.results.stats import summary
 
 PAGE = 4096  # the unit of a random read (a page; O_DIRECT alignment)
 SCHEMA_VERSION = 2  # 1: records written before the version was stored (read with the defaults below)
+
+
+class ReadMethod(Choice):
+    """How a loader that can read either way (direct) read its epochs: the record's `read_method`."""
+
+    DIRECT = "O_DIRECT + Linux AIO"
+    THREADS = "preadv threads through the page cache"
 
 
 class RecordError(IobenchError):
@@ -185,6 +193,7 @@ class SystemStats:
     """What the system did meanwhile: cache residency, storage reads, CPU, memory, set-up."""
 
     eviction_method: str | None = None
+    read_method: str | None = None  # how the loader read, where that depends on the machine (direct)
     data_block_device: str | None = None
     residency_before: list[float] = field(default_factory=list)
     residency_after: list[float] = field(default_factory=list)

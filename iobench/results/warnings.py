@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iobench.choices import Choice
-from iobench.results.record import RunRecord
+from iobench.results.record import ReadMethod, RunRecord
 from iobench.results.stats import CV_LIMIT, first_run_slow, outliers, summary
 
 STRAGGLER_LIMIT = 1.2  # slowest rank over fastest, above which the record is flagged
@@ -21,6 +21,7 @@ class Kind(Choice):
     STRAGGLER = "straggler"
     PARTIAL = "partial"
     LOW_AU = "low-au"
+    NOT_DIRECT = "not-direct"
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,16 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                     subject,
                     f"a cold epoch started with {max(r.system.residency_before):.0%} of the dataset cached (> 5%)",
                     "something still maps the files, or eviction is not permitted: try sudo",
+                )
+            )
+        if r.config.loader == "direct" and r.config.cache == "cold" and r.system.read_method == ReadMethod.THREADS:
+            found.append(
+                RunWarning(
+                    Kind.NOT_DIRECT,
+                    subject,
+                    f"cold epochs were read by {ReadMethod.THREADS.value}: this file system refuses O_DIRECT "
+                    "or the kernel has no Linux AIO",
+                    "not the storage reference: put the dataset on a disk file system (ext4, xfs)",
                 )
             )
         found += series_warnings(subject, r.epochs.epoch_seconds)

@@ -127,6 +127,7 @@ def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path 
     resident_before: list[float] = []
     resident_after: list[float] = []
     methods: set[str] = set()
+    read_methods: set[str] = set()
     profile_path = None
     epochs_per_run = config.warmup + config.epochs
     cold = config.cache is Cache.COLD
@@ -156,6 +157,8 @@ def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path 
                 if cold:
                     loader = build_loader(resolved)
                     setup.append(loader.setup_seconds())
+                if loader.read_method is not None:
+                    read_methods.add(loader.read_method.value)
                 world.barrier()  # every rank starts the epoch together
                 a = counters.snapshot(loader.process_ids())
                 timing = _epoch(loader, epoch, step, config, transform)
@@ -207,6 +210,7 @@ def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path 
         system=replace(
             combined.system,
             eviction_method=",".join(sorted(methods)) if methods else None,
+            read_method=", ".join(sorted(read_methods)) if read_methods else None,
             data_block_device=total["data_block_device"],
             cold_not_cold=cold and any(x > COLD_RESIDENCY_LIMIT for x in before),
             total_seconds=time.perf_counter() - started,

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from iobench.choices import Choice
+from iobench.results.record import ReadMethod
 from iobench.run.loaders.order import EpochOrder
 
 DeviceBatch = tuple[torch.Tensor, torch.Tensor]
@@ -67,6 +68,11 @@ class Loader(ABC):
     def process_ids(self) -> list[int]:
         """Processes on this host that read for the loader but are not this process's children."""
         return []
+
+    @property
+    def read_method(self) -> ReadMethod | None:
+        """How the loader reads where that depends on the machine (direct); None where it does not."""
+        return None
 
     @abstractmethod
     def close(self) -> None:

@@ -13,7 +13,7 @@ copied to the device once per batch:
 - warm: through the page cache, by a pool of threads calling `os.preadv` (which releases the GIL):
   one read per sample with the kernel's read-ahead off (POSIX_FADV_RANDOM) when shuffled, a few
   large reads per batch with POSIX_FADV_SEQUENTIAL when sequential. Where O_DIRECT or AIO is not
-  available (tmpfs, not Linux) cold epochs read this way too.
+  available (tmpfs, not Linux) cold epochs read this way too; the record's `read_method` says which.
 Labels (8 bytes a sample) are read whole when the loader is built, as an index file would be; that
 is setup time.
 """
@@ -34,6 +34,7 @@ import torch
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader
 from iobench.fsutil import pread_full
+from iobench.results.record import ReadMethod
 from iobench.run import aio
 from iobench.run.loaders.base import DeviceBatch, Loader, LoaderSettings
 from iobench.run.loaders.order import EpochOrder, indices_of
@@ -104,9 +105,10 @@ class DirectLoader(Loader):
         self.outs = [np.frombuffer(v, np.uint8)[: batch_size * self.row].reshape(batch_size, -1) for v in self.views]
 
     @property
-    def method(self) -> str:
-        """How this loader reads cold epochs here (the record does not carry it yet)."""
-        return "O_DIRECT + Linux AIO" if self.aio is not None else "preadv threads through the page cache"
+    def read_method(self) -> ReadMethod:
+        """How this loader reads here: a file system that refuses O_DIRECT (tmpfs) or a kernel without
+        AIO leaves cold epochs to the page cache, which the record and a warning then say."""
+        return ReadMethod.DIRECT if self.aio is not None else ReadMethod.THREADS
 
     def setup_seconds(self) -> float:
         return self._setup

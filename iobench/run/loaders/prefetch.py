@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from iobench.results.record import ReadMethod
 from iobench.run.loaders.base import DeviceBatch, Loader
 
 _END = object()
@@ -35,6 +36,10 @@ class PrefetchThread(Loader):
 
     def process_ids(self) -> list[int]:
         return self.inner.process_ids()
+
+    @property
+    def read_method(self) -> ReadMethod | None:
+        return self.inner.read_method
 
     def epoch(self, epoch: int) -> Iterator[Any]:
         ready: queue.Queue = queue.Queue(self.depth)
