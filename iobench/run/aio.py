@@ -83,9 +83,6 @@ class Latch:
             self._set = True
             self._lock.release()
 
-    def is_set(self) -> bool:
-        return self._set
-
     def wait(self) -> None:
         with self._lock:
             pass
