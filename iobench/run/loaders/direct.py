@@ -185,7 +185,7 @@ class DirectLoader(Loader):
         needed[-1] -= length - (skip + n * self.row)  # the file may end inside the last block
         targets = address + pieces.astype(np.uint64)
         read = self.aio.submit(aio.BatchRead(self.direct_fd, start + pieces, sizes, targets, needed))
-        out = np.frombuffer(self.views[slot], dtype=np.uint8)[: n * self.row].reshape(1, n * self.row)
+        out = self.outs[slot][:n].reshape(1, n * self.row)  # the batch's bytes as one piece
         return _StagedBatch(read, staging[:length].reshape(1, length), np.array([skip]), out, self.unit)
 
     def to_device(self, batch: tuple[torch.Tensor, torch.Tensor, int]) -> DeviceBatch:
