@@ -12,6 +12,7 @@ import numpy as np
 from iobench.data.dataset import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, StorageFormat
+from iobench.fsutil import check_regular
 
 FILENAME = "data.h5"
 COMPRESSIONS = ("none", "lzf", "gzip")
@@ -77,6 +78,31 @@ class Hdf5Writer(FormatWriter):
 MAX_CHUNK_BYTES = 256 * 2**20  # a chunk is read whole: a declared larger one is refused, not allocated
 
 
+def stored_inside(f: h5py.File, name: str) -> h5py.Dataset | None:
+    """The dataset at `name` if every byte of it lives in this file; None if there is none.
+
+    HDF5 can make a dataset read another file: an external link on the path, external raw storage
+    (`external=[(path, offset, size)]`, any path, `..` included) or a virtual dataset mapping other
+    files. Each is refused, so that reading a file never reads outside it. Soft links are refused
+    too: a loop of them ends in a recursion error inside the library."""
+    parts = [p for p in name.split("/") if p]
+    group = f
+    for i, part in enumerate(parts):
+        link = group.get(part, getlink=True)
+        if link is None:
+            return None
+        if not isinstance(link, h5py.HardLink):
+            raise ValueError(f"{f.filename}: {'/'.join(parts[: i + 1])!r} is a {type(link).__name__}, not stored here")
+        group = group[part]
+    if not isinstance(group, h5py.Dataset):
+        return None
+    if group.external:
+        raise ValueError(f"{f.filename}: {name!r} keeps its data in other files (external storage)")
+    if group.is_virtual:
+        raise ValueError(f"{f.filename}: {name!r} is a virtual dataset over other files")
+    return group
+
+
 def check_datasets(f: h5py.File, spec: DatasetSpec) -> tuple[h5py.Dataset, h5py.Dataset]:
     """Both datasets with the spec's shapes and dtypes and chunks of sane size, before any read
     (a tiny file can declare a billion values per row)."""
@@ -85,7 +111,7 @@ def check_datasets(f: h5py.File, spec: DatasetSpec) -> tuple[h5py.Dataset, h5py.
         ("features", (spec.n_samples, *spec.shape), spec.np_dtype),
         ("labels", (spec.n_samples,), np.dtype(LABEL_DTYPE)),
     ):
-        d = f.get(name)
+        d = stored_inside(f, name)
         if not isinstance(d, h5py.Dataset) or d.shape != shape or d.dtype != dtype:
             found = f"{d.dtype} {d.shape}" if isinstance(d, h5py.Dataset) else "nothing"
             raise ValueError(f"{FILENAME}: {name!r} holds {found}; the spec says {dtype} {shape}")
@@ -97,6 +123,7 @@ def check_datasets(f: h5py.File, spec: DatasetSpec) -> tuple[h5py.Dataset, h5py.
 
 class Hdf5Reader(FormatReader):
     def _open(self) -> tuple[h5py.File, h5py.Dataset, h5py.Dataset]:
+        check_regular(self.directory / FILENAME)
         f = h5py.File(self.directory / FILENAME, "r")
         try:
             features, labels = check_datasets(f, self.spec)
@@ -134,6 +161,7 @@ class Hdf5Format(StorageFormat):
 
     def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
         try:
+            check_regular(directory / FILENAME)
             with h5py.File(directory / FILENAME, "r") as f:
                 check_datasets(f, spec)
         except OSError as exc:

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import json
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 PARTIAL_PREFIX = ".partial-"
+# A data file is opened without following a final link (a planted link must not lead outside) and
+# without blocking (open() of a FIFO waits for a writer forever); anything but a regular file is refused.
+DATA_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 HASH_BLOCK = 8 * 2**20
 
 
@@ -109,6 +114,33 @@ def remove_stale_partials(parent: Path) -> list[Path]:
     return removed
 
 
+PROBE_KINDS = ("limits-probe", "doctor")  # `.partial-<kind>-<pid>.bin`: probe files of limits and doctor
+
+
+def probe_owner(name: str) -> int | None:
+    """The PID in a probe file's name, or None if the name is not a probe's."""
+    for kind in PROBE_KINDS:
+        pid = name.removeprefix(f"{PARTIAL_PREFIX}{kind}-").removesuffix(".bin")
+        if pid != name and pid.isdigit():
+            return int(pid)
+    return None
+
+
+def remove_stale_probes(folder: Path) -> None:
+    """Probe files left by a killed `limits` or `doctor` (up to 1 GiB each), once their process is gone."""
+    for p in folder.glob(f"{PARTIAL_PREFIX}*.bin") if folder.is_dir() else []:
+        pid = probe_owner(p.name)
+        if pid is None or pid == os.getpid():
+            continue
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                p.unlink()
+        except PermissionError:
+            pass  # another user's live process
+
+
 def replace_dir(src: Path, dst: Path) -> None:
     """Move a finished directory into place; an existing dst is swapped out, then deleted."""
     old = None
@@ -152,3 +184,39 @@ def free_bytes(path: Path) -> int:
         p = p.parent
     st = os.statvfs(p)
     return st.f_bavail * st.f_frsize
+
+
+def open_regular(path: Path | str, dir_fd: int | None = None) -> int:
+    """A read-only descriptor of a regular file (OSError for a link, FIFO, device or folder)."""
+    fd = os.open(path, DATA_OPEN_FLAGS, dir_fd=dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path}: not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def check_regular(path: Path | str) -> None:
+    """Refuse, before a library opens it by name, a path that is a link, FIFO, device or folder."""
+    os.close(open_regular(path))
+
+
+def open_beneath(root_fd: int, relative: str) -> int:
+    """A regular file below an open folder, every component opened without following links: a folder
+    swapped for a link mid-run cannot lead outside (O_NOFOLLOW alone covers only the last one)."""
+    *folders, name = relative.split("/")
+    fd = root_fd
+    try:
+        for part in folders:
+            if part in ("", ".", ".."):
+                raise OSError(f"{relative}: not a plain relative path")
+            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
+            if fd != root_fd:
+                os.close(fd)
+            fd = nxt
+        return open_regular(name, dir_fd=fd)
+    finally:
+        if fd != root_fd:
+            os.close(fd)

@@ -16,7 +16,7 @@ from iobench.choices import parse_choices
 from iobench.data.dataset import DatasetSpec
 from iobench.data.manifest import MANIFEST, Manifest
 from iobench.data.writing import write_formats
-from iobench.errors import IobenchError
+from iobench.errors import IobenchError, one_line
 from iobench.formats import FORMATS
 from iobench.fsutil import (
     PARTIAL_PREFIX,
@@ -65,10 +65,12 @@ class PreparePlan:
     # What --force replaces: the old dataset's folders (and its manifest), removed only once every
     # check has passed and this process holds the dataset's lock.
     replaced: list[Path] = field(default_factory=list)
+    created: bool = False  # the dataset folder is this prepare's: removed again if nothing lands in it
 
 
 def plan(request: PrepareRequest) -> PreparePlan:
     """Every check that can fail before a byte is written: refuse early, leave nothing behind."""
+    _check_source_outside(request)
     created = not request.dataset_dir.exists()
     dataset_dir = _make_dataset_dir(request)
     try:
@@ -81,14 +83,19 @@ def plan(request: PrepareRequest) -> PreparePlan:
         if created:
             shutil.rmtree(dataset_dir, ignore_errors=True)
         raise
-    return PreparePlan(request, dataset_dir, manifest, need, replaced)
+    return PreparePlan(request, dataset_dir, manifest, need, replaced, created)
 
 
 def prepare(request: PrepareRequest | PreparePlan, reporter: Reporter | None = None) -> Manifest:
     """Write every requested format; returns the updated manifest."""
     p = request if isinstance(request, PreparePlan) else plan(request)
     with dataset_lock(p.dataset_dir):
-        return _prepare_locked(p, reporter or NullReporter())
+        try:
+            return _prepare_locked(p, reporter or NullReporter())
+        except BaseException:
+            if p.created and not p.manifest.formats:  # an empty dataset folder is not a dataset
+                shutil.rmtree(p.dataset_dir, ignore_errors=True)
+            raise
 
 
 @contextlib.contextmanager
@@ -123,7 +130,17 @@ def _prepare_locked(p: PreparePlan, reporter: Reporter) -> Manifest:
             raise IobenchError(f"disk full while writing {dataset_dir} ({exc.strerror}); nothing was kept") from None
         raise IobenchError(f"writing {dataset_dir} failed: {exc.strerror or exc}; nothing was kept") from None
     except RuntimeError as exc:  # a writer thread or process reported its failure
-        raise IobenchError(f"writing {dataset_dir} failed: {exc}; nothing was kept") from None
+        raise IobenchError(f"writing {dataset_dir} failed: {one_line(exc)}; nothing was kept") from None
+    except IobenchError:
+        raise
+    except Exception as exc:
+        if request.spec.source is None:
+            raise  # generated data: a bug, with its traceback
+        # The source changed or is damaged beyond what opening it checked (a truncated JPEG, a short
+        # archive member, a bad CRC): its reader's verdict, naming the sample where it can.
+        raise IobenchError(
+            f"--from {request.spec.source.path}: {type(exc).__name__}: {one_line(exc)}; nothing was kept"
+        ) from None
     if manifest.content and manifest.content != content:
         # Every format is written from the same generator: a differing digest is a bug.
         raise IobenchError(f"{dataset_dir}: generated content differs from the manifest's checksum")
@@ -140,6 +157,24 @@ def _prepare_locked(p: PreparePlan, reporter: Reporter) -> Manifest:
         for job in jobs:
             shutil.rmtree(job.partial, ignore_errors=True)
     return manifest
+
+
+def _check_source_outside(request: PrepareRequest) -> None:
+    """A source inside the dataset it would write is refused before anything is touched: --force
+    would delete it (and the rest of the dataset) before reading it. Real paths, links resolved."""
+    source = request.spec.source
+    if source is None:
+        return
+    paths = [source.path]
+    if source.labels and source.kind in ("npy", "hdf5"):  # a path; the other kinds name a key
+        paths.append(source.labels.rpartition(":")[0] if source.kind == "hdf5" else source.labels)
+    dataset = request.dataset_dir.resolve()
+    for path in paths:
+        if Path(path).resolve().is_relative_to(dataset):
+            raise IobenchError(
+                f"--from {path}: it lies inside the dataset being written ({dataset}); "
+                "copy it elsewhere or choose another --dataset"
+            )
 
 
 def _make_dataset_dir(request: PrepareRequest) -> Path:

@@ -2,18 +2,22 @@
 
 A source is opened and checked completely (readable, a supported dtype, one shape, labels of the
 same length, integer labels >= 0) before anything is written; afterwards it is read front to back,
-chunk by chunk, by every format writer that needs it. Sources are read with pickle refused.
+chunk by chunk, by every format writer that needs it. A source is data: never opened writable, read
+with pickle refused, and never a way to read another file (links inside a TensorDict folder or an
+image folder, HDF5 external storage, external links and virtual datasets are refused).
 
 - `X.npy` (memory-mapped), labels `--labels Y.npy`;
 - `D.npz --features-key x --labels-key y` (streamed out of the archive: stored or deflated);
 - `F.h5:features`, labels `--labels F.h5:labels`;
-- a TensorDict memmap folder with a features and a labels entry (loaded with allow_pickle=False);
+- a TensorDict memmap folder with a features and a labels entry: its meta.json is read as JSON and
+  the `.memmap` files with plain reads (tensordict would map them writable and grow a short one);
 - a folder of images in class sub-folders (ImageFolder): PNG/JPEG decoded with Pillow, resized to
   cover --shape and centre-cropped, uint8 channels first; label = class index in sorted order.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import zipfile
 from collections.abc import Iterator
@@ -26,11 +30,15 @@ import numpy as np
 
 from iobench.data.dataset import LABEL_DTYPE, SUPPORTED_DTYPES
 from iobench.data.source_info import SourceInfo
-from iobench.errors import IobenchError
+from iobench.errors import IobenchError, one_line
 from iobench.formats.npy import read_header
-from iobench.fsutil import pread_full
+from iobench.fsutil import check_regular, open_regular, pread_full
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+# An image is decoded whole before it is resized: one of 13,000 x 13,000 pixels costs 0.5-1.3 GB per
+# decoding thread. 64 megapixels admits every camera photo and 8K frame.
+MAX_IMAGE_PIXELS = 64_000_000
+META_JSON_BYTES = 2**20  # a TensorDict's meta.json describes a few entries: a larger one is refused
 
 
 @dataclass
@@ -96,9 +104,10 @@ def open_source(
         size = sum(p.stat().st_size for p, _ in files)
         mtime = max(p.stat().st_mtime for p, _ in files)
     elif path.is_dir():
-        children = [p for p in path.rglob("*") if p.is_file()]
-        size = sum(p.stat().st_size for p in children)
-        mtime = max((p.stat().st_mtime for p in children), default=0.0)
+        children = [path / "meta.json", *(path / f"{key}.memmap" for key in (feat, lab))]
+        stats = [p.lstat() for p in children if p.is_file() and not p.is_symlink()]
+        size = sum(st.st_size for st in stats)
+        mtime = max((st.st_mtime for st in stats), default=0.0)
     else:
         size, mtime = path.stat().st_size, path.stat().st_mtime
     info = SourceInfo(kind, str(path), feat, lab, size, mtime, tuple(shape or ()))
@@ -116,8 +125,10 @@ def check(info: SourceInfo, text: str) -> Opened:
             return Opened(info, n, tuple(shape), dtype_name, n_classes)
     except IobenchError:
         raise
-    except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as exc:
-        raise IobenchError(f"--from {text}: cannot read it ({type(exc).__name__}: {exc})") from None
+    except RecursionError:
+        raise IobenchError(f"--from {text}: cannot read it (nested too deep)") from None
+    except Exception as exc:  # OSError, ValueError, BadZipFile, zlib.error, NotImplementedError (PPMd), ...
+        raise IobenchError(f"--from {text}: cannot read it ({type(exc).__name__}: {one_line(exc)})") from None
 
 
 def _dtype_name(dtype: np.dtype, text: str) -> str:
@@ -158,35 +169,33 @@ class reading:  # noqa: N801 - used as a context manager, like open()
         if info.kind == "npy":
             features = _RawRows.of_npy(path)
             self._close.append(features)
-            labels = np.load(info.labels, mmap_mode="r", allow_pickle=False) if info.labels else None
+            labels = _RawRows.of_npy(Path(info.labels)) if info.labels else None
+            if labels is not None:
+                self._close.append(labels)
         elif info.kind == "npz":
             features = _NpzMember(path, info.features)
-            labels = np.asarray(_NpzMember(path, info.labels)[:]) if info.labels else None
+            # Streamed like the features, after its declared length is checked (a 1 MB member may
+            # declare 2^40 labels, or inflate to gigabytes).
+            labels = _NpzMember(path, info.labels) if info.labels else None
         elif info.kind == "hdf5":
             import h5py
 
+            check_regular(path)
             f = h5py.File(path, "r")
             self._close.append(f)
             features = _h5_dataset(f, info.features)
             labels = None
             if info.labels:
                 lpath, _, lname = info.labels.rpartition(":")
+                if Path(lpath).resolve() != path:
+                    check_regular(lpath)
                 g = f if Path(lpath).resolve() == path else h5py.File(lpath, "r")
                 if g is not f:
                     self._close.append(g)
                 labels = _h5_dataset(g, lname)
         elif info.kind == "tensordict":
-            from tensordict import MemoryMappedTensor, TensorDict
-
-            td = TensorDict.load_memmap(path, allow_pickle=False)
-            if info.features not in td.keys() or info.labels not in td.keys():
-                raise KeyError(f"the TensorDict holds {sorted(td.keys())}; need {info.features!r} and {info.labels!r}")
-            mapped = td[info.features]
-            if not isinstance(mapped, MemoryMappedTensor) or mapped.filename is None:
-                raise ValueError(f"{info.features!r} is not a memory-mapped tensor in a file")
-            features = _RawRows(Path(mapped.filename), 0, tuple(mapped.shape), mapped.numpy().dtype)
-            self._close.append(features)
-            labels = td[info.labels].numpy()
+            features, labels = _tensordict_entries(path, info.features, info.labels)
+            self._close += [features, labels]
         else:
             files = _image_files(path)
             features = _Images(files, info.image_shape)
@@ -211,11 +220,41 @@ def source_chunks(info: SourceInfo, rows: int, start: int, stop: int) -> Iterato
 
 
 def _h5_dataset(f: Any, name: str) -> Any:
-    import h5py
+    from iobench.formats.hdf5 import stored_inside
 
-    if name not in f or not isinstance(f[name], h5py.Dataset):
+    dataset = stored_inside(f, name)
+    if dataset is None:
         raise KeyError(f"no dataset {name!r} in {f.filename}")
-    return f[name]
+    return dataset
+
+
+def _tensordict_entries(folder: Path, features: str, labels: str) -> tuple[_RawRows, _RawRows]:
+    """The two entries of a TensorDict memmap folder, from its meta.json read as JSON.
+
+    tensordict itself is never asked: `load_memmap` maps the files writable and grows one that is
+    shorter than meta.json declares (zeroing its first byte), through a link if there is one."""
+    fd = open_regular(folder / "meta.json")
+    with open(fd, "rb") as f:
+        text = f.read(META_JSON_BYTES + 1)
+    if len(text) > META_JSON_BYTES:
+        raise ValueError("meta.json is larger than a TensorDict's description")
+    meta = json.loads(text)
+    if not isinstance(meta, dict) or "TensorDict" not in str(meta.get("_type", "")):
+        raise ValueError("meta.json does not describe a TensorDict")
+    entries = []
+    for key in (features, labels):
+        entry = meta.get(key)
+        if "/" in key or key.startswith(".") or not isinstance(entry, dict) or "shape" not in entry:
+            keys = sorted(k for k, v in meta.items() if isinstance(v, dict) and "shape" in v)
+            raise KeyError(f"the TensorDict holds {keys}; need {features!r} and {labels!r} as tensors")
+        dtype = str(entry.get("dtype", "")).removeprefix("torch.")
+        shape = entry["shape"]
+        if dtype not in SUPPORTED_DTYPES or not isinstance(shape, list) or not shape:
+            raise ValueError(f"{key!r}: a {entry.get('dtype')} tensor of shape {shape} is not supported")
+        if not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+            raise ValueError(f"{key!r}: shape {shape} is not a list of sizes")
+        entries.append(_RawRows(folder / f"{key}.memmap", 0, tuple(shape), np.dtype(dtype)))
+    return entries[0], entries[1]
 
 
 class _RawRows:
@@ -223,16 +262,17 @@ class _RawRows:
     count every page read in the process's RSS (a 2 GB source: 2 GB of RSS)."""
 
     def __init__(self, path: Path, offset: int, shape: tuple[int, ...], dtype: np.dtype) -> None:
-        self.file = open(path, "rb")  # noqa: SIM115 - closed by reading.__exit__
+        # Read-only, no link followed, no FIFO waited on: closed by reading.__exit__.
+        self.file = open(open_regular(path), "rb")  # noqa: SIM115
         self.offset, self.shape, self.dtype, self.ndim = offset, shape, np.dtype(dtype), len(shape)
-        self.row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * self.dtype.itemsize
+        self.row_bytes = int(np.prod(shape[1:], dtype=object)) * self.dtype.itemsize
         if os.fstat(self.file.fileno()).st_size < offset + shape[0] * self.row_bytes:
             self.file.close()
             raise ValueError(f"{path.name} is shorter than its {shape} {self.dtype} need")
 
     @classmethod
     def of_npy(cls, path: Path) -> _RawRows:
-        with open(path, "rb") as f:
+        with open(open_regular(path), "rb") as f:
             shape, fortran, dtype = read_header(f)
             offset = f.tell()
         if fortran or dtype.hasobject or not shape:
@@ -259,6 +299,7 @@ class _NpzMember:
     loading it whole; slices must come in increasing order, as the writers read them."""
 
     def __init__(self, path: Path, key: str) -> None:
+        check_regular(path)
         self.zip = zipfile.ZipFile(path)
         name = f"{key}.npy"
         if name not in self.zip.namelist():
@@ -280,7 +321,12 @@ class _NpzMember:
         start, stop, _ = rows.indices(len(self))
         if start < self.position:
             raise ValueError("an .npz member is read in order")
-        self.stream.read((start - self.position) * self.row_bytes)
+        skip = (start - self.position) * self.row_bytes
+        while skip > 0:  # in pieces: a skip is not a reason to hold gigabytes
+            skipped = len(self.stream.read(min(skip, 2**24)))
+            if not skipped:
+                break
+            skip -= skipped
         data = self.stream.read((stop - start) * self.row_bytes)
         self.position = stop
         if len(data) != (stop - start) * self.row_bytes:
@@ -289,16 +335,34 @@ class _NpzMember:
 
 
 def _image_files(root: Path) -> list[tuple[Path, int]]:
+    # A link (class folder, sub-folder or image) is refused, never followed: it could lead anywhere
+    # (a class folder linked to /usr was crawled whole).
     classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    files = [
-        (p, label)
-        for label, folder in enumerate(classes)
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES
-    ]
+    per_class = [_images_in(folder, root) for folder in classes]
+    empty = [folder.name for folder, found in zip(classes, per_class, strict=True) if not found]
+    if empty and len(empty) < len(classes):  # torchvision refuses this too: every later label would shift by one
+        raise IobenchError(f"--from {root}: class folder {empty[0]!r} holds no PNG or JPEG files")
+    files = [(p, label) for label, found in enumerate(per_class) for p in found]
     if not files:
         raise IobenchError(f"--from {root}: no PNG or JPEG files in class sub-folders (the ImageFolder layout)")
     return files
+
+
+def _images_in(folder: Path, root: Path) -> list[Path]:
+    """Image files below a class folder; a linked folder or image is refused (os.walk lists linked
+    sub-folders without entering them)."""
+    linked = [folder] if folder.is_symlink() else []
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        here = Path(dirpath)
+        images = [n for n in filenames if Path(n).suffix.lower() in IMAGE_SUFFIXES]
+        linked += [here / n for n in dirnames + images if (here / n).is_symlink()]
+        if linked:
+            raise IobenchError(
+                f"--from {root}: {linked[0].relative_to(root)} is a link; a source is read without links"
+            )
+        found += [here / n for n in images]
+    return sorted(found)
 
 
 class _Images:
@@ -324,13 +388,17 @@ class _Images:
         channels, height, width = self.shape[1:]
         path = self.files[index][0]
         try:
-            with Image.open(path) as image:
+            with open(open_regular(path), "rb") as f, Image.open(f) as image:
+                if image.width * image.height > MAX_IMAGE_PIXELS:  # the header only: nothing decoded yet
+                    raise ValueError(
+                        f"{image.width}x{image.height} pixels, more than the {MAX_IMAGE_PIXELS:,} iobench decodes"
+                    )
                 image = image.convert("RGB" if channels == 3 else "L")
                 scale = max(width / image.width, height / image.height)
                 size = (max(width, round(image.width * scale)), max(height, round(image.height * scale)))
                 image = image.resize(size, Image.BILINEAR)
                 left, top = (size[0] - width) // 2, (size[1] - height) // 2
                 pixels = np.asarray(image.crop((left, top, left + width, top + height)))
-        except (OSError, SyntaxError, Image.DecompressionBombError) as exc:
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
             raise ValueError(f"{path}: not a readable image ({exc})") from None
         return pixels[None] if channels == 1 else np.moveaxis(pixels, -1, 0)
