@@ -30,11 +30,13 @@ from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
 from iobench.formats.npy import check_header, npy_header, read_header
 from iobench.formats.png import filter_rows, png_file
+from iobench.fsutil import open_beneath
 
 LABELS = "labels.npy"
 PER_FOLDER = 1000
 PNG_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
@@ -154,19 +156,29 @@ class FilesWriter(FormatWriter):
         return self._digests
 
 
-class FilesReader(FormatReader):
-    def _open(self) -> np.ndarray:
-        check_header(self.directory / LABELS, np.dtype(LABEL_DTYPE), (self.spec.n_samples,))
-        return np.load(self.directory / LABELS, mmap_mode="r", allow_pickle=False)
+@dataclass
+class _Handle:
+    labels: np.ndarray
+    root: int  # the format folder, opened once: every sample is opened beneath it
 
-    def _close(self, handle: np.ndarray) -> None:
-        handle._mmap.close()
+
+class FilesReader(FormatReader):
+    def _open(self) -> _Handle:
+        check_header(self.directory / LABELS, np.dtype(LABEL_DTYPE), (self.spec.n_samples,))
+        labels = np.load(self.directory / LABELS, mmap_mode="r", allow_pickle=False)
+        return _Handle(labels, os.open(self.directory, _FOLDER_FLAGS))
+
+    def _close(self, handle: _Handle) -> None:
+        handle.labels._mmap.close()
+        os.close(handle.root)
 
     def _features(self, index: int) -> np.ndarray:
         spec, suffix = self.spec, self.options.encoding
         relative = sample_path(index, spec, suffix)
-        # O_NOFOLLOW: a sample planted as a link must not make iobench read a file outside the dataset.
-        fd = os.open(self.directory / relative, os.O_RDONLY | _NOFOLLOW)
+        # Each component opened without following links, beneath the folder opened at the start: a
+        # sample or a sample folder swapped for a link (even mid-run) cannot lead outside; a FIFO
+        # planted as a sample is refused instead of waited on.
+        fd = open_beneath(self.handle.root, relative)
         with open(fd, "rb") as f:
             if suffix == "png":
                 return decode_png(f, spec, png_axes(spec.shape) or "", relative)
@@ -179,7 +191,7 @@ class FilesReader(FormatReader):
             return data.reshape(spec.shape)
 
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        labels = self.handle
+        labels = self.handle.labels
         features, _ = self._empty(len(indices))
         for row, index in enumerate(indices):
             features[row] = self._features(int(index))

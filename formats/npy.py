@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -10,6 +11,7 @@ import numpy as np
 
 from iobench.data.dataset import LABEL_DTYPE, DatasetSpec
 from iobench.formats.base import FixedLayout, FormatReader, HashedFile, StorageFormat, TwoFileWriter
+from iobench.fsutil import open_regular
 
 FEATURES = "features.npy"
 LABELS = "labels.npy"
@@ -50,18 +52,19 @@ def read_header(f: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype]:
 def check_header(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> int:
     """The header must declare the spec's dtype and shape, and the file hold exactly that much data
     (a header can declare anything; this is read before any mapping). Returns where the data starts."""
-    with open(path, "rb") as f:
+    with open(open_regular(path), "rb") as f:  # a link or a FIFO planted in a dataset is refused here
         try:
             header = read_header(f)
         except (ValueError, OSError) as exc:
             raise ValueError(f"{path.name}: not a readable .npy header ({exc})") from None
         offset = f.tell()
+        size = os.fstat(f.fileno()).st_size
     found_shape, fortran, found_dtype = header
     if tuple(found_shape) != shape or found_dtype != dtype or fortran or found_dtype.hasobject:
         raise ValueError(f"{path.name} declares {found_dtype} {tuple(found_shape)}; the spec says {dtype} {shape}")
     expected = offset + int(np.prod(shape)) * dtype.itemsize
-    if path.stat().st_size != expected:
-        raise ValueError(f"{path.name} holds {path.stat().st_size} bytes; its header needs {expected}")
+    if size != expected:
+        raise ValueError(f"{path.name} holds {size} bytes; its header needs {expected}")
     return offset
 
 

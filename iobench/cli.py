@@ -539,7 +539,8 @@ def compare_cmd(
     for col in ("configuration", "A MB/s", "B MB/s", "change"):
         table.add_column(col, justify="left" if col == "configuration" else "right")
     for ra, rb, change in pairs:
-        table.add_row(describe(ra), f"{ra.epochs.mb_per_s:,.1f}", f"{rb.epochs.mb_per_s:,.1f}", f"{change:+.1%}")
+        shown = f"{change:+.1%}" if math.isfinite(change) else "- (A is 0)"
+        table.add_row(describe(ra), f"{ra.epochs.mb_per_s:,.1f}", f"{rb.epochs.mb_per_s:,.1f}", shown)
     out.print(table)
     out.print(f"{len(pairs)} matching configuration(s); {only_a} only in A, {only_b} only in B", highlight=False)
 
@@ -640,6 +641,9 @@ def _print_tune(outcome, results: Path) -> None:
     out.print(f"records of every round in {results}; `iobench report {results}` shows the search")
 
 
+MAX_IDLE_SECONDS = 3600.0
+
+
 @app.command("doctor")
 def doctor_cmd(
     data_dir: o.DataDir = Path("data"),
@@ -654,11 +658,11 @@ def doctor_cmd(
     """Check what iobench's numbers rest on here: eviction, page-cache reclaim, cgroups, cores, the GPU path."""
     from iobench.run.doctor import examine
 
+    if not 0 <= idle_seconds <= MAX_IDLE_SECONDS:  # also refuses nan
+        raise IobenchError(f"--idle-seconds must be 0..{MAX_IDLE_SECONDS:g}, got {idle_seconds:g}")
+    if not data_dir.is_dir():  # a mistyped folder is named, not created
+        raise IobenchError(f"--data-dir {data_dir}: no such folder")
     target = resolve_device(device)
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise IobenchError(f"cannot create {data_dir}: {exc.strerror or exc}") from None
     if idle_seconds > 0:
         _say(f"checking; this leaves a file idle for {idle_seconds:g} s (--idle-seconds 0 skips that) ...")
     findings = examine(data_dir, target, idle_seconds)

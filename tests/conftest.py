@@ -66,6 +66,22 @@ def run_subprocess(*args: str, **kwargs) -> subprocess.CompletedProcess:
     )
 
 
+def descendants(pid: int) -> set[int]:
+    """Every process below pid (DataLoader workers, a cache governor), from /proc."""
+    found, todo = set(), [pid]
+    while todo:
+        p = todo.pop()
+        for task in os.listdir(f"/proc/{p}/task") if os.path.isdir(f"/proc/{p}/task") else []:
+            try:
+                with open(f"/proc/{p}/task/{task}/children") as f:
+                    kids = {int(x) for x in f.read().split()}
+            except OSError:
+                continue
+            todo += list(kids - found)
+            found |= kids
+    return found
+
+
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Generation chunks of 4 KiB, so tiny datasets still cross many chunk boundaries."""

@@ -16,7 +16,15 @@ import pytest
 
 from iobench.data.manifest import Manifest
 from iobench.results.store import append_record, load_records
-from tests.conftest import ROOT, assert_one_line_error, invoke, prepare_with_limits, record_of, stored_records
+from tests.conftest import (
+    ROOT,
+    assert_one_line_error,
+    descendants,
+    invoke,
+    prepare_with_limits,
+    record_of,
+    stored_records,
+)
 
 
 @pytest.fixture(scope="module")
@@ -243,21 +251,6 @@ def test_a_prepared_dataset_is_readable_by_colleagues(tmp_path, cli):
             assert mode & 0o011 == 0o011, (path, oct(mode))  # and enter folders
 
 
-def _descendants(pid: int) -> set[int]:
-    found, todo = set(), [pid]
-    while todo:
-        p = todo.pop()
-        for task in os.listdir(f"/proc/{p}/task") if os.path.isdir(f"/proc/{p}/task") else []:
-            try:
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    kids = {int(x) for x in f.read().split()}
-            except OSError:
-                continue
-            todo += list(kids - found)
-            found |= kids
-    return found
-
-
 def _run_with_two_workers(workspace, tmp_path) -> subprocess.Popen:
     """A long `iobench run` in a subprocess, returned once its two DataLoader workers are up."""
     cmd = [sys.executable, "-m", "iobench", "run", "--data-dir", str(workspace / "data"), "--format", "npy"]
@@ -266,7 +259,7 @@ def _run_with_two_workers(workspace, tmp_path) -> subprocess.Popen:
     shutil.copy(workspace / "limits.json", tmp_path / "limits.json")
     proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
-    while len(_descendants(proc.pid)) < 2:
+    while len(descendants(proc.pid)) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
         time.sleep(0.05)
     return proc
@@ -274,7 +267,7 @@ def _run_with_two_workers(workspace, tmp_path) -> subprocess.Popen:
 
 def test_sigterm_ends_a_run_and_its_workers(workspace, tmp_path):
     proc = _run_with_two_workers(workspace, tmp_path)
-    workers = _descendants(proc.pid)
+    workers = descendants(proc.pid)
     proc.terminate()
     proc.wait(timeout=30)
     assert proc.returncode == 130 and "interrupted" in proc.stderr.read()
@@ -347,7 +340,7 @@ def test_writing_stops_before_the_disk_is_full(tmp_path, cli, monkeypatch, forma
 
 def test_a_killed_worker_ends_the_run_in_one_line(workspace, tmp_path):
     proc = _run_with_two_workers(workspace, tmp_path)
-    os.kill(min(_descendants(proc.pid)), 9)
+    os.kill(min(descendants(proc.pid)), 9)
     proc.wait(timeout=60)
     lines = [line for line in proc.stderr.read().splitlines() if line.strip()]
     assert proc.returncode == 1 and len(lines) == 1, lines

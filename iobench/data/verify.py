@@ -10,7 +10,7 @@ from iobench.data.dataset import ContentHasher
 from iobench.data.manifest import MANIFEST, FormatEntry, Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.fsutil import PARTIAL_PREFIX, sha256_file
+from iobench.fsutil import PARTIAL_PREFIX, probe_owner, sha256_file
 from iobench.progress import NullReporter, Reporter
 
 
@@ -33,7 +33,11 @@ def verify_dataset(dataset_dir: Path, reporter: Reporter | None = None) -> tuple
     listed = {e.directory for e in manifest.formats.values()} | {MANIFEST}
     warnings = []
     for p in sorted(dataset_dir.iterdir()):
-        if p.name.startswith(PARTIAL_PREFIX):
+        if probe_owner(p.name) is not None:
+            warnings.append(
+                f"{p.name}: probe file of an interrupted `iobench limits` or `doctor` (the next removes it)"
+            )
+        elif p.name.startswith(PARTIAL_PREFIX):
             warnings.append(f"{p.name}: left by an interrupted prepare (the next prepare removes it)")
         elif p.name not in listed:
             warnings.append(f"{p.name}: not in the manifest (not a prepared format)")

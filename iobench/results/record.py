@@ -268,6 +268,15 @@ class MachineLimits:
     memory_gather_mb_per_s: float | None = None
     gather_sample_bytes: int | None = None
 
+    def __post_init__(self) -> None:
+        """A ceiling is a positive, finite rate: 0 would divide every share by zero after a
+        measurement, a negative one gives negative shares (a crafted or damaged limits.json)."""
+        for f in fields(self):
+            value = getattr(self, f.name)
+            rate = f.name.endswith(("_mb_per_s", "_iops")) and f.name != "read_limit_mb_per_s"
+            if rate and value is not None and not (0 < value < math.inf):
+                raise RecordError(f"the ceiling {f.name!r} is {value!r}; a ceiling must be a positive rate")
+
     def random_iops(self, sample_bytes: int) -> float | None:
         """Queue-depth-32 random reads of the block that holds one sample, when measured for it."""
         block = read_block(sample_bytes)
@@ -375,7 +384,7 @@ class RunRecord:
     def with_limits(self, limits: MachineLimits | None) -> RunRecord:
         """The record with its share of the applicable ceiling (recomputed by today's rule)."""
         found = self.ceiling(limits) if limits is not None else None
-        if found is None:
+        if found is None or not 0 < found[1] < math.inf:  # never lose a measurement to a bad ceiling
             return replace(self, limit=LimitShare())
         name, value = found
         return replace(
@@ -417,6 +426,7 @@ class RunRecord:
             "limit": LimitShare,
         }
         built = {name: _part(part, d) for name, part in parts.items()}
+        _check_measured(built["epochs"])
         known = {f.name for part in parts.values() for f in fields(part)} | {"schema_version", "timestamp"}
         return cls(
             **built,
@@ -424,6 +434,18 @@ class RunRecord:
             schema_version=version,
             extra={k: v for k, v in d.items() if k not in known},
         )
+
+
+MAX_MEASURED = 1e15  # seconds (30 million years) or MB/s: anything larger is not a measurement
+
+
+def _check_measured(epochs: EpochStats) -> None:
+    """Times and rates are >= 0 and finite: a report divides by them, sums them and plots them."""
+    for f in fields(epochs):
+        value = getattr(epochs, f.name)
+        for x in value if isinstance(value, list) else [value]:
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and (x < 0 or x > MAX_MEASURED):
+                raise RecordError(f"{f.name!r} holds {x!r}, not a measured time or rate")
 
 
 def _mapping(data: object, what: str) -> dict:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from pathlib import Path
 
@@ -10,7 +11,7 @@ from iobench.results import plots
 from iobench.results.record import RunRecord, limits_key
 from iobench.results.store import load_all_limits, load_records
 from iobench.results.tables import au_text, settings_label
-from iobench.results.warnings import record_warnings
+from iobench.results.warnings import md_text, record_warnings
 
 ENVIRONMENT = ("hostname", "cpu_model", "cpu_count", "ram_bytes", "gpu_name", "kernel", "data_filesystem",
                "data_device", "python_version", "torch_version", "tensordict_version", "numpy_version",
@@ -70,7 +71,7 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> 
     groups = workload_groups(records)
     for name, group in groups.items():
         if len(groups) > 1:
-            lines += ["", f"### {name}", ""]
+            lines += ["", f"### {md_text(name)}", ""]
         lines += _table(group)
     notes = record_warnings(records)
     if notes:
@@ -105,7 +106,7 @@ def _environment(records: list[dict]) -> list[str]:
         values = sorted({str(getattr(r.environment, key)) for r in records})
         if key == "ram_bytes":
             values = [f"{int(v) / 2**30:.1f} GiB" for v in values if v]
-        lines.append(f"| {key} | {', '.join(values) or '-'} |")
+        lines.append(f"| {key} | {md_text(', '.join(values)) or '-'} |")
     return lines + [""]
 
 
@@ -126,7 +127,7 @@ def _table(records: list[RunRecord]) -> list[str]:
                  f"{limit:.0f}%" if limit is not None else "-")  # fmt: skip
         if au:
             cells = (*cells[:9], au_text(r), *cells[9:])
-        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+        lines.append("| " + " | ".join(md_text(c) for c in cells) + " |")
     return lines
 
 
@@ -134,8 +135,14 @@ def compare(a: Path, b: Path) -> tuple[list[tuple[RunRecord, RunRecord, float]],
     """Matching configurations (record in A, record in B, relative change of MB/s) and the unmatched counts."""
     left = {r.identity(): r for r in latest_per_config(load_records(a).records)}
     right = {r.identity(): r for r in latest_per_config(load_records(b).records)}
-    pairs = [(left[k], right[k], right[k].epochs.mb_per_s / left[k].epochs.mb_per_s - 1) for k in left if k in right]
+    pairs = [(left[k], right[k], _change(left[k], right[k])) for k in left if k in right]
     return pairs, len(left) - len(pairs), len(right) - len(pairs)
+
+
+def _change(a: RunRecord, b: RunRecord) -> float:
+    """B's MB/s relative to A's; NaN when A moved nothing (there is no ratio to 0)."""
+    base = a.epochs.mb_per_s
+    return b.epochs.mb_per_s / base - 1 if base > 0 else math.nan
 
 
 def describe(r: RunRecord) -> str:

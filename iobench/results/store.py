@@ -69,6 +69,9 @@ def load_records(path: Path) -> RecordFile:
                     loaded.records.append(RunRecord.from_json(json.loads(line)))
                 except json.JSONDecodeError:
                     loaded.skipped.append(f"{path}:{number}: not a whole JSON record (torn or edited); skipped")
+                except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting 200k deep
+                    reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:80]
+                    loaded.skipped.append(f"{path}:{number}: not an iobench record ({reason}); skipped")
                 except RecordError as exc:
                     loaded.skipped.append(f"{path}:{number}: not an iobench record ({exc}); skipped")
     except OSError as exc:
@@ -96,8 +99,9 @@ def load_all_limits(results: Path) -> dict[str, MachineLimits]:
         return {}
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise IobenchError(f"{path}: not readable limits ({exc}); delete it and run `iobench limits`") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:200]
+        raise IobenchError(f"{path}: not readable limits ({reason}); delete it and run `iobench limits`") from None
     if not isinstance(stored, dict):
         raise IobenchError(f"{path}: not a JSON object of limits; delete it and run `iobench limits`")
     try:

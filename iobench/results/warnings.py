@@ -39,7 +39,16 @@ class RunWarning:
         return f"{self.severity}: {self.subject}: {self.finding}; {self.advice}"
 
     def markdown(self) -> str:
-        return f"- **{self.severity}** {self.subject}: {self.finding}; {self.advice}"
+        return f"- **{self.severity}** {md_text(self.subject)}: {md_text(self.finding)}; {md_text(self.advice)}"
+
+
+_MD_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "\n": " ", "\r": " "})
+
+
+def md_text(value: object) -> str:
+    """A value from a record as Markdown text: a pipe cannot split a table cell, a newline cannot end a
+    line, and `<script>` stays text (records may come from someone else)."""
+    return str(value).translate(_MD_ESCAPES)
 
 
 def series_warnings(subject: str, seconds: Sequence[float]) -> list[RunWarning]:

@@ -1,8 +1,10 @@
 """The cache budget's governor: a process of its own, outside the budgeted cgroup.
 
 `python -m iobench.run.cache_governor GROUP VERSION BUDGET` keeps GROUP's limit at what the group
-holds other than file cache plus BUDGET bytes, every 10 ms, until its stdin closes (the run ended,
-or its process died); then it lifts the limit and prints the most file cache it saw. It must not
+holds other than file cache plus BUDGET bytes, every 10 ms, until a line arrives on its stdin (the run
+ended) or stdin closes (its process died); then it lifts the limit and prints the most file cache it
+saw. A line, not only EOF: DataLoader workers forked by the run inherit the pipe's write end, so the
+run closing its own copy does not close the pipe. It must not
 be inside the group: a thread of the measured process would be charged to the group and could wait
 on the very limit it is meant to raise (seen: a deadlock at the first page fault after a cold
 eviction).
@@ -55,7 +57,7 @@ def main(argv: list[str]) -> int:
         print("ready", flush=True)
         while True:
             readable, _, _ = select.select([sys.stdin], [], [], POLL_SECONDS)
-            if readable and not sys.stdin.buffer.read1(1):
+            if readable:  # "stop", or EOF
                 break
             governor.adjust()
     except (OSError, ValueError) as exc:

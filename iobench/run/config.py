@@ -314,8 +314,35 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
     manifest = check_dataset(target.dataset_dir, config.format)
     check_world(config, manifest.spec.n_samples, world)
     resolved = ResolvedRun(config, target, world, manifest)
+    check_budget(resolved)
     check_can_confine(resolved.confinement, target.dataset_dir)
     return resolved
+
+
+MIN_CACHE_BUDGET = 16 * 2**20  # read-ahead windows and the kernel's own allocations
+
+
+def check_budget(resolved: ResolvedRun) -> None:
+    """A budget must hold what the run keeps in flight: batches in workers' shared memory are charged
+    to the group, and one that cannot be allocated is lost (the run hangs). On tmpfs the files are
+    memory, not cache: a budget would be recorded as held while capping nothing."""
+    budget = resolved.confinement.cache_budget_bytes
+    if budget is None:
+        return
+    from iobench.environment import mount_of
+
+    fstype, _ = mount_of(resolved.dataset_dir)
+    if fstype in ("tmpfs", "ramfs"):
+        raise IobenchError(f"--cache-budget: {resolved.dataset_dir} is on {fstype}, whose files are memory, not cache")
+    s, spec = resolved.config.settings, resolved.manifest.spec
+    in_flight = (max(1, s.num_workers) * (s.prefetch_factor or 2) + 2) * s.batch_size * spec.sample_bytes
+    need = MIN_CACHE_BUDGET + 2 * in_flight
+    if budget < need:
+        raise IobenchError(
+            f"--cache-budget {budget / 2**20:,.1f} MiB is below what this run keeps in flight "
+            f"({need / 2**20:,.0f} MiB for {max(1, s.num_workers)} reader(s) of batch {s.batch_size}); "
+            "give a larger budget or smaller batches"
+        )
 
 
 def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:

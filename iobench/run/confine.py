@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,6 +51,10 @@ class CacheBudget:
             if not 0 < share <= 100:
                 raise IobenchError(f"--cache-budget {self.text!r}: a share must be between 0% and 100%")
             return max(1, int(dataset_bytes * share / 100))
+        if text.replace(".", "", 1).isdigit():  # "20": 20 bytes, or 20%? ask
+            raise IobenchError(
+                f"--cache-budget {self.text!r}: give a unit (256M, 1.5G) or a share of the dataset (20%)"
+            )
         try:
             return parse_bytes(text)
         except IobenchError:
@@ -125,6 +130,8 @@ class _Group:
         self.home = home
         self.path = home / f"iobench-{os.getpid()}"
         for stale in home.glob("iobench-*"):  # left by a run that was killed; removable only when empty
+            if _owner_alive(stale.name):  # another run's group, perhaps not entered yet
+                continue
             try:
                 stale.rmdir()
             except OSError:
@@ -165,6 +172,20 @@ class _Group:
                 return
             except OSError:
                 continue
+
+
+def _owner_alive(name: str) -> bool:
+    """Whether the run that made group `iobench-PID` is still running (it may be about to enter it)."""
+    pid = name.removeprefix("iobench-")
+    if not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
 
 
 def _home(controller: str) -> tuple[Path, int]:
@@ -253,11 +274,16 @@ class _Governor:
     """The process that keeps the group's limit at (what it holds other than file cache) + budget;
     started outside the group (`cache_governor`), before this process enters it."""
 
+    WATCH_SECONDS = 0.2
+    STOP_SECONDS = 10
+
     def __init__(self, group: _Group, version: int, budget: int) -> None:
         self.group, self.version, self.budget = group, version, budget
         self.process: subprocess.Popen | None = None
         self.peak_cache = 0
         self.failure = ""
+        self._stopping = threading.Event()
+        self._watcher: threading.Thread | None = None
 
     def start(self) -> None:
         args = [sys.executable, "-m", "iobench.run.cache_governor", str(self.group.path), str(self.version)]
@@ -267,16 +293,45 @@ class _Governor:
         if self.process.stdout.readline().strip() != "ready":
             self.stop()
             raise IobenchError(f"the cache budget's governor did not start: {self.failure or 'no reason given'}")
+        self._watcher = threading.Thread(target=self._watch, args=(self.process,), name="governor-watch", daemon=True)
+        self._watcher.start()
+
+    def _watch(self, process: subprocess.Popen) -> None:
+        """A governor that dies mid-run leaves the limit frozen with the OOM killer off: the run would
+        stall at the frozen limit. Lift it here; stop() then fails the run."""
+        while not self._stopping.wait(self.WATCH_SECONDS):
+            if process.poll() is not None:
+                self._lift()
+                return
+
+    def _lift(self) -> None:
+        limit = "memory.limit_in_bytes" if self.version == 1 else "memory.high"
+        try:
+            (self.group.path / limit).write_text("-1" if self.version == 1 else "max")
+        except OSError:
+            pass  # the group is gone
 
     def stop(self) -> None:
         if self.process is None:
             return
-        out, _ = self.process.communicate(input="", timeout=60)  # closing stdin ends it
-        self.process = None
+        self._stopping.set()
+        process, self.process = self.process, None
+        try:
+            # A line ends it: closing stdin alone would not, while forked workers hold the pipe too.
+            out, _ = process.communicate(input="stop\n", timeout=self.STOP_SECONDS)
+        except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
+            process.kill()
+            out, _ = process.communicate()
+            self._lift()
         words = out.split(maxsplit=2)
         if len(words) >= 2 and words[0] == "peak":
             self.peak_cache = int(words[1])
             self.failure = words[2].strip() if len(words) > 2 else ""
+        else:
+            self._lift()
+            self.failure = (
+                f"its governor process ended early (exit status {process.returncode}); the budget was not held"
+            )
 
 
 def _budget(budget: int) -> tuple[_Group, _Governor, str]:

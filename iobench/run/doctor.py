@@ -16,7 +16,7 @@ import torch
 
 from iobench.choices import Choice
 from iobench.environment import usable_cores
-from iobench.fsutil import PARTIAL_PREFIX, free_bytes
+from iobench.fsutil import PARTIAL_PREFIX, free_bytes, remove_stale_probes
 from iobench.run.cache import evict, resident_fraction
 from iobench.run.config import can_drop_caches, max_workers
 from iobench.run.limits import write_probe
@@ -87,6 +87,9 @@ def _read(path: Path) -> None:
 
 def page_cache(folder: Path, idle_seconds: float, wait: Callable[[float], None] = time.sleep) -> list[Finding]:
     """Eviction empties the cache for a file, a read fills it, and (after idle_seconds) it stays filled."""
+    remove_stale_probes(folder)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return [Finding("eviction", Status.SKIPPED, f"{folder} is not writable: no probe file can be made there")]
     if free_bytes(folder) < 2 * PROBE_BYTES:
         return [Finding("eviction", Status.SKIPPED, f"less than {2 * PROBE_BYTES // 2**20} MiB free in {folder}")]
     path = folder / f"{PARTIAL_PREFIX}doctor-{os.getpid()}.bin"

@@ -31,7 +31,7 @@ from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec
 from iobench.data.manifest import Manifest
 from iobench.environment import mount_of
 from iobench.errors import IobenchError
-from iobench.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes
+from iobench.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes, remove_stale_probes
 from iobench.results.record import PAGE, MachineLimits, limits_key, read_block
 from iobench.results.store import limits_path, load_all_limits
 from iobench.run import aio
@@ -79,9 +79,7 @@ def stored_or_measured(
     """The limits stored beside the results for this host, disk and throttle, measured and stored if none."""
     limits = load_limits(results, data_dir, read_limit)
     if limits is None:
-        if announce is not None:
-            announce()
-        limits = measure_limits(data_dir, device, read_limit=read_limit)
+        limits = measure_limits(data_dir, device, announce=announce, read_limit=read_limit)
         save_limits(results, data_dir, limits)
     return limits
 
@@ -332,7 +330,13 @@ def measure_limits(
     except OSError as exc:
         raise IobenchError(f"cannot create {data_dir}: {exc.strerror or exc}") from None
     check_can_confine(Confinement(read_limit_mb_per_s=read_limit), data_dir)
+    remove_stale_probes(data_dir)
     existing = _probe_source(data_dir, probe_bytes)
+    if existing is None and not os.access(data_dir, os.W_OK | os.X_OK):
+        raise IobenchError(
+            f"{data_dir} is not writable: the limits need a probe file there, or a prepared dataset to read; "
+            "measure them once with `iobench limits --data-dir` on a writable folder of the same disk"
+        )
     if announce is not None:
         announce()
     probe = existing or data_dir / f"{PARTIAL_PREFIX}limits-probe-{os.getpid()}.bin"
@@ -352,7 +356,8 @@ def measure_limits(
         raise IobenchError(f"cannot measure the limits in {data_dir}: {exc.strerror or exc}") from None
     finally:
         if existing is None:
-            probe.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # never a new error over the one that ended the probe
+                probe.unlink()
     fstype, source = mount_of(data_dir)
     return MachineLimits(
         measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

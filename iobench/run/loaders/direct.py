@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 import os
+import stat
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ import torch
 
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader
-from iobench.fsutil import pread_full
+from iobench.fsutil import DATA_OPEN_FLAGS, open_regular, pread_full
 from iobench.results.record import ReadMethod
 from iobench.run import aio
 from iobench.run.loaders.base import DeviceBatch, Loader, LoaderSettings
@@ -62,8 +63,9 @@ class DirectLoader(Loader):
         spec = reader.spec
         self.row, self.offset, self.shuffled = spec.feature_bytes, layout.features_offset, not reader.sequential
         t0 = time.perf_counter()
-        self.fd: int | None = os.open(layout.features, os.O_RDONLY)
-        self.labels = np.fromfile(layout.labels, dtype=np.int64, count=spec.n_samples, offset=layout.labels_offset)
+        self.fd: int | None = open_regular(layout.features)  # no link followed, no FIFO waited on
+        with open(open_regular(layout.labels), "rb") as f:
+            self.labels = np.fromfile(f, dtype=np.int64, count=spec.n_samples, offset=layout.labels_offset)
         self._setup = time.perf_counter() - t0
         self.threads = settings.num_workers or READS_IN_FLIGHT
         self.pool: ThreadPoolExecutor | None = ThreadPoolExecutor(self.threads, thread_name_prefix="iobench-direct")
@@ -87,7 +89,9 @@ class DirectLoader(Loader):
         if not aio.supported():
             return
         try:
-            self.direct_fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+            self.direct_fd = os.open(path, DATA_OPEN_FLAGS | os.O_DIRECT)
+            if not stat.S_ISREG(os.fstat(self.direct_fd).st_mode):
+                raise OSError(f"{path}: not a regular file")
             self.aio = aio.AioPool(self.threads)
         except OSError:  # tmpfs refuses O_DIRECT; a kernel may refuse AIO: read through the cache
             if self.direct_fd is not None:

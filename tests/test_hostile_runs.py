@@ -1,0 +1,362 @@
+"""`run`, `limits`, `doctor`, `report` and `compare` against the second hostile probe: budgeted runs end
+promptly, a finished measurement is never lost to a stored figure, FIFOs and swapped folders are not
+followed, hostile records are skipped and named, and nothing is left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iobench.formats.files import sample_path
+from iobench.run import confine
+from tests.conftest import (
+    FLAT_RECORD,
+    ROOT,
+    assert_one_line_error,
+    descendants,
+    invoke,
+    prepare_with_limits,
+    resolved_run,
+    stored_records,
+)
+
+
+def _cgroups_here(controller: str) -> bool:
+    v1, _v2 = confine._mounts()
+    return os.geteuid() == 0 and controller in v1 and os.access(v1[controller], os.W_OK)
+
+
+needs_memory_cgroup = pytest.mark.skipif(
+    not _cgroups_here("memory"), reason="needs root and a cgroup v1 memory hierarchy"
+)
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hostile-runs")
+    prepare_with_limits(root, "2000", "npy,memmap,files")
+    (dataset,) = (root / "data").iterdir()
+    return root, dataset
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+# ---- budgeted runs: Ctrl-C, a dead governor, budgets too small, another run's group ----------------
+
+
+def _budgeted_run(root: Path, tmp_path: Path) -> subprocess.Popen:
+    """A long budgeted run with two workers, returned once its workers and governor are up."""
+    shutil.copy(root / "limits.json", tmp_path / "limits.json")
+    cmd = [sys.executable, "-m", "iobench", "run", "--data-dir", str(root / "data"), "--format", "npy"]
+    cmd += ["--no-shuffle", "--num-workers", "2", "--cache-budget", "64M", "--step", "sleep:50", "--batch-size", "16"]
+    cmd += ["--epochs", "3", "--runs", "1", "--device", "cpu", "-q", "--results", str(tmp_path / "r.jsonl")]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 90
+    while len(descendants(proc.pid)) < 3:  # two workers and the governor
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
+        time.sleep(0.05)
+    time.sleep(1)
+    return proc
+
+
+def _governor_of(proc: subprocess.Popen) -> int:
+    for pid in descendants(proc.pid):
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            if b"cache_governor" in f.read():
+                return pid
+    raise AssertionError("no governor below the run")
+
+
+def _pymp() -> set[str]:
+    return {p.name for p in Path("/tmp").glob("pymp-*")}
+
+
+@needs_memory_cgroup
+def test_ctrl_c_ends_a_budgeted_run_with_workers_at_once(workspace, tmp_path):
+    """D3: forked workers held the governor's stdin: a 60 s stall, then a TimeoutExpired traceback."""
+    root, _ = workspace
+    before = _pymp()
+    proc = _budgeted_run(root, tmp_path)
+    governor = _governor_of(proc)
+    t0 = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise
+    err = proc.stderr.read()
+    assert time.monotonic() - t0 < 15, err
+    assert proc.returncode == 130 and "Traceback" not in err and "interrupted" in err, err
+    assert not os.path.exists(f"/proc/{governor}") or "zombie" in Path(f"/proc/{governor}/status").read_text()
+    time.sleep(0.5)
+    assert _pymp() - before == set(), "multiprocessing's temporary folders were left"
+
+
+@needs_memory_cgroup
+def test_a_killed_governor_fails_the_run_instead_of_claiming_the_budget_held(workspace, tmp_path):
+    """D13: rc 0, cache_peak_bytes 0, the limit frozen and the group's OOM killer off."""
+    root, _ = workspace
+    proc = _budgeted_run(root, tmp_path)
+    os.kill(_governor_of(proc), signal.SIGKILL)
+    proc.wait(timeout=120)
+    err = proc.stderr.read()
+    assert proc.returncode == 2 and "governor process ended early" in err, err
+    assert "Traceback" not in err
+    assert not (tmp_path / "r.jsonl").exists() or stored_records(tmp_path / "r.jsonl") == []
+
+
+def test_a_budget_below_what_the_run_keeps_in_flight_is_refused_before_measuring(workspace, cli, tmp_path):
+    """D4: a 1M budget with two workers lost a batch to ENOMEM and hung for more than 100 s."""
+    root, _ = workspace
+    shutil.copy(root / "limits.json", tmp_path / "limits.json")
+    r = cli("run", "--data-dir", root / "data", "--format", "npy", "--num-workers", "2", "--cache-budget", "1M",
+            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert_one_line_error(r, "below what this run keeps in flight")
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_a_budget_without_a_unit_or_on_tmpfs_is_refused(workspace, cli, tmp_path, monkeypatch):
+    root, _ = workspace
+    r = cli("run", "--data-dir", root / "data", "--format", "npy", "--cache-budget", "20")
+    assert_one_line_error(r, "give a unit")  # it meant 20 bytes
+    monkeypatch.setattr("iobench.environment.mount_of", lambda path: ("tmpfs", "tmpfs"))
+    shutil.copy(root / "limits.json", tmp_path / "limits.json")
+    r = cli("run", "--data-dir", root / "data", "--format", "npy", "--cache-budget", "1G",
+            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert_one_line_error(r, "files are memory, not cache")
+
+
+def test_stale_groups_are_removed_only_when_their_run_is_gone(tmp_path):
+    """D14: one run's cleanup removed another's group before it had entered it."""
+    live = tmp_path / f"iobench-{os.getppid()}"
+    dead = tmp_path / f"iobench-{_dead_pid()}"
+    live.mkdir()
+    dead.mkdir()
+    group = confine._Group(tmp_path)
+    assert live.is_dir() and not dead.exists() and group.path.is_dir()
+
+
+# ---- a stored ceiling of 0, and a probe nothing removed -------------------------------------------
+
+
+@pytest.mark.parametrize("value", [0, -3.5])
+def test_a_ceiling_that_is_not_a_positive_rate_is_refused_before_measuring(workspace, cli, tmp_path, value):
+    """D7: a 0 ceiling measured, then crashed in with_limits (record never appended); a negative one
+    gave -3157% of the limit."""
+    root, _ = workspace
+    stored = json.loads((root / "limits.json").read_text())
+    for entry in stored.values():
+        entry["page_cache_read_mb_per_s"] = value
+    (tmp_path / "limits.json").write_text(json.dumps(stored))
+    r = cli("run", "--data-dir", root / "data", "--format", "npy", "--results", tmp_path / "r.jsonl", "--runs", "1")
+    assert_one_line_error(r, "page_cache_read_mb_per_s", "positive rate")
+
+
+def test_a_record_never_divides_by_a_ceiling_of_zero():
+    from dataclasses import replace
+
+    from iobench.results.record import MachineLimits
+    from tests.conftest import record_of
+
+    limits = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=1.0, page_cache_read_mb_per_s=1.0)
+    object.__setattr__(limits, "page_cache_read_mb_per_s", 0.0)  # as a stale object could hold
+    record = record_of()
+    assert replace(record.with_limits(limits)).limit.percent_of_limit is None
+
+
+def test_a_probe_left_by_a_killed_limits_is_removed_by_the_next_and_named_by_verify(workspace, tmp_path, cli):
+    """D15: a 1 GiB .partial-limits-probe-PID.bin that nothing removed, called an interrupted prepare."""
+    root, dataset = workspace
+    data = tmp_path / "data"
+    shutil.copytree(root / "data", data)
+    (copy,) = data.iterdir()
+    stale = data / f".partial-limits-probe-{_dead_pid()}.bin"
+    stale.write_bytes(bytes(4096))
+    inside = copy / f".partial-doctor-{_dead_pid()}.bin"
+    inside.write_bytes(bytes(4096))
+    r = cli("verify", "--data-dir", data, "--dataset", copy.name)
+    assert "probe file of an interrupted" in r.out + r.err and "interrupted prepare" not in r.out + r.err
+    invoke("limits", "--data-dir", data, "--results", tmp_path / "r.jsonl", "--probe-size", "16M")
+    assert not stale.exists()
+
+
+# ---- read-only folders and doctor's arguments -----------------------------------------------------
+
+
+@pytest.mark.parametrize("idle", ["nan", "inf", "-1"])
+def test_doctor_refuses_idle_times_that_are_not_times(cli, tmp_path, idle):
+    r = cli("doctor", "--data-dir", tmp_path, "--idle-seconds", idle)
+    assert_one_line_error(r, "--idle-seconds")
+
+
+def test_doctor_names_a_missing_data_dir_instead_of_creating_it(cli, tmp_path):
+    r = cli("doctor", "--data-dir", tmp_path / "typo", "--idle-seconds", "0")
+    assert_one_line_error(r, "no such folder")
+    assert not (tmp_path / "typo").exists()
+
+
+@pytest.fixture
+def read_only_copy(workspace, tmp_path):
+    """The dataset folder bind-mounted read-only (root only: root writes through file modes)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("needs root to bind-mount a read-only folder")
+    root, _ = workspace
+    target = tmp_path / "ro"
+    target.mkdir()
+    mounted = subprocess.run(["mount", "--bind", str(root / "data"), str(target)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"mount --bind failed: {mounted.stderr.decode().strip()}")
+    try:
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(target)], check=True, capture_output=True)
+        yield target
+    finally:
+        subprocess.run(["umount", str(target)], capture_output=True)
+
+
+def test_a_read_only_data_dir_is_one_line_for_run_and_doctor(read_only_copy, cli, tmp_path):
+    """D9: `run` with no stored limits and `doctor` ended in an EROFS traceback from the probe's cleanup."""
+    r = cli("run", "--data-dir", read_only_copy, "--format", "npy", "--results", tmp_path / "r.jsonl", "--runs", "1")
+    assert_one_line_error(r, "not writable")
+    r = cli("doctor", "--data-dir", read_only_copy, "--idle-seconds", "0", "--device", "cpu")
+    assert r.code == 0 and "Traceback" not in r.err and "not writable" in r.out, r.out + r.err
+
+
+# ---- FIFOs and a sample folder swapped for a link -------------------------------------------------
+
+
+def _returns_within(seconds: float, fn, fifo: Path):
+    """fn() in a thread; a regression that blocks on the FIFO is released by opening its other end."""
+    result: dict = {}
+
+    def target():
+        try:
+            result["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            result["error"] = exc
+
+    thread = threading.Thread(target=target, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    blocked = thread.is_alive()
+    if blocked:
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.close(fd)
+        thread.join(10)
+    assert not blocked, "blocked on open() of a FIFO"
+    return result
+
+
+@pytest.fixture
+def own_copy(workspace, tmp_path):
+    root, dataset = workspace
+    copy = tmp_path / dataset.name
+    shutil.copytree(dataset, copy, symlinks=True)
+    return copy
+
+
+def _files_reader(dataset: Path):
+    from iobench.data.manifest import Manifest
+    from iobench.formats import FORMATS
+
+    spec = Manifest.load(dataset).spec
+    options = FORMATS["files"].resolve_options(spec, FORMATS["files"].options())
+    return FORMATS["files"].reader(dataset / "files", spec, options), spec, options
+
+
+def test_a_sample_replaced_by_a_fifo_is_refused_not_waited_on(own_copy):
+    """D5: open() of a FIFO planted as a sample after the start-of-run checks blocked forever."""
+    reader, spec, options = _files_reader(own_copy)
+    sample = own_copy / "files" / sample_path(5, spec, options.encoding)
+    sample.unlink()
+    os.mkfifo(sample)
+    result = _returns_within(10, lambda: reader.batch(np.array([5])), sample)
+    assert isinstance(result.get("error"), OSError), result
+    reader.close()
+
+
+def test_the_direct_loader_refuses_a_fifo_in_place_of_its_file(own_copy):
+    from iobench.run.runner import build_loader
+
+    resolved = resolved_run(own_copy, "npy", "direct")
+    features = own_copy / "npy" / "features.npy"
+    features.unlink()
+    os.mkfifo(features)
+    result = _returns_within(10, lambda: build_loader(resolved), features)
+    assert isinstance(result.get("error"), OSError), result
+
+
+def test_a_sample_folder_swapped_for_a_link_mid_run_is_not_followed(own_copy, tmp_path):
+    """D12: O_NOFOLLOW covered only the last component: 1,010 opens outside the dataset, rc 0."""
+    reader, spec, options = _files_reader(own_copy)
+    first = reader.batch(np.arange(10))[0]
+    folder = (own_copy / "files" / sample_path(0, spec, options.encoding)).parent
+    outside = tmp_path / "outside"
+    shutil.copytree(folder, outside)
+    shutil.rmtree(folder)
+    folder.symlink_to(outside)  # same bytes outside: only following the link would make reads succeed
+    with pytest.raises(OSError):
+        reader.batch(np.arange(10))
+    reader.close()
+    assert first.shape[0] == 10
+
+
+# ---- hostile records: report, compare, tune, sweep resume -----------------------------------------
+
+
+def _hostile_lines() -> list[str]:
+    good = json.dumps(FLAT_RECORD)
+    return [
+        good,
+        good.replace('"batch_size": 16', '"batch_size": ' + "9" * 5000),  # int() refuses > 4,300 digits
+        "[" * 200_000 + "]" * 200_000,  # nesting deeper than the recursion limit
+        json.dumps({**FLAT_RECORD, "epoch_seconds_median": 1e308, "epoch_seconds": [1e308] * 3}),
+        json.dumps({**FLAT_RECORD, "mb_per_s": -5.0}),
+        json.dumps({**FLAT_RECORD, "dataset": "a | b <script>alert(1)</script>\nsecond line", "batch_size": 32}),
+    ]
+
+
+def test_hostile_records_are_skipped_and_named_by_report(tmp_path, cli):
+    """D8: a 5,000-digit integer or deep nesting killed report, compare, tune and sweep resume;
+    1e308 seconds raised OverflowError, negative MB/s a matplotlib ValueError."""
+    results = tmp_path / "r.jsonl"
+    results.write_text("\n".join(_hostile_lines()) + "\n")
+    r = cli("report", results, "--out", tmp_path / "report")
+    assert r.code == 0, r.err
+    assert "Traceback" not in r.err
+    skipped = [line for line in r.err.splitlines() if "skipped" in line]
+    assert [line.split("r.jsonl:")[1].split(":")[0] for line in skipped] == ["2", "3", "4", "5"], r.err
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "<script>" not in report and "a \\| b &lt;script&gt;" in report
+    table_rows = [line for line in report.splitlines() if line.startswith("| n100") or line.startswith("| a ")]
+    assert len(table_rows) == 2 and all(row.count(" | ") == table_rows[0].count(" | ") for row in table_rows)
+
+
+def test_compare_survives_hostile_records_and_a_zero_baseline(tmp_path, cli):
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text("\n".join([*_hostile_lines()[1:], json.dumps({**FLAT_RECORD, "mb_per_s": 0.0})]) + "\n")
+    b.write_text(json.dumps(FLAT_RECORD) + "\n")
+    r = cli("compare", a, b)
+    assert r.code == 0 and "Traceback" not in r.err, r.err
+    assert "A is 0" in r.out
+
+
+def test_hostile_limits_are_one_line(tmp_path, cli, workspace):
+    root, _ = workspace
+    (tmp_path / "limits.json").write_text("[" * 200_000 + "]" * 200_000)
+    r = cli("run", "--data-dir", root / "data", "--format", "npy", "--results", tmp_path / "r.jsonl")
+    assert_one_line_error(r, "limits.json", "nested too deep")
