@@ -156,10 +156,21 @@ class FilesWriter(FormatWriter):
         return self._digests
 
 
-@dataclass
 class _Handle:
-    labels: np.ndarray
-    root: int  # the format folder, opened once: every sample is opened beneath it
+    """The labels and the format folder, opened once: every sample is opened beneath it. Closes
+    itself when dropped unclosed, as the file objects of the other readers do."""
+
+    def __init__(self, labels: np.ndarray, root: int) -> None:
+        self.labels, self.root = labels, root
+
+    def close(self) -> None:
+        if self.root >= 0:
+            self.labels._mmap.close()
+            os.close(self.root)
+            self.root = -1
+
+    def __del__(self) -> None:
+        self.close()
 
 
 class FilesReader(FormatReader):
@@ -169,8 +180,7 @@ class FilesReader(FormatReader):
         return _Handle(labels, os.open(self.directory, _FOLDER_FLAGS))
 
     def _close(self, handle: _Handle) -> None:
-        handle.labels._mmap.close()
-        os.close(handle.root)
+        handle.close()
 
     def _features(self, index: int) -> np.ndarray:
         spec, suffix = self.spec, self.options.encoding

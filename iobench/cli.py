@@ -560,10 +560,12 @@ def limits_cmd(
     check_read_limit(read_limit)
     target = resolve_device(device)
     check_writable(limits_path(results))
-    saying = f"measuring with a {probe / 2**20:,.0f} MiB probe file in {data_dir} ..."
+    saying = f"measuring in {data_dir} ..."
     limits = measure_limits(data_dir, target, probe, announce=lambda: _say(saying), read_limit=read_limit)
     path = save_limits(results, data_dir, limits)
     out.print(limits_table(limits))
+    read = limits.probe_file if limits.probe_file.startswith("/") else f"a probe file of {probe / 2**20:,.0f} MiB"
+    out.print(f"read {read} ({limits.probe_bytes / 2**20:,.0f} MiB)", highlight=False, soft_wrap=True, markup=False)
     out.print(f"stored in {path}", highlight=False, soft_wrap=True, markup=False)
 
 

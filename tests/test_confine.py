@@ -144,7 +144,10 @@ def test_a_read_limit_throttles_cold_reads_and_names_its_own_limits(confined_dat
     assert r.code == 0, r.err
     (x,) = stored_records(results)
     assert x["read_limit_mb_per_s"] == 20 and "blkio" in x["confinement_method"]
-    assert x["mb_per_s"] <= 20 * 1.15, x["mb_per_s"]  # 10.4 MB cannot arrive faster than the throttle
+    # 10.4 MB cannot arrive much faster than the throttle: blkio lets the first time slice through at
+    # full speed, which over a 0.5 s epoch gave 25.8-26.8 MB/s in 4 of 12 runs (old and new code alike);
+    # unthrottled, this disk reads hundreds of MB/s
+    assert x["mb_per_s"] <= 20 * 1.5, x["mb_per_s"]
     assert x["mb_per_s"] >= 20 * 0.5, x["mb_per_s"]
     stored = (confined_data / "limits.json").read_text()
     assert "@20MB/s" in stored, "limits under the throttle are stored apart from the disk's own"

@@ -360,3 +360,24 @@ def test_hostile_limits_are_one_line(tmp_path, cli, workspace):
     (tmp_path / "limits.json").write_text("[" * 200_000 + "]" * 200_000)
     r = cli("run", "--data-dir", root / "data", "--format", "npy", "--results", tmp_path / "r.jsonl")
     assert_one_line_error(r, "limits.json", "nested too deep")
+
+
+def test_a_workers_traceback_becomes_one_line_with_its_reason(monkeypatch):
+    """A worker's exception arrives with its whole traceback; the one-line error keeps the reason."""
+    from iobench.errors import RunFailed
+    from iobench.run import runner
+    from tests.conftest import run_config
+
+    text = (
+        "Caught ValueError in DataLoader worker process 0.\nOriginal Traceback (most recent call last):\n"
+        '  File "worker.py", line 1, in fetch\n    raise ValueError\nValueError: record 5 is corrupt\n'
+    )
+
+    def broken(*args, **kwargs):
+        raise RuntimeError(text)
+
+    monkeypatch.setattr(runner, "time_epoch", broken)
+    with pytest.raises(RunFailed) as info:
+        runner._epoch(None, 0, None, run_config("lmdb", "dataloader"))
+    message = str(info.value)
+    assert "\n" not in message and "record 5 is corrupt" in message and "worker process 0" in message

@@ -333,3 +333,12 @@ def test_a_source_is_not_a_fifo_to_wait_on(tmp_path):
     done = run_subprocess(*args, "-q", timeout=60)
     assert done.returncode == 2 and "not a regular file" in done.stderr, done.stderr
     assert done.stderr.count("\n") == 1
+
+
+def test_a_header_that_declares_exabytes_is_refused_as_short_not_as_a_disk_to_buy(tmp_path, cli):
+    """It was reported as "need 309,905,300,438 GB" of disk space (the row size overflowed int64)."""
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (2, 2**32, 2**32)})
+    (tmp_path / "x.npy").write_bytes(header.getvalue() + bytes(100))
+    r = cli("prepare", "--from", tmp_path / "x.npy", "--data-dir", tmp_path / "data", "-q")
+    assert_one_line_error(r, "shorter than")

@@ -110,7 +110,9 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                     Kind.NOT_COLD,
                     subject,
                     f"a cold epoch started with {max(r.system.residency_before):.0%} of the dataset cached (> 5%)",
-                    "something still maps the files, or eviction is not permitted: try sudo",
+                    "the data is on tmpfs, whose files are memory and cannot be made cold"
+                    if r.environment.data_filesystem in ("tmpfs", "ramfs")
+                    else "something still maps the files, or eviction is not permitted (run as root)",
                 )
             )
         if r.config.loader == "direct" and r.config.cache == "cold" and r.system.read_method == ReadMethod.THREADS:

@@ -103,7 +103,7 @@ def _probe_source(data_dir: Path, probe_bytes: int) -> Path | None:
     if probe_bytes * PROBE_MARGIN > free:
         raise IobenchError(
             f"not enough disk space in {data_dir} for a {probe_bytes / 2**20:,.0f} MiB probe file "
-            f"({free / 2**20:,.0f} MiB free); give a smaller --probe-size"
+            f"({free / 2**20:,.0f} MiB free); give `iobench limits` a smaller --probe-size"
         )
     return None
 
