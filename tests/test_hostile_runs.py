@@ -381,3 +381,23 @@ def test_a_workers_traceback_becomes_one_line_with_its_reason(monkeypatch):
         runner._epoch(None, 0, None, run_config("lmdb", "dataloader"))
     message = str(info.value)
     assert "\n" not in message and "record 5 is corrupt" in message and "worker process 0" in message
+
+
+def test_a_governor_whose_run_was_killed_ends_without_a_traceback(tmp_path):
+    """D15: after SIGKILL of the run, the governor's last line met a closed pipe: a BrokenPipe traceback."""
+    for name, value in (("memory.usage_in_bytes", "1000"), ("memory.limit_in_bytes", "1000")):
+        (tmp_path / name).write_text(value)
+    (tmp_path / "memory.stat").write_text("active_file 0\ninactive_file 0\n")
+    read_end, write_end = os.pipe()
+    governor = subprocess.Popen(
+        [sys.executable, "-m", "iobench.run.cache_governor", str(tmp_path), "1", "100"],
+        stdin=subprocess.PIPE, stdout=write_end, stderr=subprocess.PIPE, cwd=ROOT,
+    )  # fmt: skip
+    os.close(write_end)
+    assert os.read(read_end, 6) == b"ready\n"
+    os.close(read_end)  # the run is gone
+    governor.stdin.write(b"stop\n")
+    governor.stdin.close()
+    assert governor.wait(timeout=30) == 0
+    assert governor.stderr.read() == b""
+    assert (tmp_path / "memory.limit_in_bytes").read_text() == "-1", "the limit was lifted"

@@ -67,7 +67,10 @@ def main(argv: list[str]) -> int:
             governor.lift()
         except OSError:
             pass  # the group is gone
-    print(f"peak {governor.peak_cache} {failure}", flush=True)
+    try:
+        print(f"peak {governor.peak_cache} {failure}", flush=True)
+    except BrokenPipeError:  # the run was killed: nobody is left to tell, and nothing to say on stderr
+        sys.stdout = None
     return 0
 
 
