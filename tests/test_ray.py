@@ -82,7 +82,7 @@ def test_ray_run_writes_a_record(ray, dataset_dir, cli, tmp_path):
         assert read >= 0.9 * record["dataset_bytes"], (read, record["dataset_bytes"])
 
 
-def test_ray_refusals():
+def test_ray_refusals(ray):
     with pytest.raises(IobenchError, match="number of Ray actors"):
         run_config("npy", "ray", num_workers=0)
     with pytest.raises(IobenchError, match="--ray-address is for --loader ray"):
@@ -90,6 +90,16 @@ def test_ray_refusals():
     config = run_config("npy", "ray", num_workers=1)
     with pytest.raises(IobenchError, match="without torchrun"):
         check_world(config, N, World(rank=0, size=2, backend="gloo"))
+
+
+def test_without_ray_the_loader_is_refused_in_one_line(monkeypatch):
+    """What a fresh install (the README's command, no extras) says; Ray made absent when it is there."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    with pytest.raises(IobenchError, match=r"--loader ray needs Ray: pip install 'iobench\[ray\]'"):
+        run_config("npy", "ray", num_workers=1)
 
 
 def test_all_loaders_leave_ray_out_unless_named():

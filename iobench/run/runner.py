@@ -32,8 +32,8 @@ from iobench.run.cache import evict, resident_fraction
 from iobench.run.clocks import time_epoch
 from iobench.run.config import COLD_RESIDENCY_LIMIT, Cache, ResolvedRun, RunConfig
 from iobench.run.confine import confined
-from iobench.run.loaders import make_loader
 from iobench.run.loaders.base import Loader
+from iobench.run.loaders.factory import make_loader
 from iobench.run.steps import Step, make_step
 from iobench.run.sysmetrics import SystemCounters, peak_rss_bytes
 from iobench.run.transforms import CALIBRATION_SAMPLES, Transform, TransformOn, make_transform

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from iobench.choices import parse_choices, split_list
-from iobench.formats import FORMATS
+from iobench.formats import DEFAULT_FORMATS, FORMATS
 from iobench.run.loaders import LOADERS, LoaderName, unreadable
 
 DEFAULT_PAIRS = (
@@ -36,8 +36,8 @@ def parse_pairs(formats: str | None, loaders: str | None) -> tuple[list[tuple[st
     if lds is None:  # formats chosen: the DataLoader on each, plus tensorclass where it applies
         both = (LoaderName.DATALOADER, LoaderName.TENSORCLASS)
         return [(f, ld) for f in fmts for ld in both if f in LOADERS[ld].reads], []
-    if fmts is None:
-        fmts = tuple(FORMATS)
+    if fmts is None:  # loaders chosen: over what a plain `iobench prepare` writes
+        fmts = DEFAULT_FORMATS
     pairs, skipped = [], []
     for f in fmts:
         for ld in lds:

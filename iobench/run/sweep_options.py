@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -12,7 +13,7 @@ from iobench.data.dataset import DatasetSpec, parse_size
 from iobench.data.manifest import MANIFEST, Manifest, find_run_dataset
 from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
-from iobench.formats import FORMATS
+from iobench.formats import DEFAULT_FORMATS, FORMATS
 from iobench.progress import make_reporter
 from iobench.run.config import Cache, RunConfig
 from iobench.run.selection import parse_loaders
@@ -39,7 +40,7 @@ def sweep_grid(name: str | None, base: RunConfig, device: torch.device, **lists:
             grid[key] = parse(lists[key])
     if lists.get("size") is not None:
         sizes = [parse_size(x) for x in split_list(lists["size"], "--size value")]
-    grid.setdefault("format", list(FORMATS))
+    grid.setdefault("format", list(DEFAULT_FORMATS))  # what a plain `iobench prepare` writes
     grid.setdefault("loader", ["dataloader", "tensorclass"])
     return grid, sizes
 
@@ -49,25 +50,28 @@ def _first_format(text: str | None) -> str:
 
 
 def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, quiet: bool) -> dict:
-    """size -> dataset folder; sizes are prepared (only the formats the sweep reads) when missing."""
+    """size -> dataset folder (None: the dataset found under data_dir). Sizes that are missing are
+    prepared, and so are the formats a dataset lacks: only those the sweep reads."""
     dirs: dict[int | None, Path] = {}
     for size in dict.fromkeys(p.size for p in points):
         if size is None:
             found = find_run_dataset(data_dir, dataset)
             if found is None:
                 raise IobenchError(f"no dataset in {data_dir}; run `iobench prepare` or give --size")
-            dirs[None] = found
-            continue
-        spec = DatasetSpec(size)
+            directory, spec = found, Manifest.load(found).spec
+        else:
+            spec = DatasetSpec(size)
+            directory = data_dir / spec.name
         needed = tuple(n for n in FORMATS if any(p.size == size and p.config.format == n for p in points))
-        directory = data_dir / spec.name
         have = set(Manifest.load(directory).formats) if (directory / MANIFEST).is_file() else set()
         missing = tuple(n for n in needed if n not in have)
         if missing:
             Console(stderr=True, markup=False).print(
                 f"preparing {directory.name}: {', '.join(missing)}", highlight=False
             )
-            request = PrepareRequest.with_default_options(spec, data_dir, missing)
+            request = replace(
+                PrepareRequest.with_default_options(spec, directory.parent, missing), dataset=directory.name
+            )
             with make_reporter(quiet, Console(stderr=True, markup=False)) as reporter:
                 prepare(request, reporter)
         dirs[size] = directory
