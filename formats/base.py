@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from iobench.data.dataset import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 
 
 @dataclass(frozen=True)

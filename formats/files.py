@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from iobench.data.dataset import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
 from iobench.formats.npy import check_header, npy_header, read_header
 from iobench.formats.png import filter_rows, png_file
 from iobench.fsutil import open_beneath
+from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 
 LABELS = "labels.npy"
 PER_FOLDER = 1000

@@ -9,10 +9,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from iobench.data.dataset import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, StorageFormat
 from iobench.fsutil import check_regular
+from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 
 FILENAME = "data.h5"
 COMPRESSIONS = ("none", "lzf", "gzip")

@@ -20,9 +20,9 @@ import lmdb
 import lz4.frame
 import numpy as np
 
-from iobench.data.dataset import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, StorageFormat
+from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 
 META_KEY = b"__iobench__"
 PAGE = 4096

@@ -21,8 +21,8 @@ import numpy as np
 import torch
 from tensordict import MemoryMappedTensor, TensorDict, tensorclass
 
-from iobench.data.dataset import DatasetSpec
 from iobench.formats.base import FixedLayout, FormatReader, HashedFile, StorageFormat, TwoFileWriter
+from iobench.spec import DatasetSpec
 
 FEATURES = "features.memmap"
 LABELS = "labels.memmap"

@@ -9,9 +9,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from iobench.data.dataset import LABEL_DTYPE, DatasetSpec
 from iobench.formats.base import FixedLayout, FormatReader, HashedFile, StorageFormat, TwoFileWriter
 from iobench.fsutil import open_regular
+from iobench.spec import LABEL_DTYPE, DatasetSpec
 
 FEATURES = "features.npy"
 LABELS = "labels.npy"

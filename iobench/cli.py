@@ -22,7 +22,6 @@ from rich.table import Table
 from iobench import __version__
 from iobench import cli_options as o
 from iobench.choices import parse_ints, split_list
-from iobench.data.dataset import DEFAULT_SIZE, parse_bytes
 from iobench.data.manifest import Manifest, find_datasets
 from iobench.data.prepare import PrepareRequest, parse_formats, plan, prepare
 from iobench.data.spec_options import SpecOptions, build_spec
@@ -52,6 +51,7 @@ from iobench.run.selection import parse_pairs
 from iobench.run.session import dataset_for_run, launch_torchrun, resolve_all
 from iobench.run.sweep import Point, expand, run_sweep, settings_extras, still_to_run
 from iobench.run.sweep_options import sweep_datasets, sweep_grid
+from iobench.units import DEFAULT_SIZE, parse_bytes
 
 app = typer.Typer(
     name="iobench",

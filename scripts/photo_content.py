@@ -12,7 +12,8 @@ import lz4.frame
 import numpy as np
 from PIL import Image
 
-from iobench.data.dataset import DatasetSpec, generate
+from iobench.data.dataset import generate
+from iobench.spec import DatasetSpec
 
 
 def ratios(images: list[np.ndarray]) -> tuple[float, float]:

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from iobench import spec
 from iobench.cli import main
-from iobench.data import dataset
 from iobench.results.record import RunRecord
 from iobench.results.store import read_records
 from iobench.run.config import ResolvedRun, RunConfig, RunTarget, order_of, resolve
@@ -85,7 +85,7 @@ def descendants(pid: int) -> set[int]:
 @pytest.fixture
 def small_chunks(monkeypatch):
     """Generation chunks of 4 KiB, so tiny datasets still cross many chunk boundaries."""
-    monkeypatch.setattr(dataset, "GENERATION_CHUNK_BYTES", 4096)
+    monkeypatch.setattr(spec, "GENERATION_CHUNK_BYTES", 4096)
 
 
 def assert_one_line_error(result: CliResult, *fragments: str) -> None:

@@ -5,9 +5,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from iobench.data.content import VOCABULARY
-from iobench.data.dataset import ContentHasher, DatasetSpec, generate, parse_shape, parse_size
+from iobench.data.dataset import ContentHasher, generate
 from iobench.errors import IobenchError
+from iobench.spec import VOCABULARY, DatasetSpec
+from iobench.units import parse_shape, parse_size
 
 
 @pytest.mark.parametrize(

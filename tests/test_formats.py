@@ -14,9 +14,10 @@ import pytest
 from PIL import Image
 from tensordict import TensorDict
 
-from iobench.data.dataset import DatasetSpec, generate
+from iobench.data.dataset import generate
 from iobench.formats import FORMATS
 from iobench.fsutil import make_partial_dir
+from iobench.spec import DatasetSpec
 
 CASES = [
     ("npy", {}),

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from iobench.data.dataset import DatasetSpec, generate
+from iobench.data.dataset import generate
 from iobench.formats.png import filter_rows, png_file
+from iobench.spec import DatasetSpec
 
 MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 

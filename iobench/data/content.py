@@ -8,38 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from iobench.choices import Choice
-from iobench.errors import IobenchError
+from iobench.spec import VOCABULARY, Content, image_layout
 
-
-class Content(Choice):
-    RANDOM = "random"  # uniform values of the dtype: incompressible
-    PHOTO = "photo"  # uint8 images, channels first (C,H,W) or (H,W)
-    TOKENS = "tokens"  # integer ids below VOCABULARY
-
-
-VOCABULARY = 50257  # GPT-2's: ids need 16 bits of each int32, as in real token datasets
 PHOTO_NOISE = 3.0  # std of the added noise, in 0..255 levels: sets how well PNG compresses
 PHOTO_SHAPES = 4  # flat-coloured ellipses per image: the edges
 _PHOTO_BATCH_VALUES = 2**22  # pixel values generated at once (bounds the float32 work arrays)
-
-
-def check_content(content: Content, shape: tuple[int, ...], dtype: np.dtype) -> None:
-    if content is Content.PHOTO and not (dtype == np.uint8 and image_layout(shape) is not None):
-        raise IobenchError(f"photo content needs uint8 images (C,H,W with C 1, 3 or 4, or H,W), got {shape} {dtype}")
-    if content is Content.TOKENS and dtype.kind not in "iu":
-        raise IobenchError(f"token content needs an integer dtype, got {dtype}")
-    if content is Content.TOKENS and np.iinfo(dtype).max < VOCABULARY - 1:
-        raise IobenchError(f"token ids go up to {VOCABULARY - 1}; {dtype} cannot hold them")
-
-
-def image_layout(shape: tuple[int, ...]) -> tuple[int, int, int] | None:
-    """(channels, height, width) of a channels-first or 2-d image shape; None for other shapes."""
-    if len(shape) == 2:
-        return 1, shape[0], shape[1]
-    if len(shape) == 3 and shape[0] in (1, 3, 4) and min(shape[1:]) >= 2:
-        return shape[0], shape[1], shape[2]
-    return None
 
 
 def features(content: Content, rng: np.random.Generator, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:

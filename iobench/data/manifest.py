@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench import __version__
-from iobench.data.dataset import DatasetSpec
 from iobench.errors import IobenchError
 from iobench.fsutil import atomic_write_json
+from iobench.spec import DatasetSpec
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from iobench.choices import parse_choices
-from iobench.data.dataset import DatasetSpec
 from iobench.data.manifest import MANIFEST, Manifest
 from iobench.data.writing import write_formats
 from iobench.errors import IobenchError, one_line
@@ -26,6 +25,7 @@ from iobench.fsutil import (
     replace_dir,
 )
 from iobench.progress import NullReporter, Reporter
+from iobench.spec import DatasetSpec
 
 DISK_MARGIN = 1.05  # keep 5% of the estimate spare
 

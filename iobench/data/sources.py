@@ -28,11 +28,10 @@ from typing import Any
 
 import numpy as np
 
-from iobench.data.dataset import LABEL_DTYPE, SUPPORTED_DTYPES
-from iobench.data.source_info import SourceInfo
 from iobench.errors import IobenchError, one_line
 from iobench.formats.npy import read_header
 from iobench.fsutil import check_regular, open_regular, pread_full
+from iobench.spec import LABEL_DTYPE, SUPPORTED_DTYPES, SourceInfo
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 # An image is decoded whole before it is resized: one of 13,000 x 13,000 pixels costs 0.5-1.3 GB per

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from iobench.data.content import Content
-from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec, parse_shape, parse_size
 from iobench.data.sources import open_source
 from iobench.data.workloads import PRESETS, Workload
 from iobench.errors import IobenchError
+from iobench.spec import Content, DatasetSpec
+from iobench.units import DEFAULT_SIZE, parse_shape, parse_size
 
 
 @dataclass(frozen=True, kw_only=True)

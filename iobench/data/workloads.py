@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iobench.choices import Choice
-from iobench.data.content import Content
+from iobench.spec import Content
 
 
 class Workload(Choice):

@@ -25,9 +25,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from iobench.data.dataset import parse_bytes
 from iobench.errors import IobenchError
 from iobench.signals import signals_held
+from iobench.units import parse_bytes
 
 HELPER = "scripts/confine.sh"
 

@@ -17,8 +17,8 @@ import torch
 import torch.distributed as dist
 
 from iobench.errors import IobenchError
+from iobench.torchrun_env import TORCHRUN_VARIABLES, launched_by_torchrun  # noqa: F401 - re-exported
 
-TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 HOSTNAME_BYTES = 64
 TIMEOUT = dt.timedelta(minutes=30)  # rank 0 may prepare a dataset or measure limits while others wait
 
@@ -83,10 +83,6 @@ class World:
 
 
 SINGLE = World()
-
-
-def launched_by_torchrun(env: Mapping[str, str] = os.environ) -> bool:
-    return all(name in env for name in TORCHRUN_VARIABLES)
 
 
 def rank_device(text: str, local_rank: int) -> str:

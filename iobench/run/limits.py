@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec
 from iobench.data.manifest import Manifest
 from iobench.environment import mount_of
 from iobench.errors import IobenchError
@@ -37,6 +36,8 @@ from iobench.results.store import limits_path, load_all_limits
 from iobench.run import aio
 from iobench.run.cache import evict
 from iobench.run.confine import Confinement, check_can_confine, confined
+from iobench.spec import DatasetSpec
+from iobench.units import DEFAULT_SIZE
 
 BLOCK = 8 * 2**20
 IN_FLIGHT = 4

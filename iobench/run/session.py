@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec
 from iobench.data.manifest import find_run_dataset
 from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
@@ -14,6 +13,8 @@ from iobench.progress import Reporter
 from iobench.run.config import ResolvedRun, RunConfig, RunTarget, check_dataset, check_world, resolve
 from iobench.run.distributed import SINGLE, World, launched_by_torchrun, rank_device
 from iobench.run.launch import launch, torchrun_args
+from iobench.spec import DatasetSpec
+from iobench.units import DEFAULT_SIZE
 
 Say = Callable[[str], None]
 DEFAULT_DATA_DIR = Path("data")

@@ -9,7 +9,6 @@ import torch
 from rich.console import Console
 
 from iobench.choices import parse_bools, parse_choices, parse_ints, split_list
-from iobench.data.dataset import DatasetSpec, parse_size
 from iobench.data.manifest import MANIFEST, Manifest, find_run_dataset
 from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
@@ -18,6 +17,8 @@ from iobench.progress import make_reporter
 from iobench.run.config import Cache, RunConfig
 from iobench.run.selection import parse_loaders
 from iobench.run.sweep import Point, preset
+from iobench.spec import DatasetSpec
+from iobench.units import parse_size
 
 
 def sweep_grid(name: str | None, base: RunConfig, device: torch.device, **lists: str | None) -> tuple[dict, list]:
