@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from iobench.formats import FORMATS
-from iobench.run.loaders import LOADERS
+from iobench.run.loaders import LOADERS  # the registry only: no torch
 
 # typer needs Optional (not X | None) to introspect on Python 3.9-style annotations.
 OptInt = Optional[int]  # noqa: UP045

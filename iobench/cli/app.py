@@ -1,0 +1,117 @@
+"""The Typer app and the entry point: every expected failure becomes one line on stderr and exit code 2,
+an interrupt one line and exit code 130. The commands register themselves from their own modules."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from typing import Annotated
+
+import typer
+
+from iobench import __version__
+from iobench.cli.console import out, say
+from iobench.errors import IobenchError
+from iobench.torchrun_env import launched_by_torchrun
+
+app = typer.Typer(
+    name="iobench",
+    help="How fast does training data travel from disk to the device in PyTorch? "
+    "Prepare one dataset in npy, HDF5, LMDB, TensorDict memmap and one file per sample, verify it, then time "
+    "loading it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    ctx: typer.Context,
+    version: Annotated[bool, typer.Option("--version", help="Print the version and exit.")] = False,
+) -> None:
+    if version:
+        out.print(f"iobench {__version__}")
+        raise typer.Exit(0)
+    command = ctx.invoked_subcommand
+    if command is not None and command != "run" and launched_by_torchrun():
+        raise IobenchError(f"`iobench {command}` does not run under torchrun (every rank would do all of it); only run")
+
+
+# typer raises click's exceptions, or since typer 0.20 those of its own vendored copy of click.
+_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+_signals_received: list[int] = []
+
+ARGV: list[str] = sys.argv[1:]  # the command line as given, for --nproc to pass on to torchrun
+
+
+def _terminate(signum: int, _frame: object) -> None:
+    # typer swallows KeyboardInterrupt into a bare exit code; remember why we stop to say so.
+    _signals_received.append(signum)
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def _rank_tag() -> str:
+    """Under torchrun each rank reports its own errors: say which one speaks."""
+    return f"rank {os.environ['RANK']}: " if launched_by_torchrun() else ""
+
+
+_INTERRUPTED = "iobench: interrupted; nothing half-written was kept"
+
+
+def _interrupted() -> None:
+    say(_INTERRUPTED)
+
+
+def _ending(message: str, *, in_process: bool) -> None:
+    """The last line of a failed or interrupted command. A DataLoader worker that dies now (the
+    command is ending anyway) must not have torch's SIGCHLD handler raise its news inside the print."""
+    torch_handler = signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    say(message)
+    if in_process and torch_handler is not None:  # later loaders in the caller's process rely on it
+        signal.signal(signal.SIGCHLD, torch_handler)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: every expected failure becomes one line on stderr and exit code 2."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    signal.signal(signal.SIGTERM, _terminate)
+    if previous[signal.SIGINT] is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _terminate)
+    try:
+        _main(argv)
+    finally:
+        if argv is None:
+            # The process ends now and everything is written: a late Ctrl-C has nothing left to stop,
+            # and raised inside the interpreter's exit callbacks it would only print a traceback.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        else:  # called in-process (tests): the caller gets its handlers back
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+
+def _main(argv: list[str] | None) -> None:
+    command = typer.main.get_command(app)
+    global ARGV
+    ARGV = list(sys.argv[1:] if argv is None else argv)
+    try:
+        rc = command.main(args=argv, prog_name="iobench", standalone_mode=False)
+    except IobenchError as exc:
+        _ending(f"iobench: error: {_rank_tag()}{exc}", in_process=argv is not None)
+        sys.exit(exc.exit_code)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except _CLICK_ERROR as exc:
+        say(f"iobench: error: {exc.format_message()}")
+        sys.exit(exc.exit_code)
+    except (KeyboardInterrupt, typer.Abort):
+        _ending(_INTERRUPTED, in_process=argv is not None)
+        sys.exit(130)
+    if _signals_received:
+        _interrupted()
+        sys.exit(130)
+    sys.exit(rc if isinstance(rc, int) else 0)

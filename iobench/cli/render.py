@@ -1,0 +1,61 @@
+"""What `run` and `tune` print: the results, the split, the warnings, the paste line."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from rich.table import Table
+
+from iobench.cli.console import out, say
+from iobench.results.record import RunRecord
+from iobench.results.tables import au_text, profile_summary, results_table, split_table
+from iobench.results.warnings import record_warnings
+from iobench.run.tune import dataloader_line, settings_text
+
+
+def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au: float | None = None) -> None:
+    r0 = records[0]
+    c = r0.config
+    ranks = f", {c.world_size} processes on {r0.ranks.nodes} node(s)" if c.world_size > 1 else ""
+    title = (
+        f"{dataset_name} on {c.device} ({r0.environment.gpu_name or r0.environment.cpu_model}){ranks}, "
+        f"{r0.epochs.samples_per_epoch:,} samples/epoch, step {c.step}"
+    )
+    out.print(results_table(records, title))
+    out.print(split_table(records))
+    for r in records:
+        if r.system.profile_path:
+            out.print(f"profile of {r.label}: {r.system.profile_path}", highlight=False, soft_wrap=True, markup=False)
+            out.print(profile_summary(Path(r.system.profile_path)), highlight=False, markup=False)
+    for w in record_warnings(records, min_au):
+        say(w.console())
+    out.print(f"{len(records)} record(s) appended to {results}", highlight=False, soft_wrap=True, markup=False)
+
+
+def print_tune(outcome, results: Path) -> None:
+    table = Table(title=f"tune: {outcome.rounds} round(s) in {outcome.seconds:.0f} s, stopped: {outcome.stopped}")
+    for col in ("rank", "loader", "settings", "samples/s median", "95% CI of the mean", "epochs", "AU (step)"):
+        table.add_column(col, justify="left" if col in ("loader", "settings") else "right")
+    for i, c in enumerate(outcome.ranked[:12], 1):
+        low, high = c.interval()
+        ci = f"{low:,.0f}-{high:,.0f}" if math.isfinite(high) else "-"
+        last = c.records[-1]
+        table.add_row(str(i), c.config.loader.value, settings_text(c.config), f"{c.median:,.0f}", ci,
+                      str(len(c.rates)), au_text(last))  # fmt: skip
+    out.print(table)
+    best = outcome.best
+    low, high = best.interval()
+    spread = f"{min(best.rates):,.0f}-{max(best.rates):,.0f}"
+    out.print(f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s "
+              f"(epochs {spread}; 95% CI {low:,.0f}-{high:,.0f})")  # fmt: skip
+    near = outcome.within_noise()
+    if near:
+        out.print("within noise of it: " + "; ".join(f"{c.config.label} {settings_text(c.config)}" for c in near[:4]))
+    by_cores: dict[int, float] = {}
+    for c in outcome.ranked:
+        by_cores[c.cores] = max(by_cores.get(c.cores, 0.0), c.median)
+    out.print("throughput by loading processes: " + ", ".join(
+        f"{n}: {rate:,.0f} samples/s" for n, rate in sorted(by_cores.items())))  # fmt: skip
+    out.print("paste:\n" + dataloader_line(best.config))
+    out.print(f"records of every round in {results}; `iobench report {results}` shows the search")

@@ -1,0 +1,119 @@
+"""`sweep`: a grid of configurations, resumable."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from iobench.cli import options as o
+from iobench.cli.app import app
+from iobench.cli.console import err, out, say
+
+
+@app.command("sweep")
+def sweep_cmd(
+    preset: o.Preset = None,
+    format: o.List("--format", "Comma list or all.") = None,
+    loader: o.List("--loader", "Comma list or all.") = None,
+    fetch: o.List("--fetch", "Comma list of item, batch.") = None,
+    batch_size: o.List("--batch-size", "Comma list, e.g. 256,1024,4096.") = None,
+    num_workers: o.List("--num-workers", "Comma list, e.g. 0,4,8.") = None,
+    prefetch_factor: o.List("--prefetch-factor", "Comma list, e.g. 2,8.") = None,
+    pin_memory: o.List("--pin-memory", "Comma list of on, off.") = None,
+    non_blocking: o.List("--non-blocking", "Comma list of on, off.") = None,
+    prefetch_thread: o.List("--prefetch-thread", "Comma list, e.g. 0,4.") = None,
+    cache: o.List("--cache", "Comma list of cold, warm, as-is.") = None,
+    size: o.List("--size", "Comma list of dataset sizes (prepared when missing, default spec otherwise).") = None,
+    data_dir: o.DataDir = Path("data"),
+    dataset: o.DatasetName = None,
+    device: o.Device = "auto",
+    shuffle: o.Shuffle = True,
+    epochs: o.Epochs = 1,
+    warmup: o.Warmup = 1,
+    runs: o.Runs = 5,
+    max_seconds: o.MaxSeconds = None,
+    step: o.Step = "none",
+    read_limit: o.ReadLimit = None,
+    cache_budget: o.CacheBudget = None,
+    transform: o.Transform = "none",
+    transform_on: o.TransformOn = "host",
+    results: Annotated[Path, typer.Option(help="JSONL file; configurations already in it are skipped.")] = Path(
+        "results/results.jsonl"
+    ),
+    quiet: o.Quiet = False,
+) -> None:
+    """Run a grid of configurations (resumable: what the results file holds is not run again)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from iobench.cli.console import announce_limits
+    from iobench.cli.measuring import config_of
+    from iobench.results.store import check_writable
+    from iobench.run.config import ResolvedRun
+    from iobench.run.device import resolve_device
+    from iobench.run.limits import stored_or_measured
+    from iobench.run.loaders.base import LoaderSettings
+    from iobench.run.sweep import Point, expand, run_sweep, settings_extras, still_to_run
+    from iobench.run.sweep_options import sweep_datasets, sweep_grid
+
+    target = resolve_device(device)
+    check_writable(results)
+    base = config_of(
+        "memmap",
+        "dataloader",
+        LoaderSettings(),
+        shuffle=shuffle,
+        block_size=0,
+        epochs=epochs,
+        warmup=warmup,
+        runs=runs,
+        max_seconds=max_seconds,
+        step=step,
+        read_limit_mb_per_s=read_limit,
+        cache_budget=cache_budget,
+        transform=transform,
+        transform_on=transform_on,
+    )
+    lists = dict(format=format, loader=loader, fetch=fetch, batch_size=batch_size, num_workers=num_workers)
+    lists.update(prefetch_factor=prefetch_factor, pin_memory=pin_memory, non_blocking=non_blocking)
+    grid, sizes = sweep_grid(preset, base, target, prefetch_thread=prefetch_thread, cache=cache, size=size, **lists)
+    points, notes = expand(base, grid, sizes, target)
+    if preset == "settings":
+        points += [Point(None, c) for c in settings_extras(base, grid["format"][0])]
+    if notes:
+        say(f"{len(notes)} combination(s) skipped because they do not go together, e.g. {notes[0]}")
+    dirs = sweep_datasets(points, data_dir, dataset, quiet)
+    todo = still_to_run(points, dirs, target, results)
+    say(f"{len(points)} configuration(s), {len(points) - len(todo)} already in {results}, {len(todo)} to run")
+    if not todo:
+        return
+    limits = stored_or_measured(results, todo[0].dataset_dir, target, announce_limits, read_limit)
+    columns = (
+        TextColumn("{task.description:<60}", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, TimeRemainingColumn(), console=err, disable=quiet) as progress:
+        task = progress.add_task("sweep", total=len(todo))
+
+        def on_start(k: int, resolved: ResolvedRun) -> None:
+            name = f"{k + 1}/{len(todo)} {resolved.config.label} {resolved.dataset_dir.name[:24]}"
+            progress.update(task, completed=k, description=name)
+
+        run_sweep(todo, results, limits, on_start)
+        progress.update(task, completed=len(todo))
+    out.print(
+        f"{len(todo)} record(s) appended to {results}; `iobench report {results}` makes the report",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )

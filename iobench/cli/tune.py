@@ -1,0 +1,75 @@
+"""`tune`: search loader settings for this data and machine."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from iobench.cli import options as o
+from iobench.cli.app import app
+from iobench.cli.console import err, reporter, say
+from iobench.errors import IobenchError
+from iobench.formats import FORMATS
+
+
+@app.command("tune")
+def tune_cmd(
+    format: Annotated[str, typer.Option("--format", help=f"The format to tune: one of {', '.join(FORMATS)}.")],
+    step: o.Step = "none",
+    budget_minutes: Annotated[float, typer.Option(help="Time the search may take.")] = 5.0,
+    batch_size: o.List("--batch-size", "Batch size, or a comma list to search over (e.g. 256,1024).") = "1024",
+    data_dir: o.DataDir = Path("data"),
+    dataset: o.DatasetName = None,
+    device: o.Device = "auto",
+    shuffle: o.Shuffle = True,
+    cache: o.Cache = "warm",
+    results: Annotated[Path, typer.Option(help="JSONL file; a stopped search resumes from it.")] = Path(
+        "results/tune.jsonl"
+    ),
+    quiet: o.Quiet = False,
+) -> None:
+    """Search DataLoader settings (workers, prefetch, persistence, order, pinning) for your data and machine."""
+    import time
+    from dataclasses import replace
+
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from iobench.choices import parse_ints
+    from iobench.cli.console import announce_limits
+    from iobench.cli.measuring import config_of
+    from iobench.cli.render import print_tune
+    from iobench.results.store import check_writable
+    from iobench.run.config import RunTarget
+    from iobench.run.device import resolve_device
+    from iobench.run.distributed import SINGLE
+    from iobench.run.limits import stored_or_measured
+    from iobench.run.loaders.base import LoaderSettings
+    from iobench.run.session import dataset_for_run
+    from iobench.run.tune import candidates, settings_text, tune
+
+    target = resolve_device(device)
+    check_writable(results)
+    if not (math.isfinite(budget_minutes) and budget_minutes > 0):
+        raise IobenchError(f"--budget-minutes must be a number > 0, got {budget_minutes}")
+    sizes = parse_ints(batch_size, "batch-size")
+    base = config_of(format.lower(), "dataloader", LoaderSettings(batch_size=sizes[0]), shuffle=shuffle, block_size=0)
+    base = replace(base, step=step, cache=cache)
+    fmt = base.format
+    dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), say, lambda: reporter(quiet))
+    found = candidates(base, fmt, target.type == "cuda", sizes if "," in batch_size else None, fmt == "memmap")
+    limits = stored_or_measured(results, dataset_dir, target, announce_limits)
+    say(f"tuning {fmt} on {target}: {len(found)} candidate settings, at most {budget_minutes:g} min")
+    columns = (TextColumn("{task.description:<60}", markup=False), BarColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=err, disable=quiet) as progress:
+        task = progress.add_task("tune", total=budget_minutes * 60)
+
+        def on_round(k: int, n: int, cand) -> None:
+            label = f"round {k + 1}: {cand.config.label} {settings_text(cand.config)}"
+            progress.update(task, completed=time.monotonic() - started, description=label)
+
+        started = time.monotonic()
+        outcome = tune(found, RunTarget(dataset_dir, target), budget_minutes * 60, results, limits, on_round)
+    print_tune(outcome, results)
