@@ -96,8 +96,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _main(argv: list[str] | None) -> None:
     command = typer.main.get_command(app)
-    global ARGV
-    ARGV = list(sys.argv[1:] if argv is None else argv)
+    ARGV[:] = sys.argv[1:] if argv is None else argv
     try:
         rc = command.main(args=argv, prog_name="iobench", standalone_mode=False)
     except IobenchError as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
 
 import typer
 
@@ -11,64 +10,28 @@ from iobench.cli import options as o
 from iobench.cli.app import app
 from iobench.cli.console import err, out, reporter
 from iobench.formats import FORMATS
-from iobench.units import DEFAULT_SIZE
 
 
 @app.command("prepare")
 def prepare_cmd(
-    size: Annotated[
-        str | None,
-        typer.Option(help=f"Number of samples: 1e7, 10000000, 10_000_000 or 10M [default: {DEFAULT_SIZE:.0e}]."),
-    ] = None,
-    formats: Annotated[
-        str,
-        typer.Option(
-            help=f"Comma list of {', '.join(FORMATS)}, or all. files (one file per sample: a million files for "
-            "the default size) is written when named or with all."
-        ),
-    ] = ",".join(n for n in FORMATS if n != "files"),
+    size: o.Size = None,
+    formats: o.PrepareFormats = o.DEFAULT_FORMATS_TEXT,
     data_dir: o.DataDir = Path("data"),
     dataset: o.DatasetName = None,
-    workload: Annotated[
-        str,
-        typer.Option(
-            help="What the samples look like: tabular (128 float32, random), image (3x224x224 uint8 photo-like), "
-            "small-image (3x32x32 uint8 photo-like) or tokens (2048 int32 ids). --shape/--dtype override it."
-        ),
-    ] = "tabular",
-    shape: Annotated[
-        str | None, typer.Option(help="Per-sample shape, e.g. 128 or 3,32,32 (default: the workload's).")
-    ] = None,
-    dtype: Annotated[
-        str | None,
-        typer.Option(help="Feature dtype: float32, float16, float64, uint8, int8..int64 (default: the workload's)."),
-    ] = None,
-    classes: Annotated[int | None, typer.Option(help="Number of label classes [default: 1000].")] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed of the deterministic generator [default: 0].")] = None,
-    source: Annotated[
-        str | None,
-        typer.Option(
-            "--from",
-            help="Your own data instead of generated: X.npy, D.npz, F.h5:NAME, a TensorDict memmap folder, or an "
-            "image folder in class sub-folders (resized and centre-cropped to --shape C,H,W).",
-        ),
-    ] = None,
-    labels: Annotated[
-        str | None, typer.Option(help="With --from X.npy or F.h5:NAME: the labels, Y.npy or F.h5:NAME (else zeros).")
-    ] = None,
-    features_key: Annotated[
-        str | None, typer.Option(help="With --from D.npz or a TensorDict: the features' key [default: features].")
-    ] = None,
-    labels_key: Annotated[
-        str | None, typer.Option(help="With --from D.npz or a TensorDict: the labels' key [default: labels].")
-    ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Overwrite formats (or a different dataset) already there.")
-    ] = False,
-    hdf5_chunk_rows: Annotated[int, typer.Option(help="HDF5 rows per chunk; 0 = about 64 KiB of features.")] = 0,
-    hdf5_compression: Annotated[str, typer.Option(help="HDF5 compression: none, lzf or gzip.")] = "none",
-    hdf5_gzip_level: Annotated[int, typer.Option(help="gzip level 0..9 when --hdf5-compression gzip.")] = 4,
-    lmdb_samples_per_record: Annotated[int, typer.Option(help="Samples in one LMDB record.")] = 1,
+    workload: o.Workload = "tabular",
+    shape: o.Shape = None,
+    dtype: o.Dtype = None,
+    classes: o.Classes = None,
+    seed: o.GenerationSeed = None,
+    source: o.Source = None,
+    labels: o.Labels = None,
+    features_key: o.FeaturesKey = None,
+    labels_key: o.LabelsKey = None,
+    force: o.Force = False,
+    hdf5_chunk_rows: o.Hdf5ChunkRows = 0,
+    hdf5_compression: o.Hdf5Compression = "none",
+    hdf5_gzip_level: o.Hdf5GzipLevel = 4,
+    lmdb_samples_per_record: o.LmdbSamplesPerRecord = 1,
     quiet: o.Quiet = False,
 ) -> None:
     """Generate the shared dataset, or read yours (--from), and write it in each format (atomically)."""
@@ -76,27 +39,13 @@ def prepare_cmd(
     from iobench.data.spec_options import SpecOptions, build_spec
 
     spec = build_spec(
-        SpecOptions(
-            size=size,
-            workload=workload,
-            shape=shape,
-            dtype=dtype,
-            classes=classes,
-            seed=seed,
-            source=source,
-            labels=labels,
-            features_key=features_key,
-            labels_key=labels_key,
-        )
-    )
+        SpecOptions(size=size, workload=workload, shape=shape, dtype=dtype, classes=classes, seed=seed,
+                    source=source, labels=labels, features_key=features_key, labels_key=labels_key)
+    )  # fmt: skip
     names = parse_formats(formats)
-    options = {name: FORMATS[name].options() for name in names}
-    if "hdf5" in options:
-        options["hdf5"] = FORMATS["hdf5"].options(
-            chunk_rows=hdf5_chunk_rows, compression=hdf5_compression.lower(), compression_level=hdf5_gzip_level
-        )
-    if "lmdb" in options:
-        options["lmdb"] = FORMATS["lmdb"].options(samples_per_record=lmdb_samples_per_record)
+    hdf5 = dict(chunk_rows=hdf5_chunk_rows, compression=hdf5_compression.lower(), compression_level=hdf5_gzip_level)
+    given = {"hdf5": hdf5, "lmdb": dict(samples_per_record=lmdb_samples_per_record)}
+    options = {name: FORMATS[name].options(**given.get(name, {})) for name in names}
     request = PrepareRequest(spec, data_dir, names, options, dataset, force)
     checked = plan(request)
     if not quiet:

@@ -10,18 +10,33 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 from rich.table import Table
 
 from iobench.choices import split_list
-from iobench.cli.console import err, out, say
+from iobench.cli.app import ARGV
+from iobench.cli.console import announce_limits, err, out, reporter, say
+from iobench.cli.place import RunPlace
+from iobench.cli.render import print_run
 from iobench.errors import IobenchError
 from iobench.results.record import EpochTiming, MachineLimits, RunRecord
 from iobench.results.store import append_record
 from iobench.results.whatif import error, predict
-from iobench.run.config import ResolvedRun, RunConfig, order_of
+from iobench.run.config import ResolvedRun, RunConfig, RunTarget, order_of, settle_device
+from iobench.run.device import resolve_device
+from iobench.run.distributed import joined
+from iobench.run.limits import stored_or_measured
 from iobench.run.loaders.base import LoaderSettings
 from iobench.run.runner import run
+from iobench.run.session import dataset_for_run, launch_torchrun, resolve_all
+from iobench.run.sweep import run_sweep
 
 
 def step_times(text: str, ranks: bool) -> list[float]:
@@ -112,3 +127,70 @@ def run_one(resolved: ResolvedRun, quiet: bool, limits: MachineLimits | None, pr
         record = run(resolved, on_epoch, limits, profile_dir)
         progress.update(task, description=f"{label} median {record.epochs.epoch_seconds_median:.3f} s")
         return record
+
+
+def measure_run(
+    configs: list[RunConfig],
+    notes: list[str],
+    where: RunPlace,
+    *,
+    nproc: int | None,
+    quiet: bool,
+    min_au: float | None,
+    what_if_ms: list[float] | None,
+) -> None:
+    """`iobench run` once its values are checked: launch torchrun, or find the dataset, resolve every
+    configuration, measure the limits once, run each configuration and save its record as it ends."""
+    if nproc is not None:
+        reporting = lambda: reporter(quiet)  # noqa: E731
+        launch_torchrun(nproc, ARGV, where.data_dir, where.dataset, where.device, configs, say, reporting)
+        return
+    with joined(where.device) as (world, own_device):
+        quiet = quiet or not world.is_main  # one progress bar and one table, from rank 0
+        target_device = resolve_device(own_device)
+        configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset
+        formats = tuple(dict.fromkeys(c.format for c in configs))
+        dataset_dir = dataset_for_run(world, where.data_dir, where.dataset, formats, say, lambda: reporter(quiet))
+        todo = resolve_all(configs, RunTarget(dataset_dir, target_device), world)
+        limits = None
+        if world.is_main:
+            for note in notes:
+                say(note)
+            limits = stored_or_measured(where.results, dataset_dir, target_device, announce_limits, where.read_limit)
+        world.barrier()  # no rank reads while rank 0 measures the machine's limits
+        profile_dir = where.results.parent / "profiles" if where.profile else None
+        records = []
+        for resolved in todo:
+            records.append(run_one(resolved, quiet, limits, profile_dir))
+            if world.is_main:
+                save(where.results, records[-1])
+    if world.is_main:
+        print_run(records, dataset_dir.name, where.results, min_au)
+        if what_if_ms:
+            measure_what_if(todo, records, what_if_ms, where.results, limits, quiet)
+
+
+def sweep_with_progress(todo: list[ResolvedRun], results: Path, limits: MachineLimits | None, quiet: bool) -> None:
+    """Run a sweep's configurations with one overall bar (its ETA covers the whole sweep)."""
+    columns = (
+        TextColumn("{task.description:<60}", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns, console=err, disable=quiet) as progress:
+        task = progress.add_task("sweep", total=len(todo))
+
+        def on_start(k: int, resolved: ResolvedRun) -> None:
+            name = f"{k + 1}/{len(todo)} {resolved.config.label} {resolved.dataset_dir.name[:24]}"
+            progress.update(task, completed=k, description=name)
+
+        run_sweep(todo, results, limits, on_start)
+        progress.update(task, completed=len(todo))
+    out.print(
+        f"{len(todo)} record(s) appended to {results}; `iobench report {results}` makes the report",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )

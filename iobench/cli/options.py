@@ -7,8 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from iobench.formats import FORMATS
-from iobench.run.loaders import LOADERS  # the registry only: no torch
+from iobench.formats import DEFAULT_FORMATS, FORMATS
+from iobench.run.loaders import LOADERS
+from iobench.units import DEFAULT_SIZE  # the registry only: no torch
 
 # typer needs Optional (not X | None) to introspect on Python 3.9-style annotations.
 OptInt = Optional[int]  # noqa: UP045
@@ -151,3 +152,55 @@ Preset = Annotated[
 def List(name: str, text: str) -> object:  # noqa: N802 - used as a type in signatures
     """A sweep option that takes a comma list of values."""
     return Annotated[OptStr, typer.Option(name, help=text)]
+
+
+DEFAULT_FORMATS_TEXT = ",".join(DEFAULT_FORMATS)
+
+# ---- prepare ---------------------------------------------------------------------------------------
+
+Size = Annotated[
+    OptStr, typer.Option(help=f"Number of samples: 1e7, 10000000, 10_000_000 or 10M [default: {DEFAULT_SIZE:.0e}].")
+]
+PrepareFormats = Annotated[
+    str,
+    typer.Option(
+        help=f"Comma list of {', '.join(FORMATS)}, or all. files (one file per sample: a million files for "
+        "the default size) is written when named or with all."
+    ),
+]
+Workload = Annotated[
+    str,
+    typer.Option(
+        help="What the samples look like: tabular (128 float32, random), image (3x224x224 uint8 photo-like), "
+        "small-image (3x32x32 uint8 photo-like) or tokens (2048 int32 ids). --shape/--dtype override it."
+    ),
+]
+Shape = Annotated[OptStr, typer.Option(help="Per-sample shape, e.g. 128 or 3,32,32 (default: the workload's).")]
+Dtype = Annotated[
+    OptStr,
+    typer.Option(help="Feature dtype: float32, float16, float64, uint8, int8..int64 (default: the workload's)."),
+]
+Classes = Annotated[OptInt, typer.Option(help="Number of label classes [default: 1000].")]
+GenerationSeed = Annotated[OptInt, typer.Option("--seed", help="Seed of the deterministic generator [default: 0].")]
+Source = Annotated[
+    OptStr,
+    typer.Option(
+        "--from",
+        help="Your own data instead of generated: X.npy, D.npz, F.h5:NAME, a TensorDict memmap folder, or an "
+        "image folder in class sub-folders (resized and centre-cropped to --shape C,H,W).",
+    ),
+]
+Labels = Annotated[
+    OptStr, typer.Option(help="With --from X.npy or F.h5:NAME: the labels, Y.npy or F.h5:NAME (else zeros).")
+]
+FeaturesKey = Annotated[
+    OptStr, typer.Option(help="With --from D.npz or a TensorDict: the features' key [default: features].")
+]
+LabelsKey = Annotated[
+    OptStr, typer.Option(help="With --from D.npz or a TensorDict: the labels' key [default: labels].")
+]
+Force = Annotated[bool, typer.Option("--force", help="Overwrite formats (or a different dataset) already there.")]
+Hdf5ChunkRows = Annotated[int, typer.Option(help="HDF5 rows per chunk; 0 = about 64 KiB of features.")]
+Hdf5Compression = Annotated[str, typer.Option(help="HDF5 compression: none, lzf or gzip.")]
+Hdf5GzipLevel = Annotated[int, typer.Option(help="gzip level 0..9 when --hdf5-compression gzip.")]
+LmdbSamplesPerRecord = Annotated[int, typer.Option(help="Samples in one LMDB record.")]

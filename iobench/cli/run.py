@@ -6,7 +6,7 @@ from pathlib import Path
 
 from iobench.cli import options as o
 from iobench.cli.app import app
-from iobench.cli.console import reporter, say
+from iobench.cli.place import RunPlace
 from iobench.errors import IobenchError
 
 
@@ -55,53 +55,30 @@ def run_cmd(
     Under torchrun every rank reads its share of each epoch (DistributedSampler for the DataLoader,
     contiguous shares of the shared order otherwise) and rank 0 writes one record for all of them.
     """
-    from iobench.cli import app as cli_app
-    from iobench.cli.console import announce_limits
-    from iobench.cli.measuring import config_of, measure_what_if, run_one, save, step_times
-    from iobench.cli.render import print_run
     from iobench.results.store import check_writable
-    from iobench.run.config import RunTarget, settle_device
-    from iobench.run.device import resolve_device
-    from iobench.run.distributed import joined, launched_by_torchrun
-    from iobench.run.limits import stored_or_measured
-    from iobench.run.loaders.base import LoaderSettings
     from iobench.run.selection import parse_pairs
-    from iobench.run.session import dataset_for_run, launch_torchrun, resolve_all
 
-    pairs, notes = parse_pairs(format, loader)
-    what_if_ms = step_times(what_if, nproc is not None or launched_by_torchrun()) if what_if else None
+    # Everything that can be refused without torch first: a mistake is named in a fraction of a second.
+    if nproc is None:
+        check_writable(results)
     if min_au is not None and not 0 <= min_au <= 1:
         raise IobenchError(f"--min-au is a share between 0 and 1 (0.9 for 90%), got {min_au}")
-    settings = LoaderSettings(**{k: v for k, v in locals().items() if k in LoaderSettings.__dataclass_fields__})
+    pairs, notes = parse_pairs(format, loader)
+
+    from iobench.cli.measuring import config_of, measure_run, step_times
+    from iobench.run.loaders.base import LoaderSettings
+    from iobench.torchrun_env import launched_by_torchrun
+
+    what_if_ms = step_times(what_if, nproc is not None or launched_by_torchrun()) if what_if else None
+    settings = LoaderSettings(
+        batch_size=batch_size, num_workers=num_workers, prefetch_factor=prefetch_factor, pin_memory=pin_memory,
+        non_blocking=non_blocking, persistent_workers=persistent_workers, fetch=fetch,
+        prefetch_thread=prefetch_thread, readahead_mb=readahead_mb, ray_address=ray_address, in_order=in_order,
+    )  # fmt: skip
     options = dict(shuffle=shuffle, block_size=block_shuffle, epochs=epochs, warmup=warmup, runs=runs)
     options.update(max_batches=max_batches, max_seconds=max_seconds, step=step, seed=seed, cache=cache)
     options.update(read_limit_mb_per_s=read_limit, cache_budget=cache_budget)
     options.update(transform=transform, transform_on=transform_on)
     configs = [config_of(f, ld, settings, eviction=eviction, **options) for f, ld in pairs]
-    if nproc is not None:
-        launch_torchrun(nproc, cli_app.ARGV, data_dir, dataset, device, configs, say, lambda: reporter(quiet))
-        return
-    check_writable(results)
-    with joined(device) as (world, own_device):
-        quiet = quiet or not world.is_main  # one progress bar and one table, from rank 0
-        target_device = resolve_device(own_device)
-        configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset
-        formats = tuple(dict.fromkeys(f for f, _ in pairs))
-        dataset_dir = dataset_for_run(world, data_dir, dataset, formats, say, lambda: reporter(quiet))
-        todo = resolve_all(configs, RunTarget(dataset_dir, target_device), world)
-        limits = None
-        if world.is_main:
-            for note in notes:
-                say(note)
-            limits = stored_or_measured(results, dataset_dir, target_device, announce_limits, read_limit)
-        world.barrier()  # no rank reads while rank 0 measures the machine's limits
-        profile_dir = results.parent / "profiles" if profile else None
-        records = []
-        for resolved in todo:
-            records.append(run_one(resolved, quiet, limits, profile_dir))
-            if world.is_main:
-                save(results, records[-1])
-    if world.is_main:
-        print_run(records, dataset_dir.name, results, min_au)
-        if what_if_ms:
-            measure_what_if(todo, records, what_if_ms, results, limits, quiet)
+    where = RunPlace(data_dir, dataset, device, results, read_limit, profile)
+    measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms)

@@ -9,7 +9,7 @@ import typer
 
 from iobench.cli import options as o
 from iobench.cli.app import app
-from iobench.cli.console import err, out, say
+from iobench.cli.console import say
 
 
 @app.command("sweep")
@@ -45,43 +45,23 @@ def sweep_cmd(
     quiet: o.Quiet = False,
 ) -> None:
     """Run a grid of configurations (resumable: what the results file holds is not run again)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeElapsedColumn,
-        TimeRemainingColumn,
-    )
 
     from iobench.cli.console import announce_limits
-    from iobench.cli.measuring import config_of
+    from iobench.cli.measuring import config_of, sweep_with_progress
     from iobench.results.store import check_writable
-    from iobench.run.config import ResolvedRun
     from iobench.run.device import resolve_device
     from iobench.run.limits import stored_or_measured
     from iobench.run.loaders.base import LoaderSettings
-    from iobench.run.sweep import Point, expand, run_sweep, settings_extras, still_to_run
+    from iobench.run.sweep import Point, expand, settings_extras, still_to_run
     from iobench.run.sweep_options import sweep_datasets, sweep_grid
 
-    target = resolve_device(device)
     check_writable(results)
+    target = resolve_device(device)
     base = config_of(
-        "memmap",
-        "dataloader",
-        LoaderSettings(),
-        shuffle=shuffle,
-        block_size=0,
-        epochs=epochs,
-        warmup=warmup,
-        runs=runs,
-        max_seconds=max_seconds,
-        step=step,
-        read_limit_mb_per_s=read_limit,
-        cache_budget=cache_budget,
-        transform=transform,
-        transform_on=transform_on,
-    )
+        "memmap", "dataloader", LoaderSettings(), shuffle=shuffle, block_size=0, epochs=epochs, warmup=warmup,
+        runs=runs, max_seconds=max_seconds, step=step, read_limit_mb_per_s=read_limit, cache_budget=cache_budget,
+        transform=transform, transform_on=transform_on,
+    )  # fmt: skip
     lists = dict(format=format, loader=loader, fetch=fetch, batch_size=batch_size, num_workers=num_workers)
     lists.update(prefetch_factor=prefetch_factor, pin_memory=pin_memory, non_blocking=non_blocking)
     grid, sizes = sweep_grid(preset, base, target, prefetch_thread=prefetch_thread, cache=cache, size=size, **lists)
@@ -96,24 +76,4 @@ def sweep_cmd(
     if not todo:
         return
     limits = stored_or_measured(results, todo[0].dataset_dir, target, announce_limits, read_limit)
-    columns = (
-        TextColumn("{task.description:<60}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, TimeRemainingColumn(), console=err, disable=quiet) as progress:
-        task = progress.add_task("sweep", total=len(todo))
-
-        def on_start(k: int, resolved: ResolvedRun) -> None:
-            name = f"{k + 1}/{len(todo)} {resolved.config.label} {resolved.dataset_dir.name[:24]}"
-            progress.update(task, completed=k, description=name)
-
-        run_sweep(todo, results, limits, on_start)
-        progress.update(task, completed=len(todo))
-    out.print(
-        f"{len(todo)} record(s) appended to {results}; `iobench report {results}` makes the report",
-        highlight=False,
-        soft_wrap=True,
-        markup=False,
-    )
+    sweep_with_progress(todo, results, limits, quiet)

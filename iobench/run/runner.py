@@ -5,7 +5,6 @@ from __future__ import annotations
 import cProfile
 import datetime as dt
 import gc
-import math
 import os
 import signal
 import time
@@ -15,27 +14,23 @@ from pathlib import Path
 
 import torch
 
-from iobench.data.workloads import workload_of
-from iobench.environment import environment
 from iobench.errors import RunFailed, one_line
 from iobench.formats import FORMATS
 from iobench.formats.base import FormatReader
 from iobench.results.record import (
-    DatasetInfo,
-    EpochStats,
     EpochTiming,
     MachineLimits,
     RunRecord,
 )
-from iobench.run.aggregate import RankMeasurements, combine
 from iobench.run.cache import evict, resident_fraction
 from iobench.run.clocks import time_epoch
-from iobench.run.config import COLD_RESIDENCY_LIMIT, Cache, ResolvedRun, RunConfig
+from iobench.run.config import Cache, ResolvedRun, RunConfig
 from iobench.run.confine import confined
+from iobench.run.epoch_log import EpochLog, record_of
 from iobench.run.loaders.base import Loader
 from iobench.run.loaders.factory import make_loader
 from iobench.run.steps import Step, make_step
-from iobench.run.sysmetrics import SystemCounters, peak_rss_bytes
+from iobench.run.sysmetrics import SystemCounters
 from iobench.run.transforms import CALIBRATION_SAMPLES, Transform, TransformOn, make_transform
 
 DeviceTransform = Callable[[torch.Tensor], torch.Tensor] | None  # batched, after the copy
@@ -116,108 +111,61 @@ def run(
 
 def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path | None) -> RunRecord:
     config, world, device = resolved.config, resolved.world, resolved.device
-    spec, files = resolved.manifest.spec, resolved.files
+    spec = resolved.manifest.spec
     step = make_step(config.step, spec.features_per_sample, spec.n_classes, device, config.seed)
-    counters = SystemCounters(resolved.dataset_dir)
+    log = EpochLog(SystemCounters(resolved.dataset_dir))
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    timings: list[EpochTiming] = []
-    setup: list[float] = []
-    system: list[dict] = []
-    resident_before: list[float] = []
-    resident_after: list[float] = []
-    methods: set[str] = set()
-    read_methods: set[str] = set()
-    profile_path = None
     epochs_per_run = config.warmup + config.epochs
-    cold = config.cache is Cache.COLD
     transform = _device_transform(resolved)
     transform_cost = _transform_cost(resolved)
     started = time.perf_counter()
-    first = last = None
+    profile_path = None
     for r in range(config.runs):
         loader = build_loader(resolved)
         try:
-            setup.append(loader.setup_seconds())
+            log.setup.append(loader.setup_seconds())
             for e in range(epochs_per_run):
                 epoch = r * epochs_per_run + e
                 if e < config.warmup:
                     timing = _epoch(loader, epoch, step, config, transform)
-                    if on_epoch is not None:
-                        on_epoch(r, e, True, timing)
-                    continue
-                if cold:
-                    loader.close()
-                    gc.collect()  # drop any mapping still referenced from a cycle
-                    world.barrier()  # no rank on this node still maps the files
-                    if world.is_node_main:
-                        methods.add(evict(files, config.eviction.value))
-                    world.barrier()
-                resident_before.append(resident_fraction(files))
-                if cold:
-                    loader = build_loader(resolved)
-                    setup.append(loader.setup_seconds())
-                if loader.read_method is not None:
-                    read_methods.add(loader.read_method.value)
-                world.barrier()  # every rank starts the epoch together
-                a = counters.snapshot(loader.process_ids())
-                timing = _epoch(loader, epoch, step, config, transform)
-                world.barrier()  # the node's counters cover every rank's epoch
-                b = counters.snapshot(loader.process_ids())
-                first = first or a
-                last = b
-                system.append(counters.delta(a, b))
-                resident_after.append(resident_fraction(files))
-                timings.append(timing)
+                else:
+                    loader, timing = _timed_epoch(resolved, loader, epoch, step, transform, log)
                 if on_epoch is not None:
-                    on_epoch(r, e, False, timing)
+                    on_epoch(r, e, e < config.warmup, timing)
             if profile_dir is not None and r == config.runs - 1 and world.is_main:
                 profile_path = _profile_epoch(loader, (r + 1) * epochs_per_run, step, config, profile_dir, transform)
         finally:
             loader.close()
-    cuda_memory = (
-        (torch.cuda.max_memory_allocated(device), torch.cuda.max_memory_reserved(device))
-        if device.type == "cuda"
-        else (math.nan, math.nan)
-    )
-    total = counters.delta(first, last)
-    measured = RankMeasurements(
-        timings, system, resident_before, resident_after, setup, total, peak_rss_bytes(), cuda_memory
-    )
-    shard = resolved.epoch_order().SHARD if world.size > 1 else None
-    combined = combine(measured, world, world.hostnames(), spec.sample_bytes, shard)
-    before = combined.system.residency_before
-    return RunRecord(
-        timestamp=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        config=resolved.recorded(),
-        dataset=DatasetInfo(
-            data_dir=str(resolved.dataset_dir.parent),
-            n_samples=spec.n_samples,
-            sample_shape=list(spec.shape),
-            dtype=spec.dtype,
-            sample_bytes=spec.sample_bytes,
-            dataset_bytes=resolved.entry.bytes,
-            workload=workload_of(spec.shape, spec.dtype, spec.content) if spec.source is None else "custom",
-            source=spec.source.path if spec.source is not None else None,
-        ),
-        epochs=replace(
-            EpochStats.of(
-                combined.timings, spec.sample_bytes, spec.n_samples, has_step=config.step != "none", ranks=world.size
-            ),
-            transform_us_per_sample=transform_cost,
-        ),
-        ranks=combined.ranks,
-        system=replace(
-            combined.system,
-            eviction_method=",".join(sorted(methods)) if methods else None,
-            read_method=", ".join(sorted(read_methods)) if read_methods else None,
-            data_block_device=total["data_block_device"],
-            cold_not_cold=cold and any(x > COLD_RESIDENCY_LIMIT for x in before),
-            total_seconds=time.perf_counter() - started,
-            profile_path=str(profile_path) if profile_path else None,
-        ),
-        environment=environment(resolved.dataset_dir, device),
-    )
+    return record_of(resolved, log, transform_cost, time.perf_counter() - started, profile_path)
+
+
+def _timed_epoch(
+    resolved: ResolvedRun, loader: Loader, epoch: int, step: Step, transform: DeviceTransform, log: EpochLog
+) -> tuple[Loader, EpochTiming]:
+    """One timed epoch with its residency and counters; cold, the files are evicted first and the
+    loader rebuilt (it is returned: the caller closes the one in use)."""
+    config, world, files = resolved.config, resolved.world, resolved.files
+    cold = config.cache is Cache.COLD
+    if cold:
+        loader.close()
+        gc.collect()  # drop any mapping still referenced from a cycle
+        world.barrier()  # no rank on this node still maps the files
+        if world.is_node_main:
+            log.eviction_methods.add(evict(files, config.eviction.value))
+        world.barrier()
+    log.resident_before.append(resident_fraction(files))
+    if cold:
+        loader = build_loader(resolved)
+        log.setup.append(loader.setup_seconds())
+    if loader.read_method is not None:
+        log.read_methods.add(loader.read_method.value)
+    world.barrier()  # every rank starts the epoch together
+    a = log.counters.snapshot(loader.process_ids())
+    timing = _epoch(loader, epoch, step, config, transform)
+    world.barrier()  # the node's counters cover every rank's epoch
+    log.add(timing, a, log.counters.snapshot(loader.process_ids()), resident_fraction(files))
+    return loader, timing
 
 
 def _profile_epoch(

@@ -1,0 +1,16 @@
+"""Where a measuring command runs and keeps its records: the values every measuring command shares."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunPlace:
+    data_dir: Path
+    dataset: str | None
+    device: str  # as given: auto, cpu, cuda, cuda:N
+    results: Path
+    read_limit: float | None = None
+    profile: bool = False

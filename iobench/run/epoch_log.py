@@ -1,0 +1,90 @@
+"""What one run measured, epoch by epoch, and the record made of it (on every rank, combined)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import torch
+
+from iobench.data.workloads import workload_of
+from iobench.environment import environment
+from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RunRecord
+from iobench.run.aggregate import RankMeasurements, combine
+from iobench.run.config import COLD_RESIDENCY_LIMIT, Cache, ResolvedRun
+from iobench.run.sysmetrics import SystemCounters, peak_rss_bytes
+
+
+@dataclass
+class EpochLog:
+    """The timed epochs of a run: one entry per epoch in each list, and the counters' first and last
+    snapshots (their difference covers the whole run)."""
+
+    counters: SystemCounters
+    timings: list[EpochTiming] = field(default_factory=list)
+    system: list[dict] = field(default_factory=list)
+    resident_before: list[float] = field(default_factory=list)
+    resident_after: list[float] = field(default_factory=list)
+    setup: list[float] = field(default_factory=list)  # per loader built (per run, and per cold epoch)
+    eviction_methods: set[str] = field(default_factory=set)
+    read_methods: set[str] = field(default_factory=set)
+    first: dict | None = None
+    last: dict | None = None
+
+    def add(self, timing: EpochTiming, before: dict, after: dict, resident_after: float) -> None:
+        self.first = self.first or before
+        self.last = after
+        self.system.append(self.counters.delta(before, after))
+        self.resident_after.append(resident_after)
+        self.timings.append(timing)
+
+
+def record_of(
+    resolved: ResolvedRun, log: EpochLog, transform_cost: float | None, seconds: float, profile_path: Path | None
+) -> RunRecord:
+    """The run's record: this rank's measurements combined with every other rank's."""
+    config, world, device, spec = resolved.config, resolved.world, resolved.device, resolved.manifest.spec
+    cuda_memory = (
+        (torch.cuda.max_memory_allocated(device), torch.cuda.max_memory_reserved(device))
+        if device.type == "cuda"
+        else (math.nan, math.nan)
+    )
+    total = log.counters.delta(log.first, log.last)
+    measured = RankMeasurements(
+        log.timings, log.system, log.resident_before, log.resident_after, log.setup, total, peak_rss_bytes(),
+        cuda_memory,
+    )  # fmt: skip
+    shard = resolved.epoch_order().SHARD if world.size > 1 else None
+    combined = combine(measured, world, world.hostnames(), spec.sample_bytes, shard)
+    cold = config.cache is Cache.COLD
+    stats = EpochStats.of(
+        combined.timings, spec.sample_bytes, spec.n_samples, has_step=config.step != "none", ranks=world.size
+    )
+    return RunRecord(
+        timestamp=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        config=resolved.recorded(),
+        dataset=DatasetInfo(
+            data_dir=str(resolved.dataset_dir.parent),
+            n_samples=spec.n_samples,
+            sample_shape=list(spec.shape),
+            dtype=spec.dtype,
+            sample_bytes=spec.sample_bytes,
+            dataset_bytes=resolved.entry.bytes,
+            workload=workload_of(spec.shape, spec.dtype, spec.content) if spec.source is None else "custom",
+            source=spec.source.path if spec.source is not None else None,
+        ),
+        epochs=replace(stats, transform_us_per_sample=transform_cost),
+        ranks=combined.ranks,
+        system=replace(
+            combined.system,
+            eviction_method=",".join(sorted(log.eviction_methods)) if log.eviction_methods else None,
+            read_method=", ".join(sorted(log.read_methods)) if log.read_methods else None,
+            data_block_device=total["data_block_device"],
+            cold_not_cold=cold and any(x > COLD_RESIDENCY_LIMIT for x in combined.system.residency_before),
+            total_seconds=seconds,
+            profile_path=str(profile_path) if profile_path else None,
+        ),
+        environment=environment(resolved.dataset_dir, device),
+    )
