@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from tests.conftest import ROOT, invoke, stored_records
@@ -53,3 +55,37 @@ def test_help_and_argument_errors_load_no_heavy_library(args):
     )
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert "HEAVY []" in done.stderr, done.stderr[-2000:]
+
+
+def test_a_figure_above_its_ceiling_is_called_a_broken_ceiling():
+    """Warm shuffled npy showed 142% and 213% of its memory-gather limit without a word."""
+    from iobench.results.record import LimitShare
+    from iobench.results.warnings import Kind, record_warnings
+    from tests.conftest import record_of
+
+    def share(percent):
+        return replace(
+            record_of(),
+            limit=LimitShare(limit_name="memory_gather_mb_per_s", limit_mb_per_s=10.0, percent_of_limit=percent),
+        )
+
+    def above(percent):
+        return [w.console() for w in record_warnings([share(percent)]) if w.kind is Kind.ABOVE_CEILING]
+
+    assert len(above(213.0)) == 1 and "213% of its ceiling memory_gather_mb_per_s" in above(213.0)[0]
+    assert above(100.0) == [] and above(104.9) == []  # within the noise
+
+
+def test_the_ceilings_are_the_best_of_several_methods_and_say_which(tmp_path):
+    from iobench.run.limits import memory_gather_mb_per_s, page_cache_mb_per_s, storage_read_mb_per_s
+
+    path = tmp_path / "probe.bin"
+    path.write_bytes(np.random.default_rng(0).integers(0, 255, 16 * 2**20, dtype=np.uint8).tobytes())
+    for sample in (520, 150_528):  # the large rows try a copy per row as well
+        rate, method = memory_gather_mb_per_s(path, sample)
+        assert rate > 0 and method in (
+            "torch index_select", "numpy take into a preallocated batch", "numpy fancy index", "a copy per row"
+        )  # fmt: skip
+    rate, method = storage_read_mb_per_s(path)
+    assert rate > 0 and ("O_DIRECT" in method or "buffered" in method), method
+    assert page_cache_mb_per_s(path) > 0

@@ -266,6 +266,7 @@ class MachineLimits:
     random_read_block_qd1_iops: float | None = None
     random_read_block_qd32_iops: float | None = None
     memory_gather_mb_per_s: float | None = None
+    memory_gather_method: str = ""  # the fastest of the gathers tried (torch, numpy take, fancy index, rows)
     gather_sample_bytes: int | None = None
 
     def __post_init__(self) -> None:

@@ -154,7 +154,7 @@ def limits_table(limits: MachineLimits) -> Table:
     table.add_column("MB/s", justify="right")
     table.add_column("IOPS", justify="right")
     rows: list[tuple[str, float | None, float | None]] = [
-        (f"storage sequential read ({limits.storage_read_method}, 8 MiB x 4)", limits.storage_read_mb_per_s, None),
+        (f"storage sequential read ({limits.storage_read_method})", limits.storage_read_mb_per_s, None),
         ("page-cache read (sequential copy)", limits.page_cache_read_mb_per_s, None),
     ]
     random = [(PAGE, limits.random_read_4k_qd1_iops, limits.random_read_4k_qd32_iops)]

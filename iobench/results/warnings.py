@@ -10,6 +10,8 @@ from iobench.choices import Choice
 from iobench.results.record import ReadMethod, RunRecord
 from iobench.results.stats import CV_LIMIT, first_run_slow, outliers, summary
 
+# Above this share of its ceiling a figure says the ceiling is wrong (5%: the noise of these disks and VMs).
+ABOVE_CEILING_PERCENT = 105.0
 STRAGGLER_LIMIT = 1.2  # slowest rank over fastest, above which the record is flagged
 
 
@@ -22,6 +24,7 @@ class Kind(Choice):
     PARTIAL = "partial"
     LOW_AU = "low-au"
     NOT_DIRECT = "not-direct"
+    ABOVE_CEILING = "above-ceiling"
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,17 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                     subject,
                     f"accelerator utilisation {au:.0%} is below --min-au {min_au:.0%} with step {r.config.step}",
                     "the accelerator waits for data: more workers, a faster format, or a larger batch",
+                )
+            )
+        share = r.limit.percent_of_limit
+        if share is not None and share > ABOVE_CEILING_PERCENT:
+            found.append(
+                RunWarning(
+                    Kind.ABOVE_CEILING,
+                    subject,
+                    f"{share:.0f}% of its ceiling {r.limit.limit_name} ({r.limit.limit_mb_per_s:,.0f} MB/s): a ceiling "
+                    "a loader beats was measured by a slower method than the loader's",
+                    "measure the ceilings again with this iobench (`iobench limits`); if it persists, report it",
                 )
             )
         if r.system.cold_not_cold:
