@@ -89,3 +89,60 @@ def test_the_ceilings_are_the_best_of_several_methods_and_say_which(tmp_path):
     rate, method = storage_read_mb_per_s(path)
     assert rate > 0 and ("O_DIRECT" in method or "buffered" in method), method
     assert page_cache_mb_per_s(path) > 0
+
+
+def test_other_programs_cpu_is_measured_and_rivals_are_not_counted():
+    """A busy machine silently collapsed torch's paths (9.5x); now its CPU use is measured."""
+    from iobench.run.contention import contending, other_cores_busy
+
+    outside = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        assert other_cores_busy(0.5) > 0.5  # one busy loop: close to a core
+    finally:
+        outside.kill()
+        outside.wait()
+    with contending(1) as rivals:
+        assert len(rivals) == 1
+        assert other_cores_busy(0.5, rivals=rivals) < other_cores_busy(0.5) - 0.5  # the rival is ours
+    assert subprocess.run(["kill", "-0", str(rivals[0])], capture_output=True).returncode != 0, "rival outlived it"
+
+
+def test_a_busy_machine_is_warned_about_and_sharing_settings_are_part_of_a_runs_identity():
+    from iobench.results.record import SystemStats
+    from iobench.results.warnings import Kind, record_warnings
+    from tests.conftest import record_of
+
+    def busy(cores):
+        r = record_of()
+        return replace(r, system=SystemStats(other_cpu_before=cores, load_before=1.2, load_after=1.3))
+
+    assert Kind.BUSY in [w.kind for w in record_warnings([busy(1.0)])]
+    assert Kind.BUSY not in [w.kind for w in record_warnings([busy(0.05)])]
+    base = record_of()
+    for change in ({"torch_threads_asked": 1}, {"cpu_contention": 1}, {"eviction": "fadvise"}):
+        assert record_of(**change).identity() != base.identity(), change
+
+
+def test_runs_record_the_threads_the_rivals_and_the_load(tmp_path, cli):
+    invoke("prepare", "--size", "300", "--formats", "memmap", "--data-dir", tmp_path / "data", "-q")
+    r = cli("run", "--format", "memmap", "--loader", "tensorclass", "--torch-threads", "1", "--cpu-contention", "1",
+            "--runs", "1", "--device", "cpu", "-q", "--data-dir", tmp_path / "data",
+            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert r.code == 0, r.err
+    (x,) = stored_records(tmp_path / "r.jsonl")
+    assert x["torch_threads_asked"] == 1 == x["torch_threads"] == x["cpu_contention"]
+    assert x["load_before"] >= 0 and x["other_cpu_before"] >= 0 and x["other_cpu_after"] >= 0
+    assert "threads=1 rivals=1" in r.out
+
+
+def test_tune_tries_one_thread_when_the_main_process_loads():
+    from iobench.environment import usable_cores
+    from iobench.run.tune import candidates
+    from tests.conftest import run_config
+
+    found = candidates(run_config("memmap", "dataloader"), "memmap", False, None, True)
+    main_process = {c.torch_threads for c in found if c.settings.num_workers == 0}
+    assert main_process == ({None, 1} if usable_cores() > 1 else {None})
+    fixed = candidates(replace(run_config("memmap", "dataloader"), torch_threads=2), "memmap", False, None, True)
+    assert {c.torch_threads for c in fixed} == {2}  # --torch-threads given: not searched
+    assert {c.torch_threads for c in found if c.settings.num_workers > 0} == {None}

@@ -64,3 +64,30 @@ def test_the_runner_times_the_epochs_it_should_and_records_them(dataset_dir, fak
     assert fake == (["auto"] * 6 if cache == "cold" else [])  # --eviction as given; evict() resolves it
     assert record.system.eviction_method == ("fadvise" if cache == "cold" else None)
     assert record.config.cache == cache and record.config.runs == 2
+
+
+def test_every_setting_of_a_run_is_recorded_and_nothing_else():
+    """RecordedConfig is written out by hand from RunConfig and had dropped `eviction`: two runs that
+    differed only in it shared an identity. A field added to one side only fails here."""
+    from dataclasses import fields
+
+    from iobench.results.record import RecordedConfig
+    from iobench.run.config import RunConfig
+    from iobench.run.loaders.base import LoaderSettings
+
+    recorded = {f.name for f in fields(RecordedConfig)}
+    renamed = {"torch_threads": "torch_threads_asked"}  # the environment's torch_threads is what the run had
+    asked = {renamed.get(f.name, f.name) for f in fields(RunConfig) if f.name != "settings"}
+    asked |= {f.name for f in fields(LoaderSettings)}
+    where = {"dataset", "world_size", "backend", "device", "shuffle"}  # where it ran, and the order spelled out
+    assert asked - recorded == set(), "settings a record would not keep"
+    assert recorded - asked - where == set(), "recorded fields no setting fills"
+
+
+def test_the_recorded_config_carries_every_value_given(dataset_dir):
+    resolved = resolved_run(
+        dataset_dir, "npy", "dataloader", batch_size=8, eviction="fadvise", torch_threads=1, cpu_contention=2,
+        cache="cold", runs=1,
+    )  # fmt: skip
+    c = resolved.recorded()
+    assert (c.eviction, c.torch_threads_asked, c.cpu_contention, c.batch_size) == ("fadvise", 1, 2, 8)

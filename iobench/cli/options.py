@@ -204,3 +204,21 @@ Hdf5ChunkRows = Annotated[int, typer.Option(help="HDF5 rows per chunk; 0 = about
 Hdf5Compression = Annotated[str, typer.Option(help="HDF5 compression: none, lzf or gzip.")]
 Hdf5GzipLevel = Annotated[int, typer.Option(help="gzip level 0..9 when --hdf5-compression gzip.")]
 LmdbSamplesPerRecord = Annotated[int, typer.Option(help="Samples in one LMDB record.")]
+
+
+# ---- sharing the cores -----------------------------------------------------------------------------
+
+TorchThreads = Annotated[
+    OptInt,
+    typer.Option(
+        help="torch intra-op threads of the main process during the run (default: torch's, one per core). "
+        "On shared cores torch's threaded paths slow down sharply; 1 is what torchrun sets per rank."
+    ),
+]
+CpuContention = Annotated[
+    int,
+    typer.Option(
+        help="Start N rival processes (a single-threaded matrix multiply each, as a training step on another "
+        "core) beside the run and stop them after it: the run as it behaves on shared cores."
+    ),
+]

@@ -45,6 +45,8 @@ def run_cmd(
     cache_budget: o.CacheBudget = None,
     transform: o.Transform = "none",
     transform_on: o.TransformOn = "host",
+    torch_threads: o.TorchThreads = None,
+    cpu_contention: o.CpuContention = 0,
     profile: o.Profile = False,
     results: o.Results = Path("results/results.jsonl"),
     nproc: o.Nproc = None,
@@ -79,6 +81,7 @@ def run_cmd(
     options.update(max_batches=max_batches, max_seconds=max_seconds, step=step, seed=seed, cache=cache)
     options.update(read_limit_mb_per_s=read_limit, cache_budget=cache_budget)
     options.update(transform=transform, transform_on=transform_on)
+    options.update(torch_threads=torch_threads, cpu_contention=cpu_contention)
     configs = [config_of(f, ld, settings, eviction=eviction, **options) for f, ld in pairs]
     where = RunPlace(data_dir, dataset, device, results, read_limit, profile)
     measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms)

@@ -39,6 +39,8 @@ def sweep_cmd(
     cache_budget: o.CacheBudget = None,
     transform: o.Transform = "none",
     transform_on: o.TransformOn = "host",
+    torch_threads: o.TorchThreads = None,
+    cpu_contention: o.CpuContention = 0,
     results: Annotated[Path, typer.Option(help="JSONL file; configurations already in it are skipped.")] = Path(
         "results/results.jsonl"
     ),
@@ -60,7 +62,7 @@ def sweep_cmd(
     base = config_of(
         "memmap", "dataloader", LoaderSettings(), shuffle=shuffle, block_size=0, epochs=epochs, warmup=warmup,
         runs=runs, max_seconds=max_seconds, step=step, read_limit_mb_per_s=read_limit, cache_budget=cache_budget,
-        transform=transform, transform_on=transform_on,
+        transform=transform, transform_on=transform_on, torch_threads=torch_threads, cpu_contention=cpu_contention,
     )  # fmt: skip
     lists = dict(format=format, loader=loader, fetch=fetch, batch_size=batch_size, num_workers=num_workers)
     lists.update(prefetch_factor=prefetch_factor, pin_memory=pin_memory, non_blocking=non_blocking)

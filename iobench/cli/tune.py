@@ -26,6 +26,7 @@ def tune_cmd(
     device: o.Device = "auto",
     shuffle: o.Shuffle = True,
     cache: o.Cache = "warm",
+    torch_threads: o.TorchThreads = None,
     results: Annotated[Path, typer.Option(help="JSONL file; a stopped search resumes from it.")] = Path(
         "results/tune.jsonl"
     ),
@@ -56,7 +57,7 @@ def tune_cmd(
         raise IobenchError(f"--budget-minutes must be a number > 0, got {budget_minutes}")
     sizes = parse_ints(batch_size, "batch-size")
     base = config_of(format.lower(), "dataloader", LoaderSettings(batch_size=sizes[0]), shuffle=shuffle, block_size=0)
-    base = replace(base, step=step, cache=cache)
+    base = replace(base, step=step, cache=cache, torch_threads=torch_threads)
     fmt = base.format
     dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), say, lambda: reporter(quiet))
     found = candidates(base, fmt, target.type == "cuda", sizes if "," in batch_size else None, fmt == "memmap")

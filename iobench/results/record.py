@@ -86,6 +86,10 @@ class RecordedConfig:
     cache_budget: str | None = None  # page cache capped (as given: 256M or 20%), None: all of RAM
     transform: str = "none"  # none | augment | cpu:US, per sample
     transform_on: str | None = None  # host (in the loader) or device (batched after the copy); None: no transform
+    eviction: str = "auto"  # how cold epochs evict, as asked (records before it: auto)
+    # --torch-threads as asked (None: torch's default); what the run had is the environment's torch_threads
+    torch_threads_asked: int | None = None
+    cpu_contention: int = 0  # rival processes busy beside the run
 
     def identity(self) -> tuple:
         """The one definition of 'the same configuration' (sweeps resume by it, reports keep the latest).
@@ -212,6 +216,12 @@ class SystemStats:
     cache_peak_bytes: int | None = None  # the most file cache the budgeted group held, polled
     confinement_method: str | None = None  # how the throttle and budget were applied (cgroup files)
     profile_path: str | None = None
+    # Sharing the cores: the 1-minute load average, and the cores' worth of CPU other programs used in
+    # half a second (not this run, not its --cpu-contention rivals), just before and just after the run.
+    load_before: float | None = None
+    load_after: float | None = None
+    other_cpu_before: float | None = None
+    other_cpu_after: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,7 +22,14 @@ def settings_label(r: RunRecord) -> str:
         parts = [f"ranks={c.world_size}{nodes}", *parts, f"threads={r.environment.torch_threads}"]
     if c.loader == "dataloader":
         parts.append(f"fetch={c.fetch}")
-    return " ".join(parts + rest + transform_parts(r))
+    return " ".join(parts + rest + sharing_parts(r) + transform_parts(r))
+
+
+def sharing_parts(r: RunRecord) -> list[str]:
+    """The main process's torch threads and the rivals beside the run, when they were set."""
+    c = r.config
+    parts = [f"threads={c.torch_threads_asked}"] if c.torch_threads_asked is not None and not c.backend else []
+    return parts + ([f"rivals={c.cpu_contention}"] if c.cpu_contention else [])
 
 
 def transform_label(r: RunRecord) -> str:

@@ -12,6 +12,8 @@ from iobench.results.stats import CV_LIMIT, first_run_slow, outliers, summary
 
 # Above this share of its ceiling a figure says the ceiling is wrong (5%: the noise of these disks and VMs).
 ABOVE_CEILING_PERCENT = 105.0
+# Other programs using this many cores beside a run make its torch paths slow (threads wait on each other).
+BUSY_CORES = 0.25
 STRAGGLER_LIMIT = 1.2  # slowest rank over fastest, above which the record is flagged
 
 
@@ -25,6 +27,7 @@ class Kind(Choice):
     LOW_AU = "low-au"
     NOT_DIRECT = "not-direct"
     ABOVE_CEILING = "above-ceiling"
+    BUSY = "busy"
 
 
 @dataclass(frozen=True)
@@ -105,6 +108,20 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                     subject,
                     f"accelerator utilisation {au:.0%} is below --min-au {min_au:.0%} with step {r.config.step}",
                     "the accelerator waits for data: more workers, a faster format, or a larger batch",
+                )
+            )
+        busy = max((x for x in (r.system.other_cpu_before, r.system.other_cpu_after) if x is not None), default=None)
+        if busy is not None and busy > BUSY_CORES and r.config.world_size == 1:
+            found.append(
+                RunWarning(
+                    Kind.BUSY,
+                    subject,
+                    f"other programs used {busy:.1f} cores around the run (load average "
+                    f"{r.system.load_before:.1f} before, {r.system.load_after:.1f} after) on "
+                    f"{r.environment.cpu_count or '?'} cores: torch's threaded paths slow down sharply when they "
+                    "share cores (up to 9.5x), numpy's single thread hardly",
+                    "close other programs and measure again, or measure it on purpose with --cpu-contention N "
+                    "and --torch-threads 1",
                 )
             )
         share = r.limit.percent_of_limit

@@ -75,6 +75,8 @@ class RunConfig:
     cache_budget: CacheBudget | None = None  # page cache capped by a memory cgroup
     transform: str = "none"  # none | augment | cpu:US (iobench.run.transforms)
     transform_on: TransformOn = TransformOn.HOST  # per sample in the loader, or batched after the copy
+    torch_threads: int | None = None  # the main process's intra-op threads; None: torch's default
+    cpu_contention: int = 0  # rival processes kept busy beside the run (iobench.run.contention)
 
     def __post_init__(self) -> None:
         if isinstance(self.cache_budget, str):
@@ -87,6 +89,10 @@ class RunConfig:
         object.__setattr__(self, "step", parse_step(self.step))
         object.__setattr__(self, "transform", parse_transform(self.transform))
         object.__setattr__(self, "transform_on", TransformOn.parse(self.transform_on, "--transform-on"))
+        if self.torch_threads is not None and self.torch_threads < 1:
+            raise IobenchError(f"--torch-threads must be >= 1, got {self.torch_threads}")
+        if not 0 <= self.cpu_contention <= 64:
+            raise IobenchError(f"--cpu-contention must be 0..64 processes, got {self.cpu_contention}")
         _check(self)
 
     @property
@@ -280,6 +286,9 @@ class ResolvedRun:
             cache_budget=c.cache_budget.text if c.cache_budget is not None else None,
             transform=c.transform,
             transform_on=c.transform_on.value if c.transform != "none" else None,
+            eviction=c.eviction.value,
+            torch_threads_asked=c.torch_threads,
+            cpu_contention=c.cpu_contention,
         )
 
 

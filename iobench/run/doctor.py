@@ -17,8 +17,10 @@ import torch
 from iobench.choices import Choice
 from iobench.environment import usable_cores
 from iobench.fsutil import PARTIAL_PREFIX, free_bytes, remove_stale_probes
+from iobench.results.warnings import BUSY_CORES
 from iobench.run.cache import evict, resident_fraction
 from iobench.run.config import can_drop_caches, max_workers
+from iobench.run.contention import other_cores_busy
 from iobench.run.limits import write_probe
 
 PROBE_BYTES = 64 * 2**20
@@ -48,6 +50,23 @@ def cores() -> Finding:
         f"{usable} usable cores: DataLoader workers beyond {usable} only share them (CPU-bound decoding gains "
         f"nothing more); iobench refuses more than {max_workers()}",
     )
+
+
+def sharing(sample_seconds: float = 1.0) -> Finding:
+    """Other programs' CPU right now: on shared cores torch's threaded paths collapse (9.5x measured)."""
+    busy = other_cores_busy(sample_seconds)
+    load = os.getloadavg()[0]
+    if busy is None:
+        return Finding("other programs", Status.SKIPPED, "no /proc/stat to ask")
+    if busy > BUSY_CORES:
+        return Finding(
+            "other programs",
+            Status.WARN,
+            f"busy: other programs use {busy:.1f} of {usable_cores()} cores (load average {load:.1f}); figures "
+            "taken now, torch's most of all, will be slower than on a quiet machine; wait, or measure it on "
+            "purpose with --cpu-contention N and --torch-threads 1",
+        )
+    return Finding("other programs", Status.OK, f"quiet: other programs use {busy:.2f} cores (load average {load:.1f})")
 
 
 def drop_caches() -> Finding:
@@ -210,4 +229,5 @@ def cuda_checks(device: torch.device, nbytes: int = 256 * 2**20) -> list[Finding
 
 def examine(folder: Path, device: torch.device, idle_seconds: float, wait: Callable[[float], None] = time.sleep):
     """Every check, in the order a reader wants them."""
-    return [cores(), drop_caches(), cgroups(), *page_cache(folder, idle_seconds, wait), *cuda_checks(device)]
+    checks = [cores(), sharing(), drop_caches(), cgroups()]
+    return [*checks, *page_cache(folder, idle_seconds, wait), *cuda_checks(device)]

@@ -26,6 +26,7 @@ from iobench.run.cache import evict, resident_fraction
 from iobench.run.clocks import time_epoch
 from iobench.run.config import Cache, ResolvedRun, RunConfig
 from iobench.run.confine import confined
+from iobench.run.contention import contending, other_cores_busy, torch_threads
 from iobench.run.epoch_log import EpochLog, record_of
 from iobench.run.loaders.base import Loader
 from iobench.run.loaders.factory import make_loader
@@ -94,9 +95,14 @@ def run(
     node evicts while the others wait, and every rank starts each timed epoch together. With a read
     limit or a cache budget the whole run (workers included) is inside a cgroup (`confine`).
     """
-    confinement = resolved.confinement
-    with confined(confinement, resolved.dataset_dir) as applied:
-        record = _measure(resolved, on_epoch, profile_dir)
+    confinement, config = resolved.confinement, resolved.config
+    with contending(config.cpu_contention) as rivals, torch_threads(config.torch_threads):
+        load_before, other_before = os.getloadavg()[0], other_cores_busy(rivals=rivals)
+        with confined(confinement, resolved.dataset_dir) as applied:
+            record = _measure(resolved, on_epoch, profile_dir)
+        load_after, other_after = os.getloadavg()[0], other_cores_busy(rivals=rivals)
+    cores = dict(load_before=load_before, load_after=load_after, other_cpu_before=other_before)
+    record = replace(record, system=replace(record.system, **cores, other_cpu_after=other_after))
     if confinement:
         budget = confinement.cache_budget_bytes
         system = replace(

@@ -82,13 +82,17 @@ def candidates(
     for loader in loaders:
         for batch in batch_sizes or [base.settings.batch_size]:
             for workers in range(cores + 1):
-                factors = [None, 4] if workers else [None]
-                for factor in factors:
+                # Loading in the main process: its torch threads compete with the rest of the job for the
+                # cores, so one thread is tried beside torch's default (unless --torch-threads fixed it).
+                searched = [None, 1] if workers == 0 and cores > 1 and base.torch_threads is None else None
+                for threads, factor in itertools.product(
+                    searched or [base.torch_threads], [None, 4] if workers else [None]
+                ):
                     for persistent in [False, True] if workers else [False]:
                         for in_order in [True, False] if workers and loader is LoaderName.DATALOADER else [True]:
                             for pin in [True, False] if cuda else [False]:
                                 out.append(
-                                    replace(base, format=fmt, loader=loader).with_settings(
+                                    replace(base, format=fmt, loader=loader, torch_threads=threads).with_settings(
                                         batch_size=batch,
                                         num_workers=workers,
                                         prefetch_factor=factor,
@@ -176,7 +180,8 @@ def _run(resolved: ResolvedRun, results: Path, limits: MachineLimits | None) -> 
 
 def settings_text(c: RunConfig) -> str:
     """A candidate's settings as reports write them."""
-    return " ".join(knob_parts(c.settings))
+    threads = [f"threads={c.torch_threads}"] if c.torch_threads is not None else []
+    return " ".join(knob_parts(c.settings) + threads)
 
 
 def dataloader_line(c: RunConfig) -> str:
@@ -200,4 +205,5 @@ def dataloader_line(c: RunConfig) -> str:
             + (f", prefetch_factor={s.prefetch_factor}" if s.num_workers and s.prefetch_factor else "")
             + ")  # one fancy-index per batch"
         )
-    return f"DataLoader(dataset, {', '.join(args)})"
+    threads = f"torch.set_num_threads({c.torch_threads})\n" if c.torch_threads is not None else ""
+    return threads + f"DataLoader(dataset, {', '.join(args)})"
