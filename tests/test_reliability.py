@@ -318,10 +318,24 @@ def test_closing_a_loader_twice_is_harmless(workspace, loader):
     from tests.conftest import resolved_run
 
     (dataset,) = (workspace / "data").iterdir()
-    built = build_loader(resolved_run(dataset, "memmap", loader, num_workers=1 if loader != "gpu-resident" else 0))
+    workers = 1 if loader != "gpu-resident" else 0
+    built = build_loader(resolved_run(dataset, "memmap", loader, num_workers=workers))
     next(iter(built.epoch(0)))
+    children = descendants(os.getpid())
     built.close()
-    built.close()
+    built.close()  # the second close finds nothing left to close, and says nothing
+    memmap = str(dataset / "memmap")
+    with open("/proc/self/maps") as maps:
+        assert memmap not in maps.read(), "the dataset is still mapped after close()"
+    held = [
+        os.readlink(f"/proc/self/fd/{fd}")
+        for fd in os.listdir("/proc/self/fd")
+        if os.path.exists(f"/proc/self/fd/{fd}")
+    ]
+    assert not [p for p in held if p.startswith(memmap)], "a file of the dataset is still open after close()"
+    time.sleep(0.5)
+    alive = [p for p in children if os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read()]
+    assert alive == [], "the loader's workers outlived close()"
 
 
 @pytest.mark.parametrize("formats", ["hdf5,npy", "lmdb,memmap"])

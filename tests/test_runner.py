@@ -3,6 +3,8 @@ record says, for warm and cold runs (no dataset is read; cold eviction is record
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -91,3 +93,45 @@ def test_the_recorded_config_carries_every_value_given(dataset_dir):
     )  # fmt: skip
     c = resolved.recorded()
     assert (c.eviction, c.torch_threads_asked, c.cpu_contention, c.batch_size) == ("fadvise", 1, 2, 8)
+
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.mark.parametrize("name", ["records-schema1.jsonl", "records-schema2.jsonl"])
+def test_stored_records_of_every_schema_are_read_and_written_back_whole(name):
+    """Records written by earlier versions (kept as they were written) read through the typed reader,
+    and every stored field, known or not, is written back with its value."""
+    import json
+
+    from iobench.results.record import RunRecord
+
+    for line in (FIXTURES / name).read_text().splitlines():
+        stored = json.loads(line)
+        record = RunRecord.from_json(stored)
+        assert record.schema_version == stored.get("schema_version", 1)
+        assert (record.config.format, record.config.loader) == (stored["format"], stored["loader"])
+        assert record.epochs.mb_per_s == stored["mb_per_s"]
+        written = record.to_json()
+        assert {k: written[k] for k in stored} == stored
+
+
+def test_a_newer_schema_is_refused_and_unknown_fields_are_kept():
+    import json
+
+    from iobench.results.record import SCHEMA_VERSION, RecordError, RunRecord
+
+    stored = json.loads((FIXTURES / "records-schema2.jsonl").read_text().splitlines()[0])
+    with pytest.raises(RecordError, match="newer than this iobench reads"):
+        RunRecord.from_json({**stored, "schema_version": SCHEMA_VERSION + 1})
+    record = RunRecord.from_json({**stored, "measured_by_a_later_version": [1, 2]})
+    assert record.to_json()["measured_by_a_later_version"] == [1, 2]
+
+
+def test_no_in_order_needs_workers():
+    from iobench.errors import IobenchError
+    from tests.conftest import run_config
+
+    with pytest.raises(IobenchError, match="--no-in-order"):
+        run_config("npy", "dataloader", in_order=False, num_workers=0)
+    assert run_config("npy", "dataloader", in_order=False, num_workers=1).settings.in_order is False
