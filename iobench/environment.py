@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import subprocess
+import urllib.parse
 from importlib import metadata
 from pathlib import Path
 
@@ -63,7 +65,29 @@ def mount_of(path: Path) -> tuple[str, str]:
 
 
 def git_sha() -> str:
-    root = Path(__file__).resolve().parents[1]
+    """The commit of the code that runs: its own checkout (editable installs, `python -m` from a clone),
+    else the checkout `pip install .` was run from (PEP 610's direct_url.json names it), marked
+    `-dirty` for uncommitted changes; "unknown" when neither is a git checkout."""
+    for root in _source_folders():
+        sha = _head(root)
+        if sha:
+            return sha
+    return "unknown"
+
+
+def _source_folders() -> list[Path]:
+    folders = [Path(__file__).resolve().parents[1]]
+    try:
+        text = metadata.distribution("iobench").read_text("direct_url.json") or "{}"
+        url = json.loads(text).get("url", "")
+    except (metadata.PackageNotFoundError, ValueError, OSError):
+        url = ""
+    if url.startswith("file://"):
+        folders.append(Path(urllib.parse.unquote(urllib.parse.urlparse(url).path)))
+    return folders
+
+
+def _head(root: Path) -> str:
     try:
         out = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=True
@@ -74,9 +98,9 @@ def git_sha() -> str:
             text=True,
             timeout=5,
         ).stdout.strip()
-        return out + ("-dirty" if dirty else "")
     except (OSError, subprocess.SubprocessError):
-        return "unknown"
+        return ""
+    return out + ("-dirty" if dirty else "")
 
 
 def environment(data_dir: Path, device: torch.device) -> Environment:

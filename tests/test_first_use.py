@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import replace
@@ -146,3 +147,43 @@ def test_tune_tries_one_thread_when_the_main_process_loads():
     fixed = candidates(replace(run_config("memmap", "dataloader"), torch_threads=2), "memmap", False, None, True)
     assert {c.torch_threads for c in fixed} == {2}  # --torch-threads given: not searched
     assert {c.torch_threads for c in found if c.settings.num_workers > 0} == {None}
+
+
+def test_a_batch_larger_than_the_dataset_is_warned_about():
+    """1024 on 400 samples ran one batch per epoch without a word."""
+    from iobench.results.warnings import Kind, record_warnings
+    from tests.conftest import record_of
+
+    assert Kind.ONE_BATCH in [w.kind for w in record_warnings([record_of(batch_size=1024, n_samples=400)])]
+    assert Kind.ONE_BATCH not in [w.kind for w in record_warnings([record_of(batch_size=16, n_samples=400)])]
+
+
+def test_the_commit_is_found_for_an_install_from_a_checkout(monkeypatch, tmp_path):
+    """git_sha was `unknown` under the console script of a `pip install .` and a SHA under `python -m`."""
+    from importlib import metadata
+
+    from iobench import environment
+
+    class Installed:
+        def read_text(self, name):
+            return json.dumps({"url": ROOT.as_uri(), "dir_info": {}}) if name == "direct_url.json" else None
+
+    monkeypatch.setattr(metadata, "distribution", lambda name: Installed())
+    assert environment._source_folders()[-1] == ROOT
+    monkeypatch.setattr(environment, "_source_folders", lambda: [tmp_path, ROOT])  # site-packages: no git there
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    if not head:
+        pytest.skip("not run from a git checkout")
+    assert environment.git_sha().startswith(head.strip())
+    monkeypatch.setattr(environment, "_source_folders", lambda: [tmp_path])
+    assert environment.git_sha() == "unknown"
+
+
+def test_help_texts_keep_their_brackets_and_errors_speak_plainly(cli):
+    def flat(text):  # the help as one line: rich wraps it in boxes at 80 columns
+        return text.replace("\n", "").replace("│", "").replace(" ", "")
+
+    assert "iobench[ray]" in flat(cli("run", "--help").out)
+    assert "[default:1000]" in flat(cli("prepare", "--help").out)
+    r = cli("run", "--batch-size", "abc")
+    assert r.code == 2 and "expected a whole number" in r.err and "Input should be" not in r.err

@@ -48,6 +48,22 @@ _signals_received: list[int] = []
 ARGV: list[str] = sys.argv[1:]  # the command line as given, for --nproc to pass on to torchrun
 
 
+# The parser's validation library speaks its own words; a user typed a number.
+_PLAIN = (
+    ("Input should be a valid integer, unable to parse string as an integer", "expected a whole number"),
+    ("Input should be a valid integer", "expected a whole number"),
+    ("Input should be a valid number, unable to parse string as a number", "expected a number"),
+    ("Input should be a valid number", "expected a number"),
+    ("Input should be a valid boolean", "expected true or false"),
+)
+
+
+def plain_words(message: str) -> str:
+    for library, plain in _PLAIN:
+        message = message.replace(library, plain)
+    return message
+
+
 def _terminate(signum: int, _frame: object) -> None:
     # typer swallows KeyboardInterrupt into a bare exit code; remember why we stop to say so.
     _signals_received.append(signum)
@@ -105,7 +121,7 @@ def _main(argv: list[str] | None) -> None:
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except _CLICK_ERROR as exc:
-        say(f"iobench: error: {exc.format_message()}")
+        say(f"iobench: error: {plain_words(exc.format_message())}")
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, typer.Abort):
         _ending(_INTERRUPTED, in_process=argv is not None)

@@ -11,6 +11,7 @@ from iobench.formats import DEFAULT_FORMATS, FORMATS
 from iobench.run.loaders import LOADERS
 from iobench.units import DEFAULT_SIZE  # the registry only: no torch
 
+# Help texts are rich markup: a literal "[" is written "\\[" ("[ray]" and "[default: 0]" vanished).
 # typer needs Optional (not X | None) to introspect on Python 3.9-style annotations.
 OptInt = Optional[int]  # noqa: UP045
 OptStr = Optional[str]  # noqa: UP045
@@ -36,7 +37,7 @@ Loaders = Annotated[
     OptStr,
     typer.Option(
         help=f"Comma list of {', '.join(LOADERS)}, or all (default: dataloader, plus tensorclass on memmap; "
-        "all leaves out ray unless it is named too; ray needs `pip install 'iobench[ray]'`)."
+        "all leaves out ray unless it is named too; ray needs `pip install 'iobench\\[ray]'`)."
     ),
 ]
 Device = Annotated[str, typer.Option(help="auto (CUDA when available), cpu, cuda or cuda:N.")]
@@ -159,7 +160,7 @@ DEFAULT_FORMATS_TEXT = ",".join(DEFAULT_FORMATS)
 # ---- prepare ---------------------------------------------------------------------------------------
 
 Size = Annotated[
-    OptStr, typer.Option(help=f"Number of samples: 1e7, 10000000, 10_000_000 or 10M [default: {DEFAULT_SIZE:.0e}].")
+    OptStr, typer.Option(help=f"Number of samples: 1e7, 10000000, 10_000_000 or 10M \\[default: {DEFAULT_SIZE:.0e}].")
 ]
 PrepareFormats = Annotated[
     str,
@@ -180,8 +181,8 @@ Dtype = Annotated[
     OptStr,
     typer.Option(help="Feature dtype: float32, float16, float64, uint8, int8..int64 (default: the workload's)."),
 ]
-Classes = Annotated[OptInt, typer.Option(help="Number of label classes [default: 1000].")]
-GenerationSeed = Annotated[OptInt, typer.Option("--seed", help="Seed of the deterministic generator [default: 0].")]
+Classes = Annotated[OptInt, typer.Option(help="Number of label classes \\[default: 1000].")]
+GenerationSeed = Annotated[OptInt, typer.Option("--seed", help="Seed of the deterministic generator \\[default: 0].")]
 Source = Annotated[
     OptStr,
     typer.Option(
@@ -194,10 +195,10 @@ Labels = Annotated[
     OptStr, typer.Option(help="With --from X.npy or F.h5:NAME: the labels, Y.npy or F.h5:NAME (else zeros).")
 ]
 FeaturesKey = Annotated[
-    OptStr, typer.Option(help="With --from D.npz or a TensorDict: the features' key [default: features].")
+    OptStr, typer.Option(help="With --from D.npz or a TensorDict: the features' key \\[default: features].")
 ]
 LabelsKey = Annotated[
-    OptStr, typer.Option(help="With --from D.npz or a TensorDict: the labels' key [default: labels].")
+    OptStr, typer.Option(help="With --from D.npz or a TensorDict: the labels' key \\[default: labels].")
 ]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite formats (or a different dataset) already there.")]
 Hdf5ChunkRows = Annotated[int, typer.Option(help="HDF5 rows per chunk; 0 = about 64 KiB of features.")]

@@ -28,6 +28,7 @@ class Kind(Choice):
     NOT_DIRECT = "not-direct"
     ABOVE_CEILING = "above-ceiling"
     BUSY = "busy"
+    ONE_BATCH = "one-batch"
 
 
 @dataclass(frozen=True)
@@ -122,6 +123,16 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                     "share cores (up to 9.5x), numpy's single thread hardly",
                     "close other programs and measure again, or measure it on purpose with --cpu-contention N "
                     "and --torch-threads 1",
+                )
+            )
+        if r.config.batch_size > r.dataset.n_samples:
+            found.append(
+                RunWarning(
+                    Kind.ONE_BATCH,
+                    subject,
+                    f"batch size {r.config.batch_size:,} is larger than the dataset ({r.dataset.n_samples:,} samples): "
+                    "every epoch was one batch, so the figures say little about a loader's steady state",
+                    "give a --batch-size well below the dataset size, or a larger dataset",
                 )
             )
         share = r.limit.percent_of_limit
