@@ -25,12 +25,12 @@ from pathlib import Path
 import torch
 
 from iobench.data.manifest import find_run_dataset
-from iobench.run.cache import evict, resident_fraction
 from iobench.run.clocks import EpochTiming, time_bare_epoch, time_epoch
 from iobench.run.config import RunConfig, RunTarget, resolve
 from iobench.run.limits import direct_read_mb_per_s, page_cache_mb_per_s
 from iobench.run.loaders.base import Loader
 from iobench.run.runner import build_loader
+from iobench.system.page_cache import evict, resident_fraction
 
 BLOCK = 8 * 2**20
 IN_FLIGHT = 4

@@ -31,9 +31,9 @@ from iobench.data.manifest import FileEntry, FormatEntry
 from iobench.formats import FORMATS
 from iobench.fsutil import free_bytes, fsync_tree, make_partial_dir, sha256_file
 from iobench.progress import Reporter
-from iobench.run.cache import evict
 from iobench.signals import signals_held
 from iobench.spec import Chunk, DatasetSpec
+from iobench.system.page_cache import evict
 
 QUEUE_CHUNKS = 4  # how far one format may lag behind the generator: bounds memory
 

@@ -18,10 +18,10 @@ from iobench.choices import Choice
 from iobench.environment import usable_cores
 from iobench.fsutil import PARTIAL_PREFIX, free_bytes, remove_stale_probes
 from iobench.results.warnings import BUSY_CORES
-from iobench.run.cache import evict, resident_fraction
 from iobench.run.config import can_drop_caches, max_workers
 from iobench.run.contention import other_cores_busy
 from iobench.run.limits import write_probe
+from iobench.system.page_cache import evict, resident_fraction
 
 PROBE_BYTES = 64 * 2**20
 RECLAIMED = 0.05  # a warm file losing more than this while idle: the machine reclaims page cache

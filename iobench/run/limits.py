@@ -34,9 +34,9 @@ from iobench.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes, remove
 from iobench.results.record import PAGE, MachineLimits, limits_key, read_block
 from iobench.results.store import limits_path, load_all_limits
 from iobench.run import aio
-from iobench.run.cache import evict
 from iobench.run.confine import Confinement, check_can_confine, confined
 from iobench.spec import DatasetSpec
+from iobench.system.page_cache import evict
 from iobench.units import DEFAULT_SIZE
 
 BLOCK = 8 * 2**20

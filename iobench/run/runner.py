@@ -22,7 +22,6 @@ from iobench.results.record import (
     MachineLimits,
     RunRecord,
 )
-from iobench.run.cache import evict, resident_fraction
 from iobench.run.clocks import time_epoch
 from iobench.run.config import Cache, ResolvedRun, RunConfig
 from iobench.run.confine import confined
@@ -33,6 +32,7 @@ from iobench.run.loaders.factory import make_loader
 from iobench.run.steps import Step, make_step
 from iobench.run.sysmetrics import SystemCounters
 from iobench.run.transforms import CALIBRATION_SAMPLES, Transform, TransformOn, make_transform
+from iobench.system.page_cache import evict, resident_fraction
 
 DeviceTransform = Callable[[torch.Tensor], torch.Tensor] | None  # batched, after the copy
 
