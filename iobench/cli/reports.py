@@ -10,6 +10,7 @@ import typer
 
 from iobench.cli.app import app
 from iobench.cli.console import out, say
+from iobench.errors import IobenchError
 
 
 @app.command("report")
@@ -43,11 +44,21 @@ def compare_cmd(
         for line in load_records(path).skipped:
             say(f"warning: {line}")
     pairs, only_a, only_b = compare(a, b)
+    if not pairs:
+        raise IobenchError(f"{a} and {b} have no configuration in common ({only_a} in A, {only_b} in B)")
     table = Table(title=escape(f"{b} against {a}"))
-    for col in ("configuration", "A MB/s", "B MB/s", "change"):
+    for col in ("configuration", "A MB/s", "B MB/s", "change", "noise (epoch spread)"):
         table.add_column(col, justify="left" if col == "configuration" else "right")
     for ra, rb, change in pairs:
+        noise = max(_spread(ra), _spread(rb))
         shown = f"{change:+.1%}" if math.isfinite(change) else "- (A is 0)"
-        table.add_row(describe(ra), f"{ra.epochs.mb_per_s:,.1f}", f"{rb.epochs.mb_per_s:,.1f}", shown)
+        verdict = "within noise" if math.isfinite(change) and abs(change) <= noise else f"+-{noise:.1%}"
+        table.add_row(describe(ra), f"{ra.epochs.mb_per_s:,.1f}", f"{rb.epochs.mb_per_s:,.1f}", shown, verdict)
     out.print(table)
     out.print(f"{len(pairs)} matching configuration(s); {only_a} only in A, {only_b} only in B", highlight=False)
+
+
+def _spread(r) -> float:  # noqa: ANN001 - a RunRecord, imported when compare runs
+    """How far a record's epochs spread around their median: (max - min) / median."""
+    e = r.epochs
+    return (e.epoch_seconds_max - e.epoch_seconds_min) / e.epoch_seconds_median if e.epoch_seconds_median else 0.0

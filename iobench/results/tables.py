@@ -77,7 +77,7 @@ def results_table(records: list[RunRecord], title: str) -> Table:
     columns = (
         ("format", "left"), ("loader", "left"), ("settings", "left"), ("order", "left"),
         ("cache (max resident)", "left"), ("epoch s (median, min-max)", "right"), ("samples/s", "right"),
-        ("MB/s", "right"), ("% of limit", "right"), ("vs fastest", "right"),
+        ("MB/s", "right"), ("% of limit", "right"), ("time vs fastest", "right"),
     )  # fmt: skip
     au = any(r.epochs.accelerator_utilisation is not None for r in records)
     if au:  # next to samples/s, with the step it was measured against
