@@ -1,14 +1,18 @@
 """The registry of storage formats: name -> format. Nothing else lives here.
 
 A format's module is imported when the format is first used, not when the registry is: listing the
-names (for `--help`, for parsing `--formats`) must not load torch, tensordict, h5py or lmdb.
+names (for `--help`, for parsing `--formats`) must not load torch, tensordict, h5py or lmdb. Besides
+the built-in formats, a package can add one through the `iobench.formats` entry-point group
+(`name = "package.module:FormatClass"`, a `StorageFormat` subclass): it is listed like the others,
+written when named (or with `all`), and read by the loaders that read any format.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from importlib import metadata
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -33,9 +37,12 @@ class Registry(Mapping[str, "StorageFormat"]):
 
     def __getitem__(self, name: str) -> StorageFormat:
         if name not in self._built:
-            module, _, cls = self._entries[name].target.partition(":")
-            self._built[name] = getattr(importlib.import_module(module), cls)()
+            self._built[name] = _build(self._entries[name])
         return self._built[name]
+
+    def register(self, entry: Registered) -> None:
+        """Add a format (a plug-in); a built-in name is never replaced."""
+        self._entries.setdefault(entry.name, entry)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
@@ -52,6 +59,29 @@ class Registry(Mapping[str, "StorageFormat"]):
         return tuple(n for n, e in self._entries.items() if e.default)
 
 
+ENTRY_POINT_GROUP = "iobench.formats"
+
+
+def _build(entry: Registered) -> StorageFormat:
+    from iobench.errors import IobenchError
+    from iobench.formats.base import StorageFormat
+
+    module, _, cls = entry.target.partition(":")
+    try:
+        fmt = getattr(importlib.import_module(module), cls)()
+    except Exception as exc:  # a plug-in's own failure: named, in one line
+        raise IobenchError(f"format {entry.name!r} ({entry.target}) could not be loaded: {exc}") from None
+    if not isinstance(fmt, StorageFormat) or fmt.name != entry.name:
+        raise IobenchError(f"format {entry.name!r} ({entry.target}) is not a StorageFormat named {entry.name!r}")
+    return fmt
+
+
+def plug_ins(points: Iterable[metadata.EntryPoint] | None = None) -> tuple[Registered, ...]:
+    """Formats other packages registered (entry points are read, nothing is imported)."""
+    found = metadata.entry_points(group=ENTRY_POINT_GROUP) if points is None else points
+    return tuple(Registered(p.name, p.value, default=False) for p in found)
+
+
 FORMATS = Registry(
     (
         Registered("npy", "iobench.formats.npy:NpyFormat"),
@@ -62,4 +92,6 @@ FORMATS = Registry(
         Registered("files", "iobench.formats.files:FilesFormat", default=False),
     )
 )
+for _plug_in in plug_ins():
+    FORMATS.register(_plug_in)
 DEFAULT_FORMATS = FORMATS.defaults

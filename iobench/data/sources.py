@@ -6,7 +6,7 @@ chunk by chunk, by every format writer that needs it. A source is data: never op
 with pickle refused, and never a way to read another file (links inside a TensorDict folder or an
 image folder, HDF5 external storage, external links and virtual datasets are refused).
 
-- `X.npy` (memory-mapped), labels `--labels Y.npy`;
+- `X.npy` (plain reads: a mapping would count every page read in RSS), labels `--labels Y.npy`;
 - `D.npz --features-key x --labels-key y` (streamed out of the archive: stored or deflated);
 - `F.h5:features`, labels `--labels F.h5:labels`;
 - a TensorDict memmap folder with a features and a labels entry: its meta.json is read as JSON and

@@ -23,20 +23,24 @@ class LoaderKind:
     """A loader: the formats it reads, its class (imported when built), an optional extra it needs."""
 
     name: LoaderName
-    reads: tuple[str, ...]
+    only: tuple[str, ...] | None  # the formats it reads; None: every registered one, plug-ins included
     module: str
     cls: str
     extra: str | None = None  # the pip extra (and module) it needs; `all` leaves such loaders out
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return tuple(FORMATS) if self.only is None else self.only
 
 
 LOADERS: dict[LoaderName, LoaderKind] = {
     k.name: k
     for k in (
-        LoaderKind(LoaderName.DATALOADER, tuple(FORMATS), "dataloader", "DataLoaderLoader"),
+        LoaderKind(LoaderName.DATALOADER, None, "dataloader", "DataLoaderLoader"),
         # tensorclass loading is tensordict's memmap path.
         LoaderKind(LoaderName.TENSORCLASS, ("memmap",), "tensorclass", "TensorclassLoader"),
-        LoaderKind(LoaderName.GPU_RESIDENT, tuple(FORMATS), "resident", "ResidentLoader"),
-        LoaderKind(LoaderName.RAY, tuple(FORMATS), "ray_actors", "RayLoader", extra="ray"),
+        LoaderKind(LoaderName.GPU_RESIDENT, None, "resident", "ResidentLoader"),
+        LoaderKind(LoaderName.RAY, None, "ray_actors", "RayLoader", extra="ray"),
         # concurrent preadv straight into buffers: formats whose samples lie at known offsets
         LoaderKind(LoaderName.DIRECT, ("npy", "memmap"), "direct", "DirectLoader"),
     )

@@ -1,0 +1,73 @@
+"""Formats as plug-ins: a package registers one through the `iobench.formats` entry-point group, and it
+is listed, written, verified and read like the built-in formats."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+
+import numpy as np
+import pytest
+
+from iobench.errors import IobenchError
+from iobench.formats import ENTRY_POINT_GROUP, FORMATS, Registered, Registry, plug_ins
+from tests.conftest import ROOT, invoke, stored_records
+
+TOY = metadata.EntryPoint("toy", "tests.toy_format:ToyFormat", ENTRY_POINT_GROUP)
+
+
+@pytest.fixture
+def toy_registered():
+    """The toy format registered in the live registry for one test, then removed again."""
+    entries, built = dict(FORMATS._entries), dict(FORMATS._built)
+    for entry in plug_ins([TOY]):
+        FORMATS.register(entry)
+    yield
+    FORMATS._entries, FORMATS._built = entries, built
+
+
+def test_entry_points_become_formats_that_are_written_only_when_named():
+    (entry,) = plug_ins([TOY])
+    assert entry == Registered("toy", "tests.toy_format:ToyFormat", default=False)
+    registry = Registry((Registered("npy", "iobench.formats.npy:NpyFormat"), entry))
+    assert list(registry) == ["npy", "toy"] and registry.defaults == ("npy",)
+    assert registry["toy"].name == "toy"
+    registry.register(Registered("npy", "tests.toy_format:ToyFormat"))  # a plug-in cannot replace a built-in
+    assert registry["npy"].name == "npy"
+
+
+def test_a_broken_plug_in_is_one_line():
+    registry = Registry((Registered("broken", "tests.toy_format:NotAFormat"), Registered("gone", "no.such:Thing")))
+    with pytest.raises(IobenchError, match="'broken' .* is not a StorageFormat"):
+        registry["broken"]
+    with pytest.raises(IobenchError, match="'gone' .* could not be loaded"):
+        registry["gone"]
+
+
+def test_a_plug_in_format_is_prepared_verified_and_read(toy_registered, tmp_path, cli):
+    data = tmp_path / "data"
+    invoke("prepare", "--size", "300", "--shape", "3,4", "--formats", "npy,toy", "--data-dir", data, "-q")
+    (dataset,) = data.iterdir()
+    assert np.array_equal(np.load(dataset / "toy/features.npy"), np.load(dataset / "npy/features.npy"))
+    assert cli("verify", "--data-dir", data).code == 0
+    r = cli("run", "--format", "toy", "--loader", "dataloader", "--runs", "1", "--device", "cpu", "-q",
+            "--data-dir", data, "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert r.code == 0, r.err
+    (record,) = stored_records(tmp_path / "r.jsonl")
+    assert record["format"] == "toy" and record["samples_per_epoch"] == 300
+
+
+def test_an_installed_plug_in_appears_in_prepare_help():
+    """The entry point is faked in a child process before iobench is imported, as pip would install it."""
+    code = (
+        "import importlib.metadata as m, sys\n"
+        "real = m.entry_points\n"
+        f"toy = m.EntryPoint('toy', 'tests.toy_format:ToyFormat', {ENTRY_POINT_GROUP!r})\n"
+        f"m.entry_points = lambda **kw: [toy] if kw.get('group') == {ENTRY_POINT_GROUP!r} else real(**kw)\n"
+        "from iobench.cli import main\n"
+        "main(['prepare', '--help'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                          env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert "npy, hdf5, lmdb, memmap, files, toy" in done.stdout, done.stdout + done.stderr
