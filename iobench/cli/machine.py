@@ -41,7 +41,7 @@ def limits_cmd(
     limits = measure_limits(data_dir, target, probe, announce=lambda: say(saying), read_limit=read_limit)
     path = save_limits(results, data_dir, limits)
     out.print(limits_table(limits))
-    read = limits.probe_file if limits.probe_file.startswith("/") else f"a probe file of {probe / 2**20:,.0f} MiB"
+    read = limits.probe_file if limits.probe_file.startswith("/") else "a fresh probe file"
     out.print(f"read {read} ({limits.probe_bytes / 2**20:,.0f} MiB)", highlight=False, soft_wrap=True, markup=False)
     out.print(f"stored in {path}", highlight=False, soft_wrap=True, markup=False)
 

@@ -143,8 +143,8 @@ def storage_read_mb_per_s(path: Path) -> tuple[float, str]:
         return direct, method
     buffered = buffered_cold_read_mb_per_s(path)
     if buffered > direct:
-        return buffered, f"buffered after eviction, kernel read-ahead (O_DIRECT 8 MiB x 4: {direct:,.0f} MB/s)"
-    return direct, f"O_DIRECT 8 MiB x 4 (buffered after eviction: {buffered:,.0f} MB/s)"
+        return buffered, f"buffered after eviction, with read-ahead; O_DIRECT 8 MiB x 4: {direct:,.0f} MB/s"
+    return direct, f"O_DIRECT 8 MiB x 4; buffered after eviction: {buffered:,.0f} MB/s"
 
 
 def buffered_cold_read_mb_per_s(path: Path) -> float:
