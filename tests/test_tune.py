@@ -62,3 +62,26 @@ def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, c
     assert len(first) >= (2 if CORES > 1 else 1) + 8 * CORES, "every candidate ran at least one round"
     r = cli(*args, "--budget-minutes", "2", "--results", results, "--batch-size", "256")
     assert r.code == 0 and len(stored_records(results)) == len(first), "a finished search runs nothing again"
+
+
+def test_a_search_without_an_interval_says_inconclusive_and_pastes_nothing(capsys, tmp_path):
+    """On 1e6 samples a 2-minute budget ended after 0 rounds and still printed a best, '95% CI 0-inf' and a paste."""
+    from iobench.cli.render import print_tune
+    from tests.conftest import record_of
+
+    once = Candidate(run_config("npy", "dataloader"), rates=[100.0], records=[record_of()])
+    never = Candidate(run_config("npy", "dataloader", num_workers=1))
+    print_tune(TuneResult([once, never], 1, 120.0, "budget"), tmp_path / "r.jsonl")
+    printed = capsys.readouterr().out
+    assert "inconclusive" in printed and "1 of 2 candidates" in printed
+    assert "paste:" not in printed and "best:" not in printed
+
+
+def test_tune_searches_with_the_users_transform(tmp_path, cli):
+    """On photos with augmentation tune recommended 0 workers while 2 were faster with the augmentation."""
+    prepare_with_limits(tmp_path, "256", "npy")
+    r = cli("tune", "--format", "npy", "--transform", "cpu:20", "--budget-minutes", "0.3", "--device", "cpu",
+            "-q", "--data-dir", tmp_path / "data", "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert r.code == 0, r.err
+    records = stored_records(tmp_path / "r.jsonl")
+    assert records and {x["transform"] for x in records} == {"cpu:20"}

@@ -37,7 +37,7 @@ def print_tune(outcome, results: Path) -> None:
     table = Table(title=f"tune: {outcome.rounds} round(s) in {outcome.seconds:.0f} s, stopped: {outcome.stopped}")
     for col in ("rank", "loader", "settings", "samples/s median", "95% CI of the mean", "epochs", "AU (step)"):
         table.add_column(col, justify="left" if col in ("loader", "settings") else "right")
-    for i, c in enumerate(outcome.ranked[:12], 1):
+    for i, c in enumerate([c for c in outcome.ranked if c.records][:12], 1):
         low, high = c.interval()
         ci = f"{low:,.0f}-{high:,.0f}" if math.isfinite(high) else "-"
         last = c.records[-1]
@@ -46,6 +46,14 @@ def print_tune(outcome, results: Path) -> None:
     out.print(table)
     best = outcome.best
     low, high = best.interval()
+    if not math.isfinite(high):  # fewer than two epochs of the leader: no interval, no recommendation
+        measured = sum(1 for c in outcome.ranked if c.rates)
+        out.print(
+            f"inconclusive: after {outcome.rounds} round(s) {measured} of {len(outcome.ranked)} candidates were "
+            "measured and the leader has fewer than two epochs; give more --budget-minutes (or a smaller dataset)"
+        )
+        out.print(f"records of every round in {results}")
+        return
     spread = f"{min(best.rates):,.0f}-{max(best.rates):,.0f}"
     out.print(f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s "
               f"(epochs {spread}; 95% CI {low:,.0f}-{high:,.0f})")  # fmt: skip

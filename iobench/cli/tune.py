@@ -27,6 +27,8 @@ def tune_cmd(
     shuffle: o.Shuffle = True,
     cache: o.Cache = "warm",
     torch_threads: o.TorchThreads = None,
+    transform: o.Transform = "none",
+    transform_on: o.TransformOn = "host",
     results: Annotated[Path, typer.Option(help="JSONL file; a stopped search resumes from it.")] = Path(
         "results/tune.jsonl"
     ),
@@ -57,7 +59,10 @@ def tune_cmd(
         raise IobenchError(f"--budget-minutes must be a number > 0, got {budget_minutes}")
     sizes = parse_ints(batch_size, "batch-size")
     base = config_of(format.lower(), "dataloader", LoaderSettings(batch_size=sizes[0]), shuffle=shuffle, block_size=0)
-    base = replace(base, step=step, cache=cache, torch_threads=torch_threads)
+    # the user's transform and step: workers pay off with a per-sample augmentation and not without
+    base = replace(
+        base, step=step, cache=cache, torch_threads=torch_threads, transform=transform, transform_on=transform_on
+    )
     fmt = base.format
     dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), say, lambda: reporter(quiet))
     found = candidates(base, fmt, target.type == "cuda", sizes if "," in batch_size else None, fmt == "memmap")
