@@ -83,7 +83,8 @@ def main() -> None:
     print(subprocess.run(["findmnt", "-T", str(args.data_dir)], capture_output=True, text=True).stdout.strip())
 
     ref = args.data_dir / "sequential-reference.bin"
-    from iobench.data.dataset import DatasetSpec, parse_size
+    from iobench.spec import DatasetSpec
+    from iobench.units import parse_size
 
     guess = 4.2 * DatasetSpec(parse_size(args.size)).payload_bytes  # about what prepare writes
     cache0 = drop_caches()

@@ -120,8 +120,9 @@ def encode_only(n: int) -> float:
     """Samples/s of the files writer's PNG encode on a thread per core, nothing written."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from iobench.data.dataset import DatasetSpec, generate
+    from iobench.data.dataset import generate
     from iobench.formats.files import encode_png
+    from iobench.spec import DatasetSpec
 
     features = np.concatenate([c.features for c in generate(DatasetSpec(n, (3, 32, 32), "uint8", content="photo"))])
     slices = [features[i : i + 64] for i in range(0, n, 64)]

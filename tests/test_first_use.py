@@ -200,3 +200,18 @@ def test_compare_shows_noise_and_refuses_files_with_nothing_in_common(tmp_path, 
     other.write_text(json.dumps({**FLAT_RECORD, "format": "hdf5"}) + "\n")
     r = cli("compare", a, other)
     assert r.code == 2 and "no configuration in common" in r.err
+
+
+def test_several_datasets_pick_the_default_one_or_ask_which(tmp_path, cli):
+    """With two datasets under the data folder, the choice is made or asked for in one line (this path
+    imported a name that had moved and went untested)."""
+    from iobench.data.manifest import find_run_dataset
+
+    data = tmp_path / "data"
+    invoke("prepare", "--size", "200", "--formats", "npy", "--data-dir", data, "-q")
+    invoke("prepare", "--size", "300", "--formats", "npy", "--data-dir", data, "-q")
+    r = cli("run", "--format", "npy", "--runs", "1", "--device", "cpu", "-q", "--data-dir", data,
+            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert r.code == 2 and "holds several datasets" in r.err and "--dataset" in r.err, r.err
+    (data / "n200_128_float32_c1000_s0").rename(data / "n1000000_128_float32_c1000_s0")  # the default name
+    assert find_run_dataset(data, None) == data / "n1000000_128_float32_c1000_s0"

@@ -110,11 +110,11 @@ def test_all_loaders_leave_ray_out_unless_named():
 
 
 def test_a_failing_actor_ends_the_epoch_with_one_line(ray, tmp_path):
-    from iobench.data.dataset import DatasetSpec
     from iobench.errors import RunFailed
     from iobench.run.loaders.order import EpochOrder
     from iobench.run.loaders.ray_actors import RayLoader
     from iobench.run.runner import _epoch
+    from iobench.spec import DatasetSpec
 
     reader = FORMATS["npy"].reader(tmp_path / "missing", DatasetSpec(100), None)
     loader = RayLoader(reader, EpochOrder(100, 10), LoaderSettings(num_workers=1), CPU, "npy", {})

@@ -181,7 +181,7 @@ def find_run_dataset(data_dir: Path, dataset: str | None = None) -> Path | None:
         return None
     found = sorted(p for p in data_dir.iterdir() if (p / MANIFEST).is_file())
     if len(found) > 1:
-        from iobench.data.dataset import DEFAULT_SIZE, DatasetSpec
+        from iobench.units import DEFAULT_SIZE
 
         default = data_dir / DatasetSpec(DEFAULT_SIZE).name
         if default in found:

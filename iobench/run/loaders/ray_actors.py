@@ -38,9 +38,9 @@ class BatchReader:
     def __init__(
         self, format_name: str, directory: str, spec: dict, options: dict, sequential: bool, transform: str = "none"
     ) -> None:
-        from iobench.data.dataset import DatasetSpec
         from iobench.formats import FORMATS
         from iobench.run.transforms import make_transform
+        from iobench.spec import DatasetSpec
 
         fmt = FORMATS[format_name]
         dataset = DatasetSpec.from_json(spec)
