@@ -217,7 +217,7 @@ class SystemStats:
     confinement_method: str | None = None  # how the throttle and budget were applied (cgroup files)
     profile_path: str | None = None
     # Sharing the cores: the 1-minute load average, and the cores' worth of CPU other programs used in
-    # half a second (not this run, not its --cpu-contention rivals), just before and just after the run.
+    # a quarter of a second (not this run, not its --cpu-contention rivals), just before and after the run.
     load_before: float | None = None
     load_after: float | None = None
     other_cpu_before: float | None = None
