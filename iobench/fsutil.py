@@ -13,6 +13,8 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from iobench.system.processes import process_alive
+
 PARTIAL_PREFIX = ".partial-"
 # A data file is opened without following a final link (a planted link must not lead outside) and
 # without blocking (open() of a FIFO waits for a writer forever); anything but a regular file is refused.
@@ -130,15 +132,9 @@ def remove_stale_probes(folder: Path) -> None:
     """Probe files left by a killed `limits` or `doctor` (up to 1 GiB each), once their process is gone."""
     for p in folder.glob(f"{PARTIAL_PREFIX}*.bin") if folder.is_dir() else []:
         pid = probe_owner(p.name)
-        if pid is None or pid == os.getpid():
-            continue
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if pid is not None and pid != os.getpid() and not process_alive(pid):
             with contextlib.suppress(OSError):
                 p.unlink()
-        except PermissionError:
-            pass  # another user's live process
 
 
 def replace_dir(src: Path, dst: Path) -> None:

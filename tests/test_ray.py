@@ -14,9 +14,9 @@ from iobench.run.config import check_world
 from iobench.run.distributed import World
 from iobench.run.loaders.base import LoaderSettings
 from iobench.run.loaders.order import indices_of
-from iobench.run.loaders.ray_actors import process_alive
 from iobench.run.runner import build_loader
 from iobench.run.selection import parse_pairs
+from iobench.system.processes import process_alive
 from tests.conftest import invoke, resolved_run, run_config, stored_records
 
 N = 203

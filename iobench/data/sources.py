@@ -186,9 +186,10 @@ class reading:  # noqa: N801 - used as a context manager, like open()
             labels = None
             if info.labels:
                 lpath, _, lname = info.labels.rpartition(":")
-                if Path(lpath).resolve() != path:
+                same_file = Path(lpath).resolve() == path
+                if not same_file:
                     check_regular(lpath)
-                g = f if Path(lpath).resolve() == path else h5py.File(lpath, "r")
+                g = f if same_file else h5py.File(lpath, "r")
                 if g is not f:
                     self._close.append(g)
                 labels = _h5_dataset(g, lname)

@@ -24,6 +24,7 @@ from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.results.record import RecordedConfig
 from iobench.run.confine import CacheBudget, Confinement, check_can_confine, check_read_limit
+from iobench.run.contention import MAX_RIVALS
 from iobench.run.distributed import SINGLE, World
 from iobench.run.loaders import LOADERS, LoaderName, check_reads
 from iobench.run.loaders.base import Fetch, LoaderSettings
@@ -91,8 +92,8 @@ class RunConfig:
         object.__setattr__(self, "transform_on", TransformOn.parse(self.transform_on, "--transform-on"))
         if self.torch_threads is not None and self.torch_threads < 1:
             raise IobenchError(f"--torch-threads must be >= 1, got {self.torch_threads}")
-        if not 0 <= self.cpu_contention <= 64:
-            raise IobenchError(f"--cpu-contention must be 0..64 processes, got {self.cpu_contention}")
+        if not 0 <= self.cpu_contention <= MAX_RIVALS:
+            raise IobenchError(f"--cpu-contention must be 0..{MAX_RIVALS} processes, got {self.cpu_contention}")
         _check(self)
 
     @property

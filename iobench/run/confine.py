@@ -26,7 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iobench.errors import IobenchError
+from iobench.run.cache_governor import Governor
 from iobench.signals import signals_held
+from iobench.system.processes import process_alive
 from iobench.units import parse_bytes
 
 HELPER = "scripts/confine.sh"
@@ -177,15 +179,7 @@ class _Group:
 def _owner_alive(name: str) -> bool:
     """Whether the run that made group `iobench-PID` is still running (it may be about to enter it)."""
     pid = name.removeprefix("iobench-")
-    if not pid.isdigit() or int(pid) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True  # another user's process
-    return True
+    return pid.isdigit() and int(pid) != os.getpid() and process_alive(int(pid))
 
 
 def _home(controller: str) -> tuple[Path, int]:
@@ -305,9 +299,9 @@ class _Governor:
                 return
 
     def _lift(self) -> None:
-        limit = "memory.limit_in_bytes" if self.version == 1 else "memory.high"
+        """What the governor does when it stops, done from here when it cannot."""
         try:
-            (self.group.path / limit).write_text("-1" if self.version == 1 else "max")
+            Governor(self.group.path, self.version, self.budget).lift()
         except OSError:
             pass  # the group is gone
 

@@ -28,6 +28,7 @@ from iobench.formats.base import FormatReader
 from iobench.run.loaders.base import Loader, LoaderSettings
 from iobench.run.loaders.order import EpochOrder
 from iobench.run.transforms import Transform
+from iobench.system.processes import process_alive
 
 DEFAULT_IN_FLIGHT_PER_ACTOR = 2  # torch's default prefetch_factor, for the same meaning
 
@@ -175,11 +176,3 @@ def wait_for_exit(pids: list[int], timeout: float = 30.0) -> None:
     for pid in pids:
         while process_alive(pid) and time.monotonic() < deadline:
             time.sleep(0.01)
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
