@@ -29,14 +29,12 @@ from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
 from iobench.formats.npy import check_header, npy_header, read_header
 from iobench.formats.png import filter_rows, png_file
-from iobench.fsutil import open_beneath
+from iobench.fsutil import FOLDER_OPEN_FLAGS, open_beneath
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 
 LABELS = "labels.npy"
 PER_FOLDER = 1000
 PNG_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass(frozen=True)
@@ -177,7 +175,7 @@ class FilesReader(FormatReader):
     def _open(self) -> _Handle:
         check_header(self.directory / LABELS, np.dtype(LABEL_DTYPE), (self.spec.n_samples,))
         labels = np.load(self.directory / LABELS, mmap_mode="r", allow_pickle=False)
-        return _Handle(labels, os.open(self.directory, _FOLDER_FLAGS))
+        return _Handle(labels, os.open(self.directory, FOLDER_OPEN_FLAGS))
 
     def _close(self, handle: _Handle) -> None:
         handle.close()

@@ -19,6 +19,8 @@ PARTIAL_PREFIX = ".partial-"
 # A data file is opened without following a final link (a planted link must not lead outside) and
 # without blocking (open() of a FIFO waits for a writer forever); anything but a regular file is refused.
 DATA_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+# A folder of a dataset, opened to open what lies beneath it: never through a link.
+FOLDER_OPEN_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 HASH_BLOCK = 8 * 2**20
 
 
@@ -208,7 +210,7 @@ def open_beneath(root_fd: int, relative: str) -> int:
         for part in folders:
             if part in ("", ".", ".."):
                 raise OSError(f"{relative}: not a plain relative path")
-            nxt = os.open(part, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_NOFOLLOW", 0), dir_fd=fd)
+            nxt = os.open(part, FOLDER_OPEN_FLAGS, dir_fd=fd)
             if fd != root_fd:
                 os.close(fd)
             fd = nxt
