@@ -184,9 +184,10 @@ def free_bytes(path: Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
-def open_regular(path: Path | str, dir_fd: int | None = None) -> int:
-    """A read-only descriptor of a regular file (OSError for a link, FIFO, device or folder)."""
-    fd = os.open(path, DATA_OPEN_FLAGS, dir_fd=dir_fd)
+def open_regular(path: Path | str, dir_fd: int | None = None, extra: int = 0) -> int:
+    """A read-only descriptor of a regular file (OSError for a link, FIFO, device or folder); `extra`
+    flags (O_DIRECT) are added to the safe ones."""
+    fd = os.open(path, DATA_OPEN_FLAGS | extra, dir_fd=dir_fd)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise OSError(f"{path}: not a regular file")

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 import os
-import stat
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -34,7 +33,7 @@ import torch
 
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader
-from iobench.fsutil import DATA_OPEN_FLAGS, open_regular, pread_full
+from iobench.fsutil import open_regular, pread_full
 from iobench.results.record import ReadMethod
 from iobench.run import aio
 from iobench.run.loaders.base import DeviceBatch, Loader, LoaderSettings
@@ -89,9 +88,7 @@ class DirectLoader(Loader):
         if not aio.supported():
             return
         try:
-            self.direct_fd = os.open(path, DATA_OPEN_FLAGS | os.O_DIRECT)
-            if not stat.S_ISREG(os.fstat(self.direct_fd).st_mode):
-                raise OSError(f"{path}: not a regular file")
+            self.direct_fd = open_regular(path, extra=os.O_DIRECT)
             self.aio = aio.AioPool(self.threads)
         except OSError:  # tmpfs refuses O_DIRECT; a kernel may refuse AIO: read through the cache
             if self.direct_fd is not None:
