@@ -24,13 +24,21 @@ def limits_cmd(
     ),
     probe_size: Annotated[str, typer.Option(help="Size of the probe file written and read (e.g. 1G, 256M).")] = "1G",
     read_limit: o.ReadLimit = None,
+    keep_best: Annotated[
+        bool,
+        typer.Option(
+            "--keep-best",
+            help="Keep each ceiling's best of this and the stored measurement (measure before and after a "
+            "study: a shared disk's speed moves between minutes).",
+        ),
+    ] = False,
 ) -> None:
     """Measure this machine's ceilings: storage and page-cache read bandwidth, host-to-device, device copies."""
     from iobench.results.store import check_writable, limits_path
     from iobench.results.tables import limits_table
     from iobench.run.confine import check_read_limit
     from iobench.run.device import resolve_device
-    from iobench.run.limits import measure_limits, save_limits
+    from iobench.run.limits import best_of, load_limits, measure_limits, save_limits
     from iobench.units import parse_bytes
 
     probe = parse_bytes(probe_size)
@@ -39,6 +47,9 @@ def limits_cmd(
     check_writable(limits_path(results))
     saying = f"measuring in {data_dir} ..."
     limits = measure_limits(data_dir, target, probe, announce=lambda: say(saying), read_limit=read_limit)
+    stored = load_limits(results, data_dir, read_limit) if keep_best else None
+    if stored is not None:
+        limits = best_of(stored, limits)
     path = save_limits(results, data_dir, limits)
     out.print(limits_table(limits))
     read = limits.probe_file if limits.probe_file.startswith("/") else "a fresh probe file"
