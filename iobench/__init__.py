@@ -1,5 +1,6 @@
 """iobench: how fast does training data travel from disk to the device in PyTorch?"""
 
+import importlib
 import importlib.abc
 import importlib.util
 import sys
@@ -7,6 +8,21 @@ from importlib.machinery import ModuleSpec
 from pathlib import Path
 
 __version__ = "0.1.0"
+__all__ = ["measure", "open_dataset", "Measurement"]
+
+# The Python API, imported on first use: `import iobench` (and `iobench --help`) stays free of torch.
+_API = {"measure": "iobench.run.user_loader", "Measurement": "iobench.run.user_loader", "open_dataset": "iobench.api"}
+
+
+def __getattr__(name: str) -> object:
+    if name in _API:
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_API])
+
 
 _HERE = Path(__file__).resolve().parent
 _CHECKOUT_FORMATS = _HERE.parent / "formats"

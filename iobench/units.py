@@ -8,6 +8,7 @@ import re
 from iobench.errors import IobenchError
 
 DEFAULT_SIZE = 10**6  # samples in the default dataset: about 520 MB per format
+QUICK_SIZE = 10**5  # a first look in seconds: about 52 MB per format
 _SIZE_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from dataclasses import replace
@@ -10,7 +11,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from tests.conftest import ROOT, invoke, stored_records
+from tests.conftest import ROOT, assert_one_line_error, invoke, stored_records
 
 
 def test_a_default_sweep_runs_over_what_a_default_prepare_writes(tmp_path, cli):
@@ -87,8 +88,12 @@ def test_the_ceilings_are_the_best_of_several_methods_and_say_which(tmp_path):
         assert rate > 0 and method in (
             "torch index_select", "numpy take into a preallocated batch", "numpy fancy index", "a copy per row"
         )  # fmt: skip
+    from iobench.run.limits import BUFFERED_CHUNKS, DIRECT_SHAPES
+
     rate, method = storage_read_mb_per_s(path)
     assert rate > 0 and ("O_DIRECT" in method or "buffered" in method), method
+    if "also" in method:  # O_DIRECT worked: every way was tried, the best named, the others with their rates
+        assert method.count("MB/s") == len(DIRECT_SHAPES) + len(BUFFERED_CHUNKS) - 1, method
     assert page_cache_mb_per_s(path) > 0
 
 
@@ -215,3 +220,110 @@ def test_several_datasets_pick_the_default_one_or_ask_which(tmp_path, cli):
     assert r.code == 2 and "holds several datasets" in r.err and "--dataset" in r.err, r.err
     (data / "n200_128_float32_c1000_s0").rename(data / "n1000000_128_float32_c1000_s0")  # the default name
     assert find_run_dataset(data, None) == data / "n1000000_128_float32_c1000_s0"
+
+
+def test_keep_best_keeps_each_ceilings_best_measurement():
+    """On a virtual disk the speed moves by 2x between minutes: limits measured before and after a study
+    keep the best of each, so no figure of the study beats its ceiling by a lucky minute."""
+    from iobench.results.record import MachineLimits
+    from iobench.run.limits import best_of
+
+    a = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=900.0, storage_read_method="A",
+                      page_cache_read_mb_per_s=8000.0, memory_gather_mb_per_s=5000.0, memory_gather_method="x",
+                      random_read_4k_qd32_iops=100.0, measured_at="t1")  # fmt: skip
+    b = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=1500.0, storage_read_method="B",
+                      page_cache_read_mb_per_s=7000.0, memory_gather_mb_per_s=6000.0, memory_gather_method="y",
+                      random_read_4k_qd32_iops=None, measured_at="t2")  # fmt: skip
+    best = best_of(a, b)
+    assert (best.storage_read_mb_per_s, best.storage_read_method) == (1500.0, "B")
+    assert best.page_cache_read_mb_per_s == 8000.0 and best.random_read_4k_qd32_iops == 100.0
+    assert (best.memory_gather_mb_per_s, best.memory_gather_method) == (6000.0, "y")
+    assert best.measured_at == "t1 and t2, best of each"
+
+
+def test_the_dataset_picked_is_named_and_the_one_with_the_format_is_pointed_to(tmp_path, cli):
+    """With two datasets, `run --format files` picked the one without files and advised preparing a
+    million files on it."""
+    data = tmp_path / "data"
+    invoke("prepare", "--size", "300", "--shape", "4", "--data-dir", data, "-q", "--formats", "npy")
+    invoke("prepare", "--size", "200", "--shape", "4", "--data-dir", data, "-q", "--formats", "npy,files")
+    with_files = "n200_4_float32_c1000_s0"
+    common = ("--data-dir", data, "--results", tmp_path / "r.jsonl", "--runs", "1", "--device", "cpu", "-q")
+    r = cli("run", "--format", "files", "--loader", "dataloader", *common)
+    assert r.code == 0, r.err
+    assert f"dataset: {with_files}" in r.err and stored_records(tmp_path / "r.jsonl")[0]["dataset"] == with_files
+    r = cli("run", "--format", "files", "--dataset", "n300_4_float32_c1000_s0", *common)
+    assert_one_line_error(r, f"`--dataset {with_files}` has it")
+
+
+def test_an_empty_folder_says_what_it_will_write_and_offers_a_small_one(tmp_path, cli, monkeypatch):
+    from iobench.run import session
+
+    monkeypatch.setattr(session, "DEFAULT_SIZE", 3000)
+    monkeypatch.setattr(session, "QUICK_SIZE", 500)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    common = ("--format", "npy", "--loader", "dataloader", "--runs", "1", "--device", "cpu",
+              "--results", tmp_path / "r.jsonl", "--data-dir", empty)  # fmt: skip
+    r = cli("run", *common)
+    assert r.code == 0, r.err
+    assert "preparing it first (3,000 samples, 2 MB on disk for npy); `--size 5e2` makes a smaller one" in r.err
+    r = cli("run", *common, "--size", "500")
+    assert (
+        r.code == 0 and "no dataset n500_128_float32_c1000_s0" in r.err and "smaller" not in r.err.split("preparing")[1]
+    )
+    assert [x["n_samples"] for x in stored_records(tmp_path / "r.jsonl")] == [3000, 500]
+    r = cli("run", *common, "--size", "500", "--dataset", "x")
+    assert_one_line_error(r, "--size and --dataset both name a dataset")
+
+
+def test_a_run_of_several_configurations_says_where_it_stands():
+    from iobench.cli.measuring import _place
+
+    assert _place(0, 1, 0.0) == ""
+    assert _place(0, 5, 0.0) == "configuration 1 of 5"
+    assert _place(2, 5, 60.0) == "configuration 3 of 5, about 2 min left"  # 30 s each so far, 3 to go
+    assert _place(1, 5, 10.0) == "configuration 2 of 5, about 40 s left"
+    assert _place(1, 5, 600.0) == "configuration 2 of 5, about 40 min left"
+
+
+def test_ctrl_c_keeps_the_finished_records_and_prints_their_table(tmp_path):
+    """An interrupted run said only 'interrupted'; what finished is kept and shown."""
+    import signal
+    import time
+
+    data = tmp_path / "data"
+    invoke("prepare", "--size", "20000", "--shape", "16", "--data-dir", data, "-q", "--formats", "npy,files")
+    results = tmp_path / "r.jsonl"
+    command = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "run",
+        "--format",
+        "npy,files",
+        "--loader",
+        "dataloader",
+        "--epochs",
+        "3",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "--data-dir",
+        str(data),
+        "--results",
+        str(results),
+    ]
+    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, COLUMNS="200"))  # fmt: skip
+    deadline = time.monotonic() + 60
+    while not (results.is_file() and results.read_text().count("\n") >= 1) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.5)  # into the second configuration (files: seconds per epoch)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted after 1 of 2 configurations; their records are kept" in err
+    assert "npy" in out and "dataloader" in out and "1 record(s) appended" in out, out
+    assert len(stored_records(results)) == 1

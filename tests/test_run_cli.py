@@ -158,7 +158,7 @@ def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch, res
         "-q",
     )
     assert r.code == 0, r.err
-    assert "no dataset" in r.err and "preparing the default one" in r.err
+    assert "no dataset n500_128_float32_c1000_s0" in r.err and "preparing it first (500 samples" in r.err
     assert (tmp_path / "empty" / "n500_128_float32_c1000_s0" / "manifest.json").is_file()
 
 

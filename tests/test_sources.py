@@ -116,6 +116,23 @@ def test_an_image_folder_becomes_a_dataset(tmp_path):
     np.testing.assert_allclose(features[3].mean(axis=(1, 2)), dog, atol=3)
 
 
+def test_an_image_folder_of_one_size_needs_no_shape_and_of_several_names_them(tmp_path, cli):
+    """--shape was required even when every image had the same size; the headers say it."""
+    for name, mode in (("cat", "RGB"), ("dog", "RGB")):
+        (tmp_path / "one" / name).mkdir(parents=True)
+        for k in range(2):
+            Image.new(mode, (20, 12), (k, 2, 3)).save(tmp_path / "one" / name / f"{k}.png")
+    r = cli("prepare", "--from", tmp_path / "one", "--formats", "npy", "--data-dir", tmp_path / "data", "-q")
+    assert r.code == 0, r.err
+    (dataset,) = (tmp_path / "data").iterdir()
+    assert np.load(dataset / "npy/features.npy").shape == (4, 3, 12, 20)
+    Image.new("L", (20, 12)).save(tmp_path / "one" / "dog" / "grey.png")
+    Image.new("RGB", (8, 8)).save(tmp_path / "one" / "dog" / "small.png")
+    r = cli("prepare", "--from", tmp_path / "one", "--formats", "npy", "--data-dir", tmp_path / "other", "-q")
+    assert r.code == 2 and "3 shapes" in r.err and "3,12,20 (4 images)" in r.err and "--shape" in r.err
+    assert len(r.err.strip().splitlines()) == 1 and not (tmp_path / "other").exists()
+
+
 @pytest.mark.parametrize(
     "args, fragment",
     [
@@ -129,7 +146,7 @@ def test_an_image_folder_becomes_a_dataset(tmp_path):
         (["f.h5"], "name the dataset inside the file"),
         (["f.h5:missing"], "no dataset 'missing'"),
         (["x.npy", "--size", "10"], "drop --size"),
-        (["empty_folder"], "--shape C,H,W"),
+        (["empty_folder"], "no PNG or JPEG files"),
         (["empty_folder", "--shape", "3,8,8"], "no PNG or JPEG files"),
         (["hostname.txt"], "unsupported source"),
     ],

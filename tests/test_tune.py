@@ -4,10 +4,17 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
 
 from iobench.run.config import RunConfig
-from iobench.run.tune import Candidate, TuneResult, candidates, dataloader_line
-from tests.conftest import prepare_with_limits, run_config, stored_records
+from iobench.run.paste import best_script
+from iobench.run.tune import Candidate, TuneResult, candidates
+from tests.conftest import ROOT, invoke, prepare_with_limits, run_config, stored_records
 
 CORES = len(os.sched_getaffinity(0))
 
@@ -40,13 +47,54 @@ def test_within_noise_needs_an_interval_that_overlaps():
     assert low < 100 < high and high - low < 3
 
 
-def test_the_pasteable_line_has_the_settings():
-    c = run_config("npy", "dataloader", batch_size=512, num_workers=2, prefetch_factor=4, persistent_workers=True)
-    assert dataloader_line(c) == (
-        "DataLoader(dataset, batch_size=512, shuffle=True, num_workers=2, prefetch_factor=4, "
-        "persistent_workers=True, pin_memory=False)"
-    )
-    assert "TensorDict.load_memmap" in dataloader_line(run_config("memmap", "tensorclass"))
+def _run_pasted(script: Path, start_method: str) -> subprocess.CompletedProcess:
+    """The pasted script in a fresh interpreter whose workers start with `start_method` (spawn pickles the
+    dataset and the collate function: a lambda there fails), from outside the checkout."""
+    code = (f"import multiprocessing, runpy; multiprocessing.set_start_method({start_method!r}); "
+            f"runpy.run_path({str(script)!r}, run_name='__main__')")  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=script.parent, env=env)
+
+
+@pytest.mark.parametrize(
+    ("fmt", "loader", "extra"),
+    [
+        ("npy", "dataloader", {"num_workers": 2, "prefetch_factor": 4, "persistent_workers": True, "in_order": False}),
+        ("memmap", "tensorclass", {"num_workers": 1}),
+        ("hdf5", "dataloader", {"num_workers": 2, "transform": "cpu:1"}),
+    ],
+)
+def test_the_pasted_script_runs_under_spawn_and_delivers_the_dataset(tmp_path, fmt, loader, extra):
+    """The printed line had no imports, no path, a lambda collate (fails under spawn) and the per-item
+    DataLoader instead of the batch reads that were measured."""
+    invoke("prepare", "--size", "1000", "--data-dir", tmp_path / "data", "-q", "--formats", fmt)
+    dataset = next((tmp_path / "data").iterdir())
+    transform = extra.pop("transform", "none")
+    c = replace(run_config(fmt, loader, batch_size=128, **extra), transform=transform, torch_threads=1)
+    script = tmp_path / "best.py"
+    script.write_text(best_script(c, dataset, "cpu", "1 samples/s"))
+    assert "lambda" not in script.read_text() and "pickle" not in script.read_text()
+    for method in ("spawn", "forkserver"):
+        done = _run_pasted(script, method)
+        assert done.returncode == 0, done.stderr
+        assert re.findall(r"epoch \d: (\d+) samples", done.stdout) == ["1000", "1000"], done.stdout
+
+
+def test_the_pasted_batches_are_the_datasets_samples(tmp_path):
+    """open_dataset reads whole batches (a run as one range) and they hold the prepared samples."""
+    import numpy as np
+
+    from iobench.api import open_dataset
+
+    invoke("prepare", "--size", "300", "--data-dir", tmp_path / "data", "-q", "--formats", "npy,memmap")
+    folder = next((tmp_path / "data").iterdir())
+    features = np.load(folder / "npy" / "features.npy", allow_pickle=False)
+    plain, tc = open_dataset(folder, "npy"), open_dataset(folder, "memmap", tensorclass=True)
+    for indices in ([5, 6, 7, 8], [9, 2, 250]):
+        x, y = plain.__getitems__(indices)
+        assert np.array_equal(x.numpy(), features[indices]) and len(y) == len(indices)
+        assert np.array_equal(tc.__getitems__(indices).features.numpy(), features[indices])
+    assert np.array_equal(plain[3][0].numpy(), features[3])
 
 
 def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, cli):
@@ -56,12 +104,15 @@ def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, c
     r = cli(*args, "--budget-minutes", "2", "--results", results, "--batch-size", "256")
     assert r.code == 0, r.err
     assert "best: npy/dataloader bs=256" in r.out
-    assert re.search(r"paste:\n(torch\.set_num_threads\(1\)\n)?DataLoader\(dataset, batch_size=256", r.out), r.out
+    pasted = results.with_name("r-best.py")
+    assert f"paste (saved as {pasted}" in r.out and "DataLoader(dataset, batch_size=256, shuffle=True" in r.out
+    assert pasted.read_text() in r.out, "printed whole, unwrapped"
     assert "throughput by loading processes: 1:" in r.out
     first = stored_records(results)
     assert len(first) >= (2 if CORES > 1 else 1) + 8 * CORES, "every candidate ran at least one round"
     r = cli(*args, "--budget-minutes", "2", "--results", results, "--batch-size", "256")
     assert r.code == 0 and len(stored_records(results)) == len(first), "a finished search runs nothing again"
+    assert re.search(r"resumed: \d+ candidate round\(s\) taken from", r.err), r.err
 
 
 def test_a_search_without_an_interval_says_inconclusive_and_pastes_nothing(capsys, tmp_path):
@@ -71,7 +122,7 @@ def test_a_search_without_an_interval_says_inconclusive_and_pastes_nothing(capsy
 
     once = Candidate(run_config("npy", "dataloader"), rates=[100.0], records=[record_of()])
     never = Candidate(run_config("npy", "dataloader", num_workers=1))
-    print_tune(TuneResult([once, never], 1, 120.0, "budget"), tmp_path / "r.jsonl")
+    print_tune(TuneResult([once, never], 1, 120.0, "budget"), tmp_path / "r.jsonl", tmp_path, "cpu")
     printed = capsys.readouterr().out
     assert "inconclusive" in printed and "1 of 2 candidates" in printed
     assert "paste:" not in printed and "best:" not in printed

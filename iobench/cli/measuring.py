@@ -7,6 +7,7 @@ import json
 import math
 import os
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -23,7 +24,6 @@ from rich.table import Table
 from iobench.choices import split_list
 from iobench.cli.app import ARGV
 from iobench.cli.console import announce_limits, err, out, reporter, say
-from iobench.cli.place import RunPlace
 from iobench.cli.render import print_run
 from iobench.errors import IobenchError
 from iobench.results.record import EpochTiming, MachineLimits, RunRecord
@@ -34,6 +34,7 @@ from iobench.run.device import resolve_device
 from iobench.run.distributed import joined
 from iobench.run.limits import stored_or_measured
 from iobench.run.loaders.base import LoaderSettings
+from iobench.run.place import RunPlace
 from iobench.run.runner import run
 from iobench.run.session import dataset_for_run, launch_torchrun, resolve_all
 from iobench.run.sweep import run_sweep
@@ -105,9 +106,16 @@ def save(results: Path, record: RunRecord) -> None:
         raise
 
 
-def run_one(resolved: ResolvedRun, quiet: bool, limits: MachineLimits | None, profile_dir: Path | None) -> RunRecord:
+def run_one(
+    resolved: ResolvedRun,
+    quiet: bool,
+    limits: MachineLimits | None,
+    profile_dir: Path | None,
+    place: str = "",
+) -> RunRecord:
+    """One configuration with its own bar; `place` ("configuration 2 of 5, about 3 min left") heads it."""
     c = resolved.config
-    label = c.label
+    label = f"{place}: {c.label}" if place else c.label
     total = c.runs * (c.warmup + c.epochs)
     if quiet:
         return run(resolved, None, limits, profile_dir)
@@ -143,14 +151,16 @@ def measure_run(
     configuration, measure the limits once, run each configuration and save its record as it ends."""
     if nproc is not None:
         reporting = lambda: reporter(quiet)  # noqa: E731
-        launch_torchrun(nproc, ARGV, where.data_dir, where.dataset, where.device, configs, say, reporting)
+        launch_torchrun(nproc, ARGV, where, configs, say, reporting)
         return
     with joined(where.device) as (world, own_device):
         quiet = quiet or not world.is_main  # one progress bar and one table, from rank 0
         target_device = resolve_device(own_device)
         configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset
         formats = tuple(dict.fromkeys(c.format for c in configs))
-        dataset_dir = dataset_for_run(world, where.data_dir, where.dataset, formats, say, lambda: reporter(quiet))
+        dataset_dir = dataset_for_run(
+            world, where.data_dir, where.dataset, formats, say, lambda: reporter(quiet), where.size
+        )
         todo = resolve_all(configs, RunTarget(dataset_dir, target_device), world)
         limits = None
         if world.is_main:
@@ -159,15 +169,35 @@ def measure_run(
             limits = stored_or_measured(where.results, dataset_dir, target_device, announce_limits, where.read_limit)
         world.barrier()  # no rank reads while rank 0 measures the machine's limits
         profile_dir = where.results.parent / "profiles" if where.profile else None
-        records = []
-        for resolved in todo:
-            records.append(run_one(resolved, quiet, limits, profile_dir))
-            if world.is_main:
-                save(where.results, records[-1])
+        records: list[RunRecord] = []
+        started = time.monotonic()
+        try:
+            for k, resolved in enumerate(todo):
+                place = _place(k, len(todo), time.monotonic() - started)
+                records.append(run_one(resolved, quiet, limits, profile_dir, place))
+                if world.is_main:
+                    save(where.results, records[-1])
+        except KeyboardInterrupt:
+            if world.is_main and records:  # what finished is kept: show it before the interruption's line
+                print_run(records, dataset_dir.name, where.results, min_au)
+                say(f"interrupted after {len(records)} of {len(todo)} configurations; their records are kept")
+            raise
     if world.is_main:
         print_run(records, dataset_dir.name, where.results, min_au)
         if what_if_ms:
             measure_what_if(todo, records, what_if_ms, where.results, limits, quiet)
+
+
+def _place(k: int, n: int, elapsed: float) -> str:
+    """Where a run of several configurations stands, with the time left at the pace so far."""
+    if n == 1:
+        return ""
+    left = "" if k == 0 else f", about {_minutes(elapsed / k * (n - k))} left"
+    return f"configuration {k + 1} of {n}{left}"
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def sweep_with_progress(todo: list[ResolvedRun], results: Path, limits: MachineLimits | None, quiet: bool) -> None:

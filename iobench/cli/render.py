@@ -11,7 +11,7 @@ from iobench.cli.console import out, say
 from iobench.results.record import RunRecord
 from iobench.results.tables import au_text, profile_summary, results_table, split_table
 from iobench.results.warnings import record_warnings
-from iobench.run.tune import dataloader_line, settings_text
+from iobench.run.tune import settings_text
 
 
 def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au: float | None = None) -> None:
@@ -33,8 +33,12 @@ def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au
     out.print(f"{len(records)} record(s) appended to {results}", highlight=False, soft_wrap=True, markup=False)
 
 
-def print_tune(outcome, results: Path) -> None:
+def print_tune(outcome, results: Path, dataset_dir: Path, device: str) -> None:
+    """The ranking, then the best configuration as a script: printed unstyled (a log or a redirect never
+    wraps it) and written beside the results file."""
     table = Table(title=f"tune: {outcome.rounds} round(s) in {outcome.seconds:.0f} s, stopped: {outcome.stopped}")
+    if outcome.reused:
+        say(f"resumed: {outcome.reused} candidate round(s) taken from {results}, not run again")
     for col in ("rank", "loader", "settings", "samples/s median", "95% CI of the mean", "epochs", "AU (step)"):
         table.add_column(col, justify="left" if col in ("loader", "settings") else "right")
     for i, c in enumerate([c for c in outcome.ranked if c.records][:12], 1):
@@ -65,5 +69,12 @@ def print_tune(outcome, results: Path) -> None:
         by_cores[c.cores] = max(by_cores.get(c.cores, 0.0), c.median)
     out.print("throughput by loading processes: " + ", ".join(
         f"{n}: {rate:,.0f} samples/s" for n, rate in sorted(by_cores.items())))  # fmt: skip
-    out.print("paste:\n" + dataloader_line(best.config))
+    from iobench.fsutil import atomic_write_text
+    from iobench.run.paste import best_script
+
+    script = best_script(best.config, dataset_dir, device, f"{best.median:,.0f} samples/s measured (epochs {spread})")
+    where = results.with_name(f"{results.stem}-best.py")
+    atomic_write_text(where, script)
+    out.print(f"paste (saved as {where}; `python {where}` runs it):", highlight=False, soft_wrap=True, markup=False)
+    print(script, end="", file=out.file, flush=True)
     out.print(f"records of every round in {results}; `iobench report {results}` shows the search")

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from iobench.cli import options as o
 from iobench.cli.app import app
-from iobench.cli.place import RunPlace
 from iobench.errors import IobenchError
+from iobench.run.place import RunPlace
 
 
 @app.command("run")
@@ -16,6 +16,7 @@ def run_cmd(
     loader: o.Loaders = None,
     data_dir: o.DataDir = Path("data"),
     dataset: o.DatasetName = None,
+    size: o.RunSize = None,
     device: o.Device = "auto",
     batch_size: o.BatchSize = 1024,
     num_workers: o.NumWorkers = 0,
@@ -66,6 +67,7 @@ def run_cmd(
     if min_au is not None and not 0 <= min_au <= 1:
         raise IobenchError(f"--min-au is a share between 0 and 1 (0.9 for 90%), got {min_au}")
     pairs, notes = parse_pairs(format, loader)
+    samples = _size_of(size, dataset)
 
     from iobench.cli.measuring import config_of, measure_run, step_times
     from iobench.run.loaders.base import LoaderSettings
@@ -83,5 +85,15 @@ def run_cmd(
     options.update(transform=transform, transform_on=transform_on)
     options.update(torch_threads=torch_threads, cpu_contention=cpu_contention)
     configs = [config_of(f, ld, settings, eviction=eviction, **options) for f, ld in pairs]
-    where = RunPlace(data_dir, dataset, device, results, read_limit, profile)
+    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples)
     measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms)
+
+
+def _size_of(text: str | None, dataset: str | None) -> int | None:
+    from iobench.units import parse_size
+
+    if text is None:
+        return None
+    if dataset is not None:
+        raise IobenchError("--size and --dataset both name a dataset: give one")
+    return parse_size(text)

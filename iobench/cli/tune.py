@@ -78,4 +78,4 @@ def tune_cmd(
 
         started = time.monotonic()
         outcome = tune(found, RunTarget(dataset_dir, target), budget_minutes * 60, results, limits, on_round)
-    print_tune(outcome, results)
+    print_tune(outcome, results, dataset_dir, str(target))

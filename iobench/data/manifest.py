@@ -173,19 +173,40 @@ def find_datasets(data_dir: Path, dataset: str | None = None) -> list[Path]:
     return found
 
 
-def find_run_dataset(data_dir: Path, dataset: str | None = None) -> Path | None:
-    """The one dataset to measure; None when data_dir holds none yet (the caller may prepare one)."""
+def find_run_dataset(data_dir: Path, dataset: str | None = None, formats: tuple[str, ...] = ()) -> Path | None:
+    """The one dataset to measure; None when data_dir holds none yet (the caller may prepare one).
+
+    Among several, the one that has every format asked for: the default dataset when it does, else the
+    only one that does; a choice between several that do is the user's (--dataset)."""
     if dataset is not None or (data_dir / MANIFEST).is_file():
         return find_datasets(data_dir, dataset)[0]
     if not data_dir.is_dir():
         return None
     found = sorted(p for p in data_dir.iterdir() if (p / MANIFEST).is_file())
-    if len(found) > 1:
-        from iobench.units import DEFAULT_SIZE
+    if len(found) <= 1:
+        return found[0] if found else None
+    from iobench.units import DEFAULT_SIZE
 
-        default = data_dir / DatasetSpec(DEFAULT_SIZE).name
-        if default in found:
-            return default
-        names = ", ".join(p.name for p in found)
-        raise IobenchError(f"{data_dir} holds several datasets ({names}); choose one with --dataset")
-    return found[0] if found else None
+    default = data_dir / DatasetSpec(DEFAULT_SIZE).name
+    having = [p for p in found if set(formats) <= set(Manifest.load(p).formats)]
+    if default in having or (default in found and not having):
+        return default
+    if len(having) == 1:
+        return having[0]
+    names = ", ".join(p.name for p in having or found)
+    what = f" with {', '.join(formats)}" if formats and having else ""
+    raise IobenchError(f"{data_dir} holds several datasets{what} ({names}); choose one with --dataset")
+
+
+def datasets_with(data_dir: Path, fmt: str) -> list[str]:
+    """Names of the datasets beside data_dir/... that have the format (to point a user at one)."""
+    if not data_dir.is_dir():
+        return []
+    return [p.name for p in sorted(data_dir.iterdir()) if (p / MANIFEST).is_file() and fmt in _formats_of(p)]
+
+
+def _formats_of(dataset_dir: Path) -> dict:
+    try:
+        return Manifest.load(dataset_dir).formats
+    except IobenchError:
+        return {}

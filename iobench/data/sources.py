@@ -73,9 +73,11 @@ def open_source(
             raise IobenchError(
                 f"--from {text}: unsupported source; give .npy, .npz, .h5:NAME, a TensorDict folder or an image folder"
             )
+    if kind == "images" and shape is None:  # one size everywhere: that is the shape, nothing resized
+        from iobench.data.image_shape import inferred_shape
+
+        shape = inferred_shape([p for p, _ in _image_files(path)], text)
     if kind == "images":
-        if shape is None:
-            raise IobenchError(f"--from {text}: images are resized and cropped to --shape C,H,W; give one")
         if len(shape) != 3 or shape[0] not in (1, 3):
             raise IobenchError(f"--from {text}: --shape for images is C,H,W with C 1 or 3, got {shape}")
     elif shape is not None:

@@ -1,184 +1,251 @@
-"""PNG plots of result records (matplotlib, headless)."""
+"""PNG plots of result records (matplotlib, headless).
+
+Each plot is built by a function that returns its figure (or None when it would carry no information),
+so a test can read its labels: every bar and line of a plot has a label no other one has.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 
 from iobench.results.record import RunRecord  # noqa: E402
-from iobench.results.tables import transform_label  # noqa: E402
+from iobench.results.tables import settings_label  # noqa: E402
 
 CACHE_COLOURS = {"cold": "#3b6fb6", "warm": "#e08a2c", "as-is": "#7a7a7a"}
+TOP = 25  # bars in one horizontal bar plot; the rest are counted in its title, listed in the tables
+FAR_BELOW = 10.0  # % of the ceiling under which every figure is far below it: no plot, nothing to see
 
 
 def label(r: RunRecord) -> str:
-    extra = f" {r.config.fetch}" if r.config.loader == "dataloader" else ""
-    workers = f" w{r.config.num_workers}" if r.config.num_workers else ""
-    ranks = f" ranks={r.config.world_size} t{r.environment.torch_threads}" if r.config.backend else ""
-    transform = f" {transform_label(r)}" if transform_label(r) else ""
-    return f"{r.config.format}/{r.config.loader}{extra}{workers}{ranks}{transform}"
+    """Format/loader and every knob that was set (batch size, workers, ...), without measured values."""
+    return f"{r.config.format}/{r.config.loader} {settings_label(r, measured=False)}"
 
 
-def _mb(r: dict, seconds: float) -> float:
+def distinct(names: list[str], records: list[RunRecord]) -> list[str]:
+    """Names made unique: the dataset's name where two differ only by it, then a counter."""
+    counts = Counter(names)
+    names = [f"{n} {r.config.dataset}" if counts[n] > 1 else n for n, r in zip(names, records, strict=True)]
+    seen: Counter = Counter()
+    counts = Counter(names)
+    out = []
+    for n in names:
+        seen[n] += 1
+        out.append(f"{n} #{seen[n]}" if counts[n] > 1 else n)
+    return out
+
+
+def _rate(value: float) -> str:
+    return f"{value / 1e6:.2f}M" if value >= 1e6 else f"{value:,.0f}"
+
+
+def _mb(r: RunRecord, seconds: float) -> float:
     return r.epochs.samples_per_epoch * r.dataset.sample_bytes / 1e6 / seconds
 
 
-def throughput(records: list[RunRecord], path: Path) -> Path:
-    """MB/s per format and loader, cold next to warm, one panel per access order; bars span min-max."""
+def _top(records: list[RunRecord], by: Callable[[RunRecord], float] | None = None, what: str = "fastest"):
+    """The TOP records by `by` (samples/s unless given), largest first, and a note on how many were left out."""
+    ranked = sorted(records, key=by or (lambda r: r.epochs.samples_per_s), reverse=True)
+    left = len(ranked) - TOP
+    return ranked[:TOP], (f" ({what} {TOP} of {len(ranked)}; all are in the tables)" if left > 0 else "")
+
+
+def throughput_figure(records: list[RunRecord]) -> Figure:
+    """MB/s per configuration as horizontal bars, one panel per access order, cold beside warm when both
+    were run; each bar carries its exact samples/s and MB/s; whiskers span the epochs' min-max."""
     orders = sorted({r.config.order for r in records})
-    fig, axes = plt.subplots(len(orders), 1, figsize=(10, 3.2 * len(orders)), squeeze=False)
-    for ax, order in zip(axes[:, 0], orders, strict=True):
-        rows = [r for r in records if r.config.order == order]
-        names = sorted({label(r) for r in rows})
-        caches = sorted({r.config.cache for r in rows})
+    panels = []
+    for order in orders:
+        rows, note = _top([r for r in records if r.config.order == order])
+        keys = list(dict.fromkeys((label(r), r.config.dataset) for r in rows))  # fastest first
+        panels.append((order, rows, note, keys, sorted({r.config.cache for r in rows})))
+    heights = [0.28 * len(keys) * len(caches) + 1.2 for _, _, _, keys, caches in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, sum(heights) + 0.5), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})  # fmt: skip
+    for ax, (order, rows, note, keys, caches) in zip(axes[:, 0], panels, strict=True):
+        first = {k: next(r for r in rows if (label(r), r.config.dataset) == k) for k in keys}
+        names = distinct([k[0] for k in keys], [first[k] for k in keys])
         width = 0.8 / len(caches)
         for k, cache in enumerate(caches):
-            for i, name in enumerate(names):
-                match = [r for r in rows if label(r) == name and r.config.cache == cache]
+            labelled = False  # the legend names each cache once, at its first bar
+            for i, key in enumerate(keys):
+                match = [r for r in rows if (label(r), r.config.dataset) == key and r.config.cache == cache]
                 if not match:
                     continue
                 r = match[-1]
                 mid = r.epochs.mb_per_s
                 lo, hi = _mb(r, r.epochs.epoch_seconds_max), _mb(r, r.epochs.epoch_seconds_min)
-                ax.bar(
-                    i + k * width,
-                    mid,
-                    width,
-                    color=CACHE_COLOURS.get(cache, "grey"),
-                    yerr=[[mid - lo], [hi - mid]],
-                    capsize=3,
-                    label=cache if i == 0 else None,
-                )
-        ax.set_xticks(
-            [i + width * (len(caches) - 1) / 2 for i in range(len(names))], names, rotation=20, ha="right", fontsize=8
-        )
-        ax.set_ylabel("MB/s (10^6 B)")
-        ax.set_yscale("log")
-        ax.set_title(f"throughput, {order} order (bars: median epoch; whiskers: min-max)")
-        ax.legend(fontsize=8)
-    return _save(fig, path)
+                y = i + k * width
+                spread = [[max(0.0, mid - lo)], [max(0.0, hi - mid)]]
+                ax.barh(y, mid, width, color=CACHE_COLOURS.get(cache, "grey"), xerr=spread,
+                        capsize=2, label=None if labelled else cache)  # fmt: skip
+                labelled = True
+                ax.text(hi, y, f" {_rate(r.epochs.samples_per_s)} samples/s, {mid:,.0f} MB/s", va="center", fontsize=6)
+        ax.set_yticks([i + width * (len(caches) - 1) / 2 for i in range(len(keys))], names, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xscale("log")
+        ax.set_xlabel("MB/s (10^6 B), log; whiskers: epoch min-max")
+        ax.set_title(f"throughput, {order} order, {' and '.join(caches)}{note}", fontsize=9)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.margins(x=0.25)
+    return fig
 
 
-def scaling(records: list[RunRecord], path: Path) -> Path | None:
-    """Samples/s over dataset size, log-log, per format/loader/cache."""
-    series = defaultdict(list)
-    for r in records:
-        series[(label(r), r.config.cache, r.config.order)].append((r.dataset.n_samples, r.epochs.samples_per_s))
-    series = {k: sorted(v) for k, v in series.items() if len({n for n, _ in v}) > 1}
-    if not series:
-        return None
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for (name, cache, order), points in sorted(series.items()):
-        xs, ys = zip(*points, strict=True)
-        ax.plot(xs, ys, marker="o", label=f"{name} {cache} {order}")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
-    ax.set_xlabel("samples in the dataset")
-    ax.set_ylabel("samples/s")
-    ax.set_title("scaling with dataset size")
-    ax.legend(fontsize=7)
-    return _save(fig, path)
-
-
-def sample_size(records: list[RunRecord], path: Path) -> Path | None:
-    """Samples/s and MB/s over the sample size, per format/loader/cache/order, when several sizes were run."""
-    series = defaultdict(list)
-    for r in records:
-        key = (label(r), r.config.cache, r.config.order)
-        series[key].append((r.dataset.sample_bytes, r.epochs.samples_per_s, r.epochs.mb_per_s))
-    series = {k: sorted(v) for k, v in series.items() if len({b for b, _, _ in v}) > 1}
-    if not series:
-        return None
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5))
-    for (name, cache, order), points in sorted(series.items()):
-        sizes, rates, mbs = zip(*points, strict=True)
-        left.plot(sizes, rates, marker="o", label=f"{name} {cache} {order}")
-        right.plot(sizes, mbs, marker="o")
-    for ax, unit in ((left, "samples/s"), (right, "MB/s (10^6 B)")):
+def _series_figure(series: dict, x_label: str, title: str, units: tuple[str, ...]) -> Figure:
+    fig, axes = plt.subplots(1, len(units), figsize=(7 * len(units), 5), squeeze=False)
+    for key, points in sorted(series.items()):
+        xs = [p[0] for p in points]
+        for ax, j in zip(axes[0], range(1, len(units) + 1), strict=True):
+            ax.plot(xs, [p[j] for p in points], marker="o", label=" ".join(key) if ax is axes[0][0] else None)
+    for ax, unit in zip(axes[0], units, strict=True):
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.set_xlabel("bytes per sample")
+        ax.set_xlabel(x_label)
         ax.set_ylabel(unit)
-    left.set_title("throughput against sample size")
-    left.legend(fontsize=7)
-    return _save(fig, path)
+    axes[0][0].set_title(title)
+    axes[0][0].legend(fontsize=7)
+    return fig
 
 
-def split(records: list[RunRecord], path: Path) -> Path:
-    """Per-batch time split: waiting for the loader, host-to-device, step (stacked)."""
-    names = [f"{label(r)} {r.config.cache} {r.config.order}" for r in records]
-    fig, ax = plt.subplots(figsize=(10, 0.35 * len(records) + 1.5))
-    left = [0.0] * len(records)
+def scaling_figure(records: list[RunRecord]) -> Figure | None:
+    """Samples/s over dataset size, log-log, per configuration, cache and order."""
+    series = defaultdict(list)
+    for r in records:
+        series[(label(r), r.config.cache, r.config.order)].append(
+            (r.dataset.n_samples, r.epochs.samples_per_s, r.epochs.mb_per_s)
+        )
+    series = {k: sorted(v) for k, v in series.items() if len({p[0] for p in v}) > 1}
+    if not series:
+        return None
+    return _series_figure(series, "samples in the dataset", "scaling with dataset size", ("samples/s", "MB/s"))
+
+
+def sample_size_figure(records: list[RunRecord]) -> Figure | None:
+    """Samples/s and MB/s over the sample size, when several sizes were run."""
+    series = defaultdict(list)
+    for r in records:
+        key = (f"{r.config.format}/{r.config.loader} w={r.config.num_workers}", r.config.cache, r.config.order)
+        series[key].append((r.dataset.sample_bytes, r.epochs.samples_per_s, r.epochs.mb_per_s))
+    series = {k: sorted(v) for k, v in series.items() if len({p[0] for p in v}) > 1}
+    if not series:
+        return None
+    return _series_figure(series, "bytes per sample", "throughput against sample size", ("samples/s", "MB/s (10^6 B)"))
+
+
+def split_figure(records: list[RunRecord]) -> Figure:
+    """Per-batch time, stacked on a linear axis: waiting for the loader, host-to-device, transform, step."""
+    rows, note = _top(records)
+    names = distinct([f"{label(r)} {r.config.cache} {r.config.order}" for r in rows], rows)
+    fig, ax = plt.subplots(figsize=(11, 0.32 * len(rows) + 2.2))
+    left = [0.0] * len(rows)
     for key, colour, text in (
         ("wait_ms_per_batch", "#3b6fb6", "waiting for the loader"),
         ("h2d_ms_per_batch", "#e08a2c", "host-to-device"),
+        ("transform_ms_per_batch", "#9467bd", "device transform"),
         ("step_ms_per_batch", "#5aa15a", "step"),
     ):
-        values = [getattr(r.epochs, key) for r in records]
-        ax.barh(range(len(records)), values, left=left, color=colour, label=text)
+        values = [getattr(r.epochs, key) for r in rows]
+        if not any(values):
+            continue
+        ax.barh(range(len(rows)), values, left=left, color=colour, label=text)
         left = [a + b for a, b in zip(left, values, strict=True)]
-    ax.set_yticks(range(len(records)), names, fontsize=7)
-    ax.set_xscale("symlog", linthresh=0.1)
-    ax.set_xlabel("ms per batch")
-    ax.set_title("where each batch's time goes")
-    ax.legend(fontsize=8)
-    return _save(fig, path)
+    for i, total in enumerate(left):
+        ax.text(total, i, f" {total:.2f} ms", va="center", fontsize=6)
+    ax.set_yticks(range(len(rows)), names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per batch (linear)")
+    ax.set_title(f"where each batch's time goes{note}", fontsize=9)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))  # beside the bars, never over them
+    return fig
 
 
-def settings_heatmap(records: list[RunRecord], path: Path) -> Path | None:
-    """Samples/s of DataLoader records over num_workers x prefetch_factor, one panel per pin/non_blocking."""
-    rows = [r for r in records if r.config.loader == "dataloader"]
-    panels = sorted({(r.config.pin_memory, r.config.non_blocking) for r in rows})
+def _heatmap_group(rows: list[RunRecord]) -> list[RunRecord]:
+    """The largest set of DataLoader records that differ only in workers, prefetch, pinning, non_blocking:
+    a heatmap of anything more mixed puts two figures in one cell."""
+    groups: dict[tuple, list[RunRecord]] = defaultdict(list)
+    for r in rows:
+        c = r.config
+        groups[(c.dataset, c.format, c.batch_size, c.cache, c.order, c.device, c.fetch, c.transform, c.step)].append(r)
+    return max(groups.values(), key=len) if groups else []
+
+
+def settings_figure(records: list[RunRecord]) -> Figure | None:
+    """Samples/s over num_workers x prefetch_factor, one panel per pin_memory/non_blocking, exact values."""
+    rows = _heatmap_group([r for r in records if r.config.loader == "dataloader"])
     workers = sorted({r.config.num_workers for r in rows})
-    factors = sorted({r.config.prefetch_factor or 0 for r in rows})
     if len(workers) < 2:
         return None
-    fig, axes = plt.subplots(1, len(panels), figsize=(4 * len(panels), 3.5), squeeze=False)
+    panels = sorted({(r.config.pin_memory, r.config.non_blocking) for r in rows})
+    factors = sorted({r.config.prefetch_factor or 0 for r in rows})
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8), squeeze=False)
     for ax, (pin, nb) in zip(axes[0], panels, strict=True):
         grid = [[float("nan")] * len(workers) for _ in factors]
         for r in rows:
             if (r.config.pin_memory, r.config.non_blocking) == (pin, nb):
-                grid[factors.index(r.config.prefetch_factor or 0)][workers.index(r.config.num_workers)] = (
-                    r.epochs.samples_per_s
-                )
+                cell = factors.index(r.config.prefetch_factor or 0), workers.index(r.config.num_workers)
+                grid[cell[0]][cell[1]] = r.epochs.samples_per_s
         image = ax.imshow(grid, cmap="viridis", aspect="auto")
         for i, row in enumerate(grid):
             for j, v in enumerate(row):
                 if v == v:
-                    ax.text(j, i, f"{v / 1e3:,.0f}k", ha="center", va="center", color="white", fontsize=8)
+                    ax.text(j, i, f"{v:,.0f}", ha="center", va="center", color="white", fontsize=7)
         ax.set_xticks(range(len(workers)), workers)
         ax.set_yticks(range(len(factors)), ["default" if f == 0 else f for f in factors])
         ax.set_xlabel("num_workers")
         ax.set_ylabel("prefetch_factor")
         ax.set_title(f"pin_memory={pin} non_blocking={nb}", fontsize=9)
         fig.colorbar(image, ax=ax, label="samples/s")
-    return _save(fig, path)
+    c = rows[0].config
+    fig.suptitle(f"samples/s; held fixed: {c.format}, batch size {c.batch_size}, {c.cache} {c.order}, {c.device}, "
+                 f"dataset {c.dataset}", fontsize=9)  # fmt: skip
+    return fig
 
 
-def percent_of_limit(records: list[RunRecord], path: Path) -> Path | None:
+def limit_figure(records: list[RunRecord]) -> Figure | None:
+    """% of each figure's ceiling; None when every figure is far below its ceiling (then the ceiling is
+    not what bounds these runs, and bars of 1% say nothing)."""
     rows = [r for r in records if r.limit.percent_of_limit is not None]
-    if not rows:
+    if not rows or max(r.limit.percent_of_limit for r in rows) < FAR_BELOW:
         return None
-    fig, ax = plt.subplots(figsize=(10, 0.35 * len(rows) + 1.5))
-    ax.barh(
-        range(len(rows)),
-        [r.limit.percent_of_limit for r in rows],
-        color=[CACHE_COLOURS.get(r.config.cache, "grey") for r in rows],
-    )
-    ax.set_yticks(range(len(rows)), [f"{label(r)} {r.config.cache} {r.config.order}" for r in rows], fontsize=7)
+    rows, note = _top(rows, lambda r: r.limit.percent_of_limit, "closest")
+    fig, ax = plt.subplots(figsize=(11, 0.32 * len(rows) + 1.8))
+    shares = [r.limit.percent_of_limit for r in rows]
+    ax.barh(range(len(rows)), shares, color=[CACHE_COLOURS.get(r.config.cache, "grey") for r in rows])
+    for i, share in enumerate(shares):
+        ax.text(share, i, f" {share:.0f}%", va="center", fontsize=6)
+    ax.set_yticks(range(len(rows)), distinct([f"{label(r)} {r.config.cache} {r.config.order}" for r in rows], rows),
+                  fontsize=7)  # fmt: skip
+    ax.invert_yaxis()
     ax.axvline(100, color="black", linewidth=0.8)
-    ax.set_xlabel("% of the applicable ceiling (storage when cold, page cache when warm)")
-    ax.set_title("how close to the hardware")
-    return _save(fig, path)
+    ax.set_xlabel("% of the ceiling of its pattern (storage or random reads when cold, page-cache copy or gather warm)")
+    ax.set_title(f"how close to the hardware{note}", fontsize=9)
+    return fig
 
 
-def _save(fig, path: Path) -> Path:
+PLOTS: dict[str, tuple[str, Callable[[list[RunRecord]], Figure | None]]] = {
+    "throughput": ("Throughput per configuration", throughput_figure),
+    "scaling": ("Scaling with dataset size", scaling_figure),
+    "split": ("Per-batch time split", split_figure),
+    "settings": ("DataLoader settings", settings_figure),
+    "limit": ("Percent of the physical limit", limit_figure),
+    "sample_size": ("Throughput against sample size", sample_size_figure),
+}
+
+
+def render(name: str, records: list[RunRecord], folder: Path) -> Path | None:
+    """The named plot as folder/NAME.png; None when it would carry no information."""
+    fig = PLOTS[name][1](records)
+    if fig is None:
+        return None
+    path = folder / f"{name}.png"
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, bbox_inches="tight")
     plt.close(fig)
     return path

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.results import plots
+from iobench.results.answer import answer_lines, collapsed, sorted_for_table
 from iobench.results.record import RunRecord, limits_key
 from iobench.results.store import load_all_limits, load_records
-from iobench.results.tables import au_text, settings_label
+from iobench.results.tables import au_text, settings_label, shuffle_text
 from iobench.results.warnings import md_text, record_warnings
 
 ENVIRONMENT = ("hostname", "cpu_model", "cpu_count", "ram_bytes", "gpu_name", "kernel", "data_filesystem",
@@ -51,15 +52,10 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> 
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise IobenchError(f"cannot create {out}: {exc.strerror or exc}") from None
-    images = [
-        ("Throughput per format and loader, cold next to warm", plots.throughput(records, out / "throughput.png")),
-        ("Scaling with dataset size", plots.scaling(records, out / "scaling.png")),
-        ("Per-batch time split", plots.split(records, out / "split.png")),
-        ("DataLoader settings", plots.settings_heatmap(records, out / "settings.png")),
-        ("Percent of the physical limit", plots.percent_of_limit(records, out / "limit.png")),
-        ("Throughput against sample size", plots.sample_size(records, out / "sample_size.png")),
-    ]
+    images = [(title, plots.render(name, records, out)) for name, (title, _) in plots.PLOTS.items()]
     lines = [f"# iobench report: {results.name}", "", f"{len(records)} configurations from `{results}`.", ""]
+    groups = workload_groups(records)
+    lines += answer_lines(groups)
     lines += _environment(records)
     lines += [
         "## Results",
@@ -68,14 +64,13 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> 
         "absolute deviation; MB = 10^6 bytes.",
         "",
     ]
-    groups = workload_groups(records)
     for name, group in groups.items():
         if len(groups) > 1:
             lines += ["", f"### {md_text(name)}", ""]
-        lines += _table(group)
+        lines += _table(sorted_for_table(group))
     notes = record_warnings(records)
     if notes:
-        lines += ["", "### Warnings", ""] + [n.markdown() for n in notes]
+        lines += ["", "### Warnings", ""] + collapsed(notes)
     for title, image in images:
         if image is not None:
             lines += ["", f"## {title}", "", f"![{title}]({image.name})"]
@@ -116,6 +111,9 @@ def _table(records: list[RunRecord]) -> list[str]:
     au = any(r.epochs.accelerator_utilisation is not None for r in records)
     if au:
         head = (*head[:9], "AU (step)", *head[9:])
+    shuffled = any(r.epochs.shuffle_spread is not None for r in records)
+    if shuffled:  # records made before the scores existed keep their table as it was
+        head = (*head[:5], "shuffle spread/order", *head[5:])
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in records:
         c, e = r.config, r.epochs
@@ -127,6 +125,8 @@ def _table(records: list[RunRecord]) -> list[str]:
                  f"{limit:.0f}%" if limit is not None else "-")  # fmt: skip
         if au:
             cells = (*cells[:9], au_text(r), *cells[9:])
+        if shuffled:
+            cells = (*cells[:5], shuffle_text(r), *cells[5:])
         lines.append("| " + " | ".join(md_text(c) for c in cells) + " |")
     return lines
 
@@ -148,5 +148,7 @@ def _change(a: RunRecord, b: RunRecord) -> float:
 def describe(r: RunRecord) -> str:
     c = r.config
     return (
-        " ".join(str(x) for x in (c.dataset, c.format, c.loader, c.order, c.cache, c.device)) + " " + settings_label(r)
+        " ".join(str(x) for x in (c.dataset, c.format, c.loader, c.order, c.cache, c.device))
+        + " "
+        + settings_label(r, measured=False)
     )

@@ -12,8 +12,9 @@ from iobench.results.record import PAGE, MachineLimits, RunRecord
 from iobench.results.stats import relative_to_fastest
 
 
-def settings_label(r: RunRecord) -> str:
-    """The knobs of a record that differ between configurations, in a few characters."""
+def settings_label(r: RunRecord, measured: bool = True) -> str:
+    """The knobs of a record that differ between configurations, in a few characters; `measured=False`
+    leaves out what was measured (a transform's cost), for a name that keys a configuration."""
     c = r.config
     size, workers, *rest = knob_parts(c)
     parts = [size, workers]
@@ -22,7 +23,8 @@ def settings_label(r: RunRecord) -> str:
         parts = [f"ranks={c.world_size}{nodes}", *parts, f"threads={r.environment.torch_threads}"]
     if c.loader == "dataloader":
         parts.append(f"fetch={c.fetch}")
-    return " ".join(parts + rest + sharing_parts(r) + transform_parts(r))
+    transform = transform_parts(r) if measured else [transform_label(r)] if transform_label(r) else []
+    return " ".join(parts + rest + sharing_parts(r) + transform)
 
 
 def sharing_parts(r: RunRecord) -> list[str]:
@@ -73,17 +75,17 @@ def _residency(r: RunRecord) -> str:
 
 
 def results_table(records: list[RunRecord], title: str) -> Table:
-    table = Table(title=title)
+    table = Table(title=title, caption="shuffle: spread/order of the delivered order, 1.00/1.00 = a uniform shuffle")
     columns = (
         ("format", "left"), ("loader", "left"), ("settings", "left"), ("order", "left"),
-        ("cache (max resident)", "left"), ("epoch s (median, min-max)", "right"), ("samples/s", "right"),
-        ("MB/s", "right"), ("% of limit", "right"), ("time vs fastest", "right"),
+        ("shuffle", "right"), ("cache (max resident)", "left"), ("epoch s (median, min-max)", "right"),
+        ("samples/s", "right"), ("MB/s", "right"), ("% of limit", "right"), ("time vs fastest", "right"),
     )  # fmt: skip
     au = any(r.epochs.accelerator_utilisation is not None for r in records)
     if au:  # next to samples/s, with the step it was measured against
-        columns = (*columns[:7], ("AU (step)", "right"), *columns[7:])
-    for col, justify in columns:
-        table.add_column(col, justify=justify)
+        columns = (*columns[:8], ("AU (step)", "right"), *columns[8:])
+    for col, justify in columns:  # the settings name the configuration: kept on one line
+        table.add_column(col, justify=justify, no_wrap=col == "settings")
     ratios = relative_to_fastest([r.epochs.epoch_seconds_median for r in records])
     for r, rel in zip(records, ratios, strict=True):
         e = r.epochs
@@ -94,6 +96,7 @@ def results_table(records: list[RunRecord], title: str) -> Table:
             r.config.loader,
             settings_label(r),
             r.config.order,
+            shuffle_text(r),
             _residency(r),
             f"{e.epoch_seconds_median:.3f} ({e.epoch_seconds_min:.3f}-{e.epoch_seconds_max:.3f}){partial}",
             f"{e.samples_per_s:,.0f}",
@@ -102,9 +105,17 @@ def results_table(records: list[RunRecord], title: str) -> Table:
             f"{rel:.2f}x",
         ]
         if au:
-            cells.insert(7, au_text(r))
+            cells.insert(8, au_text(r))
         table.add_row(*cells)
     return table
+
+
+def shuffle_text(r: RunRecord) -> str:
+    """Shuffle quality as spread/order (1.00/1.00: as good as a uniform shuffle); '-' before it was scored."""
+    e = r.epochs
+    if e.shuffle_spread is None or e.shuffle_order is None:
+        return "-"
+    return f"{e.shuffle_spread:.2f}/{e.shuffle_order:.2f}"
 
 
 def au_text(r: RunRecord) -> str:

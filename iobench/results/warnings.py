@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from iobench.choices import Choice
 from iobench.results.record import ReadMethod, RunRecord
 from iobench.results.stats import CV_LIMIT, first_run_slow, outliers, summary
+from iobench.results.tables import settings_label
 
 # Above this share of its ceiling a figure says the ceiling is wrong (5%: the noise of these disks and VMs).
 ABOVE_CEILING_PERCENT = 105.0
@@ -100,7 +101,7 @@ def series_warnings(subject: str, seconds: Sequence[float]) -> list[RunWarning]:
 def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -> list[RunWarning]:
     found: list[RunWarning] = []
     for r in records:
-        subject = r.describe()
+        subject = f"{r.describe()} {settings_label(r, measured=False)}"
         au = r.epochs.accelerator_utilisation
         if min_au is not None and au is not None and au < min_au:
             found.append(

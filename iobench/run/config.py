@@ -360,10 +360,13 @@ def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:
     manifest = Manifest.load(dataset_dir)
     entry = manifest.formats.get(fmt)
     if entry is None:
+        from iobench.data.manifest import datasets_with
+
         prepared = ", ".join(manifest.formats) or "none"
-        raise IobenchError(
-            f"{fmt} is not prepared in {dataset_dir} (prepared: {prepared}); run `iobench prepare --formats {fmt}`"
-        )
+        elsewhere = datasets_with(dataset_dir.parent, fmt)
+        hint = (f"`--dataset {elsewhere[0]}` has it, or run `iobench prepare --formats {fmt}`" if elsewhere
+                else f"run `iobench prepare --formats {fmt}`")  # fmt: skip
+        raise IobenchError(f"{fmt} is not prepared in {dataset_dir} (prepared: {prepared}); {hint}")
     for f, path in zip(entry.files, entry.file_paths(dataset_dir), strict=True):
         if not path.is_file():
             raise IobenchError(f"{path} is missing; run `iobench verify`, then `iobench prepare --force`")
@@ -387,6 +390,11 @@ def check_world(config: RunConfig, n_samples: int, world: World) -> None:
         raise IobenchError("under torchrun the DataLoader uses DistributedSampler, which has no --block-shuffle")
     if config.loader is LoaderName.RAY:
         raise IobenchError("--loader ray is one training process fed by a Ray cluster; run it without torchrun")
+    if config.loader is LoaderName.NATIVE:
+        raise IobenchError(
+            "--loader native under torchrun: the libraries' own rank splitting (WebDataset's split_by_node, "
+            "a DistributedSampler over Arrow and Zarr) is not wired yet; use --loader dataloader"
+        )
     if n_samples < world.size:
         raise IobenchError(f"{n_samples} samples cannot be shared by {world.size} ranks")
     if config.read_limit_mb_per_s is not None or config.cache_budget is not None:

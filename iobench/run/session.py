@@ -6,15 +6,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from iobench.data.manifest import find_run_dataset
+from iobench.data.manifest import MANIFEST, find_run_dataset
 from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
+from iobench.formats import FORMATS
 from iobench.progress import Reporter
 from iobench.run.config import ResolvedRun, RunConfig, RunTarget, check_dataset, check_world, resolve
 from iobench.run.distributed import SINGLE, World, launched_by_torchrun, rank_device
 from iobench.run.launch import launch, torchrun_args
+from iobench.run.place import RunPlace
 from iobench.spec import DatasetSpec
-from iobench.units import DEFAULT_SIZE
+from iobench.units import DEFAULT_SIZE, QUICK_SIZE
 
 Say = Callable[[str], None]
 DEFAULT_DATA_DIR = Path("data")
@@ -22,29 +24,59 @@ Reporting = Callable[[], Reporter]  # a fresh progress reporter (a context manag
 
 
 def dataset_for_run(
-    world: World, data_dir: Path, dataset: str | None, formats: tuple[str, ...], say: Say, reporting: Reporting
+    world: World,
+    data_dir: Path,
+    dataset: str | None,
+    formats: tuple[str, ...],
+    say: Say,
+    reporting: Reporting,
+    size: int | None = None,
 ) -> Path:
-    """The dataset to measure; when there is none, the default one is prepared (by rank 0 under
-    torchrun) after saying so, with the formats the run needs."""
-    found = find_run_dataset(data_dir, dataset)
+    """The dataset to measure (with `size`: the one of that many samples); when there is none, it is
+    prepared (by rank 0 under torchrun) after saying what will be written, with the formats the run needs."""
+    if size is not None and dataset is None:
+        dataset = DatasetSpec(size).name
+        if not (data_dir / dataset / MANIFEST).is_file():
+            return _prepared(world, data_dir, DatasetSpec(size), formats, say, reporting, dataset)
+    found = find_run_dataset(data_dir, dataset, formats)
     if world.all_true(found is not None):
+        if dataset is None and world.is_main and _several(data_dir):  # a choice was made: say which
+            say(f"dataset: {found.name} (in {data_dir}; --dataset picks another)")
         return found
     if not data_dir.exists() and data_dir != DEFAULT_DATA_DIR:
         # Most likely a typo: do not write half a gigabyte into a new folder of that name.
         raise IobenchError(f"{data_dir}: no such folder; check --data-dir, or create it with `iobench prepare`")
+    return _prepared(world, data_dir, DatasetSpec(DEFAULT_SIZE), formats, say, reporting, dataset)
+
+
+def _several(data_dir: Path) -> bool:
+    return data_dir.is_dir() and sum(1 for p in data_dir.iterdir() if (p / MANIFEST).is_file()) > 1
+
+
+def _prepared(
+    world: World,
+    data_dir: Path,
+    spec: DatasetSpec,
+    formats: tuple[str, ...],
+    say: Say,
+    reporting: Reporting,
+    dataset: str | None,
+) -> Path:
     if world.nodes > 1:
         raise IobenchError(f"no dataset in {data_dir} on every node; run `iobench prepare` on each node first")
     if world.is_main:
-        spec = DatasetSpec(DEFAULT_SIZE)
-        say(
-            f"no dataset in {data_dir}: preparing the default one ({spec.n_samples:,} samples, "
-            f"{spec.payload_bytes / 1e6:,.0f} MB per format) first; `iobench prepare` makes others"
-        )
         request = PrepareRequest.with_default_options(spec, data_dir, formats)
+        disk = sum(FORMATS[n].estimate_bytes(spec, request.options[n]) for n in formats)
+        quick = f"{QUICK_SIZE:.0e}".replace("e+0", "e").replace("e+", "e")
+        smaller = "" if spec.n_samples <= QUICK_SIZE else f"; `--size {quick}` makes a smaller one"
+        say(
+            f"no dataset {spec.name} in {data_dir}: preparing it first ({spec.n_samples:,} samples, "
+            f"{disk / 1e6:,.0f} MB on disk for {', '.join(formats)}){smaller}"
+        )
         with reporting() as reporter:
             prepare(request, reporter)
     world.barrier()
-    return find_run_dataset(data_dir, dataset)
+    return find_run_dataset(data_dir, dataset or spec.name, formats)
 
 
 def resolve_all(configs: list[RunConfig], target: RunTarget, world: World = SINGLE) -> list[ResolvedRun]:
@@ -55,9 +87,7 @@ def resolve_all(configs: list[RunConfig], target: RunTarget, world: World = SING
 def launch_torchrun(
     nproc: int,
     argv: list[str],
-    data_dir: Path,
-    dataset: str | None,
-    device_text: str,
+    where: RunPlace,
     configs: list[RunConfig],
     say: Say,
     reporting: Reporting,
@@ -69,9 +99,9 @@ def launch_torchrun(
         raise IobenchError(f"--nproc must be >= 1, got {nproc}")
     local = World(size=nproc, local_size=nproc)
     for rank in range(nproc):
-        rank_device(device_text, rank)
+        rank_device(where.device, rank)
     formats = tuple(dict.fromkeys(c.format for c in configs))
-    dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, formats, say, reporting)
+    dataset_dir = dataset_for_run(SINGLE, where.data_dir, where.dataset, formats, say, reporting, where.size)
     # Each rank resolves against its own device; here the dataset and the shares.
     for c in configs:
         check_world(c, check_dataset(dataset_dir, c.format).spec.n_samples, local)

@@ -59,6 +59,7 @@ class TuneResult:
     rounds: int
     seconds: float
     stopped: str  # why the search ended
+    reused: int = 0  # candidate rounds taken from the results file of a stopped search, not run again
 
     @property
     def best(self) -> Candidate:
@@ -116,6 +117,7 @@ class _Search:
     on_round: Callable[[int, int, Candidate], None] | None = None
     started: float = field(default_factory=time.monotonic)
     per_epoch: float | None = None  # the dearest epoch so far, with its share of warm-up and set-up
+    reused: int = 0  # rounds whose record a stopped search had already stored
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -126,7 +128,11 @@ class _Search:
             resolved = resolve(replace(cand.config, epochs=epochs, runs=1, warmup=1), self.target)
             if self.per_epoch is not None and self.elapsed() + self.per_epoch * (epochs + 1) > self.budget_seconds:
                 return False
-            record = self.known.get(resolved.recorded().identity()) or _run(resolved, self.results, self.limits)
+            record = self.known.get(resolved.recorded().identity())
+            if record is None:
+                record = _run(resolved, self.results, self.limits)
+            else:
+                self.reused += 1
             cand.records.append(record)
             cand.rates += [record.epochs.samples_per_epoch / s for s in record.epochs.epoch_seconds if s > 0]
             total = record.system.total_seconds or sum(record.epochs.epoch_seconds)
@@ -169,7 +175,7 @@ def tune(
             break
         alive = alive[: math.ceil(len(alive) / 2)]
     ranked = sorted((c for c in every if c.rates), key=lambda c: c.median, reverse=True)
-    return TuneResult(ranked, rounds, search.elapsed(), stopped)
+    return TuneResult(ranked, rounds, search.elapsed(), stopped, search.reused)
 
 
 def _run(resolved: ResolvedRun, results: Path, limits: MachineLimits | None) -> RunRecord:
@@ -182,28 +188,3 @@ def settings_text(c: RunConfig) -> str:
     """A candidate's settings as reports write them."""
     threads = [f"threads={c.torch_threads}"] if c.torch_threads is not None else []
     return " ".join(knob_parts(c.settings) + threads)
-
-
-def dataloader_line(c: RunConfig) -> str:
-    """The winning settings as code to paste into a training script."""
-    s = c.settings
-    args = [f"batch_size={s.batch_size}", f"shuffle={c.shuffle}", f"num_workers={s.num_workers}"]
-    if s.num_workers:
-        if s.prefetch_factor:
-            args.append(f"prefetch_factor={s.prefetch_factor}")
-        if s.persistent_workers:
-            args.append("persistent_workers=True")
-        if not s.in_order:
-            args.append("in_order=False")
-    args.append(f"pin_memory={bool(s.pin_memory)}")
-    if c.loader is LoaderName.TENSORCLASS:
-        return (
-            "data = TensorDict.load_memmap(path)  # a trusted dataset only: it may unpickle\n"
-            "loader = DataLoader(data, sampler=BatchSampler(RandomSampler(data), "
-            f"{s.batch_size}, drop_last=False), batch_size=None, collate_fn=lambda batch: batch, "
-            f"num_workers={s.num_workers}"
-            + (f", prefetch_factor={s.prefetch_factor}" if s.num_workers and s.prefetch_factor else "")
-            + ")  # one fancy-index per batch"
-        )
-    threads = f"torch.set_num_threads({c.torch_threads})\n" if c.torch_threads is not None else ""
-    return threads + f"DataLoader(dataset, {', '.join(args)})"

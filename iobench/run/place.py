@@ -14,3 +14,4 @@ class RunPlace:
     results: Path
     read_limit: float | None = None
     profile: bool = False
+    size: int | None = None  # --size: the dataset of this many samples (prepared when missing)

@@ -1,0 +1,98 @@
+"""iobench from Python: a prepared dataset as a torch Dataset that reads whole batches.
+
+`tune` prints code built on `open_dataset`, so what a user pastes reads the way the winning run read:
+one call per batch (`__getitems__`, which DataLoader calls with the batch's indices when a dataset has
+it), a run of consecutive samples as one range read, never a pickled object from the dataset folder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from iobench.errors import IobenchError
+
+
+def passthrough(batch: Any) -> Any:
+    """collate_fn for datasets that return whole batches (module-level: workers under spawn pickle it)."""
+    return batch
+
+
+def _window(indices: list[int] | np.ndarray) -> slice | np.ndarray:
+    """A run of consecutive indices as a slice (one range read, as a sequential epoch reads), else the array."""
+    idx = np.asarray(indices, dtype=np.int64)
+    if len(idx) and idx[-1] - idx[0] == len(idx) - 1 and bool(np.all(np.diff(idx) == 1)):
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+    return idx
+
+
+class BatchReads(Dataset):
+    """A format reader as a map-style Dataset: `dataset[i]` is one sample, `__getitems__` a whole batch."""
+
+    def __init__(self, reader: Any, transform: Any = None) -> None:
+        from iobench.run.loaders.dataloader import ReaderDataset
+
+        self._inner = ReaderDataset(reader, transform)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor, int]:
+        return self._inner[int(index)]
+
+    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._inner[_window(indices)]
+
+
+class TensorclassReads(Dataset):
+    """The memmap format as tensordict's tensorclass, indexed a batch at a time (tensordict's recipe)."""
+
+    def __init__(self, reader: Any, transform: Any = None) -> None:
+        from iobench.run.loaders.tensorclass import TensorclassBatches
+
+        self._inner = TensorclassBatches(reader, pin=False, readahead_mb=32, transform=transform)
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __getitems__(self, indices: list[int]) -> Any:
+        return self._inner[_window(indices)]
+
+
+def open_dataset(path: str | Path, format: str, *, transform: str = "none", tensorclass: bool = False) -> Dataset:
+    """A dataset prepared by `iobench prepare` (its folder, holding manifest.json) in one of its formats.
+
+    `transform` is iobench's host transform (none, augment, cpu:US), applied per sample where the
+    batch is read (in the worker). `tensorclass=True` (memmap only) yields tensorclass batches."""
+    from iobench.data.manifest import Manifest
+    from iobench.formats import FORMATS
+    from iobench.run.transforms import make_transform
+
+    folder = Path(path)
+    manifest = Manifest.load(folder)
+    if format not in manifest.formats:
+        have = ", ".join(manifest.formats) or "none"
+        raise IobenchError(f"{folder} has no {format} format (it has {have}); run `iobench prepare --formats {format}`")
+    if format not in FORMATS:
+        raise IobenchError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
+    fmt, entry, spec = FORMATS[format], manifest.formats[format], manifest.spec
+    reader = fmt.reader(entry.folder(folder), spec, fmt.options_from_json(entry.options))
+    host = make_transform(transform, spec.shape, spec.dtype) if transform != "none" else None
+    if tensorclass:
+        if format != "memmap":
+            raise IobenchError("tensorclass batches need the memmap format")
+        return TensorclassReads(reader, host)
+    return BatchReads(reader, host)
+
+
+def device_transform(path: str | Path, name: str) -> Any:
+    """iobench's transform `name` for the dataset's samples, as a function of a batch (on any device)."""
+    from iobench.data.manifest import Manifest
+    from iobench.run.transforms import make_transform
+
+    spec = Manifest.load(Path(path)).spec
+    return make_transform(name, spec.shape, spec.dtype).batch

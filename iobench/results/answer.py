@@ -1,0 +1,87 @@
+"""The opening of a report: the best configuration per workload and access pattern, and why it is bounded.
+
+A reader who opens report.md wants the answer before the tables: which format, loader and settings
+delivered most, what held it back (the stage that took the batch time, the ceiling it sits under),
+and whether the accelerator would have waited (AU with the step it was measured against).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from iobench.results.record import RunRecord
+from iobench.results.tables import au_text, settings_label
+from iobench.results.warnings import RunWarning, md_text
+
+
+def pattern_of(r: RunRecord) -> str:
+    """The access pattern a figure belongs to: only figures of one pattern answer the same question."""
+    c = r.config
+    return f"{c.cache} {c.order} on {c.device}"
+
+
+def bounding_stage(r: RunRecord) -> str:
+    """The stage that took most of each batch's time, with its share."""
+    e = r.epochs
+    stages = {
+        "waiting for the loader": e.wait_ms_per_batch,
+        "host-to-device": e.h2d_ms_per_batch,
+        "the device transform": e.transform_ms_per_batch,
+        "the step": e.step_ms_per_batch,
+    }
+    total = sum(stages.values())
+    if total <= 0:
+        return "no stage measurable"
+    name, ms = max(stages.items(), key=lambda kv: kv[1])
+    return f"bounded by {name} ({ms / total:.0%} of the batch time)"
+
+
+BASELINES = ("gpu-resident",)  # the data already in device memory: the bound, not a way to load from disk
+
+
+def answer_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
+    """One line per workload and access pattern: its fastest configuration and why it is not faster."""
+    lines = [
+        "## Answer",
+        "",
+        "The fastest way from disk of each workload and access pattern (samples/s median; the gpu-resident "
+        "baseline, data already in device memory, is left out):",
+        "",
+    ]
+    for workload, records in groups.items():
+        by_pattern: dict[str, list[RunRecord]] = {}
+        for r in records:
+            if r.config.loader in BASELINES:
+                continue
+            by_pattern.setdefault(pattern_of(r), []).append(r)
+        for pattern, rs in sorted(by_pattern.items()):
+            best = max(rs, key=lambda r: r.epochs.samples_per_s)
+            ranked = sorted((r.epochs.samples_per_s for r in rs), reverse=True)
+            runner_up = f", {ranked[0] / ranked[1]:.2f}x the next of {len(rs)}" if len(rs) > 1 and ranked[1] else ""
+            share = best.limit.percent_of_limit
+            ceiling = f", {share:.0f}% of {best.limit.limit_name}" if share is not None else ""
+            au = f", AU {au_text(best)}" if best.epochs.accelerator_utilisation is not None else ""
+            lines.append(
+                f"- **{md_text(workload)}, {md_text(pattern)}**: {md_text(best.config.label)} "
+                f"{md_text(settings_label(best))}: {best.epochs.samples_per_s:,.0f} samples/s "
+                f"({best.epochs.mb_per_s:,.1f} MB/s){runner_up}; {bounding_stage(best)}{md_text(ceiling)}{au}"
+            )
+    return lines + [""]
+
+
+def sorted_for_table(records: Sequence[RunRecord]) -> list[RunRecord]:
+    """Rows by access pattern, then fastest first: the table reads as a ranking within each pattern."""
+    return sorted(records, key=lambda r: (pattern_of(r), -r.epochs.samples_per_s))
+
+
+def collapsed(warnings: Sequence[RunWarning]) -> list[str]:
+    """One Markdown line per finding, naming every configuration it concerns (the same note on twenty
+    records was twenty lines)."""
+    subjects: dict[tuple, list[str]] = {}
+    for w in warnings:
+        subjects.setdefault((w.severity, w.kind, w.finding, w.advice), []).append(w.subject)
+    lines = []
+    for (severity, _kind, finding, advice), names in subjects.items():
+        who = "; ".join(md_text(n) for n in dict.fromkeys(names))
+        lines.append(f"- **{severity}** {who}: {md_text(finding)}; {md_text(advice)}")
+    return lines

@@ -1,0 +1,83 @@
+"""The code `tune` hands over: a complete script that runs the winning configuration as it was measured.
+
+Complete (imports, the dataset's real path), picklable under spawn and forkserver (no lambdas: the
+collate function and the dataset come from iobench), reading whole batches as the measured run did,
+and with a `__main__` block that times a few epochs so the user can check the figure on the spot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from iobench.run.config import RunConfig
+from iobench.run.loaders import LoaderName
+from iobench.run.transforms import TransformOn
+
+
+def loader_arguments(c: RunConfig) -> list[str]:
+    """DataLoader keyword arguments of the configuration, in the order a reader expects them."""
+    s = c.settings
+    args = [f"batch_size={s.batch_size}", f"shuffle={c.shuffle}", f"num_workers={s.num_workers}"]
+    if s.num_workers:
+        if s.prefetch_factor:
+            args.append(f"prefetch_factor={s.prefetch_factor}")
+        if s.persistent_workers:
+            args.append("persistent_workers=True")
+        if not s.in_order:
+            args.append("in_order=False")
+    args += [f"pin_memory={bool(s.pin_memory)}", "collate_fn=passthrough"]
+    return args
+
+
+def best_script(c: RunConfig, dataset_dir: Path, device: str, measured: str) -> str:
+    """The configuration as a Python file; `measured` is the figure tune found, quoted in its docstring."""
+    tensorclass = c.loader is LoaderName.TENSORCLASS
+    host = c.transform if c.transform != "none" and c.transform_on is TransformOn.HOST else "none"
+    on_device = c.transform if c.transform != "none" and c.transform_on is TransformOn.DEVICE else None
+    opened = [repr(str(dataset_dir.resolve())), repr(c.format)]
+    if host != "none":
+        opened.append(f"transform={host!r}")
+    if tensorclass:
+        opened.append("tensorclass=True")
+    threads = [f"torch.set_num_threads({c.torch_threads})"] if c.torch_threads is not None else []
+    unpack = "features, labels = batch.features, batch.labels" if tensorclass else "features, labels = batch"
+    move = f"features = features.to(DEVICE, non_blocking={c.settings.non_blocking})"
+    lines = [
+        f'"""iobench tune\'s best configuration: {c.format} through {c.loader.value}, {measured}.',
+        "",
+        "Run it to check the figure here; copy make_loader() into a training script (iobench must be installed).",
+        '"""',
+        "",
+        "import time",
+        "",
+        "import torch",
+        "from torch.utils.data import DataLoader",
+        "",
+        "from iobench.api import " + ("device_transform, " if on_device else "") + "open_dataset, passthrough",
+        "",
+        f"DATASET = {opened[0]}",
+        f"DEVICE = torch.device({device!r})",
+        *threads,
+        "",
+        "",
+        "def make_loader() -> DataLoader:",
+        f"    dataset = open_dataset(DATASET, {', '.join(opened[1:])})  # reads a whole batch per call",
+        f"    return DataLoader(dataset, {', '.join(loader_arguments(c))})",
+        "",
+        "",
+        'if __name__ == "__main__":',
+        "    loader = make_loader()",
+        *([f"    augment = device_transform(DATASET, {on_device!r})"] if on_device else []),
+        f"    for epoch in range({max(2, c.epochs)}):",
+        "        start, seen = time.perf_counter(), 0",
+        "        for batch in loader:",
+        f"            {unpack}",
+        f"            {move}",
+        *(["            features = augment(features)"] if on_device else []),
+        "            seen += len(labels)",
+        '        if DEVICE.type == "cuda":',
+        "            torch.cuda.synchronize()",
+        "        seconds = time.perf_counter() - start",
+        '        print(f"epoch {epoch}: {seen} samples in {seconds:.2f} s, {seen / seconds:,.0f} samples/s")',
+    ]
+    return "\n".join(lines) + "\n"

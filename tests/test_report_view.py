@@ -1,0 +1,121 @@
+"""What a reader of report.md and its plots sees: the answer first, sorted rows, one line per finding,
+plots whose every bar has its own label."""
+
+from __future__ import annotations
+
+import json
+
+import matplotlib.pyplot as plt
+import pytest
+from matplotlib.ticker import FixedLocator
+
+from iobench.results import plots
+from iobench.results.report import write_report
+from tests.conftest import FLAT_RECORD, record_of
+
+
+def _records():
+    """A mixed set: batch sizes, workers, both caches and orders, two dataset sizes, a transform."""
+    out = []
+    for bs in (256, 1024):
+        for workers in (0, 2):
+            for cache in ("warm", "cold"):
+                for shuffle in (True, False):
+                    rate = 1000.0 * bs / 256 + 100 * workers + (50 if cache == "warm" else 0) + (7 if shuffle else 0)
+                    out.append(record_of(batch_size=bs, num_workers=workers, cache=cache, shuffle=shuffle,
+                                         order="shuffle" if shuffle else "sequential", samples_per_s=rate,
+                                         mb_per_s=rate * 56 / 1e6, storage_read_mb_per_s=1.0,
+                                         page_cache_read_mb_per_s=1.0, memory_gather_mb_per_s=1.0))  # fmt: skip
+    out.append(record_of(dataset="n1000_3-4_float32_c1000_s0", n_samples=1000, samples_per_s=777.0))
+    out.append(record_of(transform="augment", transform_us_per_sample=760.0, samples_per_s=333.0))
+    return out
+
+
+def _texts(fig) -> list[list[str]]:
+    """Per axis: the labels of its categories (ticks placed by the plot, not numbers) and its legend."""
+    fig.canvas.draw()
+    found = []
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if isinstance(axis.get_major_locator(), FixedLocator):
+                found.append([t.get_text() for t in axis.get_ticklabels()])
+        legend = ax.get_legend()
+        if legend is not None:
+            found.append([t.get_text() for t in legend.get_texts()])
+    return found
+
+
+@pytest.mark.parametrize("name", list(plots.PLOTS))
+def test_every_plot_gives_each_bar_and_line_its_own_label(name):
+    """Labels omitted the batch size (a batch change read as a workers change); tune's plots had 98
+    identical labels."""
+    records = _records()
+    more = [record_of(dataset="n1000_3-4_float32_c1000_s0", n_samples=1000, batch_size=256, samples_per_s=900.0)]
+    fig = plots.PLOTS[name][1](records + more)
+    if fig is None:
+        pytest.skip(f"{name}: nothing to plot in this set")
+    for words in _texts(fig):
+        assert len(words) == len(set(words)), f"{name}: repeated labels {words}"
+    plt.close(fig)
+
+
+def test_the_batch_size_is_in_the_labels_and_measured_costs_are_not():
+    a, b = record_of(batch_size=256), record_of(batch_size=1024)
+    assert plots.label(a) != plots.label(b) and "bs=256" in plots.label(a)
+    assert "µs" not in plots.label(record_of(transform="augment", transform_us_per_sample=760.0))
+
+
+def test_a_bar_plot_keeps_the_fastest_and_counts_the_rest():
+    records = [record_of(batch_size=16 + k, samples_per_s=100.0 + k) for k in range(60)]
+    fig = plots.split_figure(records)
+    labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    assert len(labels) == plots.TOP and labels[0].startswith("npy/dataloader bs=75 ")
+    assert f"fastest {plots.TOP} of 60" in fig.axes[0].get_title()
+    plt.close(fig)
+
+
+def test_the_split_is_linear_and_its_legend_sits_beside_the_bars():
+    fig = plots.split_figure(_records())
+    ax = fig.axes[0]
+    assert ax.get_xscale() == "linear"
+    assert ax.get_legend().get_bbox_to_anchor().x0 >= ax.bbox.x1 - 1, "the legend is outside the axes"
+    plt.close(fig)
+
+
+def test_percent_of_limit_is_skipped_when_every_run_is_far_below_its_ceiling():
+    """Transform-bound runs drew bars of 1% each: a plot with nothing to see."""
+    from iobench.results.record import MachineLimits
+
+    limits = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=1000.0, page_cache_read_mb_per_s=1000.0,
+                           memory_gather_mb_per_s=1000.0)  # fmt: skip
+    low = [record_of(mb_per_s=10.0).with_limits(limits)]
+    assert low[0].limit.percent_of_limit == pytest.approx(1.0)
+    assert plots.limit_figure(low) is None
+    high = [record_of(mb_per_s=500.0).with_limits(limits)]
+    assert plots.limit_figure(high) is not None
+
+
+def test_the_heatmap_shows_exact_values_and_what_was_held_fixed():
+    """956 and 1,154 samples/s were both annotated '1k'."""
+    records = [record_of(num_workers=w, samples_per_s=rate) for w, rate in ((0, 956.0), (2, 1154.0))]
+    fig = plots.settings_figure(records)
+    texts = {t.get_text() for t in fig.axes[0].texts}
+    assert {"956", "1,154"} <= texts
+    assert "batch size 16" in fig._suptitle.get_text() and "warm shuffle" in fig._suptitle.get_text()
+    plt.close(fig)
+
+
+def test_the_report_opens_with_the_answer_sorts_rows_and_collapses_warnings(tmp_path):
+    results = tmp_path / "r.jsonl"
+    rows = [dict(FLAT_RECORD, num_workers=w, samples_per_s=rate, epoch_seconds=[0.1, 0.1, 0.1], partial=True)
+            for w, rate in ((0, 500.0), (1, 900.0), (2, 700.0))]  # fmt: skip
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = write_report(results, tmp_path / "out").read_text()
+    assert text.index("## Answer") < text.index("## Where these were measured") < text.index("## Results")
+    answer = text[text.index("## Answer") : text.index("## Where")]
+    assert "npy/dataloader bs=16 w=1" in answer and "900 samples/s" in answer and "1.29x the next of 3" in answer
+    assert "bounded by waiting for the loader" in answer
+    table = [line for line in text.splitlines() if line.startswith("| n100")]
+    assert [" w=1 " in table[0], " w=2 " in table[1], " w=0 " in table[2]] == [True] * 3, table
+    partial = [line for line in text.splitlines() if "epochs stopped early" in line]
+    assert len(partial) == 1 and partial[0].count("npy/dataloader") == 3, "one line naming all three"
