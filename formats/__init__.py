@@ -10,6 +10,7 @@ written when named (or with `all`), and read by the loaders that read any format
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -26,6 +27,8 @@ class Registered:
     name: str
     target: str  # "module:Class"
     default: bool = True
+    needs: str | None = None  # the library (module and pip extra) the format's writer and reader import
+    native: bool = False  # its library has its own loading pipeline (`--loader native`)
 
 
 class Registry(Mapping[str, "StorageFormat"]):
@@ -39,6 +42,19 @@ class Registry(Mapping[str, "StorageFormat"]):
         if name not in self._built:
             self._built[name] = _build(self._entries[name])
         return self._built[name]
+
+    def installed(self, name: str) -> bool:
+        """Whether the format's library can be imported (found, not imported: listing stays light)."""
+        needs = self._entries[name].needs
+        return needs is None or importlib.util.find_spec(needs) is not None
+
+    def missing(self, name: str) -> str:
+        return missing(self._entries[name])
+
+    @property
+    def native(self) -> tuple[str, ...]:
+        """Formats read by their library's own pipeline as well (`--loader native`)."""
+        return tuple(n for n, e in self._entries.items() if e.native)
 
     def register(self, entry: Registered) -> None:
         """Add a format (a plug-in); a built-in name is never replaced."""
@@ -62,10 +78,20 @@ class Registry(Mapping[str, "StorageFormat"]):
 ENTRY_POINT_GROUP = "iobench.formats"
 
 
+def missing(entry: Registered) -> str:
+    """The one line that refuses a format whose library is not installed."""
+    return (
+        f"format {entry.name} needs the {entry.needs} library: pip install 'iobench[{entry.needs}]' "
+        "(or 'iobench[formats]' for every format)"
+    )
+
+
 def _build(entry: Registered) -> StorageFormat:
     from iobench.errors import IobenchError
     from iobench.formats.base import StorageFormat
 
+    if entry.needs is not None and importlib.util.find_spec(entry.needs) is None:
+        raise IobenchError(missing(entry))
     module, _, cls = entry.target.partition(":")
     try:
         fmt = getattr(importlib.import_module(module), cls)()
@@ -90,6 +116,10 @@ FORMATS = Registry(
         Registered("memmap", "iobench.formats.memmap:MemmapFormat"),
         # one file per sample: a million files for the default size, so written only when named
         Registered("files", "iobench.formats.files:FilesFormat", default=False),
+        # the formats people choose today, each written and read by its own library (an extra each)
+        Registered("webdataset", "iobench.formats.webdataset:WebDatasetFormat", False, "webdataset", native=True),
+        Registered("arrow", "iobench.formats.arrow:ArrowFormat", False, "datasets", native=True),
+        Registered("zarr", "iobench.formats.zarr:ZarrFormat", False, "zarr", native=True),
     )
 )
 for _plug_in in plug_ins():

@@ -137,3 +137,20 @@ FLAT_RECORD = {
 
 def record_of(**changes) -> RunRecord:
     return RunRecord.from_json({**FLAT_RECORD, **changes})
+
+
+def format_param(name: str, *values: object) -> object:
+    """A test parameter over a format: skipped, with the extra to install, when its library is missing."""
+    from iobench.formats import FORMATS
+
+    entry = FORMATS._entries[name]
+    missing = not FORMATS.installed(name)
+    reason = f"{entry.needs} is not installed (pip install 'iobench[{entry.needs}]')" if missing else ""
+    return pytest.param(name, *values, marks=pytest.mark.skipif(missing, reason=reason), id="-".join(
+        [name, *(str(v) for v in values)]))  # fmt: skip
+
+
+def every_format() -> list[object]:
+    from iobench.formats import FORMATS
+
+    return [format_param(name) for name in sorted(FORMATS)]

@@ -28,8 +28,8 @@ ORDERS = {"sequential": {"shuffle": False}, "shuffle": {"shuffle": True}, "block
 def combinations(dataset_dir: Path) -> list[tuple[str, RunConfig]]:
     out = []
     for loader, kind in LOADERS.items():
-        if loader is LoaderName.RAY:
-            continue  # one process fed by Ray actors: refused under torchrun
+        if loader in (LoaderName.RAY, LoaderName.NATIVE):
+            continue  # Ray: one process fed by actors; native: rank splitting not wired (both refused)
         for fmt in kind.reads:
             for order, kw in ORDERS.items():
                 if loader is LoaderName.DATALOADER and order == "block":

@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from iobench.errors import IobenchError
+from iobench.formats import FORMATS
 from iobench.results.record import EpochTiming, MachineLimits
 from iobench.run.aggregate import RankMeasurements, combine
 from iobench.run.distributed import World, launched_by_torchrun, rank_device
@@ -167,6 +168,13 @@ def test_nproc_refusals_are_one_line(dataset_dir, cli):
     assert r.code == 2 and "cuda:LOCAL_RANK" in r.err
     r = cli("run", "--nproc", "0", "--format", "npy", *common)
     assert r.code == 2 and "--nproc must be >= 1" in r.err
+
+
+@pytest.mark.skipif(not FORMATS.installed("zarr"), reason="zarr is not installed (pip install 'iobench[zarr]')")
+def test_the_native_loader_is_refused_under_torchrun(dataset_dir, cli):
+    common = ["--data-dir", dataset_dir.parent, "--results", dataset_dir.parent / "x.jsonl", "-q"]
+    r = cli("run", "--nproc", "2", "--format", "zarr", "--loader", "native", *common)
+    assert r.code == 2 and "rank splitting" in r.err and len(r.err.strip().splitlines()) == 1
 
 
 def test_torchrun_arguments_drop_nproc():

@@ -17,7 +17,7 @@ from iobench.run.loaders.order import indices_of
 from iobench.run.runner import build_loader
 from iobench.run.selection import parse_pairs
 from iobench.system.processes import process_alive
-from tests.conftest import invoke, resolved_run, run_config, stored_records
+from tests.conftest import format_param, invoke, resolved_run, run_config, stored_records
 
 N = 203
 CPU = torch.device("cpu")
@@ -42,9 +42,7 @@ def _config(dataset_dir, fmt, **kw):
     return resolved_run(dataset_dir, fmt, "ray", num_workers=2, **kw)
 
 
-@pytest.mark.parametrize(
-    "fmt, shuffle", [(f, True) for f in FORMATS] + [("memmap", False)], ids=[*FORMATS, "memmap-sequential"]
-)
+@pytest.mark.parametrize("fmt, shuffle", [format_param(f, True) for f in FORMATS] + [format_param("memmap", False)])
 def test_ray_actors_deliver_the_exact_dataset(ray, dataset_dir, fmt, shuffle):
     manifest = Manifest.load(dataset_dir)
     reader = FORMATS["npy"].reader(dataset_dir / "npy", manifest.spec, None)

@@ -8,7 +8,7 @@ import typer
 
 from iobench.cli import options as o
 from iobench.cli.app import app
-from iobench.cli.console import err, out, reporter
+from iobench.cli.console import err, out, reporter, say
 from iobench.formats import FORMATS
 
 
@@ -42,7 +42,10 @@ def prepare_cmd(
         SpecOptions(size=size, workload=workload, shape=shape, dtype=dtype, classes=classes, seed=seed,
                     source=source, labels=labels, features_key=features_key, labels_key=labels_key)
     )  # fmt: skip
-    names = parse_formats(formats)
+    skipped: list[str] = []
+    names = parse_formats(formats, skipped)
+    if skipped:
+        say(f"skipped {', '.join(skipped)}: not installed (pip install 'iobench[formats]')")
     hdf5 = dict(chunk_rows=hdf5_chunk_rows, compression=hdf5_compression.lower(), compression_level=hdf5_gzip_level)
     given = {"hdf5": hdf5, "lmdb": dict(samples_per_record=lmdb_samples_per_record)}
     options = {name: FORMATS[name].options(**given.get(name, {})) for name in names}

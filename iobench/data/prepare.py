@@ -48,10 +48,17 @@ class PrepareRequest:
         return self.data_dir / (self.dataset or self.spec.name)
 
 
-def parse_formats(text: str) -> tuple[str, ...]:
-    """'npy,hdf5' or 'all' -> names in registry order; unknown names are an error."""
+def parse_formats(text: str, skipped: list[str] | None = None) -> tuple[str, ...]:
+    """'npy,hdf5' or 'all' -> names in registry order; unknown names are an error. With 'all' a format
+    whose library is not installed is left out (its name goes to `skipped`); named, it is refused."""
     names = parse_choices(text, tuple(FORMATS), "format")
-    return tuple(n for n in FORMATS if n in names)
+    every = "all" in [n.strip().lower() for n in text.split(",")]
+    missing = [n for n in names if not FORMATS.installed(n)]
+    if missing and not every:
+        raise IobenchError(FORMATS.missing(missing[0]))
+    if skipped is not None:
+        skipped.extend(missing)
+    return tuple(n for n in FORMATS if n in names and n not in missing)
 
 
 @dataclass

@@ -141,6 +141,10 @@ class EpochStats:
     # host (measured in the main process before the run, whichever side runs it).
     transform_ms_per_batch: float = 0.0
     transform_us_per_sample: float | None = None
+    # How well the delivered order was shuffled (iobench.results.shuffle_quality), median over the timed
+    # epochs: 1.0 is a uniform random permutation. None in records made before they were scored.
+    shuffle_spread: float | None = None
+    shuffle_order: float | None = None
 
     @classmethod
     def of(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import torch
 from iobench.data.workloads import workload_of
 from iobench.environment import environment
 from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RunRecord
+from iobench.results.shuffle_quality import ShuffleQuality
 from iobench.run.aggregate import RankMeasurements, combine
 from iobench.run.config import COLD_RESIDENCY_LIMIT, Cache, ResolvedRun
 from iobench.run.sysmetrics import SystemCounters, peak_rss_bytes
@@ -30,6 +32,7 @@ class EpochLog:
     setup: list[float] = field(default_factory=list)  # per loader built (per run, and per cold epoch)
     eviction_methods: set[str] = field(default_factory=set)
     read_methods: set[str] = field(default_factory=set)
+    shuffle: list[ShuffleQuality] = field(default_factory=list)  # this rank's delivered order, per timed epoch
     first: dict | None = None
     last: dict | None = None
 
@@ -75,7 +78,7 @@ def record_of(
             workload=workload_of(spec.shape, spec.dtype, spec.content) if spec.source is None else "custom",
             source=spec.source.path if spec.source is not None else None,
         ),
-        epochs=replace(stats, transform_us_per_sample=transform_cost),
+        epochs=replace(stats, transform_us_per_sample=transform_cost, **_shuffle_medians(log.shuffle)),
         ranks=combined.ranks,
         system=replace(
             combined.system,
@@ -88,3 +91,12 @@ def record_of(
         ),
         environment=environment(resolved.dataset_dir, device),
     )
+
+
+def _shuffle_medians(scores: list[ShuffleQuality]) -> dict:
+    if not scores:
+        return {}
+    return {
+        "shuffle_spread": statistics.median(q.spread for q in scores),
+        "shuffle_order": statistics.median(q.order for q in scores),
+    }

@@ -22,6 +22,7 @@ from iobench.results.record import (
     MachineLimits,
     RunRecord,
 )
+from iobench.results.shuffle_quality import score
 from iobench.run.clocks import time_epoch
 from iobench.run.config import Cache, ResolvedRun, RunConfig
 from iobench.run.confine import confined
@@ -171,6 +172,10 @@ def _timed_epoch(
     timing = _epoch(loader, epoch, step, config, transform)
     world.barrier()  # the node's counters cover every rank's epoch
     log.add(timing, a, log.counters.snapshot(loader.process_ids()), resident_fraction(files))
+    # after the clock: scoring the order costs the epoch nothing
+    log.shuffle.append(
+        score(loader.delivered(epoch, timing.samples), loader.order.n_samples, config.settings.batch_size)
+    )
     return loader, timing
 
 

@@ -16,6 +16,7 @@ class LoaderName(Choice):
     GPU_RESIDENT = "gpu-resident"
     RAY = "ray"
     DIRECT = "direct"
+    NATIVE = "native"
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,12 @@ class LoaderKind:
     module: str
     cls: str
     extra: str | None = None  # the pip extra (and module) it needs; `all` leaves such loaders out
+    native: bool = False  # reads the formats whose library has its own pipeline
 
     @property
     def reads(self) -> tuple[str, ...]:
+        if self.native:
+            return FORMATS.native
         return tuple(FORMATS) if self.only is None else self.only
 
 
@@ -43,6 +47,8 @@ LOADERS: dict[LoaderName, LoaderKind] = {
         LoaderKind(LoaderName.RAY, None, "ray_actors", "RayLoader", extra="ray"),
         # concurrent preadv straight into buffers: formats whose samples lie at known offsets
         LoaderKind(LoaderName.DIRECT, ("npy", "memmap"), "direct", "DirectLoader"),
+        # the format's own library pipeline (WebDataset's shard shuffle and buffer, ...)
+        LoaderKind(LoaderName.NATIVE, None, "native", "NativeLoader", native=True),
     )
 }
 CORE_LOADERS = tuple(k.name for k in LOADERS.values() if k.extra is None)

@@ -7,11 +7,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from iobench.choices import Choice
 from iobench.results.record import ReadMethod
-from iobench.run.loaders.order import EpochOrder
+from iobench.run.loaders.order import EpochOrder, indices_of
 
 DeviceBatch = tuple[torch.Tensor, torch.Tensor]
 
@@ -60,6 +61,13 @@ class Loader(ABC):
         features, labels = batch
         nb = self.settings.non_blocking
         return features.to(self.device, non_blocking=nb), labels.to(self.device, non_blocking=nb)
+
+    def delivered(self, epoch: int, samples: int) -> np.ndarray:
+        """Sample indices in the order the epoch delivered its first `samples` samples. iobench's loaders
+        deliver the order they were given (the exact-delivery tests check it); a loader whose library
+        decides the order (a shuffle buffer) returns the indices it carried."""
+        parts = [indices_of(b) for b in self.order.batches(epoch)]
+        return np.concatenate(parts)[:samples] if parts else np.empty(0, dtype=np.int64)
 
     def setup_seconds(self) -> float:
         """One-off cost before the first epoch (e.g. loading everything to the device)."""

@@ -24,9 +24,10 @@ class ReaderDataset(Dataset):
     array of indices it returns a whole batch read in one call.
     """
 
-    def __init__(self, reader: FormatReader, transform: Transform | None = None) -> None:
+    def __init__(self, reader: FormatReader, transform: Transform | None = None, carry: bool = False) -> None:
         self.reader = reader
         self.transform = transform
+        self.carry = carry  # each batch also carries its sample indices (the delivered order is scored)
 
     def __len__(self) -> int:
         return len(self.reader)
@@ -35,14 +36,18 @@ class ReaderDataset(Dataset):
         t = self.transform
         if isinstance(index, slice):
             features, labels = self.reader.read_range(index.start, index.stop)
+            carried = torch.arange(index.start, index.stop)
         elif isinstance(index, np.ndarray):
             features, labels = self.reader.batch(index)
+            carried = torch.from_numpy(index)
         else:
             features, label = self.reader.sample(index)
             sample = torch.from_numpy(np.ascontiguousarray(features))
-            return (sample if t is None else t.sample(sample)), label
+            item = (sample if t is None else t.sample(sample)), label
+            return (*item, index) if self.carry else item
         batch = torch.from_numpy(features)
-        return (batch if t is None else t.per_samples(batch)), torch.from_numpy(labels)
+        out = (batch if t is None else t.per_samples(batch)), torch.from_numpy(labels)
+        return (*out, carried) if self.carry else out
 
 
 class EpochBatchSampler(Sampler):
@@ -103,6 +108,21 @@ def make_dataloader(dataset: Dataset, settings: LoaderSettings, **kw: Any) -> Da
     return DataLoader(dataset, num_workers=settings.num_workers, pin_memory=settings.pin_memory, **kw, **extra)
 
 
+class Carrying:
+    """A DataLoader's iterator whose batches carry their indices: keeps them, yields (features, labels)."""
+
+    def __init__(self, batches: Iterator[Any], carried: list[torch.Tensor]) -> None:
+        self.batches, self.carried = batches, carried
+
+    def __iter__(self) -> Carrying:
+        return self
+
+    def __next__(self) -> tuple[Any, Any]:
+        features, labels, indices = next(self.batches)
+        self.carried.append(indices)
+        return features, labels
+
+
 class DataLoaderLoader(Loader):
     def __init__(
         self,
@@ -116,7 +136,8 @@ class DataLoaderLoader(Loader):
         self.reader = reader
         item = settings.fetch is Fetch.ITEM
         self.sampler = EpochBatchSampler(order, as_lists=item)
-        dataset = ReaderDataset(reader, transform)
+        dataset = ReaderDataset(reader, transform, carry=True)
+        self._carried: list[torch.Tensor] = []
         if item:  # one __getitem__ per sample, default collate
             self.loader = make_dataloader(dataset, settings, batch_sampler=self.sampler)
         else:  # the dataset is indexed with a whole batch of indices
@@ -126,7 +147,15 @@ class DataLoaderLoader(Loader):
 
     def epoch(self, epoch: int) -> Iterator[Any]:
         self.sampler.epoch = epoch
-        return iter(self.loader)
+        self._carried = []
+        return Carrying(iter(self.loader), self._carried)
+
+    def delivered(self, epoch: int, samples: int) -> np.ndarray:
+        """The indices the batches carried, in the order they arrived (with in_order=False workers
+        hand batches over as they finish)."""
+        if not self._carried:
+            return np.empty(0, dtype=np.int64)
+        return torch.cat([c.reshape(-1) for c in self._carried]).numpy()[:samples]
 
     def close(self) -> None:
         self.loader = None  # workers end with their iterator; closing twice is harmless

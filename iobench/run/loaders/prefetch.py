@@ -11,6 +11,7 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from iobench.results.record import ReadMethod
@@ -30,6 +31,9 @@ class PrefetchThread(Loader):
         self.inner = inner
         self.depth = depth
         self.cuda = inner.device.type == "cuda"
+
+    def delivered(self, epoch: int, samples: int) -> np.ndarray:
+        return self.inner.delivered(epoch, samples)
 
     def setup_seconds(self) -> float:
         return self.inner.setup_seconds()

@@ -1,0 +1,179 @@
+"""arrow: a Hugging Face `datasets` dataset on disk (Arrow files, memory-mapped), as most people have one.
+
+Written by the library: its ArrowWriter streams the shared chunks into one Arrow file (bounded memory,
+as `Dataset.from_generator` does internally), then `Dataset.from_file(...).save_to_disk(max_shard_size=...)`
+writes the dataset folder its users load (the staging file is removed; both steps are write time).
+Samples are raw arrays (`List(length=...)` for vectors, `Array2D..5D` otherwise, the feature types
+`datasets` documents for fixed-shape arrays) with an int64 label and the sample's index.
+
+Read as its users read it: `load_from_disk(path).with_format("torch")` in a DataLoader, which fetches a
+batch with one `__getitems__` call (`native_batches`); iobench's own loaders read numpy batches by index.
+`load_from_disk` opens the files that `state.json` names: iobench checks first that every name is a plain
+file of the dataset folder (a crafted state.json could name any path), and reads no pickle.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iobench.errors import IobenchError
+from iobench.formats.base import FormatReader, FormatWriter, StorageFormat
+from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+
+STAGING = "staging.arrow"
+
+
+@dataclass(frozen=True)
+class ArrowOptions:
+    max_shard_size: str = "500MB"  # save_to_disk's default
+
+    def __post_init__(self) -> None:
+        from iobench.units import parse_bytes
+
+        parse_bytes(self.max_shard_size)  # a typo fails before any work
+
+
+def features_of(spec: DatasetSpec) -> Any:
+    import datasets
+
+    dtype = spec.dtype
+    if len(spec.shape) == 1:
+        column = datasets.List(datasets.Value(dtype), length=spec.shape[0])
+    elif 2 <= len(spec.shape) <= 5:
+        column = getattr(datasets, f"Array{len(spec.shape)}D")(shape=tuple(spec.shape), dtype=dtype)
+    else:
+        raise IobenchError(f"arrow stores samples of 1 to 5 dimensions, not {spec.shape}")
+    return datasets.Features({"features": column, "label": datasets.Value("int64"), "index": datasets.Value("int64")})
+
+
+class ArrowWriter(FormatWriter):
+    def __init__(self, directory: Path, spec: DatasetSpec, options: ArrowOptions) -> None:
+        super().__init__(directory, spec, options)
+        from datasets.arrow_writer import ArrowWriter as LibraryWriter
+
+        directory.mkdir(parents=True, exist_ok=True)
+        self.staging = directory.parent / f"{directory.name}-{STAGING}"
+        self.features = features_of(spec)
+        self.sink = LibraryWriter(features=self.features, path=str(self.staging))
+
+    def write(self, chunk: Chunk) -> None:
+        n = len(chunk.labels)
+        self.sink.write_batch(
+            {
+                "features": list(chunk.features),
+                "label": np.asarray(chunk.labels, dtype=np.int64),
+                "index": np.arange(chunk.start, chunk.start + n, dtype=np.int64),
+            }
+        )
+
+    def close(self) -> None:
+        import datasets
+
+        self.sink.finalize()
+        self.sink.close()
+        try:
+            staged = datasets.Dataset.from_file(str(self.staging))
+            staged.save_to_disk(str(self.directory), max_shard_size=self.options.max_shard_size)
+            del staged
+        finally:
+            self.staging.unlink(missing_ok=True)
+
+
+def check_state(directory: Path) -> None:
+    """Every data file state.json names is a plain file name of this folder (load_from_disk opens them)."""
+    state_path = directory / "state.json"
+    try:
+        state = json.loads(state_path.read_text(encoding="utf-8"))
+        names = [entry["filename"] for entry in state["_data_files"]]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{state_path}: unreadable ({exc})") from None
+    for name in names:
+        path = directory / str(name)
+        if not isinstance(name, str) or "/" in name or name.startswith(".") or not name.endswith(".arrow"):
+            raise ValueError(f"{state_path}: data file {name!r} is not a plain .arrow file of {directory}")
+        if path.is_symlink() or not path.is_file():
+            raise ValueError(f"{state_path}: data file {name!r} is missing or a link")
+
+
+def load(directory: Path, spec: DatasetSpec, fmt: str) -> Any:
+    """The dataset as its users open it, after the checks."""
+    import datasets
+
+    check_state(directory)
+    ds = datasets.load_from_disk(str(directory))
+    if len(ds) != spec.n_samples or ds.features != features_of(spec):
+        raise ValueError(
+            f"{directory}: {len(ds)} rows of {ds.features}; the spec says {spec.n_samples} of {spec.shape}"
+        )
+    return ds.with_format(fmt)
+
+
+class ArrowReader(FormatReader):
+    def _open(self) -> Any:
+        return load(self.directory, self.spec, "numpy")
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = self.handle[[self._check_index(int(i)) for i in indices]]
+        features = np.asarray(rows["features"], dtype=self.spec.np_dtype).reshape(len(indices), *self.spec.shape)
+        return features, np.asarray(rows["label"], dtype=LABEL_DTYPE)
+
+    def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        rows = self.handle[start:stop]
+        features = np.asarray(rows["features"], dtype=self.spec.np_dtype).reshape(stop - start, *self.spec.shape)
+        return features, np.asarray(rows["label"], dtype=LABEL_DTYPE)
+
+
+class _Rows:
+    """The torch-format dataset with the run's host transform on each sample (in the worker)."""
+
+    def __init__(self, ds: Any, transform: Any) -> None:
+        self.ds, self.transform = ds, transform
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitems__(self, keys: list[int]) -> list[dict]:
+        rows = self.ds.__getitems__(keys)
+        if self.transform is not None:
+            for row in rows:
+                row["features"] = self.transform.sample(row["features"])
+        return rows
+
+
+def _as_tuple(batch: dict) -> tuple[Any, Any, Any]:
+    return batch["features"], batch["label"], batch["index"]
+
+
+def native_batches(reader: ArrowReader, settings: Any, shuffle: bool, seed: int, transform: Any = None) -> Iterator:
+    """`load_from_disk(...).with_format("torch")` in a DataLoader: one `__getitems__` per batch, default collate."""
+    import torch
+    from torch.utils.data import DataLoader
+
+    ds = load(reader.directory, reader.spec, "torch")
+    data = _Rows(ds, transform) if transform is not None else ds
+    extra = {"prefetch_factor": settings.prefetch_factor} if settings.num_workers and settings.prefetch_factor else {}
+    loader = DataLoader(data, batch_size=settings.batch_size, shuffle=shuffle, num_workers=settings.num_workers,
+                        pin_memory=bool(settings.pin_memory), generator=torch.Generator().manual_seed(seed),
+                        **extra)  # fmt: skip
+    return map(_as_tuple, loader)
+
+
+class ArrowFormat(StorageFormat):
+    name = "arrow"
+    options_type = ArrowOptions
+    python_bound_writer = True
+    writer_type = ArrowWriter
+    reader_type = ArrowReader
+
+    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+        check_state(directory)
+
+    def estimate_bytes(self, spec: DatasetSpec, options: ArrowOptions) -> int:
+        # the staging file and the saved shards exist together for a moment
+        return 2 * (spec.payload_bytes + 16 * spec.n_samples) + 2**20

@@ -1,0 +1,294 @@
+"""webdataset: POSIX tar shards written by webdataset's own ShardWriter, as its users store samples.
+
+Each sample is a `<key>.png` (image-shaped uint8: what WebDataset image sets hold, lossless, by the same
+encoder as the `files` format) or `<key>.npy` (other samples) with a `<key>.cls` label; the key is the
+sample's zero-padded index, so the order a pipeline delivers can be scored. Shards hold `shard_samples`
+samples (10,000: the count in webdataset's own ShardWriter example).
+
+WebDataset has no random access: its users read shards in order, shuffling the shard order and mixing
+samples in a buffer (`native_batches`, the documented pipeline). For `verify` and iobench's other
+loaders the writer also keeps where each sample's member lies in its shard (`index.npy`: shard, offset,
+size) and the labels (`labels.npy`); both are checked against the shards before any read.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iobench.errors import IobenchError
+from iobench.formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
+from iobench.formats.files import decode_png, encode_png, png_axes
+from iobench.formats.npy import npy_header, read_header
+from iobench.fsutil import open_regular, pread_full
+from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+
+INDEX, LABELS = "index.npy", "labels.npy"
+SHARD = "shard-%06d.tar"
+
+
+@dataclass(frozen=True)
+class WebDatasetOptions:
+    shard_samples: int = 10_000  # ShardWriter(maxcount=...) in webdataset's own example
+    shuffle_buffer: int = 1_000  # .shuffle(N): the buffer webdataset's documentation uses
+    shard_shuffle: int = 100  # WebDataset(shardshuffle=N): what its `True` stands for
+    shards: int = 0  # written: the number of shards (resolved when writing)
+
+    def __post_init__(self) -> None:
+        for name in ("shard_samples", "shuffle_buffer", "shard_shuffle", "shards"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise IobenchError(f"webdataset {name} must be a whole number >= 0, got {value!r}")
+        if self.shard_samples < 1:
+            raise IobenchError("webdataset shard_samples must be >= 1")
+
+
+def extension(spec: DatasetSpec) -> str:
+    return "png" if spec.dtype == "uint8" and png_axes(spec.shape) else "npy"
+
+
+def shard_count(spec: DatasetSpec, options: WebDatasetOptions) -> int:
+    return -(-spec.n_samples // options.shard_samples)
+
+
+def key_of(index: int, spec: DatasetSpec) -> str:
+    return f"{index:0{len(str(spec.n_samples - 1))}d}"
+
+
+def npy_bytes(sample: np.ndarray) -> bytes:
+    return npy_header(sample.dtype, sample.shape) + np.ascontiguousarray(sample).tobytes()
+
+
+class WebDatasetWriter(FormatWriter):
+    def __init__(self, directory: Path, spec: DatasetSpec, options: WebDatasetOptions) -> None:
+        super().__init__(directory, spec, options)
+        import webdataset as wds
+
+        directory.mkdir(parents=True, exist_ok=True)
+        self.ext = extension(spec)
+        self.index = np.zeros((spec.n_samples, 3), dtype=np.int64)  # shard, offset, size
+        self.labels = HashedFile(directory / LABELS)
+        self.labels.write(npy_header(np.dtype(LABEL_DTYPE), (spec.n_samples,)))
+        self.sink = wds.ShardWriter(
+            str(directory / SHARD), maxcount=options.shard_samples, maxsize=3e9, verbose=0, post=self._indexed
+        )
+
+    def _indexed(self, fname: str) -> None:
+        """After each shard: where its members' data lie (the shard was just written, so it is cached)."""
+        shard = int(Path(fname).stem.rsplit("-", 1)[1])
+        with tarfile.open(fname) as tar:
+            for member in tar:
+                key, _, ext = member.name.rpartition(".")
+                if ext == self.ext:
+                    self.index[int(key)] = (shard, member.offset_data, member.size)
+
+    def write(self, chunk: Chunk) -> None:
+        spec = self.spec
+        if self.ext == "png":
+            data = encode_png(chunk.features, png_axes(spec.shape))
+        else:
+            data = [npy_bytes(x) for x in chunk.features]
+        for i, (payload, label) in enumerate(zip(data, chunk.labels, strict=True)):
+            index = chunk.start + i
+            self.sink.write({"__key__": key_of(index, spec), self.ext: payload, "cls": str(int(label)).encode()})
+        self.labels.write(np.ascontiguousarray(chunk.labels, dtype=LABEL_DTYPE))
+
+    def close(self) -> None:
+        self.sink.close()  # closes the last shard: its index is taken
+        self.labels.close()
+        with open(self.directory / INDEX, "wb") as f:
+            f.write(npy_header(self.index.dtype, self.index.shape))
+            f.write(self.index.tobytes())
+
+
+class _Shards:
+    """The shards' descriptors: closed with the handle, or when a dropped reader is collected."""
+
+    def __init__(self, fds: list[int]) -> None:
+        self.fds = fds
+
+    def close(self) -> None:
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class WebDatasetReader(FormatReader):
+    """Random access through the index, for `verify` and iobench's loaders; decoding as the pipeline does."""
+
+    def _open(self) -> tuple[np.ndarray, np.ndarray, _Shards]:
+        spec, options = self.spec, self.options
+        index = _load_npy(self.directory / INDEX, np.dtype(np.int64), (spec.n_samples, 3))
+        labels = _load_npy(self.directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
+        shards = _Shards([])
+        shards.fds = [open_regular(self.directory / (SHARD % k)) for k in range(options.shards)]
+        fds = shards.fds
+        sizes = np.array([os.fstat(fd).st_size for fd in fds], dtype=np.int64)
+        bad = (index[:, 0] < 0) | (index[:, 0] >= len(fds)) | (index[:, 1] < 0) | (index[:, 2] <= 0)
+        if bad.any() or (index[:, 1] + index[:, 2] > sizes[np.clip(index[:, 0], 0, len(fds) - 1)]).any():
+            shards.close()
+            raise ValueError(f"{self.directory / INDEX}: an entry points outside its shard")
+        return index, labels, shards
+
+    def _close(self, handle: Any) -> None:
+        handle[2].close()
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        index, labels, shards = self.handle
+        fds = shards.fds
+        features, out_labels = self._empty(len(indices))
+        for row, i in enumerate(indices):
+            shard, offset, size = (int(x) for x in index[self._check_index(int(i))])
+            data = bytearray(size)
+            if pread_full(fds[shard], memoryview(data), offset) != size:
+                raise ValueError(f"sample {int(i)}: its shard is shorter than the index says")
+            features[row] = decode(bytes(data), self.spec, f"sample {int(i)}")
+        out_labels[:] = labels[np.asarray(indices, dtype=np.int64)]
+        return features, out_labels
+
+
+def _load_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    with open(open_regular(path), "rb") as f:
+        found_shape, fortran, found_dtype = read_header(f)
+        if fortran or found_dtype != dtype or tuple(found_shape) != shape:
+            raise ValueError(f"{path}: a {found_dtype} array of {tuple(found_shape)}; expected {dtype} {shape}")
+        data = np.frombuffer(f.read(), dtype=dtype)
+    if data.size != int(np.prod(shape)):
+        raise ValueError(f"{path}: truncated")
+    return data.reshape(shape)
+
+
+def decode(data: bytes, spec: DatasetSpec, name: str) -> np.ndarray:
+    """One sample's member: PNG with its header checked before decoding, or .npy without pickle."""
+    if extension(spec) == "png":
+        return decode_png(io.BytesIO(data), spec, png_axes(spec.shape), name)
+    stream = io.BytesIO(data)
+    shape, fortran, dtype = read_header(stream)
+    if fortran or dtype != spec.np_dtype or tuple(shape) != tuple(spec.shape):
+        raise ValueError(f"{name}: a {dtype} array of {tuple(shape)}; the spec says {spec.shape} {spec.dtype}")
+    values = np.frombuffer(data, dtype=dtype, offset=stream.tell())
+    if values.size != int(np.prod(spec.shape)):
+        raise ValueError(f"{name}: truncated")
+    return values.reshape(spec.shape)
+
+
+# ---- webdataset's own pipeline ---------------------------------------------------------------------
+
+
+class _Decode:
+    """webdataset's decode stage with this handler only: no default handlers, so no pickle, no gzip."""
+
+    def __init__(self, spec: DatasetSpec) -> None:
+        self.spec, self.ext = spec, extension(spec)
+
+    def __call__(self, key: str, data: bytes) -> Any:
+        ext = key.rpartition(".")[2]
+        if ext == self.ext:
+            return decode(data, self.spec, key)
+        if ext == "cls":
+            return int(data)
+        return None
+
+
+def collate(samples: list[tuple[np.ndarray, int, str]]) -> tuple[Any, Any, Any]:
+    """A list of (features, label, key) as three tensors; the keys are the samples' indices."""
+    import torch
+
+    features, labels, keys = zip(*samples, strict=True)
+    return (
+        torch.from_numpy(np.stack(features)),
+        torch.tensor(labels, dtype=torch.int64),
+        torch.tensor([int(k) for k in keys], dtype=torch.int64),
+    )
+
+
+class _PerSample:
+    """The run's host transform on each sample, in the worker that decoded it (as `files` does)."""
+
+    def __init__(self, transform: Any) -> None:
+        self.transform = transform
+
+    def __call__(self, sample: tuple[np.ndarray, int, str]) -> tuple[Any, int, str]:
+        import torch
+
+        features, label, key = sample
+        return self.transform.sample(torch.from_numpy(np.ascontiguousarray(features))).numpy(), label, key
+
+
+def pipeline(
+    directory: Path,
+    spec: DatasetSpec,
+    options: WebDatasetOptions,
+    batch: int,
+    shuffle: bool,
+    seed: int,
+    transform: Any = None,
+):
+    """The documented pipeline: shards (shuffled, deterministically per epoch), a shuffle buffer, decode,
+    tuples, batches made in the workers."""
+    import webdataset as wds
+
+    urls = [str(directory / (SHARD % k)) for k in range(options.shards)]
+    ext = extension(spec)
+    ds = wds.WebDataset(
+        urls,
+        shardshuffle=options.shard_shuffle if shuffle else False,
+        detshuffle=True,
+        seed=seed,
+        nodesplitter=None,
+        workersplitter=wds.split_by_worker,
+        empty_check=False,  # more workers than shards: some read none
+    )
+    if shuffle and options.shuffle_buffer:
+        ds = ds.shuffle(options.shuffle_buffer)
+    decoder = _Decode(spec)
+    ds = ds.decode(decoder, pre=[], post=[], only=[ext, "cls"]).to_tuple(ext, "cls", "__key__")
+    if transform is not None:
+        ds = ds.map(_PerSample(transform))
+    return ds.batched(batch, collation_fn=collate, partial=True)
+
+
+def native_batches(
+    reader: WebDatasetReader, settings: Any, shuffle: bool, seed: int, transform: Any = None
+) -> Iterator[Any]:
+    """An epoch of webdataset's pipeline in a DataLoader with the run's workers (batch_size=None)."""
+    from torch.utils.data import DataLoader
+
+    ds = pipeline(reader.directory, reader.spec, reader.options, settings.batch_size, shuffle, seed, transform)
+    extra = {"prefetch_factor": settings.prefetch_factor} if settings.num_workers and settings.prefetch_factor else {}
+    loader = DataLoader(ds, batch_size=None, num_workers=settings.num_workers, pin_memory=bool(settings.pin_memory),
+                        persistent_workers=False, **extra)  # fmt: skip
+    return iter(loader)
+
+
+class WebDatasetFormat(StorageFormat):
+    name = "webdataset"
+    options_type = WebDatasetOptions
+    python_bound_writer = True
+    writer_type = WebDatasetWriter
+    reader_type = WebDatasetReader
+
+    def resolve_options(self, spec: DatasetSpec, options: WebDatasetOptions) -> WebDatasetOptions:
+        from dataclasses import replace
+
+        return replace(options, shards=shard_count(spec, options))
+
+    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+        for name in (INDEX, LABELS):
+            if not (directory / name).is_file():
+                raise ValueError(f"{directory / name} is missing")
+
+    def estimate_bytes(self, spec: DatasetSpec, options: WebDatasetOptions) -> int:
+        # tar: a 512-byte header per member and the payload padded to 512; PNG may exceed raw slightly
+        per_sample = 2 * 512 + 512 + -(-int(spec.sample_bytes * 1.01 + 128) // 512) * 512
+        return spec.n_samples * (per_sample + 32) + 2 * 10240 * shard_count(spec, options)

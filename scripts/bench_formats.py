@@ -1,0 +1,170 @@
+"""Fairness and write speed of the new formats: iobench against each library's own minimal code.
+
+Reading: for each of webdataset, arrow and zarr, `iobench run --loader native` (through iobench's
+harness: clock, split, carried indices, scoring) against the library's documentation snippet written
+here without iobench (same data, batch size and workers, same process, interleaved rounds), warm.
+Goal: iobench >= 0.95x the snippet. Writing: `iobench prepare` of the format (from the generated stream)
+against the library's writer alone fed the same samples from memory; goal >= 0.8x. Peak RSS of the
+prepare in a child process is printed (goal: under 1 GiB). Prints one table; nothing is asserted.
+
+Usage: python scripts/bench_formats.py --data-dir DIR [--size 2e4] [--workers 0,2] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+FORMATS = ("webdataset", "arrow", "zarr")
+BATCH = 256
+
+
+def prepare(data_dir: Path, size: str, formats: str) -> tuple[Path, float]:
+    """Prepare in a child process; returns the dataset folder and the child's peak RSS in MiB."""
+    code = (
+        "import resource, sys; from iobench.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    rc = e.code\n"
+        "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+    )
+    args = ["prepare", "--size", size, "--workload", "small-image", "--data-dir", str(data_dir), "--formats", formats]
+    done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
+    rss = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("RSS")][0] / 1024
+    dataset = next(p for p in data_dir.iterdir() if p.is_dir())
+    return dataset, rss
+
+
+def snippet_epoch(fmt: str, folder: Path, workers: int, seed: int) -> tuple[int, float]:
+    """One epoch of the library's own documented loop, no iobench code: (samples, seconds)."""
+    start = time.perf_counter()
+    n = 0
+    if fmt == "webdataset":
+        import webdataset as wds
+
+        urls = sorted(str(p) for p in folder.glob("*.tar"))
+        ds = (wds.WebDataset(urls, shardshuffle=100, detshuffle=True, seed=seed, nodesplitter=None,
+                             empty_check=False)
+              .shuffle(1000).decode("rgb8").to_tuple("png", "cls").batched(BATCH))  # fmt: skip
+        for images, labels in DataLoader(ds, batch_size=None, num_workers=workers):
+            n += len(labels)
+    elif fmt == "arrow":
+        import datasets
+
+        ds = datasets.load_from_disk(str(folder)).with_format("torch")
+        g = torch.Generator().manual_seed(seed)
+        for batch in DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers, generator=g):
+            n += len(batch["label"])
+    else:
+        import zarr
+
+        group = zarr.open_group(str(folder), mode="r")
+        features, labels = group["features"], group["labels"][:]
+        order = np.random.default_rng(seed).permutation(features.shape[0])
+        for k in range(0, len(order), BATCH):
+            idx = np.sort(order[k : k + BATCH])
+            x = torch.from_numpy(features.oindex[idx])
+            n += len(x) + 0 * int(labels[idx][0])
+    return n, time.perf_counter() - start
+
+
+def iobench_rate(dataset: Path, fmt: str, workers: int) -> float:
+    from iobench.run.config import RunConfig, RunTarget, resolve
+    from iobench.run.loaders.base import LoaderSettings
+    from iobench.run.runner import run
+
+    config = RunConfig(format=fmt, loader="native", settings=LoaderSettings(batch_size=BATCH, num_workers=workers),
+                       runs=1, epochs=1, warmup=0)  # fmt: skip
+    return run(resolve(config, RunTarget(dataset, torch.device("cpu")))).epochs.samples_per_s
+
+
+def library_write(fmt: str, features: np.ndarray, labels: np.ndarray, out: Path) -> float:
+    """The library's writer alone on samples already in memory: MB/s of samples."""
+    start = time.perf_counter()
+    if fmt == "webdataset":
+        import webdataset as wds
+        from PIL import Image
+
+        with wds.ShardWriter(str(out / "shard-%06d.tar"), maxcount=10_000, verbose=0) as sink:
+            for i, (x, y) in enumerate(zip(features, labels, strict=True)):
+                buf = io.BytesIO()
+                Image.fromarray(np.moveaxis(x, 0, -1)).save(buf, format="PNG")
+                sink.write({"__key__": f"{i:09d}", "png": buf.getvalue(), "cls": int(y)})
+    elif fmt == "arrow":
+        import datasets
+
+        shape = features.shape[1:]
+        feats = datasets.Features({"features": datasets.Array3D(shape=shape, dtype="uint8"),
+                                   "label": datasets.Value("int64")})  # fmt: skip
+
+        def rows():
+            for x, y in zip(features, labels, strict=True):
+                yield {"features": x, "label": int(y)}
+
+        ds = datasets.Dataset.from_generator(rows, features=feats, cache_dir=str(out / "cache"))
+        ds.save_to_disk(str(out / "saved"))
+    else:
+        import zarr
+
+        group = zarr.open_group(str(out), mode="w", zarr_format=3)
+        c = max(1, 2**20 // int(np.prod(features.shape[1:])))
+        arr = group.create_array("features", shape=features.shape, dtype="uint8",
+                                 chunks=(c, *features.shape[1:]), shards=(c * 64, *features.shape[1:]))  # fmt: skip
+        arr[:] = features
+        group.create_array("labels", shape=labels.shape, dtype="int64", chunks=(len(labels),))[:] = labels
+    return (features.nbytes + labels.nbytes) / 1e6 / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--size", default="2e4")
+    parser.add_argument("--workers", default="0,2")
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    shutil.rmtree(args.data_dir, ignore_errors=True)
+    args.data_dir.mkdir(parents=True)
+    dataset, rss = prepare(args.data_dir, args.size, ",".join(("npy", *FORMATS)))
+    from iobench.data.manifest import Manifest
+
+    manifest = Manifest.load(dataset)
+    features = np.load(dataset / "npy/features.npy")
+    labels = np.load(dataset / "npy/labels.npy")
+    print(f"{manifest.spec.n_samples:,} samples of {manifest.spec.shape} uint8; prepare's peak RSS {rss:,.0f} MiB "
+          f"(npy and the three formats); batch {BATCH}")  # fmt: skip
+    print("| format | workers | iobench native samples/s | library snippet samples/s | ratio |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for fmt in FORMATS:
+        for workers in (int(w) for w in args.workers.split(",")):
+            ours, theirs = [], []
+            snippet_epoch(fmt, dataset / fmt, workers, 99)  # warm both: the same files
+            for k in range(args.rounds):
+                ours.append(iobench_rate(dataset, fmt, workers))
+                n, seconds = snippet_epoch(fmt, dataset / fmt, workers, k)
+                theirs.append(n / seconds)
+            a, b = statistics.median(ours), statistics.median(theirs)
+            print(f"| {fmt} | {workers} | {a:,.0f} | {b:,.0f} | {a / b:.2f}x |", flush=True)
+    print()
+    print("| format | prepare MB/s | library writer alone MB/s | ratio | bytes on disk |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for fmt in FORMATS:
+        entry = manifest.formats[fmt]
+        with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
+            alone = library_write(fmt, features, labels, Path(tmp))
+        print(f"| {fmt} | {entry.write_mb_per_s:,.1f} | {alone:,.1f} | {entry.write_mb_per_s / alone:.2f}x | "
+              f"{entry.bytes / 1e6:,.1f} MB |", flush=True)  # fmt: skip
+    print(f"max RSS of this script {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

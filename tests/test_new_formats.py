@@ -1,0 +1,190 @@
+"""WebDataset, Hugging Face Arrow and Zarr v3: read back by their own libraries with no iobench code,
+their own pipelines (`--loader native`) deliver every sample once per epoch, and what a crafted dataset
+could make their libraries do (unpickle, read outside the folder) is refused first."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import tarfile
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from iobench.formats import FORMATS
+from iobench.run.runner import run
+from tests.conftest import assert_one_line_error, format_param, invoke, resolved_run
+
+NEW = ("webdataset", "arrow", "zarr")
+N = 240
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory):
+    """A small-image dataset (3x8x8 uint8, PNG in WebDataset) with npy beside it as the reference."""
+    root = tmp_path_factory.mktemp("new")
+    wanted = ",".join(["npy", *(n for n in NEW if FORMATS.installed(n))])
+    invoke("prepare", "--size", str(N), "--shape", "3,8,8", "--dtype", "uint8", "--data-dir", root, "-q",
+           "--formats", wanted)  # fmt: skip
+    dataset = next(p for p in root.iterdir() if p.is_dir())
+    return dataset, np.load(dataset / "npy/features.npy"), np.load(dataset / "npy/labels.npy")
+
+
+@pytest.mark.parametrize("name", [format_param(n) for n in NEW])
+def test_each_format_reads_back_with_its_own_library_alone(images, name):
+    dataset, features, labels = images
+    folder = dataset / name
+    if name == "webdataset":
+        import webdataset as wds
+
+        urls = sorted(str(p) for p in folder.glob("*.tar"))
+        got = {int(s["__key__"]): s for s in wds.WebDataset(urls, shardshuffle=False)}
+        assert sorted(got) == list(range(N))
+        for i in (0, 17, N - 1):
+            pixels = np.moveaxis(np.asarray(Image.open(io.BytesIO(got[i]["png"]))), -1, 0)
+            assert np.array_equal(pixels, features[i]) and int(got[i]["cls"]) == labels[i]
+    elif name == "arrow":
+        import datasets
+
+        ds = datasets.load_from_disk(str(folder)).with_format("numpy")
+        assert np.array_equal(ds["features"][:], features) and np.array_equal(ds["label"][:], labels)
+    else:
+        import zarr
+
+        group = zarr.open_group(str(folder), mode="r")
+        assert np.array_equal(group["features"][:], features) and np.array_equal(group["labels"][:], labels)
+
+
+@pytest.mark.parametrize(("name", "workers", "shuffle"),
+                         [format_param(n, w, s) for n in NEW for w in (0, 2) for s in (True, False)])  # fmt: skip
+def test_the_native_pipeline_delivers_every_sample_once_and_is_scored(images, name, workers, shuffle):
+    dataset, _, _ = images
+    resolved = resolved_run(dataset, name, "native", batch_size=32, num_workers=workers, shuffle=shuffle,
+                            runs=1, epochs=2)  # fmt: skip
+    from iobench.run.runner import build_loader
+
+    loader = build_loader(resolved)
+    try:
+        for epoch in (0, 1):
+            labels = np.concatenate([b[1].numpy() for b in loader.epoch(epoch)])
+            delivered = loader.delivered(epoch, len(labels))
+            assert sorted(delivered.tolist()) == list(range(N)), "every sample exactly once"
+            assert np.array_equal(labels, images[2][delivered]), "each label with its own sample"
+    finally:
+        loader.close()
+    record = run(resolved)
+    assert record.epochs.samples_per_epoch == N and record.epochs.shuffle_order is not None
+
+
+def test_webdataset_shuffles_less_than_a_global_shuffle(tmp_path):
+    pytest.importorskip("webdataset")
+    invoke("prepare", "--size", "4000", "--shape", "16", "--data-dir", tmp_path, "-q", "--formats", "webdataset,npy")
+    dataset = next(p for p in tmp_path.iterdir() if p.is_dir())
+    # 4,000 samples in one 10,000-sample shard: only the 1,000-sample buffer mixes them
+    native = run(resolved_run(dataset, "webdataset", "native", batch_size=64, runs=1))
+    uniform = run(resolved_run(dataset, "npy", "dataloader", batch_size=64, runs=1))
+    assert native.epochs.shuffle_spread < 0.7 * uniform.epochs.shuffle_spread, (native.epochs, uniform.epochs)
+
+
+def test_a_missing_library_is_one_line_naming_the_extra_and_all_skips_it(tmp_path, cli, monkeypatch):
+    monkeypatch.setattr(type(FORMATS), "installed", lambda self, name: name not in NEW)
+    r = cli("prepare", "--size", "100", "--data-dir", tmp_path, "-q", "--formats", "zarr")
+    assert_one_line_error(r, "pip install 'iobench[zarr]'")
+    r = cli("prepare", "--size", "100", "--data-dir", tmp_path, "-q", "--formats", "all")
+    assert r.code == 0 and "skipped webdataset, arrow, zarr: not installed" in r.err
+
+
+def test_arrow_refuses_a_state_naming_a_file_outside_the_folder(images, tmp_path):
+    pytest.importorskip("datasets")
+    from iobench.formats.arrow import check_state
+
+    dataset, _, _ = images
+    state = json.loads((dataset / "arrow/state.json").read_text())
+    for name in ("../../npy/features.npy", "/etc/hostname"):
+        copy = tmp_path / name.replace("/", "_")
+        copy.mkdir()
+        bad = dict(state, _data_files=[{"filename": name}])
+        (copy / "state.json").write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match="not a plain .arrow file"):
+            check_state(copy)
+
+
+def test_zarr_refuses_a_pickle_codec_and_links(images, tmp_path):
+    pytest.importorskip("zarr")
+    import shutil
+
+    from iobench.data.manifest import Manifest
+    from iobench.formats.zarr import check_store
+
+    dataset, _, _ = images
+    manifest = Manifest.load(dataset)
+    copy = tmp_path / "z"
+    shutil.copytree(dataset / "zarr", copy)
+    meta_path = copy / "features" / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    meta["codecs"] = [{"name": "bytes"}, {"name": "numcodecs.pickle"}]
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="numcodecs.pickle"):
+        check_store(copy, manifest.spec)
+    shutil.rmtree(copy)
+    shutil.copytree(dataset / "zarr", copy)
+    (copy / "labels" / "zarr.json").unlink()
+    os.symlink(dataset / "zarr" / "labels" / "zarr.json", copy / "labels" / "zarr.json")
+    with pytest.raises(ValueError, match="a link"):
+        check_store(copy, manifest.spec)
+
+
+def test_webdataset_never_unpickles_a_member_and_refuses_an_index_outside_its_shard(images, tmp_path):
+    pytest.importorskip("webdataset")
+    import pickle
+    import shutil
+
+    from iobench.data.manifest import Manifest
+    from iobench.formats.webdataset import INDEX, pipeline
+
+    dataset, _, _ = images
+    spec = Manifest.load(dataset).spec
+    fmt = FORMATS["webdataset"]
+    options = fmt.options_from_json(Manifest.load(dataset).formats["webdataset"].options)
+    copy = tmp_path / "w"
+    shutil.copytree(dataset / "webdataset", copy)
+    shard = copy / "shard-000000.tar"
+    marker = tmp_path / "unpickled"
+
+    class Boom:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    with tarfile.open(shard, "a") as tar:  # a crafted member beside a sample's
+        data = pickle.dumps(Boom())
+        info = tarfile.TarInfo(f"{0:03d}.pyd")
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    with pytest.raises(ValueError, match="didn't find"):  # a sample of a .pyd alone: no features in it
+        for _ in pipeline(copy, spec, options, 16, shuffle=False, seed=0):
+            pass
+    assert not marker.exists(), "a .pyd member was unpickled"
+    index = np.load(copy / INDEX)
+    index[5, 1] = 10**12
+    with open(copy / INDEX, "wb") as f:
+        np.save(f, index)
+    reader = fmt.reader(copy, spec, options)
+    with pytest.raises(ValueError, match="outside its shard"):
+        reader.sample(0)
+
+
+def test_a_library_failing_midway_never_leaves_half_a_dataset(tmp_path, cli, monkeypatch):
+    """A writer that fails midway (here: the library raises) leaves no format folder behind."""
+    pytest.importorskip("zarr")
+    import zarr
+
+    def broken(*args, **kwargs):
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(zarr, "open_group", broken)
+    r = cli("prepare", "--size", "100", "--data-dir", tmp_path, "-q", "--formats", "zarr")
+    assert r.code != 0
+    leftovers = [p for p in tmp_path.rglob("*") if "zarr" in p.name]
+    assert not leftovers, leftovers
