@@ -75,6 +75,7 @@ class ArrowWriter(FormatWriter):
     def close(self) -> None:
         import datasets
 
+        datasets.disable_progress_bars()  # prepare shows its own progress; a second bar would garble it
         self.sink.finalize()
         self.sink.close()
         try:

@@ -50,13 +50,13 @@ class ZarrWriter(FormatWriter):
         super().__init__(directory, spec, options)
         import zarr
 
-        c, n = options.chunk_samples, spec.n_samples
-        shard = min(n, c * options.shard_chunks)
+        n = spec.n_samples
+        c = min(options.chunk_samples, n)
+        shard = c * min(options.shard_chunks, -(-n // c))  # whole chunks (zarr requires it), the last one partial
         group = zarr.open_group(store=str(directory), mode="w", zarr_format=3)
         self.features = group.create_array(
-            "features", shape=(n, *spec.shape), dtype=spec.dtype, chunks=(min(c, n), *spec.shape),
-            shards=(shard, *spec.shape),
-        )  # fmt: skip
+            "features", shape=(n, *spec.shape), dtype=spec.dtype, chunks=(c, *spec.shape), shards=(shard, *spec.shape)
+        )
         self.labels = group.create_array("labels", shape=(n,), dtype=LABEL_DTYPE, chunks=(min(n, 2**17),))
         self.shard = shard
         self.pending: list[Chunk] = []

@@ -7,13 +7,17 @@ Goal: iobench >= 0.95x the snippet. Writing: `iobench prepare` of the format (fr
 against the library's writer alone fed the same samples from memory; goal >= 0.8x. Peak RSS of the
 prepare in a child process is printed (goal: under 1 GiB). Prints one table; nothing is asserted.
 
-Usage: python scripts/bench_formats.py --data-dir DIR [--size 2e4] [--workers 0,2] [--rounds 3]
+Writing is measured on --write-size samples (imports and set-up amortised), each format prepared alone in
+a child process, and the library's writer alone followed by a sync (prepare's figure includes its fsync).
+
+Usage: python scripts/bench_formats.py --data-dir DIR [--size 2e4] [--write-size 2e5] [--workers 0,2] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import os
 import resource
 import shutil
 import statistics
@@ -33,10 +37,12 @@ BATCH = 256
 
 def prepare(data_dir: Path, size: str, formats: str) -> tuple[Path, float]:
     """Prepare in a child process; returns the dataset folder and the child's peak RSS in MiB."""
+    # VmHWM, not ru_maxrss: the latter keeps the high-water mark of the forked parent across exec
     code = (
-        "import resource, sys; from iobench.cli import main\n"
+        "import sys; from iobench.cli import main\n"
         "try:\n    main(sys.argv[1:])\nexcept SystemExit as e:\n    rc = e.code\n"
-        "print('RSS', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n"
+        "hwm = [l for l in open('/proc/self/status') if l.startswith('VmHWM')][0].split()[1]\n"
+        "print('RSS', hwm)\n"
     )
     args = ["prepare", "--size", size, "--workload", "small-image", "--data-dir", str(data_dir), "--formats", formats]
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
@@ -56,7 +62,7 @@ def snippet_epoch(fmt: str, folder: Path, workers: int, seed: int) -> tuple[int,
         ds = (wds.WebDataset(urls, shardshuffle=100, detshuffle=True, seed=seed, nodesplitter=None,
                              empty_check=False)
               .shuffle(1000).decode("rgb8").to_tuple("png", "cls").batched(BATCH))  # fmt: skip
-        for images, labels in DataLoader(ds, batch_size=None, num_workers=workers):
+        for _images, labels in DataLoader(ds, batch_size=None, num_workers=workers):
             n += len(labels)
     elif fmt == "arrow":
         import datasets
@@ -66,16 +72,35 @@ def snippet_epoch(fmt: str, folder: Path, workers: int, seed: int) -> tuple[int,
         for batch in DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers, generator=g):
             n += len(batch["label"])
     else:
+        g = torch.Generator().manual_seed(seed)
+        loader = DataLoader(ZarrBatches(folder), batch_size=BATCH, shuffle=True, num_workers=workers,
+                            collate_fn=lambda b: b, generator=g)  # fmt: skip
+        for _x, y in loader:
+            n += len(y)
+    return n, time.perf_counter() - start
+
+
+class ZarrBatches(torch.utils.data.Dataset):
+    """What a Zarr user writes for a DataLoader: a batch as one orthogonal selection of sorted indices."""
+
+    def __init__(self, folder: Path) -> None:
         import zarr
 
-        group = zarr.open_group(str(folder), mode="r")
-        features, labels = group["features"], group["labels"][:]
-        order = np.random.default_rng(seed).permutation(features.shape[0])
-        for k in range(0, len(order), BATCH):
-            idx = np.sort(order[k : k + BATCH])
-            x = torch.from_numpy(features.oindex[idx])
-            n += len(x) + 0 * int(labels[idx][0])
-    return n, time.perf_counter() - start
+        self.folder, self.arrays = folder, None
+        self.n = zarr.open_group(str(folder), mode="r")["labels"].shape[0]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitems__(self, keys: list[int]):
+        import zarr
+
+        if self.arrays is None:  # opened in the worker
+            group = zarr.open_group(str(self.folder), mode="r")
+            self.arrays = group["features"], group["labels"][:]
+        features, labels = self.arrays
+        idx = np.sort(np.asarray(keys))
+        return torch.from_numpy(features.oindex[idx]), torch.from_numpy(labels[idx])
 
 
 def iobench_rate(dataset: Path, fmt: str, workers: int) -> float:
@@ -84,7 +109,7 @@ def iobench_rate(dataset: Path, fmt: str, workers: int) -> float:
     from iobench.run.runner import run
 
     config = RunConfig(format=fmt, loader="native", settings=LoaderSettings(batch_size=BATCH, num_workers=workers),
-                       runs=1, epochs=1, warmup=0)  # fmt: skip
+                       runs=1, epochs=1, warmup=0, cache="as-is")  # fmt: skip
     return run(resolve(config, RunTarget(dataset, torch.device("cpu")))).epochs.samples_per_s
 
 
@@ -122,6 +147,7 @@ def library_write(fmt: str, features: np.ndarray, labels: np.ndarray, out: Path)
                                  chunks=(c, *features.shape[1:]), shards=(c * 64, *features.shape[1:]))  # fmt: skip
         arr[:] = features
         group.create_array("labels", shape=labels.shape, dtype="int64", chunks=(len(labels),))[:] = labels
+    os.sync()  # durable, as prepare's figure is (it fsyncs every file)
     return (features.nbytes + labels.nbytes) / 1e6 / (time.perf_counter() - start)
 
 
@@ -129,6 +155,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--size", default="2e4")
+    parser.add_argument("--write-size", default="2e5")
     parser.add_argument("--workers", default="0,2")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
@@ -138,8 +165,6 @@ def main() -> None:
     from iobench.data.manifest import Manifest
 
     manifest = Manifest.load(dataset)
-    features = np.load(dataset / "npy/features.npy")
-    labels = np.load(dataset / "npy/labels.npy")
     print(f"{manifest.spec.n_samples:,} samples of {manifest.spec.shape} uint8; prepare's peak RSS {rss:,.0f} MiB "
           f"(npy and the three formats); batch {BATCH}")  # fmt: skip
     print("| format | workers | iobench native samples/s | library snippet samples/s | ratio |")
@@ -155,14 +180,22 @@ def main() -> None:
             a, b = statistics.median(ours), statistics.median(theirs)
             print(f"| {fmt} | {workers} | {a:,.0f} | {b:,.0f} | {a / b:.2f}x |", flush=True)
     print()
-    print("| format | prepare MB/s | library writer alone MB/s | ratio | bytes on disk |")
-    print("| --- | ---: | ---: | ---: | ---: |")
+    print(f"writing {args.write_size} samples, each format alone")
+    print("| format | prepare MB/s | peak RSS of prepare | library writer alone + sync MB/s | ratio | bytes on disk |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for fmt in FORMATS:
-        entry = manifest.formats[fmt]
+        folder = args.data_dir / f"write-{fmt}"
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        written, fmt_rss = prepare(folder, args.write_size, f"npy,{fmt}")
+        entry = Manifest.load(written).formats[fmt]
+        big_f, big_l = np.load(written / "npy/features.npy"), np.load(written / "npy/labels.npy")
         with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
-            alone = library_write(fmt, features, labels, Path(tmp))
-        print(f"| {fmt} | {entry.write_mb_per_s:,.1f} | {alone:,.1f} | {entry.write_mb_per_s / alone:.2f}x | "
-              f"{entry.bytes / 1e6:,.1f} MB |", flush=True)  # fmt: skip
+            alone = library_write(fmt, big_f, big_l, Path(tmp))
+        del big_f, big_l
+        print(f"| {fmt} | {entry.write_mb_per_s:,.1f} | {fmt_rss:,.0f} MiB | {alone:,.1f} | "
+              f"{entry.write_mb_per_s / alone:.2f}x | {entry.bytes / 1e6:,.1f} MB |", flush=True)  # fmt: skip
+        shutil.rmtree(folder)
     print(f"max RSS of this script {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
 
 

@@ -34,6 +34,7 @@ CASES = [
     ("arrow", {"max_shard_size": "4KB"}),  # several Arrow files
     ("zarr", {}),
     ("zarr", {"chunk_samples": 7, "shard_chunks": 3}),  # chunks and shards that do not divide the samples
+    ("zarr", {"chunk_samples": 10, "shard_chunks": 64}),  # a shard longer than the dataset
 ]
 SPECS = [DatasetSpec(301, shape=(16,), n_classes=5, seed=1), DatasetSpec(64, shape=(3, 4, 4), dtype="uint8", seed=2)]
 

@@ -62,7 +62,7 @@ def prepare_cmd(
         manifest = prepare(checked, progress)
     for name in names:
         e = manifest.formats[name]
-        out.print(f"{name:<7} {e.bytes / 1e6:>10,.1f} MB  {e.write_seconds:8.2f} s  {e.write_mb_per_s:8,.1f} MB/s")
+        out.print(f"{name:<10} {e.bytes / 1e6:>10,.1f} MB  {e.write_seconds:8.2f} s  {e.write_mb_per_s:8,.1f} MB/s")
     out.print(f"manifest: {request.dataset_dir / 'manifest.json'}", soft_wrap=True, highlight=False)
 
 

@@ -34,6 +34,9 @@ def dataset_for_run(
 ) -> Path:
     """The dataset to measure (with `size`: the one of that many samples); when there is none, it is
     prepared (by rank 0 under torchrun) after saying what will be written, with the formats the run needs."""
+    if not data_dir.exists() and data_dir != DEFAULT_DATA_DIR:
+        # Most likely a typo: do not write half a gigabyte into a new folder of that name.
+        raise IobenchError(f"{data_dir}: no such folder; check --data-dir, or create it with `iobench prepare`")
     if size is not None and dataset is None:
         dataset = DatasetSpec(size).name
         if not (data_dir / dataset / MANIFEST).is_file():
@@ -43,9 +46,6 @@ def dataset_for_run(
         if dataset is None and world.is_main and _several(data_dir):  # a choice was made: say which
             say(f"dataset: {found.name} (in {data_dir}; --dataset picks another)")
         return found
-    if not data_dir.exists() and data_dir != DEFAULT_DATA_DIR:
-        # Most likely a typo: do not write half a gigabyte into a new folder of that name.
-        raise IobenchError(f"{data_dir}: no such folder; check --data-dir, or create it with `iobench prepare`")
     return _prepared(world, data_dir, DatasetSpec(DEFAULT_SIZE), formats, say, reporting, dataset)
 
 
