@@ -95,6 +95,12 @@ def test_the_pasted_batches_are_the_datasets_samples(tmp_path):
         assert np.array_equal(x.numpy(), features[indices]) and len(y) == len(indices)
         assert np.array_equal(tc.__getitems__(indices).features.numpy(), features[indices])
     assert np.array_equal(plain[3][0].numpy(), features[3])
+    from iobench.api import Batches
+
+    sampler = Batches(300, 64, shuffle=True, seed=1)
+    epochs = [np.concatenate(list(sampler)) for _ in range(2)]
+    assert all(sorted(e.tolist()) == list(range(300)) for e in epochs) and not np.array_equal(*epochs)
+    assert [len(b) for b in Batches(300, 64, shuffle=False)] == [64, 64, 64, 64, 44]
 
 
 def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, cli):
@@ -105,7 +111,7 @@ def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, c
     assert r.code == 0, r.err
     assert "best: npy/dataloader bs=256" in r.out
     pasted = results.with_name("r-best.py")
-    assert f"paste (saved as {pasted}" in r.out and "DataLoader(dataset, batch_size=256, shuffle=True" in r.out
+    assert f"paste (saved as {pasted}" in r.out and "sampler=Batches(len(dataset), 256, shuffle=True)," in r.out
     assert pasted.read_text() in r.out, "printed whole, unwrapped"
     assert "throughput by loading processes: 1:" in r.out
     first = stored_records(results)

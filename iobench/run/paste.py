@@ -17,7 +17,11 @@ from iobench.run.transforms import TransformOn
 def loader_arguments(c: RunConfig) -> list[str]:
     """DataLoader keyword arguments of the configuration, in the order a reader expects them."""
     s = c.settings
-    args = [f"batch_size={s.batch_size}", f"shuffle={c.shuffle}", f"num_workers={s.num_workers}"]
+    args = [
+        f"sampler=Batches(len(dataset), {s.batch_size}, shuffle={c.shuffle})",
+        "batch_size=None",
+        f"num_workers={s.num_workers}",
+    ]
     if s.num_workers:
         if s.prefetch_factor:
             args.append(f"prefetch_factor={s.prefetch_factor}")
@@ -53,7 +57,7 @@ def best_script(c: RunConfig, dataset_dir: Path, device: str, measured: str) -> 
         "import torch",
         "from torch.utils.data import DataLoader",
         "",
-        "from iobench.api import " + ("device_transform, " if on_device else "") + "open_dataset, passthrough",
+        "from iobench.api import Batches, " + ("device_transform, " if on_device else "") + "open_dataset, passthrough",
         "",
         f"DATASET = {opened[0]}",
         f"DEVICE = torch.device({device!r})",
@@ -61,8 +65,12 @@ def best_script(c: RunConfig, dataset_dir: Path, device: str, measured: str) -> 
         "",
         "",
         "def make_loader() -> DataLoader:",
-        f"    dataset = open_dataset(DATASET, {', '.join(opened[1:])})  # reads a whole batch per call",
-        f"    return DataLoader(dataset, {', '.join(loader_arguments(c))})",
+        f"    dataset = open_dataset(DATASET, {', '.join(opened[1:])})",
+        "    # one numpy array of indices per batch, read in one call: the pattern tune measured",
+        "    return DataLoader(",
+        "        dataset,",
+        *(f"        {arg}," for arg in loader_arguments(c)),
+        "    )",
         "",
         "",
         'if __name__ == "__main__":',
