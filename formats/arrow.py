@@ -156,12 +156,12 @@ def native_batches(reader: ArrowReader, settings: Any, shuffle: bool, seed: int,
     import torch
     from torch.utils.data import DataLoader
 
+    from iobench.api import loader_keywords
+
     ds = load(reader.directory, reader.spec, "torch")
     data = _Rows(ds, transform) if transform is not None else ds
-    extra = {"prefetch_factor": settings.prefetch_factor} if settings.num_workers and settings.prefetch_factor else {}
-    loader = DataLoader(data, batch_size=settings.batch_size, shuffle=shuffle, num_workers=settings.num_workers,
-                        pin_memory=bool(settings.pin_memory), generator=torch.Generator().manual_seed(seed),
-                        **extra)  # fmt: skip
+    loader = DataLoader(data, batch_size=settings.batch_size, shuffle=shuffle,
+                        generator=torch.Generator().manual_seed(seed), **loader_keywords(settings))  # fmt: skip
     return map(_as_tuple, loader)
 
 

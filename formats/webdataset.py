@@ -264,10 +264,10 @@ def native_batches(
     """An epoch of webdataset's pipeline in a DataLoader with the run's workers (batch_size=None)."""
     from torch.utils.data import DataLoader
 
+    from iobench.api import loader_keywords
+
     ds = pipeline(reader.directory, reader.spec, reader.options, settings.batch_size, shuffle, seed, transform)
-    extra = {"prefetch_factor": settings.prefetch_factor} if settings.num_workers and settings.prefetch_factor else {}
-    loader = DataLoader(ds, batch_size=None, num_workers=settings.num_workers, pin_memory=bool(settings.pin_memory),
-                        persistent_workers=False, **extra)  # fmt: skip
+    loader = DataLoader(ds, batch_size=None, **loader_keywords(settings))
     return iter(loader)
 
 

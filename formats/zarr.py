@@ -172,19 +172,16 @@ class _Batches:
         return batch, torch.from_numpy(labels), torch.from_numpy(idx)
 
 
-def _passthrough(batch: Any) -> Any:
-    return batch
-
-
 def native_batches(reader: ZarrReader, settings: Any, shuffle: bool, seed: int, transform: Any = None) -> Iterator:
     """Shuffled batches read as sorted orthogonal selections, in a DataLoader with the run's workers."""
     import torch
     from torch.utils.data import DataLoader
 
-    extra = {"prefetch_factor": settings.prefetch_factor} if settings.num_workers and settings.prefetch_factor else {}
+    from iobench.api import loader_keywords, passthrough
+
     loader = DataLoader(_Batches(reader, transform), batch_size=settings.batch_size, shuffle=shuffle,
-                        num_workers=settings.num_workers, pin_memory=bool(settings.pin_memory),
-                        collate_fn=_passthrough, generator=torch.Generator().manual_seed(seed), **extra)  # fmt: skip
+                        collate_fn=passthrough, generator=torch.Generator().manual_seed(seed),
+                        **loader_keywords(settings))  # fmt: skip
     return iter(loader)
 
 

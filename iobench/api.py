@@ -23,6 +23,12 @@ def passthrough(batch: Any) -> Any:
     return batch
 
 
+def loader_keywords(settings: Any) -> dict:
+    """The DataLoader arguments of iobench's loader settings that a library pipeline takes as they are."""
+    extra = {"prefetch_factor": settings.prefetch_factor} if settings.num_workers and settings.prefetch_factor else {}
+    return {"num_workers": settings.num_workers, "pin_memory": bool(settings.pin_memory), **extra}
+
+
 def _window(indices: list[int] | np.ndarray) -> slice | np.ndarray:
     """A run of consecutive indices as a slice (one range read, as a sequential epoch reads), else the array."""
     idx = np.asarray(indices, dtype=np.int64)
