@@ -26,11 +26,12 @@ ORDERS = {"sequential": {"shuffle": False}, "shuffle": {"shuffle": True}, "block
 
 
 def combinations(dataset_dir: Path) -> list[tuple[str, RunConfig]]:
+    prepared = Manifest.load(dataset_dir).formats  # `--formats all` leaves out formats not installed
     out = []
     for loader, kind in LOADERS.items():
         if loader in (LoaderName.RAY, LoaderName.NATIVE):
             continue  # Ray: one process fed by actors; native: rank splitting not wired (both refused)
-        for fmt in kind.reads:
+        for fmt in (f for f in kind.reads if f in prepared):
             for order, kw in ORDERS.items():
                 if loader is LoaderName.DATALOADER and order == "block":
                     continue  # DistributedSampler has no block shuffle (refused by check_world)
