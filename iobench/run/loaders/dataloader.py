@@ -36,10 +36,8 @@ class ReaderDataset(Dataset):
         t = self.transform
         if isinstance(index, slice):
             features, labels = self.reader.read_range(index.start, index.stop)
-            carried = torch.arange(index.start, index.stop)
         elif isinstance(index, np.ndarray):
             features, labels = self.reader.batch(index)
-            carried = torch.from_numpy(index)
         else:
             features, label = self.reader.sample(index)
             sample = torch.from_numpy(np.ascontiguousarray(features))
@@ -47,7 +45,10 @@ class ReaderDataset(Dataset):
             return (*item, index) if self.carry else item
         batch = torch.from_numpy(features)
         out = (batch if t is None else t.per_samples(batch)), torch.from_numpy(labels)
-        return (*out, carried) if self.carry else out
+        if not self.carry:
+            return out
+        carried = torch.arange(index.start, index.stop) if isinstance(index, slice) else torch.from_numpy(index)
+        return (*out, carried)
 
 
 class EpochBatchSampler(Sampler):
