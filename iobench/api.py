@@ -16,11 +16,8 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from iobench.errors import IobenchError
-
-
-def passthrough(batch: Any) -> Any:
-    """collate_fn for datasets that return whole batches (module-level: workers under spawn pickle it)."""
-    return batch
+from iobench.run.loaders.dataloader import passthrough  # noqa: F401 - re-exported for tune's script
+from iobench.run.loaders.order import as_slice
 
 
 def loader_keywords(settings: Any) -> dict:
@@ -32,9 +29,7 @@ def loader_keywords(settings: Any) -> dict:
 def _window(indices: list[int] | np.ndarray) -> slice | np.ndarray:
     """A run of consecutive indices as a slice (one range read, as a sequential epoch reads), else the array."""
     idx = np.asarray(indices, dtype=np.int64)
-    if len(idx) and idx[-1] - idx[0] == len(idx) - 1 and bool(np.all(np.diff(idx) == 1)):
-        return slice(int(idx[0]), int(idx[-1]) + 1)
-    return idx
+    return as_slice(idx) or idx
 
 
 class BatchReads(Dataset):

@@ -124,6 +124,13 @@ class Carrying:
         return features, labels
 
 
+def carried_order(carried: list[torch.Tensor], samples: int) -> np.ndarray:
+    """The first `samples` indices that batches carried, in arrival order."""
+    if not carried:
+        return np.empty(0, dtype=np.int64)
+    return torch.cat([c.reshape(-1) for c in carried]).numpy()[:samples]
+
+
 class DataLoaderLoader(Loader):
     def __init__(
         self,
@@ -154,9 +161,7 @@ class DataLoaderLoader(Loader):
     def delivered(self, epoch: int, samples: int) -> np.ndarray:
         """The indices the batches carried, in the order they arrived (with in_order=False workers
         hand batches over as they finish)."""
-        if not self._carried:
-            return np.empty(0, dtype=np.int64)
-        return torch.cat([c.reshape(-1) for c in self._carried]).numpy()[:samples]
+        return carried_order(self._carried, samples)
 
     def close(self) -> None:
         self.loader = None  # workers end with their iterator; closing twice is harmless

@@ -17,7 +17,7 @@ import torch
 
 from iobench.formats.base import FormatReader
 from iobench.run.loaders.base import Loader, LoaderSettings
-from iobench.run.loaders.dataloader import Carrying
+from iobench.run.loaders.dataloader import Carrying, carried_order
 from iobench.run.loaders.order import EpochOrder
 from iobench.run.transforms import Transform
 
@@ -45,9 +45,7 @@ class NativeLoader(Loader):
         return Carrying(batches, self._carried)
 
     def delivered(self, epoch: int, samples: int) -> np.ndarray:
-        if not self._carried:
-            return np.empty(0, dtype=np.int64)
-        return torch.cat(self._carried).numpy()[:samples]
+        return carried_order(self._carried, samples)
 
     def close(self) -> None:
         self.reader.close()
