@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader, FormatWriter, StorageFormat
+from iobench.formats.base import FormatReader, FormatWriter, NativeRead, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 
 STAGING = "staging.arrow"
@@ -151,17 +151,15 @@ def _as_tuple(batch: dict) -> tuple[Any, Any, Any]:
     return batch["features"], batch["label"], batch["index"]
 
 
-def native_batches(reader: ArrowReader, settings: Any, shuffle: bool, seed: int, transform: Any = None) -> Iterator:
+def native_batches(reader: ArrowReader, read: NativeRead) -> Iterator:
     """`load_from_disk(...).with_format("torch")` in a DataLoader: one `__getitems__` per batch, default collate."""
     import torch
     from torch.utils.data import DataLoader
 
-    from iobench.api import loader_keywords
-
     ds = load(reader.directory, reader.spec, "torch")
-    data = _Rows(ds, transform) if transform is not None else ds
-    loader = DataLoader(data, batch_size=settings.batch_size, shuffle=shuffle,
-                        generator=torch.Generator().manual_seed(seed), **loader_keywords(settings))  # fmt: skip
+    data = _Rows(ds, read.transform) if read.transform is not None else ds
+    loader = DataLoader(data, batch_size=read.batch_size, shuffle=read.shuffle,
+                        generator=torch.Generator().manual_seed(read.seed), **read.dataloader_keywords)  # fmt: skip
     return map(_as_tuple, loader)
 
 

@@ -95,6 +95,19 @@ class FixedLayout:
     labels_offset: int
 
 
+@dataclass(frozen=True)
+class NativeRead:
+    """What `--loader native` asks of a format's own pipeline (`native_batches(reader, read)` at module level):
+    an iterator of (features, labels, indices) batches for one epoch. The DataLoader keywords are the run's
+    (workers, pinning, prefetch) as DataLoader spells them, so a pipeline passes them on as they are."""
+
+    batch_size: int
+    shuffle: bool
+    seed: int
+    dataloader_keywords: dict[str, Any]
+    transform: Any = None  # iobench's Transform: per_sample(x) / per_samples(batch), or None
+
+
 class FormatReader(ABC):
     """Random access to one prepared format.
 

@@ -29,8 +29,8 @@ from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
 from iobench.formats.npy import check_header, npy_header, read_header
 from iobench.formats.png import filter_rows, png_file
-from iobench.fsutil import FOLDER_OPEN_FLAGS, open_beneath
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.system.fsutil import FOLDER_OPEN_FLAGS, open_beneath
 
 LABELS = "labels.npy"
 PER_FOLDER = 1000

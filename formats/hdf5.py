@@ -11,8 +11,8 @@ import numpy as np
 
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, StorageFormat
-from iobench.fsutil import check_regular
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.system.fsutil import check_regular
 
 FILENAME = "data.h5"
 COMPRESSIONS = ("none", "lzf", "gzip")

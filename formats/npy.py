@@ -10,8 +10,8 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from iobench.formats.base import FixedLayout, FormatReader, HashedFile, StorageFormat, TwoFileWriter
-from iobench.fsutil import open_regular
 from iobench.spec import LABEL_DTYPE, DatasetSpec
+from iobench.system.fsutil import open_regular
 
 FEATURES = "features.npy"
 LABELS = "labels.npy"

@@ -24,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
+from iobench.formats.base import FormatReader, FormatWriter, HashedFile, NativeRead, StorageFormat
 from iobench.formats.files import decode_png, encode_png, png_axes
 from iobench.formats.npy import npy_header, read_header
-from iobench.fsutil import open_regular, pread_full
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.system.fsutil import open_regular, pread_full
 
 INDEX, LABELS = "index.npy", "labels.npy"
 SHARD = "shard-%06d.tar"
@@ -258,16 +258,14 @@ def pipeline(
     return ds.batched(batch, collation_fn=collate, partial=True)
 
 
-def native_batches(
-    reader: WebDatasetReader, settings: Any, shuffle: bool, seed: int, transform: Any = None
-) -> Iterator[Any]:
+def native_batches(reader: WebDatasetReader, read: NativeRead) -> Iterator[Any]:
     """An epoch of webdataset's pipeline in a DataLoader with the run's workers (batch_size=None)."""
     from torch.utils.data import DataLoader
 
-    from iobench.api import loader_keywords
-
-    ds = pipeline(reader.directory, reader.spec, reader.options, settings.batch_size, shuffle, seed, transform)
-    loader = DataLoader(ds, batch_size=None, **loader_keywords(settings))
+    ds = pipeline(
+        reader.directory, reader.spec, reader.options, read.batch_size, read.shuffle, read.seed, read.transform
+    )
+    loader = DataLoader(ds, batch_size=None, **read.dataloader_keywords)
     return iter(loader)
 
 

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader, FormatWriter, StorageFormat
+from iobench.formats.base import FormatReader, FormatWriter, NativeRead, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 
 CHUNK_BYTES = 2**20
@@ -172,16 +172,19 @@ class _Batches:
         return batch, torch.from_numpy(labels), torch.from_numpy(idx)
 
 
-def native_batches(reader: ZarrReader, settings: Any, shuffle: bool, seed: int, transform: Any = None) -> Iterator:
+def _as_read(batch: Any) -> Any:
+    """Collate for `_Batches`, whose items are whole batches already (module level: workers pickle it)."""
+    return batch
+
+
+def native_batches(reader: ZarrReader, read: NativeRead) -> Iterator:
     """Shuffled batches read as sorted orthogonal selections, in a DataLoader with the run's workers."""
     import torch
     from torch.utils.data import DataLoader
 
-    from iobench.api import loader_keywords, passthrough
-
-    loader = DataLoader(_Batches(reader, transform), batch_size=settings.batch_size, shuffle=shuffle,
-                        collate_fn=passthrough, generator=torch.Generator().manual_seed(seed),
-                        **loader_keywords(settings))  # fmt: skip
+    loader = DataLoader(_Batches(reader, read.transform), batch_size=read.batch_size, shuffle=read.shuffle,
+                        collate_fn=_as_read, generator=torch.Generator().manual_seed(read.seed),
+                        **read.dataloader_keywords)  # fmt: skip
     return iter(loader)
 
 

@@ -11,7 +11,11 @@ __version__ = "0.1.0"
 __all__ = ["measure", "open_dataset", "Measurement"]
 
 # The Python API, imported on first use: `import iobench` (and `iobench --help`) stays free of torch.
-_API = {"measure": "iobench.run.user_loader", "Measurement": "iobench.run.user_loader", "open_dataset": "iobench.api"}
+_API = {
+    "measure": "iobench.measuring.user_loader",
+    "Measurement": "iobench.measuring.user_loader",
+    "open_dataset": "iobench.api",
+}
 
 
 def __getattr__(name: str) -> object:

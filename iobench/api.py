@@ -16,14 +16,8 @@ import torch
 from torch.utils.data import Dataset, Sampler
 
 from iobench.errors import IobenchError
-from iobench.run.loaders.dataloader import passthrough  # noqa: F401 - re-exported for tune's script
-from iobench.run.loaders.order import as_slice
-
-
-def loader_keywords(settings: Any) -> dict:
-    """The DataLoader arguments of iobench's loader settings that a library pipeline takes as they are."""
-    extra = {"prefetch_factor": settings.prefetch_factor} if settings.num_workers and settings.prefetch_factor else {}
-    return {"num_workers": settings.num_workers, "pin_memory": bool(settings.pin_memory), **extra}
+from iobench.loaders.dataloader import passthrough  # noqa: F401 - re-exported for tune's script
+from iobench.loaders.order import as_slice
 
 
 def _window(indices: list[int] | np.ndarray) -> slice | np.ndarray:
@@ -36,7 +30,7 @@ class BatchReads(Dataset):
     """A format reader as a map-style Dataset: `dataset[i]` is one sample, `__getitems__` a whole batch."""
 
     def __init__(self, reader: Any, transform: Any = None) -> None:
-        from iobench.run.loaders.dataloader import ReaderDataset
+        from iobench.loaders.dataloader import ReaderDataset
 
         self._inner = ReaderDataset(reader, transform)
 
@@ -57,7 +51,7 @@ class TensorclassReads(Dataset):
     """The memmap format as tensordict's tensorclass, indexed a batch at a time (tensordict's recipe)."""
 
     def __init__(self, reader: Any, transform: Any = None) -> None:
-        from iobench.run.loaders.tensorclass import TensorclassBatches
+        from iobench.loaders.tensorclass import TensorclassBatches
 
         self._inner = TensorclassBatches(reader, pin=False, readahead_mb=32, transform=transform)
 
@@ -98,7 +92,7 @@ def open_dataset(path: str | Path, format: str, *, transform: str = "none", tens
     batch is read (in the worker). `tensorclass=True` (memmap only) yields tensorclass batches."""
     from iobench.data.manifest import Manifest
     from iobench.formats import FORMATS
-    from iobench.run.transforms import make_transform
+    from iobench.loaders.transforms import make_transform
 
     folder = Path(path)
     manifest = Manifest.load(folder)
@@ -120,7 +114,7 @@ def open_dataset(path: str | Path, format: str, *, transform: str = "none", tens
 def device_transform(path: str | Path, name: str) -> Any:
     """iobench's transform `name` for the dataset's samples, as a function of a batch (on any device)."""
     from iobench.data.manifest import Manifest
-    from iobench.run.transforms import make_transform
+    from iobench.loaders.transforms import make_transform
 
     spec = Manifest.load(Path(path)).spec
     return make_transform(name, spec.shape, spec.dtype).batch

@@ -104,8 +104,8 @@ class ZarrBatches(torch.utils.data.Dataset):
 
 
 def iobench_rate(dataset: Path, fmt: str, workers: int) -> float:
-    from iobench.run.config import RunConfig, RunTarget, resolve
-    from iobench.run.loaders.base import LoaderSettings
+    from iobench.loaders.base import LoaderSettings
+    from iobench.plan.config import RunConfig, RunTarget, resolve
     from iobench.run.runner import run
 
     config = RunConfig(format=fmt, loader="native", settings=LoaderSettings(batch_size=BATCH, num_workers=workers),

@@ -25,10 +25,10 @@ from pathlib import Path
 import torch
 
 from iobench.data.manifest import find_run_dataset
-from iobench.run.clocks import EpochTiming, time_bare_epoch, time_epoch
-from iobench.run.config import RunConfig, RunTarget, resolve
-from iobench.run.limits import direct_read_mb_per_s, page_cache_mb_per_s
-from iobench.run.loaders.base import Loader
+from iobench.loaders.base import Loader
+from iobench.measuring.clocks import EpochTiming, time_bare_epoch, time_epoch
+from iobench.measuring.limits import direct_read_mb_per_s, page_cache_mb_per_s
+from iobench.plan.config import RunConfig, RunTarget, resolve
 from iobench.run.runner import build_loader
 from iobench.system.page_cache import evict, resident_fraction
 

@@ -16,9 +16,9 @@ import numpy as np
 import torch
 
 from iobench.data.manifest import find_run_dataset
+from iobench.loaders.base import LoaderSettings
+from iobench.plan.config import RunConfig, RunTarget, resolve
 from iobench.results.shuffle_quality import score
-from iobench.run.config import RunConfig, RunTarget, resolve
-from iobench.run.loaders.base import LoaderSettings
 from iobench.run.runner import run
 
 

@@ -13,11 +13,11 @@ import torch
 
 from iobench import spec
 from iobench.cli import main
+from iobench.loaders.base import LoaderSettings
+from iobench.measuring.distributed import SINGLE, World
+from iobench.plan.config import ResolvedRun, RunConfig, RunTarget, order_of, resolve
 from iobench.results.record import RunRecord
 from iobench.results.store import read_records
-from iobench.run.config import ResolvedRun, RunConfig, RunTarget, order_of, resolve
-from iobench.run.distributed import SINGLE, World
-from iobench.run.loaders.base import LoaderSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,10 +15,10 @@ import torch
 
 from iobench.data.dataset import generate
 from iobench.data.manifest import Manifest
-from iobench.run.clocks import time_epoch
-from iobench.run.config import RunConfig, RunTarget, resolve
-from iobench.run.distributed import joined
-from iobench.run.loaders import LOADERS, LoaderName
+from iobench.loaders import LOADERS, LoaderName
+from iobench.measuring.clocks import time_epoch
+from iobench.measuring.distributed import joined
+from iobench.plan.config import RunConfig, RunTarget, resolve
 from iobench.run.runner import build_loader
 from tests.conftest import run_config
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from iobench.run import aio
-from iobench.run.clocks import time_epoch
+from iobench.measuring.clocks import time_epoch
 from iobench.run.runner import build_loader
+from iobench.system import aio
 from tests.conftest import resolved_run
 
 pytestmark = pytest.mark.skipif(not aio.supported(), reason="Linux AIO is wired for x86_64 and aarch64 Linux")
@@ -128,7 +128,7 @@ def test_closing_with_reads_queued_returns_and_fails_what_was_never_read(tmp_pat
 
 
 def test_the_random_read_ceiling_uses_aio_for_depth_and_threads_without_it(tmp_path, monkeypatch):
-    from iobench.run import limits
+    from iobench.measuring import limits
 
     path = tmp_path / "probe.bin"
     path.write_bytes(bytes(4096 * 256))
@@ -201,7 +201,7 @@ def test_control_blocks_carry_each_reads_file_buffer_length_and_offset():
 
 @pytest.mark.parametrize("unit,width", [(512, 512), (16, 48), (8, 1000), (16, 4400)])
 def test_copying_out_of_staging_gathers_or_slices_to_the_same_bytes(unit, width):
-    from iobench.run.loaders.direct import _StagedBatch
+    from iobench.loaders.direct import _StagedBatch
 
     rng = np.random.default_rng(width)
     stride = aio.staging_stride(width)

@@ -8,9 +8,9 @@ import pytest
 
 from iobench.errors import IobenchError
 from iobench.results.record import MachineLimits
-from iobench.run import confine
-from iobench.run.cache_governor import HEADROOM
-from iobench.run.confine import CacheBudget, Confinement, confined
+from iobench.system import confine
+from iobench.system.cache_governor import HEADROOM
+from iobench.system.confine import CacheBudget, Confinement, confined
 from tests.conftest import assert_one_line_error, prepare_with_limits, record_of, stored_records
 
 

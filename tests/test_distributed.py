@@ -15,11 +15,11 @@ import torch
 
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
+from iobench.loaders.order import DistributedSamplerOrder, EpochOrder, indices_of
+from iobench.measuring.aggregate import RankMeasurements, combine
+from iobench.measuring.distributed import World, launched_by_torchrun, rank_device
 from iobench.results.record import EpochTiming, MachineLimits
-from iobench.run.aggregate import RankMeasurements, combine
-from iobench.run.distributed import World, launched_by_torchrun, rank_device
 from iobench.run.launch import torchrun_args
-from iobench.run.loaders.order import DistributedSamplerOrder, EpochOrder, indices_of
 from tests.conftest import ROOT, invoke, record_of, stored_records
 from tests.rank_delivery import combinations
 
@@ -214,7 +214,7 @@ def _measured(seconds: list[float], samples: int, node_main_reads: float | None,
 
 
 def test_combine_takes_the_slowest_rank_and_sums_samples():
-    from iobench.run.aggregate import _row
+    from iobench.measuring.aggregate import _row
 
     rank1 = World(rank=1, size=2, local_rank=1, local_size=2, backend="gloo")
     other = _row(_measured([2.0, 4.0], 100, 5000.0, 300), rank1)  # not node main: its disk reads are not counted

@@ -37,7 +37,7 @@ def test_a_sweep_prepares_the_formats_its_dataset_lacks(tmp_path, cli):
 
 
 def test_loaders_without_formats_read_the_default_formats():
-    from iobench.run.selection import parse_pairs
+    from iobench.plan.selection import parse_pairs
 
     pairs, _ = parse_pairs(None, "dataloader")
     assert [f for f, _ in pairs] == ["npy", "hdf5", "lmdb", "memmap"]
@@ -79,7 +79,7 @@ def test_a_figure_above_its_ceiling_is_called_a_broken_ceiling():
 
 
 def test_the_ceilings_are_the_best_of_several_methods_and_say_which(tmp_path):
-    from iobench.run.limits import memory_gather_mb_per_s, page_cache_mb_per_s, storage_read_mb_per_s
+    from iobench.measuring.limits import memory_gather_mb_per_s, page_cache_mb_per_s, storage_read_mb_per_s
 
     path = tmp_path / "probe.bin"
     path.write_bytes(np.random.default_rng(0).integers(0, 255, 16 * 2**20, dtype=np.uint8).tobytes())
@@ -88,7 +88,7 @@ def test_the_ceilings_are_the_best_of_several_methods_and_say_which(tmp_path):
         assert rate > 0 and method in (
             "torch index_select", "numpy take into a preallocated batch", "numpy fancy index", "a copy per row"
         )  # fmt: skip
-    from iobench.run.limits import BUFFERED_CHUNKS, DIRECT_SHAPES
+    from iobench.measuring.limits import BUFFERED_CHUNKS, DIRECT_SHAPES
 
     rate, method = storage_read_mb_per_s(path)
     assert rate > 0 and ("O_DIRECT" in method or "buffered" in method), method
@@ -99,7 +99,7 @@ def test_the_ceilings_are_the_best_of_several_methods_and_say_which(tmp_path):
 
 def test_other_programs_cpu_is_measured_and_rivals_are_not_counted():
     """A busy machine silently collapsed torch's paths (9.5x); now its CPU use is measured."""
-    from iobench.run.contention import contending, other_cores_busy
+    from iobench.system.contention import contending, other_cores_busy
 
     outside = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
@@ -142,8 +142,8 @@ def test_runs_record_the_threads_the_rivals_and_the_load(tmp_path, cli):
 
 
 def test_tune_tries_one_thread_when_the_main_process_loads():
-    from iobench.environment import usable_cores
     from iobench.run.tune import candidates
+    from iobench.system.environment import usable_cores
     from tests.conftest import run_config
 
     found = candidates(run_config("memmap", "dataloader"), "memmap", False, None, True)
@@ -167,7 +167,7 @@ def test_the_commit_is_found_for_an_install_from_a_checkout(monkeypatch, tmp_pat
     """git_sha was `unknown` under the console script of a `pip install .` and a SHA under `python -m`."""
     from importlib import metadata
 
-    from iobench import environment
+    from iobench.system import environment
 
     class Installed:
         def read_text(self, name):
@@ -225,8 +225,8 @@ def test_several_datasets_pick_the_default_one_or_ask_which(tmp_path, cli):
 def test_keep_best_keeps_each_ceilings_best_measurement():
     """On a virtual disk the speed moves by 2x between minutes: limits measured before and after a study
     keep the best of each, so no figure of the study beats its ceiling by a lucky minute."""
+    from iobench.measuring.limits import best_of
     from iobench.results.record import MachineLimits
-    from iobench.run.limits import best_of
 
     a = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=900.0, storage_read_method="A",
                       page_cache_read_mb_per_s=8000.0, memory_gather_mb_per_s=5000.0, memory_gather_method="x",

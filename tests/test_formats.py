@@ -16,8 +16,8 @@ from tensordict import TensorDict
 
 from iobench.data.dataset import generate
 from iobench.formats import FORMATS
-from iobench.fsutil import make_partial_dir
 from iobench.spec import DatasetSpec
+from iobench.system.fsutil import make_partial_dir
 from tests.conftest import every_format, format_param
 
 CASES = [

@@ -7,11 +7,11 @@ import torch
 from iobench.data.dataset import generate
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError, RunFailed
-from iobench.run.clocks import time_bare_epoch, time_epoch
-from iobench.run.loaders import LOADERS, LoaderName
-from iobench.run.loaders.order import EpochOrder, as_slice
+from iobench.loaders import LOADERS, LoaderName
+from iobench.loaders.order import EpochOrder, as_slice
+from iobench.measuring.clocks import time_bare_epoch, time_epoch
+from iobench.plan.selection import parse_pairs
 from iobench.run.runner import build_loader
-from iobench.run.selection import parse_pairs
 from tests.conftest import format_param, resolved_run, run_config
 
 N = 203  # not a multiple of the batch size: the last batch is short
@@ -223,7 +223,7 @@ def test_a_dying_worker_ends_the_run_with_a_clear_error(dataset_dir, monkeypatch
 
 
 def test_gpu_resident_refuses_what_does_not_fit(dataset_dir, monkeypatch):
-    import iobench.run.loaders.resident as resident
+    import iobench.loaders.resident as resident
 
     monkeypatch.setattr(resident, "available_bytes", lambda device: 1000)
     with pytest.raises(IobenchError, match="gpu-resident: the dataset needs"):
@@ -306,8 +306,8 @@ def test_direct_cold_sequential_reads_the_dataset_in_order_with_o_direct(dataset
 
 
 def test_direct_reads_only_fixed_layouts_and_has_no_worker_knobs():
-    from iobench.run.config import RunConfig
-    from iobench.run.loaders.base import LoaderSettings
+    from iobench.loaders.base import LoaderSettings
+    from iobench.plan.config import RunConfig
 
     for fmt in ("hdf5", "lmdb"):
         with pytest.raises(IobenchError, match=f"--loader direct does not read --format {fmt}"):

@@ -9,13 +9,13 @@ import torch
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.run.clocks import time_epoch
-from iobench.run.config import check_world
-from iobench.run.distributed import World
-from iobench.run.loaders.base import LoaderSettings
-from iobench.run.loaders.order import indices_of
+from iobench.loaders.base import LoaderSettings
+from iobench.loaders.order import indices_of
+from iobench.measuring.clocks import time_epoch
+from iobench.measuring.distributed import World
+from iobench.plan.config import check_world
+from iobench.plan.selection import parse_pairs
 from iobench.run.runner import build_loader
-from iobench.run.selection import parse_pairs
 from iobench.system.processes import process_alive
 from tests.conftest import format_param, invoke, resolved_run, run_config, stored_records
 
@@ -109,8 +109,8 @@ def test_all_loaders_leave_ray_out_unless_named():
 
 def test_a_failing_actor_ends_the_epoch_with_one_line(ray, tmp_path):
     from iobench.errors import RunFailed
-    from iobench.run.loaders.order import EpochOrder
-    from iobench.run.loaders.ray_actors import RayLoader
+    from iobench.loaders.order import EpochOrder
+    from iobench.loaders.ray_actors import RayLoader
     from iobench.run.runner import _epoch
     from iobench.spec import DatasetSpec
 

@@ -343,7 +343,7 @@ def test_writing_stops_before_the_disk_is_full(tmp_path, cli, monkeypatch, forma
     """HDF5 crashes when a write meets a full disk: prepare stops, in one line, while room is left
     (here the file system is made to look nearly full from the start)."""
     import iobench.data.writing as writing
-    from iobench.fsutil import free_bytes
+    from iobench.system.fsutil import free_bytes
 
     monkeypatch.setattr(writing, "MIN_FREE_BYTES", free_bytes(tmp_path) + 1)
     r = cli("prepare", "--size", "5000", "--formats", formats, "--data-dir", tmp_path, "-q")
@@ -375,7 +375,7 @@ def test_a_signal_after_the_work_is_done_prints_no_traceback():
 
 
 def test_a_workers_broken_descriptor_handover_is_dropped_and_nothing_else(monkeypatch):
-    from iobench.run.loaders import dataloader
+    from iobench.loaders import dataloader
 
     seen = []
     monkeypatch.setattr(sys, "excepthook", lambda kind, value, tb: seen.append(kind))

@@ -163,8 +163,8 @@ def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch, res
 
 
 def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tmp_path, monkeypatch):
-    import iobench.run.limits
-    from iobench.run.limits import measure_limits
+    import iobench.measuring.limits
+    from iobench.measuring.limits import measure_limits
 
     calls = []
 
@@ -172,7 +172,7 @@ def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tm
         calls.append(data_dir)
         return measure_limits(data_dir, device, 16 * 2**20, announce=announce, read_limit=read_limit)
 
-    monkeypatch.setattr(iobench.run.limits, "measure_limits", small_probe)
+    monkeypatch.setattr(iobench.measuring.limits, "measure_limits", small_probe)
     results = tmp_path / "fresh" / "r.jsonl"
     for _ in range(2):
         r = cli(
@@ -215,7 +215,7 @@ def test_steps_run_on_the_device_and_are_timed(data, cli, results, step):
 def test_mlp_step_learns():
     import torch
 
-    from iobench.run.steps import make_step
+    from iobench.measuring.steps import make_step
 
     torch.manual_seed(0)
     features = torch.randn(256, 8)

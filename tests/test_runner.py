@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from iobench.loaders.base import Loader
 from iobench.run import runner
-from iobench.run.loaders.base import Loader
 from tests.conftest import invoke, resolved_run
 
 N, BATCH = 64, 16
@@ -73,9 +73,9 @@ def test_every_setting_of_a_run_is_recorded_and_nothing_else():
     differed only in it shared an identity. A field added to one side only fails here."""
     from dataclasses import fields
 
+    from iobench.loaders.base import LoaderSettings
+    from iobench.plan.config import RunConfig
     from iobench.results.record import RecordedConfig
-    from iobench.run.config import RunConfig
-    from iobench.run.loaders.base import LoaderSettings
 
     recorded = {f.name for f in fields(RecordedConfig)}
     renamed = {"torch_threads": "torch_threads_asked"}  # the environment's torch_threads is what the run had

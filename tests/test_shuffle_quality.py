@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from iobench.loaders.order import EpochOrder, indices_of
 from iobench.results.shuffle_quality import BLOCKS, block_of, expected_distinct, score
-from iobench.run.loaders.order import EpochOrder, indices_of
 from iobench.run.runner import run
 from tests.conftest import invoke, resolved_run
 

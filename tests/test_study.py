@@ -151,7 +151,7 @@ def test_report_and_compare(workspace, cli):
 def test_presets_expand_to_valid_configurations():
     import torch
 
-    from iobench.run.config import RunConfig
+    from iobench.plan.config import RunConfig
     from iobench.run.sweep import expand, preset
 
     cpu = torch.device("cpu")

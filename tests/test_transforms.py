@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from iobench.errors import IobenchError
-from iobench.run.config import RunConfig
-from iobench.run.transforms import IMAGENET_MEAN, IMAGENET_STD, PAD, make_transform, parse_transform
+from iobench.loaders.transforms import IMAGENET_MEAN, IMAGENET_STD, PAD, make_transform, parse_transform
+from iobench.plan.config import RunConfig
 from tests.conftest import assert_one_line_error, invoke, stored_records
 
 

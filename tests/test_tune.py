@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from iobench.run.config import RunConfig
-from iobench.run.paste import best_script
+from iobench.plan.config import RunConfig
+from iobench.plan.paste import best_script
 from iobench.run.tune import Candidate, TuneResult, candidates
 from tests.conftest import ROOT, invoke, prepare_with_limits, run_config, stored_records
 

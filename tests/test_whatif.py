@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from iobench.errors import IobenchError
+from iobench.measuring.steps import make_step, parse_step
 from iobench.results.whatif import error, predict
-from iobench.run.steps import make_step, parse_step
 from tests.conftest import prepare_with_limits, record_of, stored_records
 
 
 def _sleeps(step_name, seed, n, monkeypatch):
-    import iobench.run.steps as steps
+    import iobench.measuring.steps as steps
 
     slept = []
     monkeypatch.setattr(steps.time, "sleep", slept.append)

@@ -34,11 +34,11 @@ def limits_cmd(
     ] = False,
 ) -> None:
     """Measure this machine's ceilings: storage and page-cache read bandwidth, host-to-device, device copies."""
+    from iobench.loaders.device import resolve_device
+    from iobench.measuring.limits import best_of, load_limits, measure_limits, save_limits
     from iobench.results.store import check_writable, limits_path
     from iobench.results.tables import limits_table
-    from iobench.run.confine import check_read_limit
-    from iobench.run.device import resolve_device
-    from iobench.run.limits import best_of, load_limits, measure_limits, save_limits
+    from iobench.system.confine import check_read_limit
     from iobench.units import parse_bytes
 
     probe = parse_bytes(probe_size)
@@ -71,7 +71,7 @@ def doctor_cmd(
     """Check what iobench's numbers rest on here: eviction, page-cache reclaim, cgroups, cores, the GPU path."""
     from rich.table import Table
 
-    from iobench.run.device import resolve_device
+    from iobench.loaders.device import resolve_device
     from iobench.run.doctor import examine
 
     if not 0 <= idle_seconds <= MAX_IDLE_SECONDS:  # also refuses nan

@@ -26,14 +26,14 @@ from iobench.cli.app import ARGV
 from iobench.cli.console import announce_limits, err, out, reporter, say
 from iobench.cli.render import print_run
 from iobench.errors import IobenchError
+from iobench.loaders.base import LoaderSettings
+from iobench.loaders.device import resolve_device
+from iobench.measuring.distributed import joined
+from iobench.measuring.limits import stored_or_measured
+from iobench.plan.config import ResolvedRun, RunConfig, RunTarget, order_of, settle_device
 from iobench.results.record import EpochTiming, MachineLimits, RunRecord
 from iobench.results.store import append_record
 from iobench.results.whatif import error, predict
-from iobench.run.config import ResolvedRun, RunConfig, RunTarget, order_of, settle_device
-from iobench.run.device import resolve_device
-from iobench.run.distributed import joined
-from iobench.run.limits import stored_or_measured
-from iobench.run.loaders.base import LoaderSettings
 from iobench.run.place import RunPlace
 from iobench.run.runner import run
 from iobench.run.session import dataset_for_run, launch_torchrun, resolve_all

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from iobench.formats import DEFAULT_FORMATS, FORMATS
-from iobench.run.loaders import LOADERS
+from iobench.loaders import LOADERS
 from iobench.units import DEFAULT_SIZE  # the registry only: no torch
 
 # Help texts are rich markup: a literal "[" is written "\\[" ("[ray]" and "[default: 0]" vanished).

@@ -69,8 +69,8 @@ def print_tune(outcome, results: Path, dataset_dir: Path, device: str) -> None:
         by_cores[c.cores] = max(by_cores.get(c.cores, 0.0), c.median)
     out.print("throughput by loading processes: " + ", ".join(
         f"{n}: {rate:,.0f} samples/s" for n, rate in sorted(by_cores.items())))  # fmt: skip
-    from iobench.fsutil import atomic_write_text
-    from iobench.run.paste import best_script
+    from iobench.plan.paste import best_script
+    from iobench.system.fsutil import atomic_write_text
 
     script = best_script(best.config, dataset_dir, device, f"{best.median:,.0f} samples/s measured (epochs {spread})")
     where = results.with_name(f"{results.stem}-best.py")

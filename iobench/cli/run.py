@@ -58,8 +58,8 @@ def run_cmd(
     Under torchrun every rank reads its share of each epoch (DistributedSampler for the DataLoader,
     contiguous shares of the shared order otherwise) and rank 0 writes one record for all of them.
     """
+    from iobench.plan.selection import parse_pairs
     from iobench.results.store import check_writable
-    from iobench.run.selection import parse_pairs
 
     # Everything that can be refused without torch first: a mistake is named in a fraction of a second.
     if nproc is None:
@@ -70,7 +70,7 @@ def run_cmd(
     samples = _size_of(size, dataset)
 
     from iobench.cli.measuring import config_of, measure_run, step_times
-    from iobench.run.loaders.base import LoaderSettings
+    from iobench.loaders.base import LoaderSettings
     from iobench.torchrun_env import launched_by_torchrun
 
     what_if_ms = step_times(what_if, nproc is not None or launched_by_torchrun()) if what_if else None

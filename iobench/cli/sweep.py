@@ -50,12 +50,12 @@ def sweep_cmd(
 
     from iobench.cli.console import announce_limits
     from iobench.cli.measuring import config_of, sweep_with_progress
+    from iobench.cli.sweep_options import sweep_datasets, sweep_grid
+    from iobench.loaders.base import LoaderSettings
+    from iobench.loaders.device import resolve_device
+    from iobench.measuring.limits import stored_or_measured
     from iobench.results.store import check_writable
-    from iobench.run.device import resolve_device
-    from iobench.run.limits import stored_or_measured
-    from iobench.run.loaders.base import LoaderSettings
     from iobench.run.sweep import Point, expand, settings_extras, still_to_run
-    from iobench.run.sweep_options import sweep_datasets, sweep_grid
 
     check_writable(results)
     target = resolve_device(device)

@@ -44,12 +44,12 @@ def tune_cmd(
     from iobench.cli.console import announce_limits
     from iobench.cli.measuring import config_of
     from iobench.cli.render import print_tune
+    from iobench.loaders.base import LoaderSettings
+    from iobench.loaders.device import resolve_device
+    from iobench.measuring.distributed import SINGLE
+    from iobench.measuring.limits import stored_or_measured
+    from iobench.plan.config import RunTarget
     from iobench.results.store import check_writable
-    from iobench.run.config import RunTarget
-    from iobench.run.device import resolve_device
-    from iobench.run.distributed import SINGLE
-    from iobench.run.limits import stored_or_measured
-    from iobench.run.loaders.base import LoaderSettings
     from iobench.run.session import dataset_for_run
     from iobench.run.tune import candidates, settings_text, tune
 

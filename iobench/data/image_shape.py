@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.fsutil import open_regular
+from iobench.system.fsutil import open_regular
 
 GREY = {"1", "L", "LA", "I", "I;16", "F"}  # Pillow modes that iobench stores as one channel
 

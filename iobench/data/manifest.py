@@ -12,8 +12,8 @@ from pathlib import Path
 
 from iobench import __version__
 from iobench.errors import IobenchError
-from iobench.fsutil import atomic_write_json
 from iobench.spec import DatasetSpec
+from iobench.system.fsutil import atomic_write_json
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1

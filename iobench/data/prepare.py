@@ -17,15 +17,15 @@ from iobench.data.manifest import MANIFEST, Manifest
 from iobench.data.writing import write_formats
 from iobench.errors import IobenchError, one_line
 from iobench.formats import FORMATS
-from iobench.fsutil import (
+from iobench.progress import NullReporter, Reporter
+from iobench.spec import DatasetSpec
+from iobench.system.fsutil import (
     PARTIAL_PREFIX,
     free_bytes,
     remove,
     remove_stale_partials,
     replace_dir,
 )
-from iobench.progress import NullReporter, Reporter
-from iobench.spec import DatasetSpec
 
 DISK_MARGIN = 1.05  # keep 5% of the estimate spare
 

@@ -30,8 +30,8 @@ import numpy as np
 
 from iobench.errors import IobenchError, one_line
 from iobench.formats.npy import read_header
-from iobench.fsutil import check_regular, open_regular, pread_full
 from iobench.spec import LABEL_DTYPE, SUPPORTED_DTYPES, SourceInfo
+from iobench.system.fsutil import check_regular, open_regular, pread_full
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 # An image is decoded whole before it is resized: one of 13,000 x 13,000 pixels costs 0.5-1.3 GB per

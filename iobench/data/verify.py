@@ -10,8 +10,8 @@ from iobench.data.dataset import ContentHasher
 from iobench.data.manifest import MANIFEST, FormatEntry, Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.fsutil import PARTIAL_PREFIX, probe_owner, sha256_file
 from iobench.progress import NullReporter, Reporter
+from iobench.system.fsutil import PARTIAL_PREFIX, probe_owner, sha256_file
 
 
 @dataclass

@@ -29,11 +29,11 @@ from typing import Any
 from iobench.data.dataset import ContentHasher, generate
 from iobench.data.manifest import FileEntry, FormatEntry
 from iobench.formats import FORMATS
-from iobench.fsutil import free_bytes, fsync_tree, make_partial_dir, sha256_file
 from iobench.progress import Reporter
-from iobench.signals import signals_held
 from iobench.spec import Chunk, DatasetSpec
+from iobench.system.fsutil import free_bytes, fsync_tree, make_partial_dir, sha256_file
 from iobench.system.page_cache import evict
+from iobench.system.signals import signals_held
 
 QUEUE_CHUNKS = 4  # how far one format may lag behind the generator: bounds memory
 

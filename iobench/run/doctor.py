@@ -15,12 +15,12 @@ from pathlib import Path
 import torch
 
 from iobench.choices import Choice
-from iobench.environment import usable_cores
-from iobench.fsutil import PARTIAL_PREFIX, free_bytes, remove_stale_probes
+from iobench.measuring.limits import write_probe
+from iobench.plan.config import can_drop_caches, max_workers
 from iobench.results.warnings import BUSY_CORES
-from iobench.run.config import can_drop_caches, max_workers
-from iobench.run.contention import other_cores_busy
-from iobench.run.limits import write_probe
+from iobench.system.contention import other_cores_busy
+from iobench.system.environment import usable_cores
+from iobench.system.fsutil import PARTIAL_PREFIX, free_bytes, remove_stale_probes
 from iobench.system.page_cache import evict, resident_fraction
 
 PROBE_BYTES = 64 * 2**20
@@ -203,7 +203,7 @@ def cuda_checks(device: torch.device, nbytes: int = 256 * 2**20) -> list[Finding
                 f"no CUDA device here (torch {torch.__version__}): run scripts/gpu_smoke.sh on a GPU machine",
             )
         ]
-    from iobench.run.limits import cuda_limits
+    from iobench.measuring.limits import cuda_limits
 
     host = torch.ones(nbytes // 4)
     pinned = host.pin_memory()

@@ -11,12 +11,12 @@ from pathlib import Path
 import torch
 
 from iobench.data.workloads import workload_of
-from iobench.environment import environment
+from iobench.measuring.aggregate import RankMeasurements, combine
+from iobench.plan.config import COLD_RESIDENCY_LIMIT, Cache, ResolvedRun
 from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RunRecord
 from iobench.results.shuffle_quality import ShuffleQuality
-from iobench.run.aggregate import RankMeasurements, combine
-from iobench.run.config import COLD_RESIDENCY_LIMIT, Cache, ResolvedRun
-from iobench.run.sysmetrics import SystemCounters, peak_rss_bytes
+from iobench.system.environment import environment
+from iobench.system.sysmetrics import SystemCounters, peak_rss_bytes
 
 
 @dataclass

@@ -17,23 +17,23 @@ import torch
 from iobench.errors import RunFailed, one_line
 from iobench.formats import FORMATS
 from iobench.formats.base import FormatReader
+from iobench.loaders.base import Loader
+from iobench.loaders.factory import make_loader
+from iobench.loaders.transforms import CALIBRATION_SAMPLES, Transform, TransformOn, make_transform
+from iobench.measuring.clocks import time_epoch
+from iobench.measuring.steps import Step, make_step
+from iobench.plan.config import Cache, ResolvedRun, RunConfig
 from iobench.results.record import (
     EpochTiming,
     MachineLimits,
     RunRecord,
 )
 from iobench.results.shuffle_quality import score
-from iobench.run.clocks import time_epoch
-from iobench.run.config import Cache, ResolvedRun, RunConfig
-from iobench.run.confine import confined
-from iobench.run.contention import contending, other_cores_busy, torch_threads
 from iobench.run.epoch_log import EpochLog, record_of
-from iobench.run.loaders.base import Loader
-from iobench.run.loaders.factory import make_loader
-from iobench.run.steps import Step, make_step
-from iobench.run.sysmetrics import SystemCounters
-from iobench.run.transforms import CALIBRATION_SAMPLES, Transform, TransformOn, make_transform
+from iobench.system.confine import confined
+from iobench.system.contention import contending, other_cores_busy, torch_threads
 from iobench.system.page_cache import evict, resident_fraction
+from iobench.system.sysmetrics import SystemCounters
 
 DeviceTransform = Callable[[torch.Tensor], torch.Tensor] | None  # batched, after the copy
 

@@ -11,10 +11,10 @@ import torch
 
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
+from iobench.loaders import CORE_LOADERS, LOADERS, LoaderName
+from iobench.plan.config import RunConfig, RunTarget, resolve, settle_device
 from iobench.results.record import MachineLimits, RunRecord
 from iobench.results.store import append_record, done_identities
-from iobench.run.config import RunConfig, RunTarget, resolve, settle_device
-from iobench.run.loaders import CORE_LOADERS, LOADERS, LoaderName
 from iobench.run.runner import run
 
 PRESETS = ("settings", "formats", "scaling")

@@ -17,13 +17,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from iobench.environment import usable_cores
+from iobench.loaders import LoaderName
+from iobench.plan.config import ResolvedRun, RunConfig, RunTarget, resolve, settle_device
 from iobench.results.record import MachineLimits, RunRecord
 from iobench.results.store import append_record, load_records
 from iobench.results.tables import knob_parts
-from iobench.run.config import ResolvedRun, RunConfig, RunTarget, resolve, settle_device
-from iobench.run.loaders import LoaderName
 from iobench.run.runner import run
+from iobench.system.environment import usable_cores
 
 TIGHT = 0.03  # the leader's CI half-width below this share of its median: enough evidence
 ROUND_EPOCHS = (1, 2, 4, 8)  # timed epochs per round; later rounds repeat the last

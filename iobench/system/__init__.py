@@ -1,4 +1,3 @@
-"""Linux mechanisms the measuring and the data side both use: the page cache (eviction, residency) and
-whether a process is still there.
-
-The first rooms of the system layer; AIO, cgroups and /proc counters still live in iobench/run/."""
+"""Linux mechanisms the measuring and the data side both use: the page cache, AIO, cgroups and the
+cache governor, /proc counters, rival processes, signals, filesystem helpers and host facts. Imports
+nothing of iobench above spec and units (results' record types aside, for host facts)."""

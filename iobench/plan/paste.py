@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iobench.run.config import RunConfig
-from iobench.run.loaders import LoaderName
-from iobench.run.transforms import TransformOn
+from iobench.loaders import LoaderName
+from iobench.loaders.transforms import TransformOn
+from iobench.plan.config import RunConfig
 
 
 def loader_arguments(c: RunConfig) -> list[str]:

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from iobench.loaders.base import DeviceBatch, Loader
 from iobench.results.record import ReadMethod
-from iobench.run.loaders.base import DeviceBatch, Loader
 
 _END = object()
 

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from iobench.environment import mount_of
+from iobench.system.environment import mount_of
 
 
 def _diskstats_name(source: str) -> str | None:

@@ -9,9 +9,9 @@ import torch
 
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader
-from iobench.run.device import synchronize
-from iobench.run.loaders.base import DeviceBatch, Loader, LoaderSettings
-from iobench.run.loaders.order import EpochOrder
+from iobench.loaders.base import DeviceBatch, Loader, LoaderSettings
+from iobench.loaders.device import synchronize
+from iobench.loaders.order import EpochOrder
 
 HEADROOM = 0.9  # leave a tenth of free memory to the step
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from iobench.choices import parse_choices, split_list
 from iobench.formats import DEFAULT_FORMATS, FORMATS
-from iobench.run.loaders import LOADERS, LoaderName, unreadable
+from iobench.loaders import LOADERS, LoaderName, unreadable
 
 DEFAULT_PAIRS = (
     ("npy", LoaderName.DATALOADER),

@@ -13,9 +13,9 @@ from iobench.data.manifest import MANIFEST, Manifest, find_run_dataset
 from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
 from iobench.formats import DEFAULT_FORMATS, FORMATS
+from iobench.plan.config import Cache, RunConfig
+from iobench.plan.selection import parse_loaders
 from iobench.progress import make_reporter
-from iobench.run.config import Cache, RunConfig
-from iobench.run.selection import parse_loaders
 from iobench.run.sweep import Point, preset
 from iobench.spec import DatasetSpec
 from iobench.units import parse_size

@@ -11,8 +11,8 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from iobench.measuring.distributed import World
 from iobench.results.record import EpochTiming, RankStats, SystemStats
-from iobench.run.distributed import World
 
 PER_EPOCH = 13  # numbers per timed epoch in a rank's row (see _row)
 

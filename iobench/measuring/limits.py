@@ -29,14 +29,14 @@ import numpy as np
 import torch
 
 from iobench.data.manifest import Manifest
-from iobench.environment import mount_of
 from iobench.errors import IobenchError
-from iobench.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes, remove_stale_probes
 from iobench.results.record import PAGE, MachineLimits, limits_key, read_block
 from iobench.results.store import limits_path, load_all_limits
-from iobench.run import aio
-from iobench.run.confine import Confinement, check_can_confine, confined
 from iobench.spec import DatasetSpec
+from iobench.system import aio
+from iobench.system.confine import Confinement, check_can_confine, confined
+from iobench.system.environment import mount_of
+from iobench.system.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes, remove_stale_probes
 from iobench.system.page_cache import evict
 from iobench.units import DEFAULT_SIZE
 

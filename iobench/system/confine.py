@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.run.cache_governor import Governor
-from iobench.signals import signals_held
+from iobench.system.cache_governor import Governor
 from iobench.system.processes import process_alive
+from iobench.system.signals import signals_held
 from iobench.units import parse_bytes
 
 HELPER = "scripts/confine.sh"
@@ -280,7 +280,7 @@ class _Governor:
         self._watcher: threading.Thread | None = None
 
     def start(self) -> None:
-        args = [sys.executable, "-m", "iobench.run.cache_governor", str(self.group.path), str(self.version)]
+        args = [sys.executable, "-m", "iobench.system.cache_governor", str(self.group.path), str(self.version)]
         self.process = subprocess.Popen(
             [*args, str(self.budget)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True
         )

@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 
 from iobench.errors import IobenchError
-from iobench.run.loaders.base import DeviceBatch
+from iobench.loaders.base import DeviceBatch
 
 Step = Callable[[DeviceBatch], None]
 

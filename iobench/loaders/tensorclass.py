@@ -15,10 +15,10 @@ import torch
 from torch.utils.data import Dataset
 
 from iobench.formats.memmap import MemmapReader, Sample
-from iobench.run.loaders.base import DeviceBatch, Loader, LoaderSettings
-from iobench.run.loaders.dataloader import EpochBatchSampler, make_dataloader, passthrough
-from iobench.run.loaders.order import EpochOrder, Window
-from iobench.run.transforms import Transform
+from iobench.loaders.base import DeviceBatch, Loader, LoaderSettings
+from iobench.loaders.dataloader import EpochBatchSampler, make_dataloader, passthrough
+from iobench.loaders.order import EpochOrder, Window
+from iobench.loaders.transforms import Transform
 
 
 class TensorclassBatches(Dataset):

@@ -10,10 +10,10 @@ import torch
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.formats.base import FormatReader
-from iobench.run.loaders import LOADERS, LoaderName
-from iobench.run.loaders.base import Loader, LoaderSettings
-from iobench.run.loaders.order import DistributedSamplerOrder, EpochOrder
-from iobench.run.transforms import Transform
+from iobench.loaders import LOADERS, LoaderName
+from iobench.loaders.base import Loader, LoaderSettings
+from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
+from iobench.loaders.transforms import Transform
 
 
 def make_loader(
@@ -30,14 +30,14 @@ def make_loader(
     a host transform runs per sample where the loader reads (dataloader, tensorclass, ray); `cold`
     (every epoch starts uncached) lets the direct loader bypass the page cache."""
     kind = LOADERS[name]
-    cls = getattr(importlib.import_module(f"iobench.run.loaders.{kind.module}"), kind.cls)
+    cls = getattr(importlib.import_module(f"iobench.loaders.{kind.module}"), kind.cls)
     extra = (reader_format(reader), format_options) if name is LoaderName.RAY else ()
     keywords: dict[str, Any] = {"transform": transform} if transform is not None else {}  # only these take one
     if name is LoaderName.DIRECT:
         keywords["cold"] = cold
     loader: Loader = cls(reader, order, settings, device, *extra, **keywords)
     if settings.prefetch_thread:
-        from iobench.run.loaders.prefetch import PrefetchThread
+        from iobench.loaders.prefetch import PrefetchThread
 
         loader = PrefetchThread(loader, settings.prefetch_thread)
     return loader

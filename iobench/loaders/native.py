@@ -2,7 +2,7 @@
 
 The library decides the order, so every batch carries its samples' indices (the keys the writer stored)
 and the loader keeps them: the delivered order is scored as delivered. Each format module provides
-`native_batches(reader, settings, shuffle, seed, transform)`, an iterator of (features, labels, indices).
+`native_batches(reader, read: NativeRead)`, an iterator of (features, labels, indices).
 """
 
 from __future__ import annotations
@@ -15,11 +15,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from iobench.formats.base import FormatReader
-from iobench.run.loaders.base import Loader, LoaderSettings
-from iobench.run.loaders.dataloader import Carrying, carried_order
-from iobench.run.loaders.order import EpochOrder
-from iobench.run.transforms import Transform
+from iobench.formats.base import FormatReader, NativeRead
+from iobench.loaders.base import Loader, LoaderSettings
+from iobench.loaders.dataloader import Carrying, carried_order
+from iobench.loaders.order import EpochOrder
+from iobench.loaders.transforms import Transform
+
+
+def dataloader_keywords(settings: LoaderSettings) -> dict[str, Any]:
+    """The run's settings that a library's own DataLoader takes as they are (its pipeline owns the rest)."""
+    extra = {"prefetch_factor": settings.prefetch_factor} if settings.num_workers and settings.prefetch_factor else {}
+    return {"num_workers": settings.num_workers, "pin_memory": bool(settings.pin_memory), **extra}
 
 
 class NativeLoader(Loader):
@@ -39,7 +45,9 @@ class NativeLoader(Loader):
     def epoch(self, epoch: int) -> Iterator[Any]:
         self._carried = []
         seed = self.order.seed * 1_000_003 + epoch  # a new shuffle each epoch, the same for the same seed
-        batches = self._batches(self.reader, self.settings, self.order.shuffle, seed, self.transform)
+        read = NativeRead(self.settings.batch_size, self.order.shuffle, seed, dataloader_keywords(self.settings),
+                          self.transform)  # fmt: skip
+        batches = self._batches(self.reader, read)
         if self.order.max_batches is not None:
             batches = itertools.islice(batches, self.order.max_batches)
         return Carrying(batches, self._carried)

@@ -25,9 +25,9 @@ import torch
 
 from iobench.errors import IobenchError, RunFailed
 from iobench.formats.base import FormatReader
-from iobench.run.loaders.base import Loader, LoaderSettings
-from iobench.run.loaders.order import EpochOrder
-from iobench.run.transforms import Transform
+from iobench.loaders.base import Loader, LoaderSettings
+from iobench.loaders.order import EpochOrder
+from iobench.loaders.transforms import Transform
 from iobench.system.processes import process_alive
 
 DEFAULT_IN_FLIGHT_PER_ACTOR = 2  # torch's default prefetch_factor, for the same meaning
@@ -40,7 +40,7 @@ class BatchReader:
         self, format_name: str, directory: str, spec: dict, options: dict, sequential: bool, transform: str = "none"
     ) -> None:
         from iobench.formats import FORMATS
-        from iobench.run.transforms import make_transform
+        from iobench.loaders.transforms import make_transform
         from iobench.spec import DatasetSpec
 
         fmt = FORMATS[format_name]

@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 import torch
 
+from iobench.loaders.base import DeviceBatch, Loader
+from iobench.loaders.device import synchronize
 from iobench.results.record import EpochTiming
-from iobench.run.device import synchronize
-from iobench.run.loaders.base import DeviceBatch, Loader
-from iobench.signals import signals_held
+from iobench.system.signals import signals_held
 
 
 def time_epoch(

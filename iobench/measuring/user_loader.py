@@ -17,10 +17,10 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from iobench.errors import IobenchError
+from iobench.loaders.base import DeviceBatch, Loader, LoaderSettings
+from iobench.measuring.clocks import time_epoch
+from iobench.measuring.steps import make_step, parse_step
 from iobench.results.record import EpochStats, EpochTiming
-from iobench.run.clocks import time_epoch
-from iobench.run.loaders.base import DeviceBatch, Loader, LoaderSettings
-from iobench.run.steps import make_step, parse_step
 
 N_CLASSES = 1000  # the mlp step's classes when labels do not say (labels are taken modulo it)
 

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from iobench.choices import Choice
+from iobench.loaders.order import EpochOrder, indices_of
 from iobench.results.record import ReadMethod
-from iobench.run.loaders.order import EpochOrder, indices_of
 
 DeviceBatch = tuple[torch.Tensor, torch.Tensor]
 

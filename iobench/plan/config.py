@@ -22,15 +22,15 @@ from iobench.choices import Choice
 from iobench.data.manifest import FormatEntry, Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
+from iobench.loaders import LOADERS, LoaderName, check_reads
+from iobench.loaders.base import Fetch, LoaderSettings
+from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
+from iobench.loaders.transforms import TransformOn, parse_transform
+from iobench.measuring.distributed import SINGLE, World
+from iobench.measuring.steps import parse_step
 from iobench.results.record import RecordedConfig
-from iobench.run.confine import CacheBudget, Confinement, check_can_confine, check_read_limit
-from iobench.run.contention import MAX_RIVALS
-from iobench.run.distributed import SINGLE, World
-from iobench.run.loaders import LOADERS, LoaderName, check_reads
-from iobench.run.loaders.base import Fetch, LoaderSettings
-from iobench.run.loaders.order import DistributedSamplerOrder, EpochOrder
-from iobench.run.steps import parse_step
-from iobench.run.transforms import TransformOn, parse_transform
+from iobench.system.confine import CacheBudget, Confinement, check_can_confine, check_read_limit
+from iobench.system.contention import MAX_RIVALS
 
 
 class Cache(Choice):
@@ -72,12 +72,12 @@ class RunConfig:
     seed: int = 0
     cache: Cache = Cache.WARM  # timed epochs follow an untimed one: a stable first result
     eviction: Eviction = Eviction.AUTO
-    read_limit_mb_per_s: float | None = None  # reads throttled by a cgroup (iobench.run.confine)
+    read_limit_mb_per_s: float | None = None  # reads throttled by a cgroup (iobench.system.confine)
     cache_budget: CacheBudget | None = None  # page cache capped by a memory cgroup
-    transform: str = "none"  # none | augment | cpu:US (iobench.run.transforms)
+    transform: str = "none"  # none | augment | cpu:US (iobench.loaders.transforms)
     transform_on: TransformOn = TransformOn.HOST  # per sample in the loader, or batched after the copy
     torch_threads: int | None = None  # the main process's intra-op threads; None: torch's default
-    cpu_contention: int = 0  # rival processes kept busy beside the run (iobench.run.contention)
+    cpu_contention: int = 0  # rival processes kept busy beside the run (iobench.system.contention)
 
     def __post_init__(self) -> None:
         if isinstance(self.cache_budget, str):
@@ -339,7 +339,7 @@ def check_budget(resolved: ResolvedRun) -> None:
     budget = resolved.confinement.cache_budget_bytes
     if budget is None:
         return
-    from iobench.environment import mount_of
+    from iobench.system.environment import mount_of
 
     fstype, _ = mount_of(resolved.dataset_dir)
     if fstype in ("tmpfs", "ramfs"):

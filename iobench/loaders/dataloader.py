@@ -12,9 +12,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from iobench.formats.base import FormatReader
-from iobench.run.loaders.base import Fetch, Loader, LoaderSettings
-from iobench.run.loaders.order import EpochOrder, indices_of
-from iobench.run.transforms import Transform
+from iobench.loaders.base import Fetch, Loader, LoaderSettings
+from iobench.loaders.order import EpochOrder, indices_of
+from iobench.loaders.transforms import Transform
 
 
 class ReaderDataset(Dataset):

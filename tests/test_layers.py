@@ -1,0 +1,134 @@
+"""The house's import rules: every import runs down the layers, and no modules import each other in a circle.
+
+Read from the source with `ast` (nothing is imported), lazy imports inside functions included: an import
+deferred for speed is still a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Bottom to top; a package may import its own modules and those of any lower layer.
+LAYERS = [
+    {"iobench", "iobench.errors"},
+    {"iobench.choices", "iobench.units", "iobench.progress", "iobench.torchrun_env"},
+    {"iobench.spec", "iobench.results"},
+    {"iobench.system"},
+    {"iobench.formats"},
+    {"iobench.data"},
+    {"iobench.loaders"},
+    {"iobench.measuring"},
+    {"iobench.plan"},
+    {"iobench.run"},
+    {"iobench.api", "iobench.cli"},
+    {"iobench.__main__"},
+]
+RANK = {unit: rank for rank, units in enumerate(LAYERS) for unit in units}
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for base, prefix in ((ROOT / "iobench", ("iobench",)), (ROOT / "formats", ("iobench", "formats"))):
+        for path in base.rglob("*.py"):
+            parts = prefix + path.relative_to(base).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def imports(mods: dict[str, Path]) -> dict[str, set[str]]:
+    """Module -> the iobench modules it imports (`from pkg import submodule` counts the submodule only)."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for name, path in mods.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                module = ".".join(base + ([node.module] if node.module else []))
+                subs = [f"{module}.{alias.name}" for alias in node.names if f"{module}.{alias.name}" in mods]
+                targets = subs or [module]
+            else:
+                continue
+            graph[name].update(t for t in targets if t in mods and t != name)
+    return graph
+
+
+def unit_of(module: str) -> str:
+    """The layer unit a module belongs to: its package under iobench, or the top-level module itself."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_every_module_has_a_layer():
+    missing = {unit_of(m) for m in modules()} - set(RANK)
+    assert not missing, f"add {sorted(missing)} to LAYERS in tests/test_layers.py"
+
+
+def test_imports_run_down_the_layers():
+    upward = [
+        f"{source} imports {target}"
+        for source, targets in imports(modules()).items()
+        for target in targets
+        if unit_of(source) != unit_of(target) and RANK[unit_of(target)] >= RANK[unit_of(source)]
+    ]
+    assert not upward, "\n".join(sorted(upward))
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in list(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph.get(start, ()))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    assert cycles(imports(modules())) == []
+
+
+def test_the_checks_can_fail():
+    """The rules above are only worth something if they catch what they are written for."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    graph = imports(modules())
+    assert "iobench.system.page_cache" in graph["iobench.data.writing"]  # the reader sees real imports
+    assert RANK[unit_of("iobench.data.writing")] > RANK[unit_of("iobench.system.page_cache")]
