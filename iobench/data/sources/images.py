@@ -1,0 +1,118 @@
+"""A folder of images in class sub-folders (the ImageFolder layout): PNG/JPEG decoded with Pillow,
+resized to cover --shape and centre-cropped, uint8 channels first; label = class index in sorted order.
+A link (class folder, sub-folder or image) is refused, never followed."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iobench.data.sources.base import SourceKind
+from iobench.errors import IobenchError
+from iobench.spec import LABEL_DTYPE, SourceInfo
+from iobench.system.fsutil import open_regular
+
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
+# An image is decoded whole before it is resized: one of 13,000 x 13,000 pixels costs 0.5-1.3 GB per
+# decoding thread. 64 megapixels admits every camera photo and 8K frame.
+MAX_IMAGE_PIXELS = 64_000_000
+
+
+def image_files(root: Path) -> list[tuple[Path, int]]:
+    """(image, class index) of an ImageFolder, in sorted order."""
+    # A class folder linked to /usr was crawled whole before links were refused.
+    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    per_class = [_images_in(folder, root) for folder in classes]
+    empty = [folder.name for folder, found in zip(classes, per_class, strict=True) if not found]
+    if empty and len(empty) < len(classes):  # torchvision refuses this too: every later label would shift by one
+        raise IobenchError(f"--from {root}: class folder {empty[0]!r} holds no PNG or JPEG files")
+    files = [(p, label) for label, found in enumerate(per_class) for p in found]
+    if not files:
+        raise IobenchError(f"--from {root}: no PNG or JPEG files in class sub-folders (the ImageFolder layout)")
+    return files
+
+
+def _images_in(folder: Path, root: Path) -> list[Path]:
+    """Image files below a class folder; a linked folder or image is refused (os.walk lists linked
+    sub-folders without entering them)."""
+    linked = [folder] if folder.is_symlink() else []
+    found = []
+    for dirpath, dirnames, filenames in os.walk(folder):
+        here = Path(dirpath)
+        images = [n for n in filenames if Path(n).suffix.lower() in IMAGE_SUFFIXES]
+        linked += [here / n for n in dirnames + images if (here / n).is_symlink()]
+        if linked:
+            raise IobenchError(
+                f"--from {root}: {linked[0].relative_to(root)} is a link; a source is read without links"
+            )
+        found += [here / n for n in images]
+    return sorted(found)
+
+
+class Images:
+    """Image files decoded, resized to cover (H, W) and centre-cropped, as uint8 (C, H, W) rows."""
+
+    dtype = np.dtype(np.uint8)
+
+    def __init__(self, files: list[tuple[Path, int]], shape: tuple[int, ...]) -> None:
+        self.files, self.shape = files, (len(files), *shape)
+        self.ndim = 4
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, rows: slice) -> np.ndarray:
+        start, stop, _ = rows.indices(len(self))
+        with ThreadPoolExecutor(os.cpu_count() or 1) as pool:  # Pillow decodes without the GIL
+            return np.stack(list(pool.map(self._one, range(start, stop))))
+
+    def _one(self, index: int) -> np.ndarray:
+        from PIL import Image
+
+        channels, height, width = self.shape[1:]
+        path = self.files[index][0]
+        try:
+            with open(open_regular(path), "rb") as f, Image.open(f) as image:
+                if image.width * image.height > MAX_IMAGE_PIXELS:  # the header only: nothing decoded yet
+                    raise ValueError(
+                        f"{image.width}x{image.height} pixels, more than the {MAX_IMAGE_PIXELS:,} iobench decodes"
+                    )
+                image = image.convert("RGB" if channels == 3 else "L")
+                scale = max(width / image.width, height / image.height)
+                size = (max(width, round(image.width * scale)), max(height, round(image.height * scale)))
+                image = image.resize(size, Image.BILINEAR)
+                left, top = (size[0] - width) // 2, (size[1] - height) // 2
+                pixels = np.asarray(image.crop((left, top, left + width, top + height)))
+        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+            raise ValueError(f"{path}: not a readable image ({exc})") from None
+        return pixels[None] if channels == 1 else np.moveaxis(pixels, -1, 0)
+
+
+class ImageFolderSource(SourceKind):
+    name = "images"
+    takes_shape = True
+
+    def matches(self, path: Path) -> bool:
+        return path.is_dir()
+
+    def shape_of(self, path: Path, shape: tuple[int, ...] | None, text: str) -> tuple[int, ...]:
+        """--shape, or the one size every image has (nothing is resized then)."""
+        if shape is None:
+            from iobench.data.image_shape import inferred_shape
+
+            shape = inferred_shape([p for p, _ in image_files(path)], text)
+        if len(shape) != 3 or shape[0] not in (1, 3):
+            raise IobenchError(f"--from {text}: --shape for images is C,H,W with C 1 or 3, got {shape}")
+        return shape
+
+    def footprint(self, path: Path, features: str, labels: str) -> tuple[int, float]:
+        files = image_files(path)
+        return sum(p.stat().st_size for p, _ in files), max(p.stat().st_mtime for p, _ in files)
+
+    def open(self, info: SourceInfo, closing: list[Any]) -> tuple[Any, Any]:
+        files = image_files(Path(info.path))
+        return Images(files, info.image_shape), np.array([label for _, label in files], dtype=LABEL_DTYPE)
