@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from iobench.errors import IobenchError
-from iobench.results.record import MachineLimits
+from iobench.results.machine_limits import MachineLimits
 from iobench.system import confine
 from iobench.system.cache_governor import HEADROOM
 from iobench.system.confine import CacheBudget, Confinement, confined

@@ -18,7 +18,8 @@ from iobench.formats import FORMATS
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder, indices_of
 from iobench.measuring.aggregate import RankMeasurements, combine
 from iobench.measuring.distributed import World, launched_by_torchrun, rank_device
-from iobench.results.record import EpochTiming, MachineLimits
+from iobench.results.machine_limits import MachineLimits
+from iobench.results.record import EpochTiming
 from iobench.run.launch import torchrun_args
 from tests.conftest import ROOT, invoke, record_of, stored_records
 from tests.rank_delivery import combinations

@@ -226,7 +226,7 @@ def test_keep_best_keeps_each_ceilings_best_measurement():
     """On a virtual disk the speed moves by 2x between minutes: limits measured before and after a study
     keep the best of each, so no figure of the study beats its ceiling by a lucky minute."""
     from iobench.measuring.limits import best_of
-    from iobench.results.record import MachineLimits
+    from iobench.results.machine_limits import MachineLimits
 
     a = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=900.0, storage_read_method="A",
                       page_cache_read_mb_per_s=8000.0, memory_gather_mb_per_s=5000.0, memory_gather_method="x",

@@ -84,7 +84,7 @@ def test_the_split_is_linear_and_its_legend_sits_beside_the_bars():
 
 def test_percent_of_limit_is_skipped_when_every_run_is_far_below_its_ceiling():
     """Transform-bound runs drew bars of 1% each: a plot with nothing to see."""
-    from iobench.results.record import MachineLimits
+    from iobench.results.machine_limits import MachineLimits
 
     limits = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=1000.0, page_cache_read_mb_per_s=1000.0,
                            memory_gather_mb_per_s=1000.0)  # fmt: skip

@@ -119,7 +119,8 @@ def test_stored_records_of_every_schema_are_read_and_written_back_whole(name):
 def test_a_newer_schema_is_refused_and_unknown_fields_are_kept():
     import json
 
-    from iobench.results.record import SCHEMA_VERSION, RecordError, RunRecord
+    from iobench.results.checked import RecordError
+    from iobench.results.record import SCHEMA_VERSION, RunRecord
 
     stored = json.loads((FIXTURES / "records-schema2.jsonl").read_text().splitlines()[0])
     with pytest.raises(RecordError, match="newer than this iobench reads"):

@@ -30,7 +30,7 @@ import torch
 
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError
-from iobench.results.record import PAGE, MachineLimits, limits_key, read_block
+from iobench.results.machine_limits import PAGE, MachineLimits, limits_key, read_block
 from iobench.results.store import limits_path, load_all_limits
 from iobench.spec import DatasetSpec
 from iobench.system import aio

@@ -10,17 +10,15 @@ from __future__ import annotations
 
 import math
 import statistics
-import types
-import typing
 from collections.abc import Sequence
-from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from iobench.choices import Choice
-from iobench.errors import IobenchError
+from iobench.results.checked import MAX_MEASURED, RecordError, checked, mapping, numbers, parsed
+from iobench.results.machine_limits import MachineLimits
 from iobench.results.stats import summary
 
-PAGE = 4096  # the unit of a random read (a page; O_DIRECT alignment)
 SCHEMA_VERSION = 2  # 1: records written before the version was stored (read with the defaults below)
 
 
@@ -29,10 +27,6 @@ class ReadMethod(Choice):
 
     DIRECT = "O_DIRECT + Linux AIO"
     THREADS = "preadv threads through the page cache"
-
-
-class RecordError(IobenchError):
-    """A stored record that is not one (wrong types, missing fields)."""
 
 
 @dataclass(frozen=True)
@@ -254,76 +248,6 @@ class Environment:
 
 
 @dataclass(frozen=True, kw_only=True)
-class MachineLimits:
-    """The ceilings of one host and data device (`iobench limits`), stored beside the results."""
-
-    measured_at: str = ""
-    hostname: str
-    data_dir: str = ""
-    data_filesystem: str = ""
-    data_device: str
-    probe_file: str = ""
-    probe_bytes: int = 0
-    storage_read_mb_per_s: float
-    storage_read_method: str = ""
-    page_cache_read_mb_per_s: float
-    h2d_pageable_mb_per_s: float | None = None
-    h2d_pinned_mb_per_s: float | None = None
-    d2d_mb_per_s: float | None = None
-    cuda_device: str | None = None
-    read_limit_mb_per_s: float | None = None  # measured under this read throttle (--read-limit)
-    # Random O_DIRECT reads at queue depth 1 and 32, of 4 KiB and of the sample size rounded up to 4 KiB
-    # (the block a shuffled cold epoch must read per sample), and gathering samples from memory.
-    random_read_4k_qd1_iops: float | None = None
-    random_read_4k_qd32_iops: float | None = None
-    random_read_block_bytes: int | None = None
-    random_read_block_qd1_iops: float | None = None
-    random_read_block_qd32_iops: float | None = None
-    memory_gather_mb_per_s: float | None = None
-    memory_gather_method: str = ""  # the fastest of the gathers tried (torch, numpy take, fancy index, rows)
-    gather_sample_bytes: int | None = None
-
-    def __post_init__(self) -> None:
-        """A ceiling is a positive, finite rate: 0 would divide every share by zero after a
-        measurement, a negative one gives negative shares (a crafted or damaged limits.json)."""
-        for f in fields(self):
-            value = getattr(self, f.name)
-            rate = f.name.endswith(("_mb_per_s", "_iops")) and f.name != "read_limit_mb_per_s"
-            if rate and value is not None and not (0 < value < math.inf):
-                raise RecordError(f"the ceiling {f.name!r} is {value!r}; a ceiling must be a positive rate")
-
-    def random_iops(self, sample_bytes: int) -> float | None:
-        """Queue-depth-32 random reads of the block that holds one sample, when measured for it."""
-        block = read_block(sample_bytes)
-        if block == PAGE:
-            return self.random_read_4k_qd32_iops
-        return self.random_read_block_qd32_iops if block == self.random_read_block_bytes else None
-
-    @property
-    def key(self) -> str:
-        """Limits are stored per host, data device and read throttle: one host may hold datasets on
-        several disks, and a throttled disk is another disk."""
-        return limits_key(self.hostname, self.data_device, self.read_limit_mb_per_s)
-
-    def to_json(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None}
-
-    @classmethod
-    def from_json(cls, data: object) -> MachineLimits:
-        return _part(cls, _mapping(data, "limits entry"))
-
-
-def read_block(sample_bytes: int) -> int:
-    """What one random read of a sample costs the storage: its size rounded up to whole 4 KiB pages."""
-    return max(PAGE, -(-sample_bytes // PAGE) * PAGE)
-
-
-def limits_key(hostname: str, data_device: str, read_limit_mb_per_s: float | None = None) -> str:
-    throttle = f"@{read_limit_mb_per_s:g}MB/s" if read_limit_mb_per_s is not None else ""
-    return f"{hostname}:{data_device}{throttle}"
-
-
-@dataclass(frozen=True, kw_only=True)
 class LimitShare:
     """The run's MB/s as a share of the ceiling of its pattern (None: no ceiling applies or known)."""
 
@@ -422,7 +346,7 @@ class RunRecord:
     @classmethod
     def from_json(cls, data: object) -> RunRecord:
         """A stored record of any schema version; RecordError names what is wrong."""
-        d = _mapping(data, "record")
+        d = mapping(data, "record")
         version = d.get("schema_version", 1)
         if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise RecordError(f"schema_version must be a whole number >= 1, got {version!r}")
@@ -430,7 +354,7 @@ class RunRecord:
             raise RecordError(f"schema_version {version} is newer than this iobench reads ({SCHEMA_VERSION})")
         d = dict(d)
         if "epoch_seconds_mad" not in d and isinstance(d.get("epoch_seconds"), list) and d["epoch_seconds"]:
-            d["epoch_seconds_mad"] = summary(_numbers(d["epoch_seconds"], "epoch_seconds")).mad
+            d["epoch_seconds_mad"] = summary(numbers(d["epoch_seconds"], "epoch_seconds")).mad
         parts = {
             "config": RecordedConfig,
             "dataset": DatasetInfo,
@@ -440,18 +364,15 @@ class RunRecord:
             "environment": Environment,
             "limit": LimitShare,
         }
-        built = {name: _part(part, d) for name, part in parts.items()}
+        built = {name: parsed(part, d) for name, part in parts.items()}
         _check_measured(built["epochs"])
         known = {f.name for part in parts.values() for f in fields(part)} | {"schema_version", "timestamp"}
         return cls(
             **built,
-            timestamp=_checked(d.get("timestamp", ""), str, "timestamp"),
+            timestamp=checked(d.get("timestamp", ""), str, "timestamp"),
             schema_version=version,
             extra={k: v for k, v in d.items() if k not in known},
         )
-
-
-MAX_MEASURED = 1e15  # seconds (30 million years) or MB/s: anything larger is not a measurement
 
 
 def _check_measured(epochs: EpochStats) -> None:
@@ -461,50 +382,3 @@ def _check_measured(epochs: EpochStats) -> None:
         for x in value if isinstance(value, list) else [value]:
             if isinstance(x, (int, float)) and not isinstance(x, bool) and (x < 0 or x > MAX_MEASURED):
                 raise RecordError(f"{f.name!r} holds {x!r}, not a measured time or rate")
-
-
-def _mapping(data: object, what: str) -> dict:
-    if not isinstance(data, dict):
-        raise RecordError(f"a {what} must be a JSON object, got {type(data).__name__}")
-    return data
-
-
-def _numbers(values: object, name: str) -> list[float]:
-    return _checked(values, list[float], name)
-
-
-_HINTS: dict[type, dict[str, Any]] = {}
-
-
-def _part(cls: type, data: dict) -> Any:
-    """Build one part from the flat object, checking every stored value against its type."""
-    hints = _HINTS.setdefault(cls, typing.get_type_hints(cls))
-    values = {}
-    for f in fields(cls):
-        if f.name in data:
-            values[f.name] = _checked(data[f.name], hints[f.name], f.name)
-        elif f.default is MISSING and f.default_factory is MISSING:
-            raise RecordError(f"the field {f.name!r} is missing")
-    return cls(**values)
-
-
-def _checked(value: Any, hint: Any, name: str) -> Any:
-    if not _fits(value, hint):
-        raise RecordError(f"{name!r} holds {value!r:.60}, not {hint.__name__ if isinstance(hint, type) else hint}")
-    return value
-
-
-def _fits(value: Any, hint: Any) -> bool:
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, h) for h in typing.get_args(hint))
-    if origin is list:
-        (item,) = typing.get_args(hint)
-        return isinstance(value, list) and all(_fits(v, item) for v in value)
-    if hint is type(None):
-        return value is None
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, hint)

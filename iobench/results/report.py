@@ -9,7 +9,8 @@ from pathlib import Path
 from iobench.errors import IobenchError
 from iobench.results import plots
 from iobench.results.answer import answer_lines, collapsed, sorted_for_table
-from iobench.results.record import RunRecord, limits_key
+from iobench.results.machine_limits import limits_key
+from iobench.results.record import RunRecord
 from iobench.results.store import load_all_limits, load_records
 from iobench.results.tables import au_text, settings_label, shuffle_text
 from iobench.results.warnings import md_text, record_warnings

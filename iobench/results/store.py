@@ -9,7 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.results.record import MachineLimits, RecordError, RunRecord
+from iobench.results.checked import RecordError
+from iobench.results.machine_limits import MachineLimits
+from iobench.results.record import RunRecord
 
 
 @dataclass

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from rich.table import Table
 
-from iobench.results.record import PAGE, MachineLimits, RunRecord
+from iobench.results.machine_limits import PAGE, MachineLimits
+from iobench.results.record import RunRecord
 from iobench.results.stats import relative_to_fastest
 
 

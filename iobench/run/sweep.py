@@ -13,7 +13,8 @@ from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.loaders import CORE_LOADERS, LOADERS, LoaderName
 from iobench.plan.config import RunConfig, RunTarget, resolve, settle_device
-from iobench.results.record import MachineLimits, RunRecord
+from iobench.results.machine_limits import MachineLimits
+from iobench.results.record import RunRecord
 from iobench.results.store import append_record, done_identities
 from iobench.run.runner import run
 

@@ -19,7 +19,8 @@ from pathlib import Path
 
 from iobench.loaders import LoaderName
 from iobench.plan.config import ResolvedRun, RunConfig, RunTarget, resolve, settle_device
-from iobench.results.record import MachineLimits, RunRecord
+from iobench.results.machine_limits import MachineLimits
+from iobench.results.record import RunRecord
 from iobench.results.store import append_record, load_records
 from iobench.results.tables import knob_parts
 from iobench.run.runner import run
