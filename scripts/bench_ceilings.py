@@ -18,7 +18,7 @@ import statistics
 import subprocess
 from pathlib import Path
 
-from iobench.measuring.limits import direct_read_mb_per_s, random_read_iops
+from iobench.measuring.read_rates import direct_read_mb_per_s, random_read_iops
 from iobench.system.confine import Confinement, confined
 
 FIO_JOBS = {

@@ -105,7 +105,8 @@ class ZarrBatches(torch.utils.data.Dataset):
 
 def iobench_rate(dataset: Path, fmt: str, workers: int) -> float:
     from iobench.loaders.base import LoaderSettings
-    from iobench.plan.config import RunConfig, RunTarget, resolve
+    from iobench.plan.config import RunConfig
+    from iobench.plan.resolve import RunTarget, resolve
     from iobench.run.runner import run
 
     config = RunConfig(format=fmt, loader="native", settings=LoaderSettings(batch_size=BATCH, num_workers=workers),

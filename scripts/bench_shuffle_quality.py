@@ -17,7 +17,8 @@ import torch
 
 from iobench.data.manifest import find_run_dataset
 from iobench.loaders.base import LoaderSettings
-from iobench.plan.config import RunConfig, RunTarget, resolve
+from iobench.plan.config import RunConfig
+from iobench.plan.resolve import RunTarget, resolve
 from iobench.results.shuffle_quality import score
 from iobench.run.runner import run
 

@@ -15,7 +15,8 @@ from iobench import spec
 from iobench.cli import main
 from iobench.loaders.base import LoaderSettings
 from iobench.measuring.distributed import SINGLE, World
-from iobench.plan.config import ResolvedRun, RunConfig, RunTarget, order_of, resolve
+from iobench.plan.config import RunConfig, order_of
+from iobench.plan.resolve import ResolvedRun, RunTarget, resolve
 from iobench.results.record import RunRecord
 from iobench.results.store import read_records
 

@@ -18,7 +18,8 @@ from iobench.data.manifest import Manifest
 from iobench.loaders import LOADERS, LoaderName
 from iobench.measuring.clocks import time_epoch
 from iobench.measuring.distributed import joined
-from iobench.plan.config import RunConfig, RunTarget, resolve
+from iobench.plan.config import RunConfig
+from iobench.plan.resolve import RunTarget, resolve
 from iobench.run.runner import build_loader
 from tests.conftest import run_config
 

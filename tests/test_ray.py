@@ -13,7 +13,7 @@ from iobench.loaders.base import LoaderSettings
 from iobench.loaders.order import indices_of
 from iobench.measuring.clocks import time_epoch
 from iobench.measuring.distributed import World
-from iobench.plan.config import check_world
+from iobench.plan.resolve import check_world
 from iobench.plan.selection import parse_pairs
 from iobench.run.runner import build_loader
 from iobench.system.processes import process_alive

@@ -30,7 +30,8 @@ from iobench.loaders.base import LoaderSettings
 from iobench.loaders.device import resolve_device
 from iobench.measuring.distributed import joined
 from iobench.measuring.limits import stored_or_measured
-from iobench.plan.config import ResolvedRun, RunConfig, RunTarget, order_of, settle_device
+from iobench.plan.config import RunConfig, order_of
+from iobench.plan.resolve import ResolvedRun, RunTarget, settle_device
 from iobench.results.machine_limits import MachineLimits
 from iobench.results.record import EpochTiming, RunRecord
 from iobench.results.store import append_record

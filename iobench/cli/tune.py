@@ -48,7 +48,7 @@ def tune_cmd(
     from iobench.loaders.device import resolve_device
     from iobench.measuring.distributed import SINGLE
     from iobench.measuring.limits import stored_or_measured
-    from iobench.plan.config import RunTarget
+    from iobench.plan.resolve import RunTarget
     from iobench.results.store import check_writable
     from iobench.run.session import dataset_for_run
     from iobench.run.tune import candidates, settings_text, tune

@@ -1,4 +1,5 @@
-"""What a run measures, checked once: `RunConfig` (the user's choices) -> `resolve()` -> `ResolvedRun`.
+"""What a run measures, checked once: `RunConfig` (the user's choices) -> `resolve()` -> `ResolvedRun`
+(iobench/plan/resolve.py).
 
 A `RunConfig` that exists is consistent in itself (its constructor refuses knobs that do not go
 together); `resolve()` adds what depends on the machine and the dataset (the device, pinning, the
@@ -11,25 +12,19 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import math
-import os
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import torch
 from torch.utils.data import DataLoader
 
 from iobench.choices import Choice
-from iobench.data.manifest import FormatEntry, Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.loaders import LOADERS, LoaderName, check_reads
 from iobench.loaders.base import Fetch, LoaderSettings
-from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
 from iobench.loaders.transforms import TransformOn, parse_transform
-from iobench.measuring.distributed import SINGLE, World
 from iobench.measuring.steps import parse_step
-from iobench.results.record import RecordedConfig
-from iobench.system.confine import CacheBudget, Confinement, check_can_confine, check_read_limit
+from iobench.system.confine import CacheBudget, check_read_limit
 from iobench.system.contention import MAX_RIVALS
 
 
@@ -200,205 +195,3 @@ def _check_ray(s: LoaderSettings) -> None:
         raise IobenchError("--loader ray: actors live as long as the loader; --persistent-workers does not apply")
     if importlib.util.find_spec(LOADERS[LoaderName.RAY].extra or "ray") is None:
         raise IobenchError("--loader ray needs Ray: pip install 'iobench[ray]'")
-
-
-@dataclass(frozen=True)
-class RunTarget:
-    """Where configurations run: a prepared dataset and a device that exists here."""
-
-    dataset_dir: Path
-    device: torch.device
-
-
-@dataclass(frozen=True)
-class ResolvedRun:
-    """A configuration checked against the machine, the dataset and the ranks: ready to run."""
-
-    config: RunConfig  # with every automatic setting decided (pinning)
-    target: RunTarget
-    world: World
-    manifest: Manifest
-
-    @property
-    def dataset_dir(self) -> Path:
-        return self.target.dataset_dir
-
-    @property
-    def device(self) -> torch.device:
-        return self.target.device
-
-    @property
-    def entry(self) -> FormatEntry:
-        return self.manifest.formats[self.config.format]
-
-    @property
-    def files(self) -> list[Path]:
-        return self.entry.file_paths(self.dataset_dir)
-
-    @property
-    def confinement(self) -> Confinement:
-        """The throttle and the cache budget in bytes (a share is of this format's files)."""
-        c = self.config
-        budget = c.cache_budget.of(self.entry.bytes) if c.cache_budget is not None else None
-        return Confinement(c.read_limit_mb_per_s, budget)
-
-    def epoch_order(self) -> EpochOrder | DistributedSamplerOrder:
-        """This rank's batches: the DataLoader under torchrun takes torch's DistributedSampler, as
-        training scripts do; the other loaders take a contiguous share of the epoch's shared order."""
-        c, w = self.config, self.world
-        n, batch = self.manifest.spec.n_samples, c.settings.batch_size
-        if w.size > 1 and c.loader is LoaderName.DATALOADER:
-            return DistributedSamplerOrder(n, batch, c.shuffle, c.seed, c.max_batches, w.rank, w.size)
-        return EpochOrder(n, batch, c.shuffle, c.block_size, c.seed, c.max_batches, rank=w.rank, world=w.size)
-
-    def recorded(self) -> RecordedConfig:
-        """The configuration as its record will store it (what sweeps compare to skip a run)."""
-        c, s = self.config, self.config.settings
-        return RecordedConfig(
-            dataset=self.dataset_dir.name,
-            world_size=self.world.size,
-            backend=self.world.backend,
-            format=c.format,
-            loader=c.loader.value,
-            batch_size=s.batch_size,
-            num_workers=s.num_workers,
-            prefetch_factor=s.prefetch_factor,
-            pin_memory=bool(s.pin_memory),
-            non_blocking=s.non_blocking,
-            persistent_workers=s.persistent_workers,
-            fetch=s.fetch.value,
-            prefetch_thread=s.prefetch_thread,
-            readahead_mb=s.readahead_mb,
-            ray_address=s.ray_address,
-            in_order=s.in_order,
-            order=c.order_name,
-            shuffle=c.shuffle,
-            block_size=c.block_size,
-            epochs=c.epochs,
-            warmup=c.warmup,
-            runs=c.runs,
-            max_batches=c.max_batches,
-            max_seconds=c.max_seconds,
-            device=str(self.device),
-            step=c.step,
-            seed=c.seed,
-            cache=c.cache.value,
-            read_limit_mb_per_s=c.read_limit_mb_per_s,
-            cache_budget=c.cache_budget.text if c.cache_budget is not None else None,
-            transform=c.transform,
-            transform_on=c.transform_on.value if c.transform != "none" else None,
-            eviction=c.eviction.value,
-            torch_threads_asked=c.torch_threads,
-            cpu_contention=c.cpu_contention,
-        )
-
-
-def settle_device(config: RunConfig, device: torch.device) -> RunConfig:
-    """What depends on this machine, before any dataset is looked at: pinning decided for the device
-    (on for CUDA unless turned off; refused without CUDA), worker counts within reason for the cores."""
-    if config.settings.num_workers > max_workers():
-        raise IobenchError(
-            f"--num-workers {config.settings.num_workers} is far above this machine's {os.cpu_count()} cores; "
-            f"the limit is {max_workers()} (8 per core)"
-        )
-    pin = config.settings.pin_memory
-    if pin and device.type != "cuda":
-        raise IobenchError("--pin-memory needs a CUDA device (pinned memory speeds host-to-GPU copies)")
-    return config.with_settings(pin_memory=device.type == "cuda" if pin is None else pin)
-
-
-def can_drop_caches() -> bool:
-    return os.access("/proc/sys/vm/drop_caches", os.W_OK)
-
-
-def max_workers() -> int:
-    """Worker processes (or Ray actors) beyond this only thrash: 8 per core, and at least 8."""
-    return max(8, 8 * (os.cpu_count() or 1))
-
-
-def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> ResolvedRun:
-    """Decide what 'auto' means here and check the config against the device, dataset and ranks."""
-    config = settle_device(config, target.device)
-    if config.cache is Cache.COLD and config.eviction is Eviction.DROP_CACHES and not can_drop_caches():
-        raise IobenchError("--eviction drop_caches needs root (sudo iobench ...); or use --eviction fadvise")
-    manifest = check_dataset(target.dataset_dir, config.format)
-    check_world(config, manifest.spec.n_samples, world)
-    resolved = ResolvedRun(config, target, world, manifest)
-    check_budget(resolved)
-    check_can_confine(resolved.confinement, target.dataset_dir)
-    return resolved
-
-
-MIN_CACHE_BUDGET = 16 * 2**20  # read-ahead windows and the kernel's own allocations
-
-
-def check_budget(resolved: ResolvedRun) -> None:
-    """A budget must hold what the run keeps in flight: batches in workers' shared memory are charged
-    to the group, and one that cannot be allocated is lost (the run hangs). On tmpfs the files are
-    memory, not cache: a budget would be recorded as held while capping nothing."""
-    budget = resolved.confinement.cache_budget_bytes
-    if budget is None:
-        return
-    from iobench.system.environment import mount_of
-
-    fstype, _ = mount_of(resolved.dataset_dir)
-    if fstype in ("tmpfs", "ramfs"):
-        raise IobenchError(f"--cache-budget: {resolved.dataset_dir} is on {fstype}, whose files are memory, not cache")
-    s, spec = resolved.config.settings, resolved.manifest.spec
-    in_flight = (max(1, s.num_workers) * (s.prefetch_factor or 2) + 2) * s.batch_size * spec.sample_bytes
-    need = MIN_CACHE_BUDGET + 2 * in_flight
-    if budget < need:
-        raise IobenchError(
-            f"--cache-budget {budget / 2**20:,.1f} MiB is below what this run keeps in flight "
-            f"({need / 2**20:,.0f} MiB for {max(1, s.num_workers)} reader(s) of batch {s.batch_size}); "
-            "give a larger budget or smaller batches"
-        )
-
-
-def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:
-    """The format must be prepared and its files whole: a cheap size check names what is wrong."""
-    manifest = Manifest.load(dataset_dir)
-    entry = manifest.formats.get(fmt)
-    if entry is None:
-        from iobench.data.manifest import datasets_with
-
-        prepared = ", ".join(manifest.formats) or "none"
-        elsewhere = datasets_with(dataset_dir.parent, fmt)
-        hint = (f"`--dataset {elsewhere[0]}` has it, or run `iobench prepare --formats {fmt}`" if elsewhere
-                else f"run `iobench prepare --formats {fmt}`")  # fmt: skip
-        raise IobenchError(f"{fmt} is not prepared in {dataset_dir} (prepared: {prepared}); {hint}")
-    for f, path in zip(entry.files, entry.file_paths(dataset_dir), strict=True):
-        if not path.is_file():
-            raise IobenchError(f"{path} is missing; run `iobench verify`, then `iobench prepare --force`")
-        size = path.stat().st_size
-        if size != f.bytes:
-            raise IobenchError(
-                f"{path} is truncated or altered ({size} bytes, manifest says {f.bytes}); run `iobench prepare --force`"
-            )
-    try:
-        FORMATS[fmt].check_layout(entry.folder(dataset_dir), manifest.spec)
-    except (ValueError, OSError) as exc:
-        raise IobenchError(f"{fmt} in {dataset_dir} is not what iobench writes: {exc}") from None
-    return manifest
-
-
-def check_world(config: RunConfig, n_samples: int, world: World) -> None:
-    """What torchrun ranks cannot share."""
-    if world.size <= 1:
-        return
-    if config.loader is LoaderName.DATALOADER and config.block_size:
-        raise IobenchError("under torchrun the DataLoader uses DistributedSampler, which has no --block-shuffle")
-    if config.loader is LoaderName.RAY:
-        raise IobenchError("--loader ray is one training process fed by a Ray cluster; run it without torchrun")
-    if config.loader is LoaderName.NATIVE:
-        raise IobenchError(
-            "--loader native under torchrun: the libraries' own rank splitting (WebDataset's split_by_node, "
-            "a DistributedSampler over Arrow and Zarr) is not wired yet; use --loader dataloader"
-        )
-    if n_samples < world.size:
-        raise IobenchError(f"{n_samples} samples cannot be shared by {world.size} ranks")
-    if config.read_limit_mb_per_s is not None or config.cache_budget is not None:
-        raise IobenchError(
-            "--read-limit and --cache-budget confine one process tree; under torchrun every rank would take "
-            "the whole budget: start torchrun inside one cgroup instead (scripts/confine.sh)"
-        )

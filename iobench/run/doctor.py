@@ -16,10 +16,9 @@ import torch
 
 from iobench.choices import Choice
 from iobench.measuring.limits import write_probe
-from iobench.plan.config import can_drop_caches, max_workers
 from iobench.results.warnings import BUSY_CORES
 from iobench.system.contention import other_cores_busy
-from iobench.system.environment import usable_cores
+from iobench.system.environment import can_drop_caches, max_workers, usable_cores
 from iobench.system.fsutil import PARTIAL_PREFIX, free_bytes, remove_stale_probes
 from iobench.system.page_cache import evict, resident_fraction
 
@@ -203,7 +202,7 @@ def cuda_checks(device: torch.device, nbytes: int = 256 * 2**20) -> list[Finding
                 f"no CUDA device here (torch {torch.__version__}): run scripts/gpu_smoke.sh on a GPU machine",
             )
         ]
-    from iobench.measuring.limits import cuda_limits
+    from iobench.measuring.read_rates import cuda_limits
 
     host = torch.ones(nbytes // 4)
     pinned = host.pin_memory()

@@ -12,7 +12,8 @@ import torch
 
 from iobench.data.workloads import workload_of
 from iobench.measuring.aggregate import RankMeasurements, combine
-from iobench.plan.config import COLD_RESIDENCY_LIMIT, Cache, ResolvedRun
+from iobench.plan.config import COLD_RESIDENCY_LIMIT, Cache
+from iobench.plan.resolve import ResolvedRun
 from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RunRecord
 from iobench.results.shuffle_quality import ShuffleQuality
 from iobench.system.environment import environment

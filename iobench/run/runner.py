@@ -22,7 +22,8 @@ from iobench.loaders.factory import make_loader
 from iobench.loaders.transforms import CALIBRATION_SAMPLES, Transform, TransformOn, make_transform
 from iobench.measuring.clocks import time_epoch
 from iobench.measuring.steps import Step, make_step
-from iobench.plan.config import Cache, ResolvedRun, RunConfig
+from iobench.plan.config import Cache, RunConfig
+from iobench.plan.resolve import ResolvedRun
 from iobench.results.record import (
     EpochTiming,
     MachineLimits,

@@ -11,7 +11,8 @@ from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.measuring.distributed import SINGLE, World, launched_by_torchrun, rank_device
-from iobench.plan.config import ResolvedRun, RunConfig, RunTarget, check_dataset, check_world, resolve
+from iobench.plan.config import RunConfig
+from iobench.plan.resolve import ResolvedRun, RunTarget, check_dataset, check_world, resolve
 from iobench.progress import Reporter
 from iobench.run.launch import launch, torchrun_args
 from iobench.run.place import RunPlace

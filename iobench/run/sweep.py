@@ -12,7 +12,8 @@ import torch
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.loaders import CORE_LOADERS, LOADERS, LoaderName
-from iobench.plan.config import RunConfig, RunTarget, resolve, settle_device
+from iobench.plan.config import RunConfig
+from iobench.plan.resolve import RunTarget, resolve, settle_device
 from iobench.results.machine_limits import MachineLimits
 from iobench.results.record import RunRecord
 from iobench.results.store import append_record, done_identities

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from iobench.loaders import LoaderName
-from iobench.plan.config import ResolvedRun, RunConfig, RunTarget, resolve, settle_device
+from iobench.plan.config import RunConfig
+from iobench.plan.resolve import ResolvedRun, RunTarget, resolve, settle_device
 from iobench.results.machine_limits import MachineLimits
 from iobench.results.record import RunRecord
 from iobench.results.store import append_record, load_records

@@ -121,3 +121,12 @@ def environment(data_dir: Path, device: torch.device) -> Environment:
         gpu_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "",
         cuda_version=torch.version.cuda or "",
     )
+
+
+def can_drop_caches() -> bool:
+    return os.access("/proc/sys/vm/drop_caches", os.W_OK)
+
+
+def max_workers() -> int:
+    """Worker processes (or Ray actors) beyond this only thrash: 8 per core, and at least 8."""
+    return max(8, 8 * (os.cpu_count() or 1))
