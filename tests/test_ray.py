@@ -9,7 +9,7 @@ import torch
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.loaders.base import LoaderSettings
+from iobench.loaders.base import LoaderContext, LoaderSettings
 from iobench.loaders.order import indices_of
 from iobench.measuring.clocks import time_epoch
 from iobench.measuring.distributed import World
@@ -115,7 +115,9 @@ def test_a_failing_actor_ends_the_epoch_with_one_line(ray, tmp_path):
     from iobench.spec import DatasetSpec
 
     reader = FORMATS["npy"].reader(tmp_path / "missing", DatasetSpec(100), None)
-    loader = RayLoader(reader, EpochOrder(100, 10), LoaderSettings(num_workers=1), CPU, "npy", {})
+    loader = RayLoader(
+        LoaderContext(reader, EpochOrder(100, 10), LoaderSettings(num_workers=1), CPU, format_name="npy")
+    )
     config = run_config("npy", "ray", num_workers=1)
     try:
         with pytest.raises(RunFailed, match="a Ray actor failed: FileNotFoundError"):

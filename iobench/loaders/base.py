@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
 
 from iobench.choices import Choice
-from iobench.loaders.order import EpochOrder, indices_of
+from iobench.formats.base import FormatReader
+from iobench.loaders.order import DistributedSamplerOrder, EpochOrder, indices_of
+from iobench.loaders.transforms import Transform
 from iobench.results.record import ReadMethod
 
 DeviceBatch = tuple[torch.Tensor, torch.Tensor]
@@ -40,6 +42,21 @@ class LoaderSettings:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "fetch", Fetch.parse(self.fetch, "--fetch"))
+
+
+@dataclass(frozen=True)
+class LoaderContext:
+    """Everything a loader kind is built from, as one value: a new kind reads what it needs from it, and
+    the factory builds every kind the same way (`cls(ctx)`)."""
+
+    reader: FormatReader
+    order: EpochOrder | DistributedSamplerOrder
+    settings: LoaderSettings
+    device: torch.device
+    transform: Transform | None = None  # a host transform, run per sample where the loader reads
+    cold: bool = False  # every epoch starts uncached: the direct loader bypasses the page cache
+    format_name: str = ""  # the registered name and the options of the reader's format, as prepared:
+    format_options: dict[str, Any] = field(default_factory=dict)  # Ray actors rebuild the reader from them
 
 
 class Loader(ABC):

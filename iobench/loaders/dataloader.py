@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from iobench.formats.base import FormatReader
-from iobench.loaders.base import Fetch, Loader, LoaderSettings
+from iobench.loaders.base import Fetch, Loader, LoaderContext, LoaderSettings
 from iobench.loaders.order import EpochOrder, indices_of
 from iobench.loaders.transforms import Transform
 
@@ -132,15 +132,9 @@ def carried_order(carried: list[torch.Tensor], samples: int) -> np.ndarray:
 
 
 class DataLoaderLoader(Loader):
-    def __init__(
-        self,
-        reader: FormatReader,
-        order: EpochOrder,
-        settings: LoaderSettings,
-        device: torch.device,
-        transform: Transform | None = None,
-    ) -> None:
-        super().__init__(order, settings, device)
+    def __init__(self, ctx: LoaderContext) -> None:
+        reader, order, settings, transform = ctx.reader, ctx.order, ctx.settings, ctx.transform
+        super().__init__(ctx.order, ctx.settings, ctx.device)
         self.reader = reader
         item = settings.fetch is Fetch.ITEM
         self.sampler = EpochBatchSampler(order, as_lists=item)

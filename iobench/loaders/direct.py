@@ -32,9 +32,8 @@ import numpy as np
 import torch
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader
-from iobench.loaders.base import DeviceBatch, Loader, LoaderSettings
-from iobench.loaders.order import EpochOrder, indices_of
+from iobench.loaders.base import DeviceBatch, Loader, LoaderContext
+from iobench.loaders.order import indices_of
 from iobench.results.record import ReadMethod
 from iobench.system import aio
 from iobench.system.fsutil import open_regular, pread_full
@@ -45,16 +44,9 @@ CONTIGUOUS_READ = 2**20  # largest single read of a cold sequential batch (fio's
 
 
 class DirectLoader(Loader):
-    def __init__(
-        self,
-        reader: FormatReader,
-        order: EpochOrder,
-        settings: LoaderSettings,
-        device: torch.device,
-        *,
-        cold: bool = False,
-    ) -> None:
-        super().__init__(order, settings, device)
+    def __init__(self, ctx: LoaderContext) -> None:
+        reader, settings, device, cold = ctx.reader, ctx.settings, ctx.device, ctx.cold
+        super().__init__(ctx.order, ctx.settings, ctx.device)
         layout = reader.fixed_layout()
         reader.close()
         if layout is None:

@@ -15,11 +15,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from iobench.formats.base import FormatReader, NativeRead
-from iobench.loaders.base import Loader, LoaderSettings
+from iobench.formats.base import NativeRead
+from iobench.loaders.base import Loader, LoaderContext, LoaderSettings
 from iobench.loaders.dataloader import Carrying, carried_order
-from iobench.loaders.order import EpochOrder
-from iobench.loaders.transforms import Transform
 
 
 def dataloader_keywords(settings: LoaderSettings) -> dict[str, Any]:
@@ -29,15 +27,9 @@ def dataloader_keywords(settings: LoaderSettings) -> dict[str, Any]:
 
 
 class NativeLoader(Loader):
-    def __init__(
-        self,
-        reader: FormatReader,
-        order: EpochOrder,
-        settings: LoaderSettings,
-        device: torch.device,
-        transform: Transform | None = None,
-    ) -> None:
-        super().__init__(order, settings, device)
+    def __init__(self, ctx: LoaderContext) -> None:
+        reader, transform = ctx.reader, ctx.transform
+        super().__init__(ctx.order, ctx.settings, ctx.device)
         self.reader, self.transform = reader, transform
         self._batches = importlib.import_module(type(reader).__module__).native_batches
         self._carried: list[torch.Tensor] = []

@@ -24,10 +24,7 @@ import numpy as np
 import torch
 
 from iobench.errors import IobenchError, RunFailed
-from iobench.formats.base import FormatReader
-from iobench.loaders.base import Loader, LoaderSettings
-from iobench.loaders.order import EpochOrder
-from iobench.loaders.transforms import Transform
+from iobench.loaders.base import Loader, LoaderContext
 from iobench.system.processes import process_alive
 
 DEFAULT_IN_FLIGHT_PER_ACTOR = 2  # torch's default prefetch_factor, for the same meaning
@@ -91,17 +88,10 @@ def connect(address: str | None) -> Any:
 
 
 class RayLoader(Loader):
-    def __init__(
-        self,
-        reader: FormatReader,
-        order: EpochOrder,
-        settings: LoaderSettings,
-        device: torch.device,
-        format_name: str,
-        options: dict,
-        transform: Transform | None = None,
-    ) -> None:
-        super().__init__(order, settings, device)
+    def __init__(self, ctx: LoaderContext) -> None:
+        reader, settings, transform = ctx.reader, ctx.settings, ctx.transform
+        format_name, options = ctx.format_name, ctx.format_options
+        super().__init__(ctx.order, ctx.settings, ctx.device)
         self.ray = connect(settings.ray_address)
         started = time.perf_counter()
         actor = self.ray.remote(BatchReader).options(scheduling_strategy="SPREAD")

@@ -8,10 +8,8 @@ from collections.abc import Iterator
 import torch
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader
-from iobench.loaders.base import DeviceBatch, Loader, LoaderSettings
+from iobench.loaders.base import DeviceBatch, Loader, LoaderContext
 from iobench.loaders.device import synchronize
-from iobench.loaders.order import EpochOrder
 
 HEADROOM = 0.9  # leave a tenth of free memory to the step
 
@@ -26,8 +24,9 @@ def available_bytes(device: torch.device) -> int:
 
 
 class ResidentLoader(Loader):
-    def __init__(self, reader: FormatReader, order: EpochOrder, settings: LoaderSettings, device: torch.device) -> None:
-        super().__init__(order, settings, device)
+    def __init__(self, ctx: LoaderContext) -> None:
+        reader, device = ctx.reader, ctx.device
+        super().__init__(ctx.order, ctx.settings, ctx.device)
         spec = reader.spec
         need = spec.payload_bytes
         have = available_bytes(device)

@@ -15,9 +15,9 @@ import torch
 from torch.utils.data import Dataset
 
 from iobench.formats.memmap import MemmapReader, Sample
-from iobench.loaders.base import DeviceBatch, Loader, LoaderSettings
+from iobench.loaders.base import DeviceBatch, Loader, LoaderContext
 from iobench.loaders.dataloader import EpochBatchSampler, make_dataloader, passthrough
-from iobench.loaders.order import EpochOrder, Window
+from iobench.loaders.order import Window
 from iobench.loaders.transforms import Transform
 
 
@@ -71,15 +71,9 @@ class TensorclassBatches(Dataset):
 
 
 class TensorclassLoader(Loader):
-    def __init__(
-        self,
-        reader: MemmapReader,
-        order: EpochOrder,
-        settings: LoaderSettings,
-        device: torch.device,
-        transform: Transform | None = None,
-    ) -> None:
-        super().__init__(order, settings, device)
+    def __init__(self, ctx: LoaderContext) -> None:
+        reader, order, settings, transform = ctx.reader, ctx.order, ctx.settings, ctx.transform
+        super().__init__(ctx.order, ctx.settings, ctx.device)
         self.reader = reader
         self.workers = settings.num_workers > 0
         # Without workers the main process pins; with workers the DataLoader's pin thread does.

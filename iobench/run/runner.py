@@ -17,7 +17,7 @@ import torch
 from iobench.errors import RunFailed, one_line
 from iobench.formats import FORMATS
 from iobench.formats.base import FormatReader
-from iobench.loaders.base import Loader
+from iobench.loaders.base import Loader, LoaderContext
 from iobench.loaders.factory import make_loader
 from iobench.loaders.transforms import CALIBRATION_SAMPLES, Transform, TransformOn, make_transform
 from iobench.measuring.clocks import time_epoch
@@ -48,10 +48,11 @@ def build_loader(resolved: ResolvedRun) -> Loader:
     reader = open_reader(resolved)
     reader.sequential = not c.shuffle
     host = _transform_on(resolved, TransformOn.HOST)
-    cold = c.cache is Cache.COLD
-    return make_loader(
-        c.loader, reader, resolved.epoch_order(), c.settings, resolved.device, resolved.entry.options, host, cold
-    )
+    ctx = LoaderContext(
+        reader, resolved.epoch_order(), c.settings, resolved.device, transform=host,
+        cold=c.cache is Cache.COLD, format_name=c.format, format_options=resolved.entry.options,
+    )  # fmt: skip
+    return make_loader(c.loader, ctx)
 
 
 def open_reader(resolved: ResolvedRun) -> FormatReader:
