@@ -69,8 +69,9 @@ def test_the_runner_times_the_epochs_it_should_and_records_them(dataset_dir, fak
 
 
 def test_every_setting_of_a_run_is_recorded_and_nothing_else():
-    """RecordedConfig is written out by hand from RunConfig and had dropped `eviction`: two runs that
-    differed only in it shared an identity. A field added to one side only fails here."""
+    """RecordedConfig was written out by hand from RunConfig and had dropped `eviction`: two runs that
+    differed only in it shared an identity. It is filled by name now; a field added to one side only
+    (or renamed on one side) fails here."""
     from dataclasses import fields
 
     from iobench.loaders.base import LoaderSettings

@@ -5,11 +5,12 @@ checks again."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
 
+from iobench.choices import Choice
 from iobench.data.manifest import FormatEntry, Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
@@ -72,45 +73,31 @@ class ResolvedRun:
         return EpochOrder(n, batch, c.shuffle, c.block_size, c.seed, c.max_batches, rank=w.rank, world=w.size)
 
     def recorded(self) -> RecordedConfig:
-        """The configuration as its record will store it (what sweeps compare to skip a run)."""
+        """The configuration as its record will store it (what sweeps compare to skip a run): every field
+        of RunConfig and LoaderSettings that RecordedConfig names, as stored (a choice by its value), then
+        where it ran and the fields stored in another form."""
         c, s = self.config, self.config.settings
-        return RecordedConfig(
-            dataset=self.dataset_dir.name,
-            world_size=self.world.size,
-            backend=self.world.backend,
-            format=c.format,
-            loader=c.loader.value,
-            batch_size=s.batch_size,
-            num_workers=s.num_workers,
-            prefetch_factor=s.prefetch_factor,
-            pin_memory=bool(s.pin_memory),
-            non_blocking=s.non_blocking,
-            persistent_workers=s.persistent_workers,
-            fetch=s.fetch.value,
-            prefetch_thread=s.prefetch_thread,
-            readahead_mb=s.readahead_mb,
-            ray_address=s.ray_address,
-            in_order=s.in_order,
-            order=c.order_name,
-            shuffle=c.shuffle,
-            block_size=c.block_size,
-            epochs=c.epochs,
-            warmup=c.warmup,
-            runs=c.runs,
-            max_batches=c.max_batches,
-            max_seconds=c.max_seconds,
-            device=str(self.device),
-            step=c.step,
-            seed=c.seed,
-            cache=c.cache.value,
-            read_limit_mb_per_s=c.read_limit_mb_per_s,
-            cache_budget=c.cache_budget.text if c.cache_budget is not None else None,
-            transform=c.transform,
-            transform_on=c.transform_on.value if c.transform != "none" else None,
-            eviction=c.eviction.value,
-            torch_threads_asked=c.torch_threads,
-            cpu_contention=c.cpu_contention,
-        )
+        same = {f.name: _stored(getattr(part, f.name)) for part in (c, s) for f in fields(part) if f.name in RECORDED}
+        return RecordedConfig(**{
+            **same,
+            "dataset": self.dataset_dir.name,
+            "world_size": self.world.size,
+            "backend": self.world.backend,
+            "device": str(self.device),
+            "pin_memory": bool(s.pin_memory),
+            "order": c.order_name,
+            "shuffle": c.shuffle,
+            "cache_budget": c.cache_budget.text if c.cache_budget is not None else None,
+            "transform_on": c.transform_on.value if c.transform != "none" else None,
+            "torch_threads_asked": c.torch_threads,  # the environment's torch_threads is what the run had
+        })  # fmt: skip
+
+
+RECORDED = frozenset(f.name for f in fields(RecordedConfig))
+
+
+def _stored(value: object) -> object:
+    return value.value if isinstance(value, Choice) else value
 
 
 def settle_device(config: RunConfig, device: torch.device) -> RunConfig:
