@@ -394,7 +394,12 @@ def test_a_governor_whose_run_was_killed_ends_without_a_traceback(tmp_path):
         stdin=subprocess.PIPE, stdout=write_end, stderr=subprocess.PIPE, cwd=ROOT,
     )  # fmt: skip
     os.close(write_end)
-    assert os.read(read_end, 6) == b"ready\n"
+    line = b""
+    while not line.endswith(b"\n"):  # print may write "ready" and its newline apart (PYTHONUNBUFFERED)
+        part = os.read(read_end, 6)
+        assert part, f"the governor ended before its line: {line!r}"
+        line += part
+    assert line == b"ready\n"
     os.close(read_end)  # the run is gone
     governor.stdin.write(b"stop\n")
     governor.stdin.close()

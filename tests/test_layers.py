@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     {"iobench", "iobench.errors"},
     {"iobench.choices", "iobench.units", "iobench.progress", "iobench.torchrun_env"},
-    {"iobench.spec", "iobench.results"},
+    {"iobench.spec", "iobench.results", "iobench.events"},
     {"iobench.system"},
     {"iobench.formats"},
     {"iobench.data"},

@@ -168,9 +168,9 @@ def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tm
 
     calls = []
 
-    def small_probe(data_dir, device, announce=None, read_limit=None):
+    def small_probe(data_dir, device, events, read_limit=None):
         calls.append(data_dir)
-        return measure_limits(data_dir, device, 16 * 2**20, announce=announce, read_limit=read_limit)
+        return measure_limits(data_dir, device, 16 * 2**20, events=events, read_limit=read_limit)
 
     monkeypatch.setattr(iobench.measuring.limits, "measure_limits", small_probe)
     results = tmp_path / "fresh" / "r.jsonl"

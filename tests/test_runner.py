@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from iobench.events import Events
 from iobench.loaders.base import Loader
 from iobench.run import runner
 from tests.conftest import invoke, resolved_run
@@ -56,8 +57,13 @@ def fake(monkeypatch):
 def test_the_runner_times_the_epochs_it_should_and_records_them(dataset_dir, fake, cache):
     resolved = resolved_run(dataset_dir, "npy", "dataloader", batch_size=BATCH, runs=2, warmup=1, epochs=3, cache=cache)
     seen = []
-    record = runner.run(resolved, lambda r, e, warm, timing: seen.append((r, e, warm, timing.samples)))
-    assert seen == [(r, e, e == 0, N) for r in range(2) for e in range(4)]
+
+    class Seen(Events):
+        def epoch_done(self, run: int, epoch: int, warmup: bool, seconds: float) -> None:
+            seen.append((run, epoch, warmup, seconds >= 0))
+
+    record = runner.run(resolved, events=Seen())
+    assert seen == [(r, e, e == 0, True) for r in range(2) for e in range(4)]  # warm-up epochs reported too
     e = record.epochs
     assert len(e.epoch_seconds) == 6 and e.samples_per_epoch == N and e.batches_per_epoch == N // BATCH
     assert len(record.system.residency_before) == 6 == len(record.system.residency_after)

@@ -8,7 +8,7 @@ import typer
 
 from iobench.cli import options as o
 from iobench.cli.app import app
-from iobench.cli.console import err, out, reporter, say
+from iobench.cli.console import ConsoleEvents, err, out, say
 from iobench.formats import FORMATS
 
 
@@ -58,7 +58,7 @@ def prepare_cmd(
             soft_wrap=True,
             highlight=False,
         )
-    with reporter(quiet) as progress:
+    with ConsoleEvents(quiet).progress() as progress:
         manifest = prepare(checked, progress)
     for name in names:
         e = manifest.formats[name]
@@ -74,7 +74,7 @@ def verify_cmd(data_dir: o.DataDir = Path("data"), dataset: o.DatasetName = None
 
     failed = False
     for dataset_dir in find_datasets(data_dir, dataset):
-        with reporter(quiet) as progress:
+        with ConsoleEvents(quiet).progress() as progress:
             checks, warnings = verify_dataset(dataset_dir, progress)
         out.print(f"{dataset_dir}:", soft_wrap=True, highlight=False)
         for c in checks:

@@ -9,7 +9,7 @@ import typer
 
 from iobench.cli import options as o
 from iobench.cli.app import app
-from iobench.cli.console import out, say
+from iobench.cli.console import ConsoleEvents, out, say
 from iobench.errors import IobenchError
 
 MAX_IDLE_SECONDS = 3600.0
@@ -45,8 +45,8 @@ def limits_cmd(
     check_read_limit(read_limit)
     target = resolve_device(device)
     check_writable(limits_path(results))
-    saying = f"measuring in {data_dir} ..."
-    limits = measure_limits(data_dir, target, probe, announce=lambda: say(saying), read_limit=read_limit)
+    events = ConsoleEvents(limits_message=f"measuring in {data_dir} ...")
+    limits = measure_limits(data_dir, target, probe, events=events, read_limit=read_limit)
     stored = load_limits(results, data_dir, read_limit) if keep_best else None
     if stored is not None:
         limits = best_of(stored, limits)

@@ -15,6 +15,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
@@ -23,7 +24,7 @@ from rich.table import Table
 
 from iobench.choices import split_list
 from iobench.cli.app import ARGV
-from iobench.cli.console import announce_limits, err, out, reporter, say
+from iobench.cli.console import ConsoleEvents, err, out, say
 from iobench.cli.render import print_run
 from iobench.errors import IobenchError
 from iobench.loaders.base import LoaderSettings
@@ -33,7 +34,7 @@ from iobench.measuring.limits import stored_or_measured
 from iobench.plan.config import RunConfig, order_of
 from iobench.plan.resolve import ResolvedRun, RunTarget, settle_device
 from iobench.results.machine_limits import MachineLimits
-from iobench.results.record import EpochTiming, RunRecord
+from iobench.results.record import RunRecord
 from iobench.results.store import append_record
 from iobench.results.whatif import error, predict
 from iobench.run.place import RunPlace
@@ -120,7 +121,7 @@ def run_one(
     label = f"{place}: {c.label}" if place else c.label
     total = c.runs * (c.warmup + c.epochs)
     if quiet:
-        return run(resolved, None, limits, profile_dir)
+        return run(resolved, limits, profile_dir)
     with Progress(
         TextColumn("{task.description:<40}", markup=False),
         BarColumn(),
@@ -129,14 +130,44 @@ def run_one(
         console=err,
     ) as progress:
         task = progress.add_task(label, total=total)
-
-        def on_epoch(r: int, e: int, warm: bool, timing: EpochTiming) -> None:
-            kind = "warm-up" if warm else "epoch"
-            progress.update(task, advance=1, description=f"{label} run {r + 1} {kind} {timing.seconds:.2f} s")
-
-        record = run(resolved, on_epoch, limits, profile_dir)
+        record = run(resolved, limits, profile_dir, _EpochBar(progress, task, label))
         progress.update(task, description=f"{label} median {record.epochs.epoch_seconds_median:.3f} s")
         return record
+
+
+class _EpochBar(ConsoleEvents):
+    """One configuration's bar, moved by each epoch."""
+
+    def __init__(self, progress: Progress, task: TaskID, label: str) -> None:
+        super().__init__()
+        self.bar, self.task, self.label = progress, task, label
+
+    def epoch_done(self, run: int, epoch: int, warmup: bool, seconds: float) -> None:
+        kind = "warm-up" if warmup else "epoch"
+        self.bar.update(self.task, advance=1, description=f"{self.label} run {run + 1} {kind} {seconds:.2f} s")
+
+
+class _SweepBar(ConsoleEvents):
+    """A sweep's one overall bar, moved as each configuration starts."""
+
+    def __init__(self, progress: Progress, task: TaskID) -> None:
+        super().__init__()
+        self.bar, self.task = progress, task
+
+    def run_started(self, index: int, total: int, label: str) -> None:
+        self.bar.update(self.task, completed=index, description=f"{index + 1}/{total} {label}")
+
+
+class RoundBar(ConsoleEvents):
+    """tune's bar over its time budget, moved as each candidate ends its share of a round."""
+
+    def __init__(self, progress: Progress, task: TaskID) -> None:
+        super().__init__()
+        self.bar, self.task, self.started = progress, task, time.monotonic()
+
+    def round_done(self, round_index: int, label: str) -> None:
+        elapsed = time.monotonic() - self.started
+        self.bar.update(self.task, completed=elapsed, description=f"round {round_index + 1}: {label}")
 
 
 def measure_run(
@@ -152,23 +183,20 @@ def measure_run(
     """`iobench run` once its values are checked: launch torchrun, or find the dataset, resolve every
     configuration, measure the limits once, run each configuration and save its record as it ends."""
     if nproc is not None:
-        reporting = lambda: reporter(quiet)  # noqa: E731
-        launch_torchrun(nproc, ARGV, where, configs, say, reporting)
+        launch_torchrun(nproc, ARGV, where, configs, ConsoleEvents(quiet))
         return
     with joined(where.device) as (world, own_device):
         quiet = quiet or not world.is_main  # one progress bar and one table, from rank 0
         target_device = resolve_device(own_device)
         configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset
         formats = tuple(dict.fromkeys(c.format for c in configs))
-        dataset_dir = dataset_for_run(
-            world, where.data_dir, where.dataset, formats, say, lambda: reporter(quiet), where.size
-        )
+        dataset_dir = dataset_for_run(world, where.data_dir, where.dataset, formats, ConsoleEvents(quiet), where.size)
         todo = resolve_all(configs, RunTarget(dataset_dir, target_device), world)
         limits = None
         if world.is_main:
             for note in notes:
                 say(note)
-            limits = stored_or_measured(where.results, dataset_dir, target_device, announce_limits, where.read_limit)
+            limits = stored_or_measured(where.results, dataset_dir, target_device, ConsoleEvents(), where.read_limit)
         world.barrier()  # no rank reads while rank 0 measures the machine's limits
         profile_dir = where.results.parent / "profiles" if where.profile else None
         records: list[RunRecord] = []
@@ -213,12 +241,7 @@ def sweep_with_progress(todo: list[ResolvedRun], results: Path, limits: MachineL
     )
     with Progress(*columns, console=err, disable=quiet) as progress:
         task = progress.add_task("sweep", total=len(todo))
-
-        def on_start(k: int, resolved: ResolvedRun) -> None:
-            name = f"{k + 1}/{len(todo)} {resolved.config.label} {resolved.dataset_dir.name[:24]}"
-            progress.update(task, completed=k, description=name)
-
-        run_sweep(todo, results, limits, on_start)
+        run_sweep(todo, results, limits, _SweepBar(progress, task))
         progress.update(task, completed=len(todo))
     out.print(
         f"{len(todo)} record(s) appended to {results}; `iobench report {results}` makes the report",

@@ -48,7 +48,7 @@ def sweep_cmd(
 ) -> None:
     """Run a grid of configurations (resumable: what the results file holds is not run again)."""
 
-    from iobench.cli.console import announce_limits
+    from iobench.cli.console import ConsoleEvents
     from iobench.cli.measuring import config_of, sweep_with_progress
     from iobench.cli.sweep_options import sweep_datasets, sweep_grid
     from iobench.loaders.base import LoaderSettings
@@ -72,10 +72,10 @@ def sweep_cmd(
         points += [Point(None, c) for c in settings_extras(base, grid["format"][0])]
     if notes:
         say(f"{len(notes)} combination(s) skipped because they do not go together, e.g. {notes[0]}")
-    dirs = sweep_datasets(points, data_dir, dataset, quiet)
+    dirs = sweep_datasets(points, data_dir, dataset, ConsoleEvents(quiet))
     todo = still_to_run(points, dirs, target, results)
     say(f"{len(points)} configuration(s), {len(points) - len(todo)} already in {results}, {len(todo)} to run")
     if not todo:
         return
-    limits = stored_or_measured(results, todo[0].dataset_dir, target, announce_limits, read_limit)
+    limits = stored_or_measured(results, todo[0].dataset_dir, target, ConsoleEvents(), read_limit)
     sweep_with_progress(todo, results, limits, quiet)

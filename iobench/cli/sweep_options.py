@@ -6,16 +6,15 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
-from rich.console import Console
 
 from iobench.choices import parse_bools, parse_choices, parse_ints, split_list
 from iobench.data.manifest import MANIFEST, Manifest, find_run_dataset
 from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
+from iobench.events import Events
 from iobench.formats import DEFAULT_FORMATS, FORMATS
 from iobench.plan.config import Cache, RunConfig
 from iobench.plan.selection import parse_loaders
-from iobench.progress import make_reporter
 from iobench.run.sweep import Point, preset
 from iobench.spec import DatasetSpec
 from iobench.units import parse_size
@@ -50,7 +49,7 @@ def _first_format(text: str | None) -> str:
     return parse_choices(text, tuple(FORMATS), "format")[0] if text else "memmap"
 
 
-def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, quiet: bool) -> dict:
+def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, events: Events) -> dict:
     """size -> dataset folder (None: the dataset found under data_dir). Sizes that are missing are
     prepared, and so are the formats a dataset lacks: only those the sweep reads."""
     dirs: dict[int | None, Path] = {}
@@ -68,13 +67,11 @@ def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, qui
         have = set(Manifest.load(directory).formats) if (directory / MANIFEST).is_file() else set()
         missing = tuple(n for n in needed if n not in have)
         if missing:
-            Console(stderr=True, markup=False).print(
-                f"preparing {directory.name}: {', '.join(missing)}", highlight=False
-            )
+            events.say(f"preparing {directory.name}: {', '.join(missing)}")
             request = replace(
                 PrepareRequest.with_default_options(spec, directory.parent, missing), dataset=directory.name
             )
-            with make_reporter(quiet, Console(stderr=True, markup=False)) as reporter:
+            with events.progress() as reporter:
                 prepare(request, reporter)
         dirs[size] = directory
     return dirs

@@ -10,7 +10,7 @@ import typer
 
 from iobench.cli import options as o
 from iobench.cli.app import app
-from iobench.cli.console import err, reporter, say
+from iobench.cli.console import err, say
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 
@@ -35,14 +35,13 @@ def tune_cmd(
     quiet: o.Quiet = False,
 ) -> None:
     """Search DataLoader settings (workers, prefetch, persistence, order, pinning) for your data and machine."""
-    import time
     from dataclasses import replace
 
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from iobench.choices import parse_ints
-    from iobench.cli.console import announce_limits
-    from iobench.cli.measuring import config_of
+    from iobench.cli.console import ConsoleEvents
+    from iobench.cli.measuring import RoundBar, config_of
     from iobench.cli.render import print_tune
     from iobench.loaders.base import LoaderSettings
     from iobench.loaders.device import resolve_device
@@ -51,7 +50,7 @@ def tune_cmd(
     from iobench.plan.resolve import RunTarget
     from iobench.results.store import check_writable
     from iobench.run.session import dataset_for_run
-    from iobench.run.tune import candidates, settings_text, tune
+    from iobench.run.tune import candidates, tune
 
     target = resolve_device(device)
     check_writable(results)
@@ -64,18 +63,13 @@ def tune_cmd(
         base, step=step, cache=cache, torch_threads=torch_threads, transform=transform, transform_on=transform_on
     )
     fmt = base.format
-    dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), say, lambda: reporter(quiet))
+    dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), ConsoleEvents(quiet))
     found = candidates(base, fmt, target.type == "cuda", sizes if "," in batch_size else None, fmt == "memmap")
-    limits = stored_or_measured(results, dataset_dir, target, announce_limits)
+    limits = stored_or_measured(results, dataset_dir, target, ConsoleEvents())
     say(f"tuning {fmt} on {target}: {len(found)} candidate settings, at most {budget_minutes:g} min")
     columns = (TextColumn("{task.description:<60}", markup=False), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, disable=quiet) as progress:
         task = progress.add_task("tune", total=budget_minutes * 60)
-
-        def on_round(k: int, n: int, cand) -> None:
-            label = f"round {k + 1}: {cand.config.label} {settings_text(cand.config)}"
-            progress.update(task, completed=time.monotonic() - started, description=label)
-
-        started = time.monotonic()
-        outcome = tune(found, RunTarget(dataset_dir, target), budget_minutes * 60, results, limits, on_round)
+        bar = RoundBar(progress, task)
+        outcome = tune(found, RunTarget(dataset_dir, target), budget_minutes * 60, results, limits, bar)
     print_tune(outcome, results, dataset_dir, str(target))

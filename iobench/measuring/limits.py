@@ -15,7 +15,6 @@ import datetime as dt
 import math
 import os
 import platform
-from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import torch
 
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError
+from iobench.events import QUIET, Events
 from iobench.measuring.read_rates import (
     BLOCK,
     cuda_limits,
@@ -91,13 +91,13 @@ def stored_or_measured(
     results: Path,
     data_dir: Path,
     device: torch.device,
-    announce: Callable[[], None] | None = None,
+    events: Events = QUIET,
     read_limit: float | None = None,
 ) -> MachineLimits:
     """The limits stored beside the results for this host, disk and throttle, measured and stored if none."""
     limits = load_limits(results, data_dir, read_limit)
     if limits is None:
-        limits = measure_limits(data_dir, device, announce=announce, read_limit=read_limit)
+        limits = measure_limits(data_dir, device, events=events, read_limit=read_limit)
         save_limits(results, data_dir, limits)
     return limits
 
@@ -153,7 +153,7 @@ def measure_limits(
     data_dir: Path,
     device: torch.device,
     probe_bytes: int = DEFAULT_PROBE_BYTES,
-    announce: Callable[[], None] | None = None,
+    events: Events = QUIET,
     read_limit: float | None = None,
 ) -> MachineLimits:
     """Read a large file on the data directory's file system cold (O_DIRECT) and warm.
@@ -176,8 +176,7 @@ def measure_limits(
             f"{data_dir} is not writable: the limits need a probe file there, or a prepared dataset to read; "
             "measure them once with `iobench limits --data-dir` on a writable folder of the same disk"
         )
-    if announce is not None:
-        announce()
+    events.measuring_limits()
     probe = existing or data_dir / f"{PARTIAL_PREFIX}limits-probe-{os.getpid()}.bin"
     try:
         if existing is None:

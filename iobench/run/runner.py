@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 
 from iobench.errors import RunFailed, one_line
+from iobench.events import QUIET, Events
 from iobench.formats import FORMATS
 from iobench.formats.base import FormatReader
 from iobench.loaders.base import Loader, LoaderContext
@@ -37,9 +38,6 @@ from iobench.system.page_cache import evict, resident_fraction
 from iobench.system.sysmetrics import SystemCounters
 
 DeviceTransform = Callable[[torch.Tensor], torch.Tensor] | None  # batched, after the copy
-
-# Called after every epoch: (run index, epoch index within the run, warm-up?, its timing).
-OnEpoch = Callable[[int, int, bool, EpochTiming], None]
 
 
 def build_loader(resolved: ResolvedRun) -> Loader:
@@ -85,9 +83,9 @@ def _transform_cost(resolved: ResolvedRun) -> float | None:
 
 def run(
     resolved: ResolvedRun,
-    on_epoch: OnEpoch | None = None,
     limits: MachineLimits | None = None,
     profile_dir: Path | None = None,
+    events: Events = QUIET,
 ) -> RunRecord:
     """Measure one configuration; returns its record (the same on every rank).
 
@@ -102,7 +100,7 @@ def run(
     with contending(config.cpu_contention) as rivals, torch_threads(config.torch_threads):
         load_before, other_before = os.getloadavg()[0], other_cores_busy(rivals=rivals)
         with confined(confinement, resolved.dataset_dir) as applied:
-            record = _measure(resolved, on_epoch, profile_dir)
+            record = _measure(resolved, events, profile_dir)
         load_after, other_after = os.getloadavg()[0], other_cores_busy(rivals=rivals)
     cores = dict(load_before=load_before, load_after=load_after, other_cpu_before=other_before)
     record = replace(record, system=replace(record.system, **cores, other_cpu_after=other_after))
@@ -118,7 +116,7 @@ def run(
     return record.with_limits(limits)
 
 
-def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path | None) -> RunRecord:
+def _measure(resolved: ResolvedRun, events: Events, profile_dir: Path | None) -> RunRecord:
     config, world, device = resolved.config, resolved.world, resolved.device
     spec = resolved.manifest.spec
     step = make_step(config.step, spec.features_per_sample, spec.n_classes, device, config.seed)
@@ -140,8 +138,7 @@ def _measure(resolved: ResolvedRun, on_epoch: OnEpoch | None, profile_dir: Path 
                     timing = _epoch(loader, epoch, step, config, transform)
                 else:
                     loader, timing = _timed_epoch(resolved, loader, epoch, step, transform, log)
-                if on_epoch is not None:
-                    on_epoch(r, e, e < config.warmup, timing)
+                events.epoch_done(r, e, e < config.warmup, timing.seconds)
             if profile_dir is not None and r == config.runs - 1 and world.is_main:
                 profile_path = _profile_epoch(loader, (r + 1) * epochs_per_run, step, config, profile_dir, transform)
         finally:

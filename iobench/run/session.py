@@ -3,25 +3,22 @@ every configuration before any is measured, the machine's limits, and launching 
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from iobench.data.manifest import MANIFEST, find_run_dataset
 from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
+from iobench.events import Events
 from iobench.formats import FORMATS
 from iobench.measuring.distributed import SINGLE, World, launched_by_torchrun, rank_device
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import ResolvedRun, RunTarget, check_dataset, check_world, resolve
-from iobench.progress import Reporter
 from iobench.run.launch import launch, torchrun_args
 from iobench.run.place import RunPlace
 from iobench.spec import DatasetSpec
 from iobench.units import DEFAULT_SIZE, QUICK_SIZE
 
-Say = Callable[[str], None]
 DEFAULT_DATA_DIR = Path("data")
-Reporting = Callable[[], Reporter]  # a fresh progress reporter (a context manager) per long step
 
 
 def dataset_for_run(
@@ -29,8 +26,7 @@ def dataset_for_run(
     data_dir: Path,
     dataset: str | None,
     formats: tuple[str, ...],
-    say: Say,
-    reporting: Reporting,
+    events: Events,
     size: int | None = None,
 ) -> Path:
     """The dataset to measure (with `size`: the one of that many samples); when there is none, it is
@@ -41,13 +37,13 @@ def dataset_for_run(
     if size is not None and dataset is None:
         dataset = DatasetSpec(size).name
         if not (data_dir / dataset / MANIFEST).is_file():
-            return _prepared(world, data_dir, DatasetSpec(size), formats, say, reporting, dataset)
+            return _prepared(world, data_dir, DatasetSpec(size), formats, events, dataset)
     found = find_run_dataset(data_dir, dataset, formats)
     if world.all_true(found is not None):
         if dataset is None and world.is_main and _several(data_dir):  # a choice was made: say which
-            say(f"dataset: {found.name} (in {data_dir}; --dataset picks another)")
+            events.say(f"dataset: {found.name} (in {data_dir}; --dataset picks another)")
         return found
-    return _prepared(world, data_dir, DatasetSpec(DEFAULT_SIZE), formats, say, reporting, dataset)
+    return _prepared(world, data_dir, DatasetSpec(DEFAULT_SIZE), formats, events, dataset)
 
 
 def _several(data_dir: Path) -> bool:
@@ -59,8 +55,7 @@ def _prepared(
     data_dir: Path,
     spec: DatasetSpec,
     formats: tuple[str, ...],
-    say: Say,
-    reporting: Reporting,
+    events: Events,
     dataset: str | None,
 ) -> Path:
     if world.nodes > 1:
@@ -70,11 +65,11 @@ def _prepared(
         disk = sum(FORMATS[n].estimate_bytes(spec, request.options[n]) for n in formats)
         quick = f"{QUICK_SIZE:.0e}".replace("e+0", "e").replace("e+", "e")
         smaller = "" if spec.n_samples <= QUICK_SIZE else f"; `--size {quick}` makes a smaller one"
-        say(
+        events.say(
             f"no dataset {spec.name} in {data_dir}: preparing it first ({spec.n_samples:,} samples, "
             f"{disk / 1e6:,.0f} MB on disk for {', '.join(formats)}){smaller}"
         )
-        with reporting() as reporter:
+        with events.progress() as reporter:
             prepare(request, reporter)
     world.barrier()
     return find_run_dataset(data_dir, dataset or spec.name, formats)
@@ -90,8 +85,7 @@ def launch_torchrun(
     argv: list[str],
     where: RunPlace,
     configs: list[RunConfig],
-    say: Say,
-    reporting: Reporting,
+    events: Events,
 ) -> None:
     """`--nproc N`: check and prepare here, then run the same arguments under torchrun --standalone."""
     if launched_by_torchrun():
@@ -102,10 +96,10 @@ def launch_torchrun(
     for rank in range(nproc):
         rank_device(where.device, rank)
     formats = tuple(dict.fromkeys(c.format for c in configs))
-    dataset_dir = dataset_for_run(SINGLE, where.data_dir, where.dataset, formats, say, reporting, where.size)
+    dataset_dir = dataset_for_run(SINGLE, where.data_dir, where.dataset, formats, events, where.size)
     # Each rank resolves against its own device; here the dataset and the shares.
     for c in configs:
         check_world(c, check_dataset(dataset_dir, c.format).spec.n_samples, local)
     args = torchrun_args(argv, nproc)
-    say(f"launching: torchrun {' '.join(args)}")
+    events.say(f"launching: torchrun {' '.join(args)}")
     launch(args)

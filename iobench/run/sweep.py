@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 
 from iobench.errors import IobenchError
+from iobench.events import QUIET, Events
 from iobench.formats import FORMATS
 from iobench.loaders import CORE_LOADERS, LOADERS, LoaderName
 from iobench.plan.config import RunConfig
@@ -99,14 +99,11 @@ def still_to_run(points: list[Point], dirs: dict, device: torch.device, results:
     return [r for r in resolved if r.recorded().identity() not in already]
 
 
-def run_sweep(
-    todo: list, results: Path, limits: MachineLimits | None, on_start: Callable[[int, object], None] | None = None
-) -> list[RunRecord]:
+def run_sweep(todo: list, results: Path, limits: MachineLimits | None, events: Events = QUIET) -> list[RunRecord]:
     """Run each resolved configuration and append its record at once (a stopped sweep resumes)."""
     records = []
     for k, resolved in enumerate(todo):
-        if on_start is not None:
-            on_start(k, resolved)
-        records.append(run(resolved, None, limits))
+        events.run_started(k, len(todo), f"{resolved.config.label} {resolved.dataset_dir.name[:24]}")
+        records.append(run(resolved, limits, events=events))
         append_record(results, records[-1])
     return records

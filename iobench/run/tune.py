@@ -13,10 +13,10 @@ import itertools
 import math
 import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from iobench.events import QUIET, Events
 from iobench.loaders import LoaderName
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import ResolvedRun, RunTarget, resolve, settle_device
@@ -116,7 +116,7 @@ class _Search:
     limits: MachineLimits | None
     budget_seconds: float
     known: dict[tuple, RunRecord]
-    on_round: Callable[[int, int, Candidate], None] | None = None
+    events: Events = QUIET
     started: float = field(default_factory=time.monotonic)
     per_epoch: float | None = None  # the dearest epoch so far, with its share of warm-up and set-up
     reused: int = 0  # rounds whose record a stopped search had already stored
@@ -126,7 +126,7 @@ class _Search:
 
     def round(self, k: int, epochs: int, alive: list[Candidate]) -> bool:
         """Each candidate runs `epochs` timed epochs; False when the budget stopped the round."""
-        for n, cand in enumerate(alive):
+        for cand in alive:
             resolved = resolve(replace(cand.config, epochs=epochs, runs=1, warmup=1), self.target)
             if self.per_epoch is not None and self.elapsed() + self.per_epoch * (epochs + 1) > self.budget_seconds:
                 return False
@@ -139,8 +139,7 @@ class _Search:
             cand.rates += [record.epochs.samples_per_epoch / s for s in record.epochs.epoch_seconds if s > 0]
             total = record.system.total_seconds or sum(record.epochs.epoch_seconds)
             self.per_epoch = max(self.per_epoch or 0.0, total / (epochs + 1))
-            if self.on_round is not None:
-                self.on_round(k, n, cand)
+            self.events.round_done(k, f"{cand.config.label} {settings_text(cand.config)}")
         return True
 
 
@@ -156,12 +155,12 @@ def tune(
     budget_seconds: float,
     results: Path,
     limits: MachineLimits | None,
-    on_round: Callable[[int, int, Candidate], None] | None = None,
+    events: Events = QUIET,
 ) -> TuneResult:
     alive = [Candidate(settle_device(c, target.device)) for c in configs]
     every = list(alive)
     known = {r.identity(): r for r in load_records(results).records} if results.is_file() else {}
-    search = _Search(target, results, limits, budget_seconds, known, on_round)
+    search = _Search(target, results, limits, budget_seconds, known, events)
     rounds = 0
     for k in itertools.count():
         if not search.round(k, ROUND_EPOCHS[min(k, len(ROUND_EPOCHS) - 1)], alive):
@@ -181,7 +180,7 @@ def tune(
 
 
 def _run(resolved: ResolvedRun, results: Path, limits: MachineLimits | None) -> RunRecord:
-    record = run(resolved, None, limits)
+    record = run(resolved, limits)
     append_record(results, record)
     return record
 

@@ -1,0 +1,39 @@
+"""What a long job tells the person waiting for it, as one object every driver takes.
+
+A driver (prepare, a run, a sweep, tune, the limits) calls these methods and never prints: the command
+line passes `ConsoleEvents` (iobench/cli/console.py), which draws bars and writes on stderr; a library
+caller or a test passes `Events()`, which says nothing, or a subclass that records what happened. The
+arguments are plain values so that every layer can take the object without importing the others.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+
+from iobench.progress import NullReporter, Reporter
+
+
+class Events:
+    """Every event a driver reports; each method does nothing unless a front end overrides it."""
+
+    def say(self, text: str) -> None:
+        """A message for the person waiting (what will be written, which dataset was picked)."""
+
+    def progress(self) -> AbstractContextManager[Reporter]:
+        """A fresh progress reporter (one bar per file or format) for one long step, as a context."""
+        return NullReporter()
+
+    def measuring_limits(self) -> None:
+        """No ceilings are stored for this machine and disk: they are being measured (tens of seconds)."""
+
+    def run_started(self, index: int, total: int, label: str) -> None:
+        """Configuration `index` (from 0) of `total` starts."""
+
+    def epoch_done(self, run: int, epoch: int, warmup: bool, seconds: float) -> None:
+        """One epoch of a run ended (warm-up epochs included), after `seconds`."""
+
+    def round_done(self, round_index: int, label: str) -> None:
+        """tune: one candidate finished its share of round `round_index` (from 0)."""
+
+
+QUIET = Events()
