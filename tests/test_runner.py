@@ -93,6 +93,18 @@ def test_every_setting_of_a_run_is_recorded_and_nothing_else():
     assert recorded - asked - where == set(), "recorded fields no setting fills"
 
 
+def test_the_ceiling_rule_reads_the_stored_spellings_of_the_choices():
+    """RunRecord.ceiling reads stored strings through RecordedConfig's cold/shuffled/device_resident; a
+    renamed choice would silently change which ceiling applies."""
+    from iobench.loaders import LoaderName
+    from iobench.plan.config import Cache, Order
+    from iobench.results import record
+
+    assert record.STORED_COLD == Cache.COLD.value
+    assert record.STORED_SHUFFLE == Order.SHUFFLE.value
+    assert record.STORED_DEVICE_RESIDENT == LoaderName.GPU_RESIDENT.value
+
+
 def test_the_recorded_config_carries_every_value_given(dataset_dir):
     resolved = resolved_run(
         dataset_dir, "npy", "dataloader", batch_size=8, eviction="fadvise", torch_threads=1, cpu_contention=2,

@@ -36,7 +36,6 @@ def bounding_stage(r: RunRecord) -> str:
     return f"bounded by {name} ({ms / total:.0%} of the batch time)"
 
 
-BASELINES = ("gpu-resident",)  # the data already in device memory: the bound, not a way to load from disk
 
 
 def answer_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
@@ -51,7 +50,7 @@ def answer_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
     for workload, records in groups.items():
         by_pattern: dict[str, list[RunRecord]] = {}
         for r in records:
-            if r.config.loader in BASELINES:
+            if r.config.device_resident:
                 continue
             by_pattern.setdefault(pattern_of(r), []).append(r)
         for pattern, rs in sorted(by_pattern.items()):

@@ -22,6 +22,11 @@ from iobench.results.stats import summary
 SCHEMA_VERSION = 2  # 1: records written before the version was stored (read with the defaults below)
 
 
+# The stored spellings of the choices the ceiling rule reads (the plan's Cache.COLD and Order.SHUFFLE,
+# the loaders' LoaderName.GPU_RESIDENT), named once here: tests/test_runner.py checks that they match.
+STORED_COLD, STORED_SHUFFLE, STORED_DEVICE_RESIDENT = "cold", "shuffle", "gpu-resident"
+
+
 class ReadMethod(Choice):
     """How a loader that can read either way (direct) read its epochs: the record's `read_method`."""
 
@@ -84,6 +89,21 @@ class RecordedConfig:
     # --torch-threads as asked (None: torch's default); what the run had is the environment's torch_threads
     torch_threads_asked: int | None = None
     cpu_contention: int = 0  # rival processes busy beside the run
+
+    @property
+    def cold(self) -> bool:
+        """Every timed epoch started with the files evicted."""
+        return self.cache == STORED_COLD
+
+    @property
+    def shuffled(self) -> bool:
+        """A fresh random order per epoch (not sequential, not block-shuffled)."""
+        return self.order == STORED_SHUFFLE
+
+    @property
+    def device_resident(self) -> bool:
+        """The dataset was loaded to the device once: the timed epochs move nothing from the host."""
+        return self.loader == STORED_DEVICE_RESIDENT
 
     def identity(self) -> tuple:
         """The one definition of 'the same configuration' (sweeps resume by it, reports keep the latest).
@@ -288,7 +308,7 @@ class RunRecord:
         Under torchrun the storage and page-cache ceilings (one reader's, per node) count once per
         node and host-to-device once per rank (each rank has its own GPU)."""
         c = self.config
-        if c.loader == "gpu-resident":
+        if c.device_resident:
             return None
         name, value = self._pattern_ceiling(limits)
         value *= self.ranks.nodes
@@ -306,17 +326,17 @@ class RunRecord:
         dataset may be cached, so reading it all in sequence is allowed) the faster of that and the
         sequential read. Limits measured before these existed fall back to the sequential figures."""
         c, sample = self.config, self.dataset.sample_bytes
-        if c.order == "shuffle" and c.cache != "cold" and limits.memory_gather_mb_per_s is not None:
+        if c.shuffled and not c.cold and limits.memory_gather_mb_per_s is not None:
             if limits.gather_sample_bytes == sample:
                 return "memory_gather_mb_per_s", limits.memory_gather_mb_per_s
-        if c.order == "shuffle" and c.cache == "cold":
+        if c.shuffled and c.cold:
             iops = limits.random_iops(sample)
             if iops is not None:
                 random_read = ("random_read_qd32_samples", iops * sample / 1e6)
                 budgeted = c.cache_budget is not None
                 if budgeted or random_read[1] > limits.storage_read_mb_per_s:
                     return random_read
-        if c.cache == "cold":
+        if c.cold:
             return "storage_read_mb_per_s", limits.storage_read_mb_per_s
         return "page_cache_read_mb_per_s", limits.page_cache_read_mb_per_s
 

@@ -158,7 +158,7 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                     else "something still maps the files, or eviction is not permitted (run as root)",
                 )
             )
-        if r.config.loader == "direct" and r.config.cache == "cold" and r.system.read_method == ReadMethod.THREADS:
+        if r.config.loader == "direct" and r.config.cold and r.system.read_method == ReadMethod.THREADS:
             found.append(
                 RunWarning(
                     Kind.NOT_DIRECT,
