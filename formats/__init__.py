@@ -120,6 +120,7 @@ FORMATS = Registry(
         Registered("webdataset", "iobench.formats.webdataset:WebDatasetFormat", False, "webdataset", native=True),
         Registered("arrow", "iobench.formats.arrow:ArrowFormat", False, "datasets", native=True),
         Registered("zarr", "iobench.formats.zarr:ZarrFormat", False, "zarr", native=True),
+        Registered("tfrecord", "iobench.formats.tfrecord:TFRecordFormat", False, "tfrecord", native=True),
     )
 )
 for _plug_in in plug_ins():

@@ -108,7 +108,7 @@ class WebDatasetWriter(FormatWriter):
             f.write(self.index.tobytes())
 
 
-class _Shards:
+class Shards:
     """The shards' descriptors: closed with the handle, or when a dropped reader is collected."""
 
     def __init__(self, fds: list[int]) -> None:
@@ -126,11 +126,11 @@ class _Shards:
 class WebDatasetReader(FormatReader):
     """Random access through the index, for `verify` and iobench's loaders; decoding as the pipeline does."""
 
-    def _open(self) -> tuple[np.ndarray, np.ndarray, _Shards]:
+    def _open(self) -> tuple[np.ndarray, np.ndarray, Shards]:
         spec, options = self.spec, self.options
-        index = _load_npy(self.directory / INDEX, np.dtype(np.int64), (spec.n_samples, 3))
-        labels = _load_npy(self.directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
-        shards = _Shards([])
+        index = load_npy(self.directory / INDEX, np.dtype(np.int64), (spec.n_samples, 3))
+        labels = load_npy(self.directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
+        shards = Shards([])
         shards.fds = [open_regular(self.directory / (SHARD % k)) for k in range(options.shards)]
         fds = shards.fds
         sizes = np.array([os.fstat(fd).st_size for fd in fds], dtype=np.int64)
@@ -157,7 +157,7 @@ class WebDatasetReader(FormatReader):
         return features, out_labels
 
 
-def _load_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+def load_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
     with open(open_regular(path), "rb") as f:
         found_shape, fortran, found_dtype = read_header(f)
         if fortran or found_dtype != dtype or tuple(found_shape) != shape:

@@ -1,6 +1,6 @@
 """Fairness and write speed of the new formats: iobench against each library's own minimal code.
 
-Reading: for each of webdataset, arrow and zarr, `iobench run --loader native` (through iobench's
+Reading: for each of webdataset, arrow, zarr and tfrecord, `iobench run --loader native` (through iobench's
 harness: clock, split, carried indices, scoring) against the library's documentation snippet written
 here without iobench (same data, batch size and workers, same process, interleaved rounds), warm.
 Goal: iobench >= 0.95x the snippet. Writing: `iobench prepare` of the format (from the generated stream)
@@ -11,6 +11,7 @@ Writing is measured on --write-size samples (imports and set-up amortised), each
 a child process, and the library's writer alone followed by a sync (prepare's figure includes its fsync).
 
 Usage: python scripts/bench_formats.py --data-dir DIR [--size 2e4] [--write-size 2e5] [--workers 0,2] [--rounds 3]
+       [--formats webdataset,arrow,zarr,tfrecord]
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-FORMATS = ("webdataset", "arrow", "zarr")
+FORMATS = ("webdataset", "arrow", "zarr", "tfrecord")
 BATCH = 256
 
 
@@ -71,6 +72,16 @@ def snippet_epoch(fmt: str, folder: Path, workers: int, seed: int) -> tuple[int,
         g = torch.Generator().manual_seed(seed)
         for batch in DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers, generator=g):
             n += len(batch["label"])
+    elif fmt == "tfrecord":
+        from tfrecord.torch.dataset import MultiTFRecordDataset
+
+        np.random.seed(seed)
+        shards = sorted(p.stem.removeprefix("shard-") for p in folder.glob("*.tfrecord"))
+        ds = MultiTFRecordDataset(str(folder / "shard-{}.tfrecord"), str(folder / "shard-{}.index"),
+                                  dict.fromkeys(shards, 1.0), description={"image": "byte", "label": "int"},
+                                  shuffle_queue_size=1024, transform=decode_tfrecord, infinite=False)  # fmt: skip
+        for _images, labels in DataLoader(ds, batch_size=BATCH, num_workers=workers):
+            n += len(labels)
     else:
         g = torch.Generator().manual_seed(seed)
         loader = DataLoader(ZarrBatches(folder), batch_size=BATCH, shuffle=True, num_workers=workers,
@@ -78,6 +89,13 @@ def snippet_epoch(fmt: str, folder: Path, workers: int, seed: int) -> tuple[int,
         for _x, y in loader:
             n += len(y)
     return n, time.perf_counter() - start
+
+
+def decode_tfrecord(example: dict) -> tuple[np.ndarray, int]:
+    """What a TFRecord image user writes as the dataset's transform: the PNG decoded, channels first."""
+    from PIL import Image
+
+    return np.moveaxis(np.asarray(Image.open(io.BytesIO(example["image"]))), -1, 0), int(example["label"][0])
 
 
 class ZarrBatches(torch.utils.data.Dataset):
@@ -139,6 +157,17 @@ def library_write(fmt: str, features: np.ndarray, labels: np.ndarray, out: Path)
 
         ds = datasets.Dataset.from_generator(rows, features=feats, cache_dir=str(out / "cache"))
         ds.save_to_disk(str(out / "saved"))
+    elif fmt == "tfrecord":
+        import tfrecord
+        from PIL import Image
+
+        for k in range(0, len(features), 10_000):
+            writer = tfrecord.TFRecordWriter(str(out / f"shard-{k // 10_000:06d}.tfrecord"))
+            for i in range(k, min(k + 10_000, len(features))):
+                buf = io.BytesIO()
+                Image.fromarray(np.moveaxis(features[i], 0, -1)).save(buf, format="PNG")
+                writer.write({"image": (buf.getvalue(), "byte"), "label": (int(labels[i]), "int"), "index": (i, "int")})
+            writer.close()
     else:
         import zarr
 
@@ -159,18 +188,22 @@ def main() -> None:
     parser.add_argument("--write-size", default="2e5")
     parser.add_argument("--workers", default="0,2")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--formats", default=",".join(FORMATS), help="a comma list of " + ", ".join(FORMATS))
     args = parser.parse_args()
+    chosen = tuple(f for f in args.formats.split(",") if f)
+    if unknown := set(chosen) - set(FORMATS):
+        parser.error(f"--formats: {sorted(unknown)} are not among {FORMATS}")
     shutil.rmtree(args.data_dir, ignore_errors=True)
     args.data_dir.mkdir(parents=True)
-    dataset, rss = prepare(args.data_dir, args.size, ",".join(("npy", *FORMATS)))
+    dataset, rss = prepare(args.data_dir, args.size, ",".join(("npy", *chosen)))
     from iobench.data.manifest import Manifest
 
     manifest = Manifest.load(dataset)
     print(f"{manifest.spec.n_samples:,} samples of {manifest.spec.shape} uint8; prepare's peak RSS {rss:,.0f} MiB "
-          f"(npy and the three formats); batch {BATCH}")  # fmt: skip
+          f"(npy and the formats measured); batch {BATCH}")  # fmt: skip
     print("| format | workers | iobench native samples/s | library snippet samples/s | ratio |")
     print("| --- | ---: | ---: | ---: | ---: |")
-    for fmt in FORMATS:
+    for fmt in chosen:
         for workers in (int(w) for w in args.workers.split(",")):
             ours, theirs = [], []
             snippet_epoch(fmt, dataset / fmt, workers, 99)  # warm both: the same files
@@ -184,7 +217,7 @@ def main() -> None:
     print(f"writing {args.write_size} samples, each format alone")
     print("| format | prepare MB/s | peak RSS of prepare | library writer alone + sync MB/s | ratio | bytes on disk |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for fmt in FORMATS:
+    for fmt in chosen:
         folder = args.data_dir / f"write-{fmt}"
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()

@@ -17,7 +17,7 @@ from iobench.formats import FORMATS
 from iobench.run.runner import run
 from tests.conftest import assert_one_line_error, format_param, invoke, resolved_run
 
-NEW = ("webdataset", "arrow", "zarr")
+NEW = ("webdataset", "arrow", "zarr", "tfrecord")
 N = 240
 
 
@@ -50,6 +50,17 @@ def test_each_format_reads_back_with_its_own_library_alone(images, name):
 
         ds = datasets.load_from_disk(str(folder)).with_format("numpy")
         assert np.array_equal(ds["features"][:], features) and np.array_equal(ds["label"][:], labels)
+    elif name == "tfrecord":
+        from tfrecord.torch.dataset import MultiTFRecordDataset
+
+        shards = sorted(p.stem.removeprefix("shard-") for p in folder.glob("*.tfrecord"))
+        ds = MultiTFRecordDataset(str(folder / "shard-{}.tfrecord"), str(folder / "shard-{}.index"),
+                                  dict.fromkeys(shards, 1.0), infinite=False)  # fmt: skip
+        got = {int(e["index"][0]): e for e in ds}
+        assert sorted(got) == list(range(N))
+        for i in (0, 17, N - 1):
+            pixels = np.moveaxis(np.asarray(Image.open(io.BytesIO(got[i]["image"]))), -1, 0)
+            assert np.array_equal(pixels, features[i]) and int(got[i]["label"][0]) == labels[i]
     else:
         import zarr
 
@@ -93,7 +104,7 @@ def test_a_missing_library_is_one_line_naming_the_extra_and_all_skips_it(tmp_pat
     r = cli("prepare", "--size", "100", "--data-dir", tmp_path, "-q", "--formats", "zarr")
     assert_one_line_error(r, "pip install 'iobench[zarr]'")
     r = cli("prepare", "--size", "100", "--data-dir", tmp_path, "-q", "--formats", "all")
-    assert r.code == 0 and "skipped webdataset, arrow, zarr: not installed" in r.err
+    assert r.code == 0 and "skipped webdataset, arrow, zarr, tfrecord: not installed" in r.err
 
 
 def test_arrow_refuses_a_state_naming_a_file_outside_the_folder(images, tmp_path):
@@ -188,3 +199,31 @@ def test_a_library_failing_midway_never_leaves_half_a_dataset(tmp_path, cli, mon
     assert r.code != 0
     leftovers = [p for p in tmp_path.rglob("*") if "zarr" in p.name]
     assert not leftovers, leftovers
+
+
+def test_tfrecord_refuses_a_record_whose_length_field_lies_before_the_library_reads_it(images, tmp_path):
+    """The tfrecord package grows its buffer to 1.5x a record's declared length and seeks by the text
+    index: a crafted length (2^60) or index must be refused before the library sees either."""
+    pytest.importorskip("tfrecord")
+    import shutil
+    import struct
+
+    from iobench.data.manifest import Manifest
+    from iobench.formats.tfrecord import SHARD, SHARD_INDEX, check_shards
+
+    dataset, _, _ = images
+    fmt = FORMATS["tfrecord"]
+    manifest = Manifest.load(dataset)
+    options = fmt.options_from_json(manifest.formats["tfrecord"].options)
+    copy = tmp_path / "tfrecord"
+    shutil.copytree(dataset / "tfrecord", copy)
+    check_shards(copy, manifest.spec, options)  # the copy as written passes
+    index_text = (copy / (SHARD_INDEX % 0)).read_text()
+    (copy / (SHARD_INDEX % 0)).write_text(index_text.replace("\n", "\n", 1).replace("0 ", "1 ", 1))
+    with pytest.raises(ValueError, match="does not match"):
+        check_shards(copy, manifest.spec, options)
+    (copy / (SHARD_INDEX % 0)).write_text(index_text)
+    with open(copy / (SHARD % 0), "r+b") as f:
+        f.write(struct.pack("<Q", 2**60))
+    with pytest.raises(ValueError, match="declares another length"):
+        check_shards(copy, manifest.spec, options)

@@ -36,8 +36,6 @@ def bounding_stage(r: RunRecord) -> str:
     return f"bounded by {name} ({ms / total:.0%} of the batch time)"
 
 
-
-
 def answer_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
     """One line per workload and access pattern: its fastest configuration and why it is not faster."""
     lines = [

@@ -1,0 +1,263 @@
+"""tfrecord: TFRecord shards of `tf.train.Example`s written by the `tfrecord` package's own TFRecordWriter
+(no TensorFlow), as MLPerf Storage's image workloads store them.
+
+Each Example holds `image` (bytes: a PNG for image-shaped uint8 samples, as TFRecord image sets hold
+JPEG/PNG; an .npy otherwise, as in the `webdataset` format), `label` and `index` (the sample's position,
+so the order a pipeline delivers can be scored). Shards hold about `shard_samples` samples (10,000, as
+the webdataset format), spread evenly so that no shard holds a single record (tfrecord reads a
+one-line index file as no index). Beside each shard the library's text index (`shard-K.index`:
+offset and size per record), and for `verify` and iobench's other loaders `index.npy` (shard, offset,
+size) and `labels.npy`.
+
+The `tfrecord` package trusts a record's length field (it grows a buffer to 1.5x the declared length)
+and its index files, so `check_layout` checks every record's framing and both indexes against the
+shards before anything is read: the records follow each other from offset 0 to the end of the file,
+each length field matching the index, and the text indexes saying the same as `index.npy`.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iobench.errors import IobenchError
+from iobench.formats.base import FormatReader, FormatWriter, HashedFile, NativeRead, StorageFormat
+from iobench.formats.files import encode_png, png_axes
+from iobench.formats.npy import npy_header
+from iobench.formats.webdataset import Shards, decode, extension, load_npy, npy_bytes
+from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.system.fsutil import open_regular, pread_full
+
+INDEX, LABELS = "index.npy", "labels.npy"
+SHARD, SHARD_INDEX = "shard-%06d.tfrecord", "shard-%06d.index"
+FRAMING = 16  # length (8) and its masked CRC (4) before the data, the data's masked CRC (4) after
+DESCRIPTION = {"image": "byte", "label": "int", "index": "int"}
+MAX_INDEX_BYTES = 64  # one line of a text index: two decimal numbers
+
+
+@dataclass(frozen=True)
+class TFRecordOptions:
+    shard_samples: int = 10_000  # about this many records per shard, as the webdataset format
+    shuffle_queue: int = 1_024  # TFRecordDataset(shuffle_queue_size=...) in the tfrecord README
+    shards: int = 0  # written: the number of shards (resolved when writing)
+
+    def __post_init__(self) -> None:
+        for name in ("shard_samples", "shuffle_queue", "shards"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise IobenchError(f"tfrecord {name} must be a whole number >= 0, got {value!r}")
+        if self.shard_samples < 2:
+            raise IobenchError("tfrecord shard_samples must be >= 2 (tfrecord misreads a one-record index)")
+
+
+def shard_count(spec: DatasetSpec, options: TFRecordOptions) -> int:
+    return max(1, min(-(-spec.n_samples // options.shard_samples), spec.n_samples // 2))
+
+
+def shard_bounds(spec: DatasetSpec, shards: int) -> list[int]:
+    """The first sample of each shard and the end: even shares, so none holds a lone record."""
+    return [k * spec.n_samples // shards for k in range(shards + 1)]
+
+
+class TFRecordWriter(FormatWriter):
+    def __init__(self, directory: Path, spec: DatasetSpec, options: TFRecordOptions) -> None:
+        super().__init__(directory, spec, options)
+        import tfrecord
+
+        self._writer_type = tfrecord.TFRecordWriter
+        directory.mkdir(parents=True, exist_ok=True)
+        self.ext = extension(spec)
+        self.bounds = shard_bounds(spec, options.shards)
+        self.index = np.zeros((spec.n_samples, 3), dtype=np.int64)  # shard, offset, size
+        self.labels = HashedFile(directory / LABELS)
+        self.labels.write(npy_header(np.dtype(LABEL_DTYPE), (spec.n_samples,)))
+        self.shard, self.sink = -1, None
+
+    def _roll(self) -> None:
+        self._close_shard()
+        self.shard += 1
+        self.sink = self._writer_type(str(self.directory / (SHARD % self.shard)))
+
+    def _close_shard(self) -> None:
+        if self.sink is None:
+            return
+        self.sink.close()
+        rows = self.index[self.bounds[self.shard] : self.bounds[self.shard + 1]]
+        text = "".join(f"{offset} {size}\n" for _, offset, size in rows)
+        (self.directory / (SHARD_INDEX % self.shard)).write_text(text)
+        self.sink = None
+
+    def write(self, chunk: Chunk) -> None:
+        if self.ext == "png":
+            data = encode_png(chunk.features, png_axes(self.spec.shape))
+        else:
+            data = [npy_bytes(x) for x in chunk.features]
+        for i, (payload, label) in enumerate(zip(data, chunk.labels, strict=True)):
+            index = chunk.start + i
+            if self.sink is None or index == self.bounds[self.shard + 1]:
+                self._roll()
+            offset = self.sink.file.tell()
+            self.sink.write({"image": (payload, "byte"), "label": (int(label), "int"), "index": (index, "int")})
+            self.index[index] = (self.shard, offset, self.sink.file.tell() - offset)
+        self.labels.write(np.ascontiguousarray(chunk.labels, dtype=LABEL_DTYPE))
+
+    def close(self) -> None:
+        self._close_shard()
+        self.labels.close()
+        with open(self.directory / INDEX, "wb") as f:
+            f.write(npy_header(self.index.dtype, self.index.shape))
+            f.write(self.index.tobytes())
+
+
+def check_shards(directory: Path, spec: DatasetSpec, options: TFRecordOptions) -> np.ndarray:
+    """index.npy checked against every shard's framing and its text index; ValueError names what is wrong."""
+    index = load_npy(directory / INDEX, np.dtype(np.int64), (spec.n_samples, 3))
+    bounds = shard_bounds(spec, options.shards)
+    header = bytearray(8)
+    for k in range(options.shards):
+        rows = index[bounds[k] : bounds[k + 1]]
+        name = directory / (SHARD % k)
+        fd = open_regular(name)
+        try:
+            end = os.fstat(fd).st_size
+            expected = np.concatenate([[0], np.cumsum(rows[:, 2])[:-1]]) if len(rows) else np.empty(0)
+            if (rows[:, 0] != k).any() or (rows[:, 1] != expected).any() or int(rows[:, 2].sum()) != end:
+                raise ValueError(f"{name}: its records do not follow each other as {INDEX} says")
+            for offset, size in rows[:, 1:]:
+                if size <= FRAMING or pread_full(fd, memoryview(header), int(offset)) != 8:
+                    raise ValueError(f"{name}: a record at {offset} is cut short")
+                if struct.unpack("<Q", header)[0] != size - FRAMING:
+                    raise ValueError(f"{name}: the record at {offset} declares another length than its index")
+        finally:
+            os.close(fd)
+        _check_text_index(directory / (SHARD_INDEX % k), rows)
+    return index
+
+
+def _check_text_index(path: Path, rows: np.ndarray) -> None:
+    """The library seeks by this file: it must say what index.npy says, line for line."""
+    with open(open_regular(path), "rb") as f:
+        text = f.read(MAX_INDEX_BYTES * len(rows) + 1)
+    if len(text) > MAX_INDEX_BYTES * len(rows):
+        raise ValueError(f"{path}: longer than {len(rows)} index lines")
+    lines = text.decode("ascii", errors="replace").splitlines()
+    wanted = [f"{offset} {size}" for offset, size in rows[:, 1:]]
+    if lines != wanted:
+        raise ValueError(f"{path}: does not match {INDEX}")
+
+
+def parse_record(data: bytes, spec: DatasetSpec, name: str) -> np.ndarray:
+    """One framed record: its Example parsed by protobuf (data, never code) and its image decoded."""
+    from tfrecord import example_pb2
+
+    (length,) = struct.unpack("<Q", data[:8])
+    if length != len(data) - FRAMING:
+        raise ValueError(f"{name}: the record's length field does not match its index")
+    example = example_pb2.Example()
+    example.ParseFromString(data[12 : 12 + length])
+    images = example.features.feature["image"].bytes_list.value
+    if len(images) != 1:
+        raise ValueError(f"{name}: an Example without one image")
+    return decode(images[0], spec, name)
+
+
+class TFRecordReader(FormatReader):
+    """Random access through index.npy, for `verify` and iobench's loaders; decoding as the pipeline does."""
+
+    def _open(self) -> tuple[np.ndarray, np.ndarray, Shards]:
+        spec, options = self.spec, self.options
+        index = check_shards(self.directory, spec, options)
+        labels = load_npy(self.directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
+        shards = Shards([open_regular(self.directory / (SHARD % k)) for k in range(options.shards)])
+        return index, labels, shards
+
+    def _close(self, handle: Any) -> None:
+        handle[2].close()
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        index, labels, shards = self.handle
+        features, out_labels = self._empty(len(indices))
+        for row, i in enumerate(indices):
+            shard, offset, size = (int(x) for x in index[self._check_index(int(i))])
+            data = bytearray(size)
+            if pread_full(shards.fds[shard], memoryview(data), offset) != size:
+                raise ValueError(f"sample {int(i)}: its shard is shorter than the index says")
+            features[row] = parse_record(bytes(data), self.spec, f"sample {int(i)}")
+        out_labels[:] = labels[np.asarray(indices, dtype=np.int64)]
+        return features, out_labels
+
+
+# ---- the tfrecord package's own pipeline ------------------------------------------------------------
+
+
+class _Decode:
+    """MultiTFRecordDataset's transform: the example's image decoded (and the run's host transform)."""
+
+    def __init__(self, spec: DatasetSpec, transform: Any) -> None:
+        self.spec, self.transform = spec, transform
+
+    def __call__(self, example: dict) -> tuple[Any, int, int]:
+        index = int(example["index"][0])
+        features = decode(bytes(example["image"]), self.spec, f"sample {index}")
+        if self.transform is not None:
+            import torch
+
+            features = self.transform.sample(torch.from_numpy(np.ascontiguousarray(features)))
+        return features, int(example["label"][0]), index  # the DataLoader's collate stacks them, one copy
+
+
+def native_batches(reader: TFRecordReader, read: NativeRead) -> Any:
+    """The README's pipelines in a DataLoader with the run's workers. Shuffled: MultiTFRecordDataset
+    over the shards (finite, each weighted by its records) with its shuffle queue. In order: each shard's
+    TFRecordDataset in turn (without an index when no workers share it: with one, the package starts a
+    file at a random record). The package draws from numpy's global generator: seeded here (and per
+    worker by torch from the DataLoader's generator)."""
+    import torch
+    from tfrecord.torch.dataset import MultiTFRecordDataset, TFRecordDataset
+
+    reader.handle  # noqa: B018 - opening the reader checks every shard once, before the package reads one
+    np.random.seed(read.seed % 2**32)
+    directory, shards, decode_one = reader.directory, reader.options.shards, _Decode(reader.spec, read.transform)
+    if read.shuffle:
+        bounds = shard_bounds(reader.spec, shards)
+        splits = {f"{k:06d}": bounds[k + 1] - bounds[k] for k in range(shards)}
+        ds: Any = MultiTFRecordDataset(
+            str(directory / "shard-{}.tfrecord"), str(directory / "shard-{}.index"), splits, description=DESCRIPTION,
+            shuffle_queue_size=reader.options.shuffle_queue, transform=decode_one, infinite=False,
+        )  # fmt: skip
+    else:
+        indexed = read.dataloader_keywords.get("num_workers", 0) > 0
+        ds = torch.utils.data.ChainDataset([
+            TFRecordDataset(str(directory / (SHARD % k)), str(directory / (SHARD_INDEX % k)) if indexed else None,
+                            description=DESCRIPTION, transform=decode_one)
+            for k in range(shards)
+        ])  # fmt: skip
+    generator = torch.Generator().manual_seed(read.seed)
+    return iter(torch.utils.data.DataLoader(ds, batch_size=read.batch_size, generator=generator,
+                                            **read.dataloader_keywords))  # fmt: skip
+
+
+class TFRecordFormat(StorageFormat):
+    name = "tfrecord"
+    options_type = TFRecordOptions
+    python_bound_writer = True
+    writer_type = TFRecordWriter
+    reader_type = TFRecordReader
+
+    def resolve_options(self, spec: DatasetSpec, options: TFRecordOptions) -> TFRecordOptions:
+        return replace(options, shards=shard_count(spec, options))
+
+    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+        for name in (INDEX, LABELS):
+            if not (directory / name).is_file():
+                raise ValueError(f"{directory / name} is missing")
+
+    def estimate_bytes(self, spec: DatasetSpec, options: TFRecordOptions) -> int:
+        # per record: framing, the Example's keys and varints, the payload (PNG may exceed raw slightly)
+        per_sample = FRAMING + 96 + int(spec.sample_bytes * 1.01 + 128)
+        return spec.n_samples * (per_sample + 24 + MAX_INDEX_BYTES) + 2**16 * shard_count(spec, options)
