@@ -61,7 +61,7 @@ def test_help_and_argument_errors_load_no_heavy_library(args):
 
 def test_a_figure_above_its_ceiling_is_called_a_broken_ceiling():
     """Warm shuffled npy showed 142% and 213% of its memory-gather limit without a word."""
-    from iobench.results.record import LimitShare
+    from iobench.results.machine_limits import LimitShare
     from iobench.results.warnings import Kind, record_warnings
     from tests.conftest import record_of
 

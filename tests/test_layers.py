@@ -132,3 +132,18 @@ def test_the_checks_can_fail():
     graph = imports(modules())
     assert "iobench.system.page_cache" in graph["iobench.data.writing"]  # the reader sees real imports
     assert RANK[unit_of("iobench.data.writing")] > RANK[unit_of("iobench.system.page_cache")]
+
+
+def test_modules_stay_small_and_commands_short():
+    """The re-housing's limits: no module over 400 lines, no command-line function over 80."""
+    long_modules = [f"{name}: {len(path.read_text().splitlines())}" for name, path in modules().items()
+                    if len(path.read_text().splitlines()) > 400]  # fmt: skip
+    assert not long_modules, long_modules
+    long_functions = [
+        f"{name}.{node.name}: {node.end_lineno - node.lineno + 1}"
+        for name, path in modules().items()
+        if name.startswith("iobench.cli")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno + 1 > 80
+    ]
+    assert not long_functions, long_functions

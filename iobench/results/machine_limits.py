@@ -1,4 +1,5 @@
-"""The ceilings of one host and data device (`iobench limits`) as stored beside the results."""
+"""The ceilings of one host and data device (`iobench limits`) as stored beside the results, and a run's
+share of one."""
 
 from __future__ import annotations
 
@@ -78,3 +79,12 @@ def read_block(sample_bytes: int) -> int:
 def limits_key(hostname: str, data_device: str, read_limit_mb_per_s: float | None = None) -> str:
     throttle = f"@{read_limit_mb_per_s:g}MB/s" if read_limit_mb_per_s is not None else ""
     return f"{hostname}:{data_device}{throttle}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LimitShare:
+    """The run's MB/s as a share of the ceiling of its pattern (None: no ceiling applies or known)."""
+
+    limit_name: str | None = None
+    limit_mb_per_s: float | None = None
+    percent_of_limit: float | None = None

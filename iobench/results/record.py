@@ -16,7 +16,7 @@ from typing import Any
 
 from iobench.choices import Choice
 from iobench.results.checked import MAX_MEASURED, RecordError, checked, mapping, numbers, parsed
-from iobench.results.machine_limits import MachineLimits
+from iobench.results.machine_limits import LimitShare, MachineLimits
 from iobench.results.stats import summary
 
 SCHEMA_VERSION = 2  # 1: records written before the version was stored (read with the defaults below)
@@ -265,15 +265,6 @@ class Environment:
     data_device: str = ""
     gpu_name: str = ""
     cuda_version: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class LimitShare:
-    """The run's MB/s as a share of the ceiling of its pattern (None: no ceiling applies or known)."""
-
-    limit_name: str | None = None
-    limit_mb_per_s: float | None = None
-    percent_of_limit: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
