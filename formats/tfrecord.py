@@ -10,9 +10,10 @@ offset and size per record), and for `verify` and iobench's other loaders `index
 size) and `labels.npy`.
 
 The `tfrecord` package trusts a record's length field (it grows a buffer to 1.5x the declared length)
-and its index files, so `check_layout` checks every record's framing and both indexes against the
-shards before anything is read: the records follow each other from offset 0 to the end of the file,
-each length field matching the index, and the text indexes saying the same as `index.npy`.
+and its index files, so opening the reader (which the native pipeline does first) checks every record's
+framing and both indexes against the shards before anything is read (`check_shards`): the records follow
+each other from offset 0 to the end of the file, each length field matching the index, and the text
+indexes saying the same as `index.npy`.
 """
 
 from __future__ import annotations
@@ -26,14 +27,24 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader, FormatWriter, HashedFile, NativeRead, StorageFormat
+from iobench.formats.base import FormatWriter, HashedFile, NativeRead, StorageFormat
 from iobench.formats.files import encode_png, png_axes
 from iobench.formats.npy import npy_header
-from iobench.formats.webdataset import Shards, decode, extension, load_npy, npy_bytes
+from iobench.formats.shards import (
+    INDEX,
+    LABELS,
+    IndexedShardsReader,
+    Shards,
+    decode,
+    extension,
+    load_npy,
+    npy_bytes,
+    require_index,
+    write_npy,
+)
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import open_regular, pread_full
 
-INDEX, LABELS = "index.npy", "labels.npy"
 SHARD, SHARD_INDEX = "shard-%06d.tfrecord", "shard-%06d.index"
 FRAMING = 16  # length (8) and its masked CRC (4) before the data, the data's masked CRC (4) after
 DESCRIPTION = {"image": "byte", "label": "int", "index": "int"}
@@ -109,9 +120,7 @@ class TFRecordWriter(FormatWriter):
     def close(self) -> None:
         self._close_shard()
         self.labels.close()
-        with open(self.directory / INDEX, "wb") as f:
-            f.write(npy_header(self.index.dtype, self.index.shape))
-            f.write(self.index.tobytes())
+        write_npy(self.directory / INDEX, self.index)
 
 
 def check_shards(directory: Path, spec: DatasetSpec, options: TFRecordOptions) -> np.ndarray:
@@ -166,7 +175,7 @@ def parse_record(data: bytes, spec: DatasetSpec, name: str) -> np.ndarray:
     return decode(images[0], spec, name)
 
 
-class TFRecordReader(FormatReader):
+class TFRecordReader(IndexedShardsReader):
     """Random access through index.npy, for `verify` and iobench's loaders; decoding as the pipeline does."""
 
     def _open(self) -> tuple[np.ndarray, np.ndarray, Shards]:
@@ -176,20 +185,8 @@ class TFRecordReader(FormatReader):
         shards = Shards([open_regular(self.directory / (SHARD % k)) for k in range(options.shards)])
         return index, labels, shards
 
-    def _close(self, handle: Any) -> None:
-        handle[2].close()
-
-    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        index, labels, shards = self.handle
-        features, out_labels = self._empty(len(indices))
-        for row, i in enumerate(indices):
-            shard, offset, size = (int(x) for x in index[self._check_index(int(i))])
-            data = bytearray(size)
-            if pread_full(shards.fds[shard], memoryview(data), offset) != size:
-                raise ValueError(f"sample {int(i)}: its shard is shorter than the index says")
-            features[row] = parse_record(bytes(data), self.spec, f"sample {int(i)}")
-        out_labels[:] = labels[np.asarray(indices, dtype=np.int64)]
-        return features, out_labels
+    def parse(self, data: bytes, name: str) -> np.ndarray:
+        return parse_record(data, self.spec, name)
 
 
 # ---- the tfrecord package's own pipeline ------------------------------------------------------------
@@ -253,9 +250,7 @@ class TFRecordFormat(StorageFormat):
         return replace(options, shards=shard_count(spec, options))
 
     def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
-        for name in (INDEX, LABELS):
-            if not (directory / name).is_file():
-                raise ValueError(f"{directory / name} is missing")
+        require_index(directory)  # the framing needs the options: the reader's open checks it (check_shards)
 
     def estimate_bytes(self, spec: DatasetSpec, options: TFRecordOptions) -> int:
         # per record: framing, the Example's keys and varints, the payload (PNG may exceed raw slightly)

@@ -13,7 +13,6 @@ size) and the labels (`labels.npy`); both are checked against the shards before 
 
 from __future__ import annotations
 
-import io
 import os
 import tarfile
 from collections.abc import Iterator
@@ -24,13 +23,24 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader, FormatWriter, HashedFile, NativeRead, StorageFormat
-from iobench.formats.files import decode_png, encode_png, png_axes
-from iobench.formats.npy import npy_header, read_header
+from iobench.formats.base import FormatWriter, HashedFile, NativeRead, StorageFormat
+from iobench.formats.files import encode_png, png_axes
+from iobench.formats.npy import npy_header
+from iobench.formats.shards import (
+    INDEX,
+    LABELS,
+    IndexedShardsReader,
+    Shards,
+    decode,
+    extension,
+    load_npy,
+    npy_bytes,
+    require_index,
+    write_npy,
+)
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
-from iobench.system.fsutil import open_regular, pread_full
+from iobench.system.fsutil import open_regular
 
-INDEX, LABELS = "index.npy", "labels.npy"
 SHARD = "shard-%06d.tar"
 
 
@@ -50,20 +60,12 @@ class WebDatasetOptions:
             raise IobenchError("webdataset shard_samples must be >= 1")
 
 
-def extension(spec: DatasetSpec) -> str:
-    return "png" if spec.dtype == "uint8" and png_axes(spec.shape) else "npy"
-
-
 def shard_count(spec: DatasetSpec, options: WebDatasetOptions) -> int:
     return -(-spec.n_samples // options.shard_samples)
 
 
 def key_of(index: int, spec: DatasetSpec) -> str:
     return f"{index:0{len(str(spec.n_samples - 1))}d}"
-
-
-def npy_bytes(sample: np.ndarray) -> bytes:
-    return npy_header(sample.dtype, sample.shape) + np.ascontiguousarray(sample).tobytes()
 
 
 class WebDatasetWriter(FormatWriter):
@@ -103,27 +105,10 @@ class WebDatasetWriter(FormatWriter):
     def close(self) -> None:
         self.sink.close()  # closes the last shard: its index is taken
         self.labels.close()
-        with open(self.directory / INDEX, "wb") as f:
-            f.write(npy_header(self.index.dtype, self.index.shape))
-            f.write(self.index.tobytes())
+        write_npy(self.directory / INDEX, self.index)
 
 
-class Shards:
-    """The shards' descriptors: closed with the handle, or when a dropped reader is collected."""
-
-    def __init__(self, fds: list[int]) -> None:
-        self.fds = fds
-
-    def close(self) -> None:
-        fds, self.fds = self.fds, []
-        for fd in fds:
-            os.close(fd)
-
-    def __del__(self) -> None:
-        self.close()
-
-
-class WebDatasetReader(FormatReader):
+class WebDatasetReader(IndexedShardsReader):
     """Random access through the index, for `verify` and iobench's loaders; decoding as the pipeline does."""
 
     def _open(self) -> tuple[np.ndarray, np.ndarray, Shards]:
@@ -140,46 +125,8 @@ class WebDatasetReader(FormatReader):
             raise ValueError(f"{self.directory / INDEX}: an entry points outside its shard")
         return index, labels, shards
 
-    def _close(self, handle: Any) -> None:
-        handle[2].close()
-
-    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        index, labels, shards = self.handle
-        fds = shards.fds
-        features, out_labels = self._empty(len(indices))
-        for row, i in enumerate(indices):
-            shard, offset, size = (int(x) for x in index[self._check_index(int(i))])
-            data = bytearray(size)
-            if pread_full(fds[shard], memoryview(data), offset) != size:
-                raise ValueError(f"sample {int(i)}: its shard is shorter than the index says")
-            features[row] = decode(bytes(data), self.spec, f"sample {int(i)}")
-        out_labels[:] = labels[np.asarray(indices, dtype=np.int64)]
-        return features, out_labels
-
-
-def load_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    with open(open_regular(path), "rb") as f:
-        found_shape, fortran, found_dtype = read_header(f)
-        if fortran or found_dtype != dtype or tuple(found_shape) != shape:
-            raise ValueError(f"{path}: a {found_dtype} array of {tuple(found_shape)}; expected {dtype} {shape}")
-        data = np.frombuffer(f.read(), dtype=dtype)
-    if data.size != int(np.prod(shape)):
-        raise ValueError(f"{path}: truncated")
-    return data.reshape(shape)
-
-
-def decode(data: bytes, spec: DatasetSpec, name: str) -> np.ndarray:
-    """One sample's member: PNG with its header checked before decoding, or .npy without pickle."""
-    if extension(spec) == "png":
-        return decode_png(io.BytesIO(data), spec, png_axes(spec.shape), name)
-    stream = io.BytesIO(data)
-    shape, fortran, dtype = read_header(stream)
-    if fortran or dtype != spec.np_dtype or tuple(shape) != tuple(spec.shape):
-        raise ValueError(f"{name}: a {dtype} array of {tuple(shape)}; the spec says {spec.shape} {spec.dtype}")
-    values = np.frombuffer(data, dtype=dtype, offset=stream.tell())
-    if values.size != int(np.prod(spec.shape)):
-        raise ValueError(f"{name}: truncated")
-    return values.reshape(spec.shape)
+    def parse(self, data: bytes, name: str) -> np.ndarray:
+        return decode(data, self.spec, name)
 
 
 # ---- webdataset's own pipeline ---------------------------------------------------------------------
@@ -282,9 +229,7 @@ class WebDatasetFormat(StorageFormat):
         return replace(options, shards=shard_count(spec, options))
 
     def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
-        for name in (INDEX, LABELS):
-            if not (directory / name).is_file():
-                raise ValueError(f"{directory / name} is missing")
+        require_index(directory)
 
     def estimate_bytes(self, spec: DatasetSpec, options: WebDatasetOptions) -> int:
         # tar: a 512-byte header per member and the payload padded to 512; PNG may exceed raw slightly

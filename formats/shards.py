@@ -1,0 +1,106 @@
+"""What the shard formats (webdataset, tfrecord) share: each sample stored as one encoded blob (PNG for
+image-shaped uint8, .npy otherwise), and beside the shards an index of where each blob lies (`index.npy`:
+shard, offset, size) and the labels (`labels.npy`), both checked before any read, giving the random
+access that `verify` and iobench's loaders need and the libraries do not offer."""
+
+from __future__ import annotations
+
+import io
+import os
+from abc import abstractmethod
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iobench.formats.base import FormatReader
+from iobench.formats.files import decode_png, png_axes
+from iobench.formats.npy import npy_header, read_header
+from iobench.spec import DatasetSpec
+from iobench.system.fsutil import open_regular, pread_full
+
+INDEX, LABELS = "index.npy", "labels.npy"
+
+
+def extension(spec: DatasetSpec) -> str:
+    return "png" if spec.dtype == "uint8" and png_axes(spec.shape) else "npy"
+
+
+def npy_bytes(sample: np.ndarray) -> bytes:
+    return npy_header(sample.dtype, sample.shape) + np.ascontiguousarray(sample).tobytes()
+
+
+def write_npy(path: Path, array: np.ndarray) -> None:
+    with open(path, "wb") as f:
+        f.write(npy_header(array.dtype, array.shape))
+        f.write(array.tobytes())
+
+
+def load_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    with open(open_regular(path), "rb") as f:
+        found_shape, fortran, found_dtype = read_header(f)
+        if fortran or found_dtype != dtype or tuple(found_shape) != shape:
+            raise ValueError(f"{path}: a {found_dtype} array of {tuple(found_shape)}; expected {dtype} {shape}")
+        data = np.frombuffer(f.read(), dtype=dtype)
+    if data.size != int(np.prod(shape)):
+        raise ValueError(f"{path}: truncated")
+    return data.reshape(shape)
+
+
+def decode(data: bytes, spec: DatasetSpec, name: str) -> np.ndarray:
+    """One sample's member: PNG with its header checked before decoding, or .npy without pickle."""
+    if extension(spec) == "png":
+        return decode_png(io.BytesIO(data), spec, png_axes(spec.shape), name)
+    stream = io.BytesIO(data)
+    shape, fortran, dtype = read_header(stream)
+    if fortran or dtype != spec.np_dtype or tuple(shape) != tuple(spec.shape):
+        raise ValueError(f"{name}: a {dtype} array of {tuple(shape)}; the spec says {spec.shape} {spec.dtype}")
+    values = np.frombuffer(data, dtype=dtype, offset=stream.tell())
+    if values.size != int(np.prod(spec.shape)):
+        raise ValueError(f"{name}: truncated")
+    return values.reshape(spec.shape)
+
+
+def require_index(directory: Path) -> None:
+    for name in (INDEX, LABELS):
+        if not (directory / name).is_file():
+            raise ValueError(f"{directory / name} is missing")
+
+
+class Shards:
+    """The shards' descriptors: closed with the handle, or when a dropped reader is collected."""
+
+    def __init__(self, fds: list[int]) -> None:
+        self.fds = fds
+
+    def close(self) -> None:
+        fds, self.fds = self.fds, []
+        for fd in fds:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class IndexedShardsReader(FormatReader):
+    """Random access through the index; a subclass opens (index, labels, Shards) with its own checks and
+    parses one blob as its library stores it."""
+
+    @abstractmethod
+    def parse(self, data: bytes, name: str) -> np.ndarray:
+        """One sample from the bytes the index points at."""
+
+    def _close(self, handle: Any) -> None:
+        handle[2].close()
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        index, labels, shards = self.handle
+        features, out_labels = self._empty(len(indices))
+        for row, i in enumerate(indices):
+            shard, offset, size = (int(x) for x in index[self._check_index(int(i))])
+            data = bytearray(size)
+            if pread_full(shards.fds[shard], memoryview(data), offset) != size:
+                raise ValueError(f"sample {int(i)}: its shard is shorter than the index says")
+            features[row] = self.parse(bytes(data), f"sample {int(i)}")
+        out_labels[:] = labels[np.asarray(indices, dtype=np.int64)]
+        return features, out_labels
