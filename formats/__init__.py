@@ -121,6 +121,7 @@ FORMATS = Registry(
         Registered("arrow", "iobench.formats.arrow:ArrowFormat", False, "datasets", native=True),
         Registered("zarr", "iobench.formats.zarr:ZarrFormat", False, "zarr", native=True),
         Registered("tfrecord", "iobench.formats.tfrecord:TFRecordFormat", False, "tfrecord", native=True),
+        Registered("litdata", "iobench.formats.litdata:LitDataFormat", False, "litdata", native=True),
     )
 )
 for _plug_in in plug_ins():

@@ -1,6 +1,6 @@
 """Fairness and write speed of the new formats: iobench against each library's own minimal code.
 
-Reading: for each of webdataset, arrow, zarr and tfrecord, `iobench run --loader native` (through iobench's
+Reading: for each of webdataset, arrow, zarr, tfrecord and litdata, `iobench run --loader native` (through iobench's
 harness: clock, split, carried indices, scoring) against the library's documentation snippet written
 here without iobench (same data, batch size and workers, same process, interleaved rounds), warm.
 Goal: iobench >= 0.95x the snippet. Writing: `iobench prepare` of the format (from the generated stream)
@@ -11,7 +11,7 @@ Writing is measured on --write-size samples (imports and set-up amortised), each
 a child process, and the library's writer alone followed by a sync (prepare's figure includes its fsync).
 
 Usage: python scripts/bench_formats.py --data-dir DIR [--size 2e4] [--write-size 2e5] [--workers 0,2] [--rounds 3]
-       [--formats webdataset,arrow,zarr,tfrecord]
+       [--formats webdataset,arrow,zarr,tfrecord,litdata]
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-FORMATS = ("webdataset", "arrow", "zarr", "tfrecord")
+FORMATS = ("webdataset", "arrow", "zarr", "tfrecord", "litdata")
 BATCH = 256
 
 
@@ -82,6 +82,12 @@ def snippet_epoch(fmt: str, folder: Path, workers: int, seed: int) -> tuple[int,
                                   shuffle_queue_size=1024, transform=decode_tfrecord, infinite=False)  # fmt: skip
         for _images, labels in DataLoader(ds, batch_size=BATCH, num_workers=workers):
             n += len(labels)
+    elif fmt == "litdata":
+        import litdata
+
+        ds = litdata.StreamingDataset(str(folder), shuffle=True, seed=seed)
+        for batch in litdata.StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers):
+            n += len(batch["label"])
     else:
         g = torch.Generator().manual_seed(seed)
         loader = DataLoader(ZarrBatches(folder), batch_size=BATCH, shuffle=True, num_workers=workers,
@@ -119,6 +125,14 @@ class ZarrBatches(torch.utils.data.Dataset):
         features, labels = self.arrays
         idx = np.sort(np.asarray(keys))
         return torch.from_numpy(features.oindex[idx]), torch.from_numpy(labels[idx])
+
+
+def litdata_samples(item: tuple[str, int, int]):
+    """What a LitData user's optimize function does: yield the samples of one input (here a range of rows)."""
+    folder, start, stop = item
+    x, y = np.load(f"{folder}/x.npy", mmap_mode="r"), np.load(f"{folder}/y.npy", mmap_mode="r")
+    for i in range(start, stop):
+        yield {"features": np.asarray(x[i]), "label": int(y[i]), "index": i}
 
 
 def iobench_rate(dataset: Path, fmt: str, workers: int) -> float:
@@ -168,6 +182,17 @@ def library_write(fmt: str, features: np.ndarray, labels: np.ndarray, out: Path)
                 Image.fromarray(np.moveaxis(features[i], 0, -1)).save(buf, format="PNG")
                 writer.write({"image": (buf.getvalue(), "byte"), "label": (int(labels[i]), "int"), "index": (i, "int")})
             writer.close()
+    elif fmt == "litdata":
+        import litdata
+
+        np.save(out / "x.npy", features)
+        np.save(out / "y.npy", labels)
+        os.sync()
+        start = time.perf_counter()  # optimize reads its inputs from files, as its users' functions do
+        step = 10_000
+        inputs = [(str(out), k, min(k + step, len(labels))) for k in range(0, len(labels), step)]
+        litdata.optimize(fn=litdata_samples, inputs=inputs, output_dir=str(out / "optimized"), chunk_bytes="64MB",
+                         verbose=False)  # fmt: skip
     else:
         import zarr
 

@@ -35,6 +35,9 @@ CASES = [
     ("zarr", {}),
     ("zarr", {"chunk_samples": 7, "shard_chunks": 3}),  # chunks and shards that do not divide the samples
     ("zarr", {"chunk_samples": 10, "shard_chunks": 64}),  # a shard longer than the dataset
+    ("tfrecord", {"shard_samples": 50}),  # several shards, PNG records for the uint8 image
+    ("litdata", {}),
+    ("litdata", {"chunk_bytes": "1KB"}),  # several chunks
 ]
 SPECS = [DatasetSpec(301, shape=(16,), n_classes=5, seed=1), DatasetSpec(64, shape=(3, 4, 4), dtype="uint8", seed=2)]
 

@@ -1,4 +1,4 @@
-"""WebDataset, Hugging Face Arrow and Zarr v3: read back by their own libraries with no iobench code,
+"""WebDataset, Hugging Face Arrow, Zarr v3, TFRecord and LitData: read back by their own libraries with no iobench code,
 their own pipelines (`--loader native`) deliver every sample once per epoch, and what a crafted dataset
 could make their libraries do (unpickle, read outside the folder) is refused first."""
 
@@ -17,7 +17,7 @@ from iobench.formats import FORMATS
 from iobench.run.runner import run
 from tests.conftest import assert_one_line_error, format_param, invoke, resolved_run
 
-NEW = ("webdataset", "arrow", "zarr", "tfrecord")
+NEW = ("webdataset", "arrow", "zarr", "tfrecord", "litdata")
 N = 240
 
 
@@ -61,6 +61,13 @@ def test_each_format_reads_back_with_its_own_library_alone(images, name):
         for i in (0, 17, N - 1):
             pixels = np.moveaxis(np.asarray(Image.open(io.BytesIO(got[i]["image"]))), -1, 0)
             assert np.array_equal(pixels, features[i]) and int(got[i]["label"][0]) == labels[i]
+    elif name == "litdata":
+        import litdata
+
+        ds = litdata.StreamingDataset(str(folder))
+        got = [ds[i] for i in range(len(ds))]
+        assert [g["index"] for g in got] == list(range(N)) and [g["label"] for g in got] == labels.tolist()
+        assert np.array_equal(np.stack([g["features"] for g in got]), features)
     else:
         import zarr
 
@@ -104,7 +111,7 @@ def test_a_missing_library_is_one_line_naming_the_extra_and_all_skips_it(tmp_pat
     r = cli("prepare", "--size", "100", "--data-dir", tmp_path, "-q", "--formats", "zarr")
     assert_one_line_error(r, "pip install 'iobench[zarr]'")
     r = cli("prepare", "--size", "100", "--data-dir", tmp_path, "-q", "--formats", "all")
-    assert r.code == 0 and "skipped webdataset, arrow, zarr, tfrecord: not installed" in r.err
+    assert r.code == 0 and "skipped webdataset, arrow, zarr, tfrecord, litdata: not installed" in r.err
 
 
 def test_arrow_refuses_a_state_naming_a_file_outside_the_folder(images, tmp_path):
@@ -227,3 +234,33 @@ def test_tfrecord_refuses_a_record_whose_length_field_lies_before_the_library_re
         f.write(struct.pack("<Q", 2**60))
     with pytest.raises(ValueError, match="declares another length"):
         check_shards(copy, manifest.spec, options)
+
+
+def test_litdata_refuses_a_pickle_serializer_and_a_chunk_outside_the_folder(images, tmp_path):
+    """LitData decodes each field with the serializer index.json names (it has a pickle one) and opens the
+    chunk files it names: both are checked before the library reads the index."""
+    pytest.importorskip("litdata")
+    import shutil
+
+    from iobench.data.manifest import Manifest
+    from iobench.formats.litdata import INDEX, check_index
+
+    dataset, _, _ = images
+    spec = Manifest.load(dataset).spec
+    copy = tmp_path / "litdata"
+    shutil.copytree(dataset / "litdata", copy)
+    check_index(copy, spec)  # the copy as written passes
+    index = json.loads((copy / INDEX).read_text())
+    for key, value, message in (("data_format", ["pickle", "int", "int"], "fields"),
+                                ("compression", "zstd", "compression")):  # fmt: skip
+        bad = json.loads(json.dumps(index))
+        bad["config"][key] = value
+        (copy / INDEX).write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=message):
+            check_index(copy, spec)
+    for name in ("../../npy/features.npy", "/etc/hostname", "chunk-0-9.bin"):
+        bad = json.loads(json.dumps(index))
+        bad["chunks"][0]["filename"] = name
+        (copy / INDEX).write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match="not a plain chunk file"):
+            check_index(copy, spec)
