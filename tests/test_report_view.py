@@ -119,3 +119,28 @@ def test_the_report_opens_with_the_answer_sorts_rows_and_collapses_warnings(tmp_
     assert [" w=1 " in table[0], " w=2 " in table[1], " w=0 " in table[2]] == [True] * 3, table
     partial = [line for line in text.splitlines() if "epochs stopped early" in line]
     assert len(partial) == 1 and partial[0].count("npy/dataloader") == 3, "one line naming all three"
+
+
+def test_the_formats_table_sets_speed_beside_shuffle_bytes_and_write_time():
+    """A shard pipeline that is fastest because it barely shuffles must not be named the fastest at a
+    uniform shuffle; each format/loader pair gets its row with its own shuffle, bytes and write time."""
+    from iobench.results.formats_table import format_lines
+    from iobench.results.report import workload_groups
+
+    common = {"order": "shuffle", "shuffle": True}
+    records = [
+        record_of(format="webdataset", loader="native", samples_per_s=9000.0, shuffle_spread=0.22,
+                  shuffle_order=0.51, dataset_bytes=121_500_000, format_write_seconds=12.5, **common),
+        record_of(format="npy", samples_per_s=5000.0, shuffle_spread=1.0, shuffle_order=0.99,
+                  dataset_bytes=61_600_000, format_write_seconds=0.5, **common),
+        record_of(format="npy", samples_per_s=4000.0, cache="cold", shuffle_spread=1.0, shuffle_order=0.99,
+                  dataset_bytes=61_600_000, format_write_seconds=0.5, **common),
+    ]  # fmt: skip
+    text = "\n".join(format_lines(workload_groups(records)))
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert "0.22/0.51" in rows["webdataset/native"] and "121.5" in rows["webdataset/native"]
+    assert "12.50 (9.7 MB/s)" in rows["webdataset/native"]
+    assert rows["npy/dataloader"].count("1.00/0.99") == 2 and "4,000" in rows["npy/dataloader"]
+    warm = next(line for line in text.splitlines() if line.startswith("- **Fastest warm"))
+    assert "npy/dataloader" in warm and "5,000" in warm and "webdataset/native at 9,000" in warm
+    assert format_lines(workload_groups(records[1:])) == [], "one format: nothing to set side by side"

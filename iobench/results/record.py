@@ -126,6 +126,9 @@ class DatasetInfo:
     dataset_bytes: int
     workload: str | None = None  # tabular, image, small-image, tokens or custom (None: records before 0.2)
     source: str | None = None  # prepare --from: the source's path; None: generated
+    # The format's write seconds from the manifest (prepare's figure: fsync and checksums included), so a
+    # report can set speed beside write time; None in records made before it was kept.
+    format_write_seconds: float | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -9,6 +9,7 @@ from pathlib import Path
 from iobench.errors import IobenchError
 from iobench.results import plots
 from iobench.results.answer import answer_lines, collapsed, sorted_for_table
+from iobench.results.formats_table import format_lines
 from iobench.results.machine_limits import limits_key
 from iobench.results.record import RunRecord
 from iobench.results.store import load_all_limits, load_records
@@ -57,6 +58,7 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> 
     lines = [f"# iobench report: {results.name}", "", f"{len(records)} configurations from `{results}`.", ""]
     groups = workload_groups(records)
     lines += answer_lines(groups)
+    lines += format_lines(groups)
     lines += _environment(records)
     lines += [
         "## Results",

@@ -76,6 +76,7 @@ def record_of(
             dtype=spec.dtype,
             sample_bytes=spec.sample_bytes,
             dataset_bytes=resolved.entry.bytes,
+            format_write_seconds=resolved.entry.write_seconds,
             workload=workload_of(spec.shape, spec.dtype, spec.content) if spec.source is None else "custom",
             source=spec.source.path if spec.source is not None else None,
         ),
