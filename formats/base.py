@@ -127,6 +127,10 @@ class FormatReader(ABC):
         return self.spec.n_samples
 
     sequential = False  # set before the first read when samples will be read in order
+    # True: its library refuses to open the same files twice in one process (LMDB), so threads share this
+    # reader, which must then be safe to call from several threads; False: each thread may read through
+    # its own copy (see iobench.loaders.nodes)
+    one_per_process: ClassVar[bool] = False
 
     @property
     def handle(self) -> Any:

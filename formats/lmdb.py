@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import struct
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -179,14 +180,33 @@ def lmdb_verdict(what: str) -> Iterator[None]:
         raise ValueError(f"{what}: {exc}") from None
 
 
+class _Handle:
+    """The environment (py-lmdb refuses a second one for the same files in one process) and a read
+    transaction per thread that reads (LMDB ties a transaction to one thread at a time)."""
+
+    def __init__(self, env: lmdb.Environment) -> None:
+        self.env = env
+        self.txns: dict[int, lmdb.Transaction] = {}
+        self.lock = threading.Lock()
+
+    def txn(self) -> lmdb.Transaction:
+        me = threading.get_ident()
+        with self.lock:
+            if me not in self.txns:
+                self.txns[me] = self.env.begin(buffers=True)
+            return self.txns[me]
+
+
 class LmdbReader(FormatReader):
-    def _open(self) -> tuple[lmdb.Environment, lmdb.Transaction]:
+    one_per_process = True
+
+    def _open(self) -> _Handle:
         # OS readahead helps a sequential pass and wastes reads under random access (LMDB's advice).
         with lmdb_verdict(f"LMDB cannot open {self.directory.name}"):
             env = lmdb.open(
                 str(self.directory), readonly=True, lock=False, readahead=self.sequential, subdir=True, max_readers=1
             )
-            return env, env.begin(buffers=True)
+            return _Handle(env)
 
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with lmdb_verdict("LMDB read failed"):
@@ -196,10 +216,12 @@ class LmdbReader(FormatReader):
         with lmdb_verdict("LMDB read failed"):
             return self._read_range(start, stop)
 
-    def _close(self, handle: tuple[lmdb.Environment, lmdb.Transaction]) -> None:
-        env, txn = handle
-        txn.abort()
-        env.close()
+    def _close(self, handle: _Handle) -> None:
+        with handle.lock:
+            txns, handle.txns = list(handle.txns.values()), {}
+        for txn in txns:
+            txn.abort()
+        handle.env.close()
 
     def _record(self, txn: lmdb.Transaction, record: int) -> tuple[np.ndarray, np.ndarray]:
         value = txn.get(record_key(record))
@@ -208,7 +230,7 @@ class LmdbReader(FormatReader):
         return decode_record(value, self.spec, self.options.samples_per_record)
 
     def _batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        _env, txn = self.handle
+        txn = self.handle.txn()
         indices = np.asarray(indices, dtype=np.int64)
         n = self.spec.n_samples
         if len(indices) and (indices.min() < 0 or indices.max() >= n):
@@ -232,7 +254,7 @@ class LmdbReader(FormatReader):
 
     def _read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
         """Walk the records in key order with one cursor instead of one lookup per sample."""
-        _env, txn = self.handle
+        txn = self.handle.txn()
         if not 0 <= start <= stop <= self.spec.n_samples:
             raise IndexError(f"range {start}..{stop} out of range for {self.spec.n_samples} samples")
         out_f, out_l = self._empty(stop - start)

@@ -1,5 +1,7 @@
 """What reaches the device is exactly the dataset: every sample once per epoch, values identical."""
 
+import importlib.util
+
 import numpy as np
 import pytest
 import torch
@@ -65,8 +67,23 @@ def _collect(resolved):
     return arrived, timing
 
 
-# a format whose library is not installed is skipped with the extra to install
-COMBOS = [format_param(f, ld.value) for ld in LoaderName if ld is not LoaderName.RAY for f in LOADERS[ld].reads]
+NO_TORCHDATA = pytest.mark.skipif(
+    importlib.util.find_spec("torchdata") is None,
+    reason="torchdata is not installed (pip install 'iobench[torchdata]')",
+)
+
+
+def _combo(fmt: str, loader: LoaderName) -> object:
+    """A format whose library is not installed is skipped with the extra to install; so is nodes."""
+    param = format_param(fmt, loader.value)
+    return (
+        pytest.param(*param.values, marks=[*param.marks, NO_TORCHDATA], id=param.id)
+        if loader is LoaderName.NODES
+        else param
+    )
+
+
+COMBOS = [_combo(f, ld) for ld in LoaderName if ld is not LoaderName.RAY for f in LOADERS[ld].reads]
 
 
 @pytest.mark.parametrize(
@@ -104,6 +121,36 @@ def test_workers_deliver_the_exact_dataset(dataset_dir, expected, fmt, loader):
     features, _ = expected
     arrived, _ = _collect(_config(dataset_dir, fmt, loader, shuffle=False, num_workers=2, prefetch_factor=2))
     np.testing.assert_array_equal(torch.cat([b[0] for b in arrived]).numpy(), features)
+
+
+@NO_TORCHDATA
+@pytest.mark.parametrize("fmt", ["npy", "lmdb", "hdf5", "files"])
+@pytest.mark.parametrize("fetch", ["batch", "item"])
+@pytest.mark.parametrize("in_order", [True, False])
+def test_nodes_threads_deliver_every_sample_once(dataset_dir, expected, fmt, fetch, in_order):
+    """Two threads, each through its own reader (an LMDB transaction is one thread's), batches handed over
+    in order or as they finish: every sample once, each with its own label."""
+    features, labels = expected
+    resolved = _config(dataset_dir, fmt, "nodes", num_workers=2, fetch=fetch, in_order=in_order, shuffle=True)
+    loader = build_loader(resolved)
+    try:
+        for epoch in (0, 1):
+            got = [(f.numpy(), lb.numpy()) for f, lb in loader.epoch(epoch)]
+            delivered = loader.delivered(epoch, N)
+            assert sorted(delivered.tolist()) == list(range(N)), "every sample exactly once"
+            np.testing.assert_array_equal(np.concatenate([f for f, _ in got]), features[delivered])
+            np.testing.assert_array_equal(np.concatenate([lb for _, lb in got]), labels[delivered])
+            sizes = sorted(len(lb) for _, lb in got)  # out of order, the short batch may come first
+            assert sizes == [N % 16] + [16] * (N // 16), "batches of the run's size"
+    finally:
+        loader.close()
+
+
+def test_nodes_without_torchdata_is_one_line(monkeypatch):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchdata" else real(name, *a))
+    with pytest.raises(IobenchError, match=r"pip install 'iobench\[torchdata\]'"):
+        run_config("npy", "nodes")
 
 
 @pytest.mark.parametrize("fmt, loader", [("hdf5", "dataloader"), ("memmap", "tensorclass")])

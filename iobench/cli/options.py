@@ -37,12 +37,15 @@ Loaders = Annotated[
     OptStr,
     typer.Option(
         help=f"Comma list of {', '.join(LOADERS)}, or all (default: dataloader, plus tensorclass on memmap; "
-        "all leaves out ray unless it is named too; ray needs `pip install 'iobench\\[ray]'`)."
+        "all leaves out ray and nodes unless named; ray needs `pip install 'iobench\\[ray]'`, nodes "
+        "`pip install 'iobench\\[torchdata]'`)."
     ),
 ]
 Device = Annotated[str, typer.Option(help="auto (CUDA when available), cpu, cuda or cuda:N.")]
 BatchSize = Annotated[int, typer.Option(help="Samples per batch.")]
-NumWorkers = Annotated[int, typer.Option(help="DataLoader worker processes (0: load in the main process).")]
+NumWorkers = Annotated[
+    int, typer.Option(help="DataLoader worker processes, nodes' threads (0: load in the main process).")
+]
 PrefetchFactor = Annotated[
     OptInt, typer.Option(help="Batches each worker loads ahead (needs --num-workers > 0; default: torch's, 2).")
 ]

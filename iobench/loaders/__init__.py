@@ -17,6 +17,7 @@ class LoaderName(Choice):
     RAY = "ray"
     DIRECT = "direct"
     NATIVE = "native"
+    NODES = "nodes"
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ LOADERS: dict[LoaderName, LoaderKind] = {
         LoaderKind(LoaderName.DIRECT, ("npy", "memmap"), "direct", "DirectLoader"),
         # the format's own library pipeline (WebDataset's shard shuffle and buffer, ...)
         LoaderKind(LoaderName.NATIVE, None, "native", "NativeLoader", native=True),
+        # torchdata.nodes: threads of this process instead of worker processes, over any format
+        LoaderKind(LoaderName.NODES, None, "nodes", "NodesLoader", extra="torchdata"),
     )
 }
 CORE_LOADERS = tuple(k.name for k in LOADERS.values() if k.extra is None)

@@ -148,11 +148,14 @@ def _check(config: RunConfig) -> None:
         raise IobenchError(f"--no-in-order needs a torch whose DataLoader has in_order (this is {torch.__version__})")
     if s.prefetch_factor is not None and s.prefetch_factor < 1:
         raise IobenchError(f"--prefetch-factor must be >= 1, got {s.prefetch_factor}")
-    if config.loader is not LoaderName.DATALOADER and s.fetch is Fetch.ITEM:
+    if config.loader not in (LoaderName.DATALOADER, LoaderName.NODES) and s.fetch is Fetch.ITEM:
         raise IobenchError(
             f"--fetch item is the DataLoader's per-sample pattern; --loader {config.loader} "
             "always fetches whole batches"
         )
+    if config.loader is LoaderName.NODES and s.persistent_workers:
+        raise IobenchError("--loader nodes: --num-workers are threads of this process; --persistent-workers "
+                           "does not apply")  # fmt: skip
     if config.loader is LoaderName.GPU_RESIDENT and s.num_workers > 0:
         raise IobenchError("--loader gpu-resident reads the dataset once; --num-workers does not apply")
     direct_knobs = s.persistent_workers or s.prefetch_factor is not None or not s.in_order or s.prefetch_thread
@@ -173,6 +176,9 @@ def _check(config: RunConfig) -> None:
             f"--loader {config.loader} hands over raw batches (gpu-resident: already on the device; direct: the "
             "reference for the hardware): use --transform-on device"
         )
+    extra = LOADERS[config.loader].extra
+    if extra is not None and config.loader is not LoaderName.RAY and importlib.util.find_spec(extra) is None:
+        raise IobenchError(f"--loader {config.loader} needs {extra}: pip install 'iobench[{extra}]'")
     if config.loader is LoaderName.RAY:
         _check_ray(s)
     elif s.ray_address is not None:

@@ -1,0 +1,102 @@
+"""torchdata.nodes with threads (`--loader nodes`): what PyTorch now points to when worker processes cost
+more than they bring (start-up, pickling, shared-memory hand-over), as on the study's 2 cores.
+
+The pipeline is the one its documentation composes: the epoch's indices -> `ParallelMapper(method="thread")`
+reading (per sample, then `Batcher` and collate, with `--fetch item`; a whole batch per call with the
+default `--fetch batch`) -> `PinMemory` when pinning -> `Prefetcher(prefetch_factor)`. `--num-workers` is
+the number of threads (0: read in the calling thread), `--no-in-order` hands batches over as they finish.
+Each thread reads through its own copy of the format's reader (a reader's handles are its process's, and
+not every library's handle may be used from two threads at once); LMDB, which allows one opening per
+process, is shared and keeps a read transaction per thread.
+"""
+
+from __future__ import annotations
+
+import pickle
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import default_collate
+
+from iobench.formats.base import FormatReader
+from iobench.loaders.base import Fetch, Loader, LoaderContext
+from iobench.loaders.dataloader import Carrying, ReaderDataset, carried_order
+from iobench.loaders.order import indices_of
+from iobench.loaders.transforms import Transform
+
+
+class ThreadReaders:
+    """Reads through one copy of the reader per thread, each opening its own handles on first use; a
+    reader whose library allows one opening per process (LMDB) is shared, and keeps a transaction per thread."""
+
+    def __init__(self, reader: FormatReader, transform: Transform | None) -> None:
+        self._state = pickle.dumps(reader)  # a reader pickles without its handles
+        self._shared = ReaderDataset(reader, transform, carry=True) if reader.one_per_process else None
+        self._transform = transform
+        self._local = threading.local()
+        self._copies: list[FormatReader] = []
+        self._lock = threading.Lock()
+
+    def _dataset(self) -> ReaderDataset:
+        if self._shared is not None:
+            with self._lock:  # the first reads race to open the one handle
+                _ = self._shared.reader.handle
+            return self._shared
+        dataset = getattr(self._local, "dataset", None)
+        if dataset is None:
+            copy: FormatReader = pickle.loads(self._state)  # noqa: S301 - iobench's own reader, pickled above
+            with self._lock:
+                self._copies.append(copy)
+            dataset = self._local.dataset = ReaderDataset(copy, self._transform, carry=True)
+        return dataset
+
+    def read(self, key: Any) -> Any:
+        """A batch (an index array or slice) or one sample (an int), with its indices carried."""
+        return self._dataset()[key]
+
+    def close(self) -> None:
+        with self._lock:
+            copies, self._copies = self._copies, []
+        for copy in copies:
+            copy.close()
+        self._local = threading.local()
+
+
+class NodesLoader(Loader):
+    def __init__(self, ctx: LoaderContext) -> None:
+        super().__init__(ctx.order, ctx.settings, ctx.device)
+        self.reader = ctx.reader
+        self.readers = ThreadReaders(ctx.reader, ctx.transform)
+        self._carried: list[torch.Tensor] = []
+
+    def _keys(self, epoch: int) -> Iterator[Any]:
+        for window in self.order.batches(epoch):
+            if self.settings.fetch is Fetch.ITEM:
+                yield from (int(i) for i in indices_of(window))
+            else:
+                yield window
+
+    def epoch(self, epoch: int) -> Iterator[Any]:
+        from torchdata import nodes
+
+        s = self.settings
+        node: Any = nodes.IterableWrapper(self._keys(epoch))
+        node = nodes.ParallelMapper(node, self.readers.read, num_workers=s.num_workers, in_order=s.in_order,
+                                    method="thread")  # fmt: skip
+        if s.fetch is Fetch.ITEM:
+            node = nodes.Mapper(nodes.Batcher(node, batch_size=s.batch_size, drop_last=False), default_collate)
+        if s.pin_memory:
+            node = nodes.PinMemory(node)
+        node = nodes.Prefetcher(node, prefetch_factor=s.prefetch_factor or 2)
+        self._carried = []
+        return Carrying(iter(nodes.Loader(node)), self._carried)
+
+    def delivered(self, epoch: int, samples: int) -> np.ndarray:
+        return carried_order(self._carried, samples)
+
+    def close(self) -> None:
+        self.readers.close()
+        self.reader.close()
