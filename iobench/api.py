@@ -47,6 +47,24 @@ class BatchReads(Dataset):
         return self._inner[_window(indices)]
 
 
+class ThreadBatches:
+    """A dataset's batch reads for threads (torchdata.nodes' `ParallelMapper(method="thread")`): each thread
+    reads through its own copy of the format's reader; LMDB, one opening per process, keeps a transaction
+    per thread. Call it with a batch's indices (what `Batches` yields)."""
+
+    def __init__(self, dataset: BatchReads) -> None:
+        from iobench.loaders.nodes import ThreadReaders
+
+        inner = dataset._inner
+        self._readers = ThreadReaders(inner.reader, inner.transform, carry=False)
+
+    def __call__(self, indices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._readers.read(_window(indices))
+
+    def close(self) -> None:
+        self._readers.close()
+
+
 class TensorclassReads(Dataset):
     """The memmap format as tensordict's tensorclass, indexed a batch at a time (tensordict's recipe)."""
 

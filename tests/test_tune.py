@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -36,6 +37,16 @@ def test_the_candidates_cover_workers_up_to_the_cores_and_pinning_only_on_cuda()
     assert {c.loader.value for c in on_cuda} == {"dataloader", "tensorclass"}
 
 
+def test_threads_are_searched_against_processes_when_torchdata_is_there():
+    base = RunConfig(format="npy")
+    plain = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False)
+    both = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False, threads=True)
+    nodes = [c for c in both if c.loader.value == "nodes"]
+    assert len(both) == len(plain) + len(nodes) and len(nodes) == 4 * CORES  # prefetch 2/4, in order or not
+    assert sorted({c.settings.num_workers for c in nodes}) == list(range(1, CORES + 1))
+    assert not any(c.settings.persistent_workers for c in nodes)
+
+
 def test_within_noise_needs_an_interval_that_overlaps():
     best = Candidate(run_config("npy", "dataloader"), rates=[100.0, 101.0, 99.0])
     close = Candidate(run_config("npy", "dataloader", num_workers=1), rates=[99.0, 100.5, 98.0])
@@ -62,6 +73,15 @@ def _run_pasted(script: Path, start_method: str) -> subprocess.CompletedProcess:
         ("npy", "dataloader", {"num_workers": 2, "prefetch_factor": 4, "persistent_workers": True, "in_order": False}),
         ("memmap", "tensorclass", {"num_workers": 1}),
         ("hdf5", "dataloader", {"num_workers": 2, "transform": "cpu:1"}),
+        pytest.param(
+            "lmdb",
+            "nodes",
+            {"num_workers": 2, "in_order": False, "prefetch_factor": 4},
+            marks=pytest.mark.skipif(
+                importlib.util.find_spec("torchdata") is None,
+                reason="torchdata is not installed (pip install 'iobench[torchdata]')",
+            ),
+        ),
     ],
 )
 def test_the_pasted_script_runs_under_spawn_and_delivers_the_dataset(tmp_path, fmt, loader, extra):
@@ -103,7 +123,9 @@ def test_the_pasted_batches_are_the_datasets_samples(tmp_path):
     assert [len(b) for b in Batches(300, 64, shuffle=False)] == [64, 64, 64, 64, 44]
 
 
-def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, cli):
+def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, cli, monkeypatch):
+    real = importlib.util.find_spec  # worker processes only: the DataLoader's paste is what this test reads
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchdata" else real(name, *a))
     prepare_with_limits(tmp_path, "2000", "npy")
     results = tmp_path / "r.jsonl"
     args = ("tune", "--format", "npy", "--data-dir", tmp_path / "data", "--device", "cpu", "-q")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
 from pathlib import Path
 from typing import Annotated
@@ -64,7 +65,10 @@ def tune_cmd(
     )
     fmt = base.format
     dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), ConsoleEvents(quiet))
-    found = candidates(base, fmt, target.type == "cuda", sizes if "," in batch_size else None, fmt == "memmap")
+    threads = importlib.util.find_spec("torchdata") is not None  # torchdata.nodes' threads against processes
+    found = candidates(
+        base, fmt, target.type == "cuda", sizes if "," in batch_size else None, fmt == "memmap", threads=threads
+    )
     limits = stored_or_measured(results, dataset_dir, target, ConsoleEvents())
     say(f"tuning {fmt} on {target}: {len(found)} candidate settings, at most {budget_minutes:g} min")
     columns = (TextColumn("{task.description:<60}", markup=False), BarColumn(), TimeElapsedColumn())

@@ -32,10 +32,10 @@ class ThreadReaders:
     """Reads through one copy of the reader per thread, each opening its own handles on first use; a
     reader whose library allows one opening per process (LMDB) is shared, and keeps a transaction per thread."""
 
-    def __init__(self, reader: FormatReader, transform: Transform | None) -> None:
+    def __init__(self, reader: FormatReader, transform: Transform | None, carry: bool = True) -> None:
         self._state = pickle.dumps(reader)  # a reader pickles without its handles
-        self._shared = ReaderDataset(reader, transform, carry=True) if reader.one_per_process else None
-        self._transform = transform
+        self._shared = ReaderDataset(reader, transform, carry=carry) if reader.one_per_process else None
+        self._transform, self._carry = transform, carry
         self._local = threading.local()
         self._copies: list[FormatReader] = []
         self._lock = threading.Lock()
@@ -50,7 +50,7 @@ class ThreadReaders:
             copy: FormatReader = pickle.loads(self._state)  # noqa: S301 - iobench's own reader, pickled above
             with self._lock:
                 self._copies.append(copy)
-            dataset = self._local.dataset = ReaderDataset(copy, self._transform, carry=True)
+            dataset = self._local.dataset = ReaderDataset(copy, self._transform, carry=self._carry)
         return dataset
 
     def read(self, key: Any) -> Any:

@@ -33,6 +33,44 @@ def loader_arguments(c: RunConfig) -> list[str]:
     return args
 
 
+def _dataloader(c: RunConfig, opened: list[str]) -> tuple[list[str], list[str]]:
+    """Imports and make_loader() for a DataLoader reading whole batches."""
+    on_device = c.transform if c.transform != "none" and c.transform_on is TransformOn.DEVICE else None
+    api = (
+        "from iobench.api import Batches, " + ("device_transform, " if on_device else "") + "open_dataset, passthrough"
+    )
+    make = [
+        "def make_loader() -> DataLoader:",
+        f"    dataset = open_dataset(DATASET, {', '.join(opened[1:])})",
+        "    # one numpy array of indices per batch, read in one call: the pattern tune measured",
+        "    return DataLoader(",
+        "        dataset,",
+        *(f"        {arg}," for arg in loader_arguments(c)),
+        "    )",
+    ]
+    return ["from torch.utils.data import DataLoader", "", api], make
+
+
+def _nodes_loader(c: RunConfig, opened: list[str]) -> tuple[list[str], list[str]]:
+    """Imports and make_loader() for torchdata.nodes with threads, as `--loader nodes` read."""
+    s = c.settings
+    on_device = c.transform if c.transform != "none" and c.transform_on is TransformOn.DEVICE else None
+    names = ["Batches", "ThreadBatches", *(["device_transform"] if on_device else []), "open_dataset"]
+    api = "from iobench.api import " + ", ".join(names)
+    make = [
+        "def make_loader() -> nodes.Loader:",
+        f"    dataset = open_dataset(DATASET, {', '.join(opened[1:])})",
+        "    # one numpy array of indices per batch, read in one call by one of the threads: what tune measured",
+        f"    node = nodes.SamplerWrapper(Batches(len(dataset), {s.batch_size}, shuffle={c.shuffle}))",
+        f"    node = nodes.ParallelMapper(node, ThreadBatches(dataset), num_workers={s.num_workers}, "
+        f'in_order={s.in_order}, method="thread")',
+        *(["    node = nodes.PinMemory(node)"] if s.pin_memory else []),
+        f"    node = nodes.Prefetcher(node, prefetch_factor={s.prefetch_factor or 2})",
+        "    return nodes.Loader(node)",
+    ]
+    return ["from torchdata import nodes", "", api], make
+
+
 def best_script(c: RunConfig, dataset_dir: Path, device: str, measured: str) -> str:
     """The configuration as a Python file; `measured` is the figure tune found, quoted in its docstring."""
     tensorclass = c.loader is LoaderName.TENSORCLASS
@@ -46,6 +84,7 @@ def best_script(c: RunConfig, dataset_dir: Path, device: str, measured: str) -> 
     threads = [f"torch.set_num_threads({c.torch_threads})"] if c.torch_threads is not None else []
     unpack = "features, labels = batch.features, batch.labels" if tensorclass else "features, labels = batch"
     move = f"features = features.to(DEVICE, non_blocking={c.settings.non_blocking})"
+    imports, make = _nodes_loader(c, opened) if c.loader is LoaderName.NODES else _dataloader(c, opened)
     lines = [
         f'"""iobench tune\'s best configuration: {c.format} through {c.loader.value}, {measured}.',
         "",
@@ -55,22 +94,14 @@ def best_script(c: RunConfig, dataset_dir: Path, device: str, measured: str) -> 
         "import time",
         "",
         "import torch",
-        "from torch.utils.data import DataLoader",
-        "",
-        "from iobench.api import Batches, " + ("device_transform, " if on_device else "") + "open_dataset, passthrough",
+        *imports,
         "",
         f"DATASET = {opened[0]}",
         f"DEVICE = torch.device({device!r})",
         *threads,
         "",
         "",
-        "def make_loader() -> DataLoader:",
-        f"    dataset = open_dataset(DATASET, {', '.join(opened[1:])})",
-        "    # one numpy array of indices per batch, read in one call: the pattern tune measured",
-        "    return DataLoader(",
-        "        dataset,",
-        *(f"        {arg}," for arg in loader_arguments(c)),
-        "    )",
+        *make,
         "",
         "",
         'if __name__ == "__main__":',

@@ -75,13 +75,16 @@ class TuneResult:
 
 
 def candidates(
-    base: RunConfig, fmt: str, cuda: bool, batch_sizes: list[int] | None, tensorclass: bool
+    base: RunConfig, fmt: str, cuda: bool, batch_sizes: list[int] | None, tensorclass: bool, threads: bool = False
 ) -> list[RunConfig]:
     """num_workers 0..cores, prefetch_factor, persistent workers, in_order, pinning on CUDA, batch sizes
-    only when given; the tensorclass loader too when the format is memmap."""
+    only when given; the tensorclass loader too when the format is memmap; with `threads` (torchdata is
+    installed), torchdata.nodes with 1..cores threads against the worker processes."""
     cores = usable_cores()
     out = []
     loaders = [LoaderName.DATALOADER] + ([LoaderName.TENSORCLASS] if tensorclass else [])
+    if threads:
+        out += _thread_candidates(base, fmt, cuda, batch_sizes, cores)
     for loader in loaders:
         for batch in batch_sizes or [base.settings.batch_size]:
             for workers in range(cores + 1):
@@ -105,6 +108,26 @@ def candidates(
                                     )  # fmt: skip
                                 )
     return out
+
+
+def _thread_candidates(
+    base: RunConfig, fmt: str, cuda: bool, batch_sizes: list[int] | None, cores: int
+) -> list[RunConfig]:
+    """torchdata.nodes: 1..cores threads (none is the DataLoader without workers, searched already),
+    prefetch 2 or 4, in order or not, pinning on CUDA."""
+    grid = itertools.product(batch_sizes or [base.settings.batch_size], range(1, cores + 1), [None, 4],
+                             [True, False], [True, False] if cuda else [False])  # fmt: skip
+    return [
+        replace(base, format=fmt, loader=LoaderName.NODES).with_settings(
+            batch_size=batch,
+            num_workers=n,
+            prefetch_factor=factor,
+            persistent_workers=False,
+            in_order=in_order,
+            pin_memory=pin,
+        )  # fmt: skip
+        for batch, n, factor, in_order, pin in grid
+    ]
 
 
 @dataclass
