@@ -12,9 +12,9 @@ process, is shared and keeps a read transaction per thread.
 
 from __future__ import annotations
 
-import pickle
 import threading
 from collections.abc import Iterator
+from copy import copy as shallow_copy
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,7 @@ class ThreadReaders:
     reader whose library allows one opening per process (LMDB) is shared, and keeps a transaction per thread."""
 
     def __init__(self, reader: FormatReader, transform: Transform | None, carry: bool = True) -> None:
-        self._state = pickle.dumps(reader)  # a reader pickles without its handles
+        self._reader = reader
         self._shared = ReaderDataset(reader, transform, carry=carry) if reader.one_per_process else None
         self._transform, self._carry = transform, carry
         self._local = threading.local()
@@ -47,7 +47,7 @@ class ThreadReaders:
             return self._shared
         dataset = getattr(self._local, "dataset", None)
         if dataset is None:
-            copy: FormatReader = pickle.loads(self._state)  # noqa: S301 - iobench's own reader, pickled above
+            copy = shallow_copy(self._reader)  # without its handles (FormatReader.__getstate__): opens its own
             with self._lock:
                 self._copies.append(copy)
             dataset = self._local.dataset = ReaderDataset(copy, self._transform, carry=self._carry)
