@@ -37,6 +37,7 @@ def test_the_candidates_cover_workers_up_to_the_cores_and_pinning_only_on_cuda()
     assert {c.loader.value for c in on_cuda} == {"dataloader", "tensorclass"}
 
 
+@pytest.mark.skipif(importlib.util.find_spec("torchdata") is None, reason="torchdata is not installed")
 def test_threads_are_searched_against_processes_when_torchdata_is_there():
     base = RunConfig(format="npy")
     plain = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False)
