@@ -144,3 +144,17 @@ def test_the_formats_table_sets_speed_beside_shuffle_bytes_and_write_time():
     warm = next(line for line in text.splitlines() if line.startswith("- **Fastest warm"))
     assert "npy/dataloader" in warm and "5,000" in warm and "webdataset/native at 9,000" in warm
     assert format_lines(workload_groups(records[1:])) == [], "one format: nothing to set side by side"
+
+
+def test_the_throughput_plot_keeps_the_cold_bar_of_every_configuration_it_shows():
+    """The plot cut the fastest 25 records, so a configuration's slow cold run fell off beside its warm one
+    and read as 'never run cold'."""
+    records = []
+    for k in range(40):
+        for cache, rate in (("warm", 1000.0 + 10 * k), ("cold", 10.0 + k)):
+            records.append(record_of(batch_size=16 + k, cache=cache, samples_per_s=rate))
+    rows, note = plots.top_configurations(records)
+    shown = {r.config.batch_size for r in rows}
+    assert len(rows) == 2 * len(shown) and len(rows) <= plots.TOP + 1
+    assert {r.config.cache for r in rows if r.config.batch_size == max(shown)} == {"warm", "cold"}
+    assert max(shown) == 16 + 39 and "of 40 configurations" in note
