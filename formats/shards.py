@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from iobench.formats.base import FormatReader
-from iobench.formats.files import decode_png, png_axes
+from iobench.formats.base import FormatReader, FormatWriter, HashedFile
+from iobench.formats.files import decode_png, encode_png, png_axes
 from iobench.formats.npy import npy_header, read_header
-from iobench.spec import DatasetSpec
+from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import open_regular, pread_full
 
 INDEX, LABELS = "index.npy", "labels.npy"
@@ -80,6 +80,42 @@ class Shards:
 
     def __del__(self) -> None:
         self.close()
+
+
+class IndexedShardsWriter(FormatWriter):
+    """Encodes each sample as one blob and keeps `index.npy` (shard, offset, size per sample) and
+    `labels.npy` beside the shards; a subclass stores each blob as its library does (`put`) and fills
+    `self.index` with where it went, then closes its last shard (`finish_shards`)."""
+
+    def __init__(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
+        super().__init__(directory, spec, options)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.ext = extension(spec)
+        self.index = np.zeros((spec.n_samples, 3), dtype=np.int64)  # shard, offset, size
+        self.labels = HashedFile(directory / LABELS)
+        self.labels.write(npy_header(np.dtype(LABEL_DTYPE), (spec.n_samples,)))
+
+    @abstractmethod
+    def put(self, index: int, payload: bytes, label: int) -> None:
+        """Store sample `index`'s blob and label in the current shard."""
+
+    @abstractmethod
+    def finish_shards(self) -> None:
+        """Close the last shard (and whatever the library writes beside it)."""
+
+    def write(self, chunk: Chunk) -> None:
+        if self.ext == "png":
+            data = encode_png(chunk.features, png_axes(self.spec.shape))
+        else:
+            data = [npy_bytes(x) for x in chunk.features]
+        for i, (payload, label) in enumerate(zip(data, chunk.labels, strict=True)):
+            self.put(chunk.start + i, payload, int(label))
+        self.labels.write(np.ascontiguousarray(chunk.labels, dtype=LABEL_DTYPE))
+
+    def close(self) -> None:
+        self.finish_shards()
+        self.labels.close()
+        write_npy(self.directory / INDEX, self.index)
 
 
 class IndexedShardsReader(FormatReader):

@@ -27,22 +27,18 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatWriter, HashedFile, NativeRead, StorageFormat
-from iobench.formats.files import encode_png, png_axes
-from iobench.formats.npy import npy_header
+from iobench.formats.base import NativeRead, StorageFormat
 from iobench.formats.shards import (
     INDEX,
     LABELS,
     IndexedShardsReader,
+    IndexedShardsWriter,
     Shards,
     decode,
-    extension,
     load_npy,
-    npy_bytes,
     require_index,
-    write_npy,
 )
-from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.spec import LABEL_DTYPE, DatasetSpec
 from iobench.system.fsutil import open_regular, pread_full
 
 SHARD, SHARD_INDEX = "shard-%06d.tfrecord", "shard-%06d.index"
@@ -75,26 +71,22 @@ def shard_bounds(spec: DatasetSpec, shards: int) -> list[int]:
     return [k * spec.n_samples // shards for k in range(shards + 1)]
 
 
-class TFRecordWriter(FormatWriter):
+class TFRecordWriter(IndexedShardsWriter):
     def __init__(self, directory: Path, spec: DatasetSpec, options: TFRecordOptions) -> None:
-        super().__init__(directory, spec, options)
         import tfrecord
 
+        super().__init__(directory, spec, options)
         self._writer_type = tfrecord.TFRecordWriter
-        directory.mkdir(parents=True, exist_ok=True)
-        self.ext = extension(spec)
         self.bounds = shard_bounds(spec, options.shards)
-        self.index = np.zeros((spec.n_samples, 3), dtype=np.int64)  # shard, offset, size
-        self.labels = HashedFile(directory / LABELS)
-        self.labels.write(npy_header(np.dtype(LABEL_DTYPE), (spec.n_samples,)))
         self.shard, self.sink = -1, None
 
     def _roll(self) -> None:
-        self._close_shard()
+        self.finish_shards()
         self.shard += 1
         self.sink = self._writer_type(str(self.directory / (SHARD % self.shard)))
 
-    def _close_shard(self) -> None:
+    def finish_shards(self) -> None:
+        """Close the current shard and write its text index (offset and size of each record)."""
         if self.sink is None:
             return
         self.sink.close()
@@ -103,24 +95,12 @@ class TFRecordWriter(FormatWriter):
         (self.directory / (SHARD_INDEX % self.shard)).write_text(text)
         self.sink = None
 
-    def write(self, chunk: Chunk) -> None:
-        if self.ext == "png":
-            data = encode_png(chunk.features, png_axes(self.spec.shape))
-        else:
-            data = [npy_bytes(x) for x in chunk.features]
-        for i, (payload, label) in enumerate(zip(data, chunk.labels, strict=True)):
-            index = chunk.start + i
-            if self.sink is None or index == self.bounds[self.shard + 1]:
-                self._roll()
-            offset = self.sink.file.tell()
-            self.sink.write({"image": (payload, "byte"), "label": (int(label), "int"), "index": (index, "int")})
-            self.index[index] = (self.shard, offset, self.sink.file.tell() - offset)
-        self.labels.write(np.ascontiguousarray(chunk.labels, dtype=LABEL_DTYPE))
-
-    def close(self) -> None:
-        self._close_shard()
-        self.labels.close()
-        write_npy(self.directory / INDEX, self.index)
+    def put(self, index: int, payload: bytes, label: int) -> None:
+        if self.sink is None or index == self.bounds[self.shard + 1]:
+            self._roll()
+        offset = self.sink.file.tell()
+        self.sink.write({"image": (payload, "byte"), "label": (label, "int"), "index": (index, "int")})
+        self.index[index] = (self.shard, offset, self.sink.file.tell() - offset)
 
 
 def check_shards(directory: Path, spec: DatasetSpec, options: TFRecordOptions) -> np.ndarray:

@@ -23,22 +23,19 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatWriter, HashedFile, NativeRead, StorageFormat
-from iobench.formats.files import encode_png, png_axes
-from iobench.formats.npy import npy_header
+from iobench.formats.base import NativeRead, StorageFormat
 from iobench.formats.shards import (
     INDEX,
     LABELS,
     IndexedShardsReader,
+    IndexedShardsWriter,
     Shards,
     decode,
     extension,
     load_npy,
-    npy_bytes,
     require_index,
-    write_npy,
 )
-from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.spec import LABEL_DTYPE, DatasetSpec
 from iobench.system.fsutil import open_regular
 
 SHARD = "shard-%06d.tar"
@@ -68,16 +65,11 @@ def key_of(index: int, spec: DatasetSpec) -> str:
     return f"{index:0{len(str(spec.n_samples - 1))}d}"
 
 
-class WebDatasetWriter(FormatWriter):
+class WebDatasetWriter(IndexedShardsWriter):
     def __init__(self, directory: Path, spec: DatasetSpec, options: WebDatasetOptions) -> None:
-        super().__init__(directory, spec, options)
         import webdataset as wds
 
-        directory.mkdir(parents=True, exist_ok=True)
-        self.ext = extension(spec)
-        self.index = np.zeros((spec.n_samples, 3), dtype=np.int64)  # shard, offset, size
-        self.labels = HashedFile(directory / LABELS)
-        self.labels.write(npy_header(np.dtype(LABEL_DTYPE), (spec.n_samples,)))
+        super().__init__(directory, spec, options)
         self.sink = wds.ShardWriter(
             str(directory / SHARD), maxcount=options.shard_samples, maxsize=3e9, verbose=0, post=self._indexed
         )
@@ -91,21 +83,11 @@ class WebDatasetWriter(FormatWriter):
                 if ext == self.ext:
                     self.index[int(key)] = (shard, member.offset_data, member.size)
 
-    def write(self, chunk: Chunk) -> None:
-        spec = self.spec
-        if self.ext == "png":
-            data = encode_png(chunk.features, png_axes(spec.shape))
-        else:
-            data = [npy_bytes(x) for x in chunk.features]
-        for i, (payload, label) in enumerate(zip(data, chunk.labels, strict=True)):
-            index = chunk.start + i
-            self.sink.write({"__key__": key_of(index, spec), self.ext: payload, "cls": str(int(label)).encode()})
-        self.labels.write(np.ascontiguousarray(chunk.labels, dtype=LABEL_DTYPE))
+    def put(self, index: int, payload: bytes, label: int) -> None:
+        self.sink.write({"__key__": key_of(index, self.spec), self.ext: payload, "cls": str(label).encode()})
 
-    def close(self) -> None:
+    def finish_shards(self) -> None:
         self.sink.close()  # closes the last shard: its index is taken
-        self.labels.close()
-        write_npy(self.directory / INDEX, self.index)
 
 
 class WebDatasetReader(IndexedShardsReader):
