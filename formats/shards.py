@@ -70,13 +70,15 @@ def require_index(directory: Path) -> None:
 class Shards:
     """The shards' descriptors: closed with the handle, or when a dropped reader is collected."""
 
+    _close_fd = staticmethod(os.close)  # held here: at interpreter exit `os` may already be torn down
+
     def __init__(self, fds: list[int]) -> None:
         self.fds = fds
 
     def close(self) -> None:
         fds, self.fds = self.fds, []
         for fd in fds:
-            os.close(fd)
+            self._close_fd(fd)
 
     def __del__(self) -> None:
         self.close()
