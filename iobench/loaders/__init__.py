@@ -29,6 +29,7 @@ class LoaderKind:
     module: str
     cls: str
     extra: str | None = None  # the pip extra (and module) it needs; `all` leaves such loaders out
+    library: str | None = None  # the extra's library by name, for the line that refuses it when missing
     native: bool = False  # reads the formats whose library has its own pipeline
 
     @property
@@ -45,13 +46,13 @@ LOADERS: dict[LoaderName, LoaderKind] = {
         # tensorclass loading is tensordict's memmap path.
         LoaderKind(LoaderName.TENSORCLASS, ("memmap",), "tensorclass", "TensorclassLoader"),
         LoaderKind(LoaderName.GPU_RESIDENT, None, "resident", "ResidentLoader"),
-        LoaderKind(LoaderName.RAY, None, "ray_actors", "RayLoader", extra="ray"),
+        LoaderKind(LoaderName.RAY, None, "ray_actors", "RayLoader", extra="ray", library="Ray"),
         # concurrent preadv straight into buffers: formats whose samples lie at known offsets
         LoaderKind(LoaderName.DIRECT, ("npy", "memmap"), "direct", "DirectLoader"),
         # the format's own library pipeline (WebDataset's shard shuffle and buffer, ...)
         LoaderKind(LoaderName.NATIVE, None, "native", "NativeLoader", native=True),
         # torchdata.nodes: threads of this process instead of worker processes, over any format
-        LoaderKind(LoaderName.NODES, None, "nodes", "NodesLoader", extra="torchdata"),
+        LoaderKind(LoaderName.NODES, None, "nodes", "NodesLoader", extra="torchdata", library="torchdata"),
     )
 }
 CORE_LOADERS = tuple(k.name for k in LOADERS.values() if k.extra is None)

@@ -176,13 +176,13 @@ def _check(config: RunConfig) -> None:
             f"--loader {config.loader} hands over raw batches (gpu-resident: already on the device; direct: the "
             "reference for the hardware): use --transform-on device"
         )
-    extra = LOADERS[config.loader].extra
-    if extra is not None and config.loader is not LoaderName.RAY and importlib.util.find_spec(extra) is None:
-        raise IobenchError(f"--loader {config.loader} needs {extra}: pip install 'iobench[{extra}]'")
     if config.loader is LoaderName.RAY:
         _check_ray(s)
     elif s.ray_address is not None:
         raise IobenchError("--ray-address is for --loader ray")
+    kind = LOADERS[config.loader]
+    if kind.extra is not None and importlib.util.find_spec(kind.extra) is None:
+        raise IobenchError(f"--loader {config.loader} needs {kind.library}: pip install 'iobench[{kind.extra}]'")
     if config.cache is Cache.WARM and config.warmup < 1:
         raise IobenchError(
             "--cache warm (the default) needs --warmup >= 1: the untimed epoch is what warms the cache; "
@@ -199,5 +199,3 @@ def _check_ray(s: LoaderSettings) -> None:
         raise IobenchError("--loader ray: --num-workers is the number of Ray actors; give at least 1")
     if s.persistent_workers:
         raise IobenchError("--loader ray: actors live as long as the loader; --persistent-workers does not apply")
-    if importlib.util.find_spec(LOADERS[LoaderName.RAY].extra or "ray") is None:
-        raise IobenchError("--loader ray needs Ray: pip install 'iobench[ray]'")
