@@ -33,12 +33,14 @@ def loader_arguments(c: RunConfig) -> list[str]:
     return args
 
 
-def _dataloader(c: RunConfig, opened: list[str]) -> tuple[list[str], list[str]]:
+def _api_import(names: list[str], on_device: str | None) -> str:
+    """The line importing what the script uses from iobench.api (device_transform when it augments there)."""
+    return "from iobench.api import " + ", ".join(sorted([*names, *(["device_transform"] if on_device else [])]))
+
+
+def _dataloader(c: RunConfig, opened: list[str], on_device: str | None) -> tuple[list[str], list[str]]:
     """Imports and make_loader() for a DataLoader reading whole batches."""
-    on_device = c.transform if c.transform != "none" and c.transform_on is TransformOn.DEVICE else None
-    api = (
-        "from iobench.api import Batches, " + ("device_transform, " if on_device else "") + "open_dataset, passthrough"
-    )
+    api = _api_import(["Batches", "open_dataset", "passthrough"], on_device)
     make = [
         "def make_loader() -> DataLoader:",
         f"    dataset = open_dataset(DATASET, {', '.join(opened[1:])})",
@@ -51,12 +53,10 @@ def _dataloader(c: RunConfig, opened: list[str]) -> tuple[list[str], list[str]]:
     return ["from torch.utils.data import DataLoader", "", api], make
 
 
-def _nodes_loader(c: RunConfig, opened: list[str]) -> tuple[list[str], list[str]]:
+def _nodes_loader(c: RunConfig, opened: list[str], on_device: str | None) -> tuple[list[str], list[str]]:
     """Imports and make_loader() for torchdata.nodes with threads, as `--loader nodes` read."""
     s = c.settings
-    on_device = c.transform if c.transform != "none" and c.transform_on is TransformOn.DEVICE else None
-    names = ["Batches", "ThreadBatches", *(["device_transform"] if on_device else []), "open_dataset"]
-    api = "from iobench.api import " + ", ".join(names)
+    api = _api_import(["Batches", "ThreadBatches", "open_dataset"], on_device)
     make = [
         "def make_loader() -> nodes.Loader:",
         f"    dataset = open_dataset(DATASET, {', '.join(opened[1:])})",
@@ -84,7 +84,8 @@ def best_script(c: RunConfig, dataset_dir: Path, device: str, measured: str) -> 
     threads = [f"torch.set_num_threads({c.torch_threads})"] if c.torch_threads is not None else []
     unpack = "features, labels = batch.features, batch.labels" if tensorclass else "features, labels = batch"
     move = f"features = features.to(DEVICE, non_blocking={c.settings.non_blocking})"
-    imports, make = _nodes_loader(c, opened) if c.loader is LoaderName.NODES else _dataloader(c, opened)
+    build = _nodes_loader if c.loader is LoaderName.NODES else _dataloader
+    imports, make = build(c, opened, on_device)
     lines = [
         f'"""iobench tune\'s best configuration: {c.format} through {c.loader.value}, {measured}.',
         "",

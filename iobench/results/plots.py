@@ -57,18 +57,21 @@ def _top(records: list[RunRecord], by: Callable[[RunRecord], float] | None = Non
     return ranked[:TOP], (f" ({what} {TOP} of {len(ranked)}; all are in the tables)" if left > 0 else "")
 
 
+def configuration(r: RunRecord) -> tuple[str, str]:
+    """What one bar group stands for: the configuration's label on its dataset (its caches are its bars)."""
+    return label(r), r.config.dataset
+
+
 def top_configurations(records: list[RunRecord]) -> tuple[list[RunRecord], str]:
     """The fastest configurations (by their best cache) with every cache each was run in, so a cold bar
     slower than the cut is never dropped beside its warm one: at most about TOP bars, and a note."""
     caches = len({r.config.cache for r in records}) or 1
     best: dict[tuple, float] = {}
     for r in records:
-        key = (label(r), r.config.dataset)
-        best[key] = max(best.get(key, 0.0), r.epochs.samples_per_s)
+        best[configuration(r)] = max(best.get(configuration(r), 0.0), r.epochs.samples_per_s)
     ranked = sorted(best, key=lambda k: best[k], reverse=True)
     keep = set(ranked[: max(1, -(-TOP // caches))])
-    rows = sorted((r for r in records if (label(r), r.config.dataset) in keep),
-                  key=lambda r: -best[(label(r), r.config.dataset)])  # fmt: skip
+    rows = sorted((r for r in records if configuration(r) in keep), key=lambda r: -best[configuration(r)])
     left = len(ranked) - len(keep)
     note = f" (fastest {len(keep)} of {len(ranked)} configurations; all are in the tables)" if left > 0 else ""
     return rows, note
@@ -81,19 +84,19 @@ def throughput_figure(records: list[RunRecord]) -> Figure:
     panels = []
     for order in orders:
         rows, note = top_configurations([r for r in records if r.config.order == order])
-        keys = list(dict.fromkeys((label(r), r.config.dataset) for r in rows))  # fastest first
+        keys = list(dict.fromkeys(configuration(r) for r in rows))  # fastest first
         panels.append((order, rows, note, keys, sorted({r.config.cache for r in rows})))
     heights = [0.28 * len(keys) * len(caches) + 1.2 for _, _, _, keys, caches in panels]
     fig, axes = plt.subplots(len(panels), 1, figsize=(12, sum(heights) + 0.5), squeeze=False,
                              gridspec_kw={"height_ratios": heights})  # fmt: skip
     for ax, (order, rows, note, keys, caches) in zip(axes[:, 0], panels, strict=True):
-        first = {k: next(r for r in rows if (label(r), r.config.dataset) == k) for k in keys}
+        first = {k: next(r for r in rows if configuration(r) == k) for k in keys}
         names = distinct([k[0] for k in keys], [first[k] for k in keys])
         width = 0.8 / len(caches)
         for k, cache in enumerate(caches):
             labelled = False  # the legend names each cache once, at its first bar
             for i, key in enumerate(keys):
-                match = [r for r in rows if (label(r), r.config.dataset) == key and r.config.cache == cache]
+                match = [r for r in rows if configuration(r) == key and r.config.cache == cache]
                 if not match:
                     continue
                 r = match[-1]
