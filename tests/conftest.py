@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -149,6 +150,13 @@ def format_param(name: str, *values: object) -> object:
     reason = f"{entry.needs} is not installed (pip install 'iobench[{entry.needs}]')" if missing else ""
     return pytest.param(name, *values, marks=pytest.mark.skipif(missing, reason=reason), id="-".join(
         [name, *(str(v) for v in values)]))  # fmt: skip
+
+
+# --loader nodes and tune's threads need torchdata (the `[torchdata]` extra): skipped with the reason without it
+NEEDS_TORCHDATA = pytest.mark.skipif(
+    importlib.util.find_spec("torchdata") is None,
+    reason="torchdata is not installed (pip install 'iobench[torchdata]')",
+)
 
 
 def every_format() -> list[object]:

@@ -14,7 +14,7 @@ from iobench.loaders.order import EpochOrder, as_slice
 from iobench.measuring.clocks import time_bare_epoch, time_epoch
 from iobench.plan.selection import parse_pairs
 from iobench.run.runner import build_loader
-from tests.conftest import format_param, resolved_run, run_config
+from tests.conftest import NEEDS_TORCHDATA, format_param, resolved_run, run_config
 
 N = 203  # not a multiple of the batch size: the last batch is short
 
@@ -67,17 +67,11 @@ def _collect(resolved):
     return arrived, timing
 
 
-NO_TORCHDATA = pytest.mark.skipif(
-    importlib.util.find_spec("torchdata") is None,
-    reason="torchdata is not installed (pip install 'iobench[torchdata]')",
-)
-
-
 def _combo(fmt: str, loader: LoaderName) -> object:
     """A format whose library is not installed is skipped with the extra to install; so is nodes."""
     param = format_param(fmt, loader.value)
     return (
-        pytest.param(*param.values, marks=[*param.marks, NO_TORCHDATA], id=param.id)
+        pytest.param(*param.values, marks=[*param.marks, NEEDS_TORCHDATA], id=param.id)
         if loader is LoaderName.NODES
         else param
     )
@@ -123,7 +117,7 @@ def test_workers_deliver_the_exact_dataset(dataset_dir, expected, fmt, loader):
     np.testing.assert_array_equal(torch.cat([b[0] for b in arrived]).numpy(), features)
 
 
-@NO_TORCHDATA
+@NEEDS_TORCHDATA
 @pytest.mark.parametrize("fmt", ["npy", "lmdb", "hdf5", "files"])
 @pytest.mark.parametrize("fetch", ["batch", "item"])
 @pytest.mark.parametrize("in_order", [True, False])

@@ -15,7 +15,7 @@ import pytest
 from iobench.plan.config import RunConfig
 from iobench.plan.paste import best_script
 from iobench.run.tune import Candidate, TuneResult, candidates
-from tests.conftest import ROOT, invoke, prepare_with_limits, run_config, stored_records
+from tests.conftest import NEEDS_TORCHDATA, ROOT, invoke, prepare_with_limits, run_config, stored_records
 
 CORES = len(os.sched_getaffinity(0))
 
@@ -37,7 +37,7 @@ def test_the_candidates_cover_workers_up_to_the_cores_and_pinning_only_on_cuda()
     assert {c.loader.value for c in on_cuda} == {"dataloader", "tensorclass"}
 
 
-@pytest.mark.skipif(importlib.util.find_spec("torchdata") is None, reason="torchdata is not installed")
+@NEEDS_TORCHDATA
 def test_threads_are_searched_against_processes_when_torchdata_is_there():
     base = RunConfig(format="npy")
     plain = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False)
@@ -78,10 +78,7 @@ def _run_pasted(script: Path, start_method: str) -> subprocess.CompletedProcess:
             "lmdb",
             "nodes",
             {"num_workers": 2, "in_order": False, "prefetch_factor": 4},
-            marks=pytest.mark.skipif(
-                importlib.util.find_spec("torchdata") is None,
-                reason="torchdata is not installed (pip install 'iobench[torchdata]')",
-            ),
+            marks=NEEDS_TORCHDATA,
         ),
     ],
 )
