@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import threading
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -40,12 +41,19 @@ class NpyWriter(TwoFileWriter):
         self._start(*files)
 
 
+# numpy parses a header with ast.literal_eval, and CPython 3.11's AST construction keeps its recursion depth
+# per interpreter: two threads parsing at once can fail with "SystemError: AST constructor recursion depth
+# mismatch" (seen with --loader nodes reading .npy members from two threads). One parse at a time.
+HEADER_LOCK = threading.Lock()
+
+
 def read_header(f: BinaryIO) -> tuple[tuple[int, ...], bool, np.dtype]:
     """(shape, fortran order, dtype) of the .npy whose first byte f is at; leaves f at the data.
     The header is a Python literal parsed by numpy's safe parser, never unpickled."""
     version = np.lib.format.read_magic(f)
     read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-    shape, fortran, dtype = read(f, max_header_size=10_000)
+    with HEADER_LOCK:
+        shape, fortran, dtype = read(f, max_header_size=10_000)
     return tuple(shape), fortran, dtype
 
 

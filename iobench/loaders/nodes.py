@@ -41,8 +41,10 @@ class ThreadReaders:
         self._lock = threading.Lock()
 
     def _dataset(self) -> ReaderDataset:
+        # Handles are opened one thread at a time: the first reads would race to open the shared one, and
+        # opening parses .npy headers (np.load), which CPython 3.11 cannot do in two threads at once.
         if self._shared is not None:
-            with self._lock:  # the first reads race to open the one handle
+            with self._lock:
                 _ = self._shared.reader.handle
             return self._shared
         dataset = getattr(self._local, "dataset", None)
@@ -50,6 +52,7 @@ class ThreadReaders:
             copy = shallow_copy(self._reader)  # without its handles (FormatReader.__getstate__): opens its own
             with self._lock:
                 self._copies.append(copy)
+                _ = copy.handle
             dataset = self._local.dataset = ReaderDataset(copy, self._transform, carry=self._carry)
         return dataset
 
