@@ -7,7 +7,6 @@ whose label is wrong. The test checks that the ranks together cover the dataset 
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -33,7 +32,7 @@ def combinations(dataset_dir: Path) -> list[tuple[str, RunConfig]]:
     for loader, kind in LOADERS.items():
         if loader in (LoaderName.RAY, LoaderName.NATIVE):
             continue  # Ray: one process fed by actors; native: rank splitting not wired (both refused)
-        if kind.extra is not None and importlib.util.find_spec(kind.extra) is None:
+        if not kind.installed:
             continue  # nodes without torchdata: refused in one line (its own test)
         for fmt in (f for f in kind.reads if f in prepared):
             for order, kw in ORDERS.items():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 from typing import Annotated
@@ -14,6 +13,7 @@ from iobench.cli.app import app
 from iobench.cli.console import err, say
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
+from iobench.loaders import LOADERS, LoaderName
 
 
 @app.command("tune")
@@ -65,7 +65,7 @@ def tune_cmd(
     )
     fmt = base.format
     dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), ConsoleEvents(quiet))
-    threads = importlib.util.find_spec("torchdata") is not None  # torchdata.nodes' threads against processes
+    threads = LOADERS[LoaderName.NODES].installed  # torchdata.nodes' threads against worker processes
     found = candidates(
         base, fmt, target.type == "cuda", sizes if "," in batch_size else None, fmt == "memmap", threads=threads
     )

@@ -3,6 +3,7 @@ one). Light on purpose: the command line lists loaders without importing torch."
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass
 
 from iobench.choices import Choice
@@ -31,6 +32,11 @@ class LoaderKind:
     extra: str | None = None  # the pip extra (and module) it needs; `all` leaves such loaders out
     library: str | None = None  # the extra's library by name, for the line that refuses it when missing
     native: bool = False  # reads the formats whose library has its own pipeline
+
+    @property
+    def installed(self) -> bool:
+        """Whether what it needs can be imported (found, not imported: listing stays light)."""
+        return self.extra is None or importlib.util.find_spec(self.extra) is not None
 
     @property
     def reads(self) -> tuple[str, ...]:

@@ -9,7 +9,6 @@ prepared files, the ranks) and is the only place those are checked. The runner t
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import math
 from dataclasses import dataclass, field, replace
@@ -181,7 +180,7 @@ def _check(config: RunConfig) -> None:
     elif s.ray_address is not None:
         raise IobenchError("--ray-address is for --loader ray")
     kind = LOADERS[config.loader]
-    if kind.extra is not None and importlib.util.find_spec(kind.extra) is None:
+    if not kind.installed:
         raise IobenchError(f"--loader {config.loader} needs {kind.library}: pip install 'iobench[{kind.extra}]'")
     if config.cache is Cache.WARM and config.warmup < 1:
         raise IobenchError(
