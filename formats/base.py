@@ -16,6 +16,13 @@ import numpy as np
 
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 
+# Metadata of an options field the writer arrives at (a shard count): recorded, never set by a user
+# (`--format-option` refuses it).
+DERIVED = {"derived": True}
+# Metadata of an options field only the format's own pipeline reads (a shuffle buffer): written into the
+# manifest with its default, and `run --format-option` may set it per run (`--loader native`).
+READ = {"read": True}
+
 
 @dataclass(frozen=True)
 class NoOptions:

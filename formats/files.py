@@ -1,9 +1,12 @@
 """files: one file per sample, the layout of ImageFolder datasets and of DLIO's png/npz workloads.
 
 Image-shaped uint8 samples (H,W; C,H,W or H,W,C with 1, 3 or 4 channels) are lossless PNG; other
-samples are one .npy each. Samples are spread over sub-folders of PER_FOLDER files (a directory of
-hundreds of thousands of entries is slow on every file system); labels are one index file,
-`labels.npy`. Reads decode on every access, as a training job does.
+samples are one .npy each. With `encoding="source"` (prepare --from an image folder, --files-encoding
+source) each sample is its source image file copied byte for byte, so a JPEG folder stays JPEG: the
+writer decodes every copy and checks it equals the shared sample, so only folders whose images already
+have the dataset's shape qualify (resized images would not be the files kept). Samples are spread over
+sub-folders of PER_FOLDER files (a directory of hundreds of thousands of entries is slow on every file
+system); labels are one index file, `labels.npy`. Reads decode on every access, as a training job does.
 
 PNG is decoded with Pillow: it is what torchvision's ImageFolder uses by default, it is maintained,
 it ships wheels for every platform, and it does not tie iobench to a torchvision build matching the
@@ -19,31 +22,44 @@ import hashlib
 import io
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
+from iobench.formats.base import DERIVED, FormatReader, FormatWriter, HashedFile, StorageFormat
 from iobench.formats.npy import check_header, npy_header, read_header
 from iobench.formats.png import filter_rows, png_file
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
-from iobench.system.fsutil import FOLDER_OPEN_FLAGS, open_beneath
+from iobench.system.fsutil import FOLDER_OPEN_FLAGS, open_beneath, open_regular
+from iobench.system.image_folder import image_files
 
 LABELS = "labels.npy"
 PER_FOLDER = 1000
 PNG_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 
 
+ENCODINGS = ("auto", "png", "npy", "source")
+SOURCE_SUFFIXES = {".png": "png", ".jpg": "jpg", ".jpeg": "jpg"}  # what a kept source file is named
+PILLOW_FORMATS = {"png": ["PNG"], "jpg": ["JPEG"]}
+
+
 @dataclass(frozen=True)
 class FilesOptions:
-    encoding: str = "auto"  # png for image-shaped uint8 samples, npy otherwise
+    encoding: str = "auto"  # png for image-shaped uint8 samples, npy otherwise; source: the files kept
+    suffix: str = field(default="", metadata=DERIVED)  # source: png or jpg, what the folder holds (resolved)
 
     def __post_init__(self) -> None:
-        if self.encoding not in ("auto", "png", "npy"):
-            raise IobenchError(f"files encoding must be auto, png or npy, got {self.encoding!r}")
+        if self.encoding not in ENCODINGS:
+            raise IobenchError(f"files encoding must be {', '.join(ENCODINGS[:-1])} or source, got {self.encoding!r}")
+        if self.suffix not in ("", *PILLOW_FORMATS) or (self.suffix and self.encoding != "source"):
+            raise IobenchError(f"files: a kept source file (encoding source) is png or jpg, got {self.suffix!r}")
+
+    @property
+    def file_suffix(self) -> str:
+        return self.suffix if self.encoding == "source" else self.encoding
 
 
 def png_axes(shape: tuple[int, ...]) -> str | None:
@@ -77,21 +93,38 @@ def encode_png(features: np.ndarray, axes: str) -> list[bytes]:
     return [png_file(rows, images.shape[-1]) for rows in filter_rows(images)]
 
 
-def decode_png(data: io.BufferedReader, spec: DatasetSpec, axes: str, name: str) -> np.ndarray:
+def decode_image(data: io.BufferedReader, spec: DatasetSpec, axes: str, name: str, suffix: str = "") -> np.ndarray:
     """Decode one sample; the header is checked against the spec before any pixel is decompressed
-    (a 1 KB PNG can declare gigapixels)."""
+    (a 1 KB PNG can declare gigapixels). A kept source file (`suffix` png or jpg) is converted to the
+    spec's channels as the image folder source converted it; iobench's own PNGs must match exactly."""
     height, width = spec.shape[1:] if axes == "chw" else spec.shape[:2]
     channels = 1 if axes == "hw" else (spec.shape[0] if axes == "chw" else spec.shape[2])
+    mode = PNG_MODES[channels]
     try:
-        with Image.open(data, formats=["PNG"]) as image:
-            if image.size != (width, height) or image.mode != PNG_MODES[channels]:
+        with Image.open(data, formats=PILLOW_FORMATS[suffix or "png"]) as image:
+            if image.size != (width, height) or (image.mode != mode and not suffix):
                 raise ValueError(f"{name}: a {image.mode} image of {image.size}; the spec says {spec.shape} uint8")
-            pixels = np.asarray(image)
+            pixels = np.asarray(image if image.mode == mode else image.convert(mode))
     except (OSError, SyntaxError, Image.DecompressionBombError) as exc:  # Pillow's verdicts on the bytes
-        raise ValueError(f"{name}: not a readable PNG ({exc})") from None
+        raise ValueError(f"{name}: not a readable {(suffix or 'png').upper()} ({exc})") from None
     if axes == "chw":
         return np.moveaxis(pixels.reshape(height, width, channels), -1, 0)
     return pixels.reshape(spec.shape)
+
+
+KEPT_AS_IS = "source keeps every file as it is, so every image must already have the dataset's shape (png re-encodes)"
+
+
+def source_images(spec: DatasetSpec) -> list[Path]:
+    """The image files of the --from folder, in the order its samples were read."""
+    if spec.source is None or spec.source.kind != "images":
+        raise IobenchError(
+            "files: --files-encoding source keeps the files of --from an image folder; this dataset has none"
+        )
+    files = [p for p, _ in image_files(Path(spec.source.path))]
+    if len(files) != spec.n_samples:
+        raise IobenchError(f"--from {spec.source.path}: {len(files):,} images now, {spec.n_samples:,} when prepared")
+    return files
 
 
 class FilesWriter(FormatWriter):
@@ -99,15 +132,18 @@ class FilesWriter(FormatWriter):
 
     def __init__(self, directory: Path, spec: DatasetSpec, options: FilesOptions) -> None:
         super().__init__(directory, spec, options)
-        self.suffix = options.encoding
+        self.suffix = options.file_suffix
         self.axes = png_axes(spec.shape)
+        self.sources = source_images(spec) if options.encoding == "source" else []
         self.labels = HashedFile(directory / LABELS)
         self.labels.write(npy_header(LABEL_DTYPE, (spec.n_samples,)))
         self._digests: dict[str, str] = {}
         self._folders: set[str] = set()
         self._pool = ThreadPoolExecutor(len(os.sched_getaffinity(0)), thread_name_prefix="files-write")
 
-    def _encode(self, features: np.ndarray) -> list[bytes]:
+    def _encode(self, start: int, features: np.ndarray) -> list[bytes]:
+        if self.sources:
+            return [self._kept(index, sample) for index, sample in enumerate(features, start)]
         if self.suffix == "png":
             return encode_png(features, self.axes or "")
         encoded = []
@@ -117,12 +153,27 @@ class FilesWriter(FormatWriter):
             encoded.append(out.getvalue())
         return encoded
 
+    def _kept(self, index: int, sample: np.ndarray) -> bytes:
+        """Source image `index` as it is, once its decoding is checked to be the shared sample."""
+        path = self.sources[index]
+        with open(open_regular(path), "rb") as f:
+            data = f.read()
+        try:
+            decoded = decode_image(io.BytesIO(data), self.spec, self.axes or "", str(path), self.suffix)
+        except ValueError as exc:
+            raise IobenchError(f"--files-encoding source: {exc}; {KEPT_AS_IS}") from None
+        if not np.array_equal(decoded, sample):
+            raise IobenchError(
+                f"--files-encoding source: {path} decodes to other pixels than prepare read; {KEPT_AS_IS}"
+            )
+        return data
+
     def _write_folder(self, start: int, features: np.ndarray) -> list[tuple[str, str]]:
         """Samples start.. of one folder: threads creating files in one directory contend for its
         lock (measured: several times the kernel time per file), so each thread takes a folder."""
         written = []
         for first in range(0, len(features), self.ENCODE_BATCH):
-            batch = self._encode(features[first : first + self.ENCODE_BATCH])
+            batch = self._encode(start + first, features[first : first + self.ENCODE_BATCH])
             for index, data in enumerate(batch, start + first):
                 relative = sample_path(index, self.spec, self.suffix)
                 with open(self.directory / relative, "xb") as f:
@@ -181,15 +232,16 @@ class FilesReader(FormatReader):
         handle.close()
 
     def _features(self, index: int) -> np.ndarray:
-        spec, suffix = self.spec, self.options.encoding
+        spec, suffix = self.spec, self.options.file_suffix
         relative = sample_path(index, spec, suffix)
         # Each component opened without following links, beneath the folder opened at the start: a
         # sample or a sample folder swapped for a link (even mid-run) cannot lead outside; a FIFO
         # planted as a sample is refused instead of waited on.
         fd = open_beneath(self.handle.root, relative)
         with open(fd, "rb") as f:
-            if suffix == "png":
-                return decode_png(f, spec, png_axes(spec.shape) or "", relative)
+            if suffix != "npy":
+                kept = self.options.suffix if self.options.encoding == "source" else ""
+                return decode_image(f, spec, png_axes(spec.shape) or "", relative, kept)
             shape, fortran, dtype = read_header(f)
             if tuple(shape) != spec.shape or dtype != spec.np_dtype or fortran:
                 raise ValueError(f"{relative} declares {dtype} {tuple(shape)}; the spec says {spec.dtype} {spec.shape}")
@@ -206,6 +258,24 @@ class FilesReader(FormatReader):
         return features, np.array(labels[indices])
 
 
+def kept_suffix(spec: DatasetSpec) -> str:
+    """png or jpg: the one kind of image a kept folder may hold (the reader names a sample by its index).
+    The first image's size is checked here, before anything is written; the writer checks every one."""
+    files = source_images(spec)
+    kinds = {SOURCE_SUFFIXES[p.suffix.lower()] for p in files}
+    if len(kinds) > 1:
+        raise IobenchError(
+            "--files-encoding source: the folder mixes PNG and JPEG files; keep one kind, or re-encode with png"
+        )
+    with open(open_regular(files[0]), "rb") as f, Image.open(f) as image:
+        if (image.height, image.width) != spec.shape[1:]:
+            raise IobenchError(
+                f"--files-encoding source: {files[0]} is {image.width}x{image.height}, the dataset "
+                f"{spec.shape[2]}x{spec.shape[1]}; {KEPT_AS_IS}"
+            )
+    return kinds.pop()
+
+
 class FilesFormat(StorageFormat):
     name = "files"
     options_type = FilesOptions
@@ -219,12 +289,16 @@ class FilesFormat(StorageFormat):
             raise IobenchError(f"files: PNG needs image-shaped uint8 samples (H,W[,C] or C,H,W), got {spec.shape}")
         if options.encoding == "auto":
             return FilesOptions("png" if image else "npy")
+        if options.encoding == "source" and not options.suffix:
+            return FilesOptions("source", kept_suffix(spec))
         return options
 
     def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
         check_header(directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
 
     def estimate_bytes(self, spec: DatasetSpec, options: FilesOptions) -> int:
+        if options.encoding == "source" and spec.source is not None:  # the files as they are, in 4 KiB blocks
+            return spec.source.bytes + spec.n_samples * (4096 + LABEL_DTYPE.itemsize) + 4096
         # PNG can exceed the raw size by a little on noise; npy adds a 128-byte header; 4 KiB blocks.
         per_sample = -(-(int(spec.feature_bytes * 1.01) + 256) // 4096) * 4096
         return spec.n_samples * per_sample + spec.n_samples * LABEL_DTYPE.itemsize + 4096

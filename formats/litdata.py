@@ -19,13 +19,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from iobench.formats.base import FormatReader, FormatWriter, NativeRead, StorageFormat
+from iobench.errors import IobenchError
+from iobench.formats.base import READ, FormatReader, FormatWriter, NativeRead, StorageFormat
 from iobench.spec import Chunk, DatasetSpec
 
 INDEX = "index.json"
@@ -38,11 +39,20 @@ TREE = [1, {"type": "builtins.dict", "context": json.dumps(FIELDS),
 @dataclass(frozen=True)
 class LitDataOptions:
     chunk_bytes: str = "64MB"  # what LitData's README passes to optimize
+    # StreamingDataset's own knobs for --loader native (LitData's defaults): samples deserialised together
+    # (auto, 0 = per item, N, all) and the in-chunk shuffle block (auto = 256, full, N)
+    batch_decode: str = field(default="auto", metadata=READ)
+    item_shuffle_window: str = field(default="auto", metadata=READ)
 
     def __post_init__(self) -> None:
         from iobench.units import parse_bytes
 
         parse_bytes(self.chunk_bytes)  # a typo fails before any work
+        # LitData reads an unknown word as its default: refuse it instead
+        for name, words in (("batch_decode", ("auto", "all")), ("item_shuffle_window", ("auto", "full"))):
+            value = getattr(self, name)
+            if not (isinstance(value, str) and (value in words or value.isdigit())):
+                raise IobenchError(f"litdata {name} is {', '.join(words)} or a whole number, got {value!r}")
 
 
 class LitDataWriter(FormatWriter):
@@ -156,7 +166,9 @@ def native_batches(reader: LitDataReader, read: NativeRead) -> Iterator:
     from litdata import StreamingDataLoader
 
     transform = _PerSample(read.transform) if read.transform is not None else None
-    ds = open_dataset(reader.directory, reader.spec, read.shuffle, read.seed, transform=transform)
+    o = reader.options
+    ds = open_dataset(reader.directory, reader.spec, read.shuffle, read.seed, transform=transform,
+                      batch_decode=o.batch_decode, item_shuffle_window=o.item_shuffle_window)  # fmt: skip
     loader = StreamingDataLoader(ds, batch_size=read.batch_size, **read.dataloader_keywords)
     try:
         yield from map(_as_tuple, loader)

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from iobench.formats.base import FormatReader, FormatWriter, HashedFile
-from iobench.formats.files import decode_png, encode_png, png_axes
+from iobench.formats.files import decode_image, encode_png, png_axes
 from iobench.formats.npy import npy_header, read_header
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import open_regular, pread_full
@@ -50,7 +50,7 @@ def load_npy(path: Path, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
 def decode(data: bytes, spec: DatasetSpec, name: str) -> np.ndarray:
     """One sample's member: PNG with its header checked before decoding, or .npy without pickle."""
     if extension(spec) == "png":
-        return decode_png(io.BytesIO(data), spec, png_axes(spec.shape), name)
+        return decode_image(io.BytesIO(data), spec, png_axes(spec.shape), name)
     stream = io.BytesIO(data)
     shape, fortran, dtype = read_header(stream)
     if fortran or dtype != spec.np_dtype or tuple(shape) != tuple(spec.shape):

@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import os
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import NativeRead, StorageFormat
+from iobench.formats.base import DERIVED, READ, NativeRead, StorageFormat
 from iobench.formats.shards import (
     INDEX,
     LABELS,
@@ -50,8 +50,8 @@ MAX_INDEX_BYTES = 64  # one line of a text index: two decimal numbers
 @dataclass(frozen=True)
 class TFRecordOptions:
     shard_samples: int = 10_000  # about this many records per shard, as the webdataset format
-    shuffle_queue: int = 1_024  # TFRecordDataset(shuffle_queue_size=...) in the tfrecord README
-    shards: int = 0  # written: the number of shards (resolved when writing)
+    shuffle_queue: int = field(default=1_024, metadata=READ)  # TFRecordDataset(shuffle_queue_size=...), README
+    shards: int = field(default=0, metadata=DERIVED)  # written: the number of shards (resolved when writing)
 
     def __post_init__(self) -> None:
         for name in ("shard_samples", "shuffle_queue", "shards"):

@@ -16,14 +16,14 @@ from __future__ import annotations
 import os
 import tarfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import NativeRead, StorageFormat
+from iobench.formats.base import DERIVED, READ, NativeRead, StorageFormat
 from iobench.formats.shards import (
     INDEX,
     LABELS,
@@ -44,9 +44,9 @@ SHARD = "shard-%06d.tar"
 @dataclass(frozen=True)
 class WebDatasetOptions:
     shard_samples: int = 10_000  # ShardWriter(maxcount=...) in webdataset's own example
-    shuffle_buffer: int = 1_000  # .shuffle(N): the buffer webdataset's documentation uses
-    shard_shuffle: int = 100  # WebDataset(shardshuffle=N): what its `True` stands for
-    shards: int = 0  # written: the number of shards (resolved when writing)
+    shuffle_buffer: int = field(default=1_000, metadata=READ)  # .shuffle(N): the buffer of webdataset's docs
+    shard_shuffle: int = field(default=100, metadata=READ)  # WebDataset(shardshuffle=N): what its True means
+    shards: int = field(default=0, metadata=DERIVED)  # written: the number of shards (resolved when writing)
 
     def __post_init__(self) -> None:
         for name in ("shard_samples", "shuffle_buffer", "shard_shuffle", "shards"):

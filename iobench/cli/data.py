@@ -32,9 +32,12 @@ def prepare_cmd(
     hdf5_compression: o.Hdf5Compression = "none",
     hdf5_gzip_level: o.Hdf5GzipLevel = 4,
     lmdb_samples_per_record: o.LmdbSamplesPerRecord = 1,
+    files_encoding: o.FilesEncoding = "auto",
+    format_option: o.FormatOption = None,
     quiet: o.Quiet = False,
 ) -> None:
     """Generate the shared dataset, or read yours (--from), and write it in each format (atomically)."""
+    from iobench.data.format_options import parse_format_options
     from iobench.data.prepare import PrepareRequest, parse_formats, plan, prepare
     from iobench.data.spec_options import SpecOptions, build_spec
 
@@ -47,7 +50,10 @@ def prepare_cmd(
     if skipped:
         say(f"skipped {', '.join(skipped)}: not installed (pip install 'iobench[formats]')")
     hdf5 = dict(chunk_rows=hdf5_chunk_rows, compression=hdf5_compression.lower(), compression_level=hdf5_gzip_level)
-    given = {"hdf5": hdf5, "lmdb": dict(samples_per_record=lmdb_samples_per_record)}
+    given = {"hdf5": hdf5, "lmdb": dict(samples_per_record=lmdb_samples_per_record),
+             "files": dict(encoding=files_encoding.lower())}  # fmt: skip
+    for name, values in parse_format_options(format_option or [], names).items():
+        given[name] = {**given.get(name, {}), **values}
     options = {name: FORMATS[name].options(**given.get(name, {})) for name in names}
     request = PrepareRequest(spec, data_dir, names, options, dataset, force)
     checked = plan(request)

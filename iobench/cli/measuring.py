@@ -10,6 +10,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from rich.progress import (
     BarColumn,
@@ -27,6 +28,7 @@ from iobench.cli.app import ARGV
 from iobench.cli.console import ConsoleEvents, err, out, say
 from iobench.cli.render import print_run
 from iobench.errors import IobenchError
+from iobench.loaders import LoaderName
 from iobench.loaders.base import LoaderSettings
 from iobench.loaders.device import resolve_device
 from iobench.measuring.distributed import joined
@@ -87,11 +89,17 @@ def measure_what_if(
     out.print(table)
 
 
-def config_of(fmt: str, loader: str, settings: LoaderSettings, *, shuffle: bool, block_size: int, **kw) -> RunConfig:
-    """A run configuration from command-line values (shared by run and sweep): strings become enums."""
+def config_of(
+    fmt: str, loader: str, settings: LoaderSettings, *, shuffle: bool, block_size: int,
+    read_options: dict[str, dict[str, Any]] | None = None, **kw: Any,
+) -> RunConfig:  # fmt: skip
+    """A run configuration from command-line values (shared by run and sweep): strings become enums.
+    `read_options` (--format-option, per format) apply to the formats' own pipelines (--loader native)."""
+    own = (read_options or {}).get(fmt, {}) if LoaderName.parse(loader, "--loader") is LoaderName.NATIVE else {}
     return RunConfig(
-        format=fmt, loader=loader, settings=settings, order=order_of(shuffle, block_size), block_size=block_size, **kw
-    )
+        format=fmt, loader=loader, settings=settings, order=order_of(shuffle, block_size), block_size=block_size,
+        format_options=tuple(sorted(own.items())), **kw,
+    )  # fmt: skip
 
 
 def save(results: Path, record: RunRecord) -> None:

@@ -217,6 +217,29 @@ Hdf5ChunkRows = Annotated[int, typer.Option(help="HDF5 rows per chunk; 0 = about
 Hdf5Compression = Annotated[str, typer.Option(help="HDF5 compression: none, lzf or gzip.")]
 Hdf5GzipLevel = Annotated[int, typer.Option(help="gzip level 0..9 when --hdf5-compression gzip.")]
 LmdbSamplesPerRecord = Annotated[int, typer.Option(help="Samples in one LMDB record.")]
+FormatOption = Annotated[
+    Optional[list[str]],  # noqa: UP045 - typer reads the annotation at runtime
+    typer.Option(
+        help="A format's option, FORMAT.NAME=VALUE, repeatable: e.g. webdataset.shard_samples=5000, "
+        "zarr.shard_chunks=16, litdata.chunk_bytes=16MB (a wrong NAME lists the format's options).",
+    ),
+]
+ReadOption = Annotated[
+    Optional[list[str]],  # noqa: UP045 - typer reads the annotation at runtime
+    typer.Option(
+        "--format-option",
+        help="How a format's own pipeline reads (--loader native), FORMAT.NAME=VALUE, repeatable: "
+        "webdataset.shuffle_buffer=5000, webdataset.shard_shuffle=0, tfrecord.shuffle_queue=64, "
+        "litdata.batch_decode=0, litdata.item_shuffle_window=full.",
+    ),
+]
+FilesEncoding = Annotated[
+    str,
+    typer.Option(
+        help="How files stores a sample: auto (PNG for uint8 images, else .npy), png, npy, or source: each image "
+        "of --from FOLDER kept as it is (JPEG stays JPEG; the images must already have the dataset's shape)."
+    ),
+]
 
 
 # ---- sharing the cores -----------------------------------------------------------------------------

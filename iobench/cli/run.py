@@ -48,6 +48,7 @@ def run_cmd(
     transform_on: o.TransformOn = "host",
     torch_threads: o.TorchThreads = None,
     cpu_contention: o.CpuContention = 0,
+    format_option: o.ReadOption = None,
     profile: o.Profile = False,
     results: o.Results = Path("results/results.jsonl"),
     nproc: o.Nproc = None,
@@ -70,6 +71,7 @@ def run_cmd(
     samples = _size_of(size, dataset)
 
     from iobench.cli.measuring import config_of, measure_run, step_times
+    from iobench.data.format_options import parse_format_options
     from iobench.loaders.base import LoaderSettings
     from iobench.torchrun_env import launched_by_torchrun
 
@@ -84,7 +86,8 @@ def run_cmd(
     options.update(read_limit_mb_per_s=read_limit, cache_budget=cache_budget)
     options.update(transform=transform, transform_on=transform_on)
     options.update(torch_threads=torch_threads, cpu_contention=cpu_contention)
-    configs = [config_of(f, ld, settings, eviction=eviction, **options) for f, ld in pairs]
+    read = parse_format_options(format_option or [], tuple(dict.fromkeys(f for f, ld in pairs if ld == "native")), True)
+    configs = [config_of(f, ld, settings, eviction=eviction, read_options=read, **options) for f, ld in pairs]
     where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples)
     measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms)
 

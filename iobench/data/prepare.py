@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import errno
 import fcntl
 import os
@@ -78,6 +79,8 @@ class PreparePlan:
 def plan(request: PrepareRequest) -> PreparePlan:
     """Every check that can fail before a byte is written: refuse early, leave nothing behind."""
     _check_source_outside(request)
+    resolved = {n: FORMATS[n].resolve_options(request.spec, request.options[n]) for n in request.formats}
+    request = dataclasses.replace(request, options=resolved)  # a format's refusal of the spec comes first
     created = not request.dataset_dir.exists()
     dataset_dir = _make_dataset_dir(request)
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import inspect
 import math
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
@@ -72,6 +73,8 @@ class RunConfig:
     transform_on: TransformOn = TransformOn.HOST  # per sample in the loader, or batched after the copy
     torch_threads: int | None = None  # the main process's intra-op threads; None: torch's default
     cpu_contention: int = 0  # rival processes kept busy beside the run (iobench.system.contention)
+    # The read options of the format's own pipeline (--format-option, --loader native), sorted by name
+    format_options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
         if isinstance(self.cache_budget, str):
@@ -122,6 +125,7 @@ def _check(config: RunConfig) -> None:
     if config.format not in FORMATS:
         raise IobenchError(f"unknown format {config.format!r}; choose from {', '.join(FORMATS)}")
     check_reads(config.loader, config.format)
+    _check_format_options(config)
     for name, value, low in (
         ("--batch-size", s.batch_size, 1),
         ("--epochs", config.epochs, 1),
@@ -191,6 +195,19 @@ def _check(config: RunConfig) -> None:
         raise IobenchError(f"--max-batches must be >= 1, got {config.max_batches}")
     if config.max_seconds is not None and not (math.isfinite(config.max_seconds) and config.max_seconds > 0):
         raise IobenchError(f"--max-seconds must be a number > 0, got {config.max_seconds}")
+
+
+def _check_format_options(config: RunConfig) -> None:
+    from iobench.data.format_options import settable_fields
+
+    if not config.format_options:
+        return
+    if config.loader is not LoaderName.NATIVE:
+        raise IobenchError(f"{config.label}: --format-option sets how a format's own pipeline reads (--loader native)")
+    readable = settable_fields(config.format, reading=True)
+    if unknown := [k for k, _ in config.format_options if k not in readable]:
+        raise IobenchError(f"{config.format} has no read option {unknown[0]!r} (its read options: "
+                           f"{', '.join(readable) or 'none'})")  # fmt: skip
 
 
 def _check_ray(s: LoaderSettings) -> None:

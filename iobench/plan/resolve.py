@@ -5,7 +5,7 @@ checks again."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import torch
@@ -50,7 +50,11 @@ class ResolvedRun:
 
     @property
     def entry(self) -> FormatEntry:
-        return self.manifest.formats[self.config.format]
+        """The format as prepared, with the run's read options (`--format-option`) over the recorded ones."""
+        entry = self.manifest.formats[self.config.format]
+        if not self.config.format_options:
+            return entry
+        return replace(entry, options={**entry.options, **dict(self.config.format_options)})
 
     @property
     def files(self) -> list[Path]:
@@ -90,6 +94,7 @@ class ResolvedRun:
             "cache_budget": c.cache_budget.text if c.cache_budget is not None else None,
             "transform_on": c.transform_on.value if c.transform != "none" else None,
             "torch_threads_asked": c.torch_threads,  # the environment's torch_threads is what the run had
+            "format_options": ",".join(f"{k}={v}" for k, v in c.format_options),
         })  # fmt: skip
 
 
@@ -122,6 +127,7 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
     manifest = check_dataset(target.dataset_dir, config.format)
     check_world(config, manifest.spec.n_samples, world)
     resolved = ResolvedRun(config, target, world, manifest)
+    FORMATS[config.format].options_from_json(resolved.entry.options)  # a read option's value is checked here
     check_budget(resolved)
     check_can_confine(resolved.confinement, target.dataset_dir)
     return resolved

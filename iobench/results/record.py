@@ -89,6 +89,7 @@ class RecordedConfig:
     # --torch-threads as asked (None: torch's default); what the run had is the environment's torch_threads
     torch_threads_asked: int | None = None
     cpu_contention: int = 0  # rival processes busy beside the run
+    format_options: str = ""  # run --format-option: the format's read options set for this run (name=value,...)
 
     @property
     def cold(self) -> bool:

@@ -25,7 +25,7 @@ def settings_label(r: RunRecord, measured: bool = True) -> str:
     if c.loader == "dataloader":
         parts.append(f"fetch={c.fetch}")
     transform = transform_parts(r) if measured else [transform_label(r)] if transform_label(r) else []
-    return " ".join(parts + rest + sharing_parts(r) + transform)
+    return " ".join(parts + rest + sharing_parts(r) + transform + ([c.format_options] if c.format_options else []))
 
 
 def sharing_parts(r: RunRecord) -> list[str]:

@@ -15,42 +15,11 @@ from iobench.data.sources.base import SourceKind
 from iobench.errors import IobenchError
 from iobench.spec import LABEL_DTYPE, SourceInfo
 from iobench.system.fsutil import open_regular
+from iobench.system.image_folder import image_files
 
-IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")
 # An image is decoded whole before it is resized: one of 13,000 x 13,000 pixels costs 0.5-1.3 GB per
 # decoding thread. 64 megapixels admits every camera photo and 8K frame.
 MAX_IMAGE_PIXELS = 64_000_000
-
-
-def image_files(root: Path) -> list[tuple[Path, int]]:
-    """(image, class index) of an ImageFolder, in sorted order."""
-    # A class folder linked to /usr was crawled whole before links were refused.
-    classes = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
-    per_class = [_images_in(folder, root) for folder in classes]
-    empty = [folder.name for folder, found in zip(classes, per_class, strict=True) if not found]
-    if empty and len(empty) < len(classes):  # torchvision refuses this too: every later label would shift by one
-        raise IobenchError(f"--from {root}: class folder {empty[0]!r} holds no PNG or JPEG files")
-    files = [(p, label) for label, found in enumerate(per_class) for p in found]
-    if not files:
-        raise IobenchError(f"--from {root}: no PNG or JPEG files in class sub-folders (the ImageFolder layout)")
-    return files
-
-
-def _images_in(folder: Path, root: Path) -> list[Path]:
-    """Image files below a class folder; a linked folder or image is refused (os.walk lists linked
-    sub-folders without entering them)."""
-    linked = [folder] if folder.is_symlink() else []
-    found = []
-    for dirpath, dirnames, filenames in os.walk(folder):
-        here = Path(dirpath)
-        images = [n for n in filenames if Path(n).suffix.lower() in IMAGE_SUFFIXES]
-        linked += [here / n for n in dirnames + images if (here / n).is_symlink()]
-        if linked:
-            raise IobenchError(
-                f"--from {root}: {linked[0].relative_to(root)} is a link; a source is read without links"
-            )
-        found += [here / n for n in images]
-    return sorted(found)
 
 
 class Images:

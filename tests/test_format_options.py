@@ -1,0 +1,122 @@
+"""prepare --format-option FORMAT.NAME=VALUE: any field of a format's options from the command line, typed by
+the dataclass, recorded in the manifest; every mistake is one line before anything is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from iobench.data.manifest import Manifest
+from iobench.results.record import RunRecord
+from tests.conftest import assert_one_line_error, format_param, invoke, stored_records
+
+
+def test_options_reach_the_writer_and_the_manifest(tmp_path, cli):
+    r = cli("prepare", "--size", "100", "--formats", "hdf5,lmdb", "--data-dir", tmp_path, "-q",
+            "--format-option", "lmdb.samples_per_record=8", "--format-option", "HDF5.chunk_rows=16",
+            "--format-option", "hdf5.compression = lzf")  # fmt: skip
+    assert r.code == 0, r.err
+    (dataset,) = tmp_path.iterdir()
+    formats = Manifest.load(dataset).formats
+    assert formats["lmdb"].options["samples_per_record"] == 8
+    assert (formats["hdf5"].options["chunk_rows"], formats["hdf5"].options["compression"]) == (16, "lzf")
+    import h5py
+
+    with h5py.File(dataset / "hdf5" / "data.h5") as f:
+        assert f["features"].chunks[0] == 16 and f["features"].compression == "lzf"
+
+
+@pytest.mark.parametrize("name", [format_param("webdataset")])
+def test_a_shard_size_sets_the_shard_count(tmp_path, cli, name):
+    r = cli("prepare", "--size", "100", "--formats", name, "--data-dir", tmp_path, "-q",
+            "--format-option", "webdataset.shard_samples=30")  # fmt: skip
+    assert r.code == 0, r.err
+    (dataset,) = tmp_path.iterdir()
+    options = Manifest.load(dataset).formats[name].options
+    assert (options["shard_samples"], options["shards"]) == (30, 4)
+    assert len(list((dataset / name).glob("*.tar"))) == 4
+
+
+@pytest.mark.parametrize(
+    "option, fragments",
+    [
+        ("lmdb.samples_per_record", ["write FORMAT.NAME=VALUE"]),
+        ("samples_per_record=2", ["write FORMAT.NAME=VALUE"]),
+        ("hdf5.chunk_rows=4", ["hdf5 is not among the formats written (lmdb)"]),
+        ("lmdb.shard_samples=4", ["lmdb has no option 'shard_samples'", "samples_per_record"]),
+        ("lmdb.samples_per_record=many", ["'many' is not an integer"]),
+        ("lmdb.samples_per_record=0", ["must be >= 1"]),
+    ],
+)
+def test_a_wrong_option_is_one_line_and_writes_nothing(tmp_path, cli, option, fragments):
+    out = tmp_path / "data"
+    r = cli("prepare", "--size", "50", "--formats", "lmdb", "--data-dir", out, "-q", "--format-option", option)
+    assert_one_line_error(r, *fragments)
+    assert not out.exists() or not any(out.iterdir())
+
+
+@pytest.mark.parametrize("name", [format_param("tfrecord")])
+def test_a_derived_field_is_the_writers(tmp_path, cli, name):
+    r = cli("prepare", "--size", "50", "--formats", name, "--data-dir", tmp_path, "-q",
+            "--format-option", "tfrecord.shards=3")  # fmt: skip
+    assert_one_line_error(r, "tfrecord has no option 'shards'", "shard_samples, shuffle_queue")
+
+
+@pytest.fixture(scope="module")
+def shards(tmp_path_factory):
+    """200 samples in 4 webdataset shards (skips without webdataset)."""
+    from iobench.formats import FORMATS
+
+    if not FORMATS.installed("webdataset"):
+        pytest.skip("webdataset is not installed (pip install 'iobench[webdataset]')")
+    root = tmp_path_factory.mktemp("shards")
+    invoke("prepare", "--size", "200", "--formats", "webdataset", "--data-dir", root, "-q",
+           "--format-option", "webdataset.shard_samples=50")  # fmt: skip
+    return root
+
+
+def native_run(cli, root, results, *options):
+    args = [f"--format-option={o}" for o in options]
+    r = cli("run", "--format", "webdataset", "--loader", "native", "--data-dir", root, "--results", results,
+            "--runs", "1", "--batch-size", "20", "--device", "cpu", "-q", *args)  # fmt: skip
+    assert r.code == 0, r.err
+    return stored_records(results)[-1]
+
+
+def test_a_read_option_changes_how_the_pipeline_shuffles_and_is_recorded(shards, tmp_path, cli):
+    results = tmp_path / "r.jsonl"
+    unshuffled = native_run(cli, shards, results, "webdataset.shuffle_buffer=0", "webdataset.shard_shuffle=0")
+    default = native_run(cli, shards, results)
+    assert unshuffled["format_options"] == "shard_shuffle=0,shuffle_buffer=0" and default["format_options"] == ""
+    assert unshuffled["shuffle_order"] < 0.1 < 0.5 < default["shuffle_order"], (unshuffled, default)
+    assert RunRecord.from_json(unshuffled).identity() != RunRecord.from_json(default).identity()
+    report = cli("report", results, "--out", tmp_path / "report")
+    assert report.code == 0 and "shard_shuffle=0,shuffle_buffer=0" in (tmp_path / "report/report.md").read_text()
+
+
+@pytest.mark.parametrize(
+    "options, loader, fragments",
+    [
+        (["webdataset.shard_samples=5"], "native", ["fixed when the format is written", "shuffle_buffer"]),
+        (["webdataset.shuffle_buffer=-1"], "native", ["shuffle_buffer must be a whole number >= 0"]),
+        (["webdataset.shuffle_buffer=5"], "dataloader", ["not among the formats read natively", "none"]),
+    ],
+)
+def test_a_read_option_that_cannot_apply_is_one_line(shards, tmp_path, cli, options, loader, fragments):
+    args = [f"--format-option={o}" for o in options]
+    r = cli("run", "--format", "webdataset", "--loader", loader, "--data-dir", shards, "--results",
+            tmp_path / "r.jsonl", "--runs", "1", "--device", "cpu", "-q", *args)  # fmt: skip
+    assert_one_line_error(r, *fragments)
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize("name", [format_param("litdata")])
+def test_litdata_knobs_are_checked_before_litdata_reads_an_unknown_word_as_its_default(tmp_path, cli, name):
+    r = cli("prepare", "--size", "50", "--formats", name, "--data-dir", tmp_path / "data", "-q",
+            "--format-option", "litdata.batch_decode=sometimes")  # fmt: skip
+    assert_one_line_error(r, "litdata batch_decode is auto, all or a whole number, got 'sometimes'")
+    knobs = ("--format-option", "litdata.item_shuffle_window=full", "--format-option", "litdata.batch_decode=0")
+    r = cli("prepare", "--size", "50", "--formats", name, "--data-dir", tmp_path / "data", "-q", *knobs)
+    assert r.code == 0, r.err
+    (dataset,) = (tmp_path / "data").iterdir()
+    options = Manifest.load(dataset).formats[name].options
+    assert (options["batch_decode"], options["item_shuffle_window"]) == ("0", "full")
