@@ -8,6 +8,7 @@ from pathlib import Path
 from rich.table import Table
 
 from iobench.cli.console import out, say
+from iobench.loaders import LoaderName
 from iobench.results.record import RunRecord
 from iobench.results.tables import au_text, profile_summary, results_table, split_table
 from iobench.results.warnings import record_warnings
@@ -64,11 +65,11 @@ def print_tune(outcome, results: Path, dataset_dir: Path, device: str) -> None:
     near = outcome.within_noise()
     if near:
         out.print("within noise of it: " + "; ".join(f"{c.config.label} {settings_text(c.config)}" for c in near[:4]))
-    by_cores: dict[int, float] = {}
-    for c in outcome.ranked:
-        by_cores[c.cores] = max(by_cores.get(c.cores, 0.0), c.median)
-    out.print("throughput by loading processes: " + ", ".join(
-        f"{n}: {rate:,.0f} samples/s" for n, rate in sorted(by_cores.items())))  # fmt: skip
+    by_loading: dict[str, float] = {}  # the best of each, processes first then threads, fewest first
+    for c in sorted(outcome.ranked, key=lambda c: (c.config.loader is LoaderName.NODES, c.config.settings.num_workers)):
+        by_loading[c.loading] = max(by_loading.get(c.loading, 0.0), c.median)
+    out.print("best throughput by what loads: " + ", ".join(
+        f"{what}: {rate:,.0f} samples/s" for what, rate in by_loading.items()))  # fmt: skip
     from iobench.plan.paste import best_script
     from iobench.system.fsutil import atomic_write_text
 

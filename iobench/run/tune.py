@@ -50,9 +50,12 @@ class Candidate:
         return mean - half, mean + half
 
     @property
-    def cores(self) -> int:
-        """Processes that load: the workers, or the main process without them."""
-        return max(1, self.config.settings.num_workers)
+    def loading(self) -> str:
+        """What loads: '2 processes' (DataLoader workers, or the main process without them), '2 threads'."""
+        n = max(1, self.config.settings.num_workers)
+        if self.config.loader is LoaderName.NODES:
+            return f"{n} thread{'s' * (n > 1)}"
+        return f"{n} process{'es' * (n > 1)}"
 
 
 @dataclass
