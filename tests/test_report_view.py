@@ -146,6 +146,23 @@ def test_the_formats_table_sets_speed_beside_shuffle_bytes_and_write_time():
     assert format_lines(workload_groups(records[1:])) == [], "one format: nothing to set side by side"
 
 
+def test_figures_under_a_budget_or_a_throttle_are_kept_apart_from_the_unconstrained():
+    """A format's 20%-budget figure is another question than its figure with all of RAM: neither the answer
+    nor the formats table may take the faster of the two as the format's best."""
+    from iobench.results.answer import answer_lines
+    from iobench.results.report import workload_groups
+
+    free = record_of(samples_per_s=9000.0)
+    capped = record_of(samples_per_s=300.0, cache_budget="20%")
+    throttled = record_of(samples_per_s=200.0, read_limit_mb_per_s=400.0)
+    groups = workload_groups([capped, free, throttled])
+    assert [len(g) for g in groups.values()] == [1, 1, 1]
+    assert sum("page cache capped at 20%" in name for name in groups) == 1
+    assert sum("reads throttled to 400 MB/s" in name for name in groups) == 1
+    text = "\n".join(answer_lines(groups))
+    assert "300 samples/s" in text and "9,000 samples/s" in text and "200 samples/s" in text
+
+
 def test_the_throughput_plot_keeps_the_cold_bar_of_every_configuration_it_shows():
     """The plot cut the fastest 25 records, so a configuration's slow cold run fell off beside its warm one
     and read as 'never run cold'."""

@@ -83,17 +83,27 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> 
 
 
 def workload_of_record(r: RunRecord) -> str:
-    """What was read, in words: the workload (or the source), the sample size, the transform."""
+    """What was read and under which constraint, in words: the workload (or the source), the sample size,
+    the transform, a page-cache budget or a read throttle (a figure under a budget answers another question:
+    it is kept apart from the unconstrained ones)."""
     d, c = r.dataset, r.config
     what = f"from {Path(d.source).name}" if d.source else (d.workload or "tabular")
     transform = f", {c.transform} on the {c.transform_on}" if c.transform != "none" else ""
-    return f"{what}, {d.sample_bytes:,} B/sample{transform}"
+    budget = f", page cache capped at {c.cache_budget}" if c.cache_budget else ""
+    throttle = f", reads throttled to {c.read_limit_mb_per_s:g} MB/s" if c.read_limit_mb_per_s else ""
+    return f"{what}, {d.sample_bytes:,} B/sample{transform}{budget}{throttle}"
 
 
 def workload_groups(records: list[RunRecord]) -> dict[str, list[RunRecord]]:
-    """Records grouped by workload, sample size and transform, smallest samples first."""
+    """Records grouped by workload, sample size, transform and constraint, smallest samples first."""
     groups: dict[str, list[RunRecord]] = {}
-    for r in sorted(records, key=lambda r: (r.dataset.sample_bytes, r.config.transform, r.config.transform_on or "")):
+
+    def order(r: RunRecord) -> tuple:
+        c = r.config
+        constraint = (c.cache_budget or "", c.read_limit_mb_per_s or 0)
+        return r.dataset.sample_bytes, c.transform, c.transform_on or "", *constraint
+
+    for r in sorted(records, key=order):
         groups.setdefault(workload_of_record(r), []).append(r)
     return groups
 
