@@ -112,7 +112,7 @@ def info_cmd(data_dir: o.DataDir = Path("data"), dataset: o.DatasetName = None) 
         for col in ("format", "files", "MB", "write s", "write MB/s", "options"):
             table.add_column(col, justify="left" if col in ("format", "options") else "right")
         for e in m.formats.values():
-            opts = " ".join(f"{k}={v}" for k, v in e.options.items()) or "-"
+            opts = " ".join(f"{k}={v}" for k, v in e.options.items() if v != "") or "-"  # an unset option says nothing
             table.add_row(
                 e.name,
                 str(len(e.files)),
