@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The wheels a lent GPU machine lacks, for the device tool: that machine has no network and Python 3.12
+# with CUDA torch, numpy, h5py, pillow, typer, rich and matplotlib, but not tensordict (and what it needs
+# beside torch and numpy), lmdb or lz4. Run here (it downloads), then carry the folder and install there:
+#
+#   bash scripts/gpu_wheels.sh                      # fills .wheels/ (in .gitignore)
+#   run(carry=[".wheels"], command="bash scripts/gpu_wheels.sh --install && bash scripts/gpu_smoke.sh")
+#
+# --install (on the GPU machine): pip installs the carried wheels without the network or their
+# dependencies (torch and numpy stay the machine's), then iobench itself, editable, without them too.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+wheels=.wheels
+if [ "${1:-}" = "--install" ]; then
+  python -m pip install --no-index --no-deps --quiet "$wheels"/*.whl
+  python -m pip install --no-index --no-deps --no-build-isolation --quiet -e .
+  python -c "import tensordict, lmdb, lz4.frame, iobench; print('tensordict', tensordict.__version__, 'ok')"
+  exit 0
+fi
+mkdir -p "$wheels"
+# tensordict needs torch and numpy (the machine's), cloudpickle and pyvers; lmdb and lz4 have C parts.
+python -m pip download --quiet --only-binary=:all: --python-version 3.12 --implementation cp --abi cp312 \
+  --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
+  --no-deps --dest "$wheels" "tensordict==0.15.3" "lmdb>=1.4" "lz4>=4.0" "cloudpickle" "pyvers>=0.2,<0.3"
+ls -1 "$wheels"
+du -sh "$wheels"
