@@ -45,6 +45,6 @@ for w in 0 2; do
 done
 python -m iobench limits --data-dir "$data/image" --results "$r" --probe-size 256M --keep-best
 python -m iobench report "$r" --out "$out/report" >/dev/null
-for workload in image tabular small-image; do
+for workload in image tabular small-image image-4e3; do
   python -m iobench info --data-dir "$data/$workload"
 done > "$out/info.txt"
