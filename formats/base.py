@@ -134,6 +134,9 @@ class FormatReader(ABC):
         return self.spec.n_samples
 
     sequential = False  # set before the first read when samples will be read in order
+    # set before the first read when the page cache cannot hold the format's files (a cache budget below
+    # their size, or files larger than the RAM): read-ahead then evicts what a shuffled epoch still needs
+    larger_than_memory = False
     # True: its library refuses to open the same files twice in one process (LMDB), so threads share this
     # reader, which must then be safe to call from several threads; False: each thread may read through
     # its own copy (see iobench.loaders.nodes)

@@ -201,10 +201,14 @@ class LmdbReader(FormatReader):
     one_per_process = True
 
     def _open(self) -> _Handle:
-        # OS readahead helps a sequential pass and wastes reads under random access (LMDB's advice).
+        # OS read-ahead (py-lmdb's default): LMDB advises turning it off for random reads of a database
+        # larger than RAM, where it evicts pages still to be read. When the files fit in the page cache a
+        # shuffled epoch reads them all anyway, and read-ahead was 2.6-14x faster cold here (rows, small and
+        # 224 px images; with it off each 150 KB record was paged in 4 KiB at a time).
+        readahead = self.sequential or not self.larger_than_memory
         with lmdb_verdict(f"LMDB cannot open {self.directory.name}"):
             env = lmdb.open(
-                str(self.directory), readonly=True, lock=False, readahead=self.sequential, subdir=True, max_readers=1
+                str(self.directory), readonly=True, lock=False, readahead=readahead, subdir=True, max_readers=1
             )
             return _Handle(env)
 

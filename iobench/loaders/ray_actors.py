@@ -34,7 +34,14 @@ class BatchReader:
     """The actor: one format reader in its own process, on whichever node Ray chose."""
 
     def __init__(
-        self, format_name: str, directory: str, spec: dict, options: dict, sequential: bool, transform: str = "none"
+        self,
+        format_name: str,
+        directory: str,
+        spec: dict,
+        options: dict,
+        sequential: bool,
+        transform: str = "none",
+        larger_than_memory: bool = False,
     ) -> None:
         from iobench.formats import FORMATS
         from iobench.loaders.transforms import make_transform
@@ -43,7 +50,7 @@ class BatchReader:
         fmt = FORMATS[format_name]
         dataset = DatasetSpec.from_json(spec)
         self.reader = fmt.reader(Path(directory), dataset, fmt.options_from_json(options))
-        self.reader.sequential = sequential
+        self.reader.sequential, self.reader.larger_than_memory = sequential, larger_than_memory
         self.transform = make_transform(transform, dataset.shape, dataset.dtype)
 
     def _transformed(self, batch: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +103,8 @@ class RayLoader(Loader):
         started = time.perf_counter()
         actor = self.ray.remote(BatchReader).options(scheduling_strategy="SPREAD")
         name = transform.name if transform is not None else "none"
-        args = (format_name, str(reader.directory), reader.spec.to_json(), options, reader.sequential, name)
+        args = (format_name, str(reader.directory), reader.spec.to_json(), options, reader.sequential, name,
+                reader.larger_than_memory)  # fmt: skip
         self.actors = [actor.remote(*args) for _ in range(settings.num_workers)]
         try:  # started before any epoch is timed
             here = platform.node()

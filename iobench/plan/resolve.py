@@ -20,7 +20,7 @@ from iobench.measuring.distributed import SINGLE, World
 from iobench.plan.config import Cache, Eviction, RunConfig
 from iobench.results.record import RecordedConfig
 from iobench.system.confine import Confinement, check_can_confine
-from iobench.system.environment import can_drop_caches, max_workers
+from iobench.system.environment import can_drop_caches, max_workers, ram_bytes
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,12 @@ class ResolvedRun:
     @property
     def files(self) -> list[Path]:
         return self.entry.file_paths(self.dataset_dir)
+
+    @property
+    def larger_than_memory(self) -> bool:
+        """The page cache cannot hold the format's files: a budget below their size, or more than the RAM."""
+        budget, size = self.confinement.cache_budget_bytes, self.entry.bytes
+        return (budget is not None and budget < size) or size > ram_bytes()
 
     @property
     def confinement(self) -> Confinement:

@@ -45,6 +45,7 @@ def build_loader(resolved: ResolvedRun) -> Loader:
     c = resolved.config
     reader = open_reader(resolved)
     reader.sequential = not c.shuffle
+    reader.larger_than_memory = resolved.larger_than_memory
     host = _transform_on(resolved, TransformOn.HOST)
     ctx = LoaderContext(
         reader, resolved.epoch_order(), c.settings, resolved.device, transform=host,

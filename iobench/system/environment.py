@@ -41,7 +41,7 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
-def _ram_bytes() -> int:
+def ram_bytes() -> int:
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError):
@@ -113,7 +113,7 @@ def environment(data_dir: Path, device: torch.device) -> Environment:
         cpu_model=_cpu_model(),
         cpu_count=os.cpu_count(),
         torch_threads=torch.get_num_threads(),  # torchrun sets OMP_NUM_THREADS=1 for several processes
-        ram_bytes=_ram_bytes(),
+        ram_bytes=ram_bytes(),
         kernel=platform.release(),
         hostname=platform.node(),
         data_filesystem=fstype,
