@@ -239,9 +239,8 @@ class FilesReader(FormatReader):
         # planted as a sample is refused instead of waited on.
         fd = open_beneath(self.handle.root, relative)
         with open(fd, "rb") as f:
-            if suffix != "npy":
-                kept = self.options.suffix if self.options.encoding == "source" else ""
-                return decode_image(f, spec, png_axes(spec.shape) or "", relative, kept)
+            if suffix != "npy":  # options.suffix is set only for a kept source file (FilesOptions checks it)
+                return decode_image(f, spec, png_axes(spec.shape) or "", relative, self.options.suffix)
             shape, fortran, dtype = read_header(f)
             if tuple(shape) != spec.shape or dtype != spec.np_dtype or fortran:
                 raise ValueError(f"{relative} declares {dtype} {tuple(shape)}; the spec says {spec.dtype} {spec.shape}")

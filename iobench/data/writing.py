@@ -273,7 +273,8 @@ def check_room(folder: Path) -> None:
 def write_formats(
     spec: DatasetSpec, dataset_dir: Path, options: dict[str, Any], reporter: Reporter
 ) -> tuple[list[FormatJob], dict]:
-    """Write all formats in options; returns the finished jobs (still in partial directories).
+    """Write all formats in options (resolved: `prepare.plan` resolves them, and refuses, before anything
+    is created); returns the finished jobs (still in partial directories).
 
     On any error or interruption every partial directory is removed before the exception
     propagates.
@@ -285,7 +286,7 @@ def write_formats(
             jobs.append(
                 FormatJob(
                     name,
-                    FORMATS[name].resolve_options(spec, opts),
+                    opts,
                     make_partial_dir(dataset_dir, name),
                     in_process=FORMATS[name].python_bound_writer and len(options) > 1,
                 )
