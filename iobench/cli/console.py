@@ -14,10 +14,16 @@ from iobench.progress import Reporter
 # Not a terminal (a log, a pipe): wide enough for the tables rather than rich's 80 columns.
 _WIDTH = None if sys.stdout.isatty() else int(os.environ.get("COLUMNS", "180"))
 
-# markup off: paths and values are printed as they are ("data[1]" is not a style tag).
-out = Console(width=_WIDTH, markup=False)
+# markup and emoji codes off: paths and values are printed as they are ("data[1]" is not a style tag,
+# "mod:x:" is not an emoji).
+out = Console(width=_WIDTH, markup=False, emoji=False)
 
-err = Console(stderr=True, width=None if sys.stderr.isatty() else int(os.environ.get("COLUMNS", "180")), markup=False)
+err = Console(
+    stderr=True,
+    width=None if sys.stderr.isatty() else int(os.environ.get("COLUMNS", "180")),
+    markup=False,
+    emoji=False,
+)
 
 
 LIMITS_MESSAGE = "no stored limits for this machine and disk: measuring them once (`iobench limits`)"

@@ -8,7 +8,9 @@ import math
 import os
 import tempfile
 import time
-from dataclasses import replace
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +104,11 @@ def config_of(
     )  # fmt: skip
 
 
+def settings_of(params: dict[str, Any]) -> LoaderSettings:
+    """The loader settings among a command's values (its options are named as the settings' fields)."""
+    return LoaderSettings(**{f.name: params[f.name] for f in fields(LoaderSettings) if f.name in params})
+
+
 def save(results: Path, record: RunRecord) -> None:
     """Append the record; if that fails after a long measurement, keep it somewhere and say where."""
     try:
@@ -127,9 +134,16 @@ def run_one(
     """One configuration with its own bar; `place` ("configuration 2 of 5, about 3 min left") heads it."""
     c = resolved.config
     label = f"{place}: {c.label}" if place else c.label
-    total = c.runs * (c.warmup + c.epochs)
+    with run_progress(label, c.runs * (c.warmup + c.epochs), quiet) as bar:
+        return bar.done(run(resolved, limits, profile_dir, bar))
+
+
+@contextmanager
+def run_progress(label: str, total_epochs: int, quiet: bool) -> Iterator[_EpochBar]:
+    """One configuration's bar over its epochs (warm-ups included); none with --quiet."""
     if quiet:
-        return run(resolved, limits, profile_dir)
+        yield _EpochBar(None, None, label)
+        return
     with Progress(
         TextColumn("{task.description:<40}", markup=False),
         BarColumn(),
@@ -137,22 +151,27 @@ def run_one(
         TimeElapsedColumn(),
         console=err,
     ) as progress:
-        task = progress.add_task(label, total=total)
-        record = run(resolved, limits, profile_dir, _EpochBar(progress, task, label))
-        progress.update(task, description=f"{label} median {record.epochs.epoch_seconds_median:.3f} s")
-        return record
+        yield _EpochBar(progress, progress.add_task(label, total=total_epochs), label)
 
 
 class _EpochBar(ConsoleEvents):
-    """One configuration's bar, moved by each epoch."""
+    """One configuration's bar, moved by each epoch (no bar: nothing shown)."""
 
-    def __init__(self, progress: Progress, task: TaskID, label: str) -> None:
-        super().__init__()
+    def __init__(self, progress: Progress | None, task: TaskID | None, label: str) -> None:
+        super().__init__(quiet=progress is None)
         self.bar, self.task, self.label = progress, task, label
 
     def epoch_done(self, run: int, epoch: int, warmup: bool, seconds: float) -> None:
-        kind = "warm-up" if warmup else "epoch"
-        self.bar.update(self.task, advance=1, description=f"{self.label} run {run + 1} {kind} {seconds:.2f} s")
+        if self.bar is not None and self.task is not None:
+            kind = "warm-up" if warmup else "epoch"
+            self.bar.update(self.task, advance=1, description=f"{self.label} run {run + 1} {kind} {seconds:.2f} s")
+
+    def done(self, record: RunRecord) -> RunRecord:
+        """The bar ends on the run's median epoch."""
+        if self.bar is not None and self.task is not None:
+            median = record.epochs.epoch_seconds_median
+            self.bar.update(self.task, description=f"{self.label} median {median:.3f} s")
+        return record
 
 
 class _SweepBar(ConsoleEvents):

@@ -28,6 +28,14 @@ DatasetName = Annotated[
         help="Dataset folder name under --data-dir (default: derived from the spec; for run, the only one).",
     ),
 ]
+DatasetFactory = Annotated[
+    OptStr,
+    typer.Option(
+        "--dataset-factory",
+        help="module:function returning your own torch Dataset (or DataLoader): time your pipeline instead of a "
+        "prepared format, with the DataLoader settings given here (imported from the working directory first).",
+    ),
+]
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 Formats = Annotated[
     OptStr,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import typer
+
 from iobench.cli import options as o
 from iobench.cli.app import app
 from iobench.errors import IobenchError
@@ -12,10 +14,12 @@ from iobench.run.place import RunPlace
 
 @app.command("run")
 def run_cmd(
+    ctx: typer.Context,
     format: o.Formats = None,
     loader: o.Loaders = None,
     data_dir: o.DataDir = Path("data"),
     dataset: o.DatasetName = None,
+    dataset_factory: o.DatasetFactory = None,
     size: o.RunSize = None,
     device: o.Device = "auto",
     batch_size: o.BatchSize = 1024,
@@ -58,36 +62,35 @@ def run_cmd(
 
     Under torchrun every rank reads its share of each epoch (DistributedSampler for the DataLoader,
     contiguous shares of the shared order otherwise) and rank 0 writes one record for all of them.
+    --dataset-factory times your own Dataset instead, through a DataLoader with the settings given.
     """
     from iobench.plan.selection import parse_pairs
     from iobench.results.store import check_writable
 
     # Everything that can be refused without torch first: a mistake is named in a fraction of a second.
-    if nproc is None:
-        check_writable(results)
     if min_au is not None and not 0 <= min_au <= 1:
         raise IobenchError(f"--min-au is a share between 0 and 1 (0.9 for 90%), got {min_au}")
+    if dataset_factory is not None:
+        from iobench.cli.factory import run_factory_cmd
+
+        return run_factory_cmd(ctx)
+    if nproc is None:
+        check_writable(results)
     pairs, notes = parse_pairs(format, loader)
     samples = _size_of(size, dataset)
 
-    from iobench.cli.measuring import config_of, measure_run, step_times
+    from iobench.cli.measuring import config_of, measure_run, settings_of, step_times
     from iobench.data.format_options import parse_format_options
-    from iobench.loaders.base import LoaderSettings
     from iobench.torchrun_env import launched_by_torchrun
 
     what_if_ms = step_times(what_if, nproc is not None or launched_by_torchrun()) if what_if else None
-    settings = LoaderSettings(
-        batch_size=batch_size, num_workers=num_workers, prefetch_factor=prefetch_factor, pin_memory=pin_memory,
-        non_blocking=non_blocking, persistent_workers=persistent_workers, fetch=fetch,
-        prefetch_thread=prefetch_thread, readahead_mb=readahead_mb, ray_address=ray_address, in_order=in_order,
-    )  # fmt: skip
     options = dict(shuffle=shuffle, block_size=block_shuffle, epochs=epochs, warmup=warmup, runs=runs)
     options.update(max_batches=max_batches, max_seconds=max_seconds, step=step, seed=seed, cache=cache)
-    options.update(read_limit_mb_per_s=read_limit, cache_budget=cache_budget)
-    options.update(transform=transform, transform_on=transform_on)
-    options.update(torch_threads=torch_threads, cpu_contention=cpu_contention)
+    options.update(read_limit_mb_per_s=read_limit, cache_budget=cache_budget, cpu_contention=cpu_contention)
+    options.update(transform=transform, transform_on=transform_on, torch_threads=torch_threads)
     read = parse_format_options(format_option or [], tuple(dict.fromkeys(f for f, ld in pairs if ld == "native")), True)
-    configs = [config_of(f, ld, settings, eviction=eviction, read_options=read, **options) for f, ld in pairs]
+    configs = [config_of(f, ld, settings_of(ctx.params), eviction=eviction, read_options=read, **options)
+               for f, ld in pairs]  # fmt: skip
     where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples)
     measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms)
 

@@ -41,7 +41,7 @@ class UserLoader(Loader):
 
     def to_device(self, batch: Any) -> DeviceBatch:
         nb = self.settings.non_blocking
-        features, labels = _split(batch)
+        features, labels = split_batch(batch)
         features = features.to(self.device, non_blocking=nb)
         if labels is None:  # no labels in the batch: a placeholder, so samples can be counted and a step fed
             return features, torch.zeros(len(features), dtype=torch.long, device=self.device)
@@ -51,7 +51,7 @@ class UserLoader(Loader):
         pass
 
 
-def _split(batch: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
+def split_batch(batch: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     if isinstance(batch, torch.Tensor):
         return batch, None
     if isinstance(batch, dict):
@@ -134,7 +134,7 @@ def measure(
     if isinstance(loader_or_dataset, Dataset) and not isinstance(loader_or_dataset, Iterable):
         batches = DataLoader(loader_or_dataset, batch_size=batch_size, shuffle=True)
     loader = UserLoader(batches, dev, non_blocking)
-    features, _ = _split(next(iter(loader.epoch(0))))
+    features, _ = split_batch(next(iter(loader.epoch(0))))
     sample_bytes = features[0].numel() * features.element_size() if len(features) else 0
     stand_in = make_step(step_name, max(1, features[0].numel()) if len(features) else 1, N_CLASSES, dev, seed)
     run_step = stand_in if step_name != "mlp" else (lambda b: stand_in((b[0], b[1] % N_CLASSES)))

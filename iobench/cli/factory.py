@@ -1,0 +1,60 @@
+"""`run --dataset-factory`: the command line's values checked and handed to `iobench.run.factory`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import typer
+
+from iobench.errors import IobenchError
+
+# What a run of the user's own pipeline takes from `run`'s options; the rest are about formats, datasets
+# iobench prepared, the page cache or ranks, and are refused when typed.
+APPLIES = {"dataset_factory", "device", "batch_size", "num_workers", "prefetch_factor", "pin_memory",
+           "non_blocking", "shuffle", "persistent_workers", "in_order", "epochs", "warmup", "runs", "max_seconds",
+           "step", "min_au", "seed", "cache", "torch_threads", "results", "quiet"}  # fmt: skip
+LOADER_OPTIONS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "in_order",
+                  "shuffle")  # fmt: skip
+
+
+def typed(ctx: typer.Context) -> list[str]:
+    """The options given on the command line (not their defaults), by parameter name."""
+    return [name for name in ctx.params if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
+
+
+def flag(ctx: typer.Context, name: str) -> str:
+    option = next(p for p in ctx.command.params if p.name == name)
+    return option.opts[0]
+
+
+def run_factory_cmd(ctx: typer.Context) -> None:
+    """Time the user's pipeline: one record, printed as `run` prints, appended to --results."""
+    from iobench.cli.measuring import run_progress, save, settings_of
+    from iobench.cli.render import print_run
+    from iobench.loaders.device import resolve_device
+    from iobench.results.store import check_writable
+    from iobench.run.factory import FactoryRequest, plan, run_factory
+
+    p, given = ctx.params, typed(ctx)
+    if refused := [flag(ctx, name) for name in given if name not in APPLIES]:
+        verb = "does" if len(refused) == 1 else "do"
+        raise IobenchError(f"--dataset-factory times your own pipeline: {', '.join(refused)} {verb} not apply")
+    results = Path(p["results"])
+    check_writable(results)
+    device = resolve_device(p["device"])
+    if p["pin_memory"] and device.type != "cuda":
+        raise IobenchError("--pin-memory needs a CUDA device (pinned memory speeds host-to-GPU copies)")
+    pin = device.type == "cuda" if p["pin_memory"] is None else p["pin_memory"]
+    settings = replace(settings_of(p), pin_memory=pin)
+    request = FactoryRequest(
+        factory=p["dataset_factory"], settings=settings, shuffle=p["shuffle"], epochs=p["epochs"], warmup=p["warmup"],
+        runs=p["runs"], max_seconds=p["max_seconds"], step=p["step"], seed=p["seed"], cache=p["cache"],
+        torch_threads=p["torch_threads"],
+    )  # fmt: skip
+    planned = plan(request, device, tuple(flag(ctx, n) for n in given if n in LOADER_OPTIONS))
+    total = request.runs * (request.warmup + request.epochs)
+    with run_progress(request.factory, total, p["quiet"]) as events:
+        record = run_factory(planned, events)
+    save(results, record)
+    print_run([record], request.factory, results, p["min_au"])

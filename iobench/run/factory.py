@@ -1,0 +1,292 @@
+"""`run --dataset-factory pkg.module:make_dataset`: the user's own pipeline timed as `run` times a format.
+
+request -> plan -> result, as `prepare` works: a `FactoryRequest` (the command line's values) is planned
+into a `FactoryPlan` (the function imported and called once, its first sample described, every refusal
+made before anything is timed), whose result is one `RunRecord` per configuration, with format `factory`
+and the function's name as its dataset, so `report` and `compare` read it beside the formats. The clock,
+the split and AU are `iobench.measure`'s (`UserLoader`): what the factory builds is the user's code, not a
+format iobench wrote, so it has no page-cache control (cold needs the files: `iobench.measure(files=...)`),
+no ceiling and no shuffle-quality score (its delivered order is not visible to iobench).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib
+import os
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, default_collate
+
+from iobench.errors import IobenchError, RunFailed, one_line
+from iobench.events import QUIET, Events
+from iobench.loaders.base import Fetch, LoaderSettings
+from iobench.measuring.clocks import time_epoch
+from iobench.measuring.steps import make_step, parse_step
+from iobench.measuring.user_loader import N_CLASSES, UserLoader, split_batch
+from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RecordedConfig, RunRecord, SystemStats
+from iobench.system.contention import other_cores_busy, torch_threads
+from iobench.system.environment import environment
+from iobench.system.sysmetrics import peak_rss_bytes
+
+FACTORY_FORMAT = "factory"  # the records' format for a user's pipeline
+
+
+def load_factory(text: str) -> Callable[[], Any]:
+    """`pkg.module:function` imported as `python -m` would import it: the working directory first."""
+    module_name, _, attribute = text.partition(":")
+    if not module_name or not attribute.isidentifier():
+        raise IobenchError(f"--dataset-factory takes module:function (e.g. mypkg.data:make_dataset), got {text!r}")
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise IobenchError(f"--dataset-factory {text}: cannot import {module_name} ({one_line(exc)})") from None
+    function = getattr(module, attribute, None)
+    if not callable(function):
+        raise IobenchError(f"--dataset-factory {text}: {module_name} has no function {attribute}")
+    return function
+
+
+@dataclass(frozen=True, kw_only=True)
+class FactoryRequest:
+    """What the command line asked for."""
+
+    factory: str
+    settings: LoaderSettings
+    shuffle: bool = True
+    epochs: int = 1
+    warmup: int = 1
+    runs: int = 3
+    max_seconds: float | None = None
+    step: str = "none"
+    seed: int = 0
+    cache: str = "warm"
+    torch_threads: int | None = None
+
+
+@dataclass(frozen=True)
+class FactoryPlan:
+    """The request checked against what the factory built; `dataset` is a Dataset or the user's DataLoader."""
+
+    request: FactoryRequest
+    dataset: Any
+    device: torch.device
+    n_samples: int | None  # None: an iterable without a length (counted from the epochs)
+    shape: tuple[int, ...]
+    dtype: str
+    sample_bytes: int
+    batch: int  # the first batch's samples: a DataLoader with a batch sampler has no batch_size
+
+    @property
+    def own_loader(self) -> bool:
+        """The factory built the DataLoader itself: its settings are the user's, recorded as they are."""
+        return isinstance(self.dataset, DataLoader)
+
+    def loader(self) -> DataLoader:
+        """A fresh DataLoader per run (a persistent worker pool lives as long as one run)."""
+        if self.own_loader:
+            return self.dataset
+        s, r = self.request.settings, self.request
+        kwargs: dict[str, Any] = dict(batch_size=s.batch_size, shuffle=r.shuffle, num_workers=s.num_workers)
+        kwargs.update(pin_memory=bool(s.pin_memory), persistent_workers=s.persistent_workers)
+        if s.num_workers:
+            kwargs.update(prefetch_factor=s.prefetch_factor, in_order=s.in_order)
+        if r.shuffle:
+            kwargs["generator"] = torch.Generator().manual_seed(r.seed)
+        return DataLoader(self.dataset, **kwargs)
+
+    def settings(self) -> LoaderSettings:
+        """The settings the timed DataLoader has (the user's own, when the factory built it); it fetches a
+        batch per call only from a Dataset with `__getitems__`, else sample by sample."""
+        source = self.dataset.dataset if self.own_loader else self.dataset
+        fetch = Fetch.BATCH if hasattr(source, "__getitems__") else Fetch.ITEM
+        if not self.own_loader:
+            return replace(self.request.settings, fetch=fetch)
+        d = self.dataset
+        return replace(
+            self.request.settings,
+            batch_size=d.batch_size or self.batch,
+            num_workers=d.num_workers,
+            prefetch_factor=d.prefetch_factor if d.num_workers else None,
+            pin_memory=d.pin_memory,
+            persistent_workers=d.persistent_workers,
+            in_order=getattr(d, "in_order", True),
+            fetch=fetch,
+        )
+
+
+def plan(request: FactoryRequest, device: torch.device, given: tuple[str, ...] = ()) -> FactoryPlan:
+    """Import and call the factory once and describe its first sample; `given` names the loader options
+    typed on the command line (refused when the factory builds its own DataLoader)."""
+    _check(request)
+    if request.cache == "cold":
+        raise IobenchError(
+            "--dataset-factory: iobench does not know which files your pipeline reads, so it cannot evict them; "
+            "time it cold from Python with iobench.measure(..., cache='cold', files=[...])"
+        )
+    made = _called(load_factory(request.factory), request.factory)
+    if isinstance(made, DataLoader):
+        if given:
+            raise IobenchError(
+                f"{request.factory} returns a DataLoader, whose settings are its own: drop {', '.join(given)} "
+                "(or return the Dataset and let iobench build the DataLoader)"
+            )
+        if made.batch_size is None and made.batch_sampler is None:
+            raise IobenchError(f"{request.factory} returns a DataLoader of single samples (batch_size=None)")
+        first = next(iter(made))
+    elif isinstance(made, IterableDataset):
+        if request.shuffle:
+            raise IobenchError(f"{request.factory} returns an IterableDataset, which orders itself: add --no-shuffle")
+        first = default_collate([next(iter(made))])
+    elif isinstance(made, Dataset):
+        if _length(made) == 0:
+            raise IobenchError(f"{request.factory} returned an empty Dataset")
+        first = default_collate([made[0]])
+    else:
+        raise IobenchError(
+            f"{request.factory} returned {type(made).__name__}; it must return a torch Dataset or DataLoader"
+        )
+    features, _ = split_batch(first)
+    shape = tuple(features.shape[1:])
+    sample_bytes = features[0].numel() * features.element_size()
+    dtype = str(features.dtype).removeprefix("torch.")
+    source = made.dataset if isinstance(made, DataLoader) else made
+    return FactoryPlan(request, made, device, _length(source), shape, dtype, sample_bytes, len(features))
+
+
+def _check(r: FactoryRequest) -> None:
+    s = r.settings
+    parse_step(r.step)
+    for name, value, low in (
+        ("--batch-size", s.batch_size, 1),
+        ("--epochs", r.epochs, 1),
+        ("--runs", r.runs, 1),
+        ("--warmup", r.warmup, 0),
+        ("--num-workers", s.num_workers, 0),
+    ):
+        if value < low:
+            raise IobenchError(f"{name} must be >= {low}, got {value}")
+    if r.cache not in ("warm", "as-is", "cold"):
+        raise IobenchError(f"--cache must be warm, cold or as-is, got {r.cache!r}")
+    if r.cache == "warm" and r.warmup < 1:
+        raise IobenchError("--cache warm (the default) needs --warmup >= 1; for no warm-up say --cache as-is")
+    if s.num_workers == 0 and (s.prefetch_factor is not None or s.persistent_workers or not s.in_order):
+        raise IobenchError("--prefetch-factor, --persistent-workers and --no-in-order need --num-workers > 0")
+
+
+def _called(function: Callable[[], Any], name: str) -> Any:
+    try:
+        return function()
+    except Exception as exc:  # the user's code: its failure in one line, named
+        raise IobenchError(f"{name}() failed: {type(exc).__name__}: {one_line(exc)}") from None
+
+
+def _length(dataset: Any) -> int | None:
+    try:
+        return len(dataset)
+    except TypeError:
+        return None
+
+
+def run_factory(planned: FactoryPlan, events: Events = QUIET) -> RunRecord:
+    """`runs` fresh DataLoaders, each a warm-up and `epochs` timed epochs; one record for them all."""
+    r, device = planned.request, planned.device
+    features = max(1, int(torch.Size(planned.shape).numel()))
+    step = make_step(r.step, features, N_CLASSES, device, r.seed)
+    run_step = step if r.step != "mlp" else (lambda b: step((b[0], b[1] % N_CLASSES)))
+    timings: list[EpochTiming] = []
+    started = time.perf_counter()
+    with torch_threads(r.torch_threads):
+        load_before, other_before = os.getloadavg()[0], other_cores_busy()
+        for k in range(r.runs):
+            loader = UserLoader(planned.loader(), device, r.settings.non_blocking)
+            for e in range(r.warmup + r.epochs):
+                timing = _epoch(loader, k * (r.warmup + r.epochs) + e, run_step, r)
+                if e >= r.warmup:
+                    timings.append(timing)
+                events.epoch_done(k, e, e < r.warmup, timing.seconds)
+            del loader  # its workers end with it (persistent ones included)
+        load_after, other_after = os.getloadavg()[0], other_cores_busy()
+    n = planned.n_samples or int(sorted(t.samples for t in timings)[len(timings) // 2])
+    system = SystemStats(
+        total_seconds=time.perf_counter() - started,
+        load_before=load_before,
+        load_after=load_after,
+        other_cpu_before=other_before,
+        other_cpu_after=other_after,
+        **peak_rss_bytes(),
+    )
+    if device.type == "cuda":
+        system = replace(
+            system,
+            cuda_max_memory_allocated_bytes=torch.cuda.max_memory_allocated(device),
+            cuda_max_memory_reserved_bytes=torch.cuda.max_memory_reserved(device),
+        )
+    return RunRecord(
+        timestamp=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        config=_recorded(planned),
+        dataset=DatasetInfo(
+            data_dir=os.getcwd(),
+            n_samples=n,
+            sample_shape=list(planned.shape),
+            dtype=planned.dtype,
+            sample_bytes=planned.sample_bytes,
+            dataset_bytes=n * planned.sample_bytes,
+            workload="custom",
+            source=r.factory,
+        ),
+        epochs=EpochStats.of(timings, planned.sample_bytes, n, has_step=r.step != "none"),
+        system=system,
+        environment=environment(Path.cwd(), device),
+    )
+
+
+def _epoch(loader: UserLoader, epoch: int, step: Callable, request: FactoryRequest) -> EpochTiming:
+    try:
+        return time_epoch(loader, epoch, step, request.max_seconds)
+    except IobenchError:
+        raise
+    except Exception as exc:  # the user's pipeline failed mid-epoch: say so in one line
+        # a worker's exception carries its traceback as text: the last line is the reason, with its type
+        reason = ([line.strip() for line in str(exc).splitlines() if line.strip()] or [""])[-1]
+        if not reason.startswith(type(exc).__name__):
+            reason = f"{type(exc).__name__}: {reason}"
+        raise RunFailed(f"{request.factory} failed during epoch {epoch}: {one_line(reason)}") from None
+
+
+def _recorded(planned: FactoryPlan) -> RecordedConfig:
+    r, s = planned.request, planned.settings()
+    shuffle = r.shuffle if not planned.own_loader else isinstance(planned.dataset.sampler, RandomSampler)
+    return RecordedConfig(
+        dataset=r.factory,
+        format=FACTORY_FORMAT,
+        loader="dataloader",
+        batch_size=s.batch_size,
+        num_workers=s.num_workers,
+        prefetch_factor=s.prefetch_factor,
+        pin_memory=bool(s.pin_memory),
+        non_blocking=s.non_blocking,
+        persistent_workers=s.persistent_workers,
+        in_order=s.in_order,
+        fetch=s.fetch.value,
+        order="shuffle" if shuffle else "sequential",
+        shuffle=shuffle,
+        epochs=r.epochs,
+        warmup=r.warmup,
+        runs=r.runs,
+        max_seconds=r.max_seconds,
+        device=str(planned.device),
+        step=r.step,
+        seed=r.seed,
+        cache=r.cache,
+        torch_threads_asked=r.torch_threads,
+    )
