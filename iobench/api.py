@@ -18,6 +18,7 @@ from torch.utils.data import Dataset, Sampler
 from iobench.errors import IobenchError
 from iobench.loaders.dataloader import passthrough  # noqa: F401 - re-exported for tune's script
 from iobench.loaders.order import as_slice
+from iobench.measuring.user_loader import split_batch  # noqa: F401 - re-exported for tune's script
 
 
 def _window(indices: list[int] | np.ndarray) -> slice | np.ndarray:

@@ -163,3 +163,12 @@ def every_format() -> list[object]:
     from iobench.formats import FORMATS
 
     return [format_param(name) for name in sorted(FORMATS)]
+
+
+def run_pasted(script: Path, start_method: str) -> subprocess.CompletedProcess:
+    """The pasted script in a fresh interpreter whose workers start with `start_method` (spawn pickles the
+    dataset and the collate function: a lambda there fails), from outside the checkout."""
+    code = (f"import multiprocessing, runpy; multiprocessing.set_start_method({start_method!r}); "
+            f"runpy.run_path({str(script)!r}, run_name='__main__')")  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=script.parent, env=env)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 import textwrap
 
 import pytest
 
-from tests.conftest import assert_one_line_error, invoke, stored_records
+from tests.conftest import assert_one_line_error, invoke, run_pasted, stored_records
 
 USER_MODULE = '''
 import torch
@@ -164,3 +165,52 @@ def test_a_pipeline_that_fails_mid_epoch_is_named_in_one_line(cli, tmp_path, use
     [line] = [line for line in result.err.splitlines() if line.strip()]
     assert line == f"iobench: error: {user}:make_breaking failed during epoch 0: ValueError: sample 299 is corrupt"
     assert not (tmp_path / "r.jsonl").exists()
+
+
+def test_tune_searches_a_users_dataset_and_its_script_reproduces_the_delivery(cli, tmp_path, user):
+    results = tmp_path / "t.jsonl"
+    r = cli("tune", "--dataset-factory", f"{user}:make", "--budget-minutes", "0.6", "--batch-size", "64",
+            "--results", results, "-q")  # fmt: skip
+    assert r.code == 0, r.err
+    records = stored_records(results)
+    assert records and {x["format"] for x in records} == {"factory"}
+    assert {x["samples_per_epoch"] for x in records} == {300} and {x["batch_size"] for x in records} == {64}
+    assert len({(x["num_workers"], x["prefetch_factor"], x["persistent_workers"], x["in_order"]) for x in records}) > 1
+    script = tmp_path / "t-best.py"
+    assert f"from {user} import make" in script.read_text() and "lambda" not in script.read_text()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = run_pasted(script.rename(elsewhere / "best.py"), "spawn")
+    assert done.returncode == 0, done.stderr
+    assert re.findall(r"epoch \d: (\d+) samples", done.stdout) == ["300", "300"], done.stdout
+
+
+def test_the_factory_script_with_workers_runs_under_spawn_and_forkserver(tmp_path, user):
+    from iobench.loaders.base import LoaderSettings
+    from iobench.plan.paste import factory_script
+    from iobench.run.factory import FactoryRequest
+
+    settings = LoaderSettings(batch_size=64, num_workers=2, prefetch_factor=4, persistent_workers=True, in_order=False)
+    text = factory_script(FactoryRequest(factory=f"{user}:make", settings=settings), "1 samples/s", tmp_path, "cpu")
+    for arg in ("num_workers=2", "prefetch_factor=4", "persistent_workers=True", "in_order=False", "batch_size=64"):
+        assert arg in text
+    (tmp_path / "best.py").write_text(text)
+    for method in ("spawn", "forkserver"):
+        done = run_pasted(tmp_path / "best.py", method)
+        assert done.returncode == 0, done.stderr
+        assert re.findall(r"epoch \d: (\d+) samples", done.stdout) == ["300", "300"], done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "fragments"),
+    [
+        (["--format", "npy", "--dataset-factory", "{user}:make"], ["--format FORMAT, or --dataset-factory"]),
+        ([], ["--format FORMAT, or --dataset-factory"]),
+        (["--dataset-factory", "{user}:make", "--transform", "augment"], ["--transform does not apply"]),
+        (["--dataset-factory", "{user}:make_loader"], ["returns a DataLoader", "needs the Dataset"]),
+    ],
+)
+def test_tune_refusals(cli, tmp_path, user, args, fragments):
+    result = cli("tune", *[a.format(user=user) for a in args], "--results", tmp_path / "t.jsonl", "-q")
+    assert_one_line_error(result, *fragments)
+    assert not (tmp_path / "t.jsonl").exists()

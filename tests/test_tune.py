@@ -5,17 +5,14 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import subprocess
-import sys
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from iobench.plan.config import RunConfig
 from iobench.plan.paste import best_script
 from iobench.run.tune import Candidate, TuneResult, candidates
-from tests.conftest import NEEDS_TORCHDATA, ROOT, invoke, prepare_with_limits, run_config, stored_records
+from tests.conftest import NEEDS_TORCHDATA, invoke, prepare_with_limits, run_config, run_pasted, stored_records
 
 CORES = len(os.sched_getaffinity(0))
 
@@ -59,15 +56,6 @@ def test_within_noise_needs_an_interval_that_overlaps():
     assert low < 100 < high and high - low < 3
 
 
-def _run_pasted(script: Path, start_method: str) -> subprocess.CompletedProcess:
-    """The pasted script in a fresh interpreter whose workers start with `start_method` (spawn pickles the
-    dataset and the collate function: a lambda there fails), from outside the checkout."""
-    code = (f"import multiprocessing, runpy; multiprocessing.set_start_method({start_method!r}); "
-            f"runpy.run_path({str(script)!r}, run_name='__main__')")  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=script.parent, env=env)
-
-
 @pytest.mark.parametrize(
     ("fmt", "loader", "extra"),
     [
@@ -90,10 +78,10 @@ def test_the_pasted_script_runs_under_spawn_and_delivers_the_dataset(tmp_path, f
     transform = extra.pop("transform", "none")
     c = replace(run_config(fmt, loader, batch_size=128, **extra), transform=transform, torch_threads=1)
     script = tmp_path / "best.py"
-    script.write_text(best_script(c, dataset, "cpu", "1 samples/s"))
+    script.write_text(best_script(c, "1 samples/s", dataset, "cpu"))
     assert "lambda" not in script.read_text() and "pickle" not in script.read_text()
     for method in ("spawn", "forkserver"):
-        done = _run_pasted(script, method)
+        done = run_pasted(script, method)
         assert done.returncode == 0, done.stderr
         assert re.findall(r"epoch \d: (\d+) samples", done.stdout) == ["1000", "1000"], done.stdout
 
@@ -150,7 +138,9 @@ def test_a_search_without_an_interval_says_inconclusive_and_pastes_nothing(capsy
 
     once = Candidate(run_config("npy", "dataloader"), rates=[100.0], records=[record_of()])
     never = Candidate(run_config("npy", "dataloader", num_workers=1))
-    print_tune(TuneResult([once, never], 1, 120.0, "budget"), tmp_path / "r.jsonl", tmp_path, "cpu")
+    print_tune(
+        TuneResult([once, never], 1, 120.0, "budget"), tmp_path / "r.jsonl", lambda *_: pytest.fail("nothing to paste")
+    )
     printed = capsys.readouterr().out
     assert "inconclusive" in printed and "1 of 2 candidates" in printed
     assert "paste:" not in printed and "best:" not in printed

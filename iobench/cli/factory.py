@@ -1,19 +1,27 @@
-"""`run --dataset-factory`: the command line's values checked and handed to `iobench.run.factory`."""
+"""`run` and `tune` with `--dataset-factory`: the command line's values checked and handed to `iobench.run.factory`."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from iobench.errors import IobenchError
+
+if TYPE_CHECKING:
+    import torch
+
+    from iobench.run.tune import TuneSearch
 
 # What a run of the user's own pipeline takes from `run`'s options; the rest are about formats, datasets
 # iobench prepared, the page cache or ranks, and are refused when typed.
 APPLIES = {"dataset_factory", "device", "batch_size", "num_workers", "prefetch_factor", "pin_memory",
            "non_blocking", "shuffle", "persistent_workers", "in_order", "epochs", "warmup", "runs", "max_seconds",
            "step", "min_au", "seed", "cache", "torch_threads", "results", "quiet"}  # fmt: skip
+TUNE_APPLIES = {"dataset_factory", "step", "budget_minutes", "batch_size", "device", "shuffle", "cache",
+                "torch_threads", "results", "quiet"}  # fmt: skip
 LOADER_OPTIONS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "in_order",
                   "shuffle")  # fmt: skip
 
@@ -28,6 +36,13 @@ def flag(ctx: typer.Context, name: str) -> str:
     return option.opts[0]
 
 
+def refuse_others(ctx: typer.Context, applies: set[str]) -> None:
+    """Options typed that a run of the user's own pipeline cannot honour, refused in one line."""
+    if refused := [flag(ctx, name) for name in typed(ctx) if name not in applies]:
+        verb = "does" if len(refused) == 1 else "do"
+        raise IobenchError(f"--dataset-factory times your own pipeline: {', '.join(refused)} {verb} not apply")
+
+
 def run_factory_cmd(ctx: typer.Context) -> None:
     """Time the user's pipeline: one record, printed as `run` prints, appended to --results."""
     from iobench.cli.measuring import run_progress, save, settings_of
@@ -37,9 +52,7 @@ def run_factory_cmd(ctx: typer.Context) -> None:
     from iobench.run.factory import FactoryRequest, plan, run_factory
 
     p, given = ctx.params, typed(ctx)
-    if refused := [flag(ctx, name) for name in given if name not in APPLIES]:
-        verb = "does" if len(refused) == 1 else "do"
-        raise IobenchError(f"--dataset-factory times your own pipeline: {', '.join(refused)} {verb} not apply")
+    refuse_others(ctx, APPLIES)
     results = Path(p["results"])
     check_writable(results)
     device = resolve_device(p["device"])
@@ -48,13 +61,48 @@ def run_factory_cmd(ctx: typer.Context) -> None:
     pin = device.type == "cuda" if p["pin_memory"] is None else p["pin_memory"]
     settings = replace(settings_of(p), pin_memory=pin)
     request = FactoryRequest(
-        factory=p["dataset_factory"], settings=settings, shuffle=p["shuffle"], epochs=p["epochs"], warmup=p["warmup"],
-        runs=p["runs"], max_seconds=p["max_seconds"], step=p["step"], seed=p["seed"], cache=p["cache"],
+        factory=p["dataset_factory"],
+        settings=settings,
+        shuffle=p["shuffle"],
+        epochs=p["epochs"],
+        warmup=p["warmup"],
+        runs=p["runs"],
+        max_seconds=p["max_seconds"],
+        step=p["step"],
+        seed=p["seed"],
+        cache=p["cache"],
         torch_threads=p["torch_threads"],
-    )  # fmt: skip
+    )
     planned = plan(request, device, tuple(flag(ctx, n) for n in given if n in LOADER_OPTIONS))
     total = request.runs * (request.warmup + request.epochs)
     with run_progress(request.factory, total, p["quiet"]) as events:
         record = run_factory(planned, events)
     save(results, record)
     print_run([record], request.factory, results, p["min_au"])
+
+
+def factory_search(ctx: typer.Context, device: torch.device, batch: int, sizes: list[int] | None) -> TuneSearch:
+    """tune over the user's Dataset: the factory called once, each candidate a DataLoader over it."""
+    from functools import partial
+
+    from iobench.loaders.base import LoaderSettings
+    from iobench.plan.paste import factory_script
+    from iobench.run.factory import FactoryRequest, FactoryTrials, factory_candidates, plan
+    from iobench.run.tune import TuneSearch
+
+    refuse_others(ctx, TUNE_APPLIES)
+    p = ctx.params
+    base = FactoryRequest(
+        factory=p["dataset_factory"],
+        settings=LoaderSettings(batch_size=batch),
+        shuffle=p["shuffle"],
+        step=p["step"],
+        cache=p["cache"],
+        torch_threads=p["torch_threads"],
+    )
+    planned = plan(base, device)
+    if planned.own_loader:
+        raise IobenchError(f"{base.factory} returns a DataLoader: tune needs the Dataset, to build DataLoaders over it")
+    found = factory_candidates(base, device.type == "cuda", sizes)
+    script = partial(factory_script, folder=Path.cwd(), device=str(device))
+    return TuneSearch(base.factory, found, FactoryTrials(planned), script)

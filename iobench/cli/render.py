@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
@@ -34,7 +36,7 @@ def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au
     out.print(f"{len(records)} record(s) appended to {results}", highlight=False, soft_wrap=True, markup=False)
 
 
-def print_tune(outcome, results: Path, dataset_dir: Path, device: str) -> None:
+def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str]) -> None:
     """The ranking, then the best configuration as a script: printed unstyled (a log or a redirect never
     wraps it) and written beside the results file."""
     table = Table(title=f"tune: {outcome.rounds} round(s) in {outcome.seconds:.0f} s, stopped: {outcome.stopped}")
@@ -54,8 +56,9 @@ def print_tune(outcome, results: Path, dataset_dir: Path, device: str) -> None:
     if not math.isfinite(high):  # fewer than two epochs of the leader: no interval, no recommendation
         measured = sum(1 for c in outcome.ranked if c.rates)
         out.print(
-            f"inconclusive: after {outcome.rounds} round(s) {measured} of {len(outcome.ranked)} candidates were "
-            "measured and the leader has fewer than two epochs; give more --budget-minutes (or a smaller dataset)"
+            f"inconclusive: after {outcome.rounds} round(s) {measured} of {outcome.candidates or len(outcome.ranked)} "
+            "candidates were measured and the leader has fewer than two epochs; give more --budget-minutes (or a "
+            "smaller dataset)"
         )
         out.print(f"records of every round in {results}")
         return
@@ -70,10 +73,9 @@ def print_tune(outcome, results: Path, dataset_dir: Path, device: str) -> None:
         by_loading[c.loading] = max(by_loading.get(c.loading, 0.0), c.median)
     out.print("best throughput by what loads: " + ", ".join(
         f"{what}: {rate:,.0f} samples/s" for what, rate in by_loading.items()))  # fmt: skip
-    from iobench.plan.paste import best_script
     from iobench.system.fsutil import atomic_write_text
 
-    script = best_script(best.config, dataset_dir, device, f"{best.median:,.0f} samples/s measured (epochs {spread})")
+    script = script_of(best.config, f"{best.median:,.0f} samples/s measured (epochs {spread})")
     where = results.with_name(f"{results.stem}-best.py")
     atomic_write_text(where, script)
     out.print(f"paste (saved as {where}; `python {where}` runs it):", highlight=False, soft_wrap=True, markup=False)

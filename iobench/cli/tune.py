@@ -3,22 +3,33 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from iobench.cli import options as o
 from iobench.cli.app import app
 from iobench.cli.console import err, say
+from iobench.cli.options import OptStr
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.loaders import LOADERS, LoaderName
 
+if TYPE_CHECKING:
+    import torch
+
+    from iobench.run.tune import TuneSearch
+
 
 @app.command("tune")
 def tune_cmd(
-    format: Annotated[str, typer.Option("--format", help=f"The format to tune: one of {', '.join(FORMATS)}.")],
+    ctx: typer.Context,
+    format: Annotated[
+        OptStr, typer.Option("--format", help=f"The format to tune: one of {', '.join(FORMATS)}.")
+    ] = None,
+    dataset_factory: o.DatasetFactory = None,
     step: o.Step = "none",
     budget_minutes: Annotated[float, typer.Option(help="Time the search may take.")] = 5.0,
     batch_size: o.List("--batch-size", "Batch size, or a comma list to search over (e.g. 256,1024).") = "1024",
@@ -35,45 +46,63 @@ def tune_cmd(
     ),
     quiet: o.Quiet = False,
 ) -> None:
-    """Search DataLoader settings (workers, prefetch, persistence, order, pinning) for your data and machine."""
-    from dataclasses import replace
-
+    """Search DataLoader settings (workers, prefetch, persistence, order, pinning) for your data and machine:
+    a prepared --format, or your own Dataset (--dataset-factory module:function)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from iobench.choices import parse_ints
-    from iobench.cli.console import ConsoleEvents
-    from iobench.cli.measuring import RoundBar, config_of
+    from iobench.cli.measuring import RoundBar
     from iobench.cli.render import print_tune
-    from iobench.loaders.base import LoaderSettings
     from iobench.loaders.device import resolve_device
-    from iobench.measuring.distributed import SINGLE
-    from iobench.measuring.limits import stored_or_measured
-    from iobench.plan.resolve import RunTarget
     from iobench.results.store import check_writable
-    from iobench.run.session import dataset_for_run
-    from iobench.run.tune import candidates, tune
+    from iobench.run.tune import tune
 
+    if (format is None) == (dataset_factory is None):
+        raise IobenchError("tune needs --format FORMAT, or --dataset-factory module:function for your own Dataset")
     target = resolve_device(device)
     check_writable(results)
     if not (math.isfinite(budget_minutes) and budget_minutes > 0):
         raise IobenchError(f"--budget-minutes must be a number > 0, got {budget_minutes}")
     sizes = parse_ints(batch_size, "batch-size")
-    base = config_of(format.lower(), "dataloader", LoaderSettings(batch_size=sizes[0]), shuffle=shuffle, block_size=0)
-    # the user's transform and step: workers pay off with a per-sample augmentation and not without
-    base = replace(
-        base, step=step, cache=cache, torch_threads=torch_threads, transform=transform, transform_on=transform_on
-    )
-    fmt = base.format
-    dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), ConsoleEvents(quiet))
-    threads = LOADERS[LoaderName.NODES].installed  # torchdata.nodes' threads against worker processes
-    found = candidates(
-        base, fmt, target.type == "cuda", sizes if "," in batch_size else None, fmt == "memmap", threads=threads
-    )
-    limits = stored_or_measured(results, dataset_dir, target, ConsoleEvents())
-    say(f"tuning {fmt} on {target}: {len(found)} candidate settings, at most {budget_minutes:g} min")
+    searched = sizes if "," in batch_size else None
+    if dataset_factory is not None:
+        from iobench.cli.factory import factory_search
+
+        search = factory_search(ctx, target, sizes[0], searched)
+    else:
+        search = _format_search(ctx.params, target, sizes[0], searched)
+    say(f"tuning {search.what} on {target}: {len(search.found)} candidate settings, at most {budget_minutes:g} min")
     columns = (TextColumn("{task.description:<60}", markup=False), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, disable=quiet) as progress:
         task = progress.add_task("tune", total=budget_minutes * 60)
         bar = RoundBar(progress, task)
-        outcome = tune(found, RunTarget(dataset_dir, target), budget_minutes * 60, results, limits, bar)
-    print_tune(outcome, results, dataset_dir, str(target))
+        outcome = tune(search.found, search.trials, budget_minutes * 60, results, bar)
+    print_tune(outcome, results, search.script)
+
+
+def _format_search(p: dict[str, Any], target: torch.device, batch: int, sizes: list[int] | None) -> TuneSearch:
+    """A prepared format's candidates: the DataLoader (and tensorclass, torchdata.nodes where they apply)."""
+    from functools import partial
+
+    from iobench.cli.console import ConsoleEvents
+    from iobench.cli.measuring import config_of
+    from iobench.loaders.base import LoaderSettings
+    from iobench.measuring.distributed import SINGLE
+    from iobench.measuring.limits import stored_or_measured
+    from iobench.plan.paste import best_script
+    from iobench.plan.resolve import RunTarget, settle_device
+    from iobench.run.session import dataset_for_run
+    from iobench.run.tune import FormatTrials, TuneSearch, candidates
+
+    fmt = p["format"].lower()
+    base = config_of(fmt, "dataloader", LoaderSettings(batch_size=batch), shuffle=p["shuffle"], block_size=0)
+    # the user's transform and step: workers pay off with a per-sample augmentation and not without
+    base = replace(base, step=p["step"], cache=p["cache"], torch_threads=p["torch_threads"],
+                   transform=p["transform"], transform_on=p["transform_on"])  # fmt: skip
+    dataset_dir = dataset_for_run(SINGLE, p["data_dir"], p["dataset"], (fmt,), ConsoleEvents(p["quiet"]))
+    threads = LOADERS[LoaderName.NODES].installed  # torchdata.nodes' threads against worker processes
+    found = candidates(base, fmt, target.type == "cuda", sizes, fmt == "memmap", threads=threads)
+    limits = stored_or_measured(p["results"], dataset_dir, target, ConsoleEvents())
+    trials = FormatTrials(RunTarget(dataset_dir, target), limits)
+    script = partial(best_script, dataset_dir=dataset_dir, device=str(target))
+    return TuneSearch(fmt, [settle_device(c, target) for c in found], trials, script)

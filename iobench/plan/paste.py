@@ -8,6 +8,7 @@ and with a `__main__` block that times a few epochs so the user can check the fi
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from iobench.loaders import LoaderName
 from iobench.loaders.transforms import TransformOn
@@ -71,7 +72,7 @@ def _nodes_loader(c: RunConfig, opened: list[str], on_device: str | None) -> tup
     return ["from torchdata import nodes", "", api], make
 
 
-def best_script(c: RunConfig, dataset_dir: Path, device: str, measured: str) -> str:
+def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str) -> str:
     """The configuration as a Python file; `measured` is the figure tune found, quoted in its docstring."""
     tensorclass = c.loader is LoaderName.TENSORCLASS
     host = c.transform if c.transform != "none" and c.transform_on is TransformOn.HOST else "none"
@@ -105,19 +106,75 @@ def best_script(c: RunConfig, dataset_dir: Path, device: str, measured: str) -> 
         *make,
         "",
         "",
+        *_timing_main(c.epochs, unpack, move, on_device),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _timing_main(epochs: int, unpack: str, move: str, on_device: str | None = None) -> list[str]:
+    """The script's `__main__`: a few epochs timed, the clock stopped after the device is done."""
+    return [
         'if __name__ == "__main__":',
         "    loader = make_loader()",
         *([f"    augment = device_transform(DATASET, {on_device!r})"] if on_device else []),
-        f"    for epoch in range({max(2, c.epochs)}):",
+        f"    for epoch in range({max(2, epochs)}):",
         "        start, seen = time.perf_counter(), 0",
         "        for batch in loader:",
         f"            {unpack}",
         f"            {move}",
         *(["            features = augment(features)"] if on_device else []),
-        "            seen += len(labels)",
+        "            seen += len(features)",
         '        if DEVICE.type == "cuda":',
         "            torch.cuda.synchronize()",
         "        seconds = time.perf_counter() - start",
         '        print(f"epoch {epoch}: {seen} samples in {seconds:.2f} s, {seen / seconds:,.0f} samples/s")',
+    ]
+
+
+def factory_script(request: Any, measured: str, folder: Path, device: str) -> str:
+    """tune --dataset-factory's best: the user's function in a DataLoader with the measured settings (the
+    folder it was imported from goes first on sys.path, so the script runs from anywhere)."""
+    module, _, function = request.factory.partition(":")
+    s = request.settings
+    args = [f"batch_size={s.batch_size}", f"shuffle={request.shuffle}", f"num_workers={s.num_workers}"]
+    if s.num_workers:
+        args += [f"prefetch_factor={s.prefetch_factor}"] if s.prefetch_factor else []
+        args += ["persistent_workers=True"] if s.persistent_workers else []
+        args += ["in_order=False"] if not s.in_order else []
+    args.append(f"pin_memory={bool(s.pin_memory)}")
+    threads = [f"torch.set_num_threads({request.torch_threads})"] if request.torch_threads is not None else []
+    lines = [
+        f'"""iobench tune\'s best DataLoader settings for {request.factory}, {measured}.',
+        "",
+        "Run it to check the figure here; copy make_loader() into a training script.",
+        '"""',
+        "",
+        "import sys",
+        "import time",
+        "",
+        "import torch",
+        "from torch.utils.data import DataLoader",
+        "",
+        "from iobench.api import split_batch",
+        "",
+        f"sys.path.insert(0, {str(folder.resolve())!r})  # where {module} was imported from",
+        f"from {module} import {function}  # noqa: E402",
+        "",
+        f"DEVICE = torch.device({device!r})",
+        *threads,
+        "",
+        "",
+        "def make_loader() -> DataLoader:",
+        "    return DataLoader(",
+        f"        {function}(),",
+        *(f"        {arg}," for arg in args),
+        "    )",
+        "",
+        "",
+        *_timing_main(
+            request.epochs,
+            "features, labels = split_batch(batch)",
+            f"features = features.to(DEVICE, non_blocking={s.non_blocking})",
+        ),  # fmt: skip
     ]
     return "\n".join(lines) + "\n"

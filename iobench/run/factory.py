@@ -26,13 +26,15 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler
 
 from iobench.errors import IobenchError, RunFailed, one_line
 from iobench.events import QUIET, Events
+from iobench.loaders import LoaderName
 from iobench.loaders.base import Fetch, LoaderSettings
 from iobench.measuring.clocks import time_epoch
 from iobench.measuring.steps import make_step, parse_step
 from iobench.measuring.user_loader import N_CLASSES, UserLoader, split_batch
 from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RecordedConfig, RunRecord, SystemStats
+from iobench.run.tune import worker_grid
 from iobench.system.contention import other_cores_busy, torch_threads
-from iobench.system.environment import environment
+from iobench.system.environment import environment, usable_cores
 from iobench.system.sysmetrics import peak_rss_bytes
 
 FACTORY_FORMAT = "factory"  # the records' format for a user's pipeline
@@ -71,6 +73,10 @@ class FactoryRequest:
     seed: int = 0
     cache: str = "warm"
     torch_threads: int | None = None
+
+    # what tune's table and paste read from a candidate, as from a RunConfig
+    loader = LoaderName.DATALOADER
+    label = f"{FACTORY_FORMAT}/dataloader"
 
 
 @dataclass(frozen=True)
@@ -290,3 +296,20 @@ def _recorded(planned: FactoryPlan) -> RecordedConfig:
         cache=r.cache,
         torch_threads_asked=r.torch_threads,
     )
+
+
+def factory_candidates(base: FactoryRequest, cuda: bool, batch_sizes: list[int] | None) -> list[FactoryRequest]:
+    """tune's DataLoader grid over the user's Dataset (the formats' grid without iobench's own loaders)."""
+    grid = worker_grid(batch_sizes or [base.settings.batch_size], usable_cores(), cuda, base.torch_threads)
+    return [replace(base, torch_threads=t, settings=replace(base.settings, **changes)) for t, changes in grid]
+
+
+@dataclass
+class FactoryTrials:
+    """tune's candidates over one Dataset the factory built (built once: each candidate its own DataLoader)."""
+
+    planned: FactoryPlan
+
+    def trial(self, request: FactoryRequest, epochs: int) -> tuple[tuple, Callable[[], RunRecord]]:
+        planned = replace(self.planned, request=replace(request, epochs=epochs, runs=1, warmup=1))
+        return _recorded(planned).identity(), lambda: run_factory(planned)

@@ -13,13 +13,15 @@ import itertools
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, Protocol
 
 from iobench.events import QUIET, Events
 from iobench.loaders import LoaderName
 from iobench.plan.config import RunConfig
-from iobench.plan.resolve import ResolvedRun, RunTarget, resolve, settle_device
+from iobench.plan.resolve import RunTarget, resolve
 from iobench.results.machine_limits import MachineLimits
 from iobench.results.record import RunRecord
 from iobench.results.store import append_record, load_records
@@ -33,7 +35,7 @@ ROUND_EPOCHS = (1, 2, 4, 8)  # timed epochs per round; later rounds repeat the l
 
 @dataclass
 class Candidate:
-    config: RunConfig
+    config: Any  # a RunConfig, or a FactoryRequest (tune --dataset-factory): settings, loader, label
     rates: list[float] = field(default_factory=list)  # samples/s of every timed epoch it ran
     records: list[RunRecord] = field(default_factory=list)
 
@@ -65,6 +67,7 @@ class TuneResult:
     seconds: float
     stopped: str  # why the search ended
     reused: int = 0  # candidate rounds taken from the results file of a stopped search, not run again
+    candidates: int = 0  # how many were searched (ranked holds those measured); 0: as many as ranked
 
     @property
     def best(self) -> Candidate:
@@ -89,27 +92,32 @@ def candidates(
     if threads:
         out += _thread_candidates(base, fmt, cuda, batch_sizes, cores)
     for loader in loaders:
-        for batch in batch_sizes or [base.settings.batch_size]:
-            for workers in range(cores + 1):
-                # Loading in the main process: its torch threads compete with the rest of the job for the
-                # cores, so one thread is tried beside torch's default (unless --torch-threads fixed it).
-                searched = [None, 1] if workers == 0 and cores > 1 and base.torch_threads is None else None
-                for threads, factor in itertools.product(
-                    searched or [base.torch_threads], [None, 4] if workers else [None]
-                ):
-                    for persistent in [False, True] if workers else [False]:
-                        for in_order in [True, False] if workers and loader is LoaderName.DATALOADER else [True]:
-                            for pin in [True, False] if cuda else [False]:
-                                out.append(
-                                    replace(base, format=fmt, loader=loader, torch_threads=threads).with_settings(
-                                        batch_size=batch,
-                                        num_workers=workers,
-                                        prefetch_factor=factor,
-                                        persistent_workers=persistent,
-                                        in_order=in_order,
-                                        pin_memory=pin,
-                                    )  # fmt: skip
-                                )
+        grid = worker_grid(batch_sizes or [base.settings.batch_size], cores, cuda, base.torch_threads,
+                           unordered=loader is LoaderName.DATALOADER)  # fmt: skip
+        for torch_threads, settings in grid:
+            out.append(replace(base, format=fmt, loader=loader, torch_threads=torch_threads).with_settings(**settings))
+    return out
+
+
+def worker_grid(
+    batch_sizes: list[int], cores: int, cuda: bool, torch_threads: int | None, unordered: bool = True
+) -> list[tuple[int | None, dict]]:
+    """(torch threads, settings) of a DataLoader's search: 0..cores workers, prefetch_factor default or 4,
+    persistent or not, in order or not (`unordered`), pinned or not on CUDA."""
+    out = []
+    for batch, workers in itertools.product(batch_sizes, range(cores + 1)):
+        # Loading in the main process: its torch threads compete with the rest of the job for the cores,
+        # so one thread is tried beside torch's default (unless --torch-threads fixed it).
+        searched = [None, 1] if workers == 0 and cores > 1 and torch_threads is None else [torch_threads]
+        either = [False, True] if workers else [False]
+        orders = [True, False] if workers and unordered else [True]
+        grid = itertools.product(
+            searched, [None, 4] if workers else [None], either, orders, [True, False] if cuda else [False]
+        )
+        for threads, factor, persistent, in_order, pin in grid:
+            settings = dict(batch_size=batch, num_workers=workers, prefetch_factor=factor,
+                            persistent_workers=persistent, in_order=in_order, pin_memory=pin)  # fmt: skip
+            out.append((threads, settings))
     return out
 
 
@@ -133,13 +141,41 @@ def _thread_candidates(
     ]
 
 
+class Trials(Protocol):
+    """How a candidate is measured: `trial` gives the identity of the record `epochs` timed epochs (after
+    one warm-up) would have, so a stopped search's stored record is reused, and the measurement to run."""
+
+    def trial(self, config: Any, epochs: int) -> tuple[tuple, Callable[[], RunRecord]]: ...
+
+
+@dataclass(frozen=True)
+class TuneSearch:
+    """What `tune` searches, whoever built it: the candidates, how each is measured, the script of the best."""
+
+    what: str  # the format, or the user's factory, as the command says it
+    found: list[Any]  # RunConfigs settled for the device, or a factory's requests
+    trials: Trials
+    script: Callable[[Any, str], str]  # (the best candidate, the figure measured) -> the script to paste
+
+
 @dataclass
-class _Search:
-    """What every round shares: where to run, the records already stored, and the time budget."""
+class FormatTrials:
+    """A prepared format's candidates, run as `iobench run` runs them."""
 
     target: RunTarget
-    results: Path
     limits: MachineLimits | None
+
+    def trial(self, config: RunConfig, epochs: int) -> tuple[tuple, Callable[[], RunRecord]]:
+        resolved = resolve(replace(config, epochs=epochs, runs=1, warmup=1), self.target)
+        return resolved.recorded().identity(), lambda: run(resolved, self.limits)
+
+
+@dataclass
+class _Search:
+    """What every round shares: how to measure, the records already stored, and the time budget."""
+
+    trials: Trials
+    results: Path
     budget_seconds: float
     known: dict[tuple, RunRecord]
     events: Events = QUIET
@@ -153,12 +189,13 @@ class _Search:
     def round(self, k: int, epochs: int, alive: list[Candidate]) -> bool:
         """Each candidate runs `epochs` timed epochs; False when the budget stopped the round."""
         for cand in alive:
-            resolved = resolve(replace(cand.config, epochs=epochs, runs=1, warmup=1), self.target)
+            identity, measure = self.trials.trial(cand.config, epochs)
             if self.per_epoch is not None and self.elapsed() + self.per_epoch * (epochs + 1) > self.budget_seconds:
                 return False
-            record = self.known.get(resolved.recorded().identity())
+            record = self.known.get(identity)
             if record is None:
-                record = _run(resolved, self.results, self.limits)
+                record = measure()
+                append_record(self.results, record)
             else:
                 self.reused += 1
             cand.records.append(record)
@@ -176,17 +213,17 @@ def _settled(leader: Candidate, second: Candidate) -> bool:
 
 
 def tune(
-    configs: list[RunConfig],
-    target: RunTarget,
+    configs: list[Any],
+    trials: Trials,
     budget_seconds: float,
     results: Path,
-    limits: MachineLimits | None,
     events: Events = QUIET,
 ) -> TuneResult:
-    alive = [Candidate(settle_device(c, target.device)) for c in configs]
+    """Successive halving over `configs` (RunConfigs settled for the device, or a factory's requests)."""
+    alive = [Candidate(c) for c in configs]
     every = list(alive)
     known = {r.identity(): r for r in load_records(results).records} if results.is_file() else {}
-    search = _Search(target, results, limits, budget_seconds, known, events)
+    search = _Search(trials, results, budget_seconds, known, events)
     rounds = 0
     for k in itertools.count():
         if not search.round(k, ROUND_EPOCHS[min(k, len(ROUND_EPOCHS) - 1)], alive):
@@ -202,16 +239,10 @@ def tune(
             break
         alive = alive[: math.ceil(len(alive) / 2)]
     ranked = sorted((c for c in every if c.rates), key=lambda c: c.median, reverse=True)
-    return TuneResult(ranked, rounds, search.elapsed(), stopped, search.reused)
+    return TuneResult(ranked, rounds, search.elapsed(), stopped, search.reused, len(every))
 
 
-def _run(resolved: ResolvedRun, results: Path, limits: MachineLimits | None) -> RunRecord:
-    record = run(resolved, limits)
-    append_record(results, record)
-    return record
-
-
-def settings_text(c: RunConfig) -> str:
+def settings_text(c: Any) -> str:
     """A candidate's settings as reports write them."""
     threads = [f"threads={c.torch_threads}"] if c.torch_threads is not None else []
     return " ".join(knob_parts(c.settings) + threads)
