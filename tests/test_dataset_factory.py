@@ -82,10 +82,12 @@ def user(tmp_path, monkeypatch):
     """A user module (a fresh name per test) in the working directory, as `--dataset-factory` finds it."""
     name = f"user_pipeline_{next(_names)}"
     (tmp_path / f"{name}.py").write_text(textwrap.dedent(USER_MODULE))
+    (tmp_path / "failing_at_import.py").write_text("raise RuntimeError('no GPU driver')\n")
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", list(sys.path))  # load_factory puts the working directory first
     yield name
     sys.modules.pop(name, None)
+    sys.modules.pop("failing_at_import", None)
 
 
 def run_factory(cli, tmp_path, factory: str, *args: str):
@@ -141,6 +143,7 @@ def test_an_iterable_dataset_orders_itself(cli, tmp_path, user):
     [
         ("{user}", [], ["module:function"]),
         ("no_such_module_here:make", [], ["cannot import no_such_module_here"]),
+        ("failing_at_import:make", [], ["importing failing_at_import failed", "RuntimeError: no GPU driver"]),
         ("{user}:missing", [], ["has no function missing"]),
         ("{user}:broken", [], ["broken() failed", "the bucket is gone"]),
         ("{user}:make_list", [], ["returned list", "Dataset or DataLoader"]),

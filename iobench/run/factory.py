@@ -52,6 +52,9 @@ def load_factory(text: str) -> Callable[[], Any]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise IobenchError(f"--dataset-factory {text}: cannot import {module_name} ({one_line(exc)})") from None
+    except Exception as exc:  # the user's module failed while it loaded: its reason in one line
+        raise IobenchError(f"--dataset-factory {text}: importing {module_name} failed: {type(exc).__name__}: "
+                           f"{one_line(exc)}") from None  # fmt: skip
     function = getattr(module, attribute, None)
     if not callable(function):
         raise IobenchError(f"--dataset-factory {text}: {module_name} has no function {attribute}")

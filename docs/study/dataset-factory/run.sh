@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# A user's own pipeline (photos.py: torchvision ImageFolder over 2,000 224 px JPEGs, RandomResizedCrop 160
-# and a flip, decoded per sample) timed by `run --dataset-factory` with 0 and 2 workers (3 runs each), then
+# A user's own pipeline (photos.py: 2,000 224 px JPEGs decoded with Pillow, a random resized crop to 160
+# and a flip, per sample) timed by `run --dataset-factory` with 0 and 2 workers (3 runs each), then
 # searched by `tune --dataset-factory`, and the script tune pastes run three times to check its figure.
 # Usage: run.sh JPEG_FOLDER OUT_DIR (the files-encoding study's run.sh writes such a folder: DATA/jpeg)
 set -euo pipefail
