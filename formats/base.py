@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -22,6 +22,17 @@ DERIVED = {"derived": True}
 # Metadata of an options field only the format's own pipeline reads (a shuffle buffer): written into the
 # manifest with its default, and `run --format-option` may set it per run (`--loader native`).
 READ = {"read": True}
+
+
+def read_option(default: Any, tune: tuple = ()) -> Any:
+    """A READ field whose values `iobench tune` tries (the library's default first): a knob that trades
+    speed against shuffle quality, or one the study found worth 10x."""
+    return field(default=default, metadata={**READ, "tune": tune})
+
+
+def tune_values(options_type: type) -> dict[str, tuple]:
+    """The READ fields with values for `tune` to try, by name."""
+    return {f.name: f.metadata["tune"] for f in fields(options_type) if f.metadata.get("tune")}
 
 
 @dataclass(frozen=True)

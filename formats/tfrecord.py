@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import DERIVED, READ, NativeRead, StorageFormat
+from iobench.formats.base import DERIVED, NativeRead, StorageFormat, read_option
 from iobench.formats.shards import (
     INDEX,
     LABELS,
@@ -50,7 +50,7 @@ MAX_INDEX_BYTES = 64  # one line of a text index: two decimal numbers
 @dataclass(frozen=True)
 class TFRecordOptions:
     shard_samples: int = 10_000  # about this many records per shard, as the webdataset format
-    shuffle_queue: int = field(default=1_024, metadata=READ)  # TFRecordDataset(shuffle_queue_size=...), README
+    shuffle_queue: int = read_option(1_024, tune=(1_024, 10_000))  # TFRecordDataset(shuffle_queue_size=...)
     shards: int = field(default=0, metadata=DERIVED)  # written: the number of shards (resolved when writing)
 
     def __post_init__(self) -> None:

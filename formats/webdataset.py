@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import DERIVED, READ, NativeRead, StorageFormat
+from iobench.formats.base import DERIVED, READ, NativeRead, StorageFormat, read_option
 from iobench.formats.shards import (
     INDEX,
     LABELS,
@@ -44,7 +44,7 @@ SHARD = "shard-%06d.tar"
 @dataclass(frozen=True)
 class WebDatasetOptions:
     shard_samples: int = 10_000  # ShardWriter(maxcount=...) in webdataset's own example
-    shuffle_buffer: int = field(default=1_000, metadata=READ)  # .shuffle(N): the buffer of webdataset's docs
+    shuffle_buffer: int = read_option(1_000, tune=(1_000, 10_000))  # .shuffle(N): the buffer of its docs
     shard_shuffle: int = field(default=100, metadata=READ)  # WebDataset(shardshuffle=N): what its True means
     shards: int = field(default=0, metadata=DERIVED)  # written: the number of shards (resolved when writing)
 

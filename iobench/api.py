@@ -104,11 +104,9 @@ class Batches(Sampler):
         return -(-self.n // self.batch_size)
 
 
-def open_dataset(path: str | Path, format: str, *, transform: str = "none", tensorclass: bool = False) -> Dataset:
-    """A dataset prepared by `iobench prepare` (its folder, holding manifest.json) in one of its formats.
-
-    `transform` is iobench's host transform (none, augment, cpu:US), applied per sample where the
-    batch is read (in the worker). `tensorclass=True` (memmap only) yields tensorclass batches."""
+def _opened(path: str | Path, format: str, transform: str, read_options: dict[str, Any] | None = None) -> tuple:
+    """The format's reader (its read options set, checked) and iobench's host transform (None: none)."""
+    from iobench.data.format_options import settable_fields
     from iobench.data.manifest import Manifest
     from iobench.formats import FORMATS
     from iobench.loaders.transforms import make_transform
@@ -121,13 +119,67 @@ def open_dataset(path: str | Path, format: str, *, transform: str = "none", tens
     if format not in FORMATS:
         raise IobenchError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
     fmt, entry, spec = FORMATS[format], manifest.formats[format], manifest.spec
-    reader = fmt.reader(entry.folder(folder), spec, fmt.options_from_json(entry.options))
-    host = make_transform(transform, spec.shape, spec.dtype) if transform != "none" else None
+    readable = settable_fields(format, reading=True)
+    if unknown := [k for k in read_options or {} if k not in readable]:
+        known = ", ".join(readable) or "none"
+        raise IobenchError(f"{format} has no read option {unknown[0]!r} (its read options: {known})")
+    options = fmt.options_from_json({**entry.options, **(read_options or {})})
+    reader = fmt.reader(entry.folder(folder), spec, options)
+    return reader, make_transform(transform, spec.shape, spec.dtype) if transform != "none" else None
+
+
+def open_dataset(path: str | Path, format: str, *, transform: str = "none", tensorclass: bool = False) -> Dataset:
+    """A dataset prepared by `iobench prepare` (its folder, holding manifest.json) in one of its formats.
+
+    `transform` is iobench's host transform (none, augment, cpu:US), applied per sample where the
+    batch is read (in the worker). `tensorclass=True` (memmap only) yields tensorclass batches."""
+    reader, host = _opened(path, format, transform)
     if tensorclass:
         if format != "memmap":
             raise IobenchError("tensorclass batches need the memmap format")
         return TensorclassReads(reader, host)
     return BatchReads(reader, host)
+
+
+class NativeBatches:
+    """A format's own library pipeline, as `--loader native` read it: each pass over it is one epoch (a new
+    shuffle each, seeded as iobench seeds it) of (features, labels) batches."""
+
+    def __init__(self, reader: Any, transform: Any, batch_size: int, shuffle: bool, seed: int, keywords: dict) -> None:
+        import importlib
+
+        self.reader, self.transform, self.keywords = reader, transform, keywords
+        self.batch_size, self.shuffle, self.seed, self.epoch = batch_size, shuffle, seed, 0
+        self._batches = getattr(importlib.import_module(type(reader).__module__), "native_batches", None)
+        if self._batches is None:
+            raise IobenchError(f"{type(reader).__module__} has no pipeline of its own library (--loader native)")
+
+    def __iter__(self) -> Any:
+        from iobench.formats.base import NativeRead
+
+        read = NativeRead(self.batch_size, self.shuffle, self.seed * 1_000_003 + self.epoch, self.keywords,
+                          self.transform)  # fmt: skip
+        self.epoch += 1
+        for features, labels, _ in self._batches(self.reader, read):
+            yield features, labels
+
+
+def native_loader(
+    path: str | Path, format: str, *, batch_size: int, shuffle: bool = True, num_workers: int = 0,
+    prefetch_factor: int | None = None, pin_memory: bool = False, options: dict[str, Any] | None = None,
+    transform: str = "none", seed: int = 0,
+) -> NativeBatches:  # fmt: skip
+    """A prepared dataset read by its format's own library (WebDataset's shards, shuffle buffer and DataLoader;
+    LitData's StreamingDataLoader; TFRecord's shuffle queue): what `tune` pastes when `--loader native` won.
+    `options` are the library's knobs, the format's read options (`iobench info` lists them)."""
+    from iobench.loaders.base import LoaderSettings
+    from iobench.loaders.native import dataloader_keywords
+
+    reader, host = _opened(path, format, transform, options)
+    reader.sequential = not shuffle
+    settings = LoaderSettings(batch_size=batch_size, num_workers=num_workers, prefetch_factor=prefetch_factor,
+                              pin_memory=pin_memory)  # fmt: skip
+    return NativeBatches(reader, host, batch_size, shuffle, seed, dataloader_keywords(settings))
 
 
 def device_transform(path: str | Path, name: str) -> Any:

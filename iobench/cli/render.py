@@ -42,16 +42,27 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str]) -> 
     table = Table(title=f"tune: {outcome.rounds} round(s) in {outcome.seconds:.0f} s, stopped: {outcome.stopped}")
     if outcome.reused:
         say(f"resumed: {outcome.reused} candidate round(s) taken from {results}, not run again")
-    for col in ("rank", "loader", "settings", "samples/s median", "95% CI of the mean", "epochs", "AU (step)"):
-        table.add_column(col, justify="left" if col in ("loader", "settings") else "right")
+    for col in ("rank", "loader", "settings", "samples/s median", "95% CI of the mean", "epochs", "AU (step)",
+                "shuffle"):  # fmt: skip
+        table.add_column(col, justify="left" if col in ("loader", "settings", "shuffle") else "right")
     for i, c in enumerate([c for c in outcome.ranked if c.records][:12], 1):
         low, high = c.interval()
         ci = f"{low:,.0f}-{high:,.0f}" if math.isfinite(high) else "-"
         last = c.records[-1]
         table.add_row(str(i), c.config.loader.value, settings_text(c.config), f"{c.median:,.0f}", ci,
-                      str(len(c.rates)), au_text(last))  # fmt: skip
+                      str(len(c.rates)), au_text(last), _shuffle_text(c, outcome.min_shuffle))  # fmt: skip
     out.print(table)
     best = outcome.best
+    if not best.meets(outcome.min_shuffle):
+        out.print(f"no candidate shuffled to --min-shuffle {outcome.min_shuffle:g}: nothing to recommend; "
+                  "lower it knowingly (0: speed alone), or choose a format that shuffles globally")  # fmt: skip
+        out.print(f"records of every round in {results}")
+        return
+    fastest = max((c for c in outcome.ranked if c.rates), key=lambda c: c.median)
+    if fastest is not best:
+        out.print(f"fastest at any shuffle: {fastest.config.label} {settings_text(fastest.config)}: "
+                  f"{fastest.median:,.0f} samples/s, shuffle {_shuffle_text(fastest, outcome.min_shuffle)} "
+                  "(--min-shuffle 0 would recommend it)")  # fmt: skip
     low, high = best.interval()
     if not math.isfinite(high):  # fewer than two epochs of the leader: no interval, no recommendation
         measured = sum(1 for c in outcome.ranked if c.rates)
@@ -69,7 +80,8 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str]) -> 
     if near:
         out.print("within noise of it: " + "; ".join(f"{c.config.label} {settings_text(c.config)}" for c in near[:4]))
     by_loading: dict[str, float] = {}  # the best of each, processes first then threads, fewest first
-    for c in sorted(outcome.ranked, key=lambda c: (c.config.loader is LoaderName.NODES, c.config.settings.num_workers)):
+    eligible = [c for c in outcome.ranked if c.meets(outcome.min_shuffle)]
+    for c in sorted(eligible, key=lambda c: (c.config.loader is LoaderName.NODES, c.config.settings.num_workers)):
         by_loading[c.loading] = max(by_loading.get(c.loading, 0.0), c.median)
     out.print("best throughput by what loads: " + ", ".join(
         f"{what}: {rate:,.0f} samples/s" for what, rate in by_loading.items()))  # fmt: skip
@@ -81,3 +93,11 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str]) -> 
     out.print(f"paste (saved as {where}; `python {where}` runs it):", highlight=False, soft_wrap=True, markup=False)
     print(script, end="", file=out.file, flush=True)
     out.print(f"records of every round in {results}; `iobench report {results}` shows the search")
+
+
+def _shuffle_text(c: Any, floor: float) -> str:
+    """spread/order of its delivered order, and whether it fell below tune's floor."""
+    e = c.records[-1].epochs
+    if e.shuffle_spread is None or e.shuffle_order is None:
+        return "-"
+    return f"{e.shuffle_spread:.2f}/{e.shuffle_order:.2f}" + ("" if c.meets(floor) else f" < {floor:g}")

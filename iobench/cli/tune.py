@@ -41,6 +41,14 @@ def tune_cmd(
     torch_threads: o.TorchThreads = None,
     transform: o.Transform = "none",
     transform_on: o.TransformOn = "host",
+    min_shuffle: Annotated[
+        float,
+        typer.Option(
+            help="Recommend only settings whose delivered order scores at least this (spread and order, 1.0 = a "
+            "uniform shuffle; docs/shuffle-quality.md): a format's own pipeline with a small buffer is fast "
+            "because it hardly shuffles. 0: speed alone."
+        ),
+    ] = 0.9,
     results: Annotated[Path, typer.Option(help="JSONL file; a stopped search resumes from it.")] = Path(
         "results/tune.jsonl"
     ),
@@ -64,6 +72,8 @@ def tune_cmd(
     if not (math.isfinite(budget_minutes) and budget_minutes > 0):
         raise IobenchError(f"--budget-minutes must be a number > 0, got {budget_minutes}")
     sizes = parse_ints(batch_size, "batch-size")
+    if not 0 <= min_shuffle <= 1:
+        raise IobenchError(f"--min-shuffle is a score between 0 and 1, got {min_shuffle}")
     searched = sizes if "," in batch_size else None
     if dataset_factory is not None:
         from iobench.cli.factory import factory_search
@@ -76,7 +86,8 @@ def tune_cmd(
     with Progress(*columns, console=err, disable=quiet) as progress:
         task = progress.add_task("tune", total=budget_minutes * 60)
         bar = RoundBar(progress, task)
-        outcome = tune(search.found, search.trials, budget_minutes * 60, results, bar)
+        floor = min_shuffle if shuffle else 0.0  # --no-shuffle asked for storage order
+        outcome = tune(search.found, search.trials, budget_minutes * 60, results, bar, floor)
     print_tune(outcome, results, search.script)
 
 
@@ -101,7 +112,9 @@ def _format_search(p: dict[str, Any], target: torch.device, batch: int, sizes: l
                    transform=p["transform"], transform_on=p["transform_on"])  # fmt: skip
     dataset_dir = dataset_for_run(SINGLE, p["data_dir"], p["dataset"], (fmt,), ConsoleEvents(p["quiet"]))
     threads = LOADERS[LoaderName.NODES].installed  # torchdata.nodes' threads against worker processes
-    found = candidates(base, fmt, target.type == "cuda", sizes, fmt == "memmap", threads=threads)
+    own = LOADERS[LoaderName.NATIVE]
+    native = own.installed and fmt in own.reads  # the library's own pipeline, with its knobs
+    found = candidates(base, fmt, target.type == "cuda", sizes, fmt == "memmap", threads=threads, native=native)
     limits = stored_or_measured(p["results"], dataset_dir, target, ConsoleEvents())
     trials = FormatTrials(RunTarget(dataset_dir, target), limits)
     script = partial(best_script, dataset_dir=dataset_dir, device=str(target))

@@ -13,7 +13,6 @@ from typing import Any
 
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.formats.base import DERIVED, READ
 
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -25,7 +24,7 @@ def settable_fields(name: str, reading: bool = False) -> dict[str, type]:
     return {
         f.name: hints[f.name]
         for f in dataclasses.fields(options_type)
-        if f.metadata != DERIVED and (f.metadata == READ or not reading)
+        if not f.metadata.get("derived") and (f.metadata.get("read") or not reading)
     }
 
 

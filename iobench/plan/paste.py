@@ -72,6 +72,24 @@ def _nodes_loader(c: RunConfig, opened: list[str], on_device: str | None) -> tup
     return ["from torchdata import nodes", "", api], make
 
 
+def _native_loader(c: RunConfig, opened: list[str], on_device: str | None) -> tuple[list[str], list[str]]:
+    """Imports and make_loader() for the format's own library pipeline, as `--loader native` read."""
+    s = c.settings
+    args = [f"batch_size={s.batch_size}", f"shuffle={c.shuffle}", f"num_workers={s.num_workers}"]
+    args += [f"prefetch_factor={s.prefetch_factor}"] if s.num_workers and s.prefetch_factor else []
+    args.append(f"pin_memory={bool(s.pin_memory)}")
+    args += [f"options={dict(c.format_options)!r}"] if c.format_options else []
+    make = [
+        "def make_loader() -> NativeBatches:",
+        f"    # {c.format}'s own library pipeline with the knobs tune measured (--loader native)",
+        "    return native_loader(",
+        f"        DATASET, {', '.join(opened[1:])},",
+        *(f"        {arg}," for arg in args),
+        "    )",
+    ]
+    return ["", _api_import(["NativeBatches", "native_loader"], on_device)], make
+
+
 def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str) -> str:
     """The configuration as a Python file; `measured` is the figure tune found, quoted in its docstring."""
     tensorclass = c.loader is LoaderName.TENSORCLASS
@@ -85,7 +103,7 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str) -> 
     threads = [f"torch.set_num_threads({c.torch_threads})"] if c.torch_threads is not None else []
     unpack = "features, labels = batch.features, batch.labels" if tensorclass else "features, labels = batch"
     move = f"features = features.to(DEVICE, non_blocking={c.settings.non_blocking})"
-    build = _nodes_loader if c.loader is LoaderName.NODES else _dataloader
+    build = {LoaderName.NODES: _nodes_loader, LoaderName.NATIVE: _native_loader}.get(c.loader, _dataloader)
     imports, make = build(c, opened, on_device)
     lines = [
         f'"""iobench tune\'s best configuration: {c.format} through {c.loader.value}, {measured}.',
