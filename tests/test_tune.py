@@ -84,6 +84,7 @@ def test_the_pasted_script_runs_under_spawn_and_delivers_the_dataset(tmp_path, f
         done = run_pasted(script, method)
         assert done.returncode == 0, done.stderr
         assert re.findall(r"epoch \d: (\d+) samples", done.stdout) == ["1000", "1000"], done.stdout
+        assert done.stdout.startswith("warm-up: 1000 samples"), "an untimed epoch first, as tune measured"
 
 
 def test_the_pasted_batches_are_the_datasets_samples(tmp_path):

@@ -50,9 +50,10 @@ class FakeTrials:
     """Records made up per candidate: (samples/s, shuffle spread, shuffle order) by its number of workers."""
 
     def __init__(self, figures: dict[int, tuple[float, float, float]]) -> None:
-        self.figures = figures
+        self.figures, self.caps = figures, set()
 
-    def trial(self, config, epochs):
+    def trial(self, config, epochs, max_seconds):
+        self.caps.add((epochs, max_seconds))
         rate, spread, order = self.figures[config.settings.num_workers]
         record = record_of(num_workers=config.settings.num_workers, samples_per_epoch=50_000,
                            epoch_seconds=[50_000 / rate * (1 + 0.001 * k) for k in range(epochs)],
@@ -65,7 +66,11 @@ FIGURES = {0: (100_000.0, 0.05, 0.3), 1: (60_000.0, 1.0, 1.0), 2: (30_000.0, 0.9
 
 def _search(tmp_path: Path, floor: float) -> TuneResult:
     configs = [run_config("npy", "dataloader", num_workers=w) for w in FIGURES]
-    return tune(configs, FakeTrials(FIGURES), 60, tmp_path / "r.jsonl", min_shuffle=floor)
+    trials = FakeTrials(FIGURES)
+    outcome = tune(configs, trials, 60, tmp_path / "r.jsonl", min_shuffle=floor)
+    # the first round's epochs are cut at the budget over 4x the candidates (60 / 12 = 5 s); later ones are whole
+    assert (1, 5.0) in trials.caps and all(cap is None for epochs, cap in trials.caps if epochs > 1)
+    return outcome
 
 
 def test_a_candidate_that_hardly_shuffles_is_never_recommended_over_one_that_does(tmp_path):

@@ -54,8 +54,9 @@ def tune_cmd(
     ),
     quiet: o.Quiet = False,
 ) -> None:
-    """Search DataLoader settings (workers, prefetch, persistence, order, pinning) for your data and machine:
-    a prepared --format, or your own Dataset (--dataset-factory module:function)."""
+    """Search loading settings (workers, prefetch, persistence, order, pinning; a format's own pipeline with
+    its library knobs, weighed by shuffle quality) for your data and machine: a prepared --format, or your
+    own Dataset (--dataset-factory module:function)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from iobench.choices import parse_ints

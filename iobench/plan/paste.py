@@ -130,12 +130,14 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str) -> 
 
 
 def _timing_main(epochs: int, unpack: str, move: str, on_device: str | None = None) -> list[str]:
-    """The script's `__main__`: a few epochs timed, the clock stopped after the device is done."""
+    """The script's `__main__`: an untimed warm-up epoch (workers start, the page cache fills), then a few
+    epochs timed as tune timed them, the clock stopped after the device is done."""
     return [
         'if __name__ == "__main__":',
         "    loader = make_loader()",
         *([f"    augment = device_transform(DATASET, {on_device!r})"] if on_device else []),
-        f"    for epoch in range({max(2, epochs)}):",
+        "    # epoch 0 warms up, as tune's rounds did: its figure is printed, not the one to compare",
+        f"    for epoch in range({max(2, epochs) + 1}):",
         "        start, seen = time.perf_counter(), 0",
         "        for batch in loader:",
         f"            {unpack}",
@@ -145,7 +147,8 @@ def _timing_main(epochs: int, unpack: str, move: str, on_device: str | None = No
         '        if DEVICE.type == "cuda":',
         "            torch.cuda.synchronize()",
         "        seconds = time.perf_counter() - start",
-        '        print(f"epoch {epoch}: {seen} samples in {seconds:.2f} s, {seen / seconds:,.0f} samples/s")',
+        '        name = f"epoch {epoch}" if epoch else "warm-up"',
+        '        print(f"{name}: {seen} samples in {seconds:.2f} s, {seen / seconds:,.0f} samples/s")',
     ]
 
 

@@ -313,6 +313,9 @@ class FactoryTrials:
 
     planned: FactoryPlan
 
-    def trial(self, request: FactoryRequest, epochs: int) -> tuple[tuple, Callable[[], RunRecord]]:
-        planned = replace(self.planned, request=replace(request, epochs=epochs, runs=1, warmup=1))
+    def trial(
+        self, request: FactoryRequest, epochs: int, max_seconds: float | None
+    ) -> tuple[tuple, Callable[[], RunRecord]]:
+        round_request = replace(request, epochs=epochs, runs=1, warmup=1, max_seconds=max_seconds)
+        planned = replace(self.planned, request=round_request)
         return _recorded(planned).identity(), lambda: run_factory(planned)

@@ -34,7 +34,9 @@ from iobench.system.environment import usable_cores
 
 TIGHT = 0.03  # the leader's CI half-width below this share of its median: enough evidence
 ROUND_EPOCHS = (1, 2, 4, 8)  # timed epochs per round; later rounds repeat the last
-MIN_SHUFFLE = 0.9  # tune's default floor on a candidate's shuffle score: near a uniform shuffle
+# The first round's epochs are cut at the budget over 4x the candidates (a warm-up and a timed epoch each,
+# and their set-up), within these bounds; later rounds read whole epochs.
+FIRST_ROUND_MIN_S, FIRST_ROUND_MAX_S = 0.5, 10.0
 
 
 @dataclass
@@ -213,7 +215,9 @@ class Trials(Protocol):
     """How a candidate is measured: `trial` gives the identity of the record `epochs` timed epochs (after
     one warm-up) would have, so a stopped search's stored record is reused, and the measurement to run."""
 
-    def trial(self, config: Any, epochs: int) -> tuple[tuple, Callable[[], RunRecord]]: ...
+    def trial(self, config: Any, epochs: int, max_seconds: float | None) -> tuple[tuple, Callable[[], RunRecord]]:
+        """`max_seconds` cuts each epoch (the first round's, so one slow candidate cannot spend the budget)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -233,8 +237,9 @@ class FormatTrials:
     target: RunTarget
     limits: MachineLimits | None
 
-    def trial(self, config: RunConfig, epochs: int) -> tuple[tuple, Callable[[], RunRecord]]:
-        resolved = resolve(replace(config, epochs=epochs, runs=1, warmup=1), self.target)
+    def trial(self, config: RunConfig, epochs: int, max_seconds: float | None) -> tuple[tuple, Callable[[], RunRecord]]:
+        round_config = replace(config, epochs=epochs, runs=1, warmup=1, max_seconds=max_seconds)
+        resolved = resolve(round_config, self.target)
         return resolved.recorded().identity(), lambda: run(resolved, self.limits)
 
 
@@ -255,9 +260,12 @@ class _Search:
         return time.monotonic() - self.started
 
     def round(self, k: int, epochs: int, alive: list[Candidate]) -> bool:
-        """Each candidate runs `epochs` timed epochs; False when the budget stopped the round."""
+        """Each candidate runs `epochs` timed epochs; False when the budget stopped the round. The first
+        round cuts every epoch at a share of the budget: a pipeline 100x slower than the rest (LitData's
+        full shuffle window decoding chunk by chunk) shows it in seconds, and the rest still get measured."""
+        cap = None if k else min(FIRST_ROUND_MAX_S, max(FIRST_ROUND_MIN_S, self.budget_seconds / (4 * len(alive))))
         for cand in alive:
-            identity, measure = self.trials.trial(cand.config, epochs)
+            identity, measure = self.trials.trial(cand.config, epochs, cap)
             if self.per_epoch is not None and self.elapsed() + self.per_epoch * (epochs + 1) > self.budget_seconds:
                 return False
             record = self.known.get(identity)
