@@ -119,6 +119,7 @@ def _opened(path: str | Path, format: str, transform: str, read_options: dict[st
     if format not in FORMATS:
         raise IobenchError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
     fmt, entry, spec = FORMATS[format], manifest.formats[format], manifest.spec
+    FORMATS.import_library(format)  # as `iobench run` does: workers forked per epoch inherit it
     readable = settable_fields(format, reading=True)
     if unknown := [k for k in read_options or {} if k not in readable]:
         known = ", ".join(readable) or "none"
@@ -146,10 +147,10 @@ class NativeBatches:
     shuffle each, seeded as iobench seeds it) of (features, labels) batches."""
 
     def __init__(self, reader: Any, transform: Any, batch_size: int, shuffle: bool, seed: int, keywords: dict) -> None:
-        import importlib
-
         self.reader, self.transform, self.keywords = reader, transform, keywords
         self.batch_size, self.shuffle, self.seed, self.epoch = batch_size, shuffle, seed, 0
+        import importlib
+
         self._batches = getattr(importlib.import_module(type(reader).__module__), "native_batches", None)
         if self._batches is None:
             raise IobenchError(f"{type(reader).__module__} has no pipeline of its own library (--loader native)")

@@ -154,3 +154,20 @@ def test_native_loader_refuses_an_unknown_knob(tmp_path):
     folder = next((tmp_path / "data").iterdir())
     with pytest.raises(IobenchError, match="npy has no read option 'buffer'"):
         native_loader(folder, "npy", batch_size=8, options={"buffer": 3})
+
+
+@pytest.mark.parametrize("fmt", [format_param("webdataset"), format_param("zarr")])
+def test_the_library_is_imported_before_workers_fork(tmp_path, fmt):
+    """Workers forked each epoch imported the format's library again when the main process had not (datasets
+    0.57 s a worker an epoch): `run` and the pasted script import it first, as a training script does."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    invoke("prepare", "--size", "64", "--data-dir", tmp_path / "data", "-q", "--formats", fmt)
+    folder = next((tmp_path / "data").iterdir())
+    code = (f"import sys; from iobench.api import open_dataset; assert {fmt!r} not in sys.modules; "
+            f"open_dataset({str(folder)!r}, {fmt!r}); assert {fmt!r} in sys.modules, 'not imported'")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert done.returncode == 0, done.stderr

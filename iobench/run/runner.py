@@ -55,6 +55,7 @@ def build_loader(resolved: ResolvedRun) -> Loader:
 
 
 def open_reader(resolved: ResolvedRun) -> FormatReader:
+    FORMATS.import_library(resolved.config.format)  # before workers fork: not imported again each epoch
     fmt, entry = FORMATS[resolved.config.format], resolved.entry
     return fmt.reader(entry.folder(resolved.dataset_dir), resolved.manifest.spec, fmt.options_from_json(entry.options))
 
