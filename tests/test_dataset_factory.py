@@ -72,6 +72,15 @@ class Breaks(Rows):
 
 def make_breaking():
     return Breaks()
+
+
+class BrokenFirst(Rows):
+    def __getitem__(self, i):
+        raise OSError("permission denied: /data/0.jpg")
+
+
+def make_broken_first():
+    return BrokenFirst()
 '''
 
 _names = itertools.count()
@@ -147,6 +156,7 @@ def test_an_iterable_dataset_orders_itself(cli, tmp_path, user):
         ("{user}:missing", [], ["has no function missing"]),
         ("{user}:broken", [], ["broken() failed", "the bucket is gone"]),
         ("{user}:make_list", [], ["returned list", "Dataset or DataLoader"]),
+        ("{user}:make_broken_first", [], ["its first sample failed", "OSError: permission denied"]),
         ("{user}:make", ["--format", "npy"], ["--format", "does not apply"]),
         ("{user}:make", ["--cache-budget", "20%"], ["--cache-budget"]),
         ("{user}:make", ["--cache", "cold"], ["cannot evict", "iobench.measure"]),

@@ -142,7 +142,7 @@ def plan(request: FactoryRequest, device: torch.device, given: tuple[str, ...] =
             "--dataset-factory: iobench does not know which files your pipeline reads, so it cannot evict them; "
             "time it cold from Python with iobench.measure(..., cache='cold', files=[...])"
         )
-    made = _called(load_factory(request.factory), request.factory)
+    made = _called(load_factory(request.factory), f"{request.factory}()")
     if isinstance(made, DataLoader):
         if given:
             raise IobenchError(
@@ -151,15 +151,15 @@ def plan(request: FactoryRequest, device: torch.device, given: tuple[str, ...] =
             )
         if made.batch_size is None and made.batch_sampler is None:
             raise IobenchError(f"{request.factory} returns a DataLoader of single samples (batch_size=None)")
-        first = next(iter(made))
+        first = _called(lambda: next(iter(made)), f"{request.factory}: its first batch")
     elif isinstance(made, IterableDataset):
         if request.shuffle:
             raise IobenchError(f"{request.factory} returns an IterableDataset, which orders itself: add --no-shuffle")
-        first = default_collate([next(iter(made))])
+        first = default_collate([_called(lambda: next(iter(made)), f"{request.factory}: its first sample")])
     elif isinstance(made, Dataset):
         if _length(made) == 0:
             raise IobenchError(f"{request.factory} returned an empty Dataset")
-        first = default_collate([made[0]])
+        first = default_collate([_called(lambda: made[0], f"{request.factory}: its first sample")])
     else:
         raise IobenchError(
             f"{request.factory} returned {type(made).__name__}; it must return a torch Dataset or DataLoader"
@@ -192,11 +192,11 @@ def _check(r: FactoryRequest) -> None:
         raise IobenchError("--prefetch-factor, --persistent-workers and --no-in-order need --num-workers > 0")
 
 
-def _called(function: Callable[[], Any], name: str) -> Any:
+def _called(function: Callable[[], Any], what: str) -> Any:
     try:
         return function()
     except Exception as exc:  # the user's code: its failure in one line, named
-        raise IobenchError(f"{name}() failed: {type(exc).__name__}: {one_line(exc)}") from None
+        raise IobenchError(f"{what} failed: {type(exc).__name__}: {one_line(exc)}") from None
 
 
 def _length(dataset: Any) -> int | None:
