@@ -126,7 +126,7 @@ def _check(config: RunConfig) -> None:
         raise IobenchError(f"unknown format {config.format!r}; choose from {', '.join(FORMATS)}")
     check_reads(config.loader, config.format)
     _check_format_options(config)
-    for name, value, low in (
+    at_least(
         ("--batch-size", s.batch_size, 1),
         ("--epochs", config.epochs, 1),
         ("--runs", config.runs, 1),
@@ -136,9 +136,7 @@ def _check(config: RunConfig) -> None:
         ("--block-shuffle", config.block_size, 0),
         ("--readahead-mb", s.readahead_mb, 0),
         ("--seed", config.seed, 0),
-    ):
-        if value < low:
-            raise IobenchError(f"{name} must be >= {low}, got {value}")
+    )
     if (config.order is Order.BLOCK) != (config.block_size > 0):
         raise IobenchError("--block-shuffle N > 0 goes with the block order, and only with it")
     if s.num_workers == 0 and s.prefetch_factor is not None:
@@ -195,6 +193,13 @@ def _check(config: RunConfig) -> None:
         raise IobenchError(f"--max-batches must be >= 1, got {config.max_batches}")
     if config.max_seconds is not None and not (math.isfinite(config.max_seconds) and config.max_seconds > 0):
         raise IobenchError(f"--max-seconds must be a number > 0, got {config.max_seconds}")
+
+
+def at_least(*checks: tuple[str, int, int]) -> None:
+    """(option, value, lowest allowed) for each count a command line gives: the first too low is refused."""
+    for name, value, low in checks:
+        if value < low:
+            raise IobenchError(f"{name} must be >= {low}, got {value}")
 
 
 def _check_format_options(config: RunConfig) -> None:

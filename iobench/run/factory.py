@@ -31,6 +31,7 @@ from iobench.loaders.base import Fetch, LoaderSettings
 from iobench.measuring.clocks import time_epoch
 from iobench.measuring.steps import make_step, parse_step
 from iobench.measuring.user_loader import N_CLASSES, UserLoader, split_batch
+from iobench.plan.config import at_least
 from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RecordedConfig, RunRecord, SystemStats
 from iobench.run.tune import worker_grid
 from iobench.system.contention import other_cores_busy, torch_threads
@@ -175,15 +176,13 @@ def plan(request: FactoryRequest, device: torch.device, given: tuple[str, ...] =
 def _check(r: FactoryRequest) -> None:
     s = r.settings
     parse_step(r.step)
-    for name, value, low in (
+    at_least(
         ("--batch-size", s.batch_size, 1),
         ("--epochs", r.epochs, 1),
         ("--runs", r.runs, 1),
         ("--warmup", r.warmup, 0),
         ("--num-workers", s.num_workers, 0),
-    ):
-        if value < low:
-            raise IobenchError(f"{name} must be >= {low}, got {value}")
+    )
     if r.cache not in ("warm", "as-is", "cold"):
         raise IobenchError(f"--cache must be warm, cold or as-is, got {r.cache!r}")
     if r.cache == "warm" and r.warmup < 1:

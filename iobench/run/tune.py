@@ -178,17 +178,21 @@ def _native_candidates(
     grid = itertools.product(batch_sizes or [base.settings.batch_size], range(cores + 1), [None, 4],
                              [True, False] if cuda else [False], knob_combinations(fmt))  # fmt: skip
     return [
-        replace(base, format=fmt, loader=LoaderName.NATIVE, format_options=knobs).with_settings(
-            batch_size=batch,
-            num_workers=n,
-            prefetch_factor=factor,
-            persistent_workers=False,
-            in_order=True,
-            pin_memory=pin,
-        )  # fmt: skip
+        _pipeline(base, fmt, LoaderName.NATIVE, batch, n, factor, True, pin, knobs)
         for batch, n, factor, pin, knobs in grid
         if n or factor is None
     ]
+
+
+def _pipeline(
+    base: RunConfig, fmt: str, loader: LoaderName, batch: int, n: int, factor: int | None, in_order: bool,
+    pin: bool, knobs: tuple = (),
+) -> RunConfig:  # fmt: skip
+    """A candidate of a loader without persistent workers (threads, or a library's own pipeline)."""
+    return replace(base, format=fmt, loader=loader, format_options=knobs).with_settings(
+        batch_size=batch, num_workers=n, prefetch_factor=factor, persistent_workers=False, in_order=in_order,
+        pin_memory=pin,
+    )  # fmt: skip
 
 
 def _thread_candidates(
@@ -199,14 +203,7 @@ def _thread_candidates(
     grid = itertools.product(batch_sizes or [base.settings.batch_size], range(1, cores + 1), [None, 4],
                              [True, False], [True, False] if cuda else [False])  # fmt: skip
     return [
-        replace(base, format=fmt, loader=LoaderName.NODES).with_settings(
-            batch_size=batch,
-            num_workers=n,
-            prefetch_factor=factor,
-            persistent_workers=False,
-            in_order=in_order,
-            pin_memory=pin,
-        )  # fmt: skip
+        _pipeline(base, fmt, LoaderName.NODES, batch, n, factor, in_order, pin)
         for batch, n, factor, in_order, pin in grid
     ]
 
