@@ -172,3 +172,12 @@ def run_pasted(script: Path, start_method: str) -> subprocess.CompletedProcess:
             f"runpy.run_path({str(script)!r}, run_name='__main__')")  # fmt: skip
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=script.parent, env=env)
+
+
+def assert_formatted(script: Path) -> None:
+    """What tune pastes passes `ruff format` as it is (the formatter its users run), where ruff is installed."""
+    import shutil
+
+    if ruff := shutil.which("ruff"):
+        checked = subprocess.run([ruff, "format", "--check", "--diff", str(script)], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stdout + checked.stderr

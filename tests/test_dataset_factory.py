@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from tests.conftest import assert_one_line_error, invoke, run_pasted, stored_records
+from tests.conftest import assert_formatted, assert_one_line_error, invoke, run_pasted, stored_records
 
 USER_MODULE = '''
 import torch
@@ -208,6 +208,7 @@ def test_the_factory_script_with_workers_runs_under_spawn_and_forkserver(tmp_pat
     for arg in ("num_workers=2", "prefetch_factor=4", "persistent_workers=True", "in_order=False", "batch_size=64"):
         assert arg in text
     (tmp_path / "best.py").write_text(text)
+    assert_formatted(tmp_path / "best.py")
     for method in ("spawn", "forkserver"):
         done = run_pasted(tmp_path / "best.py", method)
         assert done.returncode == 0, done.stderr

@@ -12,7 +12,15 @@ import pytest
 from iobench.plan.config import RunConfig
 from iobench.plan.paste import best_script
 from iobench.run.tune import Candidate, TuneResult, candidates
-from tests.conftest import NEEDS_TORCHDATA, invoke, prepare_with_limits, run_config, run_pasted, stored_records
+from tests.conftest import (
+    NEEDS_TORCHDATA,
+    assert_formatted,
+    invoke,
+    prepare_with_limits,
+    run_config,
+    run_pasted,
+    stored_records,
+)
 
 CORES = len(os.sched_getaffinity(0))
 
@@ -80,6 +88,7 @@ def test_the_pasted_script_runs_under_spawn_and_delivers_the_dataset(tmp_path, f
     script = tmp_path / "best.py"
     script.write_text(best_script(c, "1 samples/s", dataset, "cpu"))
     assert "lambda" not in script.read_text() and "pickle" not in script.read_text()
+    assert_formatted(script)
     for method in ("spawn", "forkserver"):
         done = run_pasted(script, method)
         assert done.returncode == 0, done.stderr

@@ -3,6 +3,7 @@ would always pick the smallest shuffle buffer."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from iobench.loaders import LoaderName
 from iobench.plan.paste import best_script
 from iobench.results.record import RunRecord
 from iobench.run.tune import Candidate, TuneResult, candidates, knob_combinations, tune
-from tests.conftest import format_param, invoke, record_of, run_config, run_pasted
+from tests.conftest import assert_formatted, format_param, invoke, record_of, run_config, run_pasted
 
 
 @pytest.mark.parametrize(
@@ -125,7 +126,9 @@ def test_a_pasted_native_pipeline_runs_under_spawn_and_delivers_the_dataset(tmp_
     script = tmp_path / "best.py"
     script.write_text(best_script(c, "1 samples/s", dataset, "cpu"))
     text = script.read_text()
-    assert "native_loader(" in text and f"options={dict(options)!r}" in text and "lambda" not in text
+    assert "native_loader(" in text and "lambda" not in text
+    assert "options={" + ", ".join(f'"{k}": {json.dumps(v)}' for k, v in options) + "}" in text
+    assert_formatted(script)
     done = run_pasted(script, "spawn")
     assert done.returncode == 0, done.stderr
     assert re.findall(r"epoch \d: (\d+) samples", done.stdout) == ["1000", "1000"], done.stdout

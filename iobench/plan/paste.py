@@ -7,12 +7,22 @@ and with a `__main__` block that times a few epochs so the user can check the fi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 from iobench.loaders import LoaderName
 from iobench.loaders.transforms import TransformOn
 from iobench.plan.config import RunConfig
+
+
+def _py(value: Any) -> str:
+    """A literal as ruff format writes it (double quotes): the pasted code passes the user's formatter as is."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_py(k)}: {_py(v)}" for k, v in value.items()) + "}"
+    return repr(value)
 
 
 def loader_arguments(c: RunConfig) -> list[str]:
@@ -78,12 +88,13 @@ def _native_loader(c: RunConfig, opened: list[str], on_device: str | None) -> tu
     args = [f"batch_size={s.batch_size}", f"shuffle={c.shuffle}", f"num_workers={s.num_workers}"]
     args += [f"prefetch_factor={s.prefetch_factor}"] if s.num_workers and s.prefetch_factor else []
     args.append(f"pin_memory={bool(s.pin_memory)}")
-    args += [f"options={dict(c.format_options)!r}"] if c.format_options else []
+    args += [f"options={_py(dict(c.format_options))}"] if c.format_options else []
     make = [
         "def make_loader() -> NativeBatches:",
         f"    # {c.format}'s own library pipeline with the knobs tune measured (--loader native)",
         "    return native_loader(",
-        f"        DATASET, {', '.join(opened[1:])},",
+        "        DATASET,",
+        *(f"        {arg}," for arg in opened[1:]),
         *(f"        {arg}," for arg in args),
         "    )",
     ]
@@ -95,9 +106,9 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str) -> 
     tensorclass = c.loader is LoaderName.TENSORCLASS
     host = c.transform if c.transform != "none" and c.transform_on is TransformOn.HOST else "none"
     on_device = c.transform if c.transform != "none" and c.transform_on is TransformOn.DEVICE else None
-    opened = [repr(str(dataset_dir.resolve())), repr(c.format)]
+    opened = [_py(str(dataset_dir.resolve())), _py(c.format)]
     if host != "none":
-        opened.append(f"transform={host!r}")
+        opened.append(f"transform={_py(host)}")
     if tensorclass:
         opened.append("tensorclass=True")
     threads = [f"torch.set_num_threads({c.torch_threads})"] if c.torch_threads is not None else []
@@ -117,7 +128,7 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str) -> 
         *imports,
         "",
         f"DATASET = {opened[0]}",
-        f"DEVICE = torch.device({device!r})",
+        f"DEVICE = torch.device({_py(device)})",
         *threads,
         "",
         "",
@@ -135,7 +146,7 @@ def _timing_main(epochs: int, unpack: str, move: str, on_device: str | None = No
     return [
         'if __name__ == "__main__":',
         "    loader = make_loader()",
-        *([f"    augment = device_transform(DATASET, {on_device!r})"] if on_device else []),
+        *([f"    augment = device_transform(DATASET, {_py(on_device)})"] if on_device else []),
         "    # epoch 0 warms up, as tune's rounds did: its figure is printed, not the one to compare",
         f"    for epoch in range({max(2, epochs) + 1}):",
         "        start, seen = time.perf_counter(), 0",
@@ -148,7 +159,8 @@ def _timing_main(epochs: int, unpack: str, move: str, on_device: str | None = No
         "            torch.cuda.synchronize()",
         "        seconds = time.perf_counter() - start",
         '        name = f"epoch {epoch}" if epoch else "warm-up"',
-        '        print(f"{name}: {seen} samples in {seconds:.2f} s, {seen / seconds:,.0f} samples/s")',
+        "        rate = seen / seconds",
+        '        print(f"{name}: {seen} samples in {seconds:.2f} s, {rate:,.0f} samples/s")',
     ]
 
 
@@ -178,10 +190,11 @@ def factory_script(request: Any, measured: str, folder: Path, device: str) -> st
         "",
         "from iobench.api import split_batch",
         "",
-        f"sys.path.insert(0, {str(folder.resolve())!r})  # where {module} was imported from",
+        f"# where {module} was imported from",
+        f"sys.path.insert(0, {_py(str(folder.resolve()))})",
         f"from {module} import {function}  # noqa: E402",
         "",
-        f"DEVICE = torch.device({device!r})",
+        f"DEVICE = torch.device({_py(device)})",
         *threads,
         "",
         "",
