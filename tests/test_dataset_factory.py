@@ -116,6 +116,7 @@ def test_a_users_dataset_is_timed_with_the_settings_given_and_recorded(cli, tmp_
     assert record["step_ms_per_batch"] > 0.5 and record["accelerator_utilisation"] is not None
     assert len(record["epoch_seconds"]) == 2 and record["shuffle"] is True
     assert f"{user}:make" in result.out and "1 record(s) appended" in result.out
+    assert "spread/order" not in result.out, "no shuffle footnote for a record without a shuffle score"
     invoke("report", tmp_path / "r.jsonl", "--out", tmp_path / "report")
     assert f"from {user}:make" in (tmp_path / "report" / "report.md").read_text()
 

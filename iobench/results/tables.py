@@ -76,7 +76,9 @@ def _residency(r: RunRecord) -> str:
 
 
 def results_table(records: list[RunRecord], title: str) -> Table:
-    table = Table(title=title, caption="shuffle: spread/order of the delivered order, 1.00/1.00 = a uniform shuffle")
+    scored = any(r.epochs.shuffle_spread is not None for r in records)  # none for a user's own pipeline
+    caption = "shuffle: spread/order of the delivered order, 1.00/1.00 = a uniform shuffle" if scored else None
+    table = Table(title=title, caption=caption)
     columns = (
         ("format", "left"), ("loader", "left"), ("settings", "left"), ("order", "left"),
         ("shuffle", "right"), ("cache (max resident)", "left"), ("epoch s (median, min-max)", "right"),
