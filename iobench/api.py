@@ -106,7 +106,7 @@ class Batches(Sampler):
 
 def _opened(path: str | Path, format: str, transform: str, read_options: dict[str, Any] | None = None) -> tuple:
     """The format's reader (its read options set, checked) and iobench's host transform (None: none)."""
-    from iobench.data.format_options import settable_fields
+    from iobench.data.format_options import check_read_options
     from iobench.data.manifest import Manifest
     from iobench.formats import FORMATS
     from iobench.loaders.transforms import make_transform
@@ -120,10 +120,7 @@ def _opened(path: str | Path, format: str, transform: str, read_options: dict[st
         raise IobenchError(f"unknown format {format!r}; known: {', '.join(FORMATS)}")
     fmt, entry, spec = FORMATS[format], manifest.formats[format], manifest.spec
     FORMATS.import_library(format)  # as `iobench run` does: workers forked per epoch inherit it
-    readable = settable_fields(format, reading=True)
-    if unknown := [k for k in read_options or {} if k not in readable]:
-        known = ", ".join(readable) or "none"
-        raise IobenchError(f"{format} has no read option {unknown[0]!r} (its read options: {known})")
+    check_read_options(format, list(read_options or {}))
     options = fmt.options_from_json({**entry.options, **(read_options or {})})
     reader = fmt.reader(entry.folder(folder), spec, options)
     return reader, make_transform(transform, spec.shape, spec.dtype) if transform != "none" else None
@@ -147,19 +144,16 @@ class NativeBatches:
     shuffle each, seeded as iobench seeds it) of (features, labels) batches."""
 
     def __init__(self, reader: Any, transform: Any, batch_size: int, shuffle: bool, seed: int, keywords: dict) -> None:
+        from iobench.loaders.native import native_pipeline
+
         self.reader, self.transform, self.keywords = reader, transform, keywords
         self.batch_size, self.shuffle, self.seed, self.epoch = batch_size, shuffle, seed, 0
-        import importlib
-
-        self._batches = getattr(importlib.import_module(type(reader).__module__), "native_batches", None)
-        if self._batches is None:
-            raise IobenchError(f"{type(reader).__module__} has no pipeline of its own library (--loader native)")
+        self._batches = native_pipeline(reader)
 
     def __iter__(self) -> Any:
-        from iobench.formats.base import NativeRead
+        from iobench.loaders.native import native_read
 
-        read = NativeRead(self.batch_size, self.shuffle, self.seed * 1_000_003 + self.epoch, self.keywords,
-                          self.transform)  # fmt: skip
+        read = native_read(self.batch_size, self.shuffle, self.seed, self.epoch, self.keywords, self.transform)
         self.epoch += 1
         for features, labels, _ in self._batches(self.reader, read):
             yield features, labels

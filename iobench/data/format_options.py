@@ -28,6 +28,14 @@ def settable_fields(name: str, reading: bool = False) -> dict[str, type]:
     }
 
 
+def check_read_options(name: str, given: list[str]) -> None:
+    """The option names set for a run of format `name`'s own pipeline must be among its read options."""
+    readable = settable_fields(name, reading=True)
+    if unknown := [k for k in given if k not in readable]:
+        known = ", ".join(readable) or "none"
+        raise IobenchError(f"{name} has no read option {unknown[0]!r} (its read options: {known})")
+
+
 def parse_format_options(texts: list[str], names: tuple[str, ...], reading: bool = False) -> dict[str, dict[str, Any]]:
     """['webdataset.shard_samples=5000', ...] -> {'webdataset': {'shard_samples': 5000}}, one line per mistake.
     `reading` (run): only the fields the format's own pipeline reads; the rest were fixed when written."""

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import importlib
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
-from iobench.formats.base import NativeRead
+from iobench.errors import IobenchError
+from iobench.formats.base import FormatReader, NativeRead
 from iobench.loaders.base import Loader, LoaderContext, LoaderSettings
 from iobench.loaders.dataloader import Carrying, carried_order
 
@@ -26,19 +27,32 @@ def dataloader_keywords(settings: LoaderSettings) -> dict[str, Any]:
     return {"num_workers": settings.num_workers, "pin_memory": bool(settings.pin_memory), **extra}
 
 
+def native_pipeline(reader: FormatReader) -> Callable[[FormatReader, NativeRead], Iterator[Any]]:
+    """The `native_batches` of the reader's format module, or a one-line refusal."""
+    batches = getattr(importlib.import_module(type(reader).__module__), "native_batches", None)
+    if batches is None:
+        raise IobenchError(f"{type(reader).__module__} has no pipeline of its own library (--loader native)")
+    return batches
+
+
+def native_read(batch_size: int, shuffle: bool, seed: int, epoch: int, keywords: dict[str, Any],
+                transform: Any) -> NativeRead:  # fmt: skip
+    """One epoch's request: a new shuffle each epoch, the same for the same seed."""
+    return NativeRead(batch_size, shuffle, seed * 1_000_003 + epoch, keywords, transform)
+
+
 class NativeLoader(Loader):
     def __init__(self, ctx: LoaderContext) -> None:
         reader, transform = ctx.reader, ctx.transform
         super().__init__(ctx.order, ctx.settings, ctx.device)
         self.reader, self.transform = reader, transform
-        self._batches = importlib.import_module(type(reader).__module__).native_batches
+        self._batches = native_pipeline(reader)
         self._carried: list[torch.Tensor] = []
 
     def epoch(self, epoch: int) -> Iterator[Any]:
         self._carried = []
-        seed = self.order.seed * 1_000_003 + epoch  # a new shuffle each epoch, the same for the same seed
-        read = NativeRead(self.settings.batch_size, self.order.shuffle, seed, dataloader_keywords(self.settings),
-                          self.transform)  # fmt: skip
+        read = native_read(self.settings.batch_size, self.order.shuffle, self.order.seed, epoch,
+                           dataloader_keywords(self.settings), self.transform)  # fmt: skip
         batches = self._batches(self.reader, read)
         if self.order.max_batches is not None:
             batches = itertools.islice(batches, self.order.max_batches)

@@ -8,7 +8,7 @@ pipeline iobench did not build: the question is the user's, not the formats'.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,6 +64,12 @@ def split_batch(batch: Any) -> tuple[torch.Tensor, torch.Tensor | None]:
     raise IobenchError(
         f"iobench.measure needs batches of tensors ((features, labels), a tensor or a dict), got {type(batch).__name__}"
     )
+
+
+def user_step(name: str, features_per_sample: int, device: torch.device, seed: int) -> Callable[[DeviceBatch], None]:
+    """The stand-in step for a user's batches: mlp takes their labels modulo N_CLASSES (they may be anything)."""
+    step = make_step(name, max(1, features_per_sample), N_CLASSES, device, seed)
+    return step if name != "mlp" else (lambda b: step((b[0], b[1] % N_CLASSES)))
 
 
 @dataclass(frozen=True)
@@ -136,8 +142,7 @@ def measure(
     loader = UserLoader(batches, dev, non_blocking)
     features, _ = split_batch(next(iter(loader.epoch(0))))
     sample_bytes = features[0].numel() * features.element_size() if len(features) else 0
-    stand_in = make_step(step_name, max(1, features[0].numel()) if len(features) else 1, N_CLASSES, dev, seed)
-    run_step = stand_in if step_name != "mlp" else (lambda b: stand_in((b[0], b[1] % N_CLASSES)))
+    run_step = user_step(step_name, features[0].numel() if len(features) else 1, dev, seed)
     for e in range(warmup):
         time_epoch(loader, e, run_step, max_seconds)
     timings = []

@@ -203,16 +203,13 @@ def at_least(*checks: tuple[str, int, int]) -> None:
 
 
 def _check_format_options(config: RunConfig) -> None:
-    from iobench.data.format_options import settable_fields
+    from iobench.data.format_options import check_read_options
 
     if not config.format_options:
         return
     if config.loader is not LoaderName.NATIVE:
         raise IobenchError(f"{config.label}: --format-option sets how a format's own pipeline reads (--loader native)")
-    readable = settable_fields(config.format, reading=True)
-    if unknown := [k for k, _ in config.format_options if k not in readable]:
-        raise IobenchError(f"{config.format} has no read option {unknown[0]!r} (its read options: "
-                           f"{', '.join(readable) or 'none'})")  # fmt: skip
+    check_read_options(config.format, [k for k, _ in config.format_options])
 
 
 def _check_ray(s: LoaderSettings) -> None:

@@ -29,8 +29,8 @@ from iobench.events import QUIET, Events
 from iobench.loaders import LoaderName
 from iobench.loaders.base import Fetch, LoaderSettings
 from iobench.measuring.clocks import time_epoch
-from iobench.measuring.steps import make_step, parse_step
-from iobench.measuring.user_loader import N_CLASSES, UserLoader, split_batch
+from iobench.measuring.steps import parse_step
+from iobench.measuring.user_loader import UserLoader, split_batch, user_step
 from iobench.plan.config import at_least
 from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RecordedConfig, RunRecord, SystemStats
 from iobench.run.tune import worker_grid
@@ -208,9 +208,7 @@ def _length(dataset: Any) -> int | None:
 def run_factory(planned: FactoryPlan, events: Events = QUIET) -> RunRecord:
     """`runs` fresh DataLoaders, each a warm-up and `epochs` timed epochs; one record for them all."""
     r, device = planned.request, planned.device
-    features = max(1, int(torch.Size(planned.shape).numel()))
-    step = make_step(r.step, features, N_CLASSES, device, r.seed)
-    run_step = step if r.step != "mlp" else (lambda b: step((b[0], b[1] % N_CLASSES)))
+    run_step = user_step(r.step, int(torch.Size(planned.shape).numel()), device, r.seed)
     timings: list[EpochTiming] = []
     started = time.perf_counter()
     with torch_threads(r.torch_threads):
