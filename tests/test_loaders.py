@@ -117,6 +117,27 @@ def test_workers_deliver_the_exact_dataset(dataset_dir, expected, fmt, loader):
     np.testing.assert_array_equal(torch.cat([b[0] for b in arrived]).numpy(), features)
 
 
+@pytest.mark.parametrize("fetch", ["batch", "item"])
+@pytest.mark.parametrize("in_order", [True, False])
+def test_the_dataloader_says_which_samples_it_delivered(dataset_dir, expected, fetch, in_order):
+    """Shuffled, with workers: the order the runner scores is the order that arrived, whether it is the
+    sampler's (in order: nothing carried) or the workers' (indices carried under the labels)."""
+    features, labels = expected
+    resolved = _config(dataset_dir, "npy", "dataloader", num_workers=2, fetch=fetch, in_order=in_order, shuffle=True)
+    loader = build_loader(resolved)
+    try:
+        for epoch in (0, 1):
+            got = [(f.numpy(), lb.numpy()) for f, lb in loader.epoch(epoch)]
+            delivered = loader.delivered(epoch, N)
+            assert sorted(delivered.tolist()) == list(range(N)), "every sample exactly once"
+            assert not np.array_equal(delivered, np.arange(N)), "a shuffled epoch"
+            np.testing.assert_array_equal(np.concatenate([f for f, _ in got]), features[delivered])
+            np.testing.assert_array_equal(np.concatenate([lb for _, lb in got]), labels[delivered])
+            assert all(lb.dtype == np.int64 and lb.ndim == 1 for _, lb in got), "labels as the reader gave them"
+    finally:
+        loader.close()
+
+
 @NEEDS_TORCHDATA
 @pytest.mark.parametrize("fmt", ["npy", "lmdb", "hdf5", "files"])
 @pytest.mark.parametrize("fetch", ["batch", "item"])
