@@ -92,8 +92,11 @@ def test_the_pasted_script_runs_under_spawn_and_delivers_the_dataset(tmp_path, f
     for method in ("spawn", "forkserver"):
         done = run_pasted(script, method)
         assert done.returncode == 0, done.stderr
-        assert re.findall(r"epoch \d: (\d+) samples", done.stdout) == ["1000", "1000"], done.stdout
+        assert re.findall(r"epoch \d: (\d+) samples", done.stdout) == ["1000"] * 3, done.stdout
         assert done.stdout.startswith("warm-up: 1000 samples"), "an untimed epoch first, as tune measured"
+        rates = [float(r.replace(",", "")) for r in re.findall(r"epoch \d: .*, ([\d,]+) samples/s", done.stdout)]
+        median = re.search(r"median of the timed epochs: ([\d,]+) samples/s; tune: 1 samples/s\n", done.stdout)
+        assert median and float(median[1].replace(",", "")) == pytest.approx(sorted(rates)[1], abs=1), done.stdout
 
 
 def test_the_pasted_batches_are_the_datasets_samples(tmp_path):

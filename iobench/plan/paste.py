@@ -122,6 +122,7 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str) -> 
         "Run it to check the figure here; copy make_loader() into a training script (iobench must be installed).",
         '"""',
         "",
+        "import statistics",
         "import time",
         "",
         "import torch",
@@ -135,20 +136,23 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str) -> 
         *make,
         "",
         "",
-        *_timing_main(c.epochs, unpack, move, on_device),
+        *_timing_main(c.epochs, measured, unpack, move, on_device),
     ]
     return "\n".join(lines) + "\n"
 
 
-def _timing_main(epochs: int, unpack: str, move: str, on_device: str | None = None) -> list[str]:
+def _timing_main(epochs: int, measured: str, unpack: str, move: str, on_device: str | None = None) -> list[str]:
     """The script's `__main__`: an untimed warm-up epoch (workers start, the page cache fills), then a few
-    epochs timed as tune timed them, the clock stopped after the device is done."""
+    epochs timed as tune timed them, the clock stopped after the device is done, and their median beside
+    tune's figure (one epoch alone falls outside tune's spread of several by chance)."""
     return [
         'if __name__ == "__main__":',
+        f"    TUNE = {_py(measured)}",
         "    loader = make_loader()",
         *([f"    augment = device_transform(DATASET, {_py(on_device)})"] if on_device else []),
+        "    rates = []",
         "    # epoch 0 warms up, as tune's rounds did: its figure is printed, not the one to compare",
-        f"    for epoch in range({max(2, epochs) + 1}):",
+        f"    for epoch in range({max(3, epochs) + 1}):",
         "        start, seen = time.perf_counter(), 0",
         "        for batch in loader:",
         f"            {unpack}",
@@ -161,6 +165,10 @@ def _timing_main(epochs: int, unpack: str, move: str, on_device: str | None = No
         '        name = f"epoch {epoch}" if epoch else "warm-up"',
         "        rate = seen / seconds",
         '        print(f"{name}: {seen} samples in {seconds:.2f} s, {rate:,.0f} samples/s")',
+        "        if epoch:",
+        "            rates.append(rate)",
+        "    median = statistics.median(rates)",
+        '    print(f"median of the timed epochs: {median:,.0f} samples/s; tune: {TUNE}")',
     ]
 
 
@@ -182,6 +190,7 @@ def factory_script(request: Any, measured: str, folder: Path, device: str) -> st
         "Run it to check the figure here; copy make_loader() into a training script.",
         '"""',
         "",
+        "import statistics",
         "import sys",
         "import time",
         "",
@@ -207,6 +216,7 @@ def factory_script(request: Any, measured: str, folder: Path, device: str) -> st
         "",
         *_timing_main(
             request.epochs,
+            measured,
             "features, labels = split_batch(batch)",
             f"features = features.to(DEVICE, non_blocking={s.non_blocking})",
         ),  # fmt: skip
