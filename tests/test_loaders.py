@@ -161,6 +161,32 @@ def test_nodes_threads_deliver_every_sample_once(dataset_dir, expected, fmt, fet
         loader.close()
 
 
+def test_nodes_drop_only_torchdatas_join_of_its_own_thread(monkeypatch):
+    """A cut epoch's pipeline may be finalised by one of its own threads (torchdata 0.11 joins them in
+    `__del__`): that traceback is dropped, once-installed, and every other unraisable still reported."""
+    import sys
+    from types import SimpleNamespace
+
+    from iobench.loaders import nodes as nodes_loader
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", reported.append)
+    nodes_loader._quiet_self_joins()
+    nodes_loader._quiet_self_joins()
+
+    def finaliser():
+        pass
+
+    finaliser.__module__ = "torchdata.nodes.map"
+    join = RuntimeError("cannot join current thread")
+    other = SimpleNamespace(exc_type=RuntimeError, exc_value=RuntimeError("boom"), object=finaliser)
+    elsewhere = SimpleNamespace(exc_type=RuntimeError, exc_value=join, object=print)
+    sys.unraisablehook(SimpleNamespace(exc_type=RuntimeError, exc_value=join, object=finaliser))
+    sys.unraisablehook(other)
+    sys.unraisablehook(elsewhere)
+    assert reported == [other, elsewhere]
+
+
 def test_nodes_without_torchdata_is_one_line(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchdata" else real(name, *a))
