@@ -11,7 +11,7 @@ Writing is measured on --write-size samples (imports and set-up amortised), each
 a child process, and the library's writer alone followed by a sync (prepare's figure includes its fsync).
 
 Usage: python scripts/bench_formats.py --data-dir DIR [--size 2e4] [--write-size 2e5] [--workers 0,2] [--rounds 3]
-       [--formats webdataset,arrow,zarr,tfrecord,litdata] [--write-only]
+       [--formats webdataset,arrow,zarr,tfrecord,litdata] [--write-only] [--write-rounds 3]
 """
 
 from __future__ import annotations
@@ -215,6 +215,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--formats", default=",".join(FORMATS), help="a comma list of " + ", ".join(FORMATS))
     parser.add_argument("--write-only", action="store_true", help="skip the reading half")
+    parser.add_argument("--write-rounds", type=int, default=3, help="prepare and the library's writer, alternated")
     args = parser.parse_args()
     chosen = tuple(f for f in args.formats.split(",") if f)
     if unknown := set(chosen) - set(FORMATS):
@@ -253,32 +254,44 @@ def write(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
     from iobench.data.manifest import Manifest
 
     print(f"writing {args.write_size} samples, each format alone; MB/s of samples (features and labels) on both sides")
+    print(f"{args.write_rounds} rounds, median (min-max)")
     print("| format | prepare MB/s | peak RSS of prepare | library writer alone + sync MB/s | ratio | bytes on disk |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
     for fmt in chosen:
-        folder = args.data_dir / f"write-{fmt}"
-        shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir()
-        # the format alone: a second format's writer would share the 2 cores with the one measured
-        written, fmt_rss = prepare(folder, args.write_size, fmt)
-        manifest = Manifest.load(written)
-        entry = manifest.formats[fmt]
-        # the same samples, generated again (the stream is deterministic): the library's writer gets them from memory
-        chunks = list(generate(manifest.spec))
-        big_f, big_l = np.concatenate([c.features for c in chunks]), np.concatenate([c.labels for c in chunks])
-        del chunks
-        # write_mb_per_s counts bytes on disk (PNG, padding); the library's side counts samples
-        ours = manifest.spec.payload_bytes / 1e6 / entry.write_seconds
-        with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
-            alone = library_write(fmt, big_f, big_l, Path(tmp))
-        print(f"| {fmt} | {ours:,.1f} | {fmt_rss:,.0f} MiB | {alone:,.1f} | "
-              f"{ours / alone:.2f}x | {entry.bytes / 1e6:,.1f} MB |", flush=True)  # fmt: skip
-        if fmt == "litdata":  # optimize runs a process per core by default; prepare writes with one
+        ours, alone, one, peaks = [], [], [], []
+        big_f = big_l = None
+        entry = None
+        # interleaved rounds, medians: this disk's speed moves by 30% between minutes
+        for _ in range(args.write_rounds):
+            folder = args.data_dir / f"write-{fmt}"
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir()
+            # the format alone: a second format's writer would share the 2 cores with the one measured
+            written, fmt_rss = prepare(folder, args.write_size, fmt)
+            manifest = Manifest.load(written)
+            entry = manifest.formats[fmt]
+            peaks.append(fmt_rss)
+            if big_f is None:  # the same samples, generated again (the stream is deterministic), in memory
+                chunks = list(generate(manifest.spec))
+                big_f, big_l = np.concatenate([c.features for c in chunks]), np.concatenate([c.labels for c in chunks])
+                del chunks
+            # write_mb_per_s counts bytes on disk (PNG, padding); the library's side counts samples
+            ours.append(manifest.spec.payload_bytes / 1e6 / entry.write_seconds)
+            shutil.rmtree(folder)
             with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
-                one = library_write(fmt, big_f, big_l, Path(tmp), workers=1)
-            print(f"| litdata, optimize with 1 worker | | | {one:,.1f} | {ours / one:.2f}x | |")
+                alone.append(library_write(fmt, big_f, big_l, Path(tmp)))
+            if fmt == "litdata":  # optimize runs a process per core by default; prepare writes with one
+                with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
+                    one.append(library_write(fmt, big_f, big_l, Path(tmp), workers=1))
+        a, b = statistics.median(ours), statistics.median(alone)
+        print(f"| {fmt} | {a:,.1f} ({min(ours):,.1f}-{max(ours):,.1f}) | {max(peaks):,.0f} MiB | "
+              f"{b:,.1f} ({min(alone):,.1f}-{max(alone):,.1f}) | {a / b:.2f}x | {entry.bytes / 1e6:,.1f} MB |",
+              flush=True)  # fmt: skip
+        if one:
+            c = statistics.median(one)
+            spread = f"{min(one):,.1f}-{max(one):,.1f}"
+            print(f"| litdata, optimize with 1 worker | | | {c:,.1f} ({spread}) | {a / c:.2f}x | |")
         del big_f, big_l
-        shutil.rmtree(folder)
     print(f"max RSS of this script {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
 
 
