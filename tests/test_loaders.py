@@ -117,13 +117,21 @@ def test_workers_deliver_the_exact_dataset(dataset_dir, expected, fmt, loader):
     np.testing.assert_array_equal(torch.cat([b[0] for b in arrived]).numpy(), features)
 
 
+DELIVERING = [pytest.param("npy", "dataloader", id="npy-dataloader")] + [
+    pytest.param(f, "nodes", marks=NEEDS_TORCHDATA, id=f"{f}-nodes") for f in ("npy", "lmdb", "hdf5", "files")
+]
+
+
+@pytest.mark.parametrize(("fmt", "kind"), DELIVERING)
 @pytest.mark.parametrize("fetch", ["batch", "item"])
 @pytest.mark.parametrize("in_order", [True, False])
-def test_the_dataloader_says_which_samples_it_delivered(dataset_dir, expected, fetch, in_order):
-    """Shuffled, with workers: the order the runner scores is the order that arrived, whether it is the
-    sampler's (in order: nothing carried) or the workers' (indices carried under the labels)."""
+def test_workers_deliver_every_sample_once_and_say_which(dataset_dir, expected, fmt, kind, fetch, in_order):
+    """Shuffled, two workers (DataLoader processes; threads for nodes, each through its own reader, an LMDB
+    transaction being one thread's), batches handed over in order or as they finish: every sample once
+    with its own label, and the order the runner scores is the order that arrived, whether it is the
+    sampler's (a DataLoader in order carries nothing) or carried with the batches (under the labels)."""
     features, labels = expected
-    resolved = _config(dataset_dir, "npy", "dataloader", num_workers=2, fetch=fetch, in_order=in_order, shuffle=True)
+    resolved = _config(dataset_dir, fmt, kind, num_workers=2, fetch=fetch, in_order=in_order, shuffle=True)
     loader = build_loader(resolved)
     try:
         for epoch in (0, 1):
@@ -134,27 +142,6 @@ def test_the_dataloader_says_which_samples_it_delivered(dataset_dir, expected, f
             np.testing.assert_array_equal(np.concatenate([f for f, _ in got]), features[delivered])
             np.testing.assert_array_equal(np.concatenate([lb for _, lb in got]), labels[delivered])
             assert all(lb.dtype == np.int64 and lb.ndim == 1 for _, lb in got), "labels as the reader gave them"
-    finally:
-        loader.close()
-
-
-@NEEDS_TORCHDATA
-@pytest.mark.parametrize("fmt", ["npy", "lmdb", "hdf5", "files"])
-@pytest.mark.parametrize("fetch", ["batch", "item"])
-@pytest.mark.parametrize("in_order", [True, False])
-def test_nodes_threads_deliver_every_sample_once(dataset_dir, expected, fmt, fetch, in_order):
-    """Two threads, each through its own reader (an LMDB transaction is one thread's), batches handed over
-    in order or as they finish: every sample once, each with its own label."""
-    features, labels = expected
-    resolved = _config(dataset_dir, fmt, "nodes", num_workers=2, fetch=fetch, in_order=in_order, shuffle=True)
-    loader = build_loader(resolved)
-    try:
-        for epoch in (0, 1):
-            got = [(f.numpy(), lb.numpy()) for f, lb in loader.epoch(epoch)]
-            delivered = loader.delivered(epoch, N)
-            assert sorted(delivered.tolist()) == list(range(N)), "every sample exactly once"
-            np.testing.assert_array_equal(np.concatenate([f for f, _ in got]), features[delivered])
-            np.testing.assert_array_equal(np.concatenate([lb for _, lb in got]), labels[delivered])
             sizes = sorted(len(lb) for _, lb in got)  # out of order, the short batch may come first
             assert sizes == [N % 16] + [16] * (N // 16), "batches of the run's size"
     finally:
