@@ -178,14 +178,16 @@ class _Decode:
     def __init__(self, spec: DatasetSpec, transform: Any) -> None:
         self.spec, self.transform = spec, transform
 
-    def __call__(self, example: dict) -> tuple[Any, int, int]:
+    def __call__(self, example: dict) -> tuple[Any, np.ndarray]:
         index = int(example["index"][0])
         features = decode(bytes(example["image"]), self.spec, f"sample {index}")
         if self.transform is not None:
             import torch
 
             features = self.transform.sample(torch.from_numpy(np.ascontiguousarray(features)))
-        return features, int(example["label"][0]), index  # the DataLoader's collate stacks them, one copy
+        # the label and the index carried for the shuffle score in one array, which the DataLoader's collate
+        # stacks into one tensor: a worker hands a batch over with one shared-memory transfer fewer
+        return features, np.array((example["label"][0], index), dtype=np.int64)
 
 
 def native_batches(reader: TFRecordReader, read: NativeRead) -> Any:
@@ -215,8 +217,9 @@ def native_batches(reader: TFRecordReader, read: NativeRead) -> Any:
             for k in range(shards)
         ])  # fmt: skip
     generator = torch.Generator().manual_seed(read.seed)
-    return iter(torch.utils.data.DataLoader(ds, batch_size=read.batch_size, generator=generator,
-                                            **read.dataloader_keywords))  # fmt: skip
+    keywords = read.dataloader_keywords
+    loader = torch.utils.data.DataLoader(ds, batch_size=read.batch_size, generator=generator, **keywords)
+    return ((features, pairs[:, 0], pairs[:, 1]) for features, pairs in loader)
 
 
 class TFRecordFormat(StorageFormat):
