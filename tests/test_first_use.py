@@ -113,6 +113,25 @@ def test_other_programs_cpu_is_measured_and_rivals_are_not_counted():
     assert subprocess.run(["kill", "-0", str(rivals[0])], capture_output=True).returncode != 0, "rival outlived it"
 
 
+def test_a_runs_before_sample_is_the_last_after_sample_when_it_just_ended(monkeypatch):
+    """tune runs candidates back to back: the 0.25 s before each is the previous one's after, not a new
+    wait; a sample older than `recent`, or taken with other rivals, is not reused."""
+    from iobench.system import contention
+
+    clock = [100.0]
+    sleeps = []
+    monkeypatch.setattr(contention.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(contention.time, "sleep", sleeps.append)
+    monkeypatch.setattr(contention, "_last_sample", None)
+    first = contention.other_cores_busy(0.25)
+    assert contention.other_cores_busy(0.25, recent=1.0) == first and len(sleeps) == 1
+    assert contention.other_cores_busy(0.25, rivals=(1,), recent=1.0) is not None and len(sleeps) == 2
+    clock[0] += 1.5
+    contention.other_cores_busy(0.25, rivals=(1,), recent=1.0)
+    contention.other_cores_busy(0.25)  # without `recent`, always a new sample
+    assert len(sleeps) == 4
+
+
 def test_a_busy_machine_is_warned_about_and_sharing_settings_are_part_of_a_runs_identity():
     from iobench.results.record import SystemStats
     from iobench.results.warnings import Kind, record_warnings

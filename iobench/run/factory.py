@@ -34,7 +34,7 @@ from iobench.measuring.user_loader import UserLoader, split_batch, user_step
 from iobench.plan.config import at_least
 from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RecordedConfig, RunRecord, SystemStats
 from iobench.run.tune import worker_grid
-from iobench.system.contention import other_cores_busy, torch_threads
+from iobench.system.contention import RECENT_SECONDS, other_cores_busy, torch_threads
 from iobench.system.environment import environment, usable_cores
 from iobench.system.sysmetrics import peak_rss_bytes
 
@@ -212,7 +212,7 @@ def run_factory(planned: FactoryPlan, events: Events = QUIET) -> RunRecord:
     timings: list[EpochTiming] = []
     started = time.perf_counter()
     with torch_threads(r.torch_threads):
-        load_before, other_before = os.getloadavg()[0], other_cores_busy()
+        load_before, other_before = os.getloadavg()[0], other_cores_busy(recent=RECENT_SECONDS)
         for k in range(r.runs):
             loader = UserLoader(planned.loader(), device, r.settings.non_blocking)
             for e in range(r.warmup + r.epochs):

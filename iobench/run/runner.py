@@ -33,7 +33,7 @@ from iobench.results.record import (
 from iobench.results.shuffle_quality import score
 from iobench.run.epoch_log import EpochLog, record_of
 from iobench.system.confine import confined
-from iobench.system.contention import contending, other_cores_busy, torch_threads
+from iobench.system.contention import RECENT_SECONDS, contending, other_cores_busy, torch_threads
 from iobench.system.page_cache import evict, resident_fraction
 from iobench.system.sysmetrics import SystemCounters
 
@@ -100,7 +100,7 @@ def run(
     """
     confinement, config = resolved.confinement, resolved.config
     with contending(config.cpu_contention) as rivals, torch_threads(config.torch_threads):
-        load_before, other_before = os.getloadavg()[0], other_cores_busy(rivals=rivals)
+        load_before, other_before = os.getloadavg()[0], other_cores_busy(rivals=rivals, recent=RECENT_SECONDS)
         with confined(confinement, resolved.dataset_dir) as applied:
             record = _measure(resolved, events, profile_dir)
         load_after, other_after = os.getloadavg()[0], other_cores_busy(rivals=rivals)
