@@ -157,6 +157,10 @@ def native_batches(reader: ArrowReader, read: NativeRead) -> Iterator:
     from torch.utils.data import DataLoader
 
     ds = load(reader.directory, reader.spec, "torch")
+    if read.world > 1:  # the rank's contiguous shard, as datasets splits a map-style dataset between nodes
+        from datasets.distributed import split_dataset_by_node
+
+        ds = split_dataset_by_node(ds, rank=read.rank, world_size=read.world)
     data = _Rows(ds, read.transform) if read.transform is not None else ds
     loader = DataLoader(data, batch_size=read.batch_size, shuffle=read.shuffle,
                         generator=torch.Generator().manual_seed(read.seed), **read.dataloader_keywords)  # fmt: skip
@@ -165,6 +169,7 @@ def native_batches(reader: ArrowReader, read: NativeRead) -> Iterator:
 
 class ArrowFormat(StorageFormat):
     name = "arrow"
+    native_rank_split = "datasets split_dataset_by_node"
     options_type = ArrowOptions
     python_bound_writer = True
     writer_type = ArrowWriter

@@ -124,6 +124,9 @@ class NativeRead:
     seed: int
     dataloader_keywords: dict[str, Any]
     transform: Any = None  # iobench's Transform: per_sample(x) / per_samples(batch), or None
+    # Under torchrun: this rank's share, split by the library's own means (`StorageFormat.native_rank_split`)
+    rank: int = 0
+    world: int = 1
 
 
 class FormatReader(ABC):
@@ -227,6 +230,9 @@ class StorageFormat(ABC):
     ignored_files: ClassVar[frozenset[str]] = frozenset()
     writer_type: ClassVar[type[FormatWriter]]
     reader_type: ClassVar[type[FormatReader]]
+    # How the format's own pipeline (`--loader native`) splits an epoch between torchrun ranks, as records
+    # name it (e.g. "webdataset split_by_node"); None: it has no way of its own, and is refused there.
+    native_rank_split: ClassVar[str | None] = None
 
     def options(self, **values: Any) -> Any:
         """Build this format's options, ignoring values left at None (their defaults apply)."""
@@ -244,6 +250,10 @@ class StorageFormat(ABC):
 
     def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
         """Refuse (ValueError) what the writer would not have left, before anything is mapped or allocated."""
+        return None
+
+    def check_native_world(self, spec: DatasetSpec, options: Any, world: int) -> None:
+        """Refuse (ValueError) a torchrun world the native pipeline cannot share (a rank without a shard)."""
         return None
 
     @abstractmethod

@@ -201,10 +201,12 @@ def native_batches(reader: TFRecordReader, read: NativeRead) -> Any:
 
     reader.handle  # noqa: B018 - opening the reader checks every shard once, before the package reads one
     np.random.seed(read.seed % 2**32)
-    directory, shards, decode_one = reader.directory, reader.options.shards, _Decode(reader.spec, read.transform)
+    directory, decode_one = reader.directory, _Decode(reader.spec, read.transform)
+    # under torchrun each rank reads every world-th shard (the package has no rank splitting of its own)
+    shards = range(read.rank, reader.options.shards, read.world)
     if read.shuffle:
-        bounds = shard_bounds(reader.spec, shards)
-        splits = {f"{k:06d}": bounds[k + 1] - bounds[k] for k in range(shards)}
+        bounds = shard_bounds(reader.spec, reader.options.shards)
+        splits = {f"{k:06d}": bounds[k + 1] - bounds[k] for k in shards}
         ds: Any = MultiTFRecordDataset(
             str(directory / "shard-{}.tfrecord"), str(directory / "shard-{}.index"), splits, description=DESCRIPTION,
             shuffle_queue_size=reader.options.shuffle_queue, transform=decode_one, infinite=False,
@@ -214,7 +216,7 @@ def native_batches(reader: TFRecordReader, read: NativeRead) -> Any:
         ds = torch.utils.data.ChainDataset([
             TFRecordDataset(str(directory / (SHARD % k)), str(directory / (SHARD_INDEX % k)) if indexed else None,
                             description=DESCRIPTION, transform=decode_one)
-            for k in range(shards)
+            for k in shards
         ])  # fmt: skip
     generator = torch.Generator().manual_seed(read.seed)
     keywords = read.dataloader_keywords
@@ -228,6 +230,12 @@ class TFRecordFormat(StorageFormat):
     python_bound_writer = True
     writer_type = TFRecordWriter
     reader_type = TFRecordReader
+    native_rank_split = "tfrecord shards by rank"
+
+    def check_native_world(self, spec: DatasetSpec, options: TFRecordOptions, world: int) -> None:
+        if options.shards < world:
+            raise ValueError(f"{options.shards} shard(s) cannot be shared by {world} ranks (each rank reads whole "
+                             "shards): prepare with a smaller tfrecord.shard_samples")  # fmt: skip
 
     def resolve_options(self, spec: DatasetSpec, options: TFRecordOptions) -> TFRecordOptions:
         return replace(options, shards=shard_count(spec, options))

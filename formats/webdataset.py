@@ -162,9 +162,11 @@ def pipeline(
     shuffle: bool,
     seed: int,
     transform: Any = None,
+    world: int = 1,
 ):
     """The documented pipeline: shards (shuffled, deterministically per epoch), a shuffle buffer, decode,
-    tuples, batches made in the workers."""
+    tuples, batches made in the workers. Under torchrun (`world` > 1) `split_by_node` gives each rank
+    every world-th shard of the (shuffled) list, its rank read from torch.distributed as webdataset does."""
     import webdataset as wds
 
     urls = [str(directory / (SHARD % k)) for k in range(options.shards)]
@@ -174,7 +176,7 @@ def pipeline(
         shardshuffle=options.shard_shuffle if shuffle else False,
         detshuffle=True,
         seed=seed,
-        nodesplitter=None,
+        nodesplitter=wds.split_by_node if world > 1 else None,
         workersplitter=wds.split_by_worker,
         empty_check=False,  # more workers than shards: some read none
     )
@@ -192,8 +194,9 @@ def native_batches(reader: WebDatasetReader, read: NativeRead) -> Iterator[Any]:
     from torch.utils.data import DataLoader
 
     ds = pipeline(
-        reader.directory, reader.spec, reader.options, read.batch_size, read.shuffle, read.seed, read.transform
-    )
+        reader.directory, reader.spec, reader.options, read.batch_size, read.shuffle, read.seed, read.transform,
+        read.world,
+    )  # fmt: skip
     loader = DataLoader(ds, batch_size=None, **read.dataloader_keywords)
     return iter(loader)
 
@@ -204,6 +207,12 @@ class WebDatasetFormat(StorageFormat):
     python_bound_writer = True
     writer_type = WebDatasetWriter
     reader_type = WebDatasetReader
+    native_rank_split = "webdataset split_by_node"
+
+    def check_native_world(self, spec: DatasetSpec, options: WebDatasetOptions, world: int) -> None:
+        if options.shards < world:
+            raise ValueError(f"{options.shards} shard(s) cannot be shared by {world} ranks (split_by_node gives "
+                             "each rank whole shards): prepare with a smaller webdataset.shard_samples")  # fmt: skip
 
     def resolve_options(self, spec: DatasetSpec, options: WebDatasetOptions) -> WebDatasetOptions:
         from dataclasses import replace

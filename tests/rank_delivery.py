@@ -15,6 +15,7 @@ import torch
 
 from iobench.data.dataset import generate
 from iobench.data.manifest import Manifest
+from iobench.formats import FORMATS
 from iobench.loaders import LOADERS, LoaderName
 from iobench.measuring.clocks import time_epoch
 from iobench.measuring.distributed import joined
@@ -26,12 +27,23 @@ from tests.conftest import run_config
 ORDERS = {"sequential": {"shuffle": False}, "shuffle": {"shuffle": True}, "block": {"shuffle": True, "block_size": 5}}
 
 
+def native_combinations(dataset_dir: Path) -> list[tuple[str, RunConfig]]:
+    """The formats' own pipelines that split an epoch between ranks by their library's means."""
+    prepared = Manifest.load(dataset_dir).formats
+    out = []
+    for fmt in (f for f in prepared if FORMATS[f].native_rank_split):
+        for order in ("sequential", "shuffle"):
+            out.append((f"{fmt}-native-{order}", run_config(fmt, "native", **ORDERS[order])))
+        out.append((f"{fmt}-native-workers", run_config(fmt, "native", num_workers=2)))
+    return out
+
+
 def combinations(dataset_dir: Path) -> list[tuple[str, RunConfig]]:
     prepared = Manifest.load(dataset_dir).formats  # `--formats all` leaves out formats not installed
     out = []
     for loader, kind in LOADERS.items():
         if loader in (LoaderName.RAY, LoaderName.NATIVE):
-            continue  # Ray: one process fed by actors; native: rank splitting not wired (both refused)
+            continue  # Ray: one process fed by actors (refused); native: its own test (native_combinations)
         if not kind.installed:
             continue  # nodes without torchdata: refused in one line (its own test)
         for fmt in (f for f in kind.reads if f in prepared):
@@ -45,7 +57,7 @@ def combinations(dataset_dir: Path) -> list[tuple[str, RunConfig]]:
     return out
 
 
-def main(dataset_dir: Path, out: Path) -> None:
+def main(dataset_dir: Path, out: Path, native: bool = False) -> None:
     manifest = Manifest.load(dataset_dir)
     chunks = list(generate(manifest.spec))
     features = np.concatenate([c.features for c in chunks])
@@ -53,7 +65,7 @@ def main(dataset_dir: Path, out: Path) -> None:
     index = {row.tobytes(): i for i, row in enumerate(features)}
     cpu = torch.device("cpu")
     with joined("cpu") as (world, _device):
-        for name, config in combinations(dataset_dir):
+        for name, config in (native_combinations if native else combinations)(dataset_dir):
             loader = build_loader(resolve(config, RunTarget(dataset_dir, cpu), world))
             try:
                 for epoch in (0, 1):
@@ -71,4 +83,4 @@ def main(dataset_dir: Path, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), Path(sys.argv[2]))
+    main(Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:] == ["native"])

@@ -172,10 +172,60 @@ def test_nproc_refusals_are_one_line(dataset_dir, cli):
 
 
 @pytest.mark.skipif(not FORMATS.installed("zarr"), reason="zarr is not installed (pip install 'iobench[zarr]')")
-def test_the_native_loader_is_refused_under_torchrun(dataset_dir, cli):
+def test_a_native_pipeline_without_rank_splitting_is_refused_under_torchrun(dataset_dir, cli):
     common = ["--data-dir", dataset_dir.parent, "--results", dataset_dir.parent / "x.jsonl", "-q"]
     r = cli("run", "--nproc", "2", "--format", "zarr", "--loader", "native", *common)
-    assert r.code == 2 and "rank splitting" in r.err and len(r.err.strip().splitlines()) == 1
+    assert r.code == 2 and "no rank splitting of its own" in r.err and len(r.err.strip().splitlines()) == 1
+
+
+SPLITTING = [f for f in ("webdataset", "arrow", "tfrecord") if FORMATS.installed(f)]
+
+
+@pytest.fixture(scope="module")
+def sharded_dir(tmp_path_factory):
+    """The formats whose own pipelines split ranks, in shards of about 50 samples (4-5 of them)."""
+    if not SPLITTING:
+        pytest.skip("none of webdataset, datasets, tfrecord is installed (pip install 'iobench[formats]')")
+    root = tmp_path_factory.mktemp("sharded")
+    shards = ["--format-option", "webdataset.shard_samples=50", "--format-option", "tfrecord.shard_samples=50"]
+    formats = ["--formats", ",".join(SPLITTING)]
+    invoke("prepare", "--size", N, "--shape", "3,4", "--data-dir", root, "-q", *formats, *shards)
+    (d,) = root.iterdir()
+    return d
+
+
+def test_the_libraries_own_rank_splitting_delivers_every_sample_once(sharded_dir, tmp_path):
+    """WebDataset's split_by_node, datasets' split_dataset_by_node and TFRecord's shards by rank, in order,
+    shuffled and with workers: the two ranks together read the dataset exactly once per epoch."""
+    _torchrun("-m", "tests.rank_delivery", str(sharded_dir), str(tmp_path), "native")
+    from tests.rank_delivery import native_combinations
+
+    names = [name for name, _ in native_combinations(sharded_dir)]
+    assert {n.split("-")[0] for n in names} == set(SPLITTING)
+    for name in names:
+        for epoch in (0, 1):
+            shares = [np.load(tmp_path / f"{name}-e{epoch}-r{rank}.npy") for rank in (0, 1)]
+            assert all(len(s) for s in shares), (name, "a rank read nothing")
+            assert sorted(np.concatenate(shares).tolist()) == list(range(N)), name
+
+
+def test_a_native_run_under_torchrun_records_the_librarys_split(sharded_dir):
+    results = sharded_dir.parent / "native.jsonl"
+    fmt = SPLITTING[0]
+    _torchrun("-m", "iobench", "run", "--format", fmt, "--loader", "native", "--device", "cpu", "--data-dir",
+              sharded_dir.parent, "--results", results, "--runs", "1", "-q")  # fmt: skip
+    (record,) = stored_records(results)
+    assert record["world_size"] == 2 and record["samples_per_epoch"] == N
+    assert record["shard"] == FORMATS[fmt].native_rank_split
+
+
+def test_a_native_pipeline_with_fewer_shards_than_ranks_is_refused(dataset_dir, cli):
+    """The module's dataset has one shard per format (10,000 samples a shard)."""
+    if "webdataset" not in SPLITTING:
+        pytest.skip("webdataset is not installed (pip install 'iobench[webdataset]')")
+    common = ["--data-dir", dataset_dir.parent, "--results", dataset_dir.parent / "y.jsonl", "-q"]
+    r = cli("run", "--nproc", "2", "--format", "webdataset", "--loader", "native", *common)
+    assert r.code == 2 and "1 shard(s) cannot be shared by 2 ranks" in r.err and len(r.err.strip().splitlines()) == 1
 
 
 def test_torchrun_arguments_drop_nproc():

@@ -36,9 +36,10 @@ def native_pipeline(reader: FormatReader) -> Callable[[FormatReader, NativeRead]
 
 
 def native_read(batch_size: int, shuffle: bool, seed: int, epoch: int, keywords: dict[str, Any],
-                transform: Any) -> NativeRead:  # fmt: skip
-    """One epoch's request: a new shuffle each epoch, the same for the same seed."""
-    return NativeRead(batch_size, shuffle, seed * 1_000_003 + epoch, keywords, transform)
+                transform: Any, rank: int = 0, world: int = 1) -> NativeRead:  # fmt: skip
+    """One epoch's request: a new shuffle each epoch, the same for the same seed (on every rank, so that
+    the library's split of it between ranks leaves none out)."""
+    return NativeRead(batch_size, shuffle, seed * 1_000_003 + epoch, keywords, transform, rank, world)
 
 
 class NativeLoader(Loader):
@@ -51,8 +52,9 @@ class NativeLoader(Loader):
 
     def epoch(self, epoch: int) -> Iterator[Any]:
         self._carried = []
-        read = native_read(self.settings.batch_size, self.order.shuffle, self.order.seed, epoch,
-                           dataloader_keywords(self.settings), self.transform)  # fmt: skip
+        o = self.order
+        read = native_read(self.settings.batch_size, o.shuffle, o.seed, epoch, dataloader_keywords(self.settings),
+                           self.transform, o.rank, o.world)  # fmt: skip
         batches = self._batches(self.reader, read)
         if self.order.max_batches is not None:
             batches = itertools.islice(batches, self.order.max_batches)

@@ -73,6 +73,15 @@ class ResolvedRun:
         budget = c.cache_budget.of(self.entry.bytes) if c.cache_budget is not None else None
         return Confinement(c.read_limit_mb_per_s, budget)
 
+    @property
+    def shard(self) -> str | None:
+        """How ranks share an epoch, as records name it; None outside torchrun."""
+        if self.world.size <= 1:
+            return None
+        if self.config.loader is LoaderName.NATIVE:
+            return FORMATS[self.config.format].native_rank_split
+        return self.epoch_order().SHARD
+
     def epoch_order(self) -> EpochOrder | DistributedSamplerOrder:
         """This rank's batches: the DataLoader under torchrun takes torch's DistributedSampler, as
         training scripts do; the other loaders take a contiguous share of the epoch's shared order."""
@@ -131,7 +140,7 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
     if config.cache is Cache.COLD and config.eviction is Eviction.DROP_CACHES and not can_drop_caches():
         raise IobenchError("--eviction drop_caches needs root (sudo iobench ...); or use --eviction fadvise")
     manifest = check_dataset(target.dataset_dir, config.format)
-    check_world(config, manifest.spec.n_samples, world)
+    check_world(config, manifest, world)
     resolved = ResolvedRun(config, target, world, manifest)
     FORMATS[config.format].options_from_json(resolved.entry.options)  # a read option's value is checked here
     check_budget(resolved)
@@ -192,7 +201,7 @@ def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:
     return manifest
 
 
-def check_world(config: RunConfig, n_samples: int, world: World) -> None:
+def check_world(config: RunConfig, manifest: Manifest, world: World) -> None:
     """What torchrun ranks cannot share."""
     if world.size <= 1:
         return
@@ -201,12 +210,20 @@ def check_world(config: RunConfig, n_samples: int, world: World) -> None:
     if config.loader is LoaderName.RAY:
         raise IobenchError("--loader ray is one training process fed by a Ray cluster; run it without torchrun")
     if config.loader is LoaderName.NATIVE:
-        raise IobenchError(
-            "--loader native under torchrun: the libraries' own rank splitting (WebDataset's split_by_node, "
-            "a DistributedSampler over Arrow and Zarr) is not wired yet; use --loader dataloader"
-        )
-    if n_samples < world.size:
-        raise IobenchError(f"{n_samples} samples cannot be shared by {world.size} ranks")
+        fmt = FORMATS[config.format]
+        if fmt.native_rank_split is None:
+            raise IobenchError(
+                f"--loader native under torchrun: {config.format}'s library has no rank splitting of its own "
+                "(WebDataset, Arrow and TFRecord split by rank); use --loader dataloader (DistributedSampler)"
+            )
+        entry = manifest.formats.get(config.format)
+        try:
+            options = fmt.options_from_json(entry.options) if entry is not None else fmt.options_type()
+            fmt.check_native_world(manifest.spec, options, world.size)
+        except ValueError as exc:
+            raise IobenchError(f"--loader native under torchrun: {exc}") from None
+    if manifest.spec.n_samples < world.size:
+        raise IobenchError(f"{manifest.spec.n_samples} samples cannot be shared by {world.size} ranks")
     if config.read_limit_mb_per_s is not None or config.cache_budget is not None:
         raise IobenchError(
             "--read-limit and --cache-budget confine one process tree; under torchrun every rank would take "

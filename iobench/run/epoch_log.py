@@ -60,7 +60,7 @@ def record_of(
         log.timings, log.system, log.resident_before, log.resident_after, log.setup, total, peak_rss_bytes(),
         cuda_memory,
     )  # fmt: skip
-    shard = resolved.epoch_order().SHARD if world.size > 1 else None
+    shard = resolved.shard
     combined = combine(measured, world, world.hostnames(), spec.sample_bytes, shard)
     cold = config.cache is Cache.COLD
     stats = EpochStats.of(

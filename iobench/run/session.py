@@ -99,7 +99,7 @@ def launch_torchrun(
     dataset_dir = dataset_for_run(SINGLE, where.data_dir, where.dataset, formats, events, where.size)
     # Each rank resolves against its own device; here the dataset and the shares.
     for c in configs:
-        check_world(c, check_dataset(dataset_dir, c.format).spec.n_samples, local)
+        check_world(c, check_dataset(dataset_dir, c.format), local)
     args = torchrun_args(argv, nproc)
     events.say(f"launching: torchrun {' '.join(args)}")
     launch(args)
