@@ -166,7 +166,8 @@ def pipeline(
 ):
     """The documented pipeline: shards (shuffled, deterministically per epoch), a shuffle buffer, decode,
     tuples, batches made in the workers. Under torchrun (`world` > 1) `split_by_node` gives each rank
-    every world-th shard of the (shuffled) list, its rank read from torch.distributed as webdataset does."""
+    every world-th shard (its rank from torchrun's RANK, as webdataset reads it); webdataset splits before
+    it shuffles shards, so a rank reads the same shards every epoch."""
     import webdataset as wds
 
     urls = [str(directory / (SHARD % k)) for k in range(options.shards)]
