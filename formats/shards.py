@@ -22,6 +22,18 @@ from iobench.system.fsutil import open_regular, pread_full
 INDEX, LABELS = "index.npy", "labels.npy"
 
 
+class WholeShardsPerRank:
+    """A format whose own pipeline gives each torchrun rank whole shards (`--loader native`): fewer shards
+    than ranks would leave a rank without data. Mixed in before StorageFormat."""
+
+    name: str
+
+    def check_native_world(self, spec: DatasetSpec, options: Any, world: int) -> None:
+        if options.shards < world:
+            raise ValueError(f"{options.shards} shard(s) cannot be shared by {world} ranks (each rank reads whole "
+                             f"shards): prepare with a smaller {self.name}.shard_samples")  # fmt: skip
+
+
 def extension(spec: DatasetSpec) -> str:
     return "png" if spec.dtype == "uint8" and png_axes(spec.shape) else "npy"
 

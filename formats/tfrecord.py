@@ -34,6 +34,7 @@ from iobench.formats.shards import (
     IndexedShardsReader,
     IndexedShardsWriter,
     Shards,
+    WholeShardsPerRank,
     decode,
     load_npy,
     require_index,
@@ -224,18 +225,13 @@ def native_batches(reader: TFRecordReader, read: NativeRead) -> Any:
     return ((features, pairs[:, 0], pairs[:, 1]) for features, pairs in loader)
 
 
-class TFRecordFormat(StorageFormat):
+class TFRecordFormat(WholeShardsPerRank, StorageFormat):
     name = "tfrecord"
     options_type = TFRecordOptions
     python_bound_writer = True
     writer_type = TFRecordWriter
     reader_type = TFRecordReader
     native_rank_split = "tfrecord shards by rank"
-
-    def check_native_world(self, spec: DatasetSpec, options: TFRecordOptions, world: int) -> None:
-        if options.shards < world:
-            raise ValueError(f"{options.shards} shard(s) cannot be shared by {world} ranks (each rank reads whole "
-                             "shards): prepare with a smaller tfrecord.shard_samples")  # fmt: skip
 
     def resolve_options(self, spec: DatasetSpec, options: TFRecordOptions) -> TFRecordOptions:
         return replace(options, shards=shard_count(spec, options))

@@ -30,6 +30,7 @@ from iobench.formats.shards import (
     IndexedShardsReader,
     IndexedShardsWriter,
     Shards,
+    WholeShardsPerRank,
     decode,
     extension,
     load_npy,
@@ -202,18 +203,13 @@ def native_batches(reader: WebDatasetReader, read: NativeRead) -> Iterator[Any]:
     return iter(loader)
 
 
-class WebDatasetFormat(StorageFormat):
+class WebDatasetFormat(WholeShardsPerRank, StorageFormat):
     name = "webdataset"
     options_type = WebDatasetOptions
     python_bound_writer = True
     writer_type = WebDatasetWriter
     reader_type = WebDatasetReader
     native_rank_split = "webdataset split_by_node"
-
-    def check_native_world(self, spec: DatasetSpec, options: WebDatasetOptions, world: int) -> None:
-        if options.shards < world:
-            raise ValueError(f"{options.shards} shard(s) cannot be shared by {world} ranks (split_by_node gives "
-                             "each rank whole shards): prepare with a smaller webdataset.shard_samples")  # fmt: skip
 
     def resolve_options(self, spec: DatasetSpec, options: WebDatasetOptions) -> WebDatasetOptions:
         from dataclasses import replace

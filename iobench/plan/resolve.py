@@ -216,9 +216,8 @@ def check_world(config: RunConfig, manifest: Manifest, world: World) -> None:
                 f"--loader native under torchrun: {config.format}'s library has no rank splitting of its own "
                 "(WebDataset, Arrow and TFRecord split by rank); use --loader dataloader (DistributedSampler)"
             )
-        entry = manifest.formats.get(config.format)
-        try:
-            options = fmt.options_from_json(entry.options) if entry is not None else fmt.options_type()
+        try:  # the format is prepared: check_dataset came first
+            options = fmt.options_from_json(manifest.formats[config.format].options)
             fmt.check_native_world(manifest.spec, options, world.size)
         except ValueError as exc:
             raise IobenchError(f"--loader native under torchrun: {exc}") from None
