@@ -2,7 +2,8 @@
 
 Reading: for each of webdataset, arrow, zarr, tfrecord and litdata, `iobench run --loader native` (through iobench's
 harness: clock, split, carried indices, scoring) against the library's documentation snippet written
-here without iobench (same data, batch size and workers, same process, interleaved rounds), warm.
+here without iobench (same data, batch size and workers, same process, interleaved rounds), warm and
+(`--cache warm,cold`, root) cold: every file of the format evicted before each epoch on both sides.
 Goal: iobench >= 0.95x the snippet. Writing: `iobench prepare --from` an npy pair of the samples
 (page-cached: reading it costs little beside writing) against the library's writer alone fed the same
 samples from memory; goal >= 0.8x. Peak RSS of the
@@ -12,7 +13,7 @@ Writing is measured on --write-size samples (imports and set-up amortised), each
 a child process, and the library's writer alone followed by a sync (prepare's figure includes its fsync).
 
 Usage: python scripts/bench_formats.py --data-dir DIR [--size 2e4] [--write-size 2e5] [--workers 0,2] [--rounds 3]
-       [--formats webdataset,arrow,zarr,tfrecord,litdata] [--write-only] [--write-rounds 3]
+       [--formats webdataset,arrow,zarr,tfrecord,litdata] [--write-only] [--write-rounds 3] [--cache warm,cold]
 """
 
 from __future__ import annotations
@@ -140,16 +141,17 @@ def litdata_samples(item: tuple[str, int, int]):
         yield {"features": np.asarray(x[i]), "label": int(y[i]), "index": i}
 
 
-def iobench_rate(dataset: Path, fmt: str, workers: int, warmup: int = 0) -> float:
+def iobench_rate(dataset: Path, fmt: str, workers: int, warmup: int = 0, cache: str = "as-is") -> float:
     """One timed epoch of `iobench run --loader native`; with `warmup`, after untimed ones (the reader's
-    one-off checks of its files, paid by the first epoch of a run, then land outside the clock)."""
+    one-off checks of its files, paid by the first epoch of a run, then land outside the clock); `cold`:
+    the format's files evicted first (the reader opened after the eviction, as a cold run does)."""
     from iobench.loaders.base import LoaderSettings
     from iobench.plan.config import RunConfig
     from iobench.plan.resolve import RunTarget, resolve
     from iobench.run.runner import run
 
     config = RunConfig(format=fmt, loader="native", settings=LoaderSettings(batch_size=BATCH, num_workers=workers),
-                       runs=1, epochs=1, warmup=warmup, cache="as-is")  # fmt: skip
+                       runs=1, epochs=1, warmup=warmup, cache=cache)  # fmt: skip
     return run(resolve(config, RunTarget(dataset, torch.device("cpu")))).epochs.samples_per_s
 
 
@@ -223,10 +225,15 @@ def main() -> None:
     parser.add_argument("--formats", default=",".join(FORMATS), help="a comma list of " + ", ".join(FORMATS))
     parser.add_argument("--write-only", action="store_true", help="skip the reading half")
     parser.add_argument("--write-rounds", type=int, default=3, help="prepare and the library's writer, alternated")
+    parser.add_argument("--cache", default="warm", help="warm, cold (root: drop_caches before each epoch) or both")
     args = parser.parse_args()
     chosen = tuple(f for f in args.formats.split(",") if f)
     if unknown := set(chosen) - set(FORMATS):
         parser.error(f"--formats: {sorted(unknown)} are not among {FORMATS}")
+    if not set(args.cache.split(",")) <= {"warm", "cold"}:
+        parser.error("--cache: warm, cold or warm,cold")
+    if "cold" in args.cache and os.geteuid() != 0:
+        parser.error("--cache cold drops the page cache: run as root")
     shutil.rmtree(args.data_dir, ignore_errors=True)
     args.data_dir.mkdir(parents=True)
     if not args.write_only:
@@ -237,25 +244,36 @@ def main() -> None:
 def read(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
     dataset, rss = prepare(args.data_dir, args.size, ",".join(("npy", *chosen)))
     from iobench.data.manifest import Manifest
+    from iobench.system.page_cache import evict
 
     manifest = Manifest.load(dataset)
     print(f"{manifest.spec.n_samples:,} samples of {manifest.spec.shape} uint8; prepare's peak RSS {rss:,.0f} MiB "
           f"(npy and the formats measured); batch {BATCH}")  # fmt: skip
     # A run's first epoch, like the snippet's, pays the one-off opening (iobench's reader checks every file
-    # first); the second column is an epoch after a warm-up one, as `iobench run` times by default.
-    print("| format | workers | iobench native, first epoch | after a warm-up epoch | library snippet | ratios |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    # first); the second column is an epoch after a warm-up one, as `iobench run` times by default. Cold,
+    # every epoch is a first one: the files evicted, the reader opened afresh.
+    print(
+        "| format | cache | workers | iobench native, first epoch | after a warm-up epoch | library snippet | ratios |"
+    )
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
     for fmt in chosen:
-        for workers in (int(w) for w in args.workers.split(",")):
-            first, later, theirs = [], [], []
-            snippet_epoch(fmt, dataset / fmt, workers, 99)  # warm both: the same files
-            for k in range(args.rounds):
-                first.append(iobench_rate(dataset, fmt, workers))
-                later.append(iobench_rate(dataset, fmt, workers, warmup=1))
-                n, seconds = snippet_epoch(fmt, dataset / fmt, workers, k)
-                theirs.append(n / seconds)
-            a, c, b = statistics.median(first), statistics.median(later), statistics.median(theirs)
-            print(f"| {fmt} | {workers} | {a:,.0f} | {c:,.0f} | {b:,.0f} | {a / b:.2f}x, {c / b:.2f}x |", flush=True)
+        for cache in args.cache.split(","):
+            for workers in (int(w) for w in args.workers.split(",")):
+                first, later, theirs = [], [], []
+                snippet_epoch(fmt, dataset / fmt, workers, 99)  # warm both: the same files
+                for k in range(args.rounds):
+                    if cache == "cold":
+                        first.append(iobench_rate(dataset, fmt, workers, cache="cold"))
+                        evict(manifest.formats[fmt].file_paths(dataset), "drop_caches")
+                    else:
+                        first.append(iobench_rate(dataset, fmt, workers))
+                        later.append(iobench_rate(dataset, fmt, workers, warmup=1))
+                    n, seconds = snippet_epoch(fmt, dataset / fmt, workers, k)
+                    theirs.append(n / seconds)
+                a, b = statistics.median(first), statistics.median(theirs)
+                c = statistics.median(later) if later else None
+                warmed, ratios = (f"{c:,.0f}", f"{a / b:.2f}x, {c / b:.2f}x") if c else ("", f"{a / b:.2f}x")
+                print(f"| {fmt} | {cache} | {workers} | {a:,.0f} | {warmed} | {b:,.0f} | {ratios} |", flush=True)
     print()
 
 

@@ -56,7 +56,7 @@ def test_each_format_reads_back_with_its_own_library_alone(images, name):
         shards = sorted(p.stem.removeprefix("shard-") for p in folder.glob("*.tfrecord"))
         ds = MultiTFRecordDataset(str(folder / "shard-{}.tfrecord"), str(folder / "shard-{}.index"),
                                   dict.fromkeys(shards, 1.0), infinite=False)  # fmt: skip
-        got = {int(e["index"][0]): e for e in ds}
+        got = {int.from_bytes(e["index"], "little"): e for e in ds}
         assert sorted(got) == list(range(N))
         for i in (0, 17, N - 1):
             pixels = np.moveaxis(np.asarray(Image.open(io.BytesIO(got[i]["image"]))), -1, 0)
@@ -234,6 +234,43 @@ def test_tfrecord_refuses_a_record_whose_length_field_lies_before_the_library_re
         f.write(struct.pack("<Q", 2**60))
     with pytest.raises(ValueError, match="declares another length"):
         check_shards(copy, manifest.spec, options)
+
+
+def test_tfrecord_written_with_an_int_index_is_still_read_and_a_bad_index_refused(tmp_path, monkeypatch):
+    """Datasets prepared before the index became 8 bytes (the manifest has no index_bytes) still run."""
+    pytest.importorskip("tfrecord")
+    from iobench.formats import tfrecord
+
+    def put_int(self, index, payload, label):
+        if self.sink is None or index == self.bounds[self.shard + 1]:
+            self._roll()
+        offset = self.sink.file.tell()
+        self.sink.write({"image": (payload, "byte"), "label": (label, "int"), "index": (index, "int")})
+        self.index[index] = (self.shard, offset, self.sink.file.tell() - offset)
+
+    monkeypatch.setattr(tfrecord.TFRecordWriter, "put", put_int)
+    invoke("prepare", "--size", "60", "--shape", "3,4,4", "--dtype", "uint8", "--data-dir", tmp_path, "-q",
+           "--formats", "npy,tfrecord", "--format-option", "tfrecord.shard_samples=20")  # fmt: skip
+    dataset = next(p for p in tmp_path.iterdir() if p.is_dir())
+    manifest_path = dataset / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    del manifest["formats"]["tfrecord"]["options"]["index_bytes"]  # as an older iobench wrote it
+    manifest_path.write_text(json.dumps(manifest))
+    labels = np.load(dataset / "npy/labels.npy")
+    for workers in (0, 2):
+        resolved = resolved_run(dataset, "tfrecord", "native", batch_size=16, num_workers=workers, runs=1)
+        from iobench.run.runner import build_loader
+
+        loader = build_loader(resolved)
+        try:
+            got = np.concatenate([b[1].numpy() for b in loader.epoch(0)])
+            delivered = loader.delivered(0, len(got))
+        finally:
+            loader.close()
+        assert sorted(delivered.tolist()) == list(range(60)) and np.array_equal(got, labels[delivered])
+    assert tfrecord.record_index((5).to_bytes(8, "little")) == 5
+    with pytest.raises(ValueError, match="holds 4 bytes"):
+        tfrecord.record_index(b"\x00" * 4)
 
 
 def test_litdata_refuses_a_pickle_serializer_and_a_chunk_outside_the_folder(images, tmp_path):
