@@ -162,13 +162,21 @@ def _as_tuple(batch: dict) -> tuple[Any, Any, Any]:
 
 
 def native_batches(reader: LitDataReader, read: NativeRead) -> Iterator:
-    """An epoch of `StreamingDataset` in a `StreamingDataLoader` with the run's workers."""
+    """An epoch of `StreamingDataset` in a `StreamingDataLoader` with the run's workers. Under torchrun
+    the dataset splits the epoch between ranks itself (it reads torch.distributed's world), with its
+    default there, `drop_last`: each rank gets the same number of whole batches, and the samples beyond
+    them are not read that epoch (the record's samples per epoch and a warning say how many)."""
     from litdata import StreamingDataLoader
 
     transform = _PerSample(read.transform) if read.transform is not None else None
     o = reader.options
     ds = open_dataset(reader.directory, reader.spec, read.shuffle, read.seed, transform=transform,
                       batch_decode=o.batch_decode, item_shuffle_window=o.item_shuffle_window)  # fmt: skip
+    found = ds.distributed_env
+    if (found.world_size, found.global_rank) != (read.world, read.rank):
+        release(ds)
+        raise IobenchError(f"litdata sees rank {found.global_rank} of {found.world_size}; the run is rank "
+                           f"{read.rank} of {read.world}")  # fmt: skip
     loader = StreamingDataLoader(ds, batch_size=read.batch_size, **read.dataloader_keywords)
     try:
         yield from map(_as_tuple, loader)
@@ -182,6 +190,7 @@ class LitDataFormat(StorageFormat):
     python_bound_writer = True
     writer_type = LitDataWriter
     reader_type = LitDataReader
+    native_rank_split = "litdata StreamingDataset by rank (drop_last)"
 
     def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
         check_index(directory, spec)

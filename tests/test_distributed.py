@@ -178,14 +178,16 @@ def test_a_native_pipeline_without_rank_splitting_is_refused_under_torchrun(data
     assert r.code == 2 and "no rank splitting of its own" in r.err and len(r.err.strip().splitlines()) == 1
 
 
-SPLITTING = [f for f in ("webdataset", "arrow", "tfrecord") if FORMATS.installed(f)]
+SPLITTING = [f for f in ("webdataset", "arrow", "tfrecord", "litdata") if FORMATS.installed(f)]
+# LitData under torchrun keeps its default drop_last: each rank the same whole batches (16 samples each)
+LITDATA_DELIVERED = 2 * (N // 16 // 2) * 16
 
 
 @pytest.fixture(scope="module")
 def sharded_dir(tmp_path_factory):
     """The formats whose own pipelines split ranks, in shards of about 50 samples (4-5 of them)."""
     if not SPLITTING:
-        pytest.skip("none of webdataset, datasets, tfrecord is installed (pip install 'iobench[formats]')")
+        pytest.skip("none of webdataset, datasets, tfrecord, litdata is installed (pip install 'iobench[formats]')")
     root = tmp_path_factory.mktemp("sharded")
     shards = ["--format-option", "webdataset.shard_samples=50", "--format-option", "tfrecord.shard_samples=50"]
     formats = ["--formats", ",".join(SPLITTING)]
@@ -196,7 +198,8 @@ def sharded_dir(tmp_path_factory):
 
 def test_the_libraries_own_rank_splitting_delivers_every_sample_once(sharded_dir, tmp_path):
     """WebDataset's split_by_node, datasets' split_dataset_by_node and TFRecord's shards by rank, in order,
-    shuffled and with workers: the two ranks together read the dataset exactly once per epoch."""
+    shuffled and with workers: the two ranks together read the dataset exactly once per epoch. LitData's
+    StreamingDataset drops what does not fill a whole batch on every rank: never a sample twice."""
     _torchrun("-m", "tests.rank_delivery", str(sharded_dir), str(tmp_path), "native")
     from tests.rank_delivery import native_combinations
 
@@ -206,7 +209,12 @@ def test_the_libraries_own_rank_splitting_delivers_every_sample_once(sharded_dir
         for epoch in (0, 1):
             shares = [np.load(tmp_path / f"{name}-e{epoch}-r{rank}.npy") for rank in (0, 1)]
             assert all(len(s) for s in shares), (name, "a rank read nothing")
-            assert sorted(np.concatenate(shares).tolist()) == list(range(N)), name
+            got = sorted(np.concatenate(shares).tolist())
+            if name.startswith("litdata"):
+                assert len(got) == LITDATA_DELIVERED and len(set(got)) == len(got) and got[0] >= 0, name
+                assert [len(s) for s in shares] == [LITDATA_DELIVERED // 2] * 2, name
+            else:
+                assert got == list(range(N)), name
 
 
 def test_a_native_run_under_torchrun_records_the_librarys_split(sharded_dir):
@@ -217,6 +225,21 @@ def test_a_native_run_under_torchrun_records_the_librarys_split(sharded_dir):
     (record,) = stored_records(results)
     assert record["world_size"] == 2 and record["samples_per_epoch"] == N
     assert record["shard"] == FORMATS[fmt].native_rank_split
+
+
+@pytest.mark.skipif(
+    not FORMATS.installed("litdata"), reason="litdata is not installed (pip install 'iobench[litdata]')"
+)
+def test_litdatas_dropped_samples_under_torchrun_are_recorded_and_warned(sharded_dir):
+    results = sharded_dir.parent / "litdata.jsonl"
+    r = _torchrun("-m", "iobench", "run", "--format", "litdata", "--loader", "native", "--device", "cpu", "--data-dir",
+                  sharded_dir.parent, "--results", results, "--runs", "1", "--batch-size", "16")  # fmt: skip
+    (record,) = stored_records(results)
+    assert record["samples_per_epoch"] == LITDATA_DELIVERED
+    assert record["shard"] == FORMATS["litdata"].native_rank_split
+    held, dropped = f"{N:,}", N - LITDATA_DELIVERED
+    warned = f"delivered {LITDATA_DELIVERED:,} samples per epoch of the {held} the dataset holds ({dropped} dropped"
+    assert warned in " ".join((r.stdout + r.stderr).split()), r.stderr[-2000:]
 
 
 def test_a_native_pipeline_with_fewer_shards_than_ranks_is_refused(dataset_dir, cli):

@@ -25,6 +25,7 @@ class Kind(Choice):
     NOT_COLD = "not-cold"
     STRAGGLER = "straggler"
     PARTIAL = "partial"
+    DELIVERY = "delivery"
     LOW_AU = "low-au"
     NOT_DIRECT = "not-direct"
     ABOVE_CEILING = "above-ceiling"
@@ -179,10 +180,23 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                     "every rank waits for it: see rank_epoch_seconds in the record",
                 )
             )
-        if r.epochs.partial:
-            found.append(
-                RunWarning(
-                    Kind.PARTIAL, subject, "epochs stopped early (--max-batches/--max-seconds)", "a partial read"
-                )
-            )
+        found += delivery_warnings(subject, r)
     return found
+
+
+def delivery_warnings(subject: str, r: RunRecord) -> list[RunWarning]:
+    """An epoch cut by --max-batches/--max-seconds is a note; a pipeline that read fewer or more samples
+    than the dataset holds on its own (a library dropping the last samples, or repeating some to even
+    out ranks) is a warning: its samples/s counts what it delivered, not the dataset."""
+    delivered, held = r.epochs.samples_per_epoch, r.dataset.n_samples
+    cut = r.config.max_batches is not None or r.config.max_seconds is not None
+    if delivered != held and not cut:
+        what = "dropped" if delivered < held else "repeated"
+        finding = (f"the pipeline delivered {delivered:,} samples per epoch of the {held:,} the dataset holds "
+                   f"({abs(held - delivered):,} {what} by the library)")  # fmt: skip
+        advice = "samples/s counts what was delivered; docs/formats.md says why this format does so"
+        return [RunWarning(Kind.DELIVERY, subject, finding, advice)]
+    if r.epochs.partial:
+        stopped = "epochs stopped early (--max-batches/--max-seconds)"
+        return [RunWarning(Kind.PARTIAL, subject, stopped, "a partial read")]
+    return []
