@@ -31,6 +31,17 @@ def test_record_warnings_are_made_once_and_formatted_twice():
     assert found[2].console().startswith("note: ")
 
 
+def test_a_pipeline_delivering_another_count_is_warned_and_a_cut_epoch_is_a_note():
+    dropped = record_of(samples_per_epoch=96, partial=True, epoch_seconds=[1.0, 1.0])
+    repeated = record_of(samples_per_epoch=104, epoch_seconds=[1.0, 1.0])
+    cut = record_of(samples_per_epoch=32, partial=True, max_batches=2, epoch_seconds=[1.0, 1.0])
+    found = record_warnings([dropped, repeated, cut])
+    assert [w.kind for w in found] == [Kind.DELIVERY, Kind.DELIVERY, Kind.PARTIAL]
+    assert "delivered 96 samples per epoch of the 100 the dataset holds (4 dropped" in found[0].finding
+    assert "(4 repeated" in found[1].finding and found[1].severity == "warning"
+    assert found[2].severity == "note"
+
+
 def test_direct_cold_epochs_read_through_the_page_cache_are_flagged():
     threads, direct = "preadv threads through the page cache", "O_DIRECT + Linux AIO"
     flagged = record_of(loader="direct", cache="cold", read_method=threads, epoch_seconds=[1.0, 1.0])
