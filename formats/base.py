@@ -56,6 +56,11 @@ class FormatWriter(ABC):
     def close(self) -> None:
         """Flush and release every handle; the caller fsyncs and renames the directory."""
 
+    def abort(self) -> None:
+        """Writing failed or was interrupted (the directory will be removed): release what close would,
+        without finishing the files (a writer with processes of its own stops them here)."""
+        self.close()
+
     def digests(self) -> dict[str, str]:
         """SHA-256 of files written whole and in order, hashed on the way (path -> hex), saving a re-read."""
         return {}

@@ -1,10 +1,14 @@
 """litdata: LitData's optimized chunks (`chunk-R-K.bin` beside an `index.json`), as `litdata.optimize` leaves them.
 
-Written by the library's `BinaryWriter`, the writer `optimize` runs in each of its worker processes: the same
-chunk files byte for byte and the same index (checked once against `optimize` on the same samples), fed from
-the shared chunk stream in this process, where `optimize` would map a function over a list of inputs in
-spawned workers. A chunk holds up to `chunk_bytes` (LitData's README writes "64MB"); one is held in memory
-while it fills. Each sample is a dict of the raw array (LitData's numpy serializer), its label and its index.
+Written by the library's `BinaryWriter`, the writer `optimize` runs in each of its worker processes (the same
+chunk files byte for byte and the same index for the same share of samples, checked once against `optimize`),
+and like `optimize` with a process per core by default (`processes`): this process writes the first
+contiguous share from the shared chunk stream, and each other process (`python -m iobench.formats.litdata`,
+with `optimize`'s rank variables) regenerates or re-reads its own share from the same spec, as a forked
+format writer does; LitData's `merge` then joins their indexes in rank order, so sample i stays item i.
+One process below one chunk of samples (a process start costs more than it brings). A chunk holds up to
+`chunk_bytes` (LitData's README writes "64MB"); one per process is held in memory while it fills. Each
+sample is a dict of the raw array (LitData's numpy serializer), its label and its index.
 
 Read as its users read it: `StreamingDataset(dir, shuffle=True)` in a `StreamingDataLoader` (LitData shuffles
 chunk order, then the samples within the chunks a worker holds, the same order for any number of workers);
@@ -17,9 +21,14 @@ plain file of the folder (a crafted name could point anywhere).
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +48,7 @@ TREE = [1, {"type": "builtins.dict", "context": json.dumps(FIELDS),
 @dataclass(frozen=True)
 class LitDataOptions:
     chunk_bytes: str = "64MB"  # what LitData's README passes to optimize
+    processes: int = 0  # writer processes, a contiguous share each (0: one per core, as optimize; resolved)
     # StreamingDataset's own knobs for --loader native (LitData's defaults): samples deserialised together
     # (auto, 0 = per item, N, all) and the in-chunk shuffle block (auto = 256, full, N)
     batch_decode: str = read_option("auto", tune=("auto", "0"))  # 0: 11x on 224 px images (the study)
@@ -48,11 +58,58 @@ class LitDataOptions:
         from iobench.units import parse_bytes
 
         parse_bytes(self.chunk_bytes)  # a typo fails before any work
+        if not isinstance(self.processes, int) or isinstance(self.processes, bool) or self.processes < 0:
+            raise IobenchError(f"litdata processes must be a whole number >= 0, got {self.processes!r}")
         # LitData reads an unknown word as its default: refuse it instead
         for name, words in (("batch_decode", ("auto", "all")), ("item_shuffle_window", ("auto", "full"))):
             value = getattr(self, name)
             if not (isinstance(value, str) and (value in words or value.isdigit())):
                 raise IobenchError(f"litdata {name} is {', '.join(words)} or a whole number, got {value!r}")
+
+
+def share_bounds(n_samples: int, processes: int) -> list[int]:
+    """The first sample of each writer process's contiguous share, and the end."""
+    return [k * n_samples // processes for k in range(processes + 1)]
+
+
+def _add(sink: Any, chunk: Chunk, stop: int) -> None:
+    """The chunk's samples below `stop`, each as LitData's users add a dict."""
+    for k in range(max(0, min(len(chunk.labels), stop - chunk.start))):
+        i = chunk.start + k
+        sink.add_item(i, {"features": chunk.features[k], "label": int(chunk.labels[k]), "index": i})
+
+
+class _Share:
+    """One other writer process, its stderr kept for a one-line error."""
+
+    def __init__(self, directory: Path, spec: DatasetSpec, options: LitDataOptions, rank: int, start: int,
+                 stop: int) -> None:  # fmt: skip
+        from iobench import spec as spec_module
+
+        # the generation chunk size too: each generation chunk's samples are drawn from its own seed, so the
+        # other process must cut the stream where this one does to regenerate the same samples
+        job = {"directory": str(directory), "spec": spec.to_json(), "options": asdict(options), "start": start,
+               "stop": stop, "parent": os.getpid(), "chunk_bytes": spec_module.GENERATION_CHUNK_BYTES}  # fmt: skip
+        # the variables optimize sets in its workers: BinaryWriter names its chunks and index by the rank
+        env = dict(os.environ, DATA_OPTIMIZER_GLOBAL_RANK=str(rank), DATA_OPTIMIZER_NUM_WORKERS=str(options.processes),
+                   DATA_OPTIMIZER_NUM_NODES="1")  # fmt: skip
+        self.rank, self.stderr = rank, tempfile.TemporaryFile()
+        command = [sys.executable, "-m", "iobench.formats.litdata", json.dumps(job)]
+        self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=self.stderr)  # fmt: skip
+
+    def wait(self) -> None:
+        code = self.process.wait()
+        self.stderr.seek(0)
+        lines = self.stderr.read().decode(errors="replace").strip().splitlines()
+        self.stderr.close()
+        if code != 0:
+            raise RuntimeError(f"litdata writer process {self.rank} failed: {lines[-1] if lines else f'exit {code}'}")
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        self.stderr.close()
 
 
 class LitDataWriter(FormatWriter):
@@ -63,16 +120,55 @@ class LitDataWriter(FormatWriter):
         from iobench.units import parse_bytes
 
         directory.mkdir(parents=True, exist_ok=True)
-        self.sink = BinaryWriter(str(directory), chunk_bytes=parse_bytes(options.chunk_bytes))
+        bounds = share_bounds(spec.n_samples, max(1, options.processes))
+        self.stop = bounds[1]  # this process writes the first share from the stream
+        self.shares: list[_Share] = []
+        try:
+            for rank in range(1, len(bounds) - 1):
+                self.shares.append(_Share(directory, spec, options, rank, bounds[rank], bounds[rank + 1]))
+            self.sink = BinaryWriter(str(directory), chunk_bytes=parse_bytes(options.chunk_bytes))
+        except BaseException:
+            self.abort()
+            raise
 
     def write(self, chunk: Chunk) -> None:
-        for k, (features, label) in enumerate(zip(chunk.features, chunk.labels, strict=True)):
-            i = chunk.start + k
-            self.sink.add_item(i, {"features": features, "label": int(label), "index": i})
+        _add(self.sink, chunk, self.stop)
 
     def close(self) -> None:
         self.sink.done()
-        self.sink.merge()
+        try:
+            for share in self.shares:
+                share.wait()
+        except BaseException:
+            self.abort()
+            raise
+        self.sink.merge(len(self.shares) + 1)
+
+    def abort(self) -> None:
+        for share in self.shares:
+            if share.process.returncode is None:
+                share.kill()
+
+
+def _write_share(job: dict) -> None:
+    """`python -m iobench.formats.litdata JOB`: one other writer process's share (LitDataWriter)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the prepare that started it decides, and kills it
+    from litdata.streaming.writer import BinaryWriter
+
+    from iobench import spec as spec_module
+    from iobench.data.dataset import generate
+    from iobench.data.writing import check_room
+    from iobench.units import parse_bytes
+
+    spec_module.GENERATION_CHUNK_BYTES = int(job["chunk_bytes"])
+    directory, spec = Path(job["directory"]), DatasetSpec.from_json(job["spec"])
+    sink = BinaryWriter(str(directory), chunk_bytes=parse_bytes(LitDataOptions(**job["options"]).chunk_bytes))
+    for chunk in generate(spec, job["start"], job["stop"]):
+        if os.getppid() != job["parent"]:
+            raise SystemExit("the prepare that started this writer is gone")
+        check_room(directory)
+        _add(sink, chunk, job["stop"])
+    sink.done()
 
 
 def check_index(directory: Path, spec: DatasetSpec) -> None:
@@ -192,9 +288,21 @@ class LitDataFormat(StorageFormat):
     reader_type = LitDataReader
     native_rank_split = "litdata StreamingDataset by rank (drop_last)"
 
+    def resolve_options(self, spec: DatasetSpec, options: LitDataOptions) -> LitDataOptions:
+        if options.processes:
+            return replace(options, processes=min(options.processes, spec.n_samples))
+        from iobench.units import parse_bytes
+
+        one_chunk = spec.payload_bytes <= parse_bytes(options.chunk_bytes)
+        return replace(options, processes=1 if one_chunk else min(os.cpu_count() or 1, spec.n_samples))
+
     def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
         check_index(directory, spec)
 
     def estimate_bytes(self, spec: DatasetSpec, options: LitDataOptions) -> int:
         # per sample: an offset, three sizes, the serializer's dtype and shape header, two ints
         return spec.n_samples * (spec.feature_bytes + 4 + 12 + 8 + 4 * len(spec.shape) + 16) + 2**16
+
+
+if __name__ == "__main__":
+    _write_share(json.loads(sys.argv[1]))

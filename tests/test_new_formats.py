@@ -273,6 +273,48 @@ def test_tfrecord_written_with_an_int_index_is_still_read_and_a_bad_index_refuse
         tfrecord.record_index(b"\x00" * 4)
 
 
+def test_litdata_written_by_several_processes_reads_back_in_order(tmp_path):
+    """processes=3: this process and two others each write a contiguous share; LitData's merge joins the
+    indexes in rank order, so its own library reads sample i as item i."""
+    pytest.importorskip("litdata")
+    import litdata
+
+    from iobench.data.manifest import Manifest
+
+    invoke("prepare", "--size", "500", "--shape", "3,8,8", "--dtype", "uint8", "--data-dir", tmp_path, "-q",
+           "--formats", "npy,litdata", "--format-option", "litdata.processes=3",
+           "--format-option", "litdata.chunk_bytes=40kB")  # fmt: skip
+    dataset = next(p for p in tmp_path.iterdir() if p.is_dir())
+    assert Manifest.load(dataset).formats["litdata"].options["processes"] == 3
+    ranks = {int(p.name.split("-")[1]) for p in (dataset / "litdata").glob("chunk-*.bin")}
+    assert ranks == {0, 1, 2}, "every process wrote chunks"
+    assert not list((dataset / "litdata").glob("*.index.json")), "the per-rank indexes were merged"
+    ds = litdata.StreamingDataset(str(dataset / "litdata"))
+    got = [ds[i] for i in range(len(ds))]
+    assert [g["index"] for g in got] == list(range(500))
+    assert np.array_equal(np.stack([g["features"] for g in got]), np.load(dataset / "npy/features.npy"))
+    invoke("verify", "--data-dir", tmp_path, "-q")
+
+
+def test_a_failing_litdata_writer_process_is_one_line_and_leaves_nothing(tmp_path, cli, monkeypatch):
+    pytest.importorskip("litdata")
+    import subprocess
+    import sys
+
+    from iobench.formats import litdata as module
+
+    real = subprocess.Popen
+
+    def failing(command, **kw):  # the other process dies as a broken one would, with its reason last
+        return real([sys.executable, "-c", "import sys; sys.exit('no space left for the chunk')"], **kw)
+
+    monkeypatch.setattr(module.subprocess, "Popen", failing)
+    r = cli("prepare", "--size", "300", "--shape", "3,8,8", "--dtype", "uint8", "--data-dir", tmp_path, "-q",
+            "--formats", "litdata", "--format-option", "litdata.processes=2")  # fmt: skip
+    assert_one_line_error(r, "litdata writer process 1 failed: no space left for the chunk")
+    assert not [p for p in tmp_path.rglob("*") if "litdata" in p.name], "no partial folder left"
+
+
 def test_litdata_refuses_a_pickle_serializer_and_a_chunk_outside_the_folder(images, tmp_path):
     """LitData decodes each field with the serializer index.json names (it has a pickle one) and opens the
     chunk files it names: both are checked before the library reads the index."""

@@ -54,10 +54,12 @@ def write_one(
             writer.write(chunk)
             busy += time.perf_counter() - t
             reporter.advance(key, chunk.nbytes)
-    finally:
-        t = time.perf_counter()
-        writer.close()
-        busy += time.perf_counter() - t
+    except BaseException:
+        writer.abort()
+        raise
+    t = time.perf_counter()
+    writer.close()
+    busy += time.perf_counter() - t
     t = time.perf_counter()
     fsync_tree(partial)
     busy += time.perf_counter() - t
