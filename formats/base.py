@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -252,6 +253,11 @@ class StorageFormat(ABC):
 
     def options_to_json(self, options: Any) -> dict:
         return asdict(options)
+
+    def write_share(self, directory: Path, spec: DatasetSpec, options: Any, chunks: Iterable[Chunk], stop: int) -> None:
+        """Write samples up to `stop` from `chunks` in a process of its own (`python -m iobench.data.shares`),
+        for a writer that shares the dataset between processes as its library does (LitData)."""
+        raise NotImplementedError(f"{self.name} is written by one process")
 
     def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
         """Refuse (ValueError) what the writer would not have left, before anything is mapped or allocated."""

@@ -3,12 +3,13 @@
 Written by the library's `BinaryWriter`, the writer `optimize` runs in each of its worker processes (the same
 chunk files byte for byte and the same index for the same share of samples, checked once against `optimize`),
 and like `optimize` with a process per core by default (`processes`): this process writes the first
-contiguous share from the shared chunk stream, and each other process (`python -m iobench.formats.litdata`,
+contiguous share from the shared chunk stream, and each other process (`python -m iobench.data.shares`,
 with `optimize`'s rank variables) regenerates or re-reads its own share from the same spec, as a forked
-format writer does; LitData's `merge` then joins their indexes in rank order, so sample i stays item i.
-One process below one chunk of samples (a process start costs more than it brings). A chunk holds up to
-`chunk_bytes` (LitData's README writes "64MB"); one per process is held in memory while it fills. Each
-sample is a dict of the raw array (LitData's numpy serializer), its label and its index.
+format writer does, and writes it here (`write_share`); LitData's `merge` then joins their indexes in
+rank order, so sample i stays item i. One process below one chunk of samples (a process start costs more
+than it brings). A chunk holds up to `chunk_bytes` (LitData's README writes "64MB"); one per process is
+held in memory while it fills. Each sample is a dict of the raw array (LitData's numpy serializer), its
+label and its index.
 
 Read as its users read it: `StreamingDataset(dir, shuffle=True)` in a `StreamingDataLoader` (LitData shuffles
 chunk order, then the samples within the chunks a worker holds, the same order for any number of workers);
@@ -23,11 +24,10 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -80,21 +80,22 @@ def _add(sink: Any, chunk: Chunk, stop: int) -> None:
 
 
 class _Share:
-    """One other writer process, its stderr kept for a one-line error."""
+    """One other writer process (`python -m iobench.data.shares`), its stderr kept for a one-line error."""
 
     def __init__(self, directory: Path, spec: DatasetSpec, options: LitDataOptions, rank: int, start: int,
                  stop: int) -> None:  # fmt: skip
         from iobench import spec as spec_module
 
-        # the generation chunk size too: each generation chunk's samples are drawn from its own seed, so the
-        # other process must cut the stream where this one does to regenerate the same samples
-        job = {"directory": str(directory), "spec": spec.to_json(), "options": asdict(options), "start": start,
-               "stop": stop, "parent": os.getpid(), "chunk_bytes": spec_module.GENERATION_CHUNK_BYTES}  # fmt: skip
+        job = {"format": "litdata", "directory": str(directory), "spec": spec.to_json(), "options": asdict(options),
+               "start": start, "stop": stop, "parent": os.getpid(),
+               "chunk_bytes": spec_module.GENERATION_CHUNK_BYTES}  # fmt: skip
         # the variables optimize sets in its workers: BinaryWriter names its chunks and index by the rank
         env = dict(os.environ, DATA_OPTIMIZER_GLOBAL_RANK=str(rank), DATA_OPTIMIZER_NUM_WORKERS=str(options.processes),
                    DATA_OPTIMIZER_NUM_NODES="1")  # fmt: skip
         self.rank, self.stderr = rank, tempfile.TemporaryFile()
-        command = [sys.executable, "-m", "iobench.formats.litdata", json.dumps(job)]
+        # the data layer's entry point, named rather than imported: it regenerates the share and calls
+        # LitDataFormat.write_share
+        command = [sys.executable, "-m", "iobench.data.shares", json.dumps(job)]
         self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=self.stderr)  # fmt: skip
 
@@ -148,27 +149,6 @@ class LitDataWriter(FormatWriter):
         for share in self.shares:
             if share.process.returncode is None:
                 share.kill()
-
-
-def _write_share(job: dict) -> None:
-    """`python -m iobench.formats.litdata JOB`: one other writer process's share (LitDataWriter)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the prepare that started it decides, and kills it
-    from litdata.streaming.writer import BinaryWriter
-
-    from iobench import spec as spec_module
-    from iobench.data.dataset import generate
-    from iobench.data.writing import check_room
-    from iobench.units import parse_bytes
-
-    spec_module.GENERATION_CHUNK_BYTES = int(job["chunk_bytes"])
-    directory, spec = Path(job["directory"]), DatasetSpec.from_json(job["spec"])
-    sink = BinaryWriter(str(directory), chunk_bytes=parse_bytes(LitDataOptions(**job["options"]).chunk_bytes))
-    for chunk in generate(spec, job["start"], job["stop"]):
-        if os.getppid() != job["parent"]:
-            raise SystemExit("the prepare that started this writer is gone")
-        check_room(directory)
-        _add(sink, chunk, job["stop"])
-    sink.done()
 
 
 def check_index(directory: Path, spec: DatasetSpec) -> None:
@@ -296,13 +276,22 @@ class LitDataFormat(StorageFormat):
         one_chunk = spec.payload_bytes <= parse_bytes(options.chunk_bytes)
         return replace(options, processes=1 if one_chunk else min(os.cpu_count() or 1, spec.n_samples))
 
+    def write_share(self, directory: Path, spec: DatasetSpec, options: LitDataOptions, chunks: Iterable[Chunk],
+                    stop: int) -> None:  # fmt: skip
+        """One other writer process's share (LitDataWriter starts it): its BinaryWriter takes the rank from
+        optimize's variables, and its index waits for the first process's merge."""
+        from litdata.streaming.writer import BinaryWriter
+
+        from iobench.units import parse_bytes
+
+        sink = BinaryWriter(str(directory), chunk_bytes=parse_bytes(options.chunk_bytes))
+        for chunk in chunks:
+            _add(sink, chunk, stop)
+        sink.done()
+
     def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
         check_index(directory, spec)
 
     def estimate_bytes(self, spec: DatasetSpec, options: LitDataOptions) -> int:
         # per sample: an offset, three sizes, the serializer's dtype and shape header, two ints
         return spec.n_samples * (spec.feature_bytes + 4 + 12 + 8 + 4 * len(spec.shape) + 16) + 2**16
-
-
-if __name__ == "__main__":
-    _write_share(json.loads(sys.argv[1]))
