@@ -55,7 +55,7 @@ class TFRecordOptions:
     shard_samples: int = 10_000  # about this many records per shard, as the webdataset format
     shuffle_queue: int = read_option(1_024, tune=(1_024, 10_000))  # TFRecordDataset(shuffle_queue_size=...)
     shards: int = field(default=0, metadata=DERIVED)  # written: the number of shards (resolved when writing)
-    index_bytes: bool = field(default=False, metadata=DERIVED)  # written: the index feature as bytes (since 0.1)
+    index_bytes: bool = field(default=False, metadata=DERIVED)  # written: index as bytes (False: written before)
 
     def __post_init__(self) -> None:
         for name in ("shard_samples", "shuffle_queue", "shards"):
