@@ -296,6 +296,20 @@ def test_litdata_written_by_several_processes_reads_back_in_order(tmp_path):
     invoke("verify", "--data-dir", tmp_path, "-q")
 
 
+def test_litdata_under_torchrun_refuses_a_world_its_whole_batches_leave_empty(images):
+    pytest.importorskip("litdata")
+    from iobench.errors import IobenchError
+    from iobench.formats.base import NativeRead
+    from iobench.formats.litdata import native_batches
+
+    dataset, _, _ = images
+    reader = FORMATS["litdata"].reader(dataset / "litdata", resolved_run(dataset, "litdata", "native").manifest.spec,
+                                       FORMATS["litdata"].options())  # fmt: skip
+    read = NativeRead(batch_size=128, shuffle=True, seed=0, dataloader_keywords={}, rank=0, world=2)
+    with pytest.raises(IobenchError, match="240 samples give none; use a smaller --batch-size"):
+        next(iter(native_batches(reader, read)))
+
+
 def test_a_failing_litdata_writer_process_is_one_line_and_leaves_nothing(tmp_path, cli, monkeypatch):
     pytest.importorskip("litdata")
     import subprocess
