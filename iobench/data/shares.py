@@ -11,17 +11,14 @@ JOB is JSON (nothing is pickled): format, directory, spec, options, start, stop,
 from __future__ import annotations
 
 import json
-import os
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 from iobench import spec as spec_module
-from iobench.data.dataset import generate
-from iobench.data.writing import check_room
+from iobench.data.writing import regenerated
 from iobench.formats import FORMATS
-from iobench.spec import Chunk, DatasetSpec
+from iobench.spec import DatasetSpec
 
 
 def main(job: dict) -> None:
@@ -30,15 +27,8 @@ def main(job: dict) -> None:
     spec_module.GENERATION_CHUNK_BYTES = int(job["chunk_bytes"])
     spec, directory = DatasetSpec.from_json(job["spec"]), Path(job["directory"])
     fmt = FORMATS[job["format"]]
-
-    def chunks() -> Iterator[Chunk]:
-        for chunk in generate(spec, job["start"], job["stop"]):
-            if os.getppid() != job["parent"]:
-                raise SystemExit("the prepare that started this writer is gone")
-            check_room(directory)
-            yield chunk
-
-    fmt.write_share(directory, spec, fmt.options_from_json(job["options"]), chunks(), job["stop"])
+    chunks = regenerated(spec, directory, job["parent"], job["start"], job["stop"])
+    fmt.write_share(directory, spec, fmt.options_from_json(job["options"]), chunks, job["stop"])
 
 
 if __name__ == "__main__":

@@ -237,15 +237,7 @@ def _process_main(name: str, spec: DatasetSpec, options: Any, partial: Path, sen
     reporter = _PipeReporter(sender)
     code = 0
     try:
-
-        def chunks() -> Iterator[Chunk]:
-            for chunk in generate(spec):
-                if os.getppid() != parent:  # the parent was killed: stop writing into the void
-                    raise RuntimeError("parent exited")
-                check_room(partial)
-                yield chunk
-
-        entry = write_one(name, spec, options, partial, chunks(), reporter)
+        entry = write_one(name, spec, options, partial, regenerated(spec, partial, parent), reporter)
         reporter.send(kind="done", entry=entry.to_json())
     except BaseException as exc:
         code = 1
@@ -256,6 +248,18 @@ def _process_main(name: str, spec: DatasetSpec, options: Any, partial: Path, sen
     finally:
         sender.close()
         os._exit(code)
+
+
+def regenerated(
+    spec: DatasetSpec, folder: Path, parent: int, start: int = 0, stop: int | None = None
+) -> Iterator[Chunk]:
+    """The stream regenerated (or re-read from the source) in a writer process of its own: it stops when the
+    process that started it is gone (rather than writing into the void) or the disk is nearly full."""
+    for chunk in generate(spec, start, stop):
+        if os.getppid() != parent:
+            raise RuntimeError("the prepare that started this writer is gone")
+        check_room(folder)
+        yield chunk
 
 
 class DiskNearlyFull(OSError):
