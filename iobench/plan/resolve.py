@@ -214,7 +214,7 @@ def check_world(config: RunConfig, manifest: Manifest, world: World) -> None:
         if fmt.native_rank_split is None:
             raise IobenchError(
                 f"--loader native under torchrun: {config.format}'s library has no rank splitting of its own "
-                "(WebDataset, Arrow and TFRecord split by rank); use --loader dataloader (DistributedSampler)"
+                "(WebDataset, Arrow, TFRecord and LitData split by rank); use --loader dataloader (DistributedSampler)"
             )
         try:  # the format is prepared: check_dataset came first
             options = fmt.options_from_json(manifest.formats[config.format].options)
