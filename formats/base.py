@@ -263,8 +263,9 @@ class StorageFormat(ABC):
         """Refuse (ValueError) what the writer would not have left, before anything is mapped or allocated."""
         return None
 
-    def check_native_world(self, spec: DatasetSpec, options: Any, world: int) -> None:
-        """Refuse (ValueError) a torchrun world the native pipeline cannot share (a rank without a shard)."""
+    def check_native_world(self, spec: DatasetSpec, options: Any, world: int, batch_size: int) -> None:
+        """Refuse (ValueError) a torchrun world the native pipeline cannot share (a rank left without data),
+        before `--nproc` launches it."""
         return None
 
     @abstractmethod

@@ -244,11 +244,6 @@ def native_batches(reader: LitDataReader, read: NativeRead) -> Iterator:
     them are not read that epoch (the record's samples per epoch and a warning say how many)."""
     from litdata import StreamingDataLoader
 
-    if read.world > 1 and reader.spec.n_samples // read.batch_size < read.world:
-        # every rank alike: LitData would give each one no batch at all
-        raise IobenchError(f"litdata under torchrun deals each of {read.world} ranks whole batches of "
-                           f"{read.batch_size}: {reader.spec.n_samples:,} samples give none; use a smaller "
-                           "--batch-size or fewer ranks")  # fmt: skip
     transform = _PerSample(read.transform) if read.transform is not None else None
     o = reader.options
     ds = open_dataset(reader.directory, reader.spec, read.shuffle, read.seed, transform=transform,
@@ -293,6 +288,12 @@ class LitDataFormat(StorageFormat):
         for chunk in chunks:
             _add(sink, chunk, stop)
         sink.done()
+
+    def check_native_world(self, spec: DatasetSpec, options: LitDataOptions, world: int, batch_size: int) -> None:
+        if spec.n_samples // batch_size < world:  # every rank alike: LitData would give each one no batch
+            raise ValueError(f"litdata deals each of {world} ranks whole batches of {batch_size}: "
+                             f"{spec.n_samples:,} samples give none; use a smaller --batch-size or fewer "
+                             "ranks")  # fmt: skip
 
     def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
         check_index(directory, spec)

@@ -28,7 +28,7 @@ class WholeShardsPerRank:
 
     name: str
 
-    def check_native_world(self, spec: DatasetSpec, options: Any, world: int) -> None:
+    def check_native_world(self, spec: DatasetSpec, options: Any, world: int, batch_size: int) -> None:
         if options.shards < world:
             raise ValueError(f"{options.shards} shard(s) cannot be shared by {world} ranks (each rank reads whole "
                              f"shards): prepare with a smaller {self.name}.shard_samples")  # fmt: skip

@@ -14,6 +14,11 @@ import pytest
 from PIL import Image
 
 from iobench.formats import FORMATS
+from iobench.loaders import LoaderName
+from iobench.loaders.base import LoaderSettings
+from iobench.measuring.distributed import World
+from iobench.plan.config import RunConfig
+from iobench.plan.resolve import check_dataset, check_world
 from iobench.run.runner import run
 from tests.conftest import assert_one_line_error, format_param, invoke, resolved_run
 
@@ -296,18 +301,17 @@ def test_litdata_written_by_several_processes_reads_back_in_order(tmp_path):
     invoke("verify", "--data-dir", tmp_path, "-q")
 
 
-def test_litdata_under_torchrun_refuses_a_world_its_whole_batches_leave_empty(images):
+def test_litdata_under_torchrun_refuses_a_world_its_whole_batches_leave_empty(images, cli):
+    """Refused by --nproc before torchrun starts (every rank would time empty epochs); 120 a batch is fine."""
     pytest.importorskip("litdata")
-    from iobench.errors import IobenchError
-    from iobench.formats.base import NativeRead
-    from iobench.formats.litdata import native_batches
-
     dataset, _, _ = images
-    reader = FORMATS["litdata"].reader(dataset / "litdata", resolved_run(dataset, "litdata", "native").manifest.spec,
-                                       FORMATS["litdata"].options())  # fmt: skip
-    read = NativeRead(batch_size=128, shuffle=True, seed=0, dataloader_keywords={}, rank=0, world=2)
-    with pytest.raises(IobenchError, match="240 samples give none; use a smaller --batch-size"):
-        next(iter(native_batches(reader, read)))
+    common = ["--data-dir", dataset.parent, "--results", dataset.parent / "refused.jsonl", "-q", "--format",
+              "litdata", "--loader", "native", "--nproc", "2"]  # fmt: skip
+    r = cli("run", *common, "--batch-size", "128")
+    assert_one_line_error(r, "240 samples give none; use a smaller --batch-size")
+    assert "launching" not in r.out + r.err
+    config = RunConfig(format="litdata", loader=LoaderName.NATIVE, settings=LoaderSettings(batch_size=120))
+    check_world(config, check_dataset(dataset, "litdata"), World(size=2, local_size=2))
 
 
 def test_a_failing_litdata_writer_process_is_one_line_and_leaves_nothing(tmp_path, cli, monkeypatch):

@@ -218,7 +218,7 @@ def check_world(config: RunConfig, manifest: Manifest, world: World) -> None:
             )
         try:  # the format is prepared: check_dataset came first
             options = fmt.options_from_json(manifest.formats[config.format].options)
-            fmt.check_native_world(manifest.spec, options, world.size)
+            fmt.check_native_world(manifest.spec, options, world.size, config.settings.batch_size)
         except ValueError as exc:
             raise IobenchError(f"--loader native under torchrun: {exc}") from None
     if manifest.spec.n_samples < world.size:
