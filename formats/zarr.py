@@ -129,9 +129,15 @@ def open_arrays(directory: Path, spec: DatasetSpec) -> tuple[Any, Any]:
 
 
 def sorted_read(features: Any, indices: np.ndarray) -> np.ndarray:
-    """A batch in one orthogonal selection of its sorted indices, back in the batch's order."""
+    """A batch in one orthogonal selection of its sorted indices, back in the batch's order; a run of
+    consecutive indices (a sequential epoch) as the slice zarr reads a range with (an integer selection of
+    the same 256 images is 25x slower here)."""
     order = np.argsort(indices, kind="stable")
-    data = features.oindex[np.asarray(indices)[order]]
+    ordered = np.asarray(indices)[order]
+    if len(ordered) and (np.diff(ordered) == 1).all():
+        data = np.asarray(features[int(ordered[0]) : int(ordered[-1]) + 1])
+    else:
+        data = features.oindex[ordered]
     out = np.empty_like(data)
     out[order] = data
     return out

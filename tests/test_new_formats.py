@@ -301,6 +301,27 @@ def test_litdata_written_by_several_processes_reads_back_in_order(tmp_path):
     invoke("verify", "--data-dir", tmp_path, "-q")
 
 
+def test_zarr_reads_a_run_of_consecutive_samples_as_a_slice(images):
+    """A sequential batch is one range read, any order of it; a scattered batch stays an orthogonal selection."""
+    pytest.importorskip("zarr")
+    from iobench.formats.zarr import open_arrays, sorted_read
+
+    dataset, features, _ = images
+    stored, _ = open_arrays(dataset / "zarr", resolved_run(dataset, "zarr", "native").manifest.spec)
+
+    class SlicesOnly:
+        oindex = property(lambda self: pytest.fail("an integer selection for consecutive samples"))
+
+        def __getitem__(self, key):
+            assert isinstance(key, slice), key
+            return stored[key]
+
+    run = np.array([19, 5, 12, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18])
+    assert np.array_equal(sorted_read(SlicesOnly(), run), features[run])
+    scattered = np.array([200, 3, 77, 4])
+    assert np.array_equal(sorted_read(stored, scattered), features[scattered])
+
+
 def test_litdata_under_torchrun_refuses_a_world_its_whole_batches_leave_empty(images, cli):
     """Refused by --nproc before torchrun starts (every rank would time empty epochs); 120 a batch is fine."""
     pytest.importorskip("litdata")
