@@ -72,6 +72,15 @@ def share_bounds(n_samples: int, processes: int) -> list[int]:
     return [k * n_samples // processes for k in range(processes + 1)]
 
 
+def binary_writer(directory: Path, options: LitDataOptions) -> Any:
+    """The writer `optimize` runs in each worker; it names its chunks and index by optimize's rank variables."""
+    from litdata.streaming.writer import BinaryWriter
+
+    from iobench.units import parse_bytes
+
+    return BinaryWriter(str(directory), chunk_bytes=parse_bytes(options.chunk_bytes))
+
+
 def _add(sink: Any, chunk: Chunk, stop: int) -> None:
     """The chunk's samples below `stop`, each as LitData's users add a dict."""
     for k in range(max(0, min(len(chunk.labels), stop - chunk.start))):
@@ -116,10 +125,6 @@ class _Share:
 class LitDataWriter(FormatWriter):
     def __init__(self, directory: Path, spec: DatasetSpec, options: LitDataOptions) -> None:
         super().__init__(directory, spec, options)
-        from litdata.streaming.writer import BinaryWriter
-
-        from iobench.units import parse_bytes
-
         directory.mkdir(parents=True, exist_ok=True)
         bounds = share_bounds(spec.n_samples, max(1, options.processes))
         self.stop = bounds[1]  # this process writes the first share from the stream
@@ -127,7 +132,7 @@ class LitDataWriter(FormatWriter):
         try:
             for rank in range(1, len(bounds) - 1):
                 self.shares.append(_Share(directory, spec, options, rank, bounds[rank], bounds[rank + 1]))
-            self.sink = BinaryWriter(str(directory), chunk_bytes=parse_bytes(options.chunk_bytes))
+            self.sink = binary_writer(directory, options)
         except BaseException:
             self.abort()
             raise
@@ -280,11 +285,7 @@ class LitDataFormat(StorageFormat):
                     stop: int) -> None:  # fmt: skip
         """One other writer process's share (LitDataWriter starts it): its BinaryWriter takes the rank from
         optimize's variables, and its index waits for the first process's merge."""
-        from litdata.streaming.writer import BinaryWriter
-
-        from iobench.units import parse_bytes
-
-        sink = BinaryWriter(str(directory), chunk_bytes=parse_bytes(options.chunk_bytes))
+        sink = binary_writer(directory, options)
         for chunk in chunks:
             _add(sink, chunk, stop)
         sink.done()

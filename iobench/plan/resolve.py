@@ -212,9 +212,10 @@ def check_world(config: RunConfig, manifest: Manifest, world: World) -> None:
     if config.loader is LoaderName.NATIVE:
         fmt = FORMATS[config.format]
         if fmt.native_rank_split is None:
+            splitting = [n for n in FORMATS.native if FORMATS[n].native_rank_split is not None]
             raise IobenchError(
                 f"--loader native under torchrun: {config.format}'s library has no rank splitting of its own "
-                "(WebDataset, Arrow, TFRecord and LitData split by rank); use --loader dataloader (DistributedSampler)"
+                f"({', '.join(splitting)} split by rank); use --loader dataloader (DistributedSampler)"
             )
         try:  # the format is prepared: check_dataset came first
             options = fmt.options_from_json(manifest.formats[config.format].options)
