@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -410,3 +411,78 @@ def test_a_read_broken_by_a_killed_worker_is_reported_as_the_dead_worker():
     assert found == f"worker (pid {child}) was killed by SIGKILL"
     assert os.waitpid(child, 0)[0] == child  # left for its owner to reap
     assert _killed_child() is None
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file below folder, byte for byte."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _corrupt_npz(path: Path, n: int) -> Path:
+    """An archive that opens and whose header is right, but whose features fail their CRC when read."""
+    import numpy as np
+
+    np.savez(path, features=np.arange(n * 16, dtype=np.float32).reshape(n, 16), labels=np.zeros(n, dtype=np.int64))
+    data = bytearray(path.read_bytes())
+    data[data.index(b"features.npy") + 400] ^= 0xFF  # inside the member's data, past its .npy header
+    path.write_bytes(bytes(data))
+    return path
+
+
+def test_a_failed_force_over_another_dataset_keeps_the_old_one_byte_for_byte(tmp_path, cli):
+    """N4: `prepare --from corrupt.npz --force` deleted every format first, then failed on a bad CRC."""
+    data = tmp_path / "data"
+    invoke("prepare", "--size", "300", "--shape", "16", "--formats", "npy,hdf5,memmap", "--data-dir", data,
+           "--dataset", "X", "-q")  # fmt: skip
+    before = _files(data / "X")
+    r = cli("prepare", "--from", _corrupt_npz(tmp_path / "corrupt.npz", 300), "--features-key", "features",
+            "--labels-key", "labels", "--data-dir", data, "--dataset", "X", "--force", "-q")  # fmt: skip
+    assert_one_line_error(r, "--from", "X is unchanged")
+    assert _files(data / "X") == before
+    assert [p.name for p in data.iterdir()] == ["X"], "the dataset being built beside it is gone"
+    assert cli("verify", "--data-dir", data, "-q").code == 0
+
+
+def test_an_interrupted_force_over_another_dataset_keeps_the_old_one_byte_for_byte(tmp_path):
+    """N4: Ctrl-C two seconds into `prepare --force` over another spec left a manifest without formats."""
+    data = tmp_path / "data"
+    invoke("prepare", "--size", "300", "--formats", "npy,memmap", "--data-dir", data, "--dataset", "X", "-q")
+    before = _files(data / "X")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    cmd = [sys.executable, "-m", "iobench", "prepare", "--size", "400000", "--formats", "npy,memmap", "--data-dir",
+           str(data), "--dataset", "X", "--force", "-q"]  # fmt: skip
+    forced = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while not list(data.glob(".partial-dataset-*/.partial-*")):  # the new dataset's formats are being written
+        assert forced.poll() is None and time.monotonic() < deadline, forced.stderr.read()
+        time.sleep(0.005)
+    forced.send_signal(signal.SIGINT)
+    assert forced.wait(timeout=60) == 130, forced.stderr.read()
+    assert _files(data / "X") == before
+    assert [p.name for p in data.iterdir()] == ["X"], "the dataset being built beside it is gone"
+
+
+def test_a_force_over_another_dataset_replaces_it_whole(tmp_path, cli):
+    data = tmp_path / "data"
+    invoke("prepare", "--size", "300", "--formats", "npy,memmap", "--data-dir", data, "--dataset", "X", "-q")
+    invoke("prepare", "--size", "200", "--formats", "npy", "--data-dir", data, "--dataset", "X", "--force", "-q")
+    manifest = Manifest.load(data / "X")
+    assert manifest.spec.n_samples == 200 and set(manifest.formats) == {"npy"}
+    assert sorted(p.name for p in (data / "X").iterdir()) == ["manifest.json", "npy"]
+    assert [p.name for p in data.iterdir()] == ["X"]
+    assert cli("verify", "--data-dir", data, "-q").code == 0
+
+
+def test_a_killed_force_leaves_a_partial_dataset_the_next_prepare_removes(tmp_path, cli):
+    data = tmp_path / "data"
+    invoke("prepare", "--size", "300", "--formats", "npy", "--data-dir", data, "--dataset", "X", "-q")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = data / f".partial-dataset-{int(dead.stdout)}-abc"
+    (stale / "npy").mkdir(parents=True)
+    shutil.copy(data / "X" / "manifest.json", stale / "manifest.json")
+    assert cli("info", "--data-dir", data).code == 0  # a partial dataset is not listed as one
+    r = cli("run", "--data-dir", data, "--format", "npy", "--device", "cpu", "--runs", "1", "-q",
+            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert r.code == 0, r.err
+    invoke("prepare", "--size", "300", "--formats", "hdf5", "--data-dir", data, "--dataset", "X", "-q")
+    assert not stale.exists()

@@ -13,7 +13,7 @@ from pathlib import Path
 from iobench import __version__
 from iobench.errors import IobenchError
 from iobench.spec import DatasetSpec
-from iobench.system.fsutil import atomic_write_json
+from iobench.system.fsutil import PARTIAL_PREFIX, atomic_write_json
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
@@ -167,7 +167,7 @@ def find_datasets(data_dir: Path, dataset: str | None = None) -> list[Path]:
         return [path]
     if (data_dir / MANIFEST).is_file():
         return [data_dir]
-    found = sorted(p for p in data_dir.iterdir() if (p / MANIFEST).is_file())
+    found = dataset_dirs(data_dir)
     if not found:
         raise IobenchError(f"{data_dir}: no prepared dataset here; run `iobench prepare --data-dir {data_dir}`")
     return found
@@ -182,7 +182,7 @@ def find_run_dataset(data_dir: Path, dataset: str | None = None, formats: tuple[
         return find_datasets(data_dir, dataset)[0]
     if not data_dir.is_dir():
         return None
-    found = sorted(p for p in data_dir.iterdir() if (p / MANIFEST).is_file())
+    found = dataset_dirs(data_dir)
     if len(found) <= 1:
         return found[0] if found else None
     from iobench.units import DEFAULT_SIZE
@@ -202,7 +202,12 @@ def datasets_with(data_dir: Path, fmt: str) -> list[str]:
     """Names of the datasets beside data_dir/... that have the format (to point a user at one)."""
     if not data_dir.is_dir():
         return []
-    return [p.name for p in sorted(data_dir.iterdir()) if (p / MANIFEST).is_file() and fmt in _formats_of(p)]
+    return [p.name for p in dataset_dirs(data_dir) if fmt in _formats_of(p)]
+
+
+def dataset_dirs(data_dir: Path) -> list[Path]:
+    """The prepared datasets in data_dir, sorted; one a prepare is still building (a partial name) is not one."""
+    return sorted(p for p in data_dir.iterdir() if not p.name.startswith(PARTIAL_PREFIX) and (p / MANIFEST).is_file())
 
 
 def _formats_of(dataset_dir: Path) -> dict:

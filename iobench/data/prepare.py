@@ -23,10 +23,14 @@ from iobench.spec import DatasetSpec
 from iobench.system.fsutil import (
     PARTIAL_PREFIX,
     free_bytes,
+    make_partial_dir,
     remove,
     remove_stale_partials,
     replace_dir,
+    swap_in,
 )
+from iobench.system.processes import process_alive
+from iobench.system.signals import signals_held
 
 DISK_MARGIN = 1.05  # keep 5% of the estimate spare
 
@@ -70,8 +74,8 @@ class PreparePlan:
     dataset_dir: Path
     manifest: Manifest
     estimated_bytes: int
-    # What --force replaces: the old dataset's folders (and its manifest), removed only once every
-    # check has passed and this process holds the dataset's lock.
+    # What --force replaces when the dataset differs: the old dataset's folders (and its manifest). The new
+    # one is then built beside it and swapped in whole once complete; the old one is removed after that.
     replaced: list[Path] = field(default_factory=list)
     created: bool = False  # the dataset folder is this prepare's: removed again if nothing lands in it
 
@@ -88,7 +92,7 @@ def plan(request: PrepareRequest) -> PreparePlan:
         existing = [n for n in request.formats if n in manifest.formats]
         if existing and not request.force:
             raise IobenchError(f"{dataset_dir}: {', '.join(existing)} already prepared; use --force to overwrite")
-        need = _check_free_space(request, dataset_dir, _bytes_under(replaced))
+        need = _check_free_space(request, dataset_dir)
     except BaseException:
         if created:
             shutil.rmtree(dataset_dir, ignore_errors=True)
@@ -123,10 +127,33 @@ def dataset_lock(dataset_dir: Path) -> Iterator[None]:
 
 
 def _prepare_locked(p: PreparePlan, reporter: Reporter) -> Manifest:
-    dataset_dir, manifest, request = p.dataset_dir, p.manifest, p.request
+    dataset_dir = p.dataset_dir
     remove_stale_partials(dataset_dir)
-    for old in p.replaced:  # --force on a different dataset: every check has passed
-        remove(old)
+    remove_stale_staging(dataset_dir.parent)
+    if not p.replaced:
+        return _write_into(dataset_dir, p.manifest, p.request, reporter, kept="nothing was kept")
+    # --force over another dataset: the new one is built beside it and swapped in whole once complete, so a
+    # failure or an interrupt at any moment before leaves the old one as it was
+    staging = make_partial_dir(dataset_dir.parent, f"{STAGING}{os.getpid()}")
+    try:
+        manifest = _write_into(staging, p.manifest, p.request, reporter, kept=f"{dataset_dir.name} is unchanged")
+    except BaseException:
+        remove(staging)
+        raise
+    old = None
+    try:
+        with signals_held():  # an interrupt lands before the swap or after it, never inside
+            old = swap_in(staging, dataset_dir)
+    finally:
+        if old is not None:
+            remove(old)
+    return manifest
+
+
+def _write_into(dataset_dir: Path, manifest: Manifest, request: PrepareRequest, reporter: Reporter,
+                kept: str) -> Manifest:  # fmt: skip
+    """Write the formats into partial folders of dataset_dir and rename each into place once complete;
+    `kept` ends the line of a failure (what is left as it was)."""
     if not (dataset_dir / MANIFEST).is_file():
         # The manifest exists before any format folder does: an interrupt at any later moment leaves
         # a dataset folder that the next prepare recognises (and a format only counts once listed).
@@ -137,10 +164,10 @@ def _prepare_locked(p: PreparePlan, reporter: Reporter) -> Manifest:
         )
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
-            raise IobenchError(f"disk full while writing {dataset_dir} ({exc.strerror}); nothing was kept") from None
-        raise IobenchError(f"writing {dataset_dir} failed: {exc.strerror or exc}; nothing was kept") from None
+            raise IobenchError(f"disk full while writing {request.dataset_dir} ({exc.strerror}); {kept}") from None
+        raise IobenchError(f"writing {request.dataset_dir} failed: {exc.strerror or exc}; {kept}") from None
     except RuntimeError as exc:  # a writer thread or process reported its failure
-        raise IobenchError(f"writing {dataset_dir} failed: {one_line(exc)}; nothing was kept") from None
+        raise IobenchError(f"writing {request.dataset_dir} failed: {one_line(exc)}; {kept}") from None
     except IobenchError:
         raise
     except Exception as exc:
@@ -149,24 +176,38 @@ def _prepare_locked(p: PreparePlan, reporter: Reporter) -> Manifest:
         # The source changed or is damaged beyond what opening it checked (a truncated JPEG, a short
         # archive member, a bad CRC): its reader's verdict, naming the sample where it can.
         raise IobenchError(
-            f"--from {request.spec.source.path}: {type(exc).__name__}: {one_line(exc)}; nothing was kept"
+            f"--from {request.spec.source.path}: {type(exc).__name__}: {one_line(exc)}; {kept}"
         ) from None
     if manifest.content and manifest.content != content:
         # Every format is written from the same generator: a differing digest is a bug.
-        raise IobenchError(f"{dataset_dir}: generated content differs from the manifest's checksum")
+        raise IobenchError(f"{request.dataset_dir}: generated content differs from the manifest's checksum")
     manifest.content = content
     try:
+        # a format is unlisted, swapped and listed again as one step: an interrupt waits for the end of it
         for job in jobs:
-            if job.name in manifest.formats:  # --force: the old entry must not vouch for new files
-                del manifest.formats[job.name]
+            with signals_held():
+                if job.name in manifest.formats:  # --force: the old entry must not vouch for new files
+                    del manifest.formats[job.name]
+                    manifest.save(dataset_dir)
+                replace_dir(job.partial, dataset_dir / job.name)
+                manifest.formats[job.name] = job.entry
                 manifest.save(dataset_dir)
-            replace_dir(job.partial, dataset_dir / job.name)
-            manifest.formats[job.name] = job.entry
-            manifest.save(dataset_dir)
     finally:
         for job in jobs:
             shutil.rmtree(job.partial, ignore_errors=True)
     return manifest
+
+
+STAGING = "dataset-"  # `.partial-dataset-<pid>-…`: a dataset being built beside the one it replaces
+
+
+def remove_stale_staging(data_dir: Path) -> None:
+    """Datasets a killed `prepare --force` was building beside the old one (and old ones it was about to
+    remove), once their process is gone; a running prepare's are left alone."""
+    for path in data_dir.glob(f"{PARTIAL_PREFIX}{STAGING}*") if data_dir.is_dir() else []:
+        pid = path.name.removeprefix(f"{PARTIAL_PREFIX}{STAGING}").split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
+            remove(path)
 
 
 def _check_source_outside(request: PrepareRequest) -> None:
@@ -222,22 +263,13 @@ def _existing_manifest(request: PrepareRequest, dataset_dir: Path) -> tuple[Mani
     return fresh, [*(entry.folder(dataset_dir) for entry in manifest.formats.values()), dataset_dir / MANIFEST]
 
 
-def _bytes_under(paths: list[Path]) -> int:
-    total = 0
-    for path in paths:
-        if path.is_symlink():
-            continue
-        files = [path] if path.is_file() else [p for p in path.rglob("*") if p.is_file() and not p.is_symlink()]
-        total += sum(p.stat().st_size for p in files)
-    return total
-
-
-def _check_free_space(request: PrepareRequest, dataset_dir: Path, reclaimed: int = 0) -> int:
-    """The new formats must fit in what is free plus what --force will remove first."""
+def _check_free_space(request: PrepareRequest, dataset_dir: Path) -> int:
+    """The new formats must fit beside what they replace: the old files stay until the new ones are complete."""
     need = int(DISK_MARGIN * sum(FORMATS[n].estimate_bytes(request.spec, request.options[n]) for n in request.formats))
-    free = free_bytes(dataset_dir) + reclaimed
+    free = free_bytes(dataset_dir)
     if need > free:
+        kept = " beside the old dataset, which stays until the new one is complete" if request.force else ""
         raise IobenchError(
-            f"not enough disk space in {dataset_dir}: need about {need / 1e9:.2f} GB, {free / 1e9:.2f} GB free"
+            f"not enough disk space in {dataset_dir}: need about {need / 1e9:.2f} GB{kept}, {free / 1e9:.2f} GB free"
         )
     return need

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from iobench.data.manifest import MANIFEST, find_run_dataset
+from iobench.data.manifest import MANIFEST, dataset_dirs, find_run_dataset
 from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
 from iobench.events import Events
@@ -47,7 +47,7 @@ def dataset_for_run(
 
 
 def _several(data_dir: Path) -> bool:
-    return data_dir.is_dir() and sum(1 for p in data_dir.iterdir() if (p / MANIFEST).is_file()) > 1
+    return data_dir.is_dir() and len(dataset_dirs(data_dir)) > 1
 
 
 def _prepared(

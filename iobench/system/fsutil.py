@@ -151,6 +151,43 @@ def replace_dir(src: Path, dst: Path) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+RENAME_EXCHANGE = 2  # linux/fs.h: renameat2 swaps the two names in one step
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two existing names atomically (Linux renameat2 RENAME_EXCHANGE): at no moment is either name
+    missing. False where the kernel, libc or file system cannot (the caller then renames twice)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_cwd = -100  # AT_FDCWD
+    done = renameat2(at_cwd, os.fsencode(a), at_cwd, os.fsencode(b), RENAME_EXCHANGE) == 0
+    if done:
+        fsync_path(a.parent)
+        if b.parent != a.parent:
+            fsync_path(b.parent)
+    return done
+
+
+def swap_in(new: Path, dst: Path) -> Path:
+    """Put the finished folder `new` at `dst`; returns where the folder that was at `dst` now is (the caller
+    removes it). Atomic where the kernel can swap two names; otherwise `dst` is missing between two renames,
+    and put back if the second fails."""
+    if exchange(new, dst):
+        return new  # `new` now names the old folder
+    old = dst.with_name(f"{PARTIAL_PREFIX}old-{os.getpid()}-{dst.name}")
+    os.replace(dst, old)
+    try:
+        os.replace(new, dst)
+    except BaseException:
+        os.replace(old, dst)
+        raise
+    fsync_path(dst.parent)
+    return old
+
+
 def pread_full(fd: int, view: memoryview, offset: int) -> int:
     """preadv until the view is full or the file ends (a regular file reads short only at its end);
     returns the bytes read."""
