@@ -25,6 +25,7 @@ import numpy as np
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, NativeRead, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.system.fsutil import Pinned
 
 STAGING = "staging.arrow"
 
@@ -102,30 +103,39 @@ def check_state(directory: Path) -> None:
             raise ValueError(f"{state_path}: data file {name!r} is missing or a link")
 
 
-def load(directory: Path, spec: DatasetSpec, fmt: str) -> Any:
-    """The dataset as its users open it, after the checks."""
+def load(directory: Path, spec: DatasetSpec, fmt: str) -> tuple[Any, Pinned]:
+    """The dataset as its users open it, after the checks, and the pinned folder it was opened through (close
+    it with the dataset): `load_from_disk` parses its argument as an fsspec URL (`a::b` is a chain of two)."""
     import datasets
 
     check_state(directory)
-    ds = datasets.load_from_disk(str(directory))
-    if len(ds) != spec.n_samples or ds.features != features_of(spec):
-        raise ValueError(
-            f"{directory}: {len(ds)} rows of {ds.features}; the spec says {spec.n_samples} of {spec.shape}"
-        )
-    return ds.with_format(fmt)
+    pinned = Pinned(folders={"arrow": directory})
+    try:
+        ds = datasets.load_from_disk(pinned.path("arrow"))
+        if len(ds) != spec.n_samples or ds.features != features_of(spec):
+            raise ValueError(
+                f"{directory}: {len(ds)} rows of {ds.features}; the spec says {spec.n_samples} of {spec.shape}"
+            )
+        return ds.with_format(fmt), pinned
+    except BaseException:
+        pinned.close()
+        raise
 
 
 class ArrowReader(FormatReader):
-    def _open(self) -> Any:
+    def _open(self) -> tuple[Any, Pinned]:
         return load(self.directory, self.spec, "numpy")
 
+    def _close(self, handle: tuple[Any, Pinned]) -> None:
+        handle[1].close()
+
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        rows = self.handle[[self._check_index(int(i)) for i in indices]]
+        rows = self.handle[0][[self._check_index(int(i)) for i in indices]]
         features = np.asarray(rows["features"], dtype=self.spec.np_dtype).reshape(len(indices), *self.spec.shape)
         return features, np.asarray(rows["label"], dtype=LABEL_DTYPE)
 
     def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        rows = self.handle[start:stop]
+        rows = self.handle[0][start:stop]
         features = np.asarray(rows["features"], dtype=self.spec.np_dtype).reshape(stop - start, *self.spec.shape)
         return features, np.asarray(rows["label"], dtype=LABEL_DTYPE)
 
@@ -156,15 +166,27 @@ def native_batches(reader: ArrowReader, read: NativeRead) -> Iterator:
     import torch
     from torch.utils.data import DataLoader
 
-    ds = load(reader.directory, reader.spec, "torch")
+    ds, pinned = load(reader.directory, reader.spec, "torch")
     if read.world > 1:  # the rank's contiguous shard, as datasets splits a map-style dataset between nodes
         from datasets.distributed import split_dataset_by_node
 
         ds = split_dataset_by_node(ds, rank=read.rank, world_size=read.world)
     data = _Rows(ds, read.transform) if read.transform is not None else ds
-    loader = DataLoader(data, batch_size=read.batch_size, shuffle=read.shuffle,
-                        generator=torch.Generator().manual_seed(read.seed), **read.dataloader_keywords)  # fmt: skip
-    return map(_as_tuple, loader)
+    try:
+        loader = DataLoader(data, batch_size=read.batch_size, shuffle=read.shuffle,
+                            generator=torch.Generator().manual_seed(read.seed), **read.dataloader_keywords)  # fmt: skip
+        batches = iter(loader)  # workers start here, with the pinned folder open
+    except BaseException:
+        pinned.close()
+        raise
+    return _tuples(batches, pinned)
+
+
+def _tuples(batches: Iterator[dict], pinned: Pinned) -> Iterator[tuple[Any, Any, Any]]:
+    try:
+        yield from map(_as_tuple, batches)
+    finally:
+        pinned.close()
 
 
 class ArrowFormat(StorageFormat):
@@ -175,7 +197,7 @@ class ArrowFormat(StorageFormat):
     writer_type = ArrowWriter
     reader_type = ArrowReader
 
-    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+    def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
         check_state(directory)
 
     def estimate_bytes(self, spec: DatasetSpec, options: ArrowOptions) -> int:

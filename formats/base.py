@@ -144,7 +144,8 @@ class FormatReader(ABC):
     """
 
     def __init__(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
-        self.directory = directory
+        # absolute and resolved: a relative name (`pipe:x/ds`) is never handed to a library that parses it
+        self.directory = Path(directory).resolve()
         self.spec = spec
         self.options = options
         self._handle: Any = None
@@ -259,8 +260,9 @@ class StorageFormat(ABC):
         for a writer that shares the dataset between processes as its library does (LitData)."""
         raise NotImplementedError(f"{self.name} is written by one process")
 
-    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
-        """Refuse (ValueError) what the writer would not have left, before anything is mapped or allocated."""
+    def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
+        """Refuse (ValueError) what the writer would not have left with these options, before anything is mapped
+        or allocated."""
         return None
 
     def check_native_world(self, spec: DatasetSpec, options: Any, world: int, batch_size: int) -> None:

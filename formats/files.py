@@ -302,7 +302,7 @@ class FilesFormat(StorageFormat):
             return FilesOptions("source", kept_suffix(spec))
         return options
 
-    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+    def check_layout(self, directory: Path, spec: DatasetSpec, options: FilesOptions) -> None:
         check_header(directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
 
     def estimate_bytes(self, spec: DatasetSpec, options: FilesOptions) -> int:

@@ -159,7 +159,7 @@ class Hdf5Format(StorageFormat):
     writer_type = Hdf5Writer
     reader_type = Hdf5Reader
 
-    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+    def check_layout(self, directory: Path, spec: DatasetSpec, options: Hdf5Options) -> None:
         try:
             check_regular(directory / FILENAME)
             with h5py.File(directory / FILENAME, "r") as f:

@@ -296,7 +296,7 @@ class LitDataFormat(StorageFormat):
                              f"{spec.n_samples:,} samples give none; use a smaller --batch-size or fewer "
                              "ranks")  # fmt: skip
 
-    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+    def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
         check_index(directory, spec)
 
     def estimate_bytes(self, spec: DatasetSpec, options: LitDataOptions) -> int:

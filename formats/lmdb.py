@@ -291,7 +291,7 @@ class LmdbFormat(StorageFormat):
     writer_type = LmdbWriter
     reader_type = LmdbReader
 
-    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+    def check_layout(self, directory: Path, spec: DatasetSpec, options: LmdbOptions) -> None:
         """The environment opens and its layout record describes this spec."""
         with lmdb_verdict(f"LMDB cannot open {directory.name}"):
             env = lmdb.open(str(directory), readonly=True, lock=False, subdir=True, max_readers=1)

@@ -156,7 +156,7 @@ class MemmapFormat(StorageFormat):
     writer_type = MemmapWriter
     reader_type = MemmapReader
 
-    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+    def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
         check_layout(directory, spec)
 
     def estimate_bytes(self, spec: DatasetSpec, options: Any) -> int:

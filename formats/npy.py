@@ -114,7 +114,7 @@ class NpyFormat(StorageFormat):
     writer_type = NpyWriter
     reader_type = NpyReader
 
-    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+    def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
         check_header(directory / FEATURES, spec.np_dtype, (spec.n_samples, *spec.shape))
         check_header(directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
 

@@ -73,6 +73,12 @@ def decode(data: bytes, spec: DatasetSpec, name: str) -> np.ndarray:
     return values.reshape(spec.shape)
 
 
+def check_shard_count(recorded: int, derived: int) -> None:
+    """The manifest's shard count is the one the writer derives from the spec and its options."""
+    if recorded != derived:
+        raise ValueError(f"the manifest says {recorded} shard(s); the writer makes {derived} of this dataset")
+
+
 def require_index(directory: Path) -> None:
     for name in (INDEX, LABELS):
         if not (directory / name).is_file():

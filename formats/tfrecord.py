@@ -22,6 +22,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -37,12 +38,13 @@ from iobench.formats.shards import (
     IndexedShardsWriter,
     Shards,
     WholeShardsPerRank,
+    check_shard_count,
     decode,
     load_npy,
     require_index,
 )
 from iobench.spec import LABEL_DTYPE, DatasetSpec
-from iobench.system.fsutil import open_regular
+from iobench.system.fsutil import Pinned, open_regular
 
 SHARD, SHARD_INDEX = "shard-%06d.tfrecord", "shard-%06d.index"
 FRAMING = 16  # length (8) and its masked CRC (4) before the data, the data's masked CRC (4) after
@@ -229,12 +231,15 @@ def _collate(batch: list) -> tuple[Any, Any]:
     return default_collate([features for features, _ in batch]), torch.tensor([pair for _, pair in batch])
 
 
-def native_batches(reader: TFRecordReader, read: NativeRead) -> Any:
+def native_batches(reader: TFRecordReader, read: NativeRead) -> Iterator[Any]:
     """The README's pipelines in a DataLoader with the run's workers. Shuffled: MultiTFRecordDataset
     over the shards (finite, each weighted by its records) with its shuffle queue. In order: each shard's
     TFRecordDataset in turn (without an index when no workers share it: with one, the package starts a
     file at a random record). The package draws from numpy's global generator: seeded here (and per
-    worker by torch from the DataLoader's generator)."""
+    worker by torch from the DataLoader's generator).
+
+    The package opens shards and indexes by name (and builds the names with `str.format`): it is handed
+    names of files opened and checked here (`Pinned`), never the dataset's paths."""
     import torch
     from tfrecord.torch.dataset import MultiTFRecordDataset, TFRecordDataset
 
@@ -244,25 +249,40 @@ def native_batches(reader: TFRecordReader, read: NativeRead) -> Any:
     parsed = description(reader.options)
     # under torchrun each rank reads every world-th shard (the package has no rank splitting of its own)
     shards = range(read.rank, reader.options.shards, read.world)
-    if read.shuffle:
-        bounds = shard_bounds(reader.spec, reader.options.shards)
-        splits = {f"{k:06d}": bounds[k + 1] - bounds[k] for k in shards}
-        ds: Any = MultiTFRecordDataset(
-            str(directory / "shard-{}.tfrecord"), str(directory / "shard-{}.index"), splits, description=parsed,
-            shuffle_queue_size=reader.options.shuffle_queue, transform=decode_one, infinite=False,
-        )  # fmt: skip
-    else:
-        indexed = read.dataloader_keywords.get("num_workers", 0) > 0
-        ds = torch.utils.data.ChainDataset([
-            TFRecordDataset(str(directory / (SHARD % k)), str(directory / (SHARD_INDEX % k)) if indexed else None,
-                            description=parsed, transform=decode_one)
-            for k in shards
-        ])  # fmt: skip
-    generator = torch.Generator().manual_seed(read.seed)
-    keywords = read.dataloader_keywords
-    loader = torch.utils.data.DataLoader(ds, batch_size=read.batch_size, generator=generator, collate_fn=_collate,
-                                         **keywords)  # fmt: skip
-    return ((features, pairs[:, 0], pairs[:, 1]) for features, pairs in loader)
+    names = [name % k for k in shards for name in (SHARD, SHARD_INDEX)]
+    pinned = Pinned(files={name: directory / name for name in names})
+    try:
+        if read.shuffle:
+            bounds = shard_bounds(reader.spec, reader.options.shards)
+            splits = {f"{k:06d}": bounds[k + 1] - bounds[k] for k in shards}
+            ds: Any = MultiTFRecordDataset(
+                pinned.pattern("shard-{}.tfrecord"), pinned.pattern("shard-{}.index"), splits, description=parsed,
+                shuffle_queue_size=reader.options.shuffle_queue, transform=decode_one, infinite=False,
+            )  # fmt: skip
+        else:
+            indexed = read.dataloader_keywords.get("num_workers", 0) > 0
+            ds = torch.utils.data.ChainDataset([
+                TFRecordDataset(pinned.path(SHARD % k), pinned.path(SHARD_INDEX % k) if indexed else None,
+                                description=parsed, transform=decode_one)
+                for k in shards
+            ])  # fmt: skip
+        generator = torch.Generator().manual_seed(read.seed)
+        loader = torch.utils.data.DataLoader(ds, batch_size=read.batch_size, generator=generator,
+                                             collate_fn=_collate, **read.dataloader_keywords)  # fmt: skip
+        batches = iter(loader)  # workers start here, with the pinned files open
+    except BaseException:
+        pinned.close()
+        raise
+    return _split_pairs(batches, pinned)
+
+
+def _split_pairs(batches: Iterator[Any], pinned: Pinned) -> Iterator[Any]:
+    """(features, labels, indices) from the collated pairs; the pinned files close with the epoch."""
+    try:
+        for features, pairs in batches:
+            yield features, pairs[:, 0], pairs[:, 1]
+    finally:
+        pinned.close()
 
 
 class TFRecordFormat(WholeShardsPerRank, StorageFormat):
@@ -276,8 +296,10 @@ class TFRecordFormat(WholeShardsPerRank, StorageFormat):
     def resolve_options(self, spec: DatasetSpec, options: TFRecordOptions) -> TFRecordOptions:
         return replace(options, shards=shard_count(spec, options), index_bytes=True)
 
-    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
-        require_index(directory)  # the framing needs the options: the reader's open checks it (check_shards)
+    def check_layout(self, directory: Path, spec: DatasetSpec, options: TFRecordOptions) -> None:
+        require_index(directory)
+        check_shard_count(options.shards, shard_count(spec, options))
+        check_shards(directory, spec, options)
 
     def estimate_bytes(self, spec: DatasetSpec, options: TFRecordOptions) -> int:
         # per record: framing, the Example's keys and varints, the payload (PNG may exceed raw slightly)

@@ -31,11 +31,13 @@ from iobench.formats.shards import (
     IndexedShardsWriter,
     Shards,
     WholeShardsPerRank,
+    check_shard_count,
     decode,
     extension,
     load_npy,
     require_index,
 )
+from iobench.formats.tar_stream import CheckedTar, ShardError
 from iobench.spec import LABEL_DTYPE, DatasetSpec
 from iobench.system.fsutil import open_regular
 
@@ -115,8 +117,42 @@ class WebDatasetReader(IndexedShardsReader):
 # ---- webdataset's own pipeline ---------------------------------------------------------------------
 
 
+def member_limit(spec: DatasetSpec) -> int:
+    """The largest member a shard of this dataset holds: one encoded sample (PNG's or .npy's few bytes of
+    framing over the raw size, with room to spare)."""
+    return spec.sample_bytes + spec.sample_bytes // 50 + 2**16
+
+
+class _OpenShards:
+    """webdataset's opener stage, with the shard names its shard list yields opened here: each one a regular
+    file of the dataset folder, its member headers checked as they are read (formats.tar_stream). webdataset's
+    own opener reads a name as a URL (`pipe:` runs a shell, `#` and `?` cut the path) and opens it unchecked."""
+
+    def __init__(self, directory: Path, spec: DatasetSpec) -> None:
+        self.directory, self.limit = directory, member_limit(spec)
+
+    def __call__(self, sources: Iterator[dict]) -> Iterator[dict]:
+        for source in sources:
+            name = source["url"]
+            with CheckedTar(open_regular(self.directory / name), name, self.limit) as stream:
+                yield dict(url=name, stream=stream)
+
+
+def _failed(exn: Exception) -> bool:
+    """webdataset's exception handler: re-raise as one line naming the shard (webdataset appends the stream
+    and the URL to an exception's arguments and wraps a decoder's in an empty DecodingError)."""
+    cause = exn.__cause__ if exn.__cause__ is not None and type(exn).__name__ == "DecodingError" else exn
+    if isinstance(cause, ShardError):
+        raise ShardError(str(cause.args[0]).split(" @ ")[0]) from None
+    first = str(cause.args[0]).split(" @ ")[0] if cause.args else ""
+    shard = next((a for a in reversed(cause.args[1:]) if isinstance(a, str)), None)
+    where = f"{shard}: " if shard else ""
+    raise ShardError(f"{where}{type(cause).__name__}: {first or 'no reason given'}") from None
+
+
 class _Decode:
-    """webdataset's decode stage with this handler only: no default handlers, so no pickle, no gzip."""
+    """webdataset's decode stage with this handler only: no default handlers, so no pickle, no gzip. A label
+    is a class of the dataset, written as ShardWriter's `.cls` (decimal digits)."""
 
     def __init__(self, spec: DatasetSpec) -> None:
         self.spec, self.ext = spec, extension(spec)
@@ -126,20 +162,30 @@ class _Decode:
         if ext == self.ext:
             return decode(data, self.spec, key)
         if ext == "cls":
+            if not (data.isdigit() and len(data) <= 19 and int(data) < self.spec.n_classes):
+                raise ValueError(f"{key}: label {data[:24]!r} is not a class of the dataset")
             return int(data)
         return None
 
 
-def collate(samples: list[tuple[np.ndarray, int, str]]) -> tuple[Any, Any, Any]:
-    """A list of (features, label, key) as three tensors; the keys are the samples' indices."""
-    import torch
+class _Collate:
+    """A list of (features, label, key) as three tensors; the keys are the samples' indices, each one of the
+    dataset's (the delivered order is scored by them)."""
 
-    features, labels, keys = zip(*samples, strict=True)
-    return (
-        torch.from_numpy(np.stack(features)),
-        torch.tensor(labels, dtype=torch.int64),
-        torch.tensor([int(k) for k in keys], dtype=torch.int64),
-    )
+    def __init__(self, spec: DatasetSpec) -> None:
+        self.n = spec.n_samples
+
+    def __call__(self, samples: list[tuple[np.ndarray, int, str]]) -> tuple[Any, Any, Any]:
+        import torch
+
+        features, labels, keys = zip(*samples, strict=True)
+        if not all(k.isdigit() and len(k) <= 19 and int(k) < self.n for k in keys):
+            raise ValueError(f"a sample key that is not an index of the {self.n:,} samples: {keys}"[:200])
+        return (
+            torch.from_numpy(np.stack(features)),
+            torch.tensor(labels, dtype=torch.int64),
+            torch.tensor([int(k) for k in keys], dtype=torch.int64),
+        )
 
 
 class _PerSample:
@@ -166,29 +212,39 @@ def pipeline(
     world: int = 1,
 ):
     """The documented pipeline: shards (shuffled, deterministically per epoch), a shuffle buffer, decode,
-    tuples, batches made in the workers. Under torchrun (`world` > 1) `split_by_node` gives each rank
-    every world-th shard (its rank from torchrun's RANK, as webdataset reads it); webdataset splits before
-    it shuffles shards, so a rank reads the same shards every epoch."""
+    tuples, batches made in the workers. Built from the stages `wds.WebDataset(names, shardshuffle=N,
+    detshuffle=True, seed=seed)` chains, in its order, with the shards opened by `_OpenShards` instead of its
+    URL opener. Under torchrun (`world` > 1) `split_by_node` gives each rank every world-th shard (its rank
+    from torchrun's RANK, as webdataset reads it); webdataset splits before it shuffles shards, so a rank
+    reads the same shards every epoch."""
     import webdataset as wds
+    from webdataset.compat import FluidInterface
+    from webdataset.filters import detshuffle, pipelinefilter
+    from webdataset.tariterators import group_by_keys, tar_file_expander
 
-    urls = [str(directory / (SHARD % k)) for k in range(options.shards)]
-    ext = extension(spec)
-    ds = wds.WebDataset(
-        urls,
-        shardshuffle=options.shard_shuffle if shuffle else False,
-        detshuffle=True,
-        seed=seed,
-        nodesplitter=wds.split_by_node if world > 1 else None,
-        workersplitter=wds.split_by_worker,
-        empty_check=False,  # more workers than shards: some read none
-    )
+    class Pipeline(wds.DataPipeline, FluidInterface):
+        """What wds.WebDataset is: a DataPipeline with the fluid methods (shuffle, decode, ...)."""
+
+    stages: list[Any] = [wds.SimpleShardList([SHARD % k for k in range(options.shards)])]  # a list: no braces
+    if world > 1:
+        stages.append(wds.split_by_node)
+    stages.append(wds.split_by_worker)
+    if shuffle:
+        stages.append(detshuffle(options.shard_shuffle, seed=seed))
+    stages += [
+        _OpenShards(directory, spec),
+        pipelinefilter(tar_file_expander)(handler=_failed),
+        pipelinefilter(group_by_keys)(handler=_failed),
+    ]
+    ds = Pipeline(*stages)
     if shuffle and options.shuffle_buffer:
         ds = ds.shuffle(options.shuffle_buffer)
-    decoder = _Decode(spec)
-    ds = ds.decode(decoder, pre=[], post=[], only=[ext, "cls"]).to_tuple(ext, "cls", "__key__")
+    ext = extension(spec)
+    ds = ds.decode(_Decode(spec), pre=[], post=[], only=[ext, "cls"], handler=_failed)
+    ds = ds.to_tuple(ext, "cls", "__key__", handler=_failed)
     if transform is not None:
-        ds = ds.map(_PerSample(transform))
-    return ds.batched(batch, collation_fn=collate, partial=True)
+        ds = ds.map(_PerSample(transform), handler=_failed)
+    return ds.batched(batch, collation_fn=_Collate(spec), partial=True)
 
 
 def native_batches(reader: WebDatasetReader, read: NativeRead) -> Iterator[Any]:
@@ -216,8 +272,9 @@ class WebDatasetFormat(WholeShardsPerRank, StorageFormat):
 
         return replace(options, shards=shard_count(spec, options))
 
-    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
+    def check_layout(self, directory: Path, spec: DatasetSpec, options: WebDatasetOptions) -> None:
         require_index(directory)
+        check_shard_count(options.shards, shard_count(spec, options))
 
     def estimate_bytes(self, spec: DatasetSpec, options: WebDatasetOptions) -> int:
         # tar: a 512-byte header per member and the payload padded to 512; PNG may exceed raw slightly

@@ -7,14 +7,15 @@ hold `shard_chunks` chunks, so a large dataset is tens of files rather than thou
 
 Read as its users read it: a batch is one orthogonal selection of its sorted indices (`array.oindex`),
 each chunk decoded once per batch however many of its samples the batch takes, then put back in the
-batch's order. Before the group is opened its metadata is checked: numeric dtypes only, no storage
-transformers, and only the codecs the writer uses (numcodecs offers a pickle codec; a crafted zarr.json
-could name it); no file of the store may be a link.
+batch's order. Before the group is opened its metadata is checked against what the writer leaves: the
+dtype, the shape, the very chunk grid of the manifest's options, only the codecs the writer uses (numcodecs
+offers a pickle codec; a crafted zarr.json could name it), no consolidated metadata (zarr would read it
+instead of the arrays' own); every chunk file present, none a link. zarr then reads through a store that
+opens only regular files and a zstd codec that never inflates a chunk past its size (formats.zarr_store).
 """
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -26,9 +27,9 @@ import numpy as np
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, NativeRead, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.system.fsutil import read_json
 
 CHUNK_BYTES = 2**20
-SAFE_CODECS = {"bytes", "zstd", "blosc", "gzip", "crc32c", "transpose", "sharding_indexed"}
 
 
 @dataclass(frozen=True)
@@ -51,13 +52,12 @@ class ZarrWriter(FormatWriter):
         import zarr
 
         n = spec.n_samples
-        c = min(options.chunk_samples, n)
-        shard = c * min(options.shard_chunks, -(-n // c))  # whole chunks (zarr requires it), the last one partial
+        c, shard = shard_layout(spec, options)  # whole chunks (zarr requires it), the last one partial
         group = zarr.open_group(store=str(directory), mode="w", zarr_format=3)
         self.features = group.create_array(
             "features", shape=(n, *spec.shape), dtype=spec.dtype, chunks=(c, *spec.shape), shards=(shard, *spec.shape)
         )
-        self.labels = group.create_array("labels", shape=(n,), dtype=LABEL_DTYPE, chunks=(min(n, 2**17),))
+        self.labels = group.create_array("labels", shape=(n,), dtype=LABEL_DTYPE, chunks=(min(n, LABEL_CHUNK),))
         self.shard = shard
         self.pending: list[Chunk] = []
         self.start = 0  # first sample not yet written
@@ -84,48 +84,111 @@ class ZarrWriter(FormatWriter):
             self._flush(whole_shards_only=False)
 
 
-def check_store(directory: Path, spec: DatasetSpec) -> None:
-    """What zarr would read, checked before it reads: metadata, codecs, dtypes, no links."""
+def check_store(directory: Path, spec: DatasetSpec, options: ZarrOptions | None = None) -> None:
+    """What zarr would read, checked before it reads: the group (no consolidated metadata, which zarr would
+    read instead of the arrays' own), each array's dtype, shape, grid and codecs as the writer leaves them
+    (with `options`, the very grid of its chunk sizes), every chunk the grid names a plain file, no links."""
     for root, dirs, files in os.walk(directory):
         for name in dirs + files:
             if Path(root, name).is_symlink():
                 raise ValueError(f"{Path(root, name)}: a link in the zarr store")
-    for array, dtype, shape in (("features", spec.dtype, (spec.n_samples, *spec.shape)),
-                                ("labels", "int64", (spec.n_samples,))):  # fmt: skip
-        path = directory / array / "zarr.json"
-        try:
-            meta = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ValueError(f"{path}: unreadable ({exc})") from None
-        if meta.get("data_type") != dtype or tuple(meta.get("shape", ())) != shape:
-            raise ValueError(f"{path}: {meta.get('data_type')} {meta.get('shape')}; the spec says {dtype} {shape}")
-        if meta.get("storage_transformers"):
-            raise ValueError(f"{path}: storage transformers are not read")
-        names = _codec_names(meta.get("codecs", []))
-        if not names <= SAFE_CODECS:
-            raise ValueError(f"{path}: codecs {sorted(names - SAFE_CODECS)} are not read (only {sorted(SAFE_CODECS)})")
+    group = _metadata(directory / "zarr.json")
+    if group.get("node_type") != "group" or group.get("zarr_format") != 3:
+        raise ValueError(f"{directory / 'zarr.json'}: not a zarr v3 group")
+    if group.get("consolidated_metadata") is not None:
+        raise ValueError(f"{directory / 'zarr.json'}: consolidated metadata is not read (the writer leaves none)")
+    n, shape = spec.n_samples, tuple(spec.shape)
+    meta = _array(directory, "features", spec.dtype, (n, *shape))
+    shard, codecs = _grid(meta, directory / "features", shape), meta.get("codecs")
+    if not (isinstance(codecs, list) and len(codecs) == 1 and isinstance(codecs[0], dict)
+            and codecs[0].get("name") == "sharding_indexed"):  # fmt: skip
+        raise ValueError(f"{directory / 'features/zarr.json'}: not one sharding codec, as the writer uses")
+    config = codecs[0].get("configuration") or {}
+    chunk = _samples(config.get("chunk_shape"), shape, directory / "features")
+    if shard % chunk:
+        raise ValueError(f"{directory / 'features/zarr.json'}: shards of {shard} samples in chunks of {chunk}")
+    _codecs(config.get("codecs"), DATA_CODECS, directory / "features")
+    _codecs(config.get("index_codecs"), INDEX_CODECS, directory / "features")
+    if chunk * spec.feature_bytes > MAX_CHUNK_BYTES:
+        raise ValueError(f"{directory / 'features/zarr.json'}: chunks of {chunk * spec.feature_bytes:,} bytes")
+    if options is not None and (chunk, shard) != shard_layout(spec, options):
+        raise ValueError(f"{directory / 'features/zarr.json'}: chunks of {chunk} and shards of {shard} samples; "
+                         f"the manifest's options give {shard_layout(spec, options)}")  # fmt: skip
+    labels = _array(directory, "labels", "int64", (n,))
+    label_chunk = _grid(labels, directory / "labels", ())
+    if label_chunk != min(n, LABEL_CHUNK):
+        raise ValueError(f"{directory / 'labels/zarr.json'}: chunks of {label_chunk}, not {min(n, LABEL_CHUNK)}")
+    _codecs(labels.get("codecs"), DATA_CODECS, directory / "labels")
+    zeros = "/0" * len(shape)
+    for array, size, suffix in (("features", shard, zeros), ("labels", label_chunk, "")):
+        for k in range(-(-n // size)):
+            path = directory / array / "c" / f"{k}{suffix}"
+            if not path.is_file():
+                raise ValueError(f"{path}: a chunk of the grid is missing")
 
 
-def _codec_names(codecs: Any) -> set[str]:
-    names = set()
-    for codec in codecs if isinstance(codecs, list) else [codecs]:
-        if not isinstance(codec, dict):
-            names.add(str(codec))
-            continue
-        names.add(str(codec.get("name")))
-        config = codec.get("configuration", {})
-        if isinstance(config, dict):
-            for key in ("codecs", "index_codecs"):
-                names |= _codec_names(config.get(key, []))
-    return names
+MAX_CHUNK_BYTES = 2**30  # decoded; the writer's are about 1 MiB (CHUNK_BYTES) unless chunk_samples says more
+LABEL_CHUNK = 2**17
+DATA_CODECS = {"bytes", "zstd"}  # what zarr writes by default, and so the writer
+INDEX_CODECS = {"bytes", "crc32c"}
 
 
-def open_arrays(directory: Path, spec: DatasetSpec) -> tuple[Any, Any]:
-    import zarr
+def shard_layout(spec: DatasetSpec, options: ZarrOptions) -> tuple[int, int]:
+    """(samples per chunk, samples per shard) as the writer lays them out."""
+    n = spec.n_samples
+    c = min(options.chunk_samples, n)
+    return c, c * min(options.shard_chunks, -(-n // c))
 
-    check_store(directory, spec)
-    group = zarr.open_group(store=str(directory), mode="r", zarr_format=3)
-    return group["features"], group["labels"]
+
+def _metadata(path: Path) -> dict:
+    try:
+        meta = read_json(path)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{path}: unreadable ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return meta
+
+
+def _array(directory: Path, name: str, dtype: str, shape: tuple[int, ...]) -> dict:
+    path = directory / name / "zarr.json"
+    meta = _metadata(path)
+    if meta.get("node_type") != "array" or meta.get("data_type") != dtype or tuple(meta.get("shape", ())) != shape:
+        raise ValueError(f"{path}: {meta.get('data_type')} {meta.get('shape')}; the spec says {dtype} {shape}")
+    if meta.get("storage_transformers"):
+        raise ValueError(f"{path}: storage transformers are not read")
+    if meta.get("chunk_key_encoding") != {"name": "default", "configuration": {"separator": "/"}}:
+        raise ValueError(f"{path}: chunk keys {meta.get('chunk_key_encoding')} are not the writer's")
+    return meta
+
+
+def _grid(meta: dict, where: Path, sample_shape: tuple[int, ...]) -> int:
+    """Samples per chunk of a regular grid over whole samples."""
+    grid = meta.get("chunk_grid")
+    if not isinstance(grid, dict) or grid.get("name") != "regular":
+        raise ValueError(f"{where / 'zarr.json'}: not a regular chunk grid")
+    return _samples((grid.get("configuration") or {}).get("chunk_shape"), sample_shape, where)
+
+
+def _samples(chunk_shape: Any, sample_shape: tuple[int, ...], where: Path) -> int:
+    ok = isinstance(chunk_shape, list) and all(isinstance(x, int) and not isinstance(x, bool) for x in chunk_shape)
+    if not ok or tuple(chunk_shape[1:]) != sample_shape or chunk_shape[0] < 1:
+        raise ValueError(f"{where / 'zarr.json'}: chunks of {chunk_shape} are not whole samples of {sample_shape}")
+    return chunk_shape[0]
+
+
+def _codecs(codecs: Any, allowed: set[str], where: Path) -> None:
+    names = {c.get("name") if isinstance(c, dict) else c for c in codecs} if isinstance(codecs, list) else {None}
+    if not names <= allowed:
+        raise ValueError(f"{where / 'zarr.json'}: codecs {sorted(map(str, names - allowed))} are not read "
+                         f"(only {sorted(allowed)})")  # fmt: skip
+
+
+def open_arrays(directory: Path, spec: DatasetSpec, options: ZarrOptions | None = None) -> tuple[Any, Any]:
+    from iobench.formats.zarr_store import checked_arrays
+
+    check_store(directory, spec, options)
+    return checked_arrays(directory)
 
 
 def sorted_read(features: Any, indices: np.ndarray) -> np.ndarray:
@@ -145,7 +208,7 @@ def sorted_read(features: Any, indices: np.ndarray) -> np.ndarray:
 
 class ZarrReader(FormatReader):
     def _open(self) -> tuple[Any, np.ndarray]:
-        features, labels = open_arrays(self.directory, self.spec)
+        features, labels = open_arrays(self.directory, self.spec, self.options)
         return features, np.asarray(labels[:], dtype=LABEL_DTYPE)
 
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -205,8 +268,8 @@ class ZarrFormat(StorageFormat):
             return options
         return replace(options, chunk_samples=max(1, CHUNK_BYTES // max(1, spec.feature_bytes)))
 
-    def check_layout(self, directory: Path, spec: DatasetSpec) -> None:
-        check_store(directory, spec)
+    def check_layout(self, directory: Path, spec: DatasetSpec, options: ZarrOptions) -> None:
+        check_store(directory, spec, options)
 
     def estimate_bytes(self, spec: DatasetSpec, options: ZarrOptions) -> int:
         return spec.payload_bytes + 2**20 + 4096 * (spec.n_samples // max(1, options.chunk_samples or 1) + 1)

@@ -181,3 +181,21 @@ def assert_formatted(script: Path) -> None:
     if ruff := shutil.which("ruff"):
         checked = subprocess.run([ruff, "format", "--check", "--diff", str(script)], capture_output=True, text=True)
         assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+_PEAK = """import resource, subprocess, sys
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+sys.stdout.write(done.stdout); sys.stderr.write(done.stderr)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, file=sys.stderr)
+sys.exit(done.returncode)
+"""
+
+
+def run_with_peak_memory(*args: object, timeout: float = 300) -> tuple[CliResult, int]:
+    """`iobench ARGS...` in a process of its own; its result and the peak RSS in bytes of it and its children
+    (a fresh parent between, so that no earlier child of the test session counts)."""
+    env = dict(os.environ, COLUMNS="200")
+    done = subprocess.run([sys.executable, "-c", _PEAK, sys.executable, "-m", "iobench", *map(str, args)],
+                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)  # fmt: skip
+    *err, peak = done.stderr.rstrip("\n").split("\n")
+    return CliResult(done.returncode, done.stdout, "\n".join(err) + "\n" if err else ""), int(peak)

@@ -147,9 +147,13 @@ def test_zarr_refuses_a_pickle_codec_and_links(images, tmp_path):
     shutil.copytree(dataset / "zarr", copy)
     meta_path = copy / "features" / "zarr.json"
     meta = json.loads(meta_path.read_text())
-    meta["codecs"] = [{"name": "bytes"}, {"name": "numcodecs.pickle"}]
+    meta["codecs"][0]["configuration"]["codecs"] = [{"name": "bytes"}, {"name": "numcodecs.pickle"}]
     meta_path.write_text(json.dumps(meta))
     with pytest.raises(ValueError, match="numcodecs.pickle"):
+        check_store(copy, manifest.spec)
+    meta["codecs"] = [{"name": "bytes"}, {"name": "numcodecs.pickle"}]  # in place of the writer's sharding
+    meta_path.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="not one sharding codec"):
         check_store(copy, manifest.spec)
     shutil.rmtree(copy)
     shutil.copytree(dataset / "zarr", copy)

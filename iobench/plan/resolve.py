@@ -195,7 +195,8 @@ def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:
                 f"{path} is truncated or altered ({size} bytes, manifest says {f.bytes}); run `iobench prepare --force`"
             )
     try:
-        FORMATS[fmt].check_layout(entry.folder(dataset_dir), manifest.spec)
+        form = FORMATS[fmt]
+        form.check_layout(entry.folder(dataset_dir), manifest.spec, form.options_from_json(entry.options))
     except (ValueError, OSError) as exc:
         raise IobenchError(f"{fmt} in {dataset_dir} is not what iobench writes: {exc}") from None
     return manifest

@@ -92,6 +92,27 @@ def atomic_write_json(path: Path, obj: object) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=False) + "\n")
 
 
+# A library's metadata file; a manifest lists every file (140 MB for a million files of one per sample) and
+# passes its own bound.
+MAX_JSON_BYTES = 64 * 2**20
+
+
+def read_json(path: Path, max_bytes: int = MAX_JSON_BYTES) -> object:
+    """A JSON file a dataset brought: a regular file (no FIFO, no link), of bounded size, parsed without
+    letting its depth crash the parser (200,000 nested brackets raise RecursionError). ValueError names
+    what is wrong; OSError when it cannot be opened."""
+    with os.fdopen(open_regular(path), "rb") as f:
+        data = f.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ValueError(f"{path}: larger than {max_bytes / 2**20:,.0f} MiB")
+    try:
+        return json.loads(data)
+    except RecursionError:
+        raise ValueError(f"{path}: nested too deeply") from None
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 ({exc.reason})") from None
+
+
 def make_partial_dir(parent: Path, name: str) -> Path:
     """A scratch directory whose name marks it as incomplete until it is renamed into place."""
     path = Path(tempfile.mkdtemp(dir=parent, prefix=f"{PARTIAL_PREFIX}{name}-"))
@@ -232,6 +253,55 @@ def open_regular(path: Path | str, dir_fd: int | None = None, extra: int = 0) ->
         os.close(fd)
         raise
     return fd
+
+
+class Pinned:
+    """Files (or folders) opened once and checked, then named for a library by links in a private folder to
+    `/proc/self/fd/N`. Whatever the library opens through a name, in this process or in a forked worker, is
+    the checked file: one swapped for a FIFO or a link mid-run is never seen, and the names hold nothing a
+    library could read as a URL, a pattern or a command (`pipe:`, `#`, `?`, `{}`, `::`)."""
+
+    def __init__(self, files: dict[str, Path] | None = None, folders: dict[str, Path] | None = None) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="iobench-pinned-"))
+        self._fds: list[int] = []
+        try:
+            for name, path in (files or {}).items():
+                self._link(name, open_regular(path))
+            for name, path in (folders or {}).items():
+                self._link(name, os.open(path, FOLDER_OPEN_FLAGS))
+        except BaseException:
+            self.close()
+            raise
+
+    def _link(self, name: str, fd: int) -> None:
+        self._fds.append(fd)
+        os.symlink(f"/proc/self/fd/{fd}", self.folder / name)
+
+    def path(self, name: str) -> str:
+        return str(self.folder / name)
+
+    def pattern(self, template: str) -> str:
+        """A `str.format` pattern of names in the folder (the folder's own braces escaped)."""
+        return str(self.folder).replace("{", "{{").replace("}", "}}") + "/" + template
+
+    _close_fd = staticmethod(os.close)  # held here: at interpreter exit `os` may already be torn down
+    _remove = staticmethod(shutil.rmtree)
+
+    def close(self) -> None:
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            self._close_fd(fd)
+        self._remove(self.folder, ignore_errors=True)
+
+    def __del__(self) -> None:  # a reader dropped without close() holds nothing open, as before
+        if hasattr(self, "_fds"):
+            self.close()
+
+    def __enter__(self) -> Pinned:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def check_regular(path: Path | str) -> None:

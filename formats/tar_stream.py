@@ -1,0 +1,112 @@
+"""A shard's bytes handed to `tarfile`, each member header checked before tarfile reads what it declares.
+
+webdataset reads a shard with `tarfile.open(fileobj=..., mode="r|*")` and each member whole into memory:
+a compressed shard inflates as it is read (a 20 MB gzip stream held a 4 GiB member), and a header (or a
+pax record before it) may declare any size. What webdataset's ShardWriter writes is known: a plain tar of
+regular files, each after a pax header with its times, none larger than one encoded sample. So every
+header is parsed as its bytes pass, before tarfile sees them, and anything else is refused in one line.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+
+BLOCK = 512
+MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
+REGULAR = (b"0", b"\0")
+PAX = b"x"
+PAX_KEYS = frozenset({"mtime", "atime", "ctime"})  # what tarfile writes for ShardWriter's float mtime
+MAX_PAX = BLOCK  # a pax record of times fits one block
+
+
+class ShardError(ValueError):
+    """A shard that is not what webdataset's ShardWriter writes; says which and why in one line."""
+
+
+class CheckedTar(io.RawIOBase):
+    """Read-only bytes of one shard (a descriptor opened by `open_regular`, closed with this object)."""
+
+    def __init__(self, fd: int, name: str, max_member: int) -> None:
+        super().__init__()
+        self.fd, self.name, self.max_member = fd, name, max_member
+        self.pos = 0  # bytes handed out
+        self.next = 0  # where the next header starts; -1 once the end-of-archive block was seen
+        self.head = bytearray()  # the header (and its pax record) at self.next, gathered so far
+        self.need = BLOCK  # bytes of it to gather before it is checked
+
+    def __repr__(self) -> str:  # webdataset names the stream in its messages
+        return self.name
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
+        n = os.readv(self.fd, [buffer])
+        self._check(memoryview(buffer)[:n])
+        self.pos += n
+        return n
+
+    def close(self) -> None:
+        if not self.closed and self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        super().close()
+
+    def _check(self, data: memoryview) -> None:
+        if self.pos == 0 and len(data):
+            for magic, kind in MAGIC.items():
+                if bytes(data[: len(magic)]) == magic:
+                    raise ShardError(
+                        f"{self.name}: a {kind}-compressed tar; shards are plain tar, as ShardWriter writes"
+                    )
+        end = self.pos + len(data)
+        while 0 <= self.next + len(self.head) < end:
+            at = self.next + len(self.head) - self.pos
+            self.head += data[at : at + self.need - len(self.head)]
+            if len(self.head) < self.need:
+                return
+            self._header()
+
+    def _header(self) -> None:
+        """The gathered header (and pax record) is whole: check it, then move to the next one."""
+        head = bytes(self.head[:BLOCK])
+        if head == bytes(BLOCK):
+            self.next, self.head = -1, bytearray()  # the end: tarfile stops reading members here
+            return
+        kind, size = head[156:157], _size(head, self.name)
+        if kind == PAX and self.need == BLOCK:
+            if size > MAX_PAX:
+                raise ShardError(f"{self.name}: a pax header of {size} bytes (those ShardWriter writes hold times)")
+            self.need = BLOCK + size  # gather the record too, then check it
+            if size:
+                return
+        if kind == PAX:
+            _check_pax(bytes(self.head[BLOCK : BLOCK + size]), self.name)
+        elif kind not in REGULAR:
+            raise ShardError(f"{self.name}: a member of type {kind!r}; ShardWriter writes regular files only")
+        elif size > self.max_member:
+            raise ShardError(f"{self.name}: a member of {size:,} bytes; a sample's is at most {self.max_member:,}")
+        self.next += BLOCK + -(-size // BLOCK) * BLOCK
+        self.head, self.need = bytearray(), BLOCK
+
+
+def _size(head: bytes, name: str) -> int:
+    """A header's size field: octal digits, as tarfile writes sizes below 8 GiB (base-256 is refused)."""
+    field = head[124:136].rstrip(b"\0 ").lstrip(b" ")
+    if not field or not all(48 <= c <= 55 for c in field):
+        raise ShardError(f"{name}: a member header with size field {bytes(head[124:136])!r}")
+    return int(field, 8)
+
+
+def _check_pax(record: bytes, name: str) -> None:
+    """`LEN key=value\\n` records, each a time: a pax `size` or `path` would override the next header."""
+    pos = 0
+    while pos < len(record):
+        length, _, rest = record[pos:].partition(b" ")
+        if not length.isdigit() or int(length) < 4 or pos + int(length) > len(record):
+            raise ShardError(f"{name}: a malformed pax record")
+        key = rest.partition(b"=")[0].decode("ascii", errors="replace")
+        if key not in PAX_KEYS:
+            raise ShardError(f"{name}: a pax record sets {key!r}; ShardWriter's set only times")
+        pos += int(length)

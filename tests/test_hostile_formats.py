@@ -1,0 +1,190 @@
+"""The third probe: what the new formats' libraries do with the paths and bytes iobench hands them. A path
+never becomes a URL, a pattern or a command; a library reads only what was checked; a hostile file is one
+line, never a hang, an OOM kill or a traceback. Datasets are damaged with the manifest made to vouch for
+them (whoever ships a dataset controls its manifest too)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from iobench.errors import IobenchError
+from iobench.formats import FORMATS
+from iobench.run.runner import run
+from tests.conftest import (
+    assert_one_line_error,
+    format_param,
+    invoke,
+    resolved_run,
+    run_with_peak_memory,
+    stored_records,
+)
+
+NEW = ("webdataset", "arrow", "zarr", "tfrecord", "litdata")
+N = 200
+
+
+@pytest.fixture(scope="module")
+def clean(tmp_path_factory):
+    """Small images (8x8x3 uint8: PNG in the shard formats) in every new format whose library is installed."""
+    root = tmp_path_factory.mktemp("hostile-formats")
+    wanted = ",".join(["npy", *(n for n in NEW if FORMATS.installed(n))])
+    invoke("prepare", "--size", N, "--shape", "8,8,3", "--dtype", "uint8", "--data-dir", root / "data", "-q",
+           "--formats", wanted)  # fmt: skip
+    invoke("limits", "--data-dir", root / "data", "--results", root / "r.jsonl", "--probe-size", "16M")
+    return next((root / "data").iterdir())
+
+
+@pytest.fixture
+def results(clean, request):
+    """A results file of its own beside the limits measured once for the module."""
+    return clean.parent.parent / f"{request.node.name}.jsonl"
+
+
+def rewrite_manifest(dataset: Path, fmt: str) -> None:
+    """The manifest made to vouch for whatever the format's folder now holds."""
+    path = dataset / "manifest.json"
+    manifest = json.loads(path.read_text())
+    entry = manifest["formats"][fmt]
+    folder = dataset / entry["directory"]
+    entry["files"] = [
+        {"path": p.relative_to(folder).as_posix(), "bytes": p.stat().st_size,
+         "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
+        for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()
+    ]  # fmt: skip
+    path.write_text(json.dumps(manifest))
+
+
+def run_args(data_dir: Path | str, fmt: str, loader: str, results: Path, *extra: str) -> list:
+    return ["run", "--data-dir", data_dir, "--dataset", "ds", "--format", fmt, "--loader", loader, "--runs", "1",
+            "--epochs", "1", "--device", "cpu", "--results", results, "-q", *extra]  # fmt: skip
+
+
+# N1: a data folder's name is handed to no library as a URL, a pattern or a command. Relative, as the probe
+# gave it: `pipe:touch X;echo /ds/webdataset/shard-000000.tar` is what webdataset's opener ran.
+HOSTILE_NAMES = {"pipe": "pipe:touch {marker};echo ", "hash": "p#q", "query": "p?q", "braces": "p{}q",
+                 "newline": "p\nq", "fsspec-chain": "a::b"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "kind"), [format_param(f, kind) for f in NEW for kind in HOSTILE_NAMES])
+def test_a_folder_name_is_never_a_url_pattern_or_command(clean, results, tmp_path, monkeypatch, cli, name, kind):
+    marker = tmp_path / "RAN"
+    folder = HOSTILE_NAMES[kind].replace("{marker}", str(marker))
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(clean, Path(folder) / "ds")
+    r = cli(*run_args(folder, name, "native", results))
+    assert r.code == 0, r.err
+    assert not marker.exists(), "a shell ran a command made of the folder's name"
+    (record,) = stored_records(results)
+    assert record["samples_per_epoch"] == N and record["shuffle_spread"] > 0
+
+
+# N6: a data file swapped for a FIFO after the run's checks blocked open() forever (webdataset, tfrecord, zarr)
+DATA_FILE = {"webdataset": "webdataset/shard-000000.tar", "tfrecord": "tfrecord/shard-000000.tfrecord",
+             "zarr": "zarr/features/c/0/0/0/0", "arrow": "arrow/data-00000-of-00001.arrow",
+             "litdata": "litdata/chunk-0-0.bin"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "loader"), [format_param(f, lo) for f in NEW for lo in ("native", "dataloader")])
+def test_a_data_file_swapped_for_a_fifo_mid_run_is_refused_not_waited_on(clean, tmp_path, name, loader):
+    dataset = tmp_path / "data" / "ds"
+    shutil.copytree(clean, dataset)
+    resolved = resolved_run(dataset, name, loader)  # every check has passed: the files are regular now
+    fifo = dataset / DATA_FILE[name]
+    fifo.unlink()
+    os.mkfifo(fifo)
+    outcome: dict[str, BaseException] = {}
+
+    def measure() -> None:
+        try:
+            run(resolved)
+        except BaseException as exc:  # noqa: BLE001 - the outcome is examined below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=measure, daemon=True)
+    thread.start()
+    thread.join(60)
+    if thread.is_alive():
+        os.close(os.open(fifo, os.O_RDWR))  # a writer end lets the blocked open() return
+        pytest.fail(f"{name}/{loader} waited on a FIFO")
+    assert isinstance(outcome.get("error"), IobenchError), outcome
+    assert "Traceback" not in str(outcome["error"]) and "\n" not in str(outcome["error"])
+
+
+def zarr_copy(clean: Path, tmp_path: Path) -> Path:
+    pytest.importorskip("zarr")
+    dataset = tmp_path / "data" / "ds"
+    shutil.copytree(clean, dataset)
+    return dataset
+
+
+def edit_json(path: Path, change) -> None:
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def test_zarr_consolidated_metadata_is_refused_not_read(clean, tmp_path, results, cli):
+    """N2: zarr reads a group's consolidated metadata instead of the checked arrays' own: a codec outside
+    those the writer uses (lzma) was decoded, a shape of 1000 rows read out of bounds."""
+    dataset = zarr_copy(clean, tmp_path)
+    features = json.loads((dataset / "zarr/features/zarr.json").read_text())
+    features["codecs"][0]["configuration"]["codecs"] = [{"name": "bytes"}, {"name": "numcodecs.lzma"}]
+    features["shape"][0] = 1000
+    edit_json(dataset / "zarr/zarr.json", lambda group: group.update(consolidated_metadata={
+        "kind": "inline", "must_understand": False, "metadata": {"features": features}}))  # fmt: skip
+    rewrite_manifest(dataset, "zarr")
+    for loader in ("native", "dataloader"):
+        r = cli(*run_args(dataset.parent, "zarr", loader, results))
+        assert_one_line_error(r, "consolidated metadata is not read")
+    r = cli("verify", "--data-dir", dataset.parent, "-q")
+    assert r.code == 1 and "consolidated metadata is not read" in r.out and "Traceback" not in r.out + r.err
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        (lambda m: m["chunk_grid"]["configuration"]["chunk_shape"].__setitem__(0, 0), "are not whole samples"),
+        (lambda m: m["codecs"][0]["configuration"]["chunk_shape"].__setitem__(0, 1), "the manifest's options give"),
+        (lambda m: m.update(chunk_key_encoding={"name": "v2"}), "are not the writer's"),
+    ],
+    ids=["zero-chunk", "tiny-chunk-grid", "other-keys"],
+)
+def test_zarr_a_chunk_grid_other_than_the_writers_is_refused_in_one_line(clean, tmp_path, results, cli, change,
+                                                                           fragment):  # fmt: skip
+    """N7: a zero chunk size gave ZeroDivisionError; a tiny grid ran 55 s, then FileNotFoundError."""
+    dataset = zarr_copy(clean, tmp_path)
+    edit_json(dataset / "zarr/features/zarr.json", change)
+    rewrite_manifest(dataset, "zarr")
+    for loader in ("native", "dataloader"):
+        assert_one_line_error(cli(*run_args(dataset.parent, "zarr", loader, results)), fragment)
+
+
+def zstd_bomb(size: int) -> bytes:
+    """A zstd frame that declares and inflates to `size` bytes of zeros in a few bytes per 128 KiB (RLE
+    blocks): 4 GiB in 128 KB, as the probe's chunk."""
+    block = 2**17
+    frame = bytearray(b"\x28\xb5\x2f\xfd" + bytes([0xE0]) + size.to_bytes(8, "little"))  # single segment, 8-byte size
+    for start in range(0, size, block):
+        n = min(block, size - start)
+        last = start + n == size
+        frame += (int(last) | 1 << 1 | n << 3).to_bytes(3, "little") + b"\0"  # an RLE block of n zeros
+    return bytes(frame)
+
+
+def test_zarr_a_chunk_that_inflates_past_its_size_is_refused_before_it_is_inflated(clean, tmp_path, results):
+    """N5: a 134 KB zstd chunk inflating to 4 GiB was an OOM kill (native, dataloader and verify)."""
+    dataset = zarr_copy(clean, tmp_path)
+    (dataset / "zarr/labels/c/0").write_bytes(zstd_bomb(4 * 2**30))
+    rewrite_manifest(dataset, "zarr")
+    for args in (run_args(dataset.parent, "zarr", "native", results), ["verify", "--data-dir", dataset.parent]):
+        r, peak = run_with_peak_memory(*args)
+        assert peak < 2**30, f"peak RSS {peak / 2**20:,.0f} MiB: the chunk was inflated"
+        assert r.code in (1, 2) and "destination buffer too small" in r.err + r.out, (r.code, r.out, r.err)
+        assert "Traceback" not in r.err + r.out
