@@ -139,15 +139,19 @@ class _OpenShards:
 
 
 def _failed(exn: Exception) -> bool:
-    """webdataset's exception handler: re-raise as one line naming the shard (webdataset appends the stream
-    and the URL to an exception's arguments and wraps a decoder's in an empty DecodingError)."""
-    cause = exn.__cause__ if exn.__cause__ is not None and type(exn).__name__ == "DecodingError" else exn
-    if isinstance(cause, ShardError):
-        raise ShardError(str(cause.args[0]).split(" @ ")[0]) from None
+    """webdataset's exception handler: re-raise as one line naming the shard and the sample (webdataset appends
+    the stream and the URL to an exception's arguments, and wraps a decoder's in a DecodingError without a
+    message but with the sample's key and shard)."""
+    if type(exn).__name__ == "DecodingError" and exn.__cause__ is not None:
+        cause = exn.__cause__
+        where = f"{getattr(exn, 'url', None)}: sample {getattr(exn, 'key', None)}: "
+    else:
+        cause = exn
+        shard = next((a for a in reversed(cause.args[1:]) if isinstance(a, str)), None)
+        where = f"{shard}: " if shard and not isinstance(cause, ShardError) else ""
     first = str(cause.args[0]).split(" @ ")[0] if cause.args else ""
-    shard = next((a for a in reversed(cause.args[1:]) if isinstance(a, str)), None)
-    where = f"{shard}: " if shard else ""
-    raise ShardError(f"{where}{type(cause).__name__}: {first or 'no reason given'}") from None
+    kind = "" if isinstance(cause, (ShardError, ValueError)) else f"{type(cause).__name__}: "
+    raise ShardError(f"{where}{kind}{first or type(cause).__name__}") from None
 
 
 class _Decode:
@@ -160,7 +164,7 @@ class _Decode:
     def __call__(self, key: str, data: bytes) -> Any:
         ext = key.rpartition(".")[2]
         if ext == self.ext:
-            return decode(data, self.spec, key)
+            return decode(data, self.spec, ext)
         if ext == "cls":
             if not (data.isdigit() and len(data) <= 19 and int(data) < self.spec.n_classes):
                 raise ValueError(f"{key}: label {data[:24]!r} is not a class of the dataset")

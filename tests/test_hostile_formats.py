@@ -188,3 +188,103 @@ def test_zarr_a_chunk_that_inflates_past_its_size_is_refused_before_it_is_inflat
         assert peak < 2**30, f"peak RSS {peak / 2**20:,.0f} MiB: the chunk was inflated"
         assert r.code in (1, 2) and "destination buffer too small" in r.err + r.out, (r.code, r.out, r.err)
         assert "Traceback" not in r.err + r.out
+
+
+def gzip_tar_bomb(size: int) -> bytes:
+    """A gzip-compressed tar whose one member declares and holds `size` zero bytes, in about size/1000 bytes:
+    after a full flush zlib starts afresh, so every MiB of zeros compresses to the same block, repeated. The
+    trailer's CRC is wrong; an inflater reaches it only after the member."""
+    import tarfile
+    import zlib
+
+    info = tarfile.TarInfo("000.png")
+    info.size = size
+    deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
+    head = deflate.compress(info.tobuf(format=tarfile.USTAR_FORMAT)) + deflate.flush(zlib.Z_FULL_FLUSH)
+    block = deflate.compress(bytes(2**20)) + deflate.flush(zlib.Z_FULL_FLUSH)
+    return head + block * (size // 2**20) + deflate.flush()
+
+
+def webdataset_copy(clean: Path, tmp_path: Path) -> Path:
+    pytest.importorskip("webdataset")
+    dataset = tmp_path / "data" / "ds"
+    shutil.copytree(clean, dataset)
+    return dataset
+
+
+def rewrite_shard(dataset: Path, edit) -> None:
+    """Shard 0 rewritten as ShardWriter writes (pax), its members passed through `edit(name, data)` (None
+    drops a member; a (TarInfo, data) pair replaces it)."""
+    import io
+    import tarfile
+
+    path = dataset / "webdataset/shard-000000.tar"
+    with tarfile.open(path) as tar:
+        members = [(m, tar.extractfile(m).read()) for m in tar]
+    out = io.BytesIO()  # headers and data laid down as they are, so that a header may lie about its member
+    for member, data in members:
+        changed = edit(member, data)
+        if changed is not None:
+            info, payload = changed
+            out.write(info.tobuf(format=tarfile.PAX_FORMAT) + payload + bytes(-len(payload) % 512))
+    path.write_bytes(out.getvalue() + bytes(1024))
+    rewrite_manifest(dataset, "webdataset")
+
+
+def _replace(name: str, payload: bytes, size: int | None = None):
+    def edit(member, data):
+        if member.name != name:
+            return member, data
+        member.size = len(payload) if size is None else size
+        return member, payload
+
+    return edit
+
+
+def test_webdataset_a_compressed_shard_is_refused_before_it_is_inflated(clean, tmp_path, results):
+    """N5: a 2 MB gzip stream holding a 2 GiB member (the probe's: 20 MB, 4 GiB) was inflated whole."""
+    dataset = webdataset_copy(clean, tmp_path)
+    (dataset / "webdataset/shard-000000.tar").write_bytes(gzip_tar_bomb(2 * 2**30))
+    rewrite_manifest(dataset, "webdataset")
+    r, peak = run_with_peak_memory(*run_args(dataset.parent, "webdataset", "native", results))
+    assert peak < 2**30, f"peak RSS {peak / 2**20:,.0f} MiB: the member was inflated"
+    assert r.code == 1 and "a gzip-compressed tar" in r.err and "Traceback" not in r.err, r.err
+
+
+@pytest.mark.parametrize(
+    ("edit", "fragment"),
+    [
+        (_replace("000.png", b"x" * 100, size=2**32), "a member of 4,294,967,296 bytes"),  # a lying size field
+        (_replace("000.cls", b"-3"), "is not a class of the dataset"),  # N14: a negative label
+        (_replace("000.cls", b"junk\n" * 40), "is not a class of the dataset"),  # N7: junk, was an empty message
+        (_replace("000.png", b"\x89PNG\r\n\x1a\n" + bytes(50)), "sample 000: png: not a readable PNG"),  # N7
+        (
+            lambda m, d: (
+                (m.replace(name=m.name.replace("000.", "999999999.")), d) if m.name.startswith("000.") else (m, d)
+            ),
+            "not an index of the",
+        ),  # N14: an index of 10^9 entered the shuffle score
+    ],
+    ids=["size-field", "negative-label", "junk-label", "bad-image", "huge-key"],
+)
+def test_webdataset_a_hostile_member_is_one_line(clean, tmp_path, results, cli, edit, fragment):
+    dataset = webdataset_copy(clean, tmp_path)
+    rewrite_shard(dataset, edit)
+    r = cli(*run_args(dataset.parent, "webdataset", "native", results))
+    assert r.code == 1 and fragment in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert "Traceback" not in r.err
+
+
+def test_webdataset_a_pax_record_that_overrides_a_size_is_refused(clean, tmp_path, results, cli):
+    """N7: a pax header gave tarfile.ReadError; a pax `size` would make tarfile read what it says."""
+    dataset = webdataset_copy(clean, tmp_path)
+
+    def edit(member, data):
+        if member.name == "000.png":
+            member.pax_headers = {"size": str(2**32)}
+        return member, data
+
+    rewrite_shard(dataset, edit)
+    assert b"size=4294967296" in (dataset / "webdataset/shard-000000.tar").read_bytes()  # the lie is in the file
+    r = cli(*run_args(dataset.parent, "webdataset", "native", results))
+    assert r.code == 1 and "a pax record sets 'size'" in r.err and "Traceback" not in r.err, r.err
