@@ -25,7 +25,6 @@ import json
 import os
 import re
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, replace
@@ -37,6 +36,7 @@ import numpy as np
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, NativeRead, StorageFormat, read_option
 from iobench.spec import Chunk, DatasetSpec
+from iobench.system.processes import python_module
 
 INDEX = "index.json"
 CHUNK_NAME = re.compile(r"chunk-\d+-\d+\.bin")
@@ -104,7 +104,7 @@ class _Share:
         self.rank, self.stderr = rank, tempfile.TemporaryFile()
         # the data layer's entry point, named rather than imported: it regenerates the share and calls
         # LitDataFormat.write_share
-        command = [sys.executable, "-m", "iobench.data.shares", json.dumps(job)]
+        command = python_module("iobench.data.shares", json.dumps(job))
         self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=self.stderr)  # fmt: skip
 

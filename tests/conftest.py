@@ -199,3 +199,25 @@ def run_with_peak_memory(*args: object, timeout: float = 300) -> tuple[CliResult
                           capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)  # fmt: skip
     *err, peak = done.stderr.rstrip("\n").split("\n")
     return CliResult(done.returncode, done.stdout, "\n".join(err) + "\n" if err else ""), int(peak)
+
+
+def planted(folder: Path) -> Path:
+    """A working directory holding an `iobench` package (with `iobench.data.shares`) and a `numpy` module that
+    each leave a line in the returned marker file when imported: a child process that imports from the working
+    directory instead of the iobench that is running would run them."""
+    marker = folder / "planted-code-ran"
+    leave = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
+    (folder / "iobench" / "data").mkdir(parents=True)
+    for module in ("iobench/__init__.py", "iobench/__main__.py", "iobench/data/__init__.py", "iobench/data/shares.py",
+                   "numpy.py"):  # fmt: skip
+        (folder / module).write_text(leave)
+    return marker
+
+
+def console_script() -> Path:
+    """The `iobench` command installed beside this interpreter: how a user starts it (not `python -m`, which
+    would itself put the working directory first)."""
+    script = Path(sys.executable).with_name("iobench")
+    if not script.is_file():
+        pytest.skip(f"no iobench console script beside {sys.executable}")
+    return script

@@ -20,8 +20,8 @@ from iobench.measuring.aggregate import RankMeasurements, combine
 from iobench.measuring.distributed import World, launched_by_torchrun, rank_device
 from iobench.results.machine_limits import MachineLimits
 from iobench.results.record import EpochTiming
-from iobench.run.launch import torchrun_args
-from tests.conftest import ROOT, invoke, record_of, stored_records
+from iobench.run.launch import shown, torchrun_args
+from tests.conftest import ROOT, console_script, invoke, planted, record_of, stored_records
 from tests.rank_delivery import combinations
 
 N = 203  # odd: the two ranks' shares differ by one sample, and DistributedSampler would pad one
@@ -134,6 +134,23 @@ def test_nproc_launches_torchrun_with_the_distributed_sampler(dataset_dir):
     (record,) = stored_records(results)
     _check_aggregated(record, world=2, nodes=1)
     assert record["shard"] == "distributed-sampler"
+
+
+def test_nproc_ranks_and_rivals_import_the_running_iobench_not_the_working_directorys(dataset_dir, tmp_path):
+    """N3: a folder `iobench/` in the working directory ran its code in every torchrun process."""
+    marker = planted(tmp_path)
+    results = dataset_dir.parent.parent / "planted.jsonl"  # beside the module's limits
+    env = dict(os.environ, COLUMNS="200", OMP_NUM_THREADS="1")
+    r = subprocess.run(
+        [console_script(), "run", "--nproc", "2", "--format", "npy", "--loader", "dataloader", "--device", "cpu",
+         "--data-dir", str(dataset_dir.parent), "--results", str(results), "--runs", "1", "--cpu-contention", "1",
+         "-q"],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not marker.exists(), f"planted code ran: {marker.read_text()}"
+    (record,) = stored_records(results)
+    assert record["world_size"] == 2
 
 
 def _free_port() -> int:
@@ -253,8 +270,10 @@ def test_a_native_pipeline_with_fewer_shards_than_ranks_is_refused(dataset_dir, 
 
 def test_torchrun_arguments_drop_nproc():
     argv = ["run", "--nproc", "4", "--format", "npy", "--nproc=3", "-q"]
-    assert torchrun_args(argv, 4) == ["--standalone", "--nproc-per-node", "4", "-m", "iobench", "run", "--format",
-                                      "npy", "-q"]  # fmt: skip
+    args = torchrun_args(argv, 4)
+    assert args[:4] == ["--standalone", "--nproc-per-node", "4", "--no-python"]
+    assert args[4] == sys.executable and args[-5:] == ["iobench", "run", "--format", "npy", "-q"]
+    assert shown(argv, 4) == "torchrun --standalone --nproc-per-node 4 -m iobench run --format npy -q"
     assert not launched_by_torchrun({"RANK": "0", "WORLD_SIZE": "2"})
     assert launched_by_torchrun({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"})
 

@@ -9,6 +9,7 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
 import threading
 from pathlib import Path
 
@@ -19,8 +20,10 @@ from iobench.formats import FORMATS
 from iobench.run.runner import run
 from tests.conftest import (
     assert_one_line_error,
+    console_script,
     format_param,
     invoke,
+    planted,
     resolved_run,
     run_with_peak_memory,
     stored_records,
@@ -288,3 +291,19 @@ def test_webdataset_a_pax_record_that_overrides_a_size_is_refused(clean, tmp_pat
     assert b"size=4294967296" in (dataset / "webdataset/shard-000000.tar").read_bytes()  # the lie is in the file
     r = cli(*run_args(dataset.parent, "webdataset", "native", results))
     assert r.code == 1 and "a pax record sets 'size'" in r.err and "Traceback" not in r.err, r.err
+
+
+def test_litdatas_writer_processes_import_the_running_iobench(tmp_path):
+    """N3: `prepare --formats litdata` started `python -m iobench.data.shares`, which imported the working
+    directory's `iobench/` (planted code ran; a harmless folder of that name broke the prepare)."""
+    pytest.importorskip("litdata")
+    marker = planted(tmp_path)
+    r = subprocess.run(
+        [console_script(), "prepare", "--size", "3000", "--shape", "64", "--formats", "litdata", "--format-option",
+         "litdata.processes=2", "--format-option", "litdata.chunk_bytes=64KB", "--data-dir", tmp_path / "data",
+         "-q"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not marker.exists(), f"planted code ran: {marker.read_text()}"
+    assert json.loads(next((tmp_path / "data").glob("*/litdata/index.json")).read_text())["chunks"]

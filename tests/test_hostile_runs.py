@@ -23,8 +23,10 @@ from tests.conftest import (
     FLAT_RECORD,
     ROOT,
     assert_one_line_error,
+    console_script,
     descendants,
     invoke,
+    planted,
     prepare_with_limits,
     resolved_run,
     stored_records,
@@ -406,3 +408,17 @@ def test_a_governor_whose_run_was_killed_ends_without_a_traceback(tmp_path):
     assert governor.wait(timeout=30) == 0
     assert governor.stderr.read() == b""
     assert (tmp_path / "memory.limit_in_bytes").read_text() == "-1", "the limit was lifted"
+
+
+@needs_memory_cgroup
+def test_the_cache_budgets_governor_imports_the_running_iobench(workspace, tmp_path):
+    """N3: the governor was started as `python -m iobench.system.cache_governor` from the working directory."""
+    root, _ = workspace
+    marker = planted(tmp_path)
+    r = subprocess.run(
+        [console_script(), "run", "--data-dir", root / "data", "--format", "npy", "--cache-budget", "64M",
+         "--runs", "1", "--device", "cpu", "--results", root / "planted.jsonl", "-q"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert not marker.exists(), f"planted code ran: {marker.read_text()}"

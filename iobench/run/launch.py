@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from iobench.errors import IobenchError, RunFailed
+from iobench.system.processes import python_module
 
 
-def torchrun_args(argv: list[str], nproc: int) -> list[str]:
-    """torchrun's arguments for `iobench ARGV` without its --nproc option, on N local processes."""
+def rank_arguments(argv: list[str]) -> list[str]:
+    """`iobench ARGV` without its --nproc option: what each rank runs."""
     rest: list[str] = []
     skip = False
     for arg in argv:
@@ -16,7 +17,26 @@ def torchrun_args(argv: list[str], nproc: int) -> list[str]:
             skip = True
         elif not arg.startswith("--nproc="):
             rest.append(arg)
-    return ["--standalone", "--nproc-per-node", str(nproc), "-m", "iobench", *rest]
+    return rest
+
+
+def torchrun_args(argv: list[str], nproc: int) -> list[str]:
+    """torchrun's arguments on N local processes. Each rank imports the iobench that is running: torchrun's own
+    `-m iobench` would put the working directory first on its path (a folder named iobench there would run)."""
+    rest = rank_arguments(argv)
+    return [
+        "--standalone",
+        "--nproc-per-node",
+        str(nproc),
+        "--no-python",
+        *python_module("iobench", *rest, unbuffered=True),
+    ]
+
+
+def shown(argv: list[str], nproc: int) -> str:
+    """The torchrun command as a user would type it (said before launching)."""
+    return " ".join(["torchrun", "--standalone", "--nproc-per-node", str(nproc), "-m", "iobench",
+                     *rank_arguments(argv)])  # fmt: skip
 
 
 def launch(args: list[str]) -> None:

@@ -13,7 +13,7 @@ from iobench.formats import FORMATS
 from iobench.measuring.distributed import SINGLE, World, launched_by_torchrun, rank_device
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import ResolvedRun, RunTarget, check_dataset, check_world, resolve
-from iobench.run.launch import launch, torchrun_args
+from iobench.run.launch import launch, shown, torchrun_args
 from iobench.run.place import RunPlace
 from iobench.spec import DatasetSpec
 from iobench.units import DEFAULT_SIZE, QUICK_SIZE
@@ -100,6 +100,5 @@ def launch_torchrun(
     # Each rank resolves against its own device; here the dataset and the shares.
     for c in configs:
         check_world(c, check_dataset(dataset_dir, c.format), local)
-    args = torchrun_args(argv, nproc)
-    events.say(f"launching: torchrun {' '.join(args)}")
-    launch(args)
+    events.say(f"launching: {shown(argv, nproc)}")
+    launch(torchrun_args(argv, nproc))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,7 +26,7 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.system.cache_governor import Governor
-from iobench.system.processes import process_alive
+from iobench.system.processes import process_alive, python_module
 from iobench.system.signals import signals_held
 from iobench.units import parse_bytes
 
@@ -280,7 +279,7 @@ class _Governor:
         self._watcher: threading.Thread | None = None
 
     def start(self) -> None:
-        args = [sys.executable, "-m", "iobench.system.cache_governor", str(self.group.path), str(self.version)]
+        args = python_module("iobench.system.cache_governor", str(self.group.path), str(self.version))
         self.process = subprocess.Popen(
             [*args, str(self.budget)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True
         )

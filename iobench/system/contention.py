@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from iobench.errors import IobenchError
+from iobench.system.processes import python_code
 
 # How long other programs' CPU use is sampled before and after a run: every run (and tune round) pays it
 # twice; at 100 ticks/s it still resolves 0.04 cores, against a 0.25-core warning.
@@ -89,7 +89,7 @@ def contending(n: int) -> Iterator[tuple[int, ...]]:
         for _ in range(n):
             rivals.append(
                 subprocess.Popen(
-                    [sys.executable, "-c", _RIVAL],
+                    python_code(_RIVAL),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE,
                     text=True,

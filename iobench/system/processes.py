@@ -1,8 +1,11 @@
-"""Whether a process is still there: stale cgroups, probe files and Ray actors are judged by it."""
+"""Processes: whether one is still there (stale cgroups, probe files and Ray actors are judged by it), and the
+command lines of the Python children iobench starts."""
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 
 
 def process_alive(pid: int) -> bool:
@@ -20,3 +23,32 @@ def process_alive(pid: int) -> bool:
     except PermissionError:
         return True  # another user's process
     return True
+
+
+# A child Python started isolated (-I: no working directory or script folder on sys.path, no PYTHON*
+# variables, no user site), then given this process's import path: it imports the iobench that is running,
+# never one (or a numpy) that happens to lie in the working directory. Only the standard library is imported
+# before the path is set.
+_BOOT = (
+    "import json, runpy, sys\n"
+    "sys.path[:] = json.loads(sys.argv[1])\n"
+    "module = sys.argv[2]\n"
+    "sys.argv[:] = [module, *sys.argv[3:]]\n"
+    "runpy.run_module(module, run_name='__main__', alter_sys=True)\n"
+)
+
+
+def import_path() -> list[str]:
+    """This process's sys.path with relative entries made absolute (a child may start elsewhere)."""
+    return [os.path.abspath(p) if p else os.getcwd() for p in sys.path]
+
+
+def python_module(module: str, *args: str, unbuffered: bool = False) -> list[str]:
+    """argv of `python -m module args...` that imports what this process imports (see _BOOT)."""
+    flags = ["-I", "-u"] if unbuffered else ["-I"]
+    return [sys.executable, *flags, "-c", _BOOT, json.dumps(import_path()), module, *args]
+
+
+def python_code(code: str) -> list[str]:
+    """argv of `python -c code` that imports what this process imports."""
+    return [sys.executable, "-I", "-c", f"import sys\nsys.path[:] = {json.dumps(import_path())}\n{code}"]
