@@ -14,7 +14,6 @@ file of the dataset folder (a crafted state.json could name any path), and reads
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,9 +22,10 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
+from iobench.formats.arrow_ipc import check_stream
 from iobench.formats.base import FormatReader, FormatWriter, NativeRead, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
-from iobench.system.fsutil import Pinned
+from iobench.system.fsutil import Pinned, parse_json, read_json
 
 STAGING = "staging.arrow"
 
@@ -87,12 +87,13 @@ class ArrowWriter(FormatWriter):
             self.staging.unlink(missing_ok=True)
 
 
-def check_state(directory: Path) -> None:
-    """Every data file state.json names is a plain file name of this folder (load_from_disk opens them)."""
+def check_state(directory: Path, state: bytes | None = None) -> list[str]:
+    """The data files state.json names (its bytes when already read), each a plain .arrow file of this folder
+    (load_from_disk opens them)."""
     state_path = directory / "state.json"
     try:
-        state = json.loads(state_path.read_text(encoding="utf-8"))
-        names = [entry["filename"] for entry in state["_data_files"]]
+        loaded = read_json(state_path) if state is None else parse_json(state, state_path)
+        names = [entry["filename"] for entry in loaded["_data_files"]]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"{state_path}: unreadable ({exc})") from None
     for name in names:
@@ -101,17 +102,42 @@ def check_state(directory: Path) -> None:
             raise ValueError(f"{state_path}: data file {name!r} is not a plain .arrow file of {directory}")
         if path.is_symlink() or not path.is_file():
             raise ValueError(f"{state_path}: data file {name!r} is missing or a link")
+    return names
+
+
+METADATA = ("state.json", "dataset_info.json")  # what load_from_disk reads besides the data files
+
+
+def pin(directory: Path, spec: DatasetSpec) -> Pinned:
+    """Every file `load_from_disk` will open, opened once and checked (formats.arrow_ipc): the folder it is
+    handed holds only these. The data files are those the pinned state.json names, so what is checked is what
+    the library maps."""
+    pinned = Pinned(files={name: directory / name for name in METADATA})
+    try:
+        names = check_state(directory, pinned.read("state.json"))
+        schema, rows = features_of(spec).arrow_schema, 0
+        for name in names:
+            try:
+                rows += check_stream(pinned.add(name, directory / name), schema)
+            except ValueError as exc:
+                raise ValueError(f"{directory / name}: {exc}") from None
+        if rows != spec.n_samples:
+            raise ValueError(f"{directory}: {rows:,} rows in its data files; the spec says {spec.n_samples:,}")
+        return pinned
+    except BaseException:
+        pinned.close()
+        raise
 
 
 def load(directory: Path, spec: DatasetSpec, fmt: str) -> tuple[Any, Pinned]:
-    """The dataset as its users open it, after the checks, and the pinned folder it was opened through (close
-    it with the dataset): `load_from_disk` parses its argument as an fsspec URL (`a::b` is a chain of two)."""
+    """The dataset as its users open it, from the pinned files (`pin`), and the Pinned to close with the
+    dataset. `load_from_disk` parses its argument as an fsspec URL (`a::b` is a chain of two): it is handed
+    the pinned folder."""
     import datasets
 
-    check_state(directory)
-    pinned = Pinned(folders={"arrow": directory})
+    pinned = pin(directory, spec)
     try:
-        ds = datasets.load_from_disk(pinned.path("arrow"))
+        ds = datasets.load_from_disk(str(pinned.folder))
         if len(ds) != spec.n_samples or ds.features != features_of(spec):
             raise ValueError(
                 f"{directory}: {len(ds)} rows of {ds.features}; the spec says {spec.n_samples} of {spec.shape}"
@@ -198,7 +224,7 @@ class ArrowFormat(StorageFormat):
     reader_type = ArrowReader
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
-        check_state(directory)
+        pin(directory, spec).close()
 
     def estimate_bytes(self, spec: DatasetSpec, options: ArrowOptions) -> int:
         # the staging file and the saved shards exist together for a moment

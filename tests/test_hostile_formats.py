@@ -307,3 +307,63 @@ def test_litdatas_writer_processes_import_the_running_iobench(tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     assert not marker.exists(), f"planted code ran: {marker.read_text()}"
     assert json.loads(next((tmp_path / "data").glob("*/litdata/index.json")).read_text())["chunks"]
+
+
+def arrow_copy(clean: Path, tmp_path: Path) -> tuple[Path, Path]:
+    pytest.importorskip("datasets")
+    dataset = tmp_path / "data" / "ds"
+    shutil.copytree(clean, dataset)
+    return dataset, dataset / "arrow/data-00000-of-00001.arrow"
+
+
+def rewrite_arrow(path: Path, change, compression: str | None = None) -> None:
+    """The data file rewritten as an IPC stream of `change(table)`, its batches compressed if asked."""
+    import pyarrow as pa
+    import pyarrow.ipc as ipc
+
+    table = change(ipc.open_stream(pa.py_buffer(path.read_bytes())).read_all())  # not mapped: rewritten below
+    with ipc.new_stream(str(path), table.schema, options=ipc.IpcWriteOptions(compression=compression)) as out:
+        out.write_table(table)
+
+
+def _extra_column(size: int):
+    """An extra column of `size` zero bytes (np.zeros: untouched pages, read as the zero page)."""
+    import numpy as np
+    import pyarrow as pa
+
+    def change(table):
+        per_row = size // len(table)
+        values = pa.array(np.zeros(per_row * len(table), dtype=np.uint8))
+        return table.append_column("extra", pa.FixedSizeListArray.from_arrays(values, per_row))
+
+    return change
+
+
+def test_arrow_a_compressed_column_is_refused_before_it_is_inflated(clean, tmp_path, results):
+    """N5: a 1.1 MB Arrow file with an extra zstd column of 4 GiB was inflated by load_from_disk (here 2 GiB)."""
+    dataset, data = arrow_copy(clean, tmp_path)
+    rewrite_arrow(data, _extra_column(2 * 2**30), compression="zstd")
+    assert data.stat().st_size < 2**24
+    rewrite_manifest(dataset, "arrow")
+    for args in (run_args(dataset.parent, "arrow", "native", results), ["verify", "--data-dir", dataset.parent]):
+        r, peak = run_with_peak_memory(*args)
+        assert peak < 2**30, f"peak RSS {peak / 2**20:,.0f} MiB: the column was inflated"
+        assert "a schema of features:" in r.err + r.out and "Traceback" not in r.err + r.out, (r.out, r.err)
+
+
+@pytest.mark.parametrize(
+    ("change", "compression", "fragment"),
+    [
+        (lambda table: table, "zstd", "a compressed record batch"),
+        (lambda table: table.set_column(1, "label", table["label"].cast("float64")), None, "a schema of"),  # N7
+        (lambda table: table.slice(0, N - 1), None, "rows in its data files"),
+    ],
+    ids=["compressed", "changed-schema", "rows-missing"],
+)
+def test_arrow_a_data_file_other_than_the_writers_is_refused_in_one_line(clean, tmp_path, results, cli, change,
+                                                                          compression, fragment):  # fmt: skip
+    dataset, data = arrow_copy(clean, tmp_path)
+    rewrite_arrow(data, change, compression)
+    rewrite_manifest(dataset, "arrow")
+    for loader in ("native", "dataloader"):
+        assert_one_line_error(cli(*run_args(dataset.parent, "arrow", loader, results)), fragment)

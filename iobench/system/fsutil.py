@@ -102,15 +102,19 @@ def read_json(path: Path, max_bytes: int = MAX_JSON_BYTES) -> object:
     letting its depth crash the parser (200,000 nested brackets raise RecursionError). ValueError names
     what is wrong; OSError when it cannot be opened."""
     with os.fdopen(open_regular(path), "rb") as f:
-        data = f.read(max_bytes + 1)
+        return parse_json(f.read(max_bytes + 1), path, max_bytes)
+
+
+def parse_json(data: bytes, where: Path | str, max_bytes: int = MAX_JSON_BYTES) -> object:
+    """JSON a dataset brought, read by the caller (`read_json`); `where` names it in errors."""
     if len(data) > max_bytes:
-        raise ValueError(f"{path}: larger than {max_bytes / 2**20:,.0f} MiB")
+        raise ValueError(f"{where}: larger than {max_bytes / 2**20:,.0f} MiB")
     try:
         return json.loads(data)
     except RecursionError:
-        raise ValueError(f"{path}: nested too deeply") from None
+        raise ValueError(f"{where}: nested too deeply") from None
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: not UTF-8 ({exc.reason})") from None
+        raise ValueError(f"{where}: not UTF-8 ({exc.reason})") from None
 
 
 def make_partial_dir(parent: Path, name: str) -> Path:
@@ -264,6 +268,7 @@ class Pinned:
     def __init__(self, files: dict[str, Path] | None = None, folders: dict[str, Path] | None = None) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="iobench-pinned-"))
         self._fds: list[int] = []
+        self._names: list[str] = []
         try:
             for name, path in (files or {}).items():
                 self._link(name, open_regular(path))
@@ -273,8 +278,20 @@ class Pinned:
             self.close()
             raise
 
+    def read(self, name: str, limit: int = MAX_JSON_BYTES) -> bytes:
+        """Up to `limit` + 1 bytes of a pinned file, from its checked descriptor."""
+        fd = self._fds[self._names.index(name)]
+        data = bytearray(limit + 1)
+        return bytes(memoryview(data)[: pread_full(fd, memoryview(data), 0)])
+
+    def add(self, name: str, path: Path) -> str:
+        """One more file, checked and linked; its name for the library."""
+        self._link(name, open_regular(path))
+        return self.path(name)
+
     def _link(self, name: str, fd: int) -> None:
         self._fds.append(fd)
+        self._names.append(name)
         os.symlink(f"/proc/self/fd/{fd}", self.folder / name)
 
     def path(self, name: str) -> str:
