@@ -24,8 +24,10 @@ import numpy as np
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.system.fsutil import Pinned, parse_json
 
 META_KEY = b"__iobench__"
+DATA = "data.mdb"  # the one file of a read-only environment opened without its lock file
 PAGE = 4096
 _KEY = struct.Struct(">Q")
 
@@ -184,8 +186,8 @@ class _Handle:
     """The environment (py-lmdb refuses a second one for the same files in one process) and a read
     transaction per thread that reads (LMDB ties a transaction to one thread at a time)."""
 
-    def __init__(self, env: lmdb.Environment) -> None:
-        self.env = env
+    def __init__(self, env: lmdb.Environment, pinned: Pinned) -> None:
+        self.env, self.pinned = env, pinned
         self.txns: dict[int, lmdb.Transaction] = {}
         self.lock = threading.Lock()
 
@@ -197,6 +199,20 @@ class _Handle:
             return self.txns[me]
 
 
+def open_env(directory: Path, readahead: bool = True) -> tuple[lmdb.Environment, Pinned]:
+    """The environment, read-only, and the Pinned to close after it. LMDB opens data.mdb by name: it is handed
+    a folder holding only the checked file (a FIFO swapped in for it would block its open() forever)."""
+    pinned = Pinned(files={DATA: directory / DATA})
+    try:
+        with lmdb_verdict(f"LMDB cannot open {directory.name}"):
+            env = lmdb.open(str(pinned.folder), readonly=True, lock=False, readahead=readahead, subdir=True,
+                            max_readers=1)  # fmt: skip
+        return env, pinned
+    except BaseException:
+        pinned.close()
+        raise
+
+
 class LmdbReader(FormatReader):
     one_per_process = True
 
@@ -206,11 +222,7 @@ class LmdbReader(FormatReader):
         # shuffled epoch reads them all anyway, and read-ahead was 2.6-14x faster cold here (rows, small and
         # 224 px images; with it off each 150 KB record was paged in 4 KiB at a time).
         readahead = self.sequential or not self.larger_than_memory
-        with lmdb_verdict(f"LMDB cannot open {self.directory.name}"):
-            env = lmdb.open(
-                str(self.directory), readonly=True, lock=False, readahead=readahead, subdir=True, max_readers=1
-            )
-            return _Handle(env)
+        return _Handle(*open_env(self.directory, readahead=readahead))
 
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         with lmdb_verdict("LMDB read failed"):
@@ -226,6 +238,7 @@ class LmdbReader(FormatReader):
         for txn in txns:
             txn.abort()
         handle.env.close()
+        handle.pinned.close()
 
     def _record(self, txn: lmdb.Transaction, record: int) -> tuple[np.ndarray, np.ndarray]:
         value = txn.get(record_key(record))
@@ -293,15 +306,15 @@ class LmdbFormat(StorageFormat):
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: LmdbOptions) -> None:
         """The environment opens and its layout record describes this spec."""
-        with lmdb_verdict(f"LMDB cannot open {directory.name}"):
-            env = lmdb.open(str(directory), readonly=True, lock=False, subdir=True, max_readers=1)
-            try:
-                with env.begin() as txn:
-                    raw = txn.get(META_KEY)
-            finally:
-                env.close()
+        env, pinned = open_env(directory)
         try:
-            meta = json.loads(raw) if raw is not None else None
+            with env.begin() as txn:
+                raw = txn.get(META_KEY)
+        finally:
+            env.close()
+            pinned.close()
+        try:
+            meta = parse_json(raw, META_KEY.decode()) if raw is not None else None
         except ValueError:
             meta = None
         if not isinstance(meta, dict) or meta.get("spec") != spec.to_json():

@@ -422,3 +422,52 @@ def test_the_cache_budgets_governor_imports_the_running_iobench(workspace, tmp_p
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     assert not marker.exists(), f"planted code ran: {marker.read_text()}"
+
+
+CORE_DATA_FILE = {"npy": "npy/features.npy", "memmap": "memmap/features.memmap", "hdf5": "hdf5/data.h5",
+                  "lmdb": "lmdb/data.mdb", "files": "files/labels.npy"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fmt", "loader"),
+    [
+        ("npy", "direct"),
+        ("memmap", "direct"),
+        ("npy", "dataloader"),
+        ("hdf5", "dataloader"),
+        ("lmdb", "dataloader"),
+        ("memmap", "tensorclass"),
+        ("files", "dataloader"),
+    ],
+)
+def test_a_core_data_file_swapped_for_a_fifo_mid_run_is_one_line_not_a_hang(workspace, tmp_path, fmt, loader):
+    """N6: with --loader direct --cache cold the refusal escaped as a traceback; LMDB's open() and unprivileged
+    eviction waited on the FIFO forever."""
+    from iobench.errors import IobenchError
+    from iobench.run.runner import run
+
+    root, dataset = workspace
+    copy = tmp_path / "data" / dataset.name
+    shutil.copytree(dataset, copy)
+    if fmt in ("hdf5", "lmdb"):
+        invoke("prepare", "--size", "2000", "--formats", fmt, "--data-dir", copy.parent, "-q")
+    resolved = resolved_run(copy, fmt, loader, cache="cold", eviction="fadvise", runs=1, warmup=0)
+    fifo = copy / CORE_DATA_FILE[fmt]
+    fifo.unlink()
+    os.mkfifo(fifo)
+    outcome: dict[str, BaseException] = {}
+
+    def measure() -> None:
+        try:
+            run(resolved)
+        except BaseException as exc:  # noqa: BLE001 - examined below
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=measure, daemon=True)
+    thread.start()
+    thread.join(60)
+    if thread.is_alive():
+        os.close(os.open(fifo, os.O_RDWR))
+        pytest.fail(f"{fmt}/{loader} waited on a FIFO")
+    assert isinstance(outcome.get("error"), IobenchError), outcome
+    assert "\n" not in str(outcome["error"])

@@ -41,7 +41,15 @@ DeviceTransform = Callable[[torch.Tensor], torch.Tensor] | None  # batched, afte
 
 
 def build_loader(resolved: ResolvedRun) -> Loader:
-    """A fresh loader over a fresh reader of the resolved format (one per run, and per cold epoch)."""
+    """A fresh loader over a fresh reader of the resolved format (one per run, and per cold epoch); a file
+    that cannot be opened as checked (swapped mid-run, truncated) ends the run in one line."""
+    try:
+        return _build_loader(resolved)
+    except (OSError, ValueError) as exc:
+        raise RunFailed(f"opening {resolved.config.format} failed: {type(exc).__name__}: {one_line(exc)}") from None
+
+
+def _build_loader(resolved: ResolvedRun) -> Loader:
     c = resolved.config
     reader = open_reader(resolved)
     reader.sequential = not c.shuffle
@@ -160,7 +168,10 @@ def _timed_epoch(
         gc.collect()  # drop any mapping still referenced from a cycle
         world.barrier()  # no rank on this node still maps the files
         if world.is_node_main:
-            log.eviction_methods.add(evict(files, config.eviction.value))
+            try:
+                log.eviction_methods.add(evict(files, config.eviction.value))
+            except OSError as exc:  # a data file swapped mid-run: refused, not waited on
+                raise RunFailed(f"evicting {config.format} failed: {one_line(exc)}") from None
         world.barrier()
     log.resident_before.append(resident_fraction(files))
     if cold:

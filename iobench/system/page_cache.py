@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from iobench.errors import IobenchError
+from iobench.system.fsutil import open_regular
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
@@ -43,7 +44,7 @@ def evict(paths: Iterable[Path], method: str = "auto") -> str:
                     f"cannot drop caches ({exc.strerror}): run as root (sudo iobench ...) or use --eviction fadvise"
                 ) from None
     for path in paths:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_regular(path)  # never waits on a FIFO swapped in for a data file
         try:
             os.fsync(fd)
             os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
