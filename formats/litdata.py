@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 import subprocess
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -36,6 +37,7 @@ import numpy as np
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, NativeRead, StorageFormat, read_option
 from iobench.spec import Chunk, DatasetSpec
+from iobench.system.fsutil import open_regular, parse_json, pread_full, read_json
 from iobench.system.processes import python_module
 
 INDEX = "index.json"
@@ -160,10 +162,10 @@ def check_index(directory: Path, spec: DatasetSpec) -> None:
     """What LitData would open and how it would decode it, checked before it does."""
     path = directory / INDEX
     try:
-        index = json.loads(path.read_text(encoding="utf-8"))
+        index = read_json(path)
         config, chunks = index["config"], index["chunks"]
-        data_format, tree = config["data_format"], json.loads(config["data_spec"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        data_format, tree = config["data_format"], parse_json(config["data_spec"].encode(), f"{path} data_spec")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"{path}: unreadable ({exc})") from None
     features = "numpy" if len(spec.shape) > 1 else f"no_header_numpy:{_dtype_code(spec)}"
     if data_format != [features, "int", "int"] or tree != TREE:
@@ -177,11 +179,33 @@ def check_index(directory: Path, spec: DatasetSpec) -> None:
         chunk = directory / str(name)
         if not isinstance(name, str) or not CHUNK_NAME.fullmatch(name) or chunk.is_symlink() or not chunk.is_file():
             raise ValueError(f"{path}: chunk {name!r} is not a plain chunk file of {directory}")
-        if chunk.stat().st_size != entry.get("chunk_bytes"):
-            raise ValueError(f"{chunk}: {chunk.stat().st_size} bytes; the index says {entry.get('chunk_bytes')}")
-        total += int(entry.get("chunk_size", 0))
+        size, items = entry.get("chunk_bytes"), entry.get("chunk_size")
+        if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (size, items)):
+            raise ValueError(f"{path}: chunk {name}: sizes {size!r}, {items!r} are not whole numbers")
+        if chunk.stat().st_size != size:
+            raise ValueError(f"{chunk}: {chunk.stat().st_size} bytes; the index says {size}")
+        _check_offsets(chunk, items, size)
+        total += items
     if total != spec.n_samples:
         raise ValueError(f"{path}: {total} samples in its chunks; the spec says {spec.n_samples}")
+
+
+def _check_offsets(chunk: Path, items: int, size: int) -> None:
+    """A chunk's header (its item count, then where each item starts and where the last ends, uint32) says what
+    the index says, its items following each other from the header to the file's end; LitData trusts it."""
+    header = 4 * (items + 2)
+    fd = open_regular(chunk)
+    try:
+        data = bytearray(header)
+        got = pread_full(fd, memoryview(data), 0)
+    finally:
+        os.close(fd)
+    words = np.frombuffer(bytes(data[:got]), dtype="<u4")
+    if got != header or words[0] != items:
+        raise ValueError(f"{chunk}: its header does not hold the {items} items the index says")
+    offsets = words[1:].astype(np.int64)
+    if offsets[0] != header or offsets[-1] != size or (np.diff(offsets) < 0).any():
+        raise ValueError(f"{chunk}: its items do not follow each other from its header to its end")
 
 
 def _dtype_code(spec: DatasetSpec) -> int:
@@ -219,9 +243,13 @@ class LitDataReader(FormatReader):
         features, labels = self._empty(len(indices))
         ds = self.handle
         for k, i in enumerate(indices):
-            item = ds[self._check_index(int(i))]
-            features[k] = item["features"]
-            labels[k] = item["label"]
+            index = self._check_index(int(i))
+            try:
+                item = ds[index]
+                features[k] = item["features"]
+                labels[k] = item["label"]
+            except (struct.error, TypeError, ValueError) as exc:  # an item whose sizes lie: LitData's verdict
+                raise ValueError(f"sample {index}: {type(exc).__name__}: {exc}") from None
         return features, labels
 
 

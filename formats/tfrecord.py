@@ -159,15 +159,30 @@ def _check_text_index(path: Path, rows: np.ndarray) -> None:
         raise ValueError(f"{path}: does not match {INDEX}")
 
 
+def masked_crc(data: bytes) -> bytes:
+    """TFRecord's checksum: CRC-32C, rotated and offset (as the package's writer computes it)."""
+    import crc32c
+
+    crc = crc32c.crc32c(data)
+    return ((((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF).to_bytes(4, "little")
+
+
 def parse_record(data: bytes, spec: DatasetSpec, name: str) -> np.ndarray:
-    """One framed record: its Example parsed by protobuf (data, never code) and its image decoded."""
+    """One framed record, its two CRCs checked (the package's reader skips them; TensorFlow checks them), its
+    Example parsed by protobuf (data, never code) and its image decoded."""
+    from google.protobuf.message import DecodeError
     from tfrecord import example_pb2
 
     (length,) = struct.unpack("<Q", data[:8])
     if length != len(data) - FRAMING:
         raise ValueError(f"{name}: the record's length field does not match its index")
+    if masked_crc(data[:8]) != data[8:12] or masked_crc(data[12 : 12 + length]) != data[12 + length :]:
+        raise ValueError(f"{name}: the record's CRC does not match its bytes")
     example = example_pb2.Example()
-    example.ParseFromString(data[12 : 12 + length])
+    try:
+        example.ParseFromString(data[12 : 12 + length])
+    except DecodeError as exc:
+        raise ValueError(f"{name}: not a tf.train.Example ({exc})") from None
     images = example.features.feature["image"].bytes_list.value
     if len(images) != 1:
         raise ValueError(f"{name}: an Example without one image")
@@ -206,19 +221,25 @@ def record_index(value: Any) -> int:
 
 
 class _Decode:
-    """MultiTFRecordDataset's transform: the example's image decoded (and the run's host transform)."""
+    """MultiTFRecordDataset's transform: the example's image decoded (and the run's host transform); its index
+    one of the dataset's (the delivered order is scored by it) and its label one of its classes."""
 
     def __init__(self, spec: DatasetSpec, transform: Any) -> None:
         self.spec, self.transform = spec, transform
 
     def __call__(self, example: dict) -> tuple[Any, tuple[int, int]]:
         index = record_index(example["index"])
+        label = example["label"]
+        if not 0 <= index < self.spec.n_samples:
+            raise ValueError(f"an Example's index {index} is not one of the {self.spec.n_samples:,} samples")
+        if len(label) != 1 or not 0 <= int(label[0]) < self.spec.n_classes:
+            raise ValueError(f"sample {index}: label {label[:4]} is not a class of the dataset")
         features = decode(example["image"], self.spec, f"sample {index}")
         if self.transform is not None:
             import torch
 
             features = self.transform.sample(torch.from_numpy(np.ascontiguousarray(features)))
-        return features, (int(example["label"][0]), index)
+        return features, (int(label[0]), index)
 
 
 def _collate(batch: list) -> tuple[Any, Any]:

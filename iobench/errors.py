@@ -21,3 +21,13 @@ def one_line(exc: BaseException) -> str:
     newlines from a file's contents, must not become many lines of a one-line error."""
     text = " ".join(str(exc).split()) or type(exc).__name__
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 3] + "..."
+
+
+def reason(exc: BaseException) -> str:
+    """What went wrong, as one line, the cause first: an exception a DataLoader worker raised arrives as its
+    whole traceback (torch puts "Caught X in DataLoader worker process N" first and the cause last), and a
+    long context must not push the cause past the cut."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if len(lines) > 1 and any(line.startswith("Traceback") or line.startswith("Original Traceback") for line in lines):
+        return one_line(RuntimeError(f"{lines[-1]} ({lines[0].rstrip('.')})"))
+    return f"{type(exc).__name__}: {one_line(exc)}"

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from iobench.errors import IobenchError
+from iobench.errors import IobenchError, RunFailed, reason
 from iobench.formats.base import FormatReader, NativeRead
 from iobench.loaders.base import Loader, LoaderContext, LoaderSettings
 from iobench.loaders.dataloader import Carrying, carried_order
@@ -42,6 +42,20 @@ def native_read(batch_size: int, shuffle: bool, seed: int, epoch: int, keywords:
     return NativeRead(batch_size, shuffle, seed * 1_000_003 + epoch, keywords, transform, rank, world)
 
 
+# What the epoch's clock words itself (a worker that died among them); anything else a library raises on a
+# dataset it cannot read (protobuf's DecodeError, struct.error, a TypeError deep inside) is one line here.
+WORDED_BY_THE_RUNNER = (RuntimeError, OSError, EOFError, ValueError, KeyError, IndexError)
+
+
+def _library(batches: Iterator[Any], name: str) -> Iterator[Any]:
+    try:
+        yield from batches
+    except WORDED_BY_THE_RUNNER:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the library's own failure, on data it was handed
+        raise RunFailed(f"{name}'s own pipeline failed: {reason(exc)}") from None
+
+
 class NativeLoader(Loader):
     def __init__(self, ctx: LoaderContext) -> None:
         reader, transform = ctx.reader, ctx.transform
@@ -55,7 +69,7 @@ class NativeLoader(Loader):
         o = self.order
         read = native_read(self.settings.batch_size, o.shuffle, o.seed, epoch, dataloader_keywords(self.settings),
                            self.transform, o.rank, o.world)  # fmt: skip
-        batches = self._batches(self.reader, read)
+        batches = _library(self._batches(self.reader, read), type(self.reader).__module__.rpartition(".")[2])
         if self.order.max_batches is not None:
             batches = itertools.islice(batches, self.order.max_batches)
         return Carrying(batches, self._carried)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from iobench.errors import RunFailed, one_line
+from iobench.errors import RunFailed, one_line, reason
 from iobench.events import QUIET, Events
 from iobench.formats import FORMATS
 from iobench.formats.base import FormatReader
@@ -220,9 +220,7 @@ def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, transform:
     try:
         return time_epoch(loader, epoch, step, config.max_seconds, transform)
     except RuntimeError as exc:
-        lines = [line for line in str(exc).splitlines() if line.strip()] or [type(exc).__name__]
-        # A worker's exception arrives with its whole traceback: its first line and the reason (last).
-        text = one_line(f"{lines[0]} {lines[-1].strip()}" if "Traceback" in str(exc) else lines[0])
+        text = reason(exc)
         if "DataLoader worker" in text:
             raise RunFailed(f"a DataLoader worker died during {label}: {text}") from None
         raise RunFailed(f"{label} failed: {text}") from None
@@ -230,7 +228,7 @@ def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, transform:
         killed = _killed_child()
         if killed:  # the read broke because the worker handing the batch over was killed
             raise RunFailed(f"a DataLoader worker died during {label}: {killed}") from None
-        raise RunFailed(f"reading {config.format} failed: {type(exc).__name__}: {one_line(exc)}") from None
+        raise RunFailed(f"reading {config.format} failed: {reason(exc)}") from None
 
 
 def _killed_child() -> str | None:
