@@ -12,7 +12,6 @@ holds nothing else and that meta.json describes those two tensors and nothing mo
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -23,6 +22,7 @@ from tensordict import MemoryMappedTensor, TensorDict, tensorclass
 
 from iobench.formats.base import FixedLayout, FormatReader, HashedFile, StorageFormat, TwoFileWriter
 from iobench.spec import DatasetSpec
+from iobench.system.fsutil import read_json
 
 FEATURES = "features.memmap"
 LABELS = "labels.memmap"
@@ -77,7 +77,7 @@ def check_layout(directory: Path, spec: DatasetSpec) -> None:
             f"{directory} holds {strays[0]!r}: a memmap dataset holds only {', '.join(sorted(EXPECTED_FILES))}"
         )
     try:
-        meta = json.loads((directory / META).read_text(encoding="utf-8"))
+        meta = read_json(directory / META)
     except (OSError, ValueError) as exc:
         raise ValueError(f"{directory / META} is not readable JSON ({exc})") from None
     if not isinstance(meta, dict) or set(meta) - _META_KEYS:

@@ -74,6 +74,13 @@ GENERATION_CHUNK_BYTES = 32 * 2**20
 MAX_CLASSES = 2**31  # labels are int64; more classes than this is a typo, not a dataset
 
 
+def whole(value: object, what: str) -> int:
+    """A whole number as a stored spec gives it (JSON): 2000.5 or "2000" is refused, not rounded."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"{what} must be a whole number, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class DatasetSpec:
     """What a dataset is: enough to regenerate it bit for bit."""
@@ -146,11 +153,11 @@ class DatasetSpec:
     @classmethod
     def from_json(cls, d: dict) -> DatasetSpec:
         return cls(
-            n_samples=int(d["n_samples"]),
-            shape=tuple(int(x) for x in d["shape"]),
+            n_samples=whole(d["n_samples"], "n_samples"),
+            shape=tuple(whole(x, "shape") for x in d["shape"]),
             dtype=str(d["dtype"]),
-            n_classes=int(d["n_classes"]),
-            seed=int(d["seed"]),
+            n_classes=whole(d["n_classes"], "n_classes"),
+            seed=whole(d["seed"], "seed"),
             content=str(d.get("content", Content.RANDOM)),  # manifests before 0.2 hold random content
             source=SourceInfo.from_json(d["source"]) if d.get("source") else None,
         )

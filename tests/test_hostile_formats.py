@@ -510,3 +510,25 @@ def test_litdata_a_hostile_chunk_is_one_line(clean, tmp_path, results, cli, load
     r = cli(*run_args(dataset.parent, "litdata", loader, results))
     assert r.code in (1, 2) and len(r.err.strip().splitlines()) == 1 and "Traceback" not in r.err, r.err
     assert fragment in r.err or loader == "native", r.err  # LitData's own verdict, in one line
+
+
+DEEP = "[" * 200_000 + "]" * 200_000  # 200,000 levels: RecursionError in Python's json
+
+
+@pytest.mark.parametrize(
+    ("name", "metadata"),
+    [
+        format_param("zarr", "zarr/features/zarr.json"),
+        format_param("zarr", "zarr/zarr.json"),
+        format_param("litdata", "litdata/index.json"),
+        format_param("arrow", "arrow/state.json"),
+    ],
+)
+def test_a_library_metadata_file_nested_too_deep_is_one_line(clean, tmp_path, results, cli, name, metadata):
+    """N12: zarr.json, LitData's index.json and Arrow's state.json 200,000 levels deep were RecursionErrors."""
+    dataset = tmp_path / "data" / "ds"
+    shutil.copytree(clean, dataset)
+    (dataset / metadata).write_text(DEEP)
+    rewrite_manifest(dataset, name)
+    for loader in ("native", "dataloader"):
+        assert_one_line_error(cli(*run_args(dataset.parent, name, loader, results)), "nested too deeply")

@@ -239,3 +239,42 @@ def test_a_sample_that_is_a_link_is_not_followed(images, tmp_path, cli):
     assert r.code != 0 and "Traceback" not in r.err, r.err
     r = cli("verify", "--data-dir", dataset.parent, "-q")
     assert r.code == 1
+
+
+DEEP = "[" * 200_000 + "]" * 200_000  # 200,000 levels: RecursionError in Python's json
+
+
+def test_a_manifest_nested_too_deep_is_one_line_and_skipped_beside_a_good_dataset(clean, tmp_path, cli):
+    """N12: a manifest.json 200,000 levels deep was a RecursionError in run, verify and info, and broke `info`
+    and the automatic dataset choice even with a good dataset beside it."""
+    data = tmp_path / "data"
+    shutil.copytree(clean, data / clean.name)
+    (data / "bad").mkdir()
+    (data / "bad" / "manifest.json").write_text(DEEP)
+    r = cli("info", "--data-dir", data)
+    assert r.code == 0 and clean.name in r.out and "skipped" in r.err and "nested too deeply" in r.err, r.err
+    r = cli("run", "--data-dir", data, "--format", "npy", "--device", "cpu", "--runs", "1", "-q",
+            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert r.code == 0 and "skipped" in r.err and "nested too deeply" in r.err and "Traceback" not in r.err, r.err
+    r = cli("verify", "--data-dir", data, "-q")
+    assert r.code == 1 and "nested too deeply" in r.out and "Traceback" not in r.out + r.err
+    assert_one_line_error(cli("info", "--data-dir", data, "--dataset", "bad"), "nested too deeply")
+
+
+def test_memmaps_meta_json_nested_too_deep_is_one_line(dataset, tmp_path, cli):
+    (dataset / "memmap" / "meta.json").write_text(DEEP)
+    _rewrite_manifest(dataset, "memmap")
+    r = cli("run", "--data-dir", dataset.parent, "--format", "memmap", "--loader", "tensorclass", "--device", "cpu",
+            "-q", "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert_one_line_error(r, "nested too deeply")
+
+
+@pytest.mark.parametrize("value", [2000.5, "120", True])
+def test_a_manifest_count_that_is_not_a_whole_number_is_refused(dataset, cli, value):
+    """N20: `n_samples: 2000.5` was accepted (read as 2000)."""
+    path = dataset / "manifest.json"
+    manifest = json.loads(path.read_text())
+    manifest["spec"]["n_samples"] = value
+    path.write_text(json.dumps(manifest))
+    assert_one_line_error(cli("info", "--data-dir", dataset.parent, "--dataset", dataset.name),
+                          "n_samples must be a whole number")  # fmt: skip

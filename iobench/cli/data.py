@@ -9,6 +9,7 @@ import typer
 from iobench.cli import options as o
 from iobench.cli.app import app
 from iobench.cli.console import ConsoleEvents, err, out, say
+from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 
 
@@ -80,8 +81,13 @@ def verify_cmd(data_dir: o.DataDir = Path("data"), dataset: o.DatasetName = None
 
     failed = False
     for dataset_dir in find_datasets(data_dir, dataset):
-        with ConsoleEvents(quiet).progress() as progress:
-            checks, warnings = verify_dataset(dataset_dir, progress)
+        try:
+            with ConsoleEvents(quiet).progress() as progress:
+                checks, warnings = verify_dataset(dataset_dir, progress)
+        except IobenchError as exc:  # an unreadable manifest: this dataset fails, the others are verified
+            out.print(f"{dataset_dir}:\n  FAILED: {exc}", soft_wrap=True, highlight=False)
+            failed = True
+            continue
         out.print(f"{dataset_dir}:", soft_wrap=True, highlight=False)
         for c in checks:
             verdict = f"OK ({c.seconds:.1f} s)" if c.ok else "FAILED: " + "; ".join(c.problems)
@@ -103,7 +109,13 @@ def info_cmd(data_dir: o.DataDir = Path("data"), dataset: o.DatasetName = None) 
     from iobench.data.manifest import Manifest, find_datasets
 
     for dataset_dir in find_datasets(data_dir, dataset):
-        m = Manifest.load(dataset_dir)
+        try:
+            m = Manifest.load(dataset_dir)
+        except IobenchError as exc:
+            if dataset is not None:
+                raise
+            err.print(f"iobench: warning: skipped {exc}", soft_wrap=True, highlight=False)  # the others are shown
+            continue
         s = m.spec
         table = Table(
             title=f"{dataset_dir}\n{s.n_samples:,} samples, shape {s.shape} {s.dtype}, {s.n_classes} classes, "

@@ -56,7 +56,10 @@ def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, eve
     for size in dict.fromkeys(p.size for p in points):
         if size is None:
             reads = tuple(dict.fromkeys(p.config.format for p in points if p.size is None))
-            found = find_run_dataset(data_dir, dataset, reads)
+            skipped: list[str] = []
+            found = find_run_dataset(data_dir, dataset, reads, skipped)
+            for reason in skipped:
+                events.say(f"warning: skipped {reason}")
             if found is None:
                 raise IobenchError(f"no dataset in {data_dir}; run `iobench prepare` or give --size")
             directory, spec = found, Manifest.load(found).spec

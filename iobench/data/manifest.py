@@ -6,17 +6,17 @@ ever replaced atomically, so an interrupted prepare cannot leave a complete-look
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench import __version__
 from iobench.errors import IobenchError
 from iobench.spec import DatasetSpec
-from iobench.system.fsutil import PARTIAL_PREFIX, atomic_write_json
+from iobench.system.fsutil import PARTIAL_PREFIX, atomic_write_json, read_json
 
 MANIFEST = "manifest.json"
 MANIFEST_VERSION = 1
+MAX_MANIFEST_BYTES = 2**30  # it lists every file: about 140 MB for a million files of one per sample
 
 
 @dataclass
@@ -144,7 +144,7 @@ class Manifest:
         if not path.is_file():
             raise IobenchError(f"{dataset_dir}: not an iobench dataset (no {MANIFEST}); run `iobench prepare`")
         try:
-            d = json.loads(path.read_text(encoding="utf-8"))
+            d = read_json(path, MAX_MANIFEST_BYTES)
             if d.get("iobench_manifest_version") != MANIFEST_VERSION:
                 raise ValueError(f"unsupported manifest version {d.get('iobench_manifest_version')!r}")
             return cls(
@@ -152,7 +152,7 @@ class Manifest:
                 content=d["content_checksum"],
                 formats={n: FormatEntry.from_json(n, e) for n, e in d["formats"].items()},
             )
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
             raise IobenchError(f"{path}: unreadable manifest ({exc})") from None
 
 
@@ -173,11 +173,14 @@ def find_datasets(data_dir: Path, dataset: str | None = None) -> list[Path]:
     return found
 
 
-def find_run_dataset(data_dir: Path, dataset: str | None = None, formats: tuple[str, ...] = ()) -> Path | None:
+def find_run_dataset(
+    data_dir: Path, dataset: str | None = None, formats: tuple[str, ...] = (), skipped: list[str] | None = None
+) -> Path | None:
     """The one dataset to measure; None when data_dir holds none yet (the caller may prepare one).
 
     Among several, the one that has every format asked for: the default dataset when it does, else the
-    only one that does; a choice between several that do is the user's (--dataset)."""
+    only one that does; a choice between several that do is the user's (--dataset). One whose manifest
+    cannot be read is left out of the choice, and named in `skipped`."""
     if dataset is not None or (data_dir / MANIFEST).is_file():
         return find_datasets(data_dir, dataset)[0]
     if not data_dir.is_dir():
@@ -188,7 +191,17 @@ def find_run_dataset(data_dir: Path, dataset: str | None = None, formats: tuple[
     from iobench.units import DEFAULT_SIZE
 
     default = data_dir / DatasetSpec(DEFAULT_SIZE).name
-    having = [p for p in found if set(formats) <= set(Manifest.load(p).formats)]
+    readable = {}
+    for p in found:
+        try:
+            readable[p] = Manifest.load(p)
+        except IobenchError as exc:
+            if skipped is not None:
+                skipped.append(str(exc))
+    found = list(readable)
+    if len(found) <= 1:
+        return found[0] if found else None
+    having = [p for p in found if set(formats) <= set(readable[p].formats)]
     if default in having or (default in found and not having):
         return default
     if len(having) == 1:

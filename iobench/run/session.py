@@ -38,7 +38,11 @@ def dataset_for_run(
         dataset = DatasetSpec(size).name
         if not (data_dir / dataset / MANIFEST).is_file():
             return _prepared(world, data_dir, DatasetSpec(size), formats, events, dataset)
-    found = find_run_dataset(data_dir, dataset, formats)
+    skipped: list[str] = []
+    found = find_run_dataset(data_dir, dataset, formats, skipped)
+    if world.is_main:
+        for reason in skipped:
+            events.say(f"warning: skipped {reason}")
     if world.all_true(found is not None):
         if dataset is None and world.is_main and _several(data_dir):  # a choice was made: say which
             events.say(f"dataset: {found.name} (in {data_dir}; --dataset picks another)")

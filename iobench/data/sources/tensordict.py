@@ -5,7 +5,6 @@ if there is one."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +13,7 @@ import numpy as np
 from iobench.data.sources.arrays import RawRows
 from iobench.data.sources.base import SourceKind
 from iobench.spec import SUPPORTED_DTYPES, SourceInfo
-from iobench.system.fsutil import open_regular
+from iobench.system.fsutil import open_regular, parse_json
 
 META_JSON_BYTES = 2**20  # a TensorDict's meta.json describes a few entries: a larger one is refused
 
@@ -26,7 +25,7 @@ def entries(folder: Path, features: str, labels: str) -> tuple[RawRows, RawRows]
         text = f.read(META_JSON_BYTES + 1)
     if len(text) > META_JSON_BYTES:
         raise ValueError("meta.json is larger than a TensorDict's description")
-    meta = json.loads(text)
+    meta = parse_json(text, folder / "meta.json", META_JSON_BYTES)
     if not isinstance(meta, dict) or "TensorDict" not in str(meta.get("_type", "")):
         raise ValueError("meta.json does not describe a TensorDict")
     found = []
