@@ -486,3 +486,46 @@ def test_a_killed_force_leaves_a_partial_dataset_the_next_prepare_removes(tmp_pa
     assert r.code == 0, r.err
     invoke("prepare", "--size", "300", "--formats", "hdf5", "--data-dir", data, "--dataset", "X", "-q")
     assert not stale.exists()
+
+
+def _manifest_saves_failing_after(monkeypatch, good: int) -> None:
+    """Every manifest save after the first `good` ones fails as a full disk does."""
+    import errno
+
+    saves = {"n": 0}
+    real = Manifest.save
+
+    def save(self, dataset_dir):
+        saves["n"] += 1
+        if saves["n"] > good:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(self, dataset_dir)
+
+    monkeypatch.setattr(Manifest, "save", save)
+
+
+def test_a_disk_full_when_listing_a_new_format_leaves_no_unlisted_folder(tmp_path, cli, monkeypatch):
+    """N9: ENOSPC from the manifest save after the rename was a traceback, and left a complete folder that the
+    manifest did not list."""
+    data = tmp_path / "data"
+    invoke("prepare", "--size", "300", "--formats", "npy", "--data-dir", data, "--dataset", "X", "-q")
+    before = _files(data / "X")
+    _manifest_saves_failing_after(monkeypatch, 0)
+    r = cli("prepare", "--size", "300", "--formats", "memmap", "--data-dir", data, "--dataset", "X", "-q")
+    assert_one_line_error(r, "disk full", "nothing was kept")
+    assert _files(data / "X") == before and sorted(p.name for p in (data / "X").iterdir()) == ["manifest.json", "npy"]
+
+
+@pytest.mark.parametrize("good", [0, 1], ids=["unlisting-fails", "listing-fails"])
+def test_a_disk_full_when_listing_a_forced_format_keeps_the_old_one(tmp_path, cli, monkeypatch, good):
+    data = tmp_path / "data"
+    invoke("prepare", "--size", "300", "--formats", "npy,memmap", "--data-dir", data, "--dataset", "X", "-q")
+    before = _files(data / "X")
+    _manifest_saves_failing_after(monkeypatch, good)
+    r = cli("prepare", "--size", "300", "--formats", "memmap", "--data-dir", data, "--dataset", "X", "--force", "-q")
+    assert_one_line_error(r, "disk full")
+    monkeypatch.undo()
+    assert {k: v for k, v in _files(data / "X").items() if k != "manifest.json"} == {
+        k: v for k, v in before.items() if k != "manifest.json"}  # fmt: skip
+    if good == 0:  # the old entry was never removed
+        assert _files(data / "X") == before and cli("verify", "--data-dir", data, "-q").code == 0

@@ -15,7 +15,7 @@ from typing import Any
 
 from iobench.choices import parse_choices
 from iobench.data.manifest import MANIFEST, Manifest
-from iobench.data.writing import write_formats
+from iobench.data.writing import FormatJob, write_formats
 from iobench.errors import IobenchError, one_line
 from iobench.formats import FORMATS
 from iobench.progress import NullReporter, Reporter
@@ -26,7 +26,6 @@ from iobench.system.fsutil import (
     make_partial_dir,
     remove,
     remove_stale_partials,
-    replace_dir,
     swap_in,
 )
 from iobench.system.processes import process_alive
@@ -183,19 +182,49 @@ def _write_into(dataset_dir: Path, manifest: Manifest, request: PrepareRequest, 
         raise IobenchError(f"{request.dataset_dir}: generated content differs from the manifest's checksum")
     manifest.content = content
     try:
-        # a format is unlisted, swapped and listed again as one step: an interrupt waits for the end of it
         for job in jobs:
-            with signals_held():
-                if job.name in manifest.formats:  # --force: the old entry must not vouch for new files
-                    del manifest.formats[job.name]
-                    manifest.save(dataset_dir)
-                replace_dir(job.partial, dataset_dir / job.name)
-                manifest.formats[job.name] = job.entry
-                manifest.save(dataset_dir)
+            with signals_held():  # an interrupt waits for the format to be listed or left as it was
+                _list(dataset_dir, manifest, job)
+    except OSError as exc:
+        full = "disk full" if exc.errno == errno.ENOSPC else "failed"
+        raise IobenchError(
+            f"listing a format in {request.dataset_dir} {full} ({exc.strerror or exc}); {kept}"
+        ) from None
     finally:
         for job in jobs:
             shutil.rmtree(job.partial, ignore_errors=True)
     return manifest
+
+
+def _list(dataset_dir: Path, manifest: Manifest, job: FormatJob) -> None:
+    """Move a written format into place and list it. A manifest that cannot be saved (a full disk) leaves
+    the format as it was: the new folder goes, an old one (--force) comes back with its entry."""
+    final = dataset_dir / job.name
+    old_entry = manifest.formats.pop(job.name, None)
+    if old_entry is not None:  # --force: the old entry must not vouch for new files
+        try:
+            manifest.save(dataset_dir)
+        except OSError:
+            manifest.formats[job.name] = old_entry  # nothing changed on disk
+            raise
+    if final.exists():
+        old = swap_in(job.partial, final)
+    else:
+        os.replace(job.partial, final)
+        old = None
+    manifest.formats[job.name] = job.entry
+    try:
+        manifest.save(dataset_dir)
+    except OSError:
+        del manifest.formats[job.name]
+        remove(swap_in(old, final) if old is not None else final)
+        if old_entry is not None:
+            manifest.formats[job.name] = old_entry
+            with contextlib.suppress(OSError):  # still full: the old folder stays, unlisted, for --force
+                manifest.save(dataset_dir)
+        raise
+    if old is not None:
+        remove(old)
 
 
 STAGING = "dataset-"  # `.partial-dataset-<pid>-…`: a dataset being built beside the one it replaces

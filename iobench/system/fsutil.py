@@ -164,18 +164,6 @@ def remove_stale_probes(folder: Path) -> None:
                 p.unlink()
 
 
-def replace_dir(src: Path, dst: Path) -> None:
-    """Move a finished directory into place; an existing dst is swapped out, then deleted."""
-    old = None
-    if dst.exists():
-        old = dst.with_name(f"{PARTIAL_PREFIX}old-{dst.name}-{os.getpid()}")
-        os.replace(dst, old)
-    os.replace(src, dst)
-    fsync_path(dst.parent)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-
-
 RENAME_EXCHANGE = 2  # linux/fs.h: renameat2 swaps the two names in one step
 
 
