@@ -14,6 +14,7 @@ file of the dataset folder (a crafted state.json could name any path), and reads
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,14 +31,25 @@ from iobench.system.fsutil import Pinned, parse_json, read_json
 STAGING = "staging.arrow"
 
 
+# save_to_disk's sizes as datasets parses them (its MB is 10^6 bytes; MiB 2^20), or a number of bytes
+SHARD_SIZE = re.compile(r"\d+([KMGTP]i?B)?", re.IGNORECASE)
+
+
 @dataclass(frozen=True)
 class ArrowOptions:
-    max_shard_size: str = "500MB"  # save_to_disk's default
+    max_shard_size: str = "500MB"  # save_to_disk's default, in its units
 
     def __post_init__(self) -> None:
-        from iobench.units import parse_bytes
+        text = str(self.max_shard_size).strip()
+        if not SHARD_SIZE.fullmatch(text) or int(re.match(r"\d+", text).group()) == 0:
+            raise IobenchError(f"arrow max_shard_size is a size as datasets reads one (500MB, 64MiB or a number of "
+                               f"bytes), got {self.max_shard_size!r}")  # fmt: skip
 
-        parse_bytes(self.max_shard_size)  # a typo fails before any work
+    @property
+    def shard_size(self) -> int | str:
+        """What save_to_disk is handed: a plain number as bytes (datasets refuses a number in a string)."""
+        text = str(self.max_shard_size).strip()
+        return int(text) if text.isdigit() else text
 
 
 def features_of(spec: DatasetSpec) -> Any:
@@ -81,7 +93,7 @@ class ArrowWriter(FormatWriter):
         self.sink.close()
         try:
             staged = datasets.Dataset.from_file(str(self.staging))
-            staged.save_to_disk(str(self.directory), max_shard_size=self.options.max_shard_size)
+            staged.save_to_disk(str(self.directory), max_shard_size=self.options.shard_size)
             del staged
         finally:
             self.staging.unlink(missing_ok=True)

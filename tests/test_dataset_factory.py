@@ -81,6 +81,15 @@ class BrokenFirst(Rows):
 
 def make_broken_first():
     return BrokenFirst()
+
+
+class NegativeLength(Rows):
+    def __len__(self):
+        return -1
+
+
+def make_negative_length():
+    return NegativeLength()
 '''
 
 _names = itertools.count()
@@ -158,6 +167,8 @@ def test_an_iterable_dataset_orders_itself(cli, tmp_path, user):
         ("{user}:broken", [], ["broken() failed", "the bucket is gone"]),
         ("{user}:make_list", [], ["returned list", "Dataset or DataLoader"]),
         ("{user}:make_broken_first", [], ["its first sample failed", "OSError: permission denied"]),
+        ("{user}:make_negative_length", [], ["__len__ failed", "should return >= 0"]),  # N13: a traceback
+        ("{user}:make", ["--torch-threads", "100000"], ["--torch-threads 100000 is far above"]),  # N11
         ("{user}:make", ["--format", "npy"], ["--format", "does not apply"]),
         ("{user}:make", ["--cache-budget", "20%"], ["--cache-budget"]),
         ("{user}:make", ["--cache", "cold"], ["cannot evict", "iobench.measure"]),

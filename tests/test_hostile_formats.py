@@ -532,3 +532,17 @@ def test_a_library_metadata_file_nested_too_deep_is_one_line(clean, tmp_path, re
     rewrite_manifest(dataset, name)
     for loader in ("native", "dataloader"):
         assert_one_line_error(cli(*run_args(dataset.parent, name, loader, results)), "nested too deeply")
+
+
+@pytest.mark.parametrize(("value", "shards"), [("1", N), ("4KB", None), ("0", 0), ("5.5MB", 0), ("1e9", 0)])
+def test_arrow_max_shard_size_is_read_as_datasets_reads_it(tmp_path, cli, value, shards):
+    """N13: `--format-option arrow.max_shard_size=1` passed iobench's check and was a traceback in datasets."""
+    pytest.importorskip("datasets")
+    r = cli("prepare", "--size", N, "--shape", "16", "--formats", "arrow", "--format-option",
+            f"arrow.max_shard_size={value}", "--data-dir", tmp_path, "-q")  # fmt: skip
+    if shards == 0:
+        assert_one_line_error(r, "max_shard_size is a size as datasets reads one")
+        return
+    assert r.code == 0, r.err
+    files = list(tmp_path.glob("*/arrow/*.arrow"))
+    assert len(files) == shards if shards else len(files) > 1

@@ -196,6 +196,7 @@ def test_two_prepares_of_one_dataset_do_not_both_run(tmp_path, cli):
         (["prepare", "--size", "100", "--seed", str(10**20)], ["seed must be 0..2^63-1"]),
         (["prepare", "--size", "100", "--classes", str(10**20)], ["classes must be 1..2,147,483,648"]),
         (["run", "--num-workers", "100000", "--format", "npy"], ["far above", "the limit is"]),
+        (["run", "--torch-threads", "100000", "--format", "npy"], ["--torch-threads 100000 is far above"]),  # N11
         (["run", "--max-seconds", "nan", "--format", "npy"], ["--max-seconds must be a number > 0"]),
         (["run", "--seed", "-1", "--format", "npy"], ["--seed must be >= 0"]),
         (["sweep", "--epochs", "0", "--format", "npy"], ["--epochs must be >= 1"]),

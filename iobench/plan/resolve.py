@@ -4,7 +4,6 @@ checks again."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -20,7 +19,7 @@ from iobench.measuring.distributed import SINGLE, World
 from iobench.plan.config import Cache, Eviction, RunConfig
 from iobench.results.record import RecordedConfig
 from iobench.system.confine import Confinement, check_can_confine
-from iobench.system.environment import can_drop_caches, max_workers, ram_bytes
+from iobench.system.environment import can_drop_caches, check_parallelism, ram_bytes
 
 
 @dataclass(frozen=True)
@@ -123,11 +122,7 @@ def _stored(value: object) -> object:
 def settle_device(config: RunConfig, device: torch.device) -> RunConfig:
     """What depends on this machine, before any dataset is looked at: pinning decided for the device
     (on for CUDA unless turned off; refused without CUDA), worker counts within reason for the cores."""
-    if config.settings.num_workers > max_workers():
-        raise IobenchError(
-            f"--num-workers {config.settings.num_workers} is far above this machine's {os.cpu_count()} cores; "
-            f"the limit is {max_workers()} (8 per core)"
-        )
+    check_parallelism(config.settings.num_workers, config.torch_threads)
     pin = config.settings.pin_memory
     if pin and device.type != "cuda":
         raise IobenchError("--pin-memory needs a CUDA device (pinned memory speeds host-to-GPU copies)")

@@ -35,7 +35,7 @@ from iobench.plan.config import at_least
 from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RecordedConfig, RunRecord, SystemStats
 from iobench.run.tune import worker_grid
 from iobench.system.contention import RECENT_SECONDS, other_cores_busy, torch_threads
-from iobench.system.environment import environment, usable_cores
+from iobench.system.environment import check_parallelism, environment, usable_cores
 from iobench.system.sysmetrics import peak_rss_bytes
 
 FACTORY_FORMAT = "factory"  # the records' format for a user's pipeline
@@ -189,6 +189,7 @@ def _check(r: FactoryRequest) -> None:
         raise IobenchError("--cache warm (the default) needs --warmup >= 1; for no warm-up say --cache as-is")
     if s.num_workers == 0 and (s.prefetch_factor is not None or s.persistent_workers or not s.in_order):
         raise IobenchError("--prefetch-factor, --persistent-workers and --no-in-order need --num-workers > 0")
+    check_parallelism(s.num_workers, r.torch_threads)
 
 
 def _called(function: Callable[[], Any], what: str) -> Any:
@@ -199,10 +200,13 @@ def _called(function: Callable[[], Any], what: str) -> Any:
 
 
 def _length(dataset: Any) -> int | None:
+    """The dataset's length, None for one without (an iterable dataset); one that cannot say is refused."""
     try:
         return len(dataset)
     except TypeError:
         return None
+    except Exception as exc:  # the user's __len__: its failure in one line (a negative length is a ValueError)
+        raise IobenchError(f"the dataset's __len__ failed: {type(exc).__name__}: {one_line(exc)}") from None
 
 
 def run_factory(planned: FactoryPlan, events: Events = QUIET) -> RunRecord:

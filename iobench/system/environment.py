@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from iobench import __version__
+from iobench.errors import IobenchError
 from iobench.results.record import Environment
 
 PACKAGES = ("torch", "tensordict", "numpy", "h5py", "lmdb", "lz4")
@@ -130,3 +131,11 @@ def can_drop_caches() -> bool:
 def max_workers() -> int:
     """Worker processes (or Ray actors) beyond this only thrash: 8 per core, and at least 8."""
     return max(8, 8 * (os.cpu_count() or 1))
+
+
+def check_parallelism(num_workers: int, torch_threads: int | None) -> None:
+    """Workers and torch threads within reason for this machine's cores (100,000 threads crashed torch at exit)."""
+    for option, value in (("--num-workers", num_workers), ("--torch-threads", torch_threads)):
+        if value is not None and value > max_workers():
+            raise IobenchError(f"{option} {value} is far above this machine's {os.cpu_count()} cores; the limit "
+                               f"is {max_workers()} (8 per core)")  # fmt: skip
