@@ -22,6 +22,7 @@ from __future__ import annotations
 import mmap
 import os
 import struct
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -249,7 +250,10 @@ def _collate(batch: list) -> tuple[Any, Any]:
     import torch
     from torch.utils.data import default_collate
 
-    return default_collate([features for features, _ in batch]), torch.tensor([pair for _, pair in batch])
+    with warnings.catch_warnings():  # decoded images are read-only arrays; the batch is a copy nothing writes
+        warnings.filterwarnings("ignore", "The given NumPy array is not writable", UserWarning)
+        features = default_collate([features for features, _ in batch])
+    return features, torch.tensor([pair for _, pair in batch])
 
 
 def native_batches(reader: TFRecordReader, read: NativeRead) -> Iterator[Any]:

@@ -27,6 +27,7 @@ from tests.conftest import (
     invoke,
     planted,
     resolved_run,
+    run_subprocess,
     run_with_peak_memory,
     stored_records,
 )
@@ -546,3 +547,10 @@ def test_arrow_max_shard_size_is_read_as_datasets_reads_it(tmp_path, cli, value,
     assert r.code == 0, r.err
     files = list(tmp_path.glob("*/arrow/*.arrow"))
     assert len(files) == shards if shards else len(files) > 1
+
+
+def test_tfrecords_pipeline_with_workers_prints_no_warning(clean, tmp_path, results):
+    """Decoded images are read-only arrays: each worker printed torch's "not writable" warning every run."""
+    dataset = tfrecord_copy(clean, tmp_path)
+    r = run_subprocess(*run_args(dataset.parent, "tfrecord", "native", results, "--num-workers", "2"))
+    assert r.returncode == 0 and "not writable" not in r.stderr, r.stderr

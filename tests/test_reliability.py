@@ -530,3 +530,28 @@ def test_a_disk_full_when_listing_a_forced_format_keeps_the_old_one(tmp_path, cl
         k: v for k, v in before.items() if k != "manifest.json"}  # fmt: skip
     if good == 0:  # the old entry was never removed
         assert _files(data / "X") == before and cli("verify", "--data-dir", data, "-q").code == 0
+
+
+def test_an_interrupted_workers_descriptor_server_reports_nothing_and_everything_else_still_does():
+    """N10: Ctrl-C during a native pipeline with 2 workers printed a worker's resource_sharer traceback (its
+    file-descriptor server lost the interrupted main process mid-handshake: 1 interrupt in 8 here)."""
+    import multiprocessing.resource_sharer as resource_sharer
+
+    from iobench.system.signals import quiet_interrupted_handover
+
+    reported = []
+    hook = quiet_interrupted_handover(lambda kind, value, tb: reported.append(kind))
+
+    def raised(code: str, filename: str) -> tuple:
+        try:
+            exec(compile(code, filename, "exec"))
+        except BaseException:
+            return sys.exc_info()
+        raise AssertionError("nothing raised")
+
+    hook(*raised("raise ConnectionResetError(104, 'Connection reset by peer')", resource_sharer.__file__))
+    hook(*raised("raise EOFError()", resource_sharer.__file__))
+    assert reported == []
+    hook(*raised("raise ConnectionResetError(104, 'elsewhere')", __file__))
+    hook(*raised("raise ValueError('a real failure')", resource_sharer.__file__))
+    assert reported == [ConnectionResetError, ValueError]

@@ -13,6 +13,7 @@ import typer
 from iobench import __version__
 from iobench.cli.console import out, say
 from iobench.errors import IobenchError
+from iobench.system.signals import quiet_interrupted_handover
 from iobench.torchrun_env import launched_by_torchrun
 
 app = typer.Typer(
@@ -94,6 +95,8 @@ def _ending(message: str, *, in_process: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every expected failure becomes one line on stderr and exit code 2."""
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    hook = sys.excepthook
+    sys.excepthook = quiet_interrupted_handover(hook)
     signal.signal(signal.SIGTERM, _terminate)
     if previous[signal.SIGINT] is signal.default_int_handler:
         signal.signal(signal.SIGINT, _terminate)
@@ -108,6 +111,7 @@ def main(argv: list[str] | None = None) -> None:
         else:  # called in-process (tests): the caller gets its handlers back
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+            sys.excepthook = hook
 
 
 def _main(argv: list[str] | None) -> None:

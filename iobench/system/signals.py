@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from types import FrameType
+from types import FrameType, TracebackType
 
 HELD = (signal.SIGINT, signal.SIGTERM)
 
@@ -42,3 +42,26 @@ def signals_held() -> Iterator[None]:
                 handler(signum, frame)
             elif handler == signal.SIG_DFL:
                 signal.raise_signal(signum)
+
+
+def _raised_in(tb: TracebackType | None, filename: str) -> bool:
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename.endswith(filename):
+            return True
+        tb = tb.tb_next
+    return False
+
+
+def quiet_interrupted_handover(
+    previous: Callable[[type[BaseException], BaseException, TracebackType | None], object],
+) -> Callable[[type[BaseException], BaseException, TracebackType | None], object]:
+    """A `sys.excepthook` that drops one report: a DataLoader worker's file-descriptor server (multiprocessing's
+    resource_sharer thread, which reports through sys.excepthook) whose peer went away because Ctrl-C stopped
+    the run. Nothing is lost with it; every other report goes to `previous`. Forked workers inherit it."""
+
+    def hook(kind: type[BaseException], value: BaseException, tb: TracebackType | None) -> object:
+        if issubclass(kind, (ConnectionError, EOFError)) and _raised_in(tb, "multiprocessing/resource_sharer.py"):
+            return None
+        return previous(kind, value, tb)
+
+    return hook
