@@ -6,7 +6,7 @@ writes the dataset folder its users load (the staging file is removed; both step
 Samples are raw arrays (`List(length=...)` for vectors, `Array2D..5D` otherwise, the feature types
 `datasets` documents for fixed-shape arrays) with an int64 label and the sample's index.
 
-Read as its users read it: `load_from_disk(path).with_format("torch")` in a DataLoader, which fetches a
+Read as its users read it: `load_from_disk(path).with_format("torch", ...)` in a DataLoader, which fetches a
 batch with one `__getitems__` call (`native_batches`); iobench's own loaders read numpy batches by index.
 `load_from_disk` opens the files that `state.json` names: iobench checks first that every name is a plain
 file of the dataset folder (a crafted state.json could name any path), and reads no pickle.
@@ -141,6 +141,18 @@ def pin(directory: Path, spec: DatasetSpec) -> Pinned:
         raise
 
 
+def with_format(ds: Any, fmt: str, spec: DatasetSpec) -> Any:
+    """numpy as it is; torch as datasets documents choosing a dtype (`with_format("torch", columns=..., dtype=...)`):
+    its torch formatter turns every integer column into int64 and every float one into float32, so uint8 images
+    crossed to the device 8x larger and float64 features lost precision. The labels and indices stay Python ints
+    for the default collate (int64 tensors)."""
+    if fmt != "torch":
+        return ds.with_format(fmt)
+    import torch
+
+    return ds.with_format("torch", columns=["features"], output_all_columns=True, dtype=getattr(torch, spec.dtype))
+
+
 def load(directory: Path, spec: DatasetSpec, fmt: str) -> tuple[Any, Pinned]:
     """The dataset as its users open it, from the pinned files (`pin`), and the Pinned to close with the
     dataset. `load_from_disk` parses its argument as an fsspec URL (`a::b` is a chain of two): it is handed
@@ -154,7 +166,7 @@ def load(directory: Path, spec: DatasetSpec, fmt: str) -> tuple[Any, Pinned]:
             raise ValueError(
                 f"{directory}: {len(ds)} rows of {ds.features}; the spec says {spec.n_samples} of {spec.shape}"
             )
-        return ds.with_format(fmt), pinned
+        return with_format(ds, fmt, spec), pinned
     except BaseException:
         pinned.close()
         raise
@@ -200,7 +212,8 @@ def _as_tuple(batch: dict) -> tuple[Any, Any, Any]:
 
 
 def native_batches(reader: ArrowReader, read: NativeRead) -> Iterator:
-    """`load_from_disk(...).with_format("torch")` in a DataLoader: one `__getitems__` per batch, default collate."""
+    """`load_from_disk(...).with_format("torch", ...)` (`with_format`) in a DataLoader: one `__getitems__` per
+    batch, default collate."""
     import torch
     from torch.utils.data import DataLoader
 

@@ -74,7 +74,10 @@ def snippet_epoch(fmt: str, folder: Path, workers: int, seed: int) -> tuple[int,
     elif fmt == "arrow":
         import datasets
 
-        ds = datasets.load_from_disk(str(folder)).with_format("torch")
+        ds = datasets.load_from_disk(str(folder))
+        # choosing the torch dtype as datasets documents it (its default turns uint8 into int64)
+        dtype = getattr(torch, ds.features["features"].dtype)
+        ds = ds.with_format("torch", columns=["features"], output_all_columns=True, dtype=dtype)
         g = torch.Generator().manual_seed(seed)
         for batch in DataLoader(ds, batch_size=BATCH, shuffle=True, num_workers=workers, generator=g):
             n += len(batch["label"])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
@@ -554,3 +555,14 @@ def test_tfrecords_pipeline_with_workers_prints_no_warning(clean, tmp_path, resu
     dataset = tfrecord_copy(clean, tmp_path)
     r = run_subprocess(*run_args(dataset.parent, "tfrecord", "native", results, "--num-workers", "2"))
     assert r.returncode == 0 and "not writable" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("name", [format_param(n) for n in NEW])
+def test_every_pipeline_delivers_the_datasets_own_dtype(clean, name):
+    """N15: `native_loader(..., "arrow")` delivered int64 batches of a uint8 dataset (8x the bytes to the
+    device) while the other formats delivered uint8 (datasets' torch format turns integers into int64)."""
+    from iobench.api import native_loader
+
+    features, labels = next(iter(native_loader(clean, name, batch_size=50)))
+    assert features.dtype == torch.uint8 and tuple(features.shape[1:]) == (8, 8, 3), (features.dtype, features.shape)
+    assert labels.dtype == torch.int64
