@@ -222,12 +222,9 @@ def pipeline(
     from torchrun's RANK, as webdataset reads it); webdataset splits before it shuffles shards, so a rank
     reads the same shards every epoch."""
     import webdataset as wds
-    from webdataset.compat import FluidInterface
+    from webdataset.compat import FluidWrapper  # what wds.WebDataset is: a DataPipeline with the fluid methods
     from webdataset.filters import detshuffle, pipelinefilter
     from webdataset.tariterators import group_by_keys, tar_file_expander
-
-    class Pipeline(wds.DataPipeline, FluidInterface):
-        """What wds.WebDataset is: a DataPipeline with the fluid methods (shuffle, decode, ...)."""
 
     stages: list[Any] = [wds.SimpleShardList([SHARD % k for k in range(options.shards)])]  # a list: no braces
     if world > 1:
@@ -240,7 +237,9 @@ def pipeline(
         pipelinefilter(tar_file_expander)(handler=_failed),
         pipelinefilter(group_by_keys)(handler=_failed),
     ]
-    ds = Pipeline(*stages)
+    ds = FluidWrapper(stages[0])
+    for stage in stages[1:]:
+        ds.append(stage)
     if shuffle and options.shuffle_buffer:
         ds = ds.shuffle(options.shuffle_buffer)
     ext = extension(spec)
