@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib import metadata
@@ -37,6 +38,17 @@ class Registry(Mapping[str, "StorageFormat"]):
     def __init__(self, entries: tuple[Registered, ...]) -> None:
         self._entries = {e.name: e for e in entries}
         self._built: dict[str, StorageFormat] = {}
+        self.refused: list[str] = []  # plug-ins left out, each with the reason (said when formats are chosen)
+
+    def loads(self, name: str) -> str | None:
+        """None when the format can be built; otherwise why not, in one line (a plug-in that fails to load)."""
+        from iobench.errors import IobenchError
+
+        try:
+            self[name]
+        except IobenchError as exc:
+            return str(exc)
+        return None
 
     def __getitem__(self, name: str) -> StorageFormat:
         if name not in self._built:
@@ -102,17 +114,30 @@ def _build(entry: Registered) -> StorageFormat:
     module, _, cls = entry.target.partition(":")
     try:
         fmt = getattr(importlib.import_module(module), cls)()
-    except Exception as exc:  # a plug-in's own failure: named, in one line
-        raise IobenchError(f"format {entry.name!r} ({entry.target}) could not be loaded: {exc}") from None
+    except (Exception, SystemExit) as exc:  # a plug-in's own failure (even sys.exit): named, in one line
+        raise IobenchError(f"format {entry.name!r} ({entry.target}) could not be loaded: "
+                           f"{type(exc).__name__}: {exc}") from None  # fmt: skip
     if not isinstance(fmt, StorageFormat) or fmt.name != entry.name:
         raise IobenchError(f"format {entry.name!r} ({entry.target}) is not a StorageFormat named {entry.name!r}")
     return fmt
 
 
-def plug_ins(points: Iterable[metadata.EntryPoint] | None = None) -> tuple[Registered, ...]:
-    """Formats other packages registered (entry points are read, nothing is imported)."""
+PLUG_IN_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
+
+
+def plug_ins(points: Iterable[metadata.EntryPoint] | None = None, refused: list[str] | None = None
+             ) -> tuple[Registered, ...]:  # fmt: skip
+    """Formats other packages registered (entry points are read, nothing is imported). A name that a command
+    line could not name alone (`all`, `a,b`) is left out, with the reason in `refused`."""
     found = metadata.entry_points(group=ENTRY_POINT_GROUP) if points is None else points
-    return tuple(Registered(p.name, p.value, default=False) for p in found)
+    accepted = []
+    for p in found:
+        if PLUG_IN_NAME.fullmatch(p.name) and p.name != "all":
+            accepted.append(Registered(p.name, p.value, default=False))
+        elif refused is not None:
+            refused.append(f"plug-in format {p.name!r} ({p.value}): a format's name is lowercase letters, digits, "
+                           "- and _, and not 'all'")  # fmt: skip
+    return tuple(accepted)
 
 
 FORMATS = Registry(
@@ -131,6 +156,6 @@ FORMATS = Registry(
         Registered("litdata", "iobench.formats.litdata:LitDataFormat", False, "litdata", native=True),
     )
 )
-for _plug_in in plug_ins():
+for _plug_in in plug_ins(refused=FORMATS.refused):
     FORMATS.register(_plug_in)
 DEFAULT_FORMATS = FORMATS.defaults

@@ -12,7 +12,7 @@ import pytest
 
 from iobench.errors import IobenchError
 from iobench.formats import ENTRY_POINT_GROUP, FORMATS, Registered, Registry, plug_ins
-from tests.conftest import ROOT, invoke, stored_records
+from tests.conftest import ROOT, assert_one_line_error, invoke, stored_records
 
 TOY = metadata.EntryPoint("toy", "tests.toy_format:ToyFormat", ENTRY_POINT_GROUP)
 
@@ -72,3 +72,51 @@ def test_an_installed_plug_in_appears_in_prepare_help():
                           env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"})  # fmt: skip
     built_in = ", ".join(n for n in FORMATS if n != "toy")  # the registry's names, then the plug-in's
     assert f"{built_in}, toy" in done.stdout, done.stdout + done.stderr
+
+
+BROKEN = [metadata.EntryPoint(name, f"tests.toy_format:{cls}", ENTRY_POINT_GROUP)
+          for name, cls in (("raises", "Raises"), ("exits", "Exits"))]  # fmt: skip
+
+
+@pytest.fixture
+def broken_registered():
+    entries, built, refused = dict(FORMATS._entries), dict(FORMATS._built), list(FORMATS.refused)
+    for entry in plug_ins([*BROKEN, TOY]):
+        FORMATS.register(entry)
+    yield
+    FORMATS._entries, FORMATS._built, FORMATS.refused = entries, built, refused
+
+
+def test_a_plug_in_that_fails_is_skipped_by_all_and_refused_when_named(broken_registered, tmp_path, cli):
+    """N17: a plug-in that raised made `prepare --formats all` fail; one raising SystemExit ended iobench."""
+    r = cli("prepare", "--size", "100", "--shape", "4", "--formats", "all", "--data-dir", tmp_path, "-q")
+    assert r.code == 0, r.err
+    assert "skipped format 'raises'" in r.err and "RuntimeError: a bug in the plug-in" in r.err
+    assert "skipped format 'exits'" in r.err and "SystemExit: 3" in r.err
+    (dataset,) = tmp_path.iterdir()
+    assert (dataset / "toy").is_dir() and not (dataset / "raises").exists()
+    for name, reason in (("raises", "a bug in the plug-in"), ("exits", "SystemExit")):
+        r = cli("prepare", "--size", "100", "--shape", "4", "--formats", name, "--data-dir", tmp_path / name, "-q")
+        assert_one_line_error(r, f"format {name!r}", reason)
+
+
+def test_a_plug_in_that_raises_keyboardinterrupt_ends_as_an_interrupt_says_so(tmp_path):
+    code = (
+        "import importlib.metadata as m\n"
+        "real = m.entry_points\n"
+        f"bad = m.EntryPoint('interrupts', 'tests.toy_format:Interrupts', {ENTRY_POINT_GROUP!r})\n"
+        f"m.entry_points = lambda **kw: [bad] if kw.get('group') == {ENTRY_POINT_GROUP!r} else real(**kw)\n"
+        "from iobench.cli import main\n"
+        f"main(['prepare', '--size', '100', '--formats', 'interrupts', '--data-dir', {str(tmp_path)!r}, '-q'])\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 130 and "iobench: interrupted" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("name", ["all", "a,b", "Upper", "x y", ""])
+def test_a_plug_in_name_a_command_line_could_not_give_is_refused(name):
+    """N17: plug-in names `all` and `a,b` were accepted."""
+    refused: list[str] = []
+    point = metadata.EntryPoint(name, "tests.toy_format:ToyFormat", ENTRY_POINT_GROUP)
+    assert plug_ins([point], refused) == ()
+    assert len(refused) == 1 and repr(name) in refused[0]

@@ -130,7 +130,7 @@ def _main(argv: list[str] | None) -> None:
     except (KeyboardInterrupt, typer.Abort):
         _ending(_INTERRUPTED, in_process=argv is not None)
         sys.exit(130)
-    if _signals_received:
+    if _signals_received or rc == 130:  # typer returns 130 for a KeyboardInterrupt it caught, saying nothing
         _interrupted()
         sys.exit(130)
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -47,9 +47,12 @@ def prepare_cmd(
                     source=source, labels=labels, features_key=features_key, labels_key=labels_key)
     )  # fmt: skip
     skipped: list[str] = []
-    names = parse_formats(formats, skipped)
+    broken: list[str] = []
+    names = parse_formats(formats, skipped, broken)
     if skipped:
         say(f"skipped {', '.join(skipped)}: not installed (pip install 'iobench[formats]')")
+    for reason in broken:
+        say(f"skipped {reason}")
     hdf5 = dict(chunk_rows=hdf5_chunk_rows, compression=hdf5_compression.lower(), compression_level=hdf5_gzip_level)
     given = {"hdf5": hdf5, "lmdb": dict(samples_per_record=lmdb_samples_per_record),
              "files": dict(encoding=files_encoding.lower())}  # fmt: skip

@@ -52,17 +52,23 @@ class PrepareRequest:
         return self.data_dir / (self.dataset or self.spec.name)
 
 
-def parse_formats(text: str, skipped: list[str] | None = None) -> tuple[str, ...]:
-    """'npy,hdf5' or 'all' -> names in registry order; unknown names are an error. With 'all' a format
-    whose library is not installed is left out (its name goes to `skipped`); named, it is refused."""
+def parse_formats(text: str, skipped: list[str] | None = None, broken: list[str] | None = None) -> tuple[str, ...]:
+    """'npy,hdf5' or 'all' -> names in registry order; unknown names are an error. With 'all' a format whose
+    library is not installed is left out (its name goes to `skipped`), and so is a plug-in that cannot be loaded
+    or named (its reason goes to `broken`); named, either is refused."""
     names = parse_choices(text, tuple(FORMATS), "format")
     every = "all" in [n.strip().lower() for n in text.split(",")]
     missing = [n for n in names if not FORMATS.installed(n)]
     if missing and not every:
         raise IobenchError(FORMATS.missing(missing[0]))
+    failing = {n: why for n in names if n not in missing and (why := FORMATS.loads(n)) is not None}
+    if failing and not every:
+        raise IobenchError(next(iter(failing.values())))
     if skipped is not None:
         skipped.extend(missing)
-    return tuple(n for n in FORMATS if n in names and n not in missing)
+    if broken is not None:
+        broken.extend([*failing.values(), *(FORMATS.refused if every else [])])
+    return tuple(n for n in FORMATS if n in names and n not in missing and n not in failing)
 
 
 @dataclass
