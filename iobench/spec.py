@@ -6,6 +6,7 @@ and the measuring side all speak it, and it imports none of them.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -140,7 +141,10 @@ class DatasetSpec:
         shape = "x".join(str(d) for d in self.shape)
         content = "" if self.content is Content.RANDOM else f"_{self.content}"
         if self.source is not None:
-            return f"{Path(self.source.path).stem}_n{self.n_samples}_{shape}_{self.dtype}_c{self.n_classes}"
+            # the source's name as a plain word: a newline, a space or a `#` in it would follow the dataset into
+            # every one-line message, record and table
+            stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(self.source.path).stem).strip("._") or "source"
+            return f"{stem[:64]}_n{self.n_samples}_{shape}_{self.dtype}_c{self.n_classes}"
         return f"n{self.n_samples}_{shape}_{self.dtype}{content}_c{self.n_classes}_s{self.seed}"
 
     def to_json(self) -> dict:

@@ -8,6 +8,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -342,3 +343,16 @@ def test_a_header_that_declares_exabytes_is_refused_as_short_not_as_a_disk_to_bu
     (tmp_path / "x.npy").write_bytes(header.getvalue() + bytes(100))
     r = cli("prepare", "--from", tmp_path / "x.npy", "--data-dir", tmp_path / "data", "-q")
     assert_one_line_error(r, "shorter than")
+
+
+@pytest.mark.parametrize("folder", ["im\nages", "a b#c", "..hidden", "\n"])
+def test_a_source_folders_odd_name_becomes_a_plain_dataset_name(tmp_path, cli, folder):
+    """N18: `--from` a folder named with a newline made a dataset (and every record's `dataset`) named so."""
+    source = tmp_path / "src" / folder
+    for i in range(4):
+        _png(source / "a" / f"{i}.png", color=(i * 50, 0, 0))
+    r = cli("prepare", "--from", source, "--formats", "npy", "--data-dir", tmp_path / "data", "-q")
+    assert r.code == 0, r.err
+    (dataset,) = (tmp_path / "data").iterdir()
+    assert re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", dataset.name), dataset.name
+    assert r.out.count("\n") == len(r.out.splitlines()) and f"manifest: {dataset}/manifest.json" in r.out
