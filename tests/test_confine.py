@@ -70,9 +70,12 @@ def test_the_governor_stops_before_its_group_is_removed():
         def stop(self):
             order.append("stop governor")
 
+        def done(self):
+            order.append("janitor done")
+
     applied = confine.Applied()
-    confine._release([Step("blkio"), Step("memory")], Step("governor"), applied)
-    assert order == ["stop governor", "leave memory", "leave blkio"]
+    confine._release([Step("blkio"), Step("memory")], Step("governor"), Step("janitor"), applied)
+    assert order == ["stop governor", "leave memory", "leave blkio", "janitor done"]
     assert applied.peak_cache_bytes == 7
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from iobench.errors import RunFailed
 from iobench.formats.files import sample_path
 from iobench.system import confine
 from tests.conftest import (
@@ -60,15 +61,15 @@ def _dead_pid() -> int:
 # ---- budgeted runs: Ctrl-C, a dead governor, budgets too small, another run's group ----------------
 
 
-def _budgeted_run(root: Path, tmp_path: Path) -> subprocess.Popen:
-    """A long budgeted run with two workers, returned once its workers and governor are up."""
+def _budgeted_run(root: Path, tmp_path: Path, *extra: str) -> subprocess.Popen:
+    """A long budgeted run with two workers, returned once its workers, governor and janitor are up."""
     shutil.copy(root / "limits.json", tmp_path / "limits.json")
     cmd = [sys.executable, "-m", "iobench", "run", "--data-dir", str(root / "data"), "--format", "npy"]
     cmd += ["--no-shuffle", "--num-workers", "2", "--cache-budget", "64M", "--step", "sleep:50", "--batch-size", "16"]
-    cmd += ["--epochs", "3", "--runs", "1", "--device", "cpu", "-q", "--results", str(tmp_path / "r.jsonl")]
+    cmd += ["--epochs", "3", "--runs", "1", "--device", "cpu", "-q", "--results", str(tmp_path / "r.jsonl"), *extra]
     proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 90
-    while len(descendants(proc.pid)) < 3:  # two workers and the governor
+    while len(descendants(proc.pid)) < 4:  # two workers, the governor and the janitor
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
         time.sleep(0.05)
     time.sleep(1)
@@ -141,6 +142,24 @@ def test_a_budget_without_a_unit_or_on_tmpfs_is_refused(workspace, cli, tmp_path
     r = cli("run", "--data-dir", root / "data", "--format", "npy", "--cache-budget", "1G",
             "--results", tmp_path / "r.jsonl")  # fmt: skip
     assert_one_line_error(r, "files are memory, not cache")
+
+
+@needs_memory_cgroup
+@pytest.mark.skipif(not _cgroups_here("blkio"), reason="needs root and a cgroup v1 blkio hierarchy")
+def test_a_killed_runs_groups_and_throttle_are_removed_without_another_run(workspace, tmp_path):
+    """D15: after SIGKILL, the memory and blkio groups (the throttle rule still set) stayed until the next
+    confined run."""
+    root, _ = workspace
+    proc = _budgeted_run(root, tmp_path, "--read-limit", "400")
+    groups = [confine._home(c)[0] / f"iobench-{proc.pid}" for c in ("blkio", "memory")]
+    assert all(g.is_dir() for g in groups)
+    assert "400000000" in (groups[0] / "blkio.throttle.read_bps_device").read_text()
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 60
+    while any(g.exists() for g in groups):
+        assert time.monotonic() < deadline, [g for g in groups if g.exists()]
+        time.sleep(0.2)
 
 
 def test_stale_groups_are_removed_only_when_their_run_is_gone(tmp_path):
@@ -299,7 +318,8 @@ def test_the_direct_loader_refuses_a_fifo_in_place_of_its_file(own_copy):
     features.unlink()
     os.mkfifo(features)
     result = _returns_within(10, lambda: build_loader(resolved), features)
-    assert isinstance(result.get("error"), OSError), result
+    error = result.get("error")
+    assert isinstance(error, RunFailed) and "not a regular file" in str(error), result
 
 
 def test_a_sample_folder_swapped_for_a_link_mid_run_is_not_followed(own_copy, tmp_path):

@@ -1,7 +1,8 @@
 """Storage you control: a run's reads throttled and its page cache capped, by a cgroup around it.
 
 The process moves into a fresh cgroup for the run and back out after it; everything it starts
-meanwhile (DataLoader workers, a local Ray instance) is inside too. Two knobs:
+meanwhile (DataLoader workers, a local Ray instance) is inside too. If the run is killed, a janitor process
+outside the groups removes them once the run and its workers are gone (`cgroup_janitor`). Two knobs:
 
 - `--read-limit MB/s`: a block-I/O throttle on the data directory's disk (v1
   `blkio.throttle.read_bps_device`, v2 `io.max rbps=`). Slower storage, and a ceiling that holds
@@ -327,6 +328,30 @@ class _Governor:
             )
 
 
+class _Janitor:
+    """The process that removes the run's groups if the run is killed (`cgroup_janitor`); told `done` when the
+    run released them itself. Started outside the groups, in a session of its own (Ctrl-C is the run's)."""
+
+    def __init__(self, groups: list[_Group]) -> None:
+        self.process = subprocess.Popen(
+            python_module("iobench.system.cgroup_janitor", *(str(g.path) for g in groups)),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+        if self.process.stdout.readline().strip() != "ready":
+            self.done()
+            raise IobenchError("the cgroups' janitor process did not start")
+
+    def done(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        try:
+            process.communicate(input="done\n", timeout=10)
+        except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
+            process.kill()
+            process.communicate()
+
+
 def _budget(budget: int) -> tuple[_Group, _Governor, str]:
     group, version = _group_for("memory")
     governor = _Governor(group, version, budget)
@@ -341,13 +366,15 @@ def _budget(budget: int) -> tuple[_Group, _Governor, str]:
     return group, governor, method
 
 
-def _release(groups: list[_Group], governor: _Governor | None, applied: Applied) -> None:
+def _release(groups: list[_Group], governor: _Governor | None, janitor: _Janitor | None, applied: Applied) -> None:
     """Every step runs even when one raises (torch's SIGCHLD handler can, when a worker died).
 
     The governor stops first: it reads and writes the group's files every 10 ms, and a group removed
-    under it fails its next read (ENOENT, or ENODEV mid-read: seen in CI) as if the budget broke."""
+    under it fails its next read (ENOENT, or ENODEV mid-read: seen in CI) as if the budget broke. The
+    janitor is told last that the groups are gone."""
     raised: BaseException | None = None
     steps = ([governor.stop] if governor is not None else []) + [group.leave for group in reversed(groups)]
+    steps += [janitor.done] if janitor is not None else []
     for step in steps:
         try:
             step()
@@ -367,7 +394,7 @@ def confined(confinement: Confinement, data_dir: Path) -> Iterator[Applied]:
         yield applied
         return
     groups: list[_Group] = []
-    governor = None
+    governor = janitor = None
     methods = []
     try:
         if confinement.read_limit_mb_per_s is not None:
@@ -381,6 +408,7 @@ def confined(confinement: Confinement, data_dir: Path) -> Iterator[Applied]:
             else:
                 groups.append(group)
             methods.append(method)
+        janitor = _Janitor(groups)  # from outside the groups: it removes them if this process is killed
         if governor is not None:
             governor.start()  # from outside the group: it must never wait on the limit it sets
         for group in groups:
@@ -389,6 +417,6 @@ def confined(confinement: Confinement, data_dir: Path) -> Iterator[Applied]:
         yield applied
     finally:
         with signals_held():  # an interrupt must not leave this process in the group
-            _release(groups, governor, applied)
+            _release(groups, governor, janitor, applied)
     if governor is not None and governor.failure:
         raise IobenchError(f"the cache budget could not be kept: {governor.failure}")
