@@ -13,7 +13,6 @@ import lmdb
 import lz4.frame
 import numpy as np
 import pytest
-from PIL import Image
 
 from iobench.formats.lmdb import record_key
 from tests.conftest import assert_one_line_error, invoke
@@ -213,13 +212,27 @@ def _results(images):
     return ["--results", images.parent.parent / "r.jsonl"]
 
 
+def _png_header(width: int, height: int) -> bytes:
+    """A PNG whose header declares width x height RGB pixels, with one row of pixel data."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    row = zlib.compress(bytes(1 + 3 * width))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", row) + chunk(b"IEND", b"")
+
+
 @pytest.mark.parametrize("size", [(60_000, 60_000), (8, 9)])
 def test_a_png_of_another_size_is_refused_before_it_is_decoded(images, tmp_path, cli, size):
     dataset = tmp_path / "data" / images.name
     shutil.copytree(images, dataset)
     sample = dataset / "files" / "samples" / "0" / "07.png"
-    # 3.6 gigapixels of one colour: a few MB of PNG that would decode to 10.8 GB
-    Image.new("RGB", size).save(sample, format="PNG", compress_level=9)
+    # 3.6 gigapixels that would decode to 10.8 GB: the header says so, and it is refused before any pixel is
+    # read (so one row of pixel data is enough; building the image itself took 15 GB and minutes)
+    sample.write_bytes(_png_header(*size))
     _rewrite_manifest(dataset, "files")
     r = cli("run", "--data-dir", dataset.parent, "--format", "files", "--device", "cpu", "-q", *_results(images))
     assert r.code == 1 and "07.png" in r.err and "Traceback" not in r.err, r.err
