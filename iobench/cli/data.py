@@ -83,11 +83,14 @@ def verify_cmd(data_dir: o.DataDir = Path("data"), dataset: o.DatasetName = None
     from iobench.data.verify import verify_dataset
 
     failed = False
-    for dataset_dir in find_datasets(data_dir, dataset):
+    found = find_datasets(data_dir, dataset)
+    for dataset_dir in found:
         try:
             with ConsoleEvents(quiet).progress() as progress:
                 checks, warnings = verify_dataset(dataset_dir, progress)
         except IobenchError as exc:  # an unreadable manifest: this dataset fails, the others are verified
+            if len(found) == 1:
+                raise
             out.print(f"{dataset_dir}:\n  FAILED: {exc}", soft_wrap=True, highlight=False)
             failed = True
             continue

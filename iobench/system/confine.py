@@ -332,9 +332,9 @@ class _Janitor:
     """The process that removes the run's groups if the run is killed (`cgroup_janitor`); told `done` when the
     run released them itself. Started outside the groups, in a session of its own (Ctrl-C is the run's)."""
 
-    def __init__(self, groups: list[_Group]) -> None:
+    def __init__(self, groups: list[Path]) -> None:
         self.process = subprocess.Popen(
-            python_module("iobench.system.cgroup_janitor", *(str(g.path) for g in groups)),
+            python_module("iobench.system.cgroup_janitor", *map(str, groups)),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
         )  # fmt: skip
         if self.process.stdout.readline().strip() != "ready":
@@ -350,6 +350,13 @@ class _Janitor:
         except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
             process.kill()
             process.communicate()
+
+
+def _group_paths(confinement: Confinement) -> list[Path]:
+    """The groups `confined` will make (`_Group`), known before they exist."""
+    controllers = [_io_controller()] if confinement.read_limit_mb_per_s is not None else []
+    controllers += ["memory"] if confinement.cache_budget_bytes is not None else []
+    return list(dict.fromkeys(_home(c)[0] / f"iobench-{os.getpid()}" for c in controllers))
 
 
 def _budget(budget: int) -> tuple[_Group, _Governor, str]:
@@ -397,6 +404,9 @@ def confined(confinement: Confinement, data_dir: Path) -> Iterator[Applied]:
     governor = janitor = None
     methods = []
     try:
+        # Started first, before any group holds a rule: its start-up (a Python process) must not fall between
+        # a throttle being set and the first read (blk-throttle let that time through at full speed).
+        janitor = _Janitor(_group_paths(confinement))
         if confinement.read_limit_mb_per_s is not None:
             group, method = _throttle(confinement.read_limit_mb_per_s, data_dir)
             groups.append(group)
@@ -408,7 +418,6 @@ def confined(confinement: Confinement, data_dir: Path) -> Iterator[Applied]:
             else:
                 groups.append(group)
             methods.append(method)
-        janitor = _Janitor(groups)  # from outside the groups: it removes them if this process is killed
         if governor is not None:
             governor.start()  # from outside the group: it must never wait on the limit it sets
         for group in groups:
