@@ -8,7 +8,7 @@ import pytest
 
 from iobench.errors import IobenchError
 from iobench.results.machine_limits import MachineLimits
-from iobench.system import confine
+from iobench.system import cgroups, confine
 from iobench.system.cache_governor import HEADROOM
 from iobench.system.confine import CacheBudget, Confinement, confined
 from tests.conftest import assert_one_line_error, prepare_with_limits, record_of, stored_records
@@ -36,8 +36,8 @@ def test_bad_knobs_are_one_line_before_any_work(cli, tmp_path):
 
 
 def test_without_a_cgroup_to_create_the_run_says_so_in_one_line(monkeypatch, tmp_path):
-    monkeypatch.setattr(confine, "_mounts", lambda: ({"memory": tmp_path / "absent"}, None))
-    monkeypatch.setattr(confine, "_own_paths", lambda: {"memory": "/"})
+    monkeypatch.setattr(cgroups, "mounts", lambda: ({"memory": tmp_path / "absent"}, None))
+    monkeypatch.setattr(cgroups, "own_paths", lambda: {"memory": "/"})
     with pytest.raises(IobenchError, match="need permission to create a cgroup in .*absent.*confine.sh"):
         with confined(Confinement(cache_budget_bytes=2**20), tmp_path):
             pass
@@ -45,7 +45,7 @@ def test_without_a_cgroup_to_create_the_run_says_so_in_one_line(monkeypatch, tmp
     with pytest.raises(IobenchError, match="need permission to create a cgroup in .*absent"):
         confine.check_can_confine(Confinement(cache_budget_bytes=2**20), tmp_path)
     confine.check_can_confine(Confinement(), tmp_path)  # nothing asked, nothing needed
-    monkeypatch.setattr(confine, "_mounts", lambda: ({}, None))
+    monkeypatch.setattr(cgroups, "mounts", lambda: ({}, None))
     with pytest.raises(IobenchError, match="no memory cgroup controller"):
         with confined(Confinement(cache_budget_bytes=2**20), tmp_path):
             pass
@@ -80,7 +80,7 @@ def test_the_governor_stops_before_its_group_is_removed():
 
 
 def _cgroups_here(controller: str) -> bool:
-    v1, _v2 = confine._mounts()
+    v1, _v2 = cgroups.mounts()
     return os.geteuid() == 0 and controller in v1 and os.access(v1[controller], os.W_OK)
 
 
@@ -130,7 +130,7 @@ def test_a_cache_budget_caps_the_page_cache_of_the_run_and_its_workers(budget_da
         if x["device_read_bytes"][0] is not None:
             assert all(b >= 0.9 * size for b in x["device_read_bytes"]), x["device_read_bytes"]
     assert _own_cgroups() == before, "the process did not leave the run's cgroup"
-    memory_root = confine._mounts()[0]["memory"]
+    memory_root = cgroups.mounts()[0]["memory"]
     assert not list(memory_root.rglob(f"iobench-{os.getpid()}")), "the run's cgroup was left behind"
 
 

@@ -19,7 +19,7 @@ import pytest
 
 from iobench.errors import RunFailed
 from iobench.formats.files import sample_path
-from iobench.system import confine
+from iobench.system import cgroups
 from tests.conftest import (
     FLAT_RECORD,
     ROOT,
@@ -35,7 +35,7 @@ from tests.conftest import (
 
 
 def _cgroups_here(controller: str) -> bool:
-    v1, _v2 = confine._mounts()
+    v1, _v2 = cgroups.mounts()
     return os.geteuid() == 0 and controller in v1 and os.access(v1[controller], os.W_OK)
 
 
@@ -151,7 +151,7 @@ def test_a_killed_runs_groups_and_throttle_are_removed_without_another_run(works
     confined run."""
     root, _ = workspace
     proc = _budgeted_run(root, tmp_path, "--read-limit", "400")
-    groups = [confine._home(c)[0] / f"iobench-{proc.pid}" for c in ("blkio", "memory")]
+    groups = [cgroups.home_of(c)[0] / f"iobench-{proc.pid}" for c in ("blkio", "memory")]
     assert all(g.is_dir() for g in groups)
     assert "400000000" in (groups[0] / "blkio.throttle.read_bps_device").read_text()
     proc.kill()
@@ -168,7 +168,7 @@ def test_stale_groups_are_removed_only_when_their_run_is_gone(tmp_path):
     dead = tmp_path / f"iobench-{_dead_pid()}"
     live.mkdir()
     dead.mkdir()
-    group = confine._Group(tmp_path)
+    group = cgroups.Group(tmp_path)
     assert live.is_dir() and not dead.exists() and group.path.is_dir()
 
 

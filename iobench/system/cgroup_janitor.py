@@ -10,9 +10,13 @@ still inside each group after a grace period, and removes the groups. Before it,
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
+
+from iobench.errors import IobenchError
+from iobench.system.processes import python_module
 
 GRACE_SECONDS = 30  # a killed run's workers notice their parent is gone within a few seconds
 POLL_SECONDS = 0.1
@@ -41,6 +45,30 @@ def remove(group: Path, grace: float = GRACE_SECONDS) -> None:
             if time.monotonic() > deadline + grace:
                 return  # not ours to force: the next confined run removes it once it is empty
             time.sleep(POLL_SECONDS)
+
+
+class Janitor:
+    """The run's handle on its janitor, started outside the groups in a session of its own (Ctrl-C is the
+    run's); told `done` when the run released them itself."""
+
+    def __init__(self, groups: list[Path]) -> None:
+        self.process = subprocess.Popen(
+            python_module("iobench.system.cgroup_janitor", *map(str, groups)),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
+        )  # fmt: skip
+        if self.process.stdout.readline().strip() != "ready":
+            self.done()
+            raise IobenchError("the cgroups' janitor process did not start")
+
+    def done(self) -> None:
+        process, self.process = self.process, None
+        if process is None:
+            return
+        try:
+            process.communicate(input="done\n", timeout=10)
+        except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
+            process.kill()
+            process.communicate()
 
 
 def main(argv: list[str]) -> int:

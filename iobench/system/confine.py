@@ -27,11 +27,17 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.system.cache_governor import Governor
-from iobench.system.processes import process_alive, python_module
+from iobench.system.cgroup_janitor import Janitor
+from iobench.system.cgroups import (
+    Group,
+    group_for,
+    home_of,
+    io_controller,
+    permission_error,
+)
+from iobench.system.processes import python_module
 from iobench.system.signals import signals_held
 from iobench.units import parse_bytes
-
-HELPER = "scripts/confine.sh"
 
 
 @dataclass(frozen=True)
@@ -94,146 +100,18 @@ def check_read_limit(value: float | None) -> float | None:
     return value
 
 
-# ---- where the hierarchies are ------------------------------------------------------------------
-
-
-def _mounts() -> tuple[dict[str, Path], Path | None]:
-    """cgroup v1 mount points by controller, and the cgroup v2 mount, from /proc/self/mountinfo."""
-    v1: dict[str, Path] = {}
-    v2 = None
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, _, right = line.partition(" - ")
-        parts, tail = left.split(), right.split()
-        if len(parts) < 5 or len(tail) < 3:
-            continue
-        mountpoint = Path(parts[4].replace("\\040", " "))
-        if tail[0] == "cgroup2":
-            v2 = v2 or mountpoint
-        elif tail[0] == "cgroup":
-            for option in tail[2].split(","):
-                v1.setdefault(option, mountpoint)
-    return v1, v2
-
-
-def _own_paths() -> dict[str, str]:
-    """This process's cgroup per v1 controller ('' for v2), from /proc/self/cgroup."""
-    own: dict[str, str] = {}
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _hid, controllers, path = line.split(":", 2)
-        for c in controllers.split(",") if controllers else [""]:
-            own[c] = path
-    return own
-
-
-class _Group:
-    """One cgroup directory made for this run, and the one the process came from."""
-
-    def __init__(self, home: Path) -> None:
-        self.home = home
-        self.path = home / f"iobench-{os.getpid()}"
-        for stale in home.glob("iobench-*"):  # left by a run that was killed; removable only when empty
-            if _owner_alive(stale.name):  # another run's group, perhaps not entered yet
-                continue
-            try:
-                stale.rmdir()
-            except OSError:
-                pass
-        try:
-            self.path.mkdir()
-        except FileExistsError:  # a previous run with this pid was killed: reuse its empty group
-            pass
-        except OSError as exc:
-            raise _permission_error(home, exc.strerror or str(exc)) from None
-
-    def write(self, name: str, value: str) -> None:
-        try:
-            (self.path / name).write_text(value)
-        except OSError as exc:
-            raise IobenchError(f"cannot set {self.path / name} to {value!r}: {exc.strerror or exc}") from None
-
-    def read(self, name: str) -> str:
-        return (self.path / name).read_text()
-
-    def enter(self) -> None:
-        self.write("cgroup.procs", str(os.getpid()))
-
-    def leave(self) -> None:
-        """Move every process still inside (ours and anything we started) home, then remove the group."""
-        for _ in range(20):
-            try:
-                pids = self.read("cgroup.procs").split()
-            except OSError:
-                return
-            for pid in pids:
-                try:
-                    (self.home / "cgroup.procs").write_text(pid)
-                except OSError:
-                    pass  # it exited meanwhile
-            try:
-                self.path.rmdir()
-                return
-            except OSError:
-                continue
-
-
-def _owner_alive(name: str) -> bool:
-    """Whether the run that made group `iobench-PID` is still running (it may be about to enter it)."""
-    pid = name.removeprefix("iobench-")
-    return pid.isdigit() and int(pid) != os.getpid() and process_alive(int(pid))
-
-
-def _home(controller: str) -> tuple[Path, int]:
-    """The process's own cgroup folder for a controller, and the cgroup version that has it."""
-    v1, v2 = _mounts()
-    own = _own_paths()
-    if controller in v1:
-        return v1[controller] / own.get(controller, "/").lstrip("/"), 1
-    if v2 is not None:
-        home = v2 / own.get("", "/").lstrip("/")
-        listed = home / "cgroup.controllers"
-        if controller in (listed.read_text().split() if listed.exists() else []):
-            return home, 2
-    name = "blkio/io" if controller in ("blkio", "io") else controller
-    raise IobenchError(f"this machine has no {name} cgroup controller mounted; --read-limit/--cache-budget need it")
-
-
-def _io_controller() -> str:
-    return "blkio" if "blkio" in _mounts()[0] else "io"
-
-
-def _permission_error(home: Path, reason: str) -> IobenchError:
-    return IobenchError(
-        f"--read-limit and --cache-budget need permission to create a cgroup in {home} ({reason}); "
-        f"run as root, or under `sudo {HELPER}`"
-    )
-
-
 def check_can_confine(confinement: Confinement, data_dir: Path) -> None:
     """Before any work starts: the controllers exist, their folders are writable, the disk can be throttled."""
     needed = []
     if confinement.read_limit_mb_per_s is not None:
         disk_of(data_dir)
-        needed.append(_io_controller())
+        needed.append(io_controller())
     if confinement.cache_budget_bytes is not None:
         needed.append("memory")
     for controller in needed:
-        home, _version = _home(controller)
+        home, _version = home_of(controller)
         if not os.access(home, os.W_OK):
-            raise _permission_error(home, "Permission denied")
-
-
-def _group_for(controller: str) -> tuple[_Group, int]:
-    """A fresh group for a controller, beneath the process's own cgroup, and its cgroup version."""
-    home, version = _home(controller)
-    if version == 2:
-        try:
-            (home / "cgroup.subtree_control").write_text(f"+{controller}")
-        except OSError as exc:
-            raise IobenchError(
-                f"cgroup v2: cannot delegate {controller} below {home} ({exc.strerror}); run under "
-                f"`sudo {HELPER}`, which starts iobench in a cgroup of its own"
-            ) from None
-    return _Group(home), version
+            raise permission_error(home, "Permission denied")
 
 
 # ---- the read throttle ----------------------------------------------------------------------------
@@ -250,9 +128,9 @@ def disk_of(path: Path) -> str:
     return (node / "dev").read_text().strip()
 
 
-def _throttle(limit_mb_per_s: float, data_dir: Path) -> tuple[_Group, str]:
+def _throttle(limit_mb_per_s: float, data_dir: Path) -> tuple[Group, str]:
     device = disk_of(data_dir)
-    group, version = _group_for(_io_controller())
+    group, version = group_for(io_controller())
     rate = int(limit_mb_per_s * 1e6)
     if version == 1:
         group.write("blkio.throttle.read_bps_device", f"{device} {rate}")
@@ -271,7 +149,7 @@ class _Governor:
     WATCH_SECONDS = 0.2
     STOP_SECONDS = 10
 
-    def __init__(self, group: _Group, version: int, budget: int) -> None:
+    def __init__(self, group: Group, version: int, budget: int) -> None:
         self.group, self.version, self.budget = group, version, budget
         self.process: subprocess.Popen | None = None
         self.peak_cache = 0
@@ -328,39 +206,15 @@ class _Governor:
             )
 
 
-class _Janitor:
-    """The process that removes the run's groups if the run is killed (`cgroup_janitor`); told `done` when the
-    run released them itself. Started outside the groups, in a session of its own (Ctrl-C is the run's)."""
-
-    def __init__(self, groups: list[Path]) -> None:
-        self.process = subprocess.Popen(
-            python_module("iobench.system.cgroup_janitor", *map(str, groups)),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
-        )  # fmt: skip
-        if self.process.stdout.readline().strip() != "ready":
-            self.done()
-            raise IobenchError("the cgroups' janitor process did not start")
-
-    def done(self) -> None:
-        process, self.process = self.process, None
-        if process is None:
-            return
-        try:
-            process.communicate(input="done\n", timeout=10)
-        except (subprocess.TimeoutExpired, BrokenPipeError, OSError):
-            process.kill()
-            process.communicate()
-
-
 def _group_paths(confinement: Confinement) -> list[Path]:
-    """The groups `confined` will make (`_Group`), known before they exist."""
-    controllers = [_io_controller()] if confinement.read_limit_mb_per_s is not None else []
+    """The groups `confined` will make (`Group`), known before they exist."""
+    controllers = [io_controller()] if confinement.read_limit_mb_per_s is not None else []
     controllers += ["memory"] if confinement.cache_budget_bytes is not None else []
-    return list(dict.fromkeys(_home(c)[0] / f"iobench-{os.getpid()}" for c in controllers))
+    return list(dict.fromkeys(home_of(c)[0] / f"iobench-{os.getpid()}" for c in controllers))
 
 
-def _budget(budget: int) -> tuple[_Group, _Governor, str]:
-    group, version = _group_for("memory")
+def _budget(budget: int) -> tuple[Group, _Governor, str]:
+    group, version = group_for("memory")
     governor = _Governor(group, version, budget)
     if version == 1:
         group.write("memory.swappiness", "0")  # reclaim cache, not the process's memory
@@ -373,7 +227,7 @@ def _budget(budget: int) -> tuple[_Group, _Governor, str]:
     return group, governor, method
 
 
-def _release(groups: list[_Group], governor: _Governor | None, janitor: _Janitor | None, applied: Applied) -> None:
+def _release(groups: list[Group], governor: _Governor | None, janitor: Janitor | None, applied: Applied) -> None:
     """Every step runs even when one raises (torch's SIGCHLD handler can, when a worker died).
 
     The governor stops first: it reads and writes the group's files every 10 ms, and a group removed
@@ -400,13 +254,13 @@ def confined(confinement: Confinement, data_dir: Path) -> Iterator[Applied]:
     if not confinement:
         yield applied
         return
-    groups: list[_Group] = []
+    groups: list[Group] = []
     governor = janitor = None
     methods = []
     try:
         # Started first, before any group holds a rule: its start-up (a Python process) must not fall between
         # a throttle being set and the first read (blk-throttle let that time through at full speed).
-        janitor = _Janitor(_group_paths(confinement))
+        janitor = Janitor(_group_paths(confinement))
         if confinement.read_limit_mb_per_s is not None:
             group, method = _throttle(confinement.read_limit_mb_per_s, data_dir)
             groups.append(group)
