@@ -1,0 +1,20 @@
+"""CI's third step runs, with the extras installed, every test file that skips without them: a file left off
+its list has tests that no CI run ever executes (test_hostile_formats.py was, for one release)."""
+
+from __future__ import annotations
+
+import re
+
+from tests.conftest import ROOT
+
+NEEDS_AN_EXTRA = re.compile(r"format_param|every_format|NEEDS_TORCHDATA|importorskip|FORMATS\.installed")
+
+
+def test_every_test_file_that_needs_an_extra_runs_in_the_extras_step():
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    extras_step = ci[ci.index("# 3.") :]
+    listed = set(re.findall(r"tests/test_\w+\.py", extras_step))
+    needing = {f"tests/{path.name}" for path in (ROOT / "tests").glob("test_*.py")
+               if NEEDS_AN_EXTRA.search(path.read_text(encoding="utf-8"))}  # fmt: skip
+    needing.discard("tests/test_ci.py")
+    assert needing - listed == set()
