@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import os
 import re
+import statistics
 from dataclasses import replace
 
 import pytest
@@ -167,3 +169,17 @@ def test_tune_searches_with_the_users_transform(tmp_path, cli):
     assert r.code == 0, r.err
     records = stored_records(tmp_path / "r.jsonl")
     assert records and {x["transform"] for x in records} == {"cpu:20"}
+
+
+def test_the_printed_interval_is_the_medians_and_holds_it():
+    """On a loaded machine the mean's interval (2,479,582-4,211,468) missed the printed median (1,777,670)."""
+    from iobench.run.tune import median_interval
+
+    skewed = [1.3e6, 1.5e6, 1.6e6, 1.7e6, 1.75e6, 1.78e6, 1.8e6, 6.5e6, 6.9e6, 7.1e6, 7.4e6, 7.7e6]
+    low, high, coverage = median_interval(skewed)
+    assert low <= statistics.median(skewed) <= high and coverage >= 0.95
+    mean, half = statistics.fmean(skewed), 1.96 * statistics.stdev(skewed) / len(skewed) ** 0.5
+    assert not mean - half <= statistics.median(skewed) <= mean + half  # what the old interval did
+    assert median_interval([5.0, 1.0, 3.0, 2.0, 4.0]) == (1.0, 5.0, 1 - 2 / 2**5)  # five cannot reach 95%
+    assert median_interval([float(i) for i in range(9)])[:2] == (1.0, 7.0)  # x_(2)..x_(8): 96%
+    assert median_interval([3.0])[1] == math.inf

@@ -39,15 +39,17 @@ def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au
 def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str]) -> None:
     """The ranking, then the best configuration as a script: printed unstyled (a log or a redirect never
     wraps it) and written beside the results file."""
+    from iobench.run.tune import SHORT_EPOCH_S
+
     table = Table(title=f"tune: {outcome.rounds} round(s) in {outcome.seconds:.0f} s, stopped: {outcome.stopped}")
     if outcome.reused:
         say(f"resumed: {outcome.reused} candidate round(s) taken from {results}, not run again")
-    for col in ("rank", "loader", "settings", "samples/s median", "95% CI of the mean", "epochs", "AU (step)",
+    for col in ("rank", "loader", "settings", "samples/s median", "CI of the median", "epochs", "AU (step)",
                 "shuffle"):  # fmt: skip
         table.add_column(col, justify="left" if col in ("loader", "settings", "shuffle") else "right")
     for i, c in enumerate([c for c in outcome.ranked if c.records][:12], 1):
         low, high = c.interval()
-        ci = f"{low:,.0f}-{high:,.0f}" if math.isfinite(high) else "-"
+        ci = f"{low:,.0f}-{high:,.0f} ({c.coverage:.0%})" if math.isfinite(high) else "-"
         last = c.records[-1]
         table.add_row(str(i), c.config.loader.value, settings_text(c.config), f"{c.median:,.0f}", ci,
                       str(len(c.rates)), au_text(last), _shuffle_text(c, outcome.min_shuffle))  # fmt: skip
@@ -75,7 +77,10 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str]) -> 
         return
     spread = f"{min(best.rates):,.0f}-{max(best.rates):,.0f}"
     out.print(f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s "
-              f"(epochs {spread}; 95% CI {low:,.0f}-{high:,.0f})")  # fmt: skip
+              f"(epochs {spread}; {best.coverage:.0%} CI of the median {low:,.0f}-{high:,.0f})")  # fmt: skip
+    if best.epoch_seconds < SHORT_EPOCH_S:
+        out.print(f"not decidable: its epochs last {best.epoch_seconds * 1000:.0f} ms, within this machine's timer and "
+                  "scheduling noise; a larger dataset (more samples per epoch) ranks these settings")  # fmt: skip
     near = outcome.within_noise()
     if near:
         out.print("within noise of it: " + "; ".join(f"{c.config.label} {settings_text(c.config)}" for c in near[:4]))
