@@ -21,6 +21,11 @@ if TYPE_CHECKING:
     from iobench.formats.base import StorageFormat
 
 
+# What a loader may need of a format, as the format's class declares it (`capabilities`): its library's own
+# pipeline (`StorageFormat.pipeline`), samples at fixed offsets (`FormatReader.fixed_layout`).
+PIPELINE, FIXED_LAYOUT = "pipeline", "fixed_layout"
+
+
 @dataclass(frozen=True)
 class Registered:
     """A format by name: where its class lives, and whether a plain `iobench prepare` writes it."""
@@ -29,7 +34,9 @@ class Registered:
     target: str  # "module:Class"
     default: bool = True
     needs: str | None = None  # the library (module and pip extra) the format's writer and reader import
-    native: bool = False  # its library has its own loading pipeline (`--loader native`)
+    # A built-in format's capabilities, restated here so that listing which loader reads it imports nothing
+    # (tests/test_formats.py checks them against the class); None: a plug-in, asked once it loads.
+    declares: frozenset[str] | None = frozenset()
 
 
 class Registry(Mapping[str, "StorageFormat"]):
@@ -70,10 +77,18 @@ class Registry(Mapping[str, "StorageFormat"]):
     def missing(self, name: str) -> str:
         return missing(self._entries[name])
 
+    def capable(self, name: str, capability: str) -> bool:
+        """Whether the format has the capability: a built-in by its entry (nothing imported), a plug-in by its
+        class (built; one that fails to load has none)."""
+        declared = self._entries[name].declares
+        if declared is not None:
+            return capability in declared
+        return self.loads(name) is None and capability in capabilities(self[name])
+
     @property
     def native(self) -> tuple[str, ...]:
-        """Formats read by their library's own pipeline as well (`--loader native`)."""
-        return tuple(n for n, e in self._entries.items() if e.native)
+        """Formats read by their library's own pipeline as well (`--loader native`), plug-ins included."""
+        return tuple(n for n in self._entries if self.capable(n, PIPELINE))
 
     def register(self, entry: Registered) -> None:
         """Add a format (a plug-in); a built-in name is never replaced."""
@@ -105,6 +120,16 @@ def missing(entry: Registered) -> str:
     )
 
 
+def capabilities(fmt: StorageFormat) -> frozenset[str]:
+    """What the format's class declares: a `pipeline` of its library's own, a reader with `fixed_layout`."""
+    from iobench.formats.base import FormatReader
+
+    found = {PIPELINE} if fmt.has_pipeline else set()
+    if fmt.reader_type.fixed_layout is not FormatReader.fixed_layout:
+        found.add(FIXED_LAYOUT)
+    return frozenset(found)
+
+
 def _build(entry: Registered) -> StorageFormat:
     from iobench.errors import IobenchError
     from iobench.formats.base import StorageFormat
@@ -133,7 +158,7 @@ def plug_ins(points: Iterable[metadata.EntryPoint] | None = None, refused: list[
     accepted = []
     for p in found:
         if PLUG_IN_NAME.fullmatch(p.name) and p.name != "all":
-            accepted.append(Registered(p.name, p.value, default=False))
+            accepted.append(Registered(p.name, p.value, default=False, declares=None))
         elif refused is not None:
             refused.append(f"plug-in format {p.name!r} ({p.value}): a format's name is lowercase letters, digits, "
                            "- and _, and not 'all'")  # fmt: skip
@@ -142,18 +167,20 @@ def plug_ins(points: Iterable[metadata.EntryPoint] | None = None, refused: list[
 
 FORMATS = Registry(
     (
-        Registered("npy", "iobench.formats.npy:NpyFormat"),
+        Registered("npy", "iobench.formats.npy:NpyFormat", declares=frozenset({FIXED_LAYOUT})),
         Registered("hdf5", "iobench.formats.hdf5:Hdf5Format"),
         Registered("lmdb", "iobench.formats.lmdb:LmdbFormat"),
-        Registered("memmap", "iobench.formats.memmap:MemmapFormat"),
+        Registered("memmap", "iobench.formats.memmap:MemmapFormat", declares=frozenset({FIXED_LAYOUT})),
         # one file per sample: a million files for the default size, so written only when named
         Registered("files", "iobench.formats.files:FilesFormat", default=False),
         # the formats people choose today, each written and read by its own library (an extra each)
-        Registered("webdataset", "iobench.formats.webdataset:WebDatasetFormat", False, "webdataset", native=True),
-        Registered("arrow", "iobench.formats.arrow:ArrowFormat", False, "datasets", native=True),
-        Registered("zarr", "iobench.formats.zarr:ZarrFormat", False, "zarr", native=True),
-        Registered("tfrecord", "iobench.formats.tfrecord:TFRecordFormat", False, "tfrecord", native=True),
-        Registered("litdata", "iobench.formats.litdata:LitDataFormat", False, "litdata", native=True),
+        Registered(
+            "webdataset", "iobench.formats.webdataset:WebDatasetFormat", False, "webdataset", frozenset({PIPELINE})
+        ),
+        Registered("arrow", "iobench.formats.arrow:ArrowFormat", False, "datasets", frozenset({PIPELINE})),
+        Registered("zarr", "iobench.formats.zarr:ZarrFormat", False, "zarr", frozenset({PIPELINE})),
+        Registered("tfrecord", "iobench.formats.tfrecord:TFRecordFormat", False, "tfrecord", frozenset({PIPELINE})),
+        Registered("litdata", "iobench.formats.litdata:LitDataFormat", False, "litdata", frozenset({PIPELINE})),
     )
 )
 for _plug_in in plug_ins(refused=FORMATS.refused):

@@ -15,7 +15,6 @@ file of the dataset folder (a crafted state.json could name any path), and reads
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import numpy as np
 
 from iobench.errors import IobenchError
 from iobench.formats.arrow_ipc import check_stream
-from iobench.formats.base import FormatReader, FormatWriter, NativeRead, StorageFormat
+from iobench.formats.base import FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import Pinned, parse_json, read_json
 
@@ -211,42 +210,29 @@ def _as_tuple(batch: dict) -> tuple[Any, Any, Any]:
     return batch["features"], batch["label"], batch["index"]
 
 
-def native_batches(reader: ArrowReader, read: NativeRead) -> Iterator:
-    """`load_from_disk(...).with_format("torch", ...)` (`with_format`) in a DataLoader: one `__getitems__` per
-    batch, default collate."""
-    import torch
-    from torch.utils.data import DataLoader
-
-    ds, pinned = load(reader.directory, reader.spec, "torch")
-    if read.world > 1:  # the rank's contiguous shard, as datasets splits a map-style dataset between nodes
-        from datasets.distributed import split_dataset_by_node
-
-        ds = split_dataset_by_node(ds, rank=read.rank, world_size=read.world)
-    data = _Rows(ds, read.transform) if read.transform is not None else ds
-    try:
-        loader = DataLoader(data, batch_size=read.batch_size, shuffle=read.shuffle,
-                            generator=torch.Generator().manual_seed(read.seed), **read.dataloader_keywords)  # fmt: skip
-        batches = iter(loader)  # workers start here, with the pinned folder open
-    except BaseException:
-        pinned.close()
-        raise
-    return _tuples(batches, pinned)
-
-
-def _tuples(batches: Iterator[dict], pinned: Pinned) -> Iterator[tuple[Any, Any, Any]]:
-    try:
-        yield from map(_as_tuple, batches)
-    finally:
-        pinned.close()
-
-
 class ArrowFormat(StorageFormat):
     name = "arrow"
+    libraries = ("datasets", "pyarrow", "fsspec")  # what reads it (distribution names), for the record's `packages`
     native_rank_split = "datasets split_dataset_by_node"
     options_type = ArrowOptions
     python_bound_writer = True
     writer_type = ArrowWriter
     reader_type = ArrowReader
+
+    def pipeline(self, reader: ArrowReader, read: NativeRead) -> Pipeline:
+        """`load_from_disk(...).with_format("torch", ...)` in a DataLoader: one `__getitems__` per batch, default
+        collate. The checked folder stays pinned until the epoch ends."""
+        ds, pinned = load(reader.directory, reader.spec, "torch")
+        try:
+            if read.world > 1:  # the rank's contiguous shard, as datasets splits a map-style dataset between nodes
+                from datasets.distributed import split_dataset_by_node
+
+                ds = split_dataset_by_node(ds, rank=read.rank, world_size=read.world)
+        except BaseException:
+            pinned.close()
+            raise
+        data = _Rows(ds, read.transform) if read.transform is not None else ds
+        return Pipeline(data, read.batch_size, shuffle=read.shuffle, as_batch=_as_tuple, release=pinned.close)
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
         pin(directory, spec).close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -16,6 +16,8 @@ from typing import Any, ClassVar
 import numpy as np
 
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.storage import NO_HINTS, ReadHints, Storage
+from iobench.storage.local import LocalStorage
 
 # Metadata of an options field the writer arrives at (a shard count): recorded, never set by a user
 # (`--format-option` refuses it).
@@ -121,43 +123,58 @@ class FixedLayout:
 
 @dataclass(frozen=True)
 class NativeRead:
-    """What `--loader native` asks of a format's own pipeline (`native_batches(reader, read)` at module level):
-    an iterator of (features, labels, indices) batches for one epoch. The DataLoader keywords are the run's
-    (workers, pinning, prefetch) as DataLoader spells them, so a pipeline passes them on as they are."""
+    """What `--loader native` asks of a format's own pipeline for one epoch (`StorageFormat.pipeline`)."""
 
     batch_size: int
     shuffle: bool
     seed: int
-    dataloader_keywords: dict[str, Any]
+    num_workers: int = 0  # the run's workers: a pipeline may read differently with them (TFRecord's index)
     transform: Any = None  # iobench's Transform: per_sample(x) / per_samples(batch), or None
     # Under torchrun: this rank's share, split by the library's own means (`StorageFormat.native_rank_split`)
     rank: int = 0
     world: int = 1
 
 
+@dataclass(frozen=True)
+class Pipeline:
+    """One epoch of a format's own library pipeline, as the format declares it. The loader
+    (`iobench.loaders.native`) puts `dataset` in the library's loader with the run's settings (workers,
+    pinning, prefetch), so that every format's pipeline gets them the same way and none is built twice."""
+
+    dataset: Any
+    batch_size: int | None  # None: the dataset yields whole batches itself (WebDataset's `.batched`)
+    shuffle: bool = False  # the loader's sampler shuffles it (a map-style dataset), seeded by the run
+    collate_fn: Callable[[Any], Any] | None = None
+    loader_class: Callable[..., Any] | None = None  # None: torch's DataLoader; e.g. LitData's StreamingDataLoader
+    seeded: bool = True  # the loader is handed a torch.Generator seeded with the epoch's seed
+    # the loader's batch as (features, labels, indices); None: it is one already
+    as_batch: Callable[[Any], tuple[Any, Any, Any]] | None = None
+    release: Callable[[], None] | None = None  # what the epoch holds open (checked files, a library's cache)
+
+
 class FormatReader(ABC):
-    """Random access to one prepared format.
+    """Random access to one prepared format, through its storage (`iobench.storage`).
 
     Handles open lazily in the process that reads and reopen after a fork, so a reader built in
     the parent can be handed to DataLoader workers. Returned arrays own their memory: no view
-    keeps a mapping alive after close().
+    keeps a mapping alive after close(). The hints say how it will be read: in order (`sequential`), and
+    whether the cache can hold the files (`larger_than_memory`: read-ahead then evicts what a shuffled
+    epoch still needs).
     """
 
-    def __init__(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
+    def __init__(self, where: Storage | Path, spec: DatasetSpec, options: Any, hints: ReadHints = NO_HINTS) -> None:
+        self.storage = where if isinstance(where, Storage) else LocalStorage(None, Path(where))
         # absolute and resolved: a relative name (`pipe:x/ds`) is never handed to a library that parses it
-        self.directory = Path(directory).resolve()
+        self.directory = self.storage.local_folder().resolve()
         self.spec = spec
         self.options = options
+        self.sequential, self.larger_than_memory = hints.sequential, hints.larger_than_memory
         self._handle: Any = None
         self._pid: int | None = None
 
     def __len__(self) -> int:
         return self.spec.n_samples
 
-    sequential = False  # set before the first read when samples will be read in order
-    # set before the first read when the page cache cannot hold the format's files (a cache budget below
-    # their size, or files larger than the RAM): read-ahead then evicts what a shuffled epoch still needs
-    larger_than_memory = False
     # True: its library refuses to open the same files twice in one process (LMDB), so threads share this
     # reader, which must then be safe to call from several threads; False: each thread may read through
     # its own copy (see iobench.loaders.nodes)
@@ -240,6 +257,11 @@ class StorageFormat(ABC):
     # How the format's own pipeline (`--loader native`) splits an epoch between torchrun ranks, as records
     # name it (e.g. "webdataset split_by_node"); None: it has no way of its own, and is refused there.
     native_rank_split: ClassVar[str | None] = None
+    # The libraries (distribution names) its writer, reader and pipeline read with: each record names their versions
+    libraries: ClassVar[tuple[str, ...]] = ()
+    # Its reader (and library) reads files by local path: a storage that is not a folder on this machine
+    # must offer one (a mount) or is refused.
+    needs_local_path: ClassVar[bool] = True
 
     def options(self, **values: Any) -> Any:
         """Build this format's options, ignoring values left at None (their defaults apply)."""
@@ -265,6 +287,16 @@ class StorageFormat(ABC):
         or allocated."""
         return None
 
+    def pipeline(self, reader: FormatReader, read: NativeRead) -> Pipeline:
+        """The library's own loading pipeline for one epoch (`--loader native`), for a format that has one: its
+        batches carry their samples' indices, so that the delivered order can be scored."""
+        raise NotImplementedError(f"{self.name} has no pipeline of its own library")
+
+    @property
+    def has_pipeline(self) -> bool:
+        """Whether the format declares its library's own pipeline (overrides `pipeline`)."""
+        return type(self).pipeline is not StorageFormat.pipeline
+
     def check_native_world(self, spec: DatasetSpec, options: Any, world: int, batch_size: int) -> None:
         """Refuse (ValueError) a torchrun world the native pipeline cannot share (a rank left without data),
         before `--nproc` launches it."""
@@ -277,5 +309,9 @@ class StorageFormat(ABC):
     def writer(self, directory: Path, spec: DatasetSpec, options: Any) -> FormatWriter:
         return self.writer_type(directory, spec, options)
 
-    def reader(self, directory: Path, spec: DatasetSpec, options: Any) -> FormatReader:
-        return self.reader_type(directory, spec, options)
+    def reader(self, where: Storage | Path, spec: DatasetSpec, options: Any, hints: ReadHints = NO_HINTS
+               ) -> FormatReader:  # fmt: skip
+        """A reader of the files `where` holds (a storage, or a folder of this machine)."""
+        if self.needs_local_path and isinstance(where, Storage):
+            where.local_folder()  # a storage without one refuses here, naming itself
+        return self.reader_type(where, spec, options, hints)

@@ -287,6 +287,7 @@ def kept_suffix(spec: DatasetSpec) -> str:
 
 class FilesFormat(StorageFormat):
     name = "files"
+    libraries = ("pillow",)  # what reads it (distribution names), for the record's `packages`
     options_type = FilesOptions
     python_bound_writer = True
     writer_type = FilesWriter

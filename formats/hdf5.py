@@ -155,6 +155,7 @@ class Hdf5Reader(FormatReader):
 
 class Hdf5Format(StorageFormat):
     name = "hdf5"
+    libraries = ("h5py",)  # what reads it (distribution names), for the record's `packages`
     options_type = Hdf5Options
     writer_type = Hdf5Writer
     reader_type = Hdf5Reader

@@ -27,15 +27,16 @@ import re
 import struct
 import subprocess
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader, FormatWriter, NativeRead, StorageFormat, read_option
+from iobench.formats.base import FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat, read_option
 from iobench.spec import Chunk, DatasetSpec
 from iobench.system.fsutil import open_regular, parse_json, pread_full, read_json
 from iobench.system.processes import python_module
@@ -270,36 +271,33 @@ def _as_tuple(batch: dict) -> tuple[Any, Any, Any]:
     return batch["features"], batch["label"], batch["index"]
 
 
-def native_batches(reader: LitDataReader, read: NativeRead) -> Iterator:
-    """An epoch of `StreamingDataset` in a `StreamingDataLoader` with the run's workers. Under torchrun
-    the dataset splits the epoch between ranks itself (it reads torch.distributed's world), with its
-    default there, `drop_last`: each rank gets the same number of whole batches, and the samples beyond
-    them are not read that epoch (the record's samples per epoch and a warning say how many)."""
-    from litdata import StreamingDataLoader
-
-    transform = _PerSample(read.transform) if read.transform is not None else None
-    o = reader.options
-    ds = open_dataset(reader.directory, reader.spec, read.shuffle, read.seed, transform=transform,
-                      batch_decode=o.batch_decode, item_shuffle_window=o.item_shuffle_window)  # fmt: skip
-    found = ds.distributed_env
-    if (found.world_size, found.global_rank) != (read.world, read.rank):
-        release(ds)
-        raise IobenchError(f"litdata sees rank {found.global_rank} of {found.world_size}; the run is rank "
-                           f"{read.rank} of {read.world}")  # fmt: skip
-    loader = StreamingDataLoader(ds, batch_size=read.batch_size, **read.dataloader_keywords)
-    try:
-        yield from map(_as_tuple, loader)
-    finally:  # the epoch's end, or an epoch cut short
-        release(ds)
-
-
 class LitDataFormat(StorageFormat):
     name = "litdata"
+    libraries = ("litdata",)  # what reads it (distribution names), for the record's `packages`
     options_type = LitDataOptions
     python_bound_writer = True
     writer_type = LitDataWriter
     reader_type = LitDataReader
     native_rank_split = "litdata StreamingDataset by rank (drop_last)"
+
+    def pipeline(self, reader: LitDataReader, read: NativeRead) -> Pipeline:
+        """`StreamingDataset` in a `StreamingDataLoader`. Under torchrun the dataset splits the epoch between
+        ranks itself (it reads torch.distributed's world), with its default there, `drop_last`: each rank gets
+        the same number of whole batches, and the samples beyond them are not read that epoch (the record's
+        samples per epoch and a warning say how many)."""
+        from litdata import StreamingDataLoader
+
+        transform = _PerSample(read.transform) if read.transform is not None else None
+        o = reader.options
+        ds = open_dataset(reader.directory, reader.spec, read.shuffle, read.seed, transform=transform,
+                          batch_decode=o.batch_decode, item_shuffle_window=o.item_shuffle_window)  # fmt: skip
+        found = ds.distributed_env
+        if (found.world_size, found.global_rank) != (read.world, read.rank):
+            release(ds)
+            raise IobenchError(f"litdata sees rank {found.global_rank} of {found.world_size}; the run is rank "
+                               f"{read.rank} of {read.world}")  # fmt: skip
+        return Pipeline(ds, read.batch_size, loader_class=StreamingDataLoader, seeded=False, as_batch=_as_tuple,
+                        release=partial(release, ds))  # fmt: skip
 
     def resolve_options(self, spec: DatasetSpec, options: LitDataOptions) -> LitDataOptions:
         if options.processes:

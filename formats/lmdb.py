@@ -299,6 +299,7 @@ class LmdbReader(FormatReader):
 
 class LmdbFormat(StorageFormat):
     name = "lmdb"
+    libraries = ("lmdb", "lz4")  # what reads it (distribution names), for the record's `packages`
     options_type = LmdbOptions
     python_bound_writer = True
     writer_type = LmdbWriter

@@ -153,6 +153,7 @@ class MemmapReader(FormatReader):
 
 class MemmapFormat(StorageFormat):
     name = "memmap"
+    libraries = ("tensordict",)  # what reads it (distribution names), for the record's `packages`
     writer_type = MemmapWriter
     reader_type = MemmapReader
 

@@ -111,6 +111,7 @@ class NpyReader(FormatReader):
 
 class NpyFormat(StorageFormat):
     name = "npy"
+    libraries = ("numpy",)  # what reads it (distribution names), for the record's `packages`
     writer_type = NpyWriter
     reader_type = NpyReader
 

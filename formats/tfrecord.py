@@ -23,7 +23,6 @@ import mmap
 import os
 import struct
 import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import DERIVED, NativeRead, StorageFormat, read_option
+from iobench.formats.base import DERIVED, NativeRead, Pipeline, StorageFormat, read_option
 from iobench.formats.shards import (
     INDEX,
     LABELS,
@@ -256,67 +255,60 @@ def _collate(batch: list) -> tuple[Any, Any]:
     return features, torch.tensor([pair for _, pair in batch])
 
 
-def native_batches(reader: TFRecordReader, read: NativeRead) -> Iterator[Any]:
-    """The README's pipelines in a DataLoader with the run's workers. Shuffled: MultiTFRecordDataset
-    over the shards (finite, each weighted by its records) with its shuffle queue. In order: each shard's
-    TFRecordDataset in turn (without an index when no workers share it: with one, the package starts a
-    file at a random record). The package draws from numpy's global generator: seeded here (and per
-    worker by torch from the DataLoader's generator).
-
-    The package opens shards and indexes by name (and builds the names with `str.format`): it is handed
-    names of files opened and checked here (`Pinned`), never the dataset's paths."""
-    import torch
-    from tfrecord.torch.dataset import MultiTFRecordDataset, TFRecordDataset
-
-    reader.handle  # noqa: B018 - opening the reader checks every shard once, before the package reads one
-    np.random.seed(read.seed % 2**32)
-    directory, decode_one = reader.directory, _Decode(reader.spec, read.transform)
-    parsed = description(reader.options)
-    # under torchrun each rank reads every world-th shard (the package has no rank splitting of its own)
-    shards = range(read.rank, reader.options.shards, read.world)
-    names = [name % k for k in shards for name in (SHARD, SHARD_INDEX)]
-    pinned = Pinned(files={name: directory / name for name in names})
-    try:
-        if read.shuffle:
-            bounds = shard_bounds(reader.spec, reader.options.shards)
-            splits = {f"{k:06d}": bounds[k + 1] - bounds[k] for k in shards}
-            ds: Any = MultiTFRecordDataset(
-                pinned.pattern("shard-{}.tfrecord"), pinned.pattern("shard-{}.index"), splits, description=parsed,
-                shuffle_queue_size=reader.options.shuffle_queue, transform=decode_one, infinite=False,
-            )  # fmt: skip
-        else:
-            indexed = read.dataloader_keywords.get("num_workers", 0) > 0
-            ds = torch.utils.data.ChainDataset([
-                TFRecordDataset(pinned.path(SHARD % k), pinned.path(SHARD_INDEX % k) if indexed else None,
-                                description=parsed, transform=decode_one)
-                for k in shards
-            ])  # fmt: skip
-        generator = torch.Generator().manual_seed(read.seed)
-        loader = torch.utils.data.DataLoader(ds, batch_size=read.batch_size, generator=generator,
-                                             collate_fn=_collate, **read.dataloader_keywords)  # fmt: skip
-        batches = iter(loader)  # workers start here, with the pinned files open
-    except BaseException:
-        pinned.close()
-        raise
-    return _split_pairs(batches, pinned)
-
-
-def _split_pairs(batches: Iterator[Any], pinned: Pinned) -> Iterator[Any]:
-    """(features, labels, indices) from the collated pairs; the pinned files close with the epoch."""
-    try:
-        for features, pairs in batches:
-            yield features, pairs[:, 0], pairs[:, 1]
-    finally:
-        pinned.close()
+def _split_pairs(batch: tuple[Any, Any]) -> tuple[Any, Any, Any]:
+    """(features, labels, indices) from a collated batch of (features, (label, index)) pairs."""
+    features, pairs = batch
+    return features, pairs[:, 0], pairs[:, 1]
 
 
 class TFRecordFormat(WholeShardsPerRank, StorageFormat):
     name = "tfrecord"
+    libraries = ("tfrecord", "protobuf", "pillow")  # what reads it (distribution names), for the record's `packages`
     options_type = TFRecordOptions
     python_bound_writer = True
     writer_type = TFRecordWriter
     reader_type = TFRecordReader
     native_rank_split = "tfrecord shards by rank"
+
+    def pipeline(self, reader: TFRecordReader, read: NativeRead) -> Pipeline:
+        """The README's pipelines. Shuffled: MultiTFRecordDataset over the shards (finite, each weighted by its
+        records) with its shuffle queue. In order: each shard's TFRecordDataset in turn (without an index when
+        no workers share it: with one, the package starts a file at a random record). The package draws from
+        numpy's global generator: seeded here (and per worker by torch from the DataLoader's generator).
+
+        The package opens shards and indexes by name (and builds the names with `str.format`): it is handed
+        names of files opened and checked here (`Pinned`), never the dataset's paths."""
+        import torch
+        from tfrecord.torch.dataset import MultiTFRecordDataset, TFRecordDataset
+
+        reader.handle  # noqa: B018 - opening the reader checks every shard once, before the package reads one
+        np.random.seed(read.seed % 2**32)
+        directory, decode_one = reader.directory, _Decode(reader.spec, read.transform)
+        parsed = description(reader.options)
+        # under torchrun each rank reads every world-th shard (the package has no rank splitting of its own)
+        shards = range(read.rank, reader.options.shards, read.world)
+        names = [name % k for k in shards for name in (SHARD, SHARD_INDEX)]
+        pinned = Pinned(files={name: directory / name for name in names})
+        try:
+            if read.shuffle:
+                bounds = shard_bounds(reader.spec, reader.options.shards)
+                splits = {f"{k:06d}": bounds[k + 1] - bounds[k] for k in shards}
+                ds: Any = MultiTFRecordDataset(
+                    pinned.pattern("shard-{}.tfrecord"), pinned.pattern("shard-{}.index"), splits,
+                    description=parsed, shuffle_queue_size=reader.options.shuffle_queue, transform=decode_one,
+                    infinite=False,
+                )  # fmt: skip
+            else:
+                indexed = read.num_workers > 0
+                ds = torch.utils.data.ChainDataset([
+                    TFRecordDataset(pinned.path(SHARD % k), pinned.path(SHARD_INDEX % k) if indexed else None,
+                                    description=parsed, transform=decode_one)
+                    for k in shards
+                ])  # fmt: skip
+        except BaseException:
+            pinned.close()
+            raise
+        return Pipeline(ds, read.batch_size, collate_fn=_collate, as_batch=_split_pairs, release=pinned.close)
 
     def resolve_options(self, spec: DatasetSpec, options: TFRecordOptions) -> TFRecordOptions:
         return replace(options, shards=shard_count(spec, options), index_bytes=True)

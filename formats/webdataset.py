@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import DERIVED, READ, NativeRead, StorageFormat, read_option
+from iobench.formats.base import DERIVED, READ, NativeRead, Pipeline, StorageFormat, read_option
 from iobench.formats.shards import (
     INDEX,
     LABELS,
@@ -250,25 +250,22 @@ def pipeline(
     return ds.batched(batch, collation_fn=_Collate(spec), partial=True)
 
 
-def native_batches(reader: WebDatasetReader, read: NativeRead) -> Iterator[Any]:
-    """An epoch of webdataset's pipeline in a DataLoader with the run's workers (batch_size=None)."""
-    from torch.utils.data import DataLoader
-
-    ds = pipeline(
-        reader.directory, reader.spec, reader.options, read.batch_size, read.shuffle, read.seed, read.transform,
-        read.world,
-    )  # fmt: skip
-    loader = DataLoader(ds, batch_size=None, **read.dataloader_keywords)
-    return iter(loader)
-
-
 class WebDatasetFormat(WholeShardsPerRank, StorageFormat):
     name = "webdataset"
+    libraries = ("webdataset", "pillow")  # what reads it (distribution names), for the record's `packages`
     options_type = WebDatasetOptions
     python_bound_writer = True
     writer_type = WebDatasetWriter
     reader_type = WebDatasetReader
     native_rank_split = "webdataset split_by_node"
+
+    def pipeline(self, reader: WebDatasetReader, read: NativeRead) -> Pipeline:
+        """webdataset's pipeline, batching itself (batch_size=None in the DataLoader, as its README has it)."""
+        ds = pipeline(
+            reader.directory, reader.spec, reader.options, read.batch_size, read.shuffle, read.seed, read.transform,
+            read.world,
+        )  # fmt: skip
+        return Pipeline(ds, batch_size=None, seeded=False)
 
     def resolve_options(self, spec: DatasetSpec, options: WebDatasetOptions) -> WebDatasetOptions:
         from dataclasses import replace

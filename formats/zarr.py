@@ -17,7 +17,6 @@ opens only regular files and a zstd codec that never inflates a chunk past its s
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader, FormatWriter, NativeRead, StorageFormat
+from iobench.formats.base import FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import read_json
 
@@ -246,22 +245,16 @@ def _as_read(batch: Any) -> Any:
     return batch
 
 
-def native_batches(reader: ZarrReader, read: NativeRead) -> Iterator:
-    """Shuffled batches read as sorted orthogonal selections, in a DataLoader with the run's workers."""
-    import torch
-    from torch.utils.data import DataLoader
-
-    loader = DataLoader(_Batches(reader, read.transform), batch_size=read.batch_size, shuffle=read.shuffle,
-                        collate_fn=_as_read, generator=torch.Generator().manual_seed(read.seed),
-                        **read.dataloader_keywords)  # fmt: skip
-    return iter(loader)
-
-
 class ZarrFormat(StorageFormat):
     name = "zarr"
+    libraries = ("zarr", "numcodecs")  # what reads it (distribution names), for the record's `packages`
     options_type = ZarrOptions
     writer_type = ZarrWriter
     reader_type = ZarrReader
+
+    def pipeline(self, reader: ZarrReader, read: NativeRead) -> Pipeline:
+        """Shuffled batches read as sorted orthogonal selections, in a DataLoader with the run's workers."""
+        return Pipeline(_Batches(reader, read.transform), read.batch_size, shuffle=read.shuffle, collate_fn=_as_read)
 
     def resolve_options(self, spec: DatasetSpec, options: ZarrOptions) -> ZarrOptions:
         if options.chunk_samples:

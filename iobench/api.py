@@ -104,12 +104,15 @@ class Batches(Sampler):
         return -(-self.n // self.batch_size)
 
 
-def _opened(path: str | Path, format: str, transform: str, read_options: dict[str, Any] | None = None) -> tuple:
-    """The format's reader (its read options set, checked) and iobench's host transform (None: none)."""
+def _opened(path: str | Path, format: str, transform: str, read_options: dict[str, Any] | None = None,
+            hints: Any = None) -> tuple:  # fmt: skip
+    """The format's reader (its read options set, checked; told how it will be read) and iobench's host transform
+    (None: none)."""
     from iobench.data.format_options import check_read_options
     from iobench.data.manifest import Manifest
     from iobench.formats import FORMATS
     from iobench.loaders.transforms import make_transform
+    from iobench.storage import NO_HINTS
 
     folder = Path(path)
     manifest = Manifest.load(folder)
@@ -122,7 +125,7 @@ def _opened(path: str | Path, format: str, transform: str, read_options: dict[st
     FORMATS.import_library(format)  # as `iobench run` does: workers forked per epoch inherit it
     check_read_options(format, list(read_options or {}))
     options = fmt.options_from_json({**entry.options, **(read_options or {})})
-    reader = fmt.reader(entry.folder(folder), spec, options)
+    reader = fmt.reader(entry.folder(folder), spec, options, hints or NO_HINTS)
     return reader, make_transform(transform, spec.shape, spec.dtype) if transform != "none" else None
 
 
@@ -143,19 +146,21 @@ class NativeBatches:
     """A format's own library pipeline, as `--loader native` read it: each pass over it is one epoch (a new
     shuffle each, seeded as iobench seeds it) of (features, labels) batches."""
 
-    def __init__(self, reader: Any, transform: Any, batch_size: int, shuffle: bool, seed: int, keywords: dict) -> None:
-        from iobench.loaders.native import native_pipeline
+    def __init__(self, reader: Any, format: str, transform: Any, batch_size: int, shuffle: bool, seed: int,
+                 settings: Any) -> None:  # fmt: skip
+        from iobench.loaders.native import format_of
 
-        self.reader, self.transform, self.keywords = reader, transform, keywords
+        self.reader, self.transform, self.settings = reader, transform, settings
         self.batch_size, self.shuffle, self.seed, self.epoch = batch_size, shuffle, seed, 0
-        self._batches = native_pipeline(reader)
+        self.format = format_of(format)
 
     def __iter__(self) -> Any:
-        from iobench.loaders.native import native_read
+        from iobench.loaders.native import dataloader_keywords, epoch_batches, native_read
 
-        read = native_read(self.batch_size, self.shuffle, self.seed, self.epoch, self.keywords, self.transform)
+        read = native_read(self.batch_size, self.shuffle, self.seed, self.epoch, self.settings.num_workers,
+                           self.transform)  # fmt: skip
         self.epoch += 1
-        for features, labels, _ in self._batches(self.reader, read):
+        for features, labels, _ in epoch_batches(self.format, self.reader, read, dataloader_keywords(self.settings)):
             yield features, labels
 
 
@@ -168,13 +173,12 @@ def native_loader(
     LitData's StreamingDataLoader; TFRecord's shuffle queue): what `tune` pastes when `--loader native` won.
     `options` are the library's knobs, the format's read options (`iobench info` lists them)."""
     from iobench.loaders.base import LoaderSettings
-    from iobench.loaders.native import dataloader_keywords
+    from iobench.storage import ReadHints
 
-    reader, host = _opened(path, format, transform, options)
-    reader.sequential = not shuffle
+    reader, host = _opened(path, format, transform, options, ReadHints(sequential=not shuffle))
     settings = LoaderSettings(batch_size=batch_size, num_workers=num_workers, prefetch_factor=prefetch_factor,
                               pin_memory=pin_memory)  # fmt: skip
-    return NativeBatches(reader, host, batch_size, shuffle, seed, dataloader_keywords(settings))
+    return NativeBatches(reader, format, host, batch_size, shuffle, seed, settings)
 
 
 def device_transform(path: str | Path, name: str) -> Any:

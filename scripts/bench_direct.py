@@ -64,7 +64,7 @@ def sequential(dataset: Path, limit: float, rounds: int, results: Path) -> None:
     """Cold sequential epochs of direct and tensorclass under a read throttle, against fio's sequential
     read under the same throttle. fio runs 12 s: over its default few seconds a fresh throttle lets
     a few percent more through (measured: 405-419 MB/s in 3 s, 401 in 12 s, through 400 MB/s)."""
-    from iobench.system.confine import Confinement, confined
+    from iobench.storage.local.confine import Confinement, confined
 
     features = dataset / "memmap" / "features.memmap"
     print(f"cold sequential, --read-limit {limit:g} MB/s, batch 1024, 3 epochs per run; fio: {' '.join(SEQUENTIAL)}")

@@ -247,7 +247,7 @@ def main() -> None:
 def read(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
     dataset, rss = prepare(args.data_dir, args.size, ",".join(("npy", *chosen)))
     from iobench.data.manifest import Manifest
-    from iobench.system.page_cache import evict
+    from iobench.storage.local.page_cache import evict
 
     manifest = Manifest.load(dataset)
     print(f"{manifest.spec.n_samples:,} samples of {manifest.spec.shape} uint8; prepare's peak RSS {rss:,.0f} MiB "

@@ -27,11 +27,12 @@ import torch
 from iobench.data.manifest import find_run_dataset
 from iobench.loaders.base import Loader
 from iobench.measuring.clocks import EpochTiming, time_bare_epoch, time_epoch
-from iobench.measuring.read_rates import direct_read_mb_per_s, page_cache_mb_per_s
+from iobench.measuring.read_rates import page_cache_mb_per_s
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
 from iobench.run.runner import build_loader
-from iobench.system.page_cache import evict, resident_fraction
+from iobench.storage.local.ceilings import direct_read_mb_per_s
+from iobench.storage.local.page_cache import evict, resident_fraction
 
 BLOCK = 8 * 2**20
 IN_FLIGHT = 4

@@ -221,3 +221,58 @@ def console_script() -> Path:
     if not script.is_file():
         pytest.skip(f"no iobench console script beside {sys.executable}")
     return script
+
+
+class ScriptedStorage:
+    """A storage that is not the machine's: cold, residency, what moved and its controls are scripted and
+    counted, while the files are read from a real storage's folder. A run driven through it shows the runner
+    asks the storage, and nothing else, about all of them."""
+
+    def __new__(cls, real):
+        from contextlib import contextmanager
+
+        from iobench.storage import Applied, Counters, Storage
+
+        class Moved(Counters):
+            def __init__(self) -> None:
+                self.count = 0
+
+            def snapshot(self, pids=()):
+                self.count += 1
+                return self.count * 1000
+
+            def delta(self, a, b):
+                return {"data_block_device": "scripted0", "device_read_bytes": b - a, "process_read_bytes": 7}
+
+        class Scripted(Storage):
+            kind = "scripted"
+
+            def __init__(self) -> None:
+                self.real, self.made_cold, self.controlled = real, 0, 0
+
+            @property
+            def where(self):
+                return f"scripted:{real.where}"
+
+            def files(self):
+                return real.files()
+
+            def local_folder(self):
+                return real.local_folder()
+
+            def make_cold(self):
+                self.made_cold += 1
+                return "scripted"
+
+            def residency(self):
+                return 0.25
+
+            def counters(self):
+                return Moved()
+
+            @contextmanager
+            def controls(self):
+                self.controlled += 1
+                yield Applied(method="scripted controls")
+
+        return Scripted()

@@ -9,7 +9,7 @@ import torch
 
 from iobench.measuring.clocks import time_epoch
 from iobench.run.runner import build_loader
-from iobench.system import aio
+from iobench.storage.local import aio
 from tests.conftest import resolved_run
 
 pytestmark = pytest.mark.skipif(not aio.supported(), reason="Linux AIO is wired for x86_64 and aarch64 Linux")
@@ -128,7 +128,7 @@ def test_closing_with_reads_queued_returns_and_fails_what_was_never_read(tmp_pat
 
 
 def test_the_random_read_ceiling_uses_aio_for_depth_and_threads_without_it(tmp_path, monkeypatch):
-    from iobench.measuring import read_rates as limits
+    from iobench.storage.local import ceilings as limits
 
     path = tmp_path / "probe.bin"
     path.write_bytes(bytes(4096 * 256))

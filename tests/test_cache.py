@@ -5,7 +5,7 @@ import os
 import pytest
 
 from iobench.errors import IobenchError
-from iobench.system.page_cache import evict, resident_fraction
+from iobench.storage.local.page_cache import evict, resident_fraction
 from tests.conftest import assert_one_line_error, prepare_with_limits, stored_records
 
 

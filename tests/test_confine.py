@@ -8,9 +8,9 @@ import pytest
 
 from iobench.errors import IobenchError
 from iobench.results.machine_limits import MachineLimits
-from iobench.system import cgroups, confine
-from iobench.system.cache_governor import HEADROOM
-from iobench.system.confine import CacheBudget, Confinement, confined
+from iobench.storage.local import cgroups, confine
+from iobench.storage.local.cache_governor import HEADROOM
+from iobench.storage.local.confine import CacheBudget, Confinement, confined
 from tests.conftest import assert_one_line_error, prepare_with_limits, record_of, stored_records
 
 

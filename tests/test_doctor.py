@@ -15,7 +15,7 @@ def test_doctor_runs_here_and_says_what_it_found(tmp_path, cli):
 
 
 def test_a_machine_that_reclaims_idle_page_cache_is_named(tmp_path):
-    from iobench.system.page_cache import evict
+    from iobench.storage.local.page_cache import evict
 
     def reclaim(seconds):  # what the VM's monitor does to memory idle for a minute
         for probe in tmp_path.iterdir():

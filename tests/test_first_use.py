@@ -79,7 +79,8 @@ def test_a_figure_above_its_ceiling_is_called_a_broken_ceiling():
 
 
 def test_the_ceilings_are_the_best_of_several_methods_and_say_which(tmp_path):
-    from iobench.measuring.read_rates import memory_gather_mb_per_s, page_cache_mb_per_s, storage_read_mb_per_s
+    from iobench.measuring.read_rates import memory_gather_mb_per_s, page_cache_mb_per_s
+    from iobench.storage.local.ceilings import BUFFERED_CHUNKS, DIRECT_SHAPES, storage_read_mb_per_s
 
     path = tmp_path / "probe.bin"
     path.write_bytes(np.random.default_rng(0).integers(0, 255, 16 * 2**20, dtype=np.uint8).tobytes())
@@ -88,8 +89,6 @@ def test_the_ceilings_are_the_best_of_several_methods_and_say_which(tmp_path):
         assert rate > 0 and method in (
             "torch index_select", "numpy take into a preallocated batch", "numpy fancy index", "a copy per row"
         )  # fmt: skip
-    from iobench.measuring.read_rates import BUFFERED_CHUNKS, DIRECT_SHAPES
-
     rate, method = storage_read_mb_per_s(path)
     assert rate > 0 and ("O_DIRECT" in method or "buffered" in method), method
     if "also" in method:  # O_DIRECT worked: every way was tried, the best named, the others with their rates

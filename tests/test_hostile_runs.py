@@ -19,7 +19,7 @@ import pytest
 
 from iobench.errors import RunFailed
 from iobench.formats.files import sample_path
-from iobench.system import cgroups
+from iobench.storage.local import cgroups
 from tests.conftest import (
     FLAT_RECORD,
     ROOT,
@@ -137,7 +137,7 @@ def test_a_budget_without_a_unit_or_on_tmpfs_is_refused(workspace, cli, tmp_path
     root, _ = workspace
     r = cli("run", "--data-dir", root / "data", "--format", "npy", "--cache-budget", "20")
     assert_one_line_error(r, "give a unit")  # it meant 20 bytes
-    monkeypatch.setattr("iobench.system.environment.mount_of", lambda path: ("tmpfs", "tmpfs"))
+    monkeypatch.setattr("iobench.storage.local.mount_of", lambda path: ("tmpfs", "tmpfs"))
     shutil.copy(root / "limits.json", tmp_path / "limits.json")
     r = cli("run", "--data-dir", root / "data", "--format", "npy", "--cache-budget", "1G",
             "--results", tmp_path / "r.jsonl")  # fmt: skip
@@ -412,7 +412,7 @@ def test_a_governor_whose_run_was_killed_ends_without_a_traceback(tmp_path):
     (tmp_path / "memory.stat").write_text("active_file 0\ninactive_file 0\n")
     read_end, write_end = os.pipe()
     governor = subprocess.Popen(
-        [sys.executable, "-m", "iobench.system.cache_governor", str(tmp_path), "1", "100"],
+        [sys.executable, "-m", "iobench.storage.local.cache_governor", str(tmp_path), "1", "100"],
         stdin=subprocess.PIPE, stdout=write_end, stderr=subprocess.PIPE, cwd=ROOT,
     )  # fmt: skip
     os.close(write_end)
@@ -432,7 +432,7 @@ def test_a_governor_whose_run_was_killed_ends_without_a_traceback(tmp_path):
 
 @needs_memory_cgroup
 def test_the_cache_budgets_governor_imports_the_running_iobench(workspace, tmp_path):
-    """N3: the governor was started as `python -m iobench.system.cache_governor` from the working directory."""
+    """N3: the governor was started as `python -m iobench.storage.local.cache_governor` from the working directory."""
     root, _ = workspace
     marker = planted(tmp_path)
     r = subprocess.run(

@@ -18,6 +18,7 @@ LAYERS = [
     {"iobench.choices", "iobench.units", "iobench.progress", "iobench.torchrun_env"},
     {"iobench.spec", "iobench.results", "iobench.events"},
     {"iobench.system"},
+    {"iobench.storage"},
     {"iobench.formats"},
     {"iobench.data"},
     {"iobench.loaders"},
@@ -130,8 +131,8 @@ def test_the_checks_can_fail():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
     graph = imports(modules())
-    assert "iobench.system.page_cache" in graph["iobench.data.writing"]  # the reader sees real imports
-    assert RANK[unit_of("iobench.data.writing")] > RANK[unit_of("iobench.system.page_cache")]
+    assert "iobench.storage.local.page_cache" in graph["iobench.data.writing"]  # the reader sees real imports
+    assert RANK[unit_of("iobench.data.writing")] > RANK[unit_of("iobench.storage.local.page_cache")]
 
 
 def test_modules_stay_small_and_commands_short():

@@ -13,6 +13,9 @@ from iobench.measuring.distributed import SINGLE
 from iobench.plan.resolve import ResolvedRun, RunTarget
 from iobench.run import runner
 from iobench.run.runner import open_reader
+from iobench.storage import ReadHints
+from iobench.storage.local import LocalStorage
+from iobench.storage.local.confine import Confinement
 from tests.conftest import invoke, run_config
 
 
@@ -22,18 +25,22 @@ def test_lmdb_reads_ahead_unless_the_run_is_larger_than_memory(tmp_path, monkeyp
     manifest = Manifest.load(dataset)
     fmt, entry = FORMATS["lmdb"], manifest.formats["lmdb"]
     for sequential, larger, expected in [(False, False, True), (False, True, False), (True, True, True)]:
-        with fmt.reader(entry.folder(dataset), manifest.spec, fmt.options_from_json(entry.options)) as reader:
-            reader.sequential, reader.larger_than_memory = sequential, larger
+        hints = ReadHints(sequential=sequential, larger_than_memory=larger)
+        with fmt.reader(entry.folder(dataset), manifest.spec, fmt.options_from_json(entry.options), hints) as reader:
             reader.batch(np.arange(4))
             assert reader.handle.env.flags()["readahead"] is expected, (sequential, larger)
 
     def resolved(**kw) -> ResolvedRun:
-        return ResolvedRun(run_config("lmdb", "dataloader", **kw), RunTarget(dataset, torch.device("cpu")), SINGLE,
-                           manifest)  # fmt: skip
+        """As resolve() builds it, without its check that a budget this small holds a batch in flight."""
+        config = run_config("lmdb", "dataloader", **kw)
+        budget = config.cache_budget.of(entry.bytes) if config.cache_budget is not None else None
+        storage = LocalStorage(entry.file_paths(dataset), entry.folder(dataset), dataset,
+                               confinement=Confinement(None, budget))  # fmt: skip
+        return ResolvedRun(config, RunTarget(dataset, torch.device("cpu")), SINGLE, manifest, storage)
 
-    assert resolved(cache_budget="20%").larger_than_memory  # a budget below the files' size
-    assert not resolved(cache_budget="1G").larger_than_memory
-    assert not resolved().larger_than_memory
+    assert resolved(cache_budget="20%").storage.larger_than_memory  # a budget below the files' size
+    assert not resolved(cache_budget="1G").storage.larger_than_memory
+    assert not resolved().storage.larger_than_memory
     opened = []
     monkeypatch.setattr(runner, "open_reader", lambda r: opened.append(open_reader(r)) or opened[-1])
     runner.build_loader(resolved(cache_budget="20%")).close()

@@ -99,6 +99,10 @@ def test_the_native_pipeline_delivers_every_sample_once_and_is_scored(images, na
         loader.close()
     record = run(resolved)
     assert record.epochs.samples_per_epoch == N and record.epochs.shuffle_order is not None
+    from importlib import metadata
+
+    library = FORMATS._entries[name].needs  # each library on the path is named with its version (schema 3)
+    assert record.environment.packages[library] == metadata.version(library) and record.schema_version == 3
 
 
 def test_webdataset_shuffles_less_than_a_global_shuffle(tmp_path):

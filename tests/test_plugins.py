@@ -15,13 +15,14 @@ from iobench.formats import ENTRY_POINT_GROUP, FORMATS, Registered, Registry, pl
 from tests.conftest import ROOT, assert_one_line_error, invoke, stored_records
 
 TOY = metadata.EntryPoint("toy", "tests.toy_format:ToyFormat", ENTRY_POINT_GROUP)
+PIPED = metadata.EntryPoint("piped", "tests.toy_format:PipedFormat", ENTRY_POINT_GROUP)
 
 
 @pytest.fixture
 def toy_registered():
     """The toy format registered in the live registry for one test, then removed again."""
     entries, built = dict(FORMATS._entries), dict(FORMATS._built)
-    for entry in plug_ins([TOY]):
+    for entry in plug_ins([TOY, PIPED]):
         FORMATS.register(entry)
     yield
     FORMATS._entries, FORMATS._built = entries, built
@@ -29,7 +30,7 @@ def toy_registered():
 
 def test_entry_points_become_formats_that_are_written_only_when_named():
     (entry,) = plug_ins([TOY])
-    assert entry == Registered("toy", "tests.toy_format:ToyFormat", default=False)
+    assert entry == Registered("toy", "tests.toy_format:ToyFormat", default=False, declares=None)
     registry = Registry((Registered("npy", "iobench.formats.npy:NpyFormat"), entry))
     assert list(registry) == ["npy", "toy"] and registry.defaults == ("npy",)
     assert registry["toy"].name == "toy"
@@ -120,3 +121,33 @@ def test_a_plug_in_name_a_command_line_could_not_give_is_refused(name):
     point = metadata.EntryPoint(name, "tests.toy_format:ToyFormat", ENTRY_POINT_GROUP)
     assert plug_ins([point], refused) == ()
     assert len(refused) == 1 and repr(name) in refused[0]
+
+
+def test_a_plug_in_brings_its_own_pipeline_and_loaders_read_it_by_capability(toy_registered, tmp_path, cli):
+    """`--loader native` reads a plug-in that declares a pipeline, and `direct` one whose reader has a fixed
+    layout (both inherit npy's); one without a pipeline is refused in one line."""
+    from iobench.loaders import LOADERS, LoaderName
+
+    assert "piped" in FORMATS.native and "toy" not in FORMATS.native
+    assert {"toy", "piped", "npy", "memmap"} <= set(LOADERS[LoaderName.DIRECT].reads)
+    assert "hdf5" not in LOADERS[LoaderName.DIRECT].reads
+    data = tmp_path / "data"
+    invoke("prepare", "--size", "300", "--shape", "3,4", "--formats", "toy,piped", "--data-dir", data, "-q")
+    r = cli("run", "--format", "piped", "--loader", "native", "--runs", "1", "--device", "cpu", "-q",
+            "--batch-size", "64", "--data-dir", data, "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert r.code == 0, r.err
+    (record,) = stored_records(tmp_path / "r.jsonl")
+    assert (record["format"], record["loader"], record["samples_per_epoch"]) == ("piped", "native", 300)
+    assert record["shuffle_spread"] is not None  # the delivered order came back with the batches
+    refused = cli("run", "--format", "toy", "--loader", "native", "--runs", "1", "--device", "cpu", "-q",
+                  "--data-dir", data, "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert_one_line_error(refused, "--loader native does not read --format toy")
+
+
+def test_a_built_in_format_declares_in_the_registry_what_its_class_declares():
+    """The registry restates built-in capabilities so that listing imports nothing; the class is the truth."""
+    from iobench.formats import capabilities
+
+    for name, entry in FORMATS._entries.items():
+        if entry.declares is not None and FORMATS.installed(name):
+            assert entry.declares == capabilities(FORMATS[name]), name

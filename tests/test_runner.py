@@ -3,6 +3,7 @@ record says, for warm and cold runs (no dataset is read; cold eviction is record
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,7 @@ import torch
 from iobench.events import Events
 from iobench.loaders.base import Loader
 from iobench.run import runner
-from tests.conftest import invoke, resolved_run
+from tests.conftest import ScriptedStorage, invoke, resolved_run
 
 N, BATCH = 64, 16
 
@@ -48,14 +49,13 @@ def dataset_dir(tmp_path_factory):
 def fake(monkeypatch):
     FakeLoader.built = FakeLoader.closed = 0
     monkeypatch.setattr(runner, "build_loader", FakeLoader)
-    evicted = []
-    monkeypatch.setattr(runner, "evict", lambda files, how: evicted.append(how) or "fadvise")
-    return evicted
 
 
 @pytest.mark.parametrize("cache", ["warm", "cold"])
 def test_the_runner_times_the_epochs_it_should_and_records_them(dataset_dir, fake, cache):
     resolved = resolved_run(dataset_dir, "npy", "dataloader", batch_size=BATCH, runs=2, warmup=1, epochs=3, cache=cache)
+    storage = ScriptedStorage(resolved.storage)
+    resolved = replace(resolved, storage=storage)
     seen = []
 
     class Seen(Events):
@@ -69,8 +69,8 @@ def test_the_runner_times_the_epochs_it_should_and_records_them(dataset_dir, fak
     assert len(record.system.residency_before) == 6 == len(record.system.residency_after)
     # a loader per run, plus a fresh one per cold timed epoch; every one of them closed
     assert FakeLoader.built == (2 + 6 if cache == "cold" else 2) == FakeLoader.closed
-    assert fake == (["auto"] * 6 if cache == "cold" else [])  # --eviction as given; evict() resolves it
-    assert record.system.eviction_method == ("fadvise" if cache == "cold" else None)
+    assert storage.made_cold == (6 if cache == "cold" else 0)
+    assert record.system.eviction_method == ("scripted" if cache == "cold" else None)
     assert record.config.cache == cache and record.config.runs == 2
 
 
@@ -155,3 +155,22 @@ def test_no_in_order_needs_workers():
     with pytest.raises(IobenchError, match="--no-in-order"):
         run_config("npy", "dataloader", in_order=False, num_workers=0)
     assert run_config("npy", "dataloader", in_order=False, num_workers=1).settings.in_order is False
+
+
+@pytest.mark.parametrize("loader", ["dataloader", "tensorclass", "direct"])
+def test_a_storage_drives_a_run_end_to_end(tmp_path, loader):
+    """Everything about where the bytes live goes through the run's Storage: a scripted one (files read from a
+    real folder) decides how cold was made, how cold it was, what moved and which controls held, and the
+    record says exactly that."""
+    invoke("prepare", "--size", N, "--shape", "3,4", "--formats", "memmap", "--data-dir", tmp_path, "-q")
+    (dataset,) = tmp_path.iterdir()
+    resolved = resolved_run(dataset, "memmap", loader, batch_size=BATCH, runs=1, warmup=0, epochs=2, cache="cold")
+    storage = ScriptedStorage(resolved.storage)
+    record = runner.run(replace(resolved, storage=storage))
+    assert storage.made_cold == 2 and storage.controlled == 1
+    assert record.epochs.samples_per_epoch == N
+    s = record.system
+    assert s.eviction_method == "scripted" and s.residency_before == [0.25, 0.25] == s.residency_after
+    assert s.cold_not_cold, "0.25 cached at the start of a cold epoch is not cold"
+    assert s.device_read_bytes == [1000, 1000] and s.process_read_bytes == [7, 7]
+    assert s.data_block_device == "scripted0"

@@ -32,3 +32,37 @@ class Interrupts(NpyFormat):
 
     def __init__(self) -> None:
         raise KeyboardInterrupt
+
+
+def _whole(batch):
+    """Collate for `_Batches`, whose items are whole batches already (module level: workers pickle it)."""
+    return batch
+
+
+class _Batches:
+    """A map-style dataset that reads a whole batch per call, with the samples' indices."""
+
+    def __init__(self, reader) -> None:
+        self.reader = reader
+
+    def __len__(self) -> int:
+        return len(self.reader)
+
+    def __getitems__(self, keys):
+        import numpy as np
+        import torch
+
+        indices = np.asarray(keys, dtype=np.int64)
+        features, labels = self.reader.batch(indices)
+        return torch.from_numpy(features), torch.from_numpy(labels), torch.from_numpy(indices)
+
+
+class PipedFormat(NpyFormat):
+    """A plug-in that brings its own pipeline (`--loader native`), as a library's format would."""
+
+    name = "piped"
+
+    def pipeline(self, reader, read):
+        from iobench.formats.base import Pipeline
+
+        return Pipeline(_Batches(reader), read.batch_size, shuffle=read.shuffle, collate_fn=_whole)

@@ -38,7 +38,7 @@ def limits_cmd(
     from iobench.measuring.limits import best_of, load_limits, measure_limits, save_limits
     from iobench.results.store import check_writable, limits_path
     from iobench.results.tables import limits_table
-    from iobench.system.confine import check_read_limit
+    from iobench.storage.local.confine import check_read_limit
     from iobench.units import parse_bytes
 
     probe = parse_bytes(probe_size)

@@ -31,8 +31,9 @@ from iobench.data.manifest import FileEntry, FormatEntry
 from iobench.formats import FORMATS
 from iobench.progress import Reporter
 from iobench.spec import Chunk, DatasetSpec
+from iobench.storage.local import LocalStorage
+from iobench.storage.local.page_cache import Eviction
 from iobench.system.fsutil import free_bytes, fsync_tree, make_partial_dir, sha256_file
-from iobench.system.page_cache import evict
 from iobench.system.signals import signals_held
 
 QUEUE_CHUNKS = 4  # how far one format may lag behind the generator: bounds memory
@@ -74,7 +75,7 @@ def write_one(
     digests.update(known)
     # Written and hashed: leave the page cache to the formats still being written and hashed, so
     # their re-reads come from memory rather than disk.
-    evict(paths, "fadvise")
+    LocalStorage(paths, partial, eviction=Eviction.FADVISE).make_cold()
     entry = FormatEntry(
         name=name,
         directory=name,

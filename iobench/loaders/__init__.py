@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from iobench.choices import Choice
 from iobench.errors import IobenchError
-from iobench.formats import FORMATS
+from iobench.formats import FIXED_LAYOUT, FORMATS, PIPELINE
 
 
 class LoaderName(Choice):
@@ -31,7 +31,8 @@ class LoaderKind:
     cls: str
     extra: str | None = None  # the pip extra (and module) it needs; `all` leaves such loaders out
     library: str | None = None  # the extra's library by name, for the line that refuses it when missing
-    native: bool = False  # reads the formats whose library has its own pipeline
+    needs: str | None = None  # a capability a format must declare to be read (formats.PIPELINE, FIXED_LAYOUT)
+    libraries: tuple[str, ...] = ()  # what it reads with beyond torch (distribution names), for records
 
     @property
     def installed(self) -> bool:
@@ -40,9 +41,8 @@ class LoaderKind:
 
     @property
     def reads(self) -> tuple[str, ...]:
-        if self.native:
-            return FORMATS.native
-        return tuple(FORMATS) if self.only is None else self.only
+        named = tuple(FORMATS) if self.only is None else self.only
+        return named if self.needs is None else tuple(n for n in named if FORMATS.capable(n, self.needs))
 
 
 LOADERS: dict[LoaderName, LoaderKind] = {
@@ -50,15 +50,23 @@ LOADERS: dict[LoaderName, LoaderKind] = {
     for k in (
         LoaderKind(LoaderName.DATALOADER, None, "dataloader", "DataLoaderLoader"),
         # tensorclass loading is tensordict's memmap path.
-        LoaderKind(LoaderName.TENSORCLASS, ("memmap",), "tensorclass", "TensorclassLoader"),
+        LoaderKind(LoaderName.TENSORCLASS, ("memmap",), "tensorclass", "TensorclassLoader", libraries=("tensordict",)),
         LoaderKind(LoaderName.GPU_RESIDENT, None, "resident", "ResidentLoader"),
-        LoaderKind(LoaderName.RAY, None, "ray_actors", "RayLoader", extra="ray", library="Ray"),
+        LoaderKind(LoaderName.RAY, None, "ray_actors", "RayLoader", extra="ray", library="Ray", libraries=("ray",)),
         # concurrent preadv straight into buffers: formats whose samples lie at known offsets
-        LoaderKind(LoaderName.DIRECT, ("npy", "memmap"), "direct", "DirectLoader"),
+        LoaderKind(LoaderName.DIRECT, None, "direct", "DirectLoader", needs=FIXED_LAYOUT),
         # the format's own library pipeline (WebDataset's shard shuffle and buffer, ...)
-        LoaderKind(LoaderName.NATIVE, None, "native", "NativeLoader", native=True),
+        LoaderKind(LoaderName.NATIVE, None, "native", "NativeLoader", needs=PIPELINE),
         # torchdata.nodes: threads of this process instead of worker processes, over any format
-        LoaderKind(LoaderName.NODES, None, "nodes", "NodesLoader", extra="torchdata", library="torchdata"),
+        LoaderKind(
+            LoaderName.NODES,
+            None,
+            "nodes",
+            "NodesLoader",
+            extra="torchdata",
+            library="torchdata",
+            libraries=("torchdata",),
+        ),
     )
 }
 CORE_LOADERS = tuple(k.name for k in LOADERS.values() if k.extra is None)

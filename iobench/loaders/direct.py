@@ -6,7 +6,7 @@ loader is what the machine allows instead, `--num-workers` reads in flight (defa
 32), two batches read ahead of the one in use, into buffers that are reused (pinned on CUDA) and
 copied to the device once per batch:
 - cold (`--cache cold`, with or without a budget): O_DIRECT reads submitted and reaped in batches by
-  Linux AIO from two threads (`iobench/system/aio.py`), as fio's libaio engine does: shuffled, one read
+  Linux AIO from two threads (`iobench/storage/local/aio.py`), as fio's libaio engine does: shuffled, one read
   of the 4 KiB blocks covering each sample; sequential, a batch's bytes in reads of up to 1 MiB. The
   page cache is bypassed: what an epoch over a dataset far larger than memory costs at best, and
   what DALI/kvikio do on GPUs;
@@ -35,7 +35,7 @@ from iobench.errors import IobenchError
 from iobench.loaders.base import DeviceBatch, Loader, LoaderContext
 from iobench.loaders.order import indices_of
 from iobench.results.record import ReadMethod
-from iobench.system import aio
+from iobench.storage.local import aio
 from iobench.system.fsutil import open_regular, pread_full
 
 READS_IN_FLIGHT = 32

@@ -1,22 +1,23 @@
 """A format's own library pipeline (`--loader native`): WebDataset's shard shuffle and buffer, and so on.
 
-The library decides the order, so every batch carries its samples' indices (the keys the writer stored)
-and the loader keeps them: the delivered order is scored as delivered. Each format module provides
-`native_batches(reader, read: NativeRead)`, an iterator of (features, labels, indices).
+The format declares the pipeline (`StorageFormat.pipeline`: its dataset, the library's loader class, how its
+batches read); this module puts it in that loader with the run's settings, once for every format. The
+library decides the order, so every batch carries its samples' indices (the keys the writer stored) and the
+loader keeps them: the delivered order is scored as delivered.
 """
 
 from __future__ import annotations
 
-import importlib
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import torch
 
 from iobench.errors import IobenchError, RunFailed, reason
-from iobench.formats.base import FormatReader, NativeRead
+from iobench.formats import FORMATS
+from iobench.formats.base import FormatReader, NativeRead, Pipeline, StorageFormat
 from iobench.loaders.base import Loader, LoaderContext, LoaderSettings
 from iobench.loaders.dataloader import Carrying, carried_order
 
@@ -27,19 +28,54 @@ def dataloader_keywords(settings: LoaderSettings) -> dict[str, Any]:
     return {"num_workers": settings.num_workers, "pin_memory": bool(settings.pin_memory), **extra}
 
 
-def native_pipeline(reader: FormatReader) -> Callable[[FormatReader, NativeRead], Iterator[Any]]:
-    """The `native_batches` of the reader's format module, or a one-line refusal."""
-    batches = getattr(importlib.import_module(type(reader).__module__), "native_batches", None)
-    if batches is None:
-        raise IobenchError(f"{type(reader).__module__} has no pipeline of its own library (--loader native)")
-    return batches
+def format_of(name: str) -> StorageFormat:
+    """The registered format `name` when it declares its library's pipeline; else a one-line refusal."""
+    if name not in FORMATS or not FORMATS[name].has_pipeline:
+        raise IobenchError(f"format {name!r} has no pipeline of its own library (--loader native)")
+    return FORMATS[name]
 
 
-def native_read(batch_size: int, shuffle: bool, seed: int, epoch: int, keywords: dict[str, Any],
-                transform: Any, rank: int = 0, world: int = 1) -> NativeRead:  # fmt: skip
+def native_read(batch_size: int, shuffle: bool, seed: int, epoch: int, num_workers: int, transform: Any,
+                rank: int = 0, world: int = 1) -> NativeRead:  # fmt: skip
     """One epoch's request: a new shuffle each epoch, the same for the same seed (on every rank, so that
     the library's split of it between ranks leaves none out)."""
-    return NativeRead(batch_size, shuffle, seed * 1_000_003 + epoch, keywords, transform, rank, world)
+    return NativeRead(batch_size, shuffle, seed * 1_000_003 + epoch, num_workers, transform, rank, world)
+
+
+def epoch_batches(fmt: StorageFormat, reader: FormatReader, read: NativeRead, keywords: dict[str, Any]
+                  ) -> Iterator[Any]:  # fmt: skip
+    """The format's pipeline in its library's loader with the run's keywords: (features, labels, indices)
+    batches; what the pipeline holds open is released when the epoch ends or is cut short."""
+    pipeline = fmt.pipeline(reader, read)
+    try:
+        batches = iter(_loader(pipeline, read, keywords))  # workers start here, with what the pipeline opened
+    except BaseException:
+        _release(pipeline)
+        raise
+    return _delivered(batches, pipeline)
+
+
+def _loader(p: Pipeline, read: NativeRead, keywords: dict[str, Any]) -> Any:
+    arguments: dict[str, Any] = {"batch_size": p.batch_size, **keywords}
+    if p.shuffle:
+        arguments["shuffle"] = True
+    if p.collate_fn is not None:
+        arguments["collate_fn"] = p.collate_fn
+    if p.seeded:
+        arguments["generator"] = torch.Generator().manual_seed(read.seed)
+    return (p.loader_class or torch.utils.data.DataLoader)(p.dataset, **arguments)
+
+
+def _delivered(batches: Iterator[Any], p: Pipeline) -> Iterator[Any]:
+    try:
+        yield from batches if p.as_batch is None else map(p.as_batch, batches)
+    finally:  # the epoch's end, or an epoch cut short
+        _release(p)
+
+
+def _release(p: Pipeline) -> None:
+    if p.release is not None:
+        p.release()
 
 
 # What the epoch's clock words itself (a worker that died among them); anything else a library raises on a
@@ -61,15 +97,16 @@ class NativeLoader(Loader):
         reader, transform = ctx.reader, ctx.transform
         super().__init__(ctx.order, ctx.settings, ctx.device)
         self.reader, self.transform = reader, transform
-        self._batches = native_pipeline(reader)
+        self.format = format_of(ctx.format_name)
         self._carried: list[torch.Tensor] = []
 
     def epoch(self, epoch: int) -> Iterator[Any]:
         self._carried = []
         o = self.order
-        read = native_read(self.settings.batch_size, o.shuffle, o.seed, epoch, dataloader_keywords(self.settings),
+        read = native_read(self.settings.batch_size, o.shuffle, o.seed, epoch, self.settings.num_workers,
                            self.transform, o.rank, o.world)  # fmt: skip
-        batches = _library(self._batches(self.reader, read), type(self.reader).__module__.rpartition(".")[2])
+        batches = _library(epoch_batches(self.format, self.reader, read, dataloader_keywords(self.settings)),
+                           self.format.name)  # fmt: skip
         if self.order.max_batches is not None:
             batches = itertools.islice(batches, self.order.max_batches)
         return Carrying(batches, self._carried)

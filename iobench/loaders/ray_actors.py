@@ -46,11 +46,12 @@ class BatchReader:
         from iobench.formats import FORMATS
         from iobench.loaders.transforms import make_transform
         from iobench.spec import DatasetSpec
+        from iobench.storage import ReadHints
 
         fmt = FORMATS[format_name]
         dataset = DatasetSpec.from_json(spec)
-        self.reader = fmt.reader(Path(directory), dataset, fmt.options_from_json(options))
-        self.reader.sequential, self.reader.larger_than_memory = sequential, larger_than_memory
+        hints = ReadHints(sequential=sequential, larger_than_memory=larger_than_memory)
+        self.reader = fmt.reader(Path(directory), dataset, fmt.options_from_json(options), hints)
         self.transform = make_transform(transform, dataset.shape, dataset.dtype)
 
     def _transformed(self, batch: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -1,9 +1,10 @@
 """The physical ceilings of this machine, which no loader can beat: measured, stored, kept at their best.
 
 Each is measured on a large file on the data directory's file system (the largest prepared data file
-when there is one, else a probe file written for the purpose) by iobench/measuring/read_rates.py: the
-storage read (best of O_DIRECT at several shapes and buffered reads after eviction), random reads,
-the page-cache copy, the memory gather, and host-to-device and device copies on CUDA. Stored as JSON
+when there is one, else a probe file written for the purpose): the storage's own ceilings (its sequential
+read, the best of O_DIRECT at several shapes and buffered reads after eviction, and random reads:
+`LocalStorage.probe_ceilings`), then iobench/measuring/read_rates.py's page-cache copy, memory gather, and
+host-to-device and device copies on CUDA. Stored as JSON
 beside the results, one entry per (host, data device, throttle), so every run can report its MB/s as a
 share of the ceiling that applies to it (the rule: `RunRecord.ceiling`).
 """
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import math
 import os
 import platform
 from dataclasses import fields, replace
@@ -23,21 +23,14 @@ import torch
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError
 from iobench.events import QUIET, Events
-from iobench.measuring.read_rates import (
-    BLOCK,
-    cuda_limits,
-    memory_gather_mb_per_s,
-    page_cache_mb_per_s,
-    random_read_iops,
-    storage_read_mb_per_s,
-)
+from iobench.measuring.read_rates import BLOCK, cuda_limits, memory_gather_mb_per_s, page_cache_mb_per_s
 from iobench.results.machine_limits import PAGE, MachineLimits, limits_key, read_block
 from iobench.results.store import limits_path, load_all_limits
 from iobench.spec import DatasetSpec
-from iobench.system.confine import Confinement, check_can_confine, confined
+from iobench.storage.local import LocalStorage
+from iobench.storage.local.confine import Confinement, check_can_confine
 from iobench.system.environment import mount_of
 from iobench.system.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes, remove_stale_probes
-from iobench.system.page_cache import evict
 from iobench.units import DEFAULT_SIZE
 
 DEFAULT_PROBE_BYTES = 2**30
@@ -168,7 +161,8 @@ def measure_limits(
         data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise IobenchError(f"cannot create {data_dir}: {exc.strerror or exc}") from None
-    check_can_confine(Confinement(read_limit_mb_per_s=read_limit), data_dir)
+    confinement = Confinement(read_limit_mb_per_s=read_limit)
+    check_can_confine(confinement, data_dir)
     remove_stale_probes(data_dir)
     existing = _probe_source(data_dir, probe_bytes)
     if existing is None and not os.access(data_dir, os.W_OK | os.X_OK):
@@ -181,13 +175,10 @@ def measure_limits(
     try:
         if existing is None:
             write_probe(probe, probe_bytes)
-        evict([probe], "fadvise")  # an unmapped, fsynced file: fadvise is enough, no root needed
         sample_bytes = _sample_bytes(existing)
         block = read_block(sample_bytes)
-        with confined(Confinement(read_limit_mb_per_s=read_limit), data_dir):
-            storage, method = storage_read_mb_per_s(probe)
-            random_iops = {(b, q): random_read_iops(probe, b, q) for b in dict.fromkeys((PAGE, block)) for q in (1, 32)}
-        random_iops = {k: None if math.isnan(v) else v for k, v in random_iops.items()}  # tmpfs: no storage
+        ceilings = LocalStorage([probe], data_dir, confinement=confinement).probe_ceilings(probe, (PAGE, block))
+        storage, method, random_iops = ceilings.sequential_mb_per_s, ceilings.sequential_method, ceilings.random_iops
         cache = page_cache_mb_per_s(probe)
         gather, gather_method = memory_gather_mb_per_s(probe, sample_bytes)
     except OSError as exc:

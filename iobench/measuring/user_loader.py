@@ -148,9 +148,9 @@ def measure(
     timings = []
     for e in range(warmup, warmup + epochs):
         if cache == "cold":
-            from iobench.system.page_cache import evict
+            from iobench.storage.local import LocalStorage
 
-            evict(paths)
+            LocalStorage(paths, paths[0].parent).make_cold()
         timings.append(time_epoch(loader, e, run_step, max_seconds))
     n = len(batches.dataset) if hasattr(batches, "dataset") else int(statistics.median(t.samples for t in timings))
     stats = EpochStats.of(timings, sample_bytes, n, has_step=step_name != "none")

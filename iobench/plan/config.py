@@ -24,29 +24,21 @@ from iobench.loaders import LOADERS, LoaderName, check_reads
 from iobench.loaders.base import Fetch, LoaderSettings
 from iobench.loaders.transforms import TransformOn, parse_transform
 from iobench.measuring.steps import parse_step
-from iobench.system.confine import CacheBudget, check_read_limit
+from iobench.storage.local.confine import CacheBudget, check_read_limit
+from iobench.storage.local.page_cache import Eviction
 from iobench.system.contention import MAX_RIVALS
 
 
 class Cache(Choice):
-    COLD = "cold"  # evict the dataset before every timed epoch
+    COLD = "cold"  # nothing of the dataset nearer than its storage before every timed epoch (Storage.make_cold)
     WARM = "warm"  # after an untimed epoch
     AS_IS = "as-is"  # touch nothing
-
-
-class Eviction(Choice):
-    AUTO = "auto"  # drop_caches when permitted, else fadvise
-    DROP_CACHES = "drop_caches"
-    FADVISE = "fadvise"
 
 
 class Order(Choice):
     SHUFFLE = "shuffle"
     SEQUENTIAL = "sequential"
     BLOCK = "block"  # shuffled runs of block_size contiguous samples
-
-
-COLD_RESIDENCY_LIMIT = 0.05  # a cold epoch starting with more of the dataset cached is flagged
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,7 +59,7 @@ class RunConfig:
     seed: int = 0
     cache: Cache = Cache.WARM  # timed epochs follow an untimed one: a stable first result
     eviction: Eviction = Eviction.AUTO
-    read_limit_mb_per_s: float | None = None  # reads throttled by a cgroup (iobench.system.confine)
+    read_limit_mb_per_s: float | None = None  # reads throttled by a cgroup (iobench.storage.local.confine)
     cache_budget: CacheBudget | None = None  # page cache capped by a memory cgroup
     transform: str = "none"  # none | augment | cpu:US (iobench.loaders.transforms)
     transform_on: TransformOn = TransformOn.HOST  # per sample in the loader, or batched after the copy

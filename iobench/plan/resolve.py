@@ -16,10 +16,12 @@ from iobench.formats import FORMATS
 from iobench.loaders import LoaderName
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
 from iobench.measuring.distributed import SINGLE, World
-from iobench.plan.config import Cache, Eviction, RunConfig
+from iobench.plan.config import Cache, RunConfig
 from iobench.results.record import RecordedConfig
-from iobench.system.confine import Confinement, check_can_confine
-from iobench.system.environment import can_drop_caches, check_parallelism, ram_bytes
+from iobench.storage import Storage
+from iobench.storage.local import LocalStorage
+from iobench.storage.local.confine import Confinement
+from iobench.system.environment import check_parallelism
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class ResolvedRun:
     target: RunTarget
     world: World
     manifest: Manifest
+    storage: Storage  # where the format's files are: cold, residency, counters, controls
 
     @property
     def dataset_dir(self) -> Path:
@@ -56,18 +59,9 @@ class ResolvedRun:
         return replace(entry, options={**entry.options, **dict(self.config.format_options)})
 
     @property
-    def files(self) -> list[Path]:
-        return self.entry.file_paths(self.dataset_dir)
-
-    @property
-    def larger_than_memory(self) -> bool:
-        """The page cache cannot hold the format's files: a budget below their size, or more than the RAM."""
-        budget, size = self.confinement.cache_budget_bytes, self.entry.bytes
-        return (budget is not None and budget < size) or size > ram_bytes()
-
-    @property
     def confinement(self) -> Confinement:
-        """The throttle and the cache budget in bytes (a share is of this format's files)."""
+        """The throttle and the cache budget in bytes (a share is of this format's files): local storage's
+        controls, as the record names them."""
         c = self.config
         budget = c.cache_budget.of(self.entry.bytes) if c.cache_budget is not None else None
         return Confinement(c.read_limit_mb_per_s, budget)
@@ -132,14 +126,17 @@ def settle_device(config: RunConfig, device: torch.device) -> RunConfig:
 def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> ResolvedRun:
     """Decide what 'auto' means here and check the config against the device, dataset and ranks."""
     config = settle_device(config, target.device)
-    if config.cache is Cache.COLD and config.eviction is Eviction.DROP_CACHES and not can_drop_caches():
-        raise IobenchError("--eviction drop_caches needs root (sudo iobench ...); or use --eviction fadvise")
     manifest = check_dataset(target.dataset_dir, config.format)
     check_world(config, manifest, world)
-    resolved = ResolvedRun(config, target, world, manifest)
+    entry = manifest.formats[config.format]
+    budget = config.cache_budget.of(entry.bytes) if config.cache_budget is not None else None
+    storage = LocalStorage(entry.file_paths(target.dataset_dir), entry.folder(target.dataset_dir),
+                           target.dataset_dir, eviction=config.eviction,
+                           confinement=Confinement(config.read_limit_mb_per_s, budget))  # fmt: skip
+    storage.check(cold=config.cache is Cache.COLD)
+    resolved = ResolvedRun(config, target, world, manifest, storage)
     FORMATS[config.format].options_from_json(resolved.entry.options)  # a read option's value is checked here
     check_budget(resolved)
-    check_can_confine(resolved.confinement, target.dataset_dir)
     return resolved
 
 
@@ -148,16 +145,10 @@ MIN_CACHE_BUDGET = 16 * 2**20  # read-ahead windows and the kernel's own allocat
 
 def check_budget(resolved: ResolvedRun) -> None:
     """A budget must hold what the run keeps in flight: batches in workers' shared memory are charged
-    to the group, and one that cannot be allocated is lost (the run hangs). On tmpfs the files are
-    memory, not cache: a budget would be recorded as held while capping nothing."""
+    to the group, and one that cannot be allocated is lost (the run hangs)."""
     budget = resolved.confinement.cache_budget_bytes
     if budget is None:
         return
-    from iobench.system.environment import mount_of
-
-    fstype, _ = mount_of(resolved.dataset_dir)
-    if fstype in ("tmpfs", "ramfs"):
-        raise IobenchError(f"--cache-budget: {resolved.dataset_dir} is on {fstype}, whose files are memory, not cache")
     s, spec = resolved.config.settings, resolved.manifest.spec
     in_flight = (max(1, s.num_workers) * (s.prefetch_factor or 2) + 2) * s.batch_size * spec.sample_bytes
     need = MIN_CACHE_BUDGET + 2 * in_flight

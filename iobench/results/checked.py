@@ -56,6 +56,9 @@ def fits(value: Any, hint: Any) -> bool:
     if origin is list:
         (item,) = typing.get_args(hint)
         return isinstance(value, list) and all(fits(v, item) for v in value)
+    if origin is dict:
+        key, item = typing.get_args(hint)
+        return isinstance(value, dict) and all(fits(k, key) and fits(v, item) for k, v in value.items())
     if hint is type(None):
         return value is None
     if hint is float:

@@ -19,7 +19,9 @@ from iobench.results.checked import MAX_MEASURED, RecordError, checked, mapping,
 from iobench.results.machine_limits import LimitShare, MachineLimits
 from iobench.results.stats import summary
 
-SCHEMA_VERSION = 2  # 1: records written before the version was stored (read with the defaults below)
+# 1: records written before the version was stored (read with the defaults below); 3: `packages`. The history
+# of every version is in docs/records.md.
+SCHEMA_VERSION = 3
 
 
 # The stored spellings of the choices the ceiling rule reads (the plan's Cache.COLD and Order.SHUFFLE,
@@ -269,6 +271,9 @@ class Environment:
     data_device: str = ""
     gpu_name: str = ""
     cuda_version: str = ""
+    # Schema 3: the version of every library on the run's path (distribution -> version), the format's and the
+    # loader's included; empty in older records, which name only the six above.
+    packages: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)

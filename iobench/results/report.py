@@ -115,6 +115,13 @@ def _environment(records: list[dict]) -> list[str]:
         if key == "ram_bytes":
             values = [f"{int(v) / 2**30:.1f} GiB" for v in values if v]
         lines.append(f"| {key} | {md_text(', '.join(values)) or '-'} |")
+    # schema 3: every other library on the runs' paths (older records name none, and their table stays as it was)
+    named = sorted(
+        {p for r in records for p in r.environment.packages} - {k.removesuffix("_version") for k in ENVIRONMENT}
+    )
+    for package in named:
+        values = sorted({r.environment.packages.get(package, "-") for r in records})
+        lines.append(f"| {md_text(package)} | {md_text(', '.join(values))} |")
     return lines + [""]
 
 

@@ -17,10 +17,11 @@ import torch
 from iobench.choices import Choice
 from iobench.measuring.limits import write_probe
 from iobench.results.warnings import BUSY_CORES
+from iobench.storage.local import LocalStorage
+from iobench.storage.local.page_cache import Eviction
 from iobench.system.contention import other_cores_busy
 from iobench.system.environment import can_drop_caches, max_workers, usable_cores
 from iobench.system.fsutil import PARTIAL_PREFIX, free_bytes, remove_stale_probes
-from iobench.system.page_cache import evict, resident_fraction
 
 PROBE_BYTES = 64 * 2**20
 RECLAIMED = 0.05  # a warm file losing more than this while idle: the machine reclaims page cache
@@ -114,9 +115,10 @@ def page_cache(folder: Path, idle_seconds: float, wait: Callable[[float], None] 
     try:
         write_probe(path, PROBE_BYTES)  # inside: a probe cut short by a full disk is removed too
         _read(path)
-        filled = resident_fraction([path])
-        method = evict([path], "fadvise")
-        emptied = resident_fraction([path])
+        probe = LocalStorage([path], folder, eviction=Eviction.FADVISE)
+        filled = probe.residency()
+        method = probe.make_cold()
+        emptied = probe.residency()
         ok = emptied < RECLAIMED and filled > 1 - RECLAIMED
         findings = [
             Finding(
@@ -129,9 +131,9 @@ def page_cache(folder: Path, idle_seconds: float, wait: Callable[[float], None] 
         if idle_seconds <= 0:
             return findings + [Finding("warm page cache", Status.SKIPPED, "--idle-seconds 0")]
         _read(path)
-        before = resident_fraction([path])
+        before = probe.residency()
         wait(idle_seconds)
-        after = resident_fraction([path])
+        after = probe.residency()
         lost = before - after
         if lost > RECLAIMED:
             detail = (

@@ -7,25 +7,30 @@ import math
 import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from iobench.data.workloads import workload_of
+from iobench.formats import FORMATS
+from iobench.loaders import LOADERS, LoaderName
 from iobench.measuring.aggregate import RankMeasurements, combine
-from iobench.plan.config import COLD_RESIDENCY_LIMIT, Cache
+from iobench.plan.config import Cache
 from iobench.plan.resolve import ResolvedRun
 from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RunRecord
 from iobench.results.shuffle_quality import ShuffleQuality
+from iobench.storage import Counters
 from iobench.system.environment import environment
-from iobench.system.sysmetrics import SystemCounters, peak_rss_bytes
+from iobench.system.sysmetrics import CpuCounters, peak_rss_bytes
 
 
 @dataclass
 class EpochLog:
     """The timed epochs of a run: one entry per epoch in each list, and the counters' first and last
-    snapshots (their difference covers the whole run)."""
+    snapshots (their difference covers the whole run). What moved is the storage's count; CPU the machine's."""
 
-    counters: SystemCounters
+    traffic: Counters
+    cpu: CpuCounters
     timings: list[EpochTiming] = field(default_factory=list)
     system: list[dict] = field(default_factory=list)
     resident_before: list[float] = field(default_factory=list)
@@ -37,10 +42,16 @@ class EpochLog:
     first: dict | None = None
     last: dict | None = None
 
-    def add(self, timing: EpochTiming, before: dict, after: dict, resident_after: float) -> None:
+    def snapshot(self, pids: list[int]) -> tuple[Any, Any]:
+        return self.traffic.snapshot(pids), self.cpu.snapshot()
+
+    def delta(self, before: tuple[Any, Any], after: tuple[Any, Any]) -> dict:
+        return {**self.traffic.delta(before[0], after[0]), **self.cpu.delta(before[1], after[1])}
+
+    def add(self, timing: EpochTiming, before: tuple, after: tuple, resident_after: float | None) -> None:
         self.first = self.first or before
         self.last = after
-        self.system.append(self.counters.delta(before, after))
+        self.system.append(self.delta(before, after))
         self.resident_after.append(resident_after)
         self.timings.append(timing)
 
@@ -55,7 +66,7 @@ def record_of(
         if device.type == "cuda"
         else (math.nan, math.nan)
     )
-    total = log.counters.delta(log.first, log.last)
+    total = log.delta(log.first, log.last)
     measured = RankMeasurements(
         log.timings, log.system, log.resident_before, log.resident_after, log.setup, total, peak_rss_bytes(),
         cuda_memory,
@@ -87,12 +98,19 @@ def record_of(
             eviction_method=",".join(sorted(log.eviction_methods)) if log.eviction_methods else None,
             read_method=", ".join(sorted(log.read_methods)) if log.read_methods else None,
             data_block_device=total["data_block_device"],
-            cold_not_cold=cold and any(x > COLD_RESIDENCY_LIMIT for x in combined.system.residency_before),
+            cold_not_cold=cold and not all(resolved.storage.cold_enough(x) for x in combined.system.residency_before),
             total_seconds=seconds,
             profile_path=str(profile_path) if profile_path else None,
         ),
-        environment=environment(resolved.dataset_dir, device),
+        environment=environment(
+            resolved.dataset_dir, device, libraries_of(resolved.config.format, resolved.config.loader)
+        ),
     )
+
+
+def libraries_of(format_name: str, loader: LoaderName) -> tuple[str, ...]:
+    """What the run read with beyond iobench's own libraries: the format's (its pipeline's too) and the loader's."""
+    return (*FORMATS[format_name].libraries, *LOADERS[loader].libraries)
 
 
 def _shuffle_medians(scores: list[ShuffleQuality]) -> dict:

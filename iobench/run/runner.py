@@ -32,10 +32,8 @@ from iobench.results.record import (
 )
 from iobench.results.shuffle_quality import score
 from iobench.run.epoch_log import EpochLog, record_of
-from iobench.system.confine import confined
 from iobench.system.contention import RECENT_SECONDS, contending, other_cores_busy, torch_threads
-from iobench.system.page_cache import evict, resident_fraction
-from iobench.system.sysmetrics import SystemCounters
+from iobench.system.sysmetrics import CpuCounters
 
 DeviceTransform = Callable[[torch.Tensor], torch.Tensor] | None  # batched, after the copy
 
@@ -52,8 +50,6 @@ def build_loader(resolved: ResolvedRun) -> Loader:
 def _build_loader(resolved: ResolvedRun) -> Loader:
     c = resolved.config
     reader = open_reader(resolved)
-    reader.sequential = not c.shuffle
-    reader.larger_than_memory = resolved.larger_than_memory
     host = _transform_on(resolved, TransformOn.HOST)
     ctx = LoaderContext(
         reader, resolved.epoch_order(), c.settings, resolved.device, transform=host,
@@ -63,9 +59,11 @@ def _build_loader(resolved: ResolvedRun) -> Loader:
 
 
 def open_reader(resolved: ResolvedRun) -> FormatReader:
+    """The format's reader over the run's storage, told how it will read (in order; larger than the cache)."""
     FORMATS.import_library(resolved.config.format)  # before workers fork: not imported again each epoch
-    fmt, entry = FORMATS[resolved.config.format], resolved.entry
-    return fmt.reader(entry.folder(resolved.dataset_dir), resolved.manifest.spec, fmt.options_from_json(entry.options))
+    fmt, entry, storage = FORMATS[resolved.config.format], resolved.entry, resolved.storage
+    hints = storage.hints(sequential=not resolved.config.shuffle)
+    return fmt.reader(storage, resolved.manifest.spec, fmt.options_from_json(entry.options), hints)
 
 
 def _transform_on(resolved: ResolvedRun, side: TransformOn) -> Transform | None:
@@ -99,17 +97,18 @@ def run(
 ) -> RunRecord:
     """Measure one configuration; returns its record (the same on every rank).
 
-    Cache control per timed epoch: `cold` closes the loader (nothing may stay mapped), evicts the
-    format's files and checks residency with mincore() before building a fresh loader; `warm`
-    follows at least one untimed epoch; `as-is` touches nothing. Residency and the bytes read from
-    storage are recorded for every timed epoch, whatever the mode. Under torchrun one process per
-    node evicts while the others wait, and every rank starts each timed epoch together. With a read
-    limit or a cache budget the whole run (workers included) is inside a cgroup (`confine`).
+    Per timed epoch: `cold` closes the loader (nothing may stay mapped), has the storage make the files
+    cold and says how cold they are (`Storage.make_cold`, `residency`) before building a fresh loader;
+    `warm` follows at least one untimed epoch; `as-is` touches nothing. Residency and what moved from the
+    storage are recorded for every timed epoch, whatever the mode. Under torchrun one process per node
+    makes the files cold while the others wait, and every rank starts each timed epoch together. The
+    storage's controls (local: a read throttle and a cache budget, a cgroup around the run and every
+    process it starts) hold for the whole run.
     """
     confinement, config = resolved.confinement, resolved.config
     with contending(config.cpu_contention) as rivals, torch_threads(config.torch_threads):
         load_before, other_before = os.getloadavg()[0], other_cores_busy(rivals=rivals, recent=RECENT_SECONDS)
-        with confined(confinement, resolved.dataset_dir) as applied:
+        with resolved.storage.controls() as applied:
             record = _measure(resolved, events, profile_dir)
         load_after, other_after = os.getloadavg()[0], other_cores_busy(rivals=rivals)
     cores = dict(load_before=load_before, load_after=load_after, other_cpu_before=other_before)
@@ -130,7 +129,7 @@ def _measure(resolved: ResolvedRun, events: Events, profile_dir: Path | None) ->
     config, world, device = resolved.config, resolved.world, resolved.device
     spec = resolved.manifest.spec
     step = make_step(config.step, spec.features_per_sample, spec.n_classes, device, config.seed)
-    log = EpochLog(SystemCounters(resolved.dataset_dir))
+    log = EpochLog(resolved.storage.counters(), CpuCounters())
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     epochs_per_run = config.warmup + config.epochs
@@ -159,9 +158,9 @@ def _measure(resolved: ResolvedRun, events: Events, profile_dir: Path | None) ->
 def _timed_epoch(
     resolved: ResolvedRun, loader: Loader, epoch: int, step: Step, transform: DeviceTransform, log: EpochLog
 ) -> tuple[Loader, EpochTiming]:
-    """One timed epoch with its residency and counters; cold, the files are evicted first and the
-    loader rebuilt (it is returned: the caller closes the one in use)."""
-    config, world, files = resolved.config, resolved.world, resolved.files
+    """One timed epoch with its residency and counters; cold, the storage makes the files cold first and
+    the loader is rebuilt (it is returned: the caller closes the one in use)."""
+    config, world, storage = resolved.config, resolved.world, resolved.storage
     cold = config.cache is Cache.COLD
     if cold:
         loader.close()
@@ -169,21 +168,21 @@ def _timed_epoch(
         world.barrier()  # no rank on this node still maps the files
         if world.is_node_main:
             try:
-                log.eviction_methods.add(evict(files, config.eviction.value))
+                log.eviction_methods.add(storage.make_cold())
             except OSError as exc:  # a data file swapped mid-run: refused, not waited on
                 raise RunFailed(f"evicting {config.format} failed: {one_line(exc)}") from None
         world.barrier()
-    log.resident_before.append(resident_fraction(files))
+    log.resident_before.append(storage.residency())
     if cold:
         loader = build_loader(resolved)
         log.setup.append(loader.setup_seconds())
     if loader.read_method is not None:
         log.read_methods.add(loader.read_method.value)
     world.barrier()  # every rank starts the epoch together
-    a = log.counters.snapshot(loader.process_ids())
+    a = log.snapshot(loader.process_ids())
     timing = _epoch(loader, epoch, step, config, transform)
     world.barrier()  # the node's counters cover every rank's epoch
-    log.add(timing, a, log.counters.snapshot(loader.process_ids()), resident_fraction(files))
+    log.add(timing, a, log.snapshot(loader.process_ids()), storage.residency())
     # after the clock: scoring the order costs the epoch nothing
     log.shuffle.append(
         score(loader.delivered(epoch, timing.samples), loader.order.n_samples, config.settings.batch_size)

@@ -7,6 +7,7 @@ import os
 import platform
 import subprocess
 import urllib.parse
+from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from iobench import __version__
 from iobench.errors import IobenchError
 from iobench.results.record import Environment
 
-PACKAGES = ("torch", "tensordict", "numpy", "h5py", "lmdb", "lz4")
+PACKAGES = ("torch", "tensordict", "numpy", "h5py", "lmdb", "lz4")  # on every run's path; stored as keys of their own
 
 
 def _version(package: str) -> str:
@@ -104,7 +105,13 @@ def _head(root: Path) -> str:
     return out + ("-dirty" if dirty else "")
 
 
-def environment(data_dir: Path, device: torch.device) -> Environment:
+def packages(libraries: Iterable[str] = ()) -> dict[str, str]:
+    """The versions of iobench's own libraries and of `libraries` (distribution names: a format's, a loader's)."""
+    return {name: _version(name) for name in sorted(dict.fromkeys((*PACKAGES, *libraries)))}
+
+
+def environment(data_dir: Path, device: torch.device, libraries: Iterable[str] = ()) -> Environment:
+    """Where the run was measured; `libraries`: what its format and loader read with, beyond iobench's own."""
     fstype, source = mount_of(data_dir)
     return Environment(
         iobench_version=__version__,
@@ -121,6 +128,7 @@ def environment(data_dir: Path, device: torch.device) -> Environment:
         data_device=source,
         gpu_name=torch.cuda.get_device_name(device) if device.type == "cuda" else "",
         cuda_version=torch.version.cuda or "",
+        packages=packages(libraries),
     )
 
 

@@ -1,6 +1,6 @@
 """The cache budget's governor: a process of its own, outside the budgeted cgroup.
 
-`python -m iobench.system.cache_governor GROUP VERSION BUDGET` keeps GROUP's limit at what the group
+`python -m iobench.storage.local.cache_governor GROUP VERSION BUDGET` keeps GROUP's limit at what the group
 holds other than file cache plus BUDGET bytes, every 10 ms, until a line arrives on its stdin (the run
 ended) or stdin closes (its process died); then it lifts the limit and prints the most file cache it
 saw. A line, not only EOF: DataLoader workers forked by the run inherit the pipe's write end, so the

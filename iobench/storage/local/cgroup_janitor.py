@@ -1,7 +1,7 @@
 """The confined run's janitor: a process of its own, outside the run's cgroups, that removes them if the run
 is killed.
 
-`python -m iobench.system.cgroup_janitor GROUP...` waits on its stdin. A line means the run released its
+`python -m iobench.storage.local.cgroup_janitor GROUP...` waits on its stdin. A line means the run released its
 groups itself: it exits. End of file means every holder of the pipe's write end is gone, the run and the
 DataLoader workers it forked (SIGKILL closes all of a process's descriptors): it then moves out whatever is
 still inside each group after a grace period, and removes the groups. Before it, a killed run left its groups
@@ -53,7 +53,7 @@ class Janitor:
 
     def __init__(self, groups: list[Path]) -> None:
         self.process = subprocess.Popen(
-            python_module("iobench.system.cgroup_janitor", *map(str, groups)),
+            python_module("iobench.storage.local.cgroup_janitor", *map(str, groups)),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
         )  # fmt: skip
         if self.process.stdout.readline().strip() != "ready":

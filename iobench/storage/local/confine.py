@@ -26,9 +26,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.system.cache_governor import Governor
-from iobench.system.cgroup_janitor import Janitor
-from iobench.system.cgroups import (
+from iobench.storage import Applied
+from iobench.storage.local.cache_governor import Governor
+from iobench.storage.local.cgroup_janitor import Janitor
+from iobench.storage.local.cgroups import (
     Group,
     group_for,
     home_of,
@@ -85,14 +86,6 @@ class Confinement:
 
     def __bool__(self) -> bool:
         return self.read_limit_mb_per_s is not None or self.cache_budget_bytes is not None
-
-
-@dataclass
-class Applied:
-    """How the confinement was done, and what the cache governor saw (for the record)."""
-
-    method: str = ""
-    peak_cache_bytes: int = 0
 
 
 def check_read_limit(value: float | None) -> float | None:
@@ -158,7 +151,7 @@ class _Governor:
         self._watcher: threading.Thread | None = None
 
     def start(self) -> None:
-        args = python_module("iobench.system.cache_governor", str(self.group.path), str(self.version))
+        args = python_module("iobench.storage.local.cache_governor", str(self.group.path), str(self.version))
         self.process = subprocess.Popen(
             [*args, str(self.budget)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True
         )

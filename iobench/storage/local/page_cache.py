@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from iobench.choices import Choice
 from iobench.errors import IobenchError
 from iobench.system.fsutil import open_regular
 
@@ -24,6 +25,14 @@ _libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_
 _libc.munmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t)
 _libc.mincore.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p)
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+class Eviction(Choice):
+    """How cold evicts the files (`--eviction`)."""
+
+    AUTO = "auto"  # drop_caches when permitted, else fadvise
+    DROP_CACHES = "drop_caches"
+    FADVISE = "fadvise"
 
 
 def evict(paths: Iterable[Path], method: str = "auto") -> str:

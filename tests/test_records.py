@@ -1,0 +1,41 @@
+"""Every record ever committed still reads: the study's figures rest on them, and a schema change that
+stopped one loading would lose a result nobody can measure again on that machine."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from iobench.results.checked import RecordError
+from iobench.results.record import SCHEMA_VERSION, RunRecord
+from iobench.results.store import load_records
+from tests.conftest import FLAT_RECORD, ROOT
+
+COMMITTED = sorted((ROOT / "docs" / "study").rglob("*.jsonl"))
+
+
+def test_the_study_commits_records():
+    assert len(COMMITTED) >= 30 and sum(len(p.read_text().splitlines()) for p in COMMITTED) >= 1600
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: str(p.relative_to(ROOT / "docs" / "study")))
+def test_every_committed_record_loads_and_writes_back_what_it_read(path: Path):
+    loaded = load_records(path)
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    assert loaded.skipped == [] and len(loaded.records) == len(lines)
+    for line, record in zip(lines, loaded.records, strict=True):
+        stored = json.loads(line)
+        again = record.to_json()
+        assert {k: again[k] for k in stored} == stored  # nothing read is lost or changed on the way back
+
+
+def test_a_schema_3_record_names_its_packages_and_an_older_one_reads_with_none():
+    record = RunRecord.from_json({**FLAT_RECORD, "schema_version": 3, "packages": {"zarr": "3.1.6", "torch": "2.13"}})
+    assert record.environment.packages == {"zarr": "3.1.6", "torch": "2.13"}
+    assert RunRecord.from_json({**FLAT_RECORD, "schema_version": 2}).environment.packages == {}
+    with pytest.raises(RecordError, match="packages"):
+        RunRecord.from_json({**FLAT_RECORD, "packages": {"zarr": 3}})
+    with pytest.raises(RecordError, match="newer than this iobench reads"):
+        RunRecord.from_json({**FLAT_RECORD, "schema_version": SCHEMA_VERSION + 1})
