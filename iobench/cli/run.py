@@ -58,7 +58,7 @@ def run_cmd(
     nproc: o.Nproc = None,
     quiet: o.Quiet = False,
 ) -> None:
-    """Time loading from disk to the device: every format through the DataLoader, and tensorclass memmap.
+    """Time loading from storage to the device: by default each core format through the DataLoader, and tensorclass.
 
     Under torchrun every rank reads its share of each epoch (DistributedSampler for the DataLoader,
     contiguous shares of the shared order otherwise) and rank 0 writes one record for all of them.

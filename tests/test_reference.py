@@ -1,0 +1,14 @@
+"""docs/reference.md is every command's `--help`, regenerated: a changed option without the page fails here."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+
+
+def test_the_command_reference_is_what_help_says():
+    done = subprocess.run([sys.executable, "scripts/gen_reference.py", "--check"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr
