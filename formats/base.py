@@ -312,6 +312,15 @@ class StorageFormat(ABC):
     def reader(self, where: Storage | Path, spec: DatasetSpec, options: Any, hints: ReadHints = NO_HINTS
                ) -> FormatReader:  # fmt: skip
         """A reader of the files `where` holds (a storage, or a folder of this machine)."""
+        if isinstance(where, Storage) and where.kind == "object":
+            remote = self.object_reader()
+            if remote is None:
+                raise ValueError(f"format {self.name} has no reader of object storage yet")
+            return remote(where, spec, options, hints)
         if self.needs_local_path and isinstance(where, Storage):
             where.local_folder()  # a storage without one refuses here, naming itself
         return self.reader_type(where, spec, options, hints)
+
+    def object_reader(self) -> type[FormatReader] | None:
+        """The reader of this format's objects in S3-compatible storage (`run --remote`); None: none yet."""
+        return None

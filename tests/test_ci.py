@@ -7,7 +7,7 @@ import re
 
 from tests.conftest import ROOT
 
-NEEDS_AN_EXTRA = re.compile(r"format_param|every_format|NEEDS_TORCHDATA|importorskip|FORMATS\.installed")
+NEEDS_AN_EXTRA = re.compile(r"format_param|every_format|NEEDS_TORCHDATA|importorskip|FORMATS\.installed|pip install 'iobench\[")
 
 
 def test_every_test_file_that_needs_an_extra_runs_in_the_extras_step():

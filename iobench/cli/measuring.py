@@ -45,6 +45,8 @@ from iobench.run.place import RunPlace
 from iobench.run.runner import run
 from iobench.run.session import dataset_for_run, launch_torchrun, resolve_all
 from iobench.run.sweep import run_sweep
+from iobench.storage.remote import RemoteTarget
+from iobench.storage.remote.profiles import Profile
 
 
 def step_times(text: str, ranks: bool) -> list[float]:
@@ -218,31 +220,51 @@ def measure_run(
         configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset
         formats = tuple(dict.fromkeys(c.format for c in configs))
         dataset_dir = dataset_for_run(world, where.data_dir, where.dataset, formats, ConsoleEvents(quiet), where.size)
-        todo = resolve_all(configs, RunTarget(dataset_dir, target_device), world)
-        limits = None
-        if world.is_main:
-            for note in notes:
-                say(note)
-            limits = stored_or_measured(where.results, dataset_dir, target_device, ConsoleEvents(), where.read_limit)
-        world.barrier()  # no rank reads while rank 0 measures the machine's limits
-        profile_dir = where.results.parent / "profiles" if where.profile else None
-        records: list[RunRecord] = []
-        started = time.monotonic()
-        try:
-            for k, resolved in enumerate(todo):
-                place = _place(k, len(todo), time.monotonic() - started)
-                records.append(run_one(resolved, quiet, limits, profile_dir, place))
-                if world.is_main:
-                    save(where.results, records[-1])
-        except KeyboardInterrupt:
-            if world.is_main and records:  # what finished is kept: show it before the interruption's line
-                print_run(records, dataset_dir.name, where.results, min_au)
-                say(f"interrupted after {len(records)} of {len(todo)} configurations; their records are kept")
-            raise
+        with served(where.remote, dataset_dir) as remote:
+            todo = resolve_all(configs, RunTarget(dataset_dir, target_device, remote), world)
+            limits = None
+            if world.is_main:
+                for note in notes:
+                    say(note)
+                if remote is None:  # object storage's ceilings are its profile's (iobench limits --remote: next)
+                    limits = stored_or_measured(where.results, dataset_dir, target_device, ConsoleEvents(),
+                                                where.read_limit)  # fmt: skip
+                else:
+                    say(f"serving {dataset_dir.parent} at {remote.endpoint.url} (S3, {remote.profile.describe()})")
+            world.barrier()  # no rank reads while rank 0 measures the machine's limits
+            profile_dir = where.results.parent / "profiles" if where.profile else None
+            records: list[RunRecord] = []
+            started = time.monotonic()
+            try:
+                for k, resolved in enumerate(todo):
+                    place = _place(k, len(todo), time.monotonic() - started)
+                    records.append(run_one(resolved, quiet, limits, profile_dir, place))
+                    if world.is_main:
+                        save(where.results, records[-1])
+            except KeyboardInterrupt:
+                if world.is_main and records:  # what finished is kept: show it before the interruption's line
+                    print_run(records, dataset_dir.name, where.results, min_au)
+                    say(f"interrupted after {len(records)} of {len(todo)} configurations; their records are kept")
+                raise
     if world.is_main:
         print_run(records, dataset_dir.name, where.results, min_au)
         if what_if_ms:
             measure_what_if(todo, records, what_if_ms, where.results, limits, quiet)
+
+
+@contextmanager
+def served(profile: Profile | None, dataset_dir: Path) -> Iterator[RemoteTarget | None]:
+    """With a profile: the data folder served as S3 on loopback, behind the shaper, for as long as the block
+    runs (stopped on every exit); without: nothing."""
+    if profile is None:
+        yield None
+        return
+    from iobench.storage.remote.emulator import Emulator
+
+    emulator = Emulator(dataset_dir.parent, profile)
+    with emulator as endpoint:
+        pids = tuple(p.pid for p in emulator._processes)
+        yield RemoteTarget(endpoint, profile, emulator.access_log, pids, dataset_dir.parent)
 
 
 def _place(k: int, n: int, elapsed: float) -> str:

@@ -144,6 +144,22 @@ TransformOn = Annotated[
 Profile = Annotated[
     bool, typer.Option("--profile", help="cProfile one extra epoch (and torch.profiler on CUDA) beside the results.")
 ]
+Remote = Annotated[
+    OptStr,
+    typer.Option(
+        help="Read the formats from object storage instead of the folder: a real S3 server (rclone serve s3) on "
+        "loopback over --data-dir, behind a shaper with this network profile: s3-like (30 ms first byte, 90 MB/s "
+        "per connection), express-like (5 ms), none. Started around the run and stopped on every exit.",
+        metavar="PROFILE",
+    ),
+]
+ServeProfile = Annotated[
+    str, typer.Option("--profile", help="The network profile: s3-like, express-like or none.", metavar="PROFILE")
+]
+LatencyMs = Annotated[OptFloat, typer.Option(help="With --remote: the first-byte latency of every request, in ms.")]
+ConnectionMbPerS = Annotated[
+    OptFloat, typer.Option(help="With --remote: the bandwidth of one connection, in MB/s (10^6 bytes).")
+]
 Results = Annotated[Path, typer.Option(help="JSONL file the records are appended to.")]
 Nproc = Annotated[
     OptInt,

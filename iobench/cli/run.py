@@ -10,6 +10,7 @@ from iobench.cli import options as o
 from iobench.cli.app import app
 from iobench.errors import IobenchError
 from iobench.run.place import RunPlace
+from iobench.storage.remote.profiles import Profile
 
 
 @app.command("run")
@@ -53,6 +54,9 @@ def run_cmd(
     torch_threads: o.TorchThreads = None,
     cpu_contention: o.CpuContention = 0,
     format_option: o.ReadOption = None,
+    remote: o.Remote = None,
+    latency_ms: o.LatencyMs = None,
+    connection_mb_per_s: o.ConnectionMbPerS = None,
     profile: o.Profile = False,
     results: o.Results = Path("results/results.jsonl"),
     nproc: o.Nproc = None,
@@ -60,25 +64,22 @@ def run_cmd(
 ) -> None:
     """Time loading from storage to the device: by default each core format through the DataLoader, and tensorclass.
 
-    Under torchrun every rank reads its share of each epoch (DistributedSampler for the DataLoader,
-    contiguous shares of the shared order otherwise) and rank 0 writes one record for all of them.
-    --dataset-factory times your own Dataset instead, through a DataLoader with the settings given.
+    Under torchrun each rank reads its share; --dataset-factory times your Dataset; --remote reads object storage.
     """
     from iobench.plan.selection import parse_pairs
     from iobench.results.store import check_writable
 
     # Everything that can be refused without torch first: a mistake is named in a fraction of a second.
-    if min_au is not None and not 0 <= min_au <= 1:
-        raise IobenchError(f"--min-au is a share between 0 and 1 (0.9 for 90%), got {min_au}")
+    _check_share(min_au)
     if dataset_factory is not None:
         from iobench.cli.factory import run_factory_cmd
 
         return run_factory_cmd(ctx)
+    network = _network(remote, latency_ms, connection_mb_per_s, nproc)
     if nproc is None:
         check_writable(results)
     pairs, notes = parse_pairs(format, loader)
     samples = _size_of(size, dataset)
-
     from iobench.cli.measuring import config_of, measure_run, settings_of, step_times
     from iobench.data.format_options import parse_format_options
     from iobench.torchrun_env import launched_by_torchrun
@@ -91,8 +92,27 @@ def run_cmd(
     read = parse_format_options(format_option or [], tuple(dict.fromkeys(f for f, ld in pairs if ld == "native")), True)
     configs = [config_of(f, ld, settings_of(ctx.params), eviction=eviction, read_options=read, **options)
                for f, ld in pairs]  # fmt: skip
-    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples)
+    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, network)
     measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms)
+
+
+def _check_share(min_au: float | None) -> None:
+    if min_au is not None and not 0 <= min_au <= 1:
+        raise IobenchError(f"--min-au is a share between 0 and 1 (0.9 for 90%), got {min_au}")
+
+
+def _network(remote: str | None, latency_ms: float | None, connection_mb_per_s: float | None,
+             nproc: int | None) -> Profile | None:  # fmt: skip
+    """--remote's profile with its overrides; the overrides alone are refused (they shape nothing)."""
+    if remote is None:
+        if latency_ms is not None or connection_mb_per_s is not None:
+            raise IobenchError("--latency-ms and --connection-mb-per-s shape --remote: give --remote PROFILE too")
+        return None
+    if nproc is not None:
+        raise IobenchError("--remote does not run under torchrun (--nproc) in this release")
+    from iobench.storage.remote.profiles import profile
+
+    return profile(remote, latency_ms, connection_mb_per_s)
 
 
 def _size_of(text: str | None, dataset: str | None) -> int | None:

@@ -21,15 +21,18 @@ from iobench.results.record import RecordedConfig
 from iobench.storage import Storage
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.confine import Confinement
+from iobench.storage.remote import ObjectStorage, RemoteTarget
 from iobench.system.environment import check_parallelism
 
 
 @dataclass(frozen=True)
 class RunTarget:
-    """Where configurations run: a prepared dataset and a device that exists here."""
+    """Where configurations run: a prepared dataset and a device that exists here; with `remote`, the dataset's
+    formats are read from that object store (the dataset a bucket, each format a prefix) instead of the folder."""
 
     dataset_dir: Path
     device: torch.device
+    remote: RemoteTarget | None = None
 
 
 @dataclass(frozen=True)
@@ -103,10 +106,23 @@ class ResolvedRun:
             "transform_on": c.transform_on.value if c.transform != "none" else None,
             "torch_threads_asked": c.torch_threads,  # the environment's torch_threads is what the run had
             "format_options": ",".join(f"{k}={v}" for k, v in c.format_options),
+            **_remote_fields(self.target.remote),
         })  # fmt: skip
 
 
 RECORDED = frozenset(f.name for f in fields(RecordedConfig))
+
+
+def _remote_fields(remote: RemoteTarget | None) -> dict:
+    if remote is None:
+        return {}
+    profile = remote.profile
+    return {
+        "storage": "object",
+        "remote_profile": profile.name if profile else "external",
+        "remote_latency_ms": profile.latency_ms if profile else None,
+        "remote_connection_mb_per_s": profile.connection_mb_per_s if profile else None,
+    }
 
 
 def _stored(value: object) -> object:
@@ -129,6 +145,11 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
     manifest = check_dataset(target.dataset_dir, config.format)
     check_world(config, manifest, world)
     entry = manifest.formats[config.format]
+    if target.remote is not None:
+        storage: Storage = object_storage(config, target, entry, world)
+        resolved = ResolvedRun(config, target, world, manifest, storage)
+        FORMATS[config.format].options_from_json(resolved.entry.options)
+        return resolved
     budget = config.cache_budget.of(entry.bytes) if config.cache_budget is not None else None
     storage = LocalStorage(entry.file_paths(target.dataset_dir), entry.folder(target.dataset_dir),
                            target.dataset_dir, eviction=config.eviction,
@@ -138,6 +159,29 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
     FORMATS[config.format].options_from_json(resolved.entry.options)  # a read option's value is checked here
     check_budget(resolved)
     return resolved
+
+
+# What reads a format's objects in this release: the loaders over its reader (the others read local files).
+REMOTE_LOADERS = (LoaderName.DATALOADER, LoaderName.NODES)
+
+
+def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, world: World) -> ObjectStorage:
+    """The format's objects in the target's store, once the configuration can read them there."""
+    fmt, label = FORMATS[config.format], config.label
+    if fmt.object_reader() is None:
+        readable = [n for n in FORMATS if FORMATS.loads(n) is None and FORMATS[n].object_reader() is not None]
+        raise IobenchError(f"{label}: --remote reads {', '.join(readable)} in this release; {config.format} "
+                           "has no reader of object storage yet")  # fmt: skip
+    if config.loader not in REMOTE_LOADERS:
+        raise IobenchError(f"{label}: --remote reads through --loader {' or '.join(REMOTE_LOADERS)} in this release")
+    if world.size > 1:
+        raise IobenchError("--remote does not run under torchrun in this release")
+    if config.read_limit_mb_per_s is not None or config.cache_budget is not None:
+        raise IobenchError("--read-limit and --cache-budget control local storage; --remote has its profile")
+    folder = entry.folder(target.dataset_dir)
+    names = [p.relative_to(folder).as_posix() for p in entry.file_paths(target.dataset_dir)]
+    prefix = folder.relative_to(target.dataset_dir).as_posix()
+    return ObjectStorage(target.remote, target.dataset_dir.name, "" if prefix == "." else prefix, names)
 
 
 MIN_CACHE_BUDGET = 16 * 2**20  # read-ahead windows and the kernel's own allocations

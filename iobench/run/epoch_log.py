@@ -101,11 +101,33 @@ def record_of(
             cold_not_cold=cold and not all(resolved.storage.cold_enough(x) for x in combined.system.residency_before),
             total_seconds=seconds,
             profile_path=str(profile_path) if profile_path else None,
+            **_requests(log.system, total),
         ),
         environment=environment(
-            resolved.dataset_dir, device, libraries_of(resolved.config.format, resolved.config.loader)
+            resolved.dataset_dir,
+            device,
+            (*libraries_of(resolved.config.format, resolved.config.loader), *resolved.storage.libraries),
         ),
     )
+
+
+def _requests(epochs: list[dict], total: dict) -> dict:
+    """What the server's log said, where the storage counts requests (object storage iobench serves)."""
+    seen = [e.get("requests") for e in epochs]
+    if not any(seen):
+        return {}
+    methods: dict[str, int] = {}
+    for r in seen:
+        for method, n in (r.by_method if r else {}).items():
+            methods[method] = methods.get(method, 0) + n
+    medians = [r.median_seconds for r in seen if r and r.median_seconds is not None]
+    return {
+        "requests": [r.total if r else None for r in seen],
+        "requests_by_method": methods,
+        "request_errors": sum(r.client_errors + r.server_errors for r in seen if r),
+        "request_seconds_median": statistics.median(medians) if medians else None,
+        "server_cpu_seconds": total.get("server_cpu_seconds"),
+    }
 
 
 def libraries_of(format_name: str, loader: LoaderName) -> tuple[str, ...]:

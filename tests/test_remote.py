@@ -1,0 +1,192 @@
+"""Object storage on loopback: a real S3 server (rclone serve s3) behind the nginx shaper, read by the remote
+reference reader and by `run --remote`. Skipped, with the reason, where rclone (the `remote` extra) or nginx with
+its Lua module is missing; `.ci/run` installs both."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from iobench.errors import IobenchError
+from iobench.storage.remote import ObjectStorage, RemoteTarget
+from iobench.storage.remote.emulator import NGINX_INSTALL, Emulator, nginx_binary, rclone_binary, remove_stale
+from iobench.storage.remote.profiles import profile
+from tests.conftest import ROOT, assert_one_line_error, invoke, stored_records
+
+
+def _missing() -> str | None:
+    if importlib_missing("obstore"):
+        return "obstore is not installed (pip install 'iobench[remote]')"
+    for check in (rclone_binary, nginx_binary):
+        try:
+            check()
+        except IobenchError as exc:
+            return str(exc)
+    return None
+
+
+def importlib_missing(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is None
+
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+N = 300
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("remote") / "data"
+    invoke("prepare", "--size", N, "--shape", "3,4", "--formats", "npy", "--data-dir", root, "-q")
+    return root
+
+
+def _listening(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def _storage(data: Path, endpoint, log=None) -> ObjectStorage:
+    (dataset,) = [p for p in data.iterdir() if p.is_dir()]
+    return ObjectStorage(RemoteTarget(endpoint, None, log), dataset.name, "npy", ["features.npy", "labels.npy"])
+
+
+def _reader(storage: ObjectStorage, data: Path):
+    from iobench.data.manifest import Manifest
+    from iobench.formats import FORMATS
+
+    (dataset,) = [p for p in data.iterdir() if p.is_dir()]
+    return FORMATS["npy"].reader(storage, Manifest.load(dataset).spec, None)
+
+
+def test_the_reference_reader_reads_what_the_files_hold_and_stops_with_nothing_listening(data):
+    emulator = Emulator(data, profile("none"))
+    with emulator as endpoint:
+        port = int(endpoint.url.rsplit(":", 1)[1])
+        storage = _storage(data, endpoint, emulator.access_log)
+        reader = _reader(storage, data)
+        (dataset,) = [p for p in data.iterdir() if p.is_dir()]
+        features, labels = np.load(dataset / "npy/features.npy"), np.load(dataset / "npy/labels.npy")
+        indices = np.array([5, 6, 7, 299, 0, 7, 150])  # a run, the last sample, a repeat
+        got, got_labels = reader.batch(indices)
+        assert np.array_equal(got, features[indices]) and np.array_equal(got_labels, labels[indices])
+        assert reader.sample(299)[1] == labels[299]
+        counters = storage.counters()
+        before = counters.snapshot()
+        reader.batch(np.arange(10, 20))  # one run of consecutive samples: one ranged GET
+        time.sleep(0.2)  # nginx writes a request's line once its response is sent
+        moved = counters.delta(before, counters.snapshot())
+        assert moved["requests"].by_method == {"GET": 1} and moved["device_read_bytes"] >= 10 * 48
+        pids = [p.pid for p in emulator._processes]
+    assert not _listening(port)
+    assert all(not Path(f"/proc/{pid}").exists() or _zombie(pid) for pid in pids)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def test_the_profiles_latency_is_what_one_connection_measures(data):
+    """20 ms asked: the shaped median minus the unshaped one within 10% of it (one connection, 4 KiB GETs)."""
+    import obstore
+
+    medians = {}
+    for latency in (0.0, 20.0):
+        with Emulator(data, profile("none", latency_ms=latency)) as endpoint:
+            store = _storage(data, endpoint).store()
+            key = _storage(data, endpoint).key("features.npy")
+            obstore.get_range(store, key, start=0, length=16)  # the connection, opened
+            times = []
+            for k in range(25):
+                started = time.perf_counter()
+                obstore.get_range(store, key, start=k * 16, length=16)
+                times.append(time.perf_counter() - started)
+            medians[latency] = statistics.median(times)
+    added = (medians[20.0] - medians[0.0]) * 1000
+    assert 18.0 <= added <= 22.0, medians
+
+
+def test_wrong_keys_are_one_line_naming_the_object(data):
+    from dataclasses import replace
+
+    with Emulator(data, profile("none")) as endpoint:
+        reader = _reader(_storage(data, replace(endpoint, secret_key="not-the-key")), data)
+        with pytest.raises(OSError, match=r"^s3://.*/npy/features.npy: ") as info:
+            reader.batch(np.arange(3))
+        assert "\n" not in str(info.value)
+
+
+def test_a_killed_run_leaves_nothing_listening_and_its_state_is_removed(data, tmp_path):
+    script = (
+        "import sys, time\n"
+        "from pathlib import Path\n"
+        "from iobench.storage.remote.emulator import Emulator\n"
+        "from iobench.storage.remote.profiles import profile\n"
+        "e = Emulator(Path(sys.argv[1]), profile('none'))\n"
+        "endpoint = e.__enter__()\n"
+        "print(endpoint.url, e.state, flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script, str(data)], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    url, state = child.stdout.readline().split()
+    port = int(url.rsplit(":", 1)[1])
+    assert _listening(port)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    deadline = time.monotonic() + 10
+    while _listening(port) and time.monotonic() < deadline:  # told to die with their parent
+        time.sleep(0.1)
+    assert not _listening(port)
+    remove_stale()  # what the next start does first
+    assert not Path(state).exists()
+
+
+def test_run_remote_reads_every_sample_once_and_records_the_requests(data, tmp_path, cli):
+    results = tmp_path / "r.jsonl"
+    r = cli("run", "--remote", "s3-like", "--latency-ms", "5", "--format", "npy", "--loader", "dataloader", "-q",
+            "--runs", 1, "--batch-size", 64, "--device", "cpu", "--data-dir", data, "--results", results)  # fmt: skip
+    assert r.code == 0, r.err
+    (record,) = stored_records(results)
+    assert (record["storage"], record["remote_profile"], record["remote_latency_ms"]) == ("object", "s3-like", 5.0)
+    assert record["samples_per_epoch"] == N and record["shuffle_spread"] is not None
+    # a ranged GET per run of consecutive samples in a batch: 64 of 300 shuffled give about 300 x (1 - 64/300)
+    assert N / 2 <= record["requests"][0] <= N and record["request_errors"] == 0
+    assert record["requests_by_method"]["GET"] >= record["requests"][0]
+    assert record["device_read_bytes"][0] >= N * 48 and "obstore" in record["packages"]
+    assert not [line for line in r.err.splitlines() if "Traceback" in line]
+
+
+def test_run_remote_refuses_what_it_cannot_read_in_one_line(data, tmp_path, cli):
+    results = tmp_path / "r.jsonl"
+    refused = cli("run", "--remote", "s3-like", "--format", "npy", "--loader", "direct", "--data-dir", data,
+                  "--device", "cpu", "--results", results)  # fmt: skip
+    assert_one_line_error(refused, "--remote reads through --loader dataloader or nodes")
+    alone = cli("run", "--latency-ms", "5", "--format", "npy", "--data-dir", data, "--results", results)
+    assert_one_line_error(alone, "give --remote PROFILE too")
+    unknown = cli("run", "--remote", "moon-like", "--format", "npy", "--data-dir", data, "--results", results)
+    assert_one_line_error(unknown, "unknown profile 'moon-like'")
+
+
+def test_the_shaper_missing_is_one_line_with_the_install_command(monkeypatch):
+    from iobench.storage.remote import emulator
+
+    monkeypatch.setattr(emulator.shutil, "which", lambda name: None)
+    monkeypatch.setattr(emulator, "LUA_MODULES", (Path("/nonexistent/ngx_http_lua_module.so"),))
+    with pytest.raises(IobenchError, match=NGINX_INSTALL):
+        emulator.nginx_binary()
