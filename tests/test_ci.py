@@ -7,7 +7,9 @@ import re
 
 from tests.conftest import ROOT
 
-NEEDS_AN_EXTRA = re.compile(r"format_param|every_format|NEEDS_TORCHDATA|importorskip|FORMATS\.installed|pip install 'iobench\[")
+NEEDS_AN_EXTRA = re.compile(
+    r"format_param|every_format|NEEDS_TORCHDATA|importorskip|FORMATS\.installed|pip install 'iobench\["
+)
 
 
 def test_every_test_file_that_needs_an_extra_runs_in_the_extras_step():
@@ -18,3 +20,17 @@ def test_every_test_file_that_needs_an_extra_runs_in_the_extras_step():
                if NEEDS_AN_EXTRA.search(path.read_text(encoding="utf-8"))}  # fmt: skip
     needing.discard("tests/test_ci.py")
     assert needing - listed == set()
+
+
+def test_every_package_is_installed_by_a_plain_install():
+    """`pip install .` installs the packages pyproject lists, not what the folder holds: a package left off
+    works in the editable install of the tests and breaks the README's first command."""
+    import tomllib
+
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {
+        ".".join(("iobench", *p.parent.relative_to(ROOT / "iobench").parts))
+        for p in (ROOT / "iobench").rglob("__init__.py")
+    }
+    found.discard("iobench.formats")  # a link in some checkouts; installed from formats/ (package-dir)
+    assert found - listed == set()
