@@ -21,6 +21,7 @@ import torch
 from tensordict import MemoryMappedTensor, TensorDict, tensorclass
 
 from iobench.formats.base import FixedLayout, FormatReader, HashedFile, StorageFormat, TwoFileWriter
+from iobench.formats.npy import RangedNpyReader
 from iobench.spec import DatasetSpec
 from iobench.system.fsutil import read_json
 
@@ -151,11 +152,29 @@ class MemmapReader(FormatReader):
         return td["features"][start:stop].clone().numpy(), td["labels"][start:stop].clone().numpy()
 
 
+class RangedMemmapReader(RangedNpyReader):
+    """memmap's two raw files in object storage, read as npy's are (ranged GETs, no cache): no header, so each
+    object must hold exactly the spec's rows. meta.json is not read (it is checked when prepared and verified)."""
+
+    FEATURES, LABELS = FEATURES, LABELS
+
+    def _checked(self, store: Any, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> int:
+        import obstore
+
+        size, expected = obstore.head(store, self.storage.key(name))["size"], int(np.prod(shape)) * dtype.itemsize
+        if size != expected:
+            raise ValueError(f"{self.storage.url(name)} holds {size} bytes; the spec needs {expected}")
+        return 0
+
+
 class MemmapFormat(StorageFormat):
     name = "memmap"
     libraries = ("tensordict",)  # what reads it (distribution names), for the record's `packages`
     writer_type = MemmapWriter
     reader_type = MemmapReader
+
+    def object_reader(self) -> type[FormatReader]:
+        return RangedMemmapReader
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
         check_layout(directory, spec)

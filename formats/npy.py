@@ -163,20 +163,24 @@ class RangedNpyReader(FormatReader):
         self._handle: Any = None
         self._pid: int | None = None
 
+    FEATURES, LABELS = FEATURES, LABELS  # the objects; a format with the same fixed layout names its own
+
     def _open(self) -> tuple[Any, int, np.ndarray]:
-        with _worded(self.storage.url(FEATURES)):
+        with _worded(self.storage.url(self.FEATURES)):
             return self._opened()
 
     def _opened(self) -> tuple[Any, int, np.ndarray]:
         import obstore
 
         spec, store = self.spec, self.storage.store()
-        offset = self._checked(store, FEATURES, spec.np_dtype, (spec.n_samples, *spec.shape))
-        label_offset = self._checked(store, LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
-        raw = obstore.get_range(store, self.storage.key(LABELS), start=label_offset, length=spec.n_samples * 8)
+        offset = self._checked(store, self.FEATURES, spec.np_dtype, (spec.n_samples, *spec.shape))
+        label_offset = self._checked(store, self.LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
+        raw = obstore.get_range(store, self.storage.key(self.LABELS), start=label_offset, length=spec.n_samples * 8)
         return store, offset, np.frombuffer(bytes(raw), dtype=LABEL_DTYPE)
 
     def _checked(self, store: Any, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> int:
+        """Where the data starts in the object, once its header says the spec's dtype and shape and its size
+        holds exactly that."""
         import obstore
 
         key = self.storage.key(name)
@@ -201,8 +205,8 @@ class RangedNpyReader(FormatReader):
         ends = np.append(begins[1:], len(wanted)) - 1
         starts = (offset + wanted[begins] * row).tolist()
         stops = (offset + (wanted[ends] + 1) * row).tolist()
-        with _worded(self.storage.url(FEATURES)):
-            parts = asyncio.run(_ranges(store, self.storage.key(FEATURES), starts, stops))
+        with _worded(self.storage.url(self.FEATURES)):
+            parts = asyncio.run(_ranges(store, self.storage.key(self.FEATURES), starts, stops))
         read = np.frombuffer(b"".join(bytes(p) for p in parts), dtype=self.spec.np_dtype)
         features = np.empty((len(indices), *self.spec.shape), dtype=self.spec.np_dtype)
         features[order] = read.reshape(len(indices), *self.spec.shape)

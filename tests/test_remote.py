@@ -47,7 +47,7 @@ N = 300
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("remote") / "data"
-    invoke("prepare", "--size", N, "--shape", "3,4", "--formats", "npy", "--data-dir", root, "-q")
+    invoke("prepare", "--size", N, "--shape", "3,4", "--formats", "npy,memmap", "--data-dir", root, "-q")
     return root
 
 
@@ -59,17 +59,28 @@ def _listening(port: int) -> bool:
         return False
 
 
-def _storage(data: Path, endpoint, log=None) -> ObjectStorage:
+def _storage(data: Path, endpoint, log=None, fmt: str = "npy") -> ObjectStorage:
     (dataset,) = [p for p in data.iterdir() if p.is_dir()]
-    return ObjectStorage(RemoteTarget(endpoint, None, log), dataset.name, "npy", ["features.npy", "labels.npy"])
+    names = [f"features.{'npy' if fmt == 'npy' else 'memmap'}", f"labels.{'npy' if fmt == 'npy' else 'memmap'}"]
+    return ObjectStorage(RemoteTarget(endpoint, None, log), dataset.name, fmt, names)
 
 
-def _reader(storage: ObjectStorage, data: Path):
+def _reader(storage: ObjectStorage, data: Path, fmt: str = "npy"):
     from iobench.data.manifest import Manifest
     from iobench.formats import FORMATS
 
     (dataset,) = [p for p in data.iterdir() if p.is_dir()]
-    return FORMATS["npy"].reader(storage, Manifest.load(dataset).spec, None)
+    return FORMATS[fmt].reader(storage, Manifest.load(dataset).spec, None)
+
+
+def test_memmap_is_read_remotely_as_its_raw_files_hold_it(data):
+    (dataset,) = [p for p in data.iterdir() if p.is_dir()]
+    features, labels = np.load(dataset / "npy/features.npy"), np.load(dataset / "npy/labels.npy")
+    with Emulator(data, profile("none")) as endpoint:
+        reader = _reader(_storage(data, endpoint, fmt="memmap"), data, "memmap")
+        indices = np.array([3, 4, 299, 0, 120])
+        got, got_labels = reader.batch(indices)
+    assert np.array_equal(got, features[indices]) and np.array_equal(got_labels, labels[indices])
 
 
 def test_the_reference_reader_reads_what_the_files_hold_and_stops_with_nothing_listening(data):
@@ -157,9 +168,10 @@ def test_a_killed_run_leaves_nothing_listening_and_its_state_is_removed(data, tm
     assert not Path(state).exists()
 
 
-def test_run_remote_reads_every_sample_once_and_records_the_requests(data, tmp_path, cli):
+@pytest.mark.parametrize("fmt", ["npy", "memmap"])
+def test_run_remote_reads_every_sample_once_and_records_the_requests(data, tmp_path, cli, fmt):
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--remote", "s3-like", "--latency-ms", "5", "--format", "npy", "--loader", "dataloader", "-q",
+    r = cli("run", "--remote", "s3-like", "--latency-ms", "5", "--format", fmt, "--loader", "dataloader", "-q",
             "--runs", 1, "--batch-size", 64, "--device", "cpu", "--data-dir", data, "--results", results)  # fmt: skip
     assert r.code == 0, r.err
     (record,) = stored_records(results)
