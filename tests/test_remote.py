@@ -202,3 +202,35 @@ def test_the_shaper_missing_is_one_line_with_the_install_command(monkeypatch):
     monkeypatch.setattr(emulator, "LUA_MODULES", (Path("/nonexistent/ngx_http_lua_module.so"),))
     with pytest.raises(IobenchError, match=NGINX_INSTALL):
         emulator.nginx_binary()
+
+
+def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data, tmp_path, cli, monkeypatch):
+    """Any S3-compatible store: here a writable rclone on loopback standing in for a real bucket."""
+    (dataset,) = [p for p in data.iterdir() if p.is_dir()]
+    store_root = tmp_path / "store"
+    (store_root / dataset.name).mkdir(parents=True)  # the bucket exists; iobench never creates one
+    with Emulator(store_root, profile("none"), read_only=False) as endpoint:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", endpoint.access_key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", endpoint.secret_key)
+        up = cli("upload", "--endpoint-url", endpoint.url, "--data-dir", data, "--formats", "npy")
+        assert up.code == 0, up.err
+        assert (store_root / dataset.name / "npy" / "features.npy").read_bytes() == (
+            dataset / "npy" / "features.npy"
+        ).read_bytes()
+        results = tmp_path / "r.jsonl"
+        r = cli("run", "--endpoint-url", endpoint.url, "--format", "npy", "--loader", "dataloader", "--runs", 1,
+                "--batch-size", 64, "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+        assert r.code == 0, r.err
+        (record,) = stored_records(results)
+        assert (record["storage"], record["remote_profile"], record["samples_per_epoch"]) == ("object", "external", N)
+        assert record["requests"] == []  # a store iobench does not run: no server count to report
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
+        bad = cli("run", "--endpoint-url", endpoint.url, "--format", "npy", "--loader", "dataloader", "--runs", 1,
+                  "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+        assert bad.code != 0 and "Traceback" not in bad.err
+        (error,) = [line for line in bad.err.splitlines() if line.startswith("iobench: error")]
+        assert "403 Forbidden" in error and "features.npy" in error
+    monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+    keyless = cli("run", "--endpoint-url", "http://127.0.0.1:9", "--format", "npy", "--data-dir", data,
+                  "--results", results)  # fmt: skip
+    assert_one_line_error(keyless, "AWS_ACCESS_KEY_ID")

@@ -220,7 +220,7 @@ def measure_run(
         configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset
         formats = tuple(dict.fromkeys(c.format for c in configs))
         dataset_dir = dataset_for_run(world, where.data_dir, where.dataset, formats, ConsoleEvents(quiet), where.size)
-        with served(where.remote, dataset_dir) as remote:
+        with served(where.remote, where.endpoint_url, dataset_dir) as remote:
             todo = resolve_all(configs, RunTarget(dataset_dir, target_device, remote), world)
             limits = None
             if world.is_main:
@@ -229,8 +229,10 @@ def measure_run(
                 if remote is None:  # object storage's ceilings are its profile's (iobench limits --remote: next)
                     limits = stored_or_measured(where.results, dataset_dir, target_device, ConsoleEvents(),
                                                 where.read_limit)  # fmt: skip
-                else:
+                elif remote.profile is not None:
                     say(f"serving {dataset_dir.parent} at {remote.endpoint.url} (S3, {remote.profile.describe()})")
+                else:
+                    say(f"reading {dataset_dir.name}'s formats from s3://{dataset_dir.name} at {remote.endpoint.url}")
             world.barrier()  # no rank reads while rank 0 measures the machine's limits
             profile_dir = where.results.parent / "profiles" if where.profile else None
             records: list[RunRecord] = []
@@ -253,13 +255,17 @@ def measure_run(
 
 
 @contextmanager
-def served(profile: Profile | None, dataset_dir: Path) -> Iterator[RemoteTarget | None]:
+def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path) -> Iterator[RemoteTarget | None]:
     """With a profile: the data folder served as S3 on loopback, behind the shaper, for as long as the block
-    runs (stopped on every exit); without: nothing."""
+    runs (stopped on every exit); with an endpoint: that store, as it is; without either: nothing."""
+    from iobench.storage.remote.emulator import Emulator, endpoint_from_environment
+
+    if endpoint_url is not None:
+        yield RemoteTarget(endpoint_from_environment(endpoint_url), None)
+        return
     if profile is None:
         yield None
         return
-    from iobench.storage.remote.emulator import Emulator
 
     emulator = Emulator(dataset_dir.parent, profile)
     with emulator as endpoint:

@@ -156,6 +156,19 @@ Remote = Annotated[
 ServeProfile = Annotated[
     str, typer.Option("--profile", help="The network profile: s3-like, express-like or none.", metavar="PROFILE")
 ]
+EndpointUrl = Annotated[
+    OptStr,
+    typer.Option(
+        help="Read the formats from this S3-compatible store instead (keys from AWS_ACCESS_KEY_ID and "
+        "AWS_SECRET_ACCESS_KEY): the dataset a bucket of its name, each format a prefix, as `iobench upload` "
+        "puts them. The local dataset's manifest says what to read.",
+        metavar="URL",
+    ),
+]
+UploadEndpoint = Annotated[
+    str, typer.Option("--endpoint-url", help="The S3-compatible store to put the formats in.", metavar="URL")
+]
+UploadFormats = Annotated[OptStr, typer.Option(help="Comma list of the formats to put (default: every prepared one).")]
 LatencyMs = Annotated[OptFloat, typer.Option(help="With --remote: the first-byte latency of every request, in ms.")]
 ConnectionMbPerS = Annotated[
     OptFloat, typer.Option(help="With --remote: the bandwidth of one connection, in MB/s (10^6 bytes).")

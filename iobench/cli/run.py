@@ -55,6 +55,7 @@ def run_cmd(
     cpu_contention: o.CpuContention = 0,
     format_option: o.ReadOption = None,
     remote: o.Remote = None,
+    endpoint_url: o.EndpointUrl = None,
     latency_ms: o.LatencyMs = None,
     connection_mb_per_s: o.ConnectionMbPerS = None,
     profile: o.Profile = False,
@@ -64,8 +65,7 @@ def run_cmd(
 ) -> None:
     """Time loading from storage to the device: by default each core format through the DataLoader, and tensorclass.
 
-    Under torchrun each rank reads its share; --dataset-factory times your Dataset; --remote reads object storage.
-    """
+    Under torchrun each rank reads its share; --dataset-factory times your Dataset; --remote reads object storage."""
     from iobench.plan.selection import parse_pairs
     from iobench.results.store import check_writable
 
@@ -75,7 +75,7 @@ def run_cmd(
         from iobench.cli.factory import run_factory_cmd
 
         return run_factory_cmd(ctx)
-    network = _network(remote, latency_ms, connection_mb_per_s, nproc)
+    network = _network(remote, latency_ms, connection_mb_per_s, nproc, endpoint_url)
     if nproc is None:
         check_writable(results)
     pairs, notes = parse_pairs(format, loader)
@@ -92,7 +92,7 @@ def run_cmd(
     read = parse_format_options(format_option or [], tuple(dict.fromkeys(f for f, ld in pairs if ld == "native")), True)
     configs = [config_of(f, ld, settings_of(ctx.params), eviction=eviction, read_options=read, **options)
                for f, ld in pairs]  # fmt: skip
-    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, network)
+    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, network, endpoint_url)
     measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms)
 
 
@@ -102,8 +102,10 @@ def _check_share(min_au: float | None) -> None:
 
 
 def _network(remote: str | None, latency_ms: float | None, connection_mb_per_s: float | None,
-             nproc: int | None) -> Profile | None:  # fmt: skip
+             nproc: int | None, endpoint_url: str | None) -> Profile | None:  # fmt: skip
     """--remote's profile with its overrides; the overrides alone are refused (they shape nothing)."""
+    if endpoint_url is not None and (remote is not None or nproc is not None):
+        raise IobenchError("--endpoint-url reads a store as it is: not with --remote (iobench's own) or --nproc")
     if remote is None:
         if latency_ms is not None or connection_mb_per_s is not None:
             raise IobenchError("--latency-ms and --connection-mb-per-s shape --remote: give --remote PROFILE too")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Any
 
 from iobench.cli import options as o
 from iobench.cli.app import app
@@ -34,3 +35,51 @@ def serve_cmd(
             out.print(f"export {name}={value}", highlight=False, soft_wrap=True, markup=False)
         out.print(f"# buckets: {', '.join(buckets) or 'none'}", highlight=False, soft_wrap=True, markup=False)
         signal.pause()  # until a signal ends the command (Ctrl-C, SIGTERM); the emulator stops on the way out
+
+
+@app.command("upload")
+def upload_cmd(
+    endpoint_url: o.UploadEndpoint,
+    data_dir: o.DataDir = Path("data"),
+    dataset: o.DatasetName = None,
+    formats: o.UploadFormats = None,
+) -> None:
+    """Put a prepared dataset's formats into an S3-compatible store (keys from AWS_ACCESS_KEY_ID and
+    AWS_SECRET_ACCESS_KEY): bucket = the dataset's name (it must exist), each format's files under its name,
+    as `run --endpoint-url` reads them. Only the files the manifest lists are sent, each checked inside its folder."""
+    from iobench.data.manifest import Manifest, find_run_dataset
+    from iobench.storage.remote import ObjectStorage, RemoteTarget
+    from iobench.storage.remote.emulator import endpoint_from_environment
+
+    endpoint = endpoint_from_environment(endpoint_url)
+    folder = find_run_dataset(data_dir, dataset)
+    if folder is None:
+        raise IobenchError(f"no prepared dataset in {data_dir}; run `iobench prepare` first")
+    manifest = Manifest.load(folder)
+    names = list(manifest.formats) if formats is None else [f for f in formats.split(",") if f]
+    if missing := [f for f in names if f not in manifest.formats]:
+        raise IobenchError(f"{folder.name} has no {', '.join(missing)} (prepared: {', '.join(manifest.formats)})")
+    for name in names:
+        entry = manifest.formats[name]
+        root = entry.folder(folder)
+        storage = ObjectStorage(RemoteTarget(endpoint, None), folder.name, root.relative_to(folder).as_posix(), [])
+        sent = put_files(storage, root, entry.file_paths(folder))
+        say(f"{name}: {len(entry.files)} file(s), {sent / 1e6:,.1f} MB to s3://{folder.name}/{storage.prefix}/")
+
+
+def put_files(storage: Any, root: Path, paths: list[Path]) -> int:
+    """Each file (opened as a regular file, never through a link) under the storage's prefix; bytes sent."""
+    import obstore
+
+    from iobench.system.fsutil import open_regular
+
+    sent = 0
+    for path in paths:
+        with open(open_regular(path), "rb") as f:
+            try:
+                obstore.put(storage.store(), storage.key(path.relative_to(root).as_posix()), f)
+            except Exception as exc:  # noqa: BLE001 - obstore's errors, worded in one line
+                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                raise IobenchError(f"upload of {path.name} to {storage.url(path.name)} failed: {first[:300]}") from None
+            sent += f.tell() or path.stat().st_size
+    return sent

@@ -18,3 +18,4 @@ class RunPlace:
     profile: bool = False
     size: int | None = None  # --size: the dataset of this many samples (prepared when missing)
     remote: Profile | None = None  # --remote: the formats read from object storage served with this profile
+    endpoint_url: str | None = None  # --endpoint-url: the formats read from this S3-compatible store instead

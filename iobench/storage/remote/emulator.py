@@ -56,12 +56,24 @@ class Endpoint:
                 "AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region, "AWS_ENDPOINT_URL": self.url}  # fmt: skip
 
 
+def endpoint_from_environment(url: str) -> Endpoint:
+    """A store iobench did not start (`--endpoint-url`), with the keys every AWS SDK reads from the environment."""
+    if not url.startswith(("http://", "https://")) or "@" in url:
+        raise IobenchError(f"--endpoint-url {url!r}: expected http(s)://host[:port], with no credentials in it")
+    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
+    if not key or not secret:
+        raise IobenchError("--endpoint-url needs the store's keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
+    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or REGION
+    return Endpoint(url.rstrip("/"), key, secret, region)
+
+
 @dataclass
 class Emulator:
     """`with Emulator(folder, profile) as endpoint:` serves each sub-folder of `folder` as a bucket."""
 
     folder: Path
     profile: Profile
+    read_only: bool = True  # writable only for tests of `iobench upload`
     state: Path = field(default=Path(), init=False)
     endpoint: Endpoint | None = field(default=None, init=False)
     _processes: list[subprocess.Popen] = field(default_factory=list, init=False)
@@ -85,7 +97,8 @@ class Emulator:
         access, secret = "IOBENCH" + secrets.token_hex(8).upper(), secrets.token_hex(20)
         upstream = free_port()
         self._spawn("rclone", [rclone, "serve", "s3", str(self.folder.resolve()), "--addr", f"127.0.0.1:{upstream}",
-                               "--auth-key", f"{access},{secret}", "--etag-hash", "xxh3", "--read-only",
+                               "--auth-key", f"{access},{secret}", "--etag-hash", "xxh3",
+                               *(["--read-only"] if self.read_only else []),
                                "--config", "", "--log-file", str(self.state / "rclone.log")])  # fmt: skip
         wait_listening(upstream, self._processes[-1], self.state / "rclone.log")
         port = free_port()
