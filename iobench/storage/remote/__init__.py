@@ -98,7 +98,7 @@ class ObjectStorage(Storage):
 
     def make_cold(self) -> str:
         """Nothing is cached on the client by the readers of this storage; the emulator's own files are read
-        once so that its disk never adds to the profile's latency."""
+        through before each cold epoch, so that its disk never adds to the profile's latency."""
         if self.target.served is not None:
             for name in self._files:
                 _read_through(self.target.served / self.bucket / self.key(name))
