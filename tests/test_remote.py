@@ -18,7 +18,14 @@ import pytest
 
 from iobench.errors import IobenchError
 from iobench.storage.remote import ObjectStorage, RemoteTarget
-from iobench.storage.remote.emulator import NGINX_INSTALL, Emulator, nginx_binary, rclone_binary, remove_stale
+from iobench.storage.remote.emulator import (
+    NGINX_INSTALL,
+    Emulator,
+    _members,
+    nginx_binary,
+    rclone_binary,
+    remove_stale,
+)
 from iobench.storage.remote.profiles import profile
 from tests.conftest import ROOT, assert_one_line_error, invoke, stored_records
 
@@ -164,8 +171,11 @@ def test_a_killed_run_leaves_nothing_listening_and_its_state_is_removed(data, tm
     while _listening(port) and time.monotonic() < deadline:  # told to die with their parent
         time.sleep(0.1)
     assert not _listening(port)
+    groups = set(map(int, (Path(state) / "pids").read_text().split()))
     remove_stale()  # what the next start does first
     assert not Path(state).exists()
+    time.sleep(0.2)
+    assert [pid for pid in _members(groups) if not _zombie(pid)] == []  # nginx's workers included
 
 
 @pytest.mark.parametrize("fmt", ["npy", "memmap"])
@@ -234,3 +244,28 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
     keyless = cli("run", "--endpoint-url", "http://127.0.0.1:9", "--format", "npy", "--data-dir", data,
                   "--results", results)  # fmt: skip
     assert_one_line_error(keyless, "AWS_ACCESS_KEY_ID")
+
+
+def test_a_server_that_dies_between_configurations_ends_in_one_line_keeping_the_finished_record(
+    data, tmp_path, cli, monkeypatch
+):
+    from iobench.cli import measuring
+
+    real, ports = measuring.run_one, []
+
+    def then_kill(resolved, *args, **kwargs):
+        record = real(resolved, *args, **kwargs)
+        ports.append(int(resolved.target.remote.endpoint.url.rsplit(":", 1)[1]))
+        for pid in resolved.target.remote.server_pids:  # the server and the shaper, gone mid-run
+            os.kill(pid, signal.SIGKILL)
+        return record
+
+    monkeypatch.setattr(measuring, "run_one", then_kill)
+    results = tmp_path / "r.jsonl"
+    r = cli("run", "--remote", "none", "--format", "npy,memmap", "--loader", "dataloader", "--runs", 1,
+            "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+    assert r.code != 0 and "Traceback" not in r.err
+    (error,) = [line for line in r.err.splitlines() if line.startswith("iobench: error")]
+    assert "memmap" in error and "features.memmap" in error
+    assert [rec["format"] for rec in stored_records(results)] == ["npy"]  # the finished configuration is kept
+    assert not _listening(ports[0])

@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -115,6 +116,9 @@ class Emulator:
                                        start_new_session=True, preexec_fn=_die_with_parent)  # fmt: skip
         self._processes.append(process)
         (self.state / "pids").write_text(" ".join(str(p.pid) for p in self._processes))
+        # reaped the moment it ends: a dead server left as a zombie child would be taken by the runner for a
+        # DataLoader worker killed mid-epoch (it looks for any killed child of this process)
+        threading.Thread(target=process.wait, name=f"iobench-{name}-reaper", daemon=True).start()
 
     @property
     def access_log(self) -> Path:
@@ -220,33 +224,46 @@ def last_line(log: Path) -> str:
 
 
 def stop_process(process: subprocess.Popen) -> None:
-    if process.poll() is None:
-        with contextlib.suppress(ProcessLookupError):
-            process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+    """The process and its group (nginx's workers outlive a master that was killed, holding the port)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)  # whatever of the group is left
+    process.wait()
 
 
 def remove_stale(root: Path = STATE_ROOT) -> list[int]:
     """Stop what a start whose process is gone left behind (a killed run), and remove its state; the pids
-    stopped. A pid is stopped only if it is still the rclone or nginx that state folder started."""
+    stopped. A process is stopped only if it is in the group of a server that state folder started and is that
+    server (its command line names the folder) or one of nginx's workers (which rename themselves)."""
     stopped = []
     for state in root.glob("*-*") if root.is_dir() else []:
         owner = state.name.split("-", 1)[0]
         if not owner.isdigit() or Path(f"/proc/{owner}").exists():
             continue
         with contextlib.suppress(OSError, ValueError):
-            for pid in map(int, (state / "pids").read_text().split()):
+            groups = set(map(int, (state / "pids").read_text().split()))
+            for pid in _members(groups):
                 if _started_from(pid, state):
                     with contextlib.suppress(ProcessLookupError):
-                        os.killpg(pid, signal.SIGKILL)
+                        os.kill(pid, signal.SIGKILL)
                     stopped.append(pid)
         shutil.rmtree(state, ignore_errors=True)
     return stopped
+
+
+def _members(groups: set[int]) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) in groups:
+                    found.append(int(entry.name))
+    return found
 
 
 def _started_from(pid: int, state: Path) -> bool:
@@ -254,7 +271,7 @@ def _started_from(pid: int, state: Path) -> bool:
         command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return False
-    return any(str(state).encode() in part for part in command)
+    return command[0].startswith(b"nginx: ") or any(str(state).encode() in part for part in command)
 
 
 def _die_with_parent() -> None:
