@@ -7,7 +7,7 @@ Samples are raw arrays (`List(length=...)` for vectors, `Array2D..5D` otherwise,
 `datasets` documents for fixed-shape arrays) with an int64 label and the sample's index.
 
 Read as its users read it: `load_from_disk(path).with_format("torch", ...)` in a DataLoader, which fetches a
-batch with one `__getitems__` call (`native_batches`); iobench's own loaders read numpy batches by index.
+batch with one `__getitems__` call (`ArrowFormat.pipeline`); iobench's own loaders read numpy batches by index.
 `load_from_disk` opens the files that `state.json` names: iobench checks first that every name is a plain
 file of the dataset folder (a crafted state.json could name any path), and reads no pickle.
 """

@@ -6,7 +6,7 @@ sample's zero-padded index, so the order a pipeline delivers can be scored. Shar
 samples (10,000: the count in webdataset's own ShardWriter example).
 
 WebDataset has no random access: its users read shards in order, shuffling the shard order and mixing
-samples in a buffer (`native_batches`, the documented pipeline). For `verify` and iobench's other
+samples in a buffer (`WebDatasetFormat.pipeline`, the documented pipeline). For `verify` and iobench's other
 loaders the writer also keeps where each sample's member lies in its shard (`index.npy`: shard, offset,
 size) and the labels (`labels.npy`); both are checked against the shards before any read.
 """
