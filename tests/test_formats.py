@@ -90,9 +90,7 @@ def test_reader_reopens_after_fork_and_leaks_nothing(tmp_path, name):
     reader = write(tmp_path, name, spec)
     reader.sample(0)  # the parent opens its handle before forking, as a careless user would
     reader = pickle.loads(pickle.dumps(reader))  # DataLoader workers may get a pickled copy
-    ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(1) as pool:
-        got = pool.apply(_read_rows, (reader, [3, 1, 2]))
+    got = _in_a_forked_child(_read_rows, reader, [3, 1, 2])
     np.testing.assert_array_equal(got, features[[3, 1, 2]])
     reader.sample(1)
     data_dir = str(tmp_path / name)
@@ -116,6 +114,27 @@ def _open_paths():
 
 def _read_rows(reader, rows):
     return reader.batch(np.array(rows))[0]
+
+
+def _in_a_forked_child(function, *args):
+    """function(*args) in a forked process, its result sent back; the child is killed, not asked to end. A
+    multiprocessing Pool's terminate() sends SIGTERM, which a library loaded earlier in this process (Ray's core)
+    may have caught at C level: its forked worker then never ends and the suite hangs in the Pool's join."""
+    ctx = multiprocessing.get_context("fork")
+    ours, theirs = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_send, args=(theirs, function, args), daemon=True)
+    child.start()
+    theirs.close()
+    try:
+        assert ours.poll(60), "the forked child sent nothing in 60 s"
+        return ours.recv()
+    finally:
+        child.kill()
+        child.join(10)
+
+
+def _send(connection, function, args):
+    connection.send(function(*args))
 
 
 def test_files_open_with_their_own_libraries(tmp_path):
