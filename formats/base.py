@@ -164,8 +164,7 @@ class FormatReader(ABC):
 
     def __init__(self, where: Storage | Path, spec: DatasetSpec, options: Any, hints: ReadHints = NO_HINTS) -> None:
         self.storage = where if isinstance(where, Storage) else LocalStorage(None, Path(where))
-        # absolute and resolved: a relative name (`pipe:x/ds`) is never handed to a library that parses it
-        self.directory = self.storage.local_folder().resolve()
+        self.directory = self._local_directory()
         self.spec = spec
         self.options = options
         self.sequential, self.larger_than_memory = hints.sequential, hints.larger_than_memory
@@ -174,6 +173,11 @@ class FormatReader(ABC):
 
     def __len__(self) -> int:
         return self.spec.n_samples
+
+    def _local_directory(self) -> Path | None:
+        """The format's folder, absolute and resolved: a relative name (`pipe:x/ds`) is never handed to a library
+        that parses it. A reader of objects has none."""
+        return self.storage.local_folder().resolve()
 
     # True: its library refuses to open the same files twice in one process (LMDB), so threads share this
     # reader, which must then be safe to call from several threads; False: each thread may read through

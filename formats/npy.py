@@ -15,7 +15,6 @@ import numpy as np
 
 from iobench.formats.base import FixedLayout, FormatReader, HashedFile, StorageFormat, TwoFileWriter
 from iobench.spec import LABEL_DTYPE, DatasetSpec
-from iobench.storage import NO_HINTS, ReadHints
 from iobench.system.fsutil import open_regular
 
 FEATURES = "features.npy"
@@ -129,13 +128,15 @@ IN_FLIGHT = 64
 def _worded(url: str) -> Iterator[None]:
     """obstore's errors (a refused key, a server gone) as one OSError line naming the object: the runner words
     OSError, and obstore's own message runs to a page of debug output."""
+    from iobench.storage.remote.emulator import obstore_reason
+
     try:
         yield
     except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release
-        if type(exc).__module__.split(".")[0] != "obstore":
+        said = obstore_reason(exc)
+        if said is None:
             raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise OSError(f"{url}: {first[:300]}") from None
+        raise OSError(f"{url}: {said}") from None
 
 
 async def _ranges(store: Any, key: str, starts: list[int], stops: list[int]) -> list[Any]:
@@ -156,12 +157,8 @@ class RangedNpyReader(FormatReader):
     (obstore), each run of consecutive samples as one range, IN_FLIGHT ranges at a time. No cache: every epoch
     reads from the store."""
 
-    def __init__(self, where: Any, spec: DatasetSpec, options: Any, hints: ReadHints = NO_HINTS) -> None:
-        self.storage, self.spec, self.options = where, spec, options
-        self.directory = None  # nothing local: the storage addresses the objects
-        self.sequential, self.larger_than_memory = hints.sequential, hints.larger_than_memory
-        self._handle: Any = None
-        self._pid: int | None = None
+    def _local_directory(self) -> None:
+        return None  # nothing local: the storage addresses the objects
 
     FEATURES, LABELS = FEATURES, LABELS  # the objects; a format with the same fixed layout names its own
 

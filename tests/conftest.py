@@ -276,3 +276,30 @@ class ScriptedStorage:
                 yield Applied(method="scripted controls")
 
         return Scripted()
+
+
+def run_beside_a_fifo(resolved: ResolvedRun, fifo: Path) -> BaseException | None:
+    """`fifo` (one of the run's data files) swapped for a FIFO after every check passed, then the run, in a thread
+    given 60 s: what it raised (None if nothing). A run that waits on the FIFO fails the test, after a writer end
+    has let its blocked open() return."""
+    import threading
+
+    from iobench.run.runner import run
+
+    fifo.unlink()
+    os.mkfifo(fifo)
+    outcome: dict[str, BaseException] = {}
+
+    def measure() -> None:
+        try:
+            run(resolved)
+        except BaseException as exc:  # noqa: BLE001 - the caller examines it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=measure, daemon=True)
+    thread.start()
+    thread.join(60)
+    if thread.is_alive():
+        os.close(os.open(fifo, os.O_RDWR))
+        pytest.fail(f"{resolved.config.label} waited on a FIFO")
+    return outcome.get("error")

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import subprocess
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +17,6 @@ import torch
 
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.run.runner import run
 from tests.conftest import (
     NEEDS_TORCHDATA,
     assert_one_line_error,
@@ -28,6 +25,7 @@ from tests.conftest import (
     invoke,
     planted,
     resolved_run,
+    run_beside_a_fifo,
     run_subprocess,
     run_with_peak_memory,
     stored_records,
@@ -103,25 +101,9 @@ def test_a_data_file_swapped_for_a_fifo_mid_run_is_refused_not_waited_on(clean, 
     dataset = tmp_path / "data" / "ds"
     shutil.copytree(clean, dataset)
     resolved = resolved_run(dataset, name, loader)  # every check has passed: the files are regular now
-    fifo = dataset / DATA_FILE[name]
-    fifo.unlink()
-    os.mkfifo(fifo)
-    outcome: dict[str, BaseException] = {}
-
-    def measure() -> None:
-        try:
-            run(resolved)
-        except BaseException as exc:  # noqa: BLE001 - the outcome is examined below
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=measure, daemon=True)
-    thread.start()
-    thread.join(60)
-    if thread.is_alive():
-        os.close(os.open(fifo, os.O_RDWR))  # a writer end lets the blocked open() return
-        pytest.fail(f"{name}/{loader} waited on a FIFO")
-    assert isinstance(outcome.get("error"), IobenchError), outcome
-    assert "Traceback" not in str(outcome["error"]) and "\n" not in str(outcome["error"])
+    error = run_beside_a_fifo(resolved, dataset / DATA_FILE[name])
+    assert isinstance(error, IobenchError), error
+    assert "Traceback" not in str(error) and "\n" not in str(error)
 
 
 def zarr_copy(clean: Path, tmp_path: Path) -> Path:

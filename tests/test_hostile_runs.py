@@ -30,6 +30,7 @@ from tests.conftest import (
     planted,
     prepare_with_limits,
     resolved_run,
+    run_beside_a_fifo,
     stored_records,
 )
 
@@ -464,7 +465,6 @@ def test_a_core_data_file_swapped_for_a_fifo_mid_run_is_one_line_not_a_hang(work
     """N6: with --loader direct --cache cold the refusal escaped as a traceback; LMDB's open() and unprivileged
     eviction waited on the FIFO forever."""
     from iobench.errors import IobenchError
-    from iobench.run.runner import run
 
     root, dataset = workspace
     copy = tmp_path / "data" / dataset.name
@@ -472,22 +472,6 @@ def test_a_core_data_file_swapped_for_a_fifo_mid_run_is_one_line_not_a_hang(work
     if fmt in ("hdf5", "lmdb"):
         invoke("prepare", "--size", "2000", "--formats", fmt, "--data-dir", copy.parent, "-q")
     resolved = resolved_run(copy, fmt, loader, cache="cold", eviction="fadvise", runs=1, warmup=0)
-    fifo = copy / CORE_DATA_FILE[fmt]
-    fifo.unlink()
-    os.mkfifo(fifo)
-    outcome: dict[str, BaseException] = {}
-
-    def measure() -> None:
-        try:
-            run(resolved)
-        except BaseException as exc:  # noqa: BLE001 - examined below
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=measure, daemon=True)
-    thread.start()
-    thread.join(60)
-    if thread.is_alive():
-        os.close(os.open(fifo, os.O_RDWR))
-        pytest.fail(f"{fmt}/{loader} waited on a FIFO")
-    assert isinstance(outcome.get("error"), IobenchError), outcome
-    assert "\n" not in str(outcome["error"])
+    error = run_beside_a_fifo(resolved, copy / CORE_DATA_FILE[fmt])
+    assert isinstance(error, IobenchError), error
+    assert "\n" not in str(error)

@@ -27,6 +27,7 @@ from iobench.storage.remote.emulator import (
     remove_stale,
 )
 from iobench.storage.remote.profiles import profile
+from iobench.system.processes import process_alive
 from tests.conftest import ROOT, assert_one_line_error, invoke, stored_records
 
 
@@ -108,16 +109,9 @@ def test_the_reference_reader_reads_what_the_files_hold_and_stops_with_nothing_l
         time.sleep(0.2)  # nginx writes a request's line once its response is sent
         moved = counters.delta(before, counters.snapshot())
         assert moved["requests"].by_method == {"GET": 1} and moved["device_read_bytes"] >= 10 * 48
-        pids = [p.pid for p in emulator._processes]
+        pids = emulator.pids
     assert not _listening(port)
-    assert all(not Path(f"/proc/{pid}").exists() or _zombie(pid) for pid in pids)
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
+    assert not any(process_alive(pid) for pid in pids)
 
 
 def test_the_profiles_latency_is_what_one_connection_measures(data):
@@ -175,7 +169,7 @@ def test_a_killed_run_leaves_nothing_listening_and_its_state_is_removed(data, tm
     remove_stale()  # what the next start does first
     assert not Path(state).exists()
     time.sleep(0.2)
-    assert [pid for pid in _members(groups) if not _zombie(pid)] == []  # nginx's workers included
+    assert [pid for pid in _members(groups) if process_alive(pid)] == []  # nginx's workers included
 
 
 @pytest.mark.parametrize("fmt", ["npy", "memmap"])

@@ -269,8 +269,7 @@ def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path)
 
     emulator = Emulator(dataset_dir.parent, profile)
     with emulator as endpoint:
-        pids = tuple(p.pid for p in emulator._processes)
-        yield RemoteTarget(endpoint, profile, emulator.access_log, pids, dataset_dir.parent)
+        yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent)
 
 
 def _place(k: int, n: int, elapsed: float) -> str:

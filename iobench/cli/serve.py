@@ -3,6 +3,7 @@ one's own pipeline (boto3, s3fs, LitData, ...) at the same endpoint and profile 
 
 from __future__ import annotations
 
+import os
 import signal
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,7 @@ from typing import Any
 from iobench.cli import options as o
 from iobench.cli.app import app
 from iobench.cli.console import out, say
-from iobench.errors import IobenchError
+from iobench.errors import IobenchError, reason
 
 
 @app.command("serve")
@@ -71,15 +72,17 @@ def put_files(storage: Any, root: Path, paths: list[Path]) -> int:
     """Each file (opened as a regular file, never through a link) under the storage's prefix; bytes sent."""
     import obstore
 
+    from iobench.storage.remote.emulator import obstore_reason
     from iobench.system.fsutil import open_regular
 
     sent = 0
     for path in paths:
+        name = path.relative_to(root).as_posix()
         with open(open_regular(path), "rb") as f:
             try:
-                obstore.put(storage.store(), storage.key(path.relative_to(root).as_posix()), f)
-            except Exception as exc:  # noqa: BLE001 - obstore's errors, worded in one line
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-                raise IobenchError(f"upload of {path.name} to {storage.url(path.name)} failed: {first[:300]}") from None
-            sent += f.tell() or path.stat().st_size
+                obstore.put(storage.store(), storage.key(name), f)
+            except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release: one line
+                said = obstore_reason(exc) or reason(exc)
+                raise IobenchError(f"upload of {name} to {storage.url(name)} failed: {said}") from None
+            sent += os.fstat(f.fileno()).st_size
     return sent

@@ -41,7 +41,7 @@ def _busy_jiffies() -> int:
     return user + nice + system + irq + softirq + steal
 
 
-def _process_jiffies(pid: int) -> int:
+def process_jiffies(pid: int) -> int:
     """utime + stime of one process (its threads included), 0 once it is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -72,9 +72,9 @@ def other_cores_busy(
         return None
     own = (os.getpid(), *rivals)
     hz = os.sysconf("SC_CLK_TCK")
-    total, mine = _busy_jiffies(), sum(_process_jiffies(p) for p in own)
+    total, mine = _busy_jiffies(), sum(process_jiffies(p) for p in own)
     time.sleep(seconds)
-    total, mine = _busy_jiffies() - total, sum(_process_jiffies(p) for p in own) - mine
+    total, mine = _busy_jiffies() - total, sum(process_jiffies(p) for p in own) - mine
     cores = max(0.0, (total - mine) / hz / seconds)
     _last_sample = (time.monotonic(), rivals, cores)
     return cores

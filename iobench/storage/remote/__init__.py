@@ -42,7 +42,7 @@ class RequestCounters(Counters):
 
     def snapshot(self, pids: Sequence[int] = ()) -> RequestSnapshot:
         log = self.target.access_log
-        server = sum(cpu_seconds(p) for p in self.target.server_pids)
+        server = cpu_seconds(self.target.server_pids)
         return RequestSnapshot(requests_log.size(log) if log else 0, server)
 
     def delta(self, a: RequestSnapshot, b: RequestSnapshot) -> dict:

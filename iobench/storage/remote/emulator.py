@@ -32,6 +32,7 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.storage.remote.profiles import Profile
+from iobench.system.contention import process_jiffies
 
 REGION = "us-east-1"
 LUA_MODULES = (Path("/usr/lib/nginx/modules/ndk_http_module.so"), Path("/usr/lib/nginx/modules/ngx_http_lua_module.so"))
@@ -124,10 +125,13 @@ class Emulator:
     def access_log(self) -> Path:
         return self.state / "access.log"
 
+    @property
+    def pids(self) -> tuple[int, ...]:
+        """The server's and the shaper's processes (nginx's master: its workers are its children)."""
+        return tuple(p.pid for p in self._processes)
+
     def server_cpu_seconds(self) -> float:
-        """CPU the server and the shaper used so far (their processes and nginx's workers)."""
-        pids = [p.pid for p in self._processes if p.poll() is None]
-        return sum(cpu_seconds(pid) for pid in pids + [c for p in pids for c in children(p)])
+        return cpu_seconds(self.pids)
 
     def stop(self) -> None:
         for process in reversed(self._processes):
@@ -135,6 +139,15 @@ class Emulator:
         self._processes.clear()
         if self.state != Path():
             shutil.rmtree(self.state, ignore_errors=True)
+
+
+def obstore_reason(exc: BaseException) -> str | None:
+    """An obstore error (a refused key, a server gone, a missing object) as its first line; obstore's message
+    goes on for a page of debug output. None for an exception that is not obstore's."""
+    if type(exc).__module__.split(".")[0] != "obstore":
+        return None
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
 
 
 def rclone_binary() -> str:
@@ -287,9 +300,8 @@ def children(pid: int) -> list[int]:
         return []
 
 
-def cpu_seconds(pid: int) -> float:
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def cpu_seconds(pids: tuple[int, ...]) -> float:
+    """CPU the server and the shaper used so far: their processes and nginx's workers (which do the proxying)."""
+    return sum(process_jiffies(p) for p in (*pids, *(c for pid in pids for c in children(pid)))) / os.sysconf(
+        "SC_CLK_TCK"
+    )
