@@ -183,6 +183,8 @@ class FormatReader(ABC):
     # reader, which must then be safe to call from several threads; False: each thread may read through
     # its own copy (see iobench.loaders.nodes)
     one_per_process: ClassVar[bool] = False
+    # True: a reader of objects that only hands the storage to the format's own pipeline (it reads no sample)
+    pipeline_only: ClassVar[bool] = False
 
     @property
     def handle(self) -> Any:
@@ -300,6 +302,10 @@ class StorageFormat(ABC):
     def has_pipeline(self) -> bool:
         """Whether the format declares its library's own pipeline (overrides `pipeline`)."""
         return type(self).pipeline is not StorageFormat.pipeline
+
+    # True: `pipeline`, given a reader of objects (`object_reader`), reads them through the library's own remote
+    # path (LitData's s3:// URLs); False: `--remote --loader native` reads the format through a FUSE mount
+    remote_pipeline: ClassVar[bool] = False
 
     def check_native_world(self, spec: DatasetSpec, options: Any, world: int, batch_size: int) -> None:
         """Refuse (ValueError) a torchrun world the native pipeline cannot share (a rank left without data),

@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import struct
 import subprocess
 import tempfile
@@ -164,31 +165,44 @@ def check_index(directory: Path, spec: DatasetSpec) -> None:
     path = directory / INDEX
     try:
         index = read_json(path)
-        config, chunks = index["config"], index["chunks"]
-        data_format, tree = config["data_format"], parse_json(config["data_spec"].encode(), f"{path} data_spec")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+    except (OSError, ValueError) as exc:
         raise ValueError(f"{path}: unreadable ({exc})") from None
-    features = "numpy" if len(spec.shape) > 1 else f"no_header_numpy:{_dtype_code(spec)}"
-    if data_format != [features, "int", "int"] or tree != TREE:
-        raise ValueError(f"{path}: fields {data_format} are not the {features}, int, int the writer stores")
-    for key in ("compression", "encryption"):
-        if config.get(key) is not None:
-            raise ValueError(f"{path}: {key} {config[key]!r} is not read")
-    total = 0
-    for entry in chunks if isinstance(chunks, list) else [None]:
-        name = entry.get("filename") if isinstance(entry, dict) else None
-        chunk = directory / str(name)
-        if not isinstance(name, str) or not CHUNK_NAME.fullmatch(name) or chunk.is_symlink() or not chunk.is_file():
+    for name, size, items in index_chunks(index, str(path), spec):
+        chunk = directory / name
+        if chunk.is_symlink() or not chunk.is_file():
             raise ValueError(f"{path}: chunk {name!r} is not a plain chunk file of {directory}")
-        size, items = entry.get("chunk_bytes"), entry.get("chunk_size")
-        if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (size, items)):
-            raise ValueError(f"{path}: chunk {name}: sizes {size!r}, {items!r} are not whole numbers")
         if chunk.stat().st_size != size:
             raise ValueError(f"{chunk}: {chunk.stat().st_size} bytes; the index says {size}")
         _check_offsets(chunk, items, size)
-        total += items
-    if total != spec.n_samples:
-        raise ValueError(f"{path}: {total} samples in its chunks; the spec says {spec.n_samples}")
+
+
+def index_chunks(index: Any, where: str, spec: DatasetSpec) -> list[tuple[str, int, int]]:
+    """An index's chunks (name, bytes, items) once its fields are the writer's (never LitData's `pickle`
+    serializer), with no compression or encryption, chunk names of the writer's form and every sample counted."""
+    try:
+        config, chunks = index["config"], index["chunks"]
+        data_format, tree = config["data_format"], parse_json(config["data_spec"].encode(), f"{where} data_spec")
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{where}: unreadable ({exc})") from None
+    features = "numpy" if len(spec.shape) > 1 else f"no_header_numpy:{_dtype_code(spec)}"
+    if data_format != [features, "int", "int"] or tree != TREE:
+        raise ValueError(f"{where}: fields {data_format} are not the {features}, int, int the writer stores")
+    for key in ("compression", "encryption"):
+        if config.get(key) is not None:
+            raise ValueError(f"{where}: {key} {config[key]!r} is not read")
+    found = []
+    for entry in chunks if isinstance(chunks, list) else [None]:
+        name = entry.get("filename") if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not CHUNK_NAME.fullmatch(name):
+            raise ValueError(f"{where}: chunk {name!r} is not a plain chunk file (a name the writer gives)")
+        size, items = entry.get("chunk_bytes"), entry.get("chunk_size")
+        if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (size, items)):
+            raise ValueError(f"{where}: chunk {name}: sizes {size!r}, {items!r} are not whole numbers")
+        found.append((name, size, items))
+    if sum(items for _, _, items in found) != spec.n_samples:
+        raise ValueError(f"{where}: {sum(i for _, _, i in found)} samples in its chunks; the spec says "
+                         f"{spec.n_samples}")  # fmt: skip
+    return found
 
 
 def _check_offsets(chunk: Path, items: int, size: int) -> None:
@@ -223,6 +237,47 @@ def open_dataset(directory: Path, spec: DatasetSpec, shuffle: bool = False, seed
     return StreamingDataset(str(directory), shuffle=shuffle, seed=seed, **options)
 
 
+def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = False, seed: int = 42,
+                **options: Any) -> Any:  # fmt: skip
+    """The StreamingDataset its users open on an S3 URL (`storage_options` naming the endpoint and keys, a local
+    `cache_dir`), once the store's index is checked as a local one is."""
+    from litdata import StreamingDataset
+
+    check_remote_index(storage, spec)
+    endpoint = storage.target.endpoint
+    if endpoint.url.startswith("http://"):
+        _chunks_through_boto3()
+    s3 = {"endpoint_url": endpoint.url, "aws_access_key_id": endpoint.access_key,
+          "aws_secret_access_key": endpoint.secret_key, "region_name": endpoint.region}  # fmt: skip
+    url = f"s3://{storage.bucket}/{storage.prefix}" if storage.prefix else f"s3://{storage.bucket}"
+    return StreamingDataset(url, cache_dir=str(cache), shuffle=shuffle, seed=seed, storage_options=s3, **options)
+
+
+def check_remote_index(storage: Any, spec: DatasetSpec) -> None:
+    """The store's `index.json` (one GET, through boto3 as LitData fetches it: this may be the process that forks
+    the workers) by the rules of `check_index`; LitData fetches it again itself."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    where = storage.url(INDEX)
+    try:
+        data = storage.client().get_object(Bucket=storage.bucket, Key=storage.key(INDEX))["Body"].read(64 * 2**20 + 1)
+    except (BotoCoreError, ClientError) as exc:
+        raise OSError(f"{where}: {str(exc).splitlines()[0][:300]}") from None
+    if len(data) > 64 * 2**20:
+        raise ValueError(f"{where}: {len(data):,} bytes is not an index iobench writes")
+    index_chunks(parse_json(data, where), where, spec)
+
+
+def _chunks_through_boto3() -> None:
+    """LitData 0.2.76 fetches chunks through obstore when it is installed, with client options of its own that
+    leave out `allow_http`: an http:// endpoint (the emulator on loopback, a store without TLS) then fails with
+    BadScheme, and no option or variable of LitData's passes it. Its chunks go instead through its boto3 path,
+    the one LitData takes where obstore is not installed (the study says so beside every LitData figure)."""
+    import litdata.streaming.downloader as downloader
+
+    downloader._OBSTORE_AVAILABLE = False
+
+
 def release(ds: Any) -> None:
     """Unmap the chunks a StreamingDataset still maps. LitData 0.2.76 keeps the last chunk mapped after the
     dataset is dropped; a mapped page survives drop_caches, so the next cold epoch would read memory."""
@@ -254,6 +309,28 @@ class LitDataReader(FormatReader):
         return features, labels
 
 
+class LitDataObjectReader(LitDataReader):
+    """Samples by index through a StreamingDataset on the store's S3 URL: LitData downloads whole chunks into a
+    cache folder of this reader's (made with it, removed when the process that made it closes it), so a warm
+    epoch reads its local cache and a cold one, read by a fresh reader, starts from an empty one."""
+
+    def __init__(self, where: Any, spec: DatasetSpec, options: Any, hints: Any) -> None:
+        super().__init__(where, spec, options, hints)
+        self.cache = Path(tempfile.mkdtemp(prefix="iobench-litdata-cache-"))
+        self._owner = os.getpid()
+
+    def _local_directory(self) -> Path | None:
+        return None
+
+    def _open(self) -> Any:
+        return open_remote(self.storage, self.spec, self.cache, batch_decode="auto" if self.sequential else False)
+
+    def close(self) -> None:
+        super().close()
+        if os.getpid() == self._owner:
+            shutil.rmtree(self.cache, ignore_errors=True)
+
+
 class _PerSample:
     """The run's host transform on each sample, in the worker that read it (LitData's `transform` hook)."""
 
@@ -279,6 +356,7 @@ class LitDataFormat(StorageFormat):
     writer_type = LitDataWriter
     reader_type = LitDataReader
     native_rank_split = "litdata StreamingDataset by rank (drop_last)"
+    remote_pipeline = True  # StreamingDataset("s3://...") is LitData's own way to object storage
 
     def pipeline(self, reader: LitDataReader, read: NativeRead) -> Pipeline:
         """`StreamingDataset` in a `StreamingDataLoader`. Under torchrun the dataset splits the epoch between
@@ -289,8 +367,11 @@ class LitDataFormat(StorageFormat):
 
         transform = _PerSample(read.transform) if read.transform is not None else None
         o = reader.options
-        ds = open_dataset(reader.directory, reader.spec, read.shuffle, read.seed, transform=transform,
-                          batch_decode=o.batch_decode, item_shuffle_window=o.item_shuffle_window)  # fmt: skip
+        knobs = dict(transform=transform, batch_decode=o.batch_decode, item_shuffle_window=o.item_shuffle_window)
+        if isinstance(reader, LitDataObjectReader):
+            ds = open_remote(reader.storage, reader.spec, reader.cache, read.shuffle, read.seed, **knobs)
+        else:
+            ds = open_dataset(reader.directory, reader.spec, read.shuffle, read.seed, **knobs)
         found = ds.distributed_env
         if (found.world_size, found.global_rank) != (read.world, read.rank):
             release(ds)
@@ -298,6 +379,9 @@ class LitDataFormat(StorageFormat):
                                f"{read.rank} of {read.world}")  # fmt: skip
         return Pipeline(ds, read.batch_size, loader_class=StreamingDataLoader, seeded=False, as_batch=_as_tuple,
                         release=partial(release, ds))  # fmt: skip
+
+    def object_reader(self) -> type[FormatReader]:
+        return LitDataObjectReader
 
     def resolve_options(self, spec: DatasetSpec, options: LitDataOptions) -> LitDataOptions:
         if options.processes:

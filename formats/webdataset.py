@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import DERIVED, READ, NativeRead, Pipeline, StorageFormat, read_option
+from iobench.formats.base import DERIVED, READ, FormatReader, NativeRead, Pipeline, StorageFormat, read_option
 from iobench.formats.shards import (
     INDEX,
     LABELS,
@@ -138,6 +138,51 @@ class _OpenShards:
                 yield dict(url=name, stream=stream)
 
 
+class _FetchShards:
+    """webdataset's opener for shard URLs over HTTP (its `gopen`: curl, from an argument list), one presigned
+    URL per shard name the shard list yields, each shard's member headers checked as `_OpenShards` checks
+    them. curl's exit status is read when the shard is done: a refused or missing shard ends the epoch."""
+
+    def __init__(self, urls: dict[str, str], spec: DatasetSpec) -> None:
+        self.urls, self.limit = urls, member_limit(spec)
+
+    def __call__(self, sources: Iterator[dict]) -> Iterator[dict]:
+        from webdataset.gopen import gopen
+
+        for source in sources:
+            name = source["url"]
+            pipe = gopen(self.urls[name])
+            try:
+                with CheckedTar(os.dup(pipe.stream.fileno()), name, self.limit) as stream:
+                    yield dict(url=name, stream=stream)
+            finally:
+                pipe.close()
+
+
+def signed_urls(storage: Any, names: list[str], seconds: int = 7 * 24 * 3600) -> dict[str, str]:
+    """A GET URL per shard, presigned for a week (SigV4's longest) with the storage's keys (by boto3: obstore
+    in the process that forks the workers would leave theirs waiting)."""
+    client = storage.client()
+    return {n: client.generate_presigned_url("get_object", Params={"Bucket": storage.bucket, "Key": storage.key(n)},
+                                             ExpiresIn=seconds) for n in names}  # fmt: skip
+
+
+class WebDatasetObjectReader(FormatReader):
+    """The shards in object storage, for webdataset's own pipeline only (it streams whole shards over HTTP):
+    the loaders that read samples by index read the shards through FUSE instead."""
+
+    pipeline_only = True
+
+    def _local_directory(self) -> Path | None:
+        return None
+
+    def _open(self) -> Any:
+        raise ValueError("webdataset in object storage is read by its own pipeline (--loader native)")
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.handle
+
+
 def _failed(exn: Exception) -> bool:
     """webdataset's exception handler: re-raise as one line naming the shard and the sample (webdataset appends
     the stream and the URL to an exception's arguments, and wraps a decoder's in a DecodingError without a
@@ -206,7 +251,7 @@ class _PerSample:
 
 
 def pipeline(
-    directory: Path,
+    opener: Any,
     spec: DatasetSpec,
     options: WebDatasetOptions,
     batch: int,
@@ -217,10 +262,10 @@ def pipeline(
 ):
     """The documented pipeline: shards (shuffled, deterministically per epoch), a shuffle buffer, decode,
     tuples, batches made in the workers. Built from the stages `wds.WebDataset(names, shardshuffle=N,
-    detshuffle=True, seed=seed)` chains, in its order, with the shards opened by `_OpenShards` instead of its
-    URL opener. Under torchrun (`world` > 1) `split_by_node` gives each rank every world-th shard (its rank
-    from torchrun's RANK, as webdataset reads it); webdataset splits before it shuffles shards, so a rank
-    reads the same shards every epoch."""
+    detshuffle=True, seed=seed)` chains, in its order, with the shards opened by `opener` (`_OpenShards` for a
+    folder, `_FetchShards` for object storage) instead of its URL opener. Under torchrun (`world` > 1)
+    `split_by_node` gives each rank every world-th shard (its rank from torchrun's RANK, as webdataset reads
+    it); webdataset splits before it shuffles shards, so a rank reads the same shards every epoch."""
     import webdataset as wds
     from webdataset.compat import FluidWrapper  # what wds.WebDataset is: a DataPipeline with the fluid methods
     from webdataset.filters import detshuffle, pipelinefilter
@@ -233,7 +278,7 @@ def pipeline(
     if shuffle:
         stages.append(detshuffle(options.shard_shuffle, seed=seed))
     stages += [
-        _OpenShards(directory, spec),
+        opener,
         pipelinefilter(tar_file_expander)(handler=_failed),
         pipelinefilter(group_by_keys)(handler=_failed),
     ]
@@ -258,13 +303,21 @@ class WebDatasetFormat(WholeShardsPerRank, StorageFormat):
     writer_type = WebDatasetWriter
     reader_type = WebDatasetReader
     native_rank_split = "webdataset split_by_node"
+    remote_pipeline = True  # shard URLs over HTTP, opened by its gopen (curl): its documented remote path
+
+    def object_reader(self) -> type[FormatReader]:
+        return WebDatasetObjectReader
 
     def pipeline(self, reader: WebDatasetReader, read: NativeRead) -> Pipeline:
         """webdataset's pipeline, batching itself (batch_size=None in the DataLoader, as its README has it)."""
+        names = [SHARD % k for k in range(reader.options.shards)]
+        if isinstance(reader, WebDatasetObjectReader):
+            opener: Any = _FetchShards(signed_urls(reader.storage, names), reader.spec)
+        else:
+            opener = _OpenShards(reader.directory, reader.spec)
         ds = pipeline(
-            reader.directory, reader.spec, reader.options, read.batch_size, read.shuffle, read.seed, read.transform,
-            read.world,
-        )  # fmt: skip
+            opener, reader.spec, reader.options, read.batch_size, read.shuffle, read.seed, read.transform, read.world
+        )
         return Pipeline(ds, batch_size=None, seeded=False)
 
     def resolve_options(self, spec: DatasetSpec, options: WebDatasetOptions) -> WebDatasetOptions:

@@ -17,6 +17,7 @@ opens only regular files and a zstd codec that never inflates a chunk past its s
 from __future__ import annotations
 
 import os
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -83,10 +84,11 @@ class ZarrWriter(FormatWriter):
             self._flush(whole_shards_only=False)
 
 
-def check_store(directory: Path, spec: DatasetSpec, options: ZarrOptions | None = None) -> None:
+def check_store(directory: Path, spec: DatasetSpec, options: ZarrOptions | None = None, chunks: bool = True) -> None:
     """What zarr would read, checked before it reads: the group (no consolidated metadata, which zarr would
     read instead of the arrays' own), each array's dtype, shape, grid and codecs as the writer leaves them
-    (with `options`, the very grid of its chunk sizes), every chunk the grid names a plain file, no links."""
+    (with `options`, the very grid of its chunk sizes), every chunk the grid names a plain file (`chunks`:
+    False for the metadata alone, fetched from object storage), no links."""
     for root, dirs, files in os.walk(directory):
         for name in dirs + files:
             if Path(root, name).is_symlink():
@@ -119,7 +121,7 @@ def check_store(directory: Path, spec: DatasetSpec, options: ZarrOptions | None 
         raise ValueError(f"{directory / 'labels/zarr.json'}: chunks of {label_chunk}, not {min(n, LABEL_CHUNK)}")
     _codecs(labels.get("codecs"), DATA_CODECS, directory / "labels")
     zeros = "/0" * len(shape)
-    for array, size, suffix in (("features", shard, zeros), ("labels", label_chunk, "")):
+    for array, size, suffix in (("features", shard, zeros), ("labels", label_chunk, "")) if chunks else ():
         for k in range(-(-n // size)):
             path = directory / array / "c" / f"{k}{suffix}"
             if not path.is_file():
@@ -220,6 +222,35 @@ class ZarrReader(FormatReader):
         return np.asarray(features[start:stop]), labels[start:stop]
 
 
+METADATA = ("zarr.json", "features/zarr.json", "labels/zarr.json")
+
+
+class ZarrObjectReader(ZarrReader):
+    """The group in object storage through zarr's own `ObjectStore` (obstore), read-only, with the checked zstd
+    codec; its three metadata documents are fetched and checked as a local store's are before zarr opens it."""
+
+    def _local_directory(self) -> Path | None:
+        return None
+
+    def _open(self) -> tuple[Any, np.ndarray]:
+        import obstore
+
+        from iobench.formats.zarr_store import checked_remote_arrays
+
+        store = self.storage.store()
+        with tempfile.TemporaryDirectory(prefix="iobench-zarr-metadata-") as folder:
+            for name in METADATA:
+                path = Path(folder, name)
+                path.parent.mkdir(exist_ok=True)
+                data = bytes(obstore.get(store, self.storage.key(name)).bytes())
+                if len(data) > 2**20:
+                    raise ValueError(f"{self.storage.url(name)}: {len(data):,} bytes is not zarr metadata")
+                path.write_bytes(data)
+            check_store(Path(folder), self.spec, self.options, chunks=False)
+        features, labels = checked_remote_arrays(store, self.storage.prefix)
+        return features, np.asarray(labels[:], dtype=LABEL_DTYPE)
+
+
 class _Batches:
     """Map-style: indexed with a batch of indices, it reads them the zarr way (in a worker)."""
 
@@ -251,10 +282,14 @@ class ZarrFormat(StorageFormat):
     options_type = ZarrOptions
     writer_type = ZarrWriter
     reader_type = ZarrReader
+    remote_pipeline = True  # its batches read through the reader: zarr's ObjectStore over object storage
 
     def pipeline(self, reader: ZarrReader, read: NativeRead) -> Pipeline:
         """Shuffled batches read as sorted orthogonal selections, in a DataLoader with the run's workers."""
         return Pipeline(_Batches(reader, read.transform), read.batch_size, shuffle=read.shuffle, collate_fn=_as_read)
+
+    def object_reader(self) -> type[FormatReader]:
+        return ZarrObjectReader
 
     def resolve_options(self, spec: DatasetSpec, options: ZarrOptions) -> ZarrOptions:
         if options.chunk_samples:

@@ -89,3 +89,14 @@ def checked_arrays(directory: Path) -> tuple[Any, Any]:
         group = zarr.open_group(store=CheckedStore(directory, read_only=True), mode="r", zarr_format=3,
                                 use_consolidated=False)  # fmt: skip
         return group["features"], group["labels"]
+
+
+def checked_remote_arrays(store: Any, prefix: str) -> tuple[Any, Any]:
+    """The group under `prefix` of an obstore store, read-only through zarr's ObjectStore, with the checked codec
+    (the caller has checked its metadata)."""
+    from zarr.storage import ObjectStore
+
+    with zarr.config.set({"codecs.zstd": CHECKED_ZSTD}):
+        group = zarr.open_group(store=ObjectStore(store, read_only=True), path=prefix, mode="r", zarr_format=3,
+                                use_consolidated=False)  # fmt: skip
+        return group["features"], group["labels"]

@@ -173,7 +173,7 @@ def test_webdataset_never_unpickles_a_member_and_refuses_an_index_outside_its_sh
     import shutil
 
     from iobench.data.manifest import Manifest
-    from iobench.formats.webdataset import INDEX, pipeline
+    from iobench.formats.webdataset import INDEX, _OpenShards, pipeline
 
     dataset, _, _ = images
     spec = Manifest.load(dataset).spec
@@ -194,7 +194,7 @@ def test_webdataset_never_unpickles_a_member_and_refuses_an_index_outside_its_sh
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
     with pytest.raises(ValueError, match="didn't find"):  # a sample of a .pyd alone: no features in it
-        for _ in pipeline(copy, spec, options, 16, shuffle=False, seed=0):
+        for _ in pipeline(_OpenShards(copy, spec), spec, options, 16, shuffle=False, seed=0):
             pass
     assert not marker.exists(), "a .pyd member was unpickled"
     index = np.load(copy / INDEX)

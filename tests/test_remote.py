@@ -192,7 +192,7 @@ def test_run_remote_refuses_what_it_cannot_read_in_one_line(data, tmp_path, cli)
     results = tmp_path / "r.jsonl"
     refused = cli("run", "--remote", "s3-like", "--format", "npy", "--loader", "direct", "--data-dir", data,
                   "--device", "cpu", "--results", results)  # fmt: skip
-    assert_one_line_error(refused, "--remote reads through --loader dataloader or nodes")
+    assert_one_line_error(refused, "--remote reads npy through --loader dataloader or nodes in this release")
     alone = cli("run", "--latency-ms", "5", "--format", "npy", "--data-dir", data, "--results", results)
     assert_one_line_error(alone, "give --remote PROFILE too")
     unknown = cli("run", "--remote", "moon-like", "--format", "npy", "--data-dir", data, "--results", results)

@@ -220,7 +220,7 @@ def measure_run(
         configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset
         formats = tuple(dict.fromkeys(c.format for c in configs))
         dataset_dir = dataset_for_run(world, where.data_dir, where.dataset, formats, ConsoleEvents(quiet), where.size)
-        with served(where.remote, where.endpoint_url, dataset_dir) as remote:
+        with served(where.remote, where.endpoint_url, dataset_dir, where.fuse_chunk) as remote:
             todo = resolve_all(configs, RunTarget(dataset_dir, target_device, remote), world)
             limits = None
             if world.is_main:
@@ -255,13 +255,16 @@ def measure_run(
 
 
 @contextmanager
-def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path) -> Iterator[RemoteTarget | None]:
+def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path, fuse_chunk: str | None = None
+           ) -> Iterator[RemoteTarget | None]:  # fmt: skip
     """With a profile: the data folder served as S3 on loopback, behind the shaper, for as long as the block
     runs (stopped on every exit); with an endpoint: that store, as it is; without either: nothing."""
     from iobench.storage.remote.emulator import Emulator, endpoint_from_environment
+    from iobench.storage.remote.mount import CHUNK
 
+    chunk = fuse_chunk or CHUNK
     if endpoint_url is not None:
-        yield RemoteTarget(endpoint_from_environment(endpoint_url), None)
+        yield RemoteTarget(endpoint_from_environment(endpoint_url), None, fuse_chunk=chunk)
         return
     if profile is None:
         yield None
@@ -269,7 +272,7 @@ def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path)
 
     emulator = Emulator(dataset_dir.parent, profile)
     with emulator as endpoint:
-        yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent)
+        yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent, chunk)
 
 
 def _place(k: int, n: int, elapsed: float) -> str:

@@ -169,6 +169,15 @@ UploadEndpoint = Annotated[
     str, typer.Option("--endpoint-url", help="The S3-compatible store to put the formats in.", metavar="URL")
 ]
 UploadFormats = Annotated[OptStr, typer.Option(help="Comma list of the formats to put (default: every prepared one).")]
+FuseChunk = Annotated[
+    OptStr,
+    typer.Option(
+        help="With --remote or --endpoint-url, for a format read through FUSE (rclone mount: TFRecord, LMDB, HDF5, "
+        "...): the first ranged GET of an object asks this much (K, M or G), later ones double it; a seek starts "
+        "again. [default: 128M, rclone's own]",
+        metavar="SIZE",
+    ),
+]
 LatencyMs = Annotated[OptFloat, typer.Option(help="With --remote: the first-byte latency of every request, in ms.")]
 ConnectionMbPerS = Annotated[
     OptFloat, typer.Option(help="With --remote: the bandwidth of one connection, in MB/s (10^6 bytes).")

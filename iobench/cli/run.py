@@ -58,6 +58,7 @@ def run_cmd(
     endpoint_url: o.EndpointUrl = None,
     latency_ms: o.LatencyMs = None,
     connection_mb_per_s: o.ConnectionMbPerS = None,
+    fuse_chunk: o.FuseChunk = None,
     profile: o.Profile = False,
     results: o.Results = Path("results/results.jsonl"),
     nproc: o.Nproc = None,
@@ -76,6 +77,10 @@ def run_cmd(
 
         return run_factory_cmd(ctx)
     network = _network(remote, latency_ms, connection_mb_per_s, nproc, endpoint_url)
+    if fuse_chunk is not None:
+        from iobench.storage.remote.mount import check_chunk
+
+        fuse_chunk = check_chunk(fuse_chunk, network is not None or endpoint_url is not None)
     if nproc is None:
         check_writable(results)
     pairs, notes = parse_pairs(format, loader)
@@ -92,7 +97,9 @@ def run_cmd(
     read = parse_format_options(format_option or [], tuple(dict.fromkeys(f for f, ld in pairs if ld == "native")), True)
     configs = [config_of(f, ld, settings_of(ctx.params), eviction=eviction, read_options=read, **options)
                for f, ld in pairs]  # fmt: skip
-    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, network, endpoint_url)
+    where = RunPlace(
+        data_dir, dataset, device, results, read_limit, profile, samples, network, endpoint_url, fuse_chunk
+    )
     measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms)
 
 

@@ -13,6 +13,7 @@ from iobench.choices import Choice
 from iobench.data.manifest import FormatEntry, Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
+from iobench.formats.base import StorageFormat
 from iobench.loaders import LoaderName
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
 from iobench.measuring.distributed import SINGLE, World
@@ -106,22 +107,23 @@ class ResolvedRun:
             "transform_on": c.transform_on.value if c.transform != "none" else None,
             "torch_threads_asked": c.torch_threads,  # the environment's torch_threads is what the run had
             "format_options": ",".join(f"{k}={v}" for k, v in c.format_options),
-            **_remote_fields(self.target.remote),
+            **_remote_fields(self.target.remote, self.storage.kind),
         })  # fmt: skip
 
 
 RECORDED = frozenset(f.name for f in fields(RecordedConfig))
 
 
-def _remote_fields(remote: RemoteTarget | None) -> dict:
+def _remote_fields(remote: RemoteTarget | None, kind: str) -> dict:
     if remote is None:
         return {}
     profile = remote.profile
     return {
-        "storage": "object",
+        "storage": kind,
         "remote_profile": profile.name if profile else "external",
         "remote_latency_ms": profile.latency_ms if profile else None,
         "remote_connection_mb_per_s": profile.connection_mb_per_s if profile else None,
+        "remote_fuse_chunk": remote.fuse_chunk if kind == "fuse" else None,
     }
 
 
@@ -161,19 +163,30 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
     return resolved
 
 
-# What reads a format's objects in this release: the loaders over its reader (the others read local files).
+# What reads a format's objects in this release: the loaders over its object reader; and, through a FUSE mount
+# of the bucket, the loaders that read a format's local files with its own library (TFRecord, LMDB, ...).
 REMOTE_LOADERS = (LoaderName.DATALOADER, LoaderName.NODES)
+MOUNTED_LOADERS = (LoaderName.DATALOADER, LoaderName.NODES, LoaderName.NATIVE)
+
+
+def reads_objects(fmt: StorageFormat, loader: LoaderName) -> bool:
+    """Whether the loader reads the format's objects through the format's own remote path (its pipeline's, or
+    its reader of objects'); otherwise through a FUSE mount."""
+    if loader is LoaderName.NATIVE:
+        return fmt.remote_pipeline
+    reader = fmt.object_reader()
+    return loader in REMOTE_LOADERS and reader is not None and not reader.pipeline_only
 
 
 def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, world: World) -> ObjectStorage:
-    """The format's objects in the target's store, once the configuration can read them there."""
+    """The format's objects in the target's store, once the configuration can read them there: through the
+    format's reader of objects where it has one (and the loader reads a reader), else through FUSE."""
     fmt, label = FORMATS[config.format], config.label
-    if fmt.object_reader() is None:
-        readable = [n for n in FORMATS if FORMATS.loads(n) is None and FORMATS[n].object_reader() is not None]
-        raise IobenchError(f"{label}: --remote reads {', '.join(readable)} in this release; {config.format} "
-                           "has no reader of object storage yet")  # fmt: skip
-    if config.loader not in REMOTE_LOADERS:
-        raise IobenchError(f"{label}: --remote reads through --loader {' or '.join(REMOTE_LOADERS)} in this release")
+    mounted = not reads_objects(fmt, config.loader)
+    if mounted and config.loader not in MOUNTED_LOADERS:
+        can = [ld for ld in MOUNTED_LOADERS if ld is not LoaderName.NATIVE or fmt.has_pipeline]
+        raise IobenchError(f"{label}: --remote reads {config.format} through --loader {' or '.join(can)} "
+                           "in this release")  # fmt: skip
     if world.size > 1:
         raise IobenchError("--remote does not run under torchrun in this release")
     if config.read_limit_mb_per_s is not None or config.cache_budget is not None:
@@ -181,7 +194,15 @@ def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, wor
     folder = entry.folder(target.dataset_dir)
     names = [p.relative_to(folder).as_posix() for p in entry.file_paths(target.dataset_dir)]
     prefix = folder.relative_to(target.dataset_dir).as_posix()
-    return ObjectStorage(target.remote, target.dataset_dir.name, "" if prefix == "." else prefix, names)
+    where = (target.remote, target.dataset_dir.name, "" if prefix == "." else prefix, names)
+    if mounted:
+        from iobench.storage.remote.mount import MountedStorage, fuse_reason
+
+        reason = fuse_reason()
+        if reason is not None:
+            raise IobenchError(f"{label}: {config.format} is read from object storage through FUSE here; {reason}")
+        return MountedStorage(*where)
+    return ObjectStorage(*where)
 
 
 MIN_CACHE_BUDGET = 16 * 2**20  # read-ahead windows and the kernel's own allocations

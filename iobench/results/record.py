@@ -93,12 +93,14 @@ class RecordedConfig:
     torch_threads_asked: int | None = None
     cpu_contention: int = 0  # rival processes busy beside the run
     format_options: str = ""  # run --format-option: the format's read options set for this run (name=value,...)
-    # Schema 3, run --remote: where the bytes were ("local" or "object"), and the network profile they came through
+    # Schema 3, run --remote: where the bytes were ("local"; "object", read by the format's reader of objects;
+    # "fuse", its local reader over a FUSE mount of the bucket), and the network profile they came through
     # (its name; "external" for a store iobench did not start, whose latency it does not set)
     storage: str = "local"
     remote_profile: str | None = None
     remote_latency_ms: float | None = None
     remote_connection_mb_per_s: float | None = None
+    remote_fuse_chunk: str | None = None  # storage "fuse": the mount's first GET of an object (rclone's size)
 
     @property
     def cold(self) -> bool:

@@ -19,3 +19,4 @@ class RunPlace:
     size: int | None = None  # --size: the dataset of this many samples (prepared when missing)
     remote: Profile | None = None  # --remote: the formats read from object storage served with this profile
     endpoint_url: str | None = None  # --endpoint-url: the formats read from this S3-compatible store instead
+    fuse_chunk: str | None = None  # --fuse-chunk: a FUSE mount's first GET of an object (rclone's size)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from iobench.errors import RunFailed, one_line, reason
@@ -32,6 +33,7 @@ from iobench.results.record import (
 )
 from iobench.results.shuffle_quality import score
 from iobench.run.epoch_log import EpochLog, record_of
+from iobench.storage.remote import check_fork_safe
 from iobench.system.contention import RECENT_SECONDS, contending, other_cores_busy, torch_threads
 from iobench.system.sysmetrics import CpuCounters
 
@@ -49,6 +51,7 @@ def build_loader(resolved: ResolvedRun) -> Loader:
 
 def _build_loader(resolved: ResolvedRun) -> Loader:
     c = resolved.config
+    check_fork_safe(resolved.storage, c.settings.num_workers)
     reader = open_reader(resolved)
     host = _transform_on(resolved, TransformOn.HOST)
     ctx = LoaderContext(
@@ -84,8 +87,12 @@ def _transform_cost(resolved: ResolvedRun) -> float | None:
     transform = _transform_on(resolved, resolved.config.transform_on)
     if transform is None:
         return None
-    with open_reader(resolved) as reader:
-        features, _ = reader.read_range(0, min(resolved.manifest.spec.n_samples, CALIBRATION_SAMPLES))
+    spec, n = resolved.manifest.spec, min(resolved.manifest.spec.n_samples, CALIBRATION_SAMPLES)
+    if resolved.storage.kind != "local":  # read here, object storage would be read before the workers fork
+        features = np.random.default_rng(0).integers(0, 256, (n, *spec.shape)).astype(spec.np_dtype)
+    else:
+        with open_reader(resolved) as reader:
+            features, _ = reader.read_range(0, n)
     return transform.microseconds_per_sample(torch.from_numpy(features))
 
 

@@ -6,11 +6,13 @@ iobench's own emulator on loopback (`emulator`). Light on purpose: obstore is im
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iobench.errors import IobenchError
 from iobench.storage import Counters, Storage
 from iobench.storage.remote import requests_log
 from iobench.storage.remote.emulator import Endpoint, cpu_seconds
@@ -26,6 +28,7 @@ class RemoteTarget:
     access_log: Path | None = None  # the shaper's log: requests and bytes by the server's count
     server_pids: tuple[int, ...] = ()  # the server's and shaper's processes, for their CPU time
     served: Path | None = None  # the local folder the emulator serves (its files are kept warm)
+    fuse_chunk: str = "128M"  # a FUSE mount's first GET of an object (iobench.storage.remote.mount)
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,24 @@ class RequestCounters(Counters):
                 "server_cpu_seconds": b.server_cpu - a.server_cpu}  # fmt: skip
 
 
+# The process whose obstore has started its runtime (a store made here, for requests): obstore is not fork-safe
+# (its tokio runtime's threads are not in a forked child, whose first request then waits forever), so a process
+# that has used it must not fork DataLoader workers that use it again.
+_OBSTORE_STARTED_IN = 0
+
+
+def obstore_started_here() -> bool:
+    return _OBSTORE_STARTED_IN == os.getpid()
+
+
+def check_fork_safe(storage: Storage, workers: int) -> None:
+    """Refuse, in one line, worker processes forked from a process whose obstore runtime has started."""
+    if workers > 0 and isinstance(storage, ObjectStorage) and obstore_started_here():
+        raise IobenchError("--remote with --num-workers: this process has read object storage itself already, and "
+                           "obstore's runtime does not survive a fork; run configurations with workers in an "
+                           "`iobench run` of their own")  # fmt: skip
+
+
 class ObjectStorage(Storage):
     """One format's objects: `bucket`/`prefix`/<file> at an endpoint."""
 
@@ -81,8 +102,9 @@ class ObjectStorage(Storage):
 
     def store(self) -> Any:
         """An obstore S3Store of the bucket, made in the process that reads (a client does not survive a fork)."""
-        import os
+        global _OBSTORE_STARTED_IN
 
+        _OBSTORE_STARTED_IN = os.getpid()
         if self._store is None or self._pid != os.getpid():
             from obstore.store import S3Store
 
@@ -95,6 +117,17 @@ class ObjectStorage(Storage):
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_store": None, "_pid": 0}
+
+    def client(self) -> Any:
+        """A boto3 S3 client of the endpoint, for what the process that forks the workers fetches itself (an
+        index, presigned URLs): obstore there would leave the workers' obstore waiting forever."""
+        import boto3
+        from botocore.config import Config
+
+        e = self.target.endpoint
+        return boto3.client("s3", endpoint_url=e.url, aws_access_key_id=e.access_key,
+                            aws_secret_access_key=e.secret_key, region_name=e.region,
+                            config=Config(s3={"addressing_style": "path"}, signature_version="s3v4"))  # fmt: skip
 
     def make_cold(self) -> str:
         """Nothing is cached on the client by the readers of this storage; the emulator's own files are read

