@@ -240,32 +240,35 @@ def open_dataset(directory: Path, spec: DatasetSpec, shuffle: bool = False, seed
 def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = False, seed: int = 42,
                 **options: Any) -> Any:  # fmt: skip
     """The StreamingDataset its users open on an S3 URL (`storage_options` naming the endpoint and keys, a local
-    `cache_dir`), once the store's index is checked as a local one is."""
+    `cache_dir`), its index checked as a local one is before any item is read: LitData fetches `index.json` into
+    the cache as it is made and reads chunks only when iterated (no request of iobench's own)."""
     from litdata import StreamingDataset
 
-    check_remote_index(storage, spec)
     endpoint = storage.target.endpoint
     if endpoint.url.startswith("http://"):
         _chunks_through_boto3()
     s3 = {"endpoint_url": endpoint.url, "aws_access_key_id": endpoint.access_key,
           "aws_secret_access_key": endpoint.secret_key, "region_name": endpoint.region}  # fmt: skip
     url = f"s3://{storage.bucket}/{storage.prefix}" if storage.prefix else f"s3://{storage.bucket}"
-    return StreamingDataset(url, cache_dir=str(cache), shuffle=shuffle, seed=seed, storage_options=s3, **options)
-
-
-def check_remote_index(storage: Any, spec: DatasetSpec) -> None:
-    """The store's `index.json` (one GET, through boto3 as LitData fetches it: this may be the process that forks
-    the workers) by the rules of `check_index`; LitData fetches it again itself."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    where = storage.url(INDEX)
+    ds = StreamingDataset(url, cache_dir=str(cache), shuffle=shuffle, seed=seed, storage_options=s3, **options)
     try:
-        data = storage.client().get_object(Bucket=storage.bucket, Key=storage.key(INDEX))["Body"].read(64 * 2**20 + 1)
-    except (BotoCoreError, ClientError) as exc:
-        raise OSError(f"{where}: {str(exc).splitlines()[0][:300]}") from None
-    if len(data) > 64 * 2**20:
-        raise ValueError(f"{where}: {len(data):,} bytes is not an index iobench writes")
-    index_chunks(parse_json(data, where), where, spec)
+        check_fetched_index(cache, storage.url(INDEX), spec)
+    except BaseException:
+        release(ds)
+        raise
+    return ds
+
+
+def check_fetched_index(cache: Path, where: str, spec: DatasetSpec) -> None:
+    """The one `index.json` LitData fetched into `cache`, by the rules of `check_index`."""
+    found = [p for p in cache.rglob(INDEX) if not p.is_symlink()]
+    if len(found) != 1 or not found[0].is_file():
+        raise ValueError(f"{where}: LitData left {len(found)} indexes in its cache, not one")
+    try:
+        index = read_json(found[0])
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{where}: unreadable ({exc})") from None
+    index_chunks(index, where, spec)
 
 
 def _chunks_through_boto3() -> None:

@@ -1,0 +1,212 @@
+"""Every format from object storage on loopback, and iobench's remote pipelines against each library's own snippet.
+
+Fairness: for LitData (`StreamingDataset("s3://...")` in a `StreamingDataLoader`), WebDataset (presigned shard
+URLs in `wds.WebDataset`, opened by its `gopen`: curl) and zarr (`zarr.open_group` on its `ObjectStore`, a batch as
+one orthogonal selection), one cold epoch of `iobench run --loader native` against the library's snippet written
+here without iobench, on the same endpoint and profile, interleaved rounds, each measurement in a process of its
+own (obstore is not fork-safe). Cold on both sides: the snippet opens a fresh dataset (LitData: an empty cache
+folder) and iobench a fresh reader. The requests are the server's count over the timed epoch. Goal: iobench >=
+0.95x the snippet's samples/s, and no more requests.
+
+Formats: `iobench run --remote PROFILE --cache cold` of each (format, loader) given, one record each: its path
+(the library's own, or FUSE), samples/s, requests and bytes the server sent per epoch, time to the first batch.
+Prints tables; nothing is asserted.
+
+Usage: python scripts/bench_remote_formats.py DATASET_DIR [--profile s3-like] [--rounds 3] [--workers 0]
+       [--fairness litdata,webdataset,zarr] [--formats-table FMT:LOADER,...] [--fuse-chunk 256K]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BATCH = 256
+SNIPPET, IOBENCH = "snippet", "iobench"
+
+
+def one(kind: str, fmt: str, dataset: Path, endpoint: dict, log: str, profile_name: str, workers: int) -> dict:
+    """One cold epoch in this process: samples, seconds, the server's requests and bytes over it."""
+    from iobench.storage.remote import RemoteTarget
+    from iobench.storage.remote.emulator import Endpoint
+    from iobench.storage.remote.profiles import profile
+    from iobench.storage.remote.requests_log import read, size
+
+    target = RemoteTarget(Endpoint(**endpoint), profile(profile_name), Path(log), (), dataset.parent)
+    if kind == IOBENCH:
+        import torch
+
+        from iobench.loaders.base import LoaderSettings
+        from iobench.plan.config import RunConfig
+        from iobench.plan.resolve import RunTarget, resolve
+        from iobench.run.runner import run
+
+        config = RunConfig(format=fmt, loader="native", settings=LoaderSettings(batch_size=BATCH, num_workers=workers),
+                           runs=1, epochs=1, warmup=0, cache="cold")  # fmt: skip
+        record = run(resolve(config, RunTarget(dataset, torch.device("cpu"), target)))
+        return {"samples_per_s": record.epochs.samples_per_s, "requests": record.system.requests[0],
+                "bytes": record.system.device_read_bytes[0]}  # fmt: skip
+    loop = snippet(fmt, dataset, target, workers)
+    before = size(Path(log))
+    started = time.perf_counter()
+    n = sum(loop)
+    seconds = time.perf_counter() - started
+    time.sleep(0.2)  # nginx writes a request's line after its response
+    seen = read(Path(log), before, size(Path(log)))
+    return {"samples_per_s": n / seconds, "requests": seen.total, "bytes": seen.bytes_sent}
+
+
+def snippet(fmt: str, dataset: Path, target, workers: int):
+    """The library's documented remote loop, built before the clock; yields batch sizes."""
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader
+
+    e, bucket = target.endpoint, dataset.name
+    if fmt == "litdata":
+        import litdata
+        import litdata.streaming.downloader as downloader
+
+        downloader._OBSTORE_AVAILABLE = False  # its boto3 path: LitData's obstore store cannot use http:// endpoints
+        options = {"endpoint_url": e.url, "aws_access_key_id": e.access_key, "aws_secret_access_key": e.secret_key,
+                   "region_name": e.region}  # fmt: skip
+        ds = litdata.StreamingDataset(f"s3://{bucket}/litdata", cache_dir=tempfile.mkdtemp(), shuffle=True, seed=0,
+                                      storage_options=options)  # fmt: skip
+        return (len(b["label"]) for b in litdata.StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers))
+    if fmt == "webdataset":
+        import boto3
+        import webdataset as wds
+        from botocore.config import Config
+
+        s3 = boto3.client("s3", endpoint_url=e.url, aws_access_key_id=e.access_key, region_name=e.region,
+                          aws_secret_access_key=e.secret_key, config=Config(signature_version="s3v4"))  # fmt: skip
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="webdataset/")["Contents"]]
+        urls = [s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": k}, ExpiresIn=3600)
+                for k in keys if k.endswith(".tar")]  # fmt: skip
+        ds = (wds.WebDataset(urls, shardshuffle=100, detshuffle=True, seed=0, nodesplitter=None, empty_check=False)
+              .shuffle(1000).decode().to_tuple("npy", "cls").batched(BATCH))  # fmt: skip
+        return (len(labels) for _x, labels in DataLoader(ds, batch_size=None, num_workers=workers))
+    import zarr
+    from obstore.store import S3Store
+    from zarr.storage import ObjectStore
+
+    class Batches(torch.utils.data.Dataset):
+        def __init__(self) -> None:
+            self.arrays = None
+
+        def __len__(self) -> int:
+            return n
+
+        def __getitems__(self, keys):
+            if self.arrays is None:  # opened in the process that reads
+                store = S3Store(bucket, endpoint=e.url, access_key_id=e.access_key, secret_access_key=e.secret_key,
+                                region=e.region, client_options={"allow_http": True})  # fmt: skip
+                group = zarr.open_group(ObjectStore(store, read_only=True), path="zarr", mode="r")
+                self.arrays = group["features"], group["labels"][:]
+            features, labels = self.arrays
+            idx = np.sort(np.asarray(keys))
+            return torch.from_numpy(features.oindex[idx]), torch.from_numpy(labels[idx])
+
+    n = json.loads((dataset / "manifest.json").read_text())["spec"]["n_samples"]
+    g = torch.Generator().manual_seed(0)
+    loader = DataLoader(Batches(), batch_size=BATCH, shuffle=True, num_workers=workers, collate_fn=lambda b: b,
+                        generator=g)  # fmt: skip
+    return (len(y) for _x, y in loader)
+
+
+def child(kind: str, fmt: str, args: argparse.Namespace, endpoint, log: Path) -> dict:
+    argv = [sys.executable, __file__, str(args.dataset), "--one", kind, fmt, "--profile", args.profile,
+            "--workers", str(args.workers), "--endpoint", json.dumps(endpoint.__dict__), "--log", str(log)]  # fmt: skip
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
+    if r.returncode != 0:
+        raise SystemExit(f"{kind} {fmt} failed: {r.stderr[-2000:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def fairness(args: argparse.Namespace) -> None:
+    from iobench.storage.remote.emulator import Emulator
+    from iobench.storage.remote.profiles import profile
+
+    emulator = Emulator(args.dataset.parent, profile(args.profile))
+    rows = []
+    with emulator as endpoint:
+        for fmt in args.fairness.split(","):
+            got: dict[str, list[dict]] = {SNIPPET: [], IOBENCH: []}
+            for r in range(args.rounds):
+                for kind in (SNIPPET, IOBENCH) if r % 2 == 0 else (IOBENCH, SNIPPET):
+                    got[kind].append(child(kind, fmt, args, endpoint, emulator.access_log))
+            s = statistics.median(x["samples_per_s"] for x in got[SNIPPET])
+            i = statistics.median(x["samples_per_s"] for x in got[IOBENCH])
+            rows.append((fmt, s, i, i / s, [x["requests"] for x in got[SNIPPET]], [x["requests"] for x in got[IOBENCH]],
+                         statistics.median(x["bytes"] for x in got[SNIPPET]) / 1e6,
+                         statistics.median(x["bytes"] for x in got[IOBENCH]) / 1e6))  # fmt: skip
+    print(f"\nfairness: one cold epoch, {args.profile}, batch {BATCH}, {args.workers} workers, medians of "
+          f"{args.rounds} interleaved rounds")  # fmt: skip
+    print(f"{'format':<11} {'snippet/s':>10} {'iobench/s':>10} {'ratio':>6}  {'requests (snippet | iobench)':<34} "
+          f"{'MB moved':>17}")  # fmt: skip
+    for fmt, s, i, ratio, rs, ri, bs, bi in rows:
+        requests = f"{rs} | {ri}"
+        print(f"{fmt:<11} {s:>10,.0f} {i:>10,.0f} {ratio:>5.3f}x  {requests:<34} {bs:>8.1f}|{bi:<8.1f}")
+
+
+def formats_table(args: argparse.Namespace) -> None:
+    results = Path(tempfile.mkdtemp()) / "formats.jsonl"
+    for pair in args.formats_table.split(","):
+        fmt, loader = pair.split(":")
+        argv = [sys.executable, "-m", "iobench", "run", "--remote", args.profile, "--format", fmt, "--loader", loader,
+                "--num-workers", str(args.workers), "--cache", "cold", "--runs", "1", "--epochs", "1",
+                "--batch-size", str(BATCH), "--fuse-chunk", args.fuse_chunk, "--device", "cpu", "-q",
+                "--data-dir", str(args.dataset.parent), "--dataset", args.dataset.name,
+                "--results", str(results)]  # fmt: skip
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
+        if r.returncode != 0:
+            print(f"{fmt}:{loader}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
+    records = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
+    print(f"\nformats: one cold epoch each, {args.profile}, batch {BATCH}, {args.workers} workers, "
+          f"FUSE chunk {args.fuse_chunk}; records in {results}")  # fmt: skip
+    print(f"{'format':<11} {'loader':<11} {'path':<7} {'samples/s':>10} {'GETs':>7} {'HEADs':>6} {'MB moved':>9} "
+          f"{'x data':>7} {'first batch s':>13}")  # fmt: skip
+    for x in records:
+        by = x.get("requests_by_method") or {}
+        moved = (x.get("device_read_bytes") or [0])[0]
+        payload = json.loads((args.dataset / "manifest.json").read_text())["formats"][x["format"]]["bytes"]
+        print(f"{x['format']:<11} {x['loader']:<11} {x['storage']:<7} {x['samples_per_s']:>10,.0f} "
+              f"{by.get('GET', 0):>7,} {by.get('HEAD', 0):>6,} {moved / 1e6:>9.1f} {moved / payload:>7.2f} "
+              f"{x['first_batch_seconds'][0]:>13.3f}")  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dataset", type=Path)
+    parser.add_argument("--profile", default="s3-like")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--workers", type=int, default=0)
+    parser.add_argument("--fairness", default="litdata,webdataset,zarr")
+    parser.add_argument("--formats-table", default="")
+    parser.add_argument("--fuse-chunk", default="256K")
+    parser.add_argument("--one", nargs=2)
+    parser.add_argument("--endpoint")
+    parser.add_argument("--log")
+    args = parser.parse_args()
+    args.dataset = args.dataset.resolve()
+    if args.one:
+        kind, fmt = args.one
+        print(json.dumps(one(kind, fmt, args.dataset, json.loads(args.endpoint), args.log, args.profile, args.workers)))
+        return
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    if args.fairness:
+        fairness(args)
+    if args.formats_table:
+        formats_table(args)
+
+
+if __name__ == "__main__":
+    main()
