@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import struct
 import subprocess
@@ -38,15 +37,14 @@ import numpy as np
 
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat, read_option
+from iobench.formats.litdata_remote import (
+    INDEX,
+    index_chunks,
+    release,
+)
 from iobench.spec import Chunk, DatasetSpec
-from iobench.system.fsutil import open_regular, parse_json, pread_full, read_json
+from iobench.system.fsutil import open_regular, pread_full, read_json
 from iobench.system.processes import python_module
-
-INDEX = "index.json"
-CHUNK_NAME = re.compile(r"chunk-\d+-\d+\.bin")
-FIELDS = ["features", "label", "index"]
-TREE = [1, {"type": "builtins.dict", "context": json.dumps(FIELDS),
-            "children_spec": [{"type": None, "context": None, "children_spec": []}] * 3}]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -176,35 +174,6 @@ def check_index(directory: Path, spec: DatasetSpec) -> None:
         _check_offsets(chunk, items, size)
 
 
-def index_chunks(index: Any, where: str, spec: DatasetSpec) -> list[tuple[str, int, int]]:
-    """An index's chunks (name, bytes, items) once its fields are the writer's (never LitData's `pickle`
-    serializer), with no compression or encryption, chunk names of the writer's form and every sample counted."""
-    try:
-        config, chunks = index["config"], index["chunks"]
-        data_format, tree = config["data_format"], parse_json(config["data_spec"].encode(), f"{where} data_spec")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise ValueError(f"{where}: unreadable ({exc})") from None
-    features = "numpy" if len(spec.shape) > 1 else f"no_header_numpy:{_dtype_code(spec)}"
-    if data_format != [features, "int", "int"] or tree != TREE:
-        raise ValueError(f"{where}: fields {data_format} are not the {features}, int, int the writer stores")
-    for key in ("compression", "encryption"):
-        if config.get(key) is not None:
-            raise ValueError(f"{where}: {key} {config[key]!r} is not read")
-    found = []
-    for entry in chunks if isinstance(chunks, list) else [None]:
-        name = entry.get("filename") if isinstance(entry, dict) else None
-        if not isinstance(name, str) or not CHUNK_NAME.fullmatch(name):
-            raise ValueError(f"{where}: chunk {name!r} is not a plain chunk file (a name the writer gives)")
-        size, items = entry.get("chunk_bytes"), entry.get("chunk_size")
-        if not all(isinstance(x, int) and not isinstance(x, bool) and x >= 0 for x in (size, items)):
-            raise ValueError(f"{where}: chunk {name}: sizes {size!r}, {items!r} are not whole numbers")
-        found.append((name, size, items))
-    if sum(items for _, _, items in found) != spec.n_samples:
-        raise ValueError(f"{where}: {sum(i for _, _, i in found)} samples in its chunks; the spec says "
-                         f"{spec.n_samples}")  # fmt: skip
-    return found
-
-
 def _check_offsets(chunk: Path, items: int, size: int) -> None:
     """A chunk's header (its item count, then where each item starts and where the last ends, uint32) says what
     the index says, its items following each other from the header to the file's end; LitData trusts it."""
@@ -223,70 +192,12 @@ def _check_offsets(chunk: Path, items: int, size: int) -> None:
         raise ValueError(f"{chunk}: its items do not follow each other from its header to its end")
 
 
-def _dtype_code(spec: DatasetSpec) -> int:
-    from litdata.constants import _NUMPY_DTYPES_MAPPING
-
-    return next(k for k, v in _NUMPY_DTYPES_MAPPING.items() if v == spec.np_dtype)
-
-
 def open_dataset(directory: Path, spec: DatasetSpec, shuffle: bool = False, seed: int = 42, **options: Any):
     """The StreamingDataset its users open, after the checks."""
     from litdata import StreamingDataset
 
     check_index(directory, spec)
     return StreamingDataset(str(directory), shuffle=shuffle, seed=seed, **options)
-
-
-def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = False, seed: int = 42,
-                **options: Any) -> Any:  # fmt: skip
-    """The StreamingDataset its users open on an S3 URL (`storage_options` naming the endpoint and keys, a local
-    `cache_dir`), its index checked as a local one is before any item is read: LitData fetches `index.json` into
-    the cache as it is made and reads chunks only when iterated (no request of iobench's own)."""
-    from litdata import StreamingDataset
-
-    endpoint = storage.target.endpoint
-    if endpoint.url.startswith("http://"):
-        _chunks_through_boto3()
-    s3 = {"endpoint_url": endpoint.url, "aws_access_key_id": endpoint.access_key,
-          "aws_secret_access_key": endpoint.secret_key, "region_name": endpoint.region}  # fmt: skip
-    url = f"s3://{storage.bucket}/{storage.prefix}" if storage.prefix else f"s3://{storage.bucket}"
-    ds = StreamingDataset(url, cache_dir=str(cache), shuffle=shuffle, seed=seed, storage_options=s3, **options)
-    try:
-        check_fetched_index(cache, storage.url(INDEX), spec)
-    except BaseException:
-        release(ds)
-        raise
-    return ds
-
-
-def check_fetched_index(cache: Path, where: str, spec: DatasetSpec) -> None:
-    """The one `index.json` LitData fetched into `cache`, by the rules of `check_index`."""
-    found = [p for p in cache.rglob(INDEX) if not p.is_symlink()]
-    if len(found) != 1 or not found[0].is_file():
-        raise ValueError(f"{where}: LitData left {len(found)} indexes in its cache, not one")
-    try:
-        index = read_json(found[0])
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{where}: unreadable ({exc})") from None
-    index_chunks(index, where, spec)
-
-
-def _chunks_through_boto3() -> None:
-    """LitData 0.2.76 fetches chunks through obstore when it is installed, with client options of its own that
-    leave out `allow_http`: an http:// endpoint (the emulator on loopback, a store without TLS) then fails with
-    BadScheme, and no option or variable of LitData's passes it. Its chunks go instead through its boto3 path,
-    the one LitData takes where obstore is not installed (the study says so beside every LitData figure)."""
-    import litdata.streaming.downloader as downloader
-
-    downloader._OBSTORE_AVAILABLE = False
-
-
-def release(ds: Any) -> None:
-    """Unmap the chunks a StreamingDataset still maps. LitData 0.2.76 keeps the last chunk mapped after the
-    dataset is dropped; a mapped page survives drop_caches, so the next cold epoch would read memory."""
-    item_loader = getattr(getattr(getattr(ds, "cache", None), "_reader", None), "_item_loader", None)
-    if hasattr(item_loader, "close"):
-        item_loader.close(0)
 
 
 class LitDataReader(FormatReader):
@@ -326,6 +237,8 @@ class LitDataObjectReader(LitDataReader):
         return None
 
     def _open(self) -> Any:
+        from iobench.formats.litdata_remote import open_remote
+
         return open_remote(self.storage, self.spec, self.cache, batch_decode="auto" if self.sequential else False)
 
     def close(self) -> None:
@@ -371,7 +284,9 @@ class LitDataFormat(StorageFormat):
         transform = _PerSample(read.transform) if read.transform is not None else None
         o = reader.options
         knobs = dict(transform=transform, batch_decode=o.batch_decode, item_shuffle_window=o.item_shuffle_window)
-        if isinstance(reader, LitDataObjectReader):
+        if reader.directory is None:  # a reader of objects (litdata_remote)
+            from iobench.formats.litdata_remote import open_remote
+
             ds = open_remote(reader.storage, reader.spec, reader.cache, read.shuffle, read.seed, **knobs)
         else:
             ds = open_dataset(reader.directory, reader.spec, read.shuffle, read.seed, **knobs)

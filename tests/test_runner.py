@@ -89,7 +89,13 @@ def test_every_setting_of_a_run_is_recorded_and_nothing_else():
     asked = {renamed.get(f.name, f.name) for f in fields(RunConfig) if f.name != "settings"}
     asked |= {f.name for f in fields(LoaderSettings)}
     where = {"dataset", "world_size", "backend", "device", "shuffle"}  # where it ran, and the order spelled out
-    where |= {"storage", "remote_profile", "remote_latency_ms", "remote_connection_mb_per_s"}  # the run's target
+    where |= {
+        "storage",
+        "remote_profile",
+        "remote_latency_ms",
+        "remote_connection_mb_per_s",
+        "remote_fuse_chunk",
+    }  # the run's target
     assert asked - recorded == set(), "settings a record would not keep"
     assert recorded - asked - where == set(), "recorded fields no setting fills"
 

@@ -73,14 +73,8 @@ def run_cmd(
     # Everything that can be refused without torch first: a mistake is named in a fraction of a second.
     _check_share(min_au)
     if dataset_factory is not None:
-        from iobench.cli.factory import run_factory_cmd
-
-        return run_factory_cmd(ctx)
+        return _run_factory(ctx)
     network = _network(remote, latency_ms, connection_mb_per_s, nproc, endpoint_url)
-    if fuse_chunk is not None:
-        from iobench.storage.remote.mount import check_chunk
-
-        fuse_chunk = check_chunk(fuse_chunk, network is not None or endpoint_url is not None)
     if nproc is None:
         check_writable(results)
     pairs, notes = parse_pairs(format, loader)
@@ -97,15 +91,28 @@ def run_cmd(
     read = parse_format_options(format_option or [], tuple(dict.fromkeys(f for f, ld in pairs if ld == "native")), True)
     configs = [config_of(f, ld, settings_of(ctx.params), eviction=eviction, read_options=read, **options)
                for f, ld in pairs]  # fmt: skip
-    where = RunPlace(
-        data_dir, dataset, device, results, read_limit, profile, samples, network, endpoint_url, fuse_chunk
-    )
+    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, network, endpoint_url,
+                     _fuse_chunk(fuse_chunk, network is not None or endpoint_url is not None))  # fmt: skip
     measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms)
 
 
 def _check_share(min_au: float | None) -> None:
     if min_au is not None and not 0 <= min_au <= 1:
         raise IobenchError(f"--min-au is a share between 0 and 1 (0.9 for 90%), got {min_au}")
+
+
+def _run_factory(ctx: typer.Context) -> None:
+    from iobench.cli.factory import run_factory_cmd
+
+    return run_factory_cmd(ctx)
+
+
+def _fuse_chunk(text: str | None, remote: bool) -> str | None:
+    if text is None:
+        return None
+    from iobench.storage.remote.mount import check_chunk
+
+    return check_chunk(text, remote)
 
 
 def _network(remote: str | None, latency_ms: float | None, connection_mb_per_s: float | None,
