@@ -19,6 +19,7 @@ Usage: python scripts/bench_remote_formats.py DATASET_DIR [--profile s3-like] [-
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import platform
@@ -31,6 +32,9 @@ from pathlib import Path
 
 BATCH = 256
 SNIPPET, IOBENCH = "snippet", "iobench"
+LIBRARIES = {"litdata": ("litdata", "litdata.streaming.downloader", "torch.utils.data"),
+             "webdataset": ("webdataset", "boto3", "botocore.config", "torch.utils.data"),
+             "zarr": ("zarr", "zarr.storage", "obstore.store", "torch.utils.data")}  # fmt: skip
 
 
 def one(kind: str, fmt: str, dataset: Path, endpoint: dict, log: str, profile_name: str, workers: int) -> dict:
@@ -54,6 +58,8 @@ def one(kind: str, fmt: str, dataset: Path, endpoint: dict, log: str, profile_na
         record = run(resolve(config, RunTarget(dataset, torch.device("cpu"), target)))
         return {"samples_per_s": record.epochs.samples_per_s, "requests": record.system.requests[0],
                 "bytes": record.system.device_read_bytes[0]}  # fmt: skip
+    for module in LIBRARIES[fmt]:  # imported before the clock, as iobench's are
+        importlib.import_module(module)
     before = size(Path(log))
     started = time.perf_counter()  # the dataset made inside the clock, as iobench's pipeline is for each epoch
     n = sum(snippet(fmt, dataset, target, workers))
@@ -135,25 +141,20 @@ def fairness(args: argparse.Namespace) -> None:
     from iobench.storage.remote.profiles import profile
 
     emulator = Emulator(args.dataset.parent, profile(args.profile))
-    rows = []
+    print(f"\nfairness: one cold epoch, {args.profile}, batch {BATCH}, {args.workers} workers, medians of "
+          f"{args.rounds} interleaved rounds")  # fmt: skip
+    print(f"{'format':<11} {'snippet/s':>10} {'iobench/s':>10} {'ratio':>6}  {'requests (snippet | iobench)':<34} "
+          f"{'MB moved':>17}", flush=True)  # fmt: skip
     with emulator as endpoint:
         for fmt in args.fairness.split(","):
             got: dict[str, list[dict]] = {SNIPPET: [], IOBENCH: []}
             for r in range(args.rounds):
                 for kind in (SNIPPET, IOBENCH) if r % 2 == 0 else (IOBENCH, SNIPPET):
                     got[kind].append(child(kind, fmt, args, endpoint, emulator.access_log))
-            s = statistics.median(x["samples_per_s"] for x in got[SNIPPET])
-            i = statistics.median(x["samples_per_s"] for x in got[IOBENCH])
-            rows.append((fmt, s, i, i / s, [x["requests"] for x in got[SNIPPET]], [x["requests"] for x in got[IOBENCH]],
-                         statistics.median(x["bytes"] for x in got[SNIPPET]) / 1e6,
-                         statistics.median(x["bytes"] for x in got[IOBENCH]) / 1e6))  # fmt: skip
-    print(f"\nfairness: one cold epoch, {args.profile}, batch {BATCH}, {args.workers} workers, medians of "
-          f"{args.rounds} interleaved rounds")  # fmt: skip
-    print(f"{'format':<11} {'snippet/s':>10} {'iobench/s':>10} {'ratio':>6}  {'requests (snippet | iobench)':<34} "
-          f"{'MB moved':>17}")  # fmt: skip
-    for fmt, s, i, ratio, rs, ri, bs, bi in rows:
-        requests = f"{rs} | {ri}"
-        print(f"{fmt:<11} {s:>10,.0f} {i:>10,.0f} {ratio:>5.3f}x  {requests:<34} {bs:>8.1f}|{bi:<8.1f}")
+            s, i = (statistics.median(x["samples_per_s"] for x in got[k]) for k in (SNIPPET, IOBENCH))
+            bs, bi = (statistics.median(x["bytes"] for x in got[k]) / 1e6 for k in (SNIPPET, IOBENCH))
+            requests = f"{[x['requests'] for x in got[SNIPPET]]} | {[x['requests'] for x in got[IOBENCH]]}"
+            print(f"{fmt:<11} {s:>10,.0f} {i:>10,.0f} {i / s:>5.3f}x  {requests:<34} {bs:>8.1f}|{bi:<8.1f}", flush=True)
 
 
 def formats_table(args: argparse.Namespace) -> None:
