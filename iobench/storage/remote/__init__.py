@@ -69,8 +69,9 @@ def obstore_started_here() -> bool:
 
 
 def check_fork_safe(storage: Storage, workers: int) -> None:
-    """Refuse, in one line, worker processes forked from a process whose obstore runtime has started."""
-    if workers > 0 and isinstance(storage, ObjectStorage) and obstore_started_here():
+    """Refuse, in one line, worker processes forked from a process whose obstore runtime has started, when they
+    read objects (through a FUSE mount they read files: nothing to refuse)."""
+    if workers > 0 and storage.kind == "object" and obstore_started_here():
         raise IobenchError("--remote with --num-workers: this process has read object storage itself already, and "
                            "obstore's runtime does not survive a fork; run configurations with workers in an "
                            "`iobench run` of their own")  # fmt: skip
