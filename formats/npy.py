@@ -6,8 +6,6 @@ import asyncio
 import io
 import os
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -124,21 +122,6 @@ HEADER_BYTES = 4096  # a .npy header is at most this (numpy writes 64-byte-align
 IN_FLIGHT = 64
 
 
-@contextmanager
-def _worded(url: str) -> Iterator[None]:
-    """obstore's errors (a refused key, a server gone) as one OSError line naming the object: the runner words
-    OSError, and obstore's own message runs to a page of debug output."""
-    from iobench.storage.remote.emulator import obstore_reason
-
-    try:
-        yield
-    except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release
-        said = obstore_reason(exc)
-        if said is None:
-            raise
-        raise OSError(f"{url}: {said}") from None
-
-
 async def _ranges(store: Any, key: str, starts: list[int], stops: list[int]) -> list[Any]:
     import obstore
 
@@ -163,7 +146,9 @@ class RangedNpyReader(FormatReader):
     FEATURES, LABELS = FEATURES, LABELS  # the objects; a format with the same fixed layout names its own
 
     def _open(self) -> tuple[Any, int, np.ndarray]:
-        with _worded(self.storage.url(self.FEATURES)):
+        from iobench.storage.remote.emulator import worded  # light: only a remote read loads it
+
+        with worded(self.storage.url(self.FEATURES)):
             return self._opened()
 
     def _opened(self) -> tuple[Any, int, np.ndarray]:
@@ -202,7 +187,9 @@ class RangedNpyReader(FormatReader):
         ends = np.append(begins[1:], len(wanted)) - 1
         starts = (offset + wanted[begins] * row).tolist()
         stops = (offset + (wanted[ends] + 1) * row).tolist()
-        with _worded(self.storage.url(self.FEATURES)):
+        from iobench.storage.remote.emulator import worded  # light: only a remote read loads it
+
+        with worded(self.storage.url(self.FEATURES)):
             parts = asyncio.run(_ranges(store, self.storage.key(self.FEATURES), starts, stops))
         read = np.frombuffer(b"".join(bytes(p) for p in parts), dtype=self.spec.np_dtype)
         features = np.empty((len(indices), *self.spec.shape), dtype=self.spec.np_dtype)

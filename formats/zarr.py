@@ -236,13 +236,15 @@ class ZarrObjectReader(ZarrReader):
         import obstore
 
         from iobench.formats.zarr_store import checked_remote_arrays
+        from iobench.storage.remote.emulator import worded
 
         store = self.storage.store()
         with tempfile.TemporaryDirectory(prefix="iobench-zarr-metadata-") as folder:
             for name in METADATA:
                 path = Path(folder, name)
                 path.parent.mkdir(exist_ok=True)
-                data = bytes(obstore.get(store, self.storage.key(name)).bytes())
+                with worded(self.storage.url(name)):
+                    data = bytes(obstore.get(store, self.storage.key(name)).bytes())
                 if len(data) > 2**20:
                     raise ValueError(f"{self.storage.url(name)}: {len(data):,} bytes is not zarr metadata")
                 path.write_bytes(data)

