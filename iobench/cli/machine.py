@@ -32,8 +32,35 @@ def limits_cmd(
             "study: a shared disk's speed moves between minutes).",
         ),
     ] = False,
+    remote: Annotated[
+        str | None,
+        typer.Option(
+            help="Object storage's ceilings instead: a prepared dataset served by iobench's S3 server through this "
+            "profile (s3-like, express-like, none), and without it. Stored in remote_limits.json.",
+            metavar="PROFILE",
+        ),
+    ] = None,
+    endpoint_url: Annotated[
+        str | None,
+        typer.Option(
+            help="Object storage's ceilings of the store at this URL (the dataset uploaded by `iobench upload`).",
+            metavar="URL",
+        ),
+    ] = None,
+    latency_ms: o.LatencyMs = None,
+    connection_mb_per_s: o.ConnectionMbPerS = None,
+    dataset: o.DatasetName = None,
+    connections: Annotated[
+        int, typer.Option(help="With --remote or --endpoint-url: the connections of the 'N connections' figures.")
+    ] = 16,
 ) -> None:
-    """Measure this machine's ceilings: storage and page-cache read bandwidth, host-to-device, device copies."""
+    """Measure this machine's ceilings: storage and page-cache read bandwidth, host-to-device, device copies;
+    with --remote, object storage's: GETs/s and MB/s with one connection and with N."""
+    if remote is not None or endpoint_url is not None:
+        _remote_limits(data_dir, dataset, results, remote, endpoint_url, latency_ms, connection_mb_per_s, connections)
+        return
+    if latency_ms is not None or connection_mb_per_s is not None or dataset is not None:
+        raise IobenchError("--latency-ms, --connection-mb-per-s and --dataset go with --remote or --endpoint-url")
     from iobench.loaders.device import resolve_device
     from iobench.measuring.limits import best_of, load_limits, measure_limits, save_limits
     from iobench.results.store import check_writable, limits_path
@@ -55,6 +82,34 @@ def limits_cmd(
     read = limits.probe_file if limits.probe_file.startswith("/") else "a fresh probe file"
     out.print(f"read {read} ({limits.probe_bytes / 2**20:,.0f} MiB)", highlight=False, soft_wrap=True, markup=False)
     out.print(f"stored in {path}", highlight=False, soft_wrap=True, markup=False)
+
+
+def _remote_limits(data_dir: Path, dataset: str | None, results: Path, remote: str | None, endpoint_url: str | None,
+                   latency_ms: float | None, connection_mb_per_s: float | None, connections: int) -> None:  # fmt: skip
+    from iobench.data.manifest import find_run_dataset
+    from iobench.measuring.remote_limits import find_probe, measure_remote_limits, save_remote_limits
+    from iobench.results.store import check_writable, remote_limits_path
+    from iobench.results.tables import remote_limits_table
+    from iobench.storage.remote.profiles import profile
+
+    if remote is not None and endpoint_url is not None:
+        raise IobenchError("--endpoint-url measures a store as it is: not with --remote (iobench's own)")
+    if endpoint_url is not None and (latency_ms is not None or connection_mb_per_s is not None):
+        raise IobenchError("--latency-ms and --connection-mb-per-s shape --remote: not with --endpoint-url")
+    chosen = profile(remote, latency_ms, connection_mb_per_s) if remote is not None else None
+    check_writable(remote_limits_path(results))
+    folder = find_run_dataset(data_dir, dataset)
+    if folder is None:
+        raise IobenchError(f"no prepared dataset in {data_dir}; run `iobench prepare` first")
+    limits = measure_remote_limits(find_probe(folder), chosen, endpoint_url, connections, say)
+    path = save_remote_limits(results, limits)
+    out.print(remote_limits_table(limits))
+    if limits.short_of_profile:
+        say(f"the profile asks {limits.profile_asks_mb_per_s:,.0f} MB/s of {limits.connections} connections; this "
+            f"machine's emulator delivered {limits.shaped.mb_per_s_n:,.0f}: runs with that many requests in flight "
+            "meet the emulator's limit, not the profile's")  # fmt: skip
+    out.print(f"read {limits.probe_object} ({limits.probe_bytes / 2**20:,.1f} MiB); stored in {path}",
+              highlight=False, soft_wrap=True, markup=False)  # fmt: skip
 
 
 @app.command("doctor")

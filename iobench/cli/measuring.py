@@ -39,6 +39,7 @@ from iobench.plan.config import RunConfig, order_of
 from iobench.plan.resolve import ResolvedRun, RunTarget, settle_device
 from iobench.results.machine_limits import MachineLimits
 from iobench.results.record import RunRecord
+from iobench.results.remote_limits import RemoteLimits
 from iobench.results.store import append_record
 from iobench.results.whatif import error, predict
 from iobench.run.place import RunPlace
@@ -66,7 +67,7 @@ def measure_what_if(
     records: list[RunRecord],
     steps_ms: list[float],
     results: Path,
-    limits: MachineLimits | None,
+    limits: MachineLimits | RemoteLimits | None,
     quiet: bool,
 ) -> None:
     """Predict each configuration at other step times, then measure them to show the model's error."""
@@ -129,7 +130,7 @@ def save(results: Path, record: RunRecord) -> None:
 def run_one(
     resolved: ResolvedRun,
     quiet: bool,
-    limits: MachineLimits | None,
+    limits: MachineLimits | RemoteLimits | None,
     profile_dir: Path | None,
     place: str = "",
 ) -> RunRecord:
@@ -226,13 +227,11 @@ def measure_run(
             if world.is_main:
                 for note in notes:
                     say(note)
-                if remote is None:  # object storage's ceilings are its profile's (iobench limits --remote: next)
+                if remote is None:
                     limits = stored_or_measured(where.results, dataset_dir, target_device, ConsoleEvents(),
                                                 where.read_limit)  # fmt: skip
-                elif remote.profile is not None:
-                    say(f"serving {dataset_dir.parent} at {remote.endpoint.url} (S3, {remote.profile.describe()})")
                 else:
-                    say(f"reading {dataset_dir.name}'s formats from s3://{dataset_dir.name} at {remote.endpoint.url}")
+                    limits = _remote_limits(remote, dataset_dir, where.results)
             world.barrier()  # no rank reads while rank 0 measures the machine's limits
             profile_dir = where.results.parent / "profiles" if where.profile else None
             records: list[RunRecord] = []
@@ -273,6 +272,22 @@ def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path,
     emulator = Emulator(dataset_dir.parent, profile)
     with emulator as endpoint:
         yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent, chunk)
+
+
+def _remote_limits(remote: RemoteTarget, dataset_dir: Path, results: Path) -> RemoteLimits | None:
+    """The stored ceilings of this store and profile (measured by `iobench limits --remote` in a process of its
+    own: measuring here would start obstore's runtime before the workers fork)."""
+    from iobench.measuring.remote_limits import stored_remote_limits
+
+    if remote.profile is not None:
+        say(f"serving {dataset_dir.parent} at {remote.endpoint.url} (S3, {remote.profile.describe()})")
+    else:
+        say(f"reading {dataset_dir.name}'s formats from s3://{dataset_dir.name} at {remote.endpoint.url}")
+    limits = stored_remote_limits(results, remote)
+    if limits is None:
+        how = remote.profile.options() if remote.profile is not None else f"--endpoint-url {remote.endpoint.url}"
+        say(f"no ceilings stored for this store and profile (% of limit: -); `iobench limits {how}` measures them")
+    return limits
 
 
 def _place(k: int, n: int, elapsed: float) -> str:

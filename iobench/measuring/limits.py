@@ -25,12 +25,12 @@ from iobench.errors import IobenchError
 from iobench.events import QUIET, Events
 from iobench.measuring.read_rates import BLOCK, cuda_limits, memory_gather_mb_per_s, page_cache_mb_per_s
 from iobench.results.machine_limits import PAGE, MachineLimits, limits_key, read_block
-from iobench.results.store import limits_path, load_all_limits
+from iobench.results.store import limits_path, load_all_limits, save_entry
 from iobench.spec import DatasetSpec
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.confine import Confinement, check_can_confine
 from iobench.system.environment import mount_of
-from iobench.system.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes, remove_stale_probes
+from iobench.system.fsutil import PARTIAL_PREFIX, free_bytes, remove_stale_probes
 from iobench.units import DEFAULT_SIZE
 
 DEFAULT_PROBE_BYTES = 2**30
@@ -47,18 +47,11 @@ def load_limits(results: Path, data_dir: Path, read_limit: float | None = None) 
 
 
 def save_limits(results: Path, data_dir: Path, limits: MachineLimits) -> Path:
-    path = limits_path(results)
     try:
         stored = load_all_limits(results)
     except IobenchError:
         stored = {}  # a broken file is replaced by the fresh measurement
-    stored[_key(data_dir, limits.read_limit_mb_per_s)] = limits
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, {k: v.to_json() for k, v in stored.items()})
-    except OSError as exc:
-        raise IobenchError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return path
+    return save_entry(limits_path(results), stored, _key(data_dir, limits.read_limit_mb_per_s), limits)
 
 
 METHOD_OF = {"storage_read_mb_per_s": "storage_read_method", "memory_gather_mb_per_s": "memory_gather_method"}

@@ -18,6 +18,7 @@ from iobench.choices import Choice
 from iobench.results.checked import MAX_MEASURED, RecordError, checked, mapping, numbers, parsed
 from iobench.results.machine_limits import LimitShare, MachineLimits
 from iobench.results.record_parts import Environment, RankStats, SystemStats
+from iobench.results.remote_limits import RemoteLimits
 from iobench.results.stats import summary
 
 # 1: records written before the version was stored (read with the defaults below); 3: `packages`. The history
@@ -235,16 +236,21 @@ class RunRecord:
         """Names a record in warnings and reports: format/loader, cache and order."""
         return f"{self.config.label} {self.config.cache} {self.config.order}"
 
-    def ceiling(self, limits: MachineLimits) -> tuple[str, float] | None:
+    def ceiling(self, limits: MachineLimits | RemoteLimits) -> tuple[str, float] | None:
         """The ceiling this run is held to: storage when cold, the page cache otherwise, and never
         above host-to-device on CUDA. None for gpu-resident: its epochs move nothing from the host
         (a sequential batch is a view of device memory), so no transfer ceiling applies.
 
+        Object storage (a remote run, cold) is held to its profile's fastest delivery (RemoteLimits.ceiling);
+        a warm remote epoch may read a library's own local cache, which no network ceiling bounds: None.
+
         Under torchrun the storage and page-cache ceilings (one reader's, per node) count once per
         node and host-to-device once per rank (each rank has its own GPU)."""
         c = self.config
-        if c.device_resident:
+        if c.device_resident or (c.storage == "local") != isinstance(limits, MachineLimits):
             return None
+        if isinstance(limits, RemoteLimits):
+            return limits.ceiling(self.dataset.sample_bytes) if c.cold else None
         name, value = self._pattern_ceiling(limits)
         value *= self.ranks.nodes
         if c.device.startswith("cuda"):
@@ -275,7 +281,7 @@ class RunRecord:
             return "storage_read_mb_per_s", limits.storage_read_mb_per_s
         return "page_cache_read_mb_per_s", limits.page_cache_read_mb_per_s
 
-    def with_limits(self, limits: MachineLimits | None) -> RunRecord:
+    def with_limits(self, limits: MachineLimits | RemoteLimits | None) -> RunRecord:
         """The record with its share of the applicable ceiling (recomputed by today's rule)."""
         found = self.ceiling(limits) if limits is not None else None
         if found is None or not 0 < found[1] < math.inf:  # never lose a measurement to a bad ceiling

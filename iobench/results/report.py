@@ -12,7 +12,8 @@ from iobench.results.answer import answer_lines, collapsed, sorted_for_table
 from iobench.results.formats_table import format_lines
 from iobench.results.machine_limits import limits_key
 from iobench.results.record import RunRecord
-from iobench.results.store import load_all_limits, load_records
+from iobench.results.remote_limits import LOOPBACK, remote_limits_key
+from iobench.results.store import load_all_limits, load_all_remote_limits, load_records
 from iobench.results.tables import au_text, settings_label, shuffle_text
 from iobench.results.warnings import md_text, record_warnings
 
@@ -31,15 +32,23 @@ def latest_per_config(records: list[RunRecord]) -> list[RunRecord]:
 
 def _with_limits(records: list[RunRecord], results: Path) -> list[RunRecord]:
     """Recompute % of limit from the limits stored beside the results (for the host and data
-    device each record was measured on), by the current rule."""
-    stored = load_all_limits(results)
-    if not stored:
+    device, or the object store and profile, each record was measured on), by the current rule."""
+    stored, remote = load_all_limits(results), load_all_remote_limits(results)
+    if not stored and not remote:
         return records
-    return [r.with_limits(stored.get(_limits_key(r))) for r in records]
+    return [r.with_limits(stored.get(_limits_key(r)) if r.config.storage == "local" else remote.get(_remote_key(r)))
+            for r in records]  # fmt: skip
 
 
 def _limits_key(r: RunRecord) -> str:
     return limits_key(r.environment.hostname, r.environment.data_device, r.config.read_limit_mb_per_s)
+
+
+def _remote_key(r: RunRecord) -> str:
+    c = r.config
+    if c.remote_profile == "external":
+        return remote_limits_key(r.environment.hostname, r.system.data_block_device or "", None, None)
+    return remote_limits_key(r.environment.hostname, LOOPBACK, c.remote_latency_ms, c.remote_connection_mb_per_s)
 
 
 def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> Path:

@@ -5,13 +5,19 @@ from __future__ import annotations
 import errno
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
 
 from iobench.errors import IobenchError
 from iobench.results.checked import RecordError
 from iobench.results.machine_limits import MachineLimits
 from iobench.results.record import RunRecord
+from iobench.results.remote_limits import RemoteLimits
+from iobench.system.fsutil import atomic_write_json
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -94,19 +100,42 @@ def limits_path(results: Path) -> Path:
     return results.parent / "limits.json"
 
 
+def remote_limits_path(results: Path) -> Path:
+    return results.parent / "remote_limits.json"
+
+
 def load_all_limits(results: Path) -> dict[str, MachineLimits]:
     """Every stored entry by its host:device key; a file that is not limits is refused in one line."""
-    path = limits_path(results)
+    return _load_entries(limits_path(results), MachineLimits.from_json, "iobench limits")
+
+
+def load_all_remote_limits(results: Path) -> dict[str, RemoteLimits]:
+    """Every stored remote entry by its host:endpoint key (`remote_limits_key`)."""
+    return _load_entries(remote_limits_path(results), RemoteLimits.from_json, "iobench limits --remote")
+
+
+def _load_entries(path: Path, parse: Callable[[object], T], command: str) -> dict[str, T]:
     if not path.is_file():
         return {}
     try:
         stored = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as exc:
         reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:200]
-        raise IobenchError(f"{path}: not readable limits ({reason}); delete it and run `iobench limits`") from None
+        raise IobenchError(f"{path}: not readable limits ({reason}); delete it and run `{command}`") from None
     if not isinstance(stored, dict):
-        raise IobenchError(f"{path}: not a JSON object of limits; delete it and run `iobench limits`")
+        raise IobenchError(f"{path}: not a JSON object of limits; delete it and run `{command}`")
     try:
-        return {str(k): MachineLimits.from_json(v) for k, v in stored.items()}
+        return {str(k): parse(v) for k, v in stored.items()}
     except RecordError as exc:
-        raise IobenchError(f"{path}: {exc}; delete it and run `iobench limits`") from None
+        raise IobenchError(f"{path}: {exc}; delete it and run `{command}`") from None
+
+
+def save_entry(path: Path, entries: dict[str, Any], key: str, value: Any) -> Path:
+    """`entries` (what the file held) with `key` set to `value` (a typed entry with to_json), written whole."""
+    stored = {**entries, key: value}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, {k: v.to_json() for k, v in stored.items()})
+    except OSError as exc:
+        raise IobenchError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path

@@ -10,6 +10,7 @@ from rich.table import Table
 
 from iobench.results.machine_limits import PAGE, MachineLimits
 from iobench.results.record import RunRecord
+from iobench.results.remote_limits import LOOPBACK, RemoteLimits
 from iobench.results.stats import relative_to_fastest
 
 
@@ -203,3 +204,29 @@ def profile_summary(path: Path, top: int = 15) -> str:
     buf = io.StringIO()
     pstats.Stats(str(path), stream=buf).sort_stats("cumulative").print_stats(top)
     return buf.getvalue()
+
+
+def remote_limits_table(limits: RemoteLimits) -> Table:
+    where = "iobench's S3 server on loopback" if limits.endpoint == LOOPBACK else limits.endpoint
+    table = Table(title=f"object storage ceilings from {limits.hostname}: {where}")
+    table.add_column("ceiling")
+    profile = "as it is" if limits.endpoint != LOOPBACK else limits.profile
+    table.add_column(profile, justify="right")
+    if limits.unshaped is not None:
+        table.add_column("no shaper", justify="right")
+    n = limits.connections
+    rows = [
+        (f"GETs/s of {limits.sample_bytes:,} B (a sample), 1 connection", "gets_sample_1", "{:,.0f}"),
+        (f"GETs/s of {limits.sample_bytes:,} B, {n} connections", "gets_sample_n", "{:,.0f}"),
+        ("GETs/s of 4 KiB, 1 connection", "gets_4k_1", "{:,.0f}"),
+        (f"GETs/s of 4 KiB, {n} connections", "gets_4k_n", "{:,.0f}"),
+        ("median 4 KiB GET, 1 connection (ms)", "first_byte_ms", "{:,.1f}"),
+        ("MB/s of a large object, 1 connection", "mb_per_s_1", "{:,.0f}"),
+        (f"MB/s of a large object, {n} connections", "mb_per_s_n", "{:,.0f}"),
+    ]
+    for label, name, form in rows:
+        values = [form.format(getattr(limits.shaped, name))]
+        if limits.unshaped is not None:
+            values.append(form.format(getattr(limits.unshaped, name)))
+        table.add_row(label, *values)
+    return table

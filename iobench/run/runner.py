@@ -26,11 +26,8 @@ from iobench.measuring.clocks import time_epoch
 from iobench.measuring.steps import Step, make_step
 from iobench.plan.config import Cache, RunConfig
 from iobench.plan.resolve import ResolvedRun
-from iobench.results.record import (
-    EpochTiming,
-    MachineLimits,
-    RunRecord,
-)
+from iobench.results.record import EpochTiming, MachineLimits, RunRecord
+from iobench.results.remote_limits import RemoteLimits
 from iobench.results.shuffle_quality import score
 from iobench.run.epoch_log import EpochLog, record_of
 from iobench.storage.remote import check_fork_safe
@@ -98,7 +95,7 @@ def _transform_cost(resolved: ResolvedRun) -> float | None:
 
 def run(
     resolved: ResolvedRun,
-    limits: MachineLimits | None = None,
+    limits: MachineLimits | RemoteLimits | None = None,
     profile_dir: Path | None = None,
     events: Events = QUIET,
 ) -> RunRecord:

@@ -18,6 +18,16 @@ class Profile:
         bandwidth = f"{self.connection_mb_per_s:g} MB/s per connection" if self.connection_mb_per_s else "no cap"
         return f"{self.name} ({self.latency_ms:g} ms first byte, {bandwidth})"
 
+    def options(self) -> str:
+        """The command-line options that give this profile (its name, and the numbers it overrides)."""
+        named = PROFILES.get(self.name, Profile(self.name, -1.0, None))
+        text = f"--remote {self.name}"
+        if named.latency_ms != self.latency_ms:
+            text += f" --latency-ms {self.latency_ms:g}"
+        if self.connection_mb_per_s is not None and named.connection_mb_per_s != self.connection_mb_per_s:
+            text += f" --connection-mb-per-s {self.connection_mb_per_s:g}"
+        return text
+
     @property
     def shaped(self) -> bool:
         return self.latency_ms > 0 or self.connection_mb_per_s is not None

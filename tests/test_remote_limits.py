@@ -1,0 +1,117 @@
+"""Object storage's ceilings (`iobench limits --remote`): stored per store and profile, the rule a remote run's
+record is held to, and a measurement against iobench's own server (skipped, with the reason, where the server's
+programs are missing; `.ci/run` installs them)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from iobench.errors import IobenchError
+from iobench.results.checked import RecordError
+from iobench.results.machine_limits import MachineLimits
+from iobench.results.remote_limits import LOOPBACK, RemoteLimits, RemoteRates, remote_limits_key
+from iobench.results.report import write_report
+from iobench.results.store import append_record, load_all_remote_limits, remote_limits_path
+from tests.conftest import assert_one_line_error, invoke, record_of, stored_records
+
+RATES = RemoteRates(gets_sample_1=30.0, gets_sample_n=480.0, gets_4k_1=31.0, gets_4k_n=470.0, first_byte_ms=31.0,
+                    mb_per_s_1=85.0, mb_per_s_n=900.0)  # fmt: skip
+REMOTE = {"storage": "object", "remote_profile": "s3-like", "remote_latency_ms": 30.0,
+          "remote_connection_mb_per_s": 90.0, "cache": "cold", "sample_bytes": 56, "hostname": "h"}  # fmt: skip
+
+
+def _limits(**changes) -> RemoteLimits:
+    values = dict(measured_at="t", hostname="h", endpoint=LOOPBACK, profile="s3-like", latency_ms=30.0,
+                  connection_mb_per_s=90.0, connections=16, probe_object="d/npy/features.npy", probe_bytes=2**20,
+                  sample_bytes=56, shaped=RATES, unshaped=RATES)  # fmt: skip
+    return RemoteLimits(**{**values, **changes})
+
+
+def test_remote_limits_are_stored_and_read_back_by_their_store_and_profile():
+    limits = _limits()
+    assert RemoteLimits.from_json(json.loads(json.dumps(limits.to_json()))) == limits
+    assert limits.key == "h:loopback@30ms,90MB/s"
+    assert remote_limits_key("h", LOOPBACK, 0.0, None) == "h:loopback@0ms,uncapped"
+    assert remote_limits_key("h", "https://s3.example", None, None) == "h:https://s3.example"
+    broken = limits.to_json() | {"shaped": {**limits.to_json()["shaped"], "mb_per_s_n": 0}}
+    with pytest.raises(RecordError, match="must be positive"):
+        RemoteLimits.from_json(broken)
+
+
+def test_a_profile_asking_more_than_the_emulator_delivered_is_said():
+    assert _limits().short_of_profile  # 16 x 90 MB/s asked, 900 delivered
+    assert not _limits(connections=8).short_of_profile  # 720 asked
+    assert not _limits(connection_mb_per_s=None).short_of_profile
+    assert not _limits(endpoint="https://s3.example").short_of_profile  # a real store is what it is
+
+
+def test_a_cold_remote_run_is_held_to_the_fastest_delivery_of_its_profile():
+    limits = _limits()
+    assert record_of(**REMOTE).ceiling(limits) == ("remote_large_object_16_connections", 900.0)
+    # GETs of one sample each beat the bulk read only for large samples, and only at the size measured
+    big = _limits(sample_bytes=4 * 2**20, shaped=RemoteRates(**{**RATES.__dict__, "gets_sample_n": 400.0}))
+    assert record_of(**{**REMOTE, "sample_bytes": 4 * 2**20}).ceiling(big)[0] == "remote_sample_gets_16_connections"
+    assert record_of(**{**REMOTE, "sample_bytes": 2**20}).ceiling(big)[0] == "remote_large_object_16_connections"
+    share = record_of(**REMOTE, mb_per_s=9.0).with_limits(limits).limit
+    assert share.percent_of_limit == pytest.approx(1.0)
+    # a warm remote epoch may read a library's local cache; the wrong kind of limits holds nothing
+    assert record_of(**{**REMOTE, "cache": "warm"}).ceiling(limits) is None
+    assert record_of(cache="cold").ceiling(limits) is None
+    local = MachineLimits(hostname="h", data_device="/dev/x", storage_read_mb_per_s=1.0, page_cache_read_mb_per_s=1.0)
+    assert record_of(**REMOTE).ceiling(local) is None
+
+
+def test_the_report_finds_a_remote_records_ceiling_by_its_profile(tmp_path):
+    results = tmp_path / "r.jsonl"
+    append_record(results, record_of(**REMOTE, mb_per_s=90.0, data_block_device="http://127.0.0.1:1234"))
+    remote_limits_path(results).write_text(json.dumps({_limits().key: _limits().to_json()}))
+    report = write_report(results, tmp_path / "report").read_text()
+    assert "10% of remote_large_object_16_connections" in report
+
+
+def test_a_damaged_remote_limits_file_is_one_line(tmp_path):
+    remote_limits_path(tmp_path / "r.jsonl").write_text("[1]")
+    with pytest.raises(IobenchError, match=r"delete it and run `iobench limits --remote`"):
+        load_all_remote_limits(tmp_path / "r.jsonl")
+
+
+def test_remote_limits_refuse_what_they_cannot_measure_in_one_line(cli, tmp_path):
+    both = cli("limits", "--remote", "s3-like", "--endpoint-url", "http://127.0.0.1:9", "--data-dir", tmp_path)
+    assert_one_line_error(both, "--endpoint-url measures a store as it is")
+    shaped = cli("limits", "--latency-ms", "5", "--data-dir", tmp_path)
+    assert_one_line_error(shaped, "go with --remote or --endpoint-url")
+    empty = cli("limits", "--remote", "none", "--data-dir", tmp_path / "nothing", "--results", tmp_path / "r.jsonl")
+    assert_one_line_error(empty, "no prepared dataset")
+
+
+def _server_missing() -> str | None:
+    from tests.test_remote import _missing
+
+    return _missing()
+
+
+@pytest.mark.skipif(_server_missing() is not None, reason=_server_missing() or "")
+def test_limits_remote_measures_the_profile_and_a_run_reports_its_share(cli, tmp_path):
+    data, results = tmp_path / "data", tmp_path / "r.jsonl"
+    invoke("prepare", "--size", 300, "--shape", "3,4", "--formats", "npy", "--data-dir", data, "-q")
+    measured = cli("limits", "--remote", "s3-like", "--latency-ms", "20", "--connections", "4", "--data-dir", data,
+                   "--results", results)  # fmt: skip
+    assert measured.code == 0, measured.err
+    (limits,) = load_all_remote_limits(results).values()
+    assert limits.key.endswith(":loopback@20ms,90MB/s") and limits.sample_bytes == 56
+    # one connection waits the profile's first byte on every GET: 20 ms and the server's own time
+    assert 20 <= limits.shaped.first_byte_ms < 40 and limits.unshaped is not None
+    assert limits.unshaped.first_byte_ms < limits.shaped.first_byte_ms - 15
+    assert limits.shaped.gets_4k_n > 2 * limits.shaped.gets_4k_1, "four connections in flight, not one"
+    run = cli("run", "--remote", "s3-like", "--latency-ms", "20", "--format", "npy", "--loader", "dataloader", "-q",
+              "--cache", "cold", "--runs", 1, "--device", "cpu", "--data-dir", data, "--results", results)  # fmt: skip
+    assert run.code == 0, run.err
+    (record,) = stored_records(results)
+    assert record["limit_name"] == "remote_large_object_4_connections"
+    assert record["percent_of_limit"] == pytest.approx(100 * record["mb_per_s"] / limits.shaped.mb_per_s_n)
+    other = cli("run", "--remote", "express-like", "--format", "npy", "--loader", "dataloader", "-q", "--runs", 1,
+                "--device", "cpu", "--data-dir", data, "--results", tmp_path / "other.jsonl")  # fmt: skip
+    assert other.code == 0 and "iobench limits --remote express-like" in other.err
+    assert stored_records(tmp_path / "other.jsonl")[0].get("percent_of_limit") is None
