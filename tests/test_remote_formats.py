@@ -21,7 +21,7 @@ from iobench.plan.resolve import RunTarget, resolve
 from iobench.storage import NO_HINTS
 from iobench.storage.remote import RemoteTarget
 from iobench.storage.remote.emulator import Emulator
-from iobench.storage.remote.mount import MountedStorage, check_chunk, fuse_reason
+from iobench.storage.remote.mount import MountedStorage, check_size, fuse_reason
 from iobench.storage.remote.profiles import profile
 from tests.conftest import ROOT, assert_one_line_error, invoke, run_config, stored_records
 from tests.test_remote import _missing, importlib_missing
@@ -112,6 +112,7 @@ def test_run_remote_with_workers_records_each_formats_path_and_leaves_no_mount(d
         fuse = fmt == "lmdb" or (fmt, loader) == ("webdataset", "dataloader")
         assert x["storage"] == ("fuse" if fuse else "object"), (fmt, loader)
         assert x["remote_fuse_chunk"] == ("256K" if fuse else None)
+        assert x["remote_fuse_read_ahead"] == ("0" if fuse else None), "shuffled by index: nothing read ahead"
         assert x["samples_per_epoch"] == N and x["requests"][0] >= 1 and x["request_errors"] == 0
     # WebDataset streams each shard whole: one GET per shard per epoch
     assert records[("webdataset", "native")]["requests_by_method"] == {"GET": 1}
@@ -133,21 +134,38 @@ def test_workers_are_refused_in_one_line_after_this_process_started_obstore(data
             check_fork_safe(storage, 2)
 
 
-def test_fuse_chunk_is_checked_in_one_line(data, tmp_path, cli):
-    assert check_chunk("4m", True) == "4M"
+def test_fuse_sizes_are_checked_in_one_line(data, tmp_path, cli):
+    assert check_size("--fuse-chunk", "4m", True, 64 * 2**10) == "4M"
     with pytest.raises(IobenchError, match="at least 64K"):
-        check_chunk("1K", True)
-    with pytest.raises(IobenchError, match="expected a size"):
-        check_chunk("4 MB; rm", True)
-    alone = cli("run", "--fuse-chunk", "4M", "--format", "lmdb", "--data-dir", data.parent,
-                "--results", tmp_path / "r.jsonl")  # fmt: skip
-    assert_one_line_error(alone, "give --remote or --endpoint-url")
+        check_size("--fuse-chunk", "1K", True, 64 * 2**10)
+    with pytest.raises(IobenchError, match="--fuse-chunk '0': expected at least 64K"):
+        check_size("--fuse-chunk", "0", True, 64 * 2**10)
+    assert check_size("--fuse-read-ahead", "0", True, 0) == "0"
+    with pytest.raises(IobenchError, match="expected 0 or a size"):
+        check_size("--fuse-read-ahead", "4 MB; rm", True, 0)
+    for option in ("--fuse-chunk", "--fuse-read-ahead"):
+        alone = cli("run", option, "4M", "--format", "lmdb", "--data-dir", data.parent,
+                    "--results", tmp_path / "r.jsonl")  # fmt: skip
+        assert_one_line_error(alone, f"{option} sets how a FUSE mount reads object storage: give --remote")
+
+
+def test_a_mount_reads_ahead_only_for_a_reader_in_order_unless_told():
+    from iobench.storage.remote import FUSE_READ_AHEAD, FuseOptions
+    from iobench.storage.remote.emulator import Endpoint
+
+    def read_ahead(fuse: FuseOptions, at_random: bool) -> str | None:
+        target = RemoteTarget(Endpoint("http://127.0.0.1:9", "k", "s"), None, fuse=fuse)
+        return MountedStorage(target, "b", "lmdb", [], at_random=at_random).read_ahead
+
+    assert read_ahead(FuseOptions(), True) == "0" and read_ahead(FuseOptions(), False) == FUSE_READ_AHEAD
+    assert read_ahead(FuseOptions(read_ahead="1M"), True) == "1M"
 
 
 def test_a_mounted_storage_has_no_folder_outside_its_run(data):
     from iobench.storage.remote.emulator import Endpoint
 
-    storage = MountedStorage(RemoteTarget(Endpoint("http://127.0.0.1:9", "k", "s"), None), data.name, "lmdb", [])
+    target = RemoteTarget(Endpoint("http://127.0.0.1:9", "k", "s"), None)
+    storage = MountedStorage(target, data.name, "lmdb", [], at_random=True)
     with pytest.raises(IobenchError, match="mounted only while its run holds it"):
         storage.local_folder()
 

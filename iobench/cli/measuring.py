@@ -46,7 +46,7 @@ from iobench.run.place import RunPlace
 from iobench.run.runner import run
 from iobench.run.session import dataset_for_run, launch_torchrun, resolve_all
 from iobench.run.sweep import run_sweep
-from iobench.storage.remote import RemoteTarget
+from iobench.storage.remote import FuseOptions, RemoteTarget
 from iobench.storage.remote.profiles import Profile
 
 
@@ -221,7 +221,7 @@ def measure_run(
         configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset
         formats = tuple(dict.fromkeys(c.format for c in configs))
         dataset_dir = dataset_for_run(world, where.data_dir, where.dataset, formats, ConsoleEvents(quiet), where.size)
-        with served(where.remote, where.endpoint_url, dataset_dir, where.fuse_chunk) as remote:
+        with served(where.remote, where.endpoint_url, dataset_dir, where.fuse) as remote:
             todo = resolve_all(configs, RunTarget(dataset_dir, target_device, remote), world)
             limits = None
             if world.is_main:
@@ -254,16 +254,15 @@ def measure_run(
 
 
 @contextmanager
-def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path, fuse_chunk: str | None = None
+def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path, fuse: FuseOptions | None = None
            ) -> Iterator[RemoteTarget | None]:  # fmt: skip
     """With a profile: the data folder served as S3 on loopback, behind the shaper, for as long as the block
     runs (stopped on every exit); with an endpoint: that store, as it is; without either: nothing."""
-    from iobench.storage.remote import FUSE_CHUNK
     from iobench.storage.remote.emulator import Emulator, endpoint_from_environment
 
-    chunk = fuse_chunk or FUSE_CHUNK
+    fuse = fuse or FuseOptions()
     if endpoint_url is not None:
-        yield RemoteTarget(endpoint_from_environment(endpoint_url), None, fuse_chunk=chunk)
+        yield RemoteTarget(endpoint_from_environment(endpoint_url), None, fuse=fuse)
         return
     if profile is None:
         yield None
@@ -271,7 +270,7 @@ def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path,
 
     emulator = Emulator(dataset_dir.parent, profile)
     with emulator as endpoint:
-        yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent, chunk)
+        yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent, fuse)
 
 
 def _remote_limits(remote: RemoteTarget, dataset_dir: Path, results: Path) -> RemoteLimits | None:

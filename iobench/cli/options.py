@@ -169,6 +169,15 @@ UploadEndpoint = Annotated[
     str, typer.Option("--endpoint-url", help="The S3-compatible store to put the formats in.", metavar="URL")
 ]
 UploadFormats = Annotated[OptStr, typer.Option(help="Comma list of the formats to put (default: every prepared one).")]
+FuseReadAhead = Annotated[
+    OptStr,
+    typer.Option(
+        help="With --remote or --endpoint-url, for a format read through FUSE: what the mount reads ahead of each "
+        "open file (0, or K, M or G; rclone's --buffer-size). [default: 0 for a reader of samples at random, "
+        "where a seek throws it away; 16M, rclone's own, in order]",
+        metavar="SIZE",
+    ),
+]
 FuseChunk = Annotated[
     OptStr,
     typer.Option(

@@ -10,6 +10,7 @@ from iobench.cli import options as o
 from iobench.cli.app import app
 from iobench.errors import IobenchError
 from iobench.run.place import RunPlace
+from iobench.storage.remote import FUSE_CHUNK, FuseOptions
 from iobench.storage.remote.profiles import Profile
 
 
@@ -59,6 +60,7 @@ def run_cmd(
     latency_ms: o.LatencyMs = None,
     connection_mb_per_s: o.ConnectionMbPerS = None,
     fuse_chunk: o.FuseChunk = None,
+    fuse_read_ahead: o.FuseReadAhead = None,
     profile: o.Profile = False,
     results: o.Results = Path("results/results.jsonl"),
     nproc: o.Nproc = None,
@@ -91,8 +93,8 @@ def run_cmd(
     read = parse_format_options(format_option or [], tuple(dict.fromkeys(f for f, ld in pairs if ld == "native")), True)
     configs = [config_of(f, ld, settings_of(ctx.params), eviction=eviction, read_options=read, **options)
                for f, ld in pairs]  # fmt: skip
-    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, network, endpoint_url,
-                     _fuse_chunk(fuse_chunk, network is not None or endpoint_url is not None))  # fmt: skip
+    fuse = _fuse(fuse_chunk, fuse_read_ahead, network is not None or endpoint_url is not None)
+    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, network, endpoint_url, fuse)
     measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms)
 
 
@@ -107,12 +109,15 @@ def _run_factory(ctx: typer.Context) -> None:
     return run_factory_cmd(ctx)
 
 
-def _fuse_chunk(text: str | None, remote: bool) -> str | None:
-    if text is None:
+def _fuse(chunk: str | None, read_ahead: str | None, remote: bool) -> FuseOptions | None:
+    if chunk is None and read_ahead is None:
         return None
-    from iobench.storage.remote.mount import check_chunk
+    from iobench.storage.remote.mount import check_size
 
-    return check_chunk(text, remote)
+    return FuseOptions(
+        check_size("--fuse-chunk", chunk, remote, 64 * 2**10) if chunk is not None else FUSE_CHUNK,
+        check_size("--fuse-read-ahead", read_ahead, remote, 0) if read_ahead is not None else None,
+    )
 
 
 def _network(remote: str | None, latency_ms: float | None, connection_mb_per_s: float | None,

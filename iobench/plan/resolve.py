@@ -107,23 +107,24 @@ class ResolvedRun:
             "transform_on": c.transform_on.value if c.transform != "none" else None,
             "torch_threads_asked": c.torch_threads,  # the environment's torch_threads is what the run had
             "format_options": ",".join(f"{k}={v}" for k, v in c.format_options),
-            **_remote_fields(self.target.remote, self.storage.kind),
+            **_remote_fields(self.target.remote, self.storage),
         })  # fmt: skip
 
 
 RECORDED = frozenset(f.name for f in fields(RecordedConfig))
 
 
-def _remote_fields(remote: RemoteTarget | None, kind: str) -> dict:
+def _remote_fields(remote: RemoteTarget | None, storage: Storage) -> dict:
     if remote is None:
         return {}
-    profile = remote.profile
+    profile, kind = remote.profile, storage.kind
     return {
         "storage": kind,
         "remote_profile": profile.name if profile else "external",
         "remote_latency_ms": profile.latency_ms if profile else None,
         "remote_connection_mb_per_s": profile.connection_mb_per_s if profile else None,
-        "remote_fuse_chunk": remote.fuse_chunk if kind == "fuse" else None,
+        "remote_fuse_chunk": remote.fuse.chunk if kind == "fuse" else None,
+        "remote_fuse_read_ahead": storage.read_ahead if isinstance(storage, ObjectStorage) else None,
     }
 
 
@@ -201,7 +202,7 @@ def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, wor
         reason = fuse_reason()
         if reason is not None:
             raise IobenchError(f"{label}: {config.format} is read from object storage through FUSE here; {reason}")
-        return MountedStorage(*where)
+        return MountedStorage(*where, at_random=config.shuffle and config.loader is not LoaderName.NATIVE)
     return ObjectStorage(*where)
 
 

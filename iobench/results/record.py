@@ -102,6 +102,7 @@ class RecordedConfig:
     remote_latency_ms: float | None = None
     remote_connection_mb_per_s: float | None = None
     remote_fuse_chunk: str | None = None  # storage "fuse": the mount's first GET of an object (rclone's size)
+    remote_fuse_read_ahead: str | None = None  # storage "fuse": what the mount reads ahead of each open file
 
     @property
     def cold(self) -> bool:

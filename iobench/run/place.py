@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from iobench.storage.remote import FuseOptions
 from iobench.storage.remote.profiles import Profile
 
 
@@ -19,4 +20,4 @@ class RunPlace:
     size: int | None = None  # --size: the dataset of this many samples (prepared when missing)
     remote: Profile | None = None  # --remote: the formats read from object storage served with this profile
     endpoint_url: str | None = None  # --endpoint-url: the formats read from this S3-compatible store instead
-    fuse_chunk: str | None = None  # --fuse-chunk: a FUSE mount's first GET of an object (rclone's size)
+    fuse: FuseOptions | None = None  # --fuse-chunk, --fuse-read-ahead: how a FUSE mount reads objects

