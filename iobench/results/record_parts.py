@@ -56,6 +56,8 @@ class SystemStats:
     request_errors: int | None = None  # 4xx and 5xx answers
     request_seconds_median: float | None = None  # the server's time per request, shaping included
     server_cpu_seconds: float | None = None  # the server's and the shaper's CPU over the timed epochs
+    # the bytes in the readers' own local cache (LitData's chunk folder) at the end of each timed epoch
+    library_cache_bytes: list[int | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -112,16 +112,20 @@ def record_of(
 
 
 def _requests(epochs: list[dict], total: dict) -> dict:
-    """What the server's log said, where the storage counts requests (object storage iobench serves)."""
+    """What the server's log said, where the storage counts requests (object storage iobench serves); the
+    readers' own cache, where they keep one."""
+    caches = [e.get("library_cache_bytes") for e in epochs]
+    cached = {"library_cache_bytes": caches} if any(c is not None for c in caches) else {}
     seen = [e.get("requests") for e in epochs]
     if not any(seen):
-        return {}
+        return cached
     methods: dict[str, int] = {}
     for r in seen:
         for method, n in (r.by_method if r else {}).items():
             methods[method] = methods.get(method, 0) + n
     medians = [r.median_seconds for r in seen if r and r.median_seconds is not None]
     return {
+        **cached,
         "requests": [r.total if r else None for r in seen],
         "requests_by_method": methods,
         "request_errors": sum(r.client_errors + r.server_errors for r in seen if r),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,27 +56,40 @@ class RemoteTarget:
 class RequestSnapshot:
     log_bytes: int
     server_cpu: float
+    cache_bytes: int | None  # the readers' own local caches (None: the readers keep none)
 
 
 class RequestCounters(Counters):
-    """Requests and bytes by the server's access log; the server's and the shaper's CPU seconds."""
+    """Requests and bytes by the server's access log; the server's and the shaper's CPU seconds; the bytes in
+    the local cache folders of the readers that keep one (LitData's chunks), at each snapshot."""
 
-    def __init__(self, target: RemoteTarget) -> None:
-        self.target = target
+    def __init__(self, target: RemoteTarget, caches: list[Path]) -> None:
+        self.target, self.caches = target, caches  # the storage's list: a reader made later adds its folder
 
     def snapshot(self, pids: Sequence[int] = ()) -> RequestSnapshot:
         log = self.target.access_log
         server = cpu_seconds(self.target.server_pids)
-        return RequestSnapshot(requests_log.size(log) if log else 0, server)
+        cache = sum(map(folder_bytes, self.caches)) if self.caches else None
+        return RequestSnapshot(requests_log.size(log) if log else 0, server, cache)
 
     def delta(self, a: RequestSnapshot, b: RequestSnapshot) -> dict:
+        common = {"data_block_device": self.target.endpoint.url, "process_read_bytes": None,
+                  "library_cache_bytes": b.cache_bytes}  # fmt: skip
         if self.target.access_log is None:  # a store iobench does not run: the client's count is not the server's
-            return {"data_block_device": self.target.endpoint.url, "device_read_bytes": None,
-                    "process_read_bytes": None, "requests": None}  # fmt: skip
+            return {**common, "device_read_bytes": None, "requests": None}
         seen = requests_log.read(self.target.access_log, a.log_bytes, b.log_bytes)
-        return {"data_block_device": self.target.endpoint.url, "device_read_bytes": seen.bytes_sent,
-                "process_read_bytes": None, "requests": seen,
+        return {**common, "device_read_bytes": seen.bytes_sent, "requests": seen,
                 "server_cpu_seconds": b.server_cpu - a.server_cpu}  # fmt: skip
+
+
+def folder_bytes(folder: Path) -> int:
+    """The bytes of the files under a folder (0 once it is gone): a library's cache as it stands."""
+    total = 0
+    for path in folder.rglob("*") if folder.is_dir() else ():
+        with suppress(OSError):
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_size
+    return total
 
 
 # The process whose obstore has started its runtime (a store made here, for requests): obstore is not fork-safe
@@ -108,6 +122,7 @@ class ObjectStorage(Storage):
         self.target, self.bucket, self.prefix, self._files = target, bucket, prefix.strip("/"), files
         self._store: Any = None
         self._pid = 0
+        self.caches: list[Path] = []  # the local cache folders of this storage's readers (`add_cache`)
 
     @property
     def where(self) -> str:
@@ -163,7 +178,11 @@ class ObjectStorage(Storage):
         return 0.0
 
     def counters(self) -> Counters:
-        return RequestCounters(self.target)
+        return RequestCounters(self.target, self.caches)
+
+    def add_cache(self, folder: Path) -> None:
+        """A reader's own cache folder of these objects, whose size each epoch's record keeps."""
+        self.caches.append(folder)
 
 
 def _read_through(path: Path) -> None:
