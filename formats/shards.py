@@ -5,6 +5,7 @@ access that `verify` and iobench's loaders need and the libraries do not offer."
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 from abc import abstractmethod
@@ -63,14 +64,25 @@ def decode(data: bytes, spec: DatasetSpec, name: str) -> np.ndarray:
     """One sample's member: PNG with its header checked before decoding, or .npy without pickle."""
     if extension(spec) == "png":
         return decode_image(io.BytesIO(data), spec, png_axes(spec.shape), name)
-    stream = io.BytesIO(data)
-    shape, fortran, dtype = read_header(stream)
-    if fortran or dtype != spec.np_dtype or tuple(shape) != tuple(spec.shape):
-        raise ValueError(f"{name}: a {dtype} array of {tuple(shape)}; the spec says {spec.shape} {spec.dtype}")
-    values = np.frombuffer(data, dtype=dtype, offset=stream.tell())
+    header = written_header(spec.dtype, tuple(spec.shape))
+    if data.startswith(header):  # byte for byte the writer's header: it declares the spec's array
+        offset, dtype = len(header), spec.np_dtype
+    else:  # another writer's header (numpy's 1.0 layout, other padding): parsed and checked
+        stream = io.BytesIO(data)
+        shape, fortran, dtype = read_header(stream)
+        if fortran or dtype != spec.np_dtype or tuple(shape) != tuple(spec.shape):
+            raise ValueError(f"{name}: a {dtype} array of {tuple(shape)}; the spec says {spec.shape} {spec.dtype}")
+        offset = stream.tell()
+    values = np.frombuffer(data, dtype=dtype, offset=offset)
     if values.size != int(np.prod(spec.shape)):
         raise ValueError(f"{name}: truncated")
     return values.reshape(spec.shape)
+
+
+@functools.lru_cache(maxsize=16)
+def written_header(dtype: str, shape: tuple[int, ...]) -> bytes:
+    """The .npy header the shard writers put before each sample of this dtype and shape."""
+    return npy_header(np.dtype(dtype), shape)
 
 
 def check_shard_count(recorded: int, derived: int) -> None:

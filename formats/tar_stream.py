@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 
 BLOCK = 512
 MAGIC = {b"\x1f\x8b": "gzip", b"BZh": "bzip2", b"\xfd7zXZ\x00": "xz", b"\x28\xb5\x2f\xfd": "zstd"}
@@ -18,6 +19,8 @@ REGULAR = (b"0", b"\0")
 PAX = b"x"
 PAX_KEYS = frozenset({"mtime", "atime", "ctime"})  # what tarfile writes for ShardWriter's float mtime
 MAX_PAX = BLOCK  # a pax record of times fits one block
+END = bytes(BLOCK)  # a zero block ends the archive
+SIZE_FIELD = re.compile(rb" *([0-7]+)[\0 ]*")  # octal digits, padded as tarfile pads them
 
 
 class ShardError(ValueError):
@@ -63,40 +66,46 @@ class CheckedTar(io.RawIOBase):
         end = self.pos + len(data)
         while 0 <= self.next + len(self.head) < end:
             at = self.next + len(self.head) - self.pos
+            if not self.head and at + self.need <= len(data):  # whole in this read: checked where it is
+                self._header(data[at : at + self.need])
+                continue
             self.head += data[at : at + self.need - len(self.head)]
             if len(self.head) < self.need:
                 return
-            self._header()
+            if self._header(bytes(self.head)):
+                self.head = bytearray()
 
-    def _header(self) -> None:
-        """The gathered header (and pax record) is whole: check it, then move to the next one."""
-        head = bytes(self.head[:BLOCK])
-        if head == bytes(BLOCK):
-            self.next, self.head = -1, bytearray()  # the end: tarfile stops reading members here
-            return
+    def _header(self, view: bytes | memoryview) -> bool:
+        """A whole header (and, once its size is known, its pax record): check it and move to the next one
+        (True), or, for a pax header, ask for its record too (`need`) and wait for it (False)."""
+        head = bytes(view[:BLOCK])
+        if head == END:
+            self.next = -1  # the end: tarfile stops reading members here
+            return True
         kind, size = head[156:157], _size(head, self.name)
         if kind == PAX and self.need == BLOCK:
             if size > MAX_PAX:
                 raise ShardError(f"{self.name}: a pax header of {size} bytes (those ShardWriter writes hold times)")
             self.need = BLOCK + size  # gather the record too, then check it
             if size:
-                return
+                return False
         if kind == PAX:
-            _check_pax(bytes(self.head[BLOCK : BLOCK + size]), self.name)
+            _check_pax(bytes(view[BLOCK : BLOCK + size]), self.name)
         elif kind not in REGULAR:
             raise ShardError(f"{self.name}: a member of type {kind!r}; ShardWriter writes regular files only")
         elif size > self.max_member:
             raise ShardError(f"{self.name}: a member of {size:,} bytes; a sample's is at most {self.max_member:,}")
         self.next += BLOCK + -(-size // BLOCK) * BLOCK
-        self.head, self.need = bytearray(), BLOCK
+        self.need = BLOCK
+        return True
 
 
 def _size(head: bytes, name: str) -> int:
     """A header's size field: octal digits, as tarfile writes sizes below 8 GiB (base-256 is refused)."""
-    field = head[124:136].rstrip(b"\0 ").lstrip(b" ")
-    if not field or not all(48 <= c <= 55 for c in field):
+    found = SIZE_FIELD.fullmatch(head, 124, 136)
+    if found is None:
         raise ShardError(f"{name}: a member header with size field {bytes(head[124:136])!r}")
-    return int(field, 8)
+    return int(found[1], 8)
 
 
 def _check_pax(record: bytes, name: str) -> None:
