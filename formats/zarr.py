@@ -16,6 +16,7 @@ opens only regular files and a zstd codec that never inflates a chunk past its s
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 from dataclasses import dataclass, replace
@@ -233,24 +234,33 @@ class ZarrObjectReader(ZarrReader):
         return None
 
     def _open(self) -> tuple[Any, np.ndarray]:
-        import obstore
-
         from iobench.formats.zarr_store import checked_remote_arrays
         from iobench.storage.remote.emulator import worded
 
         store = self.storage.store()
+        with worded(self.storage.url("")):
+            fetched = asyncio.run(_fetch(store, [self.storage.key(name) for name in METADATA]))
         with tempfile.TemporaryDirectory(prefix="iobench-zarr-metadata-") as folder:
-            for name in METADATA:
-                path = Path(folder, name)
-                path.parent.mkdir(exist_ok=True)
-                with worded(self.storage.url(name)):
-                    data = bytes(obstore.get(store, self.storage.key(name)).bytes())
+            for name, data in zip(METADATA, fetched, strict=True):
                 if len(data) > 2**20:
                     raise ValueError(f"{self.storage.url(name)}: {len(data):,} bytes is not zarr metadata")
+                path = Path(folder, name)
+                path.parent.mkdir(exist_ok=True)
                 path.write_bytes(data)
             check_store(Path(folder), self.spec, self.options, chunks=False)
-        features, labels = checked_remote_arrays(store, self.storage.prefix)
+        checked = {self.storage.key(name): data for name, data in zip(METADATA, fetched, strict=True)}
+        features, labels = checked_remote_arrays(store, self.storage.prefix, checked)
         return features, np.asarray(labels[:], dtype=LABEL_DTYPE)
+
+
+async def _fetch(store: Any, keys: list[str]) -> list[bytes]:
+    """The objects at `keys`, requested together (one first-byte wait, not one each)."""
+    import obstore
+
+    async def one(key: str) -> bytes:
+        return bytes(await (await obstore.get_async(store, key)).bytes_async())
+
+    return list(await asyncio.gather(*(one(key) for key in keys)))
 
 
 class _Batches:

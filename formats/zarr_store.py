@@ -34,16 +34,20 @@ def _get(path: Path, prototype: BufferPrototype, byte_range: ByteRequest | None)
         if byte_range is None:
             return prototype.buffer.from_bytes(f.read())
         size = f.seek(0, io.SEEK_END)
-        if isinstance(byte_range, RangeByteRequest):
-            f.seek(byte_range.start)
-            return prototype.buffer.from_bytes(f.read(byte_range.end - f.tell()))
-        if isinstance(byte_range, OffsetByteRequest):
-            f.seek(byte_range.offset)
-        elif isinstance(byte_range, SuffixByteRequest):
-            f.seek(max(0, size - byte_range.suffix))
-        else:
-            raise TypeError(f"unexpected byte range {byte_range!r}")
-        return prototype.buffer.from_bytes(f.read())
+        start, end = _span(byte_range, size)
+        f.seek(start)
+        return prototype.buffer.from_bytes(f.read(end - start))
+
+
+def _span(byte_range: ByteRequest, size: int) -> tuple[int, int]:
+    """The [start, end) of an object of `size` bytes that a zarr byte request asks for."""
+    if isinstance(byte_range, RangeByteRequest):
+        return min(byte_range.start, size), min(byte_range.end, size)
+    if isinstance(byte_range, OffsetByteRequest):
+        return min(byte_range.offset, size), size
+    if isinstance(byte_range, SuffixByteRequest):
+        return max(0, size - byte_range.suffix), size
+    raise TypeError(f"unexpected byte range {byte_range!r}")
 
 
 class CheckedStore(LocalStore):
@@ -88,12 +92,27 @@ def checked_arrays(directory: Path) -> tuple[Any, Any]:
     return _checked_group(CheckedStore(directory, read_only=True))
 
 
-def checked_remote_arrays(store: Any, prefix: str) -> tuple[Any, Any]:
-    """The group under `prefix` of an obstore store, read-only through zarr's ObjectStore, with the checked codec
-    (the caller has checked its metadata)."""
+def checked_remote_arrays(store: Any, prefix: str, metadata: dict[str, bytes]) -> tuple[Any, Any]:
+    """The group under `prefix` of an obstore store, read-only through zarr's ObjectStore, with the checked codec.
+    `metadata` is the documents the caller fetched and checked, by key: zarr reads those bytes, never a second
+    fetch (which a server could answer differently, and which costs a first byte's wait each)."""
+    return _checked_group(_metadata_store(store, metadata), prefix)
+
+
+def _metadata_store(store: Any, metadata: dict[str, bytes]) -> Any:
     from zarr.storage import ObjectStore
 
-    return _checked_group(ObjectStore(store, read_only=True), prefix)
+    class CheckedMetadataStore(ObjectStore):
+        async def get(
+            self, key: str, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None
+        ) -> Buffer | None:
+            if key not in metadata:
+                return await super().get(key, prototype or default_buffer_prototype(), byte_range)
+            data = metadata[key]
+            start, end = _span(byte_range, len(data)) if byte_range is not None else (0, len(data))
+            return (prototype or default_buffer_prototype()).buffer.from_bytes(data[start:end])
+
+    return CheckedMetadataStore(store, read_only=True)
 
 
 def _checked_group(store: Any, path: str = "") -> tuple[Any, Any]:
