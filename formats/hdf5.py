@@ -153,12 +153,50 @@ class Hdf5Reader(FormatReader):
         return features[start:stop], labels[start:stop]
 
 
+class Hdf5ObjectReader(Hdf5Reader):
+    """h5py on an s3fs file object, as HDF5 is read from S3 (`h5py.File(fs.open("bucket/key"))`): every read
+    HDF5 makes is a read of that object, which s3fs serves from a read-ahead block of its default size (one
+    ranged GET per block it does not hold). The same checks as the local reader before any sample is read."""
+
+    def _local_directory(self) -> Path | None:
+        return None
+
+    def _open(self) -> tuple[h5py.File, h5py.Dataset, h5py.Dataset]:
+        try:
+            import s3fs
+        except ImportError:
+            raise IobenchError("HDF5 from object storage reads through s3fs: pip install 'iobench[remote]'") from None
+        storage, e = self.storage, self.storage.target.endpoint
+        fs = s3fs.S3FileSystem(key=e.access_key, secret=e.secret_key, endpoint_url=e.url, skip_instance_cache=True,
+                               client_kwargs={"region_name": e.region}, use_listings_cache=False)  # fmt: skip
+        self._object = fs.open(f"{storage.bucket}/{storage.key(FILENAME)}", "rb")
+        try:
+            f = h5py.File(self._object, "r")
+        except OSError as exc:
+            self._object.close()
+            raise ValueError(f"{storage.url(FILENAME)}: not a readable HDF5 file ({exc})") from None
+        try:
+            features, labels = check_datasets(f, self.spec)
+        except BaseException:
+            f.close()
+            self._object.close()
+            raise
+        return f, features, labels
+
+    def _close(self, handle: tuple[h5py.File, h5py.Dataset, h5py.Dataset]) -> None:
+        super()._close(handle)
+        self._object.close()
+
+
 class Hdf5Format(StorageFormat):
     name = "hdf5"
     libraries = ("h5py",)  # what reads it (distribution names), for the record's `packages`
     options_type = Hdf5Options
     writer_type = Hdf5Writer
     reader_type = Hdf5Reader
+
+    def object_reader(self) -> type[FormatReader]:
+        return Hdf5ObjectReader
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: Hdf5Options) -> None:
         try:

@@ -1,8 +1,9 @@
 """Every format from object storage on loopback, and iobench's remote pipelines against each library's own snippet.
 
 Fairness: for LitData (`StreamingDataset("s3://...")` in a `StreamingDataLoader`), WebDataset (presigned shard
-URLs in `wds.WebDataset`, opened by its `gopen`: curl) and zarr (`zarr.open_group` on its `ObjectStore`, a batch as
-one orthogonal selection), one cold epoch of `iobench run --loader native` against the library's snippet written
+URLs in `wds.WebDataset`, opened by its `gopen`: curl), zarr (`zarr.open_group` on its `ObjectStore`, a batch as
+one orthogonal selection) and HDF5 (`h5py.File` on an s3fs file object, a row per `__getitem__`), one cold epoch
+of `iobench run --loader native` (HDF5: `dataloader`) against the library's snippet written
 here without iobench, on the same endpoint and profile, interleaved rounds, each measurement in a process of its
 own (obstore is not fork-safe). Cold on both sides: the snippet opens a fresh dataset (LitData: an empty cache
 folder) and iobench a fresh reader. The requests are the server's count over the timed epoch. Goal: iobench >=
@@ -34,7 +35,9 @@ BATCH = 256
 SNIPPET, IOBENCH = "snippet", "iobench"
 LIBRARIES = {"litdata": ("litdata", "litdata.streaming.downloader", "torch.utils.data"),
              "webdataset": ("webdataset", "boto3", "botocore.config", "torch.utils.data"),
-             "zarr": ("zarr", "zarr.storage", "obstore.store", "torch.utils.data")}  # fmt: skip
+             "zarr": ("zarr", "zarr.storage", "obstore.store", "torch.utils.data"),
+             "hdf5": ("h5py", "s3fs", "torch.utils.data")}  # fmt: skip
+NATIVE = ("litdata", "webdataset", "zarr")  # the formats with a pipeline of their own; hdf5 is read by index
 
 
 def one(kind: str, fmt: str, dataset: Path, endpoint: dict, log: str, profile_name: str, workers: int) -> dict:
@@ -53,7 +56,8 @@ def one(kind: str, fmt: str, dataset: Path, endpoint: dict, log: str, profile_na
         from iobench.plan.resolve import RunTarget, resolve
         from iobench.run.runner import run
 
-        config = RunConfig(format=fmt, loader="native", settings=LoaderSettings(batch_size=BATCH, num_workers=workers),
+        loader = "native" if fmt in NATIVE else "dataloader"
+        config = RunConfig(format=fmt, loader=loader, settings=LoaderSettings(batch_size=BATCH, num_workers=workers),
                            runs=1, epochs=1, warmup=0, cache="cold")  # fmt: skip
         record = run(resolve(config, RunTarget(dataset, torch.device("cpu"), target)))
         return {"samples_per_s": record.epochs.samples_per_s, "requests": record.system.requests[0],
@@ -99,6 +103,29 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
         ds = (wds.WebDataset(urls, shardshuffle=100, detshuffle=True, seed=0, nodesplitter=None, empty_check=False)
               .shuffle(1000).decode().to_tuple("npy", "cls").batched(BATCH))  # fmt: skip
         return (len(labels) for _x, labels in DataLoader(ds, batch_size=None, num_workers=workers))
+    if fmt == "hdf5":
+        import h5py
+        import s3fs
+
+        fs = s3fs.S3FileSystem(key=e.access_key, secret=e.secret_key, endpoint_url=e.url,
+                               client_kwargs={"region_name": e.region})  # fmt: skip
+
+        class Rows(torch.utils.data.Dataset):
+            def __init__(self) -> None:
+                self.f = None
+
+            def __len__(self) -> int:
+                return n
+
+            def __getitem__(self, i):
+                if self.f is None:  # opened in the process that reads
+                    self.f = h5py.File(fs.open(f"{bucket}/hdf5/data.h5", "rb"), "r")
+                return self.f["features"][i], self.f["labels"][i]
+
+        n = json.loads((dataset / "manifest.json").read_text())["spec"]["n_samples"]
+        loader = DataLoader(Rows(), batch_size=BATCH, shuffle=True, num_workers=workers,
+                            generator=torch.Generator().manual_seed(0))  # fmt: skip
+        return (len(y) for _x, y in loader)
     import zarr
     from obstore.store import S3Store
     from zarr.storage import ObjectStore

@@ -181,7 +181,7 @@ FuseReadAhead = Annotated[
 FuseChunk = Annotated[
     OptStr,
     typer.Option(
-        help="With --remote or --endpoint-url, for a format read through FUSE (rclone mount: TFRecord, LMDB, HDF5, "
+        help="With --remote or --endpoint-url, for a format read through FUSE (rclone mount: TFRecord, LMDB, Arrow, "
         "...): the first ranged GET of an object asks this much (K, M or G), later ones double it; a seek starts "
         "again. [default: 128M, rclone's own]",
         metavar="SIZE",

@@ -1,5 +1,5 @@
 """A bucket as a read-only folder through FUSE (`rclone mount`), for a format whose library reads local files
-only (TFRecord, LMDB, HDF5, ...): records call it "FUSE over object storage", never the library's own remote path.
+only (TFRecord, LMDB, Arrow, ...): records call it "FUSE over object storage", never the library's own remote path.
 
 The mount keeps no cache of its own on disk (`--vfs-cache-mode off`): a read that the kernel's page cache of the
 mount misses is a ranged GET (rclone reads an object in chunks of `--vfs-read-chunk-size`, and a seek elsewhere
