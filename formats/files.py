@@ -24,6 +24,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from PIL import Image
@@ -249,15 +250,7 @@ class FilesReader(FormatReader):
         # planted as a sample is refused instead of waited on.
         fd = open_beneath(self.handle.root, relative)
         with open(fd, "rb") as f:
-            if suffix != "npy":  # options.suffix is set only for a kept source file (FilesOptions checks it)
-                return decode_image(f, spec, png_axes(spec.shape) or "", relative, self.options.suffix)
-            shape, fortran, dtype = read_header(f)
-            if tuple(shape) != spec.shape or dtype != spec.np_dtype or fortran:
-                raise ValueError(f"{relative} declares {dtype} {tuple(shape)}; the spec says {spec.dtype} {spec.shape}")
-            data = np.frombuffer(f.read(spec.feature_bytes + 1), dtype=spec.np_dtype)
-            if data.size != spec.features_per_sample:
-                raise ValueError(f"{relative}: {data.nbytes} bytes of data; the spec says {spec.feature_bytes}")
-            return data.reshape(spec.shape)
+            return decode_sample(f, spec, self.options, relative)
 
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         labels = self.handle.labels
@@ -265,6 +258,19 @@ class FilesReader(FormatReader):
         for row, index in enumerate(indices):
             features[row] = self._features(int(index))
         return features, np.array(labels[indices])
+
+
+def decode_sample(f: BinaryIO, spec: DatasetSpec, options: FilesOptions, relative: str) -> np.ndarray:
+    """One sample file's features: its image or .npy header checked against the spec before its data is read."""
+    if options.file_suffix != "npy":  # options.suffix is set only for a kept source file (FilesOptions checks it)
+        return decode_image(f, spec, png_axes(spec.shape) or "", relative, options.suffix)
+    shape, fortran, dtype = read_header(f)
+    if tuple(shape) != spec.shape or dtype != spec.np_dtype or fortran:
+        raise ValueError(f"{relative} declares {dtype} {tuple(shape)}; the spec says {spec.dtype} {spec.shape}")
+    data = np.frombuffer(f.read(spec.feature_bytes + 1), dtype=spec.np_dtype)
+    if data.size != spec.features_per_sample:
+        raise ValueError(f"{relative}: {data.nbytes} bytes of data; the spec says {spec.feature_bytes}")
+    return data.reshape(spec.shape)
 
 
 def kept_suffix(spec: DatasetSpec) -> str:
@@ -292,6 +298,11 @@ class FilesFormat(StorageFormat):
     python_bound_writer = True
     writer_type = FilesWriter
     reader_type = FilesReader
+
+    def object_reader(self) -> type[FormatReader]:
+        from iobench.formats.files_remote import FilesObjectReader
+
+        return FilesObjectReader
 
     def resolve_options(self, spec: DatasetSpec, options: FilesOptions) -> FilesOptions:
         image = spec.dtype == "uint8" and png_axes(spec.shape) is not None

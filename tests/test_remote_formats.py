@@ -29,8 +29,11 @@ from tests.test_remote import _missing, importlib_missing
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 N = 200
 LIBRARY = {"litdata": "litdata", "webdataset": "webdataset", "zarr": "zarr", "tfrecord": "tfrecord"}
-FORMAT_NAMES = ("lmdb", "hdf5", "litdata", "webdataset", "zarr", "tfrecord")
+FORMAT_NAMES = ("lmdb", "hdf5", "files", "litdata", "webdataset", "zarr", "tfrecord")
 NEEDS_FUSE = pytest.mark.skipif(fuse_reason() is not None, reason=fuse_reason() or "")
+NEEDS_S3TC = pytest.mark.skipif(
+    importlib_missing("s3torchconnector"), reason="s3torchconnector is not installed (pip install 'iobench[remote]')"
+)
 NEEDS_S3FS = pytest.mark.skipif(
     importlib_missing("s3fs"), reason="s3fs is not installed (pip install 'iobench[remote]')"
 )
@@ -60,6 +63,7 @@ ROUTES = [
     pytest.param("tfrecord", "native", "fuse", marks=[_needs("tfrecord"), NEEDS_FUSE], id="tfrecord-native-fuse"),
     pytest.param("lmdb", "dataloader", "fuse", marks=NEEDS_FUSE, id="lmdb-dataloader-fuse"),
     pytest.param("hdf5", "dataloader", "object", marks=NEEDS_S3FS, id="hdf5-dataloader-s3fs"),
+    pytest.param("files", "dataloader", "object", marks=NEEDS_S3TC, id="files-dataloader-s3torchconnector"),
     pytest.param("webdataset", "dataloader", "fuse", marks=[_needs("webdataset"), NEEDS_FUSE],
                  id="webdataset-dataloader-fuse"),
 ]  # fmt: skip
@@ -98,21 +102,22 @@ def test_each_remote_path_delivers_every_sample_once_with_its_own_features(data,
 
 @NEEDS_FUSE
 @pytest.mark.skipif(
-    any(map(importlib_missing, ("litdata", "webdataset", "zarr", "s3fs"))), reason="needs their libraries"
+    any(map(importlib_missing, ("litdata", "webdataset", "zarr", "s3fs", "s3torchconnector"))),
+    reason="needs their libraries",
 )
 def test_run_remote_with_workers_records_each_formats_path_and_leaves_no_mount(data, tmp_path):
     """In a process of its own, as a user runs it: the workers fork from a process that never started obstore."""
     results = tmp_path / "r.jsonl"
     r = subprocess.run([sys.executable, "-m", "iobench", "run", "--remote", "s3-like", "--latency-ms", "2",
-                        "--fuse-chunk", "256K", "--format", "lmdb,hdf5,litdata,webdataset,zarr", "--loader",
+                        "--fuse-chunk", "256K", "--format", "lmdb,hdf5,files,litdata,webdataset,zarr", "--loader",
                         "dataloader,native", "--num-workers", "2", "--runs", "1", "--cache", "cold", "--batch-size",
                         "64", "--device", "cpu", "-q", "--data-dir", str(data.parent), "--results", str(results)],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
     records = {(x["format"], x["loader"]): x for x in stored_records(results)}
-    assert set(records) == {("lmdb", "dataloader"), ("hdf5", "dataloader"), ("litdata", "dataloader"),
-                            ("litdata", "native"), ("webdataset", "dataloader"), ("webdataset", "native"),
-                            ("zarr", "dataloader"), ("zarr", "native")}  # fmt: skip
+    assert set(records) == {("lmdb", "dataloader"), ("hdf5", "dataloader"), ("files", "dataloader"),
+                            ("litdata", "dataloader"), ("litdata", "native"), ("webdataset", "dataloader"),
+                            ("webdataset", "native"), ("zarr", "dataloader"), ("zarr", "native")}  # fmt: skip
     for (fmt, loader), x in records.items():
         fuse = fmt == "lmdb" or (fmt, loader) == ("webdataset", "dataloader")
         assert x["storage"] == ("fuse" if fuse else "object"), (fmt, loader)
