@@ -5,7 +5,9 @@ Formats know how bytes are laid out on disk and nothing about loaders, timing or
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
@@ -185,6 +187,15 @@ class FormatReader(ABC):
     one_per_process: ClassVar[bool] = False
     # True: a reader of objects that only hands the storage to the format's own pipeline (it reads no sample)
     pipeline_only: ClassVar[bool] = False
+    # what this reader imports when it opens (a reader of objects' client library), imported before the clock
+    # by `import_libraries`, as a training script imports it at its top (s3fs: about 0.2 s)
+    imports: ClassVar[tuple[str, ...]] = ()
+
+    def import_libraries(self) -> None:
+        """`imports`, where installed (a missing one is said in one line when the reader opens)."""
+        for name in self.imports:
+            with contextlib.suppress(ImportError):
+                importlib.import_module(name)
 
     @property
     def handle(self) -> Any:

@@ -158,6 +158,8 @@ class Hdf5ObjectReader(Hdf5Reader):
     HDF5 makes is a read of that object, which s3fs serves from a read-ahead block of its default size (one
     ranged GET per block it does not hold). The same checks as the local reader before any sample is read."""
 
+    imports = ("s3fs",)
+
     def _local_directory(self) -> Path | None:
         return None
 

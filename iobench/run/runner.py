@@ -63,7 +63,9 @@ def open_reader(resolved: ResolvedRun) -> FormatReader:
     FORMATS.import_library(resolved.config.format)  # before workers fork: not imported again each epoch
     fmt, entry, storage = FORMATS[resolved.config.format], resolved.entry, resolved.storage
     hints = storage.hints(sequential=not resolved.config.shuffle)
-    return fmt.reader(storage, resolved.manifest.spec, fmt.options_from_json(entry.options), hints)
+    reader = fmt.reader(storage, resolved.manifest.spec, fmt.options_from_json(entry.options), hints)
+    reader.import_libraries()
+    return reader
 
 
 def _transform_on(resolved: ResolvedRun, side: TransformOn) -> Transform | None:
