@@ -2,8 +2,9 @@
 
 Fairness: for LitData (`StreamingDataset("s3://...")` in a `StreamingDataLoader`), WebDataset (presigned shard
 URLs in `wds.WebDataset`, opened by its `gopen`: curl), zarr (`zarr.open_group` on its `ObjectStore`, a batch as
-one orthogonal selection) and HDF5 (`h5py.File` on an s3fs file object, a row per `__getitem__`), one cold epoch
-of `iobench run --loader native` (HDF5: `dataloader`) against the library's snippet written
+one orthogonal selection), HDF5 (`h5py.File` on an s3fs file object, a row per `__getitem__`) and files
+(s3torchconnector's `S3MapDataset`, an object per `__getitem__`), one cold epoch of `iobench run --loader native`
+(HDF5 and files: `dataloader`) against the library's snippet written
 here without iobench, on the same endpoint and profile, interleaved rounds, each measurement in a process of its
 own (obstore is not fork-safe). Cold on both sides: the snippet opens a fresh dataset (LitData: an empty cache
 folder) and iobench a fresh reader. The requests are the server's count over the timed epoch. Goal: iobench >=
@@ -36,8 +37,9 @@ SNIPPET, IOBENCH = "snippet", "iobench"
 LIBRARIES = {"litdata": ("litdata", "litdata.streaming.downloader", "torch.utils.data"),
              "webdataset": ("webdataset", "boto3", "botocore.config", "torch.utils.data"),
              "zarr": ("zarr", "zarr.storage", "obstore.store", "torch.utils.data"),
-             "hdf5": ("h5py", "s3fs", "torch.utils.data")}  # fmt: skip
-NATIVE = ("litdata", "webdataset", "zarr")  # the formats with a pipeline of their own; hdf5 is read by index
+             "hdf5": ("h5py", "s3fs", "torch.utils.data"),
+             "files": ("s3torchconnector", "torch.utils.data")}  # fmt: skip
+NATIVE = ("litdata", "webdataset", "zarr")  # the formats with a pipeline of their own; hdf5, files by index
 
 
 def one(kind: str, fmt: str, dataset: Path, endpoint: dict, log: str, profile_name: str, workers: int) -> dict:
@@ -103,6 +105,33 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
         ds = (wds.WebDataset(urls, shardshuffle=100, detshuffle=True, seed=0, nodesplitter=None, empty_check=False)
               .shuffle(1000).decode().to_tuple("npy", "cls").batched(BATCH))  # fmt: skip
         return (len(labels) for _x, labels in DataLoader(ds, batch_size=None, num_workers=workers))
+    if fmt == "files":
+        import io
+
+        from s3torchconnector import S3ClientConfig, S3MapDataset
+
+        os.environ.update(AWS_ACCESS_KEY_ID=e.access_key, AWS_SECRET_ACCESS_KEY=e.secret_key)  # as its users export
+        folder = dataset / "files"
+        names = sorted(p.relative_to(folder).as_posix() for p in (folder / "samples").rglob("*.npy"))
+        config = S3ClientConfig(force_path_style=True)
+        uris = [f"s3://{bucket}/files/{name}" for name in ["labels.npy", *names]]
+
+        def load(r):
+            return np.load(io.BytesIO(r.read()), allow_pickle=False)
+
+        ds = S3MapDataset.from_objects(uris, region=e.region, endpoint=e.url, s3client_config=config, transform=load)
+        labels = ds[0]
+
+        class Rows(torch.utils.data.Dataset):
+            def __len__(self) -> int:
+                return len(names)
+
+            def __getitem__(self, i):
+                return ds[i + 1], labels[i]
+
+        loader = DataLoader(Rows(), batch_size=BATCH, shuffle=True, num_workers=workers,
+                            generator=torch.Generator().manual_seed(0))  # fmt: skip
+        return (len(y) for _x, y in loader)
     if fmt == "hdf5":
         import h5py
         import s3fs
