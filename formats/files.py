@@ -24,14 +24,14 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 from PIL import Image
 
 from iobench.errors import IobenchError
 from iobench.formats.base import DERIVED, FormatReader, FormatWriter, HashedFile, StorageFormat
-from iobench.formats.npy import check_header, npy_header, read_header
+from iobench.formats.npy import check_header, checked_header, npy_header, read_header
 from iobench.formats.png import filter_rows, png_file
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import FOLDER_OPEN_FLAGS, open_beneath, open_regular
@@ -273,6 +273,43 @@ def decode_sample(f: BinaryIO, spec: DatasetSpec, options: FilesOptions, relativ
     return data.reshape(spec.shape)
 
 
+class _ObjectHandle:
+    def __init__(self, labels: np.ndarray, dataset: Any) -> None:
+        self.labels, self.dataset = labels, dataset
+
+    def close(self) -> None:
+        self.dataset = None
+
+
+class FilesObjectReader(FilesReader):
+    """Samples by index through s3torchconnector's `S3MapDataset` (`files_remote`) over the labels object and
+    every sample's object in index order (item 0 the labels, item i + 1 sample i): one GET of a whole object per
+    sample, decoded with the local checks. Its client is made in the process that reads."""
+
+    imports = ("s3torchconnector",)
+
+    def _local_directory(self) -> Path | None:
+        return None
+
+    def _open(self) -> _ObjectHandle:
+        from iobench.formats.files_remote import open_objects
+
+        spec = self.spec
+        names = [LABELS, *(sample_path(i, spec, self.options.file_suffix) for i in range(spec.n_samples))]
+        dataset, data = open_objects(self.storage, names)
+        where = self.storage.url(LABELS)
+        offset = checked_header(where, io.BytesIO(data), len(data), np.dtype(LABEL_DTYPE), (spec.n_samples,))
+        return _ObjectHandle(np.frombuffer(data, dtype=LABEL_DTYPE, offset=offset), dataset)
+
+    def _close(self, handle: _ObjectHandle) -> None:
+        handle.close()
+
+    def _features(self, index: int) -> np.ndarray:
+        relative = sample_path(index, self.spec, self.options.file_suffix)
+        data = self.handle.dataset[index + 1].read()
+        return decode_sample(io.BytesIO(data), self.spec, self.options, relative)
+
+
 def kept_suffix(spec: DatasetSpec) -> str:
     """png or jpg: the one kind of image a kept folder may hold (the reader names a sample by its index).
     The first image's size is checked here, before anything is written; the writer checks every one."""
@@ -300,8 +337,6 @@ class FilesFormat(StorageFormat):
     reader_type = FilesReader
 
     def object_reader(self) -> type[FormatReader]:
-        from iobench.formats.files_remote import FilesObjectReader
-
         return FilesObjectReader
 
     def resolve_options(self, spec: DatasetSpec, options: FilesOptions) -> FilesOptions:

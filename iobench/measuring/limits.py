@@ -17,6 +17,7 @@ import os
 import platform
 from dataclasses import fields, replace
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -25,12 +26,12 @@ from iobench.errors import IobenchError
 from iobench.events import QUIET, Events
 from iobench.measuring.read_rates import BLOCK, cuda_limits, memory_gather_mb_per_s, page_cache_mb_per_s
 from iobench.results.machine_limits import PAGE, MachineLimits, limits_key, read_block
-from iobench.results.store import limits_path, load_all_limits, save_entry
+from iobench.results.store import limits_path, load_all_limits
 from iobench.spec import DatasetSpec
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.confine import Confinement, check_can_confine
 from iobench.system.environment import mount_of
-from iobench.system.fsutil import PARTIAL_PREFIX, free_bytes, remove_stale_probes
+from iobench.system.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes, remove_stale_probes
 from iobench.units import DEFAULT_SIZE
 
 DEFAULT_PROBE_BYTES = 2**30
@@ -52,6 +53,17 @@ def save_limits(results: Path, data_dir: Path, limits: MachineLimits) -> Path:
     except IobenchError:
         stored = {}  # a broken file is replaced by the fresh measurement
     return save_entry(limits_path(results), stored, _key(data_dir, limits.read_limit_mb_per_s), limits)
+
+
+def save_entry(path: Path, entries: dict[str, Any], key: str, value: Any) -> Path:
+    """`entries` (what the file held) with `key` set to `value` (a typed entry with to_json), written whole."""
+    stored = {**entries, key: value}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_json(path, {k: v.to_json() for k, v in stored.items()})
+    except OSError as exc:
+        raise IobenchError(f"cannot write {path}: {exc.strerror or exc}") from None
+    return path
 
 
 METHOD_OF = {"storage_read_mb_per_s": "storage_read_method", "memory_gather_mb_per_s": "memory_gather_method"}

@@ -8,14 +8,13 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from iobench.errors import IobenchError
 from iobench.results.checked import RecordError
 from iobench.results.machine_limits import MachineLimits
 from iobench.results.record import RunRecord
 from iobench.results.remote_limits import RemoteLimits
-from iobench.system.fsutil import atomic_write_json
 
 T = TypeVar("T")
 
@@ -128,14 +127,3 @@ def _load_entries(path: Path, parse: Callable[[object], T], command: str) -> dic
         return {str(k): parse(v) for k, v in stored.items()}
     except RecordError as exc:
         raise IobenchError(f"{path}: {exc}; delete it and run `{command}`") from None
-
-
-def save_entry(path: Path, entries: dict[str, Any], key: str, value: Any) -> Path:
-    """`entries` (what the file held) with `key` set to `value` (a typed entry with to_json), written whole."""
-    stored = {**entries, key: value}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_json(path, {k: v.to_json() for k, v in stored.items()})
-    except OSError as exc:
-        raise IobenchError(f"cannot write {path}: {exc.strerror or exc}") from None
-    return path
