@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from formats.tar_stream import CheckedTar, ShardError
+from iobench.formats.tar_stream import CheckedTar, ShardError
 
 SIZES = [0, 1, 511, 512, 600, 5000]
 
