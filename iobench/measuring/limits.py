@@ -15,6 +15,7 @@ import contextlib
 import datetime as dt
 import os
 import platform
+from collections.abc import Callable
 from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
@@ -48,16 +49,17 @@ def load_limits(results: Path, data_dir: Path, read_limit: float | None = None) 
 
 
 def save_limits(results: Path, data_dir: Path, limits: MachineLimits) -> Path:
+    key = _key(data_dir, limits.read_limit_mb_per_s)
+    return save_entry(limits_path(results), lambda: load_all_limits(results), key, limits)
+
+
+def save_entry(path: Path, load: Callable[[], dict[str, Any]], key: str, value: Any) -> Path:
+    """What the file held (`load`) with `key` set to `value` (a typed entry with to_json), written whole; a
+    broken file is replaced by the fresh measurement."""
     try:
-        stored = load_all_limits(results)
+        stored = {**load(), key: value}
     except IobenchError:
-        stored = {}  # a broken file is replaced by the fresh measurement
-    return save_entry(limits_path(results), stored, _key(data_dir, limits.read_limit_mb_per_s), limits)
-
-
-def save_entry(path: Path, entries: dict[str, Any], key: str, value: Any) -> Path:
-    """`entries` (what the file held) with `key` set to `value` (a typed entry with to_json), written whole."""
-    stored = {**entries, key: value}
+        stored = {key: value}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_json(path, {k: v.to_json() for k, v in stored.items()})

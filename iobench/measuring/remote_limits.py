@@ -73,11 +73,7 @@ def stored_remote_limits(results: Path, target: RemoteTarget) -> RemoteLimits | 
 
 
 def save_remote_limits(results: Path, limits: RemoteLimits) -> Path:
-    try:
-        stored = load_all_remote_limits(results)
-    except IobenchError:
-        stored = {}  # a broken file is replaced by the fresh measurement
-    return save_entry(remote_limits_path(results), stored, limits.key, limits)
+    return save_entry(remote_limits_path(results), lambda: load_all_remote_limits(results), limits.key, limits)
 
 
 def measure_remote_limits(
@@ -93,16 +89,16 @@ def measure_remote_limits(
 
     if not 1 <= connections <= MAX_CONNECTIONS:
         raise IobenchError(f"--connections {connections}: expected 1 to {MAX_CONNECTIONS}")
+    unshaped = None
     if endpoint_url is not None:
+        profile = None  # a store iobench did not start is measured as it is
         say(f"reading s3://{probe.bucket}/{probe.prefix}/{probe.name} at {endpoint_url} ...")
         shaped = _rates(RemoteTarget(endpoint_from_environment(endpoint_url), None), probe, connections)
-        unshaped = None
     else:
         if profile is None:
             raise IobenchError("iobench limits needs --remote PROFILE or --endpoint-url for object storage")
         say(f"through {profile.describe()} ...")
         shaped = _served_rates(probe, profile, connections)
-        unshaped = None
         if profile.shaped:
             say("through the server alone (no shaper) ...")
             unshaped = _served_rates(probe, PROFILES["none"], connections)
@@ -110,9 +106,9 @@ def measure_remote_limits(
         measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         hostname=platform.node(),
         endpoint=endpoint_url.rstrip("/") if endpoint_url is not None else LOOPBACK,
-        profile=profile.name if endpoint_url is None and profile is not None else "external",
-        latency_ms=profile.latency_ms if endpoint_url is None and profile is not None else None,
-        connection_mb_per_s=profile.connection_mb_per_s if endpoint_url is None and profile is not None else None,
+        profile=profile.name if profile is not None else "external",
+        latency_ms=profile.latency_ms if profile is not None else None,
+        connection_mb_per_s=profile.connection_mb_per_s if profile is not None else None,
         connections=connections,
         probe_object=f"{probe.bucket}/{probe.prefix}/{probe.name}",
         probe_bytes=probe.size,
@@ -156,6 +152,12 @@ async def _all_rates(store: object, key: str, size: int, sample: int, connection
     )
 
 
+async def _bulk(store: object, key: str, size: int, connections: int, part: int) -> float:
+    """MB/s of the object read in ranges of `part` bytes, with `connections` ranges in flight."""
+    gets, _ = await _gets(store, key, size, part, connections)
+    return gets * part / 1e6
+
+
 async def _busy(connections: int, request: Callable[[random.Random], object]) -> tuple[float, list[float]]:
     """`connections` loops, each one request in flight, for WINDOW_S after one request each has warmed its
     connection: the seconds it took and each request's seconds."""
@@ -184,14 +186,3 @@ async def _gets(store: object, key: str, size: int, length: int, connections: in
 
     seconds, times = await _busy(connections, request)
     return len(times) / seconds, statistics.median(times)
-
-
-async def _bulk(store: object, key: str, size: int, connections: int, part: int) -> float:
-    """MB/s of the object read in ranges of `part` bytes, with `connections` ranges in flight."""
-    import obstore
-
-    def request(rng: random.Random) -> object:
-        return obstore.get_range_async(store, key, start=rng.randrange(size - part + 1), length=part)
-
-    seconds, times = await _busy(connections, request)
-    return len(times) * part / seconds / 1e6
