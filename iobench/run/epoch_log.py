@@ -106,7 +106,7 @@ def record_of(
         environment=environment(
             resolved.dataset_dir,
             device,
-            (*libraries_of(resolved.config.format, resolved.config.loader), *resolved.storage.libraries),
+            (*libraries_of(resolved.config.format, resolved.config.loader), *storage_libraries(resolved)),
         ),
     )
 
@@ -137,6 +137,16 @@ def _requests(epochs: list[dict], total: dict) -> dict:
 def libraries_of(format_name: str, loader: LoaderName) -> tuple[str, ...]:
     """What the run read with beyond iobench's own libraries: the format's (its pipeline's too) and the loader's."""
     return (*FORMATS[format_name].libraries, *LOADERS[loader].libraries)
+
+
+def storage_libraries(resolved: ResolvedRun) -> tuple[str, ...]:
+    """What reached the storage: a reader of objects' own client where it declares one (s3fs, s3torchconnector),
+    else the storage's (obstore for objects, rclone for a mount)."""
+    if resolved.storage.kind == "object":
+        reader = FORMATS[resolved.config.format].object_reader()
+        if reader is not None and reader.imports:
+            return reader.imports
+    return resolved.storage.libraries
 
 
 def _shuffle_medians(scores: list[ShuffleQuality]) -> dict:

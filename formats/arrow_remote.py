@@ -1,0 +1,52 @@
+"""Arrow in object storage, read as Hugging Face documents streaming it: `load_dataset("arrow", data_files=[s3 URLs],
+streaming=True, storage_options=...)`, an IterableDataset that reads each file front to back as record batches
+through s3fs, caching nothing locally, shuffled by a buffer (`.shuffle(seed=, buffer_size=)`) rather than by index.
+(`load_from_disk("s3://...")` would download every file before the first sample.)
+
+What the library is handed is checked first: the data files are the manifest's, each a plain name (an fsspec
+path with `*`, `?`, `[`, `::` or `#` would be a pattern, a chain or a fragment to it), and the schema it infers
+from the first file must be the writer's before any row is read."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from iobench.spec import DatasetSpec
+
+PLAIN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")  # a bucket, prefix or file name handed to fsspec as it is
+
+
+def data_urls(storage: Any) -> list[str]:
+    """The s3:// URL of each .arrow file of the format's objects, in order, once every part is a plain name."""
+    names = [name for name in storage.files() if name.endswith(".arrow")]
+    parts = [storage.bucket, *storage.prefix.split("/")] if storage.prefix else [storage.bucket]
+    for part in [*parts, *names]:
+        if not PLAIN.fullmatch(part):
+            raise ValueError(f"{storage.where}: {part!r} is not a plain name that fsspec reads as it is")
+    if not names:
+        raise ValueError(f"{storage.where}: no .arrow data files")
+    return [storage.url(name) for name in sorted(names)]
+
+
+def storage_options(storage: Any) -> dict:
+    """s3fs's options for the endpoint: its keys and URL, nothing from the environment."""
+    e = storage.target.endpoint
+    return {"key": e.access_key, "secret": e.secret_key, "client_kwargs": {"endpoint_url": e.url,
+            "region_name": e.region}}  # fmt: skip
+
+
+def stream(storage: Any, spec: DatasetSpec, cache: Path) -> Any:
+    """The IterableDataset its users open, once its schema is the writer's; datasets keeps its lock files in
+    `cache` (the reader's folder, recorded as its cache: streaming keeps no data there)."""
+    import datasets
+
+    from iobench.formats.arrow import features_of
+
+    datasets.disable_progress_bars()
+    ds = datasets.load_dataset("arrow", data_files=data_urls(storage), split="train", streaming=True,
+                               storage_options=storage_options(storage), cache_dir=str(cache))  # fmt: skip
+    if ds.features != features_of(spec):
+        raise ValueError(f"{storage.where}: its Arrow schema holds {ds.features}; the writer's is {features_of(spec)}")
+    return ds
