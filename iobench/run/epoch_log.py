@@ -114,8 +114,8 @@ def record_of(
 def _requests(epochs: list[dict], total: dict) -> dict:
     """What the server's log said, where the storage counts requests (object storage iobench serves); the
     readers' own cache, where they keep one."""
-    caches = [e.get("library_cache_bytes") for e in epochs]
-    cached = {"library_cache_bytes": caches} if any(c is not None for c in caches) else {}
+    caches = {key: [e.get(key) for e in epochs] for key in ("library_cache_bytes", "library_cache_peak_bytes")}
+    cached = caches if any(c is not None for c in caches["library_cache_bytes"]) else {}
     seen = [e.get("requests") for e in epochs]
     if not any(seen):
         return cached

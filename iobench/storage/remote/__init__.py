@@ -7,15 +7,16 @@ iobench's own emulator on loopback (`emulator`). Light on purpose: obstore is im
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
-from contextlib import suppress
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from iobench.errors import IobenchError
-from iobench.storage import Counters, Storage
+from iobench.storage import Applied, Counters, Storage
 from iobench.storage.remote import requests_log
+from iobench.storage.remote.cache_watch import CachePeak
 from iobench.storage.remote.emulator import Endpoint, cpu_seconds
 from iobench.storage.remote.profiles import Profile
 
@@ -57,39 +58,31 @@ class RequestSnapshot:
     log_bytes: int
     server_cpu: float
     cache_bytes: int | None  # the readers' own local caches (None: the readers keep none)
+    cache_peak: int | None  # their most since the previous snapshot
 
 
 class RequestCounters(Counters):
     """Requests and bytes by the server's access log; the server's and the shaper's CPU seconds; the bytes in
-    the local cache folders of the readers that keep one (LitData's chunks), at each snapshot."""
+    the local cache folders of the readers that keep one (LitData's chunks), at each snapshot and at most
+    between two."""
 
-    def __init__(self, target: RemoteTarget, caches: list[Path]) -> None:
-        self.target, self.caches = target, caches  # the storage's list: a reader made later adds its folder
+    def __init__(self, target: RemoteTarget, caches: CachePeak) -> None:
+        self.target, self.caches = target, caches
 
     def snapshot(self, pids: Sequence[int] = ()) -> RequestSnapshot:
         log = self.target.access_log
         server = cpu_seconds(self.target.server_pids)
-        cache = sum(map(folder_bytes, self.caches)) if self.caches else None
-        return RequestSnapshot(requests_log.size(log) if log else 0, server, cache)
+        cache, peak = self.caches.take() if self.caches.folders else (None, None)
+        return RequestSnapshot(requests_log.size(log) if log else 0, server, cache, peak)
 
     def delta(self, a: RequestSnapshot, b: RequestSnapshot) -> dict:
         common = {"data_block_device": self.target.endpoint.url, "process_read_bytes": None,
-                  "library_cache_bytes": b.cache_bytes}  # fmt: skip
+                  "library_cache_bytes": b.cache_bytes, "library_cache_peak_bytes": b.cache_peak}  # fmt: skip
         if self.target.access_log is None:  # a store iobench does not run: the client's count is not the server's
             return {**common, "device_read_bytes": None, "requests": None}
         seen = requests_log.read(self.target.access_log, a.log_bytes, b.log_bytes)
         return {**common, "device_read_bytes": seen.bytes_sent, "requests": seen,
                 "server_cpu_seconds": b.server_cpu - a.server_cpu}  # fmt: skip
-
-
-def folder_bytes(folder: Path) -> int:
-    """The bytes of the files under a folder (0 once it is gone): a library's cache as it stands."""
-    total = 0
-    for path in folder.rglob("*") if folder.is_dir() else ():
-        with suppress(OSError):
-            if path.is_file() and not path.is_symlink():
-                total += path.stat().st_size
-    return total
 
 
 # The process whose obstore has started its runtime (a store made here, for requests): obstore is not fork-safe
@@ -123,6 +116,7 @@ class ObjectStorage(Storage):
         self._store: Any = None
         self._pid = 0
         self.caches: list[Path] = []  # the local cache folders of this storage's readers (`add_cache`)
+        self.cache_peak = CachePeak(self.caches)
 
     @property
     def where(self) -> str:
@@ -178,7 +172,13 @@ class ObjectStorage(Storage):
         return 0.0
 
     def counters(self) -> Counters:
-        return RequestCounters(self.target, self.caches)
+        return RequestCounters(self.target, self.cache_peak)
+
+    @contextmanager
+    def controls(self) -> Iterator[Applied]:
+        """The readers' cache folders sampled through the run, for each epoch's peak."""
+        with self.cache_peak.watching():
+            yield Applied()
 
     def add_cache(self, folder: Path) -> None:
         """A reader's own cache folder of these objects, whose size each epoch's record keeps."""
