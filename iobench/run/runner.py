@@ -230,18 +230,29 @@ def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, transform:
             raise RunFailed(f"a DataLoader worker died during {label}: {text}") from None
         raise RunFailed(f"{label} failed: {text}") from None
     except (OSError, EOFError, ValueError, KeyError, IndexError) as exc:
-        killed = _killed_child()
+        # a batch's handover broken mid-way (its worker's socket reset) can be seen before the killed worker is
+        # a zombie: wait for it a moment then, and not for an error of the read itself
+        handover = isinstance(exc, (ConnectionError, EOFError))
+        killed = _killed_child(HANDOVER_WAIT_S if handover else 0.0)
         if killed:  # the read broke because the worker handing the batch over was killed
             raise RunFailed(f"a DataLoader worker died during {label}: {killed}") from None
         raise RunFailed(f"reading {config.format} failed: {reason(exc)}") from None
 
 
-def _killed_child() -> str | None:
-    """A child process killed by a signal and not yet reaped (left for its owner to reap)."""
-    try:
-        info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return None
-    if info is None or info.si_code not in (os.CLD_KILLED, os.CLD_DUMPED):
-        return None
-    return f"worker (pid {info.si_pid}) was killed by {signal.Signals(info.si_status).name}"
+HANDOVER_WAIT_S = 1.0
+
+
+def _killed_child(wait_s: float = 0.0) -> str | None:
+    """A child process killed by a signal and not yet reaped (left for its owner to reap), looked for during
+    `wait_s`."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            info = os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return None
+        if info is not None and info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+            return f"worker (pid {info.si_pid}) was killed by {signal.Signals(info.si_status).name}"
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.01)
