@@ -288,7 +288,7 @@ class ArrowFormat(StorageFormat):
         if isinstance(reader, ArrowObjectReader):
             from iobench.formats.arrow_remote import stream
 
-            streamed = stream(reader.storage, reader.spec, reader.cache)
+            streamed = stream(reader.storage, features_of(reader.spec), reader.cache)
             if read.shuffle:
                 streamed = streamed.shuffle(seed=read.seed, buffer_size=reader.options.shuffle_buffer)
             collate = _Stacked(reader.spec, read.transform)

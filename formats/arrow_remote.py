@@ -13,8 +13,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-from iobench.spec import DatasetSpec
-
 PLAIN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")  # a bucket, prefix or file name handed to fsspec as it is
 
 
@@ -37,16 +35,14 @@ def storage_options(storage: Any) -> dict:
             "region_name": e.region}}  # fmt: skip
 
 
-def stream(storage: Any, spec: DatasetSpec, cache: Path) -> Any:
-    """The IterableDataset its users open, once its schema is the writer's; datasets keeps its lock files in
-    `cache` (the reader's folder, recorded as its cache: streaming keeps no data there)."""
+def stream(storage: Any, features: Any, cache: Path) -> Any:
+    """The IterableDataset its users open, once its schema is the writer's `features`; datasets keeps its lock
+    files in `cache` (the reader's folder, recorded as its cache: streaming keeps no data there)."""
     import datasets
-
-    from iobench.formats.arrow import features_of
 
     datasets.disable_progress_bars()
     ds = datasets.load_dataset("arrow", data_files=data_urls(storage), split="train", streaming=True,
                                storage_options=storage_options(storage), cache_dir=str(cache))  # fmt: skip
-    if ds.features != features_of(spec):
-        raise ValueError(f"{storage.where}: its Arrow schema holds {ds.features}; the writer's is {features_of(spec)}")
+    if ds.features != features:
+        raise ValueError(f"{storage.where}: its Arrow schema holds {ds.features}; the writer's is {features}")
     return ds
