@@ -26,7 +26,15 @@ import numpy as np
 
 from iobench.errors import IobenchError
 from iobench.formats.arrow_ipc import check_stream
-from iobench.formats.base import READ, FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat
+from iobench.formats.base import (
+    READ,
+    FormatReader,
+    FormatWriter,
+    NativeRead,
+    Pipeline,
+    PipelineOnlyReader,
+    StorageFormat,
+)
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import Pinned, parse_json, read_json
 
@@ -197,12 +205,11 @@ class ArrowReader(FormatReader):
         return features, np.asarray(rows["label"], dtype=LABEL_DTYPE)
 
 
-class ArrowObjectReader(FormatReader):
-    """The Arrow files in object storage, for the streaming pipeline only (`formats.arrow_remote`): the loaders that
-    read rows by index read them through FUSE. datasets keeps lock files in a folder of this reader's (removed when
-    the process that made it closes it), recorded as its cache."""
+class ArrowObjectReader(PipelineOnlyReader):
+    """The Arrow files in object storage, for the streaming pipeline only (`formats.arrow_remote`). datasets keeps
+    lock files in a folder of this reader's (removed when the process that made it closes it), recorded as its
+    cache."""
 
-    pipeline_only = True
     imports = ("datasets", "s3fs")
 
     def __init__(self, where: Any, spec: DatasetSpec, options: Any, hints: Any) -> None:
@@ -210,15 +217,6 @@ class ArrowObjectReader(FormatReader):
         self.cache = Path(tempfile.mkdtemp(prefix="iobench-hf-cache-"))
         self._owner = os.getpid()
         where.add_cache(self.cache)
-
-    def _local_directory(self) -> Path | None:
-        return None
-
-    def _open(self) -> Any:
-        raise ValueError("arrow in object storage is read by its own streaming pipeline (--loader native)")
-
-    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.handle
 
     def close(self) -> None:
         super().close()

@@ -260,6 +260,22 @@ class FormatReader(ABC):
         )
 
 
+class PipelineOnlyReader(FormatReader):
+    """A format's objects in object storage for its own pipeline only (`StorageFormat.pipeline` reads them by the
+    library's remote path): the loaders that read samples by index read the format through FUSE instead."""
+
+    pipeline_only = True
+
+    def _local_directory(self) -> Path | None:
+        return None
+
+    def _open(self) -> Any:
+        raise ValueError("a format in object storage read by its own pipeline only (--loader native)")
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.handle
+
+
 class StorageFormat(ABC):
     """A storage format: its name, its options, its writer and its reader."""
 

@@ -23,7 +23,16 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import DERIVED, READ, FormatReader, NativeRead, Pipeline, StorageFormat, read_option
+from iobench.formats.base import (
+    DERIVED,
+    READ,
+    FormatReader,
+    NativeRead,
+    Pipeline,
+    PipelineOnlyReader,
+    StorageFormat,
+    read_option,
+)
 from iobench.formats.shards import (
     INDEX,
     LABELS,
@@ -167,20 +176,8 @@ def signed_urls(storage: Any, names: list[str], seconds: int = 7 * 24 * 3600) ->
                                              ExpiresIn=seconds) for n in names}  # fmt: skip
 
 
-class WebDatasetObjectReader(FormatReader):
-    """The shards in object storage, for webdataset's own pipeline only (it streams whole shards over HTTP):
-    the loaders that read samples by index read the shards through FUSE instead."""
-
-    pipeline_only = True
-
-    def _local_directory(self) -> Path | None:
-        return None
-
-    def _open(self) -> Any:
-        raise ValueError("webdataset in object storage is read by its own pipeline (--loader native)")
-
-    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self.handle
+class WebDatasetObjectReader(PipelineOnlyReader):
+    """The shards in object storage, for webdataset's own pipeline only (it streams whole shards over HTTP)."""
 
 
 def _failed(exn: Exception) -> bool:
