@@ -14,10 +14,7 @@ file of the dataset folder (a crafted state.json could name any path), and reads
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +25,7 @@ from iobench.errors import IobenchError
 from iobench.formats.arrow_ipc import check_stream
 from iobench.formats.base import (
     READ,
+    CacheFolderReader,
     FormatReader,
     FormatWriter,
     NativeRead,
@@ -205,23 +203,12 @@ class ArrowReader(FormatReader):
         return features, np.asarray(rows["label"], dtype=LABEL_DTYPE)
 
 
-class ArrowObjectReader(PipelineOnlyReader):
+class ArrowObjectReader(CacheFolderReader, PipelineOnlyReader):
     """The Arrow files in object storage, for the streaming pipeline only (`formats.arrow_remote`). datasets keeps
-    lock files in a folder of this reader's (removed when the process that made it closes it), recorded as its
-    cache."""
+    lock files in the reader's cache folder (streaming keeps no data there)."""
 
+    cache_prefix = "iobench-hf-cache-"
     imports = ("datasets", "s3fs")
-
-    def __init__(self, where: Any, spec: DatasetSpec, options: Any, hints: Any) -> None:
-        super().__init__(where, spec, options, hints)
-        self.cache = Path(tempfile.mkdtemp(prefix="iobench-hf-cache-"))
-        self._owner = os.getpid()
-        where.add_cache(self.cache)
-
-    def close(self) -> None:
-        super().close()
-        if os.getpid() == self._owner:
-            shutil.rmtree(self.cache, ignore_errors=True)
 
 
 class _Stacked:

@@ -28,13 +28,6 @@ def data_urls(storage: Any) -> list[str]:
     return [storage.url(name) for name in sorted(names)]
 
 
-def storage_options(storage: Any) -> dict:
-    """s3fs's options for the endpoint: its keys and URL, nothing from the environment."""
-    e = storage.target.endpoint
-    return {"key": e.access_key, "secret": e.secret_key, "client_kwargs": {"endpoint_url": e.url,
-            "region_name": e.region}}  # fmt: skip
-
-
 def stream(storage: Any, features: Any, cache: Path) -> Any:
     """The IterableDataset its users open, once its schema is the writer's `features`; datasets keeps its lock
     files in `cache` (the reader's folder, recorded as its cache: streaming keeps no data there)."""
@@ -42,7 +35,7 @@ def stream(storage: Any, features: Any, cache: Path) -> Any:
 
     datasets.disable_progress_bars()
     ds = datasets.load_dataset("arrow", data_files=data_urls(storage), split="train", streaming=True,
-                               storage_options=storage_options(storage), cache_dir=str(cache))  # fmt: skip
+                               storage_options=storage.s3fs_options(), cache_dir=str(cache))  # fmt: skip
     if ds.features != features:
         raise ValueError(f"{storage.where}: its Arrow schema holds {ds.features}; the writer's is {features}")
     return ds

@@ -9,6 +9,8 @@ import contextlib
 import hashlib
 import importlib
 import os
+import shutil
+import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
@@ -274,6 +276,25 @@ class PipelineOnlyReader(FormatReader):
 
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         return self.handle
+
+
+class CacheFolderReader(FormatReader):
+    """A reader of objects whose library keeps a local cache (LitData's chunks, datasets' lock files): a folder of
+    this reader's, made with it, registered with the storage (its size goes in each epoch's record) and removed when
+    the process that made it closes the reader, so a cold epoch's fresh reader starts from an empty one."""
+
+    cache_prefix: ClassVar[str] = "iobench-cache-"
+
+    def __init__(self, where: Any, spec: DatasetSpec, options: Any, hints: ReadHints = NO_HINTS) -> None:
+        super().__init__(where, spec, options, hints)
+        self.cache = Path(tempfile.mkdtemp(prefix=self.cache_prefix))
+        self._owner = os.getpid()
+        where.add_cache(self.cache)
+
+    def close(self) -> None:
+        super().close()
+        if os.getpid() == self._owner:
+            shutil.rmtree(self.cache, ignore_errors=True)
 
 
 class StorageFormat(ABC):

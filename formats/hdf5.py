@@ -168,9 +168,8 @@ class Hdf5ObjectReader(Hdf5Reader):
             import s3fs
         except ImportError:
             raise IobenchError("HDF5 from object storage reads through s3fs: pip install 'iobench[remote]'") from None
-        storage, e = self.storage, self.storage.target.endpoint
-        fs = s3fs.S3FileSystem(key=e.access_key, secret=e.secret_key, endpoint_url=e.url, skip_instance_cache=True,
-                               client_kwargs={"region_name": e.region}, use_listings_cache=False)  # fmt: skip
+        storage = self.storage
+        fs = s3fs.S3FileSystem(**storage.s3fs_options(), skip_instance_cache=True, use_listings_cache=False)
         self._object = fs.open(f"{storage.bucket}/{storage.key(FILENAME)}", "rb")
         try:
             f = h5py.File(self._object, "r")

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import struct
 import subprocess
 import tempfile
@@ -36,7 +35,16 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import READ, FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat, read_option
+from iobench.formats.base import (
+    READ,
+    CacheFolderReader,
+    FormatReader,
+    FormatWriter,
+    NativeRead,
+    Pipeline,
+    StorageFormat,
+    read_option,
+)
 from iobench.formats.litdata_remote import (
     INDEX,
     index_chunks,
@@ -242,16 +250,12 @@ class LitDataReader(FormatReader):
         return features, labels
 
 
-class LitDataObjectReader(LitDataReader):
-    """Samples by index through a StreamingDataset on the store's S3 URL: LitData downloads whole chunks into a
-    cache folder of this reader's (made with it, removed when the process that made it closes it), so a warm
-    epoch reads its local cache and a cold one, read by a fresh reader, starts from an empty one."""
+class LitDataObjectReader(CacheFolderReader, LitDataReader):
+    """Samples by index through a StreamingDataset on the store's S3 URL: LitData downloads whole chunks into the
+    reader's cache folder, so a warm epoch reads its local cache and a cold one, read by a fresh reader, starts
+    from an empty one."""
 
-    def __init__(self, where: Any, spec: DatasetSpec, options: Any, hints: Any) -> None:
-        super().__init__(where, spec, options, hints)
-        self.cache = Path(tempfile.mkdtemp(prefix="iobench-litdata-cache-"))
-        self._owner = os.getpid()
-        where.add_cache(self.cache)  # its size in each epoch's record
+    cache_prefix = "iobench-litdata-cache-"
 
     def _local_directory(self) -> Path | None:
         return None
@@ -261,11 +265,6 @@ class LitDataObjectReader(LitDataReader):
 
         return open_remote(self.storage, self.spec, self.cache, batch_decode="auto" if self.sequential else False,
                            **remote_knobs(self.options))  # fmt: skip
-
-    def close(self) -> None:
-        super().close()
-        if os.getpid() == self._owner:
-            shutil.rmtree(self.cache, ignore_errors=True)
 
 
 class _PerSample:

@@ -160,6 +160,13 @@ class ObjectStorage(Storage):
                             aws_secret_access_key=e.secret_key, region_name=e.region,
                             config=Config(s3={"addressing_style": "path"}, signature_version="s3v4"))  # fmt: skip
 
+    def s3fs_options(self) -> dict:
+        """s3fs's options for the endpoint (its `S3FileSystem(**...)`, fsspec's `storage_options`): the endpoint's
+        keys and URL, nothing from the environment."""
+        e = self.target.endpoint
+        return {"key": e.access_key, "secret": e.secret_key,
+                "client_kwargs": {"endpoint_url": e.url, "region_name": e.region}}  # fmt: skip
+
     def make_cold(self) -> str:
         """Nothing is cached on the client by the readers of this storage; the emulator's own files are read
         through before each cold epoch, so that its disk never adds to the profile's latency."""
