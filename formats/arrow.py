@@ -263,7 +263,7 @@ class ArrowFormat(StorageFormat):
     reader_type = ArrowReader
     remote_pipeline = True  # load_dataset("arrow", data_files=[s3 URLs], streaming=True): its documented remote path
 
-    def object_reader(self) -> type[FormatReader]:
+    def object_reader(self, options: Any = None) -> type[FormatReader]:
         return ArrowObjectReader
 
     def pipeline(self, reader: ArrowReader | ArrowObjectReader, read: NativeRead) -> Pipeline:

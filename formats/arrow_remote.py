@@ -9,23 +9,16 @@ from the first file must be the writer's before any row is read."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Any
-
-PLAIN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")  # a bucket, prefix or file name handed to fsspec as it is
 
 
 def data_urls(storage: Any) -> list[str]:
     """The s3:// URL of each .arrow file of the format's objects, in order, once every part is a plain name."""
     names = [name for name in storage.files() if name.endswith(".arrow")]
-    parts = [storage.bucket, *storage.prefix.split("/")] if storage.prefix else [storage.bucket]
-    for part in [*parts, *names]:
-        if not PLAIN.fullmatch(part):
-            raise ValueError(f"{storage.where}: {part!r} is not a plain name that fsspec reads as it is")
     if not names:
         raise ValueError(f"{storage.where}: no .arrow data files")
-    return [storage.url(name) for name in sorted(names)]
+    return [f"s3://{storage.fsspec_path(name)}" for name in sorted(names)]
 
 
 def stream(storage: Any, features: Any, cache: Path) -> Any:

@@ -29,6 +29,9 @@ DERIVED = {"derived": True}
 # Metadata of an options field only the format's own pipeline reads (a shuffle buffer): written into the
 # manifest with its default, and `run --format-option` may set it per run (`--loader native`).
 READ = {"read": True}
+# Metadata of a read option of a format's reader of object storage, which every loader reads through (the
+# client that reads npy's objects by index): `run --format-option` sets it with any loader.
+READ_ANY_LOADER = {"read": True, "any_loader": True}
 
 
 def read_option(default: Any, tune: tuple = ()) -> Any:
@@ -193,9 +196,15 @@ class FormatReader(ABC):
     # by `import_libraries`, as a training script imports it at its top (s3fs: about 0.2 s)
     imports: ClassVar[tuple[str, ...]] = ()
 
+    @classmethod
+    def clients(cls, options: Any) -> tuple[str, ...]:
+        """The client libraries this reader reaches the storage through with these options (its `imports`
+        unless an option picks the client)."""
+        return cls.imports
+
     def import_libraries(self) -> None:
-        """`imports`, where installed (a missing one is said in one line when the reader opens)."""
-        for name in self.imports:
+        """`clients`, where installed (a missing one is said in one line when the reader opens)."""
+        for name in self.clients(self.options):
             with contextlib.suppress(ImportError):
                 importlib.import_module(name)
 
@@ -371,7 +380,7 @@ class StorageFormat(ABC):
                ) -> FormatReader:  # fmt: skip
         """A reader of the files `where` holds (a storage, or a folder of this machine)."""
         if isinstance(where, Storage) and where.kind == "object":
-            remote = self.object_reader()
+            remote = self.object_reader(options)
             if remote is None:
                 raise ValueError(f"format {self.name} has no reader of object storage yet")
             return remote(where, spec, options, hints)
@@ -379,6 +388,7 @@ class StorageFormat(ABC):
             where.local_folder()  # a storage without one refuses here, naming itself
         return self.reader_type(where, spec, options, hints)
 
-    def object_reader(self) -> type[FormatReader] | None:
-        """The reader of this format's objects in S3-compatible storage (`run --remote`); None: none yet."""
+    def object_reader(self, options: Any = None) -> type[FormatReader] | None:
+        """The reader of this format's objects in S3-compatible storage (`run --remote`), for these options where
+        an option picks it; None: none yet."""
         return None

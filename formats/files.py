@@ -336,7 +336,7 @@ class FilesFormat(StorageFormat):
     writer_type = FilesWriter
     reader_type = FilesReader
 
-    def object_reader(self) -> type[FormatReader]:
+    def object_reader(self, options: Any = None) -> type[FormatReader]:
         return FilesObjectReader
 
     def resolve_options(self, spec: DatasetSpec, options: FilesOptions) -> FilesOptions:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
@@ -196,7 +197,7 @@ class Hdf5Format(StorageFormat):
     writer_type = Hdf5Writer
     reader_type = Hdf5Reader
 
-    def object_reader(self) -> type[FormatReader]:
+    def object_reader(self, options: Any = None) -> type[FormatReader]:
         return Hdf5ObjectReader
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: Hdf5Options) -> None:

@@ -319,7 +319,7 @@ class LitDataFormat(StorageFormat):
         return Pipeline(ds, read.batch_size, loader_class=StreamingDataLoader, seeded=False, as_batch=_as_tuple,
                         release=partial(release, ds))  # fmt: skip
 
-    def object_reader(self) -> type[FormatReader]:
+    def object_reader(self, options: Any = None) -> type[FormatReader]:
         return LitDataObjectReader
 
     def resolve_options(self, spec: DatasetSpec, options: LitDataOptions) -> LitDataOptions:

@@ -173,7 +173,7 @@ class MemmapFormat(StorageFormat):
     writer_type = MemmapWriter
     reader_type = MemmapReader
 
-    def object_reader(self) -> type[FormatReader]:
+    def object_reader(self, options: Any = None) -> type[FormatReader]:
         return RangedMemmapReader
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:

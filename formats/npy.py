@@ -210,7 +210,7 @@ class NpyFormat(StorageFormat):
     writer_type = NpyWriter
     reader_type = NpyReader
 
-    def object_reader(self) -> type[FormatReader]:
+    def object_reader(self, options: Any = None) -> type[FormatReader]:
         return RangedNpyReader
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:

@@ -302,7 +302,7 @@ class WebDatasetFormat(WholeShardsPerRank, StorageFormat):
     native_rank_split = "webdataset split_by_node"
     remote_pipeline = True  # shard URLs over HTTP, opened by its gopen (curl): its documented remote path
 
-    def object_reader(self) -> type[FormatReader]:
+    def object_reader(self, options: Any = None) -> type[FormatReader]:
         return WebDatasetObjectReader
 
     def pipeline(self, reader: WebDatasetReader, read: NativeRead) -> Pipeline:

@@ -16,29 +16,33 @@ opens only regular files and a zstd codec that never inflates a chunk past its s
 
 from __future__ import annotations
 
-import asyncio
 import os
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat
+from iobench.formats.base import READ, FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import read_json
 
 CHUNK_BYTES = 2**20
+REMOTE_STORES = ("obstore", "fsspec")
 
 
 @dataclass(frozen=True)
 class ZarrOptions:
     chunk_samples: int = 0  # 0: about 1 MiB of samples (resolved when writing)
     shard_chunks: int = 64
+    # zarr's store over object storage: "obstore" (ObjectStore) or "fsspec" (FsspecStore over s3fs)
+    remote_store: str = field(default="obstore", metadata=READ)
 
     def __post_init__(self) -> None:
+        if self.remote_store not in REMOTE_STORES:
+            raise IobenchError(f"zarr remote_store is one of {', '.join(REMOTE_STORES)}, got {self.remote_store!r}")
         for name in ("chunk_samples", "shard_chunks"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
@@ -227,40 +231,54 @@ METADATA = ("zarr.json", "features/zarr.json", "labels/zarr.json")
 
 
 class ZarrObjectReader(ZarrReader):
-    """The group in object storage through zarr's own `ObjectStore` (obstore), read-only, with the checked zstd
-    codec; its three metadata documents are fetched and checked as a local store's are before zarr opens it."""
+    """The group in object storage through one of zarr's own stores (`remote_store`: `ObjectStore` over obstore, or
+    `FsspecStore` over s3fs), read-only, with the checked zstd codec; its three metadata documents are fetched through
+    that store and checked as a local store's are before zarr opens the group."""
 
     def _local_directory(self) -> Path | None:
         return None
 
+    @classmethod
+    def clients(cls, options: ZarrOptions) -> tuple[str, ...]:
+        return ("s3fs",) if options.remote_store == "fsspec" else ()
+
     def _open(self) -> tuple[Any, np.ndarray]:
-        from iobench.formats.zarr_store import checked_remote_arrays
+        from iobench.formats.zarr_store import checked_remote_arrays, close_remote_store, remote_store
+
+        store = remote_store(self.storage, self.options.remote_store)
+        try:
+            checked = self._checked_metadata(store)
+            features, labels = checked_remote_arrays(store, self.storage.prefix, checked)
+            handle = features, np.asarray(labels[:], dtype=LABEL_DTYPE)
+        except BaseException:
+            close_remote_store(store)
+            raise
+        self._store = store
+        return handle
+
+    def _checked_metadata(self, store: Any) -> dict[str, bytes]:
+        """The group's and arrays' metadata through `store`, checked as a local store's: by key."""
+        from iobench.formats.zarr_store import fetch
         from iobench.storage.remote.emulator import worded
 
-        store = self.storage.store()
         with worded(self.storage.url("")):
-            fetched = asyncio.run(_fetch(store, [self.storage.key(name) for name in METADATA]))
+            fetched = fetch(store, [self.storage.key(name) for name in METADATA])
         with tempfile.TemporaryDirectory(prefix="iobench-zarr-metadata-") as folder:
             for name, data in zip(METADATA, fetched, strict=True):
+                if data is None:
+                    raise ValueError(f"{self.storage.url(name)}: missing (not a zarr group)")
                 if len(data) > 2**20:
                     raise ValueError(f"{self.storage.url(name)}: {len(data):,} bytes is not zarr metadata")
                 path = Path(folder, name)
                 path.parent.mkdir(exist_ok=True)
                 path.write_bytes(data)
             check_store(Path(folder), self.spec, self.options, chunks=False)
-        checked = {self.storage.key(name): data for name, data in zip(METADATA, fetched, strict=True)}
-        features, labels = checked_remote_arrays(store, self.storage.prefix, checked)
-        return features, np.asarray(labels[:], dtype=LABEL_DTYPE)
+        return {self.storage.key(name): data for name, data in zip(METADATA, fetched, strict=True)}
 
+    def _close(self, handle: tuple[Any, np.ndarray]) -> None:
+        from iobench.formats.zarr_store import close_remote_store
 
-async def _fetch(store: Any, keys: list[str]) -> list[bytes]:
-    """The objects at `keys`, requested together (one first-byte wait, not one each)."""
-    import obstore
-
-    async def one(key: str) -> bytes:
-        return bytes(await (await obstore.get_async(store, key)).bytes_async())
-
-    return list(await asyncio.gather(*(one(key) for key in keys)))
+        close_remote_store(self._store)
 
 
 class _Batches:
@@ -300,7 +318,7 @@ class ZarrFormat(StorageFormat):
         """Shuffled batches read as sorted orthogonal selections, in a DataLoader with the run's workers."""
         return Pipeline(_Batches(reader, read.transform), read.batch_size, shuffle=read.shuffle, collate_fn=_as_read)
 
-    def object_reader(self) -> type[FormatReader]:
+    def object_reader(self, options: Any = None) -> type[FormatReader]:
         return ZarrObjectReader
 
     def resolve_options(self, spec: DatasetSpec, options: ZarrOptions) -> ZarrOptions:

@@ -23,8 +23,9 @@ from numcodecs import zstd
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.codecs.zstd import ZstdCodec
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
-from zarr.storage import LocalStore
+from zarr.storage import LocalStore, WrapperStore
 
+from iobench.errors import IobenchError
 from iobench.system.fsutil import open_regular
 
 
@@ -92,27 +93,72 @@ def checked_arrays(directory: Path) -> tuple[Any, Any]:
     return _checked_group(CheckedStore(directory, read_only=True))
 
 
-def checked_remote_arrays(store: Any, prefix: str, metadata: dict[str, bytes]) -> tuple[Any, Any]:
-    """The group under `prefix` of an obstore store, read-only through zarr's ObjectStore, with the checked codec.
-    `metadata` is the documents the caller fetched and checked, by key: zarr reads those bytes, never a second
-    fetch (which a server could answer differently, and which costs a first byte's wait each)."""
-    return _checked_group(_metadata_store(store, metadata), prefix)
+def remote_store(storage: Any, client: str) -> Any:
+    """zarr's own store of the storage's bucket, read-only: `ObjectStore` over obstore, or `FsspecStore` over an
+    asynchronous s3fs file system (rooted at the bucket, a plain name: fsspec would read a pattern or a chain)."""
+    if client == "fsspec":
+        try:
+            import s3fs
+        except ImportError:
+            raise IobenchError("zarr's FsspecStore reads object storage through s3fs: pip install 'iobench[remote]'"
+                               ) from None  # fmt: skip
+        from zarr.storage import FsspecStore
 
-
-def _metadata_store(store: Any, metadata: dict[str, bytes]) -> Any:
+        storage.fsspec_path()  # every part a plain name; the store is rooted at the bucket, as obstore's
+        fs = s3fs.S3FileSystem(asynchronous=True, skip_instance_cache=True, **storage.s3fs_options())
+        return FsspecStore(fs, read_only=True, path=storage.bucket)
     from zarr.storage import ObjectStore
 
-    class CheckedMetadataStore(ObjectStore):
-        async def get(
-            self, key: str, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None
-        ) -> Buffer | None:
-            if key not in metadata:
-                return await super().get(key, prototype or default_buffer_prototype(), byte_range)
-            data = metadata[key]
-            start, end = _span(byte_range, len(data)) if byte_range is not None else (0, len(data))
-            return (prototype or default_buffer_prototype()).buffer.from_bytes(data[start:end])
+    return ObjectStore(storage.store(), read_only=True)
 
-    return CheckedMetadataStore(store, read_only=True)
+
+def close_remote_store(store: Any) -> None:
+    """An asynchronous s3fs file system's client closed on zarr's loop, where it was made (s3fs closes only a
+    synchronous one itself; aiohttp otherwise warns of an unclosed session at exit)."""
+    from zarr.core.sync import sync
+
+    client = getattr(getattr(store, "fs", None), "_s3creator", None)
+    if client is not None:
+        sync(client.__aexit__(None, None, None))
+
+
+def fetch(store: Any, keys: list[str]) -> list[bytes | None]:
+    """The objects at `keys` through the store, requested together (one first-byte wait, not one each) on zarr's
+    own event loop, where its store's client lives; None for a missing one."""
+    from zarr.core.sync import sync
+
+    async def all_of() -> list[Buffer | None]:
+        return list(await asyncio.gather(*(store.get(key, default_buffer_prototype()) for key in keys)))
+
+    return [None if b is None else b.to_bytes() for b in sync(all_of())]
+
+
+def checked_remote_arrays(store: Any, prefix: str, metadata: dict[str, bytes]) -> tuple[Any, Any]:
+    """The group under `prefix` of a remote zarr store, read-only, with the checked codec. `metadata` is the
+    documents the caller fetched and checked, by key: zarr reads those bytes, never a second fetch (which a server
+    could answer differently, and which costs a first byte's wait each)."""
+    return _checked_group(CheckedMetadataStore(store, metadata), prefix)
+
+
+class CheckedMetadataStore(WrapperStore):
+    """A store whose metadata documents are the bytes already fetched and checked; every other key its own."""
+
+    def __init__(self, store: Any, metadata: dict[str, bytes]) -> None:
+        super().__init__(store)
+        self.metadata = metadata
+
+    def _with_store(self, store: Any) -> CheckedMetadataStore:
+        return type(self)(store, self.metadata)
+
+    async def get(
+        self, key: str, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
+        prototype = prototype or default_buffer_prototype()
+        if key not in self.metadata:
+            return await self._store.get(key, prototype, byte_range)
+        data = self.metadata[key]
+        start, end = _span(byte_range, len(data)) if byte_range is not None else (0, len(data))
+        return prototype.buffer.from_bytes(data[start:end])
 
 
 def _checked_group(store: Any, path: str = "") -> tuple[Any, Any]:

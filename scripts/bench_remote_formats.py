@@ -3,12 +3,13 @@
 Fairness: for LitData (`StreamingDataset("s3://...")` in a `StreamingDataLoader`), WebDataset (presigned shard
 URLs in `wds.WebDataset`, opened by its `gopen`: curl), Arrow (`load_dataset("arrow", data_files=[s3 URLs],
 streaming=True)`, `.shuffle(buffer_size=1000)`, torch format), zarr (`zarr.open_group` on its `ObjectStore`, a batch as
-one orthogonal selection), HDF5 (`h5py.File` on an s3fs file object, a row per `__getitem__`) and files
-(s3torchconnector's `S3MapDataset`, an object per `__getitem__`), one cold epoch of `iobench run --loader native`
-(HDF5 and files: `dataloader`) against the library's snippet written
-here without iobench, on the same endpoint and profile, interleaved rounds, each measurement in a process of its
-own (obstore is not fork-safe). Cold on both sides: the snippet opens a fresh dataset (LitData: an empty cache
-folder) and iobench a fresh reader. The requests are the server's count over the timed epoch. Goal: iobench >=
+one orthogonal selection; `zarr-fsspec`: `zarr.open_group("s3://...", storage_options=...)`, its FsspecStore over
+s3fs, against `--format-option zarr.remote_store=fsspec`), HDF5 (`h5py.File` on an s3fs file object, a row per
+`__getitem__`) and files (s3torchconnector's `S3MapDataset`, an object per `__getitem__`), one cold epoch of
+`iobench run --loader native` (HDF5 and files: `dataloader`) against the library's snippet written here without
+iobench, on the same endpoint and profile, interleaved rounds, each measurement in a process of its own (obstore is
+not fork-safe). Cold on both sides: the snippet opens a fresh dataset (LitData: an empty cache folder) and iobench a
+fresh reader. The requests are the server's count over the timed epoch. Goal: iobench >=
 0.95x the snippet's samples/s, and no more requests.
 
 Formats: `iobench run --remote PROFILE --cache cold` of each (format, loader) given, one record each: its path
@@ -16,7 +17,7 @@ Formats: `iobench run --remote PROFILE --cache cold` of each (format, loader) gi
 Prints tables; nothing is asserted.
 
 Usage: python scripts/bench_remote_formats.py DATASET_DIR [--profile s3-like] [--rounds 3] [--workers 0]
-       [--fairness litdata,webdataset,zarr] [--formats-table FMT:LOADER,...] [--fuse-chunk 256K]
+       [--fairness litdata,webdataset,zarr,zarr-fsspec] [--formats-table FMT:LOADER,...] [--fuse-chunk 256K]
 """
 
 from __future__ import annotations
@@ -38,14 +39,17 @@ SNIPPET, IOBENCH = "snippet", "iobench"
 LIBRARIES = {"litdata": ("litdata", "litdata.streaming.downloader", "torch.utils.data"),
              "webdataset": ("webdataset", "boto3", "botocore.config", "torch.utils.data"),
              "zarr": ("zarr", "zarr.storage", "obstore.store", "torch.utils.data"),
+             "zarr-fsspec": ("zarr", "zarr.storage", "s3fs", "torch.utils.data"),
              "hdf5": ("h5py", "s3fs", "torch.utils.data"),
              "files": ("s3torchconnector", "torch.utils.data"),
              "arrow": ("datasets", "s3fs", "torch.utils.data")}  # fmt: skip
 NATIVE = ("litdata", "webdataset", "zarr", "arrow")  # the formats with a pipeline of their own; hdf5, files by index
+READ_OPTIONS = {"zarr-fsspec": ("zarr", (("remote_store", "fsspec"),))}  # a name here: (format, its read options)
 
 
-def one(kind: str, fmt: str, dataset: Path, endpoint: dict, log: str, profile_name: str, workers: int) -> dict:
+def one(kind: str, name: str, dataset: Path, endpoint: dict, log: str, profile_name: str, workers: int) -> dict:
     """One cold epoch in this process: samples, seconds, the server's requests and bytes over it."""
+    fmt, options = READ_OPTIONS.get(name, (name, ()))
     from iobench.storage.remote import RemoteTarget
     from iobench.storage.remote.emulator import Endpoint
     from iobench.storage.remote.profiles import profile
@@ -62,15 +66,15 @@ def one(kind: str, fmt: str, dataset: Path, endpoint: dict, log: str, profile_na
 
         loader = "native" if fmt in NATIVE else "dataloader"
         config = RunConfig(format=fmt, loader=loader, settings=LoaderSettings(batch_size=BATCH, num_workers=workers),
-                           runs=1, epochs=1, warmup=0, cache="cold")  # fmt: skip
+                           runs=1, epochs=1, warmup=0, cache="cold", format_options=options)  # fmt: skip
         record = run(resolve(config, RunTarget(dataset, torch.device("cpu"), target)))
         return {"samples_per_s": record.epochs.samples_per_s, "requests": record.system.requests[0],
                 "bytes": record.system.device_read_bytes[0]}  # fmt: skip
-    for module in LIBRARIES[fmt]:  # imported before the clock, as iobench's are
+    for module in LIBRARIES[name]:  # imported before the clock, as iobench's are
         importlib.import_module(module)
     before = size(Path(log))
     started = time.perf_counter()  # the dataset made inside the clock, as iobench's pipeline is for each epoch
-    n = sum(snippet(fmt, dataset, target, workers))
+    n = sum(snippet(name, dataset, target, workers))
     seconds = time.perf_counter() - started
     time.sleep(0.2)  # nginx writes a request's line after its response
     seen = read(Path(log), before, size(Path(log)))
@@ -168,8 +172,18 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
                             generator=torch.Generator().manual_seed(0))  # fmt: skip
         return (len(y) for _x, y in loader)
     import zarr
-    from obstore.store import S3Store
-    from zarr.storage import ObjectStore
+
+    def opened():
+        if fmt == "zarr-fsspec":  # zarr's documented way to a URL: an FsspecStore over s3fs
+            options = {"key": e.access_key, "secret": e.secret_key, "client_kwargs": {"endpoint_url": e.url,
+                       "region_name": e.region}}  # fmt: skip
+            return zarr.open_group(f"s3://{bucket}/zarr", mode="r", storage_options=options)
+        from obstore.store import S3Store
+        from zarr.storage import ObjectStore
+
+        store = S3Store(bucket, endpoint=e.url, access_key_id=e.access_key, secret_access_key=e.secret_key,
+                        region=e.region, client_options={"allow_http": True})  # fmt: skip
+        return zarr.open_group(ObjectStore(store, read_only=True), path="zarr", mode="r")
 
     class Batches(torch.utils.data.Dataset):
         def __init__(self) -> None:
@@ -180,9 +194,7 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
 
         def __getitems__(self, keys):
             if self.arrays is None:  # opened in the process that reads
-                store = S3Store(bucket, endpoint=e.url, access_key_id=e.access_key, secret_access_key=e.secret_key,
-                                region=e.region, client_options={"allow_http": True})  # fmt: skip
-                group = zarr.open_group(ObjectStore(store, read_only=True), path="zarr", mode="r")
+                group = opened()
                 self.arrays = group["features"], group["labels"][:]
             features, labels = self.arrays
             idx = np.sort(np.asarray(keys))

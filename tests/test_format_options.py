@@ -132,3 +132,12 @@ def test_litdata_cache_knobs_are_checked_and_handed_to_litdata_in_bytes():
     for bad in ({"max_cache_size": "lots"}, {"max_pre_download": 0}, {"max_pre_download": True}):
         with pytest.raises(IobenchError):
             LitDataOptions(**bad)
+
+
+def test_zarr_reads_object_storage_through_one_of_its_two_stores_and_records_that_client():
+    from iobench.formats.zarr import ZarrObjectReader, ZarrOptions
+
+    assert ZarrObjectReader.clients(ZarrOptions()) == (), "obstore: the storage's own client"
+    assert ZarrObjectReader.clients(ZarrOptions(remote_store="fsspec")) == ("s3fs",)
+    with pytest.raises(IobenchError, match="remote_store is one of obstore, fsspec, got 'http'"):
+        ZarrOptions(remote_store="http")

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -19,7 +20,7 @@ from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.plan.resolve import RunTarget, resolve
 from iobench.storage import NO_HINTS
-from iobench.storage.remote import RemoteTarget
+from iobench.storage.remote import ObjectStorage, RemoteTarget
 from iobench.storage.remote.emulator import Emulator
 from iobench.storage.remote.mount import MountedStorage, check_size, fuse_reason
 from iobench.storage.remote.profiles import profile
@@ -59,6 +60,8 @@ ROUTES = [
     pytest.param("litdata", "native", "object", marks=_needs("litdata"), id="litdata-native-s3"),
     pytest.param("webdataset", "native", "object", marks=_needs("webdataset"), id="webdataset-native-http"),
     pytest.param("zarr", "native", "object", marks=_needs("zarr"), id="zarr-native-objectstore"),
+    pytest.param("zarr", "native", "object", (("remote_store", "fsspec"),), marks=[_needs("zarr"), NEEDS_S3FS],
+                 id="zarr-native-fsspecstore"),
     pytest.param("zarr", "dataloader", "object", marks=_needs("zarr"), id="zarr-dataloader-objectstore"),
     pytest.param("litdata", "dataloader", "object", marks=_needs("litdata"), id="litdata-dataloader-s3"),
     pytest.param("tfrecord", "native", "fuse", marks=[_needs("tfrecord"), NEEDS_FUSE], id="tfrecord-native-fuse"),
@@ -72,8 +75,9 @@ ROUTES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize(("fmt", "loader", "kind"), ROUTES)
-def test_each_remote_path_delivers_every_sample_once_with_its_own_features(data, fmt, loader, kind):
+@pytest.mark.parametrize(("fmt", "loader", "kind", "options"), [p if len(p.values) == 4 else pytest.param(
+    *p.values, (), marks=p.marks, id=p.id) for p in ROUTES])  # fmt: skip
+def test_each_remote_path_delivers_every_sample_once_with_its_own_features(data, fmt, loader, kind, options):
     from iobench.run.runner import build_loader
 
     manifest = Manifest.load(data)
@@ -85,7 +89,8 @@ def test_each_remote_path_delivers_every_sample_once_with_its_own_features(data,
         remote = RemoteTarget(endpoint, profile("none"), served=data.parent)
         # no workers here: this process has used obstore (other tests), whose runtime a forked worker would lack;
         # workers are exercised by a run of their own below
-        config = run_config(fmt, loader, batch_size=32, num_workers=0, shuffle=True, runs=1, epochs=1)
+        config = run_config(fmt, loader, batch_size=32, num_workers=0, shuffle=True, runs=1, epochs=1,
+                            format_options=options)  # fmt: skip
         resolved = resolve(config, RunTarget(data, torch.device("cpu"), remote))
         assert resolved.storage.kind == kind
         with resolved.storage.controls():
@@ -146,6 +151,24 @@ def test_run_remote_with_workers_records_each_formats_path_and_leaves_no_mount(d
     # datasets streams: nothing of the data kept locally (its lock files only, removed with the reader)
     assert records[("arrow", "native")]["library_cache_bytes"] == [0]
     assert not [line for line in open("/proc/self/mounts") if "iobench-s3-" in line], "a mount left behind"
+
+
+@NEEDS_S3FS
+@_needs("zarr")
+def test_zarr_through_its_fsspec_store_with_workers_names_s3fs_and_closes_its_sessions(data, tmp_path):
+    """zarr's FsspecStore (s3fs on zarr's own event loop) in forked workers, each closing its client."""
+    results = tmp_path / "r.jsonl"
+    r = subprocess.run([sys.executable, "-m", "iobench", "run", "--remote", "none", "--format", "zarr", "--loader",
+                        "native", "--format-option", "zarr.remote_store=fsspec", "--num-workers", "2", "--runs", "1",
+                        "--cache", "cold", "--batch-size", "64", "--device", "cpu", "-q", "--data-dir",
+                        str(data.parent), "--results", str(results)], capture_output=True, text=True, timeout=300,
+                       cwd=ROOT)  # fmt: skip
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "Unclosed" not in r.stderr, r.stderr[-3000:]
+    (x,) = stored_records(results)
+    assert x["format_options"] == "remote_store=fsspec" and x["samples_per_epoch"] == N
+    assert "s3fs" in x["packages"] and "obstore" not in x["packages"]
+    assert x["requests_by_method"]["GET"] >= 1 and x["request_errors"] == 0
 
 
 def test_workers_are_refused_in_one_line_after_this_process_started_obstore(data, monkeypatch):
@@ -227,13 +250,10 @@ def test_a_litdata_index_in_the_store_naming_pickle_is_refused_before_litdata_re
 
 
 def test_streamed_arrow_is_handed_plain_names_only():
-    from types import SimpleNamespace
-
     from iobench.formats.arrow_remote import data_urls
 
-    def storage(bucket: str, prefix: str, files: list[str]) -> SimpleNamespace:
-        return SimpleNamespace(bucket=bucket, prefix=prefix, where=f"s3://{bucket}/{prefix}", files=lambda: files,
-                               url=lambda name: f"s3://{bucket}/{prefix}/{name}")  # fmt: skip
+    def storage(bucket: str, prefix: str, files: list[str]) -> ObjectStorage:
+        return ObjectStorage(SimpleNamespace(endpoint=SimpleNamespace(url="http://127.0.0.1:9")), bucket, prefix, files)
 
     names = ["data-00001-of-00002.arrow", "state.json", "data-00000-of-00002.arrow"]
     assert data_urls(storage("ds", "arrow", names)) == ["s3://ds/arrow/data-00000-of-00002.arrow",

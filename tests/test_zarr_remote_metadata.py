@@ -14,7 +14,10 @@ pytest.importorskip("zarr")
 pytest.importorskip("obstore")
 
 
-def test_zarr_reads_the_checked_metadata_not_what_the_store_says_later(tmp_path):
+@pytest.mark.parametrize("zarr_store", ["ObjectStore", "MemoryStore"])
+def test_zarr_reads_the_checked_metadata_not_what_the_store_says_later(tmp_path, zarr_store):
+    """Through obstore's store, and through any other zarr store (FsspecStore is one more of them)."""
+    import zarr.storage
     from obstore.store import MemoryStore
 
     from iobench.formats.zarr_store import checked_remote_arrays
@@ -29,6 +32,12 @@ def test_zarr_reads_the_checked_metadata_not_what_the_store_says_later(tmp_path)
     changed = json.loads(honest)
     changed["shape"] = [10**9, 3, 4]  # what a second answer could say
     store.put("zarr/features/zarr.json", json.dumps(changed).encode())
+    if zarr_store == "ObjectStore":
+        store = zarr.storage.ObjectStore(store, read_only=True)
+    else:
+        objects = {p["path"]: bytes(store.get(p["path"]).bytes()) for page in store.list() for p in page}
+        store = zarr.storage.MemoryStore({k: zarr.core.buffer.cpu.Buffer.from_bytes(v) for k, v in objects.items()},
+                                         read_only=True)  # fmt: skip
     features, labels = checked_remote_arrays(store, "zarr", {"zarr/features/zarr.json": honest})
     assert features.shape == (64, 3, 4) and labels.shape == (64,)
     assert np.isfinite(features[:8]).all()

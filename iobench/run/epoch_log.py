@@ -143,9 +143,11 @@ def storage_libraries(resolved: ResolvedRun) -> tuple[str, ...]:
     """What reached the storage: a reader of objects' own client where it declares one (s3fs, s3torchconnector),
     else the storage's (obstore for objects, rclone for a mount)."""
     if resolved.storage.kind == "object":
-        reader = FORMATS[resolved.config.format].object_reader()
-        if reader is not None and reader.imports:
-            return reader.imports
+        fmt = FORMATS[resolved.config.format]
+        options = fmt.options_from_json(resolved.entry.options)
+        reader = fmt.object_reader(options)
+        if reader is not None and (clients := reader.clients(options)):
+            return clients
     return resolved.storage.libraries
 
 

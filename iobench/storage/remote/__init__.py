@@ -7,6 +7,7 @@ iobench's own emulator on loopback (`emulator`). Light on purpose: obstore is im
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from iobench.storage.remote.profiles import Profile
 # what it reads ahead of each open file (its --buffer-size), which a seek elsewhere throws away
 FUSE_CHUNK = "128M"
 FUSE_READ_AHEAD = "16M"
+PLAIN = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]*")  # a bucket, prefix or file name handed to fsspec as it is
 
 
 @dataclass(frozen=True)
@@ -159,6 +161,15 @@ class ObjectStorage(Storage):
         return boto3.client("s3", endpoint_url=e.url, aws_access_key_id=e.access_key,
                             aws_secret_access_key=e.secret_key, region_name=e.region,
                             config=Config(s3={"addressing_style": "path"}, signature_version="s3v4"))  # fmt: skip
+
+    def fsspec_path(self, name: str = "") -> str:
+        """`bucket/prefix/name` as fsspec is handed it, once every part is a plain name: fsspec reads `*`, `?`, `[`
+        as a pattern, `::` as a chain and `#` as a fragment."""
+        parts = [self.bucket, *(self.prefix.split("/") if self.prefix else []), *([name] if name else [])]
+        for part in parts:
+            if not PLAIN.fullmatch(part):
+                raise ValueError(f"{self.where}: {part!r} is not a plain name that fsspec reads as it is")
+        return "/".join(parts)
 
     def s3fs_options(self) -> dict:
         """s3fs's options for the endpoint (its `S3FileSystem(**...)`, fsspec's `storage_options`): the endpoint's
