@@ -1,4 +1,8 @@
-"""npy: `features.npy` (N, *shape) and `labels.npy` (N,) int64, opened with np.load(mmap_mode="r")."""
+"""npy: `features.npy` (N, *shape) and `labels.npy` (N,) int64, opened with np.load(mmap_mode="r").
+
+From object storage, by index: iobench's reference reader (ranged GETs through obstore, no cache), or with
+`--format-option npy.remote_reader=s3fs` the way its users read it, an s3fs file object seeked to each sample, its
+reads served from s3fs's read-ahead blocks (`npy.s3fs_block`, s3fs's default 50 MiB)."""
 
 from __future__ import annotations
 
@@ -6,17 +10,37 @@ import asyncio
 import io
 import os
 import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
 
-from iobench.formats.base import FixedLayout, FormatReader, HashedFile, StorageFormat, TwoFileWriter
+from iobench.errors import IobenchError
+from iobench.formats.base import READ_ANY_LOADER, FixedLayout, FormatReader, HashedFile, StorageFormat, TwoFileWriter
 from iobench.spec import LABEL_DTYPE, DatasetSpec
 from iobench.system.fsutil import open_regular
 
 FEATURES = "features.npy"
 LABELS = "labels.npy"
+REMOTE_READERS = ("ranges", "s3fs")
+S3FS_BLOCK = "50M"  # s3fs's default_block_size (50 * 2**20)
+
+
+@dataclass(frozen=True)
+class NpyOptions:
+    # how object storage is read by index: "ranges" (iobench's reference, ranged GETs through obstore) or "s3fs"
+    # (an s3fs file object, as users do), and the s3fs file's block: what each read outside it fetches
+    remote_reader: str = field(default="ranges", metadata=READ_ANY_LOADER)
+    s3fs_block: str = field(default=S3FS_BLOCK, metadata=READ_ANY_LOADER)
+
+    def __post_init__(self) -> None:
+        from iobench.units import parse_bytes
+
+        if self.remote_reader not in REMOTE_READERS:
+            raise IobenchError(f"npy remote_reader is one of {', '.join(REMOTE_READERS)}, got {self.remote_reader!r}")
+        if parse_bytes(self.s3fs_block) < 1:
+            raise IobenchError(f"npy s3fs_block is a size of at least one byte, got {self.s3fs_block!r}")
 
 
 def npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
@@ -204,14 +228,63 @@ class RangedNpyReader(FormatReader):
         return self.batch(np.arange(start, stop))
 
 
+class S3fsNpyReader(RangedNpyReader):
+    """npy in object storage read as its users read it with s3fs: one s3fs file object of the features (its
+    read-ahead cache of `s3fs_block` bytes; a read outside it fetches the next block from there), its header checked
+    through it, then seeked to each sample in the batch's order as a Dataset's `__getitem__` does; the labels read
+    whole once."""
+
+    imports = ("s3fs",)
+
+    def _opened(self) -> tuple[Any, int, np.ndarray]:
+        try:
+            import s3fs
+        except ImportError:
+            raise IobenchError("npy's s3fs reader needs s3fs: pip install 'iobench[remote]'") from None
+        from iobench.units import parse_bytes
+
+        spec, storage = self.spec, self.storage
+        fs = s3fs.S3FileSystem(**storage.s3fs_options(), skip_instance_cache=True, use_listings_cache=False)
+        with fs.open(storage.fsspec_path(LABELS), "rb") as f:
+            checked_header(storage.url(LABELS), f, f.size, np.dtype(LABEL_DTYPE), (spec.n_samples,))
+            labels = np.frombuffer(f.read(spec.n_samples * 8), dtype=LABEL_DTYPE)
+        features = fs.open(storage.fsspec_path(FEATURES), "rb", block_size=parse_bytes(self.options.s3fs_block))
+        try:
+            offset = checked_header(storage.url(FEATURES), features, features.size, spec.np_dtype,
+                                    (spec.n_samples, *spec.shape))  # fmt: skip
+        except BaseException:
+            features.close()
+            raise
+        return features, offset, labels
+
+    def _close(self, handle: Any) -> None:
+        handle[0].close()
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        f, offset, labels = self.handle
+        indices = np.asarray(indices, dtype=np.int64)
+        if indices.size and (indices.min() < 0 or indices.max() >= self.spec.n_samples):
+            raise IndexError(f"sample index out of range for {self.spec.n_samples} samples")
+        row, spec = self.spec.feature_bytes, self.spec
+        features = np.empty((len(indices), *spec.shape), dtype=spec.np_dtype)
+        for j, i in enumerate(indices.tolist()):
+            f.seek(offset + i * row)
+            data = f.read(row)
+            if len(data) != row:
+                raise ValueError(f"{self.storage.url(FEATURES)}: {len(data)} bytes of sample {i}, not {row}")
+            features[j] = np.frombuffer(data, dtype=spec.np_dtype).reshape(spec.shape)
+        return features, labels[indices].copy()
+
+
 class NpyFormat(StorageFormat):
     name = "npy"
     libraries = ("numpy",)  # what reads it (distribution names), for the record's `packages`
+    options_type = NpyOptions
     writer_type = NpyWriter
     reader_type = NpyReader
 
     def object_reader(self, options: Any = None) -> type[FormatReader]:
-        return RangedNpyReader
+        return S3fsNpyReader if getattr(options, "remote_reader", None) == "s3fs" else RangedNpyReader
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
         check_header(directory / FEATURES, spec.np_dtype, (spec.n_samples, *spec.shape))

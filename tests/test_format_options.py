@@ -141,3 +141,39 @@ def test_zarr_reads_object_storage_through_one_of_its_two_stores_and_records_tha
     assert ZarrObjectReader.clients(ZarrOptions(remote_store="fsspec")) == ("s3fs",)
     with pytest.raises(IobenchError, match="remote_store is one of obstore, fsspec, got 'http'"):
         ZarrOptions(remote_store="http")
+
+
+def test_npy_read_options_apply_to_any_loader_and_others_stay_the_pipelines():
+    from iobench.cli.measuring import config_of
+    from iobench.data.format_options import parse_format_options, settable_fields
+    from iobench.loaders.base import LoaderSettings
+    from iobench.plan.config import RunConfig
+
+    assert settable_fields("npy", reading=True, native=False) == {"remote_reader": str, "s3fs_block": str}
+    assert settable_fields("webdataset", reading=True, native=False) == {}
+    given = ["npy.remote_reader=s3fs", "npy.s3fs_block=1M"]
+    read = parse_format_options(given, (), True, by_index=("npy",))
+    config = config_of("npy", "dataloader", LoaderSettings(batch_size=8), shuffle=True, block_size=0, read_options=read)
+    assert config.format_options == (("remote_reader", "s3fs"), ("s3fs_block", "1M")), "a by-index loader takes them"
+    with pytest.raises(IobenchError, match="sets how a format's own pipeline reads"):
+        RunConfig(format="webdataset", loader="dataloader", format_options=(("shuffle_buffer", 5),))
+    with pytest.raises(IobenchError, match="npy has no read option 'shuffle_buffer'"):
+        RunConfig(format="npy", loader="dataloader", format_options=(("shuffle_buffer", 5),))
+    with pytest.raises(IobenchError, match="webdataset is not among the formats read natively .* or with read "
+                                           "options for any loader \\(npy\\)"):  # fmt: skip
+        parse_format_options(["webdataset.shuffle_buffer=5"], (), True, by_index=("npy",))
+
+
+def test_npy_remote_reader_is_checked_and_picks_the_reader_of_objects():
+    from iobench.formats import FORMATS
+    from iobench.formats.npy import NpyOptions, RangedNpyReader, S3fsNpyReader
+
+    npy = FORMATS["npy"]
+    assert npy.object_reader(NpyOptions()) is RangedNpyReader and npy.object_reader() is RangedNpyReader
+    assert npy.object_reader(NpyOptions(remote_reader="s3fs")) is S3fsNpyReader
+    assert S3fsNpyReader.clients(NpyOptions(remote_reader="s3fs")) == ("s3fs",)
+    assert npy.options_from_json({}) == NpyOptions(), "a manifest written before the options: the defaults"
+    with pytest.raises(IobenchError, match="remote_reader is one of ranges, s3fs, got 'curl'"):
+        NpyOptions(remote_reader="curl")
+    with pytest.raises(IobenchError):
+        NpyOptions(s3fs_block="big")

@@ -188,6 +188,23 @@ def test_run_remote_reads_every_sample_once_and_records_the_requests(data, tmp_p
     assert not [line for line in r.err.splitlines() if "Traceback" in line]
 
 
+@pytest.mark.skipif(importlib_missing("s3fs"), reason="s3fs is not installed (pip install 'iobench[remote]')")
+def test_npy_through_an_s3fs_file_object_reads_every_sample_from_its_blocks(data, tmp_path, cli):
+    """As its users read it: s3fs's file object, a block per read outside the one it holds (4 KiB here: 84
+    samples of 48 bytes), and the record names s3fs as the client and the options it read with."""
+    results = tmp_path / "r.jsonl"
+    r = cli("run", "--remote", "none", "--format", "npy", "--loader", "dataloader", "-q", "--runs", 1,
+            "--batch-size", 64, "--device", "cpu", "--data-dir", data, "--results", results, "--no-shuffle",
+            "--format-option", "npy.remote_reader=s3fs", "--format-option", "npy.s3fs_block=4K")  # fmt: skip
+    assert r.code == 0, r.err
+    (record,) = stored_records(results)
+    assert record["format_options"] == "remote_reader=s3fs,s3fs_block=4K" and record["samples_per_epoch"] == N
+    assert "s3fs" in record["packages"] and "obstore" not in record["packages"]
+    blocks = -(-(N * 48) // 4096)
+    # in storage order each block is fetched once (the header's first one too), plus the labels' object
+    assert blocks <= record["requests_by_method"]["GET"] <= blocks + 4, record["requests_by_method"]
+
+
 def test_run_remote_refuses_what_it_cannot_read_in_one_line(data, tmp_path, cli):
     results = tmp_path / "r.jsonl"
     refused = cli("run", "--remote", "s3-like", "--format", "npy", "--loader", "direct", "--data-dir", data,

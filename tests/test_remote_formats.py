@@ -31,7 +31,7 @@ pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 N = 200
 LIBRARY = {"litdata": "litdata", "webdataset": "webdataset", "zarr": "zarr", "tfrecord": "tfrecord",
            "arrow": "datasets"}  # fmt: skip
-FORMAT_NAMES = ("lmdb", "hdf5", "files", "litdata", "webdataset", "zarr", "tfrecord", "arrow")
+FORMAT_NAMES = ("npy", "lmdb", "hdf5", "files", "litdata", "webdataset", "zarr", "tfrecord", "arrow")
 NEEDS_FUSE = pytest.mark.skipif(fuse_reason() is not None, reason=fuse_reason() or "")
 NEEDS_S3TC = pytest.mark.skipif(
     importlib_missing("s3torchconnector"), reason="s3torchconnector is not installed (pip install 'iobench[remote]')"
@@ -67,6 +67,9 @@ ROUTES = [
     pytest.param("tfrecord", "native", "fuse", marks=[_needs("tfrecord"), NEEDS_FUSE], id="tfrecord-native-fuse"),
     pytest.param("lmdb", "dataloader", "fuse", marks=NEEDS_FUSE, id="lmdb-dataloader-fuse"),
     pytest.param("hdf5", "dataloader", "object", marks=NEEDS_S3FS, id="hdf5-dataloader-s3fs"),
+    pytest.param("npy", "dataloader", "object", id="npy-dataloader-ranges"),
+    pytest.param("npy", "dataloader", "object", (("remote_reader", "s3fs"), ("s3fs_block", "1K")), marks=NEEDS_S3FS,
+                 id="npy-dataloader-s3fs"),
     pytest.param("files", "dataloader", "object", marks=NEEDS_S3TC, id="files-dataloader-s3torchconnector"),
     pytest.param("webdataset", "dataloader", "fuse", marks=[_needs("webdataset"), NEEDS_FUSE],
                  id="webdataset-dataloader-fuse"),

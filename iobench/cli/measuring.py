@@ -94,13 +94,28 @@ def measure_what_if(
     out.print(table)
 
 
+def read_options_of(texts: list[str], pairs: list[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+    """--format-option of a run, per format: a pipeline's for the (format, loader) pairs read natively, and those
+    every loader reads through for the formats read by another loader."""
+    from iobench.data.format_options import any_loader_formats, parse_format_options
+
+    natively = tuple(dict.fromkeys(f for f, ld in pairs if ld == "native"))
+    by_index = any_loader_formats(tuple(dict.fromkeys(f for f, ld in pairs if ld != "native")))
+    return parse_format_options(texts, natively, True, by_index)
+
+
 def config_of(
     fmt: str, loader: str, settings: LoaderSettings, *, shuffle: bool, block_size: int,
     read_options: dict[str, dict[str, Any]] | None = None, **kw: Any,
 ) -> RunConfig:  # fmt: skip
     """A run configuration from command-line values (shared by run and sweep): strings become enums.
-    `read_options` (--format-option, per format) apply to the formats' own pipelines (--loader native)."""
-    own = (read_options or {}).get(fmt, {}) if LoaderName.parse(loader, "--loader") is LoaderName.NATIVE else {}
+    `read_options` (--format-option, per format) apply to the formats' own pipelines (--loader native), and
+    those every loader reads through (npy's object-storage client) to any loader."""
+    from iobench.data.format_options import settable_fields
+
+    own = (read_options or {}).get(fmt, {})
+    if LoaderName.parse(loader, "--loader") is not LoaderName.NATIVE and own:
+        own = {k: v for k, v in own.items() if k in settable_fields(fmt, reading=True, native=False)}
     return RunConfig(
         format=fmt, loader=loader, settings=settings, order=order_of(shuffle, block_size), block_size=block_size,
         format_options=tuple(sorted(own.items())), **kw,

@@ -285,7 +285,8 @@ ReadOption = Annotated[
         "--format-option",
         help="How a format's own pipeline reads (--loader native), FORMAT.NAME=VALUE, repeatable: "
         "webdataset.shuffle_buffer=5000, webdataset.shard_shuffle=0, tfrecord.shuffle_queue=64, "
-        "litdata.batch_decode=0, litdata.item_shuffle_window=full.",
+        "litdata.batch_decode=0, litdata.item_shuffle_window=full, zarr.remote_store=fsspec; "
+        "with any loader, how npy is read from object storage: npy.remote_reader=s3fs, npy.s3fs_block=1M.",
     ),
 ]
 FilesEncoding = Annotated[

@@ -81,8 +81,7 @@ def run_cmd(
         check_writable(results)
     pairs, notes = parse_pairs(format, loader)
     samples = _size_of(size, dataset)
-    from iobench.cli.measuring import config_of, measure_run, settings_of, step_times
-    from iobench.data.format_options import parse_format_options
+    from iobench.cli.measuring import config_of, measure_run, read_options_of, settings_of, step_times
     from iobench.torchrun_env import launched_by_torchrun
 
     what_if_ms = step_times(what_if, nproc is not None or launched_by_torchrun()) if what_if else None
@@ -90,7 +89,7 @@ def run_cmd(
     options.update(max_batches=max_batches, max_seconds=max_seconds, step=step, seed=seed, cache=cache)
     options.update(read_limit_mb_per_s=read_limit, cache_budget=cache_budget, cpu_contention=cpu_contention)
     options.update(transform=transform, transform_on=transform_on, torch_threads=torch_threads)
-    read = parse_format_options(format_option or [], tuple(dict.fromkeys(f for f, ld in pairs if ld == "native")), True)
+    read = read_options_of(format_option or [], pairs)
     configs = [config_of(f, ld, settings_of(ctx.params), eviction=eviction, read_options=read, **options)
                for f, ld in pairs]  # fmt: skip
     where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, network, endpoint_url, fuse)

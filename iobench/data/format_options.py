@@ -17,39 +17,53 @@ from iobench.formats import FORMATS
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
 
-def settable_fields(name: str, reading: bool = False) -> dict[str, type]:
-    """The fields of format `name`'s options a user may set when writing (or, `reading`, per run)."""
+def settable_fields(name: str, reading: bool = False, native: bool = True) -> dict[str, type]:
+    """The fields of format `name`'s options a user may set when writing (or, `reading`, per run: with a loader
+    other than its own pipeline, `native` False, only those every loader reads through)."""
     options_type = FORMATS[name].options_type
     hints = typing.get_type_hints(options_type)
     return {
         f.name: hints[f.name]
         for f in dataclasses.fields(options_type)
-        if not f.metadata.get("derived") and (f.metadata.get("read") or not reading)
+        if not f.metadata.get("derived")
+        and (not reading or (f.metadata.get("read") and (native or f.metadata.get("any_loader"))))
     }
 
 
-def check_read_options(name: str, given: list[str]) -> None:
-    """The option names set for a run of format `name`'s own pipeline must be among its read options."""
-    readable = settable_fields(name, reading=True)
+def check_read_options(name: str, given: list[str], native: bool = True) -> None:
+    """The option names set for a run of format `name` must be among its read options (`native`: its own
+    pipeline's; otherwise those every loader reads through)."""
+    readable = settable_fields(name, reading=True, native=native)
     if unknown := [k for k in given if k not in readable]:
         known = ", ".join(readable) or "none"
         raise IobenchError(f"{name} has no read option {unknown[0]!r} (its read options: {known})")
 
 
-def parse_format_options(texts: list[str], names: tuple[str, ...], reading: bool = False) -> dict[str, dict[str, Any]]:
+def any_loader_formats(names: tuple[str, ...]) -> tuple[str, ...]:
+    """Those of `names` with read options that every loader reads through (npy's object-storage client)."""
+    return tuple(n for n in names if settable_fields(n, reading=True, native=False))
+
+
+def parse_format_options(
+    texts: list[str], names: tuple[str, ...], reading: bool = False, by_index: tuple[str, ...] = ()
+) -> dict[str, dict[str, Any]]:
     """['webdataset.shard_samples=5000', ...] -> {'webdataset': {'shard_samples': 5000}}, one line per mistake.
-    `reading` (run): only the fields the format's own pipeline reads; the rest were fixed when written."""
+    `reading` (run): only the fields the format's own pipeline reads (`names`: the formats read natively), or,
+    for the formats read by other loaders (`by_index`), those every loader reads; the rest were fixed when
+    written."""
     given: dict[str, dict[str, Any]] = {}
     for text in texts:
         key, equals, value = text.partition("=")
         fmt, dot, field = key.strip().lower().partition(".")
         if not equals or not dot or not field:
             raise IobenchError(f"--format-option {text!r}: write FORMAT.NAME=VALUE, e.g. webdataset.shard_samples=5000")
-        if fmt not in names:
+        if fmt not in names and fmt not in by_index:
             among = f"the formats read natively (--loader native: {', '.join(names) or 'none'})" if reading else (
                 f"the formats written ({', '.join(names)})")  # fmt: skip
+            if by_index:
+                among += f" or with read options for any loader ({', '.join(by_index)})"
             raise IobenchError(f"--format-option {text}: {fmt} is not among {among}")
-        fields = settable_fields(fmt, reading)
+        fields = settable_fields(fmt, reading, native=fmt in names)
         if field not in fields:
             known = ", ".join(fields) or "none"
             if reading and field in settable_fields(fmt):

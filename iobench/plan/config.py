@@ -195,13 +195,14 @@ def at_least(*checks: tuple[str, int, int]) -> None:
 
 
 def _check_format_options(config: RunConfig) -> None:
-    from iobench.data.format_options import check_read_options
+    from iobench.data.format_options import check_read_options, settable_fields
 
     if not config.format_options:
         return
-    if config.loader is not LoaderName.NATIVE:
+    native = config.loader is LoaderName.NATIVE
+    if not native and not settable_fields(config.format, reading=True, native=False):
         raise IobenchError(f"{config.label}: --format-option sets how a format's own pipeline reads (--loader native)")
-    check_read_options(config.format, [k for k, _ in config.format_options])
+    check_read_options(config.format, [k for k, _ in config.format_options], native)
 
 
 def _check_ray(s: LoaderSettings) -> None:
