@@ -4,7 +4,8 @@ Fairness: for LitData (`StreamingDataset("s3://...")` in a `StreamingDataLoader`
 URLs in `wds.WebDataset`, opened by its `gopen`: curl), Arrow (`load_dataset("arrow", data_files=[s3 URLs],
 streaming=True)`, `.shuffle(buffer_size=1000)`, torch format), zarr (`zarr.open_group` on its `ObjectStore`, a batch as
 one orthogonal selection; `zarr-fsspec`: `zarr.open_group("s3://...", storage_options=...)`, its FsspecStore over
-s3fs, against `--format-option zarr.remote_store=fsspec`), HDF5 (`h5py.File` on an s3fs file object, a row per
+s3fs, against `--format-option zarr.remote_store=fsspec`), npy through s3fs (`npy-s3fs`: an s3fs file object seeked
+to each sample in `__getitem__`, against `npy.remote_reader=s3fs`), HDF5 (`h5py.File` on an s3fs file object, a row per
 `__getitem__`) and files (s3torchconnector's `S3MapDataset`, an object per `__getitem__`), one cold epoch of
 `iobench run --loader native` (HDF5 and files: `dataloader`) against the library's snippet written here without
 iobench, on the same endpoint and profile, interleaved rounds, each measurement in a process of its own (obstore is
@@ -40,11 +41,15 @@ LIBRARIES = {"litdata": ("litdata", "litdata.streaming.downloader", "torch.utils
              "webdataset": ("webdataset", "boto3", "botocore.config", "torch.utils.data"),
              "zarr": ("zarr", "zarr.storage", "obstore.store", "torch.utils.data"),
              "zarr-fsspec": ("zarr", "zarr.storage", "s3fs", "torch.utils.data"),
+             "npy-s3fs": ("s3fs", "torch.utils.data"),
              "hdf5": ("h5py", "s3fs", "torch.utils.data"),
              "files": ("s3torchconnector", "torch.utils.data"),
              "arrow": ("datasets", "s3fs", "torch.utils.data")}  # fmt: skip
 NATIVE = ("litdata", "webdataset", "zarr", "arrow")  # the formats with a pipeline of their own; hdf5, files by index
-READ_OPTIONS = {"zarr-fsspec": ("zarr", (("remote_store", "fsspec"),))}  # a name here: (format, its read options)
+READ_OPTIONS = {
+    "zarr-fsspec": ("zarr", (("remote_store", "fsspec"),)),
+    "npy-s3fs": ("npy", (("remote_reader", "s3fs"),)),
+}  # a name here: (format, its read options)
 
 
 def one(kind: str, name: str, dataset: Path, endpoint: dict, log: str, profile_name: str, workers: int) -> dict:
@@ -146,6 +151,33 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
                 return ds[i + 1], labels[i]
 
         loader = DataLoader(Rows(), batch_size=BATCH, shuffle=True, num_workers=workers,
+                            generator=torch.Generator().manual_seed(0))  # fmt: skip
+        return (len(y) for _x, y in loader)
+    if fmt == "npy-s3fs":
+        import s3fs
+
+        fs = s3fs.S3FileSystem(key=e.access_key, secret=e.secret_key, endpoint_url=e.url,
+                               client_kwargs={"region_name": e.region})  # fmt: skip
+
+        class Samples(torch.utils.data.Dataset):
+            def __init__(self) -> None:
+                self.f = None
+
+            def __len__(self) -> int:
+                return len(labels)
+
+            def __getitem__(self, i):
+                if self.f is None:  # opened in the process that reads
+                    self.f = fs.open(f"{bucket}/npy/features.npy", "rb")
+                    np.lib.format.read_magic(self.f)
+                    self.shape, _, self.dtype = np.lib.format.read_array_header_2_0(self.f)
+                    self.offset, self.row = self.f.tell(), int(np.prod(self.shape[1:])) * self.dtype.itemsize
+                self.f.seek(self.offset + i * self.row)
+                return np.frombuffer(self.f.read(self.row), self.dtype).reshape(self.shape[1:]), labels[i]
+
+        with fs.open(f"{bucket}/npy/labels.npy", "rb") as f:
+            labels = np.load(f, allow_pickle=False)
+        loader = DataLoader(Samples(), batch_size=BATCH, shuffle=True, num_workers=workers,
                             generator=torch.Generator().manual_seed(0))  # fmt: skip
         return (len(y) for _x, y in loader)
     if fmt == "hdf5":
