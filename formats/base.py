@@ -32,6 +32,9 @@ READ = {"read": True}
 # Metadata of a read option of a format's reader of object storage, which every loader reads through (the
 # client that reads npy's objects by index): `run --format-option` sets it with any loader.
 READ_ANY_LOADER = {"read": True, "any_loader": True}
+# Metadata of a read option that only reading from object storage uses (a cache budget, a client): a run on
+# this machine's files refuses it rather than record a setting that changed nothing.
+OBJECT_STORAGE_ONLY = {"object_storage_only": True}
 
 
 def read_option(default: Any, tune: tuple = ()) -> Any:

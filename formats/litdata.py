@@ -36,6 +36,7 @@ import numpy as np
 
 from iobench.errors import IobenchError
 from iobench.formats.base import (
+    OBJECT_STORAGE_ONLY,
     READ,
     CacheFolderReader,
     FormatReader,
@@ -66,8 +67,8 @@ class LitDataOptions:
     # From object storage only (a local dataset is read in place), LitData's defaults: the cache folder's budget
     # (auto: 75% of free disk; smaller than the dataset, chunks are deleted once read and fetched again next
     # epoch) and the chunks each worker downloads ahead
-    max_cache_size: str = field(default="auto", metadata=READ)
-    max_pre_download: int = field(default=2, metadata=READ)
+    max_cache_size: str = field(default="auto", metadata={**READ, **OBJECT_STORAGE_ONLY})
+    max_pre_download: int = field(default=2, metadata={**READ, **OBJECT_STORAGE_ONLY})
 
     def __post_init__(self) -> None:
         from iobench.units import parse_bytes

@@ -17,7 +17,15 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import READ_ANY_LOADER, FixedLayout, FormatReader, HashedFile, StorageFormat, TwoFileWriter
+from iobench.formats.base import (
+    OBJECT_STORAGE_ONLY,
+    READ_ANY_LOADER,
+    FixedLayout,
+    FormatReader,
+    HashedFile,
+    StorageFormat,
+    TwoFileWriter,
+)
 from iobench.spec import LABEL_DTYPE, DatasetSpec
 from iobench.system.fsutil import open_regular
 
@@ -31,8 +39,8 @@ S3FS_BLOCK = "50M"  # s3fs's default_block_size (50 * 2**20)
 class NpyOptions:
     # how object storage is read by index: "ranges" (iobench's reference, ranged GETs through obstore) or "s3fs"
     # (an s3fs file object, as users do), and the s3fs file's block: what each read outside it fetches
-    remote_reader: str = field(default="ranges", metadata=READ_ANY_LOADER)
-    s3fs_block: str = field(default=S3FS_BLOCK, metadata=READ_ANY_LOADER)
+    remote_reader: str = field(default="ranges", metadata={**READ_ANY_LOADER, **OBJECT_STORAGE_ONLY})
+    s3fs_block: str = field(default=S3FS_BLOCK, metadata={**READ_ANY_LOADER, **OBJECT_STORAGE_ONLY})
 
     def __post_init__(self) -> None:
         from iobench.units import parse_bytes

@@ -25,7 +25,15 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import READ, FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat
+from iobench.formats.base import (
+    OBJECT_STORAGE_ONLY,
+    READ,
+    FormatReader,
+    FormatWriter,
+    NativeRead,
+    Pipeline,
+    StorageFormat,
+)
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import read_json
 
@@ -38,7 +46,7 @@ class ZarrOptions:
     chunk_samples: int = 0  # 0: about 1 MiB of samples (resolved when writing)
     shard_chunks: int = 64
     # zarr's store over object storage: "obstore" (ObjectStore) or "fsspec" (FsspecStore over s3fs)
-    remote_store: str = field(default="obstore", metadata=READ)
+    remote_store: str = field(default="obstore", metadata={**READ, **OBJECT_STORAGE_ONLY})
 
     def __post_init__(self) -> None:
         if self.remote_store not in REMOTE_STORES:

@@ -150,13 +150,13 @@ def test_npy_read_options_apply_to_any_loader_and_others_stay_the_pipelines():
     from iobench.plan.config import RunConfig
 
     assert settable_fields("npy", reading=True, native=False) == {"remote_reader": str, "s3fs_block": str}
-    assert settable_fields("webdataset", reading=True, native=False) == {}
+    assert settable_fields("hdf5", reading=True, native=False) == {}
     given = ["npy.remote_reader=s3fs", "npy.s3fs_block=1M"]
     read = parse_format_options(given, (), True, by_index=("npy",))
     config = config_of("npy", "dataloader", LoaderSettings(batch_size=8), shuffle=True, block_size=0, read_options=read)
     assert config.format_options == (("remote_reader", "s3fs"), ("s3fs_block", "1M")), "a by-index loader takes them"
     with pytest.raises(IobenchError, match="sets how a format's own pipeline reads"):
-        RunConfig(format="webdataset", loader="dataloader", format_options=(("shuffle_buffer", 5),))
+        RunConfig(format="hdf5", loader="dataloader", format_options=(("chunk_rows", 5),))
     with pytest.raises(IobenchError, match="npy has no read option 'shuffle_buffer'"):
         RunConfig(format="npy", loader="dataloader", format_options=(("shuffle_buffer", 5),))
     with pytest.raises(IobenchError, match="webdataset is not among the formats read natively .* or with read "
@@ -177,3 +177,12 @@ def test_npy_remote_reader_is_checked_and_picks_the_reader_of_objects():
         NpyOptions(remote_reader="curl")
     with pytest.raises(IobenchError):
         NpyOptions(s3fs_block="big")
+
+
+def test_an_object_storage_option_on_local_files_is_one_line_and_measures_nothing(tmp_path, cli):
+    invoke("prepare", "--size", "50", "--formats", "npy", "--data-dir", tmp_path / "data", "-q")
+    r = cli("run", "--format", "npy", "--loader", "dataloader", "--data-dir", tmp_path / "data", "--results",
+            tmp_path / "r.jsonl", "--runs", "1", "--device", "cpu", "-q",
+            "--format-option", "npy.remote_reader=s3fs")  # fmt: skip
+    assert_one_line_error(r, "npy.remote_reader sets how object storage is read", "--remote PROFILE or --endpoint-url")
+    assert not (tmp_path / "r.jsonl").exists()

@@ -153,6 +153,7 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
         resolved = ResolvedRun(config, target, world, manifest, storage)
         FORMATS[config.format].options_from_json(resolved.entry.options)
         return resolved
+    check_local_read_options(config)
     budget = config.cache_budget.of(entry.bytes) if config.cache_budget is not None else None
     storage = LocalStorage(entry.file_paths(target.dataset_dir), entry.folder(target.dataset_dir),
                            target.dataset_dir, eviction=config.eviction,
@@ -162,6 +163,18 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
     FORMATS[config.format].options_from_json(resolved.entry.options)  # a read option's value is checked here
     check_budget(resolved)
     return resolved
+
+
+def check_local_read_options(config: RunConfig) -> None:
+    """A read option that only reading from object storage uses (a client, a cache budget) is refused for this
+    machine's files: the run would record a setting that changed nothing."""
+    import dataclasses
+
+    only = {f.name for f in dataclasses.fields(FORMATS[config.format].options_type)
+            if f.metadata.get("object_storage_only")}  # fmt: skip
+    if given := [k for k, _ in config.format_options if k in only]:
+        raise IobenchError(f"{config.label}: --format-option {config.format}.{given[0]} sets how object storage is "
+                           "read: give --remote PROFILE or --endpoint-url")  # fmt: skip
 
 
 # What reads a format's objects in this release: the loaders over its object reader; and, through a FUSE mount
