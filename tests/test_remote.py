@@ -205,6 +205,19 @@ def test_npy_through_an_s3fs_file_object_reads_every_sample_from_its_blocks(data
     assert blocks <= record["requests_by_method"]["GET"] <= blocks + 4, record["requests_by_method"]
 
 
+@pytest.mark.skipif(
+    importlib_missing("torchdata"), reason="torchdata is not installed (pip install 'iobench[torchdata]')"
+)
+def test_threads_read_objects_after_this_process_used_obstore(data, tmp_path, cli):
+    """--loader nodes reads with threads of this process: the second configuration is not refused as a fork
+    would be (obstore's runtime serves every thread of the process that started it)."""
+    results = tmp_path / "r.jsonl"
+    r = cli("run", "--remote", "none", "--format", "npy,memmap", "--loader", "nodes", "--num-workers", 2, "-q",
+            "--runs", 1, "--batch-size", 64, "--device", "cpu", "--data-dir", data, "--results", results)  # fmt: skip
+    assert r.code == 0, r.err
+    assert [(x["format"], x["samples_per_epoch"]) for x in stored_records(results)] == [("npy", N), ("memmap", N)]
+
+
 def test_run_remote_refuses_what_it_cannot_read_in_one_line(data, tmp_path, cli):
     results = tmp_path / "r.jsonl"
     refused = cli("run", "--remote", "s3-like", "--format", "npy", "--loader", "direct", "--data-dir", data,

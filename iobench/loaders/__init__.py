@@ -33,6 +33,7 @@ class LoaderKind:
     library: str | None = None  # the extra's library by name, for the line that refuses it when missing
     needs: str | None = None  # a capability a format must declare to be read (formats.PIPELINE, FIXED_LAYOUT)
     libraries: tuple[str, ...] = ()  # what it reads with beyond torch (distribution names), for records
+    forks: bool = True  # --num-workers are processes forked from this one (False: threads of this process)
 
     @property
     def installed(self) -> bool:
@@ -66,6 +67,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             extra="torchdata",
             library="torchdata",
             libraries=("torchdata",),
+            forks=False,
         ),
     )
 }

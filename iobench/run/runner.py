@@ -19,6 +19,7 @@ from iobench.errors import RunFailed, one_line, reason
 from iobench.events import QUIET, Events
 from iobench.formats import FORMATS
 from iobench.formats.base import FormatReader
+from iobench.loaders import LOADERS
 from iobench.loaders.base import Loader, LoaderContext
 from iobench.loaders.factory import make_loader
 from iobench.loaders.transforms import CALIBRATION_SAMPLES, Transform, TransformOn, make_transform
@@ -48,7 +49,7 @@ def build_loader(resolved: ResolvedRun) -> Loader:
 
 def _build_loader(resolved: ResolvedRun) -> Loader:
     c = resolved.config
-    check_fork_safe(resolved.storage, c.settings.num_workers)
+    check_fork_safe(resolved.storage, c.settings.num_workers if LOADERS[c.loader].forks else 0)
     reader = open_reader(resolved)
     host = _transform_on(resolved, TransformOn.HOST)
     ctx = LoaderContext(
