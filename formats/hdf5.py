@@ -165,12 +165,8 @@ class Hdf5ObjectReader(Hdf5Reader):
         return None
 
     def _open(self) -> tuple[h5py.File, h5py.Dataset, h5py.Dataset]:
-        try:
-            import s3fs
-        except ImportError:
-            raise IobenchError("HDF5 from object storage reads through s3fs: pip install 'iobench[remote]'") from None
         storage = self.storage
-        fs = s3fs.S3FileSystem(**storage.s3fs_options(), skip_instance_cache=True, use_listings_cache=False)
+        fs = storage.s3fs("HDF5")
         self._object = fs.open(f"{storage.bucket}/{storage.key(FILENAME)}", "rb")
         try:
             f = h5py.File(self._object, "r")

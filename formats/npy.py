@@ -245,14 +245,10 @@ class S3fsNpyReader(RangedNpyReader):
     imports = ("s3fs",)
 
     def _opened(self) -> tuple[Any, int, np.ndarray]:
-        try:
-            import s3fs
-        except ImportError:
-            raise IobenchError("npy's s3fs reader needs s3fs: pip install 'iobench[remote]'") from None
         from iobench.units import parse_bytes
 
         spec, storage = self.spec, self.storage
-        fs = s3fs.S3FileSystem(**storage.s3fs_options(), skip_instance_cache=True, use_listings_cache=False)
+        fs = storage.s3fs("npy with remote_reader=s3fs")
         with fs.open(storage.fsspec_path(LABELS), "rb") as f:
             checked_header(storage.url(LABELS), f, f.size, np.dtype(LABEL_DTYPE), (spec.n_samples,))
             labels = np.frombuffer(f.read(spec.n_samples * 8), dtype=LABEL_DTYPE)

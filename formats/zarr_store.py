@@ -25,7 +25,6 @@ from zarr.codecs.zstd import ZstdCodec
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.storage import LocalStore, WrapperStore
 
-from iobench.errors import IobenchError
 from iobench.system.fsutil import open_regular
 
 
@@ -97,16 +96,10 @@ def remote_store(storage: Any, client: str) -> Any:
     """zarr's own store of the storage's bucket, read-only: `ObjectStore` over obstore, or `FsspecStore` over an
     asynchronous s3fs file system (rooted at the bucket, a plain name: fsspec would read a pattern or a chain)."""
     if client == "fsspec":
-        try:
-            import s3fs
-        except ImportError:
-            raise IobenchError("zarr's FsspecStore reads object storage through s3fs: pip install 'iobench[remote]'"
-                               ) from None  # fmt: skip
         from zarr.storage import FsspecStore
 
         storage.fsspec_path()  # every part a plain name; the store is rooted at the bucket, as obstore's
-        fs = s3fs.S3FileSystem(asynchronous=True, skip_instance_cache=True, **storage.s3fs_options())
-        return FsspecStore(fs, read_only=True, path=storage.bucket)
+        return FsspecStore(storage.s3fs("zarr's FsspecStore", asynchronous=True), read_only=True, path=storage.bucket)
     from zarr.storage import ObjectStore
 
     return ObjectStore(storage.store(), read_only=True)

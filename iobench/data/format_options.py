@@ -30,6 +30,11 @@ def settable_fields(name: str, reading: bool = False, native: bool = True) -> di
     }
 
 
+def object_storage_fields(name: str) -> set[str]:
+    """The read options of format `name` that only reading from object storage uses (a client, a cache budget)."""
+    return {f.name for f in dataclasses.fields(FORMATS[name].options_type) if f.metadata.get("object_storage_only")}
+
+
 def check_read_options(name: str, given: list[str], native: bool = True) -> None:
     """The option names set for a run of format `name` must be among its read options (`native`: its own
     pipeline's; otherwise those every loader reads through)."""

@@ -168,10 +168,9 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
 def check_local_read_options(config: RunConfig) -> None:
     """A read option that only reading from object storage uses (a client, a cache budget) is refused for this
     machine's files: the run would record a setting that changed nothing."""
-    import dataclasses
+    from iobench.data.format_options import object_storage_fields
 
-    only = {f.name for f in dataclasses.fields(FORMATS[config.format].options_type)
-            if f.metadata.get("object_storage_only")}  # fmt: skip
+    only = object_storage_fields(config.format)
     if given := [k for k, _ in config.format_options if k in only]:
         raise IobenchError(f"{config.label}: --format-option {config.format}.{given[0]} sets how object storage is "
                            "read: give --remote PROFILE or --endpoint-url")  # fmt: skip

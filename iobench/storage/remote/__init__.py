@@ -171,6 +171,15 @@ class ObjectStorage(Storage):
                 raise ValueError(f"{self.where}: {part!r} is not a plain name that fsspec reads as it is")
         return "/".join(parts)
 
+    def s3fs(self, reader: str, **options: Any) -> Any:
+        """A fresh s3fs file system of the endpoint (no instance or listing cache shared with another reader), made
+        in the process that reads; `reader` names who needs it, for the one line that says s3fs is missing."""
+        try:
+            import s3fs
+        except ImportError:
+            raise IobenchError(f"{reader} reads object storage through s3fs: pip install 'iobench[remote]'") from None
+        return s3fs.S3FileSystem(**self.s3fs_options(), skip_instance_cache=True, use_listings_cache=False, **options)
+
     def s3fs_options(self) -> dict:
         """s3fs's options for the endpoint (its `S3FileSystem(**...)`, fsspec's `storage_options`): the endpoint's
         keys and URL, nothing from the environment."""
