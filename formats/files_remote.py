@@ -6,6 +6,7 @@ Imported by `formats/files.py` only (one way): the names it is given are iobench
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -15,22 +16,29 @@ from iobench.errors import IobenchError
 KEYS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_PROFILE")
 
 
+# The environment is the process's: threads making their clients at once (--fetch-threads, --loader nodes) take
+# turns, or one thread puts the caller's variables back while another's client reads them ("No signing
+# credentials available").
+KEYS_LOCK = threading.Lock()
+
+
 @contextmanager
 def endpoint_keys(endpoint: Any) -> Iterator[None]:
     """The endpoint's keys as the AWS variables while s3torchconnector's client is made (it reads credentials
     from the environment, and has no parameter for them), the caller's own variables back afterwards."""
-    saved = {name: os.environ.get(name) for name in KEYS}
-    os.environ.pop("AWS_SESSION_TOKEN", None)
-    os.environ.pop("AWS_PROFILE", None)
-    os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = endpoint.access_key, endpoint.secret_key
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
+    with KEYS_LOCK:
+        saved = {name: os.environ.get(name) for name in KEYS}
+        os.environ.pop("AWS_SESSION_TOKEN", None)
+        os.environ.pop("AWS_PROFILE", None)
+        os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = endpoint.access_key, endpoint.secret_key
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
 
 def open_objects(storage: Any, names: list[str]) -> tuple[Any, bytes]:

@@ -54,10 +54,10 @@ class ThreadBatches:
     per thread. Call it with a batch's indices (what `Batches` yields)."""
 
     def __init__(self, dataset: BatchReads) -> None:
-        from iobench.loaders.nodes import ThreadReaders
+        from iobench.loaders.nodes import ThreadDatasets
 
         inner = dataset._inner
-        self._readers = ThreadReaders(inner.reader, inner.transform, carry=False)
+        self._readers = ThreadDatasets(inner.reader, inner.transform, carry=False)
 
     def __call__(self, indices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         return self._readers.read(_window(indices))

@@ -1,6 +1,9 @@
 """What reaches the device is exactly the dataset: every sample once per epoch, values identical."""
 
 import importlib.util
+import pickle
+import threading
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -117,21 +120,25 @@ def test_workers_deliver_the_exact_dataset(dataset_dir, expected, fmt, loader):
     np.testing.assert_array_equal(torch.cat([b[0] for b in arrived]).numpy(), features)
 
 
-DELIVERING = [pytest.param("npy", "dataloader", id="npy-dataloader")] + [
-    pytest.param(f, "nodes", marks=NEEDS_TORCHDATA, id=f"{f}-nodes") for f in ("npy", "lmdb", "hdf5", "files")
+DELIVERING = [
+    pytest.param("npy", "dataloader", 1, id="npy-dataloader"),
+    *(pytest.param(f, "dataloader", 3, id=f"{f}-dataloader-3-fetch-threads") for f in ("npy", "lmdb")),
+    *(pytest.param(f, "nodes", 1, marks=NEEDS_TORCHDATA, id=f"{f}-nodes") for f in ("npy", "lmdb", "hdf5", "files")),
 ]
 
 
-@pytest.mark.parametrize(("fmt", "kind"), DELIVERING)
+@pytest.mark.parametrize(("fmt", "kind", "threads"), DELIVERING)
 @pytest.mark.parametrize("fetch", ["batch", "item"])
 @pytest.mark.parametrize("in_order", [True, False])
-def test_workers_deliver_every_sample_once_and_say_which(dataset_dir, expected, fmt, kind, fetch, in_order):
-    """Shuffled, two workers (DataLoader processes; threads for nodes, each through its own reader, an LMDB
-    transaction being one thread's), batches handed over in order or as they finish: every sample once
-    with its own label, and the order the runner scores is the order that arrived, whether it is the
-    sampler's (a DataLoader in order carries nothing) or carried with the batches (under the labels)."""
+def test_workers_deliver_every_sample_once_and_say_which(dataset_dir, expected, fmt, kind, threads, fetch, in_order):
+    """Shuffled, two workers (DataLoader processes, with threads sharing each batch inside each one, or not;
+    threads for nodes, each through its own reader, an LMDB transaction being one thread's), batches handed over in
+    order or as they finish: every sample once with its own label, and the order the runner scores is the order
+    that arrived, whether it is the sampler's (a DataLoader in order carries nothing) or carried with the batches
+    (under the labels)."""
     features, labels = expected
-    resolved = _config(dataset_dir, fmt, kind, num_workers=2, fetch=fetch, in_order=in_order, shuffle=True)
+    resolved = _config(dataset_dir, fmt, kind, num_workers=2, fetch=fetch, in_order=in_order, shuffle=True,
+                       fetch_threads=threads)  # fmt: skip
     loader = build_loader(resolved)
     try:
         for epoch in (0, 1):
@@ -179,6 +186,74 @@ def test_nodes_without_torchdata_is_one_line(monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchdata" else real(name, *a))
     with pytest.raises(IobenchError, match=r"pip install 'iobench\[torchdata\]'"):
         run_config("npy", "nodes")
+
+
+@pytest.mark.parametrize("fmt", [format_param(f) for f in ("npy", "lmdb", "hdf5", "files", "zarr")])
+@pytest.mark.parametrize("fetch", ["batch", "item"])
+@pytest.mark.parametrize("shuffle", [False, True], ids=["sequential", "shuffle"])
+def test_fetch_threads_without_workers_deliver_each_batch_whole_and_in_order(dataset_dir, expected, fmt, fetch,
+                                                                             shuffle):  # fmt: skip
+    """This process's threads share each batch (a run of samples in order, an index array shuffled): the
+    batches are the ones one thread reads, sample for sample, and closing ends the threads and their readers."""
+    arrived, _ = _collect(_config(dataset_dir, fmt, "dataloader", fetch=fetch, shuffle=shuffle, fetch_threads=4))
+    alone, _ = _collect(_config(dataset_dir, fmt, "dataloader", fetch=fetch, shuffle=shuffle))
+    assert len(arrived) == len(alone) == -(-N // 16)
+    for (fa, la), (fb, lb) in zip(arrived, alone, strict=True):
+        assert torch.equal(fa, fb) and torch.equal(la, lb)
+    if not shuffle:
+        np.testing.assert_array_equal(torch.cat([b[0] for b in arrived]).numpy(), expected[0])
+
+
+class _BarrierReader:
+    """Every piece of a batch waits at one barrier: it passes only if the pieces are read at the same time."""
+
+    one_per_process = False
+    directory = None  # a reader of objects: each thread opens its own at once
+
+    def __init__(self, parties: int) -> None:
+        self.barrier = threading.Barrier(parties, timeout=30)
+        self.threads: set[int] = set()
+        self.closed: list[int] = []
+
+    @property
+    def handle(self) -> object:
+        return self
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        self.threads.add(threading.get_ident())
+        self.barrier.wait()
+        return indices.astype(np.float32)[:, None], indices.astype(np.int64)
+
+    def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.batch(np.arange(start, stop))
+
+    def close(self) -> None:
+        self.closed.append(threading.get_ident())
+
+
+def test_fetch_threads_read_the_pieces_of_a_batch_at_once_and_put_them_back_in_order():
+    from iobench.loaders.threads import FetchThreads, split
+
+    reader = _BarrierReader(3)
+    threads = FetchThreads(reader, 3)
+    try:
+        indices = np.array([7, 1, 5, 0, 9, 2, 4])
+        features, labels = threads.batch(indices)  # three pieces, each waiting for the other two
+        np.testing.assert_array_equal(labels, indices)
+        np.testing.assert_array_equal(features[:, 0], indices.astype(np.float32))
+        _, labels = threads.batch(slice(10, 17))
+        np.testing.assert_array_equal(labels, np.arange(10, 17))
+        assert len(reader.threads) == 3 and threading.get_ident() not in reader.threads
+        started = FetchThreads(SimpleNamespace(one_per_process=False, directory=None), 2)
+        started._started()
+        handed = pickle.loads(pickle.dumps(started))  # as a worker started by spawn gets it: without the pool
+        assert handed.threads == 2 and handed._pool is None
+        started.close()
+    finally:
+        threads.close()
+    assert len(reader.closed) == 3, "each thread's reader is closed"
+    assert [p.tolist() for p in split(np.array([3, 1]), 4)] == [[3], [1]], "never an empty piece"
+    assert split(slice(0, 10), 3) == [slice(0, 3), slice(3, 6), slice(6, 10)]
 
 
 @pytest.mark.parametrize("fmt, loader", [("hdf5", "dataloader"), ("memmap", "tensorclass")])
@@ -235,6 +310,8 @@ def test_epoch_order():
         ({"loader": "tensorclass", "fmt": "memmap", "fetch": "item"}, "--fetch item"),
         ({"block_size": 4, "shuffle": False}, "--block-shuffle needs --shuffle"),
         ({"batch_size": 0}, "--batch-size"),
+        ({"fetch_threads": 0}, "--fetch-threads must be >= 1"),
+        ({"loader": "tensorclass", "fmt": "memmap", "fetch_threads": 4}, "--fetch-threads shares each batch"),
     ],
 )
 def test_knobs_that_do_not_go_together(kw, message):

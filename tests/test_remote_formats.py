@@ -81,6 +81,22 @@ ROUTES = [
 @pytest.mark.parametrize(("fmt", "loader", "kind", "options"), [p if len(p.values) == 4 else pytest.param(
     *p.values, (), marks=p.marks, id=p.id) for p in ROUTES])  # fmt: skip
 def test_each_remote_path_delivers_every_sample_once_with_its_own_features(data, fmt, loader, kind, options):
+    _delivers_every_sample_once(data, fmt, loader, kind, options)
+
+
+@pytest.mark.parametrize(("fmt", "kind", "fetch"), [
+    pytest.param("files", "object", "item", marks=NEEDS_S3TC, id="files-s3torchconnector-item"),
+    pytest.param("npy", "object", "batch", id="npy-ranges-batch"),
+    pytest.param("hdf5", "object", "batch", marks=NEEDS_S3FS, id="hdf5-s3fs-batch"),
+    pytest.param("lmdb", "fuse", "item", marks=NEEDS_FUSE, id="lmdb-fuse-item"),
+])  # fmt: skip
+def test_fetch_threads_read_each_batch_through_their_own_clients_every_sample_once(data, fmt, kind, fetch):
+    """--fetch-threads: each thread's copy of the reader opens its own client (LMDB over FUSE: one shared
+    opening, a transaction per thread), and the batch comes back whole, in its order."""
+    _delivers_every_sample_once(data, fmt, "dataloader", kind, (), fetch_threads=3, fetch=fetch)
+
+
+def _delivers_every_sample_once(data, fmt, loader, kind, options, **settings):
     from iobench.run.runner import build_loader
 
     manifest = Manifest.load(data)
@@ -93,7 +109,7 @@ def test_each_remote_path_delivers_every_sample_once_with_its_own_features(data,
         # no workers here: this process has used obstore (other tests), whose runtime a forked worker would lack;
         # workers are exercised by a run of their own below
         config = run_config(fmt, loader, batch_size=32, num_workers=0, shuffle=True, runs=1, epochs=1,
-                            format_options=options)  # fmt: skip
+                            format_options=options, **settings)  # fmt: skip
         resolved = resolve(config, RunTarget(data, torch.device("cpu"), remote))
         assert resolved.storage.kind == kind
         with resolved.storage.controls():

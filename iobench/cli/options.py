@@ -72,6 +72,13 @@ InOrder = Annotated[
     typer.Option("--in-order/--no-in-order", help="Workers' batches in sampler order, or as they are ready."),
 ]
 Fetch = Annotated[str, typer.Option(help="DataLoader: item (one __getitem__ per sample) or batch.")]
+FetchThreads = Annotated[
+    int,
+    typer.Option(
+        help="DataLoader: threads sharing each batch inside each worker (1: the worker alone); "
+        "for storage where one request at a time leaves the worker waiting."
+    ),
+]
 PrefetchThread = Annotated[int, typer.Option(help="A background thread keeps K batches ready (0: off).")]
 ReadaheadMb = Annotated[
     int, typer.Option(help="tensorclass: MiB the kernel is asked to read ahead of sequential batches (0: off).")

@@ -34,6 +34,7 @@ def run_cmd(
     persistent_workers: o.PersistentWorkers = False,
     in_order: o.InOrder = True,
     fetch: o.Fetch = "batch",
+    fetch_threads: o.FetchThreads = 1,
     prefetch_thread: o.PrefetchThread = 0,
     readahead_mb: o.ReadaheadMb = 32,
     ray_address: o.RayAddress = None,

@@ -35,6 +35,7 @@ class LoaderSettings:
     non_blocking: bool = True
     persistent_workers: bool = False
     fetch: Fetch = Fetch.BATCH
+    fetch_threads: int = 1  # DataLoader: threads sharing each batch inside each worker (1: the worker alone)
     prefetch_thread: int = 0  # batches a background thread keeps ready (0 = off)
     readahead_mb: int = 32  # tensorclass: MiB the kernel is asked to read ahead of a sequential run
     ray_address: str | None = None  # ray: the cluster to use (None: a local instance)

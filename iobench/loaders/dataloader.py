@@ -14,6 +14,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from iobench.formats.base import FormatReader
 from iobench.loaders.base import Fetch, Loader, LoaderContext, LoaderSettings
 from iobench.loaders.order import EpochOrder, indices_of
+from iobench.loaders.threads import FetchThreads
 from iobench.loaders.transforms import Transform
 
 
@@ -24,28 +25,45 @@ class ReaderDataset(Dataset):
     array of indices it returns a whole batch read in one call.
     """
 
-    def __init__(self, reader: FormatReader, transform: Transform | None = None, carry: bool = False) -> None:
+    def __init__(
+        self, reader: FormatReader, transform: Transform | None = None, carry: bool = False, threads: int = 1
+    ) -> None:
         self.reader = reader
         self.transform = transform
         # Each batch also carries its sample indices (the delivered order is scored): a batch read in one
         # call stacks them under its int64 labels, one tensor, as a worker's extra tensor would cost a
         # shared-memory handover per batch (3-5% of a DataLoader's rows/s with 2 workers).
         self.carry = carry
+        # --fetch-threads: each batch shared by threads of the process that reads it
+        self.threads = FetchThreads(reader, threads) if threads > 1 else None
 
     def __len__(self) -> int:
         return len(self.reader)
 
+    def _item(self, reader: FormatReader, index: int) -> Any:
+        t = self.transform
+        features, label = reader.sample(index)
+        sample = torch.from_numpy(np.ascontiguousarray(features))
+        item = (sample if t is None else t.sample(sample)), label
+        return (*item, index) if self.carry else item
+
+    def __getitems__(self, indices: list[int]) -> list[Any]:
+        """A batch's samples one `__getitem__` each (the DataLoader's per-sample pattern), by the fetch threads
+        when there are some."""
+        if self.threads is None:
+            return [self._item(self.reader, index) for index in indices]
+        return self.threads.each(indices, self._item)
+
     def __getitem__(self, index: Any) -> Any:
         t = self.transform
-        if isinstance(index, slice):
+        if not isinstance(index, (slice, np.ndarray)):
+            return self._item(self.reader, index)
+        if self.threads is not None:
+            features, labels = self.threads.batch(index)
+        elif isinstance(index, slice):
             features, labels = self.reader.read_range(index.start, index.stop)
-        elif isinstance(index, np.ndarray):
-            features, labels = self.reader.batch(index)
         else:
-            features, label = self.reader.sample(index)
-            sample = torch.from_numpy(np.ascontiguousarray(features))
-            item = (sample if t is None else t.sample(sample)), label
-            return (*item, index) if self.carry else item
+            features, labels = self.reader.batch(index)
         batch = torch.from_numpy(features)
         out = (batch if t is None else t.per_samples(batch)), torch.from_numpy(labels)
         if not self.carry:
@@ -148,7 +166,7 @@ class DataLoaderLoader(Loader):
         # In order, the batches arrive as the sampler yields them (the exact-delivery tests check it): only
         # workers handing batches over as they finish need to say which samples they carry.
         self._carry = not settings.in_order
-        dataset = ReaderDataset(reader, transform, carry=self._carry)
+        dataset = self.dataset = ReaderDataset(reader, transform, carry=self._carry, threads=settings.fetch_threads)
         self._carried: list[torch.Tensor] = []
         if item:  # one __getitem__ per sample, default collate
             self.loader = make_dataloader(dataset, settings, batch_sampler=self.sampler)
@@ -168,4 +186,6 @@ class DataLoaderLoader(Loader):
 
     def close(self) -> None:
         self.loader = None  # workers end with their iterator; closing twice is harmless
+        if self.dataset.threads is not None:
+            self.dataset.threads.close()  # this process's threads (without workers); the workers' end with them
         self.reader.close()

@@ -15,7 +15,6 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from copy import copy as shallow_copy
 from typing import Any
 
 import numpy as np
@@ -26,46 +25,28 @@ from iobench.formats.base import FormatReader
 from iobench.loaders.base import Fetch, Loader, LoaderContext
 from iobench.loaders.dataloader import Carrying, ReaderDataset, carried_order
 from iobench.loaders.order import indices_of
+from iobench.loaders.threads import ThreadReaders
 from iobench.loaders.transforms import Transform
 
 
-class ThreadReaders:
-    """Reads through one copy of the reader per thread, each opening its own handles on first use; a
-    reader whose library allows one opening per process (LMDB) is shared, and keeps a transaction per thread."""
+class ThreadDatasets:
+    """A ReaderDataset per thread over that thread's reader (`ThreadReaders`)."""
 
     def __init__(self, reader: FormatReader, transform: Transform | None, carry: bool = True) -> None:
-        self._reader = reader
-        self._shared = ReaderDataset(reader, transform, carry=carry) if reader.one_per_process else None
+        self._readers = ThreadReaders(reader)
         self._transform, self._carry = transform, carry
         self._local = threading.local()
-        self._copies: list[FormatReader] = []
-        self._lock = threading.Lock()
-
-    def _dataset(self) -> ReaderDataset:
-        # Handles are opened one thread at a time: the first reads would race to open the shared one, and
-        # opening parses .npy headers (np.load), which CPython 3.11 cannot do in two threads at once.
-        if self._shared is not None:
-            with self._lock:
-                _ = self._shared.reader.handle
-            return self._shared
-        dataset = getattr(self._local, "dataset", None)
-        if dataset is None:
-            copy = shallow_copy(self._reader)  # without its handles (FormatReader.__getstate__): opens its own
-            with self._lock:
-                self._copies.append(copy)
-                _ = copy.handle
-            dataset = self._local.dataset = ReaderDataset(copy, self._transform, carry=self._carry)
-        return dataset
 
     def read(self, key: Any) -> Any:
         """A batch (an index array or slice) or one sample (an int), with its indices carried."""
-        return self._dataset()[key]
+        dataset = getattr(self._local, "dataset", None)
+        if dataset is None:
+            dataset = ReaderDataset(self._readers.reader(), self._transform, carry=self._carry)
+            self._local.dataset = dataset
+        return dataset[key]
 
     def close(self) -> None:
-        with self._lock:
-            copies, self._copies = self._copies, []
-        for copy in copies:
-            copy.close()
+        self._readers.close()
         self._local = threading.local()
 
 
@@ -100,7 +81,7 @@ class NodesLoader(Loader):
         super().__init__(ctx.order, ctx.settings, ctx.device)
         _quiet_self_joins()
         self.reader = ctx.reader
-        self.readers = ThreadReaders(ctx.reader, ctx.transform)
+        self.readers = ThreadDatasets(ctx.reader, ctx.transform)
         self._carried: list[torch.Tensor] = []
 
     def _keys(self, epoch: int) -> Iterator[Any]:

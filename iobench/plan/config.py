@@ -125,6 +125,7 @@ def _check(config: RunConfig) -> None:
         ("--warmup", config.warmup, 0),
         ("--num-workers", s.num_workers, 0),
         ("--prefetch-thread", s.prefetch_thread, 0),
+        ("--fetch-threads", s.fetch_threads, 1),
         ("--block-shuffle", config.block_size, 0),
         ("--readahead-mb", s.readahead_mb, 0),
         ("--seed", config.seed, 0),
@@ -146,6 +147,12 @@ def _check(config: RunConfig) -> None:
             f"--fetch item is the DataLoader's per-sample pattern; --loader {config.loader} "
             "always fetches whole batches"
         )
+    if s.fetch_threads > 1 and config.loader is not LoaderName.DATALOADER:
+        raise IobenchError(
+            "--fetch-threads shares each batch among threads inside each DataLoader worker (--loader dataloader); "
+            + ("--loader nodes: --num-workers are its threads" if config.loader is LoaderName.NODES
+               else f"--loader {config.loader} has no such threads")
+        )  # fmt: skip
     if config.loader is LoaderName.NODES and s.persistent_workers:
         raise IobenchError("--loader nodes: --num-workers are threads of this process; --persistent-workers "
                            "does not apply")  # fmt: skip

@@ -69,6 +69,7 @@ class RecordedConfig:
     non_blocking: bool = True
     persistent_workers: bool = False
     fetch: str = "batch"
+    fetch_threads: int = 1
     prefetch_thread: int = 0
     readahead_mb: int = 32
     ray_address: str | None = None

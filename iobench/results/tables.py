@@ -58,6 +58,7 @@ def knob_parts(s: object) -> list[str]:
         (s.prefetch_factor, f"pf={s.prefetch_factor}"),
         (s.pin_memory, "pin"),
         (s.prefetch_thread, f"thread={s.prefetch_thread}"),
+        (s.fetch_threads > 1, f"fetch-threads={s.fetch_threads}"),
         (s.persistent_workers, "persistent"),
         (not s.in_order, "unordered"),
     ):
