@@ -32,6 +32,11 @@ from iobench.system.fsutil import open_regular
 FEATURES = "features.npy"
 LABELS = "labels.npy"
 REMOTE_READERS = ("ranges", "s3fs")
+# Ranged GETs one batch keeps in flight (`npy.remote_in_flight`). obstore's own get_ranges merges ranges less than
+# 1 MiB apart (a shuffled batch of 1,024 rows read 51 MB of a 52 MB object: 96 bytes moved per byte delivered) and
+# sends at most 10 at once (unmerged, 1,024 ranges of 30 ms would take 3 s): the reference asks each run of samples
+# as one range, IN_FLIGHT at a time.
+IN_FLIGHT = 64
 S3FS_BLOCK = "50M"  # s3fs's default_block_size (50 * 2**20)
 
 
@@ -41,6 +46,8 @@ class NpyOptions:
     # (an s3fs file object, as users do), and the s3fs file's block: what each read outside it fetches
     remote_reader: str = field(default="ranges", metadata={**READ_ANY_LOADER, **OBJECT_STORAGE_ONLY})
     s3fs_block: str = field(default=S3FS_BLOCK, metadata={**READ_ANY_LOADER, **OBJECT_STORAGE_ONLY})
+    # the ranged reader's GETs in flight per batch: the connections one reader keeps open to the store
+    remote_in_flight: int = field(default=IN_FLIGHT, metadata={**READ_ANY_LOADER, **OBJECT_STORAGE_ONLY})
 
     def __post_init__(self) -> None:
         from iobench.units import parse_bytes
@@ -49,6 +56,12 @@ class NpyOptions:
             raise IobenchError(f"npy remote_reader is one of {', '.join(REMOTE_READERS)}, got {self.remote_reader!r}")
         if parse_bytes(self.s3fs_block) < 1:
             raise IobenchError(f"npy s3fs_block is a size of at least one byte, got {self.s3fs_block!r}")
+        if self.remote_in_flight < 1:
+            raise IobenchError(f"npy remote_in_flight is at least 1, got {self.remote_in_flight}")
+        if self.remote_in_flight != IN_FLIGHT and self.remote_reader != "ranges":
+            raise IobenchError(
+                "npy remote_in_flight is the ranged reader's; s3fs's file object reads one block at a time"
+            )
 
 
 def npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
@@ -147,17 +160,12 @@ class NpyReader(FormatReader):
 
 
 HEADER_BYTES = 4096  # a .npy header is at most this (numpy writes 64-byte-aligned headers of a few hundred)
-# Ranged GETs one batch keeps in flight. obstore's own get_ranges merges ranges less than 1 MiB apart (a shuffled
-# batch of 1,024 rows read 51 MB of a 52 MB object: 96 bytes moved per byte delivered) and sends at most 10 at
-# once (unmerged, 1,024 ranges of 30 ms would take 3 s): the reference asks each run of samples as one range,
-# IN_FLIGHT at a time.
-IN_FLIGHT = 64
 
 
-async def _ranges(store: Any, key: str, starts: list[int], stops: list[int]) -> list[Any]:
+async def _ranges(store: Any, key: str, starts: list[int], stops: list[int], in_flight: int) -> list[Any]:
     import obstore
 
-    gate = asyncio.Semaphore(IN_FLIGHT)
+    gate = asyncio.Semaphore(in_flight)
 
     async def one(start: int, stop: int) -> Any:
         async with gate:
@@ -169,7 +177,7 @@ async def _ranges(store: Any, key: str, starts: list[int], stops: list[int]) -> 
 class RangedNpyReader(FormatReader):
     """npy in object storage, read the way a remote reference loader reads it: the headers checked from the objects'
     first bytes, the labels read whole once, and each batch's samples fetched as byte ranges of the features object
-    (obstore), each run of consecutive samples as one range, IN_FLIGHT ranges at a time. No cache: every epoch
+    (obstore), each run of consecutive samples as one range, `in_flight` ranges at a time. No cache: every epoch
     reads from the store."""
 
     def _local_directory(self) -> None:
@@ -205,6 +213,11 @@ class RangedNpyReader(FormatReader):
     def _close(self, handle: Any) -> None:
         return None
 
+    @property
+    def in_flight(self) -> int:
+        """Ranges asked at once: npy's option, or the reference's default for a format without it (memmap)."""
+        return self.options.remote_in_flight if isinstance(self.options, NpyOptions) else IN_FLIGHT
+
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         store, offset, labels = self.handle
         indices = np.asarray(indices, dtype=np.int64)
@@ -222,7 +235,7 @@ class RangedNpyReader(FormatReader):
         from iobench.storage.remote.emulator import worded  # light: only a remote read loads it
 
         with worded(self.storage.url(self.FEATURES)):
-            parts = asyncio.run(_ranges(store, self.storage.key(self.FEATURES), starts, stops))
+            parts = asyncio.run(_ranges(store, self.storage.key(self.FEATURES), starts, stops, self.in_flight))
         read = np.frombuffer(b"".join(bytes(p) for p in parts), dtype=self.spec.np_dtype)
         features = np.empty((len(indices), *self.spec.shape), dtype=self.spec.np_dtype)
         features[order] = read.reshape(len(indices), *self.spec.shape)

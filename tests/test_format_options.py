@@ -3,6 +3,8 @@ the dataclass, recorded in the manifest; every mistake is one line before anythi
 
 from __future__ import annotations
 
+import importlib.util
+
 import pytest
 
 from iobench.data.manifest import Manifest
@@ -177,6 +179,35 @@ def test_npy_remote_reader_is_checked_and_picks_the_reader_of_objects():
         NpyOptions(remote_reader="curl")
     with pytest.raises(IobenchError):
         NpyOptions(s3fs_block="big")
+    with pytest.raises(IobenchError, match="remote_in_flight is at least 1, got 0"):
+        NpyOptions(remote_in_flight=0)
+    with pytest.raises(IobenchError, match="remote_in_flight is the ranged reader's"):
+        NpyOptions(remote_reader="s3fs", remote_in_flight=8)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("obstore") is None, reason="obstore is not installed (pip install "
+                    "'iobench[remote]')")  # fmt: skip
+@pytest.mark.parametrize("in_flight", [1, 3])
+def test_the_ranged_reader_keeps_at_most_remote_in_flight_gets_open(monkeypatch, in_flight):
+    import asyncio
+
+    import obstore
+
+    from iobench.formats import npy
+
+    open_now, most = 0, 0
+
+    async def get_range_async(store, key, start, end):
+        nonlocal open_now, most
+        open_now += 1
+        most = max(most, open_now)
+        await asyncio.sleep(0.01)  # every request is still open when the next could start
+        open_now -= 1
+        return bytes(end - start)
+
+    monkeypatch.setattr(obstore, "get_range_async", get_range_async)
+    parts = asyncio.run(npy._ranges(None, "k", list(range(0, 80, 8)), list(range(4, 84, 8)), in_flight))
+    assert [len(p) for p in parts] == [4] * 10 and most == in_flight
 
 
 def test_an_object_storage_option_on_local_files_is_one_line_and_measures_nothing(tmp_path, cli):
