@@ -160,7 +160,7 @@ def test_runs_record_the_threads_the_rivals_and_the_load(tmp_path, cli):
 
 
 def test_tune_tries_one_thread_when_the_main_process_loads():
-    from iobench.run.tune import candidates
+    from iobench.run.tune_candidates import candidates
     from iobench.system.environment import usable_cores
     from tests.conftest import run_config
 

@@ -5,6 +5,7 @@ its Lua module is missing; `.ci/run` installs both."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import statistics
@@ -293,3 +294,26 @@ def test_a_server_that_dies_between_configurations_ends_in_one_line_keeping_the_
     assert "memmap" in error and "features.memmap" in error
     assert [rec["format"] for rec in stored_records(results)] == ["npy"]  # the finished configuration is kept
     assert not _listening(ports[0])
+
+
+def test_tune_searches_workers_and_threads_against_object_storage_and_leaves_nothing_listening(data, tmp_path, cli):
+    """Each trial in a process of its own (candidates with workers after ones that read object storage here), the
+    records say where the bytes were, the best is handed over as the run that measures it again, not a script that
+    would read local files, and the server is gone after the search."""
+    results = tmp_path / "t.jsonl"
+    r = cli("tune", "--remote", "none", "--format", "npy", "--data-dir", data, "--device", "cpu", "--batch-size", 64,
+            "--budget-minutes", "0.4", "--results", results, "-q")  # fmt: skip
+    assert r.code == 0, r.err
+    records = stored_records(results)
+    assert {x["storage"] for x in records} == {"object"} and {x["remote_profile"] for x in records} == {"none"}
+    assert {x["num_workers"] for x in records} >= {0, 1} and {x["fetch_threads"] for x in records} >= {1, 4}
+    assert all(x["samples_per_epoch"] > 0 for x in records)
+    if "best:" in r.out:
+        assert "iobench run --remote none --data-dir" in r.out and not results.with_name("t-best.py").exists()
+    port = int(re.search(r"127\.0\.0\.1:(\d+)", r.err).group(1))
+    assert not _listening(port)
+
+
+def test_tune_refuses_a_profile_override_without_a_profile_in_one_line(data, tmp_path, cli):
+    r = cli("tune", "--format", "npy", "--latency-ms", "5", "--data-dir", data, "--results", tmp_path / "t.jsonl")
+    assert_one_line_error(r, "--latency-ms and --connection-mb-per-s shape --remote")

@@ -13,7 +13,8 @@ import pytest
 
 from iobench.plan.config import RunConfig
 from iobench.plan.paste import best_script
-from iobench.run.tune import Candidate, TuneResult, candidates
+from iobench.run.tune import Candidate, TuneResult
+from iobench.run.tune_candidates import candidates
 from tests.conftest import (
     NEEDS_TORCHDATA,
     assert_formatted,
@@ -183,3 +184,57 @@ def test_the_printed_interval_is_the_medians_and_holds_it():
     assert median_interval([5.0, 1.0, 3.0, 2.0, 4.0]) == (1.0, 5.0, 1 - 2 / 2**5)  # five cannot reach 95%
     assert median_interval([float(i) for i in range(9)])[:2] == (1.0, 7.0)  # x_(2)..x_(8): 96%
     assert median_interval([3.0])[1] == math.inf
+
+
+def test_against_object_storage_the_search_is_requests_in_flight():
+    """Workers 0..cores, each with 1, 4 or 16 fetch threads, and nodes with 4 and 16 threads beside 1..cores: the
+    knobs that move a remote epoch; prefetch, persistence and order keep their defaults."""
+    from iobench.run.tune_candidates import REMOTE_THREADS
+
+    base = RunConfig(format="npy")
+    found = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False, threads=True, remote=True)
+    loaders = [c for c in found if c.loader.value == "dataloader"]
+    assert sorted((c.settings.num_workers, c.settings.fetch_threads) for c in loaders) == sorted(
+        (n, t) for n in range(CORES + 1) for t in REMOTE_THREADS
+    )
+    nodes = sorted((c.settings.num_workers, c.settings.fetch.value) for c in found if c.loader.value == "nodes")
+    assert nodes == sorted((n, f) for n in {*range(1, CORES + 1), 4, 16} for f in ("batch", "item"))
+    assert all(c.settings.prefetch_factor is None and c.settings.in_order for c in found)
+    assert len(found) == len(loaders) + len(nodes)
+
+
+def test_the_command_to_measure_again_names_every_setting_the_search_changed():
+    from iobench.plan.paste import run_command
+
+    c = run_config("npy", "dataloader", num_workers=2, fetch_threads=16, batch_size=256, shuffle=False)
+    typed = run_command(c, ["--remote", "s3-like", "--data-dir", "my data"], "cpu")
+    assert typed == ("iobench run --remote s3-like --data-dir 'my data' --format npy --loader dataloader --device cpu "
+                     "--batch-size 256 --num-workers 2 --cache warm --fetch-threads 16 --no-shuffle")  # fmt: skip
+
+
+def test_a_trial_in_a_process_of_its_own_gives_the_record_or_one_line(tmp_path):
+    """tune --remote's trials: the record comes back whole; an error in the trial is one line here, and the
+    trial's process is gone either way."""
+    import multiprocessing
+    import shutil
+
+    import torch
+
+    from iobench.errors import IobenchError
+    from iobench.plan.resolve import RunTarget, resolve
+    from iobench.run.isolated import run_isolated
+
+    invoke("prepare", "--size", "300", "--shape", "4", "--formats", "npy", "--data-dir", tmp_path / "data", "-q")
+    (dataset,) = (tmp_path / "data").iterdir()
+    resolved = resolve(
+        run_config("npy", "dataloader", runs=1, cache="as-is", warmup=0), RunTarget(dataset, torch.device("cpu"))
+    )
+    record = run_isolated(resolved, None)
+    assert record.epochs.samples_per_epoch == 300 and record.config.format == "npy"
+    shutil.copy(dataset / "npy" / "features.npy", tmp_path / "kept.npy")
+    with open(dataset / "npy" / "features.npy", "r+b") as f:
+        f.truncate(1000)  # the trial's reader finds it cut short
+    with pytest.raises(IobenchError) as refused:
+        run_isolated(resolved, None)
+    assert "\n" not in str(refused.value) and "features.npy" in str(refused.value)
+    assert [p for p in multiprocessing.active_children() if p.name == "iobench-trial"] == []

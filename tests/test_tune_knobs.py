@@ -15,7 +15,8 @@ import torch
 from iobench.loaders import LoaderName
 from iobench.plan.paste import best_script
 from iobench.results.record import RunRecord
-from iobench.run.tune import Candidate, TuneResult, candidates, knob_combinations, tune
+from iobench.run.tune import Candidate, TuneResult, tune
+from iobench.run.tune_candidates import candidates, knob_combinations
 from tests.conftest import assert_formatted, format_param, invoke, record_of, run_config, run_pasted
 
 

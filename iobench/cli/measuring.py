@@ -246,7 +246,7 @@ def measure_run(
                     limits = stored_or_measured(where.results, dataset_dir, target_device, ConsoleEvents(),
                                                 where.read_limit)  # fmt: skip
                 else:
-                    limits = _remote_limits(remote, dataset_dir, where.results)
+                    limits = remote_limits(remote, dataset_dir, where.results)
             world.barrier()  # no rank reads while rank 0 measures the machine's limits
             profile_dir = where.results.parent / "profiles" if where.profile else None
             records: list[RunRecord] = []
@@ -288,7 +288,7 @@ def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path,
         yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent, fuse)
 
 
-def _remote_limits(remote: RemoteTarget, dataset_dir: Path, results: Path) -> RemoteLimits | None:
+def remote_limits(remote: RemoteTarget, dataset_dir: Path, results: Path) -> RemoteLimits | None:
     """The stored ceilings of this store and profile (measured by `iobench limits --remote` in a process of its
     own: measuring here would start obstore's runtime before the workers fork)."""
     from iobench.measuring.remote_limits import stored_remote_limits

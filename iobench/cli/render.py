@@ -36,9 +36,10 @@ def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au
     out.print(f"{len(records)} record(s) appended to {results}", highlight=False, soft_wrap=True, markup=False)
 
 
-def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str]) -> None:
+def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | None,
+               command_of: Callable[[Any], str] | None = None) -> None:  # fmt: skip
     """The ranking, then the best configuration as a script: printed unstyled (a log or a redirect never
-    wraps it) and written beside the results file."""
+    wraps it) and written beside the results file; without a script, the run that measures it again."""
     from iobench.run.tune import SHORT_EPOCH_S
 
     table = Table(title=f"tune: {outcome.rounds} round(s) in {outcome.seconds:.0f} s, stopped: {outcome.stopped}")
@@ -90,6 +91,12 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str]) -> 
         by_loading[c.loading] = max(by_loading.get(c.loading, 0.0), c.median)
     out.print("best throughput by what loads: " + ", ".join(
         f"{what}: {rate:,.0f} samples/s" for what, rate in by_loading.items()))  # fmt: skip
+    if script_of is None:
+        if command_of is not None:
+            out.print("measure it again (no script: iobench's own readers of object storage read it):")
+            print(command_of(best.config), file=out.file, flush=True)
+        out.print(f"records of every round in {results}; `iobench report {results}` shows the search")
+        return
     from iobench.system.fsutil import atomic_write_text
 
     script = script_of(best.config, f"{best.median:,.0f} samples/s measured (epochs {spread})")

@@ -77,7 +77,7 @@ def run_cmd(
     _check_share(min_au)
     if dataset_factory is not None:
         return _run_factory(ctx)
-    network, fuse = _remote(remote, latency_ms, connection_mb_per_s, nproc, endpoint_url, fuse_chunk, fuse_read_ahead)
+    net, fuse = remote_of(remote, latency_ms, connection_mb_per_s, nproc, endpoint_url, fuse_chunk, fuse_read_ahead)
     if nproc is None:
         check_writable(results)
     pairs, notes = parse_pairs(format, loader)
@@ -93,7 +93,7 @@ def run_cmd(
     read = read_options_of(format_option or [], pairs)
     configs = [config_of(f, ld, settings_of(ctx.params), eviction=eviction, read_options=read, **options)
                for f, ld in pairs]  # fmt: skip
-    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, network, endpoint_url, fuse)
+    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, net, endpoint_url, fuse)
     measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms)
 
 
@@ -108,7 +108,7 @@ def _run_factory(ctx: typer.Context) -> None:
     return run_factory_cmd(ctx)
 
 
-def _remote(remote: str | None, latency_ms: float | None, connection_mb_per_s: float | None, nproc: int | None,
+def remote_of(remote: str | None, latency_ms: float | None, connection_mb_per_s: float | None, nproc: int | None,
             endpoint_url: str | None, chunk: str | None, read_ahead: str | None
             ) -> tuple[Profile | None, FuseOptions | None]:  # fmt: skip
     """--remote's profile and the FUSE options, checked before anything is read."""

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import torch
 
     from iobench.run.tune import TuneSearch
+    from iobench.storage.remote import RemoteTarget
 
 
 @app.command("tune")
@@ -49,6 +50,12 @@ def tune_cmd(
             "because it hardly shuffles. 0: speed alone."
         ),
     ] = 0.9,
+    remote: o.Remote = None,
+    endpoint_url: o.EndpointUrl = None,
+    latency_ms: o.LatencyMs = None,
+    connection_mb_per_s: o.ConnectionMbPerS = None,
+    fuse_chunk: o.FuseChunk = None,
+    fuse_read_ahead: o.FuseReadAhead = None,
     results: Annotated[Path, typer.Option(help="JSONL file; a stopped search resumes from it.")] = Path(
         "results/tune.jsonl"
     ),
@@ -56,15 +63,11 @@ def tune_cmd(
 ) -> None:
     """Search loading settings (workers, prefetch, persistence, order, pinning; a format's own pipeline with
     its library knobs, weighed by shuffle quality) for your data and machine: a prepared --format, or your
-    own Dataset (--dataset-factory module:function)."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
+    own Dataset (--dataset-factory module:function); --remote: workers and threads against object storage."""
     from iobench.choices import parse_ints
-    from iobench.cli.measuring import RoundBar
-    from iobench.cli.render import print_tune
+    from iobench.cli.run import remote_of
     from iobench.loaders.device import resolve_device
     from iobench.results.store import check_writable
-    from iobench.run.tune import tune
 
     if (format is None) == (dataset_factory is None):
         raise IobenchError("tune needs --format FORMAT, or --dataset-factory module:function for your own Dataset")
@@ -80,43 +83,76 @@ def tune_cmd(
         from iobench.cli.factory import factory_search
 
         search = factory_search(ctx, target, sizes[0], searched)
-    else:
-        search = _format_search(ctx.params, target, sizes[0], searched)
+        return _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet)
+    network, fuse = remote_of(remote, latency_ms, connection_mb_per_s, None, endpoint_url, fuse_chunk, fuse_read_ahead)
+    from iobench.cli.console import ConsoleEvents
+    from iobench.cli.measuring import served
+    from iobench.measuring.distributed import SINGLE
+    from iobench.run.session import dataset_for_run
+
+    fmt = format.lower()
+    dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), ConsoleEvents(quiet))
+    with served(network, endpoint_url, dataset_dir, fuse) as where:
+        search = _format_search(ctx.params, target, sizes[0], searched, dataset_dir, where)
+        _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet)
+
+
+def _search(search: TuneSearch, target: torch.device, budget_minutes: float, results: Path, floor: float,
+            quiet: bool) -> None:  # fmt: skip
+    """The search, under a bar over its budget, and its ranking and recommendation."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from iobench.cli.measuring import RoundBar
+    from iobench.cli.render import print_tune
+    from iobench.run.tune import tune
+
     say(f"tuning {search.what} on {target}: {len(search.found)} candidate settings, at most {budget_minutes:g} min")
     columns = (TextColumn("{task.description:<60}", markup=False), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, disable=quiet) as progress:
         task = progress.add_task("tune", total=budget_minutes * 60)
-        bar = RoundBar(progress, task)
-        floor = min_shuffle if shuffle else 0.0  # --no-shuffle asked for storage order
-        outcome = tune(search.found, search.trials, budget_minutes * 60, results, bar, floor)
-    print_tune(outcome, results, search.script)
+        # floor: --no-shuffle asked for storage order, and gets 0
+        outcome = tune(search.found, search.trials, budget_minutes * 60, results, RoundBar(progress, task), floor)
+    print_tune(outcome, results, search.script, search.command)
 
 
-def _format_search(p: dict[str, Any], target: torch.device, batch: int, sizes: list[int] | None) -> TuneSearch:
-    """A prepared format's candidates: the DataLoader (and tensorclass, torchdata.nodes where they apply)."""
+def _format_search(p: dict[str, Any], target: torch.device, batch: int, sizes: list[int] | None, dataset_dir: Path,
+                   remote: RemoteTarget | None) -> TuneSearch:  # fmt: skip
+    """A prepared format's candidates: the DataLoader (and tensorclass, torchdata.nodes where they apply); from
+    object storage (`remote`), its workers and threads, each trial in a process of its own."""
     from functools import partial
 
     from iobench.cli.console import ConsoleEvents
-    from iobench.cli.measuring import config_of
+    from iobench.cli.measuring import config_of, remote_limits
     from iobench.loaders.base import LoaderSettings
-    from iobench.measuring.distributed import SINGLE
     from iobench.measuring.limits import stored_or_measured
-    from iobench.plan.paste import best_script
+    from iobench.plan.paste import best_script, run_command
     from iobench.plan.resolve import RunTarget, settle_device
-    from iobench.run.session import dataset_for_run
-    from iobench.run.tune import FormatTrials, TuneSearch, candidates
+    from iobench.run.tune import FormatTrials, TuneSearch
+    from iobench.run.tune_candidates import candidates
 
     fmt = p["format"].lower()
     base = config_of(fmt, "dataloader", LoaderSettings(batch_size=batch), shuffle=p["shuffle"], block_size=0)
     # the user's transform and step: workers pay off with a per-sample augmentation and not without
     base = replace(base, step=p["step"], cache=p["cache"], torch_threads=p["torch_threads"],
                    transform=p["transform"], transform_on=p["transform_on"])  # fmt: skip
-    dataset_dir = dataset_for_run(SINGLE, p["data_dir"], p["dataset"], (fmt,), ConsoleEvents(p["quiet"]))
     threads = LOADERS[LoaderName.NODES].installed  # torchdata.nodes' threads against worker processes
     own = LOADERS[LoaderName.NATIVE]
     native = own.installed and fmt in own.reads  # the library's own pipeline, with its knobs
-    found = candidates(base, fmt, target.type == "cuda", sizes, fmt == "memmap", threads=threads, native=native)
-    limits = stored_or_measured(p["results"], dataset_dir, target, ConsoleEvents())
-    trials = FormatTrials(RunTarget(dataset_dir, target), limits)
-    script = partial(best_script, dataset_dir=dataset_dir, device=str(target))
-    return TuneSearch(fmt, [settle_device(c, target) for c in found], trials, script)
+    found = candidates(base, fmt, target.type == "cuda", sizes, fmt == "memmap" and remote is None, threads=threads,
+                       native=native, remote=remote is not None)  # fmt: skip
+    if remote is None:
+        trials = FormatTrials(RunTarget(dataset_dir, target), stored_or_measured(p["results"], dataset_dir, target,
+                                                                                 ConsoleEvents()))  # fmt: skip
+        script, command = partial(best_script, dataset_dir=dataset_dir, device=str(target)), None
+    else:
+        trials = FormatTrials(RunTarget(dataset_dir, target, remote), remote_limits(remote, dataset_dir, p["results"]))
+        script, command = None, partial(run_command, place=_remote_flags(p), device=str(target))
+    return TuneSearch(fmt, [settle_device(c, target) for c in found], trials, script, command)
+
+
+def _remote_flags(p: dict[str, Any]) -> list[str]:
+    """The options that point a run at the same store and profile, as typed."""
+    flags = {"remote": "--remote", "endpoint_url": "--endpoint-url", "latency_ms": "--latency-ms",
+             "connection_mb_per_s": "--connection-mb-per-s", "fuse_chunk": "--fuse-chunk",
+             "fuse_read_ahead": "--fuse-read-ahead", "data_dir": "--data-dir", "dataset": "--dataset"}  # fmt: skip
+    return [part for name, flag in flags.items() if p.get(name) is not None for part in (flag, str(p[name]))]

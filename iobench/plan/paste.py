@@ -8,6 +8,7 @@ and with a `__main__` block that times a few epochs so the user can check the fi
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +223,23 @@ def factory_script(request: Any, measured: str, folder: Path, device: str) -> st
         ),  # fmt: skip
     ]
     return "\n".join(lines) + "\n"
+
+
+def run_command(c: RunConfig, place: list[str], device: str) -> str:
+    """The `iobench run` that measures configuration `c` again where the search measured it (`place`: the
+    options naming the data and the store, as typed)."""
+    s = c.settings
+    args = ["iobench", "run", *place, "--format", c.format, "--loader", c.loader.value, "--device", device,
+            "--batch-size", str(s.batch_size), "--num-workers", str(s.num_workers),
+            "--cache", c.cache.value]  # fmt: skip
+    args += ["--fetch-threads", str(s.fetch_threads)] if s.fetch_threads > 1 else []
+    args += ["--prefetch-factor", str(s.prefetch_factor)] if s.prefetch_factor else []
+    args += ["--persistent-workers"] if s.persistent_workers else []
+    args += ["--no-in-order"] if not s.in_order else []
+    args += ["--pin-memory"] if s.pin_memory else []
+    args += ["--no-shuffle"] if not c.shuffle else []
+    args += ["--step", c.step] if c.step != "none" else []
+    args += ["--transform", c.transform, "--transform-on", c.transform_on.value] if c.transform != "none" else []
+    args += ["--torch-threads", str(c.torch_threads)] if c.torch_threads is not None else []
+    args += [part for k, v in c.format_options for part in ("--format-option", f"{c.format}.{k}={v}")]
+    return " ".join(shlex.quote(a) for a in args)

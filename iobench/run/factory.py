@@ -33,7 +33,7 @@ from iobench.measuring.steps import parse_step
 from iobench.measuring.user_loader import UserLoader, split_batch, user_step
 from iobench.plan.config import at_least
 from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RecordedConfig, RunRecord, SystemStats
-from iobench.run.tune import worker_grid
+from iobench.run.tune_candidates import worker_grid
 from iobench.system.contention import RECENT_SECONDS, other_cores_busy, torch_threads
 from iobench.system.environment import check_parallelism, environment, usable_cores
 from iobench.system.sysmetrics import peak_rss_bytes

@@ -14,23 +14,22 @@ import math
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from iobench.events import QUIET, Events
-from iobench.formats import FORMATS
-from iobench.formats.base import tune_values
 from iobench.loaders import LoaderName
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
 from iobench.results.machine_limits import MachineLimits
 from iobench.results.record import RunRecord
+from iobench.results.remote_limits import RemoteLimits
 from iobench.results.shuffle_quality import MAX_POINTS
 from iobench.results.store import append_record, load_records
 from iobench.results.tables import knob_parts
+from iobench.run.isolated import run_isolated
 from iobench.run.runner import run
-from iobench.system.environment import usable_cores
 
 TIGHT = 0.03  # the leader's CI half-width below this share of its median: enough evidence
 ROUND_EPOCHS = (1, 2, 4, 8)  # timed epochs per round; later rounds repeat the last
@@ -109,11 +108,14 @@ class Candidate:
 
     @property
     def loading(self) -> str:
-        """What loads: '2 processes' (DataLoader workers, or the main process without them), '2 threads'."""
-        n = max(1, self.config.settings.num_workers)
+        """What loads: '2 processes' (DataLoader workers, or the main process without them), '2 threads',
+        '2 processes x 16 threads' (threads inside each worker)."""
+        s = self.config.settings
+        n = max(1, s.num_workers)
         if self.config.loader is LoaderName.NODES:
             return f"{n} thread{'s' * (n > 1)}"
-        return f"{n} process{'es' * (n > 1)}"
+        threads = getattr(s, "fetch_threads", 1)  # a user's own pipeline's settings have none
+        return f"{n} process{'es' * (n > 1)}" + (f" x {threads} threads" if threads > 1 else "")
 
 
 @dataclass
@@ -138,106 +140,6 @@ class TuneResult:
         return [c for c in near if c.meets(self.min_shuffle)]
 
 
-def candidates(
-    base: RunConfig,
-    fmt: str,
-    cuda: bool,
-    batch_sizes: list[int] | None,
-    tensorclass: bool,
-    threads: bool = False,
-    native: bool = False,
-) -> list[RunConfig]:
-    """num_workers 0..cores, prefetch_factor, persistent workers, in_order, pinning on CUDA, batch sizes
-    only when given; the tensorclass loader too when the format is memmap; with `threads` (torchdata is
-    installed), torchdata.nodes with 1..cores threads against the worker processes; with `native`, the
-    format's own pipeline with the library knobs its options list for tune."""
-    cores = usable_cores()
-    out = []
-    loaders = [LoaderName.DATALOADER] + ([LoaderName.TENSORCLASS] if tensorclass else [])
-    if threads:
-        out += _thread_candidates(base, fmt, cuda, batch_sizes, cores)
-    if native:
-        out += _native_candidates(base, fmt, cuda, batch_sizes, cores)
-    for loader in loaders:
-        grid = worker_grid(batch_sizes or [base.settings.batch_size], cores, cuda, base.torch_threads,
-                           unordered=loader is LoaderName.DATALOADER)  # fmt: skip
-        for torch_threads, settings in grid:
-            out.append(replace(base, format=fmt, loader=loader, torch_threads=torch_threads).with_settings(**settings))
-    return out
-
-
-def worker_grid(
-    batch_sizes: list[int], cores: int, cuda: bool, torch_threads: int | None, unordered: bool = True
-) -> list[tuple[int | None, dict]]:
-    """(torch threads, settings) of a DataLoader's search: 0..cores workers, prefetch_factor default or 4,
-    persistent or not, in order or not (`unordered`), pinned or not on CUDA."""
-    out = []
-    for batch, workers in itertools.product(batch_sizes, range(cores + 1)):
-        # Loading in the main process: its torch threads compete with the rest of the job for the cores,
-        # so one thread is tried beside torch's default (unless --torch-threads fixed it).
-        searched = [None, 1] if workers == 0 and cores > 1 and torch_threads is None else [torch_threads]
-        either = [False, True] if workers else [False]
-        orders = [True, False] if workers and unordered else [True]
-        grid = itertools.product(
-            searched, [None, 4] if workers else [None], either, orders, [True, False] if cuda else [False]
-        )
-        for threads, factor, persistent, in_order, pin in grid:
-            settings = dict(batch_size=batch, num_workers=workers, prefetch_factor=factor,
-                            persistent_workers=persistent, in_order=in_order, pin_memory=pin)  # fmt: skip
-            out.append((threads, settings))
-    return out
-
-
-def knob_combinations(fmt: str) -> list[tuple[tuple[str, Any], ...]]:
-    """Every combination of the values the format's options list for tune, as run's format_options (sorted
-    by name; a library default is left out, so the defaults are the empty combination)."""
-    options_type = FORMATS[fmt].options_type
-    knobs = tune_values(options_type)
-    defaults = {f.name: f.default for f in fields(options_type)}
-    return [
-        tuple(sorted((k, v) for k, v in zip(knobs, values, strict=True) if v != defaults[k]))
-        for values in itertools.product(*knobs.values())
-    ]
-
-
-def _native_candidates(
-    base: RunConfig, fmt: str, cuda: bool, batch_sizes: list[int] | None, cores: int
-) -> list[RunConfig]:
-    """The format's own pipeline: 0..cores workers, prefetch default or 4, pinning on CUDA, every knob
-    combination (a bigger shuffle buffer costs speed and buys shuffle quality: tune's gate weighs it)."""
-    grid = itertools.product(batch_sizes or [base.settings.batch_size], range(cores + 1), [None, 4],
-                             [True, False] if cuda else [False], knob_combinations(fmt))  # fmt: skip
-    return [
-        _pipeline(base, fmt, LoaderName.NATIVE, batch, n, factor, True, pin, knobs)
-        for batch, n, factor, pin, knobs in grid
-        if n or factor is None
-    ]
-
-
-def _pipeline(
-    base: RunConfig, fmt: str, loader: LoaderName, batch: int, n: int, factor: int | None, in_order: bool,
-    pin: bool, knobs: tuple = (),
-) -> RunConfig:  # fmt: skip
-    """A candidate of a loader without persistent workers (threads, or a library's own pipeline)."""
-    return replace(base, format=fmt, loader=loader, format_options=knobs).with_settings(
-        batch_size=batch, num_workers=n, prefetch_factor=factor, persistent_workers=False, in_order=in_order,
-        pin_memory=pin,
-    )  # fmt: skip
-
-
-def _thread_candidates(
-    base: RunConfig, fmt: str, cuda: bool, batch_sizes: list[int] | None, cores: int
-) -> list[RunConfig]:
-    """torchdata.nodes: 1..cores threads (none is the DataLoader without workers, searched already),
-    prefetch 2 or 4, in order or not, pinning on CUDA."""
-    grid = itertools.product(batch_sizes or [base.settings.batch_size], range(1, cores + 1), [None, 4],
-                             [True, False], [True, False] if cuda else [False])  # fmt: skip
-    return [
-        _pipeline(base, fmt, LoaderName.NODES, batch, n, factor, in_order, pin)
-        for batch, n, factor, in_order, pin in grid
-    ]
-
-
 class Trials(Protocol):
     """How a candidate is measured: `trial` gives the identity of the record `epochs` timed epochs (after
     one warm-up) would have, so a stopped search's stored record is reused, and the measurement to run."""
@@ -254,7 +156,10 @@ class TuneSearch:
     what: str  # the format, or the user's factory, as the command says it
     found: list[Any]  # RunConfigs settled for the device, or a factory's requests
     trials: Trials
-    script: Callable[[Any, str], str]  # (the best candidate, the figure measured) -> the script to paste
+    # (the best candidate, the figure measured) -> the script to paste; None where no script reads as the
+    # search did (object storage through iobench's readers), and `command` gives the run that does
+    script: Callable[[Any, str], str] | None
+    command: Callable[[Any], str] | None = None
 
 
 @dataclass
@@ -262,11 +167,13 @@ class FormatTrials:
     """A prepared format's candidates, run as `iobench run` runs them."""
 
     target: RunTarget
-    limits: MachineLimits | None
+    limits: MachineLimits | RemoteLimits | None
 
     def trial(self, config: RunConfig, epochs: int, max_seconds: float | None) -> tuple[tuple, Callable[[], RunRecord]]:
         round_config = replace(config, epochs=epochs, runs=1, warmup=1, max_seconds=max_seconds)
         resolved = resolve(round_config, self.target)
+        if self.target.remote is not None:  # each from a process that has not read object storage (run.isolated)
+            return resolved.recorded().identity(), lambda: run_isolated(resolved, self.limits)
         return resolved.recorded().identity(), lambda: run(resolved, self.limits)
 
 
