@@ -151,7 +151,8 @@ def test_npy_read_options_apply_to_any_loader_and_others_stay_the_pipelines():
     from iobench.loaders.base import LoaderSettings
     from iobench.plan.config import RunConfig
 
-    assert settable_fields("npy", reading=True, native=False) == {"remote_reader": str, "s3fs_block": str}
+    assert settable_fields("npy", reading=True, native=False) == {"remote_reader": str, "s3fs_block": str,
+                                                                  "remote_in_flight": int}  # fmt: skip
     assert settable_fields("hdf5", reading=True, native=False) == {}
     given = ["npy.remote_reader=s3fs", "npy.s3fs_block=1M"]
     read = parse_format_options(given, (), True, by_index=("npy",))

@@ -187,20 +187,27 @@ def test_the_printed_interval_is_the_medians_and_holds_it():
 
 
 def test_against_object_storage_the_search_is_requests_in_flight():
-    """Workers 0..cores, each with 1, 4 or 16 fetch threads, and nodes with 4 and 16 threads beside 1..cores: the
-    knobs that move a remote epoch; prefetch, persistence and order keep their defaults."""
+    """Workers 0..cores, each with 1, 4 or 16 fetch threads: the knobs that move a remote epoch; prefetch,
+    persistence and order keep their defaults."""
     from iobench.run.tune_candidates import REMOTE_THREADS
 
-    base = RunConfig(format="npy")
-    found = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False, threads=True, remote=True)
-    loaders = [c for c in found if c.loader.value == "dataloader"]
-    assert sorted((c.settings.num_workers, c.settings.fetch_threads) for c in loaders) == sorted(
+    found = candidates(RunConfig(format="npy"), "npy", cuda=False, batch_sizes=None, tensorclass=False, remote=True)
+    assert sorted((c.settings.num_workers, c.settings.fetch_threads) for c in found) == sorted(
         (n, t) for n in range(CORES + 1) for t in REMOTE_THREADS
     )
+    assert {c.loader.value for c in found} == {"dataloader"}
+    assert all(c.settings.prefetch_factor is None and c.settings.in_order for c in found)
+
+
+@NEEDS_TORCHDATA
+def test_against_object_storage_nodes_are_searched_with_more_threads_than_cores():
+    """torchdata.nodes with 4 and 16 threads beside 1..cores, each reading a batch or a sample at a time."""
+    base = RunConfig(format="npy")
+    found = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False, threads=True, remote=True)
     nodes = sorted((c.settings.num_workers, c.settings.fetch.value) for c in found if c.loader.value == "nodes")
     assert nodes == sorted((n, f) for n in {*range(1, CORES + 1), 4, 16} for f in ("batch", "item"))
-    assert all(c.settings.prefetch_factor is None and c.settings.in_order for c in found)
-    assert len(found) == len(loaders) + len(nodes)
+    plain = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False, remote=True)
+    assert len(found) == len(plain) + len(nodes)
 
 
 def test_the_command_to_measure_again_names_every_setting_the_search_changed():

@@ -265,4 +265,6 @@ def settings_text(c: Any) -> str:
     """A candidate's settings as reports write them."""
     threads = [f"threads={c.torch_threads}"] if c.torch_threads is not None else []
     knobs = [f"{k}={v}" for k, v in getattr(c, "format_options", ())]  # the library's own, --loader native
-    return " ".join(knob_parts(c.settings) + threads + knobs)
+    fetch = getattr(c.settings, "fetch", None)  # a user's own pipeline's settings have none
+    item = ["fetch=item"] if fetch is not None and fetch.value == "item" else []  # a sample per call, not a batch
+    return " ".join(knob_parts(c.settings) + item + threads + knobs)
