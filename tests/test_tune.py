@@ -217,6 +217,8 @@ def test_the_command_to_measure_again_names_every_setting_the_search_changed():
     typed = run_command(c, ["--remote", "s3-like", "--data-dir", "my data"], "cpu")
     assert typed == ("iobench run --remote s3-like --data-dir 'my data' --format npy --loader dataloader --device cpu "
                      "--batch-size 256 --num-workers 2 --cache warm --fetch-threads 16 --no-shuffle")  # fmt: skip
+    item = run_command(run_config("files", "dataloader", fetch="item", num_workers=1), [], "cpu")
+    assert item.endswith("--num-workers 1 --cache warm --fetch item")
 
 
 def test_a_trial_in_a_process_of_its_own_gives_the_record_or_one_line(tmp_path):

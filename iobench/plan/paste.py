@@ -232,6 +232,7 @@ def run_command(c: RunConfig, place: list[str], device: str) -> str:
     args = ["iobench", "run", *place, "--format", c.format, "--loader", c.loader.value, "--device", device,
             "--batch-size", str(s.batch_size), "--num-workers", str(s.num_workers),
             "--cache", c.cache.value]  # fmt: skip
+    args += ["--fetch", "item"] if s.fetch.value == "item" else []
     args += ["--fetch-threads", str(s.fetch_threads)] if s.fetch_threads > 1 else []
     args += ["--prefetch-factor", str(s.prefetch_factor)] if s.prefetch_factor else []
     args += ["--persistent-workers"] if s.persistent_workers else []
