@@ -166,8 +166,8 @@ class Hdf5ObjectReader(Hdf5Reader):
 
     def _open(self) -> tuple[h5py.File, h5py.Dataset, h5py.Dataset]:
         storage = self.storage
-        fs = storage.s3fs("HDF5")
-        self._object = fs.open(f"{storage.bucket}/{storage.key(FILENAME)}", "rb")
+        path = storage.fsspec_path(FILENAME)  # plain names only: s3fs reads `?` in a key as a version, and more
+        self._object = storage.s3fs("HDF5").open(path, "rb")
         try:
             f = h5py.File(self._object, "r")
         except OSError as exc:

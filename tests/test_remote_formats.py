@@ -286,6 +286,18 @@ def test_streamed_arrow_is_handed_plain_names_only():
         data_urls(storage("ds", "arrow", ["state.json"]))
 
 
+def test_hdf5_from_object_storage_is_handed_plain_names_only():
+    """As npy's and zarr's s3fs paths and Arrow's streaming: refused before s3fs is even made."""
+    from iobench.formats.hdf5 import Hdf5ObjectReader
+    from iobench.spec import DatasetSpec
+
+    endpoint = SimpleNamespace(endpoint=SimpleNamespace(url="http://127.0.0.1:9"))
+    for bucket, prefix in [("d?s", "hdf5"), ("ds", "hdf5#x"), ("ds", "h*5")]:
+        reader = Hdf5ObjectReader(ObjectStorage(endpoint, bucket, prefix, []), DatasetSpec(4, (3,)), None)
+        with pytest.raises(ValueError, match="plain name"):
+            _ = reader.handle
+
+
 @_needs("arrow")
 @NEEDS_S3FS
 def test_a_streamed_arrow_file_of_another_schema_is_refused_before_a_row_is_read(data, tmp_path):
