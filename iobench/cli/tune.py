@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -93,7 +93,7 @@ def tune_cmd(
     fmt = format.lower()
     dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), ConsoleEvents(quiet))
     with served(network, endpoint_url, dataset_dir, fuse) as where:
-        search = _format_search(ctx.params, target, sizes[0], searched, dataset_dir, where)
+        search = _format_search(ctx, target, sizes[0], searched, dataset_dir, where)
         _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet)
 
 
@@ -115,7 +115,7 @@ def _search(search: TuneSearch, target: torch.device, budget_minutes: float, res
     print_tune(outcome, results, search.script, search.command)
 
 
-def _format_search(p: dict[str, Any], target: torch.device, batch: int, sizes: list[int] | None, dataset_dir: Path,
+def _format_search(ctx: typer.Context, target: torch.device, batch: int, sizes: list[int] | None, dataset_dir: Path,
                    remote: RemoteTarget | None) -> TuneSearch:  # fmt: skip
     """A prepared format's candidates: the DataLoader (and tensorclass, torchdata.nodes where they apply); from
     object storage (`remote`), its workers and threads, each trial in a process of its own."""
@@ -130,6 +130,7 @@ def _format_search(p: dict[str, Any], target: torch.device, batch: int, sizes: l
     from iobench.run.tune import FormatTrials, TuneSearch
     from iobench.run.tune_candidates import candidates
 
+    p = ctx.params
     fmt = p["format"].lower()
     base = config_of(fmt, "dataloader", LoaderSettings(batch_size=batch), shuffle=p["shuffle"], block_size=0)
     # the user's transform and step: workers pay off with a per-sample augmentation and not without
@@ -138,21 +139,26 @@ def _format_search(p: dict[str, Any], target: torch.device, batch: int, sizes: l
     threads = LOADERS[LoaderName.NODES].installed  # torchdata.nodes' threads against worker processes
     own = LOADERS[LoaderName.NATIVE]
     native = own.installed and fmt in own.reads  # the library's own pipeline, with its knobs
-    found = candidates(base, fmt, target.type == "cuda", sizes, fmt == "memmap" and remote is None, threads=threads,
-                       native=native, remote=remote is not None)  # fmt: skip
+    found = candidates(base, fmt, target.type == "cuda", sizes, fmt == "memmap", threads=threads, native=native,
+                       remote=remote is not None)  # fmt: skip
     if remote is None:
         trials = FormatTrials(RunTarget(dataset_dir, target), stored_or_measured(p["results"], dataset_dir, target,
                                                                                  ConsoleEvents()))  # fmt: skip
         script, command = partial(best_script, dataset_dir=dataset_dir, device=str(target)), None
     else:
         trials = FormatTrials(RunTarget(dataset_dir, target, remote), remote_limits(remote, dataset_dir, p["results"]))
-        script, command = None, partial(run_command, place=_remote_flags(p), device=str(target))
+        script, command = None, partial(run_command, place=_remote_flags(ctx), device=str(target))
     return TuneSearch(fmt, [settle_device(c, target) for c in found], trials, script, command)
 
 
-def _remote_flags(p: dict[str, Any]) -> list[str]:
-    """The options that point a run at the same store and profile, as typed."""
-    flags = {"remote": "--remote", "endpoint_url": "--endpoint-url", "latency_ms": "--latency-ms",
-             "connection_mb_per_s": "--connection-mb-per-s", "fuse_chunk": "--fuse-chunk",
-             "fuse_read_ahead": "--fuse-read-ahead", "data_dir": "--data-dir", "dataset": "--dataset"}  # fmt: skip
-    return [part for name, flag in flags.items() if p.get(name) is not None for part in (flag, str(p[name]))]
+# tune's options that point a run at the same data, store and profile (run has them under the same flags)
+PLACE = ("remote", "endpoint_url", "latency_ms", "connection_mb_per_s", "fuse_chunk", "fuse_read_ahead", "data_dir",
+         "dataset")  # fmt: skip
+
+
+def _remote_flags(ctx: typer.Context) -> list[str]:
+    """PLACE's options as given (defaults included), each under its flag."""
+    from iobench.cli.factory import flag
+
+    given = [(name, ctx.params[name]) for name in PLACE if ctx.params[name] is not None]
+    return [part for name, value in given for part in (flag(ctx, name), str(value))]
