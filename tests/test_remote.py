@@ -317,3 +317,24 @@ def test_tune_searches_workers_and_threads_against_object_storage_and_leaves_not
 def test_tune_refuses_a_profile_override_without_a_profile_in_one_line(data, tmp_path, cli):
     r = cli("tune", "--format", "npy", "--latency-ms", "5", "--data-dir", data, "--results", tmp_path / "t.jsonl")
     assert_one_line_error(r, "--latency-ms and --connection-mb-per-s shape --remote")
+
+
+def test_a_sweep_from_object_storage_runs_each_configuration_in_its_own_process_and_resumes(data, tmp_path, cli):
+    """Workers after a configuration that read objects in the sweep's process would be refused (obstore's runtime
+    does not survive a fork): each runs in a process of its own, every sample once; what is done is not run again,
+    and the server is gone after the sweep."""
+    results = tmp_path / "s.jsonl"
+    args = ("sweep", "--remote", "none", "--format", "npy", "--num-workers", "0,1", "--fetch-threads", "1,2",
+            "--cache", "cold", "--runs", 1, "--batch-size", 64, "--device", "cpu", "--data-dir", data,
+            "--results", results, "-q")  # fmt: skip
+    r = cli(*args)
+    assert r.code == 0, r.err
+    records = stored_records(results)
+    assert sorted((x["num_workers"], x["fetch_threads"]) for x in records) == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    assert {(x["storage"], x["remote_profile"], x["loader"]) for x in records} == {("object", "none", "dataloader")}
+    assert all(x["samples_per_epoch"] == N and x["requests"][0] > 0 for x in records)
+    port = int(re.search(r"127\.0\.0\.1:(\d+)", r.err).group(1))
+    assert not _listening(port)
+    again = cli(*args)
+    assert again.code == 0 and "4 already in" in again.err and "0 to run" in again.err
+    assert len(stored_records(results)) == 4

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import fields, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.progress import (
     BarColumn,
@@ -48,6 +48,9 @@ from iobench.run.session import dataset_for_run, launch_torchrun, resolve_all
 from iobench.run.sweep import run_sweep
 from iobench.storage.remote import FuseOptions, RemoteTarget
 from iobench.storage.remote.profiles import Profile
+
+if TYPE_CHECKING:
+    import torch
 
 
 def step_times(text: str, ranks: bool) -> list[float]:
@@ -242,11 +245,7 @@ def measure_run(
             if world.is_main:
                 for note in notes:
                     say(note)
-                if remote is None:
-                    limits = stored_or_measured(where.results, dataset_dir, target_device, ConsoleEvents(),
-                                                where.read_limit)  # fmt: skip
-                else:
-                    limits = remote_limits(remote, dataset_dir, where.results)
+                limits = limits_of(remote, dataset_dir, target_device, where.results, where.read_limit)
             world.barrier()  # no rank reads while rank 0 measures the machine's limits
             profile_dir = where.results.parent / "profiles" if where.profile else None
             records: list[RunRecord] = []
@@ -288,6 +287,15 @@ def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path,
         yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent, fuse)
 
 
+def limits_of(remote: RemoteTarget | None, dataset_dir: Path, device: torch.device, results: Path,
+              read_limit: float | None = None) -> MachineLimits | RemoteLimits | None:  # fmt: skip
+    """The ceilings the records are held to: this machine's (measured once, then stored beside the results), or,
+    reading object storage, the stored ones of that store and profile."""
+    if remote is None:
+        return stored_or_measured(results, dataset_dir, device, ConsoleEvents(), read_limit)
+    return remote_limits(remote, dataset_dir, results)
+
+
 def remote_limits(remote: RemoteTarget, dataset_dir: Path, results: Path) -> RemoteLimits | None:
     """The stored ceilings of this store and profile (measured by `iobench limits --remote` in a process of its
     own: measuring here would start obstore's runtime before the workers fork)."""
@@ -316,7 +324,8 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
-def sweep_with_progress(todo: list[ResolvedRun], results: Path, limits: MachineLimits | None, quiet: bool) -> None:
+def sweep_with_progress(todo: list[ResolvedRun], results: Path, limits: MachineLimits | RemoteLimits | None,
+                        quiet: bool, isolated: bool = False) -> None:  # fmt: skip
     """Run a sweep's configurations with one overall bar (its ETA covers the whole sweep)."""
     columns = (
         TextColumn("{task.description:<60}", markup=False),
@@ -327,7 +336,7 @@ def sweep_with_progress(todo: list[ResolvedRun], results: Path, limits: MachineL
     )
     with Progress(*columns, console=err, disable=quiet) as progress:
         task = progress.add_task("sweep", total=len(todo))
-        run_sweep(todo, results, limits, _SweepBar(progress, task))
+        run_sweep(todo, results, limits, _SweepBar(progress, task), isolated)
         progress.update(task, completed=len(todo))
     out.print(
         f"{len(todo)} record(s) appended to {results}; `iobench report {results}` makes the report",

@@ -10,6 +10,7 @@ import typer
 from iobench.cli import options as o
 from iobench.cli.app import app
 from iobench.cli.console import say
+from iobench.errors import IobenchError
 
 
 @app.command("sweep")
@@ -24,6 +25,7 @@ def sweep_cmd(
     pin_memory: o.List("--pin-memory", "Comma list of on, off.") = None,
     non_blocking: o.List("--non-blocking", "Comma list of on, off.") = None,
     prefetch_thread: o.List("--prefetch-thread", "Comma list, e.g. 0,4.") = None,
+    fetch_threads: o.List("--fetch-threads", "Comma list, e.g. 1,4,16 (--loader dataloader).") = None,
     cache: o.List("--cache", "Comma list of cold, warm, as-is.") = None,
     size: o.List("--size", "Comma list of dataset sizes (prepared when missing, default spec otherwise).") = None,
     data_dir: o.DataDir = Path("data"),
@@ -41,41 +43,52 @@ def sweep_cmd(
     transform_on: o.TransformOn = "host",
     torch_threads: o.TorchThreads = None,
     cpu_contention: o.CpuContention = 0,
+    remote: o.Remote = None,
+    endpoint_url: o.EndpointUrl = None,
+    latency_ms: o.LatencyMs = None,
+    connection_mb_per_s: o.ConnectionMbPerS = None,
+    fuse_chunk: o.FuseChunk = None,
+    fuse_read_ahead: o.FuseReadAhead = None,
     results: Annotated[Path, typer.Option(help="JSONL file; configurations already in it are skipped.")] = Path(
         "results/results.jsonl"
     ),
     quiet: o.Quiet = False,
 ) -> None:
-    """Run a grid of configurations (resumable: what the results file holds is not run again)."""
+    """Run a grid of configurations (resumable: what the results file holds is not run again).
+
+    --remote reads object storage, each configuration in a process of its own."""
 
     from iobench.cli.console import ConsoleEvents
-    from iobench.cli.measuring import config_of, sweep_with_progress
-    from iobench.cli.sweep_options import sweep_datasets, sweep_grid
+    from iobench.cli.measuring import config_of
+    from iobench.cli.run import remote_of
+    from iobench.cli.sweep_options import measure_sweep, sweep_datasets, sweep_grid
     from iobench.loaders.base import LoaderSettings
     from iobench.loaders.device import resolve_device
-    from iobench.measuring.limits import stored_or_measured
     from iobench.results.store import check_writable
-    from iobench.run.sweep import Point, expand, settings_extras, still_to_run
+    from iobench.run.place import RunPlace
+    from iobench.run.sweep import Point, expand, settings_extras
 
+    network, fuse = remote_of(remote, latency_ms, connection_mb_per_s, None, endpoint_url, fuse_chunk, fuse_read_ahead)
+    where = RunPlace(data_dir, dataset, device, results, read_limit, remote=network, endpoint_url=endpoint_url,
+                     fuse=fuse)  # fmt: skip
     check_writable(results)
     target = resolve_device(device)
-    base = config_of(
+    base = config_of(  # as-is: the grid's caches (warm unless --cache says) decide; a cold one needs no warm-up
         "memmap", "dataloader", LoaderSettings(), shuffle=shuffle, block_size=0, epochs=epochs, warmup=warmup,
-        runs=runs, max_seconds=max_seconds, step=step, read_limit_mb_per_s=read_limit, cache_budget=cache_budget,
-        transform=transform, transform_on=transform_on, torch_threads=torch_threads, cpu_contention=cpu_contention,
+        cache="as-is", runs=runs, max_seconds=max_seconds, step=step, read_limit_mb_per_s=read_limit,
+        cache_budget=cache_budget, transform=transform, transform_on=transform_on, torch_threads=torch_threads,
+        cpu_contention=cpu_contention,
     )  # fmt: skip
     lists = dict(format=format, loader=loader, fetch=fetch, batch_size=batch_size, num_workers=num_workers)
     lists.update(prefetch_factor=prefetch_factor, pin_memory=pin_memory, non_blocking=non_blocking)
-    grid, sizes = sweep_grid(preset, base, target, prefetch_thread=prefetch_thread, cache=cache, size=size, **lists)
-    points, notes = expand(base, grid, sizes, target)
+    lists.update(prefetch_thread=prefetch_thread, fetch_threads=fetch_threads, cache=cache, size=size)
+    objects = where.object_storage  # read from object storage
+    grid, sizes = sweep_grid(preset, base, target, objects, **lists)
+    points, notes = expand(base, grid, sizes, target, objects)
     if preset == "settings":
-        points += [Point(None, c) for c in settings_extras(base, grid["format"][0])]
+        points += [Point(None, c) for c in settings_extras(base, grid["format"][0], grid["cache"][0], objects)]
+    if not points:
+        raise IobenchError(f"every combination was skipped, e.g. {notes[0]}" if notes else "the grid is empty")
     if notes:
         say(f"{len(notes)} combination(s) skipped because they do not go together, e.g. {notes[0]}")
-    dirs = sweep_datasets(points, data_dir, dataset, ConsoleEvents(quiet))
-    todo = still_to_run(points, dirs, target, results)
-    say(f"{len(points)} configuration(s), {len(points) - len(todo)} already in {results}, {len(todo)} to run")
-    if not todo:
-        return
-    limits = stored_or_measured(results, todo[0].dataset_dir, target, ConsoleEvents(), read_limit)
-    sweep_with_progress(todo, results, limits, quiet)
+    measure_sweep(points, sweep_datasets(points, data_dir, dataset, ConsoleEvents(quiet)), target, where, quiet)

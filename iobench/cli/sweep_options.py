@@ -14,14 +14,21 @@ from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.formats import DEFAULT_FORMATS, FORMATS
 from iobench.plan.config import Cache, RunConfig
+from iobench.plan.resolve import refuse_local_controls
 from iobench.plan.selection import parse_loaders
+from iobench.run.place import RunPlace
 from iobench.run.sweep import Point, preset
 from iobench.spec import DatasetSpec
 from iobench.units import parse_size
 
 
-def sweep_grid(name: str | None, base: RunConfig, device: torch.device, **lists: str | None) -> tuple[dict, list]:
-    """The grid (option -> values) and the dataset sizes: a preset's, overridden by explicit lists."""
+def sweep_grid(name: str | None, base: RunConfig, device: torch.device, remote: bool = False,
+               **lists: str | None) -> tuple[dict, list]:  # fmt: skip
+    """The grid (option -> values) and the dataset sizes: a preset's, overridden by explicit lists. From object
+    storage (`remote`) the loaders default to the DataLoader and each format's own pipeline, and the local storage
+    controls are refused."""
+    if remote:
+        refuse_local_controls(base.read_limit_mb_per_s, base.cache_budget)
     grid, sizes = preset(name, device, _first_format(lists.get("format"))) if name else ({}, [None])
     parsers = {
         "format": lambda t: parse_choices(t, tuple(FORMATS), "format"),
@@ -33,6 +40,7 @@ def sweep_grid(name: str | None, base: RunConfig, device: torch.device, **lists:
         "pin_memory": lambda t: parse_bools(t, "pin-memory"),
         "non_blocking": lambda t: parse_bools(t, "non-blocking"),
         "prefetch_thread": lambda t: parse_ints(t, "prefetch-thread"),
+        "fetch_threads": lambda t: parse_ints(t, "fetch-threads"),
         "cache": lambda t: parse_choices(t, tuple(c.value for c in Cache), "cache"),
     }
     for key, parse in parsers.items():
@@ -41,7 +49,8 @@ def sweep_grid(name: str | None, base: RunConfig, device: torch.device, **lists:
     if lists.get("size") is not None:
         sizes = [parse_size(x) for x in split_list(lists["size"], "--size value")]
     grid.setdefault("format", list(DEFAULT_FORMATS))  # what a plain `iobench prepare` writes
-    grid.setdefault("loader", ["dataloader", "tensorclass"])
+    grid.setdefault("cache", [Cache.WARM.value])
+    grid.setdefault("loader", ["dataloader", "native"] if remote else ["dataloader", "tensorclass"])
     return grid, sizes
 
 
@@ -78,3 +87,25 @@ def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, eve
                 prepare(request, reporter)
         dirs[size] = directory
     return dirs
+
+
+def measure_sweep(points: list[Point], dirs: dict, device: torch.device, where: RunPlace, quiet: bool) -> None:
+    """What is left of the sweep, measured: from the folder, or with the folder served as S3 (or the store at
+    --endpoint-url) for as long as it runs, each configuration then in a process of its own."""
+    from iobench.cli.console import say
+    from iobench.cli.measuring import limits_of, served, sweep_with_progress
+    from iobench.run.sweep import still_to_run
+
+    parents = {d.parent for d in dirs.values()}
+    if where.object_storage and len(parents) > 1:
+        raise IobenchError(f"--remote serves one folder; this sweep's datasets are in {len(parents)}: "
+                           "give them one --data-dir")  # fmt: skip
+    first = next(iter(dirs.values()))
+    with served(where.remote, where.endpoint_url, first, where.fuse) as remote:
+        todo = still_to_run(points, dirs, device, where.results, remote)
+        say(f"{len(points)} configuration(s), {len(points) - len(todo)} already in {where.results}, "
+            f"{len(todo)} to run")  # fmt: skip
+        if not todo:
+            return
+        limits = limits_of(remote, todo[0].dataset_dir, device, where.results, where.read_limit)
+        sweep_with_progress(todo, where.results, limits, quiet, isolated=remote is not None)

@@ -121,10 +121,8 @@ def _format_search(ctx: typer.Context, target: torch.device, batch: int, sizes: 
     object storage (`remote`), its workers and threads, each trial in a process of its own."""
     from functools import partial
 
-    from iobench.cli.console import ConsoleEvents
-    from iobench.cli.measuring import config_of, remote_limits
+    from iobench.cli.measuring import config_of, limits_of
     from iobench.loaders.base import LoaderSettings
-    from iobench.measuring.limits import stored_or_measured
     from iobench.plan.paste import best_script, run_command
     from iobench.plan.resolve import RunTarget, settle_device
     from iobench.run.tune import FormatTrials, TuneSearch
@@ -141,12 +139,10 @@ def _format_search(ctx: typer.Context, target: torch.device, batch: int, sizes: 
     native = own.installed and fmt in own.reads  # the library's own pipeline, with its knobs
     found = candidates(base, fmt, target.type == "cuda", sizes, fmt == "memmap", threads=threads, native=native,
                        remote=remote is not None)  # fmt: skip
+    trials = FormatTrials(RunTarget(dataset_dir, target, remote), limits_of(remote, dataset_dir, target, p["results"]))
     if remote is None:
-        trials = FormatTrials(RunTarget(dataset_dir, target), stored_or_measured(p["results"], dataset_dir, target,
-                                                                                 ConsoleEvents()))  # fmt: skip
         script, command = partial(best_script, dataset_dir=dataset_dir, device=str(target)), None
     else:
-        trials = FormatTrials(RunTarget(dataset_dir, target, remote), remote_limits(remote, dataset_dir, p["results"]))
         script, command = None, partial(run_command, place=_remote_flags(ctx), device=str(target))
     return TuneSearch(fmt, [settle_device(c, target) for c in found], trials, script, command)
 

@@ -191,19 +191,29 @@ def reads_objects(fmt: StorageFormat, loader: LoaderName) -> bool:
     return loader in REMOTE_LOADERS and reader is not None and not reader.pipeline_only
 
 
+def check_remote(config: RunConfig) -> None:
+    """Refuse a configuration object storage cannot run, from the configuration alone (a sweep skips it)."""
+    fmt = FORMATS[config.format]
+    if not reads_objects(fmt, config.loader) and config.loader not in MOUNTED_LOADERS:
+        can = [ld for ld in MOUNTED_LOADERS if ld is not LoaderName.NATIVE or fmt.has_pipeline]
+        raise IobenchError(f"{config.label}: --remote reads {config.format} through --loader {' or '.join(can)} "
+                           "in this release")  # fmt: skip
+    refuse_local_controls(config.read_limit_mb_per_s, config.cache_budget)
+
+
+def refuse_local_controls(read_limit: float | None, cache_budget: str | None) -> None:
+    """A throttle or a page-cache budget shapes local storage only: object storage has its profile."""
+    if read_limit is not None or cache_budget is not None:
+        raise IobenchError("--read-limit and --cache-budget control local storage; --remote has its profile")
+
+
 def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, world: World) -> ObjectStorage:
     """The format's objects in the target's store, once the configuration can read them there: through the
     format's reader of objects where it has one (and the loader reads a reader), else through FUSE."""
-    fmt, label = FORMATS[config.format], config.label
-    mounted = not reads_objects(fmt, config.loader)
-    if mounted and config.loader not in MOUNTED_LOADERS:
-        can = [ld for ld in MOUNTED_LOADERS if ld is not LoaderName.NATIVE or fmt.has_pipeline]
-        raise IobenchError(f"{label}: --remote reads {config.format} through --loader {' or '.join(can)} "
-                           "in this release")  # fmt: skip
+    check_remote(config)
     if world.size > 1:
         raise IobenchError("--remote does not run under torchrun in this release")
-    if config.read_limit_mb_per_s is not None or config.cache_budget is not None:
-        raise IobenchError("--read-limit and --cache-budget control local storage; --remote has its profile")
+    mounted = not reads_objects(FORMATS[config.format], config.loader)
     folder = entry.folder(target.dataset_dir)
     names = [p.relative_to(folder).as_posix() for p in entry.file_paths(target.dataset_dir)]
     prefix = folder.relative_to(target.dataset_dir).as_posix()
@@ -213,7 +223,8 @@ def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, wor
 
         reason = fuse_reason()
         if reason is not None:
-            raise IobenchError(f"{label}: {config.format} is read from object storage through FUSE here; {reason}")
+            raise IobenchError(f"{config.label}: {config.format} is read from object storage through FUSE here; "
+                               f"{reason}")  # fmt: skip
         return MountedStorage(*where, at_random=config.shuffle and config.loader is not LoaderName.NATIVE)
     return ObjectStorage(*where)
 

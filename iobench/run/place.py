@@ -21,3 +21,8 @@ class RunPlace:
     remote: Profile | None = None  # --remote: the formats read from object storage served with this profile
     endpoint_url: str | None = None  # --endpoint-url: the formats read from this S3-compatible store instead
     fuse: FuseOptions | None = None  # --fuse-chunk, --fuse-read-ahead: how a FUSE mount reads objects
+
+    @property
+    def object_storage(self) -> bool:
+        """The formats are read from object storage (iobench's server, or the store at --endpoint-url)."""
+        return self.remote is not None or self.endpoint_url is not None

@@ -13,11 +13,15 @@ from iobench.events import QUIET, Events
 from iobench.formats import FORMATS
 from iobench.loaders import CORE_LOADERS, LOADERS, LoaderName
 from iobench.plan.config import RunConfig
-from iobench.plan.resolve import RunTarget, resolve, settle_device
+from iobench.plan.resolve import RunTarget, check_remote, resolve, settle_device
 from iobench.results.machine_limits import MachineLimits
 from iobench.results.record import RunRecord
+from iobench.results.remote_limits import RemoteLimits
 from iobench.results.store import append_record, done_identities
+from iobench.results.tables import knob_parts
+from iobench.run.isolated import run_isolated
 from iobench.run.runner import run
+from iobench.storage.remote import RemoteTarget
 
 PRESETS = ("settings", "formats", "scaling")
 SCALING_SIZES = (10**5, 10**6, 10**7)
@@ -33,9 +37,10 @@ class Point:
 
 
 def expand(
-    base: RunConfig, grid: dict[str, list], sizes: list[int | None], device: torch.device
+    base: RunConfig, grid: dict[str, list], sizes: list[int | None], device: torch.device, remote: bool = False
 ) -> tuple[list[Point], list[str]]:
-    """The product of the grid's values over the base configuration, minus what does not go together."""
+    """The product of the grid's values over the base configuration, minus what does not go together (here, and
+    from object storage when `remote`)."""
     keys = list(grid)
     points, notes = [], []
     seen = set()
@@ -44,6 +49,8 @@ def expand(
             changes = dict(zip(keys, values, strict=True))
             try:
                 config = settle_device(_apply(base, changes), device)
+                if remote:
+                    check_remote(config)
             except IobenchError as exc:
                 notes.append(f"skipped {_describe(changes)}: {exc}")
                 continue
@@ -83,27 +90,44 @@ def preset(name: str, device: torch.device, fmt: str = "memmap") -> tuple[dict, 
     raise IobenchError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
 
 
-def settings_extras(base: RunConfig, fmt: str) -> list[RunConfig]:
-    """The settings preset's rows outside the grid: a background prefetch thread, everything resident."""
-    return [
-        replace(base, format=fmt, loader=LoaderName.DATALOADER).with_settings(prefetch_thread=4),
-        replace(base, format=fmt, loader=LoaderName.GPU_RESIDENT),
-    ]
+def settings_extras(base: RunConfig, fmt: str, cache: str, remote: bool = False) -> list[RunConfig]:
+    """The settings preset's rows outside the grid, with the grid's first cache: a background prefetch thread,
+    everything resident (not from object storage, which reads it through no such loader)."""
+    base = replace(base, format=fmt, cache=cache)
+    extras = [replace(base, loader=LoaderName.DATALOADER).with_settings(prefetch_thread=4)]
+    return extras + ([] if remote else [replace(base, loader=LoaderName.GPU_RESIDENT)])
 
 
-def still_to_run(points: list[Point], dirs: dict, device: torch.device, results: Path) -> list:
-    """Every point resolved against its dataset (so a bad one fails before any work), minus the
-    configurations the results file already holds."""
+def still_to_run(points: list[Point], dirs: dict, device: torch.device, results: Path,
+                 remote: RemoteTarget | None = None) -> list:  # fmt: skip
+    """Every point resolved against its dataset, read from `remote` when given (so a bad one fails before any
+    work), minus the configurations the results file already holds."""
     already = done_identities(results)
-    resolved = [resolve(p.config, RunTarget(dirs[p.size], device)) for p in points]
+    resolved = [resolve(p.config, RunTarget(dirs[p.size], device, remote)) for p in points]
     return [r for r in resolved if r.recorded().identity() not in already]
 
 
-def run_sweep(todo: list, results: Path, limits: MachineLimits | None, events: Events = QUIET) -> list[RunRecord]:
-    """Run each resolved configuration and append its record at once (a stopped sweep resumes)."""
-    records = []
+def run_sweep(todo: list, results: Path, limits: MachineLimits | RemoteLimits | None, events: Events = QUIET,
+              isolated: bool = False) -> list[RunRecord]:  # fmt: skip
+    """Run each resolved configuration and append its record at once (a stopped sweep resumes). `isolated`: each
+    in a process of its own (run.isolated), as object storage needs when some configurations fork workers.
+
+    A configuration that fails is said in one line and the sweep goes on (a long grid is not lost to one library's
+    error); the failures end it in one line, unrecorded, so that running the sweep again tries them again."""
+    records, failed = [], []
     for k, resolved in enumerate(todo):
         events.run_started(k, len(todo), f"{resolved.config.label} {resolved.dataset_dir.name[:24]}")
-        records.append(run(resolved, limits, events=events))
-        append_record(results, records[-1])
+        try:
+            record = run_isolated(resolved, limits) if isolated else run(resolved, limits, events=events)
+        except IobenchError as exc:
+            c = resolved.recorded()
+            failed.append(f"{c.label} {c.cache} {' '.join(knob_parts(c))}: {exc}")
+            events.say(f"warning: configuration {k + 1} of {len(todo)} failed, going on: {failed[-1]}")
+            continue
+        records.append(record)
+        append_record(results, record)
+    if failed:
+        raise IobenchError(f"{len(failed)} of {len(todo)} configuration(s) failed and were not recorded (the "
+                           f"{len(records)} others were; the sweep tries the failed again when run again), first: "
+                           f"{failed[0]}")  # fmt: skip
     return records
