@@ -358,3 +358,18 @@ def test_a_litdata_cache_smaller_than_the_dataset_fetches_every_chunk_again_each
     assert all(c < whole / 2 for c in evicts["library_cache_bytes"])
     assert all(end <= peak for end, peak in zip(evicts["library_cache_bytes"], evicts["library_cache_peak_bytes"],
                                                   strict=True))  # fmt: skip
+
+
+@_needs("litdata")
+def test_a_sweeps_trials_fork_their_workers_as_run_does(data, tmp_path, cli):
+    """Each remote configuration of a sweep runs in a forkserver's child, whose own processes would start through
+    the forkserver too: fresh interpreters without what the reader set up (LitData's chunks through boto3, so an
+    http:// endpoint failed in its workers) and a slower start than `run`'s forked workers. They fork."""
+    results = tmp_path / "r.jsonl"
+    r = cli("sweep", "--remote", "none", "--format", "litdata", "--loader", "native", "--num-workers", "0,2",
+            "--cache", "cold", "--warmup", 0, "--runs", 1, "--batch-size", 64, "--device", "cpu", "-q",
+            "--data-dir", data.parent, "--results", results)  # fmt: skip
+    assert r.code == 0, r.err[-2000:]
+    records = stored_records(results)
+    assert sorted(x["num_workers"] for x in records) == [0, 2]
+    assert all(x["samples_per_epoch"] == N and x["request_errors"] == 0 for x in records)

@@ -23,6 +23,10 @@ def _measure(resolved: ResolvedRun, limits: Any, out: Connection) -> None:
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the search's, which then stops this process
     signal.signal(signal.SIGTERM, _leave)  # stopped: its mounts and workers are released on the way out
+    # A forkserver's child starts its own processes through the forkserver too: its DataLoader workers would be
+    # fresh interpreters (a slower start than `iobench run`'s forks, and without what the reader set up in this
+    # process, such as LitData's chunks through boto3). This process has read nothing yet: fork, as `run` does.
+    multiprocessing.set_start_method("fork", force=True)
     try:
         out.send(("record", run(resolved, limits).to_json()))
     except IobenchError as exc:
