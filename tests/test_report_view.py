@@ -163,6 +163,36 @@ def test_figures_under_a_budget_or_a_throttle_are_kept_apart_from_the_unconstrai
     assert "300 samples/s" in text and "9,000 samples/s" in text and "200 samples/s" in text
 
 
+def test_figures_from_object_storage_are_kept_apart_from_local_ones_and_per_profile():
+    """A cold epoch from a 30 ms store and one from the local disk answer different questions: the answer names the
+    fastest of each, and no formats table ranks a remote figure against a local one."""
+    from iobench.results.answer import answer_lines
+    from iobench.results.formats_table import format_lines
+    from iobench.results.report import workload_groups
+
+    common = {"order": "shuffle", "shuffle": True, "cache": "cold"}
+    s3 = {"storage": "object", "remote_profile": "s3-like", "remote_latency_ms": 30.0,
+          "remote_connection_mb_per_s": 90.0}  # fmt: skip
+    records = [
+        record_of(format="npy", samples_per_s=9000.0, **common),
+        record_of(format="memmap", samples_per_s=8000.0, **common),
+        record_of(format="npy", samples_per_s=1500.0, **common, **s3),
+        record_of(format="lmdb", samples_per_s=3500.0, **common, **{**s3, "storage": "fuse"}),
+        record_of(format="npy", samples_per_s=4500.0, **common, **{**s3, "remote_profile": "express-like",
+                                                                   "remote_latency_ms": 5.0}),
+    ]  # fmt: skip
+    groups = workload_groups(records)
+    sizes = {name.partition("B/sample")[2]: len(g) for name, g in groups.items()}
+    assert sizes == {"": 2, ", from object storage (s3-like: 30 ms first byte, 90 MB/s per connection)": 2,
+                     ", from object storage (express-like: 5 ms first byte, 90 MB/s per connection)": 1}  # fmt: skip
+    answer = "\n".join(answer_lines(groups))
+    assert "9,000 samples/s" in answer and "3,500 samples/s" in answer and "4,500 samples/s" in answer
+    tables = "\n".join(format_lines(groups))
+    assert tables.count("## Formats") == 2, "local and s3-like each have two formats; express-like one"
+    s3_table = tables[tables.index("object storage (s3-like") :]
+    assert "lmdb/dataloader" in s3_table and "9,000" not in s3_table
+
+
 def test_the_throughput_plot_keeps_the_cold_bar_of_every_configuration_it_shows():
     """The plot cut the fastest 25 records, so a configuration's slow cold run fell off beside its warm one
     and read as 'never run cold'."""

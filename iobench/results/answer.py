@@ -41,7 +41,7 @@ def answer_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
     lines = [
         "## Answer",
         "",
-        "The fastest way from disk of each workload and access pattern (samples/s median; the gpu-resident "
+        "The fastest way from storage of each workload and access pattern (samples/s median; the gpu-resident "
         "baseline, data already in device memory, is left out):",
         "",
     ]

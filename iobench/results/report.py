@@ -11,7 +11,7 @@ from iobench.results import plots
 from iobench.results.answer import answer_lines, collapsed, sorted_for_table
 from iobench.results.formats_table import format_lines
 from iobench.results.machine_limits import limits_key
-from iobench.results.record import RunRecord
+from iobench.results.record import RecordedConfig, RunRecord
 from iobench.results.remote_limits import LOOPBACK, remote_limits_key
 from iobench.results.store import load_all_limits, load_all_remote_limits, load_records
 from iobench.results.tables import au_text, settings_label, shuffle_text
@@ -93,14 +93,24 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> 
 
 def workload_of_record(r: RunRecord) -> str:
     """What was read and under which constraint, in words: the workload (or the source), the sample size,
-    the transform, a page-cache budget or a read throttle (a figure under a budget answers another question:
-    it is kept apart from the unconstrained ones)."""
+    the transform, a page-cache budget or a read throttle, object storage and its profile (a figure under a
+    budget, or from a 30 ms store, answers another question: it is kept apart from the local, unconstrained ones)."""
     d, c = r.dataset, r.config
     what = f"from {Path(d.source).name}" if d.source else (d.workload or "tabular")
     transform = f", {c.transform} on the {c.transform_on}" if c.transform != "none" else ""
     budget = f", page cache capped at {c.cache_budget}" if c.cache_budget else ""
     throttle = f", reads throttled to {c.read_limit_mb_per_s:g} MB/s" if c.read_limit_mb_per_s else ""
-    return f"{what}, {d.sample_bytes:,} B/sample{transform}{budget}{throttle}"
+    return f"{what}, {d.sample_bytes:,} B/sample{transform}{budget}{throttle}{_storage_of(c)}"
+
+
+def _storage_of(c: RecordedConfig) -> str:
+    """'' on local files; object storage (a library's remote path or FUSE) per profile and its numbers."""
+    if c.storage == "local":
+        return ""
+    if c.remote_profile is None:
+        return ", from object storage (an endpoint as it is)"
+    bandwidth = f", {c.remote_connection_mb_per_s:g} MB/s per connection" if c.remote_connection_mb_per_s else ""
+    return f", from object storage ({c.remote_profile}: {c.remote_latency_ms:g} ms first byte{bandwidth})"
 
 
 def workload_groups(records: list[RunRecord]) -> dict[str, list[RunRecord]]:
@@ -109,7 +119,7 @@ def workload_groups(records: list[RunRecord]) -> dict[str, list[RunRecord]]:
 
     def order(r: RunRecord) -> tuple:
         c = r.config
-        constraint = (c.cache_budget or "", c.read_limit_mb_per_s or 0)
+        constraint = (c.cache_budget or "", c.read_limit_mb_per_s or 0, c.storage != "local", _storage_of(c))
         return r.dataset.sample_bytes, c.transform, c.transform_on or "", *constraint
 
     for r in sorted(records, key=order):
