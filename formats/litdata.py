@@ -55,6 +55,8 @@ from iobench.spec import Chunk, DatasetSpec
 from iobench.system.fsutil import open_regular, pread_full, read_json
 from iobench.system.processes import python_module
 
+BOTO3_POOL = 10  # boto3's own max_pool_connections
+
 
 @dataclass(frozen=True)
 class LitDataOptions:
@@ -69,6 +71,9 @@ class LitDataOptions:
     # epoch) and the chunks each worker downloads ahead
     max_cache_size: str = field(default="auto", metadata={**READ, **OBJECT_STORAGE_ONLY})
     max_pre_download: int = field(default=2, metadata={**READ, **OBJECT_STORAGE_ONLY})
+    # boto3's connection pool (its default, 10): on LitData's boto3 path a worker's chunk downloads share one client,
+    # and LitData raises its chunks in flight to min(chunks, 32, 3 GiB / mean chunk), past the pool
+    max_pool_connections: int = field(default=BOTO3_POOL, metadata={**READ, **OBJECT_STORAGE_ONLY})
 
     def __post_init__(self) -> None:
         from iobench.units import parse_bytes
@@ -76,9 +81,10 @@ class LitDataOptions:
         parse_bytes(self.chunk_bytes)  # a typo fails before any work
         if self.max_cache_size != "auto":
             parse_bytes(self.max_cache_size)
-        if not isinstance(self.max_pre_download, int) or isinstance(self.max_pre_download, bool) \
-                or self.max_pre_download < 1:  # fmt: skip
-            raise IobenchError(f"litdata max_pre_download must be a whole number >= 1, got {self.max_pre_download!r}")
+        for name in ("max_pre_download", "max_pool_connections"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise IobenchError(f"litdata {name} must be a whole number >= 1, got {value!r}")
         if not isinstance(self.processes, int) or isinstance(self.processes, bool) or self.processes < 0:
             raise IobenchError(f"litdata processes must be a whole number >= 0, got {self.processes!r}")
         # LitData reads an unknown word as its default: refuse it instead
@@ -90,11 +96,14 @@ class LitDataOptions:
 
 def remote_knobs(options: LitDataOptions) -> dict[str, Any]:
     """StreamingDataset's cache knobs from the options (a size in bytes: LitData reads "MB" as 10^6, iobench as
-    2^20)."""
+    2^20), and boto3's pool where it is not boto3's own 10 (then handed to LitData's client by open_remote)."""
     from iobench.units import parse_bytes
 
     size = None if options.max_cache_size == "auto" else parse_bytes(options.max_cache_size)
-    return {"max_cache_size": size, "max_pre_download": options.max_pre_download}
+    knobs: dict[str, Any] = {"max_cache_size": size, "max_pre_download": options.max_pre_download}
+    if options.max_pool_connections != BOTO3_POOL:
+        knobs["max_pool_connections"] = options.max_pool_connections
+    return knobs
 
 
 def share_bounds(n_samples: int, processes: int) -> list[int]:

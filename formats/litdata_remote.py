@@ -31,6 +31,9 @@ def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = Fa
         _chunks_through_boto3()
     s3 = {"endpoint_url": endpoint.url, "aws_access_key_id": endpoint.access_key,
           "aws_secret_access_key": endpoint.secret_key, "region_name": endpoint.region}  # fmt: skip
+    pool = options.pop("max_pool_connections", None)
+    if pool is not None:
+        s3["config"] = client_config(pool)
     url = f"s3://{storage.bucket}/{storage.prefix}" if storage.prefix else f"s3://{storage.bucket}"
     ds = StreamingDataset(url, cache_dir=str(cache), shuffle=shuffle, seed=seed, storage_options=s3, **options)
     try:
@@ -39,6 +42,14 @@ def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = Fa
         release(ds)
         raise
     return ds
+
+
+def client_config(pool: int) -> Any:
+    """LitData's own botocore config (its retries) with boto3's pool of `pool` connections: a `config` in
+    `storage_options` replaces LitData's whole, so its retries are given again."""
+    import botocore.config
+
+    return botocore.config.Config(retries={"max_attempts": 1000, "mode": "adaptive"}, max_pool_connections=pool)
 
 
 def check_fetched_index(cache: Path, where: str, spec: DatasetSpec) -> None:

@@ -131,9 +131,41 @@ def test_litdata_cache_knobs_are_checked_and_handed_to_litdata_in_bytes():
     assert remote_knobs(LitDataOptions()) == {"max_cache_size": None, "max_pre_download": 2}, "LitData's defaults"
     assert remote_knobs(LitDataOptions(max_cache_size="64M", max_pre_download=1)) == {
         "max_cache_size": 64 * 2**20, "max_pre_download": 1}  # fmt: skip
-    for bad in ({"max_cache_size": "lots"}, {"max_pre_download": 0}, {"max_pre_download": True}):
+    assert remote_knobs(LitDataOptions(max_pool_connections=32))["max_pool_connections"] == 32
+    for bad in ({"max_cache_size": "lots"}, {"max_pre_download": 0}, {"max_pre_download": True},
+                {"max_pool_connections": 0}):  # fmt: skip
         with pytest.raises(IobenchError):
             LitDataOptions(**bad)
+
+
+def test_litdatas_pool_reaches_its_boto3_client_with_its_own_retries(monkeypatch, tmp_path):
+    """A `config` in storage_options replaces LitData's whole botocore config: the pool goes there with LitData's
+    retries given again; at boto3's default, LitData's own config is left alone."""
+    pytest.importorskip("litdata")
+    import litdata
+
+    from iobench.formats.litdata_remote import open_remote
+    from iobench.storage.remote import RemoteTarget
+    from iobench.storage.remote.emulator import Endpoint
+
+    handed = []
+
+    class Opened(Exception):
+        pass
+
+    def streaming_dataset(url, **kwargs):
+        handed.append(kwargs["storage_options"])
+        raise Opened
+
+    monkeypatch.setattr(litdata, "StreamingDataset", streaming_dataset)
+    storage = type("Storage", (), {"bucket": "b", "prefix": "litdata"})()
+    storage.target = RemoteTarget(Endpoint("https://store.example", "k", "s", "us-east-1"), None)
+    for pool in (None, 32):
+        with pytest.raises(Opened):
+            open_remote(storage, None, tmp_path, **({} if pool is None else {"max_pool_connections": pool}))
+    assert "config" not in handed[0]
+    config = handed[1]["config"]
+    assert config.max_pool_connections == 32 and config.retries == {"max_attempts": 1000, "mode": "adaptive"}
 
 
 def test_zarr_reads_object_storage_through_one_of_its_two_stores_and_records_that_client():
