@@ -102,6 +102,56 @@ def test_sweep_skips_what_does_not_go_together_and_resumes(workspace, cli, monke
     assert len(records) == 6 == len(keys), "no configuration ran twice"
     r = cli("sweep", "--data-dir", workspace / "data", "--results", results, *SWEEP)
     assert r.code == 0 and "0 to run" in r.err
+    cold_results = workspace / "cold.jsonl"  # a cold grid needs no warm-up: the default cache is not in the way
+    cold = cli("sweep", "--data-dir", workspace / "data", "--results", cold_results, "--format", "npy", "--loader",
+               "dataloader", "--cache", "cold", "--warmup", "0", "--runs", "1", "--device", "cpu", "-q")  # fmt: skip
+    assert cold.code == 0, cold.err
+    assert [(x["cache"], x["warmup"]) for x in stored_records(cold_results)] == [("cold", 0)]
+
+
+def test_the_settings_presets_extra_rows_take_the_grids_cache_and_none_resident_from_object_storage():
+    from iobench.cli.measuring import config_of
+    from iobench.loaders.base import LoaderSettings
+    from iobench.run.sweep import settings_extras
+
+    base = config_of("memmap", "dataloader", LoaderSettings(), shuffle=True, block_size=0, epochs=1, warmup=1,
+                     runs=1, cache="as-is")  # fmt: skip
+    local = settings_extras(base, "npy", "warm")
+    assert [(c.format, c.loader, c.cache) for c in local] == [("npy", "dataloader", "warm"),
+                                                               ("npy", "gpu-resident", "warm")]  # fmt: skip
+    assert local[0].settings.prefetch_thread == 4
+    remote = settings_extras(base, "npy", "cold", remote=True)
+    assert [(c.loader, c.cache) for c in remote] == [("dataloader", "cold")]
+
+
+def test_a_failed_configuration_is_one_line_and_the_sweep_goes_on(workspace, cli, monkeypatch):
+    """One library's error in a long grid loses neither the configurations after it nor their records; the sweep
+    ends in one line naming the failure, and running it again runs only what failed."""
+    import iobench.run.sweep
+    from iobench.errors import IobenchError
+
+    results = workspace / "failing.jsonl"
+    real_run = iobench.run.sweep.run
+
+    def second_fails(resolved, *args, **kwargs):
+        if resolved.config.settings.batch_size == 64:
+            raise IobenchError("features.npy: the library gave up")
+        return real_run(resolved, *args, **kwargs)
+
+    monkeypatch.setattr(iobench.run.sweep, "run", second_fails)
+    args = ("sweep", "--data-dir", workspace / "data", "--results", results, "--format", "npy", "--loader",
+            "dataloader", "--batch-size", "32,64,128", "--runs", "1", "--device", "cpu", "-q")  # fmt: skip
+    r = cli(*args)
+    last = r.err.strip().splitlines()[-1]
+    assert r.code == 2 and "Traceback" not in r.err and "(the 2 others were" in last
+    assert last.startswith("iobench: error: 1 of 3 configuration(s) failed")
+    assert "npy/dataloader warm bs=64 w=0" in r.err and "features.npy: the library gave up" in r.err
+    assert "configuration 2 of 3 failed, going on" in r.err
+    assert sorted(x["batch_size"] for x in stored_records(results)) == [32, 128]
+    monkeypatch.setattr(iobench.run.sweep, "run", real_run)
+    again = cli(*args)
+    assert again.code == 0 and "2 already in" in again.err and "1 to run" in again.err
+    assert sorted(x["batch_size"] for x in stored_records(results)) == [32, 64, 128]
 
 
 def test_sweep_prepares_missing_sizes(workspace, cli):
@@ -129,10 +179,39 @@ def test_sweep_prepares_missing_sizes(workspace, cli):
     assert sorted(x["n_samples"] for x in records) == [300, 600]
 
 
+def test_a_grid_from_object_storage_skips_what_it_cannot_read_there_and_threads_go_with_the_dataloader():
+    """Checked from the configurations alone, before a server starts: tensorclass reads no object storage, and
+    --fetch-threads are the DataLoader's."""
+    import torch
+
+    from iobench.cli.measuring import config_of
+    from iobench.cli.sweep_options import sweep_grid
+    from iobench.loaders.base import LoaderSettings
+    from iobench.run.sweep import expand
+
+    base = config_of("memmap", "dataloader", LoaderSettings(), shuffle=True, block_size=0, epochs=1, warmup=1,
+                     runs=1, cache="cold")  # fmt: skip
+    cpu = torch.device("cpu")
+    grid, sizes = sweep_grid(None, base, cpu, True, format="memmap", loader="dataloader,tensorclass",
+                             fetch_threads="1,4")  # fmt: skip
+    local, _ = expand(base, grid, sizes, cpu)
+    remote, notes = expand(base, grid, sizes, cpu, remote=True)
+    pairs = [(p.config.loader, p.config.settings.fetch_threads) for p in local]
+    assert pairs == [("dataloader", 1), ("dataloader", 4), ("tensorclass", 1)]
+    assert [(p.config.loader, p.config.settings.fetch_threads) for p in remote] == pairs[:2]
+    assert any("--remote reads memmap through --loader dataloader or nodes" in n for n in notes)
+    default, _ = sweep_grid(None, base, cpu, True, format="webdataset")
+    assert default["loader"] == ["dataloader", "native"]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
         (["--preset", "nope"], "unknown preset"),
+        (["--fetch-threads", "0"], "--fetch-threads must be >= 1"),
+        (["--remote", "none", "--read-limit", "50"], "--read-limit and --cache-budget control local storage"),
+        (["--latency-ms", "5"], "give --remote PROFILE too"),
+        (["--warmup", "0"], "--cache warm (the default) needs --warmup >= 1"),
         (["--num-workers", "two"], "not a whole number"),
         (["--pin-memory", "maybe"], "not on or off"),
     ],
