@@ -63,12 +63,15 @@ def _dead_pid() -> int:
 
 
 def _budgeted_run(root: Path, tmp_path: Path, *extra: str) -> subprocess.Popen:
-    """A long budgeted run with two workers, returned once its workers, governor and janitor are up."""
+    """A long budgeted run with two workers, returned once its workers, governor and janitor are up. Its
+    temporary files go to tmp_path/tmp, so that what it leaves is told from other processes' in /tmp."""
     shutil.copy(root / "limits.json", tmp_path / "limits.json")
     cmd = [sys.executable, "-m", "iobench", "run", "--data-dir", str(root / "data"), "--format", "npy"]
     cmd += ["--no-shuffle", "--num-workers", "2", "--cache-budget", "64M", "--step", "sleep:50", "--batch-size", "16"]
     cmd += ["--epochs", "3", "--runs", "1", "--device", "cpu", "-q", "--results", str(tmp_path / "r.jsonl"), *extra]
-    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    (tmp_path / "tmp").mkdir()
+    env = dict(os.environ, TMPDIR=str(tmp_path / "tmp"))
+    proc = subprocess.Popen(cmd, cwd=ROOT, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.monotonic() + 90
     while len(descendants(proc.pid)) < 4:  # two workers, the governor and the janitor
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "timeout"
@@ -85,16 +88,20 @@ def _governor_of(proc: subprocess.Popen) -> int:
     raise AssertionError("no governor below the run")
 
 
-def _pymp() -> set[str]:
-    return {p.name for p in Path("/tmp").glob("pymp-*")}
+def _pymp(tmp_path: Path) -> set[str]:
+    """multiprocessing's folders in the run's TMPDIR (its workers' descriptor servers make one each)."""
+    return {p.name for p in (tmp_path / "tmp").glob("pymp-*")}
 
 
 @needs_memory_cgroup
 def test_ctrl_c_ends_a_budgeted_run_with_workers_at_once(workspace, tmp_path):
     """D3: forked workers held the governor's stdin: a 60 s stall, then a TimeoutExpired traceback."""
     root, _ = workspace
-    before = _pymp()
     proc = _budgeted_run(root, tmp_path)
+    deadline = time.monotonic() + 30
+    while not _pymp(tmp_path):  # the check below would pass if the workers had not made theirs yet
+        assert time.monotonic() < deadline, "the workers made no folder in the run's TMPDIR"
+        time.sleep(0.05)
     governor = _governor_of(proc)
     t0 = time.monotonic()
     proc.send_signal(signal.SIGINT)
@@ -108,7 +115,7 @@ def test_ctrl_c_ends_a_budgeted_run_with_workers_at_once(workspace, tmp_path):
     assert proc.returncode == 130 and "Traceback" not in err and "interrupted" in err, err
     assert not os.path.exists(f"/proc/{governor}") or "zombie" in Path(f"/proc/{governor}/status").read_text()
     time.sleep(0.5)
-    assert _pymp() - before == set(), "multiprocessing's temporary folders were left"
+    assert _pymp(tmp_path) == set(), "multiprocessing's temporary folders were left"
 
 
 @needs_memory_cgroup
