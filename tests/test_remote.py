@@ -271,6 +271,7 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
     (dataset,) = [p for p in data.iterdir() if p.is_dir()]
     store_root = tmp_path / "store"
     (store_root / dataset.name).mkdir(parents=True)  # the bucket exists; iobench never creates one
+    (store_root / "iobench-data").mkdir()  # one named in the URL (made before the server lists its buckets)
     with Emulator(store_root, profile("none"), read_only=False) as endpoint:
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", endpoint.access_key)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", endpoint.secret_key)
@@ -293,6 +294,19 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
         assert bad.code != 0 and "Traceback" not in bad.err
         (error,) = [line for line in bad.err.splitlines() if line.startswith("iobench: error")]
         assert "403 Forbidden" in error and "features.npy" in error
+        # a bucket named in the URL (AWS allows no underscore, which the dataset's name holds)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", endpoint.secret_key)
+        named = f"{endpoint.url}/iobench-data"
+        up = cli("upload", "--endpoint-url", named, "--data-dir", data, "--formats", "npy")
+        assert up.code == 0 and "s3://iobench-data/npy/" in up.err + up.out, up.err
+        assert (store_root / "iobench-data" / "npy" / "features.npy").is_file()
+        r = cli("run", "--endpoint-url", named, "--format", "npy", "--loader", "dataloader", "--runs", 1,
+                "--batch-size", 64, "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+        assert r.code == 0, r.err
+        assert stored_records(results)[-1]["samples_per_epoch"] == N
+        missing = cli("run", "--endpoint-url", f"{endpoint.url}/no-such-bucket", "--format", "npy", "--runs", 1,
+                      "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+        assert missing.code != 0 and "Traceback" not in missing.err, missing.err
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     keyless = cli("run", "--endpoint-url", "http://127.0.0.1:9", "--format", "npy", "--data-dir", data,
                   "--results", results)  # fmt: skip

@@ -5,6 +5,7 @@ programs are missing; `.ci/run` installs them)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -115,3 +116,27 @@ def test_limits_remote_measures_the_profile_and_a_run_reports_its_share(cli, tmp
                 "--device", "cpu", "--data-dir", data, "--results", tmp_path / "other.jsonl")  # fmt: skip
     assert other.code == 0 and "iobench limits --remote express-like" in other.err
     assert stored_records(tmp_path / "other.jsonl")[0].get("percent_of_limit") is None
+
+
+def test_an_endpoint_urls_path_names_the_bucket_and_anything_else_is_one_line(monkeypatch):
+    """AWS allows no underscore in a bucket's name, and a dataset's folder name holds several: a real bucket is
+    named in the URL's path, as a path-style S3 URL names it."""
+    from iobench.storage.remote.emulator import endpoint_from_environment
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    plain = endpoint_from_environment("https://s3.eu-west-1.amazonaws.com/")
+    assert (plain.url, plain.bucket) == ("https://s3.eu-west-1.amazonaws.com", None)
+    named = endpoint_from_environment("http://127.0.0.1:9000/my-team.datasets/")
+    assert (named.url, named.bucket) == ("http://127.0.0.1:9000", "my-team.datasets")
+    for url, message in [
+        ("http://127.0.0.1:9000/n4000_128_float32_c1000_s0", "is not a bucket name"),
+        ("http://127.0.0.1:9000/bucket/deeper", "is not a bucket name"),
+        ("http://127.0.0.1:9000/Bucket", "is not a bucket name"),
+        ("http://127.0.0.1:9000/bucket?x=1", "a query or fragment"),
+        ("http://127.0.0.1:9000/#bucket", "a query or fragment"),
+        ("http://user:pw@127.0.0.1:9000/bucket", "no credentials"),
+        ("ftp://127.0.0.1/bucket", "expected http(s)://host:port/bucket (port and bucket optional)"),
+    ]:
+        with pytest.raises(IobenchError, match=re.escape(message)):
+            endpoint_from_environment(url)

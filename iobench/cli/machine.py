@@ -43,7 +43,8 @@ def limits_cmd(
     endpoint_url: Annotated[
         str | None,
         typer.Option(
-            help="Object storage's ceilings of the store at this URL (the dataset uploaded by `iobench upload`).",
+            help="Object storage's ceilings of the store at this URL, http(s)://host:port/bucket (port and bucket "
+            "optional; the dataset uploaded there by `iobench upload`).",
             metavar="URL",
         ),
     ] = None,

@@ -167,13 +167,20 @@ EndpointUrl = Annotated[
     OptStr,
     typer.Option(
         help="Read the formats from this S3-compatible store instead (keys from AWS_ACCESS_KEY_ID and "
-        "AWS_SECRET_ACCESS_KEY): the dataset a bucket of its name, each format a prefix, as `iobench upload` "
-        "puts them. The local dataset's manifest says what to read.",
+        "AWS_SECRET_ACCESS_KEY): http(s)://host:port/bucket, each format a prefix in that bucket, as `iobench "
+        "upload` puts them (with no /bucket, a bucket of the dataset's name). The local dataset's manifest says "
+        "what to read.",
         metavar="URL",
     ),
 ]
 UploadEndpoint = Annotated[
-    str, typer.Option("--endpoint-url", help="The S3-compatible store to put the formats in.", metavar="URL")
+    str,
+    typer.Option(
+        "--endpoint-url",
+        help="The S3-compatible store to put the formats in: http(s)://host:port/bucket (with no /bucket, a "
+        "bucket of the dataset's name).",
+        metavar="URL",
+    ),
 ]
 UploadFormats = Annotated[OptStr, typer.Option(help="Comma list of the formats to put (default: every prepared one).")]
 FuseReadAhead = Annotated[

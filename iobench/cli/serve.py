@@ -46,8 +46,9 @@ def upload_cmd(
     formats: o.UploadFormats = None,
 ) -> None:
     """Put a prepared dataset's formats into an S3-compatible store (keys from AWS_ACCESS_KEY_ID and
-    AWS_SECRET_ACCESS_KEY): bucket = the dataset's name (it must exist), each format's files under its name,
-    as `run --endpoint-url` reads them. Only the files the manifest lists are sent, each checked inside its folder."""
+    AWS_SECRET_ACCESS_KEY): the bucket the URL's path names (http(s)://host:port/bucket), else the dataset's
+    name; it must exist. Each format's files go under its name, as `run --endpoint-url` reads them. Only the files
+    the manifest lists are sent, each checked inside its folder."""
     from iobench.data.manifest import Manifest, find_run_dataset
     from iobench.storage.remote import ObjectStorage, RemoteTarget
     from iobench.storage.remote.emulator import endpoint_from_environment
@@ -60,12 +61,13 @@ def upload_cmd(
     names = list(manifest.formats) if formats is None else [f for f in formats.split(",") if f]
     if missing := [f for f in names if f not in manifest.formats]:
         raise IobenchError(f"{folder.name} has no {', '.join(missing)} (prepared: {', '.join(manifest.formats)})")
+    bucket = endpoint.bucket or folder.name
     for name in names:
         entry = manifest.formats[name]
         root = entry.folder(folder)
-        storage = ObjectStorage(RemoteTarget(endpoint, None), folder.name, root.relative_to(folder).as_posix(), [])
+        storage = ObjectStorage(RemoteTarget(endpoint, None), bucket, root.relative_to(folder).as_posix(), [])
         sent = put_files(storage, root, entry.file_paths(folder))
-        say(f"{name}: {len(entry.files)} file(s), {sent / 1e6:,.1f} MB to s3://{folder.name}/{storage.prefix}/")
+        say(f"{name}: {len(entry.files)} file(s), {sent / 1e6:,.1f} MB to s3://{bucket}/{storage.prefix}/")
 
 
 def put_files(storage: Any, root: Path, paths: list[Path]) -> int:

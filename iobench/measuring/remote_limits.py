@@ -18,7 +18,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from iobench.errors import IobenchError
@@ -92,8 +92,11 @@ def measure_remote_limits(
     unshaped = None
     if endpoint_url is not None:
         profile = None  # a store iobench did not start is measured as it is
+        endpoint = endpoint_from_environment(endpoint_url)
+        endpoint_url = endpoint.url  # the store's entry, whichever of its buckets held the probe
+        probe = replace(probe, bucket=endpoint.bucket or probe.bucket)
         say(f"reading s3://{probe.bucket}/{probe.prefix}/{probe.name} at {endpoint_url} ...")
-        shaped = _rates(RemoteTarget(endpoint_from_environment(endpoint_url), None), probe, connections)
+        shaped = _rates(RemoteTarget(endpoint, None), probe, connections)
     else:
         if profile is None:
             raise IobenchError("iobench limits needs --remote PROFILE or --endpoint-url for object storage")

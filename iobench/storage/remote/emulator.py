@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -33,6 +34,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from iobench.errors import IobenchError
 from iobench.storage.remote.profiles import Profile
@@ -44,6 +46,7 @@ NGINX_INSTALL = "apt-get install nginx libnginx-mod-http-lua"
 STATE_ROOT = Path(tempfile.gettempdir()) / f"iobench-s3-{os.getuid()}"
 READY_TIMEOUT_S = 20.0
 # one line per request: time, method, status, bytes sent (headers and body), seconds, connection serial
+BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's rules for a bucket's name
 LOG_FORMAT = "$msec $request_method $status $bytes_sent $request_time $connection"
 
 
@@ -55,6 +58,7 @@ class Endpoint:
     access_key: str
     secret_key: str
     region: str = REGION
+    bucket: str | None = None  # the bucket a store's URL names (None: each dataset's own name)
 
     def environment(self) -> dict[str, str]:
         """The variables every AWS SDK reads (boto3, s3fs, LitData, s3torchconnector)."""
@@ -63,14 +67,24 @@ class Endpoint:
 
 
 def endpoint_from_environment(url: str) -> Endpoint:
-    """A store iobench did not start (`--endpoint-url`), with the keys every AWS SDK reads from the environment."""
-    if not url.startswith(("http://", "https://")) or "@" in url:
-        raise IobenchError(f"--endpoint-url {url!r}: expected http(s)://host[:port], with no credentials in it")
+    """A store iobench did not start (`--endpoint-url`), with the keys every AWS SDK reads from the environment.
+    A path names the bucket (http(s)://host:port/bucket, as a path-style S3 URL does): the dataset's folder name,
+    the bucket otherwise, is not a valid AWS bucket name (it holds underscores)."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+        raise IobenchError(f"--endpoint-url {url!r}: expected http(s)://host:port/bucket (port and bucket "
+                           "optional), with no credentials in it")  # fmt: skip
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        raise IobenchError(f"--endpoint-url {url!r}: a query or fragment is not part of a store's address")
+    bucket = parts.path.strip("/") or None
+    if bucket is not None and not BUCKET_NAME.fullmatch(bucket):
+        raise IobenchError(f"--endpoint-url {url!r}: {bucket!r} is not a bucket name (3-63 characters: lowercase "
+                           "letters, digits, '.' and '-', beginning and ending with a letter or digit)")  # fmt: skip
     key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
     if not key or not secret:
         raise IobenchError("--endpoint-url needs the store's keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or REGION
-    return Endpoint(url.rstrip("/"), key, secret, region)
+    return Endpoint(f"{parts.scheme}://{parts.netloc}", key, secret, region, bucket)
 
 
 @dataclass
