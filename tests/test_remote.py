@@ -302,7 +302,8 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
         assert (store_root / "iobench-data" / "npy" / "features.npy").is_file()
         r = cli("run", "--endpoint-url", named, "--format", "npy", "--loader", "dataloader", "--runs", 1,
                 "--batch-size", 64, "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
-        assert r.code == 0, r.err
+        assert r.code == 0 and f"from s3://iobench-data at {endpoint.url}" in r.err, r.err
+        assert f"iobench limits --endpoint-url {named}`" in r.err  # the hint reaches the same bucket
         assert stored_records(results)[-1]["samples_per_epoch"] == N
         missing = cli("run", "--endpoint-url", f"{endpoint.url}/no-such-bucket", "--format", "npy", "--runs", 1,
                       "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip

@@ -304,10 +304,11 @@ def remote_limits(remote: RemoteTarget, dataset_dir: Path, results: Path) -> Rem
     if remote.profile is not None:
         say(f"serving {dataset_dir.parent} at {remote.endpoint.url} (S3, {remote.profile.describe()})")
     else:
-        say(f"reading {dataset_dir.name}'s formats from s3://{dataset_dir.name} at {remote.endpoint.url}")
+        bucket = remote.endpoint.bucket or dataset_dir.name
+        say(f"reading {dataset_dir.name}'s formats from s3://{bucket} at {remote.endpoint.url}")
     limits = stored_remote_limits(results, remote)
     if limits is None:
-        how = remote.profile.options() if remote.profile is not None else f"--endpoint-url {remote.endpoint.url}"
+        how = remote.profile.options() if remote.profile is not None else f"--endpoint-url {remote.endpoint.given}"
         say(f"no ceilings stored for this store and profile (% of limit: -); `iobench limits {how}` measures them")
     return limits
 

@@ -45,8 +45,8 @@ LUA_MODULES = (Path("/usr/lib/nginx/modules/ndk_http_module.so"), Path("/usr/lib
 NGINX_INSTALL = "apt-get install nginx libnginx-mod-http-lua"
 STATE_ROOT = Path(tempfile.gettempdir()) / f"iobench-s3-{os.getuid()}"
 READY_TIMEOUT_S = 20.0
-# one line per request: time, method, status, bytes sent (headers and body), seconds, connection serial
 BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's rules for a bucket's name
+# one line per request: time, method, status, bytes sent (headers and body), seconds, connection serial
 LOG_FORMAT = "$msec $request_method $status $bytes_sent $request_time $connection"
 
 
@@ -59,6 +59,11 @@ class Endpoint:
     secret_key: str
     region: str = REGION
     bucket: str | None = None  # the bucket a store's URL names (None: each dataset's own name)
+
+    @property
+    def given(self) -> str:
+        """The URL as `--endpoint-url` takes it, the bucket included."""
+        return f"{self.url}/{self.bucket}" if self.bucket else self.url
 
     def environment(self) -> dict[str, str]:
         """The variables every AWS SDK reads (boto3, s3fs, LitData, s3torchconnector)."""
