@@ -12,6 +12,7 @@ import torch
 from iobench.data.dataset import generate
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError, RunFailed
+from iobench.formats import FORMATS
 from iobench.loaders import LOADERS, LoaderName
 from iobench.loaders.order import EpochOrder, as_slice
 from iobench.measuring.clocks import time_bare_epoch, time_epoch
@@ -347,6 +348,17 @@ def test_parse_pairs():
         parse_pairs("lmdb", "tensorclass")
     with pytest.raises(IobenchError, match="unknown loader 'spark'"):
         parse_pairs(None, "spark")
+
+
+def test_from_object_storage_the_default_pairs_are_the_dataloader_and_each_formats_pipeline():
+    """`run --remote s3-like --format all` was refused whole: tensorclass, a default pair, reads local files only."""
+    pairs, notes = parse_pairs("all", None, remote=True)
+    assert not notes and all(ld != "tensorclass" for _, ld in pairs)
+    assert {f for f, ld in pairs if ld == "dataloader"} == set(FORMATS)
+    assert ("litdata", "native") in pairs and ("webdataset", "native") in pairs and ("npy", "native") not in pairs
+    plain, _ = parse_pairs(None, None, remote=True)
+    assert plain and all(ld == "dataloader" for _, ld in plain) and ("memmap", "dataloader") in plain
+    assert parse_pairs("memmap", "tensorclass", remote=True)[0] == [("memmap", "tensorclass")]  # named: as asked
 
 
 def test_a_dying_worker_ends_the_run_with_a_clear_error(dataset_dir, monkeypatch):

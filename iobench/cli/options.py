@@ -44,7 +44,8 @@ Formats = Annotated[
 Loaders = Annotated[
     OptStr,
     typer.Option(
-        help=f"Comma list of {', '.join(LOADERS)}, or all (default: dataloader, plus tensorclass on memmap; "
+        help=f"Comma list of {', '.join(LOADERS)}, or all (default: dataloader, plus tensorclass on memmap, or "
+        "from object storage each format's own pipeline where it has one; "
         "all leaves out ray and nodes unless named; ray needs `pip install 'iobench\\[ray]'`, nodes "
         "`pip install 'iobench\\[torchdata]'`)."
     ),

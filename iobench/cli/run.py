@@ -80,7 +80,7 @@ def run_cmd(
     net, fuse = remote_of(remote, latency_ms, connection_mb_per_s, nproc, endpoint_url, fuse_chunk, fuse_read_ahead)
     if nproc is None:
         check_writable(results)
-    pairs, notes = parse_pairs(format, loader)
+    pairs, notes = parse_pairs(format, loader, remote=net is not None or endpoint_url is not None)
     samples = _size_of(size, dataset)
     from iobench.cli.measuring import config_of, measure_run, read_options_of, settings_of, step_times
     from iobench.torchrun_env import launched_by_torchrun

@@ -22,22 +22,23 @@ def parse_loaders(text: str) -> tuple[LoaderName, ...]:
     return tuple(LoaderName(ld) for ld in chosen if LOADERS[LoaderName(ld)].extra is None or ld in named)
 
 
-def parse_pairs(formats: str | None, loaders: str | None) -> tuple[list[tuple[str, LoaderName]], list[str]]:
+def parse_pairs(
+    formats: str | None, loaders: str | None, remote: bool = False
+) -> tuple[list[tuple[str, LoaderName]], list[str]]:
     """(format, loader) pairs to run, and notes on the combinations skipped.
 
     With neither given: the standard comparison. Lists and 'all' expand to their product minus
     what does not go together (said in the notes); a single explicit pair that does not go
-    together is an error.
+    together is an error. From object storage (`remote`), with no loader named, each format's own
+    pipeline stands where tensorclass would, which reads local files only.
     """
-    if formats is None and loaders is None:
+    if formats is None and loaders is None and not remote:
         return list(DEFAULT_PAIRS), []
-    fmts = parse_choices(formats, tuple(FORMATS), "format") if formats is not None else None
+    fmts = parse_choices(formats, tuple(FORMATS), "format") if formats is not None else DEFAULT_FORMATS
     lds = parse_loaders(loaders) if loaders is not None else None
-    if lds is None:  # formats chosen: the DataLoader on each, plus tensorclass where it applies
-        both = (LoaderName.DATALOADER, LoaderName.TENSORCLASS)
+    if lds is None:  # the DataLoader on each format, plus tensorclass (or from storage, the pipeline) where it applies
+        both = (LoaderName.DATALOADER, LoaderName.NATIVE if remote else LoaderName.TENSORCLASS)
         return [(f, ld) for f in fmts for ld in both if f in LOADERS[ld].reads], []
-    if fmts is None:  # loaders chosen: over what a plain `iobench prepare` writes
-        fmts = DEFAULT_FORMATS
     pairs, skipped = [], []
     for f in fmts:
         for ld in lds:
