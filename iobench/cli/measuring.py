@@ -304,7 +304,7 @@ def remote_limits(remote: RemoteTarget, dataset_dir: Path, results: Path) -> Rem
     if remote.profile is not None:
         say(f"serving {dataset_dir.parent} at {remote.endpoint.url} (S3, {remote.profile.describe()})")
     else:
-        bucket = remote.endpoint.bucket or dataset_dir.name
+        bucket = remote.endpoint.bucket_for(dataset_dir.name)
         say(f"reading {dataset_dir.name}'s formats from s3://{bucket} at {remote.endpoint.url}")
     limits = stored_remote_limits(results, remote)
     if limits is None:

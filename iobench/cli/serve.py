@@ -61,7 +61,7 @@ def upload_cmd(
     names = list(manifest.formats) if formats is None else [f for f in formats.split(",") if f]
     if missing := [f for f in names if f not in manifest.formats]:
         raise IobenchError(f"{folder.name} has no {', '.join(missing)} (prepared: {', '.join(manifest.formats)})")
-    bucket = endpoint.bucket or folder.name
+    bucket = endpoint.bucket_for(folder.name)
     for name in names:
         entry = manifest.formats[name]
         root = entry.folder(folder)

@@ -15,7 +15,7 @@ from iobench.events import Events
 from iobench.formats import DEFAULT_FORMATS, FORMATS
 from iobench.plan.config import Cache, RunConfig
 from iobench.plan.resolve import refuse_local_controls
-from iobench.plan.selection import parse_loaders
+from iobench.plan.selection import default_loaders, parse_loaders
 from iobench.run.place import RunPlace
 from iobench.run.sweep import Point, preset
 from iobench.spec import DatasetSpec
@@ -50,7 +50,7 @@ def sweep_grid(name: str | None, base: RunConfig, device: torch.device, remote: 
         sizes = [parse_size(x) for x in split_list(lists["size"], "--size value")]
     grid.setdefault("format", list(DEFAULT_FORMATS))  # what a plain `iobench prepare` writes
     grid.setdefault("cache", [Cache.WARM.value])
-    grid.setdefault("loader", ["dataloader", "native"] if remote else ["dataloader", "tensorclass"])
+    grid.setdefault("loader", [ld.value for ld in default_loaders(remote)])
     return grid, sizes
 
 

@@ -94,7 +94,7 @@ def measure_remote_limits(
         profile = None  # a store iobench did not start is measured as it is
         endpoint = endpoint_from_environment(endpoint_url)
         endpoint_url = endpoint.url  # the store's entry, whichever of its buckets held the probe
-        probe = replace(probe, bucket=endpoint.bucket or probe.bucket)
+        probe = replace(probe, bucket=endpoint.bucket_for(probe.bucket))  # the probe's bucket: its dataset's name
         say(f"reading s3://{probe.bucket}/{probe.prefix}/{probe.name} at {endpoint_url} ...")
         shaped = _rates(RemoteTarget(endpoint, None), probe, connections)
     else:

@@ -217,7 +217,7 @@ def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, wor
     folder = entry.folder(target.dataset_dir)
     names = [p.relative_to(folder).as_posix() for p in entry.file_paths(target.dataset_dir)]
     prefix = folder.relative_to(target.dataset_dir).as_posix()
-    bucket = target.remote.endpoint.bucket or target.dataset_dir.name
+    bucket = target.remote.endpoint.bucket_for(target.dataset_dir.name)
     where = (target.remote, bucket, "" if prefix == "." else prefix, names)
     if mounted:
         from iobench.storage.remote.mount import MountedStorage, fuse_reason

@@ -22,6 +22,12 @@ def parse_loaders(text: str) -> tuple[LoaderName, ...]:
     return tuple(LoaderName(ld) for ld in chosen if LOADERS[LoaderName(ld)].extra is None or ld in named)
 
 
+def default_loaders(remote: bool) -> tuple[LoaderName, LoaderName]:
+    """With no loader named: the DataLoader and tensorclass, or from object storage (which tensorclass does not read)
+    the DataLoader and each format's own pipeline."""
+    return LoaderName.DATALOADER, LoaderName.NATIVE if remote else LoaderName.TENSORCLASS
+
+
 def parse_pairs(
     formats: str | None, loaders: str | None, remote: bool = False
 ) -> tuple[list[tuple[str, LoaderName]], list[str]]:
@@ -36,9 +42,8 @@ def parse_pairs(
         return list(DEFAULT_PAIRS), []
     fmts = parse_choices(formats, tuple(FORMATS), "format") if formats is not None else DEFAULT_FORMATS
     lds = parse_loaders(loaders) if loaders is not None else None
-    if lds is None:  # the DataLoader on each format, plus tensorclass (or from storage, the pipeline) where it applies
-        both = (LoaderName.DATALOADER, LoaderName.NATIVE if remote else LoaderName.TENSORCLASS)
-        return [(f, ld) for f in fmts for ld in both if f in LOADERS[ld].reads], []
+    if lds is None:  # each format with the default loaders that read it
+        return [(f, ld) for f in fmts for ld in default_loaders(remote) if f in LOADERS[ld].reads], []
     pairs, skipped = [], []
     for f in fmts:
         for ld in lds:

@@ -60,6 +60,10 @@ class Endpoint:
     region: str = REGION
     bucket: str | None = None  # the bucket a store's URL names (None: each dataset's own name)
 
+    def bucket_for(self, dataset: str) -> str:
+        """Where a dataset's formats are at this store: the bucket its URL names, else one of the dataset's name."""
+        return self.bucket or dataset
+
     @property
     def given(self) -> str:
         """The URL as `--endpoint-url` takes it, the bucket included."""
