@@ -272,6 +272,7 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
     store_root = tmp_path / "store"
     (store_root / dataset.name).mkdir(parents=True)  # the bucket exists; iobench never creates one
     (store_root / "iobench-data").mkdir()  # one named in the URL (made before the server lists its buckets)
+    (store_root / "memmap-only").mkdir()
     with Emulator(store_root, profile("none"), read_only=False) as endpoint:
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", endpoint.access_key)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", endpoint.secret_key)
@@ -305,6 +306,17 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
         assert r.code == 0 and f"from s3://iobench-data at {endpoint.url}" in r.err, r.err
         assert f"iobench limits --endpoint-url {named}`" in r.err  # the hint reaches the same bucket
         assert stored_records(results)[-1]["samples_per_epoch"] == N
+        # limits read the largest object the store has: npy's file is the dataset's largest, but not uploaded here
+        limits_results = tmp_path / "limits" / "r.jsonl"
+        empty = cli("limits", "--endpoint-url", f"{endpoint.url}/memmap-only", "--connections", 2, "--data-dir",
+                    data, "--results", limits_results)  # fmt: skip
+        assert_one_line_error(empty, "none of the dataset's formats (npy, memmap) is at s3://memmap-only/")
+        up = cli("upload", "--endpoint-url", f"{endpoint.url}/memmap-only", "--data-dir", data, "--formats", "memmap")
+        assert up.code == 0, up.err
+        limits = cli("limits", "--endpoint-url", f"{endpoint.url}/memmap-only", "--connections", 2, "--data-dir",
+                     data, "--results", limits_results)  # fmt: skip
+        assert limits.code == 0, limits.err
+        assert "read memmap-only/memmap/" in " ".join(limits.out.split()), limits.out
         missing = cli("run", "--endpoint-url", f"{endpoint.url}/no-such-bucket", "--format", "npy", "--runs", 1,
                       "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
         assert missing.code != 0 and "Traceback" not in missing.err, missing.err

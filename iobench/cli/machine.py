@@ -88,7 +88,7 @@ def limits_cmd(
 def _remote_limits(data_dir: Path, dataset: str | None, results: Path, remote: str | None, endpoint_url: str | None,
                    latency_ms: float | None, connection_mb_per_s: float | None, connections: int) -> None:  # fmt: skip
     from iobench.data.manifest import find_run_dataset
-    from iobench.measuring.remote_limits import find_probe, measure_remote_limits, save_remote_limits
+    from iobench.measuring.remote_limits import find_probes, measure_remote_limits, save_remote_limits
     from iobench.results.store import check_writable, remote_limits_path
     from iobench.results.tables import remote_limits_table
     from iobench.storage.remote.profiles import profile
@@ -102,7 +102,7 @@ def _remote_limits(data_dir: Path, dataset: str | None, results: Path, remote: s
     folder = find_run_dataset(data_dir, dataset)
     if folder is None:
         raise IobenchError(f"no prepared dataset in {data_dir}; run `iobench prepare` first")
-    limits = measure_remote_limits(find_probe(folder), chosen, endpoint_url, connections, say)
+    limits = measure_remote_limits(find_probes(folder), chosen, endpoint_url, connections, say)
     path = save_remote_limits(results, limits)
     out.print(remote_limits_table(limits))
     if limits.short_of_profile:

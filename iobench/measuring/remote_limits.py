@@ -48,16 +48,40 @@ class Probe:
     sample_bytes: int
 
 
-def find_probe(dataset_dir: Path) -> Probe:
+def find_probes(dataset_dir: Path) -> list[Probe]:
+    """Each prepared format's largest file, largest first: a store named by --endpoint-url holds only the formats
+    uploaded there, so the ceilings read the first of these it has."""
     from iobench.data.manifest import Manifest
 
     files = [p for p in dataset_dir.glob("*/*") if p.is_file() and not p.name.startswith(".")]
     if not files:
         raise IobenchError(f"{dataset_dir} holds no prepared format to read; run `iobench prepare` first")
-    largest = max(files, key=lambda p: p.stat().st_size)
     sample = Manifest.load(dataset_dir).spec.sample_bytes
-    return Probe(dataset_dir.parent, dataset_dir.name, largest.parent.name, largest.name, largest.stat().st_size,
-                 sample)  # fmt: skip
+    largest: dict[str, Path] = {}
+    for path in sorted(files, key=lambda p: p.stat().st_size, reverse=True):
+        largest.setdefault(path.parent.name, path)
+    return [Probe(dataset_dir.parent, dataset_dir.name, path.parent.name, path.name, path.stat().st_size, sample)
+            for path in largest.values()]  # fmt: skip
+
+
+def _first_stored(probes: list[Probe], target: RemoteTarget) -> Probe:
+    """The largest probe object the store has (a HEAD each, one per format at most)."""
+    import obstore
+
+    from iobench.storage.remote.emulator import worded
+
+    for probe in probes:
+        storage = ObjectStorage(target, probe.bucket, probe.prefix, [probe.name])
+        with worded(storage.url(probe.name)):  # a refused key, a missing bucket, no server: one line
+            try:
+                obstore.head(storage.store(), storage.key(probe.name))
+                return probe
+            except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release
+                if not isinstance(exc, FileNotFoundError) and type(exc).__name__ != "NotFoundError":
+                    raise
+    bucket = probes[0].bucket
+    raise IobenchError(f"none of the dataset's formats ({', '.join(p.prefix for p in probes)}) is at s3://{bucket}/ "
+                       f"at {target.endpoint.url}: `iobench upload --endpoint-url URL` puts them there")  # fmt: skip
 
 
 def target_key(target: RemoteTarget) -> str:
@@ -77,14 +101,14 @@ def save_remote_limits(results: Path, limits: RemoteLimits) -> Path:
 
 
 def measure_remote_limits(
-    probe: Probe,
+    probes: list[Probe],
     profile: Profile | None,
     endpoint_url: str | None = None,
     connections: int = DEFAULT_CONNECTIONS,
     say: Callable[[str], None] = lambda _: None,
 ) -> RemoteLimits:
     """Through the profile (iobench's server) or the store at endpoint_url as it is; for iobench's server, also
-    without the shaper."""
+    without the shaper. The object read is the first of `probes` (find_probes) the server holds."""
     from iobench.storage.remote.emulator import endpoint_from_environment
 
     if not 1 <= connections <= MAX_CONNECTIONS:
@@ -94,10 +118,12 @@ def measure_remote_limits(
         profile = None  # a store iobench did not start is measured as it is
         endpoint = endpoint_from_environment(endpoint_url)
         endpoint_url = endpoint.url  # the store's entry, whichever of its buckets held the probe
-        probe = replace(probe, bucket=endpoint.bucket_for(probe.bucket))  # the probe's bucket: its dataset's name
+        target = RemoteTarget(endpoint, None)
+        probe = _first_stored([replace(p, bucket=endpoint.bucket_for(p.bucket)) for p in probes], target)
         say(f"reading s3://{probe.bucket}/{probe.prefix}/{probe.name} at {endpoint_url} ...")
-        shaped = _rates(RemoteTarget(endpoint, None), probe, connections)
+        shaped = _rates(target, probe, connections)
     else:
+        probe = probes[0]
         if profile is None:
             raise IobenchError("iobench limits needs --remote PROFILE or --endpoint-url for object storage")
         say(f"through {profile.describe()} ...")
