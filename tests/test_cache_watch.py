@@ -41,3 +41,22 @@ def test_a_storage_handed_to_a_worker_carries_the_folders_not_the_lock(tmp_path)
     (tmp_path / "a").write_bytes(b"12345")
     copy = pickle.loads(pickle.dumps(peak))
     assert copy.folders == [tmp_path] and copy.take() == (5, 5)
+
+
+def test_a_folder_removed_while_it_is_walked_counts_what_was_seen(tmp_path, monkeypatch):
+    """datasets removes its cache folder at the end of a stream, between the check that it is a folder and the
+    walk: the watching thread died with a traceback and sampled no more."""
+    from pathlib import Path
+
+    (tmp_path / "chunk.bin").write_bytes(b"x" * 300)
+
+    def vanishing(self, pattern):
+        yield tmp_path / "chunk.bin"
+        raise FileNotFoundError(2, "No such file or directory", str(self))
+
+    monkeypatch.setattr(Path, "rglob", vanishing)
+    assert folder_bytes(tmp_path) == 300
+    peak = CachePeak([tmp_path])
+    with peak.watching():
+        time.sleep(5 * INTERVAL_S)
+    assert peak.take() == (300, 300)

@@ -14,12 +14,14 @@ INTERVAL_S = 0.05
 
 
 def folder_bytes(folder: Path) -> int:
-    """The bytes of the files under a folder (0 once it is gone): a library's cache as it stands."""
+    """The bytes of the files under a folder (0 once it is gone): a library's cache as it stands. A library may
+    remove its folder while it is walked (datasets' at the end of a stream): what was counted by then."""
     total = 0
-    for path in folder.rglob("*") if folder.is_dir() else ():
-        with suppress(OSError):
-            if path.is_file() and not path.is_symlink():
-                total += path.stat().st_size
+    with suppress(OSError):
+        for path in folder.rglob("*") if folder.is_dir() else ():
+            with suppress(OSError):
+                if path.is_file() and not path.is_symlink():
+                    total += path.stat().st_size
     return total
 
 
