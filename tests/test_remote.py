@@ -393,3 +393,82 @@ def test_a_sweep_from_object_storage_runs_each_configuration_in_its_own_process_
     again = cli(*args)
     assert again.code == 0 and "4 already in" in again.err and "0 to run" in again.err
     assert len(stored_records(results)) == 4
+
+
+def _serving(state_root: Path, deadline: float) -> Path:
+    """The state folder of the one emulator started under `state_root` (a run in a process of its own)."""
+    while True:
+        started = [p for p in state_root.glob("*-*") if (p / "nginx.conf").is_file()] if state_root.is_dir() else []
+        if started:
+            return started[0]
+        assert time.monotonic() < deadline, "the run started no server"
+        time.sleep(0.05)
+
+
+def test_ctrl_c_mid_epoch_stops_the_server_and_keeps_the_finished_record(data, tmp_path):
+    """Interrupted in the second configuration's epoch: one line and exit 130, the first configuration's record
+    kept, nothing listening on either port, the state folder removed."""
+    tmp, results = tmp_path / "tmp", tmp_path / "r.jsonl"
+    tmp.mkdir()
+    argv = [sys.executable, "-m", "iobench", "run", "--remote", "s3-like", "--latency-ms", "100", "--format",
+            "npy,memmap", "--loader", "dataloader", "--runs", "1", "--batch-size", "16", "--device", "cpu", "-q",
+            "--data-dir", str(data), "--results", str(results)]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp)}, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        state = _serving(tmp / f"iobench-s3-{os.getuid()}", deadline)
+        conf = (state / "nginx.conf").read_text()
+        ports = [int(re.search(rf"{kind} 127\.0\.0\.1:(\d+)", conf).group(1)) for kind in ("listen", "server")]
+        while not (results.is_file() and results.read_text().strip()):  # npy's record saved: memmap is next
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else ""
+            time.sleep(0.05)
+        log = state / "access.log"
+        seen = log.stat().st_size
+        while log.stat().st_size < seen + 2000:  # memmap's reads under way (a line per request, ~40 bytes each)
+            assert proc.poll() is None and time.monotonic() < deadline, "the run ended before it was interrupted"
+            time.sleep(0.02)
+        assert all(_listening(port) for port in ports)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    err = proc.stderr.read()
+    assert proc.returncode == 130 and "Traceback" not in err, err
+    assert "interrupted after 1 of 2 configurations; their records are kept" in err, err
+    assert [r["format"] for r in stored_records(results)] == ["npy"]
+    assert not any(_listening(port) for port in ports) and not state.exists()
+
+
+def test_a_server_that_dies_mid_epoch_ends_in_one_line_keeping_the_finished_record(data, tmp_path, cli, monkeypatch):
+    """The server and the shaper killed after memmap's third batch was asked for: the run ends in one line naming
+    the object (obstore's retries included), npy's record is kept, nothing listening."""
+    from iobench.cli import measuring
+    from iobench.formats import npy
+
+    real_run, real_ranges, targets, batches = measuring.run_one, npy._ranges, [], []
+
+    def remember(resolved, *args, **kwargs):
+        targets.append(resolved.target.remote)
+        return real_run(resolved, *args, **kwargs)
+
+    async def then_kill(store, key, *args):
+        if key.endswith("features.memmap"):
+            batches.append(key)
+            if len(batches) == 3:
+                for pid in targets[-1].server_pids:
+                    os.kill(pid, signal.SIGKILL)
+        return await real_ranges(store, key, *args)
+
+    monkeypatch.setattr(measuring, "run_one", remember)
+    monkeypatch.setattr(npy, "_ranges", then_kill)
+    results = tmp_path / "r.jsonl"
+    started = time.monotonic()
+    r = cli("run", "--remote", "none", "--format", "npy,memmap", "--loader", "dataloader", "--runs", 1,
+            "--batch-size", 16, "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+    assert len(batches) >= 3 and r.code != 0 and "Traceback" not in r.err, r.err
+    (error,) = [line for line in r.err.splitlines() if line.startswith("iobench: error")]
+    assert "features.memmap" in error, error
+    assert [rec["format"] for rec in stored_records(results)] == ["npy"]
+    assert not _listening(int(targets[-1].endpoint.url.rsplit(":", 1)[1]))
+    print(f"the server's death was reported {time.monotonic() - started:.1f} s into the run")
+
