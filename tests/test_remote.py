@@ -472,3 +472,21 @@ def test_a_server_that_dies_mid_epoch_ends_in_one_line_keeping_the_finished_reco
     assert not _listening(int(targets[-1].endpoint.url.rsplit(":", 1)[1]))
     print(f"the server's death was reported {time.monotonic() - started:.1f} s into the run")
 
+
+def test_an_endpoint_where_nothing_listens_is_one_line_at_once(data, tmp_path, cli, monkeypatch):
+    """run, upload and limits: one line naming the address, before any request (obstore's ten retries took 2-9 s,
+    and limits ended in a traceback)."""
+    from iobench.storage.remote.emulator import free_port
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "IOBENCHTEST")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-secret")
+    port = free_port()
+    url, results = f"http://127.0.0.1:{port}", tmp_path / "r.jsonl"
+    for args in (["run", "--format", "npy", "--loader", "dataloader", "--runs", 1, "--device", "cpu", "-q"],
+                 ["upload", "--formats", "npy"], ["limits", "--connections", 2]):  # fmt: skip
+        started = time.monotonic()
+        where = ["--data-dir", data] + (["--results", results] if args[0] != "upload" else [])
+        r = cli(*args, "--endpoint-url", f"{url}/iobench-data", *where)
+        assert_one_line_error(r, f"--endpoint-url {url}/iobench-data: nothing answers at 127.0.0.1:{port}")
+        assert time.monotonic() - started < 3, args
+    assert not results.exists()

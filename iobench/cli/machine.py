@@ -102,7 +102,10 @@ def _remote_limits(data_dir: Path, dataset: str | None, results: Path, remote: s
     folder = find_run_dataset(data_dir, dataset)
     if folder is None:
         raise IobenchError(f"no prepared dataset in {data_dir}; run `iobench prepare` first")
-    limits = measure_remote_limits(find_probes(folder), chosen, endpoint_url, connections, say)
+    try:
+        limits = measure_remote_limits(find_probes(folder), chosen, endpoint_url, connections, say)
+    except OSError as exc:  # a refused key, a missing bucket, a store gone mid-measurement: obstore's, worded
+        raise IobenchError(f"limits: {exc}") from None
     path = save_remote_limits(results, limits)
     out.print(remote_limits_table(limits))
     if limits.short_of_profile:

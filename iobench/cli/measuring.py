@@ -272,11 +272,11 @@ def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path,
            ) -> Iterator[RemoteTarget | None]:  # fmt: skip
     """With a profile: the data folder served as S3 on loopback, behind the shaper, for as long as the block
     runs (stopped on every exit); with an endpoint: that store, as it is; without either: nothing."""
-    from iobench.storage.remote.emulator import Emulator, endpoint_from_environment
+    from iobench.storage.remote.emulator import Emulator, store_at
 
     fuse = fuse or FuseOptions()
     if endpoint_url is not None:
-        yield RemoteTarget(endpoint_from_environment(endpoint_url), None, fuse=fuse)
+        yield RemoteTarget(store_at(endpoint_url), None, fuse=fuse)
         return
     if profile is None:
         yield None

@@ -51,9 +51,9 @@ def upload_cmd(
     the manifest lists are sent, each checked inside its folder."""
     from iobench.data.manifest import Manifest, find_run_dataset
     from iobench.storage.remote import ObjectStorage, RemoteTarget
-    from iobench.storage.remote.emulator import endpoint_from_environment
+    from iobench.storage.remote.emulator import store_at
 
-    endpoint = endpoint_from_environment(endpoint_url)
+    endpoint = store_at(endpoint_url)
     folder = find_run_dataset(data_dir, dataset)
     if folder is None:
         raise IobenchError(f"no prepared dataset in {data_dir}; run `iobench prepare` first")

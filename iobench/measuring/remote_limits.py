@@ -109,14 +109,14 @@ def measure_remote_limits(
 ) -> RemoteLimits:
     """Through the profile (iobench's server) or the store at endpoint_url as it is; for iobench's server, also
     without the shaper. The object read is the first of `probes` (find_probes) the server holds."""
-    from iobench.storage.remote.emulator import endpoint_from_environment
+    from iobench.storage.remote.emulator import store_at
 
     if not 1 <= connections <= MAX_CONNECTIONS:
         raise IobenchError(f"--connections {connections}: expected 1 to {MAX_CONNECTIONS}")
     unshaped = None
     if endpoint_url is not None:
         profile = None  # a store iobench did not start is measured as it is
-        endpoint = endpoint_from_environment(endpoint_url)
+        endpoint = store_at(endpoint_url)
         endpoint_url = endpoint.url  # the store's entry, whichever of its buckets held the probe
         target = RemoteTarget(endpoint, None)
         probe = _first_stored([replace(p, bucket=endpoint.bucket_for(p.bucket)) for p in probes], target)
