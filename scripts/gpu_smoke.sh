@@ -36,5 +36,7 @@ gpus=$(python -c "import torch; print(torch.cuda.device_count())")
 if [ "$gpus" -ge 2 ]; then
     run run --format memmap --loader tensorclass,dataloader "${common[@]}" --nproc 2
 fi
+# From object storage to the GPU: rclone serve s3 on loopback read through --endpoint-url (no shaper there).
+bash scripts/remote_smoke.sh "$data" cuda "$results"
 run report "$results" --out "$data/report"
 echo "records in $results; report in $data/report/report.md" >&2
