@@ -56,7 +56,7 @@ def one(kind: str, name: str, dataset: Path, endpoint: dict, log: str, profile_n
     """One cold epoch in this process: samples, seconds, the server's requests and bytes over it."""
     fmt, options = READ_OPTIONS.get(name, (name, ()))
     from iobench.storage.remote import RemoteTarget
-    from iobench.storage.remote.emulator import Endpoint
+    from iobench.storage.remote.endpoint import Endpoint
     from iobench.storage.remote.profiles import profile
     from iobench.storage.remote.requests_log import read, size
 

@@ -146,7 +146,7 @@ def test_litdatas_pool_reaches_its_boto3_client_with_its_own_retries(monkeypatch
 
     from iobench.formats.litdata_remote import open_remote
     from iobench.storage.remote import RemoteTarget
-    from iobench.storage.remote.emulator import Endpoint
+    from iobench.storage.remote.endpoint import Endpoint
 
     handed = []
 
@@ -250,3 +250,4 @@ def test_an_object_storage_option_on_local_files_is_one_line_and_measures_nothin
             "--format-option", "npy.remote_reader=s3fs")  # fmt: skip
     assert_one_line_error(r, "npy.remote_reader sets how object storage is read", "--remote PROFILE or --endpoint-url")
     assert not (tmp_path / "r.jsonl").exists()
+

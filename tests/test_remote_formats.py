@@ -221,7 +221,7 @@ def test_fuse_sizes_are_checked_in_one_line(data, tmp_path, cli):
 
 def test_a_mount_reads_ahead_only_for_a_reader_in_order_unless_told():
     from iobench.storage.remote import FUSE_READ_AHEAD, FuseOptions
-    from iobench.storage.remote.emulator import Endpoint
+    from iobench.storage.remote.endpoint import Endpoint
 
     def read_ahead(fuse: FuseOptions, at_random: bool) -> str | None:
         target = RemoteTarget(Endpoint("http://127.0.0.1:9", "k", "s"), None, fuse=fuse)
@@ -232,7 +232,7 @@ def test_a_mount_reads_ahead_only_for_a_reader_in_order_unless_told():
 
 
 def test_a_mounted_storage_has_no_folder_outside_its_run(data):
-    from iobench.storage.remote.emulator import Endpoint
+    from iobench.storage.remote.endpoint import Endpoint
 
     target = RemoteTarget(Endpoint("http://127.0.0.1:9", "k", "s"), None)
     storage = MountedStorage(target, data.name, "lmdb", [], at_random=True)

@@ -121,7 +121,7 @@ def test_limits_remote_measures_the_profile_and_a_run_reports_its_share(cli, tmp
 def test_an_endpoint_urls_path_names_the_bucket_and_anything_else_is_one_line(monkeypatch):
     """AWS allows no underscore in a bucket's name, and a dataset's folder name holds several: a real bucket is
     named in the URL's path, as a path-style S3 URL names it."""
-    from iobench.storage.remote.emulator import endpoint_from_environment
+    from iobench.storage.remote.endpoint import endpoint_from_environment
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")

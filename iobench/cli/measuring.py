@@ -272,7 +272,8 @@ def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path,
            ) -> Iterator[RemoteTarget | None]:  # fmt: skip
     """With a profile: the data folder served as S3 on loopback, behind the shaper, for as long as the block
     runs (stopped on every exit); with an endpoint: that store, as it is; without either: nothing."""
-    from iobench.storage.remote.emulator import Emulator, store_at
+    from iobench.storage.remote.emulator import Emulator
+    from iobench.storage.remote.endpoint import store_at
 
     fuse = fuse or FuseOptions()
     if endpoint_url is not None:

@@ -51,7 +51,7 @@ def upload_cmd(
     the manifest lists are sent, each checked inside its folder."""
     from iobench.data.manifest import Manifest, find_run_dataset
     from iobench.storage.remote import ObjectStorage, RemoteTarget
-    from iobench.storage.remote.emulator import store_at
+    from iobench.storage.remote.endpoint import store_at
 
     endpoint = store_at(endpoint_url)
     folder = find_run_dataset(data_dir, dataset)

@@ -109,7 +109,7 @@ def measure_remote_limits(
 ) -> RemoteLimits:
     """Through the profile (iobench's server) or the store at endpoint_url as it is; for iobench's server, also
     without the shaper. The object read is the first of `probes` (find_probes) the server holds."""
-    from iobench.storage.remote.emulator import store_at
+    from iobench.storage.remote.endpoint import store_at
 
     if not 1 <= connections <= MAX_CONNECTIONS:
         raise IobenchError(f"--connections {connections}: expected 1 to {MAX_CONNECTIONS}")

@@ -18,7 +18,8 @@ from iobench.errors import IobenchError
 from iobench.storage import Applied, Counters, Storage
 from iobench.storage.remote import requests_log
 from iobench.storage.remote.cache_watch import CachePeak
-from iobench.storage.remote.emulator import Endpoint, cpu_seconds
+from iobench.storage.remote.emulator import cpu_seconds
+from iobench.storage.remote.endpoint import Endpoint
 from iobench.storage.remote.profiles import Profile
 
 # rclone mount's defaults: the first GET of an object asks this much, the next ones double it (no limit); and

@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -34,83 +33,18 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit
 
 from iobench.errors import IobenchError
+from iobench.storage.remote.endpoint import Endpoint
 from iobench.storage.remote.profiles import Profile
 from iobench.system.contention import process_jiffies
 
-REGION = "us-east-1"
 LUA_MODULES = (Path("/usr/lib/nginx/modules/ndk_http_module.so"), Path("/usr/lib/nginx/modules/ngx_http_lua_module.so"))
 NGINX_INSTALL = "apt-get install nginx libnginx-mod-http-lua"
 STATE_ROOT = Path(tempfile.gettempdir()) / f"iobench-s3-{os.getuid()}"
 READY_TIMEOUT_S = 20.0
-CONNECT_TIMEOUT_S = 5.0  # how long a store named by --endpoint-url has to accept a connection
-BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's rules for a bucket's name
 # one line per request: time, method, status, bytes sent (headers and body), seconds, connection serial
 LOG_FORMAT = "$msec $request_method $status $bytes_sent $request_time $connection"
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where an S3 client connects, and with which keys."""
-
-    url: str
-    access_key: str
-    secret_key: str
-    region: str = REGION
-    bucket: str | None = None  # the bucket a store's URL names (None: each dataset's own name)
-
-    def bucket_for(self, dataset: str) -> str:
-        """Where a dataset's formats are at this store: the bucket its URL names, else one of the dataset's name."""
-        return self.bucket or dataset
-
-    @property
-    def given(self) -> str:
-        """The URL as `--endpoint-url` takes it, the bucket included."""
-        return f"{self.url}/{self.bucket}" if self.bucket else self.url
-
-    def environment(self) -> dict[str, str]:
-        """The variables every AWS SDK reads (boto3, s3fs, LitData, s3torchconnector)."""
-        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
-                "AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region, "AWS_ENDPOINT_URL": self.url}  # fmt: skip
-
-
-def endpoint_from_environment(url: str) -> Endpoint:
-    """A store iobench did not start (`--endpoint-url`), with the keys every AWS SDK reads from the environment.
-    A path names the bucket (http(s)://host:port/bucket, as a path-style S3 URL does): the dataset's folder name,
-    the bucket otherwise, is not a valid AWS bucket name (it holds underscores)."""
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
-        raise IobenchError(f"--endpoint-url {url!r}: expected http(s)://host:port/bucket (port and bucket "
-                           "optional), with no credentials in it")  # fmt: skip
-    if parts.query or parts.fragment or "?" in url or "#" in url:
-        raise IobenchError(f"--endpoint-url {url!r}: a query or fragment is not part of a store's address")
-    bucket = parts.path.strip("/") or None
-    if bucket is not None and not BUCKET_NAME.fullmatch(bucket):
-        raise IobenchError(f"--endpoint-url {url!r}: {bucket!r} is not a bucket name (3-63 characters: lowercase "
-                           "letters, digits, '.' and '-', beginning and ending with a letter or digit)")  # fmt: skip
-    key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
-    if not key or not secret:
-        raise IobenchError("--endpoint-url needs the store's keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or REGION
-    return Endpoint(f"{parts.scheme}://{parts.netloc}", key, secret, region, bucket)
-
-
-def store_at(url: str) -> Endpoint:
-    """A store named by --endpoint-url, once something answers there: where nothing listens (a wrong port, a store
-    not started) the command ends in one line at once, not after the S3 client's ten retries (obstore's took 2-9 s
-    here, then a run failed mid-measurement and `limits` with a traceback)."""
-    endpoint = endpoint_from_environment(url)
-    parts = urlsplit(endpoint.url)
-    host, port = parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
-    try:
-        with socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or str(exc) or type(exc).__name__  # a timeout has no strerror
-        raise IobenchError(f"--endpoint-url {url}: nothing answers at {host}:{port} ({reason})") from None
-    return endpoint
 
 
 @dataclass
