@@ -251,3 +251,34 @@ def test_an_object_storage_option_on_local_files_is_one_line_and_measures_nothin
     assert_one_line_error(r, "npy.remote_reader sets how object storage is read", "--remote PROFILE or --endpoint-url")
     assert not (tmp_path / "r.jsonl").exists()
 
+
+def test_a_format_written_otherwise_is_another_configuration_and_says_how(tmp_path, cli):
+    """Two datasets of one spec (one folder name) in two data folders, LMDB written with 1 and 4 samples per record:
+    the second is not skipped as 'already measured' by a sweep into the same results, and each record says how its
+    format was written ("" for prepare's defaults, which a shard count or an 'auto' resolved does not change)."""
+    from iobench.data.format_options import written_options
+
+    default, custom, results = tmp_path / "default", tmp_path / "custom", tmp_path / "r.jsonl"
+    invoke("prepare", "--size", 64, "--shape", "4", "--formats", "lmdb,hdf5", "--data-dir", default, "-q")
+    invoke("prepare", "--size", 64, "--shape", "4", "--formats", "lmdb", "--data-dir", custom, "-q",
+           "--format-option", "lmdb.samples_per_record=4")  # fmt: skip
+    (written,) = custom.iterdir()
+    (plain,) = default.iterdir()
+    assert plain.name == written.name
+    manifest = Manifest.load(plain)
+    assert {f: written_options(f, e.options, manifest.spec) for f, e in manifest.formats.items()} == {
+        "lmdb": "", "hdf5": ""}  # fmt: skip
+    for folder in (default, custom):
+        r = cli("sweep", "--format", "lmdb", "--loader", "dataloader", "--runs", 1, "--cache", "as-is", "--device",
+                "cpu", "-q", "--data-dir", folder, "--results", results)  # fmt: skip
+        assert r.code == 0, r.err
+    records = stored_records(results)
+    assert [x["format_written"] for x in records] == ["", "samples_per_record=4"]
+    assert [x["samples_per_epoch"] for x in records] == [64, 64]
+    again = cli("sweep", "--format", "lmdb", "--loader", "dataloader", "--runs", 1, "--cache", "as-is", "--device",
+                "cpu", "-q", "--data-dir", custom, "--results", results)  # fmt: skip
+    assert again.code == 0 and len(stored_records(results)) == 2  # that one is measured already
+    from iobench.results.tables import settings_label
+
+    labels = [settings_label(RunRecord.from_json(x)) for x in records]
+    assert "written" not in labels[0] and labels[1].endswith("written(samples_per_record=4)"), labels

@@ -13,6 +13,7 @@ from typing import Any
 
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
+from iobench.spec import DatasetSpec
 
 TRUE, FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -33,6 +34,19 @@ def settable_fields(name: str, reading: bool = False, native: bool = True) -> di
 def object_storage_fields(name: str) -> set[str]:
     """The read options of format `name` that only reading from object storage uses (a client, a cache budget)."""
     return {f.name for f in dataclasses.fields(FORMATS[name].options_type) if f.metadata.get("object_storage_only")}
+
+
+def written_options(name: str, options: dict[str, Any], spec: DatasetSpec) -> str:
+    """How format `name` was written where `prepare` would have written it otherwise: the write options of its
+    manifest (not the read options a run sets, nor what a writer arrives at itself, such as a shard count) whose
+    value differs from the defaults resolved for the same spec, as name=value, sorted; "" for the defaults. Two
+    datasets of one spec written differently (LitData's chunk size, WebDataset's shard size) are not the same
+    configuration, though their folders have one name."""
+    fmt = FORMATS[name]
+    defaults = fmt.options_to_json(fmt.resolve_options(spec, fmt.options_type()))
+    fields = dataclasses.fields(fmt.options_type)
+    chosen = {f.name for f in fields if not (f.metadata.get("read") or f.metadata.get("derived"))} & set(options)
+    return ",".join(f"{k}={options[k]}" for k in sorted(chosen) if options[k] != defaults.get(k))
 
 
 def check_read_options(name: str, given: list[str], native: bool = True) -> None:

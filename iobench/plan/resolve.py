@@ -10,6 +10,7 @@ from pathlib import Path
 import torch
 
 from iobench.choices import Choice
+from iobench.data.format_options import written_options
 from iobench.data.manifest import FormatEntry, Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
@@ -107,6 +108,7 @@ class ResolvedRun:
             "transform_on": c.transform_on.value if c.transform != "none" else None,
             "torch_threads_asked": c.torch_threads,  # the environment's torch_threads is what the run had
             "format_options": ",".join(f"{k}={v}" for k, v in c.format_options),
+            "format_written": written_options(c.format, self.manifest.formats[c.format].options, self.manifest.spec),
             **_remote_fields(self.target.remote, self.storage),
         })  # fmt: skip
 

@@ -95,6 +95,10 @@ class RecordedConfig:
     torch_threads_asked: int | None = None
     cpu_contention: int = 0  # rival processes busy beside the run
     format_options: str = ""  # run --format-option: the format's read options set for this run (name=value,...)
+    # how the format was written where `prepare`'s defaults for the spec would not have (its manifest's write
+    # options, name=value,...; "" for the defaults, and in records made before 0.3): LitData's chunk size or
+    # WebDataset's shard size change what a run reads as much as a read option does
+    format_written: str = ""
     # Schema 3, run --remote: where the bytes were ("local"; "object", read by the format's reader of objects;
     # "fuse", its local reader over a FUSE mount of the bucket), and the network profile they came through
     # (its name; "external" for a store iobench did not start, whose latency it does not set)

@@ -26,7 +26,9 @@ def settings_label(r: RunRecord, measured: bool = True) -> str:
     if c.loader == "dataloader":
         parts.append(f"fetch={c.fetch}")
     transform = transform_parts(r) if measured else [transform_label(r)] if transform_label(r) else []
-    return " ".join(parts + rest + sharing_parts(r) + transform + ([c.format_options] if c.format_options else []))
+    options = [c.format_options] if c.format_options else []
+    written = [f"written({c.format_written})"] if c.format_written else []
+    return " ".join(parts + rest + sharing_parts(r) + transform + options + written)
 
 
 def sharing_parts(r: RunRecord) -> list[str]:
