@@ -62,6 +62,7 @@ def upload_cmd(
     if missing := [f for f in names if f not in manifest.formats]:
         raise IobenchError(f"{folder.name} has no {', '.join(missing)} (prepared: {', '.join(manifest.formats)})")
     bucket = endpoint.bucket_for(folder.name)
+    ObjectStorage(RemoteTarget(endpoint, None), bucket, "", []).check_bucket()
     for name in names:
         entry = manifest.formats[name]
         root = entry.folder(folder)

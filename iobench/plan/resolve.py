@@ -228,8 +228,12 @@ def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, wor
         if reason is not None:
             raise IobenchError(f"{config.label}: {config.format} is read from object storage through FUSE here; "
                                f"{reason}")  # fmt: skip
-        return MountedStorage(*where, at_random=config.shuffle and config.loader is not LoaderName.NATIVE)
-    return ObjectStorage(*where)
+        storage = MountedStorage(*where, at_random=config.shuffle and config.loader is not LoaderName.NATIVE)
+    else:
+        storage = ObjectStorage(*where)
+    if target.remote.served is None and names:  # a store iobench does not run: what was uploaded there
+        storage.check_uploaded(config.format, names[-1], entry.files[-1].bytes)
+    return storage
 
 
 MIN_CACHE_BUDGET = 16 * 2**20  # read-ahead windows and the kernel's own allocations

@@ -163,6 +163,49 @@ class ObjectStorage(Storage):
                             aws_secret_access_key=e.secret_key, region_name=e.region,
                             config=Config(s3={"addressing_style": "path"}, signature_version="s3v4"))  # fmt: skip
 
+    def stored_size(self, name: str) -> int | None:
+        """The size of `name` at the store, None where it is not there; asked with boto3, as `client` says why."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            head = self.client().head_object(Bucket=self.bucket, Key=self.key(name))
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            if str(error.get("Code")) in ("404", "NoSuchKey", "NoSuchBucket", "NotFound"):
+                return None
+            raise IobenchError(f"{self.url(name)} at {self.target.endpoint.url}: {error.get('Code')} "
+                               f"{error.get('Message') or ''}".rstrip()) from None  # fmt: skip
+        except BotoCoreError as exc:
+            raise IobenchError(f"{self.url(name)} at {self.target.endpoint.url}: {exc}") from None
+        return int(head["ContentLength"])
+
+    def check_bucket(self) -> None:
+        """The bucket exists (iobench never creates one): where it does not, S3 answers a PUT with a page of XML."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client().head_bucket(Bucket=self.bucket)
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code"))
+            said = "does not exist (iobench never creates one)" if code in ("404", "NoSuchBucket") else code
+            raise IobenchError(f"bucket {self.bucket} at {self.target.endpoint.url}: {said}") from None
+        except BotoCoreError as exc:
+            raise IobenchError(f"bucket {self.bucket} at {self.target.endpoint.url}: {exc}") from None
+
+    def check_uploaded(self, fmt: str, name: str, prepared: int) -> None:
+        """A store iobench does not run holds what was uploaded to it, not the dataset folder: the format's last
+        file (the one an interrupted upload lacks) must be there at its prepared size. Else the run fails in the
+        library's words mid-epoch (a traceback from LitData and s3torchconnector), or reads another dataset's
+        objects: a bucket named in the URL holds one dataset's formats, each under its name."""
+        size = self.stored_size(name)
+        upload = f"`iobench upload --endpoint-url {self.target.endpoint.given} --formats {fmt}`"
+        if size is None:
+            raise IobenchError(f"{fmt} is not at {self.url(name)} ({self.target.endpoint.url}): {upload} puts it "
+                               "there")  # fmt: skip
+        if size != prepared:
+            raise IobenchError(f"{self.url(name)} holds {size:,} bytes, not the {prepared:,} of this dataset's "
+                               f"{name} (another dataset's {fmt}?): {upload} replaces it")  # fmt: skip
+
     def fsspec_path(self, name: str = "") -> str:
         """`bucket/prefix/name` as fsspec is handed it, once every part is a plain name: fsspec reads `*`, `?`, `[`
         as a pattern, `::` as a chain and `#` as a fragment."""
