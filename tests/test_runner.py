@@ -89,6 +89,7 @@ def test_every_setting_of_a_run_is_recorded_and_nothing_else():
     asked = {renamed.get(f.name, f.name) for f in fields(RunConfig) if f.name != "settings"}
     asked |= {f.name for f in fields(LoaderSettings)}
     where = {"dataset", "world_size", "backend", "device", "shuffle"}  # where it ran, and the order spelled out
+    where |= {"format_written"}  # how the dataset read was written (its manifest's options, not the run's)
     where |= {
         "storage",
         "remote_profile",
