@@ -584,3 +584,28 @@ def test_an_interrupted_workers_descriptor_server_reports_nothing_and_everything
     hook(*raised("raise ConnectionResetError(104, 'elsewhere')", __file__))
     hook(*raised("raise ValueError('a real failure')", resource_sharer.__file__))
     assert reported == [ConnectionResetError, ValueError]
+
+
+def test_an_interrupt_raised_inside_a_finaliser_stops_the_main_thread_instead_of_being_printed(monkeypatch):
+    """Ctrl-C while the garbage collector ran a multiprocessing Connection's `__del__`: the handler's
+    KeyboardInterrupt cannot leave a finaliser, Python printed it as "Exception ignored" with a traceback and went
+    on writing (CI, prepare interrupted 0.02 s in). It is delivered to the main thread again; other reports pass."""
+    from iobench.system.signals import redeliver_lost_interrupt
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", redeliver_lost_interrupt(lambda u: reported.append(u.exc_type)))
+
+    class Finalised:
+        def __init__(self, error: BaseException) -> None:
+            self.error = error
+
+        def __del__(self) -> None:
+            raise self.error
+
+    Finalised(ValueError("a real failure"))  # finalised at once: reported, nothing raised here
+    assert reported == [ValueError]
+    with pytest.raises(KeyboardInterrupt):
+        Finalised(KeyboardInterrupt("signal 2"))
+        for _ in range(1000):  # the interrupt lands at one of the next instructions of this thread
+            time.sleep(0.001)
+    assert reported == [ValueError]

@@ -13,7 +13,7 @@ import typer
 from iobench import __version__
 from iobench.cli.console import out, say
 from iobench.errors import IobenchError
-from iobench.system.signals import quiet_interrupted_handover
+from iobench.system.signals import quiet_interrupted_handover, redeliver_lost_interrupt
 from iobench.torchrun_env import launched_by_torchrun
 
 app = typer.Typer(
@@ -95,8 +95,9 @@ def _ending(message: str, *, in_process: bool) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every expected failure becomes one line on stderr and exit code 2."""
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-    hook = sys.excepthook
+    hook, unraisable = sys.excepthook, sys.unraisablehook
     sys.excepthook = quiet_interrupted_handover(hook)
+    sys.unraisablehook = redeliver_lost_interrupt(unraisable)
     signal.signal(signal.SIGTERM, _terminate)
     if previous[signal.SIGINT] is signal.default_int_handler:
         signal.signal(signal.SIGINT, _terminate)
@@ -111,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
         else:  # called in-process (tests): the caller gets its handlers back
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            sys.excepthook = hook
+            sys.excepthook, sys.unraisablehook = hook, unraisable
 
 
 def _main(argv: list[str] | None) -> None:

@@ -8,13 +8,16 @@ note the signal; the original handler runs as soon as the fork is done.
 
 from __future__ import annotations
 
+import _thread
 import signal
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from types import FrameType, TracebackType
+from typing import Any
 
 HELD = (signal.SIGINT, signal.SIGTERM)
+REDELIVER_AFTER_S = 0.01  # an interrupt lost in a finaliser comes back once the finaliser has returned
 
 
 @contextmanager
@@ -63,5 +66,24 @@ def quiet_interrupted_handover(
         if issubclass(kind, (ConnectionError, EOFError)) and _raised_in(tb, "multiprocessing/resource_sharer.py"):
             return None
         return previous(kind, value, tb)
+
+    return hook
+
+
+def redeliver_lost_interrupt(previous: Callable[[Any], object]) -> Callable[[Any], object]:
+    """A `sys.unraisablehook`: an interrupt raised by the signal handler while a finaliser ran (a multiprocessing
+    Connection's `__del__`, called by the garbage collector) cannot propagate. Python would print it as "Exception
+    ignored" with a traceback and carry on with the work; instead it is delivered again to the main thread, where it
+    stops the work: a moment later, from another thread, since delivered at once the handler would raise inside
+    this hook, no better placed to propagate it. Every other report goes to `previous`."""
+
+    def hook(unraisable: Any) -> object:
+        if isinstance(unraisable.exc_value, KeyboardInterrupt):
+            later = threading.Timer(REDELIVER_AFTER_S, _thread.interrupt_main, args=(signal.SIGINT,))
+            later.daemon = True
+            with suppress(RuntimeError):  # no new thread while the interpreter shuts down: nothing left to stop
+                later.start()
+            return None
+        return previous(unraisable)
 
     return hook
