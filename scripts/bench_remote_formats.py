@@ -18,12 +18,14 @@ Formats: `iobench run --remote PROFILE --cache cold` of each (format, loader) gi
 Prints tables; nothing is asserted.
 
 Usage: python scripts/bench_remote_formats.py DATASET_DIR [--profile s3-like] [--rounds 3] [--workers 0]
-       [--fairness litdata,webdataset,zarr,zarr-fsspec] [--formats-table FMT:LOADER,...] [--fuse-chunk 256K]
+       [--fairness litdata,webdataset,zarr,zarr-fsspec] [--same-heap] [--no-gc] [--formats-table FMT:LOADER,...]
+       [--fuse-chunk 256K]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import json
 import os
@@ -37,6 +39,8 @@ from pathlib import Path
 
 BATCH = 256
 SNIPPET, IOBENCH = "snippet", "iobench"
+SAME_HEAP = "snippet-in-iobench-heap"  # the snippet after importing what iobench's run imports (--same-heap)
+IOBENCH_RUN = ("torch", "iobench.loaders.base", "iobench.plan.config", "iobench.plan.resolve", "iobench.run.runner")
 LIBRARIES = {"litdata": ("litdata", "litdata.streaming.downloader", "torch.utils.data"),
              "webdataset": ("webdataset", "boto3", "botocore.config", "torch.utils.data"),
              "zarr": ("zarr", "zarr.storage", "obstore.store", "torch.utils.data"),
@@ -75,7 +79,7 @@ def one(kind: str, name: str, dataset: Path, endpoint: dict, log: str, profile_n
         record = run(resolve(config, RunTarget(dataset, torch.device("cpu"), target)))
         return {"samples_per_s": record.epochs.samples_per_s, "requests": record.system.requests[0],
                 "bytes": record.system.device_read_bytes[0]}  # fmt: skip
-    for module in LIBRARIES[name]:  # imported before the clock, as iobench's are
+    for module in LIBRARIES[name] + (IOBENCH_RUN if kind == SAME_HEAP else ()):  # before the clock, as iobench's are
         importlib.import_module(module)
     before = size(Path(log))
     started = time.perf_counter()  # the dataset made inside the clock, as iobench's pipeline is for each epoch
@@ -241,7 +245,8 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
 
 def child(kind: str, fmt: str, args: argparse.Namespace, endpoint, log: Path) -> dict:
     argv = [sys.executable, __file__, str(args.dataset), "--one", kind, fmt, "--profile", args.profile,
-            "--workers", str(args.workers), "--endpoint", json.dumps(endpoint.__dict__), "--log", str(log)]  # fmt: skip
+            "--workers", str(args.workers), "--endpoint", json.dumps(endpoint.__dict__), "--log", str(log),
+            *(["--no-gc"] if args.no_gc else [])]  # fmt: skip
     r = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
         raise SystemExit(f"{kind} {fmt} failed: {r.stderr[-2000:]}")
@@ -254,19 +259,32 @@ def fairness(args: argparse.Namespace) -> None:
 
     emulator = Emulator(args.dataset.parent, profile(args.profile))
     print(f"\nfairness: one cold epoch, {args.profile}, batch {BATCH}, {args.workers} workers, medians of "
-          f"{args.rounds} interleaved rounds")  # fmt: skip
+          f"{args.rounds} interleaved rounds{', garbage collector off' if args.no_gc else ''}")  # fmt: skip
     print(f"{'format':<11} {'snippet/s':>10} {'iobench/s':>10} {'ratio':>6}  {'requests (snippet | iobench)':<34} "
           f"{'MB moved':>17}", flush=True)  # fmt: skip
     with emulator as endpoint:
         for fmt in args.fairness.split(","):
-            got: dict[str, list[dict]] = {SNIPPET: [], IOBENCH: []}
+            kinds = (SNIPPET, IOBENCH, SAME_HEAP) if args.same_heap else (SNIPPET, IOBENCH)
+            got: dict[str, list[dict]] = {k: [] for k in kinds}
             for r in range(args.rounds):
-                for kind in (SNIPPET, IOBENCH) if r % 2 == 0 else (IOBENCH, SNIPPET):
+                for kind in kinds[r % len(kinds) :] + kinds[: r % len(kinds)]:  # each kind first in turn
                     got[kind].append(child(kind, fmt, args, endpoint, emulator.access_log))
             s, i = (statistics.median(x["samples_per_s"] for x in got[k]) for k in (SNIPPET, IOBENCH))
             bs, bi = (statistics.median(x["bytes"] for x in got[k]) / 1e6 for k in (SNIPPET, IOBENCH))
             requests = f"{[x['requests'] for x in got[SNIPPET]]} | {[x['requests'] for x in got[IOBENCH]]}"
             print(f"{fmt:<11} {s:>10,.0f} {i:>10,.0f} {i / s:>5.3f}x  {requests:<34} {bs:>8.1f}|{bi:<8.1f}", flush=True)
+            _rounds(SNIPPET, got)
+            if args.same_heap:
+                _rounds(SAME_HEAP, got)
+
+
+def _rounds(reference: str, got: dict[str, list[dict]]) -> None:
+    """Each round's pair, measured one after the other: the spread the medians hide."""
+    rounds = list(zip(got[reference], got[IOBENCH], strict=True))
+    pairs = [f"{a['samples_per_s']:,.0f}/{b['samples_per_s']:,.0f}" for a, b in rounds]
+    ratios = sorted(b["samples_per_s"] / a["samples_per_s"] for a, b in rounds)
+    print(f"{'':<11} rounds ({reference}/iobench): {', '.join(pairs)}; ratios {ratios[0]:.3f}-{ratios[-1]:.3f}, "
+          f"median {statistics.median(ratios):.3f}", flush=True)  # fmt: skip
 
 
 def formats_table(args: argparse.Namespace) -> None:
@@ -302,6 +320,18 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=0)
     parser.add_argument("--fairness", default="litdata,webdataset,zarr")
+    parser.add_argument(
+        "--same-heap",
+        action="store_true",
+        help="also the snippet in a process that has imported "
+        "what iobench's run imports: iobench against it is the harness's own cost per epoch",
+    )
+    parser.add_argument(
+        "--no-gc",
+        action="store_true",
+        help="Python's garbage collector off in every measurement: "
+        "what the collector's full passes cost each side (a diagnosis, not how users run)",
+    )
     parser.add_argument("--formats-table", default="")
     parser.add_argument("--fuse-chunk", default="256K")
     parser.add_argument("--one", nargs=2)
@@ -311,6 +341,8 @@ def main() -> None:
     args.dataset = args.dataset.resolve()
     if args.one:
         kind, fmt = args.one
+        if args.no_gc:
+            gc.disable()
         print(json.dumps(one(kind, fmt, args.dataset, json.loads(args.endpoint), args.log, args.profile, args.workers)))
         return
     print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
