@@ -6,7 +6,6 @@ library's own remote path (FUSE where it has none). Skipped, with the reason, wh
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import pytest
 from iobench.storage.remote.emulator import free_port
 from iobench.storage.remote.mount import fuse_reason
 from tests.conftest import assert_one_line_error, invoke, stored_records
-from tests.test_remote import _missing, importlib_missing
+from tests.test_remote import _listening, _missing, importlib_missing
 from tests.test_remote_formats import FORMAT_NAMES, LIBRARY
 
 N = 64
@@ -37,21 +36,13 @@ def moto_url() -> Iterator[str]:
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     try:
         deadline = time.monotonic() + 30
-        while not _answers(port):
+        while not _listening(port):
             assert server.poll() is None and time.monotonic() < deadline, "moto's server did not start"
             time.sleep(0.1)
         yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
         server.wait(timeout=10)
-
-
-def _answers(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 @pytest.fixture
