@@ -140,3 +140,17 @@ def test_an_endpoint_urls_path_names_the_bucket_and_anything_else_is_one_line(mo
     ]:
         with pytest.raises(IobenchError, match=re.escape(message)):
             endpoint_from_environment(url)
+
+
+def test_without_boto3_a_store_is_not_asked_what_it_holds_before_a_run(monkeypatch):
+    """The check that a format was uploaded asks with boto3, which a machine carrying obstore alone lacks
+    (scripts/gpu_wheels.sh): the run goes on, and a missing object is then the reader's one line."""
+    import importlib.util
+
+    from iobench.storage.remote import ObjectStorage, RemoteTarget
+    from iobench.storage.remote.endpoint import Endpoint
+
+    storage = ObjectStorage(RemoteTarget(Endpoint("http://127.0.0.1:9", "k", "s"), None), "b", "npy", ["x.npy"])
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "boto3" else found(name, *a))
+    storage.check_uploaded("npy", "x.npy", 128)  # port 9 answers nothing: a request would fail here

@@ -6,6 +6,7 @@ iobench's own emulator on loopback (`emulator`). Light on purpose: obstore is im
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 from collections.abc import Iterator, Sequence
@@ -196,7 +197,11 @@ class ObjectStorage(Storage):
         """A store iobench does not run holds what was uploaded to it, not the dataset folder: the format's last
         file (the one an interrupted upload lacks) must be there at its prepared size. Else the run fails in the
         library's words mid-epoch (a traceback from LitData and s3torchconnector), or reads another dataset's
-        objects: a bucket named in the URL holds one dataset's formats, each under its name."""
+        objects: a bucket named in the URL holds one dataset's formats, each under its name. Skipped without
+        boto3 (the `remote` extra has it; scripts/gpu_wheels.sh carries obstore alone, and obstore here would
+        start its runtime in the process that forks the workers)."""
+        if importlib.util.find_spec("boto3") is None:
+            return
         size = self.stored_size(name)
         upload = f"`iobench upload --endpoint-url {self.target.endpoint.given} --formats {fmt}`"
         if size is None:
