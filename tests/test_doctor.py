@@ -43,4 +43,4 @@ def test_gpu_verdicts_on_synthetic_timings():
     assert pinned_verdict(6000, 12000).status is Status.OK and pinned_verdict(6000, 6100).status is Status.WARN
     assert overlap_verdict(0.019, 0.0001, 0.02).status is Status.OK
     assert overlap_verdict(0.0001, 0.0001, 0.02).status is Status.WARN
-    assert "not yet run on a GPU" in clock_verdict(0.0001, 0.02).detail
+    assert "seen to hold on an NVIDIA H100" in clock_verdict(0.0001, 0.02).detail
