@@ -166,32 +166,30 @@ class ObjectStorage(Storage):
 
     def stored_size(self, name: str) -> int | None:
         """The size of `name` at the store, None where it is not there; asked with boto3, as `client` says why."""
+        head = self._head(self.url(name), lambda s3: s3.head_object(Bucket=self.bucket, Key=self.key(name)))
+        return None if head is None else int(head["ContentLength"])
+
+    def check_bucket(self) -> None:
+        """The bucket exists (iobench never creates one): where it does not, S3 answers a PUT with a page of XML."""
+        if self._head(f"bucket {self.bucket}", lambda s3: s3.head_bucket(Bucket=self.bucket)) is None:
+            raise IobenchError(f"bucket {self.bucket} at {self.target.endpoint.url}: does not exist (iobench never "
+                               "creates one)")  # fmt: skip
+
+    def _head(self, what: str, ask: Any) -> dict | None:
+        """A HEAD through a boto3 client: its answer, None for "not found", any other refusal one line naming
+        `what` and the store (S3's code and message, or botocore's words for a store that broke off)."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
-            head = self.client().head_object(Bucket=self.bucket, Key=self.key(name))
+            return ask(self.client())
         except ClientError as exc:
             error = exc.response.get("Error", {})
             if str(error.get("Code")) in ("404", "NoSuchKey", "NoSuchBucket", "NotFound"):
                 return None
-            raise IobenchError(f"{self.url(name)} at {self.target.endpoint.url}: {error.get('Code')} "
+            raise IobenchError(f"{what} at {self.target.endpoint.url}: {error.get('Code')} "
                                f"{error.get('Message') or ''}".rstrip()) from None  # fmt: skip
         except BotoCoreError as exc:
-            raise IobenchError(f"{self.url(name)} at {self.target.endpoint.url}: {exc}") from None
-        return int(head["ContentLength"])
-
-    def check_bucket(self) -> None:
-        """The bucket exists (iobench never creates one): where it does not, S3 answers a PUT with a page of XML."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            self.client().head_bucket(Bucket=self.bucket)
-        except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code"))
-            said = "does not exist (iobench never creates one)" if code in ("404", "NoSuchBucket") else code
-            raise IobenchError(f"bucket {self.bucket} at {self.target.endpoint.url}: {said}") from None
-        except BotoCoreError as exc:
-            raise IobenchError(f"bucket {self.bucket} at {self.target.endpoint.url}: {exc}") from None
+            raise IobenchError(f"{what} at {self.target.endpoint.url}: {exc}") from None
 
     def check_uploaded(self, fmt: str, name: str, prepared: int) -> None:
         """A store iobench does not run holds what was uploaded to it, not the dataset folder: the format's last
