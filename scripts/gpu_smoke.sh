@@ -22,7 +22,7 @@ run limits --device cuda --data-dir "$data" --results "$results" --probe-size 25
 common=(--data-dir "$data" --device cuda --runs 2 --results "$results" -q)
 # Every format prepare writes by default (the others need their libraries, which the GPU machine lacks) and every
 # loader, cold and warm; pinned and pageable; blocking and not.
-core=npy,hdf5,lmdb,memmap
+core=$(python -c "from iobench.formats import FORMATS; print(','.join(FORMATS.defaults))")
 run run --format $core --loader all "${common[@]}" --cache warm
 run run --format $core --loader all "${common[@]}" --cache cold
 run run --format npy,memmap --loader dataloader "${common[@]}" --no-pin-memory --blocking
