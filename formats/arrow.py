@@ -207,7 +207,7 @@ class ArrowObjectReader(CacheFolderReader, PipelineOnlyReader):
     """The Arrow files in object storage, for the streaming pipeline only (`formats.arrow_remote`). datasets keeps
     lock files in the reader's cache folder (streaming keeps no data there)."""
 
-    cache_prefix = "iobench-hf-cache-"
+    cache_kind = "hf-cache"
     imports = ("datasets", "s3fs")
 
 

@@ -10,7 +10,6 @@ import hashlib
 import importlib
 import os
 import shutil
-import tempfile
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, fields
@@ -22,6 +21,7 @@ import numpy as np
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.storage import NO_HINTS, ReadHints, Storage
 from iobench.storage.local import LocalStorage
+from iobench.system.private import private_dir
 
 # Metadata of an options field the writer arrives at (a shard count): recorded, never set by a user
 # (`--format-option` refuses it).
@@ -295,11 +295,11 @@ class CacheFolderReader(FormatReader):
     this reader's, made with it, registered with the storage (its size goes in each epoch's record) and removed when
     the process that made it closes the reader, so a cold epoch's fresh reader starts from an empty one."""
 
-    cache_prefix: ClassVar[str] = "iobench-cache-"
+    cache_kind: ClassVar[str] = "cache"  # its folders' kind in iobench's own folder (a killed run's are removed)
 
     def __init__(self, where: Any, spec: DatasetSpec, options: Any, hints: ReadHints = NO_HINTS) -> None:
         super().__init__(where, spec, options, hints)
-        self.cache = Path(tempfile.mkdtemp(prefix=self.cache_prefix))
+        self.cache = private_dir(self.cache_kind)
         self._owner = os.getpid()
         where.add_cache(self.cache)
 

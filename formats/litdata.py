@@ -265,7 +265,7 @@ class LitDataObjectReader(CacheFolderReader, LitDataReader):
     reader's cache folder, so a warm epoch reads its local cache and a cold one, read by a fresh reader, starts
     from an empty one."""
 
-    cache_prefix = "iobench-litdata-cache-"
+    cache_kind = "litdata-cache"
 
     def _local_directory(self) -> Path | None:
         return None

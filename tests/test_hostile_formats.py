@@ -90,6 +90,28 @@ def test_a_folder_name_is_never_a_url_pattern_or_command(clean, results, tmp_pat
     assert record["samples_per_epoch"] == N and record["shuffle_spread"] > 0
 
 
+@pytest.mark.parametrize("kind", list(HOSTILE_NAMES))
+def test_every_writer_and_reader_takes_a_folder_name_as_a_path(tmp_path, monkeypatch, cli, kind):
+    """S1: a data folder named like a URL or a command reaches no writer (`prepare`: webdataset's ShardWriter ran
+    `pipe:` as a shell) and no reader (`verify` reads every file of every format; `run` every format by index)."""
+    marker = tmp_path / "RAN"
+    folder = HOSTILE_NAMES[kind].replace("{marker}", str(marker))
+    monkeypatch.chdir(tmp_path)
+    Path(folder).mkdir(parents=True)
+    installed = [name for name in FORMATS if FORMATS.installed(name)]
+    r = cli("prepare", "--size", 40, "--shape", "4,4,3", "--dtype", "uint8", "--formats", ",".join(installed),
+            "--data-dir", folder, "--dataset", "ds", "-q")  # fmt: skip
+    assert r.code == 0, r.err
+    assert not marker.exists(), "a shell ran a command made of the folder's name"
+    assert sorted(p.name for p in (Path(folder) / "ds").iterdir()) == sorted([*installed, "manifest.json"])
+    r = cli("verify", "--data-dir", folder, "-q")
+    assert r.code == 0 and r.out.count(" OK ") == len(installed), r.out + r.err
+    r = cli(*run_args(folder, ",".join(installed), "dataloader", tmp_path / "r.jsonl"))
+    assert r.code == 0, r.err
+    assert not marker.exists()
+    assert sorted(rec["format"] for rec in stored_records(tmp_path / "r.jsonl")) == sorted(installed)
+
+
 # N6: a data file swapped for a FIFO after the run's checks blocked open() forever (webdataset, tfrecord, zarr)
 DATA_FILE = {"webdataset": "webdataset/shard-000000.tar", "tfrecord": "tfrecord/shard-000000.tfrecord",
              "zarr": "zarr/features/c/0/0/0/0", "arrow": "arrow/data-00000-of-00001.arrow",

@@ -4,8 +4,10 @@ its Lua module is missing; `.ci/run` installs both."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import signal
 import socket
 import statistics
@@ -192,11 +194,33 @@ def test_a_killed_run_leaves_nothing_listening_and_its_state_is_removed(data, tm
     while _listening(port) and time.monotonic() < deadline:  # told to die with their parent
         time.sleep(0.1)
     assert not _listening(port)
-    groups = set(map(int, (Path(state) / "pids").read_text().split()))
+    leaders = dict(tuple(map(int, item.split(":"))) for item in (Path(state) / "pids").read_text().split())
     remove_stale()  # what the next start does first
     assert not Path(state).exists()
     time.sleep(0.2)
-    assert [pid for pid in _members(groups) if process_alive(pid)] == []  # nginx's workers included
+    assert [pid for pid in _members(leaders, Path(state)) if process_alive(pid)] == []  # nginx's workers included
+
+
+@pytest.mark.parametrize("recorded", ["another start time", "its start time, but not started from the folder"])
+def test_a_stale_state_never_signals_a_process_that_took_its_pid(recorded):
+    """S4: a killed run's state names PIDs; the next start killed any process whose command line began `nginx: `.
+    A process that took a recorded PID (here one calling itself an nginx master, in a group of its own) lives."""
+    from iobench.system.private import state_root
+    from iobench.system.processes import start_time
+
+    impostor = subprocess.Popen(["bash", "-c", 'exec -a "nginx: master process /usr/sbin/nginx" sleep 60'],
+                                start_new_session=True)  # fmt: skip
+    try:
+        time.sleep(0.2)
+        started = start_time(impostor.pid)
+        stale = state_root() / "s3-999999999-5-planted"
+        stale.mkdir()
+        when = started - 1 if recorded == "another start time" else started
+        (stale / "pids").write_text(f"{impostor.pid}:{when}")
+        assert impostor.pid not in remove_stale()
+        assert not stale.exists() and impostor.poll() is None
+    finally:
+        impostor.kill()
 
 
 @pytest.mark.parametrize("fmt", ["npy", "memmap"])
@@ -397,7 +421,7 @@ def test_a_sweep_from_object_storage_runs_each_configuration_in_its_own_process_
 def _serving(state_root: Path, deadline: float) -> Path:
     """The state folder of the one emulator started under `state_root` (a run in a process of its own)."""
     while True:
-        started = [p for p in state_root.glob("*-*") if (p / "nginx.conf").is_file()] if state_root.is_dir() else []
+        started = [p for p in state_root.glob("s3-*") if (p / "nginx.conf").is_file()] if state_root.is_dir() else []
         if started:
             return started[0]
         assert time.monotonic() < deadline, "the run started no server"
@@ -415,7 +439,7 @@ def test_ctrl_c_mid_epoch_stops_the_server_and_keeps_the_finished_record(data, t
     proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp)}, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
-        state = _serving(tmp / f"iobench-s3-{os.getuid()}", deadline)
+        state = _serving(tmp / f"iobench-{os.getuid()}", deadline)
         conf = (state / "nginx.conf").read_text()
         ports = [int(re.search(rf"{kind} 127\.0\.0\.1:(\d+)", conf).group(1)) for kind in ("listen", "server")]
         while not (results.is_file() and results.read_text().strip()):  # npy's record saved: memmap is next
@@ -489,3 +513,50 @@ def test_an_endpoint_where_nothing_listens_is_one_line_at_once(data, tmp_path, c
         assert_one_line_error(r, f"--endpoint-url {url}/iobench-data: nothing answers at 127.0.0.1:{port}")
         assert time.monotonic() - started < 3, args
     assert not results.exists()
+
+
+def test_serve_keeps_its_keys_off_every_command_line_and_serves_the_datasets_files_only(data, tmp_path):
+    """S3: `rclone serve s3 --auth-key KEY,SECRET` put the keys where any local user reads them (`ps`), who then
+    read the whole data folder through root's server, folders that are not datasets included."""
+    import boto3
+    from botocore.config import Config
+
+    (data / "private").mkdir(exist_ok=True)
+    (data / "private" / "secret.txt").write_text("not a dataset")
+    (dataset,) = [p for p in data.iterdir() if (p / "manifest.json").is_file()]
+    (dataset / ".partial-npy-left").mkdir(exist_ok=True)
+    (dataset / ".partial-npy-left" / "x.npy").write_text("half-written")
+    argv = [sys.executable, "-m", "iobench", "serve", "--profile", "none", "--data-dir", str(data)]
+    proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        said = {}
+        while "AWS_ENDPOINT_URL" not in said:
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            if line.startswith("export "):
+                name, _, value = line.removeprefix("export ").strip().partition("=")
+                said[name] = value
+        secret, key = said["AWS_SECRET_ACCESS_KEY"], said["AWS_ACCESS_KEY_ID"]
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    command = (entry / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                assert secret.encode() not in command and key.encode() not in command, command[:200]
+        s3 = boto3.client("s3", endpoint_url=said["AWS_ENDPOINT_URL"], aws_access_key_id=key,
+                          aws_secret_access_key=secret, region_name="us-east-1",
+                          config=Config(s3={"addressing_style": "path"}))  # fmt: skip
+        assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == [dataset.name]
+        listed = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=dataset.name)["Contents"])
+        manifest = json.loads((dataset / "manifest.json").read_text())
+        assert listed == sorted(f"{f}/{x['path']}" for f, e in manifest["formats"].items() for x in e["files"])
+        for bucket, name in (("private", "secret.txt"), (dataset.name, "manifest.json"),
+                             (dataset.name, ".partial-npy-left/x.npy")):  # fmt: skip
+            with pytest.raises(s3.exceptions.ClientError):
+                s3.get_object(Bucket=bucket, Key=name)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        shutil.rmtree(data / "private")
+        shutil.rmtree(dataset / ".partial-npy-left")

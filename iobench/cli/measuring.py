@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -131,17 +129,21 @@ def settings_of(params: dict[str, Any]) -> LoaderSettings:
 
 
 def save(results: Path, record: RunRecord) -> None:
-    """Append the record; if that fails after a long measurement, keep it somewhere and say where."""
+    """Append the record; if that fails after a long measurement, keep it in a new file of iobench's own folder
+    (created there, never an existing name or a link) and say where."""
+    from iobench.system.private import create_exclusive, owner_tag, state_root
+
     try:
         append_record(results, record)
     except IobenchError as exc:
-        rescue = Path(tempfile.gettempdir()) / f"iobench-unsaved-{os.getpid()}.jsonl"
+        line = (json.dumps(record.to_json(), allow_nan=True) + "\n").encode()
         try:
-            append_record(rescue, record)
+            rescue = state_root() / f"unsaved-{owner_tag()}-{time.time_ns()}.jsonl"
+            create_exclusive(rescue, line)
             say(f"{exc}; the record was saved to {rescue} instead")
-        except IobenchError:
+        except (IobenchError, OSError):
             say(f"{exc}; the record follows on stderr")
-            err.print(json.dumps(record.to_json()), highlight=False, soft_wrap=True, markup=False)
+            err.print(line.decode().rstrip(), highlight=False, soft_wrap=True, markup=False)
         raise
 
 
@@ -283,7 +285,9 @@ def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path,
         yield None
         return
 
-    emulator = Emulator(dataset_dir.parent, profile)
+    from iobench.data.manifest import served_files
+
+    emulator = Emulator(dataset_dir.parent, profile, served=served_files([dataset_dir]))
     with emulator as endpoint:
         yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent, fuse)
 

@@ -23,14 +23,16 @@ def serve_cmd(
 ) -> None:
     """Serve --data-dir as S3 on 127.0.0.1 (rclone serve s3, read-only; each dataset a bucket) behind nginx
     shaping every request to the profile; prints the endpoint, keys and the variables AWS SDKs read."""
+    from iobench.data.manifest import dataset_dirs, served_files
     from iobench.storage.remote.emulator import Emulator
     from iobench.storage.remote.profiles import profile as named
 
     chosen = named(profile, latency_ms, connection_mb_per_s)
     if not data_dir.is_dir():
         raise IobenchError(f"--data-dir {data_dir} is not a folder")
-    with Emulator(data_dir, chosen) as endpoint:
-        buckets = sorted(p.name for p in data_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    datasets = dataset_dirs(data_dir)
+    with Emulator(data_dir, chosen, served=served_files(datasets)) as endpoint:
+        buckets = [p.name for p in datasets]
         say(f"serving {data_dir.resolve()} as S3 at {endpoint.url}, {chosen.describe()}; Ctrl-C stops it")
         for name, value in endpoint.environment().items():
             out.print(f"export {name}={value}", highlight=False, soft_wrap=True, markup=False)

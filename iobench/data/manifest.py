@@ -228,3 +228,17 @@ def _formats_of(dataset_dir: Path) -> dict:
         return Manifest.load(dataset_dir).formats
     except IobenchError:
         return {}
+
+
+def served_files(dataset_dirs_: list[Path]) -> list[str]:
+    """What a server of these datasets' folder may hand out, relative to the folder that holds them: the files
+    each readable manifest lists (its own manifest, other folders, `.partial-*` leftovers are not among them)."""
+    names = []
+    for folder in dataset_dirs_:
+        try:
+            manifest = Manifest.load(folder)
+        except IobenchError:
+            continue
+        for entry in manifest.formats.values():
+            names += [p.relative_to(folder.parent).as_posix() for p in entry.file_paths(folder)]
+    return names

@@ -33,7 +33,7 @@ from iobench.progress import Reporter
 from iobench.spec import Chunk, DatasetSpec
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.page_cache import Eviction
-from iobench.system.fsutil import free_bytes, fsync_tree, make_partial_dir, sha256_file
+from iobench.system.fsutil import free_bytes, fsync_tree, make_partial_dir, plain_alias, sha256_file
 from iobench.system.signals import signals_held
 
 QUEUE_CHUNKS = 4  # how far one format may lag behind the generator: bounds memory
@@ -42,25 +42,27 @@ QUEUE_CHUNKS = 4  # how far one format may lag behind the generator: bounds memo
 def write_one(
     name: str, spec: DatasetSpec, options: Any, partial: Path, chunks: Iterable[Chunk], reporter: Reporter
 ) -> FormatEntry:
-    """Write, close, fsync and checksum one format in its partial directory."""
+    """Write, close, fsync and checksum one format in its partial directory. The writer is handed a plain alias of
+    the directory (`plain_alias`): a data folder named `pipe:...` or `p#q` reaches no library as it is."""
     fmt = FORMATS[name]
     key = f"{name}:write"
     busy = 0.0
-    t = time.perf_counter()
-    writer = fmt.writer(partial, spec, options)
-    try:
-        busy += time.perf_counter() - t
-        for chunk in chunks:
-            t = time.perf_counter()
-            writer.write(chunk)
+    with plain_alias(partial) as alias:
+        t = time.perf_counter()
+        writer = fmt.writer(alias, spec, options)
+        try:
             busy += time.perf_counter() - t
-            reporter.advance(key, chunk.nbytes)
-    except BaseException:
-        writer.abort()
-        raise
-    t = time.perf_counter()
-    writer.close()
-    busy += time.perf_counter() - t
+            for chunk in chunks:
+                t = time.perf_counter()
+                writer.write(chunk)
+                busy += time.perf_counter() - t
+                reporter.advance(key, chunk.nbytes)
+        except BaseException:
+            writer.abort()
+            raise
+        t = time.perf_counter()
+        writer.close()
+        busy += time.perf_counter() - t
     t = time.perf_counter()
     fsync_tree(partial)
     busy += time.perf_counter() - t

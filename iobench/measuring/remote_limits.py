@@ -53,15 +53,18 @@ def find_probes(dataset_dir: Path) -> list[Probe]:
     uploaded there, so the ceilings read the first of these it has."""
     from iobench.data.manifest import Manifest
 
-    files = [p for p in dataset_dir.glob("*/*") if p.is_file() and not p.name.startswith(".")]
-    if not files:
+    manifest = Manifest.load(dataset_dir)
+    largest = []
+    for entry in manifest.formats.values():
+        top = [f for f in entry.files if "/" not in f.path]  # a format's own folder: one level of keys
+        if top:
+            largest.append((entry.directory, max(top, key=lambda f: f.bytes)))
+    if not largest:
         raise IobenchError(f"{dataset_dir} holds no prepared format to read; run `iobench prepare` first")
-    sample = Manifest.load(dataset_dir).spec.sample_bytes
-    largest: dict[str, Path] = {}
-    for path in sorted(files, key=lambda p: p.stat().st_size, reverse=True):
-        largest.setdefault(path.parent.name, path)
-    return [Probe(dataset_dir.parent, dataset_dir.name, path.parent.name, path.name, path.stat().st_size, sample)
-            for path in largest.values()]  # fmt: skip
+    largest.sort(key=lambda pair: pair[1].bytes, reverse=True)
+    sample = manifest.spec.sample_bytes
+    return [Probe(dataset_dir.parent, dataset_dir.name, folder, f.path, f.bytes, sample)
+            for folder, f in largest]  # fmt: skip
 
 
 def _first_stored(probes: list[Probe], target: RemoteTarget) -> Probe:
@@ -150,7 +153,8 @@ def measure_remote_limits(
 def _served_rates(probe: Probe, profile: Profile, connections: int) -> RemoteRates:
     from iobench.storage.remote.emulator import Emulator
 
-    with Emulator(probe.served, profile) as endpoint:
+    served = [f"{probe.bucket}/{probe.prefix}/{probe.name}"]
+    with Emulator(probe.served, profile, served=served) as endpoint:
         return _rates(RemoteTarget(endpoint, profile, served=probe.served), probe, connections)
 
 

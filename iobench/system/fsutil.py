@@ -7,12 +7,15 @@ import ctypes
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from iobench.errors import IobenchError
+from iobench.system.private import private_dir
 from iobench.system.processes import process_alive
 
 PARTIAL_PREFIX = ".partial-"
@@ -248,13 +251,14 @@ def open_regular(path: Path | str, dir_fd: int | None = None, extra: int = 0) ->
 
 
 class Pinned:
-    """Files (or folders) opened once and checked, then named for a library by links in a private folder to
+    """Files (or folders) opened once and checked, then named for a library by links in a private folder (of
+    iobench's own folder, `iobench.system.private`: one a killed run left is removed by the next) to
     `/proc/self/fd/N`. Whatever the library opens through a name, in this process or in a forked worker, is
     the checked file: one swapped for a FIFO or a link mid-run is never seen, and the names hold nothing a
     library could read as a URL, a pattern or a command (`pipe:`, `#`, `?`, `{}`, `::`)."""
 
     def __init__(self, files: dict[str, Path] | None = None, folders: dict[str, Path] | None = None) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="iobench-pinned-"))
+        self.folder = private_dir("pinned")
         self._fds: list[int] = []
         self._names: list[str] = []
         try:
@@ -307,6 +311,30 @@ class Pinned:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+PLAIN_PATH = re.compile(r"/[A-Za-z0-9/._-]*")
+
+
+@contextlib.contextmanager
+def plain_alias(folder: Path) -> Iterator[Path]:
+    """A name for `folder` that no library can read as anything but a local path, for as long as the block runs:
+    `<private folder>/d/<folder's name>`, where `d` is a link to the folder's parent (resolved) in a private folder
+    of iobench's own folder. A writer is handed it, not the folder's own path, which may hold what a library
+    parses (`pipe:` runs a shell in webdataset's opener, `#` and `?` cut fsspec's paths, `{}` is a brace pattern,
+    `%` a shard pattern). The folder's name must be plain (a partial folder's is); the link is the kernel's to
+    follow, and the writer's child processes see it too. Files a writer stages beside its folder land beside
+    it, in the dataset's folder."""
+    holder = private_dir("alias")
+    try:
+        alias = holder / "d" / folder.name
+        if not PLAIN_PATH.fullmatch(str(alias)):
+            raise IobenchError(f"{alias}: a name a library could read as a URL or a pattern (set TMPDIR to a plain "
+                               "path)")  # fmt: skip
+        os.symlink(folder.resolve().parent, holder / "d")
+        yield alias
+    finally:
+        shutil.rmtree(holder, ignore_errors=True)
 
 
 def check_regular(path: Path | str) -> None:

@@ -52,3 +52,13 @@ def python_module(module: str, *args: str, unbuffered: bool = False) -> list[str
 def python_code(code: str) -> list[str]:
     """argv of `python -c code` that imports what this process imports."""
     return [sys.executable, "-I", "-c", f"import sys\nsys.path[:] = {json.dumps(import_path())}\n{code}"]
+
+
+def start_time(pid: int) -> int | None:
+    """When the process started, in clock ticks after boot (/proc/PID/stat field 22): with the PID, it names one
+    process, where a PID alone may have been reused. None where there is no such process (or no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None

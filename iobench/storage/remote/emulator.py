@@ -4,8 +4,10 @@ bandwidth cap, and logging every request (what a storage's counters read).
 
 Both listen on 127.0.0.1 only, on free ports, with keys made for this start. They are stopped on every exit
 path: the context manager's exit, a signal to the parent (they are told to die with it: PR_SET_PDEATHSIG), and,
-for anything left by a killed run, the next start (each start records its pids in a state folder, removed
-when the start that made it is gone).
+for anything left by a killed run, the next start (each start records its processes, PID and start time, in a
+state folder of iobench's own folder, `iobench.system.private`, removed when the start that made it is gone).
+The keys reach rclone through its environment, never its command line (which any local user reads with `ps`),
+and rclone serves the files the datasets' manifests list, nothing else of the folder (`--files-from`).
 
 rclone's default ETag is the MD5 of the whole file, which the issue measured computed on every GET (a 4 KiB
 range of a 64 MiB object took 86.8 ms instead of 2.5 ms; rclone 1.75.2 showed no such cost): it serves xxh3
@@ -27,7 +29,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,10 +39,12 @@ from iobench.errors import IobenchError
 from iobench.storage.remote.endpoint import Endpoint
 from iobench.storage.remote.profiles import Profile
 from iobench.system.contention import process_jiffies
+from iobench.system.private import create_exclusive, private_dir, replace_exclusive, stale_dirs
+from iobench.system.processes import start_time
 
 LUA_MODULES = (Path("/usr/lib/nginx/modules/ndk_http_module.so"), Path("/usr/lib/nginx/modules/ngx_http_lua_module.so"))
 NGINX_INSTALL = "apt-get install nginx libnginx-mod-http-lua"
-STATE_ROOT = Path(tempfile.gettempdir()) / f"iobench-s3-{os.getuid()}"
+STATE_KIND = "s3"  # the state folders' kind in iobench's own folder
 READY_TIMEOUT_S = 20.0
 # one line per request: time, method, status, bytes sent (headers and body), seconds, connection serial
 LOG_FORMAT = "$msec $request_method $status $bytes_sent $request_time $connection"
@@ -54,6 +57,7 @@ class Emulator:
     folder: Path
     profile: Profile
     read_only: bool = True  # writable only for tests of `iobench upload`
+    served: list[str] | None = None  # the files served, relative to `folder` (None: all, for a writable store)
     state: Path = field(default=Path(), init=False)
     endpoint: Endpoint | None = field(default=None, init=False)
     _processes: list[subprocess.Popen] = field(default_factory=list, init=False)
@@ -74,21 +78,27 @@ class Emulator:
     def _start(self, rclone: str, nginx: str) -> None:
         access, secret = "IOBENCH" + secrets.token_hex(8).upper(), secrets.token_hex(20)
         upstream = free_port()
+        only: list[str] = []
+        if self.served is not None:
+            create_exclusive(self.state / "served.txt", "".join(f"{name}\n" for name in self.served).encode())
+            only = ["--files-from", str(self.state / "served.txt")]
+        # rclone reads every flag from RCLONE_<FLAG>; a list flag's value is CSV, so the pair is quoted as one value
+        env = {**os.environ, "RCLONE_AUTH_KEY": f'"{access},{secret}"'}
         self._spawn("rclone", [rclone, "serve", "s3", str(self.folder.resolve()), "--addr", f"127.0.0.1:{upstream}",
-                               "--auth-key", f"{access},{secret}", "--etag-hash", "xxh3", "--buffer-size", "0",
+                               "--etag-hash", "xxh3", "--buffer-size", "0", *only,
                                *(["--read-only"] if self.read_only else []),
-                               "--config", "", "--log-file", str(self.state / "rclone.log")])  # fmt: skip
+                               "--config", "", "--log-file", str(self.state / "rclone.log")], env)  # fmt: skip
         wait_listening(upstream, self._processes[-1], self.state / "rclone.log")
         port = free_port()
-        (self.state / "nginx.conf").write_text(nginx_conf(self.state, port, upstream, self.profile))
+        create_exclusive(self.state / "nginx.conf", nginx_conf(self.state, port, upstream, self.profile).encode())
         self._spawn("nginx", [nginx, "-p", str(self.state), "-c", str(self.state / "nginx.conf"), "-e",
                               str(self.state / "error.log"), "-g", "daemon off;"])  # fmt: skip
         wait_listening(port, self._processes[-1], self.state / "error.log")
         self.endpoint = Endpoint(f"http://127.0.0.1:{port}", access, secret)
 
-    def _spawn(self, name: str, argv: list[str]) -> None:
-        self._processes.append(spawn(name, argv, self.state))
-        (self.state / "pids").write_text(" ".join(str(p.pid) for p in self._processes))
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        self._processes.append(spawn(name, argv, self.state, env))
+        record_pids(self.state, [p.pid for p in self._processes])
 
     @property
     def access_log(self) -> Path:
@@ -111,15 +121,20 @@ class Emulator:
 
 
 def new_state() -> Path:
-    """A state folder for what one start runs (named by this process, so a later start can tell it is stale)."""
+    """A state folder for what one start runs, in iobench's own folder (named by this process and its start time,
+    so that a later start can tell it is stale); what killed starts left is stopped and removed first."""
     remove_stale()
-    STATE_ROOT.mkdir(mode=0o700, exist_ok=True)
-    return Path(tempfile.mkdtemp(prefix=f"{os.getpid()}-", dir=STATE_ROOT))
+    return private_dir(STATE_KIND)
+
+
+def record_pids(state: Path, pids: list[int]) -> None:
+    """`pid:start-time` of each server process (a group leader), for a later start to stop exactly those."""
+    replace_exclusive(state / "pids", " ".join(f"{pid}:{start_time(pid) or 0}" for pid in pids).encode())
 
 
 def spawn(name: str, argv: list[str], state: Path, env: dict[str, str] | None = None) -> subprocess.Popen:
     """A server process of this start: its own group, told to die with this process, output in `state`."""
-    log = open(state / f"{name}.out", "wb")  # noqa: SIM115 - the child holds it
+    log = os.fdopen(os.open(state / f"{name}.out", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb")
     with log:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
                                    start_new_session=True, preexec_fn=_die_with_parent)  # fmt: skip
@@ -262,22 +277,19 @@ def stop_process(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def remove_stale(root: Path = STATE_ROOT) -> list[int]:
+def remove_stale() -> list[int]:
     """Stop what a start whose process is gone left behind (a killed run), and remove its state; the pids
-    stopped. A process is stopped only if it is in the group of a server that state folder started and is that
-    server (its command line names the folder) or one of nginx's workers (which rename themselves)."""
+    stopped. Only processes this state folder started are stopped: a group leader whose PID and start time are
+    the ones recorded (and whose command line names the folder), and the members of such a group that started
+    after it (nginx's workers, which rename themselves). A PID that was reused is never signalled."""
     stopped = []
-    for state in root.glob("*-*") if root.is_dir() else []:
-        owner = state.name.split("-", 1)[0]
-        if not owner.isdigit() or Path(f"/proc/{owner}").exists():
-            continue
+    for state in stale_dirs(STATE_KIND):
         with contextlib.suppress(OSError, ValueError):
-            groups = set(map(int, (state / "pids").read_text().split()))
-            for pid in _members(groups):
-                if _started_from(pid, state):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                    stopped.append(pid)
+            leaders = dict(tuple(map(int, item.split(":"))) for item in (state / "pids").read_text().split())
+            for pid in _members(leaders, state):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                stopped.append(pid)
         unmount_under(state)  # a FUSE mount whose server was killed stays until unmounted
         shutil.rmtree(state, ignore_errors=True)
     return stopped
@@ -300,22 +312,36 @@ def unmount_under(folder: Path) -> None:
                 subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, timeout=10, check=False)
 
 
-def _members(groups: set[int]) -> list[int]:
+def _members(leaders: dict[int, int], state: Path) -> list[int]:
+    """The processes a stale state folder started: in a recorded group, started no earlier than its leader as
+    recorded, and the leader itself only where its start time is the recorded one and it names the folder."""
     found = []
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) in groups:
-                    found.append(int(entry.name))
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            group, started, pid = int(fields[2]), int(fields[19]), int(entry.name)
+            if group not in leaders or started < leaders[group] or leaders[group] == 0:
+                continue
+            if pid == group and (started != leaders[group] or not _names_folder(pid, state)):
+                continue
+            if pid != group and not (_names_folder(pid, state) or _command(pid).startswith(b"nginx: worker")):
+                continue
+            found.append(pid)
     return found
 
 
-def _started_from(pid: int, state: Path) -> bool:
+def _command(pid: int) -> bytes:
     try:
-        command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
-        return False
-    return command[0].startswith(b"nginx: ") or any(str(state).encode() in part for part in command)
+        return b""
+
+
+def _names_folder(pid: int, state: Path) -> bool:
+    """The process's command line names the state folder (nginx's `-p` prefix and rclone's log file do)."""
+    return str(state).encode() in _command(pid)
 
 
 def _die_with_parent() -> None:

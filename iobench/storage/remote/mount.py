@@ -25,6 +25,7 @@ from iobench.storage.remote.emulator import (
     Endpoint,
     new_state,
     rclone_binary,
+    record_pids,
     spawn,
     stop_process,
     unmount_under,
@@ -96,7 +97,7 @@ class Mount:
                 "--vfs-read-chunk-size", self.chunk, "--buffer-size", self.read_ahead, "--dir-cache-time", "1000h",
                 "--attr-timeout", "1000h", "--poll-interval", "0", "--config", "", "--log-file", str(log)]  # fmt: skip
         self.process = spawn("mount", argv, self.state, env)
-        (self.state / "pids").write_text(str(self.process.pid))
+        record_pids(self.state, [self.process.pid])
         wait_ready(lambda: os.path.ismount(self.point), self.process, log, f"mount {self.bucket}")
 
     def stop(self) -> None:
