@@ -560,3 +560,20 @@ def test_serve_keeps_its_keys_off_every_command_line_and_serves_the_datasets_fil
         proc.wait(timeout=30)
         shutil.rmtree(data / "private")
         shutil.rmtree(dataset / ".partial-npy-left")
+
+
+@pytest.mark.parametrize("command", ["sweep", "tune"])
+def test_trials_in_processes_of_their_own_import_the_running_iobench(data, tmp_path, command):
+    """S6: `sweep` and `tune` against object storage run each trial in a forkserver's process, which started
+    without -I: a `numpy.py` in the working directory ran (and its ImportError was swallowed)."""
+    from tests.conftest import console_script, planted
+
+    marker = planted(tmp_path)
+    args = ["--remote", "none", "--format", "npy", "--data-dir", data, "--device", "cpu", "--batch-size", 64,
+            "--results", tmp_path / "r.jsonl", "-q"]  # fmt: skip
+    args += ["--budget-minutes", "0.2"] if command == "tune" else ["--num-workers", "0"]
+    done = subprocess.run([console_script(), command, *map(str, args)], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not marker.exists(), f"planted code ran: {marker.read_text()}"
+    assert stored_records(tmp_path / "r.jsonl")

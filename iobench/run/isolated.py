@@ -1,12 +1,22 @@
 """One configuration measured in a process of its own: `tune --remote`'s trials. obstore's runtime does not
 survive a fork, so a process that has read object storage may not fork DataLoader workers; a search runs
 candidates with and without workers in any order, so each starts from a process that has read nothing (a fork
-of a server process that only imported iobench and torch)."""
+of a server process that only imported iobench and torch).
+
+Python 3.11's forkserver starts as `python -c ...` without `-I` and ignores the parent's sys.path: its first
+entry is the working directory, so a `numpy.py` there ran in every trial (the fourth probe). It is started here
+with PYTHONSAFEPATH (no such entry, Python >= 3.11) from an empty folder of iobench's own (where older Pythons
+find nothing to import), and each trial sets its import path to the running iobench's before it imports more."""
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import multiprocessing.forkserver
+import os
 import signal
+import sys
+from collections.abc import Iterator
 from multiprocessing.connection import Connection
 from typing import Any
 
@@ -17,8 +27,10 @@ from iobench.results.record import RunRecord
 STOP_WAIT_S = 5.0  # how long a trial's process has to end after SIGTERM before it is killed
 
 
-def _measure(resolved: ResolvedRun, limits: Any, out: Connection) -> None:
+def _measure(resolved: ResolvedRun, limits: Any, out: Connection, path: list[str], cwd: str) -> None:
     """In the trial's process: its record as JSON, or its error as one line."""
+    sys.path[:] = path  # the running iobench's, every entry absolute: never the working directory
+    os.chdir(cwd)
     from iobench.run.runner import run
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the search's, which then stops this process
@@ -44,10 +56,15 @@ def _leave(signum: int, _frame: Any) -> None:
 def run_isolated(resolved: ResolvedRun, limits: Any) -> RunRecord:
     """`run(resolved, limits)` in a fresh process; its error is raised here in one line, and the process is
     stopped on every exit (Ctrl-C included)."""
+    from iobench.system.processes import import_path
+
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["iobench.run.runner"])
+    with _safe_start():
+        multiprocessing.forkserver.ensure_running()
     receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_measure, args=(resolved, limits, send), name="iobench-trial")
+    process = context.Process(target=_measure, args=(resolved, limits, send, import_path(), os.getcwd()),
+                              name="iobench-trial")  # fmt: skip
     process.start()
     send.close()
     answered = False
@@ -69,3 +86,24 @@ def run_isolated(resolved: ResolvedRun, limits: Any) -> RunRecord:
             if process.is_alive():
                 stop()
                 process.join(STOP_WAIT_S)
+
+
+@contextlib.contextmanager
+def _safe_start() -> Iterator[None]:
+    """While the forkserver starts: PYTHONSAFEPATH set and an empty private folder as the working directory (kept:
+    the forkserver imports its preload after it has started, and torch's libraries do not load from a folder that
+    is gone; iobench's next start removes it once this process has ended)."""
+    from iobench.system.private import private_dir
+
+    cwd, before = os.getcwd(), os.environ.get("PYTHONSAFEPATH")
+    empty = private_dir("forkserver")
+    os.environ["PYTHONSAFEPATH"] = "1"
+    os.chdir(empty)
+    try:
+        yield
+    finally:
+        os.chdir(cwd)
+        if before is None:
+            os.environ.pop("PYTHONSAFEPATH", None)
+        else:
+            os.environ["PYTHONSAFEPATH"] = before
