@@ -49,9 +49,12 @@ def open_objects(storage: Any, names: list[str]) -> tuple[Any, bytes]:
     except ImportError:
         raise IobenchError("files from object storage read through s3torchconnector: pip install "
                            "'iobench[remote]'") from None  # fmt: skip
+    from iobench.storage.remote.bounds import ATTEMPTS
+
     e = storage.target.endpoint
+    config = S3ClientConfig(force_path_style=True, max_attempts=ATTEMPTS)  # it has no timeout of its own to set
     dataset = S3MapDataset.from_objects([storage.url(name) for name in names], region=e.region, endpoint=e.url,
-                                        s3client_config=S3ClientConfig(force_path_style=True))  # fmt: skip
+                                        s3client_config=config)  # fmt: skip
     with endpoint_keys(e):
         first = dataset[0].read()
     return dataset, first

@@ -165,14 +165,18 @@ class Hdf5ObjectReader(Hdf5Reader):
         return None
 
     def _open(self) -> tuple[h5py.File, h5py.Dataset, h5py.Dataset]:
+        from iobench.storage.remote.bounds import forget, refused
+
         storage = self.storage
         path = storage.fsspec_path(FILENAME)  # plain names only: s3fs reads `?` in a key as a version, and more
-        self._object = storage.s3fs("HDF5").open(path, "rb")
+        forget()
+        self._object = FailFast(storage.s3fs("HDF5").open(path, "rb"), storage.url(FILENAME))
         try:
             f = h5py.File(self._object, "r")
-        except OSError as exc:
+        except OSError as exc:  # h5py says "file signature not found" for a read its file object refused
             self._object.close()
-            raise ValueError(f"{storage.url(FILENAME)}: not a readable HDF5 file ({exc})") from None
+            said = refused() or self._object.failure or f"{storage.url(FILENAME)}: not a readable HDF5 file ({exc})"
+            raise ValueError(said) from None
         try:
             features, labels = check_datasets(f, self.spec)
         except BaseException:
@@ -184,6 +188,40 @@ class Hdf5ObjectReader(Hdf5Reader):
     def _close(self, handle: tuple[h5py.File, h5py.Dataset, h5py.Dataset]) -> None:
         super()._close(handle)
         self._object.close()
+
+
+class FailFast:
+    """A file object whose first failed read is its last: h5py tries one offset after another when a read fails
+    (a store that stalls then costs a timeout per try, minutes in all); the failure is kept, said once."""
+
+    def __init__(self, inner: Any, url: str) -> None:
+        self.inner, self.url, self.failure = inner, url, None
+
+    def _guarded(self, name: str, *args: Any) -> Any:
+        if self.failure is not None:
+            raise OSError(self.failure)
+        try:
+            return getattr(self.inner, name)(*args)
+        except Exception as exc:
+            from iobench.errors import reason
+
+            self.failure = f"{self.url}: {reason(exc)}"
+            raise OSError(self.failure) from None
+
+    def read(self, *args: Any) -> bytes:
+        return self._guarded("read", *args)
+
+    def readinto(self, *args: Any) -> int:
+        return self._guarded("readinto", *args)
+
+    def seek(self, *args: Any) -> int:
+        return self._guarded("seek", *args)
+
+    def tell(self) -> int:
+        return self.inner.tell()
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 class Hdf5Format(StorageFormat):

@@ -31,9 +31,7 @@ def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = Fa
         _chunks_through_boto3()
     s3 = {"endpoint_url": endpoint.url, "aws_access_key_id": endpoint.access_key,
           "aws_secret_access_key": endpoint.secret_key, "region_name": endpoint.region}  # fmt: skip
-    pool = options.pop("max_pool_connections", None)
-    if pool is not None:
-        s3["config"] = client_config(pool)
+    s3["config"] = client_config(options.pop("max_pool_connections", None))
     url = f"s3://{storage.bucket}/{storage.prefix}" if storage.prefix else f"s3://{storage.bucket}"
     ds = StreamingDataset(url, cache_dir=str(cache), shuffle=shuffle, seed=seed, storage_options=s3, **options)
     try:
@@ -44,12 +42,15 @@ def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = Fa
     return ds
 
 
-def client_config(pool: int) -> Any:
-    """LitData's own botocore config (its retries) with boto3's pool of `pool` connections: a `config` in
-    `storage_options` replaces LitData's whole, so its retries are given again."""
-    import botocore.config
+def client_config(pool: int | None) -> Any:
+    """LitData's own botocore config (its adaptive retries) with the storage's bounds (a connection within 5 s, a byte
+    within 30 s, 3 attempts where LitData makes 1,000: a store that stalls would hold the run for hours) and, where
+    given, boto3's pool of `pool` connections. A `config` in `storage_options` replaces LitData's whole."""
+    from iobench.storage.remote import bounds
 
-    return botocore.config.Config(retries={"max_attempts": 1000, "mode": "adaptive"}, max_pool_connections=pool)
+    config = bounds.botocore_config()
+    retries = {"max_attempts": bounds.ATTEMPTS, "mode": "adaptive"}
+    return config.merge(type(config)(retries=retries, **({"max_pool_connections": pool} if pool else {})))
 
 
 def check_fetched_index(cache: Path, where: str, spec: DatasetSpec) -> None:

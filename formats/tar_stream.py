@@ -28,11 +28,13 @@ class ShardError(ValueError):
 
 
 class CheckedTar(io.RawIOBase):
-    """Read-only bytes of one shard (a descriptor opened by `open_regular`, closed with this object)."""
+    """Read-only bytes of one shard (a descriptor opened by `open_regular`, or a pipe from a download, closed with
+    this object); `limit`, where given, is the most bytes the shard may hold (its size by the manifest)."""
 
-    def __init__(self, fd: int, name: str, max_member: int) -> None:
+    def __init__(self, fd: int, name: str, max_member: int, limit: int | None = None, first: bytes = b"") -> None:
         super().__init__()
-        self.fd, self.name, self.max_member = fd, name, max_member
+        self.fd, self.name, self.max_member, self.limit = fd, name, max_member, limit
+        self.first = first  # bytes of the stream already read from `fd` (a download's first block), handed out first
         self.pos = 0  # bytes handed out
         self.next = 0  # where the next header starts; -1 once the end-of-archive block was seen
         self.head = bytearray()  # the header (and its pax record) at self.next, gathered so far
@@ -45,7 +47,13 @@ class CheckedTar(io.RawIOBase):
         return True
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        n = os.readv(self.fd, [buffer])
+        if self.first:
+            n = min(len(buffer), len(self.first))
+            buffer[:n], self.first = self.first[:n], self.first[n:]
+        else:
+            n = os.readv(self.fd, [buffer])
+        if self.limit is not None and self.pos + n > self.limit:
+            raise ShardError(f"{self.name}: more than the {self.limit:,} bytes the manifest lists")
         self._check(memoryview(buffer)[:n])
         self.pos += n
         return n

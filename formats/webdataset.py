@@ -14,6 +14,8 @@ size) and the labels (`labels.npy`); both are checked against the shards before 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 import tarfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -46,7 +48,7 @@ from iobench.formats.shards import (
     load_npy,
     require_index,
 )
-from iobench.formats.tar_stream import CheckedTar, ShardError
+from iobench.formats.tar_stream import BLOCK, CheckedTar, ShardError
 from iobench.spec import LABEL_DTYPE, DatasetSpec
 from iobench.system.fsutil import open_regular
 
@@ -148,29 +150,70 @@ class _OpenShards:
 
 
 class _FetchShards:
-    """webdataset's opener for shard URLs over HTTP (its `gopen`: curl, from an argument list), one presigned
-    URL per shard name the shard list yields, each shard's member headers checked as `_OpenShards` checks
-    them. curl's exit status is read when the shard is done: a refused or missing shard ends the epoch."""
+    """webdataset's opener over object storage as its users stream shards, one GET per shard through curl (what its
+    `gopen` runs for a URL), with the shard list's names made into presigned URLs. The URL reaches curl on its
+    standard input (`--config -`), never its command line (which every local user reads, and a presigned URL is a
+    key for a week), and no error repeats it: a missing shard is one line naming the object and the HTTP status.
+    curl is held to the storage's bounds (connect within 5 s, no 30 s without a byte, no more than the manifest's
+    size) and its exit status is read when the shard is done: a refused or broken transfer ends the epoch."""
 
-    def __init__(self, urls: dict[str, str], spec: DatasetSpec) -> None:
-        self.urls, self.limit = urls, member_limit(spec)
+    def __init__(self, storage: Any, spec: DatasetSpec, urls: dict[str, str]) -> None:
+        self.storage, self.limit, self.urls = storage, member_limit(spec), urls
 
     def __call__(self, sources: Iterator[dict]) -> Iterator[dict]:
-        from webdataset.gopen import gopen
-
         for source in sources:
             name = source["url"]
-            pipe = gopen(self.urls[name])
+            curl = self._fetch(name)
             try:
-                with CheckedTar(os.dup(pipe.stream.fileno()), name, self.limit) as stream:
+                size, first = self.storage.sizes.get(name), self._first(curl, name)
+                with CheckedTar(os.dup(curl.stdout.fileno()), name, self.limit, size, first) as stream:
                     yield dict(url=name, stream=stream)
+                curl.stdout.close()
+                if curl.wait() != 0:
+                    raise ShardError(f"{self.storage.url(name)}: {self._said(curl, name)}")
             finally:
-                pipe.close()
+                if curl.poll() is None:
+                    curl.kill()
+                curl.wait()
+
+    def _fetch(self, name: str) -> subprocess.Popen:
+        from iobench.storage.remote import bounds
+
+        size = self.storage.sizes.get(name)
+        argv = ["curl", "--silent", "--show-error", "--fail", "--connect-timeout", f"{bounds.CONNECT_TIMEOUT_S:g}",
+                "--speed-limit", "1", "--speed-time", f"{bounds.read_timeout_s():g}",
+                *(["--max-filesize", str(size)] if size is not None else []), "--config", "-"]  # fmt: skip
+        try:
+            curl = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except FileNotFoundError:
+            raise ShardError(
+                "webdataset streams shards from object storage through curl, which is not on PATH"
+            ) from None
+        curl.stdin.write(f'url = "{self.urls[name]}"\n'.encode())
+        curl.stdin.close()
+        return curl
+
+    def _first(self, curl: subprocess.Popen, name: str) -> bytes:
+        """The shard's first block, or curl's one line where it ends without one (an HTTP 404 writes nothing: the
+        tar reader would call it an empty file)."""
+        first = b""
+        while len(first) < BLOCK and (data := os.read(curl.stdout.fileno(), BLOCK - len(first))):
+            first += data
+        if len(first) < BLOCK and curl.wait() != 0:
+            raise ShardError(f"{self.storage.url(name)}: {self._said(curl, name)}")
+        return first
+
+    def _said(self, curl: subprocess.Popen, name: str) -> str:
+        """curl's last words, without the URL (it does not repeat it; a signed one is removed all the same)."""
+        text = curl.stderr.read(4096).decode(errors="replace").replace(self.urls[name], self.storage.url(name))
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        last = re.sub(r"^curl: \(\d+\) ", "", lines[-1]) if lines else f"curl exit {curl.returncode}"
+        return last.replace("The requested URL returned error:", "HTTP")
 
 
-def signed_urls(storage: Any, names: list[str], seconds: int = 7 * 24 * 3600) -> dict[str, str]:
-    """A GET URL per shard, presigned for a week (SigV4's longest) with the storage's keys (by boto3: obstore
-    in the process that forks the workers would leave theirs waiting)."""
+def signed_urls(storage: Any, names: list[str], seconds: int = 3600) -> dict[str, str]:
+    """A GET URL per shard, presigned for an hour with the storage's keys (by boto3: obstore in the process that
+    forks the workers would leave theirs waiting)."""
     client = storage.client()
     return {n: client.generate_presigned_url("get_object", Params={"Bucket": storage.bucket, "Key": storage.key(n)},
                                              ExpiresIn=seconds) for n in names}  # fmt: skip
@@ -300,7 +343,7 @@ class WebDatasetFormat(WholeShardsPerRank, StorageFormat):
     writer_type = WebDatasetWriter
     reader_type = WebDatasetReader
     native_rank_split = "webdataset split_by_node"
-    remote_pipeline = True  # shard URLs over HTTP, opened by its gopen (curl): its documented remote path
+    remote_pipeline = True  # shard URLs over HTTP, streamed by curl as its gopen does: its documented remote path
 
     def object_reader(self, options: Any = None) -> type[FormatReader]:
         return WebDatasetObjectReader
@@ -309,7 +352,7 @@ class WebDatasetFormat(WholeShardsPerRank, StorageFormat):
         """webdataset's pipeline, batching itself (batch_size=None in the DataLoader, as its README has it)."""
         names = [SHARD % k for k in range(reader.options.shards)]
         if isinstance(reader, WebDatasetObjectReader):
-            opener: Any = _FetchShards(signed_urls(reader.storage, names), reader.spec)
+            opener: Any = _FetchShards(reader.storage, reader.spec, signed_urls(reader.storage, names))
         else:
             opener = _OpenShards(reader.directory, reader.spec)
         ds = pipeline(

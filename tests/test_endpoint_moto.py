@@ -105,6 +105,6 @@ def test_what_the_store_does_not_hold_is_one_line_before_a_run_reads(moto_url, k
     assert cli("upload", "--endpoint-url", f"{moto_url}/small-bucket", "--data-dir", other).code == 0
     r = cli("run", "--endpoint-url", f"{moto_url}/small-bucket", "--format", "npy", "--loader", "dataloader",
             "--runs", 1, "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
-    assert_one_line_error(r, f"s3://small-bucket/npy/labels.npy holds {2 * N * 8 + 128:,} bytes, not the "
-                             f"{N * 8 + 128:,} of this dataset's labels.npy")  # fmt: skip
+    assert_one_line_error(r, f"s3://small-bucket/npy/features.npy holds {2 * N * 48 + 128:,} bytes, not the "
+                             f"{N * 48 + 128:,} of this dataset's features.npy")  # fmt: skip
     assert not results.exists()

@@ -150,7 +150,9 @@ def test_without_boto3_a_store_is_not_asked_what_it_holds_before_a_run(monkeypat
     from iobench.storage.remote import ObjectStorage, RemoteTarget
     from iobench.storage.remote.endpoint import Endpoint
 
-    storage = ObjectStorage(RemoteTarget(Endpoint("http://127.0.0.1:9", "k", "s"), None), "b", "npy", ["x.npy"])
+    storage = ObjectStorage(
+        RemoteTarget(Endpoint("http://127.0.0.1:9", "k", "s"), None), "b", "npy", ["x.npy"], {"x.npy": 128}
+    )
     found = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "boto3" else found(name, *a))
-    storage.check_uploaded("npy", "x.npy", 128)  # port 9 answers nothing: a request would fail here
+    storage.check_stored("npy")  # port 9 answers nothing: a request would fail here

@@ -13,7 +13,7 @@ import typer
 from iobench import __version__
 from iobench.cli.console import out, say
 from iobench.errors import IobenchError
-from iobench.system.signals import quiet_interrupted_handover, redeliver_lost_interrupt
+from iobench.system.signals import exit_when_stuck, quiet_interrupted_handover, redeliver_lost_interrupt
 from iobench.torchrun_env import launched_by_torchrun
 
 app = typer.Typer(
@@ -101,6 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGTERM, _terminate)
     if previous[signal.SIGINT] is signal.default_int_handler:
         signal.signal(signal.SIGINT, _terminate)
+    if argv is None:  # the command's own process (not a test calling it in-process)
+        exit_when_stuck()
     try:
         _main(argv)
     finally:

@@ -117,6 +117,8 @@ RECORDED = frozenset(f.name for f in fields(RecordedConfig))
 
 
 def _remote_fields(remote: RemoteTarget | None, storage: Storage) -> dict:
+    from iobench.storage.remote.bounds import read_timeout_s
+
     if remote is None:
         return {}
     profile, kind = remote.profile, storage.kind
@@ -127,6 +129,7 @@ def _remote_fields(remote: RemoteTarget | None, storage: Storage) -> dict:
         "remote_connection_mb_per_s": profile.connection_mb_per_s if profile else None,
         "remote_fuse_chunk": remote.fuse.chunk if kind == "fuse" else None,
         "remote_fuse_read_ahead": storage.read_ahead if isinstance(storage, ObjectStorage) else None,
+        "remote_timeout_s": read_timeout_s(),
     }
 
 
@@ -218,9 +221,10 @@ def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, wor
     mounted = not reads_objects(FORMATS[config.format], config.loader)
     folder = entry.folder(target.dataset_dir)
     names = [p.relative_to(folder).as_posix() for p in entry.file_paths(target.dataset_dir)]
+    sizes = {name: f.bytes for name, f in zip(names, entry.files, strict=True)}
     prefix = folder.relative_to(target.dataset_dir).as_posix()
     bucket = target.remote.endpoint.bucket_for(target.dataset_dir.name)
-    where = (target.remote, bucket, "" if prefix == "." else prefix, names)
+    where = (target.remote, bucket, "" if prefix == "." else prefix, names, sizes)
     if mounted:
         from iobench.storage.remote.mount import MountedStorage, fuse_reason
 
@@ -231,8 +235,8 @@ def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, wor
         storage = MountedStorage(*where, at_random=config.shuffle and config.loader is not LoaderName.NATIVE)
     else:
         storage = ObjectStorage(*where)
-    if target.remote.served is None and names:  # a store iobench does not run: what was uploaded there
-        storage.check_uploaded(config.format, names[-1], entry.files[-1].bytes)
+    if target.remote.served is None:  # a store iobench does not run: what was uploaded there
+        storage.check_stored(config.format)
     return storage
 
 

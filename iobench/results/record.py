@@ -108,6 +108,8 @@ class RecordedConfig:
     remote_connection_mb_per_s: float | None = None
     remote_fuse_chunk: str | None = None  # storage "fuse": the mount's first GET of an object (rclone's size)
     remote_fuse_read_ahead: str | None = None  # storage "fuse": what the mount reads ahead of each open file
+    # the most seconds a store could go without sending a byte before the request failed (0.3; None before)
+    remote_timeout_s: float | None = None
 
     @property
     def cold(self) -> bool:

@@ -222,7 +222,10 @@ def _profile_epoch(
 
 
 def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, transform: DeviceTransform = None) -> EpochTiming:
+    from iobench.storage.remote.bounds import forget, refused
+
     label = config.label
+    forget()
     try:
         return time_epoch(loader, epoch, step, config.max_seconds, transform)
     except RuntimeError as exc:
@@ -237,7 +240,8 @@ def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, transform:
         killed = _killed_child(HANDOVER_WAIT_S if handover else 0.0)
         if killed:  # the read broke because the worker handing the batch over was killed
             raise RunFailed(f"a DataLoader worker died during {label}: {killed}") from None
-        raise RunFailed(f"reading {config.format} failed: {reason(exc)}") from None
+        said = refused()  # an answer a library read through a file object, refused in its own words
+        raise RunFailed(f"reading {config.format} failed: {said or reason(exc)}") from None
 
 
 HANDOVER_WAIT_S = 1.0

@@ -9,8 +9,10 @@ note the signal; the original handler runs as soon as the fork is done.
 from __future__ import annotations
 
 import _thread
+import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from types import FrameType, TracebackType
@@ -87,3 +89,44 @@ def redeliver_lost_interrupt(previous: Callable[[Any], object]) -> Callable[[Any
         return previous(unraisable)
 
     return hook
+
+
+TERMINATE_GRACE_S = 10.0  # after SIGTERM, how long the main thread has to end the run before the process exits
+
+
+def exit_when_stuck(grace_s: float = TERMINATE_GRACE_S) -> None:
+    """Make SIGTERM end the process even when the main thread cannot run its handler: a call into a library that
+    does not return to Python (obstore waiting on a store that never answers, a read of a FUSE mount whose server
+    stalled) held a run for minutes. The signal is seen at C level through the wakeup fd; a watching thread waits
+    `grace_s` for the main thread to end the run its usual way (records kept, servers stopped), then says so in one
+    line and exits with 143. The servers, mounts and workers die with the process (they are told to), and what
+    they left in iobench's own folder is removed by the next start. Call from the main thread, once."""
+    read, write = os.pipe()
+    os.set_blocking(write, False)
+    try:
+        signal.set_wakeup_fd(write, warn_on_full_buffer=False)
+    except ValueError:  # not the main thread
+        os.close(read)
+        os.close(write)
+        return
+
+    def watch() -> None:
+        while True:
+            try:
+                data = os.read(read, 64)
+            except OSError:
+                return
+            if signal.SIGTERM in data:
+                time.sleep(grace_s)
+                os.write(2, b"iobench: terminated; a read that did not return in time was abandoned\n")
+                os._exit(128 + signal.SIGTERM)
+
+    threading.Thread(target=watch, name="iobench-sigterm-watch", daemon=True).start()
+    os.register_at_fork(after_in_child=_forget_wakeup)
+
+
+def _forget_wakeup() -> None:
+    """In a forked child (a DataLoader worker): a signal to it must not reach the parent's watching thread through
+    the inherited wakeup fd (torch ends a slow worker with SIGTERM)."""
+    with suppress(ValueError):
+        signal.set_wakeup_fd(-1)

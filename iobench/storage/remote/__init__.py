@@ -17,7 +17,7 @@ from typing import Any
 
 from iobench.errors import IobenchError
 from iobench.storage import Applied, Counters, Storage
-from iobench.storage.remote import requests_log
+from iobench.storage.remote import bounds, requests_log
 from iobench.storage.remote.cache_watch import CachePeak
 from iobench.storage.remote.emulator import cpu_seconds
 from iobench.storage.remote.endpoint import Endpoint
@@ -115,8 +115,10 @@ class ObjectStorage(Storage):
     libraries = ("obstore",)
     read_ahead: str | None = None  # a FUSE mount's (MountedStorage); the readers of objects read none ahead
 
-    def __init__(self, target: RemoteTarget, bucket: str, prefix: str, files: list[str]) -> None:
+    def __init__(self, target: RemoteTarget, bucket: str, prefix: str, files: list[str],
+                 sizes: dict[str, int] | None = None) -> None:  # fmt: skip
         self.target, self.bucket, self.prefix, self._files = target, bucket, prefix.strip("/"), files
+        self.sizes = sizes or {}  # each file's bytes by the manifest: no answer about it may be larger
         self._store: Any = None
         self._pid = 0
         self.caches: list[Path] = []  # the local cache folders of this storage's readers (`add_cache`)
@@ -146,9 +148,18 @@ class ObjectStorage(Storage):
             e = self.target.endpoint
             self._store = S3Store(self.bucket, endpoint=e.url, access_key_id=e.access_key,
                                   secret_access_key=e.secret_key, region=e.region, virtual_hosted_style_request=False,
-                                  client_options={"allow_http": e.url.startswith("http://")})  # fmt: skip
+                                  client_options=bounds.obstore_client_options(e.url),
+                                  retry_config=bounds.obstore_retry_config())  # fmt: skip
             self._pid = os.getpid()
         return self._store
+
+    def bound(self, bucket: str, key: str) -> int | None:
+        """The most bytes an answer about `bucket/key` may hold: the object's size by the manifest (None: not one
+        of this storage's files)."""
+        if bucket != self.bucket:
+            return None
+        name = key.removeprefix(f"{self.prefix}/") if self.prefix else key
+        return self.sizes.get(name)
 
     def __getstate__(self) -> dict:
         return {**self.__dict__, "_store": None, "_pid": 0}
@@ -157,12 +168,14 @@ class ObjectStorage(Storage):
         """A boto3 S3 client of the endpoint, for what the process that forks the workers fetches itself (an
         index, presigned URLs): obstore there would leave the workers' obstore waiting forever."""
         import boto3
-        from botocore.config import Config
 
         e = self.target.endpoint
-        return boto3.client("s3", endpoint_url=e.url, aws_access_key_id=e.access_key,
-                            aws_secret_access_key=e.secret_key, region_name=e.region,
-                            config=Config(s3={"addressing_style": "path"}, signature_version="s3v4"))  # fmt: skip
+        client = boto3.client("s3", endpoint_url=e.url, aws_access_key_id=e.access_key,
+                              aws_secret_access_key=e.secret_key, region_name=e.region,
+                              config=bounds.botocore_config(s3={"addressing_style": "path"},
+                                                            signature_version="s3v4"))  # fmt: skip
+        bounds.bound_answers(client.meta.events, self.bound)
+        return client
 
     def stored_size(self, name: str) -> int | None:
         """The size of `name` at the store, None where it is not there; asked with boto3, as `client` says why."""
@@ -191,23 +204,43 @@ class ObjectStorage(Storage):
         except BotoCoreError as exc:
             raise IobenchError(f"{what} at {self.target.endpoint.url}: {exc}") from None
 
-    def check_uploaded(self, fmt: str, name: str, prepared: int) -> None:
-        """A store iobench does not run holds what was uploaded to it, not the dataset folder: the format's last
-        file (the one an interrupted upload lacks) must be there at its prepared size. Else the run fails in the
-        library's words mid-epoch (a traceback from LitData and s3torchconnector), or reads another dataset's
-        objects: a bucket named in the URL holds one dataset's formats, each under its name. Skipped without
-        boto3 (the `remote` extra has it; scripts/gpu_wheels.sh carries obstore alone, and obstore here would
-        start its runtime in the process that forks the workers)."""
-        if importlib.util.find_spec("boto3") is None:
+    def check_stored(self, fmt: str) -> None:
+        """A store iobench does not run holds what was uploaded to it, not the dataset folder: every file of the
+        format must be there at its prepared size, by one listing of the format's prefix (S3 lists 1,000 keys an
+        answer). Else the run fails in the library's words mid-epoch (a traceback from LitData and
+        s3torchconnector), reads another dataset's objects, or hands a library an object that announces 100 GiB.
+        Skipped without boto3 (the `remote` extra has it; scripts/gpu_wheels.sh carries obstore alone, and obstore
+        here would start its runtime in the process that forks the workers)."""
+        if importlib.util.find_spec("boto3") is None or not self._files:
             return
-        size = self.stored_size(name)
+        stored = self.listed()
         upload = f"`iobench upload --endpoint-url {self.target.endpoint.given} --formats {fmt}`"
-        if size is None:
-            raise IobenchError(f"{fmt} is not at {self.url(name)} ({self.target.endpoint.url}): {upload} puts it "
-                               "there")  # fmt: skip
-        if size != prepared:
-            raise IobenchError(f"{self.url(name)} holds {size:,} bytes, not the {prepared:,} of this dataset's "
-                               f"{name} (another dataset's {fmt}?): {upload} replaces it")  # fmt: skip
+        for name in self._files:
+            size, prepared = stored.get(self.key(name)), self.sizes.get(name)
+            if size is None:
+                raise IobenchError(f"{fmt} is not at {self.url(name)} ({self.target.endpoint.url}): {upload} puts it "
+                                   "there")  # fmt: skip
+            if prepared is not None and size != prepared:
+                raise IobenchError(f"{self.url(name)} holds {size:,} bytes, not the {prepared:,} of this dataset's "
+                                   f"{name} (another dataset's {fmt}?): {upload} replaces it")  # fmt: skip
+
+    def listed(self) -> dict[str, int]:
+        """Every key under the prefix with its size, by the store's listing (boto3's paginator)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        found: dict[str, int] = {}
+        prefix = f"{self.prefix}/" if self.prefix else ""
+        try:
+            for page in self.client().get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+                for item in page.get("Contents", []):
+                    found[str(item["Key"])] = int(item["Size"])
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            raise IobenchError(f"listing s3://{self.bucket}/{prefix} at {self.target.endpoint.url}: "
+                               f"{error.get('Code')} {error.get('Message') or ''}".rstrip()) from None  # fmt: skip
+        except (BotoCoreError, KeyError, TypeError, ValueError) as exc:
+            raise IobenchError(f"listing s3://{self.bucket}/{prefix} at {self.target.endpoint.url}: {exc}") from None
+        return found
 
     def fsspec_path(self, name: str = "") -> str:
         """`bucket/prefix/name` as fsspec is handed it, once every part is a plain name: fsspec reads `*`, `?`, `[`
@@ -222,16 +255,24 @@ class ObjectStorage(Storage):
         """A fresh s3fs file system of the endpoint (no instance or listing cache shared with another reader), made
         in the process that reads; `reader` names who needs it, for the one line that says s3fs is missing."""
         try:
-            import s3fs
+            import s3fs  # noqa: F401 - the message below when it is missing
         except ImportError:
             raise IobenchError(f"{reader} reads object storage through s3fs: pip install 'iobench[remote]'") from None
-        return s3fs.S3FileSystem(**self.s3fs_options(), skip_instance_cache=True, use_listings_cache=False, **options)
+        bounded = bounds.bounded_s3fs()
+        return bounded(**self.s3fs_options(), skip_instance_cache=True, use_listings_cache=False, **options)
 
     def s3fs_options(self) -> dict:
         """s3fs's options for the endpoint (its `S3FileSystem(**...)`, fsspec's `storage_options`): the endpoint's
-        keys and URL, nothing from the environment."""
+        keys and URL, nothing from the environment; the requests' bounds (times, and the size an answer announces,
+        through the aiobotocore session it is given)."""
+        from aiobotocore.session import AioSession
+
+        session = AioSession()
+        bounds.bound_answers(session, self.bound)
         e = self.target.endpoint
-        return {"key": e.access_key, "secret": e.secret_key,
+        bounds.bounded_s3fs()  # fsspec's s3:// for a library that makes its own file system (datasets)
+        return {"key": e.access_key, "secret": e.secret_key, "session": session,
+                "config_kwargs": bounds.s3fs_config_kwargs(),
                 "client_kwargs": {"endpoint_url": e.url, "region_name": e.region}}  # fmt: skip
 
     def make_cold(self) -> str:

