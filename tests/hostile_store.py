@@ -7,7 +7,8 @@ signature holds) except those a rule picks, which it answers its own way:
 - `announce`: a length of 100 GiB in the answer (HEAD and GET), then the true body;
 - `endless`: a GET answered 200 without a length, with zeros that never end;
 - `missing`: 404 NoSuchKey;
-- `big-list`: every size in a listing made 100 GiB.
+- `big-list`: every size in a listing made 100 GiB;
+- `no-range`: a range answered 200 without its Content-Range (as rclone answers without the shaper).
 """
 
 from __future__ import annotations
@@ -91,10 +92,11 @@ class HostileStore:
         upstream.request(method, path, body=body, headers=dict(request.headers.items()))
         answer = upstream.getresponse()
         data = answer.read()
-        headers = [(k, v) for k, v in answer.getheaders() if k.lower() not in ("content-length", "transfer-encoding")]
+        dropped = ("content-length", "transfer-encoding", *(["content-range"] if mode == "no-range" else []))
+        headers = [(k, v) for k, v in answer.getheaders() if k.lower() not in dropped]
         if mode == "big-list" and b"<ListBucketResult" in data:
             data = re.sub(rb"<Size>\d+</Size>", f"<Size>{HUGE}</Size>".encode(), data)
-        request.send_response(answer.status)
+        request.send_response(200 if mode == "no-range" and answer.status == 206 else answer.status)
         for k, v in headers:
             request.send_header(k, v)
         if mode == "endless" and method == "GET":

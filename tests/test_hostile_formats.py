@@ -570,3 +570,34 @@ def test_every_pipeline_delivers_the_datasets_own_dtype(clean, name):
     features, labels = next(iter(native_loader(clean, name, batch_size=50)))
     assert features.dtype == torch.uint8 and tuple(features.shape[1:]) == (8, 8, 3), (features.dtype, features.shape)
     assert labels.dtype == torch.int64
+
+
+def test_a_shard_cut_short_at_a_member_boundary_is_a_failed_run_not_a_partial_record(tmp_path, results, cli):
+    """The fourth probe: a corrupted shard in the store gave exit 0 and a record of 1,500 of 2,000 samples,
+    labelled partial as if --max-batches had been given. An epoch not cut short by the user delivers them all."""
+    pytest.importorskip("webdataset")
+    data = tmp_path / "data"
+    invoke("prepare", "--size", N, "--shape", "8,8,3", "--dtype", "uint8", "--formats", "webdataset",
+           "--format-option", "webdataset.shard_samples=50", "--data-dir", data, "--dataset", "ds", "-q")  # fmt: skip
+    shard = data / "ds" / "webdataset" / "shard-000003.tar"
+    with open(shard, "rb") as f:  # the first 25 of its 50 samples kept: a cut at a member boundary, no end block
+        import tarfile
+
+        members = list(tarfile.open(fileobj=f))
+    cut = members[50].offset  # 2 members a sample (.png and .cls)
+    shard.write_bytes(shard.read_bytes()[:cut])
+    rewrite_manifest(data / "ds", "webdataset")
+    r = cli(*run_args(data, "webdataset", "native", results))
+    assert r.code == 1 and "Traceback" not in r.err, r.err
+    assert f"delivered 175 of the {N} samples of an epoch" in r.err, r.err
+    assert not results.exists()
+
+
+@pytest.mark.parametrize("name", ["a b", "x#y", "q?z", "p%20q", "n" * 300, "-lead"])
+def test_a_dataset_name_that_cannot_travel_to_object_storage_is_refused_at_prepare(tmp_path, cli, name):
+    """'a b' panicked obstore (InvalidUri), `x#y`, `q?z` and `p%20q` asked for other objects, 300 characters were a
+    file name too long: refused before anything is written."""
+    r = cli("prepare", "--size", 10, "--shape", 4, "--formats", "npy", "--data-dir", tmp_path / "data",
+            "--dataset", name, "-q")  # fmt: skip
+    assert_one_line_error(r, "a dataset's name travels to object storage as it is")
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -357,6 +358,15 @@ def _hostile_lines() -> list[str]:
         json.dumps({**FLAT_RECORD, "epoch_seconds_median": 1e308, "epoch_seconds": [1e308] * 3}),
         json.dumps({**FLAT_RECORD, "mb_per_s": -5.0}),
         json.dumps({**FLAT_RECORD, "dataset": "a | b <script>alert(1)</script>\nsecond line", "batch_size": 32}),
+        # the fourth probe: NaN ranked fastest ("nanx the next"), and settings no run has
+        json.dumps({**FLAT_RECORD, "samples_per_s": float("nan")}),
+        json.dumps({**FLAT_RECORD, "batch_size": -16}),
+        json.dumps({**FLAT_RECORD, "n_samples": 1e30}),
+        json.dumps({**FLAT_RECORD, "n_samples": 10**30}),
+        json.dumps({**FLAT_RECORD, "num_workers": 10**6}),
+        json.dumps(
+            {**FLAT_RECORD, "dataset": "![x](http://example.com/x.png) [click](http://example.com)", "batch_size": 64}
+        ),
     ]
 
 
@@ -369,11 +379,13 @@ def test_hostile_records_are_skipped_and_named_by_report(tmp_path, cli):
     assert r.code == 0, r.err
     assert "Traceback" not in r.err
     skipped = [line for line in r.err.splitlines() if "skipped" in line]
-    assert [line.split("r.jsonl:")[1].split(":")[0] for line in skipped] == ["2", "3", "4", "5"], r.err
+    assert [line.split("r.jsonl:")[1].split(":")[0] for line in skipped] == ["2", "3", "4", "5", *"7 8 9 10 11".split()]
     report = (tmp_path / "report" / "report.md").read_text()
     assert "<script>" not in report and "a \\| b &lt;script&gt;" in report
-    table_rows = [line for line in report.splitlines() if line.startswith("| n100") or line.startswith("| a ")]
-    assert len(table_rows) == 2 and all(row.count(" | ") == table_rows[0].count(" | ") for row in table_rows)
+    assert not re.search(r"(?<!\\)\]\(http", report) and "!\\[x\\]" in report, "a link or an image"
+    assert "nan" not in report.lower().replace("nano", "")
+    table_rows = [line for line in report.splitlines() if line.startswith(("| n100", "| a ", "| !"))]
+    assert len(table_rows) == 3 and all(row.count(" | ") == table_rows[0].count(" | ") for row in table_rows)
 
 
 def test_compare_survives_hostile_records_and_a_zero_baseline(tmp_path, cli):

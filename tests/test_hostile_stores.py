@@ -162,3 +162,11 @@ def test_a_missing_shard_names_the_object_and_status_and_no_signed_url_is_on_a_c
     with HostileStore(upstream(served), [Rule("missing", "GET", "webdataset/shard")]) as store:
         line, _, _ = one_line(run(served, store, "webdataset", "native"), timeout=90)
     assert f"s3://{BUCKET}/webdataset/shard-000000.tar: HTTP 404" in line, line
+
+
+def test_a_store_that_answers_a_range_without_its_content_range_is_one_line(served):
+    """obstore refuses a 200 to a range request ("non-partial response"): one line naming the object (s3fs takes
+    the same answer, whose bytes are the range's, and reads right)."""
+    with HostileStore(upstream(served), [Rule("no-range", "GET", "npy/")]) as store:
+        line, _, _ = one_line(run(served, store, "npy", "dataloader"), timeout=90)
+    assert f"s3://{BUCKET}/npy/" in line, line

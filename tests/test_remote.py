@@ -31,7 +31,7 @@ from iobench.storage.remote.emulator import (
 )
 from iobench.storage.remote.profiles import profile
 from iobench.system.processes import process_alive
-from tests.conftest import ROOT, assert_one_line_error, invoke, stored_records
+from tests.conftest import ROOT, assert_one_line_error, descendants, invoke, stored_records
 
 
 def _missing() -> str | None:
@@ -317,7 +317,7 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
         bad = cli("run", "--endpoint-url", endpoint.url, "--format", "npy", "--loader", "dataloader", "--runs", 1,
                   "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
         # before a run reads: the check that the format was uploaded is the first request
-        assert_one_line_error(bad, f"s3://{dataset.name}/npy/labels.npy at {endpoint.url}: 403 Forbidden")
+        assert_one_line_error(bad, f"listing s3://{dataset.name}/npy/ at {endpoint.url}: SignatureDoesNotMatch")
         # a bucket named in the URL (AWS allows no underscore, which the dataset's name holds)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", endpoint.secret_key)
         named = f"{endpoint.url}/iobench-data"
@@ -342,7 +342,7 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
         assert "read memmap-only/memmap/" in " ".join(limits.out.split()), limits.out
         missing = cli("run", "--endpoint-url", f"{endpoint.url}/no-such-bucket", "--format", "npy", "--runs", 1,
                       "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
-        assert_one_line_error(missing, "npy is not at s3://no-such-bucket/npy/", "iobench upload --endpoint-url")
+        assert_one_line_error(missing, "bucket no-such-bucket at", "does not exist (iobench never creates one)")
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
     keyless = cli("run", "--endpoint-url", "http://127.0.0.1:9", "--format", "npy", "--data-dir", data,
                   "--results", results)  # fmt: skip
@@ -577,3 +577,74 @@ def test_trials_in_processes_of_their_own_import_the_running_iobench(data, tmp_p
     assert done.returncode == 0, done.stderr[-3000:]
     assert not marker.exists(), f"planted code ran: {marker.read_text()}"
     assert stored_records(tmp_path / "r.jsonl")
+
+
+def test_a_sweep_killed_outright_leaves_no_trial_measuring(data, tmp_path):
+    """H3: a SIGKILLed `sweep --remote` left its trial measuring, which then printed a double BrokenPipeError
+    traceback: the trial ends with the forkserver, which ends with the sweep."""
+    results = tmp_path / "s.jsonl"
+    argv = [sys.executable, "-m", "iobench", "sweep", "--remote", "s3-like", "--latency-ms", "200", "--format", "npy",
+            "--loader", "dataloader", "--num-workers", "0", "--batch-size", "4,8", "--device", "cpu", "--runs", "3",
+            "--data-dir", str(data), "--results", str(results), "-q"]  # fmt: skip
+    proc = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    trials: list[int] = []
+    while not trials:
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+        trials = [pid for pid in descendants(proc.pid) if _named(Path(f"/proc/{pid}"), "multiprocessing.forkserver")]
+        time.sleep(0.1)
+    time.sleep(1.0)  # measuring
+    proc.kill()
+    proc.wait()
+    deadline = time.monotonic() + 15
+    while any(process_alive(pid) for pid in trials) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(process_alive(pid) for pid in trials), "a trial outlived the sweep"
+    time.sleep(0.5)
+    err = proc.stderr.read()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+
+
+def _named(proc: Path, name: str) -> bool:
+    """A forkserver and the trials it forked (their command line is the forkserver's)."""
+    try:
+        return name.encode() in (proc / "cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("damage", ["truncated", "fifo", "folder", "changed"])
+def test_upload_sends_only_what_the_manifest_vouches_for(data, tmp_path, cli, monkeypatch, damage):
+    """`upload` sent a truncated labels.npy without complaint; a FIFO or a folder in a file's place ended in a
+    traceback. Each is one line; nothing of the format stays in the bucket (a file changed after prepare is found
+    by its hash as it is sent, and what was sent is removed again)."""
+    import shutil as sh
+
+    (dataset,) = [p for p in data.iterdir() if p.is_dir() and (p / "manifest.json").is_file()]
+    copy = tmp_path / "data" / dataset.name
+    sh.copytree(dataset, copy)
+    labels = copy / "npy" / "labels.npy"
+    size = labels.stat().st_size
+    if damage == "truncated":
+        labels.write_bytes(labels.read_bytes()[:-8])
+    elif damage == "fifo":
+        labels.unlink()
+        os.mkfifo(labels)
+    elif damage == "folder":
+        labels.unlink()
+        labels.mkdir()
+    else:
+        raw = bytearray(labels.read_bytes())
+        raw[-1] ^= 0xFF
+        labels.write_bytes(bytes(raw))
+        assert labels.stat().st_size == size
+    store_root = tmp_path / "store"
+    (store_root / "bkt").mkdir(parents=True)
+    with Emulator(store_root, profile("none"), read_only=False) as endpoint:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", endpoint.access_key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", endpoint.secret_key)
+        r = cli("upload", "--endpoint-url", f"{endpoint.url}/bkt", "--data-dir", tmp_path / "data", "--formats", "npy")
+    assert_one_line_error(r, "labels.npy", "iobench verify")
+    assert [p for p in (store_root / "bkt").rglob("*") if p.is_file()] == []
+    if damage == "changed":
+        assert "the 2 object(s) it had sent to s3://bkt/npy/ were removed" in r.err

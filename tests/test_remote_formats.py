@@ -225,7 +225,7 @@ def test_a_mount_reads_ahead_only_for_a_reader_in_order_unless_told():
 
     def read_ahead(fuse: FuseOptions, at_random: bool) -> str | None:
         target = RemoteTarget(Endpoint("http://127.0.0.1:9", "k", "s"), None, fuse=fuse)
-        return MountedStorage(target, "b", "lmdb", [], at_random=at_random).read_ahead
+        return MountedStorage(target, "b", "lmdb", [], {}, at_random=at_random).read_ahead
 
     assert read_ahead(FuseOptions(), True) == "0" and read_ahead(FuseOptions(), False) == FUSE_READ_AHEAD
     assert read_ahead(FuseOptions(read_ahead="1M"), True) == "1M"
@@ -235,7 +235,7 @@ def test_a_mounted_storage_has_no_folder_outside_its_run(data):
     from iobench.storage.remote.endpoint import Endpoint
 
     target = RemoteTarget(Endpoint("http://127.0.0.1:9", "k", "s"), None)
-    storage = MountedStorage(target, data.name, "lmdb", [], at_random=True)
+    storage = MountedStorage(target, data.name, "lmdb", [], {}, at_random=True)
     with pytest.raises(IobenchError, match="mounted only while its run holds it"):
         storage.local_folder()
 

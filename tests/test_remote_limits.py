@@ -142,6 +142,20 @@ def test_an_endpoint_urls_path_names_the_bucket_and_anything_else_is_one_line(mo
             endpoint_from_environment(url)
 
 
+@pytest.mark.parametrize(
+    "port", ["99999", "-1", "+18555", "1_8555", "18555:80", "\uff11\uff18\uff15\uff15\uff15", "0", ""]
+)
+def test_a_port_that_is_not_one_is_one_line(monkeypatch, port):
+    """The fourth probe: urllib took `+18555`, `1_8555` and full-width digits as ports, raised on `99999` and `-1`
+    (a traceback), and `:0` became "nothing answers at 127.0.0.1:80"."""
+    from iobench.storage.remote.endpoint import endpoint_from_environment
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    with pytest.raises(IobenchError, match="is not a port"):
+        endpoint_from_environment(f"http://127.0.0.1:{port}/bucket")
+
+
 def test_without_boto3_a_store_is_not_asked_what_it_holds_before_a_run(monkeypatch):
     """The check that a format was uploaded asks with boto3, which a machine carrying obstore alone lacks
     (scripts/gpu_wheels.sh): the run goes on, and a missing object is then the reader's one line."""

@@ -50,7 +50,8 @@ def upload_cmd(
     """Put a prepared dataset's formats into an S3-compatible store (keys from AWS_ACCESS_KEY_ID and
     AWS_SECRET_ACCESS_KEY): the bucket the URL's path names (http(s)://host:port/bucket), else the dataset's
     name; it must exist. Each format's files go under its name, as `run --endpoint-url` reads them. Only the files
-    the manifest lists are sent, each checked inside its folder."""
+    the manifest lists are sent, each checked inside its folder, a regular file of the manifest's size and content
+    (hashed as it is sent); an upload interrupted or refused removes what it had sent."""
     from iobench.data.manifest import Manifest, find_run_dataset
     from iobench.storage.remote import ObjectStorage, RemoteTarget
     from iobench.storage.remote.endpoint import store_at
@@ -65,29 +66,100 @@ def upload_cmd(
         raise IobenchError(f"{folder.name} has no {', '.join(missing)} (prepared: {', '.join(manifest.formats)})")
     bucket = endpoint.bucket_for(folder.name)
     ObjectStorage(RemoteTarget(endpoint, None), bucket, "", []).check_bucket()
-    for name in names:
-        entry = manifest.formats[name]
+    entries = [manifest.formats[name] for name in names]
+    for entry in entries:  # every file checked before any is sent: a missing or truncated one sends nothing
+        for f, path in zip(entry.files, entry.file_paths(folder), strict=True):
+            check_sendable(path, f.bytes)
+    for entry in entries:
         root = entry.folder(folder)
         storage = ObjectStorage(RemoteTarget(endpoint, None), bucket, root.relative_to(folder).as_posix(), [])
-        sent = put_files(storage, root, entry.file_paths(folder))
-        say(f"{name}: {len(entry.files)} file(s), {sent / 1e6:,.1f} MB to s3://{bucket}/{storage.prefix}/")
+        files = [(f, path) for f, path in zip(entry.files, entry.file_paths(folder), strict=True)]
+        sent = put_files(storage, root, files)
+        say(f"{entry.name}: {len(entry.files)} file(s), {sent / 1e6:,.1f} MB to s3://{bucket}/{storage.prefix}/")
 
 
-def put_files(storage: Any, root: Path, paths: list[Path]) -> int:
-    """Each file (opened as a regular file, never through a link) under the storage's prefix; bytes sent."""
+def check_sendable(path: Path, size: int) -> None:
+    """A regular file (no link, FIFO or folder) of the manifest's size, or one line naming it."""
+    from iobench.system.fsutil import open_regular
+
+    try:
+        fd = open_regular(path)
+    except OSError as exc:
+        raise IobenchError(f"{path}: {exc.strerror or exc}; `iobench verify` checks the dataset") from None
+    try:
+        found = os.fstat(fd).st_size
+    finally:
+        os.close(fd)
+    if found != size:
+        raise IobenchError(f"{path} holds {found:,} bytes, not the {size:,} its manifest lists; `iobench verify` "
+                           "checks the dataset")  # fmt: skip
+
+
+class _Hashed:
+    """A file read for sending in blocks (what obstore's put takes: an iterable of bytes), SHA-256 hashed on the
+    way."""
+
+    BLOCK = 8 * 2**20
+
+    def __init__(self, f: Any) -> None:
+        import hashlib
+
+        self.f, self.hash = f, hashlib.sha256()
+
+    def __iter__(self) -> Any:
+        while data := self.f.read(self.BLOCK):
+            self.hash.update(data)
+            yield data
+
+
+def put_files(storage: Any, root: Path, files: list[tuple[Any, Path]]) -> int:
+    """Each file (opened as a regular file, never through a link) under the storage's prefix, checked against its
+    manifest entry as it is sent; bytes sent. Refused or interrupted, what this call sent is removed again and the
+    line says so."""
     import obstore
 
     from iobench.storage.remote.emulator import obstore_reason
     from iobench.system.fsutil import open_regular
 
-    sent = 0
-    for path in paths:
-        name = path.relative_to(root).as_posix()
-        with open(open_regular(path), "rb") as f:
-            try:
-                obstore.put(storage.store(), storage.key(name), f)
-            except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release: one line
-                said = obstore_reason(exc) or reason(exc)
-                raise IobenchError(f"upload of {name} to {storage.url(name)} failed: {said}") from None
-            sent += os.fstat(f.fileno()).st_size
+    sent, done = 0, []
+    try:
+        for entry, path in files:
+            name = path.relative_to(root).as_posix()
+            with open(open_regular(path), "rb") as f:
+                hashed = _Hashed(f)
+                try:
+                    obstore.put(storage.store(), storage.key(name), hashed)
+                except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release: one line
+                    said = obstore_reason(exc) or reason(exc)
+                    raise IobenchError(f"upload of {name} to {storage.url(name)} failed: {said}") from None
+                done.append(name)
+                if hashed.hash.hexdigest() != entry.sha256:
+                    raise IobenchError(f"{path} changed since it was prepared (its SHA-256 is not the manifest's); "
+                                       "`iobench verify` checks the dataset")  # fmt: skip
+                sent += os.fstat(f.fileno()).st_size
+    except IobenchError as exc:
+        raise IobenchError(f"{exc}{_remove_sent(storage, done)}") from None
+    except BaseException:  # interrupted: the generic line says nothing half-written was kept, which must be true
+        if left := _remove_sent(storage, done):
+            say(f"upload interrupted{left}")
+        raise
     return sent
+
+
+def _remove_sent(storage: Any, names: list[str]) -> str:
+    """Delete what an upload that did not finish had sent (a bucket left with half a format would be read as that
+    format); what to add to its line ("" when nothing had been sent)."""
+    import obstore
+
+    left = []
+    for name in names:
+        try:
+            obstore.delete(storage.store(), storage.key(name))
+        except Exception:  # noqa: BLE001 - said in the line
+            left.append(name)
+    if not names:
+        return ""
+    where = f"s3://{storage.bucket}/{storage.prefix}/"
+    if left:
+        return f"; {len(left)} object(s) it had sent stay in {where}: {', '.join(left[:5])}"
+    return f"; the {len(names)} object(s) it had sent to {where} were removed"

@@ -7,6 +7,7 @@ import dataclasses
 import errno
 import fcntl
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -85,8 +86,20 @@ class PreparePlan:
     created: bool = False  # the dataset folder is this prepare's: removed again if nothing lands in it
 
 
+# A dataset's name becomes a bucket or a key prefix in object storage (`upload`, `run --remote`): plain characters
+# that travel unencoded ('a b' made obstore panic, `x#y` and `q?z` asked for another object).
+DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
+
+
+def check_dataset_name(name: str) -> None:
+    if not DATASET_NAME.fullmatch(name):
+        raise IobenchError(f"--dataset {name!r}: a dataset's name travels to object storage as it is; use at most 200 "
+                           "letters, digits, '.', '_' and '-', beginning with a letter or digit")  # fmt: skip
+
+
 def plan(request: PrepareRequest) -> PreparePlan:
     """Every check that can fail before a byte is written: refuse early, leave nothing behind."""
+    check_dataset_name(request.dataset_dir.name)
     _check_source_outside(request)
     resolved = {n: FORMATS[n].resolve_options(request.spec, request.options[n]) for n in request.formats}
     request = dataclasses.replace(request, options=resolved)  # a format's refusal of the spec comes first

@@ -12,6 +12,7 @@ import torch
 from iobench.choices import Choice
 from iobench.data.format_options import written_options
 from iobench.data.manifest import FormatEntry, Manifest
+from iobench.data.prepare import check_dataset_name
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.formats.base import StorageFormat
@@ -219,6 +220,7 @@ def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, wor
     if world.size > 1:
         raise IobenchError("--remote does not run under torchrun in this release")
     mounted = not reads_objects(FORMATS[config.format], config.loader)
+    check_dataset_name(target.dataset_dir.name)  # a folder named by hand, or by an iobench before 0.3
     folder = entry.folder(target.dataset_dir)
     names = [p.relative_to(folder).as_posix() for p in entry.file_paths(target.dataset_dir)]
     sizes = {name: f.bytes for name, f in zip(names, entry.files, strict=True)}

@@ -334,7 +334,10 @@ class RunRecord:
             "limit": LimitShare,
         }
         built = {name: parsed(part, d) for name, part in parts.items()}
+        for part in built.values():
+            _check_finite(part)
         _check_measured(built["epochs"])
+        _check_config(built["config"], built["dataset"])
         known = {f.name for part in parts.values() for f in fields(part)} | {"schema_version", "timestamp"}
         return cls(
             **built,
@@ -344,10 +347,35 @@ class RunRecord:
         )
 
 
+def _check_finite(part: object) -> None:
+    """No NaN or infinity anywhere: a report ranked `samples_per_s: NaN` fastest ("nanx the next")."""
+    for f in fields(part):
+        value = getattr(part, f.name)
+        for x in value if isinstance(value, list) else value.values() if isinstance(value, dict) else [value]:
+            if isinstance(x, float) and not math.isfinite(x):
+                raise RecordError(f"{f.name!r} holds {x!r}, not a number")
+
+
+# What a real run's settings stay within: a record outside them was made by hand (negative batch sizes, 1e30
+# samples and a million workers were ranked in a report)
+SETTING_BOUNDS = {"batch_size": (1, 2**31), "num_workers": (0, 4096), "epochs": (0, 10**6), "warmup": (0, 10**6),
+                  "runs": (1, 10**6), "world_size": (1, 10**6), "fetch_threads": (1, 4096)}  # fmt: skip
+MAX_SAMPLES = 10**13
+
+
+def _check_config(config: RecordedConfig, dataset: DatasetInfo) -> None:
+    for name, (least, most) in SETTING_BOUNDS.items():
+        value = getattr(config, name)
+        if not least <= value <= most:
+            raise RecordError(f"{name!r} holds {value!r}, outside {least}..{most}")
+    if not 1 <= dataset.n_samples <= MAX_SAMPLES or dataset.sample_bytes < 0:
+        raise RecordError(f"'n_samples' holds {dataset.n_samples!r}, not a dataset's size")
+
+
 def _check_measured(epochs: EpochStats) -> None:
     """Times and rates are >= 0 and finite: a report divides by them, sums them and plots them."""
     for f in fields(epochs):
         value = getattr(epochs, f.name)
         for x in value if isinstance(value, list) else [value]:
-            if isinstance(x, (int, float)) and not isinstance(x, bool) and (x < 0 or x > MAX_MEASURED):
+            if isinstance(x, (int, float)) and not isinstance(x, bool) and not 0 <= x <= MAX_MEASURED:
                 raise RecordError(f"{f.name!r} holds {x!r}, not a measured time or rate")

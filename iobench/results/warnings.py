@@ -51,12 +51,13 @@ class RunWarning:
         return f"- **{self.severity}** {md_text(self.subject)}: {md_text(self.finding)}; {md_text(self.advice)}"
 
 
-_MD_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "\n": " ", "\r": " "})
+_MD_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "\n": " ", "\r": " ", "[": "\\[", "]": "\\]"})
 
 
 def md_text(value: object) -> str:
     """A value from a record as Markdown text: a pipe cannot split a table cell, a newline cannot end a
-    line, and `<script>` stays text (records may come from someone else)."""
+    line, `<script>` stays text, and brackets cannot open a link or an image (`![x](http://...)`: records may come
+    from someone else)."""
     return str(value).translate(_MD_ESCAPES)
 
 

@@ -23,6 +23,7 @@ from typing import Any
 from iobench.errors import IobenchError
 from iobench.plan.resolve import ResolvedRun
 from iobench.results.record import RunRecord
+from iobench.system.processes import die_with_parent
 
 STOP_WAIT_S = 5.0  # how long a trial's process has to end after SIGTERM before it is killed
 
@@ -35,18 +36,30 @@ def _measure(resolved: ResolvedRun, limits: Any, out: Connection, path: list[str
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the search's, which then stops this process
     signal.signal(signal.SIGTERM, _leave)  # stopped: its mounts and workers are released on the way out
+    # a search killed outright (SIGKILL) leaves this process measuring for nobody, then failing to hand over its
+    # record with a traceback: it ends with the forkserver, which ends with the search
+    die_with_parent()
     # A forkserver's child starts its own processes through the forkserver too: its DataLoader workers would be
     # fresh interpreters (a slower start than `iobench run`'s forks, and without what the reader set up in this
     # process, such as LitData's chunks through boto3). This process has read nothing yet: fork, as `run` does.
     multiprocessing.set_start_method("fork", force=True)
     try:
-        out.send(("record", run(resolved, limits).to_json()))
+        _answer(out, ("record", run(resolved, limits).to_json()))
     except IobenchError as exc:
-        out.send(("error", str(exc)))
+        _answer(out, ("error", str(exc)))
     except Exception as exc:  # noqa: BLE001 - said in one line in the search's process
-        out.send(("error", f"{type(exc).__name__}: {exc}"))
+        _answer(out, ("error", f"{type(exc).__name__}: {exc}"))
     finally:
         out.close()
+
+
+def _answer(out: Connection, message: tuple[str, Any]) -> None:
+    """To the search, which may be gone (killed outright: its server went with it, which is why this trial
+    failed): then there is nobody to tell, and nothing to print."""
+    try:
+        out.send(message)
+    except OSError:
+        pass
 
 
 def _leave(signum: int, _frame: Any) -> None:

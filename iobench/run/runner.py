@@ -227,7 +227,9 @@ def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, transform:
     label = config.label
     forget()
     try:
-        return time_epoch(loader, epoch, step, config.max_seconds, transform)
+        timing = time_epoch(loader, epoch, step, config.max_seconds, transform)
+        _check_delivered(loader, timing, label)
+        return timing
     except RuntimeError as exc:
         text = reason(exc)
         if "DataLoader worker" in text:
@@ -245,6 +247,18 @@ def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, transform:
 
 
 HANDOVER_WAIT_S = 1.0
+
+
+def _check_delivered(loader: Loader, timing: EpochTiming, label: str) -> None:
+    """An epoch that was not cut short (--max-batches, --max-seconds) delivers every sample of the dataset: a
+    library that skips what it cannot read (a damaged shard) made a record of 1,500 of 2,000 samples labelled
+    partial, as if the user had asked for less. One rank's share is its pipeline's own; it is not checked."""
+    order = loader.order
+    if timing.partial or order.max_batches is not None or order.world > 1:
+        return
+    if timing.samples < order.n_samples:
+        raise RunFailed(f"{label} delivered {timing.samples:,} of the {order.n_samples:,} samples of an epoch (a file "
+                        "its library could not read and skipped?); `iobench verify` checks the dataset")  # fmt: skip
 
 
 def _killed_child(wait_s: float = 0.0) -> str | None:

@@ -3,8 +3,11 @@ command lines of the Python children iobench starts."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
 import os
+import signal
 import sys
 
 
@@ -62,3 +65,10 @@ def start_time(pid: int) -> int | None:
             return int(f.read().rsplit(")", 1)[1].split()[19])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def die_with_parent(signum: int = signal.SIGTERM) -> None:
+    """This process gets `signum` when the process that started it ends, however it ends (Linux PR_SET_PDEATHSIG;
+    nothing elsewhere). Call in the child: before exec for a server, first thing in a forked worker."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(1, signum)  # 1: PR_SET_PDEATHSIG

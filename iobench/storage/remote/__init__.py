@@ -236,6 +236,9 @@ class ObjectStorage(Storage):
                     found[str(item["Key"])] = int(item["Size"])
         except ClientError as exc:
             error = exc.response.get("Error", {})
+            if error.get("Code") == "NoSuchBucket":
+                raise IobenchError(f"bucket {self.bucket} at {self.target.endpoint.url}: does not exist (iobench never "
+                                   "creates one)") from None  # fmt: skip
             raise IobenchError(f"listing s3://{self.bucket}/{prefix} at {self.target.endpoint.url}: "
                                f"{error.get('Code')} {error.get('Message') or ''}".rstrip()) from None  # fmt: skip
         except (BotoCoreError, KeyError, TypeError, ValueError) as exc:

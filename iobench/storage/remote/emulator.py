@@ -21,7 +21,6 @@ connections (3,627 within its last MiB) and at 4,563 with it off, as it is. rclo
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import secrets
 import shutil
@@ -40,7 +39,7 @@ from iobench.storage.remote.endpoint import Endpoint
 from iobench.storage.remote.profiles import Profile
 from iobench.system.contention import process_jiffies
 from iobench.system.private import create_exclusive, private_dir, replace_exclusive, stale_dirs
-from iobench.system.processes import start_time
+from iobench.system.processes import die_with_parent, start_time
 
 LUA_MODULES = (Path("/usr/lib/nginx/modules/ndk_http_module.so"), Path("/usr/lib/nginx/modules/ngx_http_lua_module.so"))
 NGINX_INSTALL = "apt-get install nginx libnginx-mod-http-lua"
@@ -137,7 +136,7 @@ def spawn(name: str, argv: list[str], state: Path, env: dict[str, str] | None = 
     log = os.fdopen(os.open(state / f"{name}.out", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb")
     with log:
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True, preexec_fn=_die_with_parent)  # fmt: skip
+                                   start_new_session=True, preexec_fn=die_with_parent)  # fmt: skip
     # reaped the moment it ends: a dead server left as a zombie child would be taken by the runner for a
     # DataLoader worker killed mid-epoch (it looks for any killed child of this process)
     threading.Thread(target=process.wait, name=f"iobench-{name}-reaper", daemon=True).start()
@@ -342,12 +341,6 @@ def _command(pid: int) -> bytes:
 def _names_folder(pid: int, state: Path) -> bool:
     """The process's command line names the state folder (nginx's `-p` prefix and rclone's log file do)."""
     return str(state).encode() in _command(pid)
-
-
-def _die_with_parent() -> None:
-    """In the child before exec: SIGTERM when the process that started it dies (even by SIGKILL)."""
-    PR_SET_PDEATHSIG = 1  # noqa: N806 - the kernel's name
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def children(pid: int) -> list[int]:

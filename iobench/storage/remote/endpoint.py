@@ -50,6 +50,7 @@ def endpoint_from_environment(url: str) -> Endpoint:
     if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
         raise IobenchError(f"--endpoint-url {url!r}: expected http(s)://host:port/bucket (port and bucket "
                            "optional), with no credentials in it")  # fmt: skip
+    check_port(url, parts.netloc)
     if parts.query or parts.fragment or "?" in url or "#" in url:
         raise IobenchError(f"--endpoint-url {url!r}: a query or fragment is not part of a store's address")
     bucket = parts.path.strip("/") or None
@@ -61,6 +62,17 @@ def endpoint_from_environment(url: str) -> Endpoint:
         raise IobenchError("--endpoint-url needs the store's keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or REGION
     return Endpoint(f"{parts.scheme}://{parts.netloc}", key, secret, region, bucket)
+
+
+def check_port(url: str, netloc: str) -> None:
+    """A port, where the address has one, is 1-65535 in ASCII digits (urllib takes `+1`, `1_8`, full-width digits
+    and `:-1` in its own ways, and `:0` became "nothing answers at port 80")."""
+    host_port = netloc.rsplit("]", 1)[-1]  # an IPv6 literal's colons are inside its brackets
+    if ":" not in host_port:
+        return
+    port = host_port.split(":", 1)[1]
+    if not re.fullmatch(r"[0-9]{1,5}", port, re.ASCII) or not 1 <= int(port) <= 65535:
+        raise IobenchError(f"--endpoint-url {url!r}: port {port!r} is not a port (1-65535)")
 
 
 def store_at(url: str) -> Endpoint:
