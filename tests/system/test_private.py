@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -147,3 +148,44 @@ def test_stale_folders_are_told_apart_by_start_time(shared_tmp):
     assert sorted(private.stale_dirs("pinned")) == sorted([reused, gone])
     private.remove_stale("pinned")
     assert mine.is_dir() and not reused.exists() and not gone.exists()
+
+
+def test_what_a_killed_run_pinned_is_removed_by_the_next(tmp_path):
+    """H3: SIGKILL left `iobench-pinned-*` folders in TMPDIR forever; they live in iobench's own folder now, named by
+    their process, and the next reader's start removes those of processes that are gone."""
+    from tests.conftest import ROOT, invoke
+
+    invoke("prepare", "--size", 2000, "--shape", 16, "--formats", "lmdb", "--data-dir", tmp_path / "data", "-q")
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    argv = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "run",
+        "--format",
+        "lmdb",
+        "--device",
+        "cpu",
+        "--runs",
+        "50",
+        "--batch-size",
+        "16",
+        "--data-dir",
+        str(tmp_path / "data"),
+        "--results",
+        str(tmp_path / "r.jsonl"),
+        "-q",
+    ]
+    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    root = tmp_path / f"iobench-{os.geteuid()}"
+    deadline = time.monotonic() + 60
+    while not list(root.glob(f"pinned-{proc.pid}-*")):
+        assert proc.poll() is None and time.monotonic() < deadline, "the run pinned nothing"
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    assert list(root.glob(f"pinned-{proc.pid}-*"))
+    again = subprocess.run([*argv[:argv.index("--runs") + 1], "1", *argv[argv.index("--runs") + 2:]], cwd=ROOT,
+                           env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert again.returncode == 0, again.stderr
+    assert not list(root.glob(f"pinned-{proc.pid}-*"))
