@@ -87,6 +87,16 @@ class Storage(ABC):
     def make_cold(self) -> str:
         """Nothing of the files left nearer than the storage itself; returns how (the record's method)."""
 
+    # Whether the program's own files (its code, its libraries, what it imports lazily) share the cache that `make_cold`
+    # empties: drop_caches evicts them, and memory pressure or these VMs' DAMON pageout may have. The runner then
+    # brings back what the program reads with an untimed pass after `make_cold` and calls `make_dataset_cold`, so
+    # that a cold epoch's reads from the storage are the dataset's.
+    primes_cold: ClassVar[bool] = False
+
+    def make_dataset_cold(self) -> str:
+        """The dataset's files alone evicted again, after the untimed pass; how (added to the record's method)."""
+        return ""
+
     @abstractmethod
     def residency(self) -> float | None:
         """The share of the files cached nearer than the storage (0.0 to 1.0); None where none can be."""

@@ -75,8 +75,15 @@ class LocalStorage(Storage):
         check_can_confine(self.confinement, self.dataset_dir)
 
     def make_cold(self) -> str:
-        """Every file evicted (nothing may map them: a mapped page survives eviction); the method used."""
+        """Every file evicted (nothing may map them: a mapped page survives eviction); the method used. As root
+        `auto` and `drop_caches` drop the whole page cache: the dataset's metadata and pages mapped by other
+        processes go too, and so do the pages of iobench's own code and libraries (`primes_cold`)."""
         return evict(self.paths, self.eviction.value)
+
+    primes_cold = True
+
+    def make_dataset_cold(self) -> str:
+        return evict(self.paths, "fadvise")
 
     def residency(self) -> float:
         return resident_fraction(self.paths)
