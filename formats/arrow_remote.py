@@ -4,8 +4,10 @@ through s3fs, caching nothing locally, shuffled by a buffer (`.shuffle(seed=, bu
 (`load_from_disk("s3://...")` would download every file before the first sample.)
 
 What the library is handed is checked first: the data files are the manifest's, each a plain name (an fsspec
-path with `*`, `?`, `[`, `::` or `#` would be a pattern, a chain or a fragment to it), and the schema it infers
-from the first file must be the writer's before any row is read."""
+path with `*`, `?`, `[`, `::` or `#` would be a pattern, a chain or a fragment to it). It is given the writer's
+schema (`features=`, as load_dataset documents): it infers none (an inference read moved the whole first file
+before the stream moved it again), decodes no feature type the file's metadata might declare, and casts every
+record batch to that schema, refusing one that does not fit."""
 
 from __future__ import annotations
 
@@ -22,13 +24,11 @@ def data_urls(storage: Any) -> list[str]:
 
 
 def stream(storage: Any, features: Any, cache: Path) -> Any:
-    """The IterableDataset its users open, once its schema is the writer's `features`; datasets keeps its lock
-    files in `cache` (the reader's folder, recorded as its cache: streaming keeps no data there)."""
+    """The IterableDataset its users open, read with the writer's `features`; datasets keeps its lock files in
+    `cache` (the reader's folder, recorded as its cache: streaming keeps no data there)."""
     import datasets
 
     datasets.disable_progress_bars()
-    ds = datasets.load_dataset("arrow", data_files=data_urls(storage), split="train", streaming=True,
-                               storage_options=storage.s3fs_options(), cache_dir=str(cache))  # fmt: skip
-    if ds.features != features:
-        raise ValueError(f"{storage.where}: its Arrow schema holds {ds.features}; the writer's is {features}")
-    return ds
+    return datasets.load_dataset("arrow", data_files=data_urls(storage), split="train", streaming=True,
+                                 features=features, storage_options=storage.s3fs_options(),
+                                 cache_dir=str(cache))  # fmt: skip

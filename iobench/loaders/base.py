@@ -91,6 +91,11 @@ class Loader(ABC):
         """One-off cost before the first epoch (e.g. loading everything to the device)."""
         return 0.0
 
+    def prepare(self, epoch: int) -> None:
+        """What a user's script does before its loop, done before the epoch's clock (the runner times it as setup):
+        a pipeline built, a reader opened. Nothing by default."""
+        return None
+
     def process_ids(self) -> list[int]:
         """Processes on this host that read for the loader but are not this process's children."""
         return []

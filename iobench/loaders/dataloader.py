@@ -175,6 +175,12 @@ class DataLoaderLoader(Loader):
                 dataset, settings, sampler=self.sampler, batch_size=None, collate_fn=passthrough
             )
 
+    def prepare(self, epoch: int) -> None:
+        """Without workers, the reader opened in this process before the clock, as a script opens its files before
+        its loop (a reader of objects fetches a header and the labels); workers open theirs inside the epoch."""
+        if not self.settings.num_workers and not self.reader.pipeline_only:
+            self.reader.handle  # noqa: B018 - opens it
+
     def epoch(self, epoch: int) -> Iterator[Any]:
         self.sampler.epoch = epoch
         self._carried = []

@@ -42,11 +42,11 @@ def native_read(batch_size: int, shuffle: bool, seed: int, epoch: int, num_worke
     return NativeRead(batch_size, shuffle, seed * 1_000_003 + epoch, num_workers, transform, rank, world)
 
 
-def epoch_batches(fmt: StorageFormat, reader: FormatReader, read: NativeRead, keywords: dict[str, Any]
-                  ) -> Iterator[Any]:  # fmt: skip
-    """The format's pipeline in its library's loader with the run's keywords: (features, labels, indices)
-    batches; what the pipeline holds open is released when the epoch ends or is cut short."""
-    pipeline = fmt.pipeline(reader, read)
+def epoch_batches(fmt: StorageFormat, reader: FormatReader, read: NativeRead, keywords: dict[str, Any],
+                  pipeline: Pipeline | None = None) -> Iterator[Any]:  # fmt: skip
+    """The format's pipeline (built here unless given) in its library's loader with the run's keywords: (features,
+    labels, indices) batches; what the pipeline holds open is released when the epoch ends or is cut short."""
+    pipeline = fmt.pipeline(reader, read) if pipeline is None else pipeline
     try:
         batches = iter(_loader(pipeline, read, keywords))  # workers start here, with what the pipeline opened
     except BaseException:
@@ -99,14 +99,33 @@ class NativeLoader(Loader):
         self.reader, self.transform = reader, transform
         self.format = format_of(ctx.format_name)
         self._carried: list[torch.Tensor] = []
+        self._prepared: tuple[int, Pipeline] | None = None
+
+    def _read(self, epoch: int) -> NativeRead:
+        o = self.order
+        return native_read(self.settings.batch_size, o.shuffle, o.seed, epoch, self.settings.num_workers,
+                           self.transform, o.rank, o.world)  # fmt: skip
+
+    def prepare(self, epoch: int) -> None:
+        """The epoch's pipeline built before the clock, as its user's script builds it before the loop (LitData's
+        `StreamingDataset` fetching its index, `load_dataset` resolving and opening its files): the epoch times
+        the iteration, as the library's own loop does."""
+        self._release_prepared()
+        self._prepared = (epoch, self.format.pipeline(self.reader, self._read(epoch)))
+
+    def _release_prepared(self) -> None:
+        if self._prepared is not None:
+            _release(self._prepared[1])
+            self._prepared = None
 
     def epoch(self, epoch: int) -> Iterator[Any]:
         self._carried = []
-        o = self.order
-        read = native_read(self.settings.batch_size, o.shuffle, o.seed, epoch, self.settings.num_workers,
-                           self.transform, o.rank, o.world)  # fmt: skip
-        batches = _library(epoch_batches(self.format, self.reader, read, dataloader_keywords(self.settings)),
-                           self.format.name)  # fmt: skip
+        read = self._read(epoch)
+        pipeline = None
+        if self._prepared is not None and self._prepared[0] == epoch:
+            pipeline, self._prepared = self._prepared[1], None
+        batches = _library(epoch_batches(self.format, self.reader, read, dataloader_keywords(self.settings),
+                                         pipeline), self.format.name)  # fmt: skip
         if self.order.max_batches is not None:
             batches = itertools.islice(batches, self.order.max_batches)
         return Carrying(batches, self._carried)
@@ -115,4 +134,5 @@ class NativeLoader(Loader):
         return carried_order(self._carried, samples)
 
     def close(self) -> None:
+        self._release_prepared()
         self.reader.close()

@@ -152,6 +152,7 @@ def _measure(resolved: ResolvedRun, events: Events, profile_dir: Path | None) ->
             for e in range(epochs_per_run):
                 epoch = r * epochs_per_run + e
                 if e < config.warmup:
+                    _prepare(loader, epoch, log, config)
                     timing = _epoch(loader, epoch, step, config, transform)
                 else:
                     loader, timing = _timed_epoch(resolved, loader, epoch, step, transform, log)
@@ -190,6 +191,7 @@ def _timed_epoch(
         log.setup.append(loader.setup_seconds())
     if loader.read_method is not None:
         log.read_methods.add(loader.read_method.value)
+    _prepare(loader, epoch, log, config)
     world.barrier()  # every rank starts the epoch together
     a = log.snapshot(loader.process_ids())
     timing = _epoch(loader, epoch, step, config, transform)
@@ -200,6 +202,20 @@ def _timed_epoch(
         score(loader.delivered(epoch, timing.samples), loader.order.n_samples, config.settings.batch_size)
     )
     return loader, timing
+
+
+def _prepare(loader: Loader, epoch: int, log: EpochLog, config: RunConfig) -> None:
+    """The loader's before-the-loop work for the epoch, outside its clock, timed as setup (`setup_seconds`)."""
+    from iobench.storage.remote.bounds import forget, refused
+
+    started = time.perf_counter()
+    forget()
+    try:
+        loader.prepare(epoch)
+    except (OSError, ValueError) as exc:
+        said = refused() or f"{type(exc).__name__}: {one_line(exc)}"
+        raise RunFailed(f"opening {config.format} failed: {said}") from None
+    log.setup.append(time.perf_counter() - started)
 
 
 PRIME_BATCHES = 2  # batches of the untimed pass that brings back what a cold eviction took of the program itself
