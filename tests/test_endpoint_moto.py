@@ -87,12 +87,16 @@ def test_every_format_uploaded_to_another_s3_server_is_read_through_its_remote_p
 
 
 def test_what_the_store_does_not_hold_is_one_line_before_a_run_reads(moto_url, keys, tmp_path, cli):
-    """A missing bucket, a format not uploaded and another dataset's format in its place: each one line naming
-    the object, before any library reads (LitData and s3torchconnector ended in tracebacks)."""
+    """A missing bucket, a format not uploaded, a file of another size: each one line naming the object, before any
+    library reads (LitData and s3torchconnector ended in tracebacks). Two datasets share a bucket, each under its
+    name (keyed by format alone, the second overwrote the first)."""
+    import boto3
+
     data, other = tmp_path / "data", tmp_path / "other"
     formats = "npy,files" + ("" if importlib_missing("litdata") else ",litdata")
     invoke("prepare", "--size", N, "--shape", "3,4", "--formats", formats, "--data-dir", data, "-q")
     invoke("prepare", "--size", 2 * N, "--shape", "3,4", "--formats", "npy", "--data-dir", other, "-q")
+    (name,) = [p.name for p in data.iterdir()]
     r = cli("upload", "--endpoint-url", f"{moto_url}/no-such-bucket", "--data-dir", data)
     assert_one_line_error(r, f"bucket no-such-bucket at {moto_url}: does not exist (iobench never creates one)")
     _make_bucket(moto_url, "small-bucket")
@@ -100,11 +104,20 @@ def test_what_the_store_does_not_hold_is_one_line_before_a_run_reads(moto_url, k
     for fmt in formats.split(","):
         r = cli("run", "--endpoint-url", f"{moto_url}/small-bucket", "--format", fmt, "--loader", "dataloader",
                 "--runs", 1, "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
-        assert_one_line_error(r, f"{fmt} is not at s3://small-bucket/{fmt}/")
+        assert_one_line_error(r, f"{fmt} is not at s3://small-bucket/{name}/{fmt}/")
         assert f"iobench upload --endpoint-url {moto_url}/small-bucket --formats {fmt}" in r.err
     assert cli("upload", "--endpoint-url", f"{moto_url}/small-bucket", "--data-dir", other).code == 0
     r = cli("run", "--endpoint-url", f"{moto_url}/small-bucket", "--format", "npy", "--loader", "dataloader",
             "--runs", 1, "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
-    assert_one_line_error(r, f"s3://small-bucket/npy/features.npy holds {2 * N * 48 + 128:,} bytes, not the "
-                             f"{N * 48 + 128:,} of this dataset's features.npy")  # fmt: skip
-    assert not results.exists()
+    assert_one_line_error(r, f"npy is not at s3://small-bucket/{name}/npy/")  # the other dataset's is its own
+    assert cli("upload", "--endpoint-url", f"{moto_url}/small-bucket", "--data-dir", data, "--formats", "npy").code == 0
+    for folder in (data, other):
+        r = cli("run", "--endpoint-url", f"{moto_url}/small-bucket", "--format", "npy", "--loader", "dataloader",
+                "--runs", 1, "--device", "cpu", "-q", "--data-dir", folder, "--results", results)  # fmt: skip
+        assert r.code == 0, r.err
+    assert [rec["samples_per_epoch"] for rec in stored_records(results)] == [N, 2 * N]
+    s3 = boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1")
+    objects = {o["Key"]: o["Size"] for o in s3.list_objects_v2(Bucket="small-bucket")["Contents"]}
+    (other_name,) = [p.name for p in other.iterdir()]
+    assert objects[f"{name}/npy/features.npy"] == N * 48 + 128
+    assert objects[f"{other_name}/npy/features.npy"] == 2 * N * 48 + 128

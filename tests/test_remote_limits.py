@@ -119,8 +119,8 @@ def test_limits_remote_measures_the_profile_and_a_run_reports_its_share(cli, tmp
 
 
 def test_an_endpoint_urls_path_names_the_bucket_and_anything_else_is_one_line(monkeypatch):
-    """AWS allows no underscore in a bucket's name, and a dataset's folder name holds several: a real bucket is
-    named in the URL's path, as a path-style S3 URL names it."""
+    """A bucket is named in the URL's path, as a path-style S3 URL names it; S3's legacy names (underscores, as
+    `iobench serve` names a bucket after a dataset) are taken, anything else is one line."""
     from iobench.storage.remote.endpoint import endpoint_from_environment
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key")
@@ -129,10 +129,12 @@ def test_an_endpoint_urls_path_names_the_bucket_and_anything_else_is_one_line(mo
     assert (plain.url, plain.bucket) == ("https://s3.eu-west-1.amazonaws.com", None)
     named = endpoint_from_environment("http://127.0.0.1:9000/my-team.datasets/")
     assert (named.url, named.bucket) == ("http://127.0.0.1:9000", "my-team.datasets")
+    served = endpoint_from_environment("http://127.0.0.1:9000/n4000_128_float32_c1000_s0")  # how serve names them
+    assert served.bucket == "n4000_128_float32_c1000_s0"
     for url, message in [
-        ("http://127.0.0.1:9000/n4000_128_float32_c1000_s0", "is not a bucket name"),
         ("http://127.0.0.1:9000/bucket/deeper", "is not a bucket name"),
-        ("http://127.0.0.1:9000/Bucket", "is not a bucket name"),
+        ("http://127.0.0.1:9000/-bucket", "is not a bucket name"),
+        ("http://127.0.0.1:9000/a%20b", "is not a bucket name"),
         ("http://127.0.0.1:9000/bucket?x=1", "a query or fragment"),
         ("http://127.0.0.1:9000/#bucket", "a query or fragment"),
         ("http://user:pw@127.0.0.1:9000/bucket", "no credentials"),

@@ -212,6 +212,15 @@ LatencyMs = Annotated[OptFloat, typer.Option(help="With --remote: the first-byte
 ConnectionMbPerS = Annotated[
     OptFloat, typer.Option(help="With --remote: the bandwidth of one connection, in MB/s (10^6 bytes).")
 ]
+# serve's own: the profile is always given there
+ServeLatencyMs = Annotated[OptFloat, typer.Option("--latency-ms", help="The first-byte latency of every request, in ms "
+                                                  "(overrides the profile's).")]  # fmt: skip
+ServeConnectionMbPerS = Annotated[
+    OptFloat,
+    typer.Option(
+        "--connection-mb-per-s", help="The bandwidth of one connection, in MB/s (10^6 bytes; overrides the profile's)."
+    ),  # fmt: skip
+]
 Results = Annotated[Path, typer.Option(help="JSONL file the records are appended to.")]
 Nproc = Annotated[
     OptInt,

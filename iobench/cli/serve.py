@@ -18,11 +18,12 @@ from iobench.errors import IobenchError, reason
 def serve_cmd(
     profile: o.ServeProfile = "s3-like",
     data_dir: o.DataDir = Path("data"),
-    latency_ms: o.LatencyMs = None,
-    connection_mb_per_s: o.ConnectionMbPerS = None,
+    latency_ms: o.ServeLatencyMs = None,
+    connection_mb_per_s: o.ServeConnectionMbPerS = None,
 ) -> None:
-    """Serve --data-dir as S3 on 127.0.0.1 (rclone serve s3, read-only; each dataset a bucket) behind nginx
-    shaping every request to the profile; prints the endpoint, keys and the variables AWS SDKs read."""
+    """Serve --data-dir as S3 on 127.0.0.1 (rclone serve s3, read-only; each prepared dataset a bucket of its name,
+    holding the files its manifest lists) behind nginx shaping every request to the profile; prints the endpoint,
+    keys, the variables AWS SDKs read and each dataset's `--endpoint-url`. Ctrl-C or SIGTERM stops it."""
     from iobench.data.manifest import dataset_dirs, served_files
     from iobench.storage.remote.emulator import Emulator
     from iobench.storage.remote.profiles import profile as named
@@ -31,12 +32,18 @@ def serve_cmd(
     if not data_dir.is_dir():
         raise IobenchError(f"--data-dir {data_dir} is not a folder")
     datasets = dataset_dirs(data_dir)
+    # A shell starts a background job with SIGINT ignored, and Python then leaves it so: serve said "Ctrl-C stops
+    # it" and ignored it. Both signals end it here, whatever it inherited.
+    signal.signal(signal.SIGINT, _stop)
     with Emulator(data_dir, chosen, served=served_files(datasets)) as endpoint:
         buckets = [p.name for p in datasets]
         say(f"serving {data_dir.resolve()} as S3 at {endpoint.url}, {chosen.describe()}; Ctrl-C stops it")
         for name, value in endpoint.environment().items():
             out.print(f"export {name}={value}", highlight=False, soft_wrap=True, markup=False)
         out.print(f"# buckets: {', '.join(buckets) or 'none'}", highlight=False, soft_wrap=True, markup=False)
+        for bucket in buckets:
+            out.print(f"# iobench run --endpoint-url {endpoint.url}/{bucket} --dataset {bucket}", highlight=False,
+                      soft_wrap=True, markup=False)  # fmt: skip
         signal.pause()  # until a signal ends the command (Ctrl-C, SIGTERM); the emulator stops on the way out
 
 
@@ -49,7 +56,8 @@ def upload_cmd(
 ) -> None:
     """Put a prepared dataset's formats into an S3-compatible store (keys from AWS_ACCESS_KEY_ID and
     AWS_SECRET_ACCESS_KEY): the bucket the URL's path names (http(s)://host:port/bucket), else the dataset's
-    name; it must exist. Each format's files go under its name, as `run --endpoint-url` reads them. Only the files
+    name; it must exist. Each format's files go under its name (under the dataset's name too, in a bucket the URL
+    names: two datasets share it), as `run --endpoint-url` reads them. Only the files
     the manifest lists are sent, each checked inside its folder, a regular file of the manifest's size and content
     (hashed as it is sent); an upload interrupted or refused removes what it had sent."""
     from iobench.data.manifest import Manifest, find_run_dataset
@@ -64,7 +72,7 @@ def upload_cmd(
     names = list(manifest.formats) if formats is None else [f for f in formats.split(",") if f]
     if missing := [f for f in names if f not in manifest.formats]:
         raise IobenchError(f"{folder.name} has no {', '.join(missing)} (prepared: {', '.join(manifest.formats)})")
-    bucket = endpoint.bucket_for(folder.name)
+    bucket, keyed = endpoint.bucket_for(folder.name), endpoint.prefix_for(folder.name)
     ObjectStorage(RemoteTarget(endpoint, None), bucket, "", []).check_bucket()
     entries = [manifest.formats[name] for name in names]
     for entry in entries:  # every file checked before any is sent: a missing or truncated one sends nothing
@@ -72,10 +80,14 @@ def upload_cmd(
             check_sendable(path, f.bytes)
     for entry in entries:
         root = entry.folder(folder)
-        storage = ObjectStorage(RemoteTarget(endpoint, None), bucket, root.relative_to(folder).as_posix(), [])
+        storage = ObjectStorage(RemoteTarget(endpoint, None), bucket, keyed + root.relative_to(folder).as_posix(), [])
         files = [(f, path) for f, path in zip(entry.files, entry.file_paths(folder), strict=True)]
         sent = put_files(storage, root, files)
         say(f"{entry.name}: {len(entry.files)} file(s), {sent / 1e6:,.1f} MB to s3://{bucket}/{storage.prefix}/")
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def check_sendable(path: Path, size: int) -> None:

@@ -82,9 +82,12 @@ def _first_stored(probes: list[Probe], target: RemoteTarget) -> Probe:
             except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release
                 if not isinstance(exc, FileNotFoundError) and type(exc).__name__ != "NotFoundError":
                     raise
-    bucket = probes[0].bucket
-    raise IobenchError(f"none of the dataset's formats ({', '.join(p.prefix for p in probes)}) is at s3://{bucket}/ "
-                       f"at {target.endpoint.url}: `iobench upload --endpoint-url URL` puts them there")  # fmt: skip
+    first = probes[0]
+    keyed = first.prefix.rpartition("/")[0]  # the dataset's name, in a bucket the URL names
+    where = f"s3://{first.bucket}/" + (f"{keyed}/" if keyed else "")
+    formats = ", ".join(p.prefix.rpartition("/")[2] for p in probes)
+    raise IobenchError(f"none of the dataset's formats ({formats}) is at {where} at {target.endpoint.url}: "
+                       "`iobench upload --endpoint-url URL` puts them there")  # fmt: skip
 
 
 def target_key(target: RemoteTarget) -> str:
@@ -122,7 +125,8 @@ def measure_remote_limits(
         endpoint = store_at(endpoint_url)
         endpoint_url = endpoint.url  # the store's entry, whichever of its buckets held the probe
         target = RemoteTarget(endpoint, None)
-        probe = _first_stored([replace(p, bucket=endpoint.bucket_for(p.bucket)) for p in probes], target)
+        probe = _first_stored([replace(p, bucket=endpoint.bucket_for(p.bucket), prefix=endpoint.prefix_for(p.bucket)
+                                       + p.prefix) for p in probes], target)  # fmt: skip
         say(f"reading s3://{probe.bucket}/{probe.prefix}/{probe.name} at {endpoint_url} ...")
         shaped = _rates(target, probe, connections)
     else:

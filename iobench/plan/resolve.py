@@ -225,8 +225,9 @@ def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, wor
     names = [p.relative_to(folder).as_posix() for p in entry.file_paths(target.dataset_dir)]
     sizes = {name: f.bytes for name, f in zip(names, entry.files, strict=True)}
     prefix = folder.relative_to(target.dataset_dir).as_posix()
-    bucket = target.remote.endpoint.bucket_for(target.dataset_dir.name)
-    where = (target.remote, bucket, "" if prefix == "." else prefix, names, sizes)
+    endpoint, dataset = target.remote.endpoint, target.dataset_dir.name
+    bucket, keyed = endpoint.bucket_for(dataset), endpoint.prefix_for(dataset)
+    where = (target.remote, bucket, keyed + ("" if prefix == "." else prefix), names, sizes)
     if mounted:
         from iobench.storage.remote.mount import MountedStorage, fuse_reason
 

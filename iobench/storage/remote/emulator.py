@@ -45,8 +45,9 @@ LUA_MODULES = (Path("/usr/lib/nginx/modules/ndk_http_module.so"), Path("/usr/lib
 NGINX_INSTALL = "apt-get install nginx libnginx-mod-http-lua"
 STATE_KIND = "s3"  # the state folders' kind in iobench's own folder
 READY_TIMEOUT_S = 20.0
-# one line per request: time, method, status, bytes sent (headers and body), seconds, connection serial
-LOG_FORMAT = "$msec $request_method $status $bytes_sent $request_time $connection"
+# one line per request: time, method, status, bytes sent (headers and body), seconds, connection serial, the
+# list-type argument (a listing is a GET with ?list-type=2: LIST in the record), and the request's URI as sent
+LOG_FORMAT = "$msec $request_method $status $bytes_sent $request_time $connection $arg_list_type $request_uri"
 
 
 @dataclass

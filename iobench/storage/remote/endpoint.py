@@ -14,7 +14,10 @@ from iobench.errors import IobenchError
 
 REGION = "us-east-1"
 CONNECT_TIMEOUT_S = 5.0  # how long a store named by --endpoint-url has to accept a connection
-BUCKET_NAME = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")  # S3's rules for a bucket's name
+# S3's legacy rules for a bucket's name (letters, digits, '.', '_' and '-', up to 255), which S3-compatible servers
+# keep: `iobench serve` names a bucket after each dataset, whose names hold underscores (AWS's rules today allow
+# 3-63 lowercase letters, digits, '.' and '-': a real bucket a dataset is uploaded to usually has such a name)
+BUCKET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,254}")
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,12 @@ class Endpoint:
     def bucket_for(self, dataset: str) -> str:
         """Where a dataset's formats are at this store: the bucket its URL names, else one of the dataset's name."""
         return self.bucket or dataset
+
+    def prefix_for(self, dataset: str) -> str:
+        """The keys' prefix of a dataset's formats in `bucket_for(dataset)`: none in a bucket of its own name (as
+        `iobench serve` serves it), the dataset's name in a bucket the URL names (two datasets uploaded to one bucket
+        overwrote each other, their formats keyed by format alone)."""
+        return "" if self.bucket in (None, dataset) else f"{dataset}/"
 
     @property
     def given(self) -> str:
@@ -55,8 +64,8 @@ def endpoint_from_environment(url: str) -> Endpoint:
         raise IobenchError(f"--endpoint-url {url!r}: a query or fragment is not part of a store's address")
     bucket = parts.path.strip("/") or None
     if bucket is not None and not BUCKET_NAME.fullmatch(bucket):
-        raise IobenchError(f"--endpoint-url {url!r}: {bucket!r} is not a bucket name (3-63 characters: lowercase "
-                           "letters, digits, '.' and '-', beginning and ending with a letter or digit)")  # fmt: skip
+        raise IobenchError(f"--endpoint-url {url!r}: {bucket!r} is not a bucket name (letters, digits, '.', '_' and "
+                           "'-', beginning with a letter or digit)")  # fmt: skip
     key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
     if not key or not secret:
         raise IobenchError("--endpoint-url needs the store's keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")

@@ -44,11 +44,12 @@ def read(log: Path, start: int, stop: int | None = None) -> Requests:
     sent = client = server = 0
     connections, seconds = set(), []
     for line in data.split(b"\n")[:-1] if not data.endswith(b"\n") else data.splitlines():
-        parts = line.decode("ascii", "replace").split()
-        if len(parts) != 6:
+        parts = line.decode("ascii", "replace").split(maxsplit=7)
+        if len(parts) not in (6, 8):  # 6: logs written before the list-type and URI were
             continue
-        _, method, status, bytes_sent, request_time, connection = parts
-        methods[method] += 1
+        _, method, status, bytes_sent, request_time, connection = parts[:6]
+        listing = len(parts) == 8 and method == "GET" and parts[6] != "-"
+        methods["LIST" if listing else method] += 1
         sent += int(bytes_sent)
         client += status.startswith("4")
         server += status.startswith("5")
