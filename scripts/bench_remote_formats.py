@@ -213,13 +213,13 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
         if fmt == "zarr-fsspec":  # zarr's documented way to a URL: an FsspecStore over s3fs
             options = {"key": e.access_key, "secret": e.secret_key, "client_kwargs": {"endpoint_url": e.url,
                        "region_name": e.region}}  # fmt: skip
-            return zarr.open_group(f"s3://{bucket}/zarr", mode="r", storage_options=options)
+            return zarr.open_group(f"s3://{bucket}/zarr", mode="r", zarr_format=3, storage_options=options)
         from obstore.store import S3Store
         from zarr.storage import ObjectStore
 
         store = S3Store(bucket, endpoint=e.url, access_key_id=e.access_key, secret_access_key=e.secret_key,
                         region=e.region, client_options={"allow_http": True})  # fmt: skip
-        return zarr.open_group(ObjectStore(store, read_only=True), path="zarr", mode="r")
+        return zarr.open_group(ObjectStore(store, read_only=True), path="zarr", mode="r", zarr_format=3)
 
     class Batches(torch.utils.data.Dataset):
         def __init__(self) -> None:

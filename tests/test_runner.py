@@ -98,6 +98,7 @@ def test_every_setting_of_a_run_is_recorded_and_nothing_else():
         "remote_fuse_chunk",
         "remote_fuse_read_ahead",
         "remote_timeout_s",
+        "remote_server",
     }  # the run's target
     assert asked - recorded == set(), "settings a record would not keep"
     assert recorded - asked - where == set(), "recorded fields no setting fills"

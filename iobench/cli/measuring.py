@@ -289,7 +289,8 @@ def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path,
 
     emulator = Emulator(dataset_dir.parent, profile, served=served_files([dataset_dir]))
     with emulator as endpoint:
-        yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent, fuse)
+        yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent, fuse,
+                           emulator.settings)  # fmt: skip
 
 
 def limits_of(remote: RemoteTarget | None, dataset_dir: Path, device: torch.device, results: Path,

@@ -131,6 +131,7 @@ def _remote_fields(remote: RemoteTarget | None, storage: Storage) -> dict:
         "remote_fuse_chunk": remote.fuse.chunk if kind == "fuse" else None,
         "remote_fuse_read_ahead": storage.read_ahead if isinstance(storage, ObjectStorage) else None,
         "remote_timeout_s": read_timeout_s(),
+        "remote_server": remote.server,
     }
 
 

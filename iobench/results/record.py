@@ -110,6 +110,7 @@ class RecordedConfig:
     remote_fuse_read_ahead: str | None = None  # storage "fuse": what the mount reads ahead of each open file
     # the most seconds a store could go without sending a byte before the request failed (0.3; None before)
     remote_timeout_s: float | None = None
+    remote_server: str | None = None  # iobench's own server's settings a client sees (rclone's flags); None otherwise
 
     @property
     def cold(self) -> bool:

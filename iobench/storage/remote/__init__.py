@@ -55,6 +55,7 @@ class RemoteTarget:
     server_pids: tuple[int, ...] = ()  # the server's and shaper's processes, for their CPU time
     served: Path | None = None  # the local folder the emulator serves (its files are kept warm)
     fuse: FuseOptions = FuseOptions()  # how a FUSE mount reads the objects (iobench.storage.remote.mount)
+    server: str | None = None  # what serves, iobench's emulator's settings (None: a store iobench did not start)
 
 
 @dataclass(frozen=True)
@@ -106,6 +107,9 @@ def check_fork_safe(storage: Storage, workers: int) -> None:
         raise IobenchError("--remote with --num-workers: this process has read object storage itself already, and "
                            "obstore's runtime does not survive a fork; run configurations with workers in an "
                            "`iobench run` of their own")  # fmt: skip
+
+
+_CLIENTS: dict[tuple, tuple[Any, dict[tuple[str, str], int]]] = {}  # ObjectStorage.client's, by endpoint and process
 
 
 class ObjectStorage(Storage):
@@ -166,16 +170,24 @@ class ObjectStorage(Storage):
 
     def client(self) -> Any:
         """A boto3 S3 client of the endpoint, for what the process that forks the workers fetches itself (an
-        index, presigned URLs): obstore there would leave the workers' obstore waiting forever."""
+        index, presigned URLs, a listing): obstore there would leave the workers' obstore waiting forever. One per
+        endpoint and process (making one took 0.07-0.2 s, once per configuration of a sweep); the sizes it holds
+        answers to are this storage's files' (`bounds.bound_answers`)."""
         import boto3
 
         e = self.target.endpoint
-        client = boto3.client("s3", endpoint_url=e.url, aws_access_key_id=e.access_key,
-                              aws_secret_access_key=e.secret_key, region_name=e.region,
-                              config=bounds.botocore_config(s3={"addressing_style": "path"},
-                                                            signature_version="s3v4"))  # fmt: skip
-        bounds.bound_answers(client.meta.events, self.bound)
-        return client
+        key = (os.getpid(), e.url, e.access_key, e.secret_key, e.region)
+        if key not in _CLIENTS:
+            made = boto3.client("s3", endpoint_url=e.url, aws_access_key_id=e.access_key,
+                                aws_secret_access_key=e.secret_key, region_name=e.region,
+                                config=bounds.botocore_config(s3={"addressing_style": "path"},
+                                                              signature_version="s3v4"))  # fmt: skip
+            sizes: dict[tuple[str, str], int] = {}
+            bounds.bound_answers(made.meta.events, lambda bucket, name: sizes.get((bucket, name)))
+            _CLIENTS[key] = (made, sizes)
+        made, sizes = _CLIENTS[key]
+        sizes.update({(self.bucket, self.key(name)): size for name, size in self.sizes.items()})
+        return made
 
     def stored_size(self, name: str) -> int | None:
         """The size of `name` at the store, None where it is not there; asked with boto3, as `client` says why."""

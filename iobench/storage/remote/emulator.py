@@ -44,6 +44,8 @@ from iobench.system.processes import die_with_parent, start_time
 LUA_MODULES = (Path("/usr/lib/nginx/modules/ndk_http_module.so"), Path("/usr/lib/nginx/modules/ngx_http_lua_module.so"))
 NGINX_INSTALL = "apt-get install nginx libnginx-mod-http-lua"
 STATE_KIND = "s3"  # the state folders' kind in iobench's own folder
+# rclone's settings that shape what a client sees (the record's remote_server): its ETag, no read-ahead
+SERVER_FLAGS = ("--etag-hash", "xxh3", "--buffer-size", "0")
 READY_TIMEOUT_S = 20.0
 # one line per request: time, method, status, bytes sent (headers and body), seconds, connection serial, the
 # list-type argument (a listing is a GET with ?list-type=2: LIST in the record), and the request's URI as sent
@@ -85,7 +87,7 @@ class Emulator:
         # rclone reads every flag from RCLONE_<FLAG>; a list flag's value is CSV, so the pair is quoted as one value
         env = {**os.environ, "RCLONE_AUTH_KEY": f'"{access},{secret}"'}
         self._spawn("rclone", [rclone, "serve", "s3", str(self.folder.resolve()), "--addr", f"127.0.0.1:{upstream}",
-                               "--etag-hash", "xxh3", "--buffer-size", "0", *only,
+                               *SERVER_FLAGS, *only,
                                *(["--read-only"] if self.read_only else []),
                                "--config", "", "--log-file", str(self.state / "rclone.log")], env)  # fmt: skip
         wait_listening(upstream, self._processes[-1], self.state / "rclone.log")
@@ -99,6 +101,11 @@ class Emulator:
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         self._processes.append(spawn(name, argv, self.state, env))
         record_pids(self.state, [p.pid for p in self._processes])
+
+    @property
+    def settings(self) -> str:
+        """What serves, as a record keeps it: rclone's settings that a client sees, and the shaper in front."""
+        return f"rclone serve s3 {' '.join(SERVER_FLAGS)}{' --read-only' if self.read_only else ''}; nginx shaper"
 
     @property
     def access_log(self) -> Path:
