@@ -305,8 +305,11 @@ class FilesObjectReader(FilesReader):
         handle.close()
 
     def _features(self, index: int) -> np.ndarray:
+        from iobench.storage.remote import client_counts
+
         relative = sample_path(index, self.spec, self.options.file_suffix)
         data = self.handle.dataset[index + 1].read()
+        client_counts.add("GET", len(data))  # one GET of the whole object (s3torchconnector counts none for us)
         return decode_sample(io.BytesIO(data), self.spec, self.options, relative)
 
 

@@ -57,4 +57,7 @@ def open_objects(storage: Any, names: list[str]) -> tuple[Any, bytes]:
                                         s3client_config=config)  # fmt: skip
     with endpoint_keys(e):
         first = dataset[0].read()
+    from iobench.storage.remote import client_counts
+
+    client_counts.add("GET", len(first))
     return dataset, first

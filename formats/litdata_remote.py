@@ -33,7 +33,12 @@ def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = Fa
           "aws_secret_access_key": endpoint.secret_key, "region_name": endpoint.region}  # fmt: skip
     s3["config"] = client_config(options.pop("max_pool_connections", None))
     url = f"s3://{storage.bucket}/{storage.prefix}" if storage.prefix else f"s3://{storage.bucket}"
-    ds = StreamingDataset(url, cache_dir=str(cache), shuffle=shuffle, seed=seed, storage_options=s3, **options)
+    # LitData makes its client from `boto3.Session(**session_options)`: through a botocore session of iobench's, its
+    # requests are counted and its answers held to the manifest's sizes, as the clients iobench makes are
+    from iobench.storage.remote.client_counts import FreshSessions
+
+    ds = StreamingDataset(url, cache_dir=str(cache), shuffle=shuffle, seed=seed, storage_options=s3,
+                          session_options=FreshSessions(storage.bound), **options)  # fmt: skip
     try:
         check_fetched_index(cache, storage.url(INDEX), spec)
     except BaseException:

@@ -165,11 +165,15 @@ HEADER_BYTES = 4096  # a .npy header is at most this (numpy writes 64-byte-align
 async def _ranges(store: Any, key: str, starts: list[int], stops: list[int], in_flight: int) -> list[Any]:
     import obstore
 
+    from iobench.storage.remote import client_counts
+
     gate = asyncio.Semaphore(in_flight)
 
     async def one(start: int, stop: int) -> Any:
         async with gate:
-            return await obstore.get_range_async(store, key, start=start, end=stop)
+            got = await obstore.get_range_async(store, key, start=start, end=stop)
+            client_counts.add("GET", len(got))
+            return got
 
     return await asyncio.gather(*(one(a, b) for a, b in zip(starts, stops, strict=True)))
 
@@ -194,10 +198,13 @@ class RangedNpyReader(FormatReader):
     def _opened(self) -> tuple[Any, int, np.ndarray]:
         import obstore
 
+        from iobench.storage.remote import client_counts
+
         spec, store = self.spec, self.storage.store()
         offset = self._checked(store, self.FEATURES, spec.np_dtype, (spec.n_samples, *spec.shape))
         label_offset = self._checked(store, self.LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
         raw = obstore.get_range(store, self.storage.key(self.LABELS), start=label_offset, length=spec.n_samples * 8)
+        client_counts.add("GET", len(raw))
         return store, offset, np.frombuffer(bytes(raw), dtype=LABEL_DTYPE)
 
     def _checked(self, store: Any, name: str, dtype: np.dtype, shape: tuple[int, ...]) -> int:
@@ -205,9 +212,13 @@ class RangedNpyReader(FormatReader):
         holds exactly that."""
         import obstore
 
+        from iobench.storage.remote import client_counts
+
         key = self.storage.key(name)
         size = obstore.head(store, key)["size"]
         first = bytes(obstore.get_range(store, key, start=0, length=min(HEADER_BYTES, size)))
+        client_counts.add("HEAD")
+        client_counts.add("GET", len(first))
         return checked_header(self.storage.url(name), io.BytesIO(first), size, dtype, shape)
 
     def _close(self, handle: Any) -> None:

@@ -161,6 +161,8 @@ class _FetchShards:
         self.storage, self.limit, self.urls = storage, member_limit(spec), urls
 
     def __call__(self, sources: Iterator[dict]) -> Iterator[dict]:
+        from iobench.storage.remote import client_counts
+
         for source in sources:
             name = source["url"]
             curl = self._fetch(name)
@@ -171,6 +173,7 @@ class _FetchShards:
                 curl.stdout.close()
                 if curl.wait() != 0:
                     raise ShardError(f"{self.storage.url(name)}: {self._said(curl, name)}")
+                client_counts.add("GET", stream.pos)  # the bytes the pipeline read of the transfer
             finally:
                 if curl.poll() is None:
                     curl.kill()

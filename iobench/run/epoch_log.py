@@ -117,6 +117,9 @@ def _requests(epochs: list[dict], total: dict) -> dict:
     caches = {key: [e.get(key) for e in epochs] for key in ("library_cache_bytes", "library_cache_peak_bytes")}
     cached = caches if any(c is not None for c in caches["library_cache_bytes"]) else {}
     seen = [e.get("requests") for e in epochs]
+    counted_by = next((e["requests_counted_by"] for e in epochs if e.get("requests_counted_by")), None)
+    if counted_by is not None:
+        cached = {**cached, "requests_counted_by": counted_by}
     if not any(seen):
         return cached
     methods: dict[str, int] = {}
@@ -129,6 +132,7 @@ def _requests(epochs: list[dict], total: dict) -> dict:
         "requests": [r.total if r else None for r in seen],
         "requests_by_method": methods,
         "request_errors": sum(r.client_errors + r.server_errors for r in seen if r),
+        "request_retries": sum(r.retries for r in seen if r) if counted_by == "client" else None,
         "request_seconds_median": statistics.median(medians) if medians else None,
         "server_cpu_seconds": total.get("server_cpu_seconds"),
     }

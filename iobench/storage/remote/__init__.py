@@ -17,7 +17,7 @@ from typing import Any
 
 from iobench.errors import IobenchError
 from iobench.storage import Applied, Counters, Storage
-from iobench.storage.remote import bounds, requests_log
+from iobench.storage.remote import bounds, client_counts, requests_log
 from iobench.storage.remote.cache_watch import CachePeak
 from iobench.storage.remote.emulator import cpu_seconds
 from iobench.storage.remote.endpoint import Endpoint
@@ -61,6 +61,7 @@ class RemoteTarget:
 @dataclass(frozen=True)
 class RequestSnapshot:
     log_bytes: int
+    client: tuple[int, ...]  # the clients' own counts (client_counts)
     server_cpu: float
     cache_bytes: int | None  # the readers' own local caches (None: the readers keep none)
     cache_peak: int | None  # their most since the previous snapshot
@@ -71,22 +72,26 @@ class RequestCounters(Counters):
     the local cache folders of the readers that keep one (LitData's chunks), at each snapshot and at most
     between two."""
 
-    def __init__(self, target: RemoteTarget, caches: CachePeak) -> None:
-        self.target, self.caches = target, caches
+    def __init__(self, target: RemoteTarget, caches: CachePeak, client_counted: bool = True) -> None:
+        self.target, self.caches, self.client_counted = target, caches, client_counted
+        self.counts = client_counts.shared()  # made here, in the process whose workers fork later
 
     def snapshot(self, pids: Sequence[int] = ()) -> RequestSnapshot:
         log = self.target.access_log
         server = cpu_seconds(self.target.server_pids)
         cache, peak = self.caches.take() if self.caches.folders else (None, None)
-        return RequestSnapshot(requests_log.size(log) if log else 0, server, cache, peak)
+        return RequestSnapshot(requests_log.size(log) if log else 0, self.counts.snapshot(), server, cache, peak)
 
     def delta(self, a: RequestSnapshot, b: RequestSnapshot) -> dict:
         common = {"data_block_device": self.target.endpoint.url, "process_read_bytes": None,
                   "library_cache_bytes": b.cache_bytes, "library_cache_peak_bytes": b.cache_peak}  # fmt: skip
-        if self.target.access_log is None:  # a store iobench does not run: the client's count is not the server's
-            return {**common, "device_read_bytes": None, "requests": None}
+        if self.target.access_log is None:  # a store iobench does not run: what its clients counted
+            if not self.client_counted:  # a FUSE mount: its requests are rclone's own
+                return {**common, "device_read_bytes": None, "requests": None, "requests_counted_by": "none (FUSE)"}
+            seen = client_counts.ClientCounts.delta(a.client, b.client)
+            return {**common, "device_read_bytes": seen.bytes_sent, "requests": seen, "requests_counted_by": "client"}
         seen = requests_log.read(self.target.access_log, a.log_bytes, b.log_bytes)
-        return {**common, "device_read_bytes": seen.bytes_sent, "requests": seen,
+        return {**common, "device_read_bytes": seen.bytes_sent, "requests": seen, "requests_counted_by": "server",
                 "server_cpu_seconds": b.server_cpu - a.server_cpu}  # fmt: skip
 
 
@@ -185,6 +190,7 @@ class ObjectStorage(Storage):
             sizes: dict[tuple[str, str], int] = {}
             bounds.bound_answers(made.meta.events, lambda bucket, name: sizes.get((bucket, name)))
             _CLIENTS[key] = (made, sizes)
+            client_counts.shared().count_botocore(made.meta.events)
         made, sizes = _CLIENTS[key]
         sizes.update({(self.bucket, self.key(name)): size for name, size in self.sizes.items()})
         return made
@@ -284,6 +290,7 @@ class ObjectStorage(Storage):
 
         session = AioSession()
         bounds.bound_answers(session, self.bound)
+        client_counts.shared().count_botocore(session)
         e = self.target.endpoint
         bounds.bounded_s3fs()  # fsspec's s3:// for a library that makes its own file system (datasets)
         return {"key": e.access_key, "secret": e.secret_key, "session": session,

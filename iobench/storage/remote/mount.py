@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.storage import Applied
+from iobench.storage import Applied, Counters
 from iobench.storage.remote import FUSE_CHUNK, FUSE_READ_AHEAD, ObjectStorage, RemoteTarget, bounds
 from iobench.storage.remote.emulator import (
     Endpoint,
@@ -150,6 +150,11 @@ class MountedStorage(ObjectStorage):
 
         super().make_cold()
         return f"fuse {evict(self.paths() if self.point is not None else [], 'fadvise')}"
+
+    def counters(self) -> Counters:
+        from iobench.storage.remote import RequestCounters
+
+        return RequestCounters(self.target, self.cache_peak, client_counted=False)
 
     def residency(self) -> float:
         from iobench.storage.local.page_cache import resident_fraction

@@ -18,6 +18,7 @@ class Requests:
     server_errors: int = 0  # 5xx
     connections: int = 0  # distinct connections that carried them
     median_seconds: float | None = None  # nginx's request time (first byte of the request to the last sent)
+    retries: int = 0  # attempts a client made again (its own count; a server sees each as a request)
 
     @property
     def total(self) -> int:
