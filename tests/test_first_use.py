@@ -212,14 +212,18 @@ def test_help_texts_keep_their_brackets_and_errors_speak_plainly(cli):
     assert r.code == 2 and "expected a whole number" in r.err and "Input should be" not in r.err
 
 
-def test_compare_shows_noise_and_refuses_files_with_nothing_in_common(tmp_path, cli):
+def test_compare_decides_with_the_noise_and_refuses_files_with_nothing_in_common(tmp_path, cli):
     from tests.conftest import FLAT_RECORD
 
     a, b, other = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "o.jsonl"
     a.write_text(json.dumps(FLAT_RECORD) + "\n")  # epochs 0.1-0.3 s around 0.2: a 100% spread
-    b.write_text(json.dumps({**FLAT_RECORD, "mb_per_s": FLAT_RECORD["mb_per_s"] * 1.2}) + "\n")
+    faster = [s / 1.2 for s in FLAT_RECORD["epoch_seconds"]]
+    b.write_text(json.dumps({**FLAT_RECORD, "epoch_seconds": faster}) + "\n")
     r = cli("compare", a, b)
-    assert r.code == 0 and "+20.0%" in r.out and "within noise" in r.out, r.out
+    assert r.code == 0 and "no change: the intervals overlap" in r.out and "1 same" in r.out, r.out
+    b.write_text(json.dumps({**FLAT_RECORD, "epoch_seconds": [s / 4 for s in FLAT_RECORD["epoch_seconds"]]}) + "\n")
+    r = cli("compare", a, b)
+    assert r.code == 0 and "+300.0%" in r.out and "1 change" in r.out, r.out
     other.write_text(json.dumps({**FLAT_RECORD, "format": "hdf5"}) + "\n")
     r = cli("compare", a, other)
     assert r.code == 2 and "no configuration in common" in r.err

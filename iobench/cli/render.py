@@ -13,7 +13,7 @@ from iobench.cli.console import out, say
 from iobench.loaders import LoaderName
 from iobench.results.record import RunRecord
 from iobench.results.tables import au_text, profile_summary, results_table, split_table
-from iobench.results.warnings import record_warnings
+from iobench.results.warnings import record_warnings, summarised
 from iobench.run.tune import settings_text
 
 
@@ -31,7 +31,7 @@ def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au
         if r.system.profile_path:
             out.print(f"profile of {r.label}: {r.system.profile_path}", highlight=False, soft_wrap=True, markup=False)
             out.print(profile_summary(Path(r.system.profile_path)), highlight=False, markup=False)
-    for w in record_warnings(records, min_au):
+    for w in summarised(record_warnings(records, min_au), len(records)):
         say(w.console())
     out.print(f"{len(records)} record(s) appended to {results}", highlight=False, soft_wrap=True, markup=False)
 

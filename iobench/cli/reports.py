@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated
 
@@ -33,12 +32,14 @@ def compare_cmd(
     a: Annotated[Path, typer.Argument(help="Baseline results JSONL.")],
     b: Annotated[Path, typer.Argument(help="Results to compare with the baseline.")],
 ) -> None:
-    """Print the relative change of MB/s per configuration present in both files."""
+    """Per configuration present in both files, B's samples/s against A's, decided with their noise: "no change"
+    where the medians' intervals overlap, "not comparable" where the runs saw different load, else the change."""
     from rich.markup import escape
     from rich.table import Table
 
     from iobench.results.report import compare, describe
     from iobench.results.store import load_records
+    from iobench.results.verdict import compare_verdict, interval
 
     for path in (a, b):
         for line in load_records(path).skipped:
@@ -46,19 +47,15 @@ def compare_cmd(
     pairs, only_a, only_b = compare(a, b)
     if not pairs:
         raise IobenchError(f"{a} and {b} have no configuration in common ({only_a} in A, {only_b} in B)")
-    table = Table(title=escape(f"{b} against {a}"))
-    for col in ("configuration", "A MB/s", "B MB/s", "change", "noise (epoch spread)"):
+    table = Table(title=escape(f"{b} against {a}"), caption="samples/s: the median [its interval, how sure]")
+    for col in ("configuration", "A samples/s", "B samples/s", "verdict"):
         table.add_column(col, justify="left" if col == "configuration" else "right")
-    for ra, rb, change in pairs:
-        noise = max(_spread(ra), _spread(rb))
-        shown = f"{change:+.1%}" if math.isfinite(change) else "- (A is 0)"
-        verdict = "within noise" if math.isfinite(change) and abs(change) <= noise else f"+-{noise:.1%}"
-        table.add_row(describe(ra), f"{ra.epochs.mb_per_s:,.1f}", f"{rb.epochs.mb_per_s:,.1f}", shown, verdict)
+    kinds = []
+    for ra, rb, _change in pairs:
+        verdict = compare_verdict(ra, rb)
+        kinds.append(verdict.kind)
+        table.add_row(describe(ra), interval(ra).text(), interval(rb).text(), verdict.text)
     out.print(table)
-    out.print(f"{len(pairs)} matching configuration(s); {only_a} only in A, {only_b} only in B", highlight=False)
-
-
-def _spread(r) -> float:  # noqa: ANN001 - a RunRecord, imported when compare runs
-    """How far a record's epochs spread around their median: (max - min) / median."""
-    e = r.epochs
-    return (e.epoch_seconds_max - e.epoch_seconds_min) / e.epoch_seconds_median if e.epoch_seconds_median else 0.0
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("change", "same", "not comparable") if kinds.count(k))
+    out.print(f"{len(pairs)} matching configuration(s) ({counts}); {only_a} only in A, {only_b} only in B",
+              highlight=False)  # fmt: skip

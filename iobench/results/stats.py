@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -11,6 +12,7 @@ OUTLIER_Z = 3.5  # modified z-score (Iglewicz and Hoaglin) above which a value i
 OUTLIER_MIN_N = 4  # with fewer values the MAD says nothing
 OUTLIER_MIN_REL = 0.05  # and a value within 5% of the median is not worth a warning
 FIRST_RUN_RATIO = 1.25  # a first run this much slower than the median of the rest is a caching effect
+CONFIDENCE = 0.95  # the coverage asked of a median's interval
 
 
 @dataclass(frozen=True)
@@ -55,3 +57,20 @@ def relative_to_fastest(seconds: Sequence[float]) -> list[float]:
     """Each median epoch time over the fastest's (1.0 = fastest)."""
     best = min(seconds)
     return [s / best for s in seconds]
+
+
+def median_interval(values: list[float]) -> tuple[float, float, float]:
+    """(low, high, coverage): the median's confidence interval by order statistics, which assumes nothing about
+    the distribution (a loaded machine's epochs are skewed: the mean's interval missed the median). The
+    narrowest pair x_(j), x_(n+1-j) covering the median with CONFIDENCE; fewer than 6 values cannot reach it,
+    and get their whole range with its lower coverage. Fewer than 2: no interval."""
+    xs, n = sorted(values), len(values)
+    if n < 2:
+        return 0.0, math.inf, 0.0
+    j, coverage = 1, 1 - 2 * 0.5**n  # [min, max] misses the median only when every value falls on one side
+    for k in range(2, n // 2 + 1):
+        wider = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
+        if wider < CONFIDENCE:
+            break
+        j, coverage = k, wider
+    return xs[j - 1], xs[n - j], coverage

@@ -201,3 +201,42 @@ def delivery_warnings(subject: str, r: RunRecord) -> list[RunWarning]:
         stopped = "epochs stopped early (--max-batches/--max-seconds)"
         return [RunWarning(Kind.PARTIAL, subject, stopped, "a partial read")]
     return []
+
+
+# Kinds that, seen for several configurations of one run, say one thing about the machine: one line for them all.
+SUMMARISED = (Kind.BUSY, Kind.SPREAD, Kind.OUTLIER)
+
+
+def summarised(found: list[RunWarning], configurations: int) -> list[RunWarning]:
+    """The warnings with each kind in SUMMARISED said once when it concerns several configurations (a run of 12
+    configurations on a shared machine printed 7-12 long contention warnings and still ranked them)."""
+    kept: list[RunWarning] = []
+    grouped: dict[Kind, list[RunWarning]] = {}
+    for w in found:
+        if w.kind in SUMMARISED:
+            grouped.setdefault(w.kind, []).append(w)
+        else:
+            kept.append(w)
+    for kind, ws in grouped.items():
+        if len(ws) == 1:
+            kept.append(ws[0])
+            continue
+        worst = max(ws, key=lambda w: _first_number(w.finding))
+        subject = f"{len(ws)} of {configurations} configurations"
+        kept.append(RunWarning(kind, subject, f"{_SUMMARY[kind]}; the worst, {worst.subject}: {worst.finding}",
+                               f"their figures and their order are not settled: {worst.advice}"))  # fmt: skip
+    return kept
+
+
+_SUMMARY = {
+    Kind.BUSY: "other programs used the cores during the run",
+    Kind.SPREAD: "epoch times spread more than 10%",
+    Kind.OUTLIER: "outlier epochs",
+}
+
+
+def _first_number(text: str) -> float:
+    import re
+
+    found = re.search(r"[0-9]+(?:\.[0-9]+)?", text)
+    return float(found.group()) if found else 0.0

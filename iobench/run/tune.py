@@ -26,6 +26,7 @@ from iobench.results.machine_limits import MachineLimits
 from iobench.results.record import RunRecord
 from iobench.results.remote_limits import RemoteLimits
 from iobench.results.shuffle_quality import MAX_POINTS
+from iobench.results.stats import median_interval
 from iobench.results.store import append_record, load_records
 from iobench.results.tables import knob_parts
 from iobench.run.isolated import run_isolated
@@ -38,27 +39,9 @@ ROUND_EPOCHS = (1, 2, 4, 8)  # timed epochs per round; later rounds repeat the l
 FIRST_ROUND_MIN_S, FIRST_ROUND_MAX_S = 0.5, 10.0
 
 
-CONFIDENCE = 0.95
 # An epoch shorter than this is within the timer's and the scheduler's noise on a shared machine: a ranking of
 # such epochs (20,000 rows: 3 ms epochs ranging 1.3M-7.7M samples/s) is said not to be decidable.
 SHORT_EPOCH_S = 0.05
-
-
-def median_interval(values: list[float]) -> tuple[float, float, float]:
-    """(low, high, coverage): the median's confidence interval by order statistics, which assumes nothing about
-    the distribution (a loaded machine's epochs are skewed: the mean's interval missed the median). The
-    narrowest pair x_(j), x_(n+1-j) covering the median with CONFIDENCE; fewer than 6 values cannot reach it,
-    and get their whole range with its lower coverage. Fewer than 2: no interval."""
-    xs, n = sorted(values), len(values)
-    if n < 2:
-        return 0.0, math.inf, 0.0
-    j, coverage = 1, 1 - 2 * 0.5**n  # [min, max] misses the median only when every value falls on one side
-    for k in range(2, n // 2 + 1):
-        wider = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
-        if wider < CONFIDENCE:
-            break
-        j, coverage = k, wider
-    return xs[j - 1], xs[n - j], coverage
 
 
 @dataclass

@@ -1,0 +1,53 @@
+"""Verdicts that decide with their noise: intervals of the median samples/s, ties, and runs that saw other load."""
+
+from __future__ import annotations
+
+import math
+
+from iobench.results.record import RunRecord
+from iobench.results.verdict import compare_verdict, interval, tied_with
+from tests.conftest import FLAT_RECORD
+
+
+def record(seconds: list[float], busy: float | None = 0.0, **extra) -> RunRecord:
+    n = FLAT_RECORD["samples_per_epoch"]
+    return RunRecord.from_json({
+        **FLAT_RECORD, "epoch_seconds": seconds, "epoch_seconds_median": sorted(seconds)[len(seconds) // 2],
+        "epoch_seconds_min": min(seconds), "epoch_seconds_max": max(seconds), "epochs": len(seconds),
+        "samples_per_s": n / sorted(seconds)[len(seconds) // 2], "other_cpu_before": busy, "other_cpu_after": busy,
+        **extra,
+    })  # fmt: skip
+
+
+def test_the_interval_is_the_medians_by_order_statistics():
+    r = record([1.0, 1.1, 0.9, 1.05, 0.95, 1.2])
+    i = interval(r)
+    n = FLAT_RECORD["samples_per_epoch"]
+    assert math.isclose(i.low, n / 1.2) and math.isclose(i.high, n / 0.9) and i.coverage > 0.95
+
+
+def test_overlapping_runs_are_no_change_and_tied():
+    """Back-to-back identical runs of a noisy machine were called -39.5% and +145.6%: overlapping intervals are
+    the same figure."""
+    a, b = record([1.0, 1.4, 0.8]), record([1.3, 0.7, 1.1])
+    assert compare_verdict(a, b).kind == "same" and compare_verdict(a, b).text.startswith("no change")
+    assert tied_with(b, a)
+
+
+def test_separate_intervals_are_a_change_with_its_size():
+    a, b = record([1.0, 1.02, 0.99]), record([2.0, 2.05, 1.98])
+    verdict = compare_verdict(a, b)
+    assert verdict.kind == "change" and math.isclose(verdict.change, 1.0 / 2.0 - 1) and verdict.text == "-50.0%"
+    assert not tied_with(b, a)
+
+
+def test_runs_that_saw_different_load_are_not_comparable():
+    """The same configuration quiet, then beside two busy processes: not a change, and the line says why."""
+    quiet, loaded = record([1.0, 1.02, 0.99], busy=0.0), record([2.0, 2.05, 1.98], busy=1.9)
+    verdict = compare_verdict(quiet, loaded)
+    assert verdict.kind == "not comparable" and "0.0 cores beside A, 1.9 beside B" in verdict.text
+    assert compare_verdict(quiet, record([2.0, 2.05, 1.98], busy=0.1)).kind == "change"  # both quiet
+
+
+def test_one_epoch_has_no_interval_and_decides_nothing():
+    assert compare_verdict(record([1.0]), record([2.0])).kind == "not comparable"
