@@ -195,6 +195,9 @@ class FormatReader(ABC):
     one_per_process: ClassVar[bool] = False
     # True: a reader of objects that only hands the storage to the format's own pipeline (it reads no sample)
     pipeline_only: ClassVar[bool] = False
+    # True: opening it reads the data itself, not only what describes it (h5py on an s3fs file object fetches a 50
+    # MiB block, the whole of a small file): it opens inside the epoch's clock, as the library's own loop does
+    open_reads_data: ClassVar[bool] = False
     # what this reader imports when it opens (a reader of objects' client library), imported before the clock
     # by `import_libraries`, as a training script imports it at its top (s3fs: about 0.2 s)
     imports: ClassVar[tuple[str, ...]] = ()

@@ -153,11 +153,19 @@ class Hdf5Reader(FormatReader):
         _f, features, labels = self.handle
         return features[start:stop], labels[start:stop]
 
+    def sample(self, index: int) -> tuple[np.ndarray, int]:
+        """One sample as a `__getitem__` reads it (`--fetch item`): a read of its row and of its label."""
+        _f, features, labels = self.handle
+        i = self._check_index(int(index))
+        return features[i], int(labels[i])
+
 
 class Hdf5ObjectReader(Hdf5Reader):
     """h5py on an s3fs file object, as HDF5 is read from S3 (`h5py.File(fs.open("bucket/key"))`): every read
     HDF5 makes is a read of that object, which s3fs serves from a read-ahead block of its default size (one
     ranged GET per block it does not hold). The same checks as the local reader before any sample is read."""
+
+    open_reads_data = True  # s3fs's first block: the whole of a small object
 
     imports = ("s3fs",)
 

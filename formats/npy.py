@@ -261,35 +261,61 @@ class RangedNpyReader(FormatReader):
 
 
 class S3fsNpyReader(RangedNpyReader):
-    """npy in object storage read as its users read it with s3fs: one s3fs file object of the features (its
-    read-ahead cache of `s3fs_block` bytes; a read outside it fetches the next block from there), its header checked
-    through it, then seeked to each sample in the batch's order as a Dataset's `__getitem__` does; the labels read
-    whole once."""
+    """npy in object storage read as its users read it with s3fs: the labels read whole when it opens, then one s3fs
+    file object of the features (its read-ahead cache of `s3fs_block` bytes; a read outside it fetches the next block
+    from there), opened and its header checked at the first batch, seeked to each sample in the batch's order as a
+    Dataset's `__getitem__` does. Opening it reads no features: a script reads the labels before its loop and its
+    first `__getitem__` opens the features, whose first block (50 MiB by default) is the whole of a small file."""
 
     imports = ("s3fs",)
 
-    def _opened(self) -> tuple[Any, int, np.ndarray]:
-        from iobench.units import parse_bytes
-
+    def _opened(self) -> list[Any]:
         spec, storage = self.spec, self.storage
         fs = storage.s3fs("npy with remote_reader=s3fs")
         with fs.open(storage.fsspec_path(LABELS), "rb") as f:
             checked_header(storage.url(LABELS), f, f.size, np.dtype(LABEL_DTYPE), (spec.n_samples,))
             labels = np.frombuffer(f.read(spec.n_samples * 8), dtype=LABEL_DTYPE)
-        features = fs.open(storage.fsspec_path(FEATURES), "rb", block_size=parse_bytes(self.options.s3fs_block))
-        try:
-            offset = checked_header(storage.url(FEATURES), features, features.size, spec.np_dtype,
-                                    (spec.n_samples, *spec.shape))  # fmt: skip
-        except BaseException:
-            features.close()
-            raise
-        return features, offset, labels
+        # the file system, the features' file object and offset once opened, the labels, a row's bytes, dtype, shape
+        return [fs, None, 0, labels, spec.feature_bytes, spec.np_dtype, spec.shape]
+
+    def _features(self) -> tuple[Any, int]:
+        from iobench.units import parse_bytes
+
+        handle, spec, storage = self.handle, self.spec, self.storage
+        if handle[1] is None:
+            features = handle[0].open(
+                storage.fsspec_path(FEATURES), "rb", block_size=parse_bytes(self.options.s3fs_block)
+            )
+            try:
+                handle[2] = checked_header(storage.url(FEATURES), features, features.size, spec.np_dtype,
+                                           (spec.n_samples, *spec.shape))  # fmt: skip
+            except BaseException:
+                features.close()
+                raise
+            handle[1] = features
+        return handle[1], handle[2]
 
     def _close(self, handle: Any) -> None:
-        handle[0].close()
+        if handle[1] is not None:
+            handle[1].close()
+
+    def sample(self, index: int) -> tuple[np.ndarray, int]:
+        """One sample as a `__getitem__` reads it: a seek and a read of its row (what it needs kept in the handle:
+        a `__getitem__` of a user's Dataset does no more per sample)."""
+        handle = self.handle
+        if handle[1] is None:
+            self._features()
+        _fs, f, offset, labels, row, dtype, shape = handle
+        i = self._check_index(int(index))
+        f.seek(offset + i * row)
+        data = f.read(row)
+        if len(data) != row:
+            raise ValueError(f"{self.storage.url(FEATURES)}: {len(data)} bytes of sample {i}, not {row}")
+        return np.frombuffer(data, dtype=dtype).reshape(shape), int(labels[i])
 
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        f, offset, labels = self.handle
+        f, offset = self._features()
+        labels = self.handle[3]
         indices = np.asarray(indices, dtype=np.int64)
         if indices.size and (indices.min() < 0 or indices.max() >= self.spec.n_samples):
             raise IndexError(f"sample index out of range for {self.spec.n_samples} samples")

@@ -7,11 +7,16 @@ one orthogonal selection; `zarr-fsspec`: `zarr.open_group("s3://...", storage_op
 s3fs, against `--format-option zarr.remote_store=fsspec`), npy through s3fs (`npy-s3fs`: an s3fs file object seeked
 to each sample in `__getitem__`, against `npy.remote_reader=s3fs`), HDF5 (`h5py.File` on an s3fs file object, a row per
 `__getitem__`) and files (s3torchconnector's `S3MapDataset`, an object per `__getitem__`), one cold epoch of
-`iobench run --loader native` (HDF5 and files: `dataloader`) against the library's snippet written here without
+`iobench run --loader native` (HDF5, files and npy-s3fs: `dataloader --fetch item`, a sample per `__getitem__` as
+their snippets read) against the library's snippet written here without
 iobench, on the same endpoint and profile, interleaved rounds, each measurement in a process of its own (obstore is
 not fork-safe). Cold on both sides: the snippet opens a fresh dataset (LitData: an empty cache folder) and iobench a
 fresh reader. The requests are the server's count over the timed epoch. Goal: iobench >=
-0.95x the snippet's samples/s, and no more requests.
+0.95x the snippet's samples/s, and no more requests. Setup is outside the clock on both sides: the snippet makes its
+dataset and loader before it (LitData fetching its index, datasets resolving its files), as `iobench run` prepares
+each epoch's pipeline and opens its reader before the epoch's clock; the requests counted are the epoch's. On both
+sides what exists before the clock is frozen out of Python's garbage collector (`gc.freeze`), so that neither
+charges the pipeline for a full collection of its own heap (iobench's is larger: LitData's 0.67-0.79x came from one).
 
 Formats: `iobench run --remote PROFILE --cache cold` of each (format, loader) given, one record each: its path
 (the library's own, or FUSE), samples/s, requests and bytes the server sent per epoch, time to the first batch.
@@ -74,20 +79,36 @@ def one(kind: str, name: str, dataset: Path, endpoint: dict, log: str, profile_n
         from iobench.run.runner import run
 
         loader = "native" if fmt in NATIVE else "dataloader"
-        config = RunConfig(format=fmt, loader=loader, settings=LoaderSettings(batch_size=BATCH, num_workers=workers),
-                           runs=1, epochs=1, warmup=0, cache="cold", format_options=options)  # fmt: skip
+        fetch = "batch" if loader == "native" else "item"  # the by-index snippets read a sample per __getitem__
+        settings = LoaderSettings(batch_size=BATCH, num_workers=workers, fetch=fetch)
+        config = RunConfig(format=fmt, loader=loader, settings=settings, runs=1, epochs=1, warmup=0, cache="cold",
+                           format_options=options)  # fmt: skip
         record = run(resolve(config, RunTarget(dataset, torch.device("cpu"), target)))
         return {"samples_per_s": record.epochs.samples_per_s, "requests": record.system.requests[0],
                 "bytes": record.system.device_read_bytes[0]}  # fmt: skip
     for module in LIBRARIES[name] + (IOBENCH_RUN if kind == SAME_HEAP else ()):  # before the clock, as iobench's are
         importlib.import_module(module)
+    # the dataset and its loader made before the clock and its requests, as iobench's run prepares its pipeline
+    # (and opens its reader) before each epoch's clock: like for like, the epoch alone on both sides
+    batches = snippet(name, dataset, target, workers)
+    time.sleep(0.2)  # nginx writes a request's line after its response: the setup's lines are in before the count
     before = size(Path(log))
-    started = time.perf_counter()  # the dataset made inside the clock, as iobench's pipeline is for each epoch
-    n = sum(snippet(name, dataset, target, workers))
+    gc.collect()
+    gc.freeze()  # what exists before the clock out of the collector, as iobench's runner does for its timed epoch
+    started = time.perf_counter()
+    n = sum(batches)
     seconds = time.perf_counter() - started
+    gc.unfreeze()
     time.sleep(0.2)  # nginx writes a request's line after its response
     seen = read(Path(log), before, size(Path(log)))
     return {"samples_per_s": n / seconds, "requests": seen.total, "bytes": seen.bytes_sent}
+
+
+def lazily(loader, size):
+    """The loader's batch sizes, its iterator started on the first one (a generator expression would start it, and
+    its workers, when it is made: before the clock)."""
+    for batch in loader:
+        yield size(batch)
 
 
 def snippet(fmt: str, dataset: Path, target, workers: int):
@@ -106,7 +127,7 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
                    "region_name": e.region}  # fmt: skip
         ds = litdata.StreamingDataset(f"s3://{bucket}/litdata", cache_dir=tempfile.mkdtemp(), shuffle=True, seed=0,
                                       storage_options=options)  # fmt: skip
-        return (len(b["label"]) for b in litdata.StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers))
+        return lazily(litdata.StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers), lambda b: len(b["label"]))
     if fmt == "webdataset":
         import boto3
         import webdataset as wds
@@ -119,7 +140,7 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
                                           ExpiresIn=3600) for k in shards]  # fmt: skip
         ds = (wds.WebDataset(urls, shardshuffle=100, detshuffle=True, seed=0, nodesplitter=None, empty_check=False)
               .shuffle(1000).decode().to_tuple("npy", "cls").batched(BATCH))  # fmt: skip
-        return (len(labels) for _x, labels in DataLoader(ds, batch_size=None, num_workers=workers))
+        return lazily(DataLoader(ds, batch_size=None, num_workers=workers), lambda b: len(b[1]))
     if fmt == "arrow":
         import datasets
 
@@ -129,7 +150,7 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
         ds = datasets.load_dataset("arrow", data_files=files, split="train", streaming=True, storage_options=options,
                                    cache_dir=tempfile.mkdtemp())  # fmt: skip
         ds = ds.shuffle(seed=0, buffer_size=1000).with_format("torch")
-        return (len(b["label"]) for b in DataLoader(ds, batch_size=BATCH, num_workers=workers))
+        return lazily(DataLoader(ds, batch_size=BATCH, num_workers=workers), lambda b: len(b["label"]))
     if fmt == "files":
         import io
 
@@ -156,7 +177,7 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
 
         loader = DataLoader(Rows(), batch_size=BATCH, shuffle=True, num_workers=workers,
                             generator=torch.Generator().manual_seed(0))  # fmt: skip
-        return (len(y) for _x, y in loader)
+        return lazily(loader, lambda b: len(b[1]))
     if fmt == "npy-s3fs":
         import s3fs
 
@@ -183,7 +204,7 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
             labels = np.load(f, allow_pickle=False)
         loader = DataLoader(Samples(), batch_size=BATCH, shuffle=True, num_workers=workers,
                             generator=torch.Generator().manual_seed(0))  # fmt: skip
-        return (len(y) for _x, y in loader)
+        return lazily(loader, lambda b: len(b[1]))
     if fmt == "hdf5":
         import h5py
         import s3fs
@@ -199,14 +220,15 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
                 return n
 
             def __getitem__(self, i):
-                if self.f is None:  # opened in the process that reads
+                if self.f is None:  # opened in the process that reads, its datasets looked up once
                     self.f = h5py.File(fs.open(f"{bucket}/hdf5/data.h5", "rb"), "r")
-                return self.f["features"][i], self.f["labels"][i]
+                    self.x, self.y = self.f["features"], self.f["labels"]
+                return self.x[i], self.y[i]
 
         n = json.loads((dataset / "manifest.json").read_text())["spec"]["n_samples"]
         loader = DataLoader(Rows(), batch_size=BATCH, shuffle=True, num_workers=workers,
                             generator=torch.Generator().manual_seed(0))  # fmt: skip
-        return (len(y) for _x, y in loader)
+        return lazily(loader, lambda b: len(b[1]))
     import zarr
 
     def opened():
@@ -240,7 +262,7 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
     g = torch.Generator().manual_seed(0)
     loader = DataLoader(Batches(), batch_size=BATCH, shuffle=True, num_workers=workers, collate_fn=lambda b: b,
                         generator=g)  # fmt: skip
-    return (len(y) for _x, y in loader)
+    return lazily(loader, lambda b: len(b[1]))
 
 
 def child(kind: str, fmt: str, args: argparse.Namespace, endpoint, log: Path) -> dict:

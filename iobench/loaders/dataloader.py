@@ -177,8 +177,9 @@ class DataLoaderLoader(Loader):
 
     def prepare(self, epoch: int) -> None:
         """Without workers, the reader opened in this process before the clock, as a script opens its files before
-        its loop (a reader of objects fetches a header and the labels); workers open theirs inside the epoch."""
-        if not self.settings.num_workers and not self.reader.pipeline_only:
+        its loop (a reader of objects fetches a header and the labels); workers open theirs inside the epoch, and so
+        does a reader whose opening reads the data itself (`open_reads_data`)."""
+        if not self.settings.num_workers and not self.reader.pipeline_only and not self.reader.open_reads_data:
             self.reader.handle  # noqa: B018 - opens it
 
     def epoch(self, epoch: int) -> Iterator[Any]:
