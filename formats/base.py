@@ -343,6 +343,11 @@ class StorageFormat(ABC):
     def options_from_json(self, data: dict) -> Any:
         return self.options_type(**data)
 
+    def verify_options(self, options: Any) -> Any:
+        """The options `verify` reads with, to compare what is read with the dataset's content (a format that reads
+        differently each time, kept photos cropped at random, reads as prepare did)."""
+        return options
+
     def options_to_json(self, options: Any) -> dict:
         return asdict(options)
 

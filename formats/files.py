@@ -30,7 +30,8 @@ import numpy as np
 from PIL import Image
 
 from iobench.errors import IobenchError
-from iobench.formats.base import DERIVED, FormatReader, FormatWriter, HashedFile, StorageFormat
+from iobench.formats import photos
+from iobench.formats.base import DERIVED, READ_ANY_LOADER, FormatReader, FormatWriter, HashedFile, StorageFormat
 from iobench.formats.npy import check_header, checked_header, npy_header, read_header
 from iobench.formats.png import filter_rows, png_file
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
@@ -42,24 +43,34 @@ PER_FOLDER = 1000
 PNG_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
 
 
-ENCODINGS = ("auto", "png", "npy", "source")
+ENCODINGS = ("auto", "png", "npy", "source", "photos")
+CROPS = ("random", "centre")
 SOURCE_SUFFIXES = {".png": "png", ".jpg": "jpg", ".jpeg": "jpg"}  # what a kept source file is named
 PILLOW_FORMATS = {"png": ["PNG"], "jpg": ["JPEG"]}
 
 
 @dataclass(frozen=True)
 class FilesOptions:
-    encoding: str = "auto"  # png for image-shaped uint8 samples, npy otherwise; source: the files kept
+    # png for image-shaped uint8 samples, npy otherwise; source: the files kept, each already the sample; photos:
+    # the files kept as they are (JPEG and PNG of any size), each read decoded and cropped to the sample's shape
+    encoding: str = "auto"
     suffix: str = field(default="", metadata=DERIVED)  # source: png or jpg, what the folder holds (resolved)
+    # photos: how a read crops a photo to the sample's shape (random: torchvision's RandomResizedCrop; centre: as
+    # prepare cropped it for the pre-decoded formats, what verify reads)
+    crop: str = field(default="random", metadata=READ_ANY_LOADER)
 
     def __post_init__(self) -> None:
         if self.encoding not in ENCODINGS:
-            raise IobenchError(f"files encoding must be {', '.join(ENCODINGS[:-1])} or source, got {self.encoding!r}")
+            raise IobenchError(f"files encoding must be {', '.join(ENCODINGS[:-1])} or photos, got {self.encoding!r}")
         if self.suffix not in ("", *PILLOW_FORMATS) or (self.suffix and self.encoding != "source"):
             raise IobenchError(f"files: a kept source file (encoding source) is png or jpg, got {self.suffix!r}")
+        if self.crop not in CROPS:
+            raise IobenchError(f"files crop must be random or centre, got {self.crop!r}")
 
     @property
     def file_suffix(self) -> str:
+        if self.encoding == "photos":
+            return "img"  # JPEG or PNG, as the photo was: Pillow tells them apart by their bytes
         return self.suffix if self.encoding == "source" else self.encoding
 
 
@@ -145,7 +156,8 @@ class FilesWriter(FormatWriter):
         super().__init__(directory, spec, options)
         self.suffix = options.file_suffix
         self.axes = png_axes(spec.shape)
-        self.sources = source_images(spec) if options.encoding == "source" else []
+        self.sources = source_images(spec) if options.encoding in ("source", "photos") else []
+        self.photos = options.encoding == "photos"
         self.labels = HashedFile(directory / LABELS)
         self.labels.write(npy_header(LABEL_DTYPE, (spec.n_samples,)))
         self._digests: dict[str, str] = {}
@@ -165,10 +177,14 @@ class FilesWriter(FormatWriter):
         return encoded
 
     def _kept(self, index: int, sample: np.ndarray) -> bytes:
-        """Source image `index` as it is, once its decoding is checked to be the shared sample."""
+        """Source image `index` as it is, once its decoding is checked to be the shared sample (a photo: once its
+        header says a JPEG or PNG of at most photos.MAX_IMAGE_PIXELS; prepare decoded it already)."""
         path = self.sources[index]
         with open(open_regular(path), "rb") as f:
             data = f.read()
+        if self.photos:
+            photos.opened(io.BytesIO(data), str(path)).close()
+            return data
         try:
             decoded = decode_image(io.BytesIO(data), self.spec, self.axes or "", str(path), self.suffix)
         except ValueError as exc:
@@ -250,7 +266,14 @@ class FilesReader(FormatReader):
         # planted as a sample is refused instead of waited on.
         fd = open_beneath(self.handle.root, relative)
         with open(fd, "rb") as f:
-            return decode_sample(f, spec, self.options, relative)
+            return decode_sample(f, spec, self.options, relative, self.rng)
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """A kept photo's random crops: a stream of this process's (each DataLoader worker draws its own)."""
+        if getattr(self, "_rng_pid", None) != os.getpid():
+            self._rng, self._rng_pid = np.random.default_rng([self.spec.seed, os.getpid()]), os.getpid()
+        return self._rng
 
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         labels = self.handle.labels
@@ -260,8 +283,12 @@ class FilesReader(FormatReader):
         return features, np.array(labels[indices])
 
 
-def decode_sample(f: BinaryIO, spec: DatasetSpec, options: FilesOptions, relative: str) -> np.ndarray:
-    """One sample file's features: its image or .npy header checked against the spec before its data is read."""
+def decode_sample(f: BinaryIO, spec: DatasetSpec, options: FilesOptions, relative: str,
+                  rng: np.random.Generator | None = None) -> np.ndarray:  # fmt: skip
+    """One sample file's features: its image or .npy header checked against the spec before its data is read; a
+    kept photo decoded and cropped to the spec's shape (`rng` draws a random crop)."""
+    if options.encoding == "photos":
+        return photos.decode(f, spec.shape, options.crop, rng or np.random.default_rng(), relative)
     if options.file_suffix != "npy":  # options.suffix is set only for a kept source file (FilesOptions checks it)
         return decode_image(f, spec, png_axes(spec.shape) or "", relative, options.suffix)
     shape, fortran, dtype = read_header(f)
@@ -310,7 +337,14 @@ class FilesObjectReader(FilesReader):
         relative = sample_path(index, self.spec, self.options.file_suffix)
         data = self.handle.dataset[index + 1].read()
         client_counts.add("GET", len(data))  # one GET of the whole object (s3torchconnector counts none for us)
-        return decode_sample(io.BytesIO(data), self.spec, self.options, relative)
+        return decode_sample(io.BytesIO(data), self.spec, self.options, relative, self.rng)
+
+
+def _photos_of_other_sizes(spec: DatasetSpec) -> bool:
+    """An image folder whose photos are not all the sample's size: `files` keeps them as they are (photos)."""
+    if spec.source is None or spec.source.kind != "images" or len(spec.shape) != 3:
+        return False
+    return not photos.all_sized(source_images(spec), spec.shape[1], spec.shape[2])
 
 
 def kept_suffix(spec: DatasetSpec) -> str:
@@ -346,8 +380,10 @@ class FilesFormat(StorageFormat):
         image = spec.dtype == "uint8" and png_axes(spec.shape) is not None
         if options.encoding == "png" and not image:
             raise IobenchError(f"files: PNG needs image-shaped uint8 samples (H,W[,C] or C,H,W), got {spec.shape}")
+        if options.encoding == "auto" and image and _photos_of_other_sizes(spec):
+            return FilesOptions("photos", crop=options.crop)
         if options.encoding == "auto":
-            return FilesOptions("png" if image else "npy")
+            return FilesOptions("png" if image else "npy", crop=options.crop)
         if options.encoding == "source" and not options.suffix:
             return FilesOptions("source", kept_suffix(spec))
         return options
@@ -355,8 +391,16 @@ class FilesFormat(StorageFormat):
     def check_layout(self, directory: Path, spec: DatasetSpec, options: FilesOptions) -> None:
         check_header(directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
 
+    def verify_options(self, options: FilesOptions) -> FilesOptions:
+        """Kept photos read as prepare read them (their centres), so that verify compares them with the dataset."""
+        from dataclasses import replace
+
+        return replace(options, crop="centre")
+
     def estimate_bytes(self, spec: DatasetSpec, options: FilesOptions) -> int:
-        if options.encoding == "source" and spec.source is not None:  # the files as they are, in 4 KiB blocks
+        if (
+            options.encoding in ("source", "photos") and spec.source is not None
+        ):  # the files as they are, in 4 KiB blocks
             return spec.source.bytes + spec.n_samples * (4096 + LABEL_DTYPE.itemsize) + 4096
         # PNG can exceed the raw size by a little on noise; npy adds a 128-byte header; 4 KiB blocks.
         per_sample = -(-(int(spec.feature_bytes * 1.01) + 256) // 4096) * 4096

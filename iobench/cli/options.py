@@ -322,8 +322,10 @@ ReadOption = Annotated[
 FilesEncoding = Annotated[
     str,
     typer.Option(
-        help="How files stores a sample: auto (PNG for uint8 images, else .npy), png, npy, or source: each image "
-        "of --from FOLDER kept as it is (JPEG stays JPEG; the images must already have the dataset's shape)."
+        help="How files stores a sample: auto (PNG for uint8 images, else .npy; photos of --from FOLDER whose sizes "
+        "differ: photos), png, npy, source (each image of --from FOLDER kept as it is, already the dataset's shape), "
+        "or photos: each image kept as it is (JPEG and PNG, any size) and decoded and cropped to the dataset's shape "
+        "at each read (RandomResizedCrop; --format-option files.crop=centre for prepare's centre crop)."
     ),
 ]
 

@@ -1,4 +1,5 @@
-"""The --shape of an image folder whose images all have one size: read from their headers, none decoded."""
+"""The --shape of an image folder whose images all have one size: read from their headers, none decoded (photos of
+several sizes get the training size instead: `iobench.formats.photos.DEFAULT_SHAPE`)."""
 
 from __future__ import annotations
 
@@ -23,14 +24,8 @@ def _header(path: Path) -> tuple[int, int, int]:
         raise IobenchError(f"{path}: not a readable image ({exc})") from None
 
 
-def inferred_shape(files: list[Path], source: str) -> tuple[int, int, int]:
-    """(C, H, W) shared by every image; one line naming the sizes found when they differ."""
+def inferred_shape(files: list[Path], source: str) -> tuple[int, int, int] | None:
+    """(C, H, W) shared by every image; None when they differ (photos as people keep them)."""
     with ThreadPoolExecutor(min(8, os.cpu_count() or 1)) as pool:
         shapes = Counter(pool.map(_header, files))
-    if len(shapes) == 1:
-        return next(iter(shapes))
-    common = ", ".join(f"{c},{h},{w} ({n:,} images)" for (c, h, w), n in shapes.most_common(3))
-    raise IobenchError(
-        f"--from {source}: the images have {len(shapes)} shapes (C,H,W: {common}); give --shape C,H,W to resize "
-        "and crop them to one"
-    )
+    return next(iter(shapes)) if len(shapes) == 1 else None

@@ -97,7 +97,7 @@ def _check_content(
     reporter.start(key, f"{entry.name} content", spec.payload_bytes)
     hasher = ContentHasher()
     try:
-        options = fmt.options_from_json(entry.options)
+        options = fmt.verify_options(fmt.options_from_json(entry.options))
         with fmt.reader(directory, spec, options) as reader:
             for start in range(0, spec.n_samples, spec.chunk_rows):
                 stop = min(start + spec.chunk_rows, spec.n_samples)

@@ -1,5 +1,6 @@
 """A folder of images in class sub-folders (the ImageFolder layout): PNG/JPEG decoded with Pillow,
-resized to cover --shape and centre-cropped, uint8 channels first; label = class index in sorted order.
+resized to cover --shape and centre-cropped (`iobench.formats.photos`), uint8 channels first; label = class index in
+sorted order.
 A link (class folder, sub-folder or image) is refused, never followed."""
 
 from __future__ import annotations
@@ -13,13 +14,10 @@ import numpy as np
 
 from iobench.data.sources.base import SourceKind
 from iobench.errors import IobenchError
+from iobench.formats.photos import DEFAULT_SHAPE, cover_crop, opened
 from iobench.spec import LABEL_DTYPE, SourceInfo
 from iobench.system.fsutil import open_regular
 from iobench.system.image_folder import image_files
-
-# An image is decoded whole before it is resized: one of 13,000 x 13,000 pixels costs 0.5-1.3 GB per
-# decoding thread. 64 megapixels admits every camera photo and 8K frame.
-MAX_IMAGE_PIXELS = 64_000_000
 
 
 class Images:
@@ -40,25 +38,9 @@ class Images:
             return np.stack(list(pool.map(self._one, range(start, stop))))
 
     def _one(self, index: int) -> np.ndarray:
-        from PIL import Image
-
-        channels, height, width = self.shape[1:]
         path = self.files[index][0]
-        try:
-            with open(open_regular(path), "rb") as f, Image.open(f) as image:
-                if image.width * image.height > MAX_IMAGE_PIXELS:  # the header only: nothing decoded yet
-                    raise ValueError(
-                        f"{image.width}x{image.height} pixels, more than the {MAX_IMAGE_PIXELS:,} iobench decodes"
-                    )
-                image = image.convert("RGB" if channels == 3 else "L")
-                scale = max(width / image.width, height / image.height)
-                size = (max(width, round(image.width * scale)), max(height, round(image.height * scale)))
-                image = image.resize(size, Image.BILINEAR)
-                left, top = (size[0] - width) // 2, (size[1] - height) // 2
-                pixels = np.asarray(image.crop((left, top, left + width, top + height)))
-        except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
-            raise ValueError(f"{path}: not a readable image ({exc})") from None
-        return pixels[None] if channels == 1 else np.moveaxis(pixels, -1, 0)
+        with open(open_regular(path), "rb") as f, opened(f, str(path)) as image:
+            return cover_crop(image, self.shape[1:], str(path))
 
 
 class ImageFolderSource(SourceKind):
@@ -69,11 +51,13 @@ class ImageFolderSource(SourceKind):
         return path.is_dir()
 
     def shape_of(self, path: Path, shape: tuple[int, ...] | None, text: str) -> tuple[int, ...]:
-        """--shape, or the one size every image has (nothing is resized then)."""
+        """--shape, or the one size every image has (nothing is resized then), or for photos of several sizes the
+        training size DEFAULT_SHAPE: the pre-decoded formats hold them resized and centre-cropped to it, and `files`
+        keeps them as they are, each read decoded and cropped to it."""
         if shape is None:
             from iobench.data.image_shape import inferred_shape
 
-            shape = inferred_shape([p for p, _ in image_files(path)], text)
+            shape = inferred_shape([p for p, _ in image_files(path)], text) or DEFAULT_SHAPE
         if len(shape) != 3 or shape[0] not in (1, 3):
             raise IobenchError(f"--from {text}: --shape for images is C,H,W with C 1 or 3, got {shape}")
         return shape
