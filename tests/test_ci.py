@@ -15,8 +15,8 @@ NEEDS_AN_EXTRA = re.compile(
 def test_every_test_file_that_needs_an_extra_runs_in_the_extras_step():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     extras_step = ci[ci.index("# 3.") :]
-    listed = set(re.findall(r"tests/test_\w+\.py", extras_step))
-    needing = {f"tests/{path.name}" for path in (ROOT / "tests").glob("test_*.py")
+    listed = set(re.findall(r"tests/[\w/]*test_\w+\.py", extras_step))
+    needing = {path.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("test_*.py")
                if NEEDS_AN_EXTRA.search(path.read_text(encoding="utf-8"))}  # fmt: skip
     needing.discard("tests/test_ci.py")
     assert needing - listed == set()

@@ -229,19 +229,25 @@ def test_compare_decides_with_the_noise_and_refuses_files_with_nothing_in_common
     assert r.code == 2 and "no configuration in common" in r.err
 
 
-def test_several_datasets_pick_the_default_one_or_ask_which(tmp_path, cli):
-    """With two datasets under the data folder, the choice is made or asked for in one line (this path
-    imported a name that had moved and went untested)."""
+def test_several_datasets_run_the_most_recently_prepared_and_say_so(tmp_path, cli):
+    """`prepare --from photos/` then `run` measured the default 1,000,000-row dataset (8 min 23 s): among several,
+    the most recently prepared that has the formats asked for is measured, and the first line says which."""
+    import os
+
     from iobench.data.manifest import find_run_dataset
 
     data = tmp_path / "data"
-    invoke("prepare", "--size", "200", "--formats", "npy", "--data-dir", data, "-q")
     invoke("prepare", "--size", "300", "--formats", "npy", "--data-dir", data, "-q")
+    invoke("prepare", "--size", "200", "--formats", "npy,hdf5", "--data-dir", data, "-q")
+    older, newer = data / "n300_128_float32_c1000_s0", data / "n200_128_float32_c1000_s0"
+    os.utime(older / "manifest.json", (1, 1))
     r = cli("run", "--format", "npy", "--runs", "1", "--device", "cpu", "-q", "--data-dir", data,
             "--results", tmp_path / "r.jsonl")  # fmt: skip
-    assert r.code == 2 and "holds several datasets" in r.err and "--dataset" in r.err, r.err
-    (data / "n200_128_float32_c1000_s0").rename(data / "n1000000_128_float32_c1000_s0")  # the default name
-    assert find_run_dataset(data, None) == data / "n1000000_128_float32_c1000_s0"
+    assert r.code == 0 and r.err.splitlines()[0].startswith(f"dataset: {newer.name}, the most recently prepared"), r.err
+    assert stored_records(tmp_path / "r.jsonl")[0]["n_samples"] == 200
+    os.utime(newer / "manifest.json", (0, 0))
+    assert find_run_dataset(data, None, ("npy",)) == older
+    assert find_run_dataset(data, None, ("hdf5",)) == newer  # the only one with the format
 
 
 def test_keep_best_keeps_each_ceilings_best_measurement():

@@ -229,6 +229,7 @@ def measure_run(
     quiet: bool,
     min_au: float | None,
     what_if_ms: list[float] | None,
+    wide: bool = False,
 ) -> None:
     """`iobench run` once its values are checked: launch torchrun, or find the dataset, resolve every
     configuration, measure the limits once, run each configuration and save its record as it ends."""
@@ -260,11 +261,11 @@ def measure_run(
                         save(where.results, records[-1])
             except KeyboardInterrupt:
                 if world.is_main and records:  # what finished is kept: show it before the interruption's line
-                    print_run(records, dataset_dir.name, where.results, min_au)
+                    print_run(records, dataset_dir.name, where.results, min_au, wide)
                     say(f"interrupted after {len(records)} of {len(todo)} configurations; their records are kept")
                 raise
     if world.is_main:
-        print_run(records, dataset_dir.name, where.results, min_au)
+        print_run(records, dataset_dir.name, where.results, min_au, wide)
         if what_if_ms:
             measure_what_if(todo, records, what_if_ms, where.results, limits, quiet)
 

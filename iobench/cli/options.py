@@ -95,8 +95,9 @@ MaxSeconds = Annotated[OptFloat, typer.Option(help="Stop each epoch after S seco
 Step = Annotated[
     str,
     typer.Option(
-        help="Per batch on the device, standing for the model's compute: none, sleep:MS, sleep:MS:SD (a time "
-        "drawn per batch from a normal distribution, seeded) or mlp (one training step)."
+        help="Per batch on the device: none, sleep:MS, sleep:MS:SD (a time drawn per batch from a normal "
+        "distribution, seeded), mlp (one small training step), or module:function, your own training step, called "
+        "as function(features, labels) with the batch on the device (imported from the working directory first)."
     ),
 ]
 MinAu = Annotated[
@@ -222,6 +223,13 @@ ServeConnectionMbPerS = Annotated[
     ),  # fmt: skip
 ]
 Results = Annotated[Path, typer.Option(help="JSONL file the records are appended to.")]
+Wide = Annotated[
+    bool,
+    typer.Option(
+        help="Every column of the results (settings, epoch times, % of the ceiling) and the per-batch split "
+        "(wait, copy, step, first batch, reads, CPU); by default a table that fits 100 columns."
+    ),  # fmt: skip
+]
 Nproc = Annotated[
     OptInt,
     typer.Option(

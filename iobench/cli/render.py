@@ -11,13 +11,15 @@ from rich.table import Table
 
 from iobench.cli.console import out, say
 from iobench.loaders import LoaderName
+from iobench.results.answer import console_answer
 from iobench.results.record import RunRecord
-from iobench.results.tables import au_text, profile_summary, results_table, split_table
+from iobench.results.tables import au_text, compact_table, profile_summary, results_table, split_table
 from iobench.results.warnings import record_warnings, summarised
 from iobench.run.tune import settings_text
 
 
-def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au: float | None = None) -> None:
+def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au: float | None = None,
+              wide: bool = False) -> None:  # fmt: skip
     r0 = records[0]
     c = r0.config
     ranks = f", {c.world_size} processes on {r0.ranks.nodes} node(s)" if c.world_size > 1 else ""
@@ -25,8 +27,11 @@ def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au
         f"{dataset_name} on {c.device} ({r0.environment.gpu_name or r0.environment.cpu_model}){ranks}, "
         f"{r0.epochs.samples_per_epoch:,} samples/epoch, step {c.step}"
     )
-    out.print(results_table(records, title))
-    out.print(split_table(records))
+    if wide:
+        out.print(results_table(records, title))
+        out.print(split_table(records))
+    else:
+        out.print(compact_table(records, title))
     for r in records:
         if r.system.profile_path:
             out.print(f"profile of {r.label}: {r.system.profile_path}", highlight=False, soft_wrap=True, markup=False)
@@ -34,6 +39,8 @@ def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au
     for w in summarised(record_warnings(records, min_au), len(records)):
         say(w.console())
     out.print(f"{len(records)} record(s) appended to {results}", highlight=False, soft_wrap=True, markup=False)
+    if (answer := console_answer(records)) is not None:
+        out.print(answer, highlight=False, soft_wrap=True, markup=False)
 
 
 def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | None,

@@ -65,6 +65,7 @@ def run_cmd(
     profile: o.Profile = False,
     results: o.Results = Path("results/results.jsonl"),
     nproc: o.Nproc = None,
+    wide: o.Wide = False,
     quiet: o.Quiet = False,
 ) -> None:
     """Time loading from storage to the device: by default each core format through the DataLoader, and tensorclass.
@@ -94,7 +95,7 @@ def run_cmd(
     configs = [config_of(f, ld, settings_of(ctx.params), eviction=eviction, read_options=read, **options)
                for f, ld in pairs]  # fmt: skip
     where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, net, endpoint_url, fuse)
-    measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms)
+    measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms, wide=wide)
 
 
 def _check_share(min_au: float | None) -> None:

@@ -178,9 +178,9 @@ def find_run_dataset(
 ) -> Path | None:
     """The one dataset to measure; None when data_dir holds none yet (the caller may prepare one).
 
-    Among several, the one that has every format asked for: the default dataset when it does, else the
-    only one that does; a choice between several that do is the user's (--dataset). One whose manifest
-    cannot be read is left out of the choice, and named in `skipped`."""
+    Among several, the most recently prepared that has every format asked for (or, when none has them all, the
+    most recently prepared): `prepare --from photos/` then `run` measures the photos, not the default dataset. One
+    whose manifest cannot be read is left out of the choice, and named in `skipped`."""
     if dataset is not None or (data_dir / MANIFEST).is_file():
         return find_datasets(data_dir, dataset)[0]
     if not data_dir.is_dir():
@@ -188,9 +188,6 @@ def find_run_dataset(
     found = dataset_dirs(data_dir)
     if len(found) <= 1:
         return found[0] if found else None
-    from iobench.units import DEFAULT_SIZE
-
-    default = data_dir / DatasetSpec(DEFAULT_SIZE).name
     readable = {}
     for p in found:
         try:
@@ -198,17 +195,16 @@ def find_run_dataset(
         except IobenchError as exc:
             if skipped is not None:
                 skipped.append(str(exc))
-    found = list(readable)
-    if len(found) <= 1:
-        return found[0] if found else None
-    having = [p for p in found if set(formats) <= set(readable[p].formats)]
-    if default in having or (default in found and not having):
-        return default
-    if len(having) == 1:
-        return having[0]
-    names = ", ".join(p.name for p in having or found)
-    what = f" with {', '.join(formats)}" if formats and having else ""
-    raise IobenchError(f"{data_dir} holds several datasets{what} ({names}); choose one with --dataset")
+    having = [p for p in readable if set(formats) <= set(readable[p].formats)] or list(readable)
+    return max(having, key=prepared_at) if having else None
+
+
+def prepared_at(dataset_dir: Path) -> float:
+    """When a dataset was last prepared: its manifest's last write (prepare rewrites it for every format it adds)."""
+    try:
+        return (dataset_dir / MANIFEST).stat().st_mtime
+    except OSError:
+        return 0.0
 
 
 def datasets_with(data_dir: Path, fmt: str) -> list[str]:

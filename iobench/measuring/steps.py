@@ -13,17 +13,21 @@ from collections.abc import Callable
 
 import torch
 
-from iobench.errors import IobenchError
+from iobench.errors import IobenchError, RunFailed, one_line
 from iobench.loaders.base import DeviceBatch
+from iobench.measuring.user_code import is_reference, load_callable
 
 Step = Callable[[DeviceBatch], None]
 
 
 def parse_step(text: str) -> str:
-    """none | sleep:MS | sleep:MS:SD | mlp, validated early so a typo fails before any work."""
+    """none | sleep:MS | sleep:MS:SD | mlp | module:function (the user's own step), validated early so a typo fails
+    before any work."""
     name = text.strip().lower()
     if name in ("none", "mlp"):
         return name
+    if not name.startswith("sleep:") and is_reference(text.strip()):
+        return text.strip()
     if name.startswith("sleep:"):
         try:
             values = [float(x) for x in name.split(":")[1:]]
@@ -31,7 +35,8 @@ def parse_step(text: str) -> str:
             values = []
         if len(values) in (1, 2) and all(math.isfinite(v) and v >= 0 for v in values):
             return "sleep:" + ":".join(f"{v:g}" for v in values)
-    raise IobenchError(f"unknown step {text!r}; use none, sleep:MS, sleep:MS:SD (normal, ms) or mlp")
+    raise IobenchError(f"unknown step {text!r}; use none, sleep:MS, sleep:MS:SD (normal, ms), mlp or module:function "
+                       "(your own step, called with the batch's features and labels on the device)")  # fmt: skip
 
 
 def sleep_ms(name: str) -> tuple[float, float] | None:
@@ -45,6 +50,8 @@ def sleep_ms(name: str) -> tuple[float, float] | None:
 def make_step(name: str, features_per_sample: int, n_classes: int, device: torch.device, seed: int) -> Step:
     if name == "none":
         return _no_step
+    if is_reference(name):
+        return user_function(load_callable(name, "--step"), name)
     if (sleep := sleep_ms(name)) is not None:
         return _sleep_step(*sleep, seed)
     return _mlp_step(features_per_sample, n_classes, device, seed)
@@ -60,6 +67,26 @@ def _sleep_step(mean_ms: float, sd_ms: float, seed: int) -> Step:
 
     def step(batch: DeviceBatch) -> None:
         time.sleep(max(0.0, rng.gauss(mean_ms, sd_ms)) / 1000)
+
+    return step
+
+
+class StepFailed(RunFailed):
+    """The user's step raised: one line naming it."""
+
+
+def user_function(function: Callable[..., object], name: str) -> Step:
+    """The user's own training step, called as `function(features, labels)` with the batch on the device; whatever
+    it raises ends the run in one line naming it and the batch."""
+    calls = [0]
+
+    def step(batch: DeviceBatch) -> None:
+        calls[0] += 1
+        try:
+            function(*batch)
+        except Exception as exc:  # noqa: BLE001 - the user's code: its reason, in one line
+            raise StepFailed(f"the step {name} raised at batch {calls[0]}: {type(exc).__name__}: "
+                             f"{one_line(exc)}") from None  # fmt: skip
 
     return step
 

@@ -19,7 +19,7 @@ from torch.utils.data import DataLoader, Dataset
 from iobench.errors import IobenchError
 from iobench.loaders.base import DeviceBatch, Loader, LoaderSettings
 from iobench.measuring.clocks import time_epoch
-from iobench.measuring.steps import make_step, parse_step
+from iobench.measuring.steps import make_step, parse_step, user_function
 from iobench.results.record import EpochStats, EpochTiming
 
 N_CLASSES = 1000  # the mlp step's classes when labels do not say (labels are taken modulo it)
@@ -111,7 +111,7 @@ def measure(
     loader_or_dataset: Iterable[Any] | Dataset,
     *,
     device: str | torch.device = "cpu",
-    step: str = "none",
+    step: str | Callable[..., object] = "none",
     epochs: int = 3,
     warmup: int = 1,
     cache: str = "warm",
@@ -124,11 +124,15 @@ def measure(
     """Time `epochs` epochs of the user's DataLoader (a Dataset is wrapped in a shuffling DataLoader of
     `batch_size`) on `device`, after `warmup` untimed ones.
 
-    step: none, sleep:MS[:SD] or mlp, the stand-in for the model that AU is measured against.
+    step: none, sleep:MS[:SD], mlp (stand-ins for the model), module:function or a function: your own training
+    step, called as `step(features, labels)` with each batch on the device; AU is measured against it.
     cache: warm (after the warm-up), as-is, or cold: `files` (the data files the pipeline reads) are
     evicted from the page cache before each timed epoch; the pipeline must not keep them mapped."""
     dev = torch.device(device)
-    step_name = parse_step(step)
+    own = step if callable(step) else None
+    step_name = (
+        f"{getattr(step, '__module__', '?')}:{getattr(step, '__qualname__', 'step')}" if own else parse_step(step)
+    )
     if cache not in ("warm", "cold", "as-is"):
         raise IobenchError(f"cache must be warm, cold or as-is, got {cache!r}")
     if epochs < 1 or warmup < 0:
@@ -142,7 +146,10 @@ def measure(
     loader = UserLoader(batches, dev, non_blocking)
     features, _ = split_batch(next(iter(loader.epoch(0))))
     sample_bytes = features[0].numel() * features.element_size() if len(features) else 0
-    run_step = user_step(step_name, features[0].numel() if len(features) else 1, dev, seed)
+    if own is not None:
+        run_step = user_function(own, step_name)
+    else:
+        run_step = user_step(step_name, features[0].numel() if len(features) else 1, dev, seed)
     for e in range(warmup):
         time_epoch(loader, e, run_step, max_seconds)
     timings = []

@@ -82,3 +82,33 @@ def collapsed(warnings: Sequence[RunWarning]) -> list[str]:
         who = "; ".join(md_text(n) for n in dict.fromkeys(names))
         lines.append(f"- **{severity}** {who}: {md_text(finding)}; {md_text(advice)}")
     return lines
+
+
+def console_answer(records: Sequence[RunRecord]) -> str | None:
+    """The run's last line: which configuration to use for the pattern measured most, how far ahead of the next and
+    how sure (their intervals), and the `tune` command that would settle its settings. None without two to rank."""
+    from iobench.results.verdict import interval
+
+    by_pattern: dict[str, list[RunRecord]] = {}
+    for r in records:
+        if not r.config.device_resident:
+            by_pattern.setdefault(pattern_of(r), []).append(r)
+    if not by_pattern:
+        return None
+    pattern, rs = max(by_pattern.items(), key=lambda kv: len(kv[1]))
+    ranked = sorted(rs, key=lambda r: -r.epochs.samples_per_s)
+    best = ranked[0]
+    ib = interval(best)
+    what = f"{best.config.label} ({settings_label(best, measured=False)})"
+    tune = f"`iobench tune --format {best.config.format}` searches its settings"
+    if len(ranked) == 1:
+        return f"answer ({pattern}): {what}, {ib.text()} samples/s; {tune}"
+    second = ranked[1]
+    i2 = interval(second)
+    ahead = best.epochs.samples_per_s / second.epochs.samples_per_s if second.epochs.samples_per_s else float("inf")
+    if ib.overlaps(i2):
+        verdict = (f"tied with {second.config.label} ({ahead:.2f}x, their intervals overlap: more --runs or "
+                   "--epochs would tell them apart)")  # fmt: skip
+    else:
+        verdict = f"{ahead:.2f}x the next, {second.config.label} (their intervals apart, {ib.coverage:.0%} each)"
+    return f"answer ({pattern}): use {what}: {ib.text()} samples/s, {verdict}; {tune}"

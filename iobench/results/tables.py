@@ -80,6 +80,35 @@ def _residency(r: RunRecord) -> str:
     return text
 
 
+def compact_table(records: list[RunRecord], title: str) -> Table:
+    """The ranking in under 100 columns: what differs between the configurations, their samples/s and MB/s, how far
+    behind the fastest (or tied with it: intervals that overlap), the shuffle's quality and the cache. The settings
+    every row shares go in the title; `--wide` shows every column and the per-batch split."""
+    labels = [settings_label(r) for r in records]
+    shared = labels[0] if records and len(set(labels)) == 1 else None
+    table = Table(title=f"{title}\n{shared}" if shared else title)
+    scored = any(r.epochs.shuffle_spread is not None for r in records)
+    au = any(r.epochs.accelerator_utilisation is not None for r in records)  # against the step in the title
+    if au:
+        table.title = f"{table.title}, AU against step {records[0].config.step}"
+    columns = [("format", "left"), ("loader", "left"), *(() if shared else (("settings", "left"),)),
+               ("samples/s", "right"), ("MB/s", "right"), ("vs fastest", "right"),
+               *((("AU", "right"),) if au else ()), *((("shuffle", "right"),) if scored else ()),
+               ("cache", "left")]  # fmt: skip
+    for col, justify in columns:  # the figures whole; a long settings label folds onto a second line
+        table.add_column(col, justify=justify, no_wrap=col != "settings", overflow="fold")
+    ratios = relative_to_fastest([r.epochs.epoch_seconds_median for r in records])
+    best = records[min(range(len(records)), key=lambda k: ratios[k])] if records else None
+    for r, rel, label in zip(records, ratios, labels, strict=True):
+        e = r.epochs
+        cells = [r.config.format, r.config.loader, *(() if shared else (label,)),
+                 f"{e.samples_per_s:,.0f}" + (" (partial)" if e.partial else ""), f"{e.mb_per_s:,.1f}",
+                 f"{rel:.2f}x" + (" tied" if best is not None and tied_with(r, best) else ""),
+                 *((au_text(r),) if au else ()), *((shuffle_text(r),) if scored else ()), r.config.cache]  # fmt: skip
+        table.add_row(*cells)
+    return table
+
+
 def results_table(records: list[RunRecord], title: str) -> Table:
     scored = any(r.epochs.shuffle_spread is not None for r in records)  # none for a user's own pipeline
     caption = "shuffle: spread/order of the delivered order, 1.00/1.00 = a uniform shuffle" if scored else None

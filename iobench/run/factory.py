@@ -12,9 +12,7 @@ no ceiling and no shuffle-quality score (its delivered order is not visible to i
 from __future__ import annotations
 
 import datetime as dt
-import importlib
 import os
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -30,6 +28,7 @@ from iobench.loaders import LoaderName
 from iobench.loaders.base import Fetch, LoaderSettings
 from iobench.measuring.clocks import time_epoch
 from iobench.measuring.steps import parse_step
+from iobench.measuring.user_code import load_callable
 from iobench.measuring.user_loader import UserLoader, split_batch, user_step
 from iobench.plan.config import at_least
 from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RecordedConfig, RunRecord, SystemStats
@@ -43,23 +42,7 @@ FACTORY_FORMAT = "factory"  # the records' format for a user's pipeline
 
 def load_factory(text: str) -> Callable[[], Any]:
     """`pkg.module:function` imported as `python -m` would import it: the working directory first."""
-    module_name, _, attribute = text.partition(":")
-    if not module_name or not attribute.isidentifier():
-        raise IobenchError(f"--dataset-factory takes module:function (e.g. mypkg.data:make_dataset), got {text!r}")
-    cwd = os.getcwd()
-    if cwd not in sys.path:
-        sys.path.insert(0, cwd)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise IobenchError(f"--dataset-factory {text}: cannot import {module_name} ({one_line(exc)})") from None
-    except Exception as exc:  # the user's module failed while it loaded: its reason in one line
-        raise IobenchError(f"--dataset-factory {text}: importing {module_name} failed: {type(exc).__name__}: "
-                           f"{one_line(exc)}") from None  # fmt: skip
-    function = getattr(module, attribute, None)
-    if not callable(function):
-        raise IobenchError(f"--dataset-factory {text}: {module_name} has no function {attribute}")
-    return function
+    return load_callable(text, "--dataset-factory")
 
 
 @dataclass(frozen=True, kw_only=True)

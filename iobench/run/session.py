@@ -44,14 +44,11 @@ def dataset_for_run(
         for reason in skipped:
             events.say(f"warning: skipped {reason}")
     if world.all_true(found is not None):
-        if dataset is None and world.is_main and _several(data_dir):  # a choice was made: say which
-            events.say(f"dataset: {found.name} (in {data_dir}; --dataset picks another)")
+        if dataset is None and world.is_main and (n := len(dataset_dirs(data_dir))) > 1:  # a choice: say which
+            events.say(f"dataset: {found.name}, the most recently prepared of {n} in {data_dir} (--dataset picks "
+                       "another)")  # fmt: skip
         return found
     return _prepared(world, data_dir, DatasetSpec(DEFAULT_SIZE), formats, events, dataset)
-
-
-def _several(data_dir: Path) -> bool:
-    return data_dir.is_dir() and len(dataset_dirs(data_dir)) > 1
 
 
 def _prepared(
