@@ -25,14 +25,13 @@ from iobench.errors import IobenchError
 from iobench.formats.arrow_ipc import check_stream
 from iobench.formats.base import (
     READ,
-    CacheFolderReader,
     FormatReader,
     FormatWriter,
     NativeRead,
     Pipeline,
-    PipelineOnlyReader,
     StorageFormat,
 )
+from iobench.formats.object_readers import CacheFolderReader, PipelineOnlyReader
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import Pinned, parse_json, read_json
 

@@ -33,7 +33,7 @@ from iobench.errors import IobenchError
 from iobench.formats import photos
 from iobench.formats.base import DERIVED, READ_ANY_LOADER, FormatReader, FormatWriter, HashedFile, StorageFormat
 from iobench.formats.npy import check_header, checked_header, npy_header, read_header
-from iobench.formats.png import filter_rows, png_file
+from iobench.formats.png import encode_png
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import FOLDER_OPEN_FLAGS, open_beneath, open_regular
 from iobench.system.image_folder import image_files
@@ -90,29 +90,6 @@ def sample_path(index: int, spec: DatasetSpec, suffix: str) -> str:
     width = len(str(spec.n_samples - 1))
     folders = len(str((spec.n_samples - 1) // PER_FOLDER))
     return f"samples/{index // PER_FOLDER:0{folders}d}/{index:0{width}d}.{suffix}"
-
-
-def as_hwc(features: np.ndarray, axes: str) -> np.ndarray:
-    """A batch of samples (N, *shape) as PNG's (N, H, W, C)."""
-    if axes == "chw":
-        return np.moveaxis(features, 1, -1)
-    return features[..., None] if axes == "hw" else features
-
-
-# Pixel bytes filtered at once: filter_rows' work arrays take about 20x their input, so a whole 32 MiB
-# generation chunk held 1.1 GiB (measured: prepare's peak RSS 1.4 GiB for PNG shards).
-PNG_FILTER_BYTES = 2**22
-
-
-def encode_png(features: np.ndarray, axes: str) -> list[bytes]:
-    """A batch of image samples (N, *shape) as PNG files, filtered a few MiB of pixels at a time."""
-    images = as_hwc(features, axes)
-    step = max(1, PNG_FILTER_BYTES // max(1, images[0].nbytes)) if len(images) else 1
-    files: list[bytes] = []
-    for lo in range(0, len(images), step):
-        batch = np.ascontiguousarray(images[lo : lo + step])
-        files += [png_file(rows, batch.shape[-1]) for rows in filter_rows(batch)]
-    return files
 
 
 def decode_image(data: io.BufferedReader, spec: DatasetSpec, axes: str, name: str, suffix: str = "") -> np.ndarray:

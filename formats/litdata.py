@@ -38,7 +38,6 @@ from iobench.errors import IobenchError
 from iobench.formats.base import (
     OBJECT_STORAGE_ONLY,
     READ,
-    CacheFolderReader,
     FormatReader,
     FormatWriter,
     NativeRead,
@@ -51,6 +50,7 @@ from iobench.formats.litdata_remote import (
     index_chunks,
     release,
 )
+from iobench.formats.object_readers import CacheFolderReader
 from iobench.spec import Chunk, DatasetSpec
 from iobench.system.fsutil import open_regular, pread_full, read_json
 from iobench.system.processes import python_module

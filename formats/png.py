@@ -71,3 +71,26 @@ def png_file(rows: np.ndarray, channels: int) -> bytes:
     deflate = zlib.compressobj(ZLIB_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS, 8, ZLIB_STRATEGY)
     data = deflate.compress(rows.tobytes()) + deflate.flush()
     return SIGNATURE + _chunk(b"IHDR", header) + _chunk(b"IDAT", data) + _chunk(b"IEND", b"")
+
+
+def as_hwc(features: np.ndarray, axes: str) -> np.ndarray:
+    """A batch of samples (N, *shape) as PNG's (N, H, W, C)."""
+    if axes == "chw":
+        return np.moveaxis(features, 1, -1)
+    return features[..., None] if axes == "hw" else features
+
+
+# Pixel bytes filtered at once: filter_rows' work arrays take about 20x their input, so a whole 32 MiB
+# generation chunk held 1.1 GiB (measured: prepare's peak RSS 1.4 GiB for PNG shards).
+PNG_FILTER_BYTES = 2**22
+
+
+def encode_png(features: np.ndarray, axes: str) -> list[bytes]:
+    """A batch of image samples (N, *shape) as PNG files, filtered a few MiB of pixels at a time."""
+    images = as_hwc(features, axes)
+    step = max(1, PNG_FILTER_BYTES // max(1, images[0].nbytes)) if len(images) else 1
+    files: list[bytes] = []
+    for lo in range(0, len(images), step):
+        batch = np.ascontiguousarray(images[lo : lo + step])
+        files += [png_file(rows, batch.shape[-1]) for rows in filter_rows(batch)]
+    return files

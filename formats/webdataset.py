@@ -31,10 +31,10 @@ from iobench.formats.base import (
     FormatReader,
     NativeRead,
     Pipeline,
-    PipelineOnlyReader,
     StorageFormat,
     read_option,
 )
+from iobench.formats.object_readers import PipelineOnlyReader
 from iobench.formats.shards import (
     INDEX,
     LABELS,

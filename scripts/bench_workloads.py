@@ -121,7 +121,7 @@ def encode_only(n: int) -> float:
     from concurrent.futures import ThreadPoolExecutor
 
     from iobench.data.dataset import generate
-    from iobench.formats.files import encode_png
+    from iobench.formats.png import encode_png
     from iobench.spec import DatasetSpec
 
     features = np.concatenate([c.features for c in generate(DatasetSpec(n, (3, 32, 32), "uint8", content="photo"))])

@@ -102,5 +102,5 @@ def test_what_source_cannot_keep_is_one_line_and_leaves_nothing(tmp_path, cli):
 
 def test_an_unknown_encoding_is_refused(tmp_path, cli):
     r = cli("prepare", "--size", "10", "--formats", "files", "--files-encoding", "jpeg", "--data-dir", tmp_path, "-q")
-    assert r.code == 2 and "auto, png, npy or source" in r.err, r.err
+    assert r.code == 2 and "auto, png, npy, source or photos" in r.err, r.err
     assert not any(tmp_path.iterdir())

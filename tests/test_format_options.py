@@ -139,8 +139,9 @@ def test_litdata_cache_knobs_are_checked_and_handed_to_litdata_in_bytes():
 
 
 def test_litdatas_pool_reaches_its_boto3_client_with_its_own_retries(monkeypatch, tmp_path):
-    """A `config` in storage_options replaces LitData's whole botocore config: the pool goes there with LitData's
-    retries given again; at boto3's default, LitData's own config is left alone."""
+    """A `config` in storage_options replaces LitData's whole botocore config: it is always given, with the
+    storage's bounds (a connection within 5 s, a byte within 30 s, 3 attempts in LitData's adaptive mode), and the
+    pool where one is asked for."""
     pytest.importorskip("litdata")
     import litdata
 
@@ -158,14 +159,16 @@ def test_litdatas_pool_reaches_its_boto3_client_with_its_own_retries(monkeypatch
         raise Opened
 
     monkeypatch.setattr(litdata, "StreamingDataset", streaming_dataset)
-    storage = type("Storage", (), {"bucket": "b", "prefix": "litdata"})()
+    storage = type("Storage", (), {"bucket": "b", "prefix": "litdata", "bound": lambda self, bucket, key: None})()
     storage.target = RemoteTarget(Endpoint("https://store.example", "k", "s", "us-east-1"), None)
     for pool in (None, 32):
         with pytest.raises(Opened):
             open_remote(storage, None, tmp_path, **({} if pool is None else {"max_pool_connections": pool}))
-    assert "config" not in handed[0]
-    config = handed[1]["config"]
-    assert config.max_pool_connections == 32 and config.retries == {"max_attempts": 1000, "mode": "adaptive"}
+    for given in handed:
+        config = given["config"]
+        assert config.retries == {"max_attempts": 3, "mode": "adaptive"}
+        assert (config.connect_timeout, config.read_timeout) == (5.0, 30.0)
+    assert handed[0]["config"].max_pool_connections in (None, 10) and handed[1]["config"].max_pool_connections == 32
 
 
 def test_zarr_reads_object_storage_through_one_of_its_two_stores_and_records_that_client():

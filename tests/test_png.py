@@ -91,12 +91,12 @@ def test_every_chunk_carries_a_valid_crc():
 def test_a_chunk_is_filtered_a_few_mib_at_a_time_into_the_same_files(monkeypatch):
     """encode_png bounds its work arrays (about 20x the pixels filtered at once) by filtering in slices:
     each image's file is the one it gets encoded alone, in order, whatever the slice size."""
-    from iobench.formats import files
+    from iobench.formats import png
 
     rng = np.random.default_rng(5)
     chw = rng.integers(0, 256, (11, 3, 8, 6), dtype=np.uint8)
-    alone = [files.encode_png(chw[i : i + 1], "chw")[0] for i in range(len(chw))]
-    monkeypatch.setattr(files, "PNG_FILTER_BYTES", 3 * chw[0].nbytes)  # slices of 3, the last of 2
-    assert files.encode_png(chw, "chw") == alone
+    alone = [png.encode_png(chw[i : i + 1], "chw")[0] for i in range(len(chw))]
+    monkeypatch.setattr(png, "PNG_FILTER_BYTES", 3 * chw[0].nbytes)  # slices of 3, the last of 2
+    assert png.encode_png(chw, "chw") == alone
     assert [decode(f)[1].tolist() for f in alone] == np.moveaxis(chw, 1, -1).tolist()
-    assert files.encode_png(chw[:0], "chw") == []
+    assert png.encode_png(chw[:0], "chw") == []

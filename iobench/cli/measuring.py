@@ -252,10 +252,11 @@ def measure_run(
             world.barrier()  # no rank reads while rank 0 measures the machine's limits
             profile_dir = where.results.parent / "profiles" if where.profile else None
             records: list[RunRecord] = []
+            estimates = _estimates(todo, quiet or not world.is_main or world.size > 1)
             started = time.monotonic()
             try:
                 for k, resolved in enumerate(todo):
-                    place = _place(k, len(todo), time.monotonic() - started)
+                    place = _place(k, len(todo), time.monotonic() - started, estimates)
                     records.append(run_one(resolved, quiet, limits, profile_dir, place))
                     if world.is_main:
                         save(where.results, records[-1])
@@ -320,11 +321,28 @@ def remote_limits(remote: RemoteTarget, dataset_dir: Path, results: Path) -> Rem
     return limits
 
 
-def _place(k: int, n: int, elapsed: float) -> str:
-    """Where a run of several configurations stands, with the time left at the pace so far."""
+def _estimates(todo: list[ResolvedRun], skip: bool) -> list[float | None]:
+    """Each configuration's time, from a measured batch of each (several configurations, one process only)."""
+    if skip or len(todo) < 2:
+        return [None] * len(todo)
+    from iobench.run.estimates import estimated_seconds
+
+    found = [estimated_seconds(r) for r in todo]
+    if all(x is not None for x in found):
+        say(f"{len(todo)} configurations, about {_minutes(sum(found))} in all (from a measured batch of each)")
+    return found
+
+
+def _place(k: int, n: int, elapsed: float, estimates: list[float | None] | None = None) -> str:
+    """Where a run of several configurations stands, with the time left: from each configuration's measured batch
+    where there is one, else at the pace so far."""
     if n == 1:
         return ""
-    left = "" if k == 0 else f", about {_minutes(elapsed / k * (n - k))} left"
+    ahead = (estimates or [])[k:]
+    if ahead and all(x is not None for x in ahead):
+        left = f", about {_minutes(sum(ahead))} left"  # type: ignore[arg-type]
+    else:
+        left = "" if k == 0 else f", about {_minutes(elapsed / k * (n - k))} left"
     return f"configuration {k + 1} of {n}{left}"
 
 

@@ -69,7 +69,6 @@ def run_cmd(
     quiet: o.Quiet = False,
 ) -> None:
     """Time loading from storage to the device: by default each core format through the DataLoader, and tensorclass.
-
     Under torchrun each rank reads its share; --dataset-factory times your Dataset; --remote reads object storage."""
     from iobench.plan.selection import parse_pairs
     from iobench.results.store import check_writable
