@@ -7,8 +7,8 @@ import re
 
 from iobench.errors import IobenchError
 
-DEFAULT_SIZE = 10**6  # samples in the default dataset: about 520 MB per format
-QUICK_SIZE = 10**5  # a first look in seconds: about 52 MB per format
+DEFAULT_SIZE = 200_000  # samples in the default dataset: about 104 MB per format, a first run in about a minute
+QUICK_SIZE = 10**5  # a first look in seconds: about 52 MB per format (the study used 10**6, 520 MB)
 _SIZE_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
 

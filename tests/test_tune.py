@@ -135,8 +135,11 @@ def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, c
     assert r.code == 0, r.err
     assert "best: npy/dataloader bs=256" in r.out
     pasted = results.with_name("r-best.py")
-    assert f"paste (saved as {pasted}" in r.out and "sampler=Batches(len(dataset), 256, shuffle=True)," in r.out
+    # npy through the DataLoader pastes as plain PyTorch and numpy: a training script does not depend on iobench
+    assert f"paste (saved as {pasted}" in r.out and "batches = BatchSampler(order, batch_size=256" in r.out
     assert pasted.read_text() in r.out, "printed whole, unwrapped"
+    assert "import iobench" not in pasted.read_text() and "from iobench" not in pasted.read_text()
+    assert re.search(r"\d+ of \d+ candidates measured", r.out), r.out
     assert "best throughput by what loads: 1 process: " in r.out
     if CORES > 1:  # threads are named as threads, not counted as processes (tune searches them with torchdata)
         assert ("2 threads: " in r.out) == (importlib.util.find_spec("torchdata") is not None), r.out

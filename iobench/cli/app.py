@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     hook, unraisable = sys.excepthook, sys.unraisablehook
     sys.excepthook = quiet_interrupted_handover(hook)
-    sys.unraisablehook = redeliver_lost_interrupt(unraisable)
+    sys.unraisablehook = redeliver_lost_interrupt(unraisable, lambda: bool(_signals_received))
     signal.signal(signal.SIGTERM, _terminate)
     if previous[signal.SIGINT] is signal.default_int_handler:
         signal.signal(signal.SIGINT, _terminate)

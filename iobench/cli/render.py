@@ -49,13 +49,18 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | No
     wraps it) and written beside the results file; without a script, the run that measures it again."""
     from iobench.run.tune import SHORT_EPOCH_S
 
-    table = Table(title=f"tune: {outcome.rounds} round(s) in {outcome.seconds:.0f} s, stopped: {outcome.stopped}")
+    measured = [c for c in outcome.ranked if c.records]
+    shown = measured[:12]
+    title = f"tune: {outcome.rounds} round(s) in {outcome.seconds:.0f} s, stopped: {outcome.stopped}"
+    title += f"\n{len(measured)} of {outcome.candidates or len(outcome.ranked)} candidates measured"
+    title += f", the best {len(shown)} shown" if len(shown) < len(measured) else ""
+    table = Table(title=title)
     if outcome.reused:
         say(f"resumed: {outcome.reused} candidate round(s) taken from {results}, not run again")
     for col in ("rank", "loader", "settings", "samples/s median", "CI of the median", "epochs", "AU (step)",
                 "shuffle"):  # fmt: skip
         table.add_column(col, justify="left" if col in ("loader", "settings", "shuffle") else "right")
-    for i, c in enumerate([c for c in outcome.ranked if c.records][:12], 1):
+    for i, c in enumerate(shown, 1):
         low, high = c.interval()
         ci = f"{low:,.0f}-{high:,.0f} ({c.coverage:.0%})" if math.isfinite(high) else "-"
         last = c.records[-1]
@@ -92,6 +97,7 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | No
     near = outcome.within_noise()
     if near:
         out.print("within noise of it: " + "; ".join(f"{c.config.label} {settings_text(c.config)}" for c in near[:4]))
+        out.print(deciding_budget(outcome, near[0]))
     by_loading: dict[str, float] = {}  # the best of each, processes first then threads, fewest first
     eligible = [c for c in outcome.ranked if c.meets(outcome.min_shuffle)]
     for c in sorted(eligible, key=lambda c: (c.config.loader is LoaderName.NODES, c.config.settings.num_workers)):
@@ -112,6 +118,28 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | No
     out.print(f"paste (saved as {where}; `python {where}` runs it):", highlight=False, soft_wrap=True, markup=False)
     print(script, end="", file=out.file, flush=True)
     out.print(f"records of every round in {results}; `iobench report {results}` shows the search")
+
+
+def deciding_budget(outcome: Any, rival: Any) -> str:
+    """What would tell the best from its nearest rival, from what was measured: an interval of the median narrows
+    about as 1/sqrt(epochs), so the epochs each needs for the two to separate, and at this search's pace the
+    minutes that costs (a gap within the machine's noise no budget closes: said so)."""
+    best = outcome.best
+    b_low, r_high = best.interval()[0], rival.interval()[1]
+    gap = best.median - rival.median
+    widths = (best.median - b_low) + (r_high - rival.median)
+    if gap <= 0 or widths <= 0:
+        return "not decidable here: the two medians are the same within the timer's resolution"
+    factor = (widths / gap) ** 2  # epochs needed over epochs had, for the half-widths to fit in the gap
+    epochs = max(len(best.rates), len(rival.rates))
+    more = max(1, round(epochs * factor) - epochs)
+    per_epoch = max(best.epoch_seconds, rival.epoch_seconds) * 2  # both candidates, each epoch
+    minutes = more * per_epoch / 60
+    if factor > 100:
+        return (f"not decided: {best.config.label} and {rival.config.label} are {gap / rival.median:.1%} apart, "
+                "within this machine's noise; any budget would leave them tied")  # fmt: skip
+    return (f"to decide between them: about {more} more epochs each ({minutes:.1f} more --budget-minutes at this "
+            "pace)")  # fmt: skip
 
 
 def _shuffle_text(c: Any, floor: float) -> str:

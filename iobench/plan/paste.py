@@ -102,8 +102,89 @@ def _native_loader(c: RunConfig, opened: list[str], on_device: str | None) -> tu
     return ["", _api_import(["NativeBatches", "native_loader"], on_device)], make
 
 
+# What a format's plain script reads: the files, the class of its Dataset (one whole batch of indices per call, as
+# tune measured), and its code. Formats not here (and host transforms) paste iobench's checked readers instead.
+_PLAIN_DATASETS = {
+    "npy": [
+        "class Rows(torch.utils.data.Dataset):",
+        '    """Both .npy files, memory-mapped in the process that reads (each worker maps its own); a batch',
+        '    of indices read in one call: the pattern tune measured."""',
+        "",
+        "    def __init__(self, folder: str) -> None:",
+        "        self.folder, self.features, self.labels = folder, None, None",
+        '        self.n = np.load(f"{folder}/labels.npy", mmap_mode="r").shape[0]',
+        "",
+        "    def __len__(self) -> int:",
+        "        return self.n",
+        "",
+        "    def __getitem__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:",
+        "        if self.features is None:",
+        '            self.features = np.load(f"{self.folder}/features.npy", mmap_mode="r")',
+        '            self.labels = np.load(f"{self.folder}/labels.npy", mmap_mode="r")',
+        "        features, labels = self.features[indices], self.labels[indices]",
+        "        return torch.from_numpy(features), torch.from_numpy(labels)",
+    ],
+    "memmap": [
+        "class Rows(torch.utils.data.Dataset):",
+        '    """The TensorDict memmap folder, loaded lazily in the process that reads; a batch of indices read in one',
+        '    call: the pattern tune measured."""',
+        "",
+        "    def __init__(self, folder: str) -> None:",
+        "        self.folder, self.data = folder, None",
+        "        self.n = TensorDict.load_memmap(folder).batch_size[0]",
+        "",
+        "    def __len__(self) -> int:",
+        "        return self.n",
+        "",
+        "    def __getitem__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:",
+        "        if self.data is None:",
+        "            self.data = TensorDict.load_memmap(self.folder)",
+        "        batch = self.data[torch.as_tensor(indices)]",
+        '        return batch["features"], batch["labels"]',
+    ],
+}
+
+
+def plain(c: RunConfig) -> bool:
+    """Whether the best pastes as plain PyTorch and the format's own library (no iobench): npy and memmap through
+    the DataLoader or tensorclass, with no host transform (iobench's transforms are its own code)."""
+    host = c.transform != "none" and c.transform_on is TransformOn.HOST
+    return c.format in _PLAIN_DATASETS and c.loader in (LoaderName.DATALOADER, LoaderName.TENSORCLASS) and not host
+
+
+def _plain_loader(c: RunConfig, on_device: str | None) -> tuple[list[str], list[str], str]:
+    """Imports, the Dataset and make_loader() in plain PyTorch (`plain`), and how a batch unpacks."""
+    s = c.settings
+    tensorclass = c.loader is LoaderName.TENSORCLASS
+    source = "data" if tensorclass else "dataset"
+    order = "RandomSampler" if c.shuffle else "SequentialSampler"
+    args = ["sampler=batches", "batch_size=None", *loader_arguments(c)[2:-1]]
+    sampling = [f"    order = {order}(range(len({source})))",
+                f"    batches = BatchSampler(order, batch_size={s.batch_size}, drop_last=False)"]  # fmt: skip
+    if tensorclass:  # tensordict's own loading: whole batches of the memmap by index, passed through as they are
+        body = ["    data = TensorDict.load_memmap(DATASET)", *sampling, "    return DataLoader(", "        data,",
+                *(f"        {arg}," for arg in args), "        collate_fn=whole,", "    )"]  # fmt: skip
+        dataset = ["def whole(batch: TensorDict) -> TensorDict:",
+                   '    """A batch read in one call is one already: passed through as it is."""',
+                   "    return batch", "", ""]  # fmt: skip
+        unpack = 'features, labels = batch["features"], batch["labels"]'
+    else:
+        body = ["    dataset = Rows(DATASET)", *sampling, "    return DataLoader(", "        dataset,",
+                *(f"        {arg}," for arg in args), "    )"]  # fmt: skip
+        dataset, unpack = [*_PLAIN_DATASETS[c.format], "", ""], "features, labels = batch"
+    imports = [f"from torch.utils.data import BatchSampler, DataLoader, {order}"]
+    imports += ["from tensordict import TensorDict"] if tensorclass or c.format == "memmap" else []
+    imports += ["import numpy as np"] if c.format == "npy" and not tensorclass else []
+    imports += ["import torch"]  # as ruff sorts a section: `import` lines, then `from` lines, each by module
+    imports = sorted(imports, key=lambda line: (line.startswith("from"), line.split()[1]))
+    imports += ["", "from iobench.api import device_transform"] if on_device else []
+    return imports, [*dataset, "def make_loader() -> DataLoader:", *body], unpack
+
+
 def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str) -> str:
-    """The configuration as a Python file; `measured` is the figure tune found, quoted in its docstring."""
+    """The configuration as a Python file; `measured` is the figure tune found, quoted in its docstring. npy and
+    memmap through the DataLoader or tensorclass paste as plain PyTorch and the format's own library, so a training
+    script does not depend on iobench; the others read through iobench's checked readers (`iobench.api`)."""
     tensorclass = c.loader is LoaderName.TENSORCLASS
     host = c.transform if c.transform != "none" and c.transform_on is TransformOn.HOST else "none"
     on_device = c.transform if c.transform != "none" and c.transform_on is TransformOn.DEVICE else None
@@ -115,18 +196,25 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str) -> 
     threads = [f"torch.set_num_threads({c.torch_threads})"] if c.torch_threads is not None else []
     unpack = "features, labels = batch.features, batch.labels" if tensorclass else "features, labels = batch"
     move = f"features = features.to(DEVICE, non_blocking={c.settings.non_blocking})"
-    build = {LoaderName.NODES: _nodes_loader, LoaderName.NATIVE: _native_loader}.get(c.loader, _dataloader)
-    imports, make = build(c, opened, on_device)
+    torch_import = ["import torch"]
+    if plain(c):
+        imports, make, unpack = _plain_loader(c, on_device)
+        needs = "plain PyTorch and " + ("numpy" if c.format == "npy" else "tensordict")
+        opened[0], torch_import = _py(str(dataset_dir.resolve() / c.format)), []  # the format's own folder
+    else:
+        build = {LoaderName.NODES: _nodes_loader, LoaderName.NATIVE: _native_loader}.get(c.loader, _dataloader)
+        imports, make = build(c, opened, on_device)
+        needs = "iobench must be installed: its readers check the files"
     lines = [
         f'"""iobench tune\'s best configuration: {c.format} through {c.loader.value}, {measured}.',
         "",
-        "Run it to check the figure here; copy make_loader() into a training script (iobench must be installed).",
+        f"Run it to check the figure here; copy make_loader() into a training script ({needs}).",
         '"""',
         "",
         "import statistics",
         "import time",
         "",
-        "import torch",
+        *torch_import,
         *imports,
         "",
         f"DATASET = {opened[0]}",

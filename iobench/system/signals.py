@@ -72,7 +72,8 @@ def quiet_interrupted_handover(
     return hook
 
 
-def redeliver_lost_interrupt(previous: Callable[[Any], object]) -> Callable[[Any], object]:
+def redeliver_lost_interrupt(previous: Callable[[Any], object], ending: Callable[[], bool] = lambda: False
+                             ) -> Callable[[Any], object]:  # fmt: skip
     """A `sys.unraisablehook`: an interrupt raised by the signal handler while a finaliser ran (a multiprocessing
     Connection's `__del__`, called by the garbage collector) cannot propagate. Python would print it as "Exception
     ignored" with a traceback and carry on with the work; instead it is delivered again to the main thread, where it
@@ -80,6 +81,8 @@ def redeliver_lost_interrupt(previous: Callable[[Any], object]) -> Callable[[Any
     this hook, no better placed to propagate it. Every other report goes to `previous`."""
 
     def hook(unraisable: Any) -> object:
+        if ending() and _worker_killed(unraisable.exc_value):
+            return None  # the signal that ends the command reached the workers too: nothing to report
         if isinstance(unraisable.exc_value, KeyboardInterrupt):
             later = threading.Timer(REDELIVER_AFTER_S, _thread.interrupt_main, args=(signal.SIGINT,))
             later.daemon = True
@@ -89,6 +92,12 @@ def redeliver_lost_interrupt(previous: Callable[[Any], object]) -> Callable[[Any
         return previous(unraisable)
 
     return hook
+
+
+def _worker_killed(exc: BaseException | None) -> bool:
+    """torch's words for a DataLoader worker a signal ended, raised in the iterator's finaliser: a SIGTERM to the
+    process group (a job scheduler's stop) printed it as "Exception ignored in __del__" with a traceback."""
+    return isinstance(exc, RuntimeError) and "DataLoader worker" in str(exc) and "killed by signal" in str(exc)
 
 
 TERMINATE_GRACE_S = 10.0  # after SIGTERM, how long the main thread has to end the run before the process exits
