@@ -41,7 +41,8 @@ def parse_choices(text: str, known: tuple[str, ...], what: str) -> tuple[str, ..
         return known
     for name in names:
         if name not in known:
-            raise IobenchError(f"unknown {what} {name!r}; choose from {', '.join(known)} or all")
+            raise IobenchError(f"unknown {what} {name!r}{did_you_mean(name, known)}; choose from {', '.join(known)} "
+                               "or all")  # fmt: skip
     return tuple(dict.fromkeys(names))
 
 
@@ -67,3 +68,11 @@ def parse_bools(text: str, what: str) -> list[bool]:
         return [_BOOL[x] for x in split_list(text, f"--{what} value")]
     except KeyError as exc:
         raise IobenchError(f"--{what}: {exc.args[0]!r} is not on or off") from None
+
+
+def did_you_mean(name: str, known: tuple[str, ...] | list[str]) -> str:
+    """', did you mean npy?' for a near miss (`nppy`), '' otherwise."""
+    import difflib
+
+    close = difflib.get_close_matches(name.lower(), list(known), n=1, cutoff=0.6)
+    return f", did you mean {close[0]}?" if close else ""

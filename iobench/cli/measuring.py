@@ -46,6 +46,7 @@ from iobench.run.session import dataset_for_run, launch_torchrun, resolve_all
 from iobench.run.sweep import run_sweep
 from iobench.storage.remote import FuseOptions, RemoteTarget
 from iobench.storage.remote.profiles import Profile
+from iobench.units import QUICK_SIZE
 
 if TYPE_CHECKING:
     import torch
@@ -167,6 +168,10 @@ def run_progress(label: str, total_epochs: int, quiet: bool) -> Iterator[_EpochB
     if quiet:
         yield _EpochBar(None, None, label)
         return
+    if not err.is_terminal:  # piped or redirected: a line as each configuration starts, none of a bar's redraws
+        say(f"{label}: {total_epochs} epochs ...")
+        yield _EpochBar(None, None, label)
+        return
     with Progress(
         TextColumn("{task.description:<40}", markup=False),
         BarColumn(),
@@ -248,6 +253,10 @@ def measure_run(
             if world.is_main:
                 for note in notes:
                     say(note)
+                if remote is not None and todo and todo[0].manifest.spec.n_samples >= QUICK_SIZE:
+                    n = todo[0].manifest.spec.n_samples
+                    say(f"reading {n:,} samples from object storage: a configuration can take minutes (a GET per run "
+                        "of samples, each its first byte's wait); `--size 2e4` for a first look")  # fmt: skip
                 limits = limits_of(remote, dataset_dir, target_device, where.results, where.read_limit)
             world.barrier()  # no rank reads while rank 0 measures the machine's limits
             profile_dir = where.results.parent / "profiles" if where.profile else None

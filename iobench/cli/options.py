@@ -39,7 +39,12 @@ DatasetFactory = Annotated[
 Quiet = Annotated[bool, typer.Option("--quiet", "-q", help="No progress bars.")]
 Formats = Annotated[
     OptStr,
-    typer.Option("--format", help=f"Comma list of {', '.join(FORMATS)}, or all (default: the standard comparison)."),
+    typer.Option(
+        "--format",
+        "--formats",
+        help=f"Comma list of {', '.join(FORMATS)}, or all (default: the standard comparison).",
+        show_default=False,
+    ),  # fmt: skip
 ]
 Loaders = Annotated[
     OptStr,
@@ -270,8 +275,10 @@ Size = Annotated[
 PrepareFormats = Annotated[
     str,
     typer.Option(
+        "--formats",
+        "--format",
         help=f"Comma list of {', '.join(FORMATS)}, or all. files (one file per sample: a million files for "
-        "the default size) is written when named or with all."
+        "the default size) is written when named or with all.",
     ),
 ]
 Workload = Annotated[

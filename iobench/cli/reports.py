@@ -15,13 +15,20 @@ from iobench.errors import IobenchError
 @app.command("report")
 def report_cmd(
     results: Annotated[Path, typer.Argument(help="A results JSONL file.")],
-    out_dir: Annotated[Path, typer.Option("--out", help="Folder for report.md and its PNG plots.")] = Path("report"),
+    out_dir: Annotated[
+        Path,
+        typer.Option(
+            "--out", help="Folder for report.md, its PNG plots, report.html (one file, plots inside) and results.csv."
+        ),
+    ] = Path("report"),  # fmt: skip
+    dataset: Annotated[str | None, typer.Option(help="Only this dataset's records.")] = None,
 ) -> None:
-    """Write a Markdown report with tables and plots from result records."""
+    """Write a report from result records: Markdown with its plots, the same as one HTML file, and a CSV of the
+    records for a spreadsheet."""
     from iobench.results.report import write_report  # matplotlib loads only when a report is made
 
     skipped: list[str] = []
-    path = write_report(results, out_dir, skipped)
+    path = write_report(results, out_dir, skipped, dataset)
     for line in skipped:
         say(f"warning: {line}")
     out.print(f"report: {path}", highlight=False, soft_wrap=True, markup=False)

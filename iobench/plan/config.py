@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from iobench.choices import Choice
+from iobench.choices import Choice, did_you_mean
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.loaders import LOADERS, LoaderName, check_reads
@@ -115,7 +115,8 @@ def _check(config: RunConfig) -> None:
     """Refuse knobs that do not go together, with the reason, before any work starts."""
     s = config.settings
     if config.format not in FORMATS:
-        raise IobenchError(f"unknown format {config.format!r}; choose from {', '.join(FORMATS)}")
+        raise IobenchError(f"unknown format {config.format!r}{did_you_mean(config.format, list(FORMATS))}; choose "
+                           f"from {', '.join(FORMATS)}")  # fmt: skip
     check_reads(config.loader, config.format)
     _check_format_options(config)
     at_least(

@@ -134,11 +134,22 @@ def _series_figure(series: dict, x_label: str, title: str, units: tuple[str, ...
     return fig
 
 
+def kind_of_data(r: RunRecord) -> str:
+    """What the samples are, their number aside: the workload (or the source folder), shape, dtype, transform and
+    where they were read from. A line joins only figures of one kind (a 2,002-image JPEG folder and a 100,000-row
+    table drew a trend that does not exist)."""
+    d, c = r.dataset, r.config
+    what = Path(d.source).name if d.source else (d.workload or "custom")
+    shape = "x".join(str(x) for x in d.sample_shape)
+    transform = f" {c.transform}" if c.transform != "none" else ""
+    return f"{what} {shape} {d.dtype}{transform}" + ("" if c.storage == "local" else f" {c.storage}")
+
+
 def scaling_figure(records: list[RunRecord]) -> Figure | None:
-    """Samples/s over dataset size, log-log, per configuration, cache and order."""
+    """Samples/s over dataset size, log-log, per configuration, cache, order and kind of data."""
     series = defaultdict(list)
     for r in records:
-        series[(label(r), r.config.cache, r.config.order)].append(
+        series[(label(r), r.config.cache, r.config.order, kind_of_data(r))].append(
             (r.dataset.n_samples, r.epochs.samples_per_s, r.epochs.mb_per_s)
         )
     series = {k: sorted(v) for k, v in series.items() if len({p[0] for p in v}) > 1}
@@ -150,8 +161,10 @@ def scaling_figure(records: list[RunRecord]) -> Figure | None:
 def sample_size_figure(records: list[RunRecord]) -> Figure | None:
     """Samples/s and MB/s over the sample size, when several sizes were run."""
     series = defaultdict(list)
-    for r in records:
-        key = (f"{r.config.format}/{r.config.loader} w={r.config.num_workers}", r.config.cache, r.config.order)
+    for r in records:  # one line per configuration over datasets that differ in their samples' size alone
+        d = r.dataset
+        key = (f"{r.config.format}/{r.config.loader} w={r.config.num_workers}", r.config.cache, r.config.order,
+               str(d.workload or "custom"), *(() if d.source is None else (Path(d.source).name,)))  # fmt: skip
         series[key].append((r.dataset.sample_bytes, r.epochs.samples_per_s, r.epochs.mb_per_s))
     series = {k: sorted(v) for k, v in series.items() if len({p[0] for p in v}) > 1}
     if not series:
@@ -190,9 +203,11 @@ def _heatmap_group(rows: list[RunRecord]) -> list[RunRecord]:
     """The largest set of DataLoader records that differ only in workers, prefetch, pinning, non_blocking:
     a heatmap of anything more mixed puts two figures in one cell."""
     groups: dict[tuple, list[RunRecord]] = defaultdict(list)
-    for r in rows:
+    for r in rows:  # everything but the heatmap's four knobs held fixed: one figure per cell, never one of several
         c = r.config
-        groups[(c.dataset, c.format, c.batch_size, c.cache, c.order, c.device, c.fetch, c.transform, c.step)].append(r)
+        groups[(c.dataset, c.format, c.batch_size, c.cache, c.order, c.device, c.fetch, c.transform, c.step,
+                c.fetch_threads, c.persistent_workers, c.in_order, c.prefetch_thread, c.torch_threads_asked,
+                c.format_options, c.storage, c.remote_profile)].append(r)  # fmt: skip
     return max(groups.values(), key=len) if groups else []
 
 
@@ -223,8 +238,11 @@ def settings_figure(records: list[RunRecord]) -> Figure | None:
         ax.set_title(f"pin_memory={pin} non_blocking={nb}", fontsize=9)
         fig.colorbar(image, ax=ax, label="samples/s")
     c = rows[0].config
+    others = len([r for r in records if r.config.loader == "dataloader"]) - len(rows)
     fig.suptitle(f"samples/s; held fixed: {c.format}, batch size {c.batch_size}, {c.cache} {c.order}, {c.device}, "
-                 f"dataset {c.dataset}", fontsize=9)  # fmt: skip
+                 f"fetch {c.fetch} x{c.fetch_threads}, persistent {c.persistent_workers}, in order {c.in_order}, "
+                 f"dataset {c.dataset}" + (f"; {others} other DataLoader records (other fixed settings) in the "
+                 "tables" if others else ""), fontsize=8)  # fmt: skip
     return fig
 
 

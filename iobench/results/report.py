@@ -9,6 +9,7 @@ from pathlib import Path
 from iobench.errors import IobenchError
 from iobench.results import plots
 from iobench.results.answer import answer_lines, collapsed, sorted_for_table
+from iobench.results.exports import write_csv, write_html
 from iobench.results.formats_table import format_lines
 from iobench.results.machine_limits import limits_key
 from iobench.results.record import RecordedConfig, RunRecord
@@ -51,12 +52,18 @@ def _remote_key(r: RunRecord) -> str:
     return remote_limits_key(r.environment.hostname, LOOPBACK, c.remote_latency_ms, c.remote_connection_mb_per_s)
 
 
-def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> Path:
-    """report.md and its plots in out; lines of the results file that were not records go to skipped."""
+def write_report(results: Path, out: Path, skipped: list[str] | None = None, dataset: str | None = None) -> Path:
+    """report.md, its plots, report.html (the plots embedded) and results.csv in out; lines of the results file
+    that were not records go to skipped; `dataset` keeps that dataset's records alone."""
     loaded = load_records(results)
     if skipped is not None:
         skipped.extend(loaded.skipped)
     records = _with_limits(latest_per_config(loaded.records), results)
+    if dataset is not None:
+        found = sorted({r.config.dataset for r in records})
+        records = [r for r in records if r.config.dataset == dataset]
+        if not records:
+            raise IobenchError(f"{results}: no records of dataset {dataset!r} (it holds {', '.join(found)})")
     if not records:
         raise IobenchError(f"{results}: no records")
     try:
@@ -88,6 +95,8 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None) -> 
             lines += ["", f"## {title}", "", f"![{title}]({image.name})"]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_html("\n".join(lines), out, out / "report.html")
+    write_csv(records, out / "results.csv")
     return path
 
 

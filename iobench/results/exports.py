@@ -1,0 +1,83 @@
+"""The report in two more forms people open: the records as CSV (one row per record, every stored field, for a
+spreadsheet) and the report as one HTML file with its plots embedded (sent by mail, opened anywhere)."""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import json
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from iobench.results.record import RunRecord
+
+
+def write_csv(records: Sequence[RunRecord], path: Path) -> Path:
+    """Every record's stored fields, one row each; lists and maps as JSON in their cell."""
+    rows = [r.to_json() for r in records]
+    columns = list(dict.fromkeys(key for row in rows for key in row))
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        writer = csv.writer(f)
+        writer.writerow(columns)
+        for row in rows:
+            writer.writerow([_cell(row.get(key)) for key in columns])
+    return path
+
+
+def _cell(value: object) -> object:
+    if isinstance(value, list | dict):
+        return json.dumps(value)
+    if isinstance(value, str) and value[:1] in "=+-@":  # a spreadsheet would run it as a formula
+        return "'" + value
+    return "" if value is None else value
+
+
+_IMAGE = re.compile(r"!\[([^\]]*)\]\(([A-Za-z0-9_.-]+\.png)\)")
+
+
+def write_html(markdown: str, folder: Path, path: Path) -> Path:
+    """report.md as one HTML file: its headings, lists and tables as HTML (every record string escaped), its plots
+    embedded as data URLs. The Markdown iobench writes is a small subset; nothing else is interpreted."""
+    body, table = [], []
+
+    def flush() -> None:
+        if table:
+            head, *rows = [
+                [c.strip() for c in line.strip().strip("|").split(" | ")] for line in table if "---" not in line
+            ]
+            body.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>"
+                        + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in rows)
+                        + "</table>")  # fmt: skip
+            table.clear()
+
+    for line in markdown.splitlines():
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        flush()
+        if (image := _IMAGE.fullmatch(line.strip())) is not None:
+            data = base64.b64encode((folder / image[2]).read_bytes()).decode("ascii")
+            body.append(f'<img alt="{html.escape(image[1])}" src="data:image/png;base64,{data}">')
+        elif line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            body.append(f"<h{level}>{_inline(line[level:].strip())}</h{level}>")
+        elif line.startswith("- "):
+            body.append(f"<ul><li>{_inline(line[2:])}</li></ul>")
+        elif line.strip():
+            body.append(f"<p>{_inline(line)}</p>")
+    flush()
+    style = ("body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:12px}"
+             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}")  # fmt: skip
+    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><style>{style}</style></head><body>"
+                    + "\n".join(body) + "</body></html>\n", encoding="utf-8")  # fmt: skip
+    return path
+
+
+def _inline(text: str) -> str:
+    """Markdown's escapes undone, everything escaped as HTML, then iobench's own bold and code marks."""
+    plain = re.sub(r"\\([|\[\]])", r"\1", text).replace("&lt;", "<").replace("&gt;", ">")
+    escaped = html.escape(plain)
+    escaped = re.sub(r"\*\*([^*]+)\*\*", r"<b>\1</b>", escaped)
+    return re.sub(r"`([^`]+)`", r"<code>\1</code>", escaped)
