@@ -180,11 +180,13 @@ def test_figures_from_object_storage_are_kept_apart_from_local_ones_and_per_prof
         record_of(format="lmdb", samples_per_s=3500.0, **common, **{**s3, "storage": "fuse"}),
         record_of(format="npy", samples_per_s=4500.0, **common, **{**s3, "remote_profile": "express-like",
                                                                    "remote_latency_ms": 5.0}),
+        record_of(format="npy", samples_per_s=2500.0, **common, storage="object", remote_profile="external"),
     ]  # fmt: skip
     groups = workload_groups(records)
     sizes = {name.partition("B/sample")[2]: len(g) for name, g in groups.items()}
     assert sizes == {"": 2, ", from object storage (s3-like: 30 ms first byte, 90 MB/s per connection)": 2,
-                     ", from object storage (express-like: 5 ms first byte, 90 MB/s per connection)": 1}  # fmt: skip
+                     ", from object storage (express-like: 5 ms first byte, 90 MB/s per connection)": 1,
+                     ", from object storage (an endpoint as it is)": 1}  # fmt: skip
     answer = "\n".join(answer_lines(groups))
     assert "9,000 samples/s" in answer and "3,500 samples/s" in answer and "4,500 samples/s" in answer
     tables = "\n".join(format_lines(groups))

@@ -116,7 +116,7 @@ def _storage_of(c: RecordedConfig) -> str:
     """'' on local files; object storage (a library's remote path or FUSE) per profile and its numbers."""
     if c.storage == "local":
         return ""
-    if c.remote_profile is None:
+    if c.remote_profile is None or c.remote_latency_ms is None:  # an --endpoint-url: no shaper of iobench's
         return ", from object storage (an endpoint as it is)"
     bandwidth = f", {c.remote_connection_mb_per_s:g} MB/s per connection" if c.remote_connection_mb_per_s else ""
     return f", from object storage ({c.remote_profile}: {c.remote_latency_ms:g} ms first byte{bandwidth})"
