@@ -35,6 +35,8 @@ from tests.conftest import (
     stored_records,
 )
 
+pytestmark = pytest.mark.hostile
+
 
 def _cgroups_here(controller: str) -> bool:
     v1, _v2 = cgroups.mounts()
@@ -96,7 +98,7 @@ def _pymp(tmp_path: Path) -> set[str]:
 
 @needs_memory_cgroup
 def test_ctrl_c_ends_a_budgeted_run_with_workers_at_once(workspace, tmp_path):
-    """D3: forked workers held the governor's stdin: a 60 s stall, then a TimeoutExpired traceback."""
+    """forked workers held the governor's stdin: a 60 s stall, then a TimeoutExpired traceback."""
     root, _ = workspace
     proc = _budgeted_run(root, tmp_path)
     deadline = time.monotonic() + 30
@@ -121,7 +123,7 @@ def test_ctrl_c_ends_a_budgeted_run_with_workers_at_once(workspace, tmp_path):
 
 @needs_memory_cgroup
 def test_a_killed_governor_fails_the_run_instead_of_claiming_the_budget_held(workspace, tmp_path):
-    """D13: rc 0, cache_peak_bytes 0, the limit frozen and the group's OOM killer off."""
+    """rc 0, cache_peak_bytes 0, the limit frozen and the group's OOM killer off."""
     root, _ = workspace
     proc = _budgeted_run(root, tmp_path)
     os.kill(_governor_of(proc), signal.SIGKILL)
@@ -133,7 +135,7 @@ def test_a_killed_governor_fails_the_run_instead_of_claiming_the_budget_held(wor
 
 
 def test_a_budget_below_what_the_run_keeps_in_flight_is_refused_before_measuring(workspace, cli, tmp_path):
-    """D4: a 1M budget with two workers lost a batch to ENOMEM and hung for more than 100 s."""
+    """a 1M budget with two workers lost a batch to ENOMEM and hung for more than 100 s."""
     root, _ = workspace
     shutil.copy(root / "limits.json", tmp_path / "limits.json")
     r = cli("run", "--data-dir", root / "data", "--format", "npy", "--num-workers", "2", "--cache-budget", "1M",
@@ -156,7 +158,7 @@ def test_a_budget_without_a_unit_or_on_tmpfs_is_refused(workspace, cli, tmp_path
 @needs_memory_cgroup
 @pytest.mark.skipif(not _cgroups_here("blkio"), reason="needs root and a cgroup v1 blkio hierarchy")
 def test_a_killed_runs_groups_and_throttle_are_removed_without_another_run(workspace, tmp_path):
-    """D15: after SIGKILL, the memory and blkio groups (the throttle rule still set) stayed until the next
+    """after SIGKILL, the memory and blkio groups (the throttle rule still set) stayed until the next
     confined run."""
     root, _ = workspace
     proc = _budgeted_run(root, tmp_path, "--read-limit", "400")
@@ -172,7 +174,7 @@ def test_a_killed_runs_groups_and_throttle_are_removed_without_another_run(works
 
 
 def test_stale_groups_are_removed_only_when_their_run_is_gone(tmp_path):
-    """D14: one run's cleanup removed another's group before it had entered it."""
+    """one run's cleanup removed another's group before it had entered it."""
     live = tmp_path / f"iobench-{os.getppid()}"
     dead = tmp_path / f"iobench-{_dead_pid()}"
     live.mkdir()
@@ -186,7 +188,7 @@ def test_stale_groups_are_removed_only_when_their_run_is_gone(tmp_path):
 
 @pytest.mark.parametrize("value", [0, -3.5])
 def test_a_ceiling_that_is_not_a_positive_rate_is_refused_before_measuring(workspace, cli, tmp_path, value):
-    """D7: a 0 ceiling measured, then crashed in with_limits (record never appended); a negative one
+    """a 0 ceiling measured, then crashed in with_limits (record never appended); a negative one
     gave -3157% of the limit."""
     root, _ = workspace
     stored = json.loads((root / "limits.json").read_text())
@@ -200,7 +202,7 @@ def test_a_ceiling_that_is_not_a_positive_rate_is_refused_before_measuring(works
 def test_a_record_never_divides_by_a_ceiling_of_zero():
     from dataclasses import replace
 
-    from iobench.results.machine_limits import MachineLimits
+    from iobench.results.ceilings import MachineLimits
     from tests.conftest import record_of
 
     limits = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=1.0, page_cache_read_mb_per_s=1.0)
@@ -210,7 +212,7 @@ def test_a_record_never_divides_by_a_ceiling_of_zero():
 
 
 def test_a_probe_left_by_a_killed_limits_is_removed_by_the_next_and_named_by_verify(workspace, tmp_path, cli):
-    """D15: a 1 GiB .partial-limits-probe-PID.bin that nothing removed, called an interrupted prepare."""
+    """a 1 GiB .partial-limits-probe-PID.bin that nothing removed, called an interrupted prepare."""
     root, dataset = workspace
     data = tmp_path / "data"
     shutil.copytree(root / "data", data)
@@ -259,7 +261,7 @@ def read_only_copy(workspace, tmp_path):
 
 
 def test_a_read_only_data_dir_is_one_line_for_run_and_doctor(read_only_copy, cli, tmp_path):
-    """D9: `run` with no stored limits and `doctor` ended in an EROFS traceback from the probe's cleanup."""
+    """`run` with no stored limits and `doctor` ended in an EROFS traceback from the probe's cleanup."""
     r = cli("run", "--data-dir", read_only_copy, "--format", "npy", "--results", tmp_path / "r.jsonl", "--runs", "1")
     assert_one_line_error(r, "not writable")
     r = cli("doctor", "--data-dir", read_only_copy, "--idle-seconds", "0", "--device", "cpu")
@@ -309,7 +311,7 @@ def _files_reader(dataset: Path):
 
 
 def test_a_sample_replaced_by_a_fifo_is_refused_not_waited_on(own_copy):
-    """D5: open() of a FIFO planted as a sample after the start-of-run checks blocked forever."""
+    """open() of a FIFO planted as a sample after the start-of-run checks blocked forever."""
     reader, spec, options = _files_reader(own_copy)
     sample = own_copy / "files" / sample_path(5, spec, options.encoding)
     sample.unlink()
@@ -332,7 +334,7 @@ def test_the_direct_loader_refuses_a_fifo_in_place_of_its_file(own_copy):
 
 
 def test_a_sample_folder_swapped_for_a_link_mid_run_is_not_followed(own_copy, tmp_path):
-    """D12: O_NOFOLLOW covered only the last component: 1,010 opens outside the dataset, rc 0."""
+    """O_NOFOLLOW covered only the last component: 1,010 opens outside the dataset, rc 0."""
     reader, spec, options = _files_reader(own_copy)
     first = reader.batch(np.arange(10))[0]
     folder = (own_copy / "files" / sample_path(0, spec, options.encoding)).parent
@@ -371,7 +373,7 @@ def _hostile_lines() -> list[str]:
 
 
 def test_hostile_records_are_skipped_and_named_by_report(tmp_path, cli):
-    """D8: a 5,000-digit integer or deep nesting killed report, compare, tune and sweep resume;
+    """a 5,000-digit integer or deep nesting killed report, compare, tune and sweep resume;
     1e308 seconds raised OverflowError, negative MB/s a matplotlib ValueError."""
     results = tmp_path / "r.jsonl"
     results.write_text("\n".join(_hostile_lines()) + "\n")
@@ -390,7 +392,8 @@ def test_hostile_records_are_skipped_and_named_by_report(tmp_path, cli):
 
 def test_compare_survives_hostile_records_and_a_zero_baseline(tmp_path, cli):
     a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
-    a.write_text("\n".join([*_hostile_lines()[1:], json.dumps({**FLAT_RECORD, "mb_per_s": 0.0})]) + "\n")
+    zero = {**FLAT_RECORD, "samples_per_epoch": 0, "samples_per_s": 0.0, "mb_per_s": 0.0}
+    a.write_text("\n".join([*_hostile_lines()[1:], json.dumps(zero)]) + "\n")
     b.write_text(json.dumps(FLAT_RECORD) + "\n")
     r = cli("compare", a, b)
     assert r.code == 0 and "Traceback" not in r.err, r.err
@@ -426,7 +429,7 @@ def test_a_workers_traceback_becomes_one_line_with_its_reason(monkeypatch):
 
 
 def test_a_governor_whose_run_was_killed_ends_without_a_traceback(tmp_path):
-    """D15: after SIGKILL of the run, the governor's last line met a closed pipe: a BrokenPipe traceback."""
+    """after SIGKILL of the run, the governor's last line met a closed pipe: a BrokenPipe traceback."""
     for name, value in (("memory.usage_in_bytes", "1000"), ("memory.limit_in_bytes", "1000")):
         (tmp_path / name).write_text(value)
     (tmp_path / "memory.stat").write_text("active_file 0\ninactive_file 0\n")
@@ -452,7 +455,7 @@ def test_a_governor_whose_run_was_killed_ends_without_a_traceback(tmp_path):
 
 @needs_memory_cgroup
 def test_the_cache_budgets_governor_imports_the_running_iobench(workspace, tmp_path):
-    """N3: the governor was started as `python -m iobench.storage.local.cache_governor` from the working directory."""
+    """the governor was started as `python -m iobench.storage.local.cache_governor` from the working directory."""
     root, _ = workspace
     marker = planted(tmp_path)
     r = subprocess.run(
@@ -481,7 +484,7 @@ CORE_DATA_FILE = {"npy": "npy/features.npy", "memmap": "memmap/features.memmap",
     ],
 )
 def test_a_core_data_file_swapped_for_a_fifo_mid_run_is_one_line_not_a_hang(workspace, tmp_path, fmt, loader):
-    """N6: with --loader direct --cache cold the refusal escaped as a traceback; LMDB's open() and unprivileged
+    """with --loader direct --cache cold the refusal escaped as a traceback; LMDB's open() and unprivileged
     eviction waited on the FIFO forever."""
     from iobench.errors import IobenchError
 

@@ -66,13 +66,15 @@ def compare_verdict(a: RunRecord, b: RunRecord) -> Verdict:
             return Verdict("not comparable", None, f"not comparable: other programs used {load_a:.1f} cores beside A, "
                                                    f"{load_b:.1f} beside B")  # fmt: skip
     ia, ib = interval(a), interval(b)
+    if ia.median <= 0:  # a run that delivered nothing (a hostile or broken record): no ratio to give
+        return Verdict("not comparable", None, "not comparable: A is 0 samples/s")
     if not math.isfinite(ia.high) or not math.isfinite(ib.high):
         return Verdict(
             "not comparable", None, "not comparable: one timed epoch has no interval (use --epochs 3 or more)"
         )
     if ia.overlaps(ib):
         return Verdict("same", None, "no change: the intervals overlap")
-    change = ib.median / ia.median - 1 if ia.median > 0 else math.nan
+    change = ib.median / ia.median - 1
     return Verdict("change", change, f"{change:+.1%}")
 
 

@@ -192,11 +192,11 @@ def test_the_printed_interval_is_the_medians_and_holds_it():
 def test_against_object_storage_the_search_is_requests_in_flight():
     """Workers 0..cores, each with 1, 4 or 16 fetch threads: the knobs that move a remote epoch; prefetch,
     persistence and order keep their defaults."""
-    from iobench.run.tune_candidates import REMOTE_THREADS
+    from iobench.settings import SETTINGS
 
     found = candidates(RunConfig(format="npy"), "npy", cuda=False, batch_sizes=None, tensorclass=False, remote=True)
     assert sorted((c.settings.num_workers, c.settings.fetch_threads) for c in found) == sorted(
-        (n, t) for n in range(CORES + 1) for t in REMOTE_THREADS
+        (n, t) for n in range(CORES + 1) for t in SETTINGS["fetch_threads"].tune_remote
     )
     assert {c.loader.value for c in found} == {"dataloader"}
     assert all(c.settings.prefetch_factor is None and c.settings.in_order for c in found)

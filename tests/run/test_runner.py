@@ -80,11 +80,12 @@ def test_every_setting_of_a_run_is_recorded_and_nothing_else():
     (or renamed on one side) fails here."""
     from dataclasses import fields
 
-    from iobench.loaders.base import LoaderSettings
     from iobench.plan.config import RunConfig
     from iobench.results.record import RecordedConfig
+    from iobench.settings import LoaderSettings
 
-    recorded = {f.name for f in fields(RecordedConfig)}
+    recorded = {f.name for f in fields(RecordedConfig) if f.name != "settings"}
+    recorded |= {f.name for f in fields(LoaderSettings)}
     renamed = {"torch_threads": "torch_threads_asked"}  # the environment's torch_threads is what the run had
     asked = {renamed.get(f.name, f.name) for f in fields(RunConfig) if f.name != "settings"}
     asked |= {f.name for f in fields(LoaderSettings)}
@@ -108,9 +109,11 @@ def test_the_ceiling_rule_reads_the_stored_spellings_of_the_choices():
     """RunRecord.ceiling reads stored strings through RecordedConfig's cold/shuffled/device_resident; a
     renamed choice would silently change which ceiling applies."""
     from iobench.loaders import LoaderName
+    from iobench.loaders.base import ReadMethod
     from iobench.plan.config import Cache, Order
     from iobench.results import record
 
+    assert record.STORED_THREADS_READ == ReadMethod.THREADS.value  # what a warning reads
     assert record.STORED_COLD == Cache.COLD.value
     assert record.STORED_SHUFFLE == Order.SHUFFLE.value
     assert record.STORED_DEVICE_RESIDENT == LoaderName.GPU_RESIDENT.value
@@ -122,7 +125,7 @@ def test_the_recorded_config_carries_every_value_given(dataset_dir):
         cache="cold", runs=1,
     )  # fmt: skip
     c = resolved.recorded()
-    assert (c.eviction, c.torch_threads_asked, c.cpu_contention, c.batch_size) == ("fadvise", 1, 2, 8)
+    assert (c.eviction, c.torch_threads_asked, c.cpu_contention, c.settings.batch_size) == ("fadvise", 1, 2, 8)
 
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -84,3 +84,18 @@ def test_measure_cold_evicts_the_files_it_is_given(tmp_path):
 
     m = iobench.measure(FromFile(), batch_size=512, cache="cold", files=[path], epochs=1, warmup=0)
     assert m.cache == "cold" and m.timings[0].samples == 4096
+
+
+def test_what_measure_returns_is_a_record_that_report_and_compare_read(tmp_path, cli):
+    from iobench.results.store import append_record, load_records
+
+    results = tmp_path / "mine.jsonl"
+    for _ in range(2):
+        append_record(results, iobench.measure(DataLoader(Squares(), batch_size=50, shuffle=True), epochs=3))
+    (a, b) = load_records(results).records
+    assert a.config.format == "user" and a.config.dataset == "Squares" and a.config.settings.batch_size == 50
+    assert a.dataset.n_samples == 300 and a.config.shuffle and b.identity() == a.identity()
+    r = cli("report", results, "--out", tmp_path / "report")
+    assert r.code == 0 and "Squares" in (tmp_path / "report" / "report.md").read_text(), r.err
+    r = cli("compare", results, results)
+    assert r.code == 0 and "1 matching configuration(s) (1 same)" in r.out, r.out

@@ -172,7 +172,7 @@ def test_an_iterable_dataset_orders_itself(cli, tmp_path, user):
         ("{user}:make", ["--format", "npy"], ["--format", "does not apply"]),
         ("{user}:make", ["--cache-budget", "20%"], ["--cache-budget"]),
         ("{user}:make", ["--cache", "cold"], ["cannot evict", "iobench.measure"]),
-        ("{user}:make", ["--prefetch-factor", "2"], ["need --num-workers > 0"]),
+        ("{user}:make", ["--prefetch-factor", "2"], ["--prefetch-factor needs --num-workers > 0"]),
         ("{user}:make", ["--cache", "warm", "--warmup", "0"], ["--warmup >= 1"]),
         ("{user}:make", ["--step", "nap"], ["step"]),
     ],
@@ -211,9 +211,9 @@ def test_tune_searches_a_users_dataset_and_its_script_reproduces_the_delivery(cl
 
 
 def test_the_factory_script_with_workers_runs_under_spawn_and_forkserver(tmp_path, user):
-    from iobench.loaders.base import LoaderSettings
     from iobench.plan.paste import factory_script
-    from iobench.run.factory import FactoryRequest
+    from iobench.run.dataset_factory import FactoryRequest
+    from iobench.settings import LoaderSettings
 
     settings = LoaderSettings(batch_size=64, num_workers=2, prefetch_factor=4, persistent_workers=True, in_order=False)
     text = factory_script(FactoryRequest(factory=f"{user}:make", settings=settings), "1 samples/s", tmp_path, "cpu")

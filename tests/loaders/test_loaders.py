@@ -312,7 +312,7 @@ def test_epoch_order():
         ({"block_size": 4, "shuffle": False}, "--block-shuffle needs --shuffle"),
         ({"batch_size": 0}, "--batch-size"),
         ({"fetch_threads": 0}, "--fetch-threads must be >= 1"),
-        ({"loader": "tensorclass", "fmt": "memmap", "fetch_threads": 4}, "--fetch-threads shares each batch"),
+        ({"loader": "tensorclass", "fmt": "memmap", "fetch_threads": 4}, "not take --fetch-threads 4: it shares each"),
     ],
 )
 def test_knobs_that_do_not_go_together(kw, message):
@@ -333,7 +333,7 @@ def test_pin_memory_needs_cuda(dataset_dir):
 def test_resolve_decides_pinning_and_checks_the_dataset(dataset_dir, tmp_path):
     resolved = _config(dataset_dir, "npy", "dataloader")
     assert resolved.config.settings.pin_memory is False  # auto: off on the CPU
-    assert resolved.recorded().pin_memory is False and resolved.recorded().dataset == dataset_dir.name
+    assert resolved.recorded().settings.pin_memory is False and resolved.recorded().dataset == dataset_dir.name
     with pytest.raises(IobenchError, match="no prepared dataset here|not an iobench dataset|no such directory"):
         _config(tmp_path / "nothing", "npy", "dataloader")
 
@@ -366,7 +366,7 @@ def test_a_dying_worker_ends_the_run_with_a_clear_error(dataset_dir, monkeypatch
     import signal
 
     from iobench.formats.npy import NpyReader
-    from iobench.run.runner import _epoch
+    from iobench.run.runner import ConfigEpochs
 
     parent = os.getpid()
     real_batch = NpyReader.batch
@@ -381,7 +381,7 @@ def test_a_dying_worker_ends_the_run_with_a_clear_error(dataset_dir, monkeypatch
     loader = build_loader(config)
     try:
         with pytest.raises(RunFailed, match="a DataLoader worker died during npy/dataloader"):
-            _epoch(loader, 0, lambda b: None, config.config)
+            ConfigEpochs(config.config).clock(loader, 0, lambda b: None)
     finally:
         loader.close()
 
@@ -470,13 +470,13 @@ def test_direct_cold_sequential_reads_the_dataset_in_order_with_o_direct(dataset
 
 
 def test_direct_reads_only_fixed_layouts_and_has_no_worker_knobs():
-    from iobench.loaders.base import LoaderSettings
     from iobench.plan.config import RunConfig
+    from iobench.settings import LoaderSettings
 
     for fmt in ("hdf5", "lmdb"):
         with pytest.raises(IobenchError, match=f"--loader direct does not read --format {fmt}"):
             RunConfig(format=fmt, loader="direct")
-    with pytest.raises(IobenchError, match="--loader direct: --num-workers is its reads in flight"):
+    with pytest.raises(IobenchError, match="direct does not take --persistent-workers: --num-workers is its reads in"):
         RunConfig(format="npy", loader="direct", settings=LoaderSettings(num_workers=2, persistent_workers=True))
     with pytest.raises(IobenchError, match="--prefetch-thread"):  # it would queue views of reused buffers
         RunConfig(format="npy", loader="direct", settings=LoaderSettings(prefetch_thread=2))
