@@ -12,8 +12,8 @@ __all__ = ["measure", "open_dataset", "Measurement"]
 
 # The Python API, imported on first use: `import iobench` (and `iobench --help`) stays free of torch.
 _API = {
-    "measure": "iobench.measuring.user_loader",
-    "Measurement": "iobench.measuring.user_loader",
+    "measure": "iobench.run.user_measure",
+    "Measurement": "iobench.run.user_measure",
     "open_dataset": "iobench.api",
 }
 

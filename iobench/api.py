@@ -155,29 +155,32 @@ class NativeBatches:
         self.format = format_of(format)
 
     def __iter__(self) -> Any:
-        from iobench.loaders.native import dataloader_keywords, epoch_batches, native_read
+        from iobench.loaders.native import epoch_batches, native_read
+        from iobench.settings import dataloader_arguments
 
         read = native_read(self.batch_size, self.shuffle, self.seed, self.epoch, self.settings.num_workers,
                            self.transform)  # fmt: skip
         self.epoch += 1
-        for features, labels, _ in epoch_batches(self.format, self.reader, read, dataloader_keywords(self.settings)):
+        for features, labels, _ in epoch_batches(self.format, self.reader, read, dataloader_arguments(self.settings)):
             yield features, labels
 
 
 def native_loader(
-    path: str | Path, format: str, *, batch_size: int, shuffle: bool = True, num_workers: int = 0,
-    prefetch_factor: int | None = None, pin_memory: bool = False, options: dict[str, Any] | None = None,
-    transform: str = "none", seed: int = 0,
+    path: str | Path, format: str, *, batch_size: int, shuffle: bool = True, options: dict[str, Any] | None = None,
+    transform: str = "none", seed: int = 0, **dataloader: Any,
 ) -> NativeBatches:  # fmt: skip
     """A prepared dataset read by its format's own library (WebDataset's shards, shuffle buffer and DataLoader;
     LitData's StreamingDataLoader; TFRecord's shuffle queue): what `tune` pastes when `--loader native` won.
-    `options` are the library's knobs, the format's read options (`iobench info` lists them)."""
-    from iobench.loaders.base import LoaderSettings
+    `options` are the library's knobs, the format's read options (`iobench info` lists them); `dataloader` the
+    DataLoader keywords of iobench's settings that its library's loader takes (num_workers, pin_memory, ...)."""
+    from iobench.settings import SETTINGS, LoaderSettings
     from iobench.storage import ReadHints
 
+    named = {s.dataloader: s.name for s in SETTINGS.values() if s.dataloader}
+    if unknown := sorted(set(dataloader) - set(named)):
+        raise IobenchError(f"native_loader takes the DataLoader keywords {', '.join(named)}; not {', '.join(unknown)}")
+    settings = LoaderSettings(batch_size=batch_size, **{named[k]: v for k, v in dataloader.items()})
     reader, host = _opened(path, format, transform, options, ReadHints(sequential=not shuffle))
-    settings = LoaderSettings(batch_size=batch_size, num_workers=num_workers, prefetch_factor=prefetch_factor,
-                              pin_memory=pin_memory)  # fmt: skip
     return NativeBatches(reader, format, host, batch_size, shuffle, seed, settings)
 
 

@@ -5,7 +5,7 @@ The same DataLoader over the same user Dataset, timed three ways, interleaved ro
 the machine's drift falls on all three alike:
   bare     a plain loop: `for features, labels in loader: features.to(device)`, perf_counter around it
   measure  `iobench.measure(loader, epochs=1, warmup=0)` (its clock, split and sync)
-  factory  `run --dataset-factory`'s runner (`iobench.run.factory.run_factory`), one timed epoch
+  factory  `run --dataset-factory`'s runner (`iobench.run.dataset_factory.run_factory`), one timed epoch
 Each round builds a fresh DataLoader for each and runs one untimed epoch first. Prints samples/s
 (median, min-max) and each harness's median against the bare loop's (1.00 = costs nothing).
 
@@ -66,8 +66,8 @@ def main() -> None:
     args = parser.parse_args()
 
     import iobench
-    from iobench.loaders.base import LoaderSettings
-    from iobench.run.factory import FactoryRequest, plan, run_factory
+    from iobench.run.dataset_factory import FactoryRequest, plan, run_factory
+    from iobench.settings import LoaderSettings
 
     rounds = f"{args.rounds} rounds, torch {torch.__version__}"
     print(f"{args.samples:,} rows of 64 float32, batch {args.batch_size}, {rounds}")

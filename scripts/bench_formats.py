@@ -148,10 +148,10 @@ def iobench_rate(dataset: Path, fmt: str, workers: int, warmup: int = 0, cache: 
     """One timed epoch of `iobench run --loader native`; with `warmup`, after untimed ones (the reader's
     one-off checks of its files, paid by the first epoch of a run, then land outside the clock); `cold`:
     the format's files evicted first (the reader opened after the eviction, as a cold run does)."""
-    from iobench.loaders.base import LoaderSettings
     from iobench.plan.config import RunConfig
     from iobench.plan.resolve import RunTarget, resolve
     from iobench.run.runner import run
+    from iobench.settings import LoaderSettings
 
     config = RunConfig(format=fmt, loader="native", settings=LoaderSettings(batch_size=BATCH, num_workers=workers),
                        runs=1, epochs=1, warmup=warmup, cache=cache)  # fmt: skip

@@ -73,10 +73,10 @@ def one(kind: str, name: str, dataset: Path, endpoint: dict, log: str, profile_n
     if kind == IOBENCH:
         import torch
 
-        from iobench.loaders.base import LoaderSettings
         from iobench.plan.config import RunConfig
         from iobench.plan.resolve import RunTarget, resolve
         from iobench.run.runner import run
+        from iobench.settings import LoaderSettings
 
         loader = "native" if fmt in NATIVE else "dataloader"
         fetch = "batch" if loader == "native" else "item"  # the by-index snippets read a sample per __getitem__

@@ -16,11 +16,11 @@ import numpy as np
 import torch
 
 from iobench.data.manifest import find_run_dataset
-from iobench.loaders.base import LoaderSettings
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
 from iobench.results.shuffle_quality import score
 from iobench.run.runner import run
+from iobench.settings import LoaderSettings
 
 
 def main() -> None:

@@ -14,12 +14,12 @@ import torch
 
 from iobench import spec
 from iobench.cli import main
-from iobench.loaders.base import LoaderSettings
-from iobench.measuring.distributed import SINGLE, World
 from iobench.plan.config import RunConfig, order_of
 from iobench.plan.resolve import ResolvedRun, RunTarget, resolve
 from iobench.results.record import RunRecord
 from iobench.results.store import read_records
+from iobench.settings import LoaderSettings
+from iobench.system.world import SINGLE, World
 
 ROOT = Path(__file__).resolve().parents[1]
 

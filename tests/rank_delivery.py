@@ -18,10 +18,10 @@ from iobench.data.manifest import Manifest
 from iobench.formats import FORMATS
 from iobench.loaders import LOADERS, LoaderName
 from iobench.measuring.clocks import time_epoch
-from iobench.measuring.distributed import joined
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
 from iobench.run.runner import build_loader
+from iobench.system.world import joined
 from tests.conftest import run_config
 
 ORDERS = {"sequential": {"shuffle": False}, "shuffle": {"shuffle": True}, "block": {"shuffle": True, "block_size": 5}}

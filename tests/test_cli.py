@@ -12,6 +12,8 @@ import pytest
 from iobench.formats import DEFAULT_FORMATS
 from tests.conftest import ROOT, assert_one_line_error, every_format, run_subprocess
 
+pytestmark = pytest.mark.e2e
+
 SIZE = "2000"
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from iobench.errors import IobenchError
-from iobench.results.machine_limits import MachineLimits
+from iobench.results.ceilings import MachineLimits
 from iobench.storage.local import cgroups, confine
 from iobench.storage.local.cache_governor import HEADROOM
 from iobench.storage.local.confine import CacheBudget, Confinement, confined

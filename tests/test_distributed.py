@@ -17,10 +17,10 @@ from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder, indices_of
 from iobench.measuring.aggregate import RankMeasurements, combine
-from iobench.measuring.distributed import World, launched_by_torchrun, rank_device
-from iobench.results.machine_limits import MachineLimits
-from iobench.results.record import EpochTiming
+from iobench.measuring.clocks import EpochTiming
+from iobench.results.ceilings import MachineLimits
 from iobench.run.launch import shown, torchrun_args
+from iobench.system.world import World, launched_by_torchrun, rank_device
 from tests.conftest import ROOT, console_script, invoke, planted, record_of, stored_records
 from tests.rank_delivery import combinations
 
@@ -137,7 +137,7 @@ def test_nproc_launches_torchrun_with_the_distributed_sampler(dataset_dir):
 
 
 def test_nproc_ranks_and_rivals_import_the_running_iobench_not_the_working_directorys(dataset_dir, tmp_path):
-    """N3: a folder `iobench/` in the working directory ran its code in every torchrun process."""
+    """a folder `iobench/` in the working directory ran its code in every torchrun process."""
     marker = planted(tmp_path)
     results = dataset_dir.parent.parent / "planted.jsonl"  # beside the module's limits
     env = dict(os.environ, COLUMNS="200", OMP_NUM_THREADS="1")

@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import ROOT, assert_one_line_error, invoke, stored_records
 
+pytestmark = pytest.mark.e2e
+
 
 def test_a_default_sweep_runs_over_what_a_default_prepare_writes(tmp_path, cli):
     """`prepare` then `sweep --batch-size 256,1024` stopped at "files is not prepared"."""
@@ -61,7 +63,7 @@ def test_help_and_argument_errors_load_no_heavy_library(args):
 
 def test_a_figure_above_its_ceiling_is_called_a_broken_ceiling():
     """Warm shuffled npy showed 142% and 213% of its memory-gather limit without a word."""
-    from iobench.results.machine_limits import LimitShare
+    from iobench.results.ceilings import LimitShare
     from iobench.results.warnings import Kind, record_warnings
     from tests.conftest import record_of
 
@@ -80,7 +82,7 @@ def test_a_figure_above_its_ceiling_is_called_a_broken_ceiling():
 
 def test_the_ceilings_are_the_best_of_several_methods_and_say_which(tmp_path):
     from iobench.measuring.read_rates import memory_gather_mb_per_s, page_cache_mb_per_s
-    from iobench.storage.local.ceilings import BUFFERED_CHUNKS, DIRECT_SHAPES, storage_read_mb_per_s
+    from iobench.storage.local.disk_ceilings import BUFFERED_CHUNKS, DIRECT_SHAPES, storage_read_mb_per_s
 
     path = tmp_path / "probe.bin"
     path.write_bytes(np.random.default_rng(0).integers(0, 255, 16 * 2**20, dtype=np.uint8).tobytes())
@@ -253,8 +255,8 @@ def test_several_datasets_run_the_most_recently_prepared_and_say_so(tmp_path, cl
 def test_keep_best_keeps_each_ceilings_best_measurement():
     """On a virtual disk the speed moves by 2x between minutes: limits measured before and after a study
     keep the best of each, so no figure of the study beats its ceiling by a lucky minute."""
-    from iobench.measuring.limits import best_of
-    from iobench.results.machine_limits import MachineLimits
+    from iobench.measuring.machine_ceilings import best_of
+    from iobench.results.ceilings import MachineLimits
 
     a = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=900.0, storage_read_method="A",
                       page_cache_read_mb_per_s=8000.0, memory_gather_mb_per_s=5000.0, memory_gather_method="x",

@@ -31,6 +31,8 @@ from tests.conftest import (
     stored_records,
 )
 
+pytestmark = pytest.mark.hostile
+
 NEW = ("webdataset", "arrow", "zarr", "tfrecord", "litdata")
 N = 200
 
@@ -92,7 +94,7 @@ def test_a_folder_name_is_never_a_url_pattern_or_command(clean, results, tmp_pat
 
 @pytest.mark.parametrize("kind", list(HOSTILE_NAMES))
 def test_every_writer_and_reader_takes_a_folder_name_as_a_path(tmp_path, monkeypatch, cli, kind):
-    """S1: a data folder named like a URL or a command reaches no writer (`prepare`: webdataset's ShardWriter ran
+    """a data folder named like a URL or a command reaches no writer (`prepare`: webdataset's ShardWriter ran
     `pipe:` as a shell) and no reader (`verify` reads every file of every format; `run` every format by index)."""
     marker = tmp_path / "RAN"
     folder = HOSTILE_NAMES[kind].replace("{marker}", str(marker))
@@ -142,7 +144,7 @@ def edit_json(path: Path, change) -> None:
 
 
 def test_zarr_consolidated_metadata_is_refused_not_read(clean, tmp_path, results, cli):
-    """N2: zarr reads a group's consolidated metadata instead of the checked arrays' own: a codec outside
+    """zarr reads a group's consolidated metadata instead of the checked arrays' own: a codec outside
     those the writer uses (lzma) was decoded, a shape of 1000 rows read out of bounds."""
     dataset = zarr_copy(clean, tmp_path)
     features = json.loads((dataset / "zarr/features/zarr.json").read_text())
@@ -169,7 +171,7 @@ def test_zarr_consolidated_metadata_is_refused_not_read(clean, tmp_path, results
 )
 def test_zarr_a_chunk_grid_other_than_the_writers_is_refused_in_one_line(clean, tmp_path, results, cli, change,
                                                                            fragment):  # fmt: skip
-    """N7: a zero chunk size gave ZeroDivisionError; a tiny grid ran 55 s, then FileNotFoundError."""
+    """a zero chunk size gave ZeroDivisionError; a tiny grid ran 55 s, then FileNotFoundError."""
     dataset = zarr_copy(clean, tmp_path)
     edit_json(dataset / "zarr/features/zarr.json", change)
     rewrite_manifest(dataset, "zarr")
@@ -190,7 +192,7 @@ def zstd_bomb(size: int) -> bytes:
 
 
 def test_zarr_a_chunk_that_inflates_past_its_size_is_refused_before_it_is_inflated(clean, tmp_path, results):
-    """N5: a 134 KB zstd chunk inflating to 4 GiB was an OOM kill (native, dataloader and verify)."""
+    """a 134 KB zstd chunk inflating to 4 GiB was an OOM kill (native, dataloader and verify)."""
     dataset = zarr_copy(clean, tmp_path)
     (dataset / "zarr/labels/c/0").write_bytes(zstd_bomb(4 * 2**30))
     rewrite_manifest(dataset, "zarr")
@@ -253,7 +255,7 @@ def _replace(name: str, payload: bytes, size: int | None = None):
 
 
 def test_webdataset_a_compressed_shard_is_refused_before_it_is_inflated(clean, tmp_path, results):
-    """N5: a 2 MB gzip stream holding a 2 GiB member (the probe's: 20 MB, 4 GiB) was inflated whole."""
+    """a 2 MB gzip stream holding a 2 GiB member (the probe's: 20 MB, 4 GiB) was inflated whole."""
     dataset = webdataset_copy(clean, tmp_path)
     (dataset / "webdataset/shard-000000.tar").write_bytes(gzip_tar_bomb(2 * 2**30))
     rewrite_manifest(dataset, "webdataset")
@@ -287,7 +289,7 @@ def test_webdataset_a_hostile_member_is_one_line(clean, tmp_path, results, cli, 
 
 
 def test_webdataset_a_pax_record_that_overrides_a_size_is_refused(clean, tmp_path, results, cli):
-    """N7: a pax header gave tarfile.ReadError; a pax `size` would make tarfile read what it says."""
+    """a pax header gave tarfile.ReadError; a pax `size` would make tarfile read what it says."""
     dataset = webdataset_copy(clean, tmp_path)
 
     def edit(member, data):
@@ -302,7 +304,7 @@ def test_webdataset_a_pax_record_that_overrides_a_size_is_refused(clean, tmp_pat
 
 
 def test_litdatas_writer_processes_import_the_running_iobench(tmp_path):
-    """N3: `prepare --formats litdata` started `python -m iobench.data.shares`, which imported the working
+    """`prepare --formats litdata` started `python -m iobench.data.shares`, which imported the working
     directory's `iobench/` (planted code ran; a harmless folder of that name broke the prepare)."""
     pytest.importorskip("litdata")
     marker = planted(tmp_path)
@@ -348,7 +350,7 @@ def _extra_column(size: int):
 
 
 def test_arrow_a_compressed_column_is_refused_before_it_is_inflated(clean, tmp_path, results):
-    """N5: a 1.1 MB Arrow file with an extra zstd column of 4 GiB was inflated by load_from_disk (here 2 GiB)."""
+    """a 1.1 MB Arrow file with an extra zstd column of 4 GiB was inflated by load_from_disk (here 2 GiB)."""
     dataset, data = arrow_copy(clean, tmp_path)
     rewrite_arrow(data, _extra_column(2 * 2**30), compression="zstd")
     assert data.stat().st_size < 2**24
@@ -467,7 +469,7 @@ def test_tfrecord_a_hostile_record_is_one_line(clean, tmp_path, results, cli, lo
 
 
 def test_tfrecord_a_record_whose_crc_does_not_match_is_refused_by_iobenchs_readers(clean, tmp_path, results, cli):
-    """N14: a flipped payload byte was delivered (rc 0). The tfrecord package does not check CRCs (TensorFlow
+    """a flipped payload byte was delivered (rc 0). The tfrecord package does not check CRCs (TensorFlow
     does): `verify` and iobench's own loaders do; its own pipeline delivers what the package reads."""
     dataset = tfrecord_copy(clean, tmp_path)
     rewrite_tfrecord(dataset, lambda i, e: e, crc=False)
@@ -509,7 +511,7 @@ def _float_size(dataset: Path) -> None:
     ids=["float-size", "offset-beyond", "item-size"],
 )
 def test_litdata_a_hostile_chunk_is_one_line(clean, tmp_path, results, cli, loader, edit, fragment):
-    """N7: offsets beyond or before the chunk and wrong item sizes gave struct.error, a float size TypeError."""
+    """offsets beyond or before the chunk and wrong item sizes gave struct.error, a float size TypeError."""
     dataset = litdata_copy(clean, tmp_path)
     edit(dataset)
     rewrite_manifest(dataset, "litdata")
@@ -531,7 +533,7 @@ DEEP = "[" * 200_000 + "]" * 200_000  # 200,000 levels: RecursionError in Python
     ],
 )
 def test_a_library_metadata_file_nested_too_deep_is_one_line(clean, tmp_path, results, cli, name, metadata):
-    """N12: zarr.json, LitData's index.json and Arrow's state.json 200,000 levels deep were RecursionErrors."""
+    """zarr.json, LitData's index.json and Arrow's state.json 200,000 levels deep were RecursionErrors."""
     dataset = tmp_path / "data" / "ds"
     shutil.copytree(clean, dataset)
     (dataset / metadata).write_text(DEEP)
@@ -542,7 +544,7 @@ def test_a_library_metadata_file_nested_too_deep_is_one_line(clean, tmp_path, re
 
 @pytest.mark.parametrize(("value", "shards"), [("1", N), ("4KB", None), ("0", 0), ("5.5MB", 0), ("1e9", 0)])
 def test_arrow_max_shard_size_is_read_as_datasets_reads_it(tmp_path, cli, value, shards):
-    """N13: `--format-option arrow.max_shard_size=1` passed iobench's check and was a traceback in datasets."""
+    """`--format-option arrow.max_shard_size=1` passed iobench's check and was a traceback in datasets."""
     pytest.importorskip("datasets")
     r = cli("prepare", "--size", N, "--shape", "16", "--formats", "arrow", "--format-option",
             f"arrow.max_shard_size={value}", "--data-dir", tmp_path, "-q")  # fmt: skip
@@ -563,7 +565,7 @@ def test_tfrecords_pipeline_with_workers_prints_no_warning(clean, tmp_path, resu
 
 @pytest.mark.parametrize("name", [format_param(n) for n in NEW])
 def test_every_pipeline_delivers_the_datasets_own_dtype(clean, name):
-    """N15: `native_loader(..., "arrow")` delivered int64 batches of a uint8 dataset (8x the bytes to the
+    """`native_loader(..., "arrow")` delivered int64 batches of a uint8 dataset (8x the bytes to the
     device) while the other formats delivered uint8 (datasets' torch format turns integers into int64)."""
     from iobench.api import native_loader
 

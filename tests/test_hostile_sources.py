@@ -23,6 +23,8 @@ from tensordict import TensorDict
 
 from tests.conftest import ROOT, assert_one_line_error, invoke, run_subprocess
 
+pytestmark = pytest.mark.hostile
+
 N = 100
 FEATURES = np.arange(N * 16, dtype=np.float32).reshape(N, 16)
 LABELS = np.arange(N) % 10
@@ -51,7 +53,7 @@ def _declare(folder: Path, key: str, shape: list[int]) -> None:
 
 
 def test_a_tensordict_source_that_declares_more_rows_is_refused_and_left_as_it_was(td_source, tmp_path, cli):
-    """D1: tensordict's load_memmap grew the file to 64 MB and zeroed byte 0; rc 0."""
+    """tensordict's load_memmap grew the file to 64 MB and zeroed byte 0; rc 0."""
     _declare(td_source, "features", [1_000_000, 16])
     before = _snapshot(td_source)
     r = cli("prepare", "--from", td_source, "--formats", "npy", "--data-dir", tmp_path / "data", "-q")
@@ -61,7 +63,7 @@ def test_a_tensordict_source_that_declares_more_rows_is_refused_and_left_as_it_w
 
 
 def test_a_link_inside_a_tensordict_source_is_never_followed_nor_written(td_source, tmp_path, cli):
-    """D1: features.memmap as a link to a read-only victim: the victim grew from 17 B to 409,600 B."""
+    """features.memmap as a link to a read-only victim: the victim grew from 17 B to 409,600 B."""
     victim = tmp_path / "victim.txt"
     victim.write_bytes(b"seventeen bytes!\n")
     victim.chmod(0o444)  # root ignores the mode: only iobench's own care protects it
@@ -131,7 +133,7 @@ def _hdf5_reaching_out(path: Path, outside: Path, kind: str) -> str:
     ["external-storage", "external-storage-relative", "external-link", "virtual", "virtual-missing", "soft-link-loop"],
 )
 def test_an_hdf5_source_never_reads_another_file(tmp_path, cli, kind):
-    """D2: external storage imported /etc/passwd verbatim; a virtual dataset with a missing source gave
+    """external storage imported /etc/passwd verbatim; a virtual dataset with a missing source gave
     fill values with rc 0; a soft-link loop was a traceback (D6)."""
     outside = tmp_path / "elsewhere" / "secret.bin"
     outside.parent.mkdir()
@@ -163,7 +165,7 @@ def test_a_prepared_hdf5_file_with_external_storage_is_refused(tmp_path, cli):
 
 
 def test_a_forced_prepare_from_inside_the_dataset_it_replaces_deletes_nothing(tmp_path, cli):
-    """D16: --force deleted every format, the source included, then failed 'No such file'."""
+    """--force deleted every format, the source included, then failed 'No such file'."""
     data = tmp_path / "data"
     invoke("prepare", "--size", N, "--shape", "16", "--formats", "npy,hdf5", "--data-dir", data, "--dataset", "X", "-q")
     before = _snapshot(data / "X")
@@ -211,7 +213,7 @@ def _jpeg_bytes() -> bytes:
     ],
 )
 def test_an_unreadable_image_is_one_line_naming_it_and_nothing_is_left(tmp_path, cli, bad, content):
-    """D6: a traceback, and a dataset folder with an empty manifest left behind."""
+    """a traceback, and a dataset folder with an empty manifest left behind."""
     source = _photos(tmp_path / "photos")
     (source / "b" / bad).write_bytes(content)
     r = cli("prepare", "--from", source, "--shape", "3,8,8", "--data-dir", tmp_path / "data", "-q")
@@ -220,7 +222,7 @@ def test_an_unreadable_image_is_one_line_naming_it_and_nothing_is_left(tmp_path,
 
 
 def test_a_short_archive_member_is_one_line_and_nothing_is_left(tmp_path, cli):
-    """D6: an npz member whose data is shorter than its header says fails while writing."""
+    """an npz member whose data is shorter than its header says fails while writing."""
     header = io.BytesIO()
     np.lib.format.write_array_header_1_0(header, {"descr": "<f4", "fortran_order": False, "shape": (N, 16)})
     with zipfile.ZipFile(tmp_path / "short.npz", "w") as z:
@@ -231,7 +233,7 @@ def test_a_short_archive_member_is_one_line_and_nothing_is_left(tmp_path, cli):
 
 
 def test_a_linked_class_folder_is_refused_not_crawled(tmp_path, cli):
-    """D12: a class folder linked to /usr was crawled recursively (4,938 files)."""
+    """a class folder linked to /usr was crawled recursively (4,938 files)."""
     source = _photos(tmp_path / "photos")
     elsewhere = _photos(tmp_path / "elsewhere")
     (source / "c").symlink_to(elsewhere / "a")
@@ -284,7 +286,7 @@ def _bomb(path: Path, members: dict[str, tuple[np.ndarray, tuple[int, ...], int]
 
 
 def test_npz_labels_are_checked_before_they_are_read(tmp_path):
-    """D10: a member declaring 2^40 labels was read whole before the length check (2.4 GB of RSS);
+    """a member declaring 2^40 labels was read whole before the length check (2.4 GB of RSS);
     here it inflates to 1 GiB."""
     _bomb(tmp_path / "bomb.npz", {"features": (FEATURES, FEATURES.shape, 0), "labels": (LABELS, (2**40,), 2**30)})
     assert (tmp_path / "bomb.npz").stat().st_size < 8 * 2**20
@@ -294,7 +296,7 @@ def test_npz_labels_are_checked_before_they_are_read(tmp_path):
 
 
 def test_deflated_labels_are_streamed_not_inflated_whole(tmp_path):
-    """D10: a 1.9 MB zip of labels that inflates to gigabytes reached 4.2 GB of RSS. Here 1 GiB of
+    """a 1.9 MB zip of labels that inflates to gigabytes reached 4.2 GB of RSS. Here 1 GiB of
     labels (a negative one first, so that the check refuses them; it reads them all before it does)."""
     n = 2**27
     negative = np.array([-1], np.int64)
@@ -315,7 +317,7 @@ def _npy_bytes(array: np.ndarray) -> bytes:
 
 
 def test_a_huge_image_is_refused_from_its_header(tmp_path):
-    """D11: a 13000x13000 PNG of about 20 KB cost 0.8-1.3 GB per decoding thread."""
+    """a 13000x13000 PNG of about 20 KB cost 0.8-1.3 GB per decoding thread."""
     source = _photos(tmp_path / "photos")
     Image.new("1", (13000, 13000)).save(source / "b" / "huge.png")
     assert (source / "b" / "huge.png").stat().st_size < 2**20
@@ -326,7 +328,7 @@ def test_a_huge_image_is_refused_from_its_header(tmp_path):
 
 
 def test_a_source_is_not_a_fifo_to_wait_on(tmp_path):
-    """D5: open() of a FIFO blocks forever; a source file is refused unless it is a regular file
+    """open() of a FIFO blocks forever; a source file is refused unless it is a regular file
     (in a child with a timeout, so that a regression fails instead of hanging the suite)."""
     os.mkfifo(tmp_path / "labels.npy")
     np.save(tmp_path / "x.npy", FEATURES)
@@ -347,7 +349,7 @@ def test_a_header_that_declares_exabytes_is_refused_as_short_not_as_a_disk_to_bu
 
 @pytest.mark.parametrize("folder", ["im\nages", "a b#c", "..hidden", "\n"])
 def test_a_source_folders_odd_name_becomes_a_plain_dataset_name(tmp_path, cli, folder):
-    """N18: `--from` a folder named with a newline made a dataset (and every record's `dataset`) named so."""
+    """`--from` a folder named with a newline made a dataset (and every record's `dataset`) named so."""
     source = tmp_path / "src" / folder
     for i in range(4):
         _png(source / "a" / f"{i}.png", color=(i * 50, 0, 0))

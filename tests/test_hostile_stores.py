@@ -18,7 +18,7 @@ from tests.conftest import ROOT, format_param, invoke
 from tests.hostile_store import HostileStore, Rule
 from tests.test_remote import _missing
 
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+pytestmark = [pytest.mark.hostile, pytest.mark.skipif(_missing() is not None, reason=_missing() or "")]
 N = 400
 BUCKET = "dset"
 _PEAK = "import resource, subprocess, sys\n" \
@@ -84,7 +84,7 @@ def upstream(served) -> str:
 ])  # fmt: skip
 @pytest.mark.parametrize("mode", ["stall", "drip"])
 def test_a_store_that_stalls_or_drips_ends_the_run_in_one_line(served, fmt, loader, key, mode):
-    """H1: curl ran with no time limit (90 s on one byte every 5 s), obstore ignored SIGTERM for 3 minutes, a FUSE
+    """curl ran with no time limit (90 s on one byte every 5 s), obstore ignored SIGTERM for 3 minutes, a FUSE
     read sat in D state for 6.5 minutes. With a 2 s bound: one line well inside a minute."""
     if fmt == "lmdb":
         from iobench.storage.remote.mount import fuse_reason
@@ -98,7 +98,7 @@ def test_a_store_that_stalls_or_drips_ends_the_run_in_one_line(served, fmt, load
 
 
 def test_sigterm_ends_a_run_stuck_in_a_library_promptly(served):
-    """H1: a read of a store that accepts and never answers, with the default 30 s bound: SIGTERM after 3 s ends the
+    """a read of a store that accepts and never answers, with the default 30 s bound: SIGTERM after 3 s ends the
     run within the watch's grace (10 s), saying so, the emulator it did not start left alone."""
     with HostileStore(upstream(served), [Rule("stall", "GET", "npy/features")]) as store:
         proc = run(served, store, "npy", "dataloader", timeout_s=None)
@@ -121,7 +121,7 @@ def test_sigterm_ends_a_run_stuck_in_a_library_promptly(served):
 @pytest.mark.parametrize(("fmt", "loader"), [format_param("hdf5", "dataloader"), format_param("arrow", "native")])
 @pytest.mark.parametrize("mode", ["announce", "endless"])
 def test_a_store_that_announces_100_gib_or_streams_without_end_is_refused_within_memory(served, fmt, loader, mode):
-    """H2: Arrow (through datasets) and HDF5 (through s3fs) ran out of a 3 GiB bound in 15-19 s. The size an answer
+    """Arrow (through datasets) and HDF5 (through s3fs) ran out of a 3 GiB bound in 15-19 s. The size an answer
     announces is held to the manifest's before its body is read."""
     with HostileStore(upstream(served), [Rule(mode, "*", f"{fmt}/")]) as store:
         line, _, err = one_line(run(served, store, fmt, loader, peak=True), timeout=120)
@@ -138,7 +138,7 @@ def test_a_listing_that_announces_100_gib_is_refused_before_any_library_reads(se
 
 
 def test_a_missing_shard_names_the_object_and_status_and_no_signed_url_is_on_a_command_line(served):
-    """S5: a shard missing from the store ended in a traceback printing the presigned URL (a key for 7 days), said
+    """a shard missing from the store ended in a traceback printing the presigned URL (a key for 7 days), said
     "empty file" for an HTTP 404, and the URL stood on curl's command line while it downloaded."""
     pytest.importorskip("webdataset")
     with HostileStore(upstream(served), [Rule("drip", "GET", "webdataset/shard")], drip_s=0.2) as store:

@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS = [
     {"iobench", "iobench.errors"},
     {"iobench.choices", "iobench.units", "iobench.progress", "iobench.torchrun_env"},
+    {"iobench.settings"},
     {"iobench.spec", "iobench.results", "iobench.events"},
     {"iobench.system"},
     {"iobench.storage"},

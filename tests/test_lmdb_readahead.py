@@ -9,13 +9,13 @@ import torch
 
 from iobench.data.manifest import Manifest
 from iobench.formats import FORMATS
-from iobench.measuring.distributed import SINGLE
 from iobench.plan.resolve import ResolvedRun, RunTarget
 from iobench.run import runner
 from iobench.run.runner import open_reader
 from iobench.storage import ReadHints
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.confine import Confinement
+from iobench.system.world import SINGLE
 from tests.conftest import invoke, run_config
 
 

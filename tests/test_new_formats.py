@@ -15,11 +15,11 @@ from PIL import Image
 
 from iobench.formats import FORMATS
 from iobench.loaders import LoaderName
-from iobench.loaders.base import LoaderSettings
-from iobench.measuring.distributed import World
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import check_dataset, check_world
 from iobench.run.runner import run
+from iobench.settings import LoaderSettings
+from iobench.system.world import World
 from tests.conftest import assert_one_line_error, format_param, invoke, resolved_run
 
 NEW = ("webdataset", "arrow", "zarr", "tfrecord", "litdata")

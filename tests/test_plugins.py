@@ -89,7 +89,7 @@ def broken_registered():
 
 
 def test_a_plug_in_that_fails_is_skipped_by_all_and_refused_when_named(broken_registered, tmp_path, cli):
-    """N17: a plug-in that raised made `prepare --formats all` fail; one raising SystemExit ended iobench."""
+    """a plug-in that raised made `prepare --formats all` fail; one raising SystemExit ended iobench."""
     r = cli("prepare", "--size", "100", "--shape", "4", "--formats", "all", "--data-dir", tmp_path, "-q")
     assert r.code == 0, r.err
     assert "skipped format 'raises'" in r.err and "RuntimeError: a bug in the plug-in" in r.err
@@ -116,7 +116,7 @@ def test_a_plug_in_that_raises_keyboardinterrupt_ends_as_an_interrupt_says_so(tm
 
 @pytest.mark.parametrize("name", ["all", "a,b", "Upper", "x y", ""])
 def test_a_plug_in_name_a_command_line_could_not_give_is_refused(name):
-    """N17: plug-in names `all` and `a,b` were accepted."""
+    """plug-in names `all` and `a,b` were accepted."""
     refused: list[str] = []
     point = metadata.EntryPoint(name, "tests.toy_format:ToyFormat", ENTRY_POINT_GROUP)
     assert plug_ins([point], refused) == ()

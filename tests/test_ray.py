@@ -9,14 +9,15 @@ import torch
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.loaders.base import LoaderContext, LoaderSettings
+from iobench.loaders.base import LoaderContext
 from iobench.loaders.order import indices_of
 from iobench.measuring.clocks import time_epoch
-from iobench.measuring.distributed import World
 from iobench.plan.resolve import check_world
 from iobench.plan.selection import parse_pairs
 from iobench.run.runner import build_loader
+from iobench.settings import LoaderSettings
 from iobench.system.processes import process_alive
+from iobench.system.world import World
 from tests.conftest import format_param, invoke, resolved_run, run_config, stored_records
 
 N = 203
@@ -83,7 +84,7 @@ def test_ray_run_writes_a_record(ray, dataset_dir, cli, tmp_path):
 def test_ray_refusals(ray):
     with pytest.raises(IobenchError, match="number of Ray actors"):
         run_config("npy", "ray", num_workers=0)
-    with pytest.raises(IobenchError, match="--ray-address is for --loader ray"):
+    with pytest.raises(IobenchError, match="--loader dataloader does not take --ray-address"):
         run_config("npy", "dataloader", ray_address="auto")
     config = run_config("npy", "ray", num_workers=1)
     with pytest.raises(IobenchError, match="without torchrun"):
@@ -111,7 +112,7 @@ def test_a_failing_actor_ends_the_epoch_with_one_line(ray, tmp_path):
     from iobench.errors import RunFailed
     from iobench.loaders.order import EpochOrder
     from iobench.loaders.ray_actors import RayLoader
-    from iobench.run.runner import _epoch
+    from iobench.run.runner import ConfigEpochs
     from iobench.spec import DatasetSpec
 
     reader = FORMATS["npy"].reader(tmp_path / "missing", DatasetSpec(100), None)
@@ -121,6 +122,6 @@ def test_a_failing_actor_ends_the_epoch_with_one_line(ray, tmp_path):
     config = run_config("npy", "ray", num_workers=1)
     try:
         with pytest.raises(RunFailed, match="a Ray actor failed: FileNotFoundError"):
-            _epoch(loader, 0, lambda b: None, config)
+            ConfigEpochs(config).clock(loader, 0, lambda b: None)
     finally:
         loader.close()

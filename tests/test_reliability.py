@@ -29,6 +29,8 @@ from tests.conftest import (
     stored_records,
 )
 
+pytestmark = pytest.mark.hostile
+
 
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
@@ -460,7 +462,7 @@ def _corrupt_npz(path: Path, n: int) -> Path:
 
 
 def test_a_failed_force_over_another_dataset_keeps_the_old_one_byte_for_byte(tmp_path, cli):
-    """N4: `prepare --from corrupt.npz --force` deleted every format first, then failed on a bad CRC."""
+    """`prepare --from corrupt.npz --force` deleted every format first, then failed on a bad CRC."""
     data = tmp_path / "data"
     invoke("prepare", "--size", "300", "--shape", "16", "--formats", "npy,hdf5,memmap", "--data-dir", data,
            "--dataset", "X", "-q")  # fmt: skip
@@ -474,7 +476,7 @@ def test_a_failed_force_over_another_dataset_keeps_the_old_one_byte_for_byte(tmp
 
 
 def test_an_interrupted_force_over_another_dataset_keeps_the_old_one_byte_for_byte(tmp_path):
-    """N4: Ctrl-C two seconds into `prepare --force` over another spec left a manifest without formats."""
+    """Ctrl-C two seconds into `prepare --force` over another spec left a manifest without formats."""
     data = tmp_path / "data"
     invoke("prepare", "--size", "300", "--formats", "npy,memmap", "--data-dir", data, "--dataset", "X", "-q")
     before = _files(data / "X")
@@ -535,7 +537,7 @@ def _manifest_saves_failing_after(monkeypatch, good: int) -> None:
 
 
 def test_a_disk_full_when_listing_a_new_format_leaves_no_unlisted_folder(tmp_path, cli, monkeypatch):
-    """N9: ENOSPC from the manifest save after the rename was a traceback, and left a complete folder that the
+    """ENOSPC from the manifest save after the rename was a traceback, and left a complete folder that the
     manifest did not list."""
     data = tmp_path / "data"
     invoke("prepare", "--size", "300", "--formats", "npy", "--data-dir", data, "--dataset", "X", "-q")
@@ -562,7 +564,7 @@ def test_a_disk_full_when_listing_a_forced_format_keeps_the_old_one(tmp_path, cl
 
 
 def test_an_interrupted_workers_descriptor_server_reports_nothing_and_everything_else_still_does():
-    """N10: Ctrl-C during a native pipeline with 2 workers printed a worker's resource_sharer traceback (its
+    """Ctrl-C during a native pipeline with 2 workers printed a worker's resource_sharer traceback (its
     file-descriptor server lost the interrupted main process mid-handshake: 1 interrupt in 8 here)."""
     import multiprocessing.resource_sharer as resource_sharer
 

@@ -203,7 +203,7 @@ def test_a_killed_run_leaves_nothing_listening_and_its_state_is_removed(data, tm
 
 @pytest.mark.parametrize("recorded", ["another start time", "its start time, but not started from the folder"])
 def test_a_stale_state_never_signals_a_process_that_took_its_pid(recorded):
-    """S4: a killed run's state names PIDs; the next start killed any process whose command line began `nginx: `.
+    """a killed run's state names PIDs; the next start killed any process whose command line began `nginx: `.
     A process that took a recorded PID (here one calling itself an nginx master, in a group of its own) lives."""
     from iobench.system.private import state_root
     from iobench.system.processes import start_time
@@ -518,7 +518,7 @@ def test_an_endpoint_where_nothing_listens_is_one_line_at_once(data, tmp_path, c
 
 
 def test_serve_keeps_its_keys_off_every_command_line_and_serves_the_datasets_files_only(data, tmp_path):
-    """S3: `rclone serve s3 --auth-key KEY,SECRET` put the keys where any local user reads them (`ps`), who then
+    """`rclone serve s3 --auth-key KEY,SECRET` put the keys where any local user reads them (`ps`), who then
     read the whole data folder through root's server, folders that are not datasets included."""
     import boto3
     from botocore.config import Config
@@ -566,7 +566,7 @@ def test_serve_keeps_its_keys_off_every_command_line_and_serves_the_datasets_fil
 
 @pytest.mark.parametrize("command", ["sweep", "tune"])
 def test_trials_in_processes_of_their_own_import_the_running_iobench(data, tmp_path, command):
-    """S6: `sweep` and `tune` against object storage run each trial in a forkserver's process, which started
+    """`sweep` and `tune` against object storage run each trial in a forkserver's process, which started
     without -I: a `numpy.py` in the working directory ran (and its ImportError was swallowed)."""
     from tests.conftest import console_script, planted
 
@@ -582,7 +582,7 @@ def test_trials_in_processes_of_their_own_import_the_running_iobench(data, tmp_p
 
 
 def test_a_sweep_killed_outright_leaves_no_trial_measuring(data, tmp_path):
-    """H3: a SIGKILLed `sweep --remote` left its trial measuring, which then printed a double BrokenPipeError
+    """a SIGKILLed `sweep --remote` left its trial measuring, which then printed a double BrokenPipeError
     traceback: the trial ends with the forkserver, which ends with the sweep."""
     results = tmp_path / "s.jsonl"
     argv = [sys.executable, "-m", "iobench", "sweep", "--remote", "s3-like", "--latency-ms", "200", "--format", "npy",

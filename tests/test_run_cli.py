@@ -4,6 +4,8 @@ import pytest
 
 from tests.conftest import assert_one_line_error, invoke, stored_records
 
+pytestmark = pytest.mark.e2e
+
 SIZE = "3000"
 
 
@@ -163,8 +165,8 @@ def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch, res
 
 
 def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tmp_path, monkeypatch):
-    import iobench.measuring.limits
-    from iobench.measuring.limits import measure_limits
+    import iobench.measuring.machine_ceilings
+    from iobench.measuring.machine_ceilings import measure_limits
 
     calls = []
 
@@ -172,7 +174,7 @@ def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tm
         calls.append(data_dir)
         return measure_limits(data_dir, device, 16 * 2**20, events=events, read_limit=read_limit)
 
-    monkeypatch.setattr(iobench.measuring.limits, "measure_limits", small_probe)
+    monkeypatch.setattr(iobench.measuring.machine_ceilings, "measure_limits", small_probe)
     results = tmp_path / "fresh" / "r.jsonl"
     for _ in range(2):
         r = cli(

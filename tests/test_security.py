@@ -17,6 +17,8 @@ import pytest
 from iobench.formats.lmdb import record_key
 from tests.conftest import assert_one_line_error, invoke
 
+pytestmark = pytest.mark.hostile
+
 N = 120
 
 
@@ -258,7 +260,7 @@ DEEP = "[" * 200_000 + "]" * 200_000  # 200,000 levels: RecursionError in Python
 
 
 def test_a_manifest_nested_too_deep_is_one_line_and_skipped_beside_a_good_dataset(clean, tmp_path, cli):
-    """N12: a manifest.json 200,000 levels deep was a RecursionError in run, verify and info, and broke `info`
+    """a manifest.json 200,000 levels deep was a RecursionError in run, verify and info, and broke `info`
     and the automatic dataset choice even with a good dataset beside it."""
     data = tmp_path / "data"
     shutil.copytree(clean, data / clean.name)
@@ -284,7 +286,7 @@ def test_memmaps_meta_json_nested_too_deep_is_one_line(dataset, tmp_path, cli):
 
 @pytest.mark.parametrize("value", [2000.5, "120", True])
 def test_a_manifest_count_that_is_not_a_whole_number_is_refused(dataset, cli, value):
-    """N20: `n_samples: 2000.5` was accepted (read as 2000)."""
+    """`n_samples: 2000.5` was accepted (read as 2000)."""
     path = dataset / "manifest.json"
     manifest = json.loads(path.read_text())
     manifest["spec"]["n_samples"] = value

@@ -13,6 +13,8 @@ from iobench.loaders.transforms import IMAGENET_MEAN, IMAGENET_STD, PAD, make_tr
 from iobench.plan.config import RunConfig
 from tests.conftest import assert_one_line_error, invoke, stored_records
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.mark.parametrize("text, expected", [("none", "none"), (" Augment ", "augment"), ("cpu:50", "cpu:50")])
 def test_transform_names_are_normalised(text, expected):
@@ -120,7 +122,7 @@ def test_a_device_transform_is_its_own_stage(images, cli):
     r = cli(
         "run", "--data-dir", images, "--format", "memmap", "--loader", "tensorclass", "--transform", "augment",
         "--transform-on", "device", "--batch-size", "64", "--runs", "1", "--device", "cpu", "-q",
-        "--results", results,
+        "--results", results, "--wide",
     )  # fmt: skip
     assert r.code == 0, r.err
     record = stored_records(results)[-1]

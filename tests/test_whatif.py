@@ -9,6 +9,8 @@ from iobench.measuring.steps import make_step, parse_step
 from iobench.results.whatif import error, predict
 from tests.conftest import prepare_with_limits, record_of, stored_records
 
+pytestmark = pytest.mark.e2e
+
 
 def _sleeps(step_name, seed, n, monkeypatch):
     import iobench.measuring.steps as steps
@@ -75,7 +77,8 @@ def test_au_is_recorded_and_shown_and_the_what_if_is_checked_by_measuring(tmp_pa
     results = tmp_path / "r.jsonl"
     r = cli(
         "run", "--data-dir", tmp_path / "data", "--format", "npy", "--device", "cpu", "--batch-size", "16",
-        "--step", "sleep:4", "--what-if", "2,8", "--min-au", "0.999", "--runs", "3", "-q", "--results", results,
+        "--step", "sleep:4", "--what-if", "2,8", "--min-au", "0.999", "--runs", "3", "-q", "--wide",
+        "--results", results,
     )  # fmt: skip
     assert r.code == 0, r.err
     assert "AU (step)" in r.out and "(sleep:4)" in r.out and "below --min-au 100%" in r.err

@@ -63,7 +63,7 @@ def limits_cmd(
     if latency_ms is not None or connection_mb_per_s is not None or dataset is not None:
         raise IobenchError("--latency-ms, --connection-mb-per-s and --dataset go with --remote or --endpoint-url")
     from iobench.loaders.device import resolve_device
-    from iobench.measuring.limits import best_of, load_limits, measure_limits, save_limits
+    from iobench.measuring.machine_ceilings import best_of, load_limits, measure_limits, save_limits
     from iobench.results.store import check_writable, limits_path
     from iobench.results.tables import limits_table
     from iobench.storage.local.confine import check_read_limit
@@ -88,7 +88,7 @@ def limits_cmd(
 def _remote_limits(data_dir: Path, dataset: str | None, results: Path, remote: str | None, endpoint_url: str | None,
                    latency_ms: float | None, connection_mb_per_s: float | None, connections: int) -> None:  # fmt: skip
     from iobench.data.manifest import find_run_dataset
-    from iobench.measuring.remote_limits import find_probes, measure_remote_limits, save_remote_limits
+    from iobench.measuring.object_store_ceilings import find_probes, measure_remote_limits, save_remote_limits
     from iobench.results.store import check_writable, remote_limits_path
     from iobench.results.tables import remote_limits_table
     from iobench.storage.remote.profiles import profile

@@ -29,23 +29,22 @@ from iobench.cli.console import ConsoleEvents, err, out, say
 from iobench.cli.render import print_run
 from iobench.errors import IobenchError
 from iobench.loaders import LoaderName
-from iobench.loaders.base import LoaderSettings
 from iobench.loaders.device import resolve_device
-from iobench.measuring.distributed import joined
-from iobench.measuring.limits import stored_or_measured
+from iobench.measuring.machine_ceilings import stored_or_measured
 from iobench.plan.config import RunConfig, order_of
 from iobench.plan.resolve import ResolvedRun, RunTarget, settle_device
-from iobench.results.machine_limits import MachineLimits
+from iobench.results.ceilings import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
-from iobench.results.remote_limits import RemoteLimits
 from iobench.results.store import append_record
 from iobench.results.whatif import error, predict
 from iobench.run.place import RunPlace
 from iobench.run.runner import run
 from iobench.run.session import dataset_for_run, launch_torchrun, resolve_all
 from iobench.run.sweep import run_sweep
+from iobench.settings import LoaderSettings
 from iobench.storage.remote import FuseOptions, RemoteTarget
 from iobench.storage.remote.profiles import Profile
+from iobench.system.world import joined
 from iobench.units import QUICK_SIZE
 
 if TYPE_CHECKING:
@@ -259,7 +258,7 @@ def measure_run(
                         "of samples, each its first byte's wait); `--size 2e4` for a first look")  # fmt: skip
                 limits = limits_of(remote, dataset_dir, target_device, where.results, where.read_limit)
             world.barrier()  # no rank reads while rank 0 measures the machine's limits
-            profile_dir = where.results.parent / "profiles" if where.profile else None
+            profile_dir = where.results.parent / "profiles" if where.cprofile else None
             records: list[RunRecord] = []
             estimates = _estimates(todo, quiet or not world.is_main or world.size > 1)
             started = time.monotonic()
@@ -316,7 +315,7 @@ def limits_of(remote: RemoteTarget | None, dataset_dir: Path, device: torch.devi
 def remote_limits(remote: RemoteTarget, dataset_dir: Path, results: Path) -> RemoteLimits | None:
     """The stored ceilings of this store and profile (measured by `iobench limits --remote` in a process of its
     own: measuring here would start obstore's runtime before the workers fork)."""
-    from iobench.measuring.remote_limits import stored_remote_limits
+    from iobench.measuring.object_store_ceilings import stored_remote_limits
 
     if remote.profile is not None:
         say(f"serving {dataset_dir.parent} at {remote.endpoint.url} (S3, {remote.profile.describe()})")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from iobench.choices import Choice
 from iobench.formats import DEFAULT_FORMATS, FORMATS
 from iobench.loaders import LOADERS
+from iobench.settings import SETTINGS, Setting, swept
 from iobench.units import DEFAULT_SIZE  # the registry only: no torch
 
 # Help texts are rich markup: a literal "[" is written "\\[" ("[ray]" and "[default: 0]" vanished).
@@ -56,42 +60,8 @@ Loaders = Annotated[
     ),
 ]
 Device = Annotated[str, typer.Option(help="auto (CUDA when available), cpu, cuda or cuda:N.")]
-BatchSize = Annotated[int, typer.Option(help="Samples per batch.")]
-NumWorkers = Annotated[
-    int, typer.Option(help="DataLoader worker processes, nodes' threads (0: load in the main process).")
-]
-PrefetchFactor = Annotated[
-    OptInt, typer.Option(help="Batches each worker loads ahead (needs --num-workers > 0; default: torch's, 2).")
-]
-PinMemory = Annotated[
-    OptBool,
-    typer.Option("--pin-memory/--no-pin-memory", help="Pin host batches (default: on for CUDA, off for CPU)."),
-]
-NonBlocking = Annotated[bool, typer.Option("--non-blocking/--blocking", help="Asynchronous host-to-device copies.")]
 Shuffle = Annotated[bool, typer.Option("--shuffle/--no-shuffle", help="Random order, as training does.")]
 BlockShuffle = Annotated[int, typer.Option(help="Shuffle runs of N contiguous samples instead (0: off).")]
-PersistentWorkers = Annotated[
-    bool, typer.Option("--persistent-workers/--no-persistent-workers", help="Keep workers between epochs.")
-]
-InOrder = Annotated[
-    bool,
-    typer.Option("--in-order/--no-in-order", help="Workers' batches in sampler order, or as they are ready."),
-]
-Fetch = Annotated[str, typer.Option(help="DataLoader: item (one __getitem__ per sample) or batch.")]
-FetchThreads = Annotated[
-    int,
-    typer.Option(
-        help="DataLoader: threads sharing each batch inside each worker (1: the worker alone); "
-        "for storage where one request at a time leaves the worker waiting."
-    ),
-]
-PrefetchThread = Annotated[int, typer.Option(help="A background thread keeps K batches ready (0: off).")]
-ReadaheadMb = Annotated[
-    int, typer.Option(help="tensorclass: MiB the kernel is asked to read ahead of sequential batches (0: off).")
-]
-RayAddress = Annotated[
-    OptStr, typer.Option(help="ray: address of a Ray cluster (default: start a local instance); see `ray start`.")
-]
 Epochs = Annotated[int, typer.Option(help="Timed epochs per run.")]
 Warmup = Annotated[int, typer.Option(help="Untimed epochs before the timed ones, per run.")]
 Runs = Annotated[int, typer.Option(help="Repetitions (each with a fresh loader).")]
@@ -254,6 +224,39 @@ Preset = Annotated[
 def List(name: str, text: str) -> object:  # noqa: N802 - used as a type in signatures
     """A sweep option that takes a comma list of values."""
     return Annotated[OptStr, typer.Option(name, help=text)]
+
+
+def _setting_option(s: Setting) -> inspect.Parameter:
+    """run's option of one declared setting: its flag, help and default as declared."""
+    kind = str if issubclass(s.kind, Choice) else s.kind
+    default = s.default.value if isinstance(s.default, Choice) else s.default
+    option = typer.Option(*([s.flag] if s.flag else []), help=s.help)
+    return inspect.Parameter(
+        s.name, _KEYWORD, default=default, annotation=Annotated[kind | None if s.optional else kind, option]
+    )
+
+
+def _sweep_option(s: Setting) -> inspect.Parameter:
+    """sweep's option of one declared setting: a comma list of its values."""
+    return inspect.Parameter(s.name, _KEYWORD, default=None, annotation=List(s.option, s.sweep))
+
+
+_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def takes_settings(after: str, sweep: bool = False) -> Callable[[Callable], Callable]:
+    """A command's options for the declared settings (`iobench.settings`), placed after its option `after`: each
+    as a value (run), or a comma list of those sweep takes. The function receives them in its `**settings`."""
+    options = [_sweep_option(s) for s in swept()] if sweep else [_setting_option(s) for s in SETTINGS.values()]
+
+    def wrap(function: Callable) -> Callable:
+        signature = inspect.signature(function, eval_str=True)  # Typer reads it as it is
+        own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        at = next(k for k, p in enumerate(own) if p.name == after) + 1
+        function.__signature__ = signature.replace(parameters=[*own[:at], *options, *own[at:]])  # type: ignore[attr-defined]
+        return function
+
+    return wrap
 
 
 DEFAULT_FORMATS_TEXT = ",".join(DEFAULT_FORMATS)

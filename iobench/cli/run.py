@@ -15,6 +15,7 @@ from iobench.storage.remote.profiles import Profile
 
 
 @app.command("run")
+@o.takes_settings(after="device")
 def run_cmd(
     ctx: typer.Context,
     format: o.Formats = None,
@@ -24,20 +25,8 @@ def run_cmd(
     dataset_factory: o.DatasetFactory = None,
     size: o.RunSize = None,
     device: o.Device = "auto",
-    batch_size: o.BatchSize = 1024,
-    num_workers: o.NumWorkers = 0,
-    prefetch_factor: o.PrefetchFactor = None,
-    pin_memory: o.PinMemory = None,
-    non_blocking: o.NonBlocking = True,
     shuffle: o.Shuffle = True,
     block_shuffle: o.BlockShuffle = 0,
-    persistent_workers: o.PersistentWorkers = False,
-    in_order: o.InOrder = True,
-    fetch: o.Fetch = "batch",
-    fetch_threads: o.FetchThreads = 1,
-    prefetch_thread: o.PrefetchThread = 0,
-    readahead_mb: o.ReadaheadMb = 32,
-    ray_address: o.RayAddress = None,
     epochs: o.Epochs = 1,
     warmup: o.Warmup = 1,
     runs: o.Runs = 3,
@@ -67,6 +56,7 @@ def run_cmd(
     nproc: o.Nproc = None,
     wide: o.Wide = False,
     quiet: o.Quiet = False,
+    **settings: object,  # the declared settings' options (iobench.settings), placed after --device
 ) -> None:
     """Time loading from storage to the device: by default each core format through the DataLoader, and tensorclass.
     Under torchrun each rank reads its share; --dataset-factory times your Dataset; --remote reads object storage."""
@@ -103,7 +93,7 @@ def _check_share(min_au: float | None) -> None:
 
 
 def _run_factory(ctx: typer.Context) -> None:
-    from iobench.cli.factory import run_factory_cmd
+    from iobench.cli.dataset_factory import run_factory_cmd
 
     return run_factory_cmd(ctx)
 

@@ -14,18 +14,11 @@ from iobench.errors import IobenchError
 
 
 @app.command("sweep")
+@o.takes_settings(after="loader", sweep=True)
 def sweep_cmd(
     preset: o.Preset = None,
     format: o.List("--format", "Comma list or all.") = None,
     loader: o.List("--loader", "Comma list or all.") = None,
-    fetch: o.List("--fetch", "Comma list of item, batch.") = None,
-    batch_size: o.List("--batch-size", "Comma list, e.g. 256,1024,4096.") = None,
-    num_workers: o.List("--num-workers", "Comma list, e.g. 0,4,8.") = None,
-    prefetch_factor: o.List("--prefetch-factor", "Comma list, e.g. 2,8.") = None,
-    pin_memory: o.List("--pin-memory", "Comma list of on, off.") = None,
-    non_blocking: o.List("--non-blocking", "Comma list of on, off.") = None,
-    prefetch_thread: o.List("--prefetch-thread", "Comma list, e.g. 0,4.") = None,
-    fetch_threads: o.List("--fetch-threads", "Comma list, e.g. 1,4,16 (--loader dataloader).") = None,
     cache: o.List("--cache", "Comma list of cold, warm, as-is.") = None,
     size: o.List("--size", "Comma list of dataset sizes (prepared when missing, default spec otherwise).") = None,
     data_dir: o.DataDir = Path("data"),
@@ -53,6 +46,7 @@ def sweep_cmd(
         "results/results.jsonl"
     ),
     quiet: o.Quiet = False,
+    **settings: str | None,  # a comma list of each setting sweep takes (iobench.settings), placed after --loader
 ) -> None:
     """Run a grid of configurations (resumable: what the results file holds is not run again).
 
@@ -62,11 +56,11 @@ def sweep_cmd(
     from iobench.cli.measuring import config_of
     from iobench.cli.run import remote_of
     from iobench.cli.sweep_options import measure_sweep, sweep_datasets, sweep_grid
-    from iobench.loaders.base import LoaderSettings
     from iobench.loaders.device import resolve_device
     from iobench.results.store import check_writable
     from iobench.run.place import RunPlace
     from iobench.run.sweep import Point, expand, settings_extras
+    from iobench.settings import LoaderSettings
 
     network, fuse = remote_of(remote, latency_ms, connection_mb_per_s, None, endpoint_url, fuse_chunk, fuse_read_ahead)
     where = RunPlace(data_dir, dataset, device, results, read_limit, remote=network, endpoint_url=endpoint_url,
@@ -79,9 +73,7 @@ def sweep_cmd(
         cache_budget=cache_budget, transform=transform, transform_on=transform_on, torch_threads=torch_threads,
         cpu_contention=cpu_contention,
     )  # fmt: skip
-    lists = dict(format=format, loader=loader, fetch=fetch, batch_size=batch_size, num_workers=num_workers)
-    lists.update(prefetch_factor=prefetch_factor, pin_memory=pin_memory, non_blocking=non_blocking)
-    lists.update(prefetch_thread=prefetch_thread, fetch_threads=fetch_threads, cache=cache, size=size)
+    lists = dict(format=format, loader=loader, cache=cache, size=size, **settings)
     objects = where.object_storage  # read from object storage
     grid, sizes = sweep_grid(preset, base, target, objects, **lists)
     points, notes = expand(base, grid, sizes, target, objects)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from iobench.choices import parse_bools, parse_choices, parse_ints, split_list
+from iobench.choices import parse_choices, split_list
 from iobench.data.manifest import MANIFEST, Manifest, find_run_dataset
 from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
@@ -18,6 +18,7 @@ from iobench.plan.resolve import refuse_local_controls
 from iobench.plan.selection import default_loaders, parse_loaders
 from iobench.run.place import RunPlace
 from iobench.run.sweep import Point, preset
+from iobench.settings import swept
 from iobench.spec import DatasetSpec
 from iobench.units import parse_size
 
@@ -33,14 +34,7 @@ def sweep_grid(name: str | None, base: RunConfig, device: torch.device, remote: 
     parsers = {
         "format": lambda t: parse_choices(t, tuple(FORMATS), "format"),
         "loader": parse_loaders,
-        "fetch": lambda t: parse_choices(t, ("item", "batch"), "fetch"),
-        "batch_size": lambda t: parse_ints(t, "batch-size"),
-        "num_workers": lambda t: parse_ints(t, "num-workers"),
-        "prefetch_factor": lambda t: parse_ints(t, "prefetch-factor", allow_default=True),
-        "pin_memory": lambda t: parse_bools(t, "pin-memory"),
-        "non_blocking": lambda t: parse_bools(t, "non-blocking"),
-        "prefetch_thread": lambda t: parse_ints(t, "prefetch-thread"),
-        "fetch_threads": lambda t: parse_ints(t, "fetch-threads"),
+        **{s.name: s.parse_list for s in swept()},
         "cache": lambda t: parse_choices(t, tuple(c.value for c in Cache), "cache"),
     }
     for key, parse in parsers.items():

@@ -80,15 +80,15 @@ def tune_cmd(
         raise IobenchError(f"--min-shuffle is a score between 0 and 1, got {min_shuffle}")
     searched = sizes if "," in batch_size else None
     if dataset_factory is not None:
-        from iobench.cli.factory import factory_search
+        from iobench.cli.dataset_factory import factory_search
 
         search = factory_search(ctx, target, sizes[0], searched)
         return _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet)
     network, fuse = remote_of(remote, latency_ms, connection_mb_per_s, None, endpoint_url, fuse_chunk, fuse_read_ahead)
     from iobench.cli.console import ConsoleEvents
     from iobench.cli.measuring import served
-    from iobench.measuring.distributed import SINGLE
     from iobench.run.session import dataset_for_run
+    from iobench.system.world import SINGLE
 
     fmt = format.lower()
     dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), ConsoleEvents(quiet))
@@ -122,11 +122,11 @@ def _format_search(ctx: typer.Context, target: torch.device, batch: int, sizes: 
     from functools import partial
 
     from iobench.cli.measuring import config_of, limits_of
-    from iobench.loaders.base import LoaderSettings
     from iobench.plan.paste import best_script, run_command
     from iobench.plan.resolve import RunTarget, settle_device
     from iobench.run.tune import FormatTrials, TuneSearch
     from iobench.run.tune_candidates import candidates
+    from iobench.settings import LoaderSettings
 
     p = ctx.params
     fmt = p["format"].lower()
@@ -154,7 +154,7 @@ PLACE = ("remote", "endpoint_url", "latency_ms", "connection_mb_per_s", "fuse_ch
 
 def _remote_flags(ctx: typer.Context) -> list[str]:
     """PLACE's options as given (defaults included), each under its flag."""
-    from iobench.cli.factory import flag
+    from iobench.cli.dataset_factory import flag
 
     given = [(name, ctx.params[name]) for name in PLACE if ctx.params[name] is not None]
     return [part for name, value in given for part in (flag(ctx, name), str(value))]

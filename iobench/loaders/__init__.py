@@ -1,14 +1,17 @@
-"""The loader registry: which loader reads which format and what it needs installed (`factory` builds
-one). Light on purpose: the command line lists loaders without importing torch."""
+"""The loader registry: which loader reads which format, what it needs installed, which settings it honours
+and what tune searches of it (`factory` builds one). Light on purpose: the command line lists loaders without
+importing torch."""
 
 from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
+from typing import Any
 
 from iobench.choices import Choice
 from iobench.errors import IobenchError
 from iobench.formats import FIXED_LAYOUT, FORMATS, PIPELINE
+from iobench.settings import refused
 
 
 class LoaderName(Choice):
@@ -21,19 +24,35 @@ class LoaderName(Choice):
     NODES = "nodes"
 
 
+# What every loader takes: the batch and how it moves to the device. The rest a loader declares as it honours it.
+BATCHES = frozenset({"batch_size", "pin_memory", "non_blocking", "prefetch_thread"})
+WORKER_PROCESSES = frozenset({"num_workers", "prefetch_factor", "persistent_workers", "in_order"})
+
+
 @dataclass(frozen=True)
 class LoaderKind:
-    """A loader: the formats it reads, its class (imported when built), an optional extra it needs."""
+    """A loader: the formats it reads, its class (imported when built), an optional extra it needs, and the
+    settings it honours (`iobench.settings`): a run that sets one it does not is refused, with the loader's note
+    on that setting."""
 
     name: LoaderName
     only: tuple[str, ...] | None  # the formats it reads; None: every registered one, plug-ins included
     module: str
     cls: str
+    honours: frozenset[str] = BATCHES | WORKER_PROCESSES
+    notes: tuple[tuple[str, str], ...] = ()  # (setting, why this loader does not take it)
+    min_workers: int = 0  # the least --num-workers it runs with
+    raw_batches: str = ""  # why it hands over batches as read, so a host transform cannot run in it ("": it can)
     extra: str | None = None  # the pip extra (and module) it needs; `all` leaves such loaders out
     library: str | None = None  # the extra's library by name, for the line that refuses it when missing
     needs: str | None = None  # a capability a format must declare to be read (formats.PIPELINE, FIXED_LAYOUT)
     libraries: tuple[str, ...] = ()  # what it reads with beyond torch (distribution names), for records
     forks: bool = True  # --num-workers are processes forked from this one (False: threads of this process)
+    # tune's search: the settings it tries of this loader, in this order (on local files, against object storage),
+    # and whether with no workers it tries one torch thread (loading in this process, they compete for the cores)
+    tuned: tuple[str, ...] = ()
+    tuned_remote: tuple[str, ...] = ()
+    tune_main_threads: bool = False
 
     @property
     def installed(self) -> bool:
@@ -41,36 +60,87 @@ class LoaderKind:
         return self.extra is None or importlib.util.find_spec(self.extra) is not None
 
     @property
+    def own_pipeline(self) -> bool:
+        """It reads through each format's own library pipeline (what --format-option's read options set)."""
+        return self.needs == PIPELINE
+
+    @property
     def reads(self) -> tuple[str, ...]:
         named = tuple(FORMATS) if self.only is None else self.only
         return named if self.needs is None else tuple(n for n in named if FORMATS.capable(n, self.needs))
 
+    def refusal(self, settings: Any) -> str | None:
+        """Why this loader cannot run these settings, in one line; None if it can."""
+        notes = {**NOTES, **dict(self.notes)}
+        if settings.num_workers < self.min_workers:
+            return f"--loader {self.name}: {notes['num_workers']}"
+        return refused(settings, self.honours, self.name.value, notes)
+
+
+# Why a loader does not take a setting, unless its declaration says otherwise
+NOTES = {
+    "fetch_threads": "it shares each batch among threads inside each DataLoader worker (--loader dataloader)",
+    "fetch": "item is the DataLoader's per-sample pattern; this loader always fetches whole batches",
+    "ray_address": "it is the Ray cluster of --loader ray",
+}
 
 LOADERS: dict[LoaderName, LoaderKind] = {
     k.name: k
     for k in (
-        LoaderKind(LoaderName.DATALOADER, None, "dataloader", "DataLoaderLoader"),
+        LoaderKind(
+            LoaderName.DATALOADER, None, "dataloader", "DataLoaderLoader",
+            honours=BATCHES | WORKER_PROCESSES | {"fetch", "fetch_threads"},
+            tuned=("prefetch_factor", "persistent_workers", "in_order", "pin_memory"),
+            tuned_remote=("fetch_threads", "pin_memory"), tune_main_threads=True,
+        ),
         # tensorclass loading is tensordict's memmap path.
-        LoaderKind(LoaderName.TENSORCLASS, ("memmap",), "tensorclass", "TensorclassLoader", libraries=("tensordict",)),
-        LoaderKind(LoaderName.GPU_RESIDENT, None, "resident", "ResidentLoader"),
-        LoaderKind(LoaderName.RAY, None, "ray_actors", "RayLoader", extra="ray", library="Ray", libraries=("ray",)),
+        LoaderKind(
+            LoaderName.TENSORCLASS, ("memmap",), "tensorclass", "TensorclassLoader",
+            honours=BATCHES | WORKER_PROCESSES | {"readahead_mb"}, libraries=("tensordict",),
+            tuned=("prefetch_factor", "persistent_workers", "pin_memory"), tune_main_threads=True,
+        ),
+        LoaderKind(
+            LoaderName.GPU_RESIDENT, None, "resident", "ResidentLoader", honours=BATCHES,
+            notes=(("num_workers", "it reads the dataset once; --num-workers does not apply"),),
+            raw_batches="already on the device",
+        ),
+        LoaderKind(
+            LoaderName.RAY, None, "ray_actors", "RayLoader",
+            honours=BATCHES | {"num_workers", "prefetch_factor", "ray_address"},
+            notes=(("num_workers", "--num-workers is the number of Ray actors; give at least 1"),
+                   ("persistent_workers", "actors live as long as the loader"),
+                   ("in_order", "actors' batches are taken in order")),
+            min_workers=1, extra="ray", library="Ray", libraries=("ray",),
+        ),
         # concurrent preadv straight into buffers: formats whose samples lie at known offsets
-        LoaderKind(LoaderName.DIRECT, None, "direct", "DirectLoader", needs=FIXED_LAYOUT),
+        LoaderKind(
+            LoaderName.DIRECT, None, "direct", "DirectLoader",
+            honours=BATCHES - {"prefetch_thread"} | {"num_workers"},
+            notes=tuple((name, "--num-workers is its reads in flight (0: 32) and it reads two batches ahead into "
+                         "its own buffers") for name in ("prefetch_factor", "persistent_workers", "in_order",
+                                                         "prefetch_thread")),
+            raw_batches="the reference for the hardware", needs=FIXED_LAYOUT,
+        ),
         # the format's own library pipeline (WebDataset's shard shuffle and buffer, ...)
-        LoaderKind(LoaderName.NATIVE, None, "native", "NativeLoader", needs=PIPELINE),
+        LoaderKind(
+            LoaderName.NATIVE, None, "native", "NativeLoader",
+            honours=BATCHES | WORKER_PROCESSES - {"persistent_workers", "in_order"},
+            notes=(("persistent_workers", "its pipeline is built again each epoch"),
+                   ("in_order", "its library's loader delivers batches as its pipeline orders them")),
+            needs=PIPELINE, tuned=("prefetch_factor", "pin_memory"), tuned_remote=("prefetch_factor", "pin_memory"),
+        ),
         # torchdata.nodes: threads of this process instead of worker processes, over any format
         LoaderKind(
-            LoaderName.NODES,
-            None,
-            "nodes",
-            "NodesLoader",
-            extra="torchdata",
-            library="torchdata",
-            libraries=("torchdata",),
-            forks=False,
+            LoaderName.NODES, None, "nodes", "NodesLoader",
+            honours=BATCHES | WORKER_PROCESSES - {"persistent_workers"} | {"fetch"},
+            notes=(("persistent_workers", "--num-workers are threads of this process"),
+                   ("fetch_threads", "--num-workers are its threads")),
+            extra="torchdata", library="torchdata", libraries=("torchdata",), forks=False,
+            tuned=("prefetch_factor", "in_order", "pin_memory"), tuned_remote=("pin_memory", "fetch"),
         ),
     )
-}
+}  # fmt: skip
+DEFAULT_LOADER = LoaderName.DATALOADER
 CORE_LOADERS = tuple(k.name for k in LOADERS.values() if k.extra is None)
 
 

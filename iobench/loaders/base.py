@@ -1,4 +1,4 @@
-"""What every loader shares: its settings and the two stages the runner times separately."""
+"""What every loader shares: what it is built from and the two stages the runner times separately."""
 
 from __future__ import annotations
 
@@ -14,35 +14,16 @@ from iobench.choices import Choice
 from iobench.formats.base import FormatReader
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder, indices_of
 from iobench.loaders.transforms import Transform
-from iobench.results.record import ReadMethod
+from iobench.settings import LoaderSettings
 
 DeviceBatch = tuple[torch.Tensor, torch.Tensor]
 
 
-class Fetch(Choice):
-    ITEM = "item"  # one __getitem__ per sample, default collate
-    BATCH = "batch"  # one call per batch of indices
+class ReadMethod(Choice):
+    """How a loader that can read either way (direct) read its epochs: the record's `read_method`."""
 
-
-@dataclass(frozen=True, kw_only=True)
-class LoaderSettings:
-    """The knobs users turn; one frozen value per run, recorded with the result."""
-
-    batch_size: int = 1024
-    num_workers: int = 0
-    prefetch_factor: int | None = None
-    pin_memory: bool | None = None  # None: on when the device is CUDA
-    non_blocking: bool = True
-    persistent_workers: bool = False
-    fetch: Fetch = Fetch.BATCH
-    fetch_threads: int = 1  # DataLoader: threads sharing each batch inside each worker (1: the worker alone)
-    prefetch_thread: int = 0  # batches a background thread keeps ready (0 = off)
-    readahead_mb: int = 32  # tensorclass: MiB the kernel is asked to read ahead of a sequential run
-    ray_address: str | None = None  # ray: the cluster to use (None: a local instance)
-    in_order: bool = True  # False: workers' batches are yielded as they are ready (torch >= 2.6)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "fetch", Fetch.parse(self.fetch, "--fetch"))
+    DIRECT = "O_DIRECT + Linux AIO"
+    THREADS = "preadv threads through the page cache"
 
 
 @dataclass(frozen=True)

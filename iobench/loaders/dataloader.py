@@ -12,10 +12,11 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from iobench.formats.base import FormatReader
-from iobench.loaders.base import Fetch, Loader, LoaderContext, LoaderSettings
+from iobench.loaders.base import Loader, LoaderContext
 from iobench.loaders.order import EpochOrder, indices_of
 from iobench.loaders.threads import FetchThreads
 from iobench.loaders.transforms import Transform
+from iobench.settings import Fetch, LoaderSettings, dataloader_arguments
 
 
 class ReaderDataset(Dataset):
@@ -119,15 +120,9 @@ def quiet_handovers(_worker_id: int) -> None:
 
 
 def make_dataloader(dataset: Dataset, settings: LoaderSettings, **kw: Any) -> DataLoader:
-    extra: dict[str, Any] = {}
-    if settings.num_workers > 0:
-        extra["worker_init_fn"] = quiet_handovers
-        extra["persistent_workers"] = settings.persistent_workers
-        if settings.prefetch_factor is not None:
-            extra["prefetch_factor"] = settings.prefetch_factor
-        if not settings.in_order:
-            extra["in_order"] = False
-    return DataLoader(dataset, num_workers=settings.num_workers, pin_memory=settings.pin_memory, **kw, **extra)
+    """torch's DataLoader with the run's settings (`iobench.settings.dataloader_arguments`)."""
+    extra: dict[str, Any] = {"worker_init_fn": quiet_handovers} if settings.num_workers > 0 else {}
+    return DataLoader(dataset, **dataloader_arguments(settings), **kw, **extra)
 
 
 class Carrying:

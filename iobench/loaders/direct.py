@@ -32,9 +32,8 @@ import numpy as np
 import torch
 
 from iobench.errors import IobenchError
-from iobench.loaders.base import DeviceBatch, Loader, LoaderContext
+from iobench.loaders.base import DeviceBatch, Loader, LoaderContext, ReadMethod
 from iobench.loaders.order import indices_of
-from iobench.results.record import ReadMethod
 from iobench.storage.local import aio
 from iobench.system.fsutil import open_regular, pread_full
 

@@ -18,14 +18,9 @@ import torch
 from iobench.errors import IobenchError, RunFailed, reason
 from iobench.formats import FORMATS
 from iobench.formats.base import FormatReader, NativeRead, Pipeline, StorageFormat
-from iobench.loaders.base import Loader, LoaderContext, LoaderSettings
+from iobench.loaders.base import Loader, LoaderContext
 from iobench.loaders.dataloader import Carrying, carried_order
-
-
-def dataloader_keywords(settings: LoaderSettings) -> dict[str, Any]:
-    """The run's settings that a library's own DataLoader takes as they are (its pipeline owns the rest)."""
-    extra = {"prefetch_factor": settings.prefetch_factor} if settings.num_workers and settings.prefetch_factor else {}
-    return {"num_workers": settings.num_workers, "pin_memory": bool(settings.pin_memory), **extra}
+from iobench.settings import dataloader_arguments
 
 
 def format_of(name: str) -> StorageFormat:
@@ -124,7 +119,7 @@ class NativeLoader(Loader):
         pipeline = None
         if self._prepared is not None and self._prepared[0] == epoch:
             pipeline, self._prepared = self._prepared[1], None
-        batches = _library(epoch_batches(self.format, self.reader, read, dataloader_keywords(self.settings),
+        batches = _library(epoch_batches(self.format, self.reader, read, dataloader_arguments(self.settings),
                                          pipeline), self.format.name)  # fmt: skip
         if self.order.max_batches is not None:
             batches = itertools.islice(batches, self.order.max_batches)

@@ -22,11 +22,12 @@ import torch
 from torch.utils.data import default_collate
 
 from iobench.formats.base import FormatReader
-from iobench.loaders.base import Fetch, Loader, LoaderContext
+from iobench.loaders.base import Loader, LoaderContext
 from iobench.loaders.dataloader import Carrying, ReaderDataset, carried_order
 from iobench.loaders.order import indices_of
 from iobench.loaders.threads import ThreadReaders
 from iobench.loaders.transforms import Transform
+from iobench.settings import Fetch
 
 
 class ThreadDatasets:

@@ -14,8 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from iobench.loaders.base import DeviceBatch, Loader
-from iobench.results.record import ReadMethod
+from iobench.loaders.base import DeviceBatch, Loader, ReadMethod
 
 _END = object()
 

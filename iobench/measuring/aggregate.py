@@ -9,12 +9,20 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from iobench.measuring.distributed import World
-from iobench.results.record import EpochTiming, RankStats, SystemStats
+from iobench.measuring.clocks import EpochTiming
+from iobench.results.record import RankStats, SystemStats
+from iobench.system.world import World
 
-PER_EPOCH = 13  # numbers per timed epoch in a rank's row (see _row)
+# A rank's row is a flat float tensor (gathered without pickle): these fields per timed epoch, then these of the
+# rank, then its setup times. Read back by name (`_epochs`, `_rank`), never by position.
+EPOCH_FIELDS = ("seconds", "first_batch_seconds", "batches", "samples", "wait_seconds", "h2d_seconds", "step_seconds",
+                "partial", "device_read_bytes", "process_read_bytes", "resident_before", "resident_after",
+                "transform_seconds")  # fmt: skip
+RANK_FIELDS = ("node_main", "node_rank", "cpu_utilisation", "cpu_iowait", "peak_rss_bytes", "peak_rss_children_bytes",
+               "cuda_allocated", "cuda_reserved")  # fmt: skip
 
 
 @dataclass
@@ -50,42 +58,72 @@ def _row(m: RankMeasurements, world: World) -> list[float]:
     node = world.is_node_main
     row: list[float] = []
     for t, s, before, after in zip(m.timings, m.system, m.resident_before, m.resident_after, strict=True):
-        row += [t.seconds, t.first_batch_seconds, t.batches, t.samples, t.wait_seconds, t.h2d_seconds]
-        row += [t.step_seconds, float(t.partial), _num(s["device_read_bytes"]) if node else 0.0]
-        row += [_num(s["process_read_bytes"]), before, after, t.transform_seconds]
-    row += [float(node), world.node_rank, _num(m.total["cpu_utilisation"]), _num(m.total["cpu_iowait"])]
-    row += [m.peak_rss["peak_rss_bytes"], m.peak_rss["peak_rss_children_bytes"], *m.cuda_memory, *m.setup]
-    return row
+        epoch = {
+            **{name: float(getattr(t, name)) for name in EPOCH_FIELDS if hasattr(t, name)},
+            "device_read_bytes": _num(s["device_read_bytes"]) if node else 0.0,
+            "process_read_bytes": _num(s["process_read_bytes"]),
+            "resident_before": before,
+            "resident_after": after,
+        }
+        row += [epoch[name] for name in EPOCH_FIELDS]
+    allocated, reserved = m.cuda_memory
+    rank = {
+        "node_main": float(node),
+        "node_rank": world.node_rank,
+        "cpu_utilisation": _num(m.total["cpu_utilisation"]),
+        "cpu_iowait": _num(m.total["cpu_iowait"]),
+        **m.peak_rss,
+        "cuda_allocated": allocated,
+        "cuda_reserved": reserved,
+    }
+    return row + [rank[name] for name in RANK_FIELDS] + list(m.setup)
+
+
+def _epochs(row: list[float], n: int) -> list[dict[str, float]]:
+    """A rank's row's timed epochs, by field name."""
+    size = len(EPOCH_FIELDS)
+    return [dict(zip(EPOCH_FIELDS, row[k * size : (k + 1) * size], strict=True)) for k in range(n)]
+
+
+def _rank(row: list[float], n: int) -> tuple[dict[str, float], list[float]]:
+    """A rank's own fields by name, and its setup times."""
+    tail = row[n * len(EPOCH_FIELDS) :]
+    return dict(zip(RANK_FIELDS, tail[: len(RANK_FIELDS)], strict=True)), tail[len(RANK_FIELDS) :]
 
 
 def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: int, shard: str | None) -> Combined:
     """Gather every rank's row and merge them (on every rank; rank 0 writes the record)."""
     rows = world.gather(_row(m, world))
     n = len(m.timings)
-    epochs = [[row[k * PER_EPOCH : (k + 1) * PER_EPOCH] for k in range(n)] for row in rows]  # [rank][epoch]
-    tails = [row[n * PER_EPOCH :] for row in rows]
+    epochs = [_epochs(row, n) for row in rows]  # [rank][epoch]
+    ranks_own = [_rank(row, n) for row in rows]
+    own = [r for r, _ in ranks_own]
     timings = []
     for k in range(n):
-        cols = list(zip(*(e[k] for e in epochs), strict=True))
+        at = [e[k] for e in epochs]  # every rank's epoch k
+
+        def total(name: str, at: list[dict[str, float]] = at) -> float:
+            return sum(x[name] for x in at)
+
         timings.append(
             EpochTiming(
-                seconds=max(cols[0]),
-                first_batch_seconds=max(cols[1]),
-                batches=int(sum(cols[2])),
-                samples=int(sum(cols[3])),
-                wait_seconds=sum(cols[4]),
-                h2d_seconds=sum(cols[5]),
-                step_seconds=sum(cols[6]),
-                partial=any(cols[7]),
-                transform_seconds=sum(cols[12]),
+                seconds=max(x["seconds"] for x in at),
+                first_batch_seconds=max(x["first_batch_seconds"] for x in at),
+                batches=int(total("batches")),
+                samples=int(total("samples")),
+                wait_seconds=total("wait_seconds"),
+                h2d_seconds=total("h2d_seconds"),
+                step_seconds=total("step_seconds"),
+                partial=any(x["partial"] for x in at),
+                transform_seconds=total("transform_seconds"),
             )
         )
-    node_tails = [t for t in tails if t[0]]
-    rank_seconds = [[e[k][0] for k in range(n)] for e in epochs]
-    rank_rates = [statistics.median(e[k][3] / e[k][0] for k in range(n) if e[k][0] > 0) for e in epochs]
-    allocated, reserved = max(t[6] for t in tails), max(t[7] for t in tails)
+    node_own = [r for r in own if r["node_main"]]
+    rank_seconds = [[e[k]["seconds"] for k in range(n)] for e in epochs]
+    rank_rates = [statistics.median(x["samples"] / x["seconds"] for x in e if x["seconds"] > 0) for e in epochs]
+    allocated, reserved = max(r["cuda_allocated"] for r in own), max(r["cuda_reserved"] for r in own)
     ranks = RankStats(
-        nodes=len({t[1] for t in tails}),
+        nodes=len({r["node_rank"] for r in own}),
         hosts=sorted(set(hosts)),
         shard=shard,
         rank_epoch_seconds=rank_seconds,
@@ -96,16 +134,20 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
             max(s[k] for s in rank_seconds) / min(s[k] for s in rank_seconds) for k in range(n)
         ),
     )
+
+    def per_epoch(name: str, merge: Callable[[Iterable[float]], float]) -> list[float]:
+        return [merge(e[k][name] for e in epochs) for k in range(n)]
+
     system = SystemStats(
-        device_read_bytes=[_opt_bytes(sum(e[k][8] for e in epochs)) for k in range(n)],
-        process_read_bytes=[_opt_bytes(sum(e[k][9] for e in epochs)) for k in range(n)],
-        residency_before=[max(e[k][10] for e in epochs) for k in range(n)],
-        residency_after=[max(e[k][11] for e in epochs) for k in range(n)],
-        cpu_utilisation=_node_mean([t[2] for t in node_tails]),
-        cpu_iowait=_node_mean([t[3] for t in node_tails]),
-        peak_rss_bytes=int(max(t[4] for t in tails)),
-        peak_rss_children_bytes=int(max(t[5] for t in tails)),
-        setup_seconds=[max(col) for col in zip(*(t[8:] for t in tails), strict=True)],
+        device_read_bytes=[_opt_bytes(x) for x in per_epoch("device_read_bytes", sum)],
+        process_read_bytes=[_opt_bytes(x) for x in per_epoch("process_read_bytes", sum)],
+        residency_before=per_epoch("resident_before", max),
+        residency_after=per_epoch("resident_after", max),
+        cpu_utilisation=_node_mean([r["cpu_utilisation"] for r in node_own]),
+        cpu_iowait=_node_mean([r["cpu_iowait"] for r in node_own]),
+        peak_rss_bytes=int(max(r["peak_rss_bytes"] for r in own)),
+        peak_rss_children_bytes=int(max(r["peak_rss_children_bytes"] for r in own)),
+        setup_seconds=[max(col) for col in zip(*(setup for _, setup in ranks_own), strict=True)],
         # CUDA ranks: the largest rank's peaks
         cuda_max_memory_allocated_bytes=None if math.isnan(allocated) else int(allocated),
         cuda_max_memory_reserved_bytes=None if math.isnan(reserved) else int(reserved),

@@ -9,13 +9,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 
 from iobench.loaders.base import DeviceBatch, Loader
 from iobench.loaders.device import synchronize
-from iobench.results.record import EpochTiming
 from iobench.system.signals import signals_held
+
+
+@dataclass(frozen=True)
+class EpochTiming:
+    """What the clock measured for one epoch (on every rank: summed or maximised over ranks)."""
+
+    seconds: float
+    first_batch_seconds: float
+    batches: int
+    samples: int
+    wait_seconds: float
+    h2d_seconds: float
+    step_seconds: float
+    partial: bool  # stopped early by max_seconds
+    transform_seconds: float = 0.0  # --transform-on device: the batched transform after the copy
 
 
 def time_epoch(

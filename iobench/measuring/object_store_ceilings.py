@@ -22,8 +22,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.measuring.limits import save_entry
-from iobench.results.remote_limits import LOOPBACK, RemoteLimits, RemoteRates, remote_limits_key
+from iobench.measuring.machine_ceilings import save_entry
+from iobench.results.ceilings import LOOPBACK, RemoteLimits, RemoteRates, remote_limits_key
 from iobench.results.store import load_all_remote_limits, remote_limits_path
 from iobench.storage.remote import ObjectStorage, RemoteTarget
 from iobench.storage.remote.profiles import PROFILES, Profile

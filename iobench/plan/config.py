@@ -9,21 +9,17 @@ prepared files, the ranks) and is the only place those are checked. The runner t
 
 from __future__ import annotations
 
-import inspect
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import torch
-from torch.utils.data import DataLoader
-
 from iobench.choices import Choice, did_you_mean
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.loaders import LOADERS, LoaderName, check_reads
-from iobench.loaders.base import Fetch, LoaderSettings
+from iobench.loaders import DEFAULT_LOADER, LOADERS, LoaderName, check_reads
 from iobench.loaders.transforms import TransformOn, parse_transform
 from iobench.measuring.steps import parse_step
+from iobench.settings import LoaderSettings, check_counts, check_workers
 from iobench.storage.local.confine import CacheBudget, check_read_limit
 from iobench.storage.local.page_cache import Eviction
 from iobench.system.contention import MAX_RIVALS
@@ -46,7 +42,7 @@ class RunConfig:
     """One measured configuration, independent of where it runs (no dataset folder, no device)."""
 
     format: str
-    loader: LoaderName = LoaderName.DATALOADER
+    loader: LoaderName = DEFAULT_LOADER
     settings: LoaderSettings = field(default_factory=LoaderSettings)
     order: Order = Order.SHUFFLE
     block_size: int = 0
@@ -112,76 +108,32 @@ def order_of(shuffle: bool, block_size: int) -> Order:
 
 
 def _check(config: RunConfig) -> None:
-    """Refuse knobs that do not go together, with the reason, before any work starts."""
-    s = config.settings
+    """Refuse knobs that do not go together, with the reason, before any work starts: the run's own here, a
+    setting against the loader by what the loader declares it honours (`iobench.loaders.LoaderKind`)."""
     if config.format not in FORMATS:
         raise IobenchError(f"unknown format {config.format!r}{did_you_mean(config.format, list(FORMATS))}; choose "
                            f"from {', '.join(FORMATS)}")  # fmt: skip
     check_reads(config.loader, config.format)
     _check_format_options(config)
+    check_counts(config.settings)
     at_least(
-        ("--batch-size", s.batch_size, 1),
         ("--epochs", config.epochs, 1),
         ("--runs", config.runs, 1),
         ("--warmup", config.warmup, 0),
-        ("--num-workers", s.num_workers, 0),
-        ("--prefetch-thread", s.prefetch_thread, 0),
-        ("--fetch-threads", s.fetch_threads, 1),
         ("--block-shuffle", config.block_size, 0),
-        ("--readahead-mb", s.readahead_mb, 0),
         ("--seed", config.seed, 0),
     )
     if (config.order is Order.BLOCK) != (config.block_size > 0):
         raise IobenchError("--block-shuffle N > 0 goes with the block order, and only with it")
-    if s.num_workers == 0 and s.prefetch_factor is not None:
-        raise IobenchError("--prefetch-factor needs --num-workers > 0 (it counts batches per worker)")
-    if s.num_workers == 0 and s.persistent_workers:
-        raise IobenchError("--persistent-workers needs --num-workers > 0")
-    if not s.in_order and (s.num_workers == 0 or config.loader is LoaderName.RAY):
-        raise IobenchError("--no-in-order needs DataLoader workers (--num-workers > 0)")
-    if not s.in_order and "in_order" not in inspect.signature(DataLoader).parameters:
-        raise IobenchError(f"--no-in-order needs a torch whose DataLoader has in_order (this is {torch.__version__})")
-    if s.prefetch_factor is not None and s.prefetch_factor < 1:
-        raise IobenchError(f"--prefetch-factor must be >= 1, got {s.prefetch_factor}")
-    if config.loader not in (LoaderName.DATALOADER, LoaderName.NODES) and s.fetch is Fetch.ITEM:
-        raise IobenchError(
-            f"--fetch item is the DataLoader's per-sample pattern; --loader {config.loader} "
-            "always fetches whole batches"
-        )
-    if s.fetch_threads > 1 and config.loader is not LoaderName.DATALOADER:
-        raise IobenchError(
-            "--fetch-threads shares each batch among threads inside each DataLoader worker (--loader dataloader); "
-            + ("--loader nodes: --num-workers are its threads" if config.loader is LoaderName.NODES
-               else f"--loader {config.loader} has no such threads")
-        )  # fmt: skip
-    if config.loader is LoaderName.NODES and s.persistent_workers:
-        raise IobenchError("--loader nodes: --num-workers are threads of this process; --persistent-workers "
-                           "does not apply")  # fmt: skip
-    if config.loader is LoaderName.GPU_RESIDENT and s.num_workers > 0:
-        raise IobenchError("--loader gpu-resident reads the dataset once; --num-workers does not apply")
-    direct_knobs = s.persistent_workers or s.prefetch_factor is not None or not s.in_order or s.prefetch_thread
-    if config.loader is LoaderName.DIRECT and direct_knobs:
-        raise IobenchError(
-            "--loader direct: --num-workers is its reads in flight (0: 32) and it reads two batches ahead "
-            "into its own buffers; --persistent-workers, --prefetch-factor, --prefetch-thread and --no-in-order "
-            "do not apply"
-        )
+    kind = LOADERS[config.loader]
+    check_workers(config.settings)
+    if (refusal := kind.refusal(config.settings)) is not None:
+        raise IobenchError(refusal)
     if config.transform.startswith("cpu:") and config.transform_on is TransformOn.DEVICE:
         raise IobenchError("--transform cpu:US is a CPU cost per sample in the loader; use --transform-on host")
-    if (
-        config.transform != "none"
-        and config.transform_on is TransformOn.HOST
-        and config.loader in (LoaderName.GPU_RESIDENT, LoaderName.DIRECT)
-    ):
-        raise IobenchError(
-            f"--loader {config.loader} hands over raw batches (gpu-resident: already on the device; direct: the "
-            "reference for the hardware): use --transform-on device"
-        )
-    if config.loader is LoaderName.RAY:
-        _check_ray(s)
-    elif s.ray_address is not None:
-        raise IobenchError("--ray-address is for --loader ray")
-    kind = LOADERS[config.loader]
+    if config.transform != "none" and config.transform_on is TransformOn.HOST and kind.raw_batches:
+        raise IobenchError(f"--loader {config.loader} hands over raw batches ({kind.raw_batches}): use "
+                           "--transform-on device")  # fmt: skip
     if not kind.installed:
         raise IobenchError(f"--loader {config.loader} needs {kind.library}: pip install 'iobench[{kind.extra}]'")
     if config.cache is Cache.WARM and config.warmup < 1:
@@ -207,14 +159,7 @@ def _check_format_options(config: RunConfig) -> None:
 
     if not config.format_options:
         return
-    native = config.loader is LoaderName.NATIVE
+    native = LOADERS[config.loader].own_pipeline
     if not native and not settable_fields(config.format, reading=True, native=False):
         raise IobenchError(f"{config.label}: --format-option sets how a format's own pipeline reads (--loader native)")
     check_read_options(config.format, [k for k, _ in config.format_options], native)
-
-
-def _check_ray(s: LoaderSettings) -> None:
-    if s.num_workers < 1:
-        raise IobenchError("--loader ray: --num-workers is the number of Ray actors; give at least 1")
-    if s.persistent_workers:
-        raise IobenchError("--loader ray: actors live as long as the loader; --persistent-workers does not apply")

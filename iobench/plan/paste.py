@@ -15,6 +15,7 @@ from typing import Any
 from iobench.loaders import LoaderName
 from iobench.loaders.transforms import TransformOn
 from iobench.plan.config import RunConfig
+from iobench.settings import command_flags, dataloader_arguments
 
 
 def _py(value: Any) -> str:
@@ -29,20 +30,13 @@ def _py(value: Any) -> str:
 def loader_arguments(c: RunConfig) -> list[str]:
     """DataLoader keyword arguments of the configuration, in the order a reader expects them."""
     s = c.settings
-    args = [
-        f"sampler=Batches(len(dataset), {s.batch_size}, shuffle={c.shuffle})",
-        "batch_size=None",
-        f"num_workers={s.num_workers}",
-    ]
-    if s.num_workers:
-        if s.prefetch_factor:
-            args.append(f"prefetch_factor={s.prefetch_factor}")
-        if s.persistent_workers:
-            args.append("persistent_workers=True")
-        if not s.in_order:
-            args.append("in_order=False")
-    args += [f"pin_memory={bool(s.pin_memory)}", "collate_fn=passthrough"]
-    return args
+    args = [f"sampler=Batches(len(dataset), {s.batch_size}, shuffle={c.shuffle})", "batch_size=None"]
+    return [*args, *_keywords(s), "collate_fn=passthrough"]
+
+
+def _keywords(s: Any) -> list[str]:
+    """The settings' DataLoader keywords as a script writes them (`iobench.settings.dataloader_arguments`)."""
+    return [f"{k}={_py(v)}" for k, v in dataloader_arguments(s).items()]
 
 
 def _api_import(names: list[str], on_device: str | None) -> str:
@@ -86,9 +80,7 @@ def _nodes_loader(c: RunConfig, opened: list[str], on_device: str | None) -> tup
 def _native_loader(c: RunConfig, opened: list[str], on_device: str | None) -> tuple[list[str], list[str]]:
     """Imports and make_loader() for the format's own library pipeline, as `--loader native` read."""
     s = c.settings
-    args = [f"batch_size={s.batch_size}", f"shuffle={c.shuffle}", f"num_workers={s.num_workers}"]
-    args += [f"prefetch_factor={s.prefetch_factor}"] if s.num_workers and s.prefetch_factor else []
-    args.append(f"pin_memory={bool(s.pin_memory)}")
+    args = [f"batch_size={s.batch_size}", f"shuffle={c.shuffle}", *_keywords(s)]
     args += [f"options={_py(dict(c.format_options))}"] if c.format_options else []
     make = [
         "def make_loader() -> NativeBatches:",
@@ -266,12 +258,7 @@ def factory_script(request: Any, measured: str, folder: Path, device: str) -> st
     folder it was imported from goes first on sys.path, so the script runs from anywhere)."""
     module, _, function = request.factory.partition(":")
     s = request.settings
-    args = [f"batch_size={s.batch_size}", f"shuffle={request.shuffle}", f"num_workers={s.num_workers}"]
-    if s.num_workers:
-        args += [f"prefetch_factor={s.prefetch_factor}"] if s.prefetch_factor else []
-        args += ["persistent_workers=True"] if s.persistent_workers else []
-        args += ["in_order=False"] if not s.in_order else []
-    args.append(f"pin_memory={bool(s.pin_memory)}")
+    args = [f"batch_size={s.batch_size}", f"shuffle={request.shuffle}", *_keywords(s)]
     threads = [f"torch.set_num_threads({request.torch_threads})"] if request.torch_threads is not None else []
     lines = [
         f'"""iobench tune\'s best DataLoader settings for {request.factory}, {measured}.',
@@ -320,12 +307,7 @@ def run_command(c: RunConfig, place: list[str], device: str) -> str:
     args = ["iobench", "run", *place, "--format", c.format, "--loader", c.loader.value, "--device", device,
             "--batch-size", str(s.batch_size), "--num-workers", str(s.num_workers),
             "--cache", c.cache.value]  # fmt: skip
-    args += ["--fetch", "item"] if s.fetch.value == "item" else []
-    args += ["--fetch-threads", str(s.fetch_threads)] if s.fetch_threads > 1 else []
-    args += ["--prefetch-factor", str(s.prefetch_factor)] if s.prefetch_factor else []
-    args += ["--persistent-workers"] if s.persistent_workers else []
-    args += ["--no-in-order"] if not s.in_order else []
-    args += ["--pin-memory"] if s.pin_memory else []
+    args += command_flags(s, device.startswith("cuda"))
     args += ["--no-shuffle"] if not c.shuffle else []
     args += ["--step", c.step] if c.step != "none" else []
     args += ["--transform", c.transform, "--transform-on", c.transform_on.value] if c.transform != "none" else []

@@ -18,14 +18,15 @@ from iobench.formats import FORMATS
 from iobench.formats.base import StorageFormat
 from iobench.loaders import LoaderName
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
-from iobench.measuring.distributed import SINGLE, World
 from iobench.plan.config import Cache, RunConfig
 from iobench.results.record import RecordedConfig
+from iobench.settings import batches_in_flight
 from iobench.storage import Storage
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.confine import Confinement
 from iobench.storage.remote import ObjectStorage, RemoteTarget
 from iobench.system.environment import check_parallelism
+from iobench.system.world import SINGLE, World
 
 
 @dataclass(frozen=True)
@@ -92,17 +93,17 @@ class ResolvedRun:
 
     def recorded(self) -> RecordedConfig:
         """The configuration as its record will store it (what sweeps compare to skip a run): every field
-        of RunConfig and LoaderSettings that RecordedConfig names, as stored (a choice by its value), then
-        where it ran and the fields stored in another form."""
+        of RunConfig that RecordedConfig names, as stored (a choice by its value), its settings with pinning
+        decided, then where it ran and the fields stored in another form."""
         c, s = self.config, self.config.settings
-        same = {f.name: _stored(getattr(part, f.name)) for part in (c, s) for f in fields(part) if f.name in RECORDED}
+        same = {f.name: _stored(getattr(c, f.name)) for f in fields(c) if f.name in RECORDED and f.name != "settings"}
         return RecordedConfig(**{
             **same,
+            "settings": replace(s, pin_memory=bool(s.pin_memory)),
             "dataset": self.dataset_dir.name,
             "world_size": self.world.size,
             "backend": self.world.backend,
             "device": str(self.device),
-            "pin_memory": bool(s.pin_memory),
             "order": c.order_name,
             "shuffle": c.shuffle,
             "cache_budget": c.cache_budget.text if c.cache_budget is not None else None,
@@ -254,7 +255,7 @@ def check_budget(resolved: ResolvedRun) -> None:
     if budget is None:
         return
     s, spec = resolved.config.settings, resolved.manifest.spec
-    in_flight = (max(1, s.num_workers) * (s.prefetch_factor or 2) + 2) * s.batch_size * spec.sample_bytes
+    in_flight = batches_in_flight(s) * s.batch_size * spec.sample_bytes
     need = MIN_CACHE_BUDGET + 2 * in_flight
     if budget < need:
         raise IobenchError(

@@ -8,6 +8,7 @@ import typing
 from dataclasses import MISSING, fields
 from typing import Any
 
+from iobench.choices import Choice
 from iobench.errors import IobenchError
 
 
@@ -29,16 +30,20 @@ def numbers(values: object, name: str) -> list[float]:
 
 
 _HINTS: dict[type, dict[str, Any]] = {}
+IN_PLACE = {"in_place": True}  # a nested part's fields stored in the object's own (a record's settings)
 
 
-def parsed(cls: type, data: dict) -> Any:
-    """Build one part from the flat object, checking every stored value against its type."""
+def parsed(cls: type, data: dict, required: tuple[str, ...] = ()) -> Any:
+    """Build one part from the flat object, checking every stored value against its type; a nested part (the
+    config's settings) is read from the same object. `required`: fields that must be stored, default or not."""
     hints = _HINTS.setdefault(cls, typing.get_type_hints(cls))
     values = {}
     for f in fields(cls):
-        if f.name in data:
+        if f.metadata.get("in_place"):
+            values[f.name] = parsed(hints[f.name], data, required)
+        elif f.name in data:
             values[f.name] = checked(data[f.name], hints[f.name], f.name)
-        elif f.default is MISSING and f.default_factory is MISSING:
+        elif f.name in required or (f.default is MISSING and f.default_factory is MISSING):
             raise RecordError(f"the field {f.name!r} is missing")
     return cls(**values)
 
@@ -59,6 +64,8 @@ def fits(value: Any, hint: Any) -> bool:
     if origin is dict:
         key, item = typing.get_args(hint)
         return isinstance(value, dict) and all(fits(k, key) and fits(v, item) for k, v in value.items())
+    if isinstance(hint, type) and issubclass(hint, Choice):  # stored as its text
+        return isinstance(value, str) and value in {c.value for c in hint}
     if hint is type(None):
         return value is None
     if hint is float:

@@ -18,6 +18,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from iobench.results.record import RunRecord  # noqa: E402
 from iobench.results.tables import settings_label  # noqa: E402
+from iobench.settings import HEATMAP_AXES, HEATMAP_PANELS, SETTINGS, held_fixed  # noqa: E402
 
 CACHE_COLOURS = {"cold": "#3b6fb6", "warm": "#e08a2c", "as-is": "#7a7a7a"}
 TOP = 25  # bars in one horizontal bar plot; the rest are counted in its title, listed in the tables
@@ -163,7 +164,7 @@ def sample_size_figure(records: list[RunRecord]) -> Figure | None:
     series = defaultdict(list)
     for r in records:  # one line per configuration over datasets that differ in their samples' size alone
         d = r.dataset
-        key = (f"{r.config.format}/{r.config.loader} w={r.config.num_workers}", r.config.cache, r.config.order,
+        key = (f"{r.config.format}/{r.config.loader} w={r.config.settings.num_workers}", r.config.cache, r.config.order,
                str(d.workload or "custom"), *(() if d.source is None else (Path(d.source).name,)))  # fmt: skip
         series[key].append((r.dataset.sample_bytes, r.epochs.samples_per_s, r.epochs.mb_per_s))
     series = {k: sorted(v) for k, v in series.items() if len({p[0] for p in v}) > 1}
@@ -200,31 +201,38 @@ def split_figure(records: list[RunRecord]) -> Figure:
 
 
 def _heatmap_group(rows: list[RunRecord]) -> list[RunRecord]:
-    """The largest set of DataLoader records that differ only in workers, prefetch, pinning, non_blocking:
+    """The largest set of DataLoader records that differ only in the heatmap's settings (its axes and panels):
     a heatmap of anything more mixed puts two figures in one cell."""
     groups: dict[tuple, list[RunRecord]] = defaultdict(list)
+    mapped = (*HEATMAP_AXES, *HEATMAP_PANELS)
     for r in rows:  # everything but the heatmap's four knobs held fixed: one figure per cell, never one of several
         c = r.config
-        groups[(c.dataset, c.format, c.batch_size, c.cache, c.order, c.device, c.fetch, c.transform, c.step,
-                c.fetch_threads, c.persistent_workers, c.in_order, c.prefetch_thread, c.torch_threads_asked,
-                c.format_options, c.storage, c.remote_profile)].append(r)  # fmt: skip
+        held = tuple(getattr(c.settings, name) for name in SETTINGS if name not in mapped)
+        groups[(c.dataset, c.format, c.cache, c.order, c.device, c.transform, c.step, c.torch_threads_asked,
+                c.format_options, c.storage, c.remote_profile, *held)].append(r)  # fmt: skip
     return max(groups.values(), key=len) if groups else []
 
 
 def settings_figure(records: list[RunRecord]) -> Figure | None:
-    """Samples/s over num_workers x prefetch_factor, one panel per pin_memory/non_blocking, exact values."""
+    """Samples/s over the two settings of `iobench.settings.HEATMAP_AXES`, one panel per pair of HEATMAP_PANELS,
+    exact values."""
     rows = _heatmap_group([r for r in records if r.config.loader == "dataloader"])
-    workers = sorted({r.config.num_workers for r in rows})
+    across, down = HEATMAP_AXES
+
+    def value(r: RunRecord, name: str) -> object:
+        return getattr(r.config.settings, name)
+
+    workers = sorted({value(r, across) for r in rows})
     if len(workers) < 2:
         return None
-    panels = sorted({(r.config.pin_memory, r.config.non_blocking) for r in rows})
-    factors = sorted({r.config.prefetch_factor or 0 for r in rows})
+    panels = sorted({tuple(value(r, p) for p in HEATMAP_PANELS) for r in rows})
+    factors = sorted({value(r, down) or 0 for r in rows})
     fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.8), squeeze=False)
-    for ax, (pin, nb) in zip(axes[0], panels, strict=True):
+    for ax, panel in zip(axes[0], panels, strict=True):
         grid = [[float("nan")] * len(workers) for _ in factors]
         for r in rows:
-            if (r.config.pin_memory, r.config.non_blocking) == (pin, nb):
-                cell = factors.index(r.config.prefetch_factor or 0), workers.index(r.config.num_workers)
+            if tuple(value(r, p) for p in HEATMAP_PANELS) == panel:
+                cell = factors.index(value(r, down) or 0), workers.index(value(r, across))
                 grid[cell[0]][cell[1]] = r.epochs.samples_per_s
         image = ax.imshow(grid, cmap="viridis", aspect="auto")
         for i, row in enumerate(grid):
@@ -233,16 +241,15 @@ def settings_figure(records: list[RunRecord]) -> Figure | None:
                     ax.text(j, i, f"{v:,.0f}", ha="center", va="center", color="white", fontsize=7)
         ax.set_xticks(range(len(workers)), workers)
         ax.set_yticks(range(len(factors)), ["default" if f == 0 else f for f in factors])
-        ax.set_xlabel("num_workers")
-        ax.set_ylabel("prefetch_factor")
-        ax.set_title(f"pin_memory={pin} non_blocking={nb}", fontsize=9)
+        ax.set_xlabel(across)
+        ax.set_ylabel(down)
+        ax.set_title(" ".join(f"{p}={v}" for p, v in zip(HEATMAP_PANELS, panel, strict=True)), fontsize=9)
         fig.colorbar(image, ax=ax, label="samples/s")
     c = rows[0].config
     others = len([r for r in records if r.config.loader == "dataloader"]) - len(rows)
-    fig.suptitle(f"samples/s; held fixed: {c.format}, batch size {c.batch_size}, {c.cache} {c.order}, {c.device}, "
-                 f"fetch {c.fetch} x{c.fetch_threads}, persistent {c.persistent_workers}, in order {c.in_order}, "
-                 f"dataset {c.dataset}" + (f"; {others} other DataLoader records (other fixed settings) in the "
-                 "tables" if others else ""), fontsize=8)  # fmt: skip
+    fig.suptitle(f"samples/s; held fixed: {c.format}, batch size {c.settings.batch_size}, {c.cache} {c.order}, "
+                 f"{c.device}, {held_fixed(c.settings)}, dataset {c.dataset}" + (f"; {others} other DataLoader records "
+                 "(other fixed settings) in the tables" if others else ""), fontsize=8)  # fmt: skip
     return fig
 
 

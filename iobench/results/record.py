@@ -11,15 +11,16 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields, replace
-from typing import Any
+from copy import deepcopy
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from typing import Any, Protocol
 
 from iobench.choices import Choice
-from iobench.results.checked import MAX_MEASURED, RecordError, checked, mapping, numbers, parsed
-from iobench.results.machine_limits import LimitShare, MachineLimits
+from iobench.results.ceilings import LimitShare, MachineLimits, RemoteLimits
+from iobench.results.checked import IN_PLACE, MAX_MEASURED, RecordError, checked, mapping, numbers, parsed
 from iobench.results.record_parts import Environment, RankStats, SystemStats
-from iobench.results.remote_limits import RemoteLimits
 from iobench.results.stats import summary
+from iobench.settings import SETTINGS, LoaderSettings
 
 # 1: records written before the version was stored (read with the defaults below); 3: `packages`. The history
 # of every version is in docs/records.md.
@@ -27,20 +28,16 @@ SCHEMA_VERSION = 3
 
 
 # The stored spellings of the choices the ceiling rule reads (the plan's Cache.COLD and Order.SHUFFLE,
-# the loaders' LoaderName.GPU_RESIDENT), named once here: tests/test_runner.py checks that they match.
+# the loaders' LoaderName.GPU_RESIDENT), named once here: tests/run/test_runner.py checks that they match.
 STORED_COLD, STORED_SHUFFLE, STORED_DEVICE_RESIDENT = "cold", "shuffle", "gpu-resident"
 
 
-class ReadMethod(Choice):
-    """How a loader that can read either way (direct) read its epochs: the record's `read_method`."""
-
-    DIRECT = "O_DIRECT + Linux AIO"
-    THREADS = "preadv threads through the page cache"
+# the loaders' ReadMethod.THREADS, as the records store it (the warnings read it)
+STORED_THREADS_READ = "preadv threads through the page cache"
 
 
-@dataclass(frozen=True)
-class EpochTiming:
-    """What the clock measured for one epoch (on every rank: summed or maximised over ranks)."""
+class Timed(Protocol):
+    """What the clock measured for one epoch, as the stats read it (`iobench.measuring.clocks.EpochTiming`)."""
 
     seconds: float
     first_batch_seconds: float
@@ -49,8 +46,8 @@ class EpochTiming:
     wait_seconds: float
     h2d_seconds: float
     step_seconds: float
-    partial: bool  # stopped early by max_seconds
-    transform_seconds: float = 0.0  # --transform-on device: the batched transform after the copy
+    partial: bool
+    transform_seconds: float
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,18 +59,8 @@ class RecordedConfig:
     backend: str | None = None  # torchrun's process-group backend; None outside torchrun
     format: str
     loader: str
-    batch_size: int
-    num_workers: int
-    prefetch_factor: int | None = None
-    pin_memory: bool = False
-    non_blocking: bool = True
-    persistent_workers: bool = False
-    fetch: str = "batch"
-    fetch_threads: int = 1
-    prefetch_thread: int = 0
-    readahead_mb: int = 32
-    ray_address: str | None = None
-    in_order: bool = True
+    # the loader settings (iobench.settings), a field of the record each where this one stands on disk
+    settings: LoaderSettings = field(default_factory=LoaderSettings, metadata=IN_PLACE)
     order: str
     shuffle: bool
     block_size: int = 0
@@ -187,7 +174,7 @@ class EpochStats:
 
     @classmethod
     def of(
-        cls, timings: Sequence[EpochTiming], sample_bytes: int, n_samples: int, has_step: bool = False, ranks: int = 1
+        cls, timings: Sequence[Timed], sample_bytes: int, n_samples: int, has_step: bool = False, ranks: int = 1
     ) -> EpochStats:
         seconds = [t.seconds for t in timings]
         s = summary(seconds)
@@ -263,7 +250,7 @@ class RunRecord:
         name, value = self._pattern_ceiling(limits)
         value *= self.ranks.nodes
         if c.device.startswith("cuda"):
-            h2d = "h2d_pinned_mb_per_s" if c.pin_memory else "h2d_pageable_mb_per_s"
+            h2d = "h2d_pinned_mb_per_s" if c.settings.pin_memory else "h2d_pageable_mb_per_s"
             per_rank = getattr(limits, h2d)
             if per_rank and per_rank * c.world_size < value:
                 name, value = h2d, per_rank * c.world_size
@@ -307,7 +294,7 @@ class RunRecord:
         """The flat object of schema 1, plus schema_version (and any fields of other versions kept)."""
         out: dict[str, Any] = {"schema_version": self.schema_version, "timestamp": self.timestamp}
         for part in (self.config, self.dataset, self.system, self.ranks, self.epochs, self.environment, self.limit):
-            out.update(asdict(part))
+            out.update(flat(part))
         for key in ("cuda_max_memory_allocated_bytes", "cuda_max_memory_reserved_bytes"):
             if out.get(key) is None:
                 out.pop(key)
@@ -334,12 +321,13 @@ class RunRecord:
             "environment": Environment,
             "limit": LimitShare,
         }
-        built = {name: parsed(part, d) for name, part in parts.items()}
+        required = {RecordedConfig: STORED_SETTINGS}
+        built = {name: parsed(part, d, required.get(part, ())) for name, part in parts.items()}
         for part in built.values():
             _check_finite(part)
         _check_measured(built["epochs"])
         _check_config(built["config"], built["dataset"])
-        known = {f.name for part in parts.values() for f in fields(part)} | {"schema_version", "timestamp"}
+        known = {f.name for part in parts.values() for f in fields(part)} | {"schema_version", "timestamp", *SETTINGS}
         return cls(
             **built,
             timestamp=checked(d.get("timestamp", ""), str, "timestamp"),
@@ -348,25 +336,44 @@ class RunRecord:
         )
 
 
+def flat(part: object) -> dict[str, Any]:
+    """A part's fields as stored: a nested part's (the config's settings) in its place, a choice by its text."""
+    out: dict[str, Any] = {}
+    for f in fields(part):
+        value = getattr(part, f.name)
+        if f.metadata.get("in_place"):
+            out.update(flat(value))
+        else:
+            out[f.name] = value.value if isinstance(value, Choice) else deepcopy(value)
+    return out
+
+
 def _check_finite(part: object) -> None:
     """No NaN or infinity anywhere: a report ranked `samples_per_s: NaN` fastest ("nanx the next")."""
     for f in fields(part):
         value = getattr(part, f.name)
+        if is_dataclass(value):
+            _check_finite(value)
+            continue
         for x in value if isinstance(value, list) else value.values() if isinstance(value, dict) else [value]:
             if isinstance(x, float) and not math.isfinite(x):
                 raise RecordError(f"{f.name!r} holds {x!r}, not a number")
 
 
+STORED_SETTINGS = ("batch_size", "num_workers")  # in every record since the first
+
 # What a real run's settings stay within: a record outside them was made by hand (negative batch sizes, 1e30
 # samples and a million workers were ranked in a report)
-SETTING_BOUNDS = {"batch_size": (1, 2**31), "num_workers": (0, 4096), "epochs": (0, 10**6), "warmup": (0, 10**6),
-                  "runs": (1, 10**6), "world_size": (1, 10**6), "fetch_threads": (1, 4096)}  # fmt: skip
+SETTING_BOUNDS = {
+    **{s.name: (s.minimum, s.recorded_at_most) for s in SETTINGS.values() if s.recorded_at_most is not None},
+    "epochs": (0, 10**6), "warmup": (0, 10**6), "runs": (1, 10**6), "world_size": (1, 10**6),
+}  # fmt: skip
 MAX_SAMPLES = 10**13
 
 
 def _check_config(config: RecordedConfig, dataset: DatasetInfo) -> None:
     for name, (least, most) in SETTING_BOUNDS.items():
-        value = getattr(config, name)
+        value = getattr(config.settings if name in SETTINGS else config, name)
         if not least <= value <= most:
             raise RecordError(f"{name!r} holds {value!r}, outside {least}..{most}")
     if not 1 <= dataset.n_samples <= MAX_SAMPLES or dataset.sample_bytes < 0:

@@ -9,11 +9,10 @@ from pathlib import Path
 from iobench.errors import IobenchError
 from iobench.results import plots
 from iobench.results.answer import answer_lines, collapsed, sorted_for_table
+from iobench.results.ceilings import LOOPBACK, limits_key, remote_limits_key
 from iobench.results.exports import write_csv, write_html
 from iobench.results.formats_table import format_lines
-from iobench.results.machine_limits import limits_key
 from iobench.results.record import RecordedConfig, RunRecord
-from iobench.results.remote_limits import LOOPBACK, remote_limits_key
 from iobench.results.store import load_all_limits, load_all_remote_limits, load_records
 from iobench.results.tables import au_text, settings_label, shuffle_text
 from iobench.results.warnings import md_text, record_warnings

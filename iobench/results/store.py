@@ -11,10 +11,9 @@ from pathlib import Path
 from typing import TypeVar
 
 from iobench.errors import IobenchError
+from iobench.results.ceilings import MachineLimits, RemoteLimits
 from iobench.results.checked import RecordError
-from iobench.results.machine_limits import MachineLimits
 from iobench.results.record import RunRecord
-from iobench.results.remote_limits import RemoteLimits
 
 T = TypeVar("T")
 

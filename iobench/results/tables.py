@@ -8,24 +8,24 @@ from pathlib import Path
 
 from rich.table import Table
 
-from iobench.results.machine_limits import PAGE, MachineLimits
+from iobench.results.ceilings import LOOPBACK, PAGE, MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
-from iobench.results.remote_limits import LOOPBACK, RemoteLimits
 from iobench.results.stats import relative_to_fastest
 from iobench.results.verdict import tied_with
+from iobench.settings import settings_parts
 
 
 def settings_label(r: RunRecord, measured: bool = True) -> str:
     """The knobs of a record that differ between configurations, in a few characters; `measured=False`
     leaves out what was measured (a transform's cost), for a name that keys a configuration."""
     c = r.config
-    size, workers, *rest = knob_parts(c)
+    size, workers, *rest = settings_parts(c.settings)
     parts = [size, workers]
     if c.backend:  # under torchrun, where the thread count is torchrun's to set
         nodes = f"/{r.ranks.nodes}n" if r.ranks.nodes > 1 else ""
         parts = [f"ranks={c.world_size}{nodes}", *parts, f"threads={r.environment.torch_threads}"]
     if c.loader == "dataloader":
-        parts.append(f"fetch={c.fetch}")
+        parts.append(f"fetch={c.settings.fetch}")
     transform = transform_parts(r) if measured else [transform_label(r)] if transform_label(r) else []
     options = [c.format_options] if c.format_options else []
     written = [f"written({c.format_written})"] if c.format_written else []
@@ -52,22 +52,6 @@ def transform_parts(r: RunRecord) -> list[str]:
         return []
     cost = r.epochs.transform_us_per_sample
     return [label + (f" ({cost:,.0f} µs/sample)" if cost is not None else "")]
-
-
-def knob_parts(s: object) -> list[str]:
-    """Loader settings in a few characters; s is a record's config or a run's LoaderSettings."""
-    parts = [f"bs={s.batch_size}", f"w={s.num_workers}"]
-    for shown, text in (
-        (s.prefetch_factor, f"pf={s.prefetch_factor}"),
-        (s.pin_memory, "pin"),
-        (s.prefetch_thread, f"thread={s.prefetch_thread}"),
-        (s.fetch_threads > 1, f"fetch-threads={s.fetch_threads}"),
-        (s.persistent_workers, "persistent"),
-        (not s.in_order, "unordered"),
-    ):
-        if shown:
-            parts.append(text)
-    return parts
 
 
 def _residency(r: RunRecord) -> str:

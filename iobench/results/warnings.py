@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iobench.choices import Choice
-from iobench.results.record import ReadMethod, RunRecord
+from iobench.results.record import STORED_THREADS_READ, RunRecord
 from iobench.results.stats import CV_LIMIT, first_run_slow, outliers, summary
 from iobench.results.tables import settings_label
 
@@ -128,12 +128,13 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                     "and --torch-threads 1",
                 )
             )
-        if r.config.batch_size > r.dataset.n_samples:
+        if r.config.settings.batch_size > r.dataset.n_samples:
             found.append(
                 RunWarning(
                     Kind.ONE_BATCH,
                     subject,
-                    f"batch size {r.config.batch_size:,} is larger than the dataset ({r.dataset.n_samples:,} samples): "
+                    f"batch size {r.config.settings.batch_size:,} is larger than the dataset "
+                    f"({r.dataset.n_samples:,} samples): "
                     "every epoch was one batch, so the figures say little about a loader's steady state",
                     "give a --batch-size well below the dataset size, or a larger dataset",
                 )
@@ -160,12 +161,12 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                     else "something still maps the files, or eviction is not permitted (run as root)",
                 )
             )
-        if r.config.loader == "direct" and r.config.cold and r.system.read_method == ReadMethod.THREADS:
+        if r.config.loader == "direct" and r.config.cold and r.system.read_method == STORED_THREADS_READ:
             found.append(
                 RunWarning(
                     Kind.NOT_DIRECT,
                     subject,
-                    f"cold epochs were read by {ReadMethod.THREADS.value}: this file system refuses O_DIRECT "
+                    f"cold epochs were read by {STORED_THREADS_READ}: this file system refuses O_DIRECT "
                     "or the kernel has no Linux AIO",
                     "not the storage reference: put the dataset on a disk file system (ext4, xfs)",
                 )

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from iobench.choices import Choice
-from iobench.measuring.limits import write_probe
+from iobench.measuring.machine_ceilings import write_probe
 from iobench.results.warnings import BUSY_CORES
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.page_cache import Eviction

@@ -15,9 +15,10 @@ from iobench.data.workloads import workload_of
 from iobench.formats import FORMATS
 from iobench.loaders import LOADERS, LoaderName
 from iobench.measuring.aggregate import RankMeasurements, combine
+from iobench.measuring.clocks import EpochTiming
 from iobench.plan.config import Cache
 from iobench.plan.resolve import ResolvedRun
-from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RunRecord
+from iobench.results.record import DatasetInfo, EpochStats, RunRecord
 from iobench.results.shuffle_quality import ShuffleQuality
 from iobench.storage import Counters
 from iobench.system.environment import environment

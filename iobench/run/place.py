@@ -16,7 +16,7 @@ class RunPlace:
     device: str  # as given: auto, cpu, cuda, cuda:N
     results: Path
     read_limit: float | None = None
-    profile: bool = False
+    cprofile: bool = False  # --profile: one more epoch under cProfile (not `remote`, the network profile)
     size: int | None = None  # --size: the dataset of this many samples (prepared when missing)
     remote: Profile | None = None  # --remote: the formats read from object storage served with this profile
     endpoint_url: str | None = None  # --endpoint-url: the formats read from this S3-compatible store instead

@@ -8,8 +8,7 @@ import gc
 import os
 import signal
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -25,19 +24,18 @@ from iobench.loaders.base import Loader, LoaderContext
 from iobench.loaders.device import synchronize
 from iobench.loaders.factory import make_loader
 from iobench.loaders.transforms import CALIBRATION_SAMPLES, Transform, TransformOn, make_transform
-from iobench.measuring.clocks import time_epoch
+from iobench.measuring.clocks import EpochTiming
 from iobench.measuring.steps import Step, make_step
 from iobench.plan.config import Cache, RunConfig
 from iobench.plan.resolve import ResolvedRun
-from iobench.results.record import EpochTiming, MachineLimits, RunRecord
-from iobench.results.remote_limits import RemoteLimits
+from iobench.results.ceilings import RemoteLimits
+from iobench.results.record import MachineLimits, RunRecord
 from iobench.results.shuffle_quality import score
 from iobench.run.epoch_log import EpochLog, record_of
+from iobench.run.epochs import DeviceTransform, EpochLoop
 from iobench.storage.remote import check_fork_safe
 from iobench.system.contention import RECENT_SECONDS, contending, other_cores_busy, torch_threads
 from iobench.system.sysmetrics import CpuCounters
-
-DeviceTransform = Callable[[torch.Tensor], torch.Tensor] | None  # batched, after the copy
 
 
 def build_loader(resolved: ResolvedRun) -> Loader:
@@ -135,90 +133,89 @@ def run(
 
 
 def _measure(resolved: ResolvedRun, events: Events, profile_dir: Path | None) -> RunRecord:
-    config, world, device = resolved.config, resolved.world, resolved.device
+    config, device = resolved.config, resolved.device
     spec = resolved.manifest.spec
     step = make_step(config.step, spec.features_per_sample, spec.n_classes, device, config.seed)
     log = EpochLog(resolved.storage.counters(), CpuCounters())
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    epochs_per_run = config.warmup + config.epochs
     transform = _device_transform(resolved)
     transform_cost = _transform_cost(resolved)
     started = time.perf_counter()
-    profile_path = None
-    for r in range(config.runs):
-        loader = build_loader(resolved)
-        try:
-            log.setup.append(loader.setup_seconds())
-            for e in range(epochs_per_run):
-                epoch = r * epochs_per_run + e
-                if e < config.warmup:
-                    _prepare(loader, epoch, log, config)
-                    timing = _epoch(loader, epoch, step, config, transform)
-                else:
-                    loader, timing = _timed_epoch(resolved, loader, epoch, step, transform, log)
-                events.epoch_done(r, e, e < config.warmup, timing.seconds)
-            if profile_dir is not None and r == config.runs - 1 and world.is_main:
-                profile_path = _profile_epoch(loader, (r + 1) * epochs_per_run, step, config, profile_dir, transform)
-        finally:
-            loader.close()
-    return record_of(resolved, log, transform_cost, time.perf_counter() - started, profile_path)
+    subject = FormatEpochs(resolved, log, step, transform, profile_dir)
+    subject.run(config.runs, config.warmup, config.epochs, step, transform, config.max_seconds, events)
+    return record_of(resolved, log, transform_cost, time.perf_counter() - started, subject.profile_path)
 
 
-def _timed_epoch(
-    resolved: ResolvedRun, loader: Loader, epoch: int, step: Step, transform: DeviceTransform, log: EpochLog
-) -> tuple[Loader, EpochTiming]:
-    """One timed epoch with its residency and counters; cold, the storage makes the files cold first and
-    the loader is rebuilt (it is returned: the caller closes the one in use)."""
-    config, world, storage = resolved.config, resolved.world, resolved.storage
-    cold = config.cache is Cache.COLD
-    if cold:
-        loader.close()
-        gc.collect()  # drop any mapping still referenced from a cycle
+class ConfigEpochs(EpochLoop):
+    """Epochs of a configuration's loader: every sample delivered, a failure said as one line naming it."""
+
+    def __init__(self, config: RunConfig) -> None:
+        self.config = config
+
+    def delivered(self, loader: Loader, timing: EpochTiming) -> None:
+        _check_delivered(loader, timing, self.config.label)
+
+    def failure(self, exc: Exception, epoch: int) -> RunFailed:
+        return _failure(exc, self.config)
+
+
+class FormatEpochs(ConfigEpochs):
+    """A prepared format through a loader: each timed epoch with its residency and counters; cold, the storage
+    makes the files cold first (one process per node, every rank waiting) and the loader is rebuilt."""
+
+    def __init__(
+        self, resolved: ResolvedRun, log: EpochLog, step: Step, transform: DeviceTransform, profile_dir: Path | None
+    ) -> None:
+        super().__init__(resolved.config)
+        self.resolved, self.log, self.step, self.transform = resolved, log, step, transform
+        self.world, self.storage = resolved.world, resolved.storage
+        self.cold = self.config.cache is Cache.COLD
+        self.profile_dir, self.profile_path = profile_dir, None
+        self.before: tuple = ()
+
+    def build(self) -> Loader:
+        loader = build_loader(self.resolved)
+        self.log.setup.append(loader.setup_seconds())
+        return loader
+
+    def prepare(self, loader: Loader, epoch: int) -> None:
+        _prepare(loader, epoch, self.log, self.config)
+
+    def make_cold(self, epoch: int) -> None:
+        world, config = self.world, self.config
         world.barrier()  # no rank on this node still maps the files
-        method = _evicted(storage.make_cold, config) if world.is_node_main else ""
+        method = _evicted(self.storage.make_cold, config) if world.is_node_main else ""
         world.barrier()
-        if storage.primes_cold:  # the program's own files may be cold too: read back before the clock
-            _prime(resolved, epoch, step, transform)
+        if self.storage.primes_cold:  # the program's own files may be cold too: read back before the clock
+            _prime(self.resolved, epoch, self.step, self.transform)
             world.barrier()
             if world.is_node_main:  # the record's method: "drop_caches+prime+fadvise"
-                method = f"{method}+prime+{_evicted(storage.make_dataset_cold, config)}"
+                method = f"{method}+prime+{_evicted(self.storage.make_dataset_cold, config)}"
             world.barrier()
         if method:
-            log.eviction_methods.add(method)
-    log.resident_before.append(storage.residency())
-    if cold:
-        loader = build_loader(resolved)
-        log.setup.append(loader.setup_seconds())
-    if loader.read_method is not None:
-        log.read_methods.add(loader.read_method.value)
-    _prepare(loader, epoch, log, config)
-    world.barrier()  # every rank starts the epoch together
-    a = log.snapshot(loader.process_ids())
-    with harness_out_of_the_collector():
-        timing = _epoch(loader, epoch, step, config, transform)
-    world.barrier()  # the node's counters cover every rank's epoch
-    log.add(timing, a, log.snapshot(loader.process_ids()), storage.residency())
-    # after the clock: scoring the order costs the epoch nothing
-    log.shuffle.append(
-        score(loader.delivered(epoch, timing.samples), loader.order.n_samples, config.settings.batch_size)
-    )
-    return loader, timing
+            self.log.eviction_methods.add(method)
 
+    def starting(self, epoch: int) -> None:
+        self.log.resident_before.append(self.storage.residency())
 
-@contextmanager
-def harness_out_of_the_collector() -> Iterator[None]:
-    """The objects that exist before the clock starts (iobench's own: its modules, its records, its CLI; and the
-    pipeline's setup) frozen out of Python's garbage collector for the timed epoch (`gc.freeze`), which collects what
-    the epoch allocates as it would in any loop. Without it a full collection inside the epoch scanned iobench's heap:
-    LitData's remote path, whose chunk download builds a boto3 client, took 0.26 s instead of 0.08 s for that client
-    and ran at 0.67-0.79x of its own loop's samples/s (1.2x with the collector off in both)."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
+    def started(self, loader: Loader, epoch: int) -> None:
+        if loader.read_method is not None:
+            self.log.read_methods.add(loader.read_method.value)
+        self.world.barrier()  # every rank starts the epoch together
+        self.before = self.log.snapshot(loader.process_ids())
+
+    def ended(self, loader: Loader, epoch: int, timing: EpochTiming) -> None:
+        self.world.barrier()  # the node's counters cover every rank's epoch
+        self.log.add(timing, self.before, self.log.snapshot(loader.process_ids()), self.storage.residency())
+        # after the clock: scoring the order costs the epoch nothing
+        self.log.shuffle.append(
+            score(loader.delivered(epoch, timing.samples), loader.order.n_samples, self.config.settings.batch_size)
+        )
+
+    def run_done(self, loader: Loader, run: int, next_epoch: int) -> None:
+        if self.profile_dir is not None and run == self.config.runs - 1 and self.world.is_main:
+            self.profile_path = _profile_epoch(self, loader, next_epoch, self.profile_dir)
 
 
 def _prepare(loader: Loader, epoch: int, log: EpochLog, config: RunConfig) -> None:
@@ -264,53 +261,53 @@ def _prime(resolved: ResolvedRun, epoch: int, step: Step, transform: DeviceTrans
         gc.collect()
 
 
-def _profile_epoch(
-    loader: Loader, epoch: int, step: Step, config: RunConfig, directory: Path, transform: DeviceTransform
-) -> Path:
+def _profile_epoch(subject: FormatEpochs, loader: Loader, epoch: int, directory: Path) -> Path:
     """One extra epoch under cProfile (and torch.profiler on CUDA); not part of the timings."""
+    config = subject.config
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{stamp}-{config.format}-{config.loader}.prof"
     profiler = cProfile.Profile()
+
+    def one_epoch() -> None:
+        subject.clock(loader, epoch, subject.step, subject.transform, config.max_seconds)
+
     if loader.device.type == "cuda":
         from torch.profiler import ProfilerActivity, profile
 
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as trace:
             profiler.enable()
-            _epoch(loader, epoch, step, config, transform)
+            one_epoch()
             profiler.disable()
         trace.export_chrome_trace(str(path.with_suffix(".trace.json")))
     else:
         profiler.enable()
-        _epoch(loader, epoch, step, config, transform)
+        one_epoch()
         profiler.disable()
     profiler.dump_stats(path)
     return path
 
 
-def _epoch(loader: Loader, epoch: int, step: Step, config: RunConfig, transform: DeviceTransform = None) -> EpochTiming:
-    from iobench.storage.remote.bounds import forget, refused
+def _failure(exc: Exception, config: RunConfig) -> RunFailed:
+    """A run's epoch that failed, in one line: a worker that died, a read that broke, what a store refused."""
+    from iobench.storage.remote.bounds import refused
 
     label = config.label
-    forget()
-    try:
-        timing = time_epoch(loader, epoch, step, config.max_seconds, transform)
-        _check_delivered(loader, timing, label)
-        return timing
-    except RuntimeError as exc:
+    if isinstance(exc, RuntimeError):
         text = reason(exc)
         if "DataLoader worker" in text:
-            raise RunFailed(f"a DataLoader worker died during {label}: {text}") from None
-        raise RunFailed(f"{label} failed: {text}") from None
-    except (OSError, EOFError, ValueError, KeyError, IndexError) as exc:
-        # a batch's handover broken mid-way (its worker's socket reset) can be seen before the killed worker is
-        # a zombie: wait for it a moment then, and not for an error of the read itself
-        handover = isinstance(exc, (ConnectionError, EOFError))
-        killed = _killed_child(HANDOVER_WAIT_S if handover else 0.0)
-        if killed:  # the read broke because the worker handing the batch over was killed
-            raise RunFailed(f"a DataLoader worker died during {label}: {killed}") from None
-        said = refused()  # an answer a library read through a file object, refused in its own words
-        raise RunFailed(f"reading {config.format} failed: {said or reason(exc)}") from None
+            return RunFailed(f"a DataLoader worker died during {label}: {text}")
+        return RunFailed(f"{label} failed: {text}")
+    if not isinstance(exc, (OSError, EOFError, ValueError, KeyError, IndexError)):
+        raise exc
+    # a batch's handover broken mid-way (its worker's socket reset) can be seen before the killed worker is
+    # a zombie: wait for it a moment then, and not for an error of the read itself
+    handover = isinstance(exc, (ConnectionError, EOFError))
+    killed = _killed_child(HANDOVER_WAIT_S if handover else 0.0)
+    if killed:  # the read broke because the worker handing the batch over was killed
+        return RunFailed(f"a DataLoader worker died during {label}: {killed}")
+    said = refused()  # an answer a library read through a file object, refused in its own words
+    return RunFailed(f"reading {config.format} failed: {said or reason(exc)}")
 
 
 HANDOVER_WAIT_S = 1.0

@@ -10,12 +10,12 @@ from iobench.data.prepare import PrepareRequest, prepare
 from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.formats import FORMATS
-from iobench.measuring.distributed import SINGLE, World, launched_by_torchrun, rank_device
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import ResolvedRun, RunTarget, check_dataset, check_world, resolve
 from iobench.run.launch import launch, shown, torchrun_args
 from iobench.run.place import RunPlace
 from iobench.spec import DatasetSpec
+from iobench.system.world import SINGLE, World, launched_by_torchrun, rank_device
 from iobench.units import DEFAULT_SIZE, QUICK_SIZE
 
 DEFAULT_DATA_DIR = Path("data")

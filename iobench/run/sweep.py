@@ -14,13 +14,12 @@ from iobench.formats import FORMATS
 from iobench.loaders import CORE_LOADERS, LOADERS, LoaderName
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, check_remote, resolve, settle_device
-from iobench.results.machine_limits import MachineLimits
+from iobench.results.ceilings import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
-from iobench.results.remote_limits import RemoteLimits
 from iobench.results.store import append_record, done_identities
-from iobench.results.tables import knob_parts
 from iobench.run.isolated import run_isolated
 from iobench.run.runner import run
+from iobench.settings import SETTINGS, settings_parts
 from iobench.storage.remote import RemoteTarget
 
 PRESETS = ("settings", "formats", "scaling")
@@ -76,11 +75,8 @@ def preset(name: str, device: torch.device, fmt: str = "memmap") -> tuple[dict, 
     cuda = device.type == "cuda"
     if name == "settings":
         # The DataLoader-settings study on one format, plus the prefetch thread and the resident baseline.
-        grid = {
-            "format": [fmt], "loader": ["dataloader"], "num_workers": [0, 4, 8], "prefetch_factor": [None, 2, 8],
-            "pin_memory": [True, False] if cuda else [False], "non_blocking": [True, False],
-        }  # fmt: skip
-        return grid, [None]
+        crossed = {s.name: s.preset_values(cuda) for s in SETTINGS.values() if s.preset}
+        return {"format": [fmt], "loader": ["dataloader"], **crossed}, [None]
     if name == "formats":
         return {"format": list(FORMATS), "loader": list(CORE_LOADERS), "cache": ["cold", "warm"]}, [None]
     if name == "scaling":
@@ -121,7 +117,7 @@ def run_sweep(todo: list, results: Path, limits: MachineLimits | RemoteLimits | 
             record = run_isolated(resolved, limits) if isolated else run(resolved, limits, events=events)
         except IobenchError as exc:
             c = resolved.recorded()
-            failed.append(f"{c.label} {c.cache} {' '.join(knob_parts(c))}: {exc}")
+            failed.append(f"{c.label} {c.cache} {' '.join(settings_parts(c.settings))}: {exc}")
             events.say(f"warning: configuration {k + 1} of {len(todo)} failed, going on: {failed[-1]}")
             continue
         records.append(record)

@@ -19,18 +19,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from iobench.events import QUIET, Events
-from iobench.loaders import LoaderName
+from iobench.loaders import LOADERS
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
-from iobench.results.machine_limits import MachineLimits
+from iobench.results.ceilings import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
-from iobench.results.remote_limits import RemoteLimits
 from iobench.results.shuffle_quality import MAX_POINTS
 from iobench.results.stats import median_interval
 from iobench.results.store import append_record, load_records
-from iobench.results.tables import knob_parts
 from iobench.run.isolated import run_isolated
 from iobench.run.runner import run
+from iobench.settings import loading, settings_parts
 
 TIGHT = 0.03  # the leader's CI half-width below this share of its median: enough evidence
 ROUND_EPOCHS = (1, 2, 4, 8)  # timed epochs per round; later rounds repeat the last
@@ -93,12 +92,7 @@ class Candidate:
     def loading(self) -> str:
         """What loads: '2 processes' (DataLoader workers, or the main process without them), '2 threads',
         '2 processes x 16 threads' (threads inside each worker)."""
-        s = self.config.settings
-        n = max(1, s.num_workers)
-        if self.config.loader is LoaderName.NODES:
-            return f"{n} thread{'s' * (n > 1)}"
-        threads = getattr(s, "fetch_threads", 1)  # a user's own pipeline's settings have none
-        return f"{n} process{'es' * (n > 1)}" + (f" x {threads} threads" if threads > 1 else "")
+        return loading(self.config.settings, threads=not LOADERS[self.config.loader].forks)
 
 
 @dataclass
@@ -250,4 +244,4 @@ def settings_text(c: Any) -> str:
     knobs = [f"{k}={v}" for k, v in getattr(c, "format_options", ())]  # the library's own, --loader native
     fetch = getattr(c.settings, "fetch", None)  # a user's own pipeline's settings have none
     item = ["fetch=item"] if fetch is not None and fetch.value == "item" else []  # a sample per call, not a batch
-    return " ".join(knob_parts(c.settings) + item + threads + knobs)
+    return " ".join(settings_parts(c.settings) + item + threads + knobs)

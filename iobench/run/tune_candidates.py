@@ -1,4 +1,10 @@
-"""tune's candidates: which settings a search tries for a format, on local files and against object storage."""
+"""tune's candidates: which settings a search tries for a format, on local files and against object storage.
+
+What it tries of each loader is the loader's declaration (`LoaderKind.tuned`, `tuned_remote`) and the values are
+each setting's (`Setting.tune`, `tune_remote`): a setting that counts or keeps workers keeps its default without
+them. The workers and batch sizes are tune's own: 0 to the cores (threads from 1; against object storage, a
+thread loader also 4 and 16), the batch sizes given.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +14,9 @@ from typing import Any
 
 from iobench.formats import FORMATS
 from iobench.formats.base import tune_values
-from iobench.loaders import LoaderName
+from iobench.loaders import LOADERS, LoaderKind, LoaderName
 from iobench.plan.config import RunConfig
+from iobench.settings import SETTINGS
 from iobench.system.environment import usable_cores
 
 
@@ -23,48 +30,70 @@ def candidates(
     native: bool = False,
     remote: bool = False,
 ) -> list[RunConfig]:
-    """num_workers 0..cores, prefetch_factor, persistent workers, in_order, pinning on CUDA, batch sizes
-    only when given; the tensorclass loader too when the format is memmap; with `threads` (torchdata is
-    installed), torchdata.nodes with 1..cores threads against the worker processes; with `native`, the
-    format's own pipeline with the library knobs its options list for tune. With `remote` (object storage),
-    the requests in flight instead (`remote_candidates`)."""
-    cores = usable_cores()
+    """The DataLoader's search; the tensorclass loader's too when the format is memmap; with `threads`
+    (torchdata is installed), torchdata.nodes' threads against the worker processes; with `native`, the format's
+    own pipeline with every combination of the library knobs its options list for tune. With `remote` (object
+    storage), what each loader searches there (requests in flight, not prefetch or persistence)."""
+    names = [LoaderName.DATALOADER] + ([LoaderName.TENSORCLASS] if tensorclass and not remote else [])
+    order = [LoaderName.NODES] * threads + [LoaderName.NATIVE] * native
     if remote:
-        return remote_candidates(base, fmt, cuda, batch_sizes, cores, threads, native)
+        names += order
+    else:  # on local files, threads and the library's pipeline first
+        names = order + names
+    batches = batch_sizes or [base.settings.batch_size]
+    return [c for name in names for c in _searched(base, fmt, LOADERS[name], batches, cuda, remote)]
+
+
+def _searched(base: RunConfig, fmt: str, kind: LoaderKind, batches: list[int], cuda: bool,
+              remote: bool) -> list[RunConfig]:  # fmt: skip
+    knobs = knob_combinations(fmt) if kind.own_pipeline else [()]
+    start = replace(base, format=fmt, loader=kind.name, format_options=())
     out = []
-    loaders = [LoaderName.DATALOADER] + ([LoaderName.TENSORCLASS] if tensorclass else [])
-    if threads:
-        out += _thread_candidates(base, fmt, cuda, batch_sizes, cores)
-    if native:
-        out += _native_candidates(base, fmt, cuda, batch_sizes, cores)
-    for loader in loaders:
-        grid = worker_grid(batch_sizes or [base.settings.batch_size], cores, cuda, base.torch_threads,
-                           unordered=loader is LoaderName.DATALOADER)  # fmt: skip
-        for torch_threads, settings in grid:
-            out.append(replace(base, format=fmt, loader=loader, torch_threads=torch_threads).with_settings(**settings))
+    for batch, workers in itertools.product(batches, worker_counts(kind, remote)):
+        for (threads, settings), knob in itertools.product(
+            setting_grid(kind, batch, workers, cuda, base.torch_threads, remote), knobs
+        ):
+            out.append(replace(start, torch_threads=threads, format_options=knob).with_settings(**settings))
+    return out
+
+
+def worker_counts(kind: LoaderKind, remote: bool, cores: int | None = None) -> list[int]:
+    """0 to the cores (a loader that needs workers from its least); against object storage a loader whose workers
+    are threads also tries as many threads as the fetch threads tune tries there (requests in flight, not cores:
+    docs/study/remote, one file per sample 32, 125 and 439 samples/s with 1, 4 and 16 threads on 2 cores)."""
+    cores = usable_cores() if cores is None else cores
+    least = max(kind.min_workers, 0 if kind.forks else 1)
+    counts = set(range(least, cores + 1))
+    if remote and not kind.forks:
+        counts |= {n for n in SETTINGS["fetch_threads"].tune_remote if n > 1}
+    return sorted(counts)
+
+
+def setting_grid(kind: LoaderKind, batch: int, workers: int, cuda: bool, torch_threads: int | None,
+                 remote: bool = False) -> list[tuple[int | None, dict]]:  # fmt: skip
+    """(torch threads, settings) of one loader's search at one batch size and worker count: the values of every
+    setting it searches (a setting that needs workers at its default without them). Loading in the main process
+    its torch threads compete with the rest of the job for the cores, so one thread is tried beside torch's
+    default (unless --torch-threads fixed it)."""
+    names = kind.tuned_remote if remote else kind.tuned
+    values = [
+        SETTINGS[n].searched(cuda, remote) if workers or not SETTINGS[n].needs_workers else (SETTINGS[n].default,)
+        for n in names
+    ]
+    main = kind.tune_main_threads and not remote and workers == 0 and usable_cores() > 1 and torch_threads is None
+    out = []
+    for threads, chosen in itertools.product([None, 1] if main else [torch_threads], itertools.product(*values)):
+        out.append((threads, dict(batch_size=batch, num_workers=workers, **dict(zip(names, chosen, strict=True)))))
     return out
 
 
 def worker_grid(
-    batch_sizes: list[int], cores: int, cuda: bool, torch_threads: int | None, unordered: bool = True
+    batch_sizes: list[int], cores: int, cuda: bool, torch_threads: int | None
 ) -> list[tuple[int | None, dict]]:
-    """(torch threads, settings) of a DataLoader's search: 0..cores workers, prefetch_factor default or 4,
-    persistent or not, in order or not (`unordered`), pinned or not on CUDA."""
-    out = []
-    for batch, workers in itertools.product(batch_sizes, range(cores + 1)):
-        # Loading in the main process: its torch threads compete with the rest of the job for the cores,
-        # so one thread is tried beside torch's default (unless --torch-threads fixed it).
-        searched = [None, 1] if workers == 0 and cores > 1 and torch_threads is None else [torch_threads]
-        either = [False, True] if workers else [False]
-        orders = [True, False] if workers and unordered else [True]
-        grid = itertools.product(
-            searched, [None, 4] if workers else [None], either, orders, [True, False] if cuda else [False]
-        )
-        for threads, factor, persistent, in_order, pin in grid:
-            settings = dict(batch_size=batch, num_workers=workers, prefetch_factor=factor,
-                            persistent_workers=persistent, in_order=in_order, pin_memory=pin)  # fmt: skip
-            out.append((threads, settings))
-    return out
+    """(torch threads, settings) of torch's DataLoader over a user's Dataset: the DataLoader loader's search."""
+    kind = LOADERS[LoaderName.DATALOADER]
+    return [g for batch in batch_sizes for w in range(cores + 1) for g in setting_grid(kind, batch, w, cuda,
+                                                                                        torch_threads)]  # fmt: skip
 
 
 def knob_combinations(fmt: str) -> list[tuple[tuple[str, Any], ...]]:
@@ -77,71 +106,3 @@ def knob_combinations(fmt: str) -> list[tuple[tuple[str, Any], ...]]:
         tuple(sorted((k, v) for k, v in zip(knobs, values, strict=True) if v != defaults[k]))
         for values in itertools.product(*knobs.values())
     ]
-
-
-def _native_candidates(
-    base: RunConfig, fmt: str, cuda: bool, batch_sizes: list[int] | None, cores: int
-) -> list[RunConfig]:
-    """The format's own pipeline: 0..cores workers, prefetch default or 4, pinning on CUDA, every knob
-    combination (a bigger shuffle buffer costs speed and buys shuffle quality: tune's gate weighs it)."""
-    grid = itertools.product(batch_sizes or [base.settings.batch_size], range(cores + 1), [None, 4],
-                             [True, False] if cuda else [False], knob_combinations(fmt))  # fmt: skip
-    return [
-        _pipeline(base, fmt, LoaderName.NATIVE, batch, n, factor, True, pin, knobs)
-        for batch, n, factor, pin, knobs in grid
-        if n or factor is None
-    ]
-
-
-def _pipeline(
-    base: RunConfig, fmt: str, loader: LoaderName, batch: int, n: int, factor: int | None, in_order: bool,
-    pin: bool, knobs: tuple = (),
-) -> RunConfig:  # fmt: skip
-    """A candidate of a loader without persistent workers (threads, or a library's own pipeline)."""
-    return replace(base, format=fmt, loader=loader, format_options=knobs).with_settings(
-        batch_size=batch, num_workers=n, prefetch_factor=factor, persistent_workers=False, in_order=in_order,
-        pin_memory=pin,
-    )  # fmt: skip
-
-
-def _thread_candidates(
-    base: RunConfig, fmt: str, cuda: bool, batch_sizes: list[int] | None, cores: int
-) -> list[RunConfig]:
-    """torchdata.nodes: 1..cores threads (none is the DataLoader without workers, searched already),
-    prefetch 2 or 4, in order or not, pinning on CUDA."""
-    grid = itertools.product(batch_sizes or [base.settings.batch_size], range(1, cores + 1), [None, 4],
-                             [True, False], [True, False] if cuda else [False])  # fmt: skip
-    return [
-        _pipeline(base, fmt, LoaderName.NODES, batch, n, factor, in_order, pin)
-        for batch, n, factor, in_order, pin in grid
-    ]
-
-
-# Threads that read against object storage: what pays there is requests in flight, not cores (docs/study/remote,
-# sixth part: one file per sample 32, 125 and 439 samples/s with 1, 4 and 16 threads on 2 cores).
-REMOTE_THREADS = (1, 4, 16)
-
-
-def remote_candidates(
-    base: RunConfig, fmt: str, cuda: bool, batch_sizes: list[int] | None, cores: int, threads: bool, native: bool
-) -> list[RunConfig]:
-    """Against object storage: the DataLoader with 0..cores workers, each with 1, 4 or 16 fetch threads;
-    torchdata.nodes with 1..cores and 4 and 16 threads, each reading a batch or a sample at a time; the format's
-    own pipeline as on local files. Prefetch,
-    persistence and order keep their defaults (they move local reads; a remote epoch waits on requests)."""
-    batches = batch_sizes or [base.settings.batch_size]
-    pins = [True, False] if cuda else [False]
-    out = [
-        replace(base, format=fmt, loader=LoaderName.DATALOADER).with_settings(
-            batch_size=batch, num_workers=n, fetch_threads=t, pin_memory=pin
-        )
-        for batch, n, t, pin in itertools.product(batches, range(cores + 1), REMOTE_THREADS, pins)
-    ]
-    if threads:  # each thread a batch, or a sample (every thread on one batch: a request each)
-        counts = sorted({*range(1, cores + 1), *REMOTE_THREADS[1:]})
-        grid = itertools.product(batches, counts, pins, ("batch", "item"))
-        out += [_pipeline(base, fmt, LoaderName.NODES, batch, n, None, True, pin).with_settings(fetch=fetch)
-                for batch, n, pin, fetch in grid]  # fmt: skip
-    if native:
-        out += _native_candidates(base, fmt, cuda, batch_sizes, cores)
-    return out

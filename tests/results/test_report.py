@@ -84,7 +84,7 @@ def test_the_split_is_linear_and_its_legend_sits_beside_the_bars():
 
 def test_percent_of_limit_is_skipped_when_every_run_is_far_below_its_ceiling():
     """Transform-bound runs drew bars of 1% each: a plot with nothing to see."""
-    from iobench.results.machine_limits import MachineLimits
+    from iobench.results.ceilings import MachineLimits
 
     limits = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=1000.0, page_cache_read_mb_per_s=1000.0,
                            memory_gather_mb_per_s=1000.0)  # fmt: skip
@@ -203,7 +203,7 @@ def test_the_throughput_plot_keeps_the_cold_bar_of_every_configuration_it_shows(
         for cache, rate in (("warm", 1000.0 + 10 * k), ("cold", 10.0 + k)):
             records.append(record_of(batch_size=16 + k, cache=cache, samples_per_s=rate))
     rows, note = plots.top_configurations(records)
-    shown = {r.config.batch_size for r in rows}
+    shown = {r.config.settings.batch_size for r in rows}
     assert len(rows) == 2 * len(shown) and len(rows) <= plots.TOP + 1
-    assert {r.config.cache for r in rows if r.config.batch_size == max(shown)} == {"warm", "cold"}
+    assert {r.config.cache for r in rows if r.config.settings.batch_size == max(shown)} == {"warm", "cold"}
     assert max(shown) == 16 + 39 and "of 40 configurations" in note

@@ -151,7 +151,7 @@ def test_stale_folders_are_told_apart_by_start_time(shared_tmp):
 
 
 def test_what_a_killed_run_pinned_is_removed_by_the_next(tmp_path):
-    """H3: SIGKILL left `iobench-pinned-*` folders in TMPDIR forever; they live in iobench's own folder now, named by
+    """SIGKILL left `iobench-pinned-*` folders in TMPDIR forever; they live in iobench's own folder now, named by
     their process, and the next reader's start removes those of processes that are gone."""
     from tests.conftest import ROOT, invoke
 

@@ -1,4 +1,5 @@
-"""`run` and `tune` with `--dataset-factory`: the command line's values checked and handed to `iobench.run.factory`."""
+"""`run` and `tune` with `--dataset-factory`: the command line's values checked and handed to
+`iobench.run.dataset_factory`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from iobench.errors import IobenchError
+from iobench.settings import TORCH_DATALOADER
 
 if TYPE_CHECKING:
     import torch
@@ -17,13 +19,12 @@ if TYPE_CHECKING:
 
 # What a run of the user's own pipeline takes from `run`'s options; the rest are about formats, datasets
 # iobench prepared, the page cache or ranks, and are refused when typed.
-APPLIES = {"dataset_factory", "device", "batch_size", "num_workers", "prefetch_factor", "pin_memory",
-           "non_blocking", "shuffle", "persistent_workers", "in_order", "epochs", "warmup", "runs", "max_seconds",
-           "step", "min_au", "seed", "cache", "torch_threads", "results", "quiet"}  # fmt: skip
+APPLIES = {"dataset_factory", "device", "shuffle", "epochs", "warmup", "runs", "max_seconds", "step", "min_au", "seed",
+           "cache", "torch_threads", "results", "quiet", *TORCH_DATALOADER}  # fmt: skip
 TUNE_APPLIES = {"dataset_factory", "step", "budget_minutes", "batch_size", "device", "shuffle", "cache",
                 "torch_threads", "results", "quiet"}  # fmt: skip
-LOADER_OPTIONS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory", "persistent_workers", "in_order",
-                  "shuffle")  # fmt: skip
+# what the factory's own DataLoader would set itself: refused beside one
+LOADER_OPTIONS = (*(TORCH_DATALOADER - {"non_blocking"}), "shuffle")
 
 
 def typed(ctx: typer.Context) -> list[str]:
@@ -49,7 +50,7 @@ def run_factory_cmd(ctx: typer.Context) -> None:
     from iobench.cli.render import print_run
     from iobench.loaders.device import resolve_device
     from iobench.results.store import check_writable
-    from iobench.run.factory import FactoryRequest, plan, run_factory
+    from iobench.run.dataset_factory import FactoryRequest, plan, run_factory
 
     p, given = ctx.params, typed(ctx)
     refuse_others(ctx, APPLIES)
@@ -85,10 +86,10 @@ def factory_search(ctx: typer.Context, device: torch.device, batch: int, sizes: 
     """tune over the user's Dataset: the factory called once, each candidate a DataLoader over it."""
     from functools import partial
 
-    from iobench.loaders.base import LoaderSettings
     from iobench.plan.paste import factory_script
-    from iobench.run.factory import FactoryRequest, FactoryTrials, factory_candidates, plan
+    from iobench.run.dataset_factory import FactoryRequest, FactoryTrials, factory_candidates, plan
     from iobench.run.tune import TuneSearch
+    from iobench.settings import LoaderSettings
 
     refuse_others(ctx, TUNE_APPLIES)
     p = ctx.params

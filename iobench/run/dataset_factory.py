@@ -4,38 +4,44 @@ request -> plan -> result, as `prepare` works: a `FactoryRequest` (the command l
 into a `FactoryPlan` (the function imported and called once, its first sample described, every refusal
 made before anything is timed), whose result is one `RunRecord` per configuration, with format `factory`
 and the function's name as its dataset, so `report` and `compare` read it beside the formats. The clock,
-the split and AU are `iobench.measure`'s (`UserLoader`): what the factory builds is the user's code, not a
+the split and AU are `iobench.measure`'s (`iobench.run.user_measure`): what the factory builds is the user's code, not a
 format iobench wrote, so it has no page-cache control (cold needs the files: `iobench.measure(files=...)`),
 no ceiling and no shuffle-quality score (its delivered order is not visible to iobench).
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, default_collate
 
-from iobench.errors import IobenchError, RunFailed, one_line
+from iobench.errors import IobenchError, one_line
 from iobench.events import QUIET, Events
 from iobench.loaders import LoaderName
-from iobench.loaders.base import Fetch, LoaderSettings
-from iobench.measuring.clocks import time_epoch
 from iobench.measuring.steps import parse_step
 from iobench.measuring.user_code import load_callable
 from iobench.measuring.user_loader import UserLoader, split_batch, user_step
 from iobench.plan.config import at_least
-from iobench.results.record import DatasetInfo, EpochStats, EpochTiming, RecordedConfig, RunRecord, SystemStats
+from iobench.results.record import RecordedConfig, RunRecord
 from iobench.run.tune_candidates import worker_grid
+from iobench.run.user_measure import Described, UserEpochs, measured_system, user_record
+from iobench.settings import (
+    TORCH_DATALOADER,
+    Fetch,
+    LoaderSettings,
+    check_counts,
+    check_workers,
+    dataloader_arguments,
+    read_back,
+    refused,
+)
 from iobench.system.contention import RECENT_SECONDS, other_cores_busy, torch_threads
-from iobench.system.environment import check_parallelism, environment, usable_cores
-from iobench.system.sysmetrics import peak_rss_bytes
+from iobench.system.environment import check_parallelism, usable_cores
 
 FACTORY_FORMAT = "factory"  # the records' format for a user's pipeline
 
@@ -89,10 +95,7 @@ class FactoryPlan:
         if self.own_loader:
             return self.dataset
         s, r = self.request.settings, self.request
-        kwargs: dict[str, Any] = dict(batch_size=s.batch_size, shuffle=r.shuffle, num_workers=s.num_workers)
-        kwargs.update(pin_memory=bool(s.pin_memory), persistent_workers=s.persistent_workers)
-        if s.num_workers:
-            kwargs.update(prefetch_factor=s.prefetch_factor, in_order=s.in_order)
+        kwargs: dict[str, Any] = dict(batch_size=s.batch_size, shuffle=r.shuffle, **dataloader_arguments(s))
         if r.shuffle:
             kwargs["generator"] = torch.Generator().manual_seed(r.seed)
         return DataLoader(self.dataset, **kwargs)
@@ -105,16 +108,8 @@ class FactoryPlan:
         if not self.own_loader:
             return replace(self.request.settings, fetch=fetch)
         d = self.dataset
-        return replace(
-            self.request.settings,
-            batch_size=d.batch_size or self.batch,
-            num_workers=d.num_workers,
-            prefetch_factor=d.prefetch_factor if d.num_workers else None,
-            pin_memory=d.pin_memory,
-            persistent_workers=d.persistent_workers,
-            in_order=getattr(d, "in_order", True),
-            fetch=fetch,
-        )
+        own = read_back(d)
+        return replace(self.request.settings, **own, batch_size=d.batch_size or self.batch, fetch=fetch)
 
 
 def plan(request: FactoryRequest, device: torch.device, given: tuple[str, ...] = ()) -> FactoryPlan:
@@ -159,19 +154,16 @@ def plan(request: FactoryRequest, device: torch.device, given: tuple[str, ...] =
 def _check(r: FactoryRequest) -> None:
     s = r.settings
     parse_step(r.step)
-    at_least(
-        ("--batch-size", s.batch_size, 1),
-        ("--epochs", r.epochs, 1),
-        ("--runs", r.runs, 1),
-        ("--warmup", r.warmup, 0),
-        ("--num-workers", s.num_workers, 0),
-    )
+    check_counts(s)
+    at_least(("--epochs", r.epochs, 1), ("--runs", r.runs, 1), ("--warmup", r.warmup, 0))
     if r.cache not in ("warm", "as-is", "cold"):
         raise IobenchError(f"--cache must be warm, cold or as-is, got {r.cache!r}")
     if r.cache == "warm" and r.warmup < 1:
         raise IobenchError("--cache warm (the default) needs --warmup >= 1; for no warm-up say --cache as-is")
-    if s.num_workers == 0 and (s.prefetch_factor is not None or s.persistent_workers or not s.in_order):
-        raise IobenchError("--prefetch-factor, --persistent-workers and --no-in-order need --num-workers > 0")
+    check_workers(s)
+    if (refusal := refused(s, TORCH_DATALOADER, "dataloader", {})) is not None:
+        raise IobenchError(f"--dataset-factory: {refusal.removeprefix('--loader dataloader ')}: iobench builds a "
+                           "DataLoader over your Dataset with torch's own keywords")  # fmt: skip
     check_parallelism(s.num_workers, r.torch_threads)
 
 
@@ -193,67 +185,18 @@ def _length(dataset: Any) -> int | None:
 
 
 def run_factory(planned: FactoryPlan, events: Events = QUIET) -> RunRecord:
-    """`runs` fresh DataLoaders, each a warm-up and `epochs` timed epochs; one record for them all."""
+    """`runs` fresh DataLoaders, each a warm-up and `epochs` timed epochs (`iobench.run.epochs`); one record."""
     r, device = planned.request, planned.device
     run_step = user_step(r.step, int(torch.Size(planned.shape).numel()), device, r.seed)
-    timings: list[EpochTiming] = []
     started = time.perf_counter()
     with torch_threads(r.torch_threads):
         load_before, other_before = os.getloadavg()[0], other_cores_busy(recent=RECENT_SECONDS)
-        for k in range(r.runs):
-            loader = UserLoader(planned.loader(), device, r.settings.non_blocking)
-            for e in range(r.warmup + r.epochs):
-                timing = _epoch(loader, k * (r.warmup + r.epochs) + e, run_step, r)
-                if e >= r.warmup:
-                    timings.append(timing)
-                events.epoch_done(k, e, e < r.warmup, timing.seconds)
-            del loader  # its workers end with it (persistent ones included)
-        load_after, other_after = os.getloadavg()[0], other_cores_busy()
-    n = planned.n_samples or int(sorted(t.samples for t in timings)[len(timings) // 2])
-    system = SystemStats(
-        total_seconds=time.perf_counter() - started,
-        load_before=load_before,
-        load_after=load_after,
-        other_cpu_before=other_before,
-        other_cpu_after=other_after,
-        **peak_rss_bytes(),
-    )
-    if device.type == "cuda":
-        system = replace(
-            system,
-            cuda_max_memory_allocated_bytes=torch.cuda.max_memory_allocated(device),
-            cuda_max_memory_reserved_bytes=torch.cuda.max_memory_reserved(device),
-        )
-    return RunRecord(
-        timestamp=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        config=_recorded(planned),
-        dataset=DatasetInfo(
-            data_dir=os.getcwd(),
-            n_samples=n,
-            sample_shape=list(planned.shape),
-            dtype=planned.dtype,
-            sample_bytes=planned.sample_bytes,
-            dataset_bytes=n * planned.sample_bytes,
-            workload="custom",
-            source=r.factory,
-        ),
-        epochs=EpochStats.of(timings, planned.sample_bytes, n, has_step=r.step != "none"),
-        system=system,
-        environment=environment(Path.cwd(), device),
-    )
-
-
-def _epoch(loader: UserLoader, epoch: int, step: Callable, request: FactoryRequest) -> EpochTiming:
-    try:
-        return time_epoch(loader, epoch, step, request.max_seconds)
-    except IobenchError:
-        raise
-    except Exception as exc:  # the user's pipeline failed mid-epoch: say so in one line
-        # a worker's exception carries its traceback as text: the last line is the reason, with its type
-        reason = ([line.strip() for line in str(exc).splitlines() if line.strip()] or [""])[-1]
-        if not reason.startswith(type(exc).__name__):
-            reason = f"{type(exc).__name__}: {reason}"
-        raise RunFailed(f"{request.factory} failed during epoch {epoch}: {one_line(reason)}") from None
+        # a fresh DataLoader per run: its workers end with it (persistent ones included)
+        subject = UserEpochs(lambda: UserLoader(planned.loader(), device, r.settings.non_blocking), r.factory)
+        timings = subject.run(r.runs, r.warmup, r.epochs, run_step, max_seconds=r.max_seconds, events=events)
+        system = measured_system(started, load_before, other_before)
+    what = Described(planned.n_samples, planned.shape, planned.dtype, planned.sample_bytes, planned.batch)
+    return user_record(_recorded(planned), what, timings, device, r.factory, system)
 
 
 def _recorded(planned: FactoryPlan) -> RecordedConfig:
@@ -263,14 +206,7 @@ def _recorded(planned: FactoryPlan) -> RecordedConfig:
         dataset=r.factory,
         format=FACTORY_FORMAT,
         loader="dataloader",
-        batch_size=s.batch_size,
-        num_workers=s.num_workers,
-        prefetch_factor=s.prefetch_factor,
-        pin_memory=bool(s.pin_memory),
-        non_blocking=s.non_blocking,
-        persistent_workers=s.persistent_workers,
-        in_order=s.in_order,
-        fetch=s.fetch.value,
+        settings=replace(s, pin_memory=bool(s.pin_memory)),
         order="shuffle" if shuffle else "sequential",
         shuffle=shuffle,
         epochs=r.epochs,
