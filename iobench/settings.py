@@ -136,7 +136,14 @@ LABEL_ORDER = ("batch_size", "num_workers", "prefetch_factor", "pin_memory", "pr
                "persistent_workers", "in_order")  # fmt: skip
 ARGUMENT_ORDER = ("num_workers", "prefetch_factor", "persistent_workers", "in_order", "pin_memory")
 COMMAND_ORDER = ("fetch", "fetch_threads", "prefetch_factor", "persistent_workers", "in_order", "pin_memory")
-TUNE_ORDER = ("prefetch_factor", "persistent_workers", "in_order", "pin_memory", "fetch_threads", "fetch")
+
+
+def ordered(first: tuple[str, ...]) -> list[str]:
+    """Every setting: those named first in their order (as tables and scripts have always written them), then the
+    rest as declared, so that a new setting is never left out."""
+    return [*first, *(name for name in SETTINGS if name not in first)]
+
+
 # The settings figure of a report: samples/s over two settings, a panel per pair of two more
 HEATMAP_AXES = ("num_workers", "prefetch_factor")
 HEATMAP_PANELS = ("pin_memory", "non_blocking")
@@ -203,7 +210,9 @@ def dataloader_arguments(values: Any) -> dict[str, Any]:
     own pipeline, a user's Dataset, tune's pasted scripts): those that count or keep workers only with workers
     and when set, pinning as a bool."""
     out: dict[str, Any] = {}
-    for name in ARGUMENT_ORDER:
+    for name in ordered(ARGUMENT_ORDER):
+        if not SETTINGS[name].dataloader:
+            continue
         s = SETTINGS[name]
         value = getattr(values, name)
         if s.needs_workers and (not values.num_workers or not s.is_set(value)):
@@ -225,14 +234,14 @@ def read_back(loader: Any) -> dict[str, Any]:
 
 def settings_parts(values: Any) -> list[str]:
     """A run's settings in a few characters each (bs=1024 w=0 pf=4 pin ...), as tables name a configuration."""
-    shown = (SETTINGS[name].label(getattr(values, name)) for name in LABEL_ORDER)
+    shown = (SETTINGS[name].label(getattr(values, name)) for name in ordered(LABEL_ORDER))
     return [p for p in shown if p]
 
 
 def command_flags(values: Any, cuda: bool) -> list[str]:
     """The options `iobench run` needs to measure these settings again beyond --batch-size and --num-workers: the
     ones not at what their default comes to on this device."""
-    names = (*COMMAND_ORDER, *(n for n in SETTINGS if n not in COMMAND_ORDER and n not in LABEL_ORDER[:2]))
+    names = [n for n in ordered(COMMAND_ORDER) if n not in LABEL_ORDER[:2]]
     out: list[str] = []
     for name in names:
         s, value = SETTINGS[name], getattr(values, name)
