@@ -60,7 +60,7 @@ def _searched(base: RunConfig, fmt: str, kind: LoaderKind, batches: list[int], c
 def worker_counts(kind: LoaderKind, remote: bool, cores: int | None = None) -> list[int]:
     """0 to the cores (a loader that needs workers from its least); against object storage a loader whose workers
     are threads also tries as many threads as the fetch threads tune tries there (requests in flight, not cores:
-    docs/study/remote, one file per sample 32, 125 and 439 samples/s with 1, 4 and 16 threads on 2 cores)."""
+    docs/study/object-storage, one file per sample 32, 125 and 439 samples/s with 1, 4 and 16 threads on 2 cores)."""
     cores = usable_cores() if cores is None else cores
     least = max(kind.min_workers, 0 if kind.forks else 1)
     counts = set(range(least, cores + 1))
