@@ -181,6 +181,7 @@ FORMATS = Registry(
         Registered("zarr", "iobench.formats.zarr:ZarrFormat", False, "zarr", frozenset({PIPELINE})),
         Registered("tfrecord", "iobench.formats.tfrecord:TFRecordFormat", False, "tfrecord", frozenset({PIPELINE})),
         Registered("litdata", "iobench.formats.litdata:LitDataFormat", False, "litdata", frozenset({PIPELINE})),
+        Registered("lance", "iobench.formats.lance:LanceFormat", False, "lance", frozenset({PIPELINE})),
     )
 )
 for _plug_in in plug_ins(refused=FORMATS.refused):

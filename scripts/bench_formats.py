@@ -1,7 +1,7 @@
 """Fairness and write speed of the new formats: iobench against each library's own minimal code.
 
-Reading: for each of webdataset, arrow, zarr, tfrecord and litdata, `iobench run --loader native` (through iobench's
-harness: clock, split, carried indices, scoring) against the library's documentation snippet written
+Reading: for each of webdataset, arrow, zarr, tfrecord, litdata and lance, `iobench run --loader native` (through
+iobench's harness: clock, split, carried indices, scoring) against the library's documentation snippet written
 here without iobench (same data, batch size and workers, same process, interleaved rounds), warm and
 (`--cache warm,cold`, root) cold: every file of the format evicted before each epoch on both sides.
 Goal: iobench >= 0.95x the snippet. Writing: `iobench prepare --from` an npy pair of the samples
@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-FORMATS = ("webdataset", "arrow", "zarr", "tfrecord", "litdata")
+FORMATS = ("webdataset", "arrow", "zarr", "tfrecord", "litdata", "lance")
 BATCH = 256
 
 
@@ -97,6 +97,18 @@ def snippet_epoch(fmt: str, folder: Path, workers: int, seed: int) -> tuple[int,
         ds = litdata.StreamingDataset(str(folder), shuffle=True, seed=seed)
         for batch in litdata.StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers):
             n += len(batch["label"])
+    elif fmt == "lance":
+        import lance
+
+        # Lance's documented random access: take() of each shuffled batch of row indices (no worker processes:
+        # it is not fork-safe, and reads with its own threads)
+        ds = lance.dataset(str(folder / "data.lance"))
+        order = np.random.default_rng(seed).permutation(ds.count_rows())
+        for k in range(0, len(order), BATCH):
+            table = ds.take(order[k : k + BATCH].tolist(), columns=["features", "label"])
+            values = table.column("features").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            _x, labels = torch.from_numpy(values.copy()), torch.from_numpy(table.column("label").to_numpy())
+            n += len(labels)
     else:
         g = torch.Generator().manual_seed(seed)
         loader = DataLoader(ZarrBatches(folder), batch_size=BATCH, shuffle=True, num_workers=workers,
@@ -205,6 +217,14 @@ def library_write(fmt: str, features: np.ndarray, labels: np.ndarray, out: Path,
         inputs = [(str(out), k, min(k + step, len(labels))) for k in range(0, len(labels), step)]
         litdata.optimize(fn=litdata_samples, inputs=inputs, output_dir=str(out / "optimized"), chunk_bytes="64MB",
                          num_workers=workers, verbose=False)  # fmt: skip
+    elif fmt == "lance":
+        import lance
+        import pyarrow as pa
+
+        flat = pa.array(features.reshape(-1))
+        table = pa.table({"features": pa.FixedSizeListArray.from_arrays(flat, int(np.prod(features.shape[1:]))),
+                          "label": pa.array(labels.astype(np.int64))})  # fmt: skip
+        lance.write_dataset(table, str(out / "data.lance"))
     else:
         import zarr
 

@@ -1,0 +1,245 @@
+"""lance: a Lance dataset (`pylance`), the columnar format built for random access ("100x faster than Parquet").
+
+Written by the library: `lance.write_dataset` of the shared chunks as Arrow record batches, streamed (a thread pulls
+them from a bounded queue, so memory stays at a few chunks), rows of `features` (a fixed-size list of the sample's
+values), `label` and `index`; `max_rows_per_group` and `max_rows_per_file` are the spec's options, stated in the
+manifest.
+
+Read as its documentation reads it for PyTorch: a shuffled epoch by random access, `dataset.take(indices)` of each
+shuffled batch (its documented path for random batches); an epoch in order through `lance.torch.data.LanceDataset`
+with a `FullScanSampler` and its own read-ahead threads (`batch_readahead`). Lance runs its own I/O threads and is
+not fork-safe (its documentation asks for spawn with DataLoader workers): its pipeline takes no workers, and a run
+that asks for them is refused in one line. Every file of the dataset folder is checked (regular, not a link) and
+every data file the manifest names must be one of the folder's own before the library opens it, through a name no
+library can read as a URL (`iobench.system.fsutil.plain_alias`).
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import stat
+import threading
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from iobench.errors import IobenchError
+from iobench.formats.base import READ, FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat
+from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
+from iobench.system.fsutil import PLAIN_PATH, plain_alias
+
+QUEUED_CHUNKS = 2  # chunks waiting for lance's writer thread at most
+
+
+@dataclass(frozen=True)
+class LanceOptions:
+    max_rows_per_group: int = 1024  # lance.write_dataset's default
+    max_rows_per_file: int = 1024 * 1024  # its default
+    batch_readahead: int = field(default=16, metadata=READ)  # LanceDataset's read-ahead batches (its default)
+
+    def __post_init__(self) -> None:
+        for name in ("max_rows_per_group", "max_rows_per_file", "batch_readahead"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise IobenchError(f"lance {name} is a whole number >= 1, got {value!r}")
+
+
+def schema_of(spec: DatasetSpec) -> Any:
+    import pyarrow as pa
+
+    values = pa.from_numpy_dtype(spec.np_dtype)
+    return pa.schema([("features", pa.list_(values, spec.features_per_sample)), ("label", pa.int64()),
+                      ("index", pa.int64())])  # fmt: skip
+
+
+def _batch(chunk: Chunk, spec: DatasetSpec) -> Any:
+    import pyarrow as pa
+
+    flat = pa.array(np.ascontiguousarray(chunk.features).reshape(-1))
+    features = pa.FixedSizeListArray.from_arrays(flat, spec.features_per_sample)
+    labels = pa.array(chunk.labels.astype(np.int64))
+    return pa.RecordBatch.from_arrays([features, labels, pa.array(np.arange(chunk.start, chunk.stop))],
+                                      schema=schema_of(spec))  # fmt: skip
+
+
+class LanceWriter(FormatWriter):
+    def __init__(self, directory: Path, spec: DatasetSpec, options: LanceOptions) -> None:
+        super().__init__(directory, spec, options)
+        self._queue: queue.Queue = queue.Queue(QUEUED_CHUNKS)
+        self._failed: BaseException | None = None
+        self._thread = threading.Thread(target=self._write, name="lance-writer", daemon=True)
+        self._thread.start()
+
+    def _batches(self) -> Any:
+        while (batch := self._queue.get()) is not None:
+            yield batch
+
+    def _write(self) -> None:
+        import lance
+        import pyarrow as pa
+
+        try:
+            with ExitStack() as stack:
+                reader = pa.RecordBatchReader.from_batches(schema_of(self.spec), self._batches())
+                o, name = self.options, library_name(self.directory / "data.lance", stack)
+                lance.write_dataset(reader, name, mode="create", max_rows_per_group=o.max_rows_per_group,
+                                    max_rows_per_file=o.max_rows_per_file)  # fmt: skip
+        except BaseException as exc:  # said by close(), in the writing process
+            self._failed = exc
+            while self._queue.get() is not None:  # never leave write() blocked on a full queue
+                pass
+
+    def write(self, chunk: Chunk) -> None:
+        if self._failed is not None:
+            raise IobenchError(f"writing lance failed: {type(self._failed).__name__}: {self._failed}")
+        self._queue.put(_batch(chunk, self.spec))
+
+    def close(self) -> None:
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
+        if self._failed is not None:
+            raise IobenchError(f"writing lance failed: {type(self._failed).__name__}: {self._failed}")
+
+
+def library_name(folder: Path, stack: ExitStack) -> str:
+    """The folder's name for lance: its resolved path where nothing in it reads as a URL or a pattern, else a plain
+    alias for as long as `stack` holds (a link in the path cost Lance's every `take` about 6%)."""
+    resolved = folder.resolve()
+    if PLAIN_PATH.fullmatch(str(resolved)):
+        return str(resolved)
+    return str(stack.enter_context(plain_alias(folder)))
+
+
+def check_files(folder: Path) -> None:
+    """Every entry of the dataset folder a plain file or folder of its own, no link, FIFO or device."""
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        for name in (*dirs, *files):
+            path = Path(root) / name
+            mode = os.lstat(path).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                raise IobenchError(f"{path}: not a regular file or folder of the lance dataset")
+
+
+def open_checked(directory: Path, spec: DatasetSpec, stack: ExitStack) -> Any:
+    """The dataset opened through a plain name once its files are checked; its data files named by the manifest
+    must be files of its own data folder, its rows and schema the spec's."""
+    import lance
+
+    folder = directory / "data.lance"
+    if not folder.is_dir():
+        raise IobenchError(f"{folder}: no lance dataset (prepare --formats lance)")
+    check_files(folder)
+    ds = lance.dataset(library_name(folder, stack))
+    own = {p.name for p in (folder / "data").iterdir()} if (folder / "data").is_dir() else set()
+    for fragment in ds.get_fragments():
+        for data_file in fragment.data_files():
+            name = data_file.path
+            if "/" in name or name not in own:
+                raise IobenchError(f"{folder}: its manifest names a data file {name!r} that is not one of its own")
+    if ds.count_rows() != spec.n_samples or ds.schema.remove_metadata() != schema_of(spec):
+        raise IobenchError(f"{folder}: {ds.count_rows():,} rows of {ds.schema}; the spec says {spec.n_samples:,}")
+    return ds
+
+
+class LanceReader(FormatReader):
+    def _open(self) -> tuple[Any, ExitStack]:
+        stack = ExitStack()
+        try:
+            return open_checked(self.directory, self.spec, stack), stack
+        except BaseException:
+            stack.close()
+            raise
+
+    def _close(self, handle: tuple[Any, ExitStack]) -> None:
+        handle[1].close()
+
+    def _arrays(self, table: Any, n: int) -> tuple[np.ndarray, np.ndarray]:
+        values = table.column("features").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+        features = np.array(values, dtype=self.spec.np_dtype).reshape(n, *self.spec.shape)  # its own memory
+        return features, table.column("label").to_numpy().astype(LABEL_DTYPE)
+
+    def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        rows = np.asarray(indices, dtype=np.int64)
+        n = self.spec.n_samples
+        if len(rows) and not (-n <= int(rows.min()) and int(rows.max()) < n):  # checked at once, not per row
+            raise IndexError(f"a sample index out of range for {n} samples")
+        rows = rows % n
+        return self._arrays(self.handle[0].take(rows.tolist(), columns=["features", "label"]), len(rows))
+
+    def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+        table = self.handle[0].to_table(columns=["features", "label"], offset=start, limit=stop - start)
+        return self._arrays(table, stop - start)
+
+
+class _Taken:
+    """Random access as Lance documents it for shuffled batches: one `take` per batch of shuffled indices."""
+
+    def __init__(self, reader: LanceReader, transform: Any) -> None:
+        self.reader, self.transform = reader, transform
+
+    def __len__(self) -> int:
+        return self.reader.spec.n_samples
+
+    def __getitems__(self, keys: list[int]) -> tuple[Any, Any, Any]:
+        import torch
+
+        features, labels = self.reader.batch(np.asarray(keys))
+        x = torch.from_numpy(features)
+        if self.transform is not None:
+            x = torch.stack([self.transform.sample(f) for f in x])
+        return x, torch.from_numpy(labels), torch.as_tensor(keys, dtype=torch.int64)
+
+
+def _one_batch(batch: Any) -> Any:
+    return batch  # __getitems__ made it already
+
+
+class _Scanned:
+    """LanceDataset's batches (dicts of tensors) as (features, labels, indices) of the spec's shape."""
+
+    def __init__(self, spec: DatasetSpec, transform: Any) -> None:
+        self.shape, self.transform = spec.shape, transform
+
+    def __call__(self, batch: dict) -> tuple[Any, Any, Any]:
+        import torch
+
+        features = batch["features"].reshape(-1, *self.shape)
+        if self.transform is not None:
+            features = torch.stack([self.transform.sample(f) for f in features])
+        return features, batch["label"], batch["index"]
+
+
+class LanceFormat(StorageFormat):
+    name = "lance"
+    libraries = ("pylance", "pyarrow")  # what reads it (distribution names), for the record's `packages`
+    options_type = LanceOptions
+    writer_type = LanceWriter
+    reader_type = LanceReader
+
+    def pipeline(self, reader: LanceReader, read: NativeRead) -> Pipeline:
+        """Shuffled: `take` of each shuffled batch in a DataLoader; in order: `LanceDataset` with a
+        `FullScanSampler`, its own read-ahead threads yielding whole batches. No worker processes (not fork-safe)."""
+        if read.num_workers:
+            raise IobenchError("lance is not fork-safe (its documentation asks for spawn): its pipeline reads with its "
+                               "own threads; drop --num-workers")  # fmt: skip
+        if read.shuffle:
+            return Pipeline(_Taken(reader, read.transform), read.batch_size, shuffle=True, collate_fn=_one_batch)
+        from lance.sampler import FullScanSampler
+        from lance.torch.data import LanceDataset
+
+        ds = reader.handle[0]
+        scan = LanceDataset(ds, read.batch_size, columns=["features", "label", "index"], sampler=FullScanSampler(),
+                            batch_readahead=reader.options.batch_readahead, auto_detect_rank=False)  # fmt: skip
+        return Pipeline(scan, None, as_batch=_Scanned(reader.spec, read.transform), seeded=False)
+
+    def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
+        with ExitStack() as stack:
+            open_checked(directory, spec, stack)
+
+    def estimate_bytes(self, spec: DatasetSpec, options: LanceOptions) -> int:
+        return spec.payload_bytes + 16 * spec.n_samples + 2**20

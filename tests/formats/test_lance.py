@@ -1,0 +1,50 @@
+"""Lance (`pylance`): what its folder may hold before the library opens it, and its pipeline's refusal of worker
+processes (it is not fork-safe)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from iobench.errors import IobenchError
+from tests.conftest import assert_one_line_error, prepare_with_limits
+
+pytest.importorskip("lance", reason="pylance is not installed (pip install 'iobench[lance]')")
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    prepare_with_limits(tmp_path, "600", "lance")  # limits.json beside r.jsonl: a run says nothing else first
+    (found,) = (tmp_path / "data").iterdir()
+    return found
+
+
+def _data_files(dataset):
+    return sorted((dataset / "lance" / "data.lance" / "data").iterdir())
+
+
+def test_a_link_in_the_lance_folder_is_refused_in_one_line(dataset, tmp_path, cli):
+    os.symlink("/etc/passwd", dataset / "lance" / "data.lance" / "data" / "extra.lance")
+    r = cli("run", "--data-dir", dataset.parent, "--format", "lance", "--loader", "native", "--runs", "1", "-q",
+            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert_one_line_error(r, "not a regular file or folder of the lance dataset")
+
+
+def test_a_data_file_the_manifest_names_must_be_its_own(dataset):
+    """Checked before any read (iobench's own manifest check says a missing file first, as for every format)."""
+    from contextlib import ExitStack
+
+    from iobench.data.manifest import Manifest
+    from iobench.formats.lance import open_checked
+
+    first = _data_files(dataset)[0]
+    first.rename(first.with_name("moved-away"))
+    with ExitStack() as stack, pytest.raises(IobenchError, match="not one of its own"):
+        open_checked(dataset / "lance", Manifest.load(dataset).spec, stack)
+
+
+def test_its_pipeline_takes_no_worker_processes(dataset, tmp_path, cli):
+    r = cli("run", "--data-dir", dataset.parent, "--format", "lance", "--loader", "native", "--num-workers", "1",
+            "--runs", "1", "-q", "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert_one_line_error(r, "lance is not fork-safe")
