@@ -157,6 +157,9 @@ NEEDS_TORCHDATA = pytest.mark.skipif(
     importlib.util.find_spec("torchdata") is None,
     reason="torchdata is not installed (pip install 'iobench[torchdata]')",
 )
+NEEDS_SPDL = pytest.mark.skipif(
+    importlib.util.find_spec("spdl") is None, reason="spdl is not installed (pip install 'iobench[spdl]')"
+)
 
 
 def every_format() -> list[object]:

@@ -8,7 +8,7 @@ import re
 from tests.conftest import ROOT
 
 NEEDS_AN_EXTRA = re.compile(
-    r"format_param|every_format|NEEDS_TORCHDATA|importorskip|FORMATS\.installed|pip install 'iobench\["
+    r"format_param|every_format|NEEDS_TORCHDATA|NEEDS_SPDL|importorskip|FORMATS\.installed|pip install 'iobench\["
 )
 
 

@@ -22,6 +22,7 @@ class LoaderName(Choice):
     DIRECT = "direct"
     NATIVE = "native"
     NODES = "nodes"
+    SPDL = "spdl"
 
 
 # What every loader takes: the batch and how it moves to the device. The rest a loader declares as it honours it.
@@ -137,6 +138,15 @@ LOADERS: dict[LoaderName, LoaderKind] = {
                    ("fetch_threads", "--num-workers are its threads")),
             extra="torchdata", library="torchdata", libraries=("torchdata",), forks=False,
             tuned=("prefetch_factor", "in_order", "pin_memory"), tuned_remote=("pin_memory", "fetch"),
+        ),
+        # SPDL: a pipeline of stages on a thread pool of this process, as its documentation builds one
+        LoaderKind(
+            LoaderName.SPDL, None, "spdl_pipeline", "SpdlLoader",
+            honours=BATCHES | WORKER_PROCESSES - {"persistent_workers"} | {"fetch"},
+            notes=(("persistent_workers", "--num-workers is its concurrency, threads of this process"),
+                   ("fetch_threads", "--num-workers is its concurrency")),
+            extra="spdl", library="spdl", libraries=("spdl-core", "spdl-io"), forks=False,
+            tuned=("prefetch_factor", "in_order", "pin_memory"),
         ),
     )
 }  # fmt: skip

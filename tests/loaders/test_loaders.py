@@ -18,7 +18,7 @@ from iobench.loaders.order import EpochOrder, as_slice
 from iobench.measuring.clocks import time_bare_epoch, time_epoch
 from iobench.plan.selection import parse_pairs
 from iobench.run.runner import build_loader
-from tests.conftest import NEEDS_TORCHDATA, format_param, resolved_run, run_config
+from tests.conftest import NEEDS_SPDL, NEEDS_TORCHDATA, format_param, resolved_run, run_config
 
 N = 203  # not a multiple of the batch size: the last batch is short
 
@@ -72,13 +72,10 @@ def _collect(resolved):
 
 
 def _combo(fmt: str, loader: LoaderName) -> object:
-    """A format whose library is not installed is skipped with the extra to install; so is nodes."""
+    """A format whose library is not installed is skipped with the extra to install; so are nodes and spdl."""
     param = format_param(fmt, loader.value)
-    return (
-        pytest.param(*param.values, marks=[*param.marks, NEEDS_TORCHDATA], id=param.id)
-        if loader is LoaderName.NODES
-        else param
-    )
+    needs = {LoaderName.NODES: [NEEDS_TORCHDATA], LoaderName.SPDL: [NEEDS_SPDL]}.get(loader, [])
+    return pytest.param(*param.values, marks=[*param.marks, *needs], id=param.id) if needs else param
 
 
 COMBOS = [_combo(f, ld) for ld in LoaderName if ld is not LoaderName.RAY for f in LOADERS[ld].reads]
@@ -125,6 +122,7 @@ DELIVERING = [
     pytest.param("npy", "dataloader", 1, id="npy-dataloader"),
     *(pytest.param(f, "dataloader", 3, id=f"{f}-dataloader-3-fetch-threads") for f in ("npy", "lmdb")),
     *(pytest.param(f, "nodes", 1, marks=NEEDS_TORCHDATA, id=f"{f}-nodes") for f in ("npy", "lmdb", "hdf5", "files")),
+    *(pytest.param(f, "spdl", 1, marks=NEEDS_SPDL, id=f"{f}-spdl") for f in ("npy", "lmdb", "hdf5", "files")),
 ]
 
 

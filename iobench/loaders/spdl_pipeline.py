@@ -1,0 +1,77 @@
+"""SPDL's thread pipeline (`--loader spdl`, `pip install 'iobench[spdl]'`): Meta's answer to worker processes,
+a pipeline of stages run by a thread pool in this process ("74% faster than the DataLoader with 38% less CPU" on
+ImageNet, arXiv 2504.20067).
+
+Built as its documentation builds one: `PipelineBuilder().add_source(the epoch's batches of indices)`, `.pipe(read,
+concurrency=N)` (each batch read by the format's reader in one of N threads; per sample then `.aggregate(batch)` and
+collate with `--fetch item`), `.add_sink(prefetch)`, `.build(num_threads=N)`. `--num-workers` is the concurrency
+(0: one), `--prefetch-factor` the sink's buffer of batches (default 2), `--no-in-order` takes batches as they finish
+(`output_order="completion"`). Each thread reads through its own copy of the format's reader, as `--loader nodes`."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import default_collate
+
+from iobench.loaders.base import Loader, LoaderContext
+from iobench.loaders.dataloader import Carrying, carried_order
+from iobench.loaders.nodes import ThreadDatasets
+from iobench.loaders.order import indices_of
+from iobench.settings import Fetch
+
+
+class SpdlLoader(Loader):
+    def __init__(self, ctx: LoaderContext) -> None:
+        super().__init__(ctx.order, ctx.settings, ctx.device)
+        self.reader = ctx.reader
+        self.readers = ThreadDatasets(ctx.reader, ctx.transform)
+        self._carried: list[torch.Tensor] = []
+        self._pipeline: Any = None
+
+    def _keys(self, epoch: int) -> Iterator[Any]:
+        for window in self.order.batches(epoch):
+            if self.settings.fetch is Fetch.ITEM:
+                yield from (int(i) for i in indices_of(window))
+            else:
+                yield window
+
+    def epoch(self, epoch: int) -> Iterator[Any]:
+        from spdl.pipeline import PipelineBuilder
+
+        s = self.settings
+        threads = max(1, s.num_workers)
+        order = "input" if s.in_order else "completion"
+        builder = PipelineBuilder().add_source(self._keys(epoch))
+        builder = builder.pipe(self.readers.read, concurrency=threads, output_order=order)
+        if s.fetch is Fetch.ITEM:
+            builder = builder.aggregate(s.batch_size).pipe(default_collate)
+        builder = builder.add_sink(s.prefetch_factor or 2)
+        self._stop()
+        self._pipeline = builder.build(num_threads=threads)
+        self._pipeline.start()
+        self._carried = []
+        return Carrying(self._batches(self._pipeline), self._carried)
+
+    @staticmethod
+    def _batches(pipeline: Any) -> Iterator[Any]:
+        try:
+            yield from pipeline.get_iterator(timeout=None)
+        finally:
+            pipeline.stop()
+
+    def _stop(self) -> None:
+        if self._pipeline is not None:
+            self._pipeline.stop()
+            self._pipeline = None
+
+    def delivered(self, epoch: int, samples: int) -> np.ndarray:
+        return carried_order(self._carried, samples)
+
+    def close(self) -> None:
+        self._stop()
+        self.readers.close()
+        self.reader.close()
