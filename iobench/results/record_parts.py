@@ -18,6 +18,13 @@ class RankStats:
     rank_mb_per_s_min: float | None = None
     rank_mb_per_s_max: float | None = None
     straggler_ratio: float = 1.0
+    # what the ranks delivered together in the last timed epoch (scored after the clock; none outside torchrun or
+    # for an epoch cut short): each rank's samples and batches, samples delivered more than once across ranks
+    # (DistributedSampler pads a share by repeating samples) and samples no rank delivered
+    rank_samples: list[int] = field(default_factory=list)
+    rank_batches: list[int] = field(default_factory=list)
+    duplicated_samples: int | None = None
+    missing_samples: int | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

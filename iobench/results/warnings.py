@@ -31,6 +31,7 @@ class Kind(Choice):
     ABOVE_CEILING = "above-ceiling"
     BUSY = "busy"
     ONE_BATCH = "one-batch"
+    RANK_COVERAGE = "rank-coverage"
 
 
 @dataclass(frozen=True)
@@ -182,7 +183,23 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                     "every rank waits for it: see rank_epoch_seconds in the record",
                 )
             )
-        found += delivery_warnings(subject, r)
+        found += delivery_warnings(subject, r) + coverage_warnings(subject, r)
+    return found
+
+
+def coverage_warnings(subject: str, r: RunRecord) -> list[RunWarning]:
+    """Ranks that got unequal numbers of batches (DistributedDataParallel then hangs at the last all-reduce), and
+    samples that reached two ranks or none."""
+    k = r.ranks
+    found = []
+    if len(set(k.rank_batches)) > 1:
+        found.append(RunWarning(Kind.RANK_COVERAGE, subject, f"the ranks got {'/'.join(map(str, k.rank_batches))} "
+                                "batches in an epoch", "DDP hangs at the last all-reduce of a rank with fewer: "
+                                "even the shares (drop_last, or the library's own equalising)"))  # fmt: skip
+    if k.duplicated_samples or k.missing_samples:
+        found.append(RunWarning(Kind.RANK_COVERAGE, subject, f"across the ranks {k.duplicated_samples:,} samples "
+                                f"arrived more than once and {k.missing_samples:,} never",
+                                "see rank_samples in the record: the shards cover the dataset unevenly"))  # fmt: skip
     return found
 
 

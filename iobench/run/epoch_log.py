@@ -40,6 +40,7 @@ class EpochLog:
     eviction_methods: set[str] = field(default_factory=set)
     read_methods: set[str] = field(default_factory=set)
     shuffle: list[ShuffleQuality] = field(default_factory=list)  # this rank's delivered order, per timed epoch
+    coverage: dict = field(default_factory=dict)  # RankStats' coverage fields of the last timed epoch (ranks only)
     first: dict | None = None
     last: dict | None = None
 
@@ -93,7 +94,7 @@ def record_of(
             source=spec.source.path if spec.source is not None else None,
         ),
         epochs=replace(stats, transform_us_per_sample=transform_cost, **_shuffle_medians(log.shuffle)),
-        ranks=combined.ranks,
+        ranks=replace(combined.ranks, **log.coverage),
         system=replace(
             combined.system,
             eviction_method=",".join(sorted(log.eviction_methods)) if log.eviction_methods else None,

@@ -36,6 +36,7 @@ from iobench.run.epochs import DeviceTransform, EpochLoop
 from iobench.storage.remote import check_fork_safe
 from iobench.system.contention import RECENT_SECONDS, contending, other_cores_busy, torch_threads
 from iobench.system.sysmetrics import CpuCounters
+from iobench.system.world import World
 
 
 def build_loader(resolved: ResolvedRun) -> Loader:
@@ -209,13 +210,27 @@ class FormatEpochs(ConfigEpochs):
         self.world.barrier()  # the node's counters cover every rank's epoch
         self.log.add(timing, self.before, self.log.snapshot(loader.process_ids()), self.storage.residency())
         # after the clock: scoring the order costs the epoch nothing
-        self.log.shuffle.append(
-            score(loader.delivered(epoch, timing.samples), loader.order.n_samples, self.config.settings.batch_size)
-        )
+        delivered = loader.delivered(epoch, timing.samples)
+        self.log.shuffle.append(score(delivered, loader.order.n_samples, self.config.settings.batch_size))
+        if self.world.size > 1 and loader.order.max_batches is None and self.config.max_seconds is None:
+            self.log.coverage = rank_coverage(self.world, delivered, loader.order.n_samples, timing)
 
     def run_done(self, loader: Loader, run: int, next_epoch: int) -> None:
         if self.profile_dir is not None and run == self.config.runs - 1 and self.world.is_main:
             self.profile_path = _profile_epoch(self, loader, next_epoch, self.profile_dir)
+
+
+def rank_coverage(world: World, delivered: np.ndarray, n: int, timing: EpochTiming) -> dict:
+    """What the ranks delivered together in one epoch, after its clock: each rank's samples and batches, samples
+    delivered more than once across ranks and samples none delivered (every rank calls it: collectives)."""
+    counts = world.index_counts(delivered, n)
+    shares = world.gather([float(timing.samples), float(timing.batches)])
+    return {
+        "rank_samples": [int(row[0]) for row in shares],
+        "rank_batches": [int(row[1]) for row in shares],
+        "duplicated_samples": int(np.maximum(counts.astype(np.int64) - 1, 0).sum()),
+        "missing_samples": int((counts == 0).sum()),
+    }
 
 
 def _prepare(loader: Loader, epoch: int, log: EpochLog, config: RunConfig) -> None:

@@ -12,6 +12,7 @@ import platform
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -76,6 +77,17 @@ class World:
         rows = [torch.empty_like(mine) for _ in range(self.size)]
         dist.all_gather(rows, mine)
         return [bytes(row.cpu().tolist()).rstrip(b"\0").decode(errors="replace") for row in rows]
+
+    def index_counts(self, indices: Any, n: int) -> Any:
+        """How many times each of `n` samples reached any rank: every rank's delivered indices counted, summed
+        across ranks (an int32 tensor of `n`, reduced without pickle)."""
+        import numpy as np
+
+        mine = torch.from_numpy(np.bincount(np.asarray(indices, dtype=np.int64), minlength=n)[:n].astype(np.int32))
+        if self.active:
+            mine = mine.to(self.device) if self.device is not None else mine
+            dist.all_reduce(mine)
+        return mine.cpu().numpy()
 
     def all_true(self, flag: bool) -> bool:
         """Whether flag holds on every rank."""
