@@ -410,7 +410,7 @@ def test_hostile_limits_are_one_line(tmp_path, cli, workspace):
 def test_a_workers_traceback_becomes_one_line_with_its_reason(monkeypatch):
     """A worker's exception arrives with its whole traceback; the one-line error keeps the reason."""
     from iobench.errors import RunFailed
-    from iobench.run import runner
+    from iobench.run import epochs, runner
     from tests.conftest import run_config
 
     text = (
@@ -421,9 +421,9 @@ def test_a_workers_traceback_becomes_one_line_with_its_reason(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError(text)
 
-    monkeypatch.setattr(runner, "time_epoch", broken)
+    monkeypatch.setattr(epochs, "time_epoch", broken)
     with pytest.raises(RunFailed) as info:
-        runner._epoch(None, 0, None, run_config("lmdb", "dataloader"))
+        runner.ConfigEpochs(run_config("lmdb", "dataloader")).clock(None, 0, None)
     message = str(info.value)
     assert "\n" not in message and "record 5 is corrupt" in message and "worker process 0" in message
 

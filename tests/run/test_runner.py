@@ -128,7 +128,7 @@ def test_the_recorded_config_carries_every_value_given(dataset_dir):
     assert (c.eviction, c.torch_threads_asked, c.cpu_contention, c.settings.batch_size) == ("fadvise", 1, 2, 8)
 
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 
 @pytest.mark.parametrize("name", ["records-schema1.jsonl", "records-schema2.jsonl"])
