@@ -13,31 +13,20 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-import torch
 from torch.utils.data import default_collate
 
-from iobench.loaders.base import Loader, LoaderContext
-from iobench.loaders.dataloader import Carrying, carried_order
-from iobench.loaders.nodes import ThreadDatasets
-from iobench.loaders.order import indices_of
+from iobench.loaders.base import LoaderContext
+from iobench.loaders.dataloader import Carrying
+from iobench.loaders.nodes import NodesLoader
 from iobench.settings import Fetch
 
 
-class SpdlLoader(Loader):
-    def __init__(self, ctx: LoaderContext) -> None:
-        super().__init__(ctx.order, ctx.settings, ctx.device)
-        self.reader = ctx.reader
-        self.readers = ThreadDatasets(ctx.reader, ctx.transform)
-        self._carried: list[torch.Tensor] = []
-        self._pipeline: Any = None
+class SpdlLoader(NodesLoader):
+    """nodes' readers and keys (a reader per thread, the epoch's batches or samples), SPDL's pipeline."""
 
-    def _keys(self, epoch: int) -> Iterator[Any]:
-        for window in self.order.batches(epoch):
-            if self.settings.fetch is Fetch.ITEM:
-                yield from (int(i) for i in indices_of(window))
-            else:
-                yield window
+    def __init__(self, ctx: LoaderContext) -> None:
+        super().__init__(ctx)
+        self._pipeline: Any = None
 
     def epoch(self, epoch: int) -> Iterator[Any]:
         from spdl.pipeline import PipelineBuilder
@@ -68,10 +57,6 @@ class SpdlLoader(Loader):
             self._pipeline.stop()
             self._pipeline = None
 
-    def delivered(self, epoch: int, samples: int) -> np.ndarray:
-        return carried_order(self._carried, samples)
-
     def close(self) -> None:
         self._stop()
-        self.readers.close()
-        self.reader.close()
+        super().close()
