@@ -258,6 +258,11 @@ def held_fixed(values: Any) -> str:
             f"in order {values.in_order}")  # fmt: skip
 
 
+def batches_ahead(values: Any) -> int:
+    """Batches each reader keeps loaded ahead: --prefetch-factor, torch's default 2 without one."""
+    return values.prefetch_factor or 2
+
+
 def batches_in_flight(values: Any) -> int:
     """The batches a run keeps loaded ahead at most: each reader's prefetch (torch's 2 by default), plus two."""
     return max(1, values.num_workers) * (values.prefetch_factor or 2) + 2

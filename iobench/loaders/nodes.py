@@ -3,7 +3,7 @@ more than they bring (start-up, pickling, shared-memory hand-over), as on the st
 
 The pipeline is the one its documentation composes: the epoch's indices -> `ParallelMapper(method="thread")`
 reading (per sample, then `Batcher` and collate, with `--fetch item`; a whole batch per call with the
-default `--fetch batch`) -> `PinMemory` when pinning -> `Prefetcher(prefetch_factor)`. `--num-workers` is
+default `--fetch batch`) -> `PinMemory` when pinning -> `Prefetcher` (`--prefetch-factor` batches). `--num-workers` is
 the number of threads (0: read in the calling thread), `--no-in-order` hands batches over as they finish.
 Each thread reads through its own copy of the format's reader (a reader's handles are its process's, and
 not every library's handle may be used from two threads at once); LMDB, which allows one opening per
@@ -27,7 +27,7 @@ from iobench.loaders.dataloader import Carrying, ReaderDataset, carried_order
 from iobench.loaders.order import indices_of
 from iobench.loaders.threads import ThreadReaders
 from iobench.loaders.transforms import Transform
-from iobench.settings import Fetch
+from iobench.settings import Fetch, batches_ahead
 
 
 class ThreadDatasets:
@@ -103,7 +103,7 @@ class NodesLoader(Loader):
             node = nodes.Mapper(nodes.Batcher(node, batch_size=s.batch_size, drop_last=False), default_collate)
         if s.pin_memory:
             node = nodes.PinMemory(node)
-        node = nodes.Prefetcher(node, prefetch_factor=s.prefetch_factor or 2)
+        node = nodes.Prefetcher(node, batches_ahead(s))
         self._carried = []
         return Carrying(iter(nodes.Loader(node)), self._carried)
 

@@ -2,8 +2,8 @@
 
 The distributed-preprocessing comparison point against DataLoader workers. --num-workers actors
 each open the format themselves and read whole batches; the loader keeps num_workers x
-prefetch_factor batches in flight, round robin, and yields them in order. Batches travel through
-Ray's object store (shared memory on the same node, the network from others); numpy arrays arrive
+--prefetch-factor batches in flight (torch's 2 by default), round robin, and yields them in order. Batches travel
+through Ray's object store (shared memory on the same node, the network from others); numpy arrays arrive
 in this process without a further copy. Every node that runs an actor must see the dataset at the
 same path and have iobench installed.
 """
@@ -25,9 +25,8 @@ import torch
 
 from iobench.errors import IobenchError, RunFailed
 from iobench.loaders.base import Loader, LoaderContext
+from iobench.settings import batches_ahead
 from iobench.system.processes import process_alive
-
-DEFAULT_IN_FLIGHT_PER_ACTOR = 2  # torch's default prefetch_factor, for the same meaning
 
 
 class BatchReader:
@@ -114,7 +113,7 @@ class RayLoader(Loader):
             self.close()
             raise RunFailed(f"starting {len(self.actors)} Ray actor(s) for {format_name} failed: {exc}") from None
         self._setup = time.perf_counter() - started
-        self.in_flight = settings.num_workers * (settings.prefetch_factor or DEFAULT_IN_FLIGHT_PER_ACTOR)
+        self.in_flight = settings.num_workers * batches_ahead(settings)
 
     def setup_seconds(self) -> float:
         return self._setup

@@ -18,7 +18,7 @@ from torch.utils.data import default_collate
 from iobench.loaders.base import LoaderContext
 from iobench.loaders.dataloader import Carrying
 from iobench.loaders.nodes import NodesLoader
-from iobench.settings import Fetch
+from iobench.settings import Fetch, batches_ahead
 
 
 class SpdlLoader(NodesLoader):
@@ -38,7 +38,7 @@ class SpdlLoader(NodesLoader):
         builder = builder.pipe(self.readers.read, concurrency=threads, output_order=order)
         if s.fetch is Fetch.ITEM:
             builder = builder.aggregate(s.batch_size).pipe(default_collate)
-        builder = builder.add_sink(s.prefetch_factor or 2)
+        builder = builder.add_sink(batches_ahead(s))
         self._stop()
         self._pipeline = builder.build(num_threads=threads)
         self._pipeline.start()
