@@ -25,11 +25,11 @@ from iobench.events import QUIET, Events
 from iobench.loaders import LoaderName
 from iobench.measuring.steps import parse_step
 from iobench.measuring.user_code import load_callable
-from iobench.measuring.user_loader import UserLoader, split_batch, user_step
+from iobench.measuring.user_loader import UserLoader, user_step
 from iobench.plan.config import at_least
 from iobench.results.record import RecordedConfig, RunRecord
 from iobench.run.tune_candidates import worker_grid
-from iobench.run.user_measure import Described, UserEpochs, measured_system, user_record
+from iobench.run.user_measure import Described, UserEpochs, described, measured_system, user_record
 from iobench.settings import (
     TORCH_DATALOADER,
     Fetch,
@@ -143,12 +143,9 @@ def plan(request: FactoryRequest, device: torch.device, given: tuple[str, ...] =
         raise IobenchError(
             f"{request.factory} returned {type(made).__name__}; it must return a torch Dataset or DataLoader"
         )
-    features, _ = split_batch(first)
-    shape = tuple(features.shape[1:])
-    sample_bytes = features[0].numel() * features.element_size()
-    dtype = str(features.dtype).removeprefix("torch.")
     source = made.dataset if isinstance(made, DataLoader) else made
-    return FactoryPlan(request, made, device, _length(source), shape, dtype, sample_bytes, len(features))
+    what = described(first, _length(source))
+    return FactoryPlan(request, made, device, what.n_samples, what.shape, what.dtype, what.sample_bytes, what.batch)
 
 
 def _check(r: FactoryRequest) -> None:

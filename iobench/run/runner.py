@@ -212,7 +212,9 @@ class FormatEpochs(ConfigEpochs):
         # after the clock: scoring the order costs the epoch nothing
         delivered = loader.delivered(epoch, timing.samples)
         self.log.shuffle.append(score(delivered, loader.order.n_samples, self.config.settings.batch_size))
-        if self.world.size > 1 and loader.order.max_batches is None and self.config.max_seconds is None:
+        c = self.config
+        last = epoch == c.runs * (c.warmup + c.epochs) - 1  # the record keeps the last timed epoch's coverage
+        if last and self.world.size > 1 and loader.order.max_batches is None and c.max_seconds is None:
             self.log.coverage = rank_coverage(self.world, delivered, loader.order.n_samples, timing)
 
     def run_done(self, loader: Loader, run: int, next_epoch: int) -> None:
