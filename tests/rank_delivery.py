@@ -42,8 +42,8 @@ def combinations(dataset_dir: Path) -> list[tuple[str, RunConfig]]:
     prepared = Manifest.load(dataset_dir).formats  # `--formats all` leaves out formats not installed
     out = []
     for loader, kind in LOADERS.items():
-        if loader in (LoaderName.RAY, LoaderName.NATIVE):
-            continue  # Ray: one process fed by actors (refused); native: its own test (native_combinations)
+        if loader in (LoaderName.RAY, LoaderName.RAY_DATA, LoaderName.NATIVE):
+            continue  # Ray, Ray Data: one process fed by a cluster (refused); native: native_combinations
         if not kind.installed:
             continue  # nodes without torchdata: refused in one line (its own test)
         for fmt in (f for f in kind.reads if f in prepared):

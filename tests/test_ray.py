@@ -125,3 +125,53 @@ def test_a_failing_actor_ends_the_epoch_with_one_line(ray, tmp_path):
             ConfigEpochs(config).clock(loader, 0, lambda b: None)
     finally:
         loader.close()
+
+
+@pytest.mark.parametrize("fmt, shuffle, in_order", [("npy", True, True), ("files", False, True), ("lmdb", True, False)])
+def test_ray_data_delivers_the_exact_dataset_and_says_in_which_order(ray, dataset_dir, fmt, shuffle, in_order):
+    """map_batches on an actor pool, iter_torch_batches: every sample once with its values; in order, the run's
+    order; out of order, the order it carried (what the shuffle score reads)."""
+    manifest = Manifest.load(dataset_dir)
+    reader = FORMATS["npy"].reader(dataset_dir / "npy", manifest.spec, None)
+    features, labels = reader.read_range(0, N)
+    reader.close()
+    loader = build_loader(resolved_run(dataset_dir, fmt, "ray-data", num_workers=2, shuffle=shuffle,
+                                       in_order=in_order))  # fmt: skip
+    try:
+        for epoch in (0, 1):
+            arrived = []
+            timing = time_epoch(loader, epoch, lambda b, got=arrived: got.append((b[0].clone(), b[1].clone())))
+            assert timing.samples == N and timing.batches == loader.order.n_batches()
+            delivered = loader.delivered(epoch, N)
+            assert sorted(delivered.tolist()) == list(range(N))
+            planned = np.concatenate([indices_of(w) for w in loader.order.batches(epoch)])
+            if in_order:
+                np.testing.assert_array_equal(delivered, planned)
+            assert np.array_equal(torch.cat([f for f, _ in arrived]).numpy(), features[delivered])
+            assert np.array_equal(torch.cat([lb for _, lb in arrived]).numpy(), labels[delivered])
+            assert sorted(len(lb) for _, lb in arrived) == [N % 16] + [16] * (N // 16)
+        pids = list(loader._pids)
+        assert pids, "the actors that read were counted"
+    finally:
+        loader.close()
+    assert not any(process_alive(pid) for pid in pids), "an actor outlived close()"
+
+
+def test_ray_data_run_writes_a_record_naming_ray(ray, dataset_dir, cli, tmp_path):
+    results = tmp_path / "r.jsonl"
+    r = cli("run", "--loader", "ray-data", "--format", "npy", "--num-workers", "1", "--device", "cpu", "--runs", "1",
+            "--data-dir", dataset_dir.parent, "--results", results, "-q")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "Traceback" not in r.err and "WARNING" not in r.err, r.err
+    (record,) = stored_records(results)
+    assert record["loader"] == "ray-data" and record["samples_per_epoch"] == N
+    assert record["packages"]["ray"] == ray.__version__
+
+
+def test_ray_data_refusals(ray):
+    with pytest.raises(IobenchError, match="size of its actor pool"):
+        run_config("npy", "ray-data", num_workers=0)
+    with pytest.raises(IobenchError, match="--loader ray-data does not take --prefetch-thread"):
+        run_config("npy", "ray-data", num_workers=1, prefetch_thread=2)
+    with pytest.raises(IobenchError, match="--loader ray-data is one training process"):
+        check_world(run_config("npy", "ray-data", num_workers=1), N, World(rank=0, size=2, backend="gloo"))

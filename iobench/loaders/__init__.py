@@ -23,6 +23,7 @@ class LoaderName(Choice):
     NATIVE = "native"
     NODES = "nodes"
     SPDL = "spdl"
+    RAY_DATA = "ray-data"
 
 
 # What every loader takes: the batch and how it moves to the device. The rest a loader declares as it honours it.
@@ -82,7 +83,7 @@ class LoaderKind:
 NOTES = {
     "fetch_threads": "it shares each batch among threads inside each DataLoader worker (--loader dataloader)",
     "fetch": "item is the DataLoader's per-sample pattern; this loader always fetches whole batches",
-    "ray_address": "it is the Ray cluster of --loader ray",
+    "ray_address": "it is the Ray cluster of --loader ray and ray-data",
 }
 
 LOADERS: dict[LoaderName, LoaderKind] = {
@@ -147,6 +148,15 @@ LOADERS: dict[LoaderName, LoaderKind] = {
                    ("fetch_threads", "--num-workers is its concurrency")),
             extra="spdl", library="spdl", libraries=("spdl-core", "spdl-io"), forks=False,
             tuned=("prefetch_factor", "in_order", "pin_memory"),
+        ),
+        # Ray Data: map_batches on an actor pool of the cluster, iter_torch_batches into this process
+        LoaderKind(
+            LoaderName.RAY_DATA, None, "ray_data", "RayDataLoader",
+            honours=BATCHES - {"prefetch_thread"} | {"num_workers", "prefetch_factor", "in_order", "ray_address"},
+            notes=(("num_workers", "--num-workers is the size of its actor pool; give at least 1"),
+                   ("persistent_workers", "its actor pool lives as long as an epoch's execution"),
+                   ("prefetch_thread", "iter_torch_batches already prefetches (--prefetch-factor)")),
+            min_workers=1, extra="ray", library="Ray", libraries=("ray",),
         ),
     )
 }  # fmt: skip

@@ -11,13 +11,11 @@ same path and have iobench installed.
 from __future__ import annotations
 
 import logging
-import os
 import platform
 import time
 import warnings
 from collections import deque
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,48 +23,9 @@ import torch
 
 from iobench.errors import IobenchError, RunFailed
 from iobench.loaders.base import Loader, LoaderContext
+from iobench.loaders.ray_readers import BatchReader
 from iobench.settings import batches_ahead
 from iobench.system.processes import process_alive
-
-
-class BatchReader:
-    """The actor: one format reader in its own process, on whichever node Ray chose."""
-
-    def __init__(
-        self,
-        format_name: str,
-        directory: str,
-        spec: dict,
-        options: dict,
-        sequential: bool,
-        transform: str = "none",
-        larger_than_memory: bool = False,
-    ) -> None:
-        from iobench.formats import FORMATS
-        from iobench.loaders.transforms import make_transform
-        from iobench.spec import DatasetSpec
-        from iobench.storage import ReadHints
-
-        fmt = FORMATS[format_name]
-        dataset = DatasetSpec.from_json(spec)
-        hints = ReadHints(sequential=sequential, larger_than_memory=larger_than_memory)
-        self.reader = fmt.reader(Path(directory), dataset, fmt.options_from_json(options), hints)
-        self.transform = make_transform(transform, dataset.shape, dataset.dtype)
-
-    def _transformed(self, batch: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        if self.transform.name == "none":
-            return batch
-        return self.transform.per_samples(torch.from_numpy(batch[0])).numpy(), batch[1]
-
-    def ready(self) -> tuple[str, int]:
-        """Where the actor runs: close() waits for local actors' processes to end."""
-        return platform.node(), os.getpid()
-
-    def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
-        return self._transformed(self.reader.read_range(start, stop))
-
-    def read_indices(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        return self._transformed(self.reader.batch(indices))
 
 
 def import_ray() -> Any:

@@ -299,8 +299,10 @@ def check_world(config: RunConfig, manifest: Manifest, world: World) -> None:
         return
     if config.loader is LoaderName.DATALOADER and config.block_size:
         raise IobenchError("under torchrun the DataLoader uses DistributedSampler, which has no --block-shuffle")
-    if config.loader is LoaderName.RAY:
-        raise IobenchError("--loader ray is one training process fed by a Ray cluster; run it without torchrun")
+    if config.loader in (LoaderName.RAY, LoaderName.RAY_DATA):
+        raise IobenchError(
+            f"--loader {config.loader} is one training process fed by a Ray cluster; run it without torchrun"
+        )
     if config.loader is LoaderName.NATIVE:
         fmt = FORMATS[config.format]
         if fmt.native_rank_split is None:

@@ -40,7 +40,7 @@ class Prediction:
 def asynchronous(r: RunRecord) -> bool:
     """True when batches are read alongside the step (workers, a prefetch thread, Ray actors)."""
     c = r.config
-    return c.settings.num_workers > 0 or c.settings.prefetch_thread > 0 or c.loader == "ray"
+    return c.settings.num_workers > 0 or c.settings.prefetch_thread > 0 or c.loader in ("ray", "ray-data")
 
 
 def predict(r: RunRecord, step_ms: float) -> Prediction:

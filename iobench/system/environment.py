@@ -10,12 +10,14 @@ import urllib.parse
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from iobench import __version__
 from iobench.errors import IobenchError
 from iobench.results.record import Environment
+
+if TYPE_CHECKING:  # torch is imported where it is used: a Ray actor reading a format imports this, not torch
+    import torch
 
 PACKAGES = ("torch", "tensordict", "numpy", "h5py", "lmdb", "lz4")  # on every run's path; stored as keys of their own
 
@@ -112,6 +114,8 @@ def packages(libraries: Iterable[str] = ()) -> dict[str, str]:
 
 def environment(data_dir: Path, device: torch.device, libraries: Iterable[str] = ()) -> Environment:
     """Where the run was measured; `libraries`: what its format and loader read with, beyond iobench's own."""
+    import torch
+
     fstype, source = mount_of(data_dir)
     return Environment(
         iobench_version=__version__,

@@ -78,7 +78,8 @@ def _combo(fmt: str, loader: LoaderName) -> object:
     return pytest.param(*param.values, marks=[*param.marks, *needs], id=param.id) if needs else param
 
 
-COMBOS = [_combo(f, ld) for ld in LoaderName if ld is not LoaderName.RAY for f in LOADERS[ld].reads]
+RAY = (LoaderName.RAY, LoaderName.RAY_DATA)  # a cluster to start: tests/test_ray.py
+COMBOS = [_combo(f, ld) for ld in LoaderName if ld not in RAY for f in LOADERS[ld].reads]
 
 
 @pytest.mark.parametrize(
