@@ -357,6 +357,16 @@ TorchThreads = Annotated[
         "On shared cores torch's threaded paths slow down sharply; 1 is what torchrun sets per rank."
     ),
 ]
+ResumeCheck = Annotated[
+    bool,
+    typer.Option(
+        "--resume-check",
+        help="After the timed epochs, interrupt the last one at half and three quarters, restore the pipeline's own "
+        "state_dict() in a fresh loader each time (StatefulDataLoader for the DataLoader paths, nodes, LitData) and "
+        "record the samples lost and repeated, whether the order held and the time to the first batch "
+        "(resume_* in the record; costs about 2.5 more epochs, untimed).",
+    ),
+]
 CpuContention = Annotated[
     int,
     typer.Option(

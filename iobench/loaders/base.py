@@ -39,6 +39,9 @@ class LoaderContext:
     cold: bool = False  # every epoch starts uncached: the direct loader bypasses the page cache
     format_name: str = ""  # the registered name and the options of the reader's format, as prepared:
     format_options: dict[str, Any] = field(default_factory=dict)  # Ray actors rebuild the reader from them
+    # the resume check's loaders (`--resume-check`): the pipeline's stateful form where its library has one
+    # (torchdata's StatefulDataLoader for a DataLoader), and every batch carrying its indices
+    stateful: bool = False
 
 
 class Loader(ABC):
@@ -67,6 +70,16 @@ class Loader(ABC):
         decides the order (a shuffle buffer) returns the indices it carried."""
         parts = [indices_of(b) for b in self.order.batches(epoch)]
         return np.concatenate(parts)[:samples] if parts else np.empty(0, dtype=np.int64)
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The pipeline's own state between two batches, as its library gives it to a checkpoint (torchdata's
+        StatefulDataLoader and nodes, LitData's StreamingDataLoader); None where the library has none (the resume
+        check records `resume_supported: false`). Built with `LoaderContext.stateful`."""
+        return None
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """The state the next `epoch()` resumes from, as its library restores it."""
+        raise NotImplementedError(f"{type(self).__name__} has no state to restore")
 
     def setup_seconds(self) -> float:
         """One-off cost before the first epoch (e.g. loading everything to the device)."""

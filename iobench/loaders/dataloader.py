@@ -119,10 +119,22 @@ def quiet_handovers(_worker_id: int) -> None:
     sys.excepthook = hook
 
 
-def make_dataloader(dataset: Dataset, settings: LoaderSettings, **kw: Any) -> DataLoader:
-    """torch's DataLoader with the run's settings (`iobench.settings.dataloader_arguments`)."""
+def stateful_dataloader() -> type[DataLoader] | None:
+    """torchdata's StatefulDataLoader, the DataLoader with `state_dict()` that PyTorch points to for resuming
+    mid-epoch; None without torchdata."""
+    try:
+        from torchdata.stateful_dataloader import StatefulDataLoader
+    except ImportError:
+        return None
+    return StatefulDataLoader
+
+
+def make_dataloader(dataset: Dataset, settings: LoaderSettings, stateful: bool = False, **kw: Any) -> DataLoader:
+    """torch's DataLoader with the run's settings (`iobench.settings.dataloader_arguments`); `stateful`: torchdata's
+    StatefulDataLoader with the same ones, where installed."""
     extra: dict[str, Any] = {"worker_init_fn": quiet_handovers} if settings.num_workers > 0 else {}
-    return DataLoader(dataset, **dataloader_arguments(settings), **kw, **extra)
+    cls = (stateful_dataloader() if stateful else None) or DataLoader
+    return cls(dataset, **dataloader_arguments(settings), **kw, **extra)
 
 
 class Carrying:
@@ -160,14 +172,16 @@ class DataLoaderLoader(Loader):
         self.sampler = EpochBatchSampler(order, as_lists=item)
         # In order, the batches arrive as the sampler yields them (the exact-delivery tests check it): only
         # workers handing batches over as they finish need to say which samples they carry.
-        self._carry = not settings.in_order
+        # A resumed epoch starts mid-way: its batches say which samples they hold.
+        self._carry = not settings.in_order or ctx.stateful
         dataset = self.dataset = ReaderDataset(reader, transform, carry=self._carry, threads=settings.fetch_threads)
         self._carried: list[torch.Tensor] = []
+        self._restore: dict[str, Any] | None = None
         if item:  # one __getitem__ per sample, default collate
-            self.loader = make_dataloader(dataset, settings, batch_sampler=self.sampler)
+            self.loader = make_dataloader(dataset, settings, ctx.stateful, batch_sampler=self.sampler)
         else:  # the dataset is indexed with a whole batch of indices
             self.loader = make_dataloader(
-                dataset, settings, sampler=self.sampler, batch_size=None, collate_fn=passthrough
+                dataset, settings, ctx.stateful, sampler=self.sampler, batch_size=None, collate_fn=passthrough
             )
 
     def prepare(self, epoch: int) -> None:
@@ -180,7 +194,16 @@ class DataLoaderLoader(Loader):
     def epoch(self, epoch: int) -> Iterator[Any]:
         self.sampler.epoch = epoch
         self._carried = []
+        if self._restore is not None:
+            self.loader.load_state_dict(self._restore)
+            self._restore = None
         return Carrying(iter(self.loader), self._carried) if self._carry else iter(self.loader)
+
+    def state_dict(self) -> dict[str, Any] | None:
+        return self.loader.state_dict() if hasattr(self.loader, "state_dict") else None
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._restore = state
 
     def delivered(self, epoch: int, samples: int) -> np.ndarray:
         """With in_order=False, the indices the batches carried in the order they arrived."""

@@ -19,7 +19,7 @@ from iobench.errors import IobenchError, RunFailed, reason
 from iobench.formats import FORMATS
 from iobench.formats.base import FormatReader, NativeRead, Pipeline, StorageFormat
 from iobench.loaders.base import Loader, LoaderContext
-from iobench.loaders.dataloader import Carrying, carried_order
+from iobench.loaders.dataloader import Carrying, carried_order, stateful_dataloader
 from iobench.settings import dataloader_arguments
 
 
@@ -42,15 +42,23 @@ def epoch_batches(fmt: StorageFormat, reader: FormatReader, read: NativeRead, ke
     """The format's pipeline (built here unless given) in its library's loader with the run's keywords: (features,
     labels, indices) batches; what the pipeline holds open is released when the epoch ends or is cut short."""
     pipeline = fmt.pipeline(reader, read) if pipeline is None else pipeline
+    return iterate(pipeline, library_loader(pipeline, read, keywords))
+
+
+def iterate(pipeline: Pipeline, loader: Any) -> Iterator[Any]:
+    """The library's loader iterated over the pipeline, which is released when the epoch ends or is cut short (or
+    when its iterator cannot start)."""
     try:
-        batches = iter(_loader(pipeline, read, keywords))  # workers start here, with what the pipeline opened
+        batches = iter(loader)  # workers start here, with what the pipeline opened
     except BaseException:
         _release(pipeline)
         raise
     return _delivered(batches, pipeline)
 
 
-def _loader(p: Pipeline, read: NativeRead, keywords: dict[str, Any]) -> Any:
+def library_loader(p: Pipeline, read: NativeRead, keywords: dict[str, Any], stateful: bool = False) -> Any:
+    """The pipeline's loader: its library's class, or torch's DataLoader (`stateful`: torchdata's StatefulDataLoader,
+    which checkpoints a map-style or stateful iterable dataset, where installed) with the run's keywords."""
     arguments: dict[str, Any] = {"batch_size": p.batch_size, **keywords}
     if p.shuffle:
         arguments["shuffle"] = True
@@ -58,7 +66,8 @@ def _loader(p: Pipeline, read: NativeRead, keywords: dict[str, Any]) -> Any:
         arguments["collate_fn"] = p.collate_fn
     if p.seeded:
         arguments["generator"] = torch.Generator().manual_seed(read.seed)
-    return (p.loader_class or torch.utils.data.DataLoader)(p.dataset, **arguments)
+    cls = p.loader_class or (stateful_dataloader() if stateful else None) or torch.utils.data.DataLoader
+    return cls(p.dataset, **arguments)
 
 
 def _delivered(batches: Iterator[Any], p: Pipeline) -> Iterator[Any]:
@@ -95,6 +104,9 @@ class NativeLoader(Loader):
         self.format = format_of(ctx.format_name)
         self._carried: list[torch.Tensor] = []
         self._prepared: tuple[int, Pipeline] | None = None
+        self.stateful = ctx.stateful
+        self._loader: Any = None
+        self._restore: dict[str, Any] | None = None
 
     def _read(self, epoch: int) -> NativeRead:
         o = self.order
@@ -116,17 +128,33 @@ class NativeLoader(Loader):
     def epoch(self, epoch: int) -> Iterator[Any]:
         self._carried = []
         read = self._read(epoch)
-        pipeline = None
         if self._prepared is not None and self._prepared[0] == epoch:
             pipeline, self._prepared = self._prepared[1], None
-        batches = _library(epoch_batches(self.format, self.reader, read, dataloader_arguments(self.settings),
-                                         pipeline), self.format.name)  # fmt: skip
+        else:
+            pipeline = self.format.pipeline(self.reader, read)
+        try:
+            self._loader = library_loader(pipeline, read, dataloader_arguments(self.settings), self.stateful)
+            if self._restore is not None:
+                self._loader.load_state_dict(self._restore)
+                self._restore = None
+        except BaseException:
+            _release(pipeline)
+            raise
+        batches = _library(iterate(pipeline, self._loader), self.format.name)
         if self.order.max_batches is not None:
             batches = itertools.islice(batches, self.order.max_batches)
         return Carrying(batches, self._carried)
 
     def delivered(self, epoch: int, samples: int) -> np.ndarray:
         return carried_order(self._carried, samples)
+
+    def state_dict(self) -> dict[str, Any] | None:
+        """The library loader's (LitData's StreamingDataLoader; StatefulDataLoader for a pipeline in torch's); None
+        where it has no state (WebDataset's WebLoader, TFRecord's, ...)."""
+        return self._loader.state_dict() if self.stateful and hasattr(self._loader, "state_dict") else None
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._restore = state
 
     def close(self) -> None:
         self._release_prepared()

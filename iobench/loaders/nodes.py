@@ -84,6 +84,8 @@ class NodesLoader(Loader):
         self.reader = ctx.reader
         self.readers = ThreadDatasets(ctx.reader, ctx.transform)
         self._carried: list[torch.Tensor] = []
+        self._loader: Any = None
+        self._restore: dict[str, Any] | None = None
 
     def _keys(self, epoch: int) -> Iterator[Any]:
         for window in self.order.batches(epoch):
@@ -105,7 +107,17 @@ class NodesLoader(Loader):
             node = nodes.PinMemory(node)
         node = nodes.Prefetcher(node, batches_ahead(s))
         self._carried = []
-        return Carrying(iter(nodes.Loader(node)), self._carried)
+        self._loader = nodes.Loader(node)
+        if self._restore is not None:
+            self._loader.load_state_dict(self._restore)
+            self._restore = None
+        return Carrying(iter(self._loader), self._carried)
+
+    def state_dict(self) -> dict[str, Any] | None:
+        return self._loader.state_dict() if self._loader is not None else None
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._restore = state
 
     def delivered(self, epoch: int, samples: int) -> np.ndarray:
         return carried_order(self._carried, samples)

@@ -52,6 +52,10 @@ class SpdlLoader(NodesLoader):
         finally:
             pipeline.stop()
 
+    def state_dict(self) -> dict[str, Any] | None:
+        """SPDL's pipelines have no state to checkpoint (spdl 0.8): a resumed job starts its epoch again."""
+        return None
+
     def _stop(self) -> None:
         if self._pipeline is not None:
             self._pipeline.stop()

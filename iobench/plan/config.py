@@ -61,6 +61,7 @@ class RunConfig:
     transform_on: TransformOn = TransformOn.HOST  # per sample in the loader, or batched after the copy
     torch_threads: int | None = None  # the main process's intra-op threads; None: torch's default
     cpu_contention: int = 0  # rival processes kept busy beside the run (iobench.system.contention)
+    resume_check: bool = False  # after the clock: interrupt and resume the last timed epoch (iobench.run.resume_check)
     # The read options of the format's own pipeline (--format-option, --loader native), sorted by name
     format_options: tuple[tuple[str, Any], ...] = ()
 

@@ -299,6 +299,8 @@ def check_world(config: RunConfig, manifest: Manifest, world: World) -> None:
         return
     if config.loader is LoaderName.DATALOADER and config.block_size:
         raise IobenchError("under torchrun the DataLoader uses DistributedSampler, which has no --block-shuffle")
+    if config.resume_check:
+        raise IobenchError("--resume-check restores one process's pipeline; run it without --nproc or torchrun")
     if config.loader in (LoaderName.RAY, LoaderName.RAY_DATA):
         raise IobenchError(
             f"--loader {config.loader} is one training process fed by a Ray cluster; run it without torchrun"

@@ -81,6 +81,7 @@ class RecordedConfig:
     # --torch-threads as asked (None: torch's default); what the run had is the environment's torch_threads
     torch_threads_asked: int | None = None
     cpu_contention: int = 0  # rival processes busy beside the run
+    resume_check: bool = False  # the last timed epoch was interrupted and resumed after the clock (EpochStats)
     format_options: str = ""  # run --format-option: the format's read options set for this run (name=value,...)
     # how the format was written where `prepare`'s defaults for the spec would not have (its manifest's write
     # options, name=value,...; "" for the defaults, and in records made before 0.3): LitData's chunk size or
@@ -171,6 +172,15 @@ class EpochStats:
     # epochs: 1.0 is a uniform random permutation. None in records made before they were scored.
     shuffle_spread: float | None = None
     shuffle_order: float | None = None
+    # --resume-check (iobench.run.resume_check), after the clock on the last timed epoch: whether the pipeline's
+    # library has state to checkpoint mid-epoch, the longer of two resumes to its first batch, samples lost and
+    # repeated against the uninterrupted epoch, whether the order was the same; why the check failed. None: unchecked.
+    resume_supported: bool | None = None
+    resume_seconds: float | None = None
+    resume_lost_samples: int | None = None
+    resume_repeated_samples: int | None = None
+    resume_same_order: bool | None = None
+    resume_error: str | None = None
 
     @classmethod
     def of(

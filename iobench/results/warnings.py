@@ -32,6 +32,7 @@ class Kind(Choice):
     BUSY = "busy"
     ONE_BATCH = "one-batch"
     RANK_COVERAGE = "rank-coverage"
+    RESUME = "resume"
 
 
 @dataclass(frozen=True)
@@ -183,8 +184,22 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                     "every rank waits for it: see rank_epoch_seconds in the record",
                 )
             )
-        found += delivery_warnings(subject, r) + coverage_warnings(subject, r)
+        found += delivery_warnings(subject, r) + coverage_warnings(subject, r) + resume_warnings(subject, r)
     return found
+
+
+def resume_warnings(subject: str, r: RunRecord) -> list[RunWarning]:
+    """--resume-check: a restored pipeline that lost or repeated samples, or could not resume; no state at all is
+    a note in the record (resume_supported), not a warning."""
+    e = r.epochs
+    if e.resume_error:
+        return [RunWarning(Kind.RESUME, subject, f"resuming mid-epoch failed: {e.resume_error}",
+                           "a preempted job with this pipeline cannot continue its epoch")]  # fmt: skip
+    if e.resume_lost_samples or e.resume_repeated_samples:
+        return [RunWarning(Kind.RESUME, subject, f"resumed twice mid-epoch, it lost {e.resume_lost_samples:,} samples "
+                           f"and repeated {e.resume_repeated_samples:,}",
+                           "a preempted job trains on another epoch than the one it started")]  # fmt: skip
+    return []
 
 
 def coverage_warnings(subject: str, r: RunRecord) -> list[RunWarning]:

@@ -41,6 +41,7 @@ class EpochLog:
     read_methods: set[str] = field(default_factory=set)
     shuffle: list[ShuffleQuality] = field(default_factory=list)  # this rank's delivered order, per timed epoch
     coverage: dict = field(default_factory=dict)  # RankStats' coverage fields of the last timed epoch (ranks only)
+    resume: dict = field(default_factory=dict)  # EpochStats' resume fields (--resume-check)
     first: dict | None = None
     last: dict | None = None
 
@@ -93,7 +94,7 @@ def record_of(
             workload=workload_of(spec.shape, spec.dtype, spec.content) if spec.source is None else "custom",
             source=spec.source.path if spec.source is not None else None,
         ),
-        epochs=replace(stats, transform_us_per_sample=transform_cost, **_shuffle_medians(log.shuffle)),
+        epochs=replace(stats, transform_us_per_sample=transform_cost, **_shuffle_medians(log.shuffle), **log.resume),
         ranks=replace(combined.ranks, **log.coverage),
         system=replace(
             combined.system,

@@ -39,23 +39,23 @@ from iobench.system.sysmetrics import CpuCounters
 from iobench.system.world import World
 
 
-def build_loader(resolved: ResolvedRun) -> Loader:
-    """A fresh loader over a fresh reader of the resolved format (one per run, and per cold epoch); a file
-    that cannot be opened as checked (swapped mid-run, truncated) ends the run in one line."""
+def build_loader(resolved: ResolvedRun, stateful: bool = False) -> Loader:
+    """A fresh loader over a fresh reader of the resolved format (one per run, and per cold epoch; `stateful`: the
+    resume check's); a file that cannot be opened as checked (swapped mid-run, truncated) ends the run in one line."""
     try:
-        return _build_loader(resolved)
+        return _build_loader(resolved, stateful)
     except (OSError, ValueError) as exc:
         raise RunFailed(f"opening {resolved.config.format} failed: {type(exc).__name__}: {one_line(exc)}") from None
 
 
-def _build_loader(resolved: ResolvedRun) -> Loader:
+def _build_loader(resolved: ResolvedRun, stateful: bool) -> Loader:
     c = resolved.config
     check_fork_safe(resolved.storage, c.settings.num_workers if LOADERS[c.loader].forks else 0)
     reader = open_reader(resolved)
     host = _transform_on(resolved, TransformOn.HOST)
     ctx = LoaderContext(
         reader, resolved.epoch_order(), c.settings, resolved.device, transform=host,
-        cold=c.cache is Cache.COLD, format_name=c.format, format_options=resolved.entry.options,
+        cold=c.cache is Cache.COLD, format_name=c.format, format_options=resolved.entry.options, stateful=stateful,
     )  # fmt: skip
     return make_loader(c.loader, ctx)
 
@@ -145,7 +145,12 @@ def _measure(resolved: ResolvedRun, events: Events, profile_dir: Path | None) ->
     started = time.perf_counter()
     subject = FormatEpochs(resolved, log, step, transform, profile_dir)
     subject.run(config.runs, config.warmup, config.epochs, step, transform, config.max_seconds, events)
-    return record_of(resolved, log, transform_cost, time.perf_counter() - started, subject.profile_path)
+    seconds = time.perf_counter() - started
+    if config.resume_check:  # after the clock, on the last timed epoch's order
+        from iobench.run.resume_check import resume_check
+
+        log.resume = resume_check(resolved, config.runs * (config.warmup + config.epochs) - 1).fields()
+    return record_of(resolved, log, transform_cost, seconds, subject.profile_path)
 
 
 class ConfigEpochs(EpochLoop):
