@@ -357,6 +357,15 @@ TorchThreads = Annotated[
         "On shared cores torch's threaded paths slow down sharply; 1 is what torchrun sets per rank."
     ),
 ]
+DistributedSampler = Annotated[
+    str,
+    typer.Option(
+        "--distributed-sampler",
+        help="Under --nproc or torchrun, the DataLoader's DistributedSampler: trim (every sample once; the shares may "
+        "differ by one, and so may the batch counts), pad (torch's default, drop_last=False: samples repeated so every "
+        "rank gets as many) or drop (drop_last=True: the last samples left out). Rank coverage is in the record.",
+    ),
+]
 ResumeCheck = Annotated[
     bool,
     typer.Option(

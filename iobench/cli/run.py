@@ -45,6 +45,7 @@ def run_cmd(
     torch_threads: o.TorchThreads = None,
     cpu_contention: o.CpuContention = 0,
     resume_check: o.ResumeCheck = False,
+    distributed_sampler: o.DistributedSampler = "trim",
     format_option: o.ReadOption = None,
     remote: o.Remote = None,
     endpoint_url: o.EndpointUrl = None,
@@ -81,7 +82,7 @@ def run_cmd(
     options.update(max_batches=max_batches, max_seconds=max_seconds, step=step, seed=seed, cache=cache)
     options.update(read_limit_mb_per_s=read_limit, cache_budget=cache_budget, cpu_contention=cpu_contention)
     options.update(transform=transform, transform_on=transform_on, torch_threads=torch_threads)
-    options.update(resume_check=resume_check)
+    options.update(resume_check=resume_check, sampler_tail=distributed_sampler)
     read = read_options_of(format_option or [], pairs)
     configs = [config_of(f, ld, settings_of(ctx.params), eviction=eviction, read_options=read, **options)
                for f, ld in pairs]  # fmt: skip

@@ -77,10 +77,12 @@ class EpochOrder:
 
 @dataclass(frozen=True)
 class DistributedSamplerOrder:
-    """This rank's batches as torch's DistributedSampler deals them, without its padding.
+    """This rank's batches as torch's DistributedSampler deals them; `tail` says what becomes of the samples that do
+    not divide between the ranks.
 
-    DistributedSampler repeats up to world-1 samples so every rank gets as many; they sit at the end
-    of the short ranks' lists, so trimming each list to its rank's true share keeps the sampler's
+    DistributedSampler repeats up to world-1 samples so every rank gets as many (`pad`, torch's default,
+    `drop_last=False`) or leaves the last ones out (`drop`, `drop_last=True`). The repeats sit at the end of the short
+    ranks' lists, so trimming each list to its rank's true share (`trim`, iobench's default) keeps the sampler's
     order and assignment while every sample is read exactly once per epoch.
     """
 
@@ -91,6 +93,7 @@ class DistributedSamplerOrder:
     max_batches: int | None = None
     rank: int = 0
     world: int = 1
+    tail: str = "trim"  # trim | pad | drop (SamplerTail)
 
     SHARD = "distributed-sampler"  # how ranks share an epoch, as records name it
 
@@ -98,11 +101,18 @@ class DistributedSamplerOrder:
         from torch.utils.data import DistributedSampler
 
         sampler = DistributedSampler(
-            range(self.n_samples), num_replicas=self.world, rank=self.rank, shuffle=self.shuffle, seed=self.seed
-        )
+            range(self.n_samples), num_replicas=self.world, rank=self.rank, shuffle=self.shuffle, seed=self.seed,
+            drop_last=self.tail == "drop",
+        )  # fmt: skip
         sampler.set_epoch(epoch)
-        share = len(range(self.rank, self.n_samples, self.world))
-        return np.fromiter(sampler, dtype=np.int64, count=share)
+        return np.fromiter(sampler, dtype=np.int64, count=self._share())
+
+    def _share(self) -> int:
+        if self.tail == "trim":
+            return len(range(self.rank, self.n_samples, self.world))
+        if self.tail == "drop":
+            return self.n_samples // self.world
+        return -(-self.n_samples // self.world)
 
     def batches(self, epoch: int) -> Iterator[Window]:
         order, size = self.indices(epoch), self.batch_size
@@ -113,7 +123,7 @@ class DistributedSamplerOrder:
             yield order[start : start + size]
 
     def n_batches(self) -> int:
-        full = -(-len(range(self.rank, self.n_samples, self.world)) // self.batch_size)
+        full = -(-self._share() // self.batch_size)
         return full if self.max_batches is None else min(full, self.max_batches)
 
 

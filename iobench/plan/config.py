@@ -31,6 +31,14 @@ class Cache(Choice):
     AS_IS = "as-is"  # touch nothing
 
 
+class SamplerTail(Choice):
+    """Under torchrun, what the DataLoader's DistributedSampler does with samples the ranks do not divide."""
+
+    TRIM = "trim"  # iobench's: the sampler's padding trimmed, every sample once, shares may differ by one
+    PAD = "pad"  # torch's default (drop_last=False): samples repeated so every rank gets as many
+    DROP = "drop"  # drop_last=True: the last samples left out
+
+
 class Order(Choice):
     SHUFFLE = "shuffle"
     SEQUENTIAL = "sequential"
@@ -61,6 +69,7 @@ class RunConfig:
     transform_on: TransformOn = TransformOn.HOST  # per sample in the loader, or batched after the copy
     torch_threads: int | None = None  # the main process's intra-op threads; None: torch's default
     cpu_contention: int = 0  # rival processes kept busy beside the run (iobench.system.contention)
+    sampler_tail: SamplerTail = SamplerTail.TRIM  # under torchrun, the DataLoader's DistributedSampler
     resume_check: bool = False  # after the clock: interrupt and resume the last timed epoch (iobench.run.resume_check)
     # The read options of the format's own pipeline (--format-option, --loader native), sorted by name
     format_options: tuple[tuple[str, Any], ...] = ()
@@ -73,6 +82,7 @@ class RunConfig:
         object.__setattr__(self, "order", Order.parse(self.order, "--order"))
         object.__setattr__(self, "cache", Cache.parse(self.cache, "--cache"))
         object.__setattr__(self, "eviction", Eviction.parse(self.eviction, "--eviction"))
+        object.__setattr__(self, "sampler_tail", SamplerTail.parse(self.sampler_tail, "--distributed-sampler"))
         object.__setattr__(self, "step", parse_step(self.step))
         object.__setattr__(self, "transform", parse_transform(self.transform))
         object.__setattr__(self, "transform_on", TransformOn.parse(self.transform_on, "--transform-on"))

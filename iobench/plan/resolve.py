@@ -18,7 +18,7 @@ from iobench.formats import FORMATS
 from iobench.formats.base import StorageFormat
 from iobench.loaders import LoaderName
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
-from iobench.plan.config import Cache, RunConfig
+from iobench.plan.config import Cache, RunConfig, SamplerTail
 from iobench.results.record import RecordedConfig
 from iobench.settings import batches_in_flight
 from iobench.storage import Storage
@@ -88,7 +88,8 @@ class ResolvedRun:
         c, w = self.config, self.world
         n, batch = self.manifest.spec.n_samples, c.settings.batch_size
         if w.size > 1 and c.loader is LoaderName.DATALOADER:
-            return DistributedSamplerOrder(n, batch, c.shuffle, c.seed, c.max_batches, w.rank, w.size)
+            return DistributedSamplerOrder(n, batch, c.shuffle, c.seed, c.max_batches, w.rank, w.size,
+                                           c.sampler_tail.value)  # fmt: skip
         return EpochOrder(n, batch, c.shuffle, c.block_size, c.seed, c.max_batches, rank=w.rank, world=w.size)
 
     def recorded(self) -> RecordedConfig:
@@ -295,6 +296,8 @@ def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:
 
 def check_world(config: RunConfig, manifest: Manifest, world: World) -> None:
     """What torchrun ranks cannot share."""
+    if config.sampler_tail is not SamplerTail.TRIM and (world.size <= 1 or config.loader is not LoaderName.DATALOADER):
+        raise IobenchError("--distributed-sampler is the DataLoader's DistributedSampler under --nproc or torchrun")
     if world.size <= 1:
         return
     if config.loader is LoaderName.DATALOADER and config.block_size:

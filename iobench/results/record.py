@@ -81,6 +81,7 @@ class RecordedConfig:
     # --torch-threads as asked (None: torch's default); what the run had is the environment's torch_threads
     torch_threads_asked: int | None = None
     cpu_contention: int = 0  # rival processes busy beside the run
+    sampler_tail: str = "trim"  # under torchrun, the DataLoader's DistributedSampler: trim, pad or drop (its drop_last)
     resume_check: bool = False  # the last timed epoch was interrupted and resumed after the clock (EpochStats)
     format_options: str = ""  # run --format-option: the format's read options set for this run (name=value,...)
     # how the format was written where `prepare`'s defaults for the spec would not have (its manifest's write

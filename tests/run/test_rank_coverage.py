@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from iobench.measuring.clocks import EpochTiming
+from iobench.results.record import RunRecord
 from iobench.results.warnings import Kind, coverage_warnings
 from iobench.run.runner import rank_coverage
 from tests.conftest import prepare_with_limits, record_of, stored_records
@@ -58,3 +59,41 @@ def test_two_ranks_under_torchrun_record_their_coverage(tmp_path, cli):
     record = stored_records(results)[-1]
     assert record["rank_samples"] == [500, 500] and record["rank_batches"] == [8, 8]
     assert record["duplicated_samples"] == 0 and record["missing_samples"] == 0
+
+
+def test_the_distributed_sampler_trims_pads_or_drops_the_tail_as_asked():
+    """100 samples on 3 ranks: trimmed, every sample once in shares of 34/33/33; padded (torch's default), 34 each
+    with 2 samples twice; dropped (drop_last=True), 33 each with 1 sample never."""
+    from iobench.loaders.order import DistributedSamplerOrder
+
+    def ranks(tail: str) -> list[np.ndarray]:
+        return [DistributedSamplerOrder(100, 16, True, 0, None, r, 3, tail).indices(1) for r in range(3)]
+
+    for tail, shares, twice, never in (("trim", [34, 33, 33], 0, 0), ("pad", [34, 34, 34], 2, 0),
+                                       ("drop", [33, 33, 33], 0, 1)):  # fmt: skip
+        got = ranks(tail)
+        counts = np.bincount(np.concatenate(got), minlength=100)
+        assert [len(g) for g in got] == shares, tail
+        assert int(np.maximum(counts - 1, 0).sum()) == twice and int((counts == 0).sum()) == never, tail
+        order = DistributedSamplerOrder(100, 16, True, 0, None, 0, 3, tail)
+        assert sum(len(b) for b in order.batches(1)) == shares[0] and order.n_batches() == -(-shares[0] // 16)
+
+
+def test_a_padding_sampler_on_three_ranks_records_its_repeats(tmp_path, cli):
+    prepare_with_limits(tmp_path, "1000", "npy")
+    results = tmp_path / "r.jsonl"
+    r = cli("run", "--data-dir", tmp_path / "data", "--format", "npy", "--nproc", "3", "--batch-size", "64",
+            "--distributed-sampler", "pad", "--runs", "1", "-q", "--results", results)  # fmt: skip
+    assert r.code == 0, r.err
+    record = stored_records(results)[-1]
+    assert record["sampler_tail"] == "pad" and record["rank_samples"] == [334, 334, 334]
+    assert record["duplicated_samples"] == 2 and record["missing_samples"] == 0
+    (warning,) = coverage_warnings("x", RunRecord.from_json(record))  # the ranks' console is torchrun's
+    assert "2 samples arrived more than once and 0 never" in warning.finding
+
+
+def test_the_sampler_tail_is_refused_where_there_is_no_distributed_sampler(tmp_path, cli):
+    prepare_with_limits(tmp_path, "100", "npy")
+    r = cli("run", "--data-dir", tmp_path / "data", "--format", "npy", "--distributed-sampler", "drop", "-q",
+            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    assert r.code == 2 and "--distributed-sampler is the DataLoader's DistributedSampler" in r.err, r.err
