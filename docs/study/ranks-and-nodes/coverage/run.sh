@@ -15,3 +15,11 @@ for n in 2 3; do
   python -m iobench run --data-dir /tmp/rkw --format webdataset --loader native --nproc $n --batch-size 64 --runs 1 -q --results "$r"
 done
 python -m iobench run --data-dir /tmp/rkw4 --format webdataset --loader native --nproc 3 --batch-size 64 --runs 1 -q --results "$r"
+# the DataLoader's DistributedSampler on 3,001 samples (neither 2 nor 3 ranks divide it): trimmed, padded, dropped
+python -m iobench prepare --workload small-image --size 3001 --formats npy --data-dir /tmp/rk1 -q
+for n in 2 3; do
+  for tail in trim pad drop; do
+    python -m iobench run --data-dir /tmp/rk1 --format npy --loader dataloader --nproc $n --batch-size 64 \
+      --distributed-sampler $tail --runs 1 -q --results "$out/sampler.jsonl"
+  done
+done
