@@ -337,6 +337,10 @@ class StorageFormat(ABC):
     # True: `pipeline`, given a reader of objects (`object_reader`), reads them through the library's own remote
     # path (LitData's s3:// URLs); False: `--remote --loader native` reads the format through a FUSE mount
     remote_pipeline: ClassVar[bool] = False
+    # False: the library's own client (Lance's Rust object_store) takes times but no bound on an answer's size from
+    # the manifest, so it reads only what iobench's own emulator serves (`--remote`); a store given by
+    # `--endpoint-url` is read through a FUSE mount instead, whose client is bounded
+    own_client_bounded: ClassVar[bool] = True
 
     def check_native_world(self, spec: DatasetSpec, options: Any, world: int, batch_size: int) -> None:
         """Refuse (ValueError) a torchrun world the native pipeline cannot share (a rank left without data),

@@ -30,8 +30,8 @@ from tests.test_remote import _missing, importlib_missing
 pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
 N = 200
 LIBRARY = {"litdata": "litdata", "webdataset": "webdataset", "zarr": "zarr", "tfrecord": "tfrecord",
-           "arrow": "datasets"}  # fmt: skip
-FORMAT_NAMES = ("npy", "lmdb", "hdf5", "files", "litdata", "webdataset", "zarr", "tfrecord", "arrow")
+           "arrow": "datasets", "lance": "lance"}  # fmt: skip
+FORMAT_NAMES = ("npy", "lmdb", "hdf5", "files", "litdata", "webdataset", "zarr", "tfrecord", "arrow", "lance")
 NEEDS_FUSE = pytest.mark.skipif(fuse_reason() is not None, reason=fuse_reason() or "")
 NEEDS_S3TC = pytest.mark.skipif(
     importlib_missing("s3torchconnector"), reason="s3torchconnector is not installed (pip install 'iobench[remote]')"
@@ -75,6 +75,8 @@ ROUTES = [
                  id="webdataset-dataloader-fuse"),
     pytest.param("arrow", "native", "object", marks=[_needs("arrow"), NEEDS_S3FS], id="arrow-native-hf-streaming"),
     pytest.param("arrow", "dataloader", "fuse", marks=[_needs("arrow"), NEEDS_FUSE], id="arrow-dataloader-fuse"),
+    pytest.param("lance", "native", "object", marks=_needs("lance"), id="lance-native-its-own-client"),
+    pytest.param("lance", "dataloader", "object", marks=_needs("lance"), id="lance-dataloader-its-own-client"),
 ]  # fmt: skip
 
 
@@ -94,6 +96,18 @@ def test_fetch_threads_read_each_batch_through_their_own_clients_every_sample_on
     """--fetch-threads: each thread's copy of the reader opens its own client (LMDB over FUSE: one shared
     opening, a transaction per thread), and the batch comes back whole, in its order."""
     _delivers_every_sample_once(data, fmt, "dataloader", kind, (), fetch_threads=3, fetch=fetch)
+
+
+@NEEDS_FUSE
+@_needs("lance")
+def test_lance_reads_a_store_iobench_does_not_serve_through_fuse(data):
+    """Lance's own client takes no bound on an answer's size: a store given by --endpoint-url (nothing iobench
+    serves) is read through a FUSE mount, whose client is bounded; what the emulator serves, by Lance's own."""
+    with Emulator(data.parent, profile("none")) as endpoint:
+        for served, kind in ((None, "fuse"), (data.parent, "object")):
+            target = RemoteTarget(endpoint, None if served is None else profile("none"), served=served)
+            resolved = resolve(run_config("lance", "native", runs=1), RunTarget(data, torch.device("cpu"), target))
+            assert resolved.storage.kind == kind
 
 
 def _delivers_every_sample_once(data, fmt, loader, kind, options, **settings):

@@ -222,7 +222,9 @@ def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, wor
     check_remote(config)
     if world.size > 1:
         raise IobenchError("--remote does not run under torchrun in this release")
-    mounted = not reads_objects(FORMATS[config.format], config.loader)
+    fmt = FORMATS[config.format]
+    # a library whose client takes no size bound reads only what iobench's own emulator serves (`served`)
+    mounted = not reads_objects(fmt, config.loader) or (not fmt.own_client_bounded and target.remote.served is None)
     check_dataset_name(target.dataset_dir.name)  # a folder named by hand, or by an iobench before 0.3
     folder = entry.folder(target.dataset_dir)
     names = [p.relative_to(folder).as_posix() for p in entry.file_paths(target.dataset_dir)]

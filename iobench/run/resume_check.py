@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -28,7 +29,10 @@ import numpy as np
 import torch
 
 from iobench.errors import one_line
+from iobench.loaders.base import Loader
 from iobench.plan.resolve import ResolvedRun
+
+Build = Callable[[ResolvedRun, bool], Loader]  # a loader of the run, stateful or not (runner.build_loader)
 
 
 @dataclass(frozen=True)
@@ -69,12 +73,11 @@ def checkpointed(state: dict[str, Any]) -> dict[str, Any]:
     return torch.load(buffer, weights_only=True)
 
 
-def segment(resolved: ResolvedRun, epoch: int, state: dict[str, Any] | None, stop_after: int | None) -> Segment:
+def segment(build: Build, resolved: ResolvedRun, epoch: int, state: dict[str, Any] | None,
+            stop_after: int | None) -> Segment:  # fmt: skip
     """A fresh loader (restored from `state`), `stop_after` batches of the epoch (None: the rest)."""
-    from iobench.run.runner import build_loader
-
     started = time.perf_counter()
-    loader = build_loader(resolved, stateful=True)
+    loader = build(resolved, True)
     try:
         if state is not None:
             loader.load_state_dict(state)
@@ -94,26 +97,27 @@ def segment(resolved: ResolvedRun, epoch: int, state: dict[str, Any] | None, sto
         loader.close()
 
 
-def resume_check(resolved: ResolvedRun, epoch: int) -> ResumeResult:
-    """The check on `epoch` (see the module); never raises for the pipeline's failure: it is the result."""
+def resume_check(resolved: ResolvedRun, epoch: int, build: Build) -> ResumeResult:
+    """The check on `epoch` (see the module), its loaders made by `build(resolved, stateful=True)` (the runner's);
+    never raises for the pipeline's failure: it is the result."""
     try:
-        return _check(resolved, epoch)
+        return _check(build, resolved, epoch)
     except Exception as exc:  # noqa: BLE001 - the library's failure to resume is what is measured
         return ResumeResult(resume_supported=True, resume_error=f"{type(exc).__name__}: {one_line(exc)}")
 
 
-def _check(resolved: ResolvedRun, epoch: int) -> ResumeResult:
-    reference = segment(resolved, epoch, None, None)
+def _check(build: Build, resolved: ResolvedRun, epoch: int) -> ResumeResult:
+    reference = segment(build, resolved, epoch, None, None)
     batch_size = resolved.config.settings.batch_size
     stops = cuts(-(-len(reference.delivered) // batch_size))
     if not stops:  # whether it has state, from its only batch; nothing to interrupt
-        supported = segment(resolved, epoch, None, 1).state is not None
+        supported = segment(build, resolved, epoch, None, 1).state is not None
         said = "the epoch is one batch: nothing to interrupt" if supported else None
         return ResumeResult(resume_supported=supported, resume_error=said)
     parts, state, waits = [], None, []
     for k, stop in enumerate([*stops, None]):
         try:
-            part = segment(resolved, epoch, state, None if stop is None else stop - (stops[k - 1] if k else 0))
+            part = segment(build, resolved, epoch, state, None if stop is None else stop - (stops[k - 1] if k else 0))
         except Exception as exc:  # noqa: BLE001 - which resume failed, in the record
             if k == 0:
                 raise

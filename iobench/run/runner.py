@@ -50,6 +50,10 @@ def build_loader(resolved: ResolvedRun, stateful: bool = False) -> Loader:
 
 def _build_loader(resolved: ResolvedRun, stateful: bool) -> Loader:
     c = resolved.config
+    # torch imports a profiler module lazily at the first batch of any DataLoader (record_function's first use): a
+    # worker killed then made it log a 23-line traceback beside the run's one line. Imported here, before workers.
+    with torch.autograd.profiler.record_function("iobench"):
+        pass
     check_fork_safe(resolved.storage, c.settings.num_workers if LOADERS[c.loader].forks else 0)
     reader = open_reader(resolved)
     host = _transform_on(resolved, TransformOn.HOST)
@@ -149,7 +153,7 @@ def _measure(resolved: ResolvedRun, events: Events, profile_dir: Path | None) ->
     if config.resume_check:  # after the clock, on the last timed epoch's order
         from iobench.run.resume_check import resume_check
 
-        log.resume = resume_check(resolved, config.runs * (config.warmup + config.epochs) - 1).fields()
+        log.resume = resume_check(resolved, config.runs * (config.warmup + config.epochs) - 1, build_loader).fields()
     return record_of(resolved, log, transform_cost, seconds, subject.profile_path)
 
 
