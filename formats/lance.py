@@ -168,7 +168,8 @@ class LanceReader(FormatReader):
         n = self.spec.n_samples
         if len(rows) and not (-n <= int(rows.min()) and int(rows.max()) < n):  # checked at once, not per row
             raise IndexError(f"a sample index out of range for {n} samples")
-        rows = rows % n
+        if len(rows) and int(rows.min()) < 0:
+            rows = rows % n
         return self._arrays(self.handle[0].take(rows.tolist(), columns=["features", "label"]), len(rows))
 
     def read_range(self, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
@@ -235,11 +236,12 @@ class _Taken:
     def __getitems__(self, keys: list[int]) -> tuple[Any, Any, Any]:
         import torch
 
-        features, labels = self.reader.batch(np.asarray(keys))
+        rows = np.asarray(keys, dtype=np.int64)
+        features, labels = self.reader.batch(rows)
         x = torch.from_numpy(features)
         if self.transform is not None:
             x = torch.stack([self.transform.sample(f) for f in x])
-        return x, torch.from_numpy(labels), torch.as_tensor(keys, dtype=torch.int64)
+        return x, torch.from_numpy(labels), torch.from_numpy(rows)
 
 
 def _one_batch(batch: Any) -> Any:
