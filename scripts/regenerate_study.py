@@ -25,6 +25,7 @@ REPORTS = [
     ("larger-than-memory/results.jsonl", "larger-than-memory/report"),
     ("library-claims/random-access.jsonl", "library-claims/random-access"),
     ("library-claims/decode.jsonl", "library-claims/decode"),
+    ("library-claims/remote.jsonl", "library-claims/remote"),
     ("library-claims/ray-data.jsonl", "library-claims/ray-data"),
     ("larger-than-memory/direct.jsonl", "larger-than-memory/direct-report"),
     ("larger-than-memory/direct-bookkeeping/direct.jsonl", "larger-than-memory/direct-bookkeeping/direct-report"),

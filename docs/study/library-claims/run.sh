@@ -20,3 +20,11 @@ python -m iobench sweep --data-dir "$rows" --format npy --loader dataloader,ray,
   "${common[@]}" --results "$out/ray-data.jsonl"
 python -m iobench sweep --data-dir "$images" --format files --loader dataloader,ray-data --num-workers 2 \
   --transform augment "${common[@]}" --results "$out/ray-data.jsonl"
+# Lance's own client from object storage (S3 on loopback, 30 ms to the first byte, 90 MB/s a connection), cold,
+# against Arrow (datasets' streaming), LitData's own s3:// path and npy's ranged reads through the DataLoader
+remote=/tmp/claims-remote
+python -m iobench prepare --size 20000 --formats npy,arrow,litdata,lance --data-dir "$remote" -q
+python -m iobench sweep --data-dir "$remote" --remote s3-like --format lance,arrow,litdata --loader native \
+  --num-workers 0 --runs 1 --epochs 1 --cache cold --device cpu -q --results "$out/remote.jsonl"
+python -m iobench sweep --data-dir "$remote" --remote s3-like --format npy,lance --loader dataloader \
+  --num-workers 0 --runs 1 --epochs 1 --cache cold --device cpu -q --results "$out/remote.jsonl"
