@@ -11,6 +11,7 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
+from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader
 from iobench.loaders.base import Loader, LoaderContext
 from iobench.loaders.order import EpochOrder, indices_of
@@ -177,6 +178,9 @@ class DataLoaderLoader(Loader):
         dataset = self.dataset = ReaderDataset(reader, transform, carry=self._carry, threads=settings.fetch_threads)
         self._carried: list[torch.Tensor] = []
         self._restore: dict[str, Any] | None = None
+        if ctx.stateful and stateful_dataloader() is None:  # the resume check records this as its error
+            raise IobenchError("resuming a DataLoader mid-epoch takes torchdata's StatefulDataLoader: "
+                               "pip install 'iobench[torchdata]'")  # fmt: skip
         if item:  # one __getitem__ per sample, default collate
             self.loader = make_dataloader(dataset, settings, ctx.stateful, batch_sampler=self.sampler)
         else:  # the dataset is indexed with a whole batch of indices

@@ -132,6 +132,15 @@ def test_an_epoch_of_one_batch_without_state_is_unsupported_not_an_error(dataset
     assert resume_check(direct, 1, runner.build_loader).resume_supported is False
 
 
+def test_without_torchdata_a_dataloader_resume_says_what_to_install(dataset_dir, monkeypatch):
+    from iobench.loaders import dataloader
+
+    monkeypatch.setattr(dataloader, "stateful_dataloader", lambda: None)
+    resolved = resolved_run(dataset_dir, "npy", "dataloader", runs=1, epochs=1, resume_check=True)
+    result = resume_check(resolved, 1, runner.build_loader)
+    assert result.resume_supported is True and "pip install 'iobench[torchdata]'" in result.resume_error
+
+
 def test_an_unchecked_run_records_nothing_and_is_not_warned_about():
     record = record_of()
     assert record.epochs.resume_supported is None and resume_warnings("x", record) == []
