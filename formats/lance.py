@@ -136,13 +136,19 @@ def open_checked(directory: Path, spec: DatasetSpec, stack: ExitStack) -> Any:
     check_files(folder)
     ds = lance.dataset(library_name(folder, stack))
     own = {p.name for p in (folder / "data").iterdir()} if (folder / "data").is_dir() else set()
+    return check_opened(ds, spec, own, str(folder), "one of its own")
+
+
+def check_opened(ds: Any, spec: DatasetSpec, own: set[str], where: str, whose: str) -> Any:
+    """`ds` once every data file its manifest names is a plain name in `own` (the folder's `data/` files, or the
+    format's objects), and its rows and schema are the spec's; else one line naming `where`."""
     for fragment in ds.get_fragments():
         for data_file in fragment.data_files():
             name = data_file.path
             if "/" in name or name not in own:
-                raise IobenchError(f"{folder}: its manifest names a data file {name!r} that is not one of its own")
+                raise IobenchError(f"{where}: its manifest names a data file {name!r} that is not {whose}")
     if ds.count_rows() != spec.n_samples or ds.schema.remove_metadata() != schema_of(spec):
-        raise IobenchError(f"{folder}: {ds.count_rows():,} rows of {ds.schema}; the spec says {spec.n_samples:,}")
+        raise IobenchError(f"{where}: {ds.count_rows():,} rows of {ds.schema}; the spec says {spec.n_samples:,}")
     return ds
 
 
@@ -213,14 +219,7 @@ class LanceObjectReader(LanceReader):
                    "client_max_retries": str(bounds.ATTEMPTS - 1)}  # fmt: skip
         ds = lance.dataset(f"s3://{folder}", storage_options=options)
         own = {name.removeprefix("data.lance/data/") for name in storage.files() if name.startswith("data.lance/data/")}
-        for fragment in ds.get_fragments():
-            for data_file in fragment.data_files():
-                if "/" in data_file.path or data_file.path not in own:
-                    raise IobenchError(f"{storage.where}: its manifest names a data file {data_file.path!r} that is "
-                                       "not one of the format's objects")  # fmt: skip
-        if ds.count_rows() != self.spec.n_samples or ds.schema.remove_metadata() != schema_of(self.spec):
-            raise IobenchError(f"{storage.where}: {ds.count_rows():,} rows of {ds.schema}; the spec says "
-                               f"{self.spec.n_samples:,}")  # fmt: skip
+        check_opened(ds, self.spec, own, storage.where, "one of the format's objects")
         return ds, ExitStack()
 
 
