@@ -102,3 +102,20 @@ class Loader(ABC):
     @abstractmethod
     def close(self) -> None:
         """Release workers, handles and device memory (safe to call more than once)."""
+
+
+class Resumable:
+    """A loader whose library's loader checkpoints mid-epoch (`Loader.state_dict`): the state `load_state_dict` is
+    given goes into the library's loader the next epoch builds (`_restored`), once."""
+
+    _restore: dict[str, Any] | None = None
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self._restore = state
+
+    def _restored(self, library_loader: Any) -> Any:
+        """`library_loader`, with the state given to `load_state_dict` since the last epoch loaded into it."""
+        if self._restore is not None:
+            library_loader.load_state_dict(self._restore)
+            self._restore = None
+        return library_loader

@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from iobench.errors import IobenchError
 from iobench.formats.base import FormatReader
-from iobench.loaders.base import Loader, LoaderContext
+from iobench.loaders.base import Loader, LoaderContext, Resumable
 from iobench.loaders.order import EpochOrder, indices_of
 from iobench.loaders.threads import FetchThreads
 from iobench.loaders.transforms import Transform
@@ -164,7 +164,7 @@ def carried_order(carried: list[torch.Tensor], samples: int) -> np.ndarray:
     return torch.cat([c.reshape(-1) for c in carried]).numpy()[:samples]
 
 
-class DataLoaderLoader(Loader):
+class DataLoaderLoader(Resumable, Loader):
     def __init__(self, ctx: LoaderContext) -> None:
         reader, order, settings, transform = ctx.reader, ctx.order, ctx.settings, ctx.transform
         super().__init__(ctx.order, ctx.settings, ctx.device)
@@ -177,7 +177,6 @@ class DataLoaderLoader(Loader):
         self._carry = not settings.in_order or ctx.stateful
         dataset = self.dataset = ReaderDataset(reader, transform, carry=self._carry, threads=settings.fetch_threads)
         self._carried: list[torch.Tensor] = []
-        self._restore: dict[str, Any] | None = None
         if ctx.stateful and stateful_dataloader() is None:  # the resume check records this as its error
             raise IobenchError("resuming a DataLoader mid-epoch takes torchdata's StatefulDataLoader: "
                                "pip install 'iobench[torchdata]'")  # fmt: skip
@@ -198,16 +197,11 @@ class DataLoaderLoader(Loader):
     def epoch(self, epoch: int) -> Iterator[Any]:
         self.sampler.epoch = epoch
         self._carried = []
-        if self._restore is not None:
-            self.loader.load_state_dict(self._restore)
-            self._restore = None
-        return Carrying(iter(self.loader), self._carried) if self._carry else iter(self.loader)
+        batches = iter(self._restored(self.loader))
+        return Carrying(batches, self._carried) if self._carry else batches
 
     def state_dict(self) -> dict[str, Any] | None:
         return self.loader.state_dict() if hasattr(self.loader, "state_dict") else None
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._restore = state
 
     def delivered(self, epoch: int, samples: int) -> np.ndarray:
         """With in_order=False, the indices the batches carried in the order they arrived."""

@@ -18,7 +18,7 @@ import torch
 from iobench.errors import IobenchError, RunFailed, reason
 from iobench.formats import FORMATS
 from iobench.formats.base import FormatReader, NativeRead, Pipeline, StorageFormat
-from iobench.loaders.base import Loader, LoaderContext
+from iobench.loaders.base import Loader, LoaderContext, Resumable
 from iobench.loaders.dataloader import Carrying, carried_order, stateful_dataloader
 from iobench.settings import dataloader_arguments
 
@@ -96,7 +96,7 @@ def _library(batches: Iterator[Any], name: str) -> Iterator[Any]:
         raise RunFailed(f"{name}'s own pipeline failed: {reason(exc)}") from None
 
 
-class NativeLoader(Loader):
+class NativeLoader(Resumable, Loader):
     def __init__(self, ctx: LoaderContext) -> None:
         reader, transform = ctx.reader, ctx.transform
         super().__init__(ctx.order, ctx.settings, ctx.device)
@@ -106,7 +106,6 @@ class NativeLoader(Loader):
         self._prepared: tuple[int, Pipeline] | None = None
         self.stateful = ctx.stateful
         self._loader: Any = None
-        self._restore: dict[str, Any] | None = None
 
     def _read(self, epoch: int) -> NativeRead:
         o = self.order
@@ -133,10 +132,8 @@ class NativeLoader(Loader):
         else:
             pipeline = self.format.pipeline(self.reader, read)
         try:
-            self._loader = library_loader(pipeline, read, dataloader_arguments(self.settings), self.stateful)
-            if self._restore is not None:
-                self._loader.load_state_dict(self._restore)
-                self._restore = None
+            self._loader = self._restored(library_loader(pipeline, read, dataloader_arguments(self.settings),
+                                                         self.stateful))  # fmt: skip
         except BaseException:
             _release(pipeline)
             raise
@@ -152,9 +149,6 @@ class NativeLoader(Loader):
         """The library loader's (LitData's StreamingDataLoader; StatefulDataLoader for a pipeline in torch's); None
         where it has no state (WebDataset's WebLoader, TFRecord's, ...)."""
         return self._loader.state_dict() if self.stateful and hasattr(self._loader, "state_dict") else None
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._restore = state
 
     def close(self) -> None:
         self._release_prepared()

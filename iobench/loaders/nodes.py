@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import default_collate
 
 from iobench.formats.base import FormatReader
-from iobench.loaders.base import Loader, LoaderContext
+from iobench.loaders.base import Loader, LoaderContext, Resumable
 from iobench.loaders.dataloader import Carrying, ReaderDataset, carried_order
 from iobench.loaders.order import indices_of
 from iobench.loaders.threads import ThreadReaders
@@ -77,7 +77,7 @@ def _quiet_self_joins() -> None:
     sys.unraisablehook = hook
 
 
-class NodesLoader(Loader):
+class NodesLoader(Resumable, Loader):
     def __init__(self, ctx: LoaderContext) -> None:
         super().__init__(ctx.order, ctx.settings, ctx.device)
         _quiet_self_joins()
@@ -85,7 +85,6 @@ class NodesLoader(Loader):
         self.readers = ThreadDatasets(ctx.reader, ctx.transform)
         self._carried: list[torch.Tensor] = []
         self._loader: Any = None
-        self._restore: dict[str, Any] | None = None
 
     def _keys(self, epoch: int) -> Iterator[Any]:
         for window in self.order.batches(epoch):
@@ -107,17 +106,11 @@ class NodesLoader(Loader):
             node = nodes.PinMemory(node)
         node = nodes.Prefetcher(node, batches_ahead(s))
         self._carried = []
-        self._loader = nodes.Loader(node)
-        if self._restore is not None:
-            self._loader.load_state_dict(self._restore)
-            self._restore = None
+        self._loader = self._restored(nodes.Loader(node))
         return Carrying(iter(self._loader), self._carried)
 
     def state_dict(self) -> dict[str, Any] | None:
         return self._loader.state_dict() if self._loader is not None else None
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self._restore = state
 
     def delivered(self, epoch: int, samples: int) -> np.ndarray:
         return carried_order(self._carried, samples)
