@@ -24,6 +24,7 @@ def settings_label(r: RunRecord, measured: bool = True) -> str:
     if c.backend:  # under torchrun, where the thread count is torchrun's to set
         nodes = f"/{r.ranks.nodes}n" if r.ranks.nodes > 1 else ""
         parts = [f"ranks={c.world_size}{nodes}", *parts, f"threads={r.environment.torch_threads}"]
+        parts += [f"sampler={c.sampler_tail}"] if c.sampler_tail != "trim" else []  # --distributed-sampler
     if c.loader == "dataloader":
         parts.append(f"fetch={c.settings.fetch}")
     transform = transform_parts(r) if measured else [transform_label(r)] if transform_label(r) else []

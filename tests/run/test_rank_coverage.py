@@ -92,6 +92,14 @@ def test_a_padding_sampler_on_three_ranks_records_its_repeats(tmp_path, cli):
     assert "2 samples arrived more than once and 0 never" in warning.finding
 
 
+def test_the_sampler_tail_names_its_configuration_in_the_tables():
+    from iobench.results.tables import settings_label
+
+    padded = record_of(world_size=3, backend="gloo", sampler_tail="pad")
+    assert "sampler=pad" in settings_label(padded) and "sampler=pad" in settings_label(padded, measured=False)
+    assert "sampler" not in settings_label(record_of(world_size=3, backend="gloo"))
+
+
 def test_the_sampler_tail_is_refused_where_there_is_no_distributed_sampler(tmp_path, cli):
     prepare_with_limits(tmp_path, "100", "npy")
     r = cli("run", "--data-dir", tmp_path / "data", "--format", "npy", "--distributed-sampler", "drop", "-q",
