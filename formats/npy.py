@@ -127,6 +127,8 @@ def checked_header(name: str, f: BinaryIO, size: int, dtype: np.dtype, shape: tu
 
 
 class NpyReader(FormatReader):
+    threads_share = True  # numpy's read-only mappings
+
     def _open(self) -> tuple[np.ndarray, np.ndarray]:
         spec = self.spec
         check_header(self.directory / FEATURES, spec.np_dtype, (spec.n_samples, *spec.shape))

@@ -4,7 +4,8 @@ Reading: for each of webdataset, arrow, zarr, tfrecord, litdata and lance, `iobe
 iobench's harness: clock, split, carried indices, scoring) against the library's documentation snippet written
 here without iobench (same data, batch size and workers, same process, interleaved rounds), warm and
 (`--cache warm,cold`, root) cold: every file of the format evicted before each epoch on both sides.
-Goal: iobench >= 0.95x the snippet. Writing: `iobench prepare --from` an npy pair of the samples
+Goal: iobench >= 0.95x the snippet (Lance: two snippets, its bare take() loop and the DataLoader over
+take() it documents for PyTorch, see SNIPPETS). Writing: `iobench prepare --from` an npy pair of the samples
 (page-cached: reading it costs little beside writing) against the library's writer alone fed the same
 samples from memory; goal >= 0.8x. Peak RSS of the
 prepare in a child process is printed (goal: under 1 GiB). Prints one table; nothing is asserted.
@@ -35,6 +36,9 @@ import torch
 from torch.utils.data import DataLoader
 
 FORMATS = ("webdataset", "arrow", "zarr", "tfrecord", "litdata", "lance")
+# Where a library documents more than one loop: Lance's bare take() loop, and the DataLoader over take() it hands
+# PyTorch users (lance.torch.data.SafeLanceDataset, get_safe_loader), which iobench's native pipeline is
+SNIPPETS = {"lance": ("lance", "lance-dataloader")}
 BATCH = 256
 
 
@@ -105,9 +109,16 @@ def snippet_epoch(fmt: str, folder: Path, workers: int, seed: int) -> tuple[int,
         ds = lance.dataset(str(folder / "data.lance"))
         order = np.random.default_rng(seed).permutation(ds.count_rows())
         for k in range(0, len(order), BATCH):
-            table = ds.take(order[k : k + BATCH].tolist(), columns=["features", "label"])
-            values = table.column("features").combine_chunks().flatten().to_numpy(zero_copy_only=False)
-            _x, labels = torch.from_numpy(values.copy()), torch.from_numpy(table.column("label").to_numpy())
+            _x, labels = lance_tensors(ds.take(order[k : k + BATCH].tolist(), columns=["features", "label"]))
+            n += len(labels)
+    elif fmt == "lance-dataloader":
+        # The same take, the way Lance hands it to PyTorch (lance.torch.data: SafeLanceDataset's __getitems__ takes
+        # each batch of the DataLoader's shuffled indices, get_safe_loader is the DataLoader), tensors for its
+        # to_pylist (what a tensor user writes)
+        g = torch.Generator().manual_seed(seed)
+        loader = DataLoader(LanceTaken(folder / "data.lance"), batch_size=BATCH, shuffle=True, num_workers=workers,
+                            collate_fn=lambda b: b, generator=g)  # fmt: skip
+        for _x, labels in loader:
             n += len(labels)
     else:
         g = torch.Generator().manual_seed(seed)
@@ -123,6 +134,30 @@ def decode_tfrecord(example: dict) -> tuple[np.ndarray, int]:
     from PIL import Image
 
     return np.moveaxis(np.asarray(Image.open(io.BytesIO(example["image"]))), -1, 0), int(example["label"][0])
+
+
+def lance_tensors(table) -> tuple[torch.Tensor, torch.Tensor]:
+    values = table.column("features").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+    return torch.from_numpy(values.copy()), torch.from_numpy(table.column("label").to_numpy())
+
+
+class LanceTaken(torch.utils.data.Dataset):
+    """lance.torch.data.SafeLanceDataset's shape: the row count read up front, the dataset opened where it reads."""
+
+    def __init__(self, uri: Path) -> None:
+        import lance
+
+        self.uri, self.ds, self.n = str(uri), None, lance.dataset(str(uri)).count_rows()
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitems__(self, indices: list[int]):
+        import lance
+
+        if self.ds is None:
+            self.ds = lance.dataset(self.uri)
+        return lance_tensors(self.ds.take(indices, columns=["features", "label"]))
 
 
 class ZarrBatches(torch.utils.data.Dataset):
@@ -282,8 +317,10 @@ def read(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
     for fmt in chosen:
         for cache in args.cache.split(","):
             for workers in (int(w) for w in args.workers.split(",")):
-                first, later, theirs = [], [], []
-                snippet_epoch(fmt, dataset / fmt, workers, 99)  # warm both: the same files
+                first, later = [], []
+                theirs: dict[str, list[float]] = {snippet: [] for snippet in SNIPPETS.get(fmt, (fmt,))}
+                for snippet in theirs:
+                    snippet_epoch(snippet, dataset / fmt, workers, 99)  # warm both: the same files
                 for k in range(args.rounds):
                     if cache == "cold":
                         first.append(iobench_rate(dataset, fmt, workers, cache="cold"))
@@ -291,12 +328,18 @@ def read(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
                     else:
                         first.append(iobench_rate(dataset, fmt, workers))
                         later.append(iobench_rate(dataset, fmt, workers, warmup=1))
-                    n, seconds = snippet_epoch(fmt, dataset / fmt, workers, k)
-                    theirs.append(n / seconds)
-                a, b = statistics.median(first), statistics.median(theirs)
+                    for snippet, rates in theirs.items():
+                        if cache == "cold" and len(theirs) > 1:
+                            evict(manifest.formats[fmt].file_paths(dataset), "drop_caches")
+                        n, seconds = snippet_epoch(snippet, dataset / fmt, workers, k)
+                        rates.append(n / seconds)
+                a = statistics.median(first)
                 c = statistics.median(later) if later else None
-                warmed, ratios = (f"{c:,.0f}", f"{a / b:.2f}x, {c / b:.2f}x") if c else ("", f"{a / b:.2f}x")
-                print(f"| {fmt} | {cache} | {workers} | {a:,.0f} | {warmed} | {b:,.0f} | {ratios} |", flush=True)
+                for snippet, rates in theirs.items():
+                    b = statistics.median(rates)
+                    warmed, ratios = (f"{c:,.0f}", f"{a / b:.2f}x, {c / b:.2f}x") if c else ("", f"{a / b:.2f}x")
+                    name = fmt if snippet == fmt else f"{fmt} (against {snippet})"
+                    print(f"| {name} | {cache} | {workers} | {a:,.0f} | {warmed} | {b:,.0f} | {ratios} |", flush=True)
     print()
 
 

@@ -1,7 +1,8 @@
 """Fairness of `--loader spdl`: iobench's run against SPDL's own minimal pipeline on the same npy files, warm,
 the same batches of shuffled indices, concurrency and sink buffer, interleaved rounds in one process.
 
-SPDL's loop is the one its documentation builds, without iobench: a source of batches of indices, `.pipe(read,
+SPDL's loop is the one its documentation builds, without iobench: a source of batches of shuffled indices (drawn
+when first iterated, as SPDL's samplers draw them), `.pipe(read,
 concurrency=N)` reading each batch from `np.load(mmap_mode="r")` by numpy's fancy index into tensors,
 `.add_sink(2)`, `.build(num_threads=N)`, iterated. Goal: iobench >= 0.95x. Prints one table; nothing asserted.
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -25,13 +27,18 @@ def spdl_epoch(folder: Path, batch: int, concurrency: int, seed: int) -> float:
 
     features = np.load(folder / "npy" / "features.npy", mmap_mode="r")
     labels = np.load(folder / "npy" / "labels.npy", mmap_mode="r")
-    order = np.random.default_rng(seed).permutation(len(labels))
+
+    def batches() -> Iterator[np.ndarray]:
+        # drawn when the pipeline's source is first iterated, as SPDL's own samplers draw theirs
+        # (spdl.source.DistributedRandomSampler.__iter__) and iobench's source does: inside the clock on both sides
+        order = np.random.default_rng(seed).permutation(len(labels))
+        yield from (order[k : k + batch] for k in range(0, len(order), batch))
 
     def read(indices: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
         return torch.from_numpy(features[indices]), torch.from_numpy(labels[indices])
 
     start = time.perf_counter()
-    source = (order[k : k + batch] for k in range(0, len(order), batch))
+    source = batches()
     pipeline = (PipelineBuilder().add_source(source).pipe(read, concurrency=concurrency, output_order="input")
                 .add_sink(2).build(num_threads=concurrency))  # fmt: skip
     n = 0

@@ -16,7 +16,6 @@ from typing import Any
 from torch.utils.data import default_collate
 
 from iobench.loaders.base import LoaderContext
-from iobench.loaders.dataloader import Carrying
 from iobench.loaders.nodes import NodesLoader
 from iobench.settings import Fetch, batches_ahead
 
@@ -42,8 +41,7 @@ class SpdlLoader(NodesLoader):
         self._stop()
         self._pipeline = builder.build(num_threads=threads)
         self._pipeline.start()
-        self._carried = []
-        return Carrying(self._batches(self._pipeline), self._carried)
+        return self._carrying(self._batches(self._pipeline))
 
     @staticmethod
     def _batches(pipeline: Any) -> Iterator[Any]:

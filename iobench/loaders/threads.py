@@ -20,7 +20,8 @@ T = TypeVar("T")
 
 class ThreadReaders:
     """One copy of the reader per thread, each opening its own handles on first use; a reader whose library
-    allows one opening per process (LMDB) is shared, and keeps a transaction per thread."""
+    allows one opening per process (LMDB) is shared, and keeps a transaction per thread, as is one whose handles
+    threads may share (`FormatReader.threads_share`: npy's mappings)."""
 
     def __init__(self, reader: FormatReader) -> None:
         self._reader = reader
@@ -39,7 +40,7 @@ class ThreadReaders:
         reader = getattr(self._local, "reader", None)
         if reader is not None:
             return reader
-        if self._reader.one_per_process:
+        if self._reader.one_per_process or self._reader.threads_share:
             with self._lock:
                 _ = self._reader.handle
             self._local.reader = self._reader

@@ -208,6 +208,7 @@ class _BarrierReader:
     """Every piece of a batch waits at one barrier: it passes only if the pieces are read at the same time."""
 
     one_per_process = False
+    threads_share = False
     directory = None  # a reader of objects: each thread opens its own at once
 
     def __init__(self, parties: int) -> None:
@@ -244,7 +245,7 @@ def test_fetch_threads_read_the_pieces_of_a_batch_at_once_and_put_them_back_in_o
         _, labels = threads.batch(slice(10, 17))
         np.testing.assert_array_equal(labels, np.arange(10, 17))
         assert len(reader.threads) == 3 and threading.get_ident() not in reader.threads
-        started = FetchThreads(SimpleNamespace(one_per_process=False, directory=None), 2)
+        started = FetchThreads(SimpleNamespace(one_per_process=False, threads_share=False, directory=None), 2)
         started._started()
         handed = pickle.loads(pickle.dumps(started))  # as a worker started by spawn gets it: without the pool
         assert handed.threads == 2 and handed._pool is None
@@ -479,3 +480,26 @@ def test_direct_reads_only_fixed_layouts_and_has_no_worker_knobs():
         RunConfig(format="npy", loader="direct", settings=LoaderSettings(num_workers=2, persistent_workers=True))
     with pytest.raises(IobenchError, match="--prefetch-thread"):  # it would queue views of reused buffers
         RunConfig(format="npy", loader="direct", settings=LoaderSettings(prefetch_thread=2))
+
+
+def test_threads_share_a_reader_that_allows_it_and_copy_one_that_does_not(dataset_dir, expected):
+    """npy's mappings are read by every thread through one reader (a copy each would map the files again and fault
+    every page in anew); HDF5's handles are not shared between threads: each thread opens its own."""
+    from iobench.loaders.threads import ThreadReaders
+
+    spec = Manifest.load(dataset_dir).spec
+    for fmt, shared in (("npy", True), ("hdf5", False)):
+        readers = ThreadReaders(FORMATS[fmt].reader_type(dataset_dir / fmt, spec, None))
+        got: list[object] = []
+        threads = [threading.Thread(target=lambda: got.append(readers.reader())) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        try:
+            assert (got[0] is got[1]) is shared, fmt
+            features, labels = got[1].batch(np.array([5, 2]))
+            np.testing.assert_array_equal(features, expected[0][[5, 2]])
+            np.testing.assert_array_equal(labels, expected[1][[5, 2]])
+        finally:
+            readers.close()
