@@ -491,7 +491,7 @@ def test_threads_share_a_reader_that_allows_it_and_copy_one_that_does_not(datase
     for fmt, shared in (("npy", True), ("hdf5", False)):
         readers = ThreadReaders(FORMATS[fmt].reader_type(dataset_dir / fmt, spec, None))
         got: list[object] = []
-        threads = [threading.Thread(target=lambda: got.append(readers.reader())) for _ in range(2)]
+        threads = [threading.Thread(target=lambda r=readers, g=got: g.append(r.reader())) for _ in range(2)]
         for t in threads:
             t.start()
         for t in threads:
