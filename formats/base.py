@@ -195,6 +195,9 @@ class FormatReader(ABC):
     # this reader, as a thread pipeline's own loop shares one mapping: a copy per thread maps the files again, and
     # each mapping faults its pages in anew (SPDL with 2 threads at 0.84-0.91x of its own loop that way)
     threads_share: ClassVar[bool] = False
+    # False: its library's handles and runtime do not survive a fork (Lance's I/O threads: a forked child that
+    # reopened it died now and then), so the DataLoader's forked workers refuse it and threads read it instead
+    fork_safe: ClassVar[bool] = True
     # True: a reader of objects that only hands the storage to the format's own pipeline (it reads no sample)
     pipeline_only: ClassVar[bool] = False
     # True: opening it reads the data itself, not only what describes it (h5py on an s3fs file object fetches a 50

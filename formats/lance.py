@@ -153,6 +153,8 @@ def check_opened(ds: Any, spec: DatasetSpec, own: set[str], where: str, whose: s
 
 
 class LanceReader(FormatReader):
+    fork_safe = False  # its runtime's threads: its documentation asks for spawn with DataLoader workers
+
     def _open(self) -> tuple[Any, ExitStack]:
         stack = ExitStack()
         try:

@@ -168,6 +168,9 @@ class DataLoaderLoader(Resumable, Loader):
     def __init__(self, ctx: LoaderContext) -> None:
         reader, order, settings, transform = ctx.reader, ctx.order, ctx.settings, ctx.transform
         super().__init__(ctx.order, ctx.settings, ctx.device)
+        if settings.num_workers and not reader.fork_safe:
+            raise IobenchError(f"{ctx.format_name} is not fork-safe: the DataLoader's workers are forked; drop "
+                               "--num-workers, or read with threads (--loader nodes or spdl)")  # fmt: skip
         self.reader = reader
         item = settings.fetch is Fetch.ITEM
         self.sampler = EpochBatchSampler(order, as_lists=item)

@@ -49,7 +49,10 @@ def _searched(base: RunConfig, fmt: str, kind: LoaderKind, batches: list[int], c
     knobs = knob_combinations(fmt) if kind.own_pipeline else [()]
     start = replace(base, format=fmt, loader=kind.name, format_options=())
     out = []
-    for batch, workers in itertools.product(batches, worker_counts(kind, remote)):
+    counts = worker_counts(kind, remote)
+    if kind.forks and not FORMATS[fmt].reader_type.fork_safe:  # Lance: its reads refuse forked workers
+        counts = [w for w in counts if w == 0]
+    for batch, workers in itertools.product(batches, counts):
         for (threads, settings), knob in itertools.product(
             setting_grid(kind, batch, workers, cuda, base.torch_threads, remote), knobs
         ):

@@ -46,6 +46,18 @@ def test_the_candidates_cover_workers_up_to_the_cores_and_pinning_only_on_cuda()
 
 
 @NEEDS_TORCHDATA
+def test_a_format_not_fork_safe_is_searched_without_forked_workers_and_with_threads():
+    """Lance refuses forked workers (the DataLoader's, its own pipeline's): tune tries them without workers and
+    through nodes' threads, and ends instead of stopping at the first refusal."""
+    base = RunConfig(format="lance")
+    found = candidates(base, "lance", cuda=False, batch_sizes=None, tensorclass=False, threads=True, native=True)
+    forked = {c.settings.num_workers for c in found if c.loader.value in ("dataloader", "native")}
+    assert forked == {0}
+    assert sorted({c.settings.num_workers for c in found if c.loader.value == "nodes"}) == list(range(1, CORES + 1))
+    assert {c.loader.value for c in found} == {"dataloader", "native", "nodes"}
+
+
+@NEEDS_TORCHDATA
 def test_threads_are_searched_against_processes_when_torchdata_is_there():
     base = RunConfig(format="npy")
     plain = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False)
