@@ -2,9 +2,9 @@
 the same batches of shuffled indices, concurrency and sink buffer, interleaved rounds in one process.
 
 SPDL's loop is the one its documentation builds, without iobench: a source of batches of shuffled indices (drawn
-when first iterated, as SPDL's samplers draw them), `.pipe(read,
-concurrency=N)` reading each batch from `np.load(mmap_mode="r")` by numpy's fancy index into tensors,
-`.add_sink(2)`, `.build(num_threads=N)`, iterated. Goal: iobench >= 0.95x. Prints one table; nothing asserted.
+when first iterated, as SPDL's samplers draw them), `.pipe(read, concurrency=N)` reading each batch from
+`np.load(mmap_mode="r")` by numpy's fancy index into tensors, `.add_sink(2)`, `.build(num_threads=N)`, iterated.
+Goal: iobench >= 0.95x. Prints one table; nothing asserted.
 
 Usage: python scripts/bench_spdl.py DATASET_DIR [--rounds 5] [--concurrency 1,2] [--batch-size 1024]
 """
