@@ -164,7 +164,28 @@ def carried_order(carried: list[torch.Tensor], samples: int) -> np.ndarray:
     return torch.cat([c.reshape(-1) for c in carried]).numpy()[:samples]
 
 
-class DataLoaderLoader(Resumable, Loader):
+class CarriedWhenNeeded:
+    """A loader whose batches carry their sample indices only where they may arrive in another order than asked:
+    handed over as they finish (`--no-in-order`), or from a restored pipeline, which skips those already delivered.
+    In order they arrive as asked (the exact-delivery tests check it), and carrying costs a stack per batch."""
+
+    _carried: list[torch.Tensor]
+
+    def _carries(self, ctx: LoaderContext) -> bool:
+        self._carry, self._carried = not ctx.settings.in_order or ctx.stateful, []
+        return self._carry
+
+    def _carrying(self, batches: Iterator[Any]) -> Iterator[Any]:
+        """The epoch's batches as (features, labels), what they carry kept when they carry it."""
+        self._carried = []
+        return Carrying(batches, self._carried) if self._carry else batches
+
+    def delivered(self, epoch: int, samples: int) -> np.ndarray:
+        """Where batches carry their indices, those indices in the order the batches arrived."""
+        return carried_order(self._carried, samples) if self._carry else super().delivered(epoch, samples)  # type: ignore[misc]
+
+
+class DataLoaderLoader(CarriedWhenNeeded, Resumable, Loader):
     def __init__(self, ctx: LoaderContext) -> None:
         reader, order, settings, transform = ctx.reader, ctx.order, ctx.settings, ctx.transform
         super().__init__(ctx.order, ctx.settings, ctx.device)
@@ -174,12 +195,8 @@ class DataLoaderLoader(Resumable, Loader):
         self.reader = reader
         item = settings.fetch is Fetch.ITEM
         self.sampler = EpochBatchSampler(order, as_lists=item)
-        # In order, the batches arrive as the sampler yields them (the exact-delivery tests check it): only
-        # workers handing batches over as they finish need to say which samples they carry.
-        # A resumed epoch starts mid-way: its batches say which samples they hold.
-        self._carry = not settings.in_order or ctx.stateful
-        dataset = self.dataset = ReaderDataset(reader, transform, carry=self._carry, threads=settings.fetch_threads)
-        self._carried: list[torch.Tensor] = []
+        dataset = self.dataset = ReaderDataset(reader, transform, carry=self._carries(ctx),
+                                               threads=settings.fetch_threads)  # fmt: skip
         if ctx.stateful and stateful_dataloader() is None:  # the resume check records this as its error
             raise IobenchError("resuming a DataLoader mid-epoch takes torchdata's StatefulDataLoader: "
                                "pip install 'iobench[torchdata]'")  # fmt: skip
@@ -199,16 +216,10 @@ class DataLoaderLoader(Resumable, Loader):
 
     def epoch(self, epoch: int) -> Iterator[Any]:
         self.sampler.epoch = epoch
-        self._carried = []
-        batches = iter(self._restored(self.loader))
-        return Carrying(batches, self._carried) if self._carry else batches
+        return self._carrying(iter(self._restored(self.loader)))
 
     def state_dict(self) -> dict[str, Any] | None:
         return self.loader.state_dict() if hasattr(self.loader, "state_dict") else None
-
-    def delivered(self, epoch: int, samples: int) -> np.ndarray:
-        """With in_order=False, the indices the batches carried in the order they arrived."""
-        return carried_order(self._carried, samples) if self._carry else super().delivered(epoch, samples)
 
     def close(self) -> None:
         self.loader = None  # workers end with their iterator; closing twice is harmless

@@ -17,13 +17,11 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
-import torch
 from torch.utils.data import default_collate
 
 from iobench.formats.base import FormatReader
 from iobench.loaders.base import Loader, LoaderContext, Resumable
-from iobench.loaders.dataloader import Carrying, ReaderDataset, carried_order
+from iobench.loaders.dataloader import CarriedWhenNeeded, ReaderDataset
 from iobench.loaders.order import indices_of
 from iobench.loaders.threads import ThreadReaders
 from iobench.loaders.transforms import Transform
@@ -77,17 +75,13 @@ def _quiet_self_joins() -> None:
     sys.unraisablehook = hook
 
 
-class NodesLoader(Resumable, Loader):
+class NodesLoader(CarriedWhenNeeded, Resumable, Loader):
     def __init__(self, ctx: LoaderContext) -> None:
         super().__init__(ctx.order, ctx.settings, ctx.device)
         _quiet_self_joins()
         self.reader = ctx.reader
-        # In order the batches arrive as the keys go in: only batches handed over as they finish (or a restored
-        # pipeline's, which skips those already delivered) need to say which samples they carry; carrying costs a
-        # stack per batch in the reading thread (3.5% of SPDL's rows/s on 1,024 rows of 512 bytes)
-        self._carry = not ctx.settings.in_order or ctx.stateful
-        self.readers = ThreadDatasets(ctx.reader, ctx.transform, carry=self._carry)
-        self._carried: list[torch.Tensor] = []
+        # carrying in order cost a stack per batch in the reading thread: 3.5% of SPDL's rows/s (1,024 rows of 512 B)
+        self.readers = ThreadDatasets(ctx.reader, ctx.transform, carry=self._carries(ctx))
         self._loader: Any = None
 
     def _keys(self, epoch: int) -> Iterator[Any]:
@@ -112,16 +106,8 @@ class NodesLoader(Resumable, Loader):
         self._loader = self._restored(nodes.Loader(node))
         return self._carrying(iter(self._loader))
 
-    def _carrying(self, batches: Iterator[Any]) -> Iterator[Any]:
-        """The epoch's batches as (features, labels), what they carry kept when they carry it."""
-        self._carried = []
-        return Carrying(batches, self._carried) if self._carry else batches
-
     def state_dict(self) -> dict[str, Any] | None:
         return self._loader.state_dict() if self._loader is not None else None
-
-    def delivered(self, epoch: int, samples: int) -> np.ndarray:
-        return carried_order(self._carried, samples) if self._carry else super().delivered(epoch, samples)
 
     def close(self) -> None:
         self.readers.close()
