@@ -46,13 +46,13 @@ class ReplayLoader(Loader):
         self.inner = inner
         self.batches = batches
 
-    def epoch(self, epoch: int):
+    def _batches(self, epoch: int):
         return iter(self.batches)
 
     def to_device(self, batch):
         return self.inner.to_device(batch)
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self.batches = []
 
 

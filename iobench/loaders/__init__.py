@@ -50,6 +50,9 @@ class LoaderKind:
     needs: str | None = None  # a capability a format must declare to be read (formats.PIPELINE, FIXED_LAYOUT)
     libraries: tuple[str, ...] = ()  # what it reads with beyond torch (distribution names), for records
     forks: bool = True  # --num-workers are processes forked from this one (False: threads of this process)
+    # True: it builds its readers from the format's name and options where it reads (Ray's actors), not through the
+    # reader it is given
+    own_readers: bool = False
     # tune's search: the settings it tries of this loader, in this order (on local files, against object storage),
     # and whether with no workers it tries one torch thread (loading in this process, they compete for the cores)
     tuned: tuple[str, ...] = ()
@@ -112,7 +115,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             notes=(("num_workers", "--num-workers is the number of Ray actors; give at least 1"),
                    ("persistent_workers", "actors live as long as the loader"),
                    ("in_order", "actors' batches are taken in order")),
-            min_workers=1, extra="ray", library="Ray", libraries=("ray",),
+            min_workers=1, extra="ray", library="Ray", libraries=("ray",), own_readers=True,
         ),
         # concurrent preadv straight into buffers: formats whose samples lie at known offsets
         LoaderKind(
@@ -156,7 +159,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             notes=(("num_workers", "--num-workers is the size of its actor pool; give at least 1"),
                    ("persistent_workers", "its actor pool lives as long as an epoch's execution"),
                    ("prefetch_thread", "iter_torch_batches already prefetches (--prefetch-factor)")),
-            min_workers=1, extra="ray", library="Ray", libraries=("ray",),
+            min_workers=1, extra="ray", library="Ray", libraries=("ray",), own_readers=True,
         ),
     )
 }  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -47,17 +48,61 @@ class LoaderContext:
 class Loader(ABC):
     """Yields host batches for an epoch, then moves each to the device.
 
-    The split lets the runner time 'waiting for the loader' and 'host-to-device' apart.
+    The split lets the runner time 'waiting for the loader' and 'host-to-device' apart. The base owns the order in
+    which a loader stops (`iobench.loaders.lifecycle`): `epoch()` ends the epoch before it, `end_epoch()` stops
+    what an epoch started (its iterator closed, the library's threads stopped and waited for, bounded), and
+    `close()` releases the readers only after that. A loader implements `_batches`, `_stop` (if it starts threads)
+    and `_release`.
     """
+
+    _in_flight: Iterator[Any] | None = None
+    _closed = False
 
     def __init__(self, order: EpochOrder, settings: LoaderSettings, device: torch.device) -> None:
         self.order = order
         self.settings = settings
         self.device = device
 
-    @abstractmethod
     def epoch(self, epoch: int) -> Iterator[Any]:
-        """Host batches of one epoch, in order.batches(epoch) order."""
+        """Host batches of one epoch, in order.batches(epoch) order; the epoch before it is ended first."""
+        self.end_epoch()
+        batches = self._batches(epoch)
+        self._in_flight = batches
+        return batches
+
+    @abstractmethod
+    def _batches(self, epoch: int) -> Iterator[Any]:
+        """The epoch's host batches (what `epoch` hands out)."""
+
+    def end_epoch(self) -> bool:
+        """The epoch in flight ended, broken off or interrupted: its iterator closed, then the threads it started
+        stopped and joined (at most `lifecycle.STOP_S`). False when one of them still runs (said in one line)."""
+        batches, self._in_flight = self._in_flight, None
+        try:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                with contextlib.suppress(ValueError):  # "generator already executing": its thread is stopped below
+                    close()
+        finally:
+            stopped = self._stop()
+        return stopped
+
+    def _stop(self) -> bool:
+        """Stop the threads this loader's library runs for an epoch and wait for them, bounded; True when none is
+        left reading. Nothing to stop by default (no threads of its own, or worker processes that end with their
+        iterator)."""
+        return True
+
+    def close(self) -> None:
+        """Release workers, handles and device memory (safe to call more than once), after the epoch in flight has
+        stopped: a reader a thread still reads is left open, not closed under it."""
+        if self.end_epoch() and not self._closed:
+            self._closed = True
+            self._release()
+
+    @abstractmethod
+    def _release(self) -> None:
+        """Close what the loader holds (readers, files, buffers); its threads have stopped."""
 
     def to_device(self, batch: Any) -> DeviceBatch:
         features, labels = batch
@@ -98,10 +143,6 @@ class Loader(ABC):
     def read_method(self) -> ReadMethod | None:
         """How the loader reads where that depends on the machine (direct); None where it does not."""
         return None
-
-    @abstractmethod
-    def close(self) -> None:
-        """Release workers, handles and device memory (safe to call more than once)."""
 
 
 class Resumable:

@@ -214,15 +214,16 @@ class DataLoaderLoader(CarriedWhenNeeded, Resumable, Loader):
         if not self.settings.num_workers and not self.reader.pipeline_only and not self.reader.open_reads_data:
             self.reader.handle  # noqa: B018 - opens it
 
-    def epoch(self, epoch: int) -> Iterator[Any]:
+    def _batches(self, epoch: int) -> Iterator[Any]:
         self.sampler.epoch = epoch
         return self._carrying(iter(self._restored(self.loader)))
 
     def state_dict(self) -> dict[str, Any] | None:
         return self.loader.state_dict() if hasattr(self.loader, "state_dict") else None
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self.loader = None  # workers end with their iterator; closing twice is harmless
-        if self.dataset.threads is not None:
-            self.dataset.threads.close()  # this process's threads (without workers); the workers' end with them
-        self.reader.close()
+        # this process's fetch threads (without workers) stop before the reader they read closes; the workers' end
+        # with them
+        if self.dataset.threads is None or self.dataset.threads.close():
+            self.reader.close()

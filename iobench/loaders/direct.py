@@ -105,7 +105,7 @@ class DirectLoader(Loader):
     def setup_seconds(self) -> float:
         return self._setup
 
-    def epoch(self, epoch: int) -> Iterator[Any]:
+    def _batches(self, epoch: int) -> Iterator[Any]:
         if self.fd is None or self.pool is None:
             raise IobenchError("the direct loader is closed")
         advice = os.POSIX_FADV_RANDOM if self.shuffled else os.POSIX_FADV_SEQUENTIAL
@@ -190,7 +190,7 @@ class DirectLoader(Loader):
             self.copied[slot] = event
         return moved
 
-    def close(self) -> None:
+    def _release(self) -> None:
         if self.aio is not None:
             self.aio.close()
             self.aio = None

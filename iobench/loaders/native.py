@@ -51,7 +51,7 @@ def iterate(pipeline: Pipeline, loader: Any) -> Iterator[Any]:
     try:
         batches = iter(loader)  # workers start here, with what the pipeline opened
     except BaseException:
-        _release(pipeline)
+        _release_pipeline(pipeline)
         raise
     return _delivered(batches, pipeline)
 
@@ -74,10 +74,10 @@ def _delivered(batches: Iterator[Any], p: Pipeline) -> Iterator[Any]:
     try:
         yield from batches if p.as_batch is None else map(p.as_batch, batches)
     finally:  # the epoch's end, or an epoch cut short
-        _release(p)
+        _release_pipeline(p)
 
 
-def _release(p: Pipeline) -> None:
+def _release_pipeline(p: Pipeline) -> None:
     if p.release is not None:
         p.release()
 
@@ -121,10 +121,10 @@ class NativeLoader(Resumable, Loader):
 
     def _release_prepared(self) -> None:
         if self._prepared is not None:
-            _release(self._prepared[1])
+            _release_pipeline(self._prepared[1])
             self._prepared = None
 
-    def epoch(self, epoch: int) -> Iterator[Any]:
+    def _batches(self, epoch: int) -> Iterator[Any]:
         self._carried = []
         read = self._read(epoch)
         if self._prepared is not None and self._prepared[0] == epoch:
@@ -135,7 +135,7 @@ class NativeLoader(Resumable, Loader):
             self._loader = self._restored(library_loader(pipeline, read, dataloader_arguments(self.settings),
                                                          self.stateful))  # fmt: skip
         except BaseException:
-            _release(pipeline)
+            _release_pipeline(pipeline)
             raise
         batches = _library(iterate(pipeline, self._loader), self.format.name)
         if self.order.max_batches is not None:
@@ -150,6 +150,6 @@ class NativeLoader(Resumable, Loader):
         where it has no state (WebDataset's WebLoader, TFRecord's, ...)."""
         return self._loader.state_dict() if self.stateful and hasattr(self._loader, "state_dict") else None
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self._release_prepared()
         self.reader.close()

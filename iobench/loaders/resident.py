@@ -51,7 +51,7 @@ class ResidentLoader(Loader):
     def setup_seconds(self) -> float:
         return self._setup
 
-    def epoch(self, epoch: int) -> Iterator[torch.Tensor | slice]:
+    def _batches(self, epoch: int) -> Iterator[torch.Tensor | slice]:
         for window in self.order.batches(epoch):
             yield window if isinstance(window, slice) else torch.from_numpy(window).to(self.device)
 
@@ -59,5 +59,5 @@ class ResidentLoader(Loader):
         """Already there: a slice is a view, an index tensor gathers on the device."""
         return self.features[batch], self.labels[batch]
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self.features = self.labels = None

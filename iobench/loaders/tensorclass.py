@@ -90,7 +90,7 @@ class TensorclassLoader(Loader):
             else None
         )
 
-    def epoch(self, epoch: int) -> Iterator[Any]:
+    def _batches(self, epoch: int) -> Iterator[Any]:
         self.sampler.epoch = epoch
         if self.loader is not None:
             return iter(self.loader)
@@ -102,6 +102,6 @@ class TensorclassLoader(Loader):
         moved = batch.to(self.device, non_blocking=self.settings.non_blocking)
         return moved.features, moved.labels
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self.loader = None
         self.reader.close()

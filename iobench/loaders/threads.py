@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from iobench.formats.base import FormatReader
+from iobench.loaders.lifecycle import STOP_S, ReadGate, join_all, unstopped
 
 T = TypeVar("T")
 
@@ -21,16 +22,33 @@ T = TypeVar("T")
 class ThreadReaders:
     """One copy of the reader per thread, each opening its own handles on first use; a reader whose library
     allows one opening per process (LMDB) is shared, and keeps a transaction per thread, as is one whose handles
-    threads may share (`FormatReader.threads_share`: npy's mappings)."""
+    threads may share (`FormatReader.threads_share`: npy's mappings).
+
+    Every read goes through `reading()` (the gate of `iobench.loaders.lifecycle`): `stop()` lets no read start
+    (nor reopen a shared handle) and waits for those in flight, so the copies, and the shared reader its owner
+    closes, are closed only after their threads are done with them."""
 
     def __init__(self, reader: FormatReader) -> None:
         self._reader = reader
         self._local = threading.local()
         self._copies: list[FormatReader] = []
         self._lock = threading.Lock()
+        self.gate = ReadGate()
+
+    def reading(self) -> Any:
+        """A context for one read: refused once the readers are stopped, waited for by `stop`."""
+        return self.gate.entered()
+
+    def stop(self, timeout: float = STOP_S) -> bool:
+        """No read starts from now on; True once none is in flight (False: one was still reading after `timeout`)."""
+        return self.gate.shut(timeout)
+
+    def restart(self) -> None:
+        """Reads allowed again (a loader's next epoch, its threads new)."""
+        self.gate.reopen()
 
     def reader(self) -> FormatReader:
-        """This thread's reader, its handles open."""
+        """This thread's reader, its handles open (call inside `reading()`)."""
         # Local handles are opened one thread at a time: the first reads would race to open the shared one, and
         # opening parses .npy headers (np.load), which CPython 3.11 cannot do in two threads at once. A reader of
         # objects (no local folder) opens in every thread at once, as its users' threads do: its opening waits on
@@ -54,12 +72,17 @@ class ThreadReaders:
         self._local.reader = copy
         return copy
 
-    def close(self) -> None:
+    def close(self) -> bool:
+        """Stop (if not yet), then close every thread's copy; False, closing nothing, while a read is still in
+        flight after the stop's wait."""
+        if not self.stop():
+            return False
         with self._lock:
             copies, self._copies = self._copies, []
         for copy in copies:
             copy.close()
         self._local = threading.local()
+        return True
 
 
 def split(key: np.ndarray | slice, parts: int) -> list[np.ndarray | slice]:
@@ -92,8 +115,9 @@ class FetchThreads:
         pool, readers = self._started()
 
         def read(part: np.ndarray | slice) -> tuple[np.ndarray, np.ndarray]:
-            reader = readers.reader()
-            return reader.read_range(part.start, part.stop) if isinstance(part, slice) else reader.batch(part)
+            with readers.reading():
+                reader = readers.reader()
+                return reader.read_range(part.start, part.stop) if isinstance(part, slice) else reader.batch(part)
 
         done = list(pool.map(read, split(key, self.threads)))
         if len(done) == 1:
@@ -103,15 +127,29 @@ class FetchThreads:
     def each(self, indices: list[int], read: Callable[[FormatReader, int], T]) -> list[T]:
         """read(reader, index) for every index, in their order, `threads` at once."""
         pool, readers = self._started()
-        return list(pool.map(lambda index: read(readers.reader(), index), indices))
 
-    def close(self) -> None:
-        """Ends the threads and closes their readers (in the process that started them)."""
+        def one(index: int) -> T:
+            with readers.reading():
+                return read(readers.reader(), index)
+
+        return list(pool.map(one, indices))
+
+    def close(self) -> bool:
+        """Ends the threads, then closes their readers (in the process that started them): at most `STOP_S` for a
+        read still in flight (an interrupted batch), after which its reader is left open and that said. False then."""
+        stopped = True
         if self._pool is not None and self._pid == os.getpid():
-            self._pool.shutdown(wait=True)
+            threads = list(getattr(self._pool, "_threads", ()))
+            self._pool.shutdown(wait=False, cancel_futures=True)
             if self._readers is not None:
-                self._readers.close()
+                stopped = self._readers.close()
+            if stopped and (alive := join_all(threads)):
+                stopped = False
+                unstopped(f"{len(alive)} fetch thread(s) did not stop within {STOP_S:g} s")
+            elif not stopped:
+                unstopped(f"a fetch thread was still reading after {STOP_S:g} s; its reader is left open")
         self._pool = self._readers = self._pid = None
+        return stopped
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_pool": None, "_readers": None, "_pid": None}

@@ -100,11 +100,9 @@ def time_epoch(
             if t3 - start > deadline:
                 partial = True
                 break
-    finally:
-        close = getattr(iterator, "close", None)
-        if close is not None:
-            close()
-        del iterator
+    finally:  # the epoch's end, a break (--max-seconds) or an interruption: what it started is stopped
+        del iterator, fetch
+        loader.end_epoch()
     synchronize(device)
     seconds = time.perf_counter() - start
     if cuda:
@@ -117,7 +115,10 @@ def time_epoch(
 def time_bare_epoch(loader: Loader, epoch: int, step: Callable[[DeviceBatch], None]) -> float:
     """The same epoch with no per-batch bookkeeping: the reference for the harness' overhead."""
     start = time.perf_counter()
-    for batch in loader.epoch(epoch):
-        step(loader.to_device(batch))
+    try:
+        for batch in loader.epoch(epoch):
+            step(loader.to_device(batch))
+    finally:
+        loader.end_epoch()
     synchronize(loader.device)
     return time.perf_counter() - start

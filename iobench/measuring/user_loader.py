@@ -25,7 +25,7 @@ class UserLoader(Loader):
         super().__init__(None, LoaderSettings(non_blocking=non_blocking), device)  # type: ignore[arg-type]
         self.batches = batches
 
-    def epoch(self, epoch: int) -> Iterator[Any]:
+    def _batches(self, epoch: int) -> Iterator[Any]:
         sampler = getattr(self.batches, "sampler", None)
         if hasattr(sampler, "set_epoch"):  # DistributedSampler: a new order per epoch, as in training
             sampler.set_epoch(epoch)
@@ -39,7 +39,7 @@ class UserLoader(Loader):
             return features, torch.zeros(len(features), dtype=torch.long, device=self.device)
         return features, labels.to(self.device, non_blocking=nb)
 
-    def close(self) -> None:
+    def _release(self) -> None:
         pass
 
 

@@ -91,7 +91,8 @@ def segment(build: Build, resolved: ResolvedRun, epoch: int, state: dict[str, An
             if taken == stop_after:
                 break
         now = loader.state_dict() if stop_after is not None else None
-        del batches  # its workers end with it
+        del batches
+        loader.end_epoch()  # its workers and threads stop here, before the next loader opens the files
         return Segment(loader.delivered(epoch, samples), now, first if first is not None else 0.0)
     finally:
         loader.close()

@@ -41,7 +41,7 @@ class Planted(Loader):
         self.reader, self.start, self.done = ctx.reader, 0, 0
         self.carried: list[np.ndarray] = []
 
-    def epoch(self, epoch: int) -> Iterator[Any]:
+    def _batches(self, epoch: int) -> Iterator[Any]:
         self.carried = []
         for k, window in enumerate(list(self.order.batches(epoch))[self.start :]):
             self.done = self.start + k + 1
@@ -59,7 +59,7 @@ class Planted(Loader):
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.start = int(state["batches"])
 
-    def close(self) -> None:
+    def _release(self) -> None:
         self.reader.close()
 
 

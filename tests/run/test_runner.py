@@ -28,12 +28,12 @@ class FakeLoader(Loader):
         super().__init__(resolved.epoch_order(), resolved.config.settings, torch.device("cpu"))
         FakeLoader.built += 1
 
-    def epoch(self, epoch):
+    def _batches(self, epoch):
         for indices in self.order.batches(epoch):
             n = len(np.atleast_1d(indices)) if not isinstance(indices, range | slice) else BATCH
             yield torch.zeros(n, 3, 4), torch.zeros(n, dtype=torch.int64)
 
-    def close(self) -> None:
+    def _release(self) -> None:
         FakeLoader.closed += 1
 
 
