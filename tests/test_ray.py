@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -175,3 +177,77 @@ def test_ray_data_refusals(ray):
         run_config("npy", "ray-data", num_workers=1, prefetch_thread=2)
     with pytest.raises(IobenchError, match="--loader ray-data is one training process"):
         check_world(run_config("npy", "ray-data", num_workers=1), N, World(rank=0, size=2, backend="gloo"))
+
+
+def _listening(pids: set[int]) -> list[str]:
+    """The local addresses the processes listen on (TCP, IPv4 and IPv6), from /proc/net/tcp*, matched to the
+    processes' sockets by inode."""
+    inodes = set()
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if target.startswith("socket:["):
+                    inodes.add(target[8:-1])
+        except OSError:
+            continue
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in open(table).read().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                found.append(fields[1])
+    return found
+
+
+# 127.0.0.1, ::1 and ::ffff:127.0.0.1 as /proc/net writes them
+LOOPBACK = ("0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F")
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_a_ray_instance_iobench_starts_listens_on_loopback_and_leaves_nothing(dataset_dir, tmp_path, sig):
+    """`ray.init()` with no address made raylet, gcs_server, the workers and the driver listen on every interface;
+    /tmp/ray was left behind, 0777, and ~/.ray/auth_token 0644; after SIGINT or SIGKILL `ray::DashboardAgent` and
+    `ray::RuntimeEnvAgent` lived on for more than a minute, reparented to init."""
+    import signal
+    import subprocess
+    import sys
+    import tempfile
+    import time
+
+    from iobench.system.processes import start_time
+    from iobench.system.reaper import descendants
+
+    pytest.importorskip("ray")
+    state = os.path.join(tempfile.gettempdir(), f"iobench-{os.geteuid()}")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iobench", "run", "--format", "npy", "--loader", "ray", "--num-workers", "2", "--runs",
+         "100000", "--data-dir", str(dataset_dir.parent), "--results", str(tmp_path / "r.jsonl"), "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+            b"BatchReader" in open(f"/proc/{p}/cmdline", "rb").read() for p in descendants(proc.pid) if process_alive(p)
+        ):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            time.sleep(0.5)
+        tree = {pid: start_time(pid) for pid in [proc.pid, *descendants(proc.pid)]}
+        folders = [n for n in os.listdir(state) if n.startswith(f"ray-{proc.pid}-")]
+        listening = _listening(set(tree))
+        assert listening and all(a.split(":")[0] in LOOPBACK for a in listening), listening
+        assert len(folders) == 1 and os.stat(os.path.join(state, folders[0])).st_mode & 0o777 == 0o700
+    finally:
+        proc.send_signal(getattr(signal, sig))
+        proc.communicate(timeout=60)
+    if sig == "SIGINT":
+        assert proc.returncode == 130
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        left = [p for p, t in tree.items() if process_alive(p) and start_time(p) == t]
+        if not left and not os.path.exists(os.path.join(state, folders[0])):
+            break
+        time.sleep(0.2)
+    assert not left, [open(f"/proc/{p}/cmdline", "rb").read()[:80] for p in left]
+    assert not os.path.exists(os.path.join(state, folders[0]))

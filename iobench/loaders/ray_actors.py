@@ -10,7 +10,6 @@ same path and have iobench installed.
 
 from __future__ import annotations
 
-import logging
 import platform
 import time
 import warnings
@@ -21,36 +20,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from iobench.errors import IobenchError, RunFailed
+from iobench.errors import RunFailed
 from iobench.loaders.base import Loader, LoaderContext
+from iobench.loaders.ray_cluster import connect, watch_new_processes
 from iobench.loaders.ray_readers import BatchReader
 from iobench.settings import batches_ahead
 from iobench.system.processes import process_alive
-
-
-def import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise IobenchError("--loader ray needs Ray: pip install 'iobench[ray]'") from None
-    return ray
-
-
-def connect(address: str | None) -> Any:
-    """Ray, initialised once per process: a local instance, or the cluster at address."""
-    ray = import_ray()
-    if not ray.is_initialized():
-        try:
-            ray.init(
-                address=address,
-                include_dashboard=False,
-                logging_level=logging.WARNING,
-                log_to_driver=False,
-            )
-        except (ConnectionError, RuntimeError, ValueError) as exc:
-            where = address or "a local instance"
-            raise IobenchError(f"cannot start Ray on {where}: {str(exc).splitlines()[0]}") from None
-    return ray
 
 
 class RayLoader(Loader):
@@ -68,6 +43,7 @@ class RayLoader(Loader):
         try:  # started before any epoch is timed
             here = platform.node()
             self.local_pids = [pid for host, pid in self._get([a.ready.remote() for a in self.actors]) if host == here]
+            watch_new_processes()
         except RuntimeError as exc:
             self.close()
             raise RunFailed(f"starting {len(self.actors)} Ray actor(s) for {format_name} failed: {exc}") from None
@@ -87,7 +63,7 @@ class RayLoader(Loader):
             lines = [line for line in str(exc).splitlines() if line.strip()]
             raise RuntimeError(f"a Ray actor failed: {lines[-1] if lines else type(exc).__name__}") from None
 
-    def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def _batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         windows = iter(self.order.batches(epoch))
         pending: deque = deque()
         submitted = 0
@@ -118,7 +94,7 @@ class RayLoader(Loader):
             tensor = torch.from_numpy(array)
         return tensor.pin_memory() if self.settings.pin_memory else tensor
 
-    def close(self) -> None:
+    def _release(self) -> None:
         for actor in getattr(self, "actors", []):
             self.ray.kill(actor)  # its process ends, and with it every mapping of the files
         self.actors = []

@@ -27,7 +27,8 @@ from iobench.errors import IobenchError
 from iobench.loaders.base import Loader, LoaderContext
 from iobench.loaders.dataloader import carried_order
 from iobench.loaders.order import indices_of
-from iobench.loaders.ray_actors import connect, wait_for_exit
+from iobench.loaders.ray_actors import wait_for_exit
+from iobench.loaders.ray_cluster import connect
 from iobench.loaders.ray_readers import WindowReader
 from iobench.settings import batches_ahead
 
@@ -69,7 +70,7 @@ class RayDataLoader(Loader):
             batch_format="numpy",
         )
 
-    def epoch(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    def _batches(self, epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         self._carried = []
         batches = self._dataset(epoch).iter_torch_batches(
             batch_size=None,
@@ -91,7 +92,7 @@ class RayDataLoader(Loader):
     def delivered(self, epoch: int, samples: int) -> np.ndarray:
         return carried_order(self._carried, samples)
 
-    def close(self) -> None:
+    def _release(self) -> None:
         # An epoch's actor pool ends with its execution; wait for the local ones so a cold epoch's eviction finds
         # nothing mapping the files.
         wait_for_exit(sorted(set(self._pids)))

@@ -19,6 +19,10 @@ from types import FrameType, TracebackType
 from typing import Any
 
 HELD = (signal.SIGINT, signal.SIGTERM)
+
+# Set once the command is being ended by SIGINT or SIGTERM (the command line's handler sets it): what stops at exit
+# takes its quick way then (servers ended by their guard, not waited for), so the run ends within seconds.
+ENDING = threading.Event()
 REDELIVER_AFTER_S = 0.01  # an interrupt lost in a finaliser comes back once the finaliser has returned
 
 

@@ -1,0 +1,137 @@
+"""A guard that outlives the process that started it: when that process ends, however it ends (SIGKILL included),
+the processes it named are ended and its folder removed.
+
+Ray's agents (`ray::DashboardAgent`, `ray::RuntimeEnvAgent`) outlived a SIGKILLed driver for more than a minute,
+reparented to init. The guard runs in a session of its own (a Ctrl-C to the terminal's process group does not reach
+it) and reads a pipe whose only writer is the process that started it: end of file means that process has closed
+it or is gone. Each process it is told of is named by PID and start time, so a PID reused meanwhile is never
+signalled. Run as `python -m iobench.system.reaper FOLDER` with the pipe on its stdin.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from iobench.system.processes import process_alive, python_module, start_time
+
+TERM_WAIT_S = 2.0  # after SIGTERM, before SIGKILL
+
+
+class Reaper:
+    """The guard, seen from the process it guards: `watch` names processes, `close` (or this process's end) ends
+    them and removes the folder."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        read, self._write = os.pipe()  # not inherited by what this process execs (Ray's servers)
+        try:
+            self._proc = subprocess.Popen(
+                python_module("iobench.system.reaper", str(folder)),
+                stdin=read, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            )  # fmt: skip
+        finally:
+            os.close(read)
+
+    def watch(self, pids: list[int]) -> None:
+        """These processes are ended when this process ends (or `close` is called)."""
+        lines = "".join(
+            f"{pid} {start}\n" for pid in pids if pid != self._proc.pid and (start := start_time(pid)) is not None
+        )
+        if lines and self._write >= 0:
+            try:
+                os.write(self._write, lines.encode())
+            except OSError:
+                pass
+
+    def close(self, wait: float = TERM_WAIT_S + 2.0) -> None:
+        """Ends the watched processes now (those still running) and removes the folder; waits for it, bounded."""
+        if self._write >= 0:
+            os.close(self._write)
+            self._write = -1
+            try:
+                self._proc.wait(wait)
+            except subprocess.TimeoutExpired:
+                pass
+
+
+def descendants(root: int) -> list[int]:
+    """Every process below `root` (children, their children, ...), by PID."""
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _mentions(pid: int, text: str) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return text.encode() in f.read()
+    except OSError:
+        return False
+
+
+def _ours(pid: int) -> bool:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def _end(watched: set[tuple[int, int]], folder: Path) -> None:
+    """SIGTERM to every watched process still the one it was (PID and start time), and to any process of ours
+    whose command line names the folder (started after the last `watch`); SIGKILL to those left after a wait."""
+    me = os.getpid()
+    targets = {pid for pid, start in watched if pid != me and start_time(pid) == start and _ours(pid)}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != me and _ours(int(entry.name)):
+            if _mentions(int(entry.name), str(folder)):
+                targets.add(int(entry.name))
+    targets = {pid: start_time(pid) for pid in targets}  # type: ignore[assignment]
+    for sig, wait in ((signal.SIGTERM, TERM_WAIT_S), (signal.SIGKILL, 0.5)):
+        alive = [pid for pid, start in targets.items() if process_alive(pid) and start_time(pid) == start]  # type: ignore[union-attr]
+        for pid in alive:
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        deadline = time.monotonic() + wait
+        while alive and time.monotonic() < deadline:
+            alive = [pid for pid in alive if process_alive(pid)]
+            time.sleep(0.05)
+
+
+def main(folder: str) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the end of the pipe ends the guard's wait
+    watched: set[tuple[int, int]] = set()
+    for line in sys.stdin:
+        pid, _, start = line.strip().partition(" ")
+        if pid.isdigit() and start.isdigit():
+            watched.add((int(pid), int(start)))
+    path = Path(folder)
+    _end(watched, path)
+    from iobench.system.private import state_root
+
+    if path.parent == state_root() and not path.is_symlink():  # only a folder of iobench's own
+        shutil.rmtree(path, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
