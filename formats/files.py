@@ -292,6 +292,19 @@ class FilesObjectReader(FilesReader):
 
     imports = ("s3torchconnector",)
 
+    @property
+    def _deadline(self) -> Any:
+        """s3torchconnector has no timeout to set: each GET is waited for at most the storage's bound."""
+        from iobench.storage.remote.bounds import Deadline
+
+        if getattr(self, "_deadline_", None) is None:
+            self._deadline_ = Deadline()
+        return self._deadline_
+
+    def __getstate__(self) -> dict:
+        """A copy (a thread's, a worker's) waits on its own thread: one shared would make their reads take turns."""
+        return {**super().__getstate__(), "_deadline_": None}
+
     def _local_directory(self) -> Path | None:
         return None
 
@@ -300,7 +313,7 @@ class FilesObjectReader(FilesReader):
 
         spec = self.spec
         names = [LABELS, *(sample_path(i, spec, self.options.file_suffix) for i in range(spec.n_samples))]
-        dataset, data = open_objects(self.storage, names)
+        dataset, data = self._deadline.call(lambda: open_objects(self.storage, names), self.storage.url(LABELS))
         where = self.storage.url(LABELS)
         offset = checked_header(where, io.BytesIO(data), len(data), np.dtype(LABEL_DTYPE), (spec.n_samples,))
         return _ObjectHandle(np.frombuffer(data, dtype=LABEL_DTYPE, offset=offset), dataset)
@@ -312,7 +325,8 @@ class FilesObjectReader(FilesReader):
         from iobench.storage.remote import client_counts
 
         relative = sample_path(index, self.spec, self.options.file_suffix)
-        data = self.handle.dataset[index + 1].read()
+        dataset = self.handle.dataset
+        data = self._deadline.call(lambda: dataset[index + 1].read(), self.storage.url(relative))
         client_counts.add("GET", len(data))  # one GET of the whole object (s3torchconnector counts none for us)
         return decode_sample(io.BytesIO(data), self.spec, self.options, relative, self.rng)
 
@@ -333,7 +347,7 @@ def kept_suffix(spec: DatasetSpec) -> str:
         raise IobenchError(
             "--files-encoding source: the folder mixes PNG and JPEG files; keep one kind, or re-encode with png"
         )
-    with open(open_regular(files[0]), "rb") as f, Image.open(f) as image:
+    with open(open_regular(files[0]), "rb") as f, photos.opened(f, str(files[0])) as image:
         if (image.height, image.width) != spec.shape[1:]:
             raise IobenchError(
                 f"--files-encoding source: {files[0]} is {image.width}x{image.height}, the dataset "

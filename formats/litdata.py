@@ -48,6 +48,7 @@ from iobench.formats.base import (
 from iobench.formats.litdata_remote import (
     INDEX,
     index_chunks,
+    quiet_crash_reports,
     release,
 )
 from iobench.formats.object_readers import CacheFolderReader
@@ -234,6 +235,7 @@ def open_dataset(directory: Path, spec: DatasetSpec, shuffle: bool = False, seed
     from litdata import StreamingDataset
 
     check_index(directory, spec)
+    quiet_crash_reports()
     return StreamingDataset(str(directory), shuffle=shuffle, seed=seed, **options)
 
 

@@ -26,9 +26,13 @@ def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = Fa
     the cache as it is made and reads chunks only when iterated (no request of iobench's own)."""
     from litdata import StreamingDataset
 
+    from iobench.storage.remote.bounds import bounded_s3transfer
+
     endpoint = storage.target.endpoint
     if endpoint.url.startswith("http://"):
         _chunks_through_boto3()
+    bounded_s3transfer()
+    quiet_crash_reports()
     s3 = {"endpoint_url": endpoint.url, "aws_access_key_id": endpoint.access_key,
           "aws_secret_access_key": endpoint.secret_key, "region_name": endpoint.region}  # fmt: skip
     s3["config"] = client_config(options.pop("max_pool_connections", None))
@@ -36,9 +40,11 @@ def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = Fa
     # LitData makes its client from `boto3.Session(**session_options)`: through a botocore session of iobench's, its
     # requests are counted and its answers held to the manifest's sizes, as the clients iobench makes are
     from iobench.storage.remote.client_counts import FreshSessions
+    from iobench.system.private import library_temp
 
-    ds = StreamingDataset(url, cache_dir=str(cache), shuffle=shuffle, seed=seed, storage_options=s3,
-                          session_options=FreshSessions(storage.bound), **options)  # fmt: skip
+    with library_temp("litdata-tmp"):  # it fetches the index into a TemporaryDirectory first
+        ds = StreamingDataset(url, cache_dir=str(cache), shuffle=shuffle, seed=seed, storage_options=s3,
+                              session_options=FreshSessions(storage.bound), **options)  # fmt: skip
     try:
         check_fetched_index(cache, storage.url(INDEX), spec)
     except BaseException:
@@ -68,6 +74,17 @@ def check_fetched_index(cache: Path, where: str, spec: DatasetSpec) -> None:
     except (OSError, ValueError) as exc:
         raise ValueError(f"{where}: unreadable ({exc})") from None
     index_chunks(index, where, spec)
+
+
+def quiet_crash_reports() -> None:
+    """LitData 0.2.76's chunk thread prints its own header and traceback when it dies (`PrepareChunksThread.
+    _report_crash`), then its reader raises the same error to the loop ("Chunk prefetch thread crashed ... Original
+    error: ..."), which the run says in one line: the printed traceback goes, the error stays."""
+    from litdata.streaming import reader
+
+    thread = getattr(reader, "PrepareChunksThread", None)
+    if thread is not None and callable(getattr(thread, "_report_crash", None)):
+        thread._report_crash = lambda self, exc: None
 
 
 def _chunks_through_boto3() -> None:

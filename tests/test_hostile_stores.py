@@ -34,7 +34,7 @@ def served(tmp_path_factory):
     from iobench.storage.remote.emulator import Emulator
 
     data = tmp_path_factory.mktemp("hostile-stores") / "data"
-    wanted = [f for f in ("npy", "hdf5", "lmdb", "webdataset", "arrow", "litdata") if FORMATS.installed(f)]
+    wanted = [f for f in ("npy", "hdf5", "lmdb", "webdataset", "arrow", "litdata", "files") if FORMATS.installed(f)]
     invoke("prepare", "--size", N, "--shape", "4,4,3", "--dtype", "uint8", "--formats", ",".join(wanted),
            "--data-dir", data, "--dataset", BUCKET, "-q")  # fmt: skip
     with Emulator(data, profile("none")) as endpoint:
@@ -116,6 +116,44 @@ def test_sigterm_ends_a_run_stuck_in_a_library_promptly(served):
             pytest.fail("SIGTERM did not end the run within 30 s")
     assert time.monotonic() - started < 15, err
     assert proc.returncode in (130, 143) and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize(("fmt", "loader", "key"), [
+    format_param("litdata", "native", "litdata/chunk"),  # LitData's own boto3 client
+    format_param("files", "dataloader", "files/"),  # s3torchconnector, a GET per sample
+])  # fmt: skip
+def test_a_stalled_store_holds_litdatas_pipeline_and_files_to_the_bound(served, fmt, loader, key):
+    """LitData's own pipeline (RetriesExceededError after 125 s) and one file per sample through s3torchconnector
+    (S3Exception after 102 s) did not honour IOBENCH_REMOTE_TIMEOUT_S=5: one line within twice the bound's tries."""
+    with HostileStore(upstream(served), [Rule("stall", "GET", key)]) as store:
+        line, took, _ = one_line(run(served, store, fmt, loader, timeout_s=5), timeout=120)
+    assert fmt in line or BUCKET in line, line
+    assert took < 45, (took, line)
+
+
+def test_sigterm_while_litdata_opens_from_a_stalled_store_is_an_interruption(served):
+    """SIGTERM while LitData waited for its index exited 1 with "Index file not found at /tmp/tmpXXXX/index.json": the
+    data blamed for an interruption, in a folder of LitData's in the shared /tmp. rc 130, and no folder of LitData's
+    left in the temp folder."""
+    import tempfile
+
+    before = set(os.listdir(tempfile.gettempdir()))
+    with HostileStore(upstream(served), [Rule("stall", "GET", "litdata/index.json")]) as store:
+        proc = run(served, store, "litdata", "native", timeout_s=None)
+        deadline = time.monotonic() + 60
+        while not any("litdata/index.json" in s for s in store.seen):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[1][-2000:]
+            time.sleep(0.1)
+        time.sleep(1)
+        proc.send_signal(signal.SIGTERM)
+        try:
+            _, err = proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail("SIGTERM did not end the run within 30 s")
+    assert proc.returncode == 130 and "Traceback" not in err and "not found" not in err, err[-2000:]
+    left = {n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("tmp")}
+    assert not left, left
 
 
 @pytest.mark.parametrize(("fmt", "loader"), [format_param("hdf5", "dataloader"), format_param("arrow", "native")])

@@ -13,7 +13,7 @@ import typer
 from iobench import __version__
 from iobench.cli.console import out, say
 from iobench.errors import IobenchError
-from iobench.system.signals import exit_when_stuck, quiet_interrupted_handover, redeliver_lost_interrupt
+from iobench.system.signals import ENDING, exit_when_stuck, quiet_interrupted_handover, redeliver_lost_interrupt
 from iobench.torchrun_env import launched_by_torchrun
 
 app = typer.Typer(
@@ -68,6 +68,7 @@ def plain_words(message: str) -> str:
 def _terminate(signum: int, _frame: object) -> None:
     # typer swallows KeyboardInterrupt into a bare exit code; remember why we stop to say so.
     _signals_received.append(signum)
+    ENDING.set()
     raise KeyboardInterrupt(f"signal {signum}")
 
 
@@ -122,9 +123,6 @@ def _main(argv: list[str] | None) -> None:
     ARGV[:] = sys.argv[1:] if argv is None else argv
     try:
         rc = command.main(args=argv, prog_name="iobench", standalone_mode=False)
-    except IobenchError as exc:
-        _ending(f"iobench: error: {_rank_tag()}{exc}", in_process=argv is not None)
-        sys.exit(exc.exit_code)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except _CLICK_ERROR as exc:
@@ -133,6 +131,14 @@ def _main(argv: list[str] | None) -> None:
     except (KeyboardInterrupt, typer.Abort):
         _ending(_INTERRUPTED, in_process=argv is not None)
         sys.exit(130)
+    except Exception as exc:
+        if _signals_received:  # a library turned the interruption into a failure of its own: it is the interruption
+            _ending(_INTERRUPTED, in_process=argv is not None)
+            sys.exit(130)
+        if not isinstance(exc, IobenchError):
+            raise
+        _ending(f"iobench: error: {_rank_tag()}{exc}", in_process=argv is not None)
+        sys.exit(exc.exit_code)
     if _signals_received or rc == 130:  # typer returns 130 for a KeyboardInterrupt it caught, saying nothing
         _interrupted()
         sys.exit(130)

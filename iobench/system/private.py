@@ -14,6 +14,7 @@ import os
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from iobench.errors import IobenchError
@@ -68,6 +69,20 @@ def private_dir(kind: str) -> Path:
     root = state_root()
     remove_stale(kind, root)
     return Path(tempfile.mkdtemp(prefix=f"{kind}-{owner_tag()}-", dir=root))
+
+
+@contextlib.contextmanager
+def library_temp(kind: str) -> Iterator[Path]:
+    """`tempfile`'s folder a private folder of iobench's while the block runs (removed after): what a library makes
+    with `tempfile` then (LitData downloads an index into a `TemporaryDirectory`) is not in the shared temp folder."""
+    folder = private_dir(kind)
+    before = tempfile.tempdir
+    tempfile.tempdir = str(folder)
+    try:
+        yield folder
+    finally:
+        tempfile.tempdir = before
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def made_by_live_process(name: str, kind: str) -> bool | None:

@@ -77,6 +77,78 @@ def botocore_config(**extra: Any) -> Any:
     return Config(connect_timeout=CONNECT_TIMEOUT_S, read_timeout=read_timeout_s(), retries=retries, **extra)
 
 
+def request_deadline_s() -> float:
+    """The longest one request may take when its client has no time bound of its own to set (s3torchconnector):
+    every attempt's connection and first byte."""
+    return ATTEMPTS * (CONNECT_TIMEOUT_S + read_timeout_s())
+
+
+class Deadline:
+    """Calls made in a daemon thread of its own and waited for at most `request_deadline_s()`: a client whose call
+    never returns (s3torchconnector's native client waited 102 s on a store that stalled, and has no timeout to set)
+    is abandoned, not waited on, and the read fails in one line naming the object. One thread per process (made again
+    after a fork) and per reader: calls from threads sharing it take turns."""
+
+    def __init__(self) -> None:
+        self._pid: int | None = None
+        self._lock: Any = None
+
+    def call(self, function: Callable[[], Any], what: str) -> Any:
+        import queue
+        import threading
+
+        if self._pid != os.getpid():
+            self._pid, self._lock = os.getpid(), threading.Lock()
+            self._jobs: queue.Queue = queue.Queue()
+            threading.Thread(target=self._serve, args=(self._jobs,), name="iobench-deadline", daemon=True).start()
+        with self._lock:
+            done: queue.Queue = queue.Queue(1)
+            self._jobs.put((function, done))
+            limit = request_deadline_s()
+            try:
+                ok, value = done.get(timeout=limit)
+            except queue.Empty:
+                self._pid = None  # the thread is stuck in the call: the next call starts another
+                raise TimeoutError(f"{what}: no answer within {limit:g} s ({ATTEMPTS} attempts of "
+                                   f"{CONNECT_TIMEOUT_S:g} + {read_timeout_s():g} s)") from None  # fmt: skip
+        if not ok:
+            raise value
+        return value
+
+    @staticmethod
+    def _serve(jobs: Any) -> None:
+        while True:
+            function, done = jobs.get()
+            try:
+                done.put((True, function()))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
+                done.put((False, exc))
+
+    def __getstate__(self) -> dict:
+        return {"_pid": None, "_lock": None}
+
+
+S3TRANSFER_ATTEMPTS = 1  # s3transfer's own tries of a download, on top of botocore's ATTEMPTS (5 by default)
+_BOUNDED_S3TRANSFER: list[bool] = []
+
+
+def bounded_s3transfer() -> None:
+    """boto3's `TransferConfig` with its download attempts at S3TRANSFER_ATTEMPTS, in this process: LitData downloads
+    each chunk by `download_file(..., Config=TransferConfig(use_threads=False))`, whose 5 download attempts each
+    make botocore's ATTEMPTS: a store that stalled held one chunk for 125 s at a 5 s bound."""
+    if _BOUNDED_S3TRANSFER:
+        return
+    import boto3.s3.transfer as transfer
+
+    class BoundedTransferConfig(transfer.TransferConfig):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("num_download_attempts", S3TRANSFER_ATTEMPTS)
+            super().__init__(*args, **kwargs)
+
+    transfer.TransferConfig = BoundedTransferConfig  # type: ignore[misc]
+    _BOUNDED_S3TRANSFER.append(True)
+
+
 S3FS_RETRIES = 1  # s3fs's own tries of a failed call (5 by default, twice nested), on top of botocore's ATTEMPTS
 _BOUNDED_S3FS: list[type] = []
 
