@@ -31,3 +31,16 @@ def reason(exc: BaseException) -> str:
     if len(lines) > 1 and any(line.startswith("Traceback") or line.startswith("Original Traceback") for line in lines):
         return one_line(RuntimeError(f"{lines[-1]} ({lines[0].rstrip('.')})"))
     return f"{type(exc).__name__}: {one_line(exc)}"
+
+
+def exited(exc: SystemExit) -> str:
+    """What a `sys.exit` said, as the words of a failure: "called sys.exit(0)"."""
+    return f"called sys.exit({'' if exc.code is None else repr(exc.code)})"
+
+
+class UserExit(Exception):
+    """Code the run called (a user's dataset, step or factory; a library) raised SystemExit: a failure of the run,
+    named in one line, never the silent end of iobench with that code (rc 0 and no record)."""
+
+    def __init__(self, exc: SystemExit) -> None:
+        super().__init__(exited(exc))

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 import torch
 
-from iobench.errors import IobenchError, RunFailed, one_line
+from iobench.errors import IobenchError, RunFailed, exited, one_line
 from iobench.loaders.base import DeviceBatch
 from iobench.measuring.user_code import is_reference, load_callable
 
@@ -84,6 +84,8 @@ def user_function(function: Callable[..., object], name: str) -> Step:
         calls[0] += 1
         try:
             function(*batch)
+        except SystemExit as exc:  # the user's code ending the process: a failure of the run, named
+            raise StepFailed(f"the step {name} {exited(exc)} at batch {calls[0]}") from None
         except Exception as exc:  # noqa: BLE001 - the user's code: its reason, in one line
             raise StepFailed(f"the step {name} raised at batch {calls[0]}: {type(exc).__name__}: "
                              f"{one_line(exc)}") from None  # fmt: skip

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from iobench.errors import IobenchError, one_line
+from iobench.errors import IobenchError, exited, one_line
 
 
 def is_reference(text: str) -> bool:
@@ -31,6 +31,8 @@ def load_callable(text: str, option: str) -> Callable[..., Any]:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise IobenchError(f"{option} {text}: cannot import {module_name} ({one_line(exc)})") from None
+    except SystemExit as exc:  # the user's module ending the process as it loads: a failure, named
+        raise IobenchError(f"{option} {text}: importing {module_name} {exited(exc)}") from None
     except Exception as exc:  # the user's module failed while it loaded: its reason in one line
         raise IobenchError(f"{option} {text}: importing {module_name} failed: {type(exc).__name__}: "
                            f"{one_line(exc)}") from None  # fmt: skip

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler, default_collate
 
-from iobench.errors import IobenchError, one_line
+from iobench.errors import IobenchError, exited, one_line
 from iobench.events import QUIET, Events
 from iobench.loaders import LoaderName
 from iobench.measuring.steps import parse_step
@@ -167,6 +167,8 @@ def _check(r: FactoryRequest) -> None:
 def _called(function: Callable[[], Any], what: str) -> Any:
     try:
         return function()
+    except SystemExit as exc:  # the user's code ending the process: a failure, named
+        raise IobenchError(f"{what} {exited(exc)}") from None
     except Exception as exc:  # the user's code: its failure in one line, named
         raise IobenchError(f"{what} failed: {type(exc).__name__}: {one_line(exc)}") from None
 

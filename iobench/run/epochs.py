@@ -15,7 +15,7 @@ from contextlib import contextmanager, nullcontext
 
 import torch
 
-from iobench.errors import RunFailed
+from iobench.errors import RunFailed, UserExit
 from iobench.events import QUIET, Events
 from iobench.loaders.base import DeviceBatch, Loader
 from iobench.measuring.clocks import EpochTiming, time_epoch
@@ -91,6 +91,8 @@ class EpochLoop:
             return timing
         except RunFailed:
             raise
+        except SystemExit as exc:  # a user's dataset (or a library) calling sys.exit inside the epoch
+            raise self.failure(UserExit(exc), epoch) from None
         except Exception as exc:
             raise self.failure(exc, epoch) from None
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iobench.errors import RunFailed, one_line, reason
+from iobench.errors import RunFailed, UserExit, one_line, reason
 from iobench.events import QUIET, Events
 from iobench.formats import FORMATS
 from iobench.formats.base import FormatReader
@@ -319,6 +319,8 @@ def _failure(exc: Exception, config: RunConfig) -> RunFailed:
     from iobench.storage.remote.bounds import refused
 
     label = config.label
+    if isinstance(exc, UserExit):
+        return RunFailed(f"{label}: code it ran {exc}")
     if isinstance(exc, RuntimeError):
         text = reason(exc)
         if "DataLoader worker" in text:

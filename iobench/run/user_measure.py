@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader, Dataset, RandomSampler
 
-from iobench.errors import IobenchError, RunFailed, one_line
+from iobench.errors import IobenchError, RunFailed, UserExit, one_line
 from iobench.events import QUIET, Events
 from iobench.loaders.base import Loader
 from iobench.measuring.clocks import EpochTiming
@@ -55,6 +55,8 @@ class UserEpochs(EpochLoop):
     def failure(self, exc: Exception, epoch: int) -> RunFailed:
         if isinstance(exc, IobenchError):  # the batches are not tensors: said as it is
             raise exc
+        if isinstance(exc, UserExit):
+            return RunFailed(f"{self.what} {exc} during epoch {epoch}")
         # a worker's exception carries its traceback as text: the last line is the reason, with its type
         said = ([line.strip() for line in str(exc).splitlines() if line.strip()] or [""])[-1]
         if not said.startswith(type(exc).__name__):
@@ -209,10 +211,16 @@ def measure(
         raise IobenchError("cache='cold' needs files=[...]: the data files to evict before each epoch")
     batches = loader_or_dataset
     if isinstance(loader_or_dataset, Dataset) and not isinstance(loader_or_dataset, Iterable):
+        if hasattr(loader_or_dataset, "__len__") and len(loader_or_dataset) == 0:
+            raise IobenchError("iobench.measure: the loader or dataset yielded no batch; give it at least one sample")
         batches = DataLoader(loader_or_dataset, batch_size=batch_size, shuffle=True)
     loader = UserLoader(batches, dev, non_blocking)
     source = getattr(batches, "dataset", None)
-    what = described(next(iter(loader.epoch(0))), len(source) if hasattr(source, "__len__") else None)
+    first = next(iter(loader.epoch(0)), None)
+    loader.end_epoch()
+    if first is None:
+        raise IobenchError("iobench.measure: the loader or dataset yielded no batch; give it at least one sample")
+    what = described(first, len(source) if hasattr(source, "__len__") else None)
     per_sample = int(torch.Size(what.shape).numel())
     run_step = user_function(own, step_name) if own is not None else user_step(step_name, per_sample, dev, seed)
     started = time.perf_counter()

@@ -18,6 +18,11 @@ def own_module(tmp_path, monkeypatch):
         "    calls.append((tuple(features.shape), tuple(labels.shape)))\n"
         "def broken(features, labels):\n"
         "    raise ValueError('shape mismatch in my model')\n"
+        "def quits_later(features, labels):\n"
+        "    calls.append(0)\n"
+        "    if len(calls) > 10:\n"
+        "        import sys\n"
+        "        sys.exit(0)\n"
     )
     monkeypatch.chdir(tmp_path)
     yield "mytrain"
@@ -70,3 +75,19 @@ def test_run_times_the_users_step_and_says_when_it_raises(own_module, tmp_path, 
     assert r.code == 1 and r.err.strip() == (
         "iobench: error: the step mytrain:broken raised at batch 1: ValueError: shape mismatch in my model"
     )
+
+
+def test_a_step_that_calls_sys_exit_is_a_failure_and_the_finished_records_are_kept(own_module, tmp_path, cli):
+    """A step calling sys.exit(0) ended the run with rc 0, no message and no record: the configurations after it were
+    silently unmeasured. The first configuration ends (10 batches: a warm-up and a timed epoch of 5), the second's
+    first batch exits."""
+    from tests.conftest import invoke, stored_records
+
+    invoke("prepare", "--size", 300, "--shape", 4, "--formats", "npy,memmap", "--data-dir", tmp_path / "data", "-q")
+    r = cli("run", "--data-dir", tmp_path / "data", "--format", "npy,memmap", "--loader", "dataloader", "--runs", 1,
+            "--batch-size", 64, "--device", "cpu", "--results", tmp_path / "r.jsonl", "-q", "--step",
+            "mytrain:quits_later")  # fmt: skip
+    assert r.code == 1, r.err
+    lines = [line for line in r.err.splitlines() if line.strip()]
+    assert lines[-1] == "iobench: error: the step mytrain:quits_later called sys.exit(0) at batch 1", r.err
+    assert len(stored_records(tmp_path / "r.jsonl")) == 1

@@ -12,6 +12,8 @@ import pytest
 from tests.conftest import assert_formatted, assert_one_line_error, invoke, run_pasted, stored_records
 
 USER_MODULE = '''
+import sys
+
 import torch
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
@@ -81,6 +83,21 @@ class BrokenFirst(Rows):
 
 def make_broken_first():
     return BrokenFirst()
+
+
+class Quits(Rows):
+    def __getitem__(self, i):
+        if i == 150:
+            sys.exit(3)
+        return super().__getitem__(i)
+
+
+def make_quitting():
+    return Quits()
+
+
+def quits():
+    sys.exit(0)
 
 
 class NegativeLength(Rows):
@@ -181,6 +198,18 @@ def test_mistakes_are_one_line_and_nothing_is_recorded(cli, tmp_path, user, fact
     result = run_factory(cli, tmp_path, factory.format(user=user), *args)
     assert_one_line_error(result, *fragments)
     assert not (tmp_path / "r.jsonl").exists()
+
+
+@pytest.mark.parametrize(("factory", "said"), [
+    ("quits", "{user}:quits() called sys.exit(0)"),
+    ("make_quitting", "{user}:make_quitting called sys.exit(3) during epoch 0"),
+])  # fmt: skip
+def test_a_pipeline_that_calls_sys_exit_is_a_failure_in_one_line(cli, tmp_path, user, factory, said):
+    """sys.exit(0) in a factory or its dataset ended the run with rc 0, saying nothing and recording nothing."""
+    result = run_factory(cli, tmp_path, f"{user}:{factory}")
+    assert result.code in (1, 2) and "Traceback" not in result.err, result.err
+    [line] = [line for line in result.err.splitlines() if line.strip()]
+    assert line == f"iobench: error: {said.format(user=user)}"
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])

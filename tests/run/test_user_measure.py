@@ -99,3 +99,15 @@ def test_what_measure_returns_is_a_record_that_report_and_compare_read(tmp_path,
     assert r.code == 0 and "Squares" in (tmp_path / "report" / "report.md").read_text(), r.err
     r = cli("compare", results, results)
     assert r.code == 0 and "1 matching configuration(s) (1 same)" in r.out, r.out
+
+
+@pytest.mark.parametrize("empty", [[], iter(()), "dataset"])
+def test_measure_of_nothing_is_one_line(empty):
+    """`iobench.measure([])` ended in a bare StopIteration."""
+    import iobench
+    from iobench.errors import IobenchError
+
+    if empty == "dataset":
+        empty = torch.utils.data.TensorDataset(torch.zeros(0, 3))
+    with pytest.raises(IobenchError, match="yielded no batch"):
+        iobench.measure(empty, epochs=1)
