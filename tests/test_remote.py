@@ -650,3 +650,46 @@ def test_upload_sends_only_what_the_manifest_vouches_for(data, tmp_path, cli, mo
     assert [p for p in (store_root / "bkt").rglob("*") if p.is_file()] == []
     if damage == "changed":
         assert f"the 2 object(s) it had sent to s3://bkt/{dataset.name}/npy/ were removed" in r.err
+
+
+@pytest.mark.parametrize("name", ["q?z", "x#y", "a b", "p%20q", "d" * 300])
+def test_upload_refuses_the_dataset_names_prepare_and_run_refuse(data, tmp_path, cli, name, monkeypatch):
+    """`upload` accepted folders named `q?z`, `x#y`, `a b`, `p%20q` (prepare and run refuse them: they do not travel
+    as keys), and a 300-character --dataset ended in a traceback (File name too long)."""
+    import shutil as sh
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    (dataset,) = [p for p in data.iterdir() if p.is_dir() and (p / "manifest.json").is_file()]
+    if len(name) < 255:  # a folder of that name, made by hand
+        sh.copytree(dataset, tmp_path / "data" / name)
+    r = cli("upload", "--endpoint-url", "http://127.0.0.1:9/bkt", "--data-dir", tmp_path / "data", "--dataset", name)
+    assert_one_line_error(r, "--dataset", "letters, digits")
+    if len(name) < 255:
+        r = cli("upload", "--endpoint-url", "http://127.0.0.1:9/bkt", "--data-dir", tmp_path / "data")
+        assert_one_line_error(r, "letters, digits")
+
+
+def test_an_interrupted_upload_removes_every_format_it_had_sent(data, tmp_path, cli, monkeypatch):
+    """Interrupted in its second format, `upload` removed that format's objects but left the first one's in the
+    bucket, beside a line saying nothing half-written was kept."""
+    import obstore
+
+    store_root = tmp_path / "store"
+    (store_root / "bkt").mkdir(parents=True)
+    real, calls = obstore.put, []
+
+    def put(*args, **kwargs):
+        calls.append(args[1])
+        if len(calls) == 3:  # npy's two files are in; the next format's first is interrupted
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(obstore, "put", put)
+    with Emulator(store_root, profile("none"), read_only=False) as endpoint:
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", endpoint.access_key)
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", endpoint.secret_key)
+        r = cli("upload", "--endpoint-url", f"{endpoint.url}/bkt", "--data-dir", data, "--formats", "npy,memmap")
+    assert r.code == 130, r.err
+    assert [p for p in (store_root / "bkt").rglob("*") if p.is_file()] == []
+    assert "the 2 object(s) it had sent" in r.err and "were removed" in r.err, r.err

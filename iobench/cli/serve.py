@@ -61,13 +61,17 @@ def upload_cmd(
     the manifest lists are sent, each checked inside its folder, a regular file of the manifest's size and content
     (hashed as it is sent); an upload interrupted or refused removes what it had sent."""
     from iobench.data.manifest import Manifest, find_run_dataset
+    from iobench.data.prepare import check_dataset_name
     from iobench.storage.remote import ObjectStorage, RemoteTarget
     from iobench.storage.remote.endpoint import store_at
 
-    endpoint = store_at(endpoint_url)
+    if dataset is not None:  # before a path is made of it (300 characters: "File name too long")
+        check_dataset_name(dataset)
     folder = find_run_dataset(data_dir, dataset)
     if folder is None:
         raise IobenchError(f"no prepared dataset in {data_dir}; run `iobench prepare` first")
+    check_dataset_name(folder.name)  # it becomes a bucket or a key prefix: prepare and run refuse the same names
+    endpoint = store_at(endpoint_url)
     manifest = Manifest.load(folder)
     names = list(manifest.formats) if formats is None else [f for f in formats.split(",") if f]
     if missing := [f for f in names if f not in manifest.formats]:
@@ -78,12 +82,21 @@ def upload_cmd(
     for entry in entries:  # every file checked before any is sent: a missing or truncated one sends nothing
         for f, path in zip(entry.files, entry.file_paths(folder), strict=True):
             check_sendable(path, f.bytes)
-    for entry in entries:
-        root = entry.folder(folder)
-        storage = ObjectStorage(RemoteTarget(endpoint, None), bucket, keyed + root.relative_to(folder).as_posix(), [])
-        files = [(f, path) for f, path in zip(entry.files, entry.file_paths(folder), strict=True)]
-        sent = put_files(storage, root, files)
-        say(f"{entry.name}: {len(entry.files)} file(s), {sent / 1e6:,.1f} MB to s3://{bucket}/{storage.prefix}/")
+    done: list[tuple[Any, str]] = []  # (storage, name) of every object sent, every format: removed if one fails
+    try:
+        for entry in entries:
+            root = entry.folder(folder)
+            prefix = keyed + root.relative_to(folder).as_posix()
+            storage = ObjectStorage(RemoteTarget(endpoint, None), bucket, prefix, [])
+            files = [(f, path) for f, path in zip(entry.files, entry.file_paths(folder), strict=True)]
+            sent = put_files(storage, root, files, done)
+            say(f"{entry.name}: {len(entry.files)} file(s), {sent / 1e6:,.1f} MB to s3://{bucket}/{storage.prefix}/")
+    except IobenchError as exc:
+        raise IobenchError(f"{exc}{_remove_sent(done)}") from None
+    except BaseException:  # interrupted: the generic line says nothing half-written was kept, which must be true
+        if left := _remove_sent(done):
+            say(f"upload interrupted{left}")
+        raise
 
 
 def _stop(signum: int, _frame: object) -> None:
@@ -124,54 +137,49 @@ class _Hashed:
             yield data
 
 
-def put_files(storage: Any, root: Path, files: list[tuple[Any, Path]]) -> int:
+def put_files(storage: Any, root: Path, files: list[tuple[Any, Path]], done: list[tuple[Any, str]]) -> int:
     """Each file (opened as a regular file, never through a link) under the storage's prefix, checked against its
-    manifest entry as it is sent; bytes sent. Refused or interrupted, what this call sent is removed again and the
-    line says so."""
+    manifest entry as it is sent (added to `done` once in the store, for the caller to remove if the upload does not
+    finish); bytes sent."""
     import obstore
 
     from iobench.storage.remote.emulator import obstore_reason
     from iobench.system.fsutil import open_regular
 
-    sent, done = 0, []
-    try:
-        for entry, path in files:
-            name = path.relative_to(root).as_posix()
-            with open(open_regular(path), "rb") as f:
-                hashed = _Hashed(f)
-                try:
-                    obstore.put(storage.store(), storage.key(name), hashed)
-                except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release: one line
-                    said = obstore_reason(exc) or reason(exc)
-                    raise IobenchError(f"upload of {name} to {storage.url(name)} failed: {said}") from None
-                done.append(name)
-                if hashed.hash.hexdigest() != entry.sha256:
-                    raise IobenchError(f"{path} changed since it was prepared (its SHA-256 is not the manifest's); "
-                                       "`iobench verify` checks the dataset")  # fmt: skip
-                sent += os.fstat(f.fileno()).st_size
-    except IobenchError as exc:
-        raise IobenchError(f"{exc}{_remove_sent(storage, done)}") from None
-    except BaseException:  # interrupted: the generic line says nothing half-written was kept, which must be true
-        if left := _remove_sent(storage, done):
-            say(f"upload interrupted{left}")
-        raise
+    sent = 0
+    for entry, path in files:
+        name = path.relative_to(root).as_posix()
+        with open(open_regular(path), "rb") as f:
+            hashed = _Hashed(f)
+            try:
+                obstore.put(storage.store(), storage.key(name), hashed)
+            except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release: one line
+                said = obstore_reason(exc) or reason(exc)
+                raise IobenchError(f"upload of {name} to {storage.url(name)} failed: {said}") from None
+            done.append((storage, name))
+            if hashed.hash.hexdigest() != entry.sha256:
+                raise IobenchError(f"{path} changed since it was prepared (its SHA-256 is not the manifest's); "
+                                   "`iobench verify` checks the dataset")  # fmt: skip
+            sent += os.fstat(f.fileno()).st_size
     return sent
 
 
-def _remove_sent(storage: Any, names: list[str]) -> str:
-    """Delete what an upload that did not finish had sent (a bucket left with half a format would be read as that
-    format); what to add to its line ("" when nothing had been sent)."""
+def _remove_sent(done: list[tuple[Any, str]]) -> str:
+    """Delete what an upload that did not finish had sent, every format of it (a bucket left with a format but not
+    the next would be read as that dataset); what to add to its line ("" when nothing had been sent)."""
     import obstore
 
-    left = []
-    for name in names:
+    left, places = [], []
+    for storage, name in done:
+        where = f"s3://{storage.bucket}/{storage.prefix}/"
+        if where not in places:
+            places.append(where)
         try:
             obstore.delete(storage.store(), storage.key(name))
         except Exception:  # noqa: BLE001 - said in the line
-            left.append(name)
-    if not names:
+            left.append(f"{where}{name}")
+    if not done:
         return ""
-    where = f"s3://{storage.bucket}/{storage.prefix}/"
     if left:
-        return f"; {len(left)} object(s) it had sent stay in {where}: {', '.join(left[:5])}"
-    return f"; the {len(names)} object(s) it had sent to {where} were removed"
+        return f"; {len(left)} object(s) it had sent stay: {', '.join(left[:5])}"
+    return f"; the {len(done)} object(s) it had sent to {', '.join(places)} were removed"
