@@ -148,8 +148,14 @@ def check_opened(ds: Any, spec: DatasetSpec, own: set[str], where: str, whose: s
             if "/" in name or name not in own:
                 raise IobenchError(f"{where}: its manifest names a data file {name!r} that is not {whose}")
     if ds.count_rows() != spec.n_samples or ds.schema.remove_metadata() != schema_of(spec):
-        raise IobenchError(f"{where}: {ds.count_rows():,} rows of {ds.schema}; the spec says {spec.n_samples:,}")
+        raise IobenchError(f"{where}: {ds.count_rows():,} rows of {fields_of(ds.schema)}; the spec says "
+                           f"{spec.n_samples:,} of {fields_of(schema_of(spec))}")  # fmt: skip
     return ds
+
+
+def fields_of(schema: Any) -> str:
+    """An Arrow schema in one line (its own text spans a line per field and per metadata key)."""
+    return "(" + ", ".join(f"{f.name}: {f.type}" for f in schema) + ")"
 
 
 class LanceReader(FormatReader):

@@ -24,14 +24,34 @@ SCALE, RATIO = (0.08, 1.0), (3 / 4, 4 / 3)  # torchvision's RandomResizedCrop de
 DEFAULT_SHAPE = (3, 224, 224)  # the training size of a folder whose photos differ in size, when none is given
 
 
+_QUIET: list[bool] = []
+
+
+def _no_bomb_warning() -> None:
+    """Pillow warns (DecompressionBombWarning, printed before iobench's line) between 89 M and 179 M pixels; iobench
+    refuses anything above MAX_IMAGE_PIXELS (64 M) in its own line, so the warning says nothing more. Process-wide,
+    once: `warnings.catch_warnings` is not safe in the threads that decode."""
+    if not _QUIET:
+        import warnings
+
+        from PIL import Image
+
+        warnings.filterwarnings("ignore", category=Image.DecompressionBombWarning)
+        _QUIET.append(True)
+
+
 def opened(f: BinaryIO, name: str) -> Any:
     """The photo as a Pillow image, once its header (nothing decoded yet) declares at most MAX_IMAGE_PIXELS; one
     ValueError naming it otherwise."""
     from PIL import Image
 
+    _no_bomb_warning()
     try:
         image = Image.open(f, formats=PILLOW_FORMATS)
-    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+    except Image.DecompressionBombError:  # above Pillow's own limit (179 M pixels): above iobench's too
+        raise ValueError(f"{name}: more pixels than Pillow's limit, more than the {MAX_IMAGE_PIXELS:,} iobench "
+                         "decodes") from None  # fmt: skip
+    except (OSError, SyntaxError, ValueError) as exc:
         raise ValueError(f"{name}: not a readable JPEG or PNG ({exc})") from None
     if image.width * image.height > MAX_IMAGE_PIXELS:
         image.close()

@@ -157,6 +157,17 @@ def test_a_port_that_is_not_one_is_one_line(monkeypatch, port):
         endpoint_from_environment(f"http://127.0.0.1:{port}/bucket")
 
 
+@pytest.mark.parametrize("url", ["http://[::1/b", "http://[::1", "http://]x[/b"])
+def test_an_address_urllib_cannot_split_is_one_line(monkeypatch, url):
+    """`--endpoint-url 'http://[::1/b'` ended in a traceback (ValueError: Invalid IPv6 URL)."""
+    from iobench.storage.remote.endpoint import endpoint_from_environment
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "key")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "secret")
+    with pytest.raises(IobenchError, match="--endpoint-url"):
+        endpoint_from_environment(url)
+
+
 def test_without_boto3_a_store_is_not_asked_what_it_holds_before_a_run(monkeypatch):
     """The check that a format was uploaded asks with boto3, which a machine carrying obstore alone lacks
     (scripts/gpu_wheels.sh): the run goes on, and a missing object is then the reader's one line."""

@@ -15,13 +15,16 @@ GREY = {"1", "L", "LA", "I", "I;16", "F"}  # Pillow modes that iobench stores as
 
 
 def _header(path: Path) -> tuple[int, int, int]:
-    from PIL import Image, UnidentifiedImageError
+    """Its (C, H, W) from the header, once it declares no more pixels than iobench decodes (`photos.opened`)."""
+    from iobench.formats.photos import opened
 
     try:
-        with open(open_regular(path), "rb") as f, Image.open(f) as image:
+        with open(open_regular(path), "rb") as f, opened(f, str(path)) as image:
             return (1 if image.mode in GREY else 3), image.height, image.width
-    except (OSError, SyntaxError, ValueError, UnidentifiedImageError) as exc:
+    except OSError as exc:
         raise IobenchError(f"{path}: not a readable image ({exc})") from None
+    except ValueError as exc:
+        raise IobenchError(str(exc)) from None
 
 
 def inferred_shape(files: list[Path], source: str) -> tuple[int, int, int] | None:

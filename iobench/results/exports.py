@@ -26,10 +26,15 @@ def write_csv(records: Sequence[RunRecord], path: Path) -> Path:
     return path
 
 
+# OWASP's CSV injection: a cell a spreadsheet reads as a formula begins with =, +, -, @, a tab or a carriage return,
+# or with spaces (or those) before one of them
+_FORMULA = re.compile(r"[\t\r ]*[=+\-@\t\r]")
+
+
 def _cell(value: object) -> object:
     if isinstance(value, list | dict):
         return json.dumps(value)
-    if isinstance(value, str) and value[:1] in "=+-@":  # a spreadsheet would run it as a formula
+    if isinstance(value, str) and _FORMULA.match(value):  # a spreadsheet would run it as a formula
         return "'" + value
     return "" if value is None else value
 

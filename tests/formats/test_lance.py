@@ -61,3 +61,23 @@ def test_a_reader_not_fork_safe_is_refused_by_the_dataloaders_forked_workers_and
     r = cli("run", *common, "--loader", "dataloader", "--num-workers", "0", "--results", tmp_path / "ok.jsonl")
     assert r.code == 0, r.err
     assert (tmp_path / "ok.jsonl").exists()
+
+
+def test_a_lance_dataset_of_other_rows_or_fields_is_refused_in_one_line(tmp_path):
+    """The refusal printed the Arrow schema as Arrow prints it: four lines."""
+    import lance
+    import pyarrow as pa
+
+    from iobench.errors import IobenchError
+    from iobench.formats.lance import check_opened, schema_of
+    from iobench.spec import DatasetSpec
+
+    spec = DatasetSpec(10, shape=(4,))
+    for table in (
+        pa.table({"x": pa.array([1, 2, 3])}),
+        pa.Table.from_pylist([], schema=schema_of(spec)),
+    ):
+        ds = lance.write_dataset(table, str(tmp_path / f"d{table.num_columns}"))
+        with pytest.raises(IobenchError) as refused:
+            check_opened(ds, spec, {f.path for fr in ds.get_fragments() for f in fr.data_files()}, "here", "its own")
+        assert "\n" not in str(refused.value) and "the spec says 10 of (features" in str(refused.value)

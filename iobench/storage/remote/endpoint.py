@@ -55,7 +55,11 @@ def endpoint_from_environment(url: str) -> Endpoint:
     """A store iobench did not start (`--endpoint-url`), with the keys every AWS SDK reads from the environment.
     A path names the bucket (http(s)://host:port/bucket, as a path-style S3 URL does): the dataset's folder name,
     the bucket otherwise, is not a valid AWS bucket name (it holds underscores)."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL": an unclosed bracket
+        raise IobenchError(f"--endpoint-url {url!r}: not an address ({exc}); expected http(s)://host:port/bucket"
+                           ) from None  # fmt: skip
     if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
         raise IobenchError(f"--endpoint-url {url!r}: expected http(s)://host:port/bucket (port and bucket "
                            "optional), with no credentials in it")  # fmt: skip
