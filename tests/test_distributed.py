@@ -380,3 +380,41 @@ def test_other_commands_refuse_to_run_under_torchrun(cli, monkeypatch, tmp_path)
     r = cli("prepare", "--size", "100", "--data-dir", tmp_path, "-q")
     assert r.code == 2 and "rank 1: `iobench prepare` does not run under torchrun" in r.err
     assert not any(tmp_path.iterdir())
+
+
+RANK_STEPS = """
+import os, time
+def fails(features, labels):
+    if os.environ.get("RANK") == "1":
+        raise ValueError("rank 1's model is broken")
+def hangs(features, labels):
+    if os.environ.get("RANK") == "1":
+        time.sleep(3600)
+"""
+
+
+@pytest.mark.parametrize("step", ["fails", "hangs"])
+def test_a_rank_that_fails_or_hangs_ends_the_nproc_run_in_a_line_per_rank(dataset_dir, tmp_path, step):
+    """One rank failing printed rank 0's 60-line gloo traceback ("Connection closed by peer") beside iobench's line;
+    a step hung on one rank held the run until SIGTERM. Each rank says one line; --rank-timeout bounds the wait."""
+    import time
+
+    (tmp_path / "rank_steps.py").write_text(RANK_STEPS)
+    started = time.monotonic()
+    r = subprocess.run(
+        [sys.executable, "-m", "iobench", "run", "--nproc", "2", "--format", "npy", "--loader", "dataloader",
+         "--device", "cpu", "--data-dir", str(dataset_dir.parent), "--results", str(dataset_dir.parents[1] / "r.jsonl"),
+         "-q",
+         "--runs", "1", "--step", f"rank_steps:{step}", "--rank-timeout", "15"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=240, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
+    lines = [line for line in r.stderr.splitlines() if line.startswith("iobench:")]
+    assert lines[-1].startswith("iobench: error: torchrun: rank 0 exited"), lines
+    assert not [line for line in r.stderr.splitlines() if line.startswith(("E1", "[rank"))], r.stderr[-3000:]
+    if step == "fails":
+        assert "iobench: error: rank 1: the step rank_steps:fails raised at batch 1" in r.stderr, lines
+        assert "iobench: error: rank 0: another rank ended mid-run" in r.stderr
+    else:
+        assert "iobench: error: rank 0: the other ranks did not arrive within 15 s" in r.stderr
+        assert time.monotonic() - started < 120

@@ -240,7 +240,7 @@ def measure_run(
     if nproc is not None:
         launch_torchrun(nproc, ARGV, where, configs, ConsoleEvents(quiet))
         return
-    with joined(where.device) as (world, own_device):
+    with joined(where.device, timeout_s=where.rank_timeout) as (world, own_device):
         quiet = quiet or not world.is_main  # one progress bar and one table, from rank 0
         target_device = resolve_device(own_device)
         configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset

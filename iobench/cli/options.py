@@ -212,6 +212,15 @@ Nproc = Annotated[
         "(or run under torchrun yourself: `torchrun --nproc-per-node N -m iobench run ...`)."
     ),
 ]
+RankTimeout = Annotated[
+    float,
+    typer.Option(
+        help="Under --nproc or torchrun: how long a rank waits for the others at a barrier (seconds) before it ends "
+        "the run in one line (a rank that hung, in its step or its reads). Rank 0 may prepare the dataset or measure "
+        "the machine's limits while the others wait: keep it above that.",
+        min=1.0,
+    ),
+]
 Preset = Annotated[
     OptStr,
     typer.Option(

@@ -56,6 +56,7 @@ def run_cmd(
     profile: o.Profile = False,
     results: o.Results = Path("results/results.jsonl"),
     nproc: o.Nproc = None,
+    rank_timeout: o.RankTimeout = 1800.0,
     wide: o.Wide = False,
     quiet: o.Quiet = False,
     **settings: object,  # the declared settings' options (iobench.settings), placed after --device
@@ -86,7 +87,8 @@ def run_cmd(
     read = read_options_of(format_option or [], pairs)
     configs = [config_of(f, ld, settings_of(ctx.params), eviction=eviction, read_options=read, **options)
                for f, ld in pairs]  # fmt: skip
-    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, net, endpoint_url, fuse)
+    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, net, endpoint_url, fuse,
+                     rank_timeout)  # fmt: skip
     measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms, wide=wide)
 
 

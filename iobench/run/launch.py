@@ -45,6 +45,7 @@ def launch(args: list[str]) -> None:
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.run import parse_args, run
 
+    _quiet_launcher()
     try:
         run(parse_args(args))
     except ChildFailedError as exc:
@@ -56,3 +57,11 @@ def launch(args: list[str]) -> None:
         raise RunFailed(f"torchrun: {text}") from None
     except SignalException:
         raise KeyboardInterrupt from None
+
+
+def _quiet_launcher() -> None:
+    """torchrun's launcher logs each rank it stops and each that failed ("Sending process N closing signal SIGTERM",
+    "failed (exitcode: 1) local_rank: 1 ..."): the ranks' own lines and `launch`'s one line say it."""
+    import logging
+
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)

@@ -21,6 +21,7 @@ class RunPlace:
     remote: Profile | None = None  # --remote: the formats read from object storage served with this profile
     endpoint_url: str | None = None  # --endpoint-url: the formats read from this S3-compatible store instead
     fuse: FuseOptions | None = None  # --fuse-chunk, --fuse-read-ahead: how a FUSE mount reads objects
+    rank_timeout: float = 1800.0  # --rank-timeout: seconds a rank waits for the others at a barrier
 
     @property
     def object_storage(self) -> bool:

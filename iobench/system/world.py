@@ -17,11 +17,29 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from iobench.errors import IobenchError
+from iobench.errors import IobenchError, RunFailed
 from iobench.torchrun_env import TORCHRUN_VARIABLES, launched_by_torchrun  # noqa: F401 - re-exported
 
 HOSTNAME_BYTES = 64
 TIMEOUT = dt.timedelta(minutes=30)  # rank 0 may prepare a dataset or measure limits while others wait
+
+
+class RankLost(RunFailed):
+    """A collective failed: another rank ended (its own line says why) or did not arrive within the wait."""
+
+
+@contextmanager
+def _collective(timeout: dt.timedelta) -> Iterator[None]:
+    """A collective's failure as one line of this rank's (the command line names the rank): gloo's "Connection closed
+    by peer" printed rank 0's whole traceback (60 lines) beside the failing rank's own line."""
+    try:
+        yield
+    except RuntimeError as exc:  # torch's DistBackendError is one
+        text = str(exc).lower()
+        if "timed out" in text or "timeout" in text:
+            raise RankLost(f"the other ranks did not arrive within {timeout.total_seconds():g} s (one hung, in its "
+                           "step or its reads?); --rank-timeout sets the wait") from None  # fmt: skip
+        raise RankLost("another rank ended mid-run (its own line says why)") from None
 
 
 @dataclass(frozen=True)
@@ -33,6 +51,7 @@ class World:
     node_rank: int = 0
     backend: str | None = None  # None: not launched by torchrun, no process group
     device: torch.device | None = None  # where collective tensors live (CUDA for nccl)
+    timeout: dt.timedelta = TIMEOUT  # how long a collective waits for the other ranks
 
     @property
     def active(self) -> bool:
@@ -54,10 +73,11 @@ class World:
     def barrier(self) -> None:
         if not self.active:
             return
-        if self.backend == "nccl":
-            dist.barrier(device_ids=[self.device.index])
-        else:
-            dist.barrier()
+        with _collective(self.timeout):
+            if self.backend == "nccl":
+                dist.barrier(device_ids=[self.device.index])
+            else:
+                dist.barrier()
 
     def gather(self, values: list[float]) -> list[list[float]]:
         """Every rank's row of numbers, in rank order, on every rank (rows must be the same length)."""
@@ -65,7 +85,8 @@ class World:
             return [list(values)]
         mine = torch.tensor(values, dtype=torch.float64, device=self.device)
         rows = [torch.empty_like(mine) for _ in range(self.size)]
-        dist.all_gather(rows, mine)
+        with _collective(self.timeout):
+            dist.all_gather(rows, mine)
         return [row.cpu().tolist() for row in rows]
 
     def hostnames(self) -> list[str]:
@@ -75,7 +96,8 @@ class World:
             return [name.rstrip(b"\0").decode(errors="replace")]
         mine = torch.tensor(list(name), dtype=torch.uint8, device=self.device)
         rows = [torch.empty_like(mine) for _ in range(self.size)]
-        dist.all_gather(rows, mine)
+        with _collective(self.timeout):
+            dist.all_gather(rows, mine)
         return [bytes(row.cpu().tolist()).rstrip(b"\0").decode(errors="replace") for row in rows]
 
     def index_counts(self, indices: Any, n: int) -> Any:
@@ -86,7 +108,8 @@ class World:
         mine = torch.from_numpy(np.bincount(np.asarray(indices, dtype=np.int64), minlength=n)[:n].astype(np.int32))
         if self.active:
             mine = mine.to(self.device) if self.device is not None else mine
-            dist.all_reduce(mine)
+            with _collective(self.timeout):
+                dist.all_reduce(mine)
         return mine.cpu().numpy()
 
     def all_true(self, flag: bool) -> bool:
@@ -117,7 +140,8 @@ def rank_device(text: str, local_rank: int) -> str:
 
 
 @contextmanager
-def joined(device_text: str, env: Mapping[str, str] = os.environ) -> Iterator[tuple[World, str]]:
+def joined(device_text: str, env: Mapping[str, str] = os.environ, timeout_s: float | None = None
+           ) -> Iterator[tuple[World, str]]:  # fmt: skip
     """This process's World and device while inside; the process group is torn down on the way out.
 
     Outside torchrun: the world of one and the device as given. Under torchrun: gloo for CPU ranks,
@@ -132,8 +156,9 @@ def joined(device_text: str, env: Mapping[str, str] = os.environ) -> Iterator[tu
     if cuda:
         torch.cuda.set_device(local_rank)
     backend = "nccl" if cuda else "gloo"
+    timeout = TIMEOUT if timeout_s is None else dt.timedelta(seconds=timeout_s)
     try:
-        dist.init_process_group(backend, timeout=TIMEOUT)
+        dist.init_process_group(backend, timeout=timeout)
     except (RuntimeError, ValueError) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise IobenchError(f"rank {rank}: joining the {backend} process group failed: {text}") from None
@@ -145,6 +170,7 @@ def joined(device_text: str, env: Mapping[str, str] = os.environ) -> Iterator[tu
         node_rank=int(env.get("GROUP_RANK", 0)),
         backend=backend,
         device=torch.device(device) if cuda else torch.device("cpu"),
+        timeout=timeout,
     )
     try:
         yield world, device
