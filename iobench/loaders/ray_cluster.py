@@ -131,9 +131,9 @@ def watch_new_processes() -> None:
 
 
 def _stop_local(ray: Any) -> None:
-    """At exit: Ray shut down (it ends its servers one after the other: 1.35 s here), then its guard ends what is
-    left and removes the folder; a command being ended by a signal does not wait for the guard. Ending Ray's servers
-    under its driver instead (the guard first) left the driver waiting 5 s on them."""
+    """At exit: Ray shut down (it ends its processes one after the other: 1.35 s here), then its guard ends what is
+    left and removes the folder; a command being ended by a signal does not wait for the guard. Ending gcs_server and
+    the raylet under the driver instead (the guard first) left the driver waiting 5 s on them."""
     from iobench.system.signals import ENDING
 
     reaper, _Local.reaper = _Local.reaper, None
