@@ -42,10 +42,12 @@ def test_mapped_pages_survive_fadvise(tmp_path):
     assert resident_fraction([path]) < 0.05
 
 
-def test_auto_eviction_uses_drop_caches_only_when_permitted(tmp_path):
+def test_auto_eviction_evicts_the_files_alone_and_drop_caches_only_when_asked(tmp_path):
+    """auto dropped the whole page cache as root: iobench's own code then had to be read back (a cold command read
+    590-750 MB for a 520 MB dataset). It is fadvise, root or not."""
     path = _file(tmp_path, 1)
     method = evict([path], "auto")
-    assert method == ("drop_caches" if os.geteuid() == 0 else "fadvise")
+    assert method == "fadvise"
     assert resident_fraction([path]) < 0.05
     if os.geteuid() != 0:
         with pytest.raises(IobenchError, match="root"):
@@ -59,7 +61,10 @@ def prepared(tmp_path_factory):
     return root
 
 
-@pytest.mark.parametrize("eviction", ["fadvise", "auto"])
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="drop_caches needs root")
+
+
+@pytest.mark.parametrize("eviction", ["fadvise", "auto", pytest.param("drop_caches", marks=ROOT_ONLY)])
 @pytest.mark.parametrize("fmt, loader, workers", [("memmap", "tensorclass", "0"), ("npy", "dataloader", "2")])
 def test_cold_run_reads_the_dataset_and_warm_reads_nothing(prepared, cli, eviction, fmt, loader, workers):
     results = prepared / f"{fmt}-{eviction}.jsonl"
@@ -89,8 +94,9 @@ def test_cold_run_reads_the_dataset_and_warm_reads_nothing(prepared, cli, evicti
     cold, warm = stored_records(results)
     size = cold["dataset_bytes"]
     assert cold["cache"] == "cold" and warm["cache"] == "warm"
-    first = "fadvise" if eviction == "fadvise" or os.geteuid() != 0 else "drop_caches"  # as root: the whole cache
-    assert cold["eviction_method"] == f"{first}+prime+fadvise"  # then the program read back, then the data alone
+    # the files alone (drop_caches, asked: the whole cache), then the program read back on a twin, then the data alone
+    first = "drop_caches" if eviction == "drop_caches" else "fadvise"
+    assert cold["eviction_method"] == f"{first}+prime+fadvise"
     assert all(x < 0.05 for x in cold["residency_before"]) and not cold["cold_not_cold"]
     assert all(x > 0.95 for x in warm["residency_before"])
     assert all(x > 0.95 for x in cold["residency_after"]), "a full epoch leaves the dataset cached"
@@ -146,3 +152,41 @@ def test_profile_writes_a_cprofile(prepared, cli):
 
     stats = pstats.Stats(record["profile_path"])
     assert stats.total_calls > 0 and "cumulative" in r.out
+
+
+_COMMAND_READS = """
+import atexit, sys
+def said():
+    with open("/proc/self/io") as f:
+        read = next(int(line.split()[1]) for line in f if line.startswith("read_bytes"))
+    print("COMMAND_READ_BYTES", read, file=sys.stderr, flush=True)
+atexit.register(said)
+from iobench.cli import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.parametrize("fmt, loader", [("memmap", "tensorclass"), ("npy", "dataloader")])
+def test_a_cold_command_reads_the_dataset_once_per_timed_epoch(tmp_path, fmt, loader):
+    """Around one cold command the kernel counted 2.01x the dataset: the untimed pass after the eviction drew shuffled
+    batches, and the disk's read-ahead pulled in much of the file. The whole command, by this process's own count
+    (/proc/self/io: other programs on the machine do not count), reads at most 1.05x what its timed epochs read, on a
+    dataset of the issue's size (520 MB: the program's own first reads, a few MB, are within the 5%)."""
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    prepare_with_limits(tmp_path, "1e6", fmt)  # the machine's limits are measured beforehand: they read a data file
+    done = subprocess.run(
+        [sys.executable, "-c", _COMMAND_READS, "run", "--format", fmt, "--loader", loader, "--cache", "cold",
+         "--runs", "1", "--warmup", "0", "--epochs", "2", "--data-dir", str(tmp_path / "data"), "--device", "cpu",
+         "--results", str(tmp_path / "r.jsonl"), "-q"],
+        capture_output=True, text=True, cwd=ROOT, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    read = int(done.stderr.split("COMMAND_READ_BYTES")[1].split()[0])
+    (record,) = stored_records(tmp_path / "r.jsonl")
+    epochs = sum(record["process_read_bytes"])
+    assert epochs >= 1.9 * record["dataset_bytes"], "each cold epoch read the dataset"
+    assert read <= 1.05 * epochs, (read, epochs, record["residency_before"])

@@ -97,10 +97,10 @@ Cache = Annotated[
 Eviction = Annotated[
     str,
     typer.Option(
-        help="How cold evicts: auto (drop_caches as root, else fadvise), drop_caches or fadvise. Root (sudo) drops "
-        "the whole page cache, the dataset's metadata and pages other processes map included, which fadvise cannot; "
-        "either way an untimed pass of two batches then reads back iobench's own code and the dataset's files are "
-        "evicted alone, so a cold epoch reads the dataset and nothing else.",
+        help="How cold evicts: auto (fadvise: the dataset's files alone, as root too), drop_caches or fadvise. "
+        "drop_caches (root) drops the dataset's metadata too, and iobench's own code: an untimed pass of two batches "
+        "then reads that back and the dataset's files are evicted alone, so a cold epoch reads the dataset and "
+        "nothing else.",
     ),
 ]
 ReadLimit = Annotated[

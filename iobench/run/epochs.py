@@ -105,11 +105,14 @@ class EpochLoop:
         transform: DeviceTransform = None,
         max_seconds: float | None = None,
         events: Events = QUIET,
+        first_run: int = 0,
     ) -> list[EpochTiming]:
-        """`runs` fresh loaders, each `warmup` untimed epochs then `epochs` timed ones; the timed epochs' timings."""
+        """`runs` fresh loaders, each `warmup` untimed epochs then `epochs` timed ones; the timed epochs' timings.
+        `first_run`: the index of the first of them (runs of one configuration measured between others' go on from
+        where the last left: their epochs, and so their orders, are the ones a run of all of them has)."""
         timings: list[EpochTiming] = []
         per_run = warmup + epochs
-        for r in range(runs):
+        for r in range(first_run, first_run + runs):
             loader = self.build()
             try:
                 for e in range(per_run):

@@ -33,6 +33,7 @@ from iobench.results.record import MachineLimits, RunRecord
 from iobench.results.shuffle_quality import score
 from iobench.run.epoch_log import EpochLog, record_of
 from iobench.run.epochs import DeviceTransform, EpochLoop
+from iobench.run.prime import PRIME_BATCHES, primed
 from iobench.storage.remote import check_fork_safe
 from iobench.system.contention import RECENT_SECONDS, contending, other_cores_busy, torch_threads
 from iobench.system.sysmetrics import CpuCounters
@@ -88,8 +89,11 @@ def _device_transform(resolved: ResolvedRun) -> DeviceTransform:
 
 
 def _transform_cost(resolved: ResolvedRun) -> float | None:
-    """Microseconds one sample's transform costs on the host, on the dataset's first samples."""
-    transform = _transform_on(resolved, resolved.config.transform_on)
+    """Microseconds one sample's transform costs on the host, on the dataset's first samples, with the torch threads
+    it runs with: one in each DataLoader worker, the run's in this process. Calibrated with torch's threads beside
+    busy programs it read 34,360 µs a sample where the run's 2 workers delivered 337 samples/s (at most 5,900)."""
+    c = resolved.config
+    transform = _transform_on(resolved, c.transform_on)
     if transform is None:
         return None
     spec, n = resolved.manifest.spec, min(resolved.manifest.spec.n_samples, CALIBRATION_SAMPLES)
@@ -98,7 +102,20 @@ def _transform_cost(resolved: ResolvedRun) -> float | None:
     else:
         with open_reader(resolved) as reader:
             features, _ = reader.read_range(0, n)
-    return transform.microseconds_per_sample(torch.from_numpy(features))
+    in_workers = c.transform_on is TransformOn.HOST and c.settings.num_workers > 0 and LOADERS[c.loader].forks
+    with torch_threads(1 if in_workers else c.torch_threads):
+        return transform.microseconds_per_sample(torch.from_numpy(features))
+
+
+def possible_cost(cost: float | None, log: EpochLog, config: RunConfig) -> float | None:
+    """The transform's calibrated cost, or None where the timed epochs rule it out: its samples cannot have cost
+    more than the epoch's time over the processes that transformed them."""
+    if cost is None or not log.timings:
+        return cost
+    processes = max(1, config.settings.num_workers) if config.transform_on is TransformOn.HOST else 1
+    timing = sorted(log.timings, key=lambda t: t.seconds)[len(log.timings) // 2]
+    bound = timing.seconds * 1e6 * processes / max(1, timing.samples)
+    return cost if cost <= 1.25 * bound else None
 
 
 def run(
@@ -107,7 +124,7 @@ def run(
     profile_dir: Path | None = None,
     events: Events = QUIET,
 ) -> RunRecord:
-    """Measure one configuration; returns its record (the same on every rank).
+    """Measure one configuration, all its runs; returns its record (the same on every rank).
 
     Per timed epoch: `cold` closes the loader (nothing may stay mapped), has the storage make the files
     cold and says how cold they are (`Storage.make_cold`, `residency`) before building a fresh loader;
@@ -115,46 +132,79 @@ def run(
     storage are recorded for every timed epoch, whatever the mode. Under torchrun one process per node
     makes the files cold while the others wait, and every rank starts each timed epoch together. The
     storage's controls (local: a read throttle and a cache budget, a cgroup around the run and every
-    process it starts) hold for the whole run.
+    process it starts) hold for each run.
     """
-    confinement, config = resolved.confinement, resolved.config
-    with contending(config.cpu_contention) as rivals, torch_threads(config.torch_threads):
-        load_before, other_before = os.getloadavg()[0], other_cores_busy(rivals=rivals, recent=RECENT_SECONDS)
-        with resolved.storage.controls() as applied:
-            record = _measure(resolved, events, profile_dir)
-        load_after, other_after = os.getloadavg()[0], other_cores_busy(rivals=rivals)
-    cores = dict(load_before=load_before, load_after=load_after, other_cpu_before=other_before)
-    record = replace(record, system=replace(record.system, **cores, other_cpu_after=other_after))
-    if confinement:
-        budget = confinement.cache_budget_bytes
-        system = replace(
-            record.system,
-            cache_budget_bytes=budget,
-            cache_peak_bytes=applied.peak_cache_bytes if budget is not None else None,
-            confinement_method=applied.method,
-        )
-        record = replace(record, system=system)
-    return record.with_limits(limits)
+    measuring = Measuring(resolved, limits, profile_dir, events)
+    for _ in range(resolved.config.runs):
+        measuring.one_run()
+    return measuring.record()
 
 
-def _measure(resolved: ResolvedRun, events: Events, profile_dir: Path | None) -> RunRecord:
-    config, device = resolved.config, resolved.device
-    spec = resolved.manifest.spec
-    step = make_step(config.step, spec.features_per_sample, spec.n_classes, device, config.seed)
-    log = EpochLog(resolved.storage.counters(), CpuCounters())
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    transform = _device_transform(resolved)
-    transform_cost = _transform_cost(resolved)
-    started = time.perf_counter()
-    subject = FormatEpochs(resolved, log, step, transform, profile_dir)
-    subject.run(config.runs, config.warmup, config.epochs, step, transform, config.max_seconds, events)
-    seconds = time.perf_counter() - started
-    if config.resume_check:  # after the clock, on the last timed epoch's order
-        from iobench.run.resume_check import resume_check
+class Measuring:
+    """One configuration measured run by run: `one_run` (a fresh loader, its warm-up and timed epochs), then `record`
+    of the runs done. `run` does all of a configuration's runs at once; `iobench run` interleaves several
+    configurations' runs (A, B, A, B ...) so that a minute's drift of a shared machine is in each one's interval,
+    not between them, and an interruption keeps a record of the runs each had finished."""
 
-        log.resume = resume_check(resolved, config.runs * (config.warmup + config.epochs) - 1, build_loader).fields()
-    return record_of(resolved, log, transform_cost, seconds, subject.profile_path)
+    def __init__(self, resolved: ResolvedRun, limits: MachineLimits | RemoteLimits | None = None,
+                 profile_dir: Path | None = None, events: Events = QUIET) -> None:  # fmt: skip
+        config, device = resolved.config, resolved.device
+        spec = resolved.manifest.spec
+        self.resolved, self.limits, self.events = resolved, limits, events
+        self.step = make_step(config.step, spec.features_per_sample, spec.n_classes, device, config.seed)
+        self.log = EpochLog(resolved.storage.counters(), CpuCounters())
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
+        self.transform = _device_transform(resolved)
+        self.transform_cost = _transform_cost(resolved)
+        self.subject = FormatEpochs(resolved, self.log, self.step, self.transform, profile_dir)
+        self.runs_done, self.seconds = 0, 0.0
+        self.before: tuple[float, float | None] | None = None  # load average and other programs' cores
+        self.after: tuple[float, float | None] | None = None
+        self.peak_cache: int | None = None
+        self.method: str | None = None
+
+    def one_run(self) -> None:
+        """The configuration's next run, under its storage's controls and the CPU contention it asked for."""
+        config = self.resolved.config
+        with contending(config.cpu_contention) as rivals, torch_threads(config.torch_threads):
+            if self.before is None:
+                self.before = (os.getloadavg()[0], other_cores_busy(rivals=rivals, recent=RECENT_SECONDS))
+            with self.resolved.storage.controls() as applied:
+                started = time.perf_counter()
+                self.subject.run(1, config.warmup, config.epochs, self.step, self.transform, config.max_seconds,
+                                 self.events, first_run=self.runs_done)  # fmt: skip
+                self.seconds += time.perf_counter() - started
+            self.after = (os.getloadavg()[0], other_cores_busy(rivals=rivals))
+        self.runs_done += 1
+        if applied.peak_cache_bytes is not None:
+            self.peak_cache = max(self.peak_cache or 0, applied.peak_cache_bytes)
+        self.method = applied.method
+
+    def record(self) -> RunRecord:
+        """The record of the runs done (all of them, or those an interruption left); the resume check after the
+        last of all."""
+        config = replace(self.resolved.config, runs=self.runs_done)
+        resolved = replace(self.resolved, config=config)
+        if config.resume_check and self.runs_done == self.resolved.config.runs:  # after the clock
+            from iobench.run.resume_check import resume_check
+
+            with resolved.storage.controls():
+                last = config.runs * (config.warmup + config.epochs) - 1
+                self.log.resume = resume_check(resolved, last, build_loader).fields()
+        cost = possible_cost(self.transform_cost, self.log, config)
+        record = record_of(resolved, self.log, cost, self.seconds, self.subject.profile_path)
+        (load_before, other_before), (load_after, other_after) = self.before, self.after  # type: ignore[misc]
+        cores = dict(load_before=load_before, load_after=load_after, other_cpu_before=other_before,
+                     other_cpu_after=other_after)  # fmt: skip
+        record = replace(record, system=replace(record.system, **cores))
+        if self.resolved.confinement:
+            budget = self.resolved.confinement.cache_budget_bytes
+            system = replace(record.system, cache_budget_bytes=budget,
+                             cache_peak_bytes=self.peak_cache if budget is not None else None,
+                             confinement_method=self.method)  # fmt: skip
+            record = replace(record, system=system)
+        return record.with_limits(self.limits)
 
 
 class ConfigEpochs(EpochLoop):
@@ -258,9 +308,6 @@ def _prepare(loader: Loader, epoch: int, log: EpochLog, config: RunConfig) -> No
     log.setup.append(time.perf_counter() - started)
 
 
-PRIME_BATCHES = 2  # batches of the untimed pass that brings back what a cold eviction took of the program itself
-
-
 def _evicted(evict: Callable[[], str], config: RunConfig) -> str:
     try:
         return evict()
@@ -273,8 +320,10 @@ def _prime(resolved: ResolvedRun, epoch: int, step: Step, transform: DeviceTrans
     lazily imported modules a cold epoch runs are read back now, not inside the timed epoch (as root, drop_caches
     made a cold epoch read 36-45 MB of iobench and torch beside a 520 MB dataset, its first batch 0.11 s instead of
     0.01 s; with fadvise, what an earlier drop or the VM's pageout took was read the same way: 51 MB for 10 MB).
-    The storage then evicts the dataset alone."""
-    loader = build_loader(resolved)
+    It reads a tiny twin of the dataset in the same format (`iobench.run.prime`): a few shuffled batches of the dataset
+    itself, each row's fault pulling in the disk's read-ahead, read much of the file (a cold command read 2.01x its
+    dataset). The storage then evicts the dataset alone."""
+    loader = build_loader(primed(resolved))
     try:
         for k, batch in enumerate(loader.epoch(epoch)):
             moved = loader.to_device(batch)
