@@ -33,6 +33,7 @@ from iobench.loaders.device import resolve_device
 from iobench.measuring.machine_ceilings import stored_or_measured
 from iobench.plan.config import RunConfig, order_of
 from iobench.plan.resolve import ResolvedRun, RunTarget, settle_device
+from iobench.plan.selection import without_memory_resident
 from iobench.results.ceilings import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.results.store import append_record
@@ -234,6 +235,7 @@ def measure_run(
     min_au: float | None,
     what_if_ms: list[float] | None,
     wide: bool = False,
+    loaders_named: str | None = None,
 ) -> None:
     """`iobench run` once its values are checked: launch torchrun, or find the dataset, resolve every
     configuration, measure the limits once, run each configuration and save its record as it ends."""
@@ -243,6 +245,10 @@ def measure_run(
     with joined(where.device, timeout_s=where.rank_timeout) as (world, own_device):
         quiet = quiet or not world.is_main  # one progress bar and one table, from rank 0
         target_device = resolve_device(own_device)
+        configs, skipped = without_memory_resident(configs, loaders_named, target_device.type == "cpu")
+        notes = [*notes, *skipped]
+        if not configs:
+            raise IobenchError(skipped[0])
         configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset
         formats = tuple(dict.fromkeys(c.format for c in configs))
         dataset_dir = dataset_for_run(world, where.data_dir, where.dataset, formats, ConsoleEvents(quiet), where.size)
@@ -262,21 +268,69 @@ def measure_run(
             records: list[RunRecord] = []
             estimates = _estimates(todo, quiet or not world.is_main or world.size > 1)
             started = time.monotonic()
-            try:
-                for k, resolved in enumerate(todo):
-                    place = _place(k, len(todo), time.monotonic() - started, estimates)
-                    records.append(run_one(resolved, quiet, limits, profile_dir, place))
-                    if world.is_main:
-                        save(where.results, records[-1])
-            except KeyboardInterrupt:
-                if world.is_main and records:  # what finished is kept: show it before the interruption's line
-                    print_run(records, dataset_dir.name, where.results, min_au, wide)
-                    say(f"interrupted after {len(records)} of {len(todo)} configurations; their records are kept")
-                raise
+            if interleaved(todo):
+                records = run_interleaved(todo, quiet, limits, profile_dir, estimates, world, where, dataset_dir.name,
+                                          min_au, wide)  # fmt: skip
+            else:
+                try:
+                    for k, resolved in enumerate(todo):
+                        place = _place(k, len(todo), time.monotonic() - started, estimates)
+                        records.append(run_one(resolved, quiet, limits, profile_dir, place))
+                        if world.is_main:
+                            save(where.results, records[-1])
+                except KeyboardInterrupt:
+                    if world.is_main and records:  # what finished is kept: show it before the interruption's line
+                        place = where.place_flags(dataset_dir.name)
+                        print_run(records, dataset_dir.name, where.results, min_au, wide, place)
+                        say(f"interrupted after {len(records)} of {len(todo)} configurations; their records are kept")
+                    raise
     if world.is_main:
-        print_run(records, dataset_dir.name, where.results, min_au, wide)
+        print_run(records, dataset_dir.name, where.results, min_au, wide, where.place_flags(dataset_dir.name))
         if what_if_ms:
             measure_what_if(todo, records, what_if_ms, where.results, limits, quiet)
+
+
+def interleaved(todo: list[ResolvedRun]) -> bool:
+    """Several configurations of several runs each: measured run by run in turn (A, B, A, B ...)."""
+    return len(todo) > 1 and all(r.config.runs > 1 for r in todo)
+
+
+def run_interleaved(todo: list[ResolvedRun], quiet: bool, limits: MachineLimits | RemoteLimits | None,
+                    profile_dir: Path | None, estimates: list[float | None], world: Any, where: RunPlace,
+                    dataset: str, min_au: float | None, wide: bool) -> list[RunRecord]:  # fmt: skip
+    """Run k of every configuration before run k + 1 of any (hyperfine's and pyperf's way: a shared machine's drift
+    over minutes then falls inside each configuration's runs, not between two configurations, which two identical runs
+    90 s apart had called -16.4%); each configuration's record once its last run is done. Interrupted, each
+    configuration that finished a run is recorded with the runs it had, and those records are kept."""
+    from iobench.run.runner import Measuring
+
+    runs = max(r.config.runs for r in todo)
+    total = sum(r.config.runs * (r.config.warmup + r.config.epochs) for r in todo)
+    known = [x for x in estimates if x is not None]
+    ahead = f", about {_minutes(sum(known))} in all" if len(known) == len(todo) else ""
+    label = f"{len(todo)} configurations, their runs in turn{ahead}"
+    records: list[RunRecord] = []
+    with run_progress(label, total, quiet) as bar:
+        measuring = [Measuring(r, limits, profile_dir, bar) for r in todo]
+        try:
+            for k in range(runs):
+                for m in measuring:
+                    if k < m.resolved.config.runs:
+                        bar.label = m.resolved.config.label
+                        m.one_run()
+        except KeyboardInterrupt:
+            records = [m.record() for m in measuring if m.runs_done]
+            if world.is_main and records:
+                for record in records:
+                    save(where.results, record)
+                print_run(records, dataset, where.results, min_au, wide, where.place_flags(dataset))
+                say(f"interrupted in run {k + 1} of {runs}; the runs each configuration had finished are recorded")
+            raise
+    records = [m.record() for m in measuring]
+    if world.is_main:
+        for record in records:
+            save(where.results, record)
+    return records
 
 
 @contextmanager

@@ -188,3 +188,19 @@ def test_a_storage_drives_a_run_end_to_end(tmp_path, loader):
     assert s.cold_not_cold, "0.25 cached at the start of a cold epoch is not cold"
     assert s.device_read_bytes == [1000, 1000] and s.process_read_bytes == [7, 7]
     assert s.data_block_device == "scripted0"
+
+
+def test_a_transform_cost_the_timed_epochs_rule_out_is_not_recorded():
+    """34,360 µs a sample was recorded where 2 workers delivered 337 samples/s: they cannot have spent more than
+    2 x 1 s / 337 = 5,935 µs on each."""
+    from iobench.measuring.clocks import EpochTiming
+    from iobench.run.epoch_log import EpochLog
+    from iobench.run.runner import possible_cost
+    from tests.conftest import run_config
+
+    log = EpochLog(None, None)  # type: ignore[arg-type]
+    log.timings = [EpochTiming(1.0, 0.1, 6, 337, 0.9, 0.0, 0.0, False)]
+    config = replace(run_config("npy", "dataloader", num_workers=2), transform="augment")
+    assert possible_cost(34_360.0, log, config) is None
+    assert possible_cost(5_000.0, log, config) == 5_000.0
+    assert possible_cost(None, log, config) is None
