@@ -19,7 +19,9 @@ from iobench.run.tune import settings_text
 
 
 def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au: float | None = None,
-              wide: bool = False) -> None:  # fmt: skip
+              wide: bool = False, place: list[str] | None = None) -> None:  # fmt: skip
+    """The table, the warnings and the answer line; `place`: the options that found the dataset, as typed (for the
+    commands the answer suggests)."""
     r0 = records[0]
     c = r0.config
     ranks = f", {c.world_size} processes on {r0.ranks.nodes} node(s)" if c.world_size > 1 else ""
@@ -39,14 +41,15 @@ def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au
     for w in summarised(record_warnings(records, min_au), len(records)):
         say(w.console())
     out.print(f"{len(records)} record(s) appended to {results}", highlight=False, soft_wrap=True, markup=False)
-    if (answer := console_answer(records)) is not None:
+    if (answer := console_answer(records, place or [])) is not None:
         out.print(answer, highlight=False, soft_wrap=True, markup=False)
 
 
 def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | None,
-               command_of: Callable[[Any], str] | None = None) -> None:  # fmt: skip
+               command_of: Callable[[Any], str] | None = None) -> Path | None:  # fmt: skip
     """The ranking, then the best configuration as a script: printed unstyled (a log or a redirect never
-    wraps it) and written beside the results file; without a script, the run that measures it again."""
+    wraps it) and written beside the results file, whose path is returned; without a script, the run that
+    measures it again. The figure reported and pasted is the winner's fresh run after the search, where it has one."""
     from iobench.run.tune import SHORT_EPOCH_S
 
     measured = [c for c in outcome.ranked if c.records]
@@ -72,7 +75,7 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | No
         out.print(f"no candidate shuffled to --min-shuffle {outcome.min_shuffle:g}: nothing to recommend; "
                   "lower it knowingly (0: speed alone), or choose a format that shuffles globally")  # fmt: skip
         out.print(f"records of every round in {results}")
-        return
+        return None
     fastest = max((c for c in outcome.ranked if c.rates), key=lambda c: c.median)
     if fastest is not best:
         out.print(f"fastest at any shuffle: {fastest.config.label} {settings_text(fastest.config)}: "
@@ -87,10 +90,23 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | No
             "smaller dataset)"
         )
         out.print(f"records of every round in {results}")
-        return
+        return None
     spread = f"{min(best.rates):,.0f}-{max(best.rates):,.0f}"
-    out.print(f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s "
-              f"(epochs {spread}; {best.coverage:.0%} CI of the median {low:,.0f}-{high:,.0f})")  # fmt: skip
+    out.print(f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s in the search "
+              f"(epochs {spread}; {best.coverage:.0%} CI of the median {low:,.0f}-{high:,.0f}); "
+              f"{_stopped_text(outcome)}")  # fmt: skip
+    figure = f"{best.median:,.0f} samples/s measured (epochs {spread})"
+    if best.confirmed is not None and (again := best.confirmed_rates):
+        from iobench.results.verdict import interval
+
+        confirmed = interval(best.confirmed)
+        figure = (f"{confirmed.median:,.0f} samples/s measured again after the search (epochs "
+                  f"{min(again):,.0f}-{max(again):,.0f})")  # fmt: skip
+        out.print(f"confirmed in a fresh run after the search: {confirmed.text()} samples/s, "
+                  f"{confirmed.median / best.median:.2f}x the search's median (the best of many noisy "
+                  "measurements reads high): the figure to expect")  # fmt: skip
+        for w in summarised(record_warnings([best.confirmed]), 1):
+            say(w.console())
     if best.epoch_seconds < SHORT_EPOCH_S:
         out.print(f"not decidable: its epochs last {best.epoch_seconds * 1000:.0f} ms, within this machine's timer and "
                   "scheduling noise; a larger dataset (more samples per epoch) ranks these settings")  # fmt: skip
@@ -109,15 +125,47 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | No
             out.print("measure it again (no script: iobench's own readers of object storage read it):")
             print(command_of(best.config), file=out.file, flush=True)
         out.print(f"records of every round in {results}; `iobench report {results}` shows the search")
-        return
+        return None
     from iobench.system.fsutil import atomic_write_text
 
-    script = script_of(best.config, f"{best.median:,.0f} samples/s measured (epochs {spread})")
+    script = script_of(best.config, figure)
     where = results.with_name(f"{results.stem}-best.py")
     atomic_write_text(where, script)
     out.print(f"paste (saved as {where}; `python {where}` runs it):", highlight=False, soft_wrap=True, markup=False)
     print(script, end="", file=out.file, flush=True)
     out.print(f"records of every round in {results}; `iobench report {results}` shows the search")
+    return where
+
+
+def _stopped_text(outcome: Any) -> str:
+    """Why the search ended, in the words of whether the winner is apart from the next."""
+    if outcome.stopped == "confidence intervals apart":
+        return "the search stopped once its interval was tight and apart from the next's"
+    if outcome.stopped == "time budget":
+        near = outcome.within_noise()
+        return ("the search stopped at its time budget, its interval " +
+                ("still overlapping the next's" if near else "apart from the others'"))  # fmt: skip
+    return f"the search stopped: {outcome.stopped}"
+
+
+def print_paste_check(check: Any, best: Any) -> None:
+    """The pasted script's figure beside tune's confirmed one, with their ratio."""
+    from iobench.results.verdict import interval
+    from iobench.run.paste_check import GOAL
+
+    figure = interval(best.confirmed).median
+    ratio = check.ratio(figure)
+    if ratio is None:
+        say(f"the pasted script could not be checked: {check.said}")
+        return
+    if ratio < GOAL:
+        verdict = f"below {GOAL:g} of it: it does not run as tune measured"
+    elif ratio > 1 / GOAL:
+        verdict = "faster than tune measured it: epochs this short are within the harness's and timer's noise"
+    else:
+        verdict = "as measured"
+    out.print(f"the pasted script, run in a fresh process: {check.samples_per_s:,.0f} samples/s, {ratio:.2f}x tune's "
+              f"{figure:,.0f} ({verdict})", highlight=False, soft_wrap=True, markup=False)  # fmt: skip
 
 
 def deciding_budget(outcome: Any, rival: Any) -> str:

@@ -46,7 +46,7 @@ def compare_cmd(
 
     from iobench.results.report import compare, describe
     from iobench.results.store import load_records
-    from iobench.results.verdict import compare_verdict, interval
+    from iobench.results.verdict import compare_verdict, run_interval
 
     for path in (a, b):
         for line in load_records(path).skipped:
@@ -54,15 +54,17 @@ def compare_cmd(
     pairs, only_a, only_b = compare(a, b)
     if not pairs:
         raise IobenchError(f"{a} and {b} have no configuration in common ({only_a} in A, {only_b} in B)")
-    table = Table(title=escape(f"{b} against {a}"), caption="samples/s: the median [its interval, how sure]")
+    table = Table(title=escape(f"{b} against {a}"),
+                  caption="samples/s: the median of the runs [its interval, how sure]")  # fmt: skip
     for col in ("configuration", "A samples/s", "B samples/s", "verdict"):
         table.add_column(col, justify="left" if col == "configuration" else "right")
     kinds = []
     for ra, rb, _change in pairs:
         verdict = compare_verdict(ra, rb)
         kinds.append(verdict.kind)
-        table.add_row(describe(ra), interval(ra).text(), interval(rb).text(), verdict.text)
+        table.add_row(describe(ra), run_interval(ra).text(), run_interval(rb).text(), verdict.text)
     out.print(table)
-    counts = ", ".join(f"{kinds.count(k)} {k}" for k in ("change", "same", "not comparable") if kinds.count(k))
+    kinds_said = ("change", "same", "not decidable", "not comparable")
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in kinds_said if kinds.count(k))
     out.print(f"{len(pairs)} matching configuration(s) ({counts}); {only_a} only in A, {only_b} only in B",
               highlight=False)  # fmt: skip

@@ -23,9 +23,10 @@ def pattern_of(r: RunRecord) -> str:
 def bounding_stage(r: RunRecord) -> str:
     """The stage that took most of each batch's time, with its share."""
     e = r.epochs
+    copy = "host-to-device" if r.config.device.startswith("cuda") else "the loader's hand-over (no copy on the CPU)"
     stages = {
         "waiting for the loader": e.wait_ms_per_batch,
-        "host-to-device": e.h2d_ms_per_batch,
+        copy: e.h2d_ms_per_batch,
         "the device transform": e.transform_ms_per_batch,
         "the step": e.step_ms_per_batch,
     }
@@ -84,9 +85,29 @@ def collapsed(warnings: Sequence[RunWarning]) -> list[str]:
     return lines
 
 
-def console_answer(records: Sequence[RunRecord]) -> str | None:
+FACTORY = "factory"  # the records' format for a user's own pipeline (run --dataset-factory)
+
+
+def tune_command(best: RunRecord, place: Sequence[str] = ()) -> str:
+    """The `iobench tune` that searches the settings of `best`'s data as it was measured, runnable as printed from
+    where the run was: a user's pipeline by its factory (`--format factory` ended in a KeyError), a prepared format
+    with the options that found its dataset (`place`: --data-dir, --dataset as typed), and the step, order and cache
+    the run had."""
+    import shlex
+
+    c = best.config
+    args = ["iobench", "tune"]
+    args += ["--dataset-factory", c.dataset] if c.format == FACTORY else ["--format", c.format, *place]
+    args += ["--step", c.step] if c.step != "none" else []
+    args += ["--no-shuffle"] if c.order == "sequential" else []
+    args += ["--cache", c.cache] if c.cache not in ("warm",) and c.format != FACTORY else []
+    return " ".join(shlex.quote(a) for a in args)
+
+
+def console_answer(records: Sequence[RunRecord], place: Sequence[str] = ()) -> str | None:
     """The run's last line: which configuration to use for the pattern measured most, how far ahead of the next and
-    how sure (their intervals), and the `tune` command that would settle its settings. None without two to rank."""
+    how sure (their intervals), and the `tune` command that would settle its settings (`place`: the options that
+    found the dataset, as typed). None without two to rank."""
     from iobench.results.verdict import interval
 
     by_pattern: dict[str, list[RunRecord]] = {}
@@ -100,7 +121,7 @@ def console_answer(records: Sequence[RunRecord]) -> str | None:
     best = ranked[0]
     ib = interval(best)
     what = f"{best.config.label} ({settings_label(best, measured=False)})"
-    tune = f"`iobench tune --format {best.config.format}` searches its settings"
+    tune = f"`{tune_command(best, place)}` searches its settings"
     if len(ranked) == 1:
         return f"answer ({pattern}): {what}, {ib.text()} samples/s; {tune}"
     second = ranked[1]
@@ -111,4 +132,17 @@ def console_answer(records: Sequence[RunRecord]) -> str | None:
                    "--epochs would tell them apart)")  # fmt: skip
     else:
         verdict = f"{ahead:.2f}x the next, {second.config.label} (their intervals apart, {ib.coverage:.0%} each)"
-    return f"answer ({pattern}): use {what}: {ib.text()} samples/s, {verdict}; {tune}"
+    return f"answer ({pattern}): use {what}: {ib.text()} samples/s, {verdict}{_shared(rs)}; {tune}"
+
+
+def _shared(records: Sequence[RunRecord]) -> str:
+    """What the answer adds when its ranking was taken while other programs used the cores (a loaded machine's first
+    run called npy/dataloader 16.68x the next; the README says 1.43x, another run 54x)."""
+    from iobench.results.verdict import BUSY_CORES, busy
+
+    loads = [x for x in (busy(r) for r in records) if x is not None]
+    if not loads or max(loads) <= BUSY_CORES:
+        return ""
+    used = f"{max(loads):.1f}" if max(loads) - min(loads) < 0.1 else f"{min(loads):.1f}-{max(loads):.1f}"
+    return (f"; ranked while other programs used {used} cores beside the runs: the ranking may not hold on a quiet "
+            "machine")  # fmt: skip

@@ -23,6 +23,13 @@ class RunPlace:
     fuse: FuseOptions | None = None  # --fuse-chunk, --fuse-read-ahead: how a FUSE mount reads objects
     rank_timeout: float = 1800.0  # --rank-timeout: seconds a rank waits for the others at a barrier
 
+    def place_flags(self, dataset: str | None = None) -> list[str]:
+        """The options that find this dataset (`dataset`: the one the run found), for a command iobench suggests: the
+        data folder where it is not the default, the dataset where the run named it or its size."""
+        flags = ["--data-dir", str(self.data_dir)] if self.data_dir != Path("data") else []
+        name = self.dataset or (dataset if self.size is not None else None)
+        return [*flags, *(["--dataset", name] if name is not None else [])]
+
     @property
     def object_storage(self) -> bool:
         """The formats are read from object storage (iobench's server, or the store at --endpoint-url)."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from iobench.results.record import RunRecord
 from iobench.results.verdict import compare_verdict, interval, tied_with
 from tests.conftest import FLAT_RECORD
@@ -51,3 +53,45 @@ def test_runs_that_saw_different_load_are_not_comparable():
 
 def test_one_epoch_has_no_interval_and_decides_nothing():
     assert compare_verdict(record([1.0]), record([2.0])).kind == "not comparable"
+
+
+def runs_record(
+    run_medians: list[float], per_run: int = 3, spread: float = 0.01, busy: float | None = 0.0
+) -> RunRecord:
+    """A record of len(run_medians) runs of `per_run` epochs each, each run's epochs within `spread` of its median
+    (epoch seconds of a dataset of FLAT_RECORD's samples)."""
+    n = FLAT_RECORD["samples_per_epoch"]
+    seconds = [n / (m * f) for m in run_medians for f in (1 - spread, 1.0, 1 + spread)[:per_run]]
+    return record(seconds, busy=busy, runs=len(run_medians), epochs=per_run)
+
+
+def test_two_identical_runs_on_a_busy_machine_are_not_decidable():
+    """Two identical runs 90 s apart, both beside other programs using 1.5-1.6 cores of 2, were called a -16.4% change:
+    each record's epochs were tight, the drift between the runs was not in them. Run by run the same configuration
+    varied by more than the difference: not decidable, the ratio shown as no verdict."""
+    a = runs_record([1000.0, 820.0, 960.0], busy=1.5)
+    b = runs_record([836.0, 700.0, 810.0], busy=1.6)
+    verdict = compare_verdict(a, b)
+    assert verdict.kind == "not decidable" and verdict.change is None and "%" not in verdict.text.split("(B/A")[0]
+    assert "B/A 0.84x, not a verdict" in verdict.text and "1.5 and 1.6 cores busy" in verdict.text
+
+
+def test_a_difference_beyond_a_busy_machines_own_variation_is_still_a_change():
+    a = runs_record([1000.0, 980.0, 1010.0], busy=1.5)
+    b = runs_record([500.0, 490.0, 505.0], busy=1.6)
+    assert compare_verdict(a, b).kind == "change"
+
+
+def test_runs_are_the_units_of_the_interval():
+    """Tight epochs within each run, runs far apart: the runs' interval is wide, and overlaps."""
+    a = runs_record([1000.0, 700.0, 900.0], spread=0.001)
+    b = runs_record([760.0, 980.0, 720.0], spread=0.001)
+    assert compare_verdict(a, b).kind == "same"
+    from iobench.results.verdict import run_interval
+
+    assert run_interval(a).low == pytest.approx(700.0, rel=1e-6) and run_interval(a).high == pytest.approx(1000.0)
+
+
+def test_not_comparable_still_shows_the_ratio():
+    verdict = compare_verdict(runs_record([1000.0, 990.0, 1010.0]), runs_record([500.0, 495.0, 505.0], busy=1.9))
+    assert verdict.kind == "not comparable" and "B/A 0.50x, not a verdict" in verdict.text
