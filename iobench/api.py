@@ -191,3 +191,14 @@ def device_transform(path: str | Path, name: str) -> Any:
 
     spec = Manifest.load(Path(path)).spec
     return make_transform(name, spec.shape, spec.dtype).batch
+
+
+def stand_in_step(name: str, features_per_sample: int, n_classes: int, device: Any, seed: int = 0) -> Any:
+    """iobench's stand-in step `name` (mlp, sleep:MS, sleep:MS:SD) as a function of (features, labels) on the
+    device: what `tune`'s script calls when the search ran with it."""
+    import torch
+
+    from iobench.measuring.steps import make_step
+
+    step = make_step(name, features_per_sample, n_classes, torch.device(device), seed)
+    return lambda features, labels: step((features, labels))

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -105,5 +106,6 @@ def factory_search(ctx: typer.Context, device: torch.device, batch: int, sizes: 
     if planned.own_loader:
         raise IobenchError(f"{base.factory} returns a DataLoader: tune needs the Dataset, to build DataLoaders over it")
     found = factory_candidates(base, device.type == "cuda", sizes)
-    script = partial(factory_script, folder=Path.cwd(), device=str(device))
+    features = math.prod(planned.shape) if planned.shape else 1
+    script = partial(factory_script, folder=Path.cwd(), device=str(device), features_per_sample=features)
     return TuneSearch(base.factory, found, FactoryTrials(planned), script)

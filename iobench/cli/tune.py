@@ -59,6 +59,13 @@ def tune_cmd(
     results: Annotated[Path, typer.Option(help="JSONL file; a stopped search resumes from it.")] = Path(
         "results/tune.jsonl"
     ),
+    check_paste: Annotated[
+        bool,
+        typer.Option(
+            help="After the search, run the script tune pastes in a fresh process, as you would, and print its "
+            "figure beside tune's with their ratio (a few epochs of the winner)."
+        ),
+    ] = True,
     quiet: o.Quiet = False,
 ) -> None:
     """Search loading settings (workers, prefetch, persistence, order, pinning; a format's own pipeline with
@@ -83,7 +90,7 @@ def tune_cmd(
         from iobench.cli.dataset_factory import factory_search
 
         search = factory_search(ctx, target, sizes[0], searched)
-        return _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet)
+        return _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet, check_paste)
     network, fuse = remote_of(remote, latency_ms, connection_mb_per_s, None, endpoint_url, fuse_chunk, fuse_read_ahead)
     from iobench.cli.console import ConsoleEvents
     from iobench.cli.measuring import served
@@ -94,25 +101,34 @@ def tune_cmd(
     dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), ConsoleEvents(quiet))
     with served(network, endpoint_url, dataset_dir, fuse) as where:
         search = _format_search(ctx, target, sizes[0], searched, dataset_dir, where)
-        _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet)
+        _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet, check_paste)
 
 
 def _search(search: TuneSearch, target: torch.device, budget_minutes: float, results: Path, floor: float,
-            quiet: bool) -> None:  # fmt: skip
-    """The search, under a bar over its budget, and its ranking and recommendation."""
+            quiet: bool, check: bool = True) -> None:  # fmt: skip
+    """The search (within most of the budget), the winner measured again in a fresh run (the rest of it), its ranking
+    and recommendation, and the pasted script run as the user would run it."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from iobench.cli.measuring import RoundBar
-    from iobench.cli.render import print_tune
-    from iobench.run.tune import tune
+    from iobench.cli.render import print_paste_check, print_tune
+    from iobench.run.tune import CONFIRM_SHARE, confirm, tune
 
     say(f"tuning {search.what} on {target}: {len(search.found)} candidate settings, at most {budget_minutes:g} min")
     columns = (TextColumn("{task.description:<60}", markup=False), BarColumn(), TimeElapsedColumn())
     with Progress(*columns, console=err, disable=quiet) as progress:
         task = progress.add_task("tune", total=budget_minutes * 60)
+        bar = RoundBar(progress, task)
         # floor: --no-shuffle asked for storage order, and gets 0
-        outcome = tune(search.found, search.trials, budget_minutes * 60, results, RoundBar(progress, task), floor)
-    print_tune(outcome, results, search.script, search.command)
+        outcome = tune(search.found, search.trials, budget_minutes * 60 * (1 - CONFIRM_SHARE), results, bar, floor)
+        confirm(outcome, search.trials, results, bar)
+    script = print_tune(outcome, results, search.script, search.command)
+    if check and script is not None and outcome.best.confirmed is not None:
+        from iobench.run.paste_check import check_paste
+
+        epoch = outcome.best.confirmed.epochs.epoch_seconds_median
+        say(f"checking the pasted script: `python {script}` in a fresh process ...")
+        print_paste_check(check_paste(script, timeout_s=120 + 30 * epoch), outcome.best)
 
 
 def _format_search(ctx: typer.Context, target: torch.device, batch: int, sizes: list[int] | None, dataset_dir: Path,

@@ -17,6 +17,36 @@ from iobench.loaders.transforms import TransformOn
 from iobench.plan.config import RunConfig
 from iobench.settings import command_flags, dataloader_arguments
 
+WARM_UP_S = 2.0  # the pasted script's untimed epochs last at least this (and one epoch)
+_STANDARD = {"collections.abc", "statistics", "sys", "time"}  # what the scripts import of the standard library
+
+
+def import_block(lines: list[str]) -> list[str]:
+    """Import lines as ruff sorts them: the standard library, other packages, then iobench, a blank line between;
+    in each, `import x` lines before `from x import y` lines, by module; names imported from one module merged."""
+    merged: dict[str, set[str]] = {}
+    plain_imports: set[str] = set()
+    for line in (x.strip() for x in lines if x.strip()):
+        if line.startswith("from "):
+            module, _, names = line[5:].partition(" import ")
+            merged.setdefault(module, set()).update(n.strip() for n in names.split(","))
+        else:
+            plain_imports.add(line[7:])
+    sections: list[list[str]] = [[], [], []]
+
+    def section(module: str) -> list[str]:
+        root = module.split(".")[0]
+        return sections[0] if module in _STANDARD or root in _STANDARD else sections[2 if root == "iobench" else 1]
+
+    for module in sorted(plain_imports):
+        section(module).append(f"import {module}")
+    for module in sorted(merged):
+        section(module).append(f"from {module} import {', '.join(sorted(merged[module]))}")
+    out: list[str] = []
+    for lines_of in (x for x in sections if x):
+        out += ([""] if out else []) + lines_of
+    return out
+
 
 def _py(value: Any) -> str:
     """A literal as ruff format writes it (double quotes): the pasted code passes the user's formatter as is."""
@@ -109,11 +139,13 @@ _PLAIN_DATASETS = {
         "    def __len__(self) -> int:",
         "        return self.n",
         "",
-        "    def __getitem__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:",
+        "    def __getitem__(self, indices: Window) -> tuple[torch.Tensor, torch.Tensor]:",
         "        if self.features is None:",
         '            self.features = np.load(f"{self.folder}/features.npy", mmap_mode="r")',
         '            self.labels = np.load(f"{self.folder}/labels.npy", mmap_mode="r")',
-        "        features, labels = self.features[indices], self.labels[indices]",
+        "        # a batch of indices gathers (a copy); a run of rows is copied out of the mapping",
+        "        features = np.array(self.features[indices])",
+        "        labels = np.array(self.labels[indices])",
         "        return torch.from_numpy(features), torch.from_numpy(labels)",
     ],
     "memmap": [
@@ -128,13 +160,45 @@ _PLAIN_DATASETS = {
         "    def __len__(self) -> int:",
         "        return self.n",
         "",
-        "    def __getitem__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:",
+        "    def __getitem__(self, indices: Window) -> tuple[torch.Tensor, torch.Tensor]:",
         "        if self.data is None:",
         "            self.data = TensorDict.load_memmap(self.folder)",
-        "        batch = self.data[torch.as_tensor(indices)]",
+        "        # a batch of indices gathers (a copy); a run of rows is a view of the mapping, copied here",
+        "        if isinstance(indices, slice):",
+        "            batch = self.data[indices].clone()",
+        "        else:",
+        "            batch = self.data[torch.from_numpy(indices)]",
         '        return batch["features"], batch["labels"]',
     ],
 }
+
+# The sampler tune measured, written out in plain PyTorch: one numpy array of indices per batch, a new permutation
+# each epoch (a run of rows, unshuffled, as a slice). RandomSampler and BatchSampler hand over a Python list of ints
+# per batch: 0.07 s an epoch on their own, and the pasted script ran at 0.64-0.74 of tune's figure beside load.
+_BATCHES = [
+    "Window = np.ndarray | slice  # a batch of indices, or a run of rows",
+    "",
+    "",
+    "class Batches(torch.utils.data.Sampler):",
+    '    """Each batch of indices as one numpy array, a new permutation every epoch; unshuffled, each run of rows as a',
+    '    slice: the sampler tune measured."""',
+    "",
+    "    def __init__(self, n: int, batch_size: int, shuffle: bool, seed: int = 0) -> None:",
+    "        self.n, self.batch_size, self.shuffle = n, batch_size, shuffle",
+    "        self.seed, self.epoch = seed, 0",
+    "",
+    "    def __iter__(self) -> Iterator[Window]:",
+    "        starts = range(0, self.n, self.batch_size)",
+    "        if self.shuffle:",
+    "            order = np.random.default_rng([self.seed, self.epoch]).permutation(self.n)",
+    "        self.epoch += 1",
+    "        for start in starts:",
+    "            stop = min(start + self.batch_size, self.n)",
+    "            yield order[start:stop] if self.shuffle else slice(start, stop)",
+    "",
+    "    def __len__(self) -> int:",
+    "        return (self.n + self.batch_size - 1) // self.batch_size",
+]
 
 
 def plain(c: RunConfig) -> bool:
@@ -145,38 +209,69 @@ def plain(c: RunConfig) -> bool:
 
 
 def _plain_loader(c: RunConfig, on_device: str | None) -> tuple[list[str], list[str], str]:
-    """Imports, the Dataset and make_loader() in plain PyTorch (`plain`), and how a batch unpacks."""
+    """Imports, the sampler, the Dataset and make_loader() in plain PyTorch (`plain`), and how a batch unpacks: the
+    sampler, the batches read in one call and the DataLoader's keywords as tune measured them."""
     s = c.settings
     tensorclass = c.loader is LoaderName.TENSORCLASS
-    source = "data" if tensorclass else "dataset"
-    order = "RandomSampler" if c.shuffle else "SequentialSampler"
-    args = ["sampler=batches", "batch_size=None", *loader_arguments(c)[2:-1]]
-    sampling = [f"    order = {order}(range(len({source})))",
-                f"    batches = BatchSampler(order, batch_size={s.batch_size}, drop_last=False)"]  # fmt: skip
+    args = ["sampler=Batches(len(dataset), " + f"{s.batch_size}, shuffle={c.shuffle})", "batch_size=None",
+            *loader_arguments(c)[2:-1]]  # fmt: skip
     if tensorclass:  # tensordict's own loading: whole batches of the memmap by index, passed through as they are
-        body = ["    data = TensorDict.load_memmap(DATASET)", *sampling, "    return DataLoader(", "        data,",
+        dataset = [*_WHOLE, "", ""]
+        body = ["    dataset = Whole(DATASET)", "    return DataLoader(", "        dataset,",
                 *(f"        {arg}," for arg in args), "        collate_fn=whole,", "    )"]  # fmt: skip
-        dataset = ["def whole(batch: TensorDict) -> TensorDict:",
-                   '    """A batch read in one call is one already: passed through as it is."""',
-                   "    return batch", "", ""]  # fmt: skip
         unpack = 'features, labels = batch["features"], batch["labels"]'
     else:
-        body = ["    dataset = Rows(DATASET)", *sampling, "    return DataLoader(", "        dataset,",
-                *(f"        {arg}," for arg in args), "    )"]  # fmt: skip
-        dataset, unpack = [*_PLAIN_DATASETS[c.format], "", ""], "features, labels = batch"
-    imports = [f"from torch.utils.data import BatchSampler, DataLoader, {order}"]
+        body = ["    dataset = Rows(DATASET)", "    return DataLoader(", "        dataset,",
+                *(f"        {arg}," for arg in args), "        collate_fn=as_read,", "    )"]  # fmt: skip
+        dataset, unpack = [*_PLAIN_DATASETS[c.format], "", "", *_AS_READ, "", ""], "features, labels = batch"
+    imports = ["from torch.utils.data import DataLoader", "import numpy as np", "from collections.abc import Iterator"]
     imports += ["from tensordict import TensorDict"] if tensorclass or c.format == "memmap" else []
-    imports += ["import numpy as np"] if c.format == "npy" and not tensorclass else []
-    imports += ["import torch"]  # as ruff sorts a section: `import` lines, then `from` lines, each by module
-    imports = sorted(imports, key=lambda line: (line.startswith("from"), line.split()[1]))
-    imports += ["", "from iobench.api import device_transform"] if on_device else []
-    return imports, [*dataset, "def make_loader() -> DataLoader:", *body], unpack
+    imports += ["from iobench.api import device_transform"] if on_device else []
+    return imports, [*_BATCHES, "", "", *dataset, "def make_loader() -> DataLoader:", *body], unpack
 
 
-def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str) -> str:
+# The collate tune measured: a batch read in one call passed through. Without a collate_fn, a DataLoader of batch_size
+# None converts each batch (default_convert): a third of plain npy's rate (3.5 M rows/s against 5.1 M).
+_AS_READ = [
+    "def as_read(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:",
+    '    """A batch read in one call is one already: passed through as it is."""',
+    "    return batch",
+]
+
+
+# tensorclass loading: the memmap folder as a TensorDict, a batch of indices one index (a run of rows a view, copied)
+_WHOLE = [
+    "class Whole(torch.utils.data.Dataset):",
+    '    """The TensorDict memmap, loaded lazily in the process that reads; a batch of indices is one index of it."""',
+    "",
+    "    def __init__(self, folder: str) -> None:",
+    "        self.folder, self.data = folder, None",
+    "        self.n = TensorDict.load_memmap(folder).batch_size[0]",
+    "",
+    "    def __len__(self) -> int:",
+    "        return self.n",
+    "",
+    "    def __getitem__(self, indices: Window) -> TensorDict:",
+    "        if self.data is None:",
+    "            self.data = TensorDict.load_memmap(self.folder)",
+    "        if isinstance(indices, slice):",
+    "            return self.data[indices].clone()",
+    "        return self.data[torch.from_numpy(indices)]",
+    "",
+    "",
+    "def whole(batch: TensorDict) -> TensorDict:",
+    '    """A batch read in one call is one already: passed through as it is."""',
+    "    return batch",
+]
+
+
+def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str, folder: Path | None = None) -> str:
     """The configuration as a Python file; `measured` is the figure tune found, quoted in its docstring. npy and
     memmap through the DataLoader or tensorclass paste as plain PyTorch and the format's own library, so a training
-    script does not depend on iobench; the others read through iobench's checked readers (`iobench.api`)."""
+    script does not depend on iobench; the others read through iobench's checked readers (`iobench.api`). A user's
+    step is imported from `folder` (where tune imported it: the working directory)."""
+    from iobench.data.manifest import Manifest
+
     tensorclass = c.loader is LoaderName.TENSORCLASS
     host = c.transform if c.transform != "none" and c.transform_on is TransformOn.HOST else "none"
     on_device = c.transform if c.transform != "none" and c.transform_on is TransformOn.DEVICE else None
@@ -188,92 +283,143 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str) -> 
     threads = [f"torch.set_num_threads({c.torch_threads})"] if c.torch_threads is not None else []
     unpack = "features, labels = batch.features, batch.labels" if tensorclass else "features, labels = batch"
     move = f"features = features.to(DEVICE, non_blocking={c.settings.non_blocking})"
-    torch_import = ["import torch"]
     if plain(c):
         imports, make, unpack = _plain_loader(c, on_device)
         needs = "plain PyTorch and " + ("numpy" if c.format == "npy" else "tensordict")
-        opened[0], torch_import = _py(str(dataset_dir.resolve() / c.format)), []  # the format's own folder
+        opened[0] = _py(str(dataset_dir.resolve() / c.format))  # the format's own folder
     else:
         build = {LoaderName.NODES: _nodes_loader, LoaderName.NATIVE: _native_loader}.get(c.loader, _dataloader)
         imports, make = build(c, opened, on_device)
         needs = "iobench must be installed: its readers check the files"
+    spec = Manifest.load(dataset_dir).spec
+    step_imports, step_lines, step_call = step_parts(c.step, folder or Path.cwd(), spec.features_per_sample,
+                                                     spec.n_classes, c.settings.non_blocking)  # fmt: skip
     lines = [
         f'"""iobench tune\'s best configuration: {c.format} through {c.loader.value}, {measured}.',
         "",
         f"Run it to check the figure here; copy make_loader() into a training script ({needs}).",
         '"""',
         "",
-        "import statistics",
-        "import time",
-        "",
-        *torch_import,
-        *imports,
+        *import_block(["import statistics", "import time", "import torch", *imports, *step_imports]),
         "",
         f"DATASET = {opened[0]}",
         f"DEVICE = torch.device({_py(device)})",
         *threads,
         "",
+        *step_lines,
         "",
         *make,
         "",
         "",
-        *_timing_main(c.epochs, measured, unpack, move, on_device),
+        *_timing_main(c.epochs, measured, unpack, move, on_device, step_call),
     ]
-    return "\n".join(lines) + "\n"
+    return _tidy(lines)
 
 
-def _timing_main(epochs: int, measured: str, unpack: str, move: str, on_device: str | None = None) -> list[str]:
-    """The script's `__main__`: an untimed warm-up epoch (workers start, the page cache fills), then a few
-    epochs timed as tune timed them, the clock stopped after the device is done, and their median beside
-    tune's figure (one epoch alone falls outside tune's spread of several by chance)."""
+def _tidy(lines: list[str]) -> str:
+    """The lines as a file: at most two blank lines in a row (the optional parts leave some), one newline at its
+    end."""
+    out: list[str] = []
+    for line in lines:
+        if line == "" and len(out) >= 2 and out[-1] == "" and out[-2] == "":
+            continue
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def step_parts(step: str, folder: Path, features_per_sample: int, n_classes: int,
+               non_blocking: bool) -> tuple[list[str], list[str], list[str]]:  # fmt: skip
+    """The step tune measured with, as the script's (imports, definitions, lines in the loop): the user's own
+    function imported from where tune imported it, iobench's stand-in, or none (the photos' search measured 137
+    images/s with the user's step; its script left the step out)."""
+    if step == "none":
+        return [], [], []
+    call = [f"            labels = labels.to(DEVICE, non_blocking={non_blocking})",
+            "            step(features, labels)"]  # fmt: skip
+    if ":" in step and not step.startswith("sleep:"):
+        module, _, function = step.partition(":")
+        lines = [f"# your step, from where {module} was imported", f"sys.path.insert(0, {_py(str(folder.resolve()))})",
+                 f"from {module} import {function} as step  # noqa: E402", ""]  # fmt: skip
+        return ["import sys"], lines, call
+    lines = [f"# iobench's stand-in step {step}, as tune ran it",
+             f"step = stand_in_step({_py(step)}, {features_per_sample}, {n_classes}, DEVICE)", ""]  # fmt: skip
+    return ["from iobench.api import stand_in_step"], lines, call
+
+
+def _timing_main(epochs: int, measured: str, unpack: str, move: str, on_device: str | None = None,
+                 step: list[str] | None = None) -> list[str]:  # fmt: skip
+    """The script's `__main__`: untimed warm-up epochs (workers start, the page cache fills, and a fresh process's
+    allocator settles: its first few hundred batches of 1 MB read 3x slower, glibc trimming and growing its heap for
+    each), at least one and at least WARM_UP_S, then a few epochs timed as tune timed them (the step it ran with
+    included), the clock stopped after the device is done, and their median beside tune's figure (one epoch alone
+    falls outside tune's spread of several by chance)."""
     return [
+        "def one_epoch(loader) -> tuple[int, float]:",
+        '    """Samples delivered and seconds, the clock stopped once the device is done."""',
+        "    start, seen = time.perf_counter(), 0",
+        "    for batch in loader:",
+        f"        {unpack}",
+        f"        {move}",
+        *(["        features = augment(features)"] if on_device else []),
+        *(line[4:] for line in (step or [])),
+        "        seen += len(features)",
+        '    if DEVICE.type == "cuda":',
+        "        torch.cuda.synchronize()",
+        "    return seen, time.perf_counter() - start",
+        "",
+        "",
         'if __name__ == "__main__":',
         f"    TUNE = {_py(measured)}",
         "    loader = make_loader()",
         *([f"    augment = device_transform(DATASET, {_py(on_device)})"] if on_device else []),
+        "    # untimed, as tune's were: workers start, the page cache fills, the allocator settles",
+        f"    warm_until = time.perf_counter() + {WARM_UP_S:g}",
+        "    while True:",
+        "        seen, seconds = one_epoch(loader)",
+        '        print(f"warm-up: {seen} samples in {seconds:.2f} s, {seen / seconds:,.0f} samples/s")',
+        "        if time.perf_counter() >= warm_until:",
+        "            break",
         "    rates = []",
-        "    # epoch 0 warms up, as tune's rounds did: its figure is printed, not the one to compare",
-        f"    for epoch in range({max(3, epochs) + 1}):",
-        "        start, seen = time.perf_counter(), 0",
-        "        for batch in loader:",
-        f"            {unpack}",
-        f"            {move}",
-        *(["            features = augment(features)"] if on_device else []),
-        "            seen += len(features)",
-        '        if DEVICE.type == "cuda":',
-        "            torch.cuda.synchronize()",
-        "        seconds = time.perf_counter() - start",
-        '        name = f"epoch {epoch}" if epoch else "warm-up"',
-        "        rate = seen / seconds",
-        '        print(f"{name}: {seen} samples in {seconds:.2f} s, {rate:,.0f} samples/s")',
-        "        if epoch:",
-        "            rates.append(rate)",
+        f"    for epoch in range(1, {max(3, epochs) + 1}):",
+        "        seen, seconds = one_epoch(loader)",
+        "        rates.append(seen / seconds)",
+        '        print(f"epoch {epoch}: {seen} samples in {seconds:.2f} s, {rates[-1]:,.0f} samples/s")',
         "    median = statistics.median(rates)",
         '    print(f"median of the timed epochs: {median:,.0f} samples/s; tune: {TUNE}")',
     ]
 
 
-def factory_script(request: Any, measured: str, folder: Path, device: str) -> str:
-    """tune --dataset-factory's best: the user's function in a DataLoader with the measured settings (the
-    folder it was imported from goes first on sys.path, so the script runs from anywhere)."""
+def factory_script(request: Any, measured: str, folder: Path, device: str, features_per_sample: int = 1) -> str:
+    """tune --dataset-factory's best: the user's function in a DataLoader with the measured settings and the step the
+    search ran with (the folder it was imported from goes first on sys.path, so the script runs from anywhere)."""
     module, _, function = request.factory.partition(":")
     s = request.settings
     args = [f"batch_size={s.batch_size}", f"shuffle={request.shuffle}", *_keywords(s)]
     threads = [f"torch.set_num_threads({request.torch_threads})"] if request.torch_threads is not None else []
+    from iobench.measuring.user_loader import N_CLASSES
+
+    step_imports, step_lines, step_call = step_parts(request.step, folder, max(1, features_per_sample), N_CLASSES,
+                                                     s.non_blocking)  # fmt: skip
+    if step_call:  # a user's labels may be anything: the stand-in takes them modulo its classes, as the run did
+        step_call = [step_call[0].replace("labels.to(", f"(labels % {N_CLASSES}).to(") if request.step == "mlp"
+                     else step_call[0], step_call[1]]  # fmt: skip
     lines = [
         f'"""iobench tune\'s best DataLoader settings for {request.factory}, {measured}.',
         "",
         "Run it to check the figure here; copy make_loader() into a training script.",
         '"""',
         "",
-        "import statistics",
-        "import sys",
-        "import time",
-        "",
-        "import torch",
-        "from torch.utils.data import DataLoader",
-        "",
-        "from iobench.api import split_batch",
+        *import_block(
+            [
+                "import statistics",
+                "import sys",
+                "import time",
+                "import torch",
+                "from torch.utils.data import DataLoader",
+                "from iobench.api import split_batch",
+                *step_imports,
+            ]
+        ),  # fmt: skip
         "",
         f"# where {module} was imported from",
         f"sys.path.insert(0, {_py(str(folder.resolve()))})",
@@ -282,6 +428,7 @@ def factory_script(request: Any, measured: str, folder: Path, device: str) -> st
         f"DEVICE = torch.device({_py(device)})",
         *threads,
         "",
+        *[line for line in step_lines if not line.startswith(("sys.path.insert", "# your step"))],
         "",
         "def make_loader() -> DataLoader:",
         "    return DataLoader(",
@@ -295,9 +442,10 @@ def factory_script(request: Any, measured: str, folder: Path, device: str) -> st
             measured,
             "features, labels = split_batch(batch)",
             f"features = features.to(DEVICE, non_blocking={s.non_blocking})",
+            step=step_call,
         ),  # fmt: skip
     ]
-    return "\n".join(lines) + "\n"
+    return _tidy(lines)
 
 
 def run_command(c: RunConfig, place: list[str], device: str) -> str:
