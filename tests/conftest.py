@@ -23,6 +23,13 @@ from iobench.system.world import SINGLE, World
 
 ROOT = Path(__file__).resolve().parents[1]
 
+# The user's cache (limits measured once per machine) is the test session's own, never ~/.cache: tests that measure
+# limits on purpose give each test one of its own (monkeypatch.setenv("XDG_CACHE_HOME", ...)).
+if "IOBENCH_TEST_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["IOBENCH_TEST_CACHE"] = os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="iobench-test-cache-")
+
 
 @dataclass
 class CliResult:

@@ -165,9 +165,11 @@ def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch, res
 
 
 def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tmp_path, monkeypatch):
+    """Once per machine, whatever the results' folder: they were measured again for every new --results path."""
     import iobench.measuring.machine_ceilings
     from iobench.measuring.machine_ceilings import measure_limits
 
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     calls = []
 
     def small_probe(data_dir, device, events, read_limit=None):
@@ -175,14 +177,15 @@ def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tm
         return measure_limits(data_dir, device, 16 * 2**20, events=events, read_limit=read_limit)
 
     monkeypatch.setattr(iobench.measuring.machine_ceilings, "measure_limits", small_probe)
-    results = tmp_path / "fresh" / "r.jsonl"
-    for _ in range(2):
+    for folder in ("fresh", "another"):
+        results = tmp_path / folder / "r.jsonl"
         r = cli(
             "run", "--data-dir", data, "--format", "npy", "--device", "cpu", "--runs", "1", "-q", "--results", results
         )
         assert r.code == 0, r.err
-    assert len(calls) == 1 and (tmp_path / "fresh" / "limits.json").is_file()
-    records = stored_records(results)
+    assert len(calls) == 1 and (tmp_path / "cache" / "iobench" / "limits.json").is_file()
+    assert not (tmp_path / "fresh" / "limits.json").exists()
+    records = stored_records(tmp_path / "fresh" / "r.jsonl") + stored_records(results)
     for x in records:
         # shuffled and warm: held to gathering samples of its size from memory, not a sequential copy
         assert x["limit_name"] == "memory_gather_mb_per_s" and x["limit_mb_per_s"] > 0

@@ -27,7 +27,7 @@ from iobench.errors import IobenchError
 from iobench.events import QUIET, Events
 from iobench.measuring.read_rates import BLOCK, cuda_limits, memory_gather_mb_per_s, page_cache_mb_per_s
 from iobench.results.ceilings import PAGE, MachineLimits, limits_key, read_block
-from iobench.results.store import limits_path, load_all_limits
+from iobench.results.store import cached_limits_path, limits_path, load_all_limits, load_cached_limits
 from iobench.spec import DatasetSpec
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.confine import Confinement, check_can_confine
@@ -45,12 +45,25 @@ def _key(data_dir: Path, read_limit: float | None) -> str:
 
 
 def load_limits(results: Path, data_dir: Path, read_limit: float | None = None) -> MachineLimits | None:
-    return load_all_limits(results).get(_key(data_dir, read_limit))
+    """This machine's limits for the data's disk and throttle: those stored beside the results (`iobench limits
+    --results`, a study's), else those in the user's cache (measured once per machine, whatever the results' path:
+    they were measured again for every new --results folder)."""
+    key = _key(data_dir, read_limit)
+    beside = load_all_limits(results).get(key)
+    return beside if beside is not None else load_cached_limits().get(key)
 
 
 def save_limits(results: Path, data_dir: Path, limits: MachineLimits) -> Path:
+    """Beside the results (what `iobench limits` was asked to write) and in the user's cache; the path beside."""
+    cache_limits(data_dir, limits)
     key = _key(data_dir, limits.read_limit_mb_per_s)
     return save_entry(limits_path(results), lambda: load_all_limits(results), key, limits)
+
+
+def cache_limits(data_dir: Path, limits: MachineLimits) -> Path:
+    """The user's cache of limits, with this entry."""
+    key = _key(data_dir, limits.read_limit_mb_per_s)
+    return save_entry(cached_limits_path(), load_cached_limits, key, limits)
 
 
 def save_entry(path: Path, load: Callable[[], dict[str, Any]], key: str, value: Any) -> Path:
@@ -94,11 +107,12 @@ def stored_or_measured(
     events: Events = QUIET,
     read_limit: float | None = None,
 ) -> MachineLimits:
-    """The limits stored beside the results for this host, disk and throttle, measured and stored if none."""
+    """The limits stored for this host, disk and throttle (beside the results, else in the user's cache); measured
+    and cached if none."""
     limits = load_limits(results, data_dir, read_limit)
     if limits is None:
         limits = measure_limits(data_dir, device, events=events, read_limit=read_limit)
-        save_limits(results, data_dir, limits)
+        cache_limits(data_dir, limits)
     return limits
 
 

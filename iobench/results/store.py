@@ -98,6 +98,24 @@ def limits_path(results: Path) -> Path:
     return results.parent / "limits.json"
 
 
+def cache_folder() -> Path:
+    """iobench's folder in the user's cache (`$XDG_CACHE_HOME/iobench`, else `~/.cache/iobench`): what is measured
+    once per machine, whatever folder a command runs from or writes its results to."""
+    import os
+
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "iobench"
+
+
+def cached_limits_path() -> Path:
+    return cache_folder() / "limits.json"
+
+
+def load_cached_limits() -> dict[str, MachineLimits]:
+    """Every entry of the user's cache of limits (`cached_limits_path`)."""
+    return _load_entries(cached_limits_path(), MachineLimits.from_json, "iobench limits")
+
+
 def remote_limits_path(results: Path) -> Path:
     return results.parent / "remote_limits.json"
 
