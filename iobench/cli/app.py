@@ -20,8 +20,8 @@ from iobench.torchrun_env import launched_by_torchrun
 app = typer.Typer(
     name="iobench",
     help="How fast does training data travel from storage to the device in PyTorch? "
-    "Prepare one dataset in up to ten formats (npy, HDF5, LMDB, TensorDict memmap, one file per sample, "
-    "WebDataset, Arrow, Zarr, TFRecord, LitData), verify it, then time loading it through each loader.",
+    "Prepare one dataset in up to eleven formats (npy, HDF5, LMDB, TensorDict memmap, one file per sample, "
+    "WebDataset, Arrow, Zarr, TFRecord, LitData, Lance), verify it, then time loading it through each loader.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,

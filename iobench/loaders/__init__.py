@@ -53,6 +53,8 @@ class LoaderKind:
     # True: it builds its readers from the format's name and options where it reads (Ray's actors), not through the
     # reader it is given
     own_readers: bool = False
+    # True: it measures the dataset held in the device's memory (on the CPU: in RAM), not a way from storage
+    in_device_memory: bool = False
     # tune's search: the settings it tries of this loader, in this order (on local files, against object storage),
     # and whether with no workers it tries one torch thread (loading in this process, they compete for the cores)
     tuned: tuple[str, ...] = ()
@@ -107,7 +109,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
         LoaderKind(
             LoaderName.GPU_RESIDENT, None, "resident", "ResidentLoader", honours=BATCHES,
             notes=(("num_workers", "it reads the dataset once; --num-workers does not apply"),),
-            raw_batches="already on the device",
+            raw_batches="already on the device", in_device_memory=True,
         ),
         LoaderKind(
             LoaderName.RAY, None, "ray_actors", "RayLoader",
