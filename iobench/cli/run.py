@@ -89,7 +89,8 @@ def run_cmd(
                for f, ld in pairs]  # fmt: skip
     where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, net, endpoint_url, fuse,
                      rank_timeout)  # fmt: skip
-    measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms, wide=wide)
+    measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms, wide=wide,
+                loaders_named=loader)  # fmt: skip
 
 
 def _check_share(min_au: float | None) -> None:
