@@ -357,3 +357,16 @@ def test_ctrl_c_keeps_the_finished_records_and_prints_their_table(tmp_path):
     assert "interrupted after 1 of 2 configurations; their records are kept" in err
     assert "npy" in out and "dataloader" in out and "1 record(s) appended" in out, out
     assert len(stored_records(results)) == 1
+
+
+def test_the_time_left_is_a_range_then_the_estimates_scaled_by_the_pace_measured():
+    """'about 14 min' took 127 s and 'about 71 s' took 222 s: one figure from three batches. Before any configuration
+    ends, the range its batches give; after, the estimates scaled by how the finished ones compared with theirs."""
+    from iobench.cli.measuring import _place, _range
+    from iobench.run.estimates import Estimate
+
+    estimates = [Estimate(20.0, 40.0), Estimate(20.0, 40.0), Estimate(60.0, 120.0)]
+    assert _place(0, 3, 0.0, estimates) == "configuration 1 of 3, about 2-3 min left"
+    # the first took 90 s where 30 s was its middle: the rest, 120 s of middles, take about 3x
+    assert _place(1, 3, 90.0, estimates) == "configuration 2 of 3, about 6 min left"
+    assert _range(50.0, 52.0) == "50-52 s" and _range(60.0, 600.0) == "60 s-10 min" and _range(30.0, 30.2) == "30 s"

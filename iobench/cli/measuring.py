@@ -38,6 +38,7 @@ from iobench.results.ceilings import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.results.store import append_record
 from iobench.results.whatif import error, predict
+from iobench.run.estimates import Estimate
 from iobench.run.place import RunPlace
 from iobench.run.runner import run
 from iobench.run.session import dataset_for_run, launch_torchrun, resolve_all
@@ -296,7 +297,7 @@ def interleaved(todo: list[ResolvedRun]) -> bool:
 
 
 def run_interleaved(todo: list[ResolvedRun], quiet: bool, limits: MachineLimits | RemoteLimits | None,
-                    profile_dir: Path | None, estimates: list[float | None], world: Any, where: RunPlace,
+                    profile_dir: Path | None, estimates: list[Estimate | None], world: Any, where: RunPlace,
                     dataset: str, min_au: float | None, wide: bool) -> list[RunRecord]:  # fmt: skip
     """Run k of every configuration before run k + 1 of any (hyperfine's and pyperf's way: a shared machine's drift
     over minutes then falls inside each configuration's runs, not between two configurations, which two identical runs
@@ -307,7 +308,9 @@ def run_interleaved(todo: list[ResolvedRun], quiet: bool, limits: MachineLimits 
     runs = max(r.config.runs for r in todo)
     total = sum(r.config.runs * (r.config.warmup + r.config.epochs) for r in todo)
     known = [x for x in estimates if x is not None]
-    ahead = f", about {_minutes(sum(known))} in all" if len(known) == len(todo) else ""
+    ahead = (
+        f", about {_range(sum(x.low for x in known), sum(x.high for x in known))}" if len(known) == len(todo) else ""
+    )
     label = f"{len(todo)} configurations, their runs in turn{ahead}"
     records: list[RunRecord] = []
     with run_progress(label, total, quiet) as bar:
@@ -383,29 +386,45 @@ def remote_limits(remote: RemoteTarget, dataset_dir: Path, results: Path) -> Rem
     return limits
 
 
-def _estimates(todo: list[ResolvedRun], skip: bool) -> list[float | None]:
-    """Each configuration's time, from a measured batch of each (several configurations, one process only)."""
+def _estimates(todo: list[ResolvedRun], skip: bool) -> list[Estimate | None]:
+    """Each configuration's time, from a few measured batches of each (several configurations, one process only)."""
     if skip or len(todo) < 2:
         return [None] * len(todo)
     from iobench.run.estimates import estimated_seconds
 
     found = [estimated_seconds(r) for r in todo]
     if all(x is not None for x in found):
-        say(f"{len(todo)} configurations, about {_minutes(sum(found))} in all (from a measured batch of each)")
+        total = _range(sum(x.low for x in found), sum(x.high for x in found))  # type: ignore[union-attr]
+        say(f"{len(todo)} configurations, about {total} in all (from a few measured batches of each)")
     return found
 
 
-def _place(k: int, n: int, elapsed: float, estimates: list[float | None] | None = None) -> str:
-    """Where a run of several configurations stands, with the time left: from each configuration's measured batch
-    where there is one, else at the pace so far."""
+def _place(k: int, n: int, elapsed: float, estimates: list[Estimate | None] | None = None) -> str:
+    """Where a run of several configurations stands, with the time left: before any has finished, the range their
+    measured batches give; after, those estimates scaled by how the finished ones compared with theirs (a run's
+    batches are not its probe's); without estimates, at the pace so far."""
     if n == 1:
         return ""
-    ahead = (estimates or [])[k:]
-    if ahead and all(x is not None for x in ahead):
-        left = f", about {_minutes(sum(ahead))} left"  # type: ignore[arg-type]
+    known = estimates or []
+    if len(known) == n and all(x is not None for x in known):
+        ahead = known[k:]
+        if k == 0:
+            left = f", about {_range(sum(x.low for x in ahead), sum(x.high for x in ahead))} left"  # type: ignore
+        else:
+            pace = elapsed / max(1e-9, sum(x.middle for x in known[:k]))  # type: ignore[union-attr]
+            left = f", about {_minutes(pace * sum(x.middle for x in ahead))} left"  # type: ignore[union-attr]
     else:
         left = "" if k == 0 else f", about {_minutes(elapsed / k * (n - k))} left"
     return f"configuration {k + 1} of {n}{left}"
+
+
+def _range(low: float, high: float) -> str:
+    """A time range as a person reads it: one figure where its ends round to the same."""
+    a, b = _minutes(low), _minutes(high)
+    if a == b:
+        return a
+    unit = a.split()[1]
+    return f"{a.split()[0]}-{b}" if unit == b.split()[1] else f"{a}-{b}"
 
 
 def _minutes(seconds: float) -> str:

@@ -5,15 +5,29 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 
 from iobench.errors import IobenchError
 from iobench.plan.config import Cache
 from iobench.plan.resolve import ResolvedRun
 
-PROBE_BATCHES = 3  # batches timed after the first (which opens files and starts workers)
+PROBE_BATCHES = 6  # batches timed after the first (which opens files and starts workers)
 
 
-def estimated_seconds(resolved: ResolvedRun) -> float | None:
+@dataclass(frozen=True)
+class Estimate:
+    """A configuration's time, as a range: its probed batches' fastest and slowest pace over its epochs ("about 14 min"
+    took 127 s, "about 71 s" 222 s: one figure from three batches said more than it knew)."""
+
+    low: float
+    high: float
+
+    @property
+    def middle(self) -> float:
+        return (self.low + self.high) / 2
+
+
+def estimated_seconds(resolved: ResolvedRun) -> Estimate | None:
     """The configuration's whole run (every run's warm-up and timed epochs) at the pace of a few of its batches,
     read warm; None where a probe would cost what it measures (object storage) or fails (the run will say why)."""
     from iobench.run.runner import build_loader
@@ -29,15 +43,19 @@ def estimated_seconds(resolved: ResolvedRun) -> float | None:
             batches = iter(loader.epoch(0))
             next(batches)
             first = time.perf_counter() - started
-            t = time.perf_counter()
-            for _ in range(PROBE_BATCHES):
+            paces = []
+            for _ in range(min(PROBE_BATCHES, max(0, loader.order.n_batches() - 1))):
+                t = time.perf_counter()
                 next(batches)
-            per_batch = (time.perf_counter() - t) / PROBE_BATCHES
+                paces.append(time.perf_counter() - t)
         finally:
             with contextlib.suppress(Exception):
                 loader.close()
-        epoch = first + per_batch * max(0, loader.order.n_batches() - 1)
+        rest = max(0, loader.order.n_batches() - 1)
+        paces = paces or [first]
+        epochs = c.runs * (c.warmup + c.epochs)
+        low, high = (first + min(paces) * rest, first + max(paces) * rest)
         if c.max_seconds is not None:
-            epoch = min(epoch, c.max_seconds)
-        return epoch * c.runs * (c.warmup + c.epochs)
+            low, high = min(low, c.max_seconds), min(high, c.max_seconds)
+        return Estimate(low * epochs, high * epochs)
     return None
