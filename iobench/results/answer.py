@@ -15,9 +15,12 @@ from iobench.results.warnings import RunWarning, md_text
 
 
 def pattern_of(r: RunRecord) -> str:
-    """The access pattern a figure belongs to: only figures of one pattern answer the same question."""
+    """The access pattern a figure belongs to: only figures of one pattern answer the same question. The step is part
+    of it: a run with the user's step and the same pipeline without it are not competing loaders (one was ranked
+    '3.96x the next' against the other)."""
     c = r.config
-    return f"{c.cache} {c.order} on {c.device}"
+    step = f", step {c.step}" if c.step != "none" else ""
+    return f"{c.cache} {c.order} on {c.device}{step}"
 
 
 def bounding_stage(r: RunRecord) -> str:

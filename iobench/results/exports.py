@@ -14,9 +14,11 @@ from pathlib import Path
 from iobench.results.record import RunRecord
 
 
-def write_csv(records: Sequence[RunRecord], path: Path) -> Path:
-    """Every record's stored fields, one row each; lists and maps as JSON in their cell."""
-    rows = [r.to_json() for r in records]
+def write_csv(records: Sequence[RunRecord], path: Path, superseded: Sequence[RunRecord] = ()) -> Path:
+    """Every record's stored fields, one row each; lists and maps as JSON in their cell. `superseded`: records a later
+    one of the same configuration replaces in the report, kept here with `superseded` true."""
+    gone = {id(r) for r in superseded}
+    rows = [{**r.to_json(), "superseded": id(r) in gone} for r in records]
     columns = list(dict.fromkeys(key for row in rows for key in row))
     with open(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.writer(f)

@@ -31,7 +31,12 @@ def label(r: RunRecord) -> str:
 
 
 def distinct(names: list[str], records: list[RunRecord]) -> list[str]:
-    """Names made unique: the dataset's name where two differ only by it, then a counter."""
+    """Names made unique: the step where two differ by it (bars #1 and #2 did not say which had the user's step), the
+    dataset's name where two differ by that, then a counter."""
+    counts = Counter(names)
+    steps = {n: {r.config.step for m, r in zip(names, records, strict=True) if m == n} for n in counts}
+    names = [f"{n} step {r.config.step}" if counts[n] > 1 and len(steps[n]) > 1 else n
+             for n, r in zip(names, records, strict=True)]  # fmt: skip
     counts = Counter(names)
     names = [f"{n} {r.config.dataset}" if counts[n] > 1 else n for n, r in zip(names, records, strict=True)]
     seen: Counter = Counter()

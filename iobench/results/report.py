@@ -30,6 +30,24 @@ def latest_per_config(records: list[RunRecord]) -> list[RunRecord]:
     return list(by_key.values())
 
 
+def superseded(records: list[RunRecord], kept: list[RunRecord]) -> list[RunRecord]:
+    """The records a later record of the same configuration replaced in the report (it kept 2 of 3 and said nothing
+    of the third)."""
+    shown = {id(r) for r in kept}
+    return [r for r in records if id(r) not in shown]
+
+
+def _left_out(gone: list[RunRecord]) -> list[str]:
+    """The report's line on the records it does not show, and why."""
+    if not gone:
+        return []
+    names = "; ".join(f"{md_text(r.label)} {md_text(settings_label(r, measured=False))} of {r.timestamp}"
+                      for r in gone[:5])  # fmt: skip
+    more = f" and {len(gone) - 5} more" if len(gone) > 5 else ""
+    return [f"Left out: {len(gone)} earlier record(s) of a configuration measured again, the latest of each shown "
+            f"(results.csv has them all, `superseded` true): {names}{more}.", ""]  # fmt: skip
+
+
 def _with_limits(records: list[RunRecord], results: Path) -> list[RunRecord]:
     """Recompute % of limit from the limits stored beside the results (for the host and data
     device, or the object store and profile, each record was measured on), by the current rule."""
@@ -57,7 +75,9 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None, dat
     loaded = load_records(results)
     if skipped is not None:
         skipped.extend(loaded.skipped)
+    every = loaded.records if dataset is None else [r for r in loaded.records if r.config.dataset == dataset]
     records = _with_limits(latest_per_config(loaded.records), results)
+    gone = superseded(every, latest_per_config(every))
     if dataset is not None:
         found = sorted({r.config.dataset for r in records})
         records = [r for r in records if r.config.dataset == dataset]
@@ -70,7 +90,8 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None, dat
     except OSError as exc:
         raise IobenchError(f"cannot create {out}: {exc.strerror or exc}") from None
     images = [(title, plots.render(name, records, out)) for name, (title, _) in plots.PLOTS.items()]
-    lines = [f"# iobench report: {results.name}", "", f"{len(records)} configurations from `{results}`.", ""]
+    lines = [f"# iobench report: {results.name}", "", f"{len(records)} configurations from `{results}`.", "",
+             *_left_out(gone)]  # fmt: skip
     groups = workload_groups(records)
     lines += answer_lines(groups)
     lines += format_lines(groups)
@@ -95,7 +116,7 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None, dat
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     write_html("\n".join(lines), out, out / "report.html")
-    write_csv(records, out / "results.csv")
+    write_csv(records + gone, out / "results.csv", superseded=gone)
     return path
 
 

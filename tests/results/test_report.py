@@ -207,3 +207,32 @@ def test_the_throughput_plot_keeps_the_cold_bar_of_every_configuration_it_shows(
     assert len(rows) == 2 * len(shown) and len(rows) <= plots.TOP + 1
     assert {r.config.cache for r in rows if r.config.settings.batch_size == max(shown)} == {"warm", "cold"}
     assert max(shown) == 16 + 39 and "of 40 configurations" in note
+
+
+def test_the_report_says_what_it_left_out_and_does_not_rank_a_step_against_none(tmp_path):
+    """A user's 3 records: the report kept 2 (the CSV too) and said nothing of the third; it labelled bars #1/#2
+    without saying which had the step, and ranked the run without the step '3.96x the next' against the same
+    pipeline with it."""
+    import csv
+
+    results = tmp_path / "r.jsonl"
+    base = dict(FLAT_RECORD, format="factory", loader="dataloader", dataset="mypipe:make", epoch_seconds=[0.1] * 3)
+    rows = [dict(base, step="mypipe:step", samples_per_s=100.0, timestamp="2026-11-26T08:00:00+00:00"),
+            dict(base, step="mypipe:step", samples_per_s=120.0, timestamp="2026-11-26T08:05:00+00:00"),
+            dict(base, step="none", samples_per_s=400.0, timestamp="2026-11-26T08:10:00+00:00")]  # fmt: skip
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    text = write_report(results, tmp_path / "out").read_text()
+    assert "Left out: 1 earlier record(s) of a configuration measured again" in text and "08:00:00" in text
+    answer = text[text.index("## Answer") : text.index("## Where")]
+    assert "x the next" not in answer, answer  # two patterns: with the step and without, each its own line
+    with open(tmp_path / "out" / "results.csv") as f:
+        found = list(csv.DictReader(f))
+    assert len(found) == 3 and sorted(x["superseded"] for x in found) == ["False", "False", "True"]
+    names = plots.distinct([plots.label(r) for r in map(_record, rows[1:])], list(map(_record, rows[1:])))
+    assert names[0] != names[1] and "step mypipe:step" in names[0] and "step none" in names[1]
+
+
+def _record(row: dict):
+    from iobench.results.record import RunRecord
+
+    return RunRecord.from_json(row)
