@@ -15,3 +15,19 @@ if _MISSING:
         "python -m pip install -e '.[test]' && python -m pytest -q",
         returncode=4,
     )
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):  # noqa: ARG001 - pytest's hook signature
+    """The skipped tests' reasons, one line each with its count (-q prints an `s` per skip and no reason): what a
+    newcomer's run left out, and the extra that would run it."""
+    from collections import Counter
+
+    reasons: Counter = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        reason = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if reasons:
+        terminalreporter.write_sep("-", f"{sum(reasons.values())} skipped, by reason")
+        for reason, count in reasons.most_common():
+            terminalreporter.write_line(f"{count:5d}  {reason}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 from iobench.run.doctor import Status, cgroups, clock_verdict, overlap_verdict, page_cache, pinned_verdict
 
 
@@ -44,3 +46,23 @@ def test_gpu_verdicts_on_synthetic_timings():
     assert overlap_verdict(0.019, 0.0001, 0.02).status is Status.OK
     assert overlap_verdict(0.0001, 0.0001, 0.02).status is Status.WARN
     assert "seen to hold on an NVIDIA H100" in clock_verdict(0.0001, 0.02).detail
+
+
+def test_a_torchvision_that_does_not_import_beside_torch_is_one_line(monkeypatch):
+    """`.[formats]` installs torchvision 0.28.0 (through LitData): beside a CPU torch it is a CUDA build, fails on
+    import (`operator torchvision::nms does not exist`) and `pip check` says nothing. doctor says so in one line;
+    where it imports, or is not there, it says that."""
+    import importlib.util
+    import subprocess
+
+    from iobench.run import doctor
+
+    found = doctor.torchvision()
+    assert found.check == "torchvision" and "\n" not in found.detail
+    if importlib.util.find_spec("torchvision") is None:
+        assert found.status is doctor.Status.OK and "not installed" in found.detail
+        return
+    imports = subprocess.run([sys.executable, "-c", "import torchvision"], capture_output=True).returncode == 0
+    assert (found.status is doctor.Status.OK) == imports, found
+    if not imports:
+        assert "does not import beside torch" in found.detail

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 # What a run of the user's own pipeline takes from `run`'s options; the rest are about formats, datasets
 # iobench prepared, the page cache or ranks, and are refused when typed.
 APPLIES = {"dataset_factory", "device", "shuffle", "epochs", "warmup", "runs", "max_seconds", "step", "min_au", "seed",
-           "cache", "torch_threads", "results", "quiet", *TORCH_DATALOADER}  # fmt: skip
+           "cache", "torch_threads", "results", "quiet", "wide", *TORCH_DATALOADER}  # fmt: skip
 TUNE_APPLIES = {"dataset_factory", "step", "budget_minutes", "batch_size", "device", "shuffle", "cache",
                 "torch_threads", "results", "quiet"}  # fmt: skip
 # what the factory's own DataLoader would set itself: refused beside one
@@ -80,7 +80,7 @@ def run_factory_cmd(ctx: typer.Context) -> None:
     with run_progress(request.factory, total, p["quiet"]) as events:
         record = run_factory(planned, events)
     save(results, record)
-    print_run([record], request.factory, results, p["min_au"])
+    print_run([record], request.factory, results, p["min_au"], wide=p["wide"])
 
 
 def factory_search(ctx: typer.Context, device: torch.device, batch: int, sizes: list[int] | None) -> TuneSearch:

@@ -72,13 +72,37 @@ def sharing(sample_seconds: float = 1.0) -> Finding:
 
 def drop_caches() -> Finding:
     if can_drop_caches():
-        return Finding("drop_caches", Status.OK, "permitted: cold runs drop the whole page cache")
+        return Finding("drop_caches", Status.OK, "permitted: --eviction drop_caches drops the whole page cache (cold "
+                       "runs evict the dataset's files alone by default)")  # fmt: skip
     return Finding(
         "drop_caches",
         Status.WARN,
         "not permitted (needs root): cold runs evict the dataset's files with fadvise, which works unless "
         "another process maps them; scripts/drop_caches.sh for a sudo-only drop",
     )
+
+
+def torchvision() -> Finding:
+    """Whether torchvision imports beside this torch: `.[formats]` brings torchvision in (through LitData), and where
+    torch is a CPU build the index's torchvision is a CUDA one, which fails on import (`operator torchvision::nms does
+    not exist`) while `pip check` sees nothing wrong. Tried in a process of its own."""
+    import importlib.metadata
+    import importlib.util
+    import subprocess
+
+    from iobench.system.processes import python_code
+
+    if importlib.util.find_spec("torchvision") is None:
+        return Finding("torchvision", Status.OK, "not installed: images decode with Pillow")
+    version = importlib.metadata.version("torchvision")
+    done = subprocess.run(python_code("import torchvision"), capture_output=True, text=True, timeout=120)
+    if done.returncode == 0:
+        return Finding("torchvision", Status.OK, f"torchvision {version} imports beside torch {torch.__version__}")
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    return Finding("torchvision", Status.WARN,
+                   f"torchvision {version} is installed but does not import beside torch {torch.__version__} "
+                   f"({lines[-1] if lines else 'it failed'}): a build for another torch (a CUDA one beside a CPU "
+                   "torch); images decode with Pillow, and LitData's image helpers fail")  # fmt: skip
 
 
 def cgroups(root: Path = Path("/sys/fs/cgroup")) -> Finding:
@@ -231,5 +255,5 @@ def cuda_checks(device: torch.device, nbytes: int = 256 * 2**20) -> list[Finding
 
 def examine(folder: Path, device: torch.device, idle_seconds: float, wait: Callable[[float], None] = time.sleep):
     """Every check, in the order a reader wants them."""
-    checks = [cores(), sharing(), drop_caches(), cgroups()]
+    checks = [cores(), sharing(), drop_caches(), cgroups(), torchvision()]
     return [*checks, *page_cache(folder, idle_seconds, wait), *cuda_checks(device)]

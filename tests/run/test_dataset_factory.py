@@ -269,3 +269,10 @@ def test_tune_refusals(cli, tmp_path, user, args, fragments):
     result = cli("tune", *[a.format(user=user) for a in args], "--results", tmp_path / "t.jsonl", "-q")
     assert_one_line_error(result, *fragments)
     assert not (tmp_path / "t.jsonl").exists()
+
+
+def test_wide_shows_a_users_pipelines_split(cli, tmp_path, user):
+    """--wide (the per-batch split the README points to) was refused with --dataset-factory: the user needed it."""
+    result = run_factory(cli, tmp_path, f"{user}:make", "--wide", "--step", "sleep:1")
+    assert result.code == 0, result.err
+    assert "per batch (ms): waiting for the loader" in result.out and "hand-over" in result.out
