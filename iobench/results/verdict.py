@@ -94,6 +94,8 @@ def compare_verdict(a: RunRecord, b: RunRecord) -> Verdict:
     nothing."""
     units_a, units_b = run_rates(a), run_rates(b)
     ia, ib = _interval_of(units_a), _interval_of(units_b)
+    if a.timestamp and a.timestamp == b.timestamp and units_a == units_b:  # a file compared with itself
+        return Verdict("same", None, "no change: the very same runs (one record, read twice)")
     if ia.median <= 0:  # a run that delivered nothing (a hostile or broken record): no ratio to give
         return Verdict("not comparable", None, "not comparable: A is 0 samples/s")
     change = ib.median / ia.median - 1

@@ -95,3 +95,13 @@ def test_runs_are_the_units_of_the_interval():
 def test_not_comparable_still_shows_the_ratio():
     verdict = compare_verdict(runs_record([1000.0, 990.0, 1010.0]), runs_record([500.0, 495.0, 505.0], busy=1.9))
     assert verdict.kind == "not comparable" and "B/A 0.50x, not a verdict" in verdict.text
+
+
+def test_a_record_compared_with_itself_is_the_same_however_busy_the_machine_was():
+    """`compare results.jsonl results.jsonl` of a run beside other programs said "not decidable": the same runs are
+    the same figure, whatever the load they saw; two runs of their own (another timestamp) are judged by their noise."""
+    busy = record([1.0, 1.6, 0.7], busy=1.9, timestamp="2026-11-26T09:00:00+00:00")
+    verdict = compare_verdict(busy, busy)
+    assert verdict.kind == "same" and "the very same runs" in verdict.text
+    again = record([1.0, 1.6, 0.7], busy=1.9, timestamp="2026-11-26T09:05:00+00:00")
+    assert compare_verdict(busy, again).kind == "not decidable"
