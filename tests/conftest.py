@@ -185,11 +185,14 @@ def run_pasted(script: Path, start_method: str) -> subprocess.CompletedProcess:
 
 
 def assert_formatted(script: Path) -> None:
-    """What tune pastes passes `ruff format` as it is (the formatter its users run), where ruff is installed."""
-    import shutil
+    """What tune pastes passes `ruff format` as it is, with ruff's defaults (a user's project has its own settings,
+    or none: `--isolated` reads no configuration, neither this project's nor the working directory's), where ruff is
+    installed (the test extra installs it)."""
+    import importlib.util
 
-    if ruff := shutil.which("ruff"):
-        checked = subprocess.run([ruff, "format", "--check", "--diff", str(script)], capture_output=True, text=True)
+    if importlib.util.find_spec("ruff") is not None:
+        command = [sys.executable, "-m", "ruff", "format", "--isolated", "--check", "--diff", str(script)]
+        checked = subprocess.run(command, capture_output=True, text=True)
         assert checked.returncode == 0, checked.stdout + checked.stderr
 
 

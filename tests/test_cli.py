@@ -90,10 +90,13 @@ def test_existing_dataset_needs_force(prepared, cli):
 
 
 def test_prepare_with_progress_bars(tmp_path, cli):
-    r = cli("prepare", "--size", "300", "--data-dir", tmp_path, "--formats", "npy,hdf5")
+    r = cli("prepare", "--size", "3000", "--data-dir", tmp_path / "big", "--formats", "npy,hdf5")
     assert r.code == 0, r.err
     assert "preparing" in r.err and "hdf5 checksum" in r.err and "MB/s" in r.err
     assert "manifest:" in r.out
+    small = cli("prepare", "--size", "300", "--data-dir", tmp_path / "small", "--formats", "npy,hdf5")
+    assert small.code == 0 and "MB/s" in small.err
+    assert "checksum" not in small.err, "no bar for the few bytes hashed after writing a small format"
 
 
 def test_formats_can_be_added_one_at_a_time(tmp_path, cli):

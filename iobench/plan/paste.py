@@ -7,7 +7,6 @@ and with a `__main__` block that times a few epochs so the user can check the fi
 
 from __future__ import annotations
 
-import json
 import shlex
 from pathlib import Path
 from typing import Any
@@ -15,46 +14,8 @@ from typing import Any
 from iobench.loaders import LoaderName
 from iobench.loaders.transforms import TransformOn
 from iobench.plan.config import RunConfig
+from iobench.plan.script_text import fitted, import_block, py_literal, step_parts, tidy, timing_main
 from iobench.settings import command_flags, dataloader_arguments
-
-WARM_UP_S = 2.0  # the pasted script's untimed epochs last at least this (and one epoch)
-_STANDARD = {"collections.abc", "statistics", "sys", "time"}  # what the scripts import of the standard library
-
-
-def import_block(lines: list[str]) -> list[str]:
-    """Import lines as ruff sorts them: the standard library, other packages, then iobench, a blank line between;
-    in each, `import x` lines before `from x import y` lines, by module; names imported from one module merged."""
-    merged: dict[str, set[str]] = {}
-    plain_imports: set[str] = set()
-    for line in (x.strip() for x in lines if x.strip()):
-        if line.startswith("from "):
-            module, _, names = line[5:].partition(" import ")
-            merged.setdefault(module, set()).update(n.strip() for n in names.split(","))
-        else:
-            plain_imports.add(line[7:])
-    sections: list[list[str]] = [[], [], []]
-
-    def section(module: str) -> list[str]:
-        root = module.split(".")[0]
-        return sections[0] if module in _STANDARD or root in _STANDARD else sections[2 if root == "iobench" else 1]
-
-    for module in sorted(plain_imports):
-        section(module).append(f"import {module}")
-    for module in sorted(merged):
-        section(module).append(f"from {module} import {', '.join(sorted(merged[module]))}")
-    out: list[str] = []
-    for lines_of in (x for x in sections if x):
-        out += ([""] if out else []) + lines_of
-    return out
-
-
-def _py(value: Any) -> str:
-    """A literal as ruff format writes it (double quotes): the pasted code passes the user's formatter as is."""
-    if isinstance(value, str):
-        return json.dumps(value)
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{_py(k)}: {_py(v)}" for k, v in value.items()) + "}"
-    return repr(value)
 
 
 def loader_arguments(c: RunConfig) -> list[str]:
@@ -66,7 +27,7 @@ def loader_arguments(c: RunConfig) -> list[str]:
 
 def _keywords(s: Any) -> list[str]:
     """The settings' DataLoader keywords as a script writes them (`iobench.settings.dataloader_arguments`)."""
-    return [f"{k}={_py(v)}" for k, v in dataloader_arguments(s).items()]
+    return [f"{k}={py_literal(v)}" for k, v in dataloader_arguments(s).items()]
 
 
 def _api_import(names: list[str], on_device: str | None) -> str:
@@ -79,7 +40,7 @@ def _dataloader(c: RunConfig, opened: list[str], on_device: str | None) -> tuple
     api = _api_import(["Batches", "open_dataset", "passthrough"], on_device)
     make = [
         "def make_loader() -> DataLoader:",
-        f"    dataset = open_dataset(DATASET, {', '.join(opened[1:])})",
+        *fitted(4, "dataset = open_dataset", ["DATASET", *opened[1:]]),
         "    # one numpy array of indices per batch, read in one call: the pattern tune measured",
         "    return DataLoader(",
         "        dataset,",
@@ -95,11 +56,20 @@ def _nodes_loader(c: RunConfig, opened: list[str], on_device: str | None) -> tup
     api = _api_import(["Batches", "ThreadBatches", "open_dataset"], on_device)
     make = [
         "def make_loader() -> nodes.Loader:",
-        f"    dataset = open_dataset(DATASET, {', '.join(opened[1:])})",
+        *fitted(4, "dataset = open_dataset", ["DATASET", *opened[1:]]),
         "    # one numpy array of indices per batch, read in one call by one of the threads: what tune measured",
-        f"    node = nodes.SamplerWrapper(Batches(len(dataset), {s.batch_size}, shuffle={c.shuffle}))",
-        f"    node = nodes.ParallelMapper(node, ThreadBatches(dataset), num_workers={s.num_workers}, "
-        f'in_order={s.in_order}, method="thread")',
+        *fitted(4, "node = nodes.SamplerWrapper", [f"Batches(len(dataset), {s.batch_size}, shuffle={c.shuffle})"]),
+        *fitted(
+            4,
+            "node = nodes.ParallelMapper",
+            [
+                "node",
+                "ThreadBatches(dataset)",
+                f"num_workers={s.num_workers}",
+                f"in_order={s.in_order}",
+                'method="thread"',
+            ],
+        ),  # fmt: skip
         *(["    node = nodes.PinMemory(node)"] if s.pin_memory else []),
         f"    node = nodes.Prefetcher(node, prefetch_factor={s.prefetch_factor or 2})",
         "    return nodes.Loader(node)",
@@ -111,7 +81,7 @@ def _native_loader(c: RunConfig, opened: list[str], on_device: str | None) -> tu
     """Imports and make_loader() for the format's own library pipeline, as `--loader native` read."""
     s = c.settings
     args = [f"batch_size={s.batch_size}", f"shuffle={c.shuffle}", *_keywords(s)]
-    args += [f"options={_py(dict(c.format_options))}"] if c.format_options else []
+    args += [f"options={py_literal(dict(c.format_options))}"] if c.format_options else []
     make = [
         "def make_loader() -> NativeBatches:",
         f"    # {c.format}'s own library pipeline with the knobs tune measured (--loader native)",
@@ -233,7 +203,9 @@ def _plain_loader(c: RunConfig, on_device: str | None) -> tuple[list[str], list[
 # The collate tune measured: a batch read in one call passed through. Without a collate_fn, a DataLoader of batch_size
 # None converts each batch (default_convert): a third of plain npy's rate (3.5 M rows/s against 5.1 M).
 _AS_READ = [
-    "def as_read(batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:",
+    "def as_read(",
+    "    batch: tuple[torch.Tensor, torch.Tensor],",
+    ") -> tuple[torch.Tensor, torch.Tensor]:",
     '    """A batch read in one call is one already: passed through as it is."""',
     "    return batch",
 ]
@@ -275,9 +247,9 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str, fol
     tensorclass = c.loader is LoaderName.TENSORCLASS
     host = c.transform if c.transform != "none" and c.transform_on is TransformOn.HOST else "none"
     on_device = c.transform if c.transform != "none" and c.transform_on is TransformOn.DEVICE else None
-    opened = [_py(str(dataset_dir.resolve())), _py(c.format)]
+    opened = [py_literal(str(dataset_dir.resolve())), py_literal(c.format)]
     if host != "none":
-        opened.append(f"transform={_py(host)}")
+        opened.append(f"transform={py_literal(host)}")
     if tensorclass:
         opened.append("tensorclass=True")
     threads = [f"torch.set_num_threads({c.torch_threads})"] if c.torch_threads is not None else []
@@ -286,7 +258,7 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str, fol
     if plain(c):
         imports, make, unpack = _plain_loader(c, on_device)
         needs = "plain PyTorch and " + ("numpy" if c.format == "npy" else "tensordict")
-        opened[0] = _py(str(dataset_dir.resolve() / c.format))  # the format's own folder
+        opened[0] = py_literal(str(dataset_dir.resolve() / c.format))  # the format's own folder
     else:
         build = {LoaderName.NODES: _nodes_loader, LoaderName.NATIVE: _native_loader}.get(c.loader, _dataloader)
         imports, make = build(c, opened, on_device)
@@ -303,7 +275,7 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str, fol
         *import_block(["import statistics", "import time", "import torch", *imports, *step_imports]),
         "",
         f"DATASET = {opened[0]}",
-        f"DEVICE = torch.device({_py(device)})",
+        f"DEVICE = torch.device({py_literal(device)})",
         *threads,
         "",
         *step_lines,
@@ -311,82 +283,9 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str, fol
         *make,
         "",
         "",
-        *_timing_main(c.epochs, measured, unpack, move, on_device, step_call),
+        *timing_main(c.epochs, measured, unpack, move, on_device, step_call),
     ]
-    return _tidy(lines)
-
-
-def _tidy(lines: list[str]) -> str:
-    """The lines as a file: at most two blank lines in a row (the optional parts leave some), one newline at its
-    end."""
-    out: list[str] = []
-    for line in lines:
-        if line == "" and len(out) >= 2 and out[-1] == "" and out[-2] == "":
-            continue
-        out.append(line)
-    return "\n".join(out) + "\n"
-
-
-def step_parts(step: str, folder: Path, features_per_sample: int, n_classes: int,
-               non_blocking: bool) -> tuple[list[str], list[str], list[str]]:  # fmt: skip
-    """The step tune measured with, as the script's (imports, definitions, lines in the loop): the user's own
-    function imported from where tune imported it, iobench's stand-in, or none (the photos' search measured 137
-    images/s with the user's step; its script left the step out)."""
-    if step == "none":
-        return [], [], []
-    call = [f"            labels = labels.to(DEVICE, non_blocking={non_blocking})",
-            "            step(features, labels)"]  # fmt: skip
-    if ":" in step and not step.startswith("sleep:"):
-        module, _, function = step.partition(":")
-        lines = [f"# your step, from where {module} was imported", f"sys.path.insert(0, {_py(str(folder.resolve()))})",
-                 f"from {module} import {function} as step  # noqa: E402", ""]  # fmt: skip
-        return ["import sys"], lines, call
-    lines = [f"# iobench's stand-in step {step}, as tune ran it",
-             f"step = stand_in_step({_py(step)}, {features_per_sample}, {n_classes}, DEVICE)", ""]  # fmt: skip
-    return ["from iobench.api import stand_in_step"], lines, call
-
-
-def _timing_main(epochs: int, measured: str, unpack: str, move: str, on_device: str | None = None,
-                 step: list[str] | None = None) -> list[str]:  # fmt: skip
-    """The script's `__main__`: untimed warm-up epochs (workers start, the page cache fills, and a fresh process's
-    allocator settles: its first few hundred batches of 1 MB read 3x slower, glibc trimming and growing its heap for
-    each), at least one and at least WARM_UP_S, then a few epochs timed as tune timed them (the step it ran with
-    included), the clock stopped after the device is done, and their median beside tune's figure (one epoch alone
-    falls outside tune's spread of several by chance)."""
-    return [
-        "def one_epoch(loader) -> tuple[int, float]:",
-        '    """Samples delivered and seconds, the clock stopped once the device is done."""',
-        "    start, seen = time.perf_counter(), 0",
-        "    for batch in loader:",
-        f"        {unpack}",
-        f"        {move}",
-        *(["        features = augment(features)"] if on_device else []),
-        *(line[4:] for line in (step or [])),
-        "        seen += len(features)",
-        '    if DEVICE.type == "cuda":',
-        "        torch.cuda.synchronize()",
-        "    return seen, time.perf_counter() - start",
-        "",
-        "",
-        'if __name__ == "__main__":',
-        f"    TUNE = {_py(measured)}",
-        "    loader = make_loader()",
-        *([f"    augment = device_transform(DATASET, {_py(on_device)})"] if on_device else []),
-        "    # untimed, as tune's were: workers start, the page cache fills, the allocator settles",
-        f"    warm_until = time.perf_counter() + {WARM_UP_S:g}",
-        "    while True:",
-        "        seen, seconds = one_epoch(loader)",
-        '        print(f"warm-up: {seen} samples in {seconds:.2f} s, {seen / seconds:,.0f} samples/s")',
-        "        if time.perf_counter() >= warm_until:",
-        "            break",
-        "    rates = []",
-        f"    for epoch in range(1, {max(3, epochs) + 1}):",
-        "        seen, seconds = one_epoch(loader)",
-        "        rates.append(seen / seconds)",
-        '        print(f"epoch {epoch}: {seen} samples in {seconds:.2f} s, {rates[-1]:,.0f} samples/s")',
-        "    median = statistics.median(rates)",
-        '    print(f"median of the timed epochs: {median:,.0f} samples/s; tune: {TUNE}")',
-    ]
+    return tidy(lines)
 
 
 def factory_script(request: Any, measured: str, folder: Path, device: str, features_per_sample: int = 1) -> str:
@@ -422,10 +321,10 @@ def factory_script(request: Any, measured: str, folder: Path, device: str, featu
         ),  # fmt: skip
         "",
         f"# where {module} was imported from",
-        f"sys.path.insert(0, {_py(str(folder.resolve()))})",
+        f"sys.path.insert(0, {py_literal(str(folder.resolve()))})",
         f"from {module} import {function}  # noqa: E402",
         "",
-        f"DEVICE = torch.device({_py(device)})",
+        f"DEVICE = torch.device({py_literal(device)})",
         *threads,
         "",
         *[line for line in step_lines if not line.startswith(("sys.path.insert", "# your step"))],
@@ -437,7 +336,7 @@ def factory_script(request: Any, measured: str, folder: Path, device: str, featu
         "    )",
         "",
         "",
-        *_timing_main(
+        *timing_main(
             request.epochs,
             measured,
             "features, labels = split_batch(batch)",
@@ -445,7 +344,7 @@ def factory_script(request: Any, measured: str, folder: Path, device: str, featu
             step=step_call,
         ),  # fmt: skip
     ]
-    return _tidy(lines)
+    return tidy(lines)
 
 
 def run_command(c: RunConfig, place: list[str], device: str) -> str:

@@ -114,7 +114,7 @@ def test_the_pasted_script_runs_under_spawn_and_delivers_the_dataset(tmp_path, f
         assert done.returncode == 0, done.stderr
         assert re.findall(r"epoch \d: (\d+) samples", done.stdout) == ["1000"] * 3, done.stdout
         assert done.stdout.startswith("warm-up: 1000 samples"), "an untimed epoch first, as tune measured"
-        rates = [float(r.replace(",", "")) for r in re.findall(r"epoch \d: .*, ([\d,]+) samples/s", done.stdout)]
+        rates = [float(r.replace(",", "")) for r in re.findall(r"epoch \d: .*, ([\d,]+)/s", done.stdout)]
         median = re.search(r"median of the timed epochs: ([\d,]+) samples/s; tune: 1 samples/s\n", done.stdout)
         assert median and float(median[1].replace(",", "")) == pytest.approx(sorted(rates)[1], abs=1), done.stdout
 
@@ -299,9 +299,11 @@ def test_the_pasted_script_samples_and_steps_as_tune_measured(tmp_path, monkeypa
     assert_formatted(script)
     done = run_pasted(script, "fork")
     assert done.returncode == 0, done.stderr
-    if step == "paste_step:step":  # called with every batch of the warm-up and the 3 timed epochs, on the device
+    if step == "paste_step:step":  # called with every batch of the warm-up epochs and the 3 timed ones, on the device
         calls = (tmp_path / "calls.txt").read_text().split("\n")[:-1]
-        assert len(calls) == 4 * 8 and {c.split()[1] for c in calls} == {"cpu"}
-        assert sum(int(c.split()[0]) for c in calls) == 4 * 1000
+        epochs = done.stdout.count("warm-up: ") + done.stdout.count("epoch ")
+        assert done.stdout.count("warm-up: ") >= 1 and done.stdout.count("epoch ") == 3
+        assert len(calls) == epochs * 8 and {c.split()[1] for c in calls} == {"cpu"}
+        assert sum(int(c.split()[0]) for c in calls) == epochs * 1000
     else:
         assert "stand_in_step(" in text and done.stdout.count("epoch ") == 3
