@@ -47,7 +47,8 @@ def refuse_others(ctx: typer.Context, applies: set[str]) -> None:
 
 def run_factory_cmd(ctx: typer.Context) -> None:
     """Time the user's pipeline: one record, printed as `run` prints, appended to --results."""
-    from iobench.cli.measuring import run_progress, save, settings_of
+    from iobench.cli.bars import run_progress
+    from iobench.cli.measuring import save, settings_of
     from iobench.cli.render import print_run
     from iobench.loaders.device import resolve_device
     from iobench.results.store import check_writable

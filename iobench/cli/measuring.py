@@ -12,19 +12,11 @@ from dataclasses import fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from rich.table import Table
 
 from iobench.choices import split_list
 from iobench.cli.app import ARGV
+from iobench.cli.bars import run_progress, standing, time_range
 from iobench.cli.console import ConsoleEvents, err, out, say
 from iobench.cli.render import print_run
 from iobench.errors import IobenchError
@@ -42,7 +34,6 @@ from iobench.run.estimates import Estimate
 from iobench.run.place import RunPlace
 from iobench.run.runner import run
 from iobench.run.session import dataset_for_run, launch_torchrun, resolve_all
-from iobench.run.sweep import run_sweep
 from iobench.settings import LoaderSettings
 from iobench.storage.remote import FuseOptions, RemoteTarget
 from iobench.storage.remote.profiles import Profile
@@ -163,69 +154,6 @@ def run_one(
         return bar.done(run(resolved, limits, profile_dir, bar))
 
 
-@contextmanager
-def run_progress(label: str, total_epochs: int, quiet: bool) -> Iterator[_EpochBar]:
-    """One configuration's bar over its epochs (warm-ups included); none with --quiet."""
-    if quiet:
-        yield _EpochBar(None, None, label)
-        return
-    if not err.is_terminal:  # piped or redirected: a line as each configuration starts, none of a bar's redraws
-        say(f"{label}: {total_epochs} epochs ...")
-        yield _EpochBar(None, None, label)
-        return
-    with Progress(
-        TextColumn("{task.description:<40}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=err,
-    ) as progress:
-        yield _EpochBar(progress, progress.add_task(label, total=total_epochs), label)
-
-
-class _EpochBar(ConsoleEvents):
-    """One configuration's bar, moved by each epoch (no bar: nothing shown)."""
-
-    def __init__(self, progress: Progress | None, task: TaskID | None, label: str) -> None:
-        super().__init__(quiet=progress is None)
-        self.bar, self.task, self.label = progress, task, label
-
-    def epoch_done(self, run: int, epoch: int, warmup: bool, seconds: float) -> None:
-        if self.bar is not None and self.task is not None:
-            kind = "warm-up" if warmup else "epoch"
-            self.bar.update(self.task, advance=1, description=f"{self.label} run {run + 1} {kind} {seconds:.2f} s")
-
-    def done(self, record: RunRecord) -> RunRecord:
-        """The bar ends on the run's median epoch."""
-        if self.bar is not None and self.task is not None:
-            median = record.epochs.epoch_seconds_median
-            self.bar.update(self.task, description=f"{self.label} median {median:.3f} s")
-        return record
-
-
-class _SweepBar(ConsoleEvents):
-    """A sweep's one overall bar, moved as each configuration starts."""
-
-    def __init__(self, progress: Progress, task: TaskID) -> None:
-        super().__init__()
-        self.bar, self.task = progress, task
-
-    def run_started(self, index: int, total: int, label: str) -> None:
-        self.bar.update(self.task, completed=index, description=f"{index + 1}/{total} {label}")
-
-
-class RoundBar(ConsoleEvents):
-    """tune's bar over its time budget, moved as each candidate ends its share of a round."""
-
-    def __init__(self, progress: Progress, task: TaskID) -> None:
-        super().__init__()
-        self.bar, self.task, self.started = progress, task, time.monotonic()
-
-    def round_done(self, round_index: int, label: str) -> None:
-        elapsed = time.monotonic() - self.started
-        self.bar.update(self.task, completed=elapsed, description=f"round {round_index + 1}: {label}")
-
-
 def measure_run(
     configs: list[RunConfig],
     notes: list[str],
@@ -275,8 +203,8 @@ def measure_run(
             else:
                 try:
                     for k, resolved in enumerate(todo):
-                        place = _place(k, len(todo), time.monotonic() - started, estimates)
-                        records.append(run_one(resolved, quiet, limits, profile_dir, place))
+                        at = standing(k, len(todo), time.monotonic() - started, estimates)
+                        records.append(run_one(resolved, quiet, limits, profile_dir, at))
                         if world.is_main:
                             save(where.results, records[-1])
                 except KeyboardInterrupt:
@@ -309,7 +237,9 @@ def run_interleaved(todo: list[ResolvedRun], quiet: bool, limits: MachineLimits 
     total = sum(r.config.runs * (r.config.warmup + r.config.epochs) for r in todo)
     known = [x for x in estimates if x is not None]
     ahead = (
-        f", about {_range(sum(x.low for x in known), sum(x.high for x in known))}" if len(known) == len(todo) else ""
+        f", about {time_range(sum(x.low for x in known), sum(x.high for x in known))}"
+        if len(known) == len(todo)
+        else ""
     )
     label = f"{len(todo)} configurations, their runs in turn{ahead}"
     records: list[RunRecord] = []
@@ -394,60 +324,6 @@ def _estimates(todo: list[ResolvedRun], skip: bool) -> list[Estimate | None]:
 
     found = [estimated_seconds(r) for r in todo]
     if all(x is not None for x in found):
-        total = _range(sum(x.low for x in found), sum(x.high for x in found))  # type: ignore[union-attr]
+        total = time_range(sum(x.low for x in found), sum(x.high for x in found))  # type: ignore[union-attr]
         say(f"{len(todo)} configurations, about {total} in all (from a few measured batches of each)")
     return found
-
-
-def _place(k: int, n: int, elapsed: float, estimates: list[Estimate | None] | None = None) -> str:
-    """Where a run of several configurations stands, with the time left: before any has finished, the range their
-    measured batches give; after, those estimates scaled by how the finished ones compared with theirs (a run's
-    batches are not its probe's); without estimates, at the pace so far."""
-    if n == 1:
-        return ""
-    known = estimates or []
-    if len(known) == n and all(x is not None for x in known):
-        ahead = known[k:]
-        if k == 0:
-            left = f", about {_range(sum(x.low for x in ahead), sum(x.high for x in ahead))} left"  # type: ignore
-        else:
-            pace = elapsed / max(1e-9, sum(x.middle for x in known[:k]))  # type: ignore[union-attr]
-            left = f", about {_minutes(pace * sum(x.middle for x in ahead))} left"  # type: ignore[union-attr]
-    else:
-        left = "" if k == 0 else f", about {_minutes(elapsed / k * (n - k))} left"
-    return f"configuration {k + 1} of {n}{left}"
-
-
-def _range(low: float, high: float) -> str:
-    """A time range as a person reads it: one figure where its ends round to the same."""
-    a, b = _minutes(low), _minutes(high)
-    if a == b:
-        return a
-    unit = a.split()[1]
-    return f"{a.split()[0]}-{b}" if unit == b.split()[1] else f"{a}-{b}"
-
-
-def _minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
-
-
-def sweep_with_progress(todo: list[ResolvedRun], results: Path, limits: MachineLimits | RemoteLimits | None,
-                        quiet: bool, isolated: bool = False) -> None:  # fmt: skip
-    """Run a sweep's configurations with one overall bar (its ETA covers the whole sweep)."""
-    columns = (
-        TextColumn("{task.description:<60}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=err, disable=quiet) as progress:
-        task = progress.add_task("sweep", total=len(todo))
-        run_sweep(todo, results, limits, _SweepBar(progress, task), isolated)
-        progress.update(task, completed=len(todo))
-    out.print(
-        f"{len(todo)} record(s) appended to {results}; `iobench report {results}` makes the report",
-        highlight=False,
-        soft_wrap=True,
-        markup=False,
-    )

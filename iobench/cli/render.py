@@ -52,24 +52,7 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | No
     measures it again. The figure reported and pasted is the winner's fresh run after the search, where it has one."""
     from iobench.run.tune import SHORT_EPOCH_S
 
-    measured = [c for c in outcome.ranked if c.records]
-    shown = measured[:12]
-    title = f"tune: {outcome.rounds} round(s) in {outcome.seconds:.0f} s, stopped: {outcome.stopped}"
-    title += f"\n{len(measured)} of {outcome.candidates or len(outcome.ranked)} candidates measured"
-    title += f", the best {len(shown)} shown" if len(shown) < len(measured) else ""
-    table = Table(title=title)
-    if outcome.reused:
-        say(f"resumed: {outcome.reused} candidate round(s) taken from {results}, not run again")
-    for col in ("rank", "loader", "settings", "samples/s median", "CI of the median", "epochs", "AU (step)",
-                "shuffle"):  # fmt: skip
-        table.add_column(col, justify="left" if col in ("loader", "settings", "shuffle") else "right")
-    for i, c in enumerate(shown, 1):
-        low, high = c.interval()
-        ci = f"{low:,.0f}-{high:,.0f} ({c.coverage:.0%})" if math.isfinite(high) else "-"
-        last = c.records[-1]
-        table.add_row(str(i), c.config.loader.value, settings_text(c.config), f"{c.median:,.0f}", ci,
-                      str(len(c.rates)), au_text(last), _shuffle_text(c, outcome.min_shuffle))  # fmt: skip
-    out.print(table)
+    _print_ranking(outcome, results)
     best = outcome.best
     if not best.meets(outcome.min_shuffle):
         out.print(f"no candidate shuffled to --min-shuffle {outcome.min_shuffle:g}: nothing to recommend; "
@@ -95,18 +78,7 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | No
     out.print(f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s in the search "
               f"(epochs {spread}; {best.coverage:.0%} CI of the median {low:,.0f}-{high:,.0f}); "
               f"{_stopped_text(outcome)}")  # fmt: skip
-    figure = f"{best.median:,.0f} samples/s measured (epochs {spread})"
-    if best.confirmed is not None and (again := best.confirmed_rates):
-        from iobench.results.verdict import interval
-
-        confirmed = interval(best.confirmed)
-        figure = (f"{confirmed.median:,.0f} samples/s measured again after the search (epochs "
-                  f"{min(again):,.0f}-{max(again):,.0f})")  # fmt: skip
-        out.print(f"confirmed in a fresh run after the search: {confirmed.text()} samples/s, "
-                  f"{confirmed.median / best.median:.2f}x the search's median (the best of many noisy "
-                  "measurements reads high): the figure to expect")  # fmt: skip
-        for w in summarised(record_warnings([best.confirmed]), 1):
-            say(w.console())
+    figure = _confirmed_figure(best, spread)
     if best.epoch_seconds < SHORT_EPOCH_S:
         out.print(f"not decidable: its epochs last {best.epoch_seconds * 1000:.0f} ms, within this machine's timer and "
                   "scheduling noise; a larger dataset (more samples per epoch) ranks these settings")  # fmt: skip
@@ -135,6 +107,46 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | No
     print(script, end="", file=out.file, flush=True)
     out.print(f"records of every round in {results}; `iobench report {results}` shows the search")
     return where
+
+
+def _print_ranking(outcome: Any, results: Path) -> None:
+    """tune's table: the best dozen candidates measured, with their intervals, epochs, AU and shuffle."""
+    measured = [c for c in outcome.ranked if c.records]
+    shown = measured[:12]
+    title = f"tune: {outcome.rounds} round(s) in {outcome.seconds:.0f} s, stopped: {outcome.stopped}"
+    title += f"\n{len(measured)} of {outcome.candidates or len(outcome.ranked)} candidates measured"
+    title += f", the best {len(shown)} shown" if len(shown) < len(measured) else ""
+    table = Table(title=title)
+    if outcome.reused:
+        say(f"resumed: {outcome.reused} candidate round(s) taken from {results}, not run again")
+    for col in ("rank", "loader", "settings", "samples/s median", "CI of the median", "epochs", "AU (step)",
+                "shuffle"):  # fmt: skip
+        table.add_column(col, justify="left" if col in ("loader", "settings", "shuffle") else "right")
+    for i, c in enumerate(shown, 1):
+        low, high = c.interval()
+        ci = f"{low:,.0f}-{high:,.0f} ({c.coverage:.0%})" if math.isfinite(high) else "-"
+        last = c.records[-1]
+        table.add_row(str(i), c.config.loader.value, settings_text(c.config), f"{c.median:,.0f}", ci,
+                      str(len(c.rates)), au_text(last), _shuffle_text(c, outcome.min_shuffle))  # fmt: skip
+    out.print(table)
+
+
+def _confirmed_figure(best: Any, spread: str) -> str:
+    """The figure pasted: the winner's fresh run after the search where it has one (said beside the search's
+    median, with that run's warnings), else the search's median."""
+    figure = f"{best.median:,.0f} samples/s measured (epochs {spread})"
+    if best.confirmed is not None and (again := best.confirmed_rates):
+        from iobench.results.verdict import interval
+
+        confirmed = interval(best.confirmed)
+        figure = (f"{confirmed.median:,.0f} samples/s measured again after the search (epochs "
+                  f"{min(again):,.0f}-{max(again):,.0f})")  # fmt: skip
+        out.print(f"confirmed in a fresh run after the search: {confirmed.text()} samples/s, "
+                  f"{confirmed.median / best.median:.2f}x the search's median (the best of many noisy "
+                  "measurements reads high): the figure to expect")  # fmt: skip
+        for w in summarised(record_warnings([best.confirmed]), 1):
+            say(w.console())
+    return figure
 
 
 def _stopped_text(outcome: Any) -> str:

@@ -86,8 +86,9 @@ def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, eve
 def measure_sweep(points: list[Point], dirs: dict, device: torch.device, where: RunPlace, quiet: bool) -> None:
     """What is left of the sweep, measured: from the folder, or with the folder served as S3 (or the store at
     --endpoint-url) for as long as it runs, each configuration then in a process of its own."""
+    from iobench.cli.bars import sweep_with_progress
     from iobench.cli.console import say
-    from iobench.cli.measuring import limits_of, served, sweep_with_progress
+    from iobench.cli.measuring import limits_of, served
     from iobench.run.sweep import still_to_run
 
     parents = {d.parent for d in dirs.values()}

@@ -110,7 +110,7 @@ def _search(search: TuneSearch, target: torch.device, budget_minutes: float, res
     and recommendation, and the pasted script run as the user would run it."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from iobench.cli.measuring import RoundBar
+    from iobench.cli.bars import RoundBar
     from iobench.cli.render import print_paste_check, print_tune
     from iobench.run.tune import CONFIRM_SHARE, confirm, tune
 
