@@ -268,6 +268,11 @@ class FormatReader(ABC):
     def batch(self, indices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Features (len(indices), *shape) and int64 labels for arbitrary indices, in that order."""
 
+    def encoded_batch(self, indices: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+        """Each sample's stored file as it is (a JPEG, a PNG: read, not decoded) and the int64 labels, in order, for
+        a format whose `StorageFormat.encoded_refusal` is None."""
+        raise NotImplementedError(f"{type(self).__name__} hands over decoded samples only")
+
     @abstractmethod
     def _open(self) -> Any: ...
 
@@ -348,6 +353,11 @@ class StorageFormat(ABC):
     # the manifest, so it reads only what iobench's own emulator serves (`--remote`); a store given by
     # `--endpoint-url` is read through a FUSE mount instead, whose client is bounded
     own_client_bounded: ClassVar[bool] = True
+
+    def encoded_refusal(self, options: Any) -> str | None:
+        """Why, with these options, its reader cannot hand a batch's samples over encoded, for a decoder after the
+        copy (`--decode-on device`); None where it can (`FormatReader.encoded_batch`)."""
+        return f"{self.name} stores decoded samples: nothing is left to decode"
 
     def check_native_world(self, spec: DatasetSpec, options: Any, world: int, batch_size: int) -> None:
         """Refuse (ValueError) a torchrun world the native pipeline cannot share (a rank left without data),

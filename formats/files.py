@@ -22,108 +22,32 @@ import hashlib
 import io
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import numpy as np
-from PIL import Image
 
 from iobench.errors import IobenchError
 from iobench.formats import photos
-from iobench.formats.base import DERIVED, READ_ANY_LOADER, FormatReader, FormatWriter, HashedFile, StorageFormat
-from iobench.formats.npy import check_header, checked_header, npy_header, read_header
+from iobench.formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
+from iobench.formats.files_layout import (
+    KEPT_AS_IS,
+    LABELS,
+    MAX_ENCODED_BYTES,
+    PER_FOLDER,
+    FilesOptions,
+    decode_image,
+    decode_sample,
+    kept_suffix,
+    photos_of_other_sizes,
+    png_axes,
+    sample_path,
+    source_images,
+)
+from iobench.formats.npy import check_header, checked_header, npy_header
 from iobench.formats.png import encode_png
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import FOLDER_OPEN_FLAGS, open_beneath, open_regular
-from iobench.system.image_folder import image_files
-
-LABELS = "labels.npy"
-PER_FOLDER = 1000
-PNG_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
-
-
-ENCODINGS = ("auto", "png", "npy", "source", "photos")
-CROPS = ("random", "centre")
-SOURCE_SUFFIXES = {".png": "png", ".jpg": "jpg", ".jpeg": "jpg"}  # what a kept source file is named
-PILLOW_FORMATS = {"png": ["PNG"], "jpg": ["JPEG"]}
-
-
-@dataclass(frozen=True)
-class FilesOptions:
-    # png for image-shaped uint8 samples, npy otherwise; source: the files kept, each already the sample; photos:
-    # the files kept as they are (JPEG and PNG of any size), each read decoded and cropped to the sample's shape
-    encoding: str = "auto"
-    suffix: str = field(default="", metadata=DERIVED)  # source: png or jpg, what the folder holds (resolved)
-    # photos: how a read crops a photo to the sample's shape (random: torchvision's RandomResizedCrop; centre: as
-    # prepare cropped it for the pre-decoded formats, what verify reads)
-    crop: str = field(default="random", metadata=READ_ANY_LOADER)
-
-    def __post_init__(self) -> None:
-        if self.encoding not in ENCODINGS:
-            raise IobenchError(f"files encoding must be {', '.join(ENCODINGS[:-1])} or photos, got {self.encoding!r}")
-        if self.suffix not in ("", *PILLOW_FORMATS) or (self.suffix and self.encoding != "source"):
-            raise IobenchError(f"files: a kept source file (encoding source) is png or jpg, got {self.suffix!r}")
-        if self.crop not in CROPS:
-            raise IobenchError(f"files crop must be random or centre, got {self.crop!r}")
-
-    @property
-    def file_suffix(self) -> str:
-        if self.encoding == "photos":
-            return "img"  # JPEG or PNG, as the photo was: Pillow tells them apart by their bytes
-        return self.suffix if self.encoding == "source" else self.encoding
-
-
-def png_axes(shape: tuple[int, ...]) -> str | None:
-    """How an image shape maps to PNG's (H, W, C): 'hw', 'chw', 'hwc'; None if it is not an image."""
-    if len(shape) == 2:
-        return "hw"
-    if len(shape) == 3 and shape[0] in PNG_MODES:
-        return "chw"
-    if len(shape) == 3 and shape[2] in PNG_MODES:
-        return "hwc"
-    return None
-
-
-def sample_path(index: int, spec: DatasetSpec, suffix: str) -> str:
-    """Where sample `index` lives, relative to the format folder: samples/<folder>/<index>.<suffix>."""
-    width = len(str(spec.n_samples - 1))
-    folders = len(str((spec.n_samples - 1) // PER_FOLDER))
-    return f"samples/{index // PER_FOLDER:0{folders}d}/{index:0{width}d}.{suffix}"
-
-
-def decode_image(data: io.BufferedReader, spec: DatasetSpec, axes: str, name: str, suffix: str = "") -> np.ndarray:
-    """Decode one sample; the header is checked against the spec before any pixel is decompressed
-    (a 1 KB PNG can declare gigapixels). A kept source file (`suffix` png or jpg) is converted to the
-    spec's channels as the image folder source converted it; iobench's own PNGs must match exactly."""
-    height, width = spec.shape[1:] if axes == "chw" else spec.shape[:2]
-    channels = 1 if axes == "hw" else (spec.shape[0] if axes == "chw" else spec.shape[2])
-    mode = PNG_MODES[channels]
-    try:
-        with Image.open(data, formats=PILLOW_FORMATS[suffix or "png"]) as image:
-            if image.size != (width, height) or (image.mode != mode and not suffix):
-                raise ValueError(f"{name}: a {image.mode} image of {image.size}; the spec says {spec.shape} uint8")
-            pixels = np.asarray(image if image.mode == mode else image.convert(mode))
-    except (OSError, SyntaxError, Image.DecompressionBombError) as exc:  # Pillow's verdicts on the bytes
-        raise ValueError(f"{name}: not a readable {(suffix or 'png').upper()} ({exc})") from None
-    if axes == "chw":
-        return np.moveaxis(pixels.reshape(height, width, channels), -1, 0)
-    return pixels.reshape(spec.shape)
-
-
-KEPT_AS_IS = "source keeps every file as it is, so every image must already have the dataset's shape (png re-encodes)"
-
-
-def source_images(spec: DatasetSpec) -> list[Path]:
-    """The image files of the --from folder, in the order its samples were read."""
-    if spec.source is None or spec.source.kind != "images":
-        raise IobenchError(
-            "files: --files-encoding source keeps the files of --from an image folder; this dataset has none"
-        )
-    files = [p for p, _ in image_files(Path(spec.source.path))]
-    if len(files) != spec.n_samples:
-        raise IobenchError(f"--from {spec.source.path}: {len(files):,} images now, {spec.n_samples:,} when prepared")
-    return files
 
 
 class FilesWriter(FormatWriter):
@@ -259,22 +183,18 @@ class FilesReader(FormatReader):
             features[row] = self._features(int(index))
         return features, np.array(labels[indices])
 
+    def encoded_batch(self, indices: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+        """Each sample's image file as it is, opened as `batch` opens it (beneath the folder, no link followed) and
+        read whole, at most MAX_ENCODED_BYTES (a file swapped for a larger one mid-run is refused, not read)."""
+        return [self._file_bytes(int(index)) for index in indices], np.array(self.handle.labels[indices])
 
-def decode_sample(f: BinaryIO, spec: DatasetSpec, options: FilesOptions, relative: str,
-                  rng: np.random.Generator | None = None) -> np.ndarray:  # fmt: skip
-    """One sample file's features: its image or .npy header checked against the spec before its data is read; a
-    kept photo decoded and cropped to the spec's shape (`rng` draws a random crop)."""
-    if options.encoding == "photos":
-        return photos.decode(f, spec.shape, options.crop, rng or np.random.default_rng(), relative)
-    if options.file_suffix != "npy":  # options.suffix is set only for a kept source file (FilesOptions checks it)
-        return decode_image(f, spec, png_axes(spec.shape) or "", relative, options.suffix)
-    shape, fortran, dtype = read_header(f)
-    if tuple(shape) != spec.shape or dtype != spec.np_dtype or fortran:
-        raise ValueError(f"{relative} declares {dtype} {tuple(shape)}; the spec says {spec.dtype} {spec.shape}")
-    data = np.frombuffer(f.read(spec.feature_bytes + 1), dtype=spec.np_dtype)
-    if data.size != spec.features_per_sample:
-        raise ValueError(f"{relative}: {data.nbytes} bytes of data; the spec says {spec.feature_bytes}")
-    return data.reshape(spec.shape)
+    def _file_bytes(self, index: int) -> bytes:
+        relative = sample_path(index, self.spec, self.options.file_suffix)
+        with open(open_beneath(self.handle.root, relative), "rb") as f:
+            data = f.read(MAX_ENCODED_BYTES + 1)
+        if len(data) > MAX_ENCODED_BYTES:
+            raise ValueError(f"{relative}: more than {MAX_ENCODED_BYTES:,} bytes: not an image this format wrote")
+        return data
 
 
 class _ObjectHandle:
@@ -321,39 +241,18 @@ class FilesObjectReader(FilesReader):
     def _close(self, handle: _ObjectHandle) -> None:
         handle.close()
 
-    def _features(self, index: int) -> np.ndarray:
+    def _file_bytes(self, index: int) -> bytes:
         from iobench.storage.remote import client_counts
 
         relative = sample_path(index, self.spec, self.options.file_suffix)
         dataset = self.handle.dataset
         data = self._deadline.call(lambda: dataset[index + 1].read(), self.storage.url(relative))
         client_counts.add("GET", len(data))  # one GET of the whole object (s3torchconnector counts none for us)
-        return decode_sample(io.BytesIO(data), self.spec, self.options, relative, self.rng)
+        return data
 
-
-def _photos_of_other_sizes(spec: DatasetSpec) -> bool:
-    """An image folder whose photos are not all the sample's size: `files` keeps them as they are (photos)."""
-    if spec.source is None or spec.source.kind != "images" or len(spec.shape) != 3:
-        return False
-    return not photos.all_sized(source_images(spec), spec.shape[1], spec.shape[2])
-
-
-def kept_suffix(spec: DatasetSpec) -> str:
-    """png or jpg: the one kind of image a kept folder may hold (the reader names a sample by its index).
-    The first image's size is checked here, before anything is written; the writer checks every one."""
-    files = source_images(spec)
-    kinds = {SOURCE_SUFFIXES[p.suffix.lower()] for p in files}
-    if len(kinds) > 1:
-        raise IobenchError(
-            "--files-encoding source: the folder mixes PNG and JPEG files; keep one kind, or re-encode with png"
-        )
-    with open(open_regular(files[0]), "rb") as f, photos.opened(f, str(files[0])) as image:
-        if (image.height, image.width) != spec.shape[1:]:
-            raise IobenchError(
-                f"--files-encoding source: {files[0]} is {image.width}x{image.height}, the dataset "
-                f"{spec.shape[2]}x{spec.shape[1]}; {KEPT_AS_IS}"
-            )
-    return kinds.pop()
+    def _features(self, index: int) -> np.ndarray:
+        relative = sample_path(index, self.spec, self.options.file_suffix)
+        return decode_sample(io.BytesIO(self._file_bytes(index)), self.spec, self.options, relative, self.rng)
 
 
 class FilesFormat(StorageFormat):
@@ -371,13 +270,18 @@ class FilesFormat(StorageFormat):
         image = spec.dtype == "uint8" and png_axes(spec.shape) is not None
         if options.encoding == "png" and not image:
             raise IobenchError(f"files: PNG needs image-shaped uint8 samples (H,W[,C] or C,H,W), got {spec.shape}")
-        if options.encoding == "auto" and image and _photos_of_other_sizes(spec):
+        if options.encoding == "auto" and image and photos_of_other_sizes(spec):
             return FilesOptions("photos", crop=options.crop)
         if options.encoding == "auto":
             return FilesOptions("png" if image else "npy", crop=options.crop)
         if options.encoding == "source" and not options.suffix:
             return FilesOptions("source", kept_suffix(spec))
         return options
+
+    def encoded_refusal(self, options: FilesOptions) -> str | None:
+        if options.file_suffix == "npy":
+            return "files holds .npy samples here (--files-encoding npy): nothing is left to decode"
+        return None
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: FilesOptions) -> None:
         check_header(directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))

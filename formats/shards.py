@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from iobench.formats.base import FormatReader, FormatWriter, HashedFile
-from iobench.formats.files import decode_image, png_axes
+from iobench.formats.files_layout import decode_image, png_axes
 from iobench.formats.npy import npy_header, read_header
 from iobench.formats.png import encode_png
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec

@@ -20,6 +20,11 @@ class Fetch(Choice):
     BATCH = "batch"  # one call per batch of indices
 
 
+class DecodeOn(Choice):
+    HOST = "host"  # where the loader reads (its workers, threads or the main process)
+    DEVICE = "device"  # after the copy, the batch in one call (nvJPEG on CUDA): the loader hands over the files
+
+
 def _none(value: Any) -> None:
     return None
 
@@ -126,6 +131,10 @@ SETTINGS: dict[str, Setting] = {
         Setting("in_order", bool, True, "Workers' batches in sampler order, or as they are ready.", needs_workers=True,
                 flag="--in-order/--no-in-order", dataloader="in_order", label=lambda v: None if v else "unordered",
                 tune=(True, False)),
+        Setting("decode_on", DecodeOn, DecodeOn.HOST, "files of images: decode where the loader reads (host), or "
+                "after the copy, the batch in one call (device: nvJPEG on CUDA; PNG, and a machine without CUDA, on "
+                "the host there).", label=lambda v: "decode@device" if v is DecodeOn.DEVICE else None,
+                sweep="Comma list of host, device."),
     )
 }
 # fmt: on
@@ -151,6 +160,7 @@ HEATMAP_PANELS = ("pin_memory", "non_blocking")
 
 def _post_init(self: Any) -> None:
     object.__setattr__(self, "fetch", Fetch.parse(self.fetch, "--fetch"))
+    object.__setattr__(self, "decode_on", DecodeOn.parse(self.decode_on, "--decode-on"))
 
 
 # The knobs of one run, one frozen value, recorded with its result: a field per declared setting.

@@ -20,7 +20,7 @@ from iobench.loaders import LOADERS, LoaderName
 from iobench.measuring.clocks import time_epoch
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
-from iobench.run.runner import build_loader
+from iobench.run.building import build_loader
 from iobench.system.world import joined
 from tests.conftest import run_config
 

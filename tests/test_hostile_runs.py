@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from iobench.errors import RunFailed
-from iobench.formats.files import sample_path
+from iobench.formats.files_layout import sample_path
 from iobench.storage.local import cgroups
 from tests.conftest import (
     FLAT_RECORD,
@@ -260,10 +260,12 @@ def read_only_copy(workspace, tmp_path):
         subprocess.run(["umount", str(target)], capture_output=True)
 
 
-def test_a_read_only_data_dir_is_one_line_for_run_and_doctor(read_only_copy, cli, tmp_path):
-    """`run` with no stored limits and `doctor` ended in an EROFS traceback from the probe's cleanup."""
+def test_a_read_only_data_dir_is_read_by_run_and_named_by_doctor(read_only_copy, cli, tmp_path):
+    """`run` with no stored limits and `doctor` ended in an EROFS traceback from the probe's cleanup; the limits now
+    live in the user's cache, so a read-only dataset (a shared one) is measured where it is."""
     r = cli("run", "--data-dir", read_only_copy, "--format", "npy", "--results", tmp_path / "r.jsonl", "--runs", "1")
-    assert_one_line_error(r, "not writable")
+    assert r.code == 0 and "Traceback" not in r.err, r.out + r.err
+    assert len(stored_records(tmp_path / "r.jsonl")) == 1
     r = cli("doctor", "--data-dir", read_only_copy, "--idle-seconds", "0", "--device", "cpu")
     assert r.code == 0 and "Traceback" not in r.err and "not writable" in r.out, r.out + r.err
 
@@ -322,7 +324,7 @@ def test_a_sample_replaced_by_a_fifo_is_refused_not_waited_on(own_copy):
 
 
 def test_the_direct_loader_refuses_a_fifo_in_place_of_its_file(own_copy):
-    from iobench.run.runner import build_loader
+    from iobench.run.building import build_loader
 
     resolved = resolved_run(own_copy, "npy", "direct")
     features = own_copy / "npy" / "features.npy"
@@ -410,7 +412,7 @@ def test_hostile_limits_are_one_line(tmp_path, cli, workspace):
 def test_a_workers_traceback_becomes_one_line_with_its_reason(monkeypatch):
     """A worker's exception arrives with its whole traceback; the one-line error keeps the reason."""
     from iobench.errors import RunFailed
-    from iobench.run import epochs, runner
+    from iobench.run import epochs, format_epochs
     from tests.conftest import run_config
 
     text = (
@@ -423,7 +425,7 @@ def test_a_workers_traceback_becomes_one_line_with_its_reason(monkeypatch):
 
     monkeypatch.setattr(epochs, "time_epoch", broken)
     with pytest.raises(RunFailed) as info:
-        runner.ConfigEpochs(run_config("lmdb", "dataloader")).clock(None, 0, None)
+        format_epochs.ConfigEpochs(run_config("lmdb", "dataloader")).clock(None, 0, None)
     message = str(info.value)
     assert "\n" not in message and "record 5 is corrupt" in message and "worker process 0" in message
 

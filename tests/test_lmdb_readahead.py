@@ -10,8 +10,8 @@ import torch
 from iobench.data.manifest import Manifest
 from iobench.formats import FORMATS
 from iobench.plan.resolve import ResolvedRun, RunTarget
-from iobench.run import runner
-from iobench.run.runner import open_reader
+from iobench.run import building
+from iobench.run.building import open_reader
 from iobench.storage import ReadHints
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.confine import Confinement
@@ -42,6 +42,6 @@ def test_lmdb_reads_ahead_unless_the_run_is_larger_than_memory(tmp_path, monkeyp
     assert not resolved(cache_budget="1G").storage.larger_than_memory
     assert not resolved().storage.larger_than_memory
     opened = []
-    monkeypatch.setattr(runner, "open_reader", lambda r: opened.append(open_reader(r)) or opened[-1])
-    runner.build_loader(resolved(cache_budget="20%")).close()
+    monkeypatch.setattr(building, "open_reader", lambda r: opened.append(open_reader(r)) or opened[-1])
+    building.build_loader(resolved(cache_budget="20%")).close()
     assert [r.larger_than_memory for r in opened] == [True], "the runner tells the reader"

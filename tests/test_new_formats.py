@@ -86,7 +86,7 @@ def test_the_native_pipeline_delivers_every_sample_once_and_is_scored(images, na
     dataset, _, _ = images
     resolved = resolved_run(dataset, name, "native", batch_size=32, num_workers=workers, shuffle=shuffle,
                             runs=1, epochs=2)  # fmt: skip
-    from iobench.run.runner import build_loader
+    from iobench.run.building import build_loader
 
     loader = build_loader(resolved)
     try:
@@ -272,7 +272,7 @@ def test_tfrecord_written_with_an_int_index_is_still_read_and_a_bad_index_refuse
     labels = np.load(dataset / "npy/labels.npy")
     for workers in (0, 2):
         resolved = resolved_run(dataset, "tfrecord", "native", batch_size=16, num_workers=workers, runs=1)
-        from iobench.run.runner import build_loader
+        from iobench.run.building import build_loader
 
         loader = build_loader(resolved)
         try:

@@ -16,7 +16,7 @@ from iobench.loaders.order import indices_of
 from iobench.measuring.clocks import time_epoch
 from iobench.plan.resolve import check_world
 from iobench.plan.selection import parse_pairs
-from iobench.run.runner import build_loader
+from iobench.run.building import build_loader
 from iobench.settings import LoaderSettings
 from iobench.system.processes import process_alive
 from iobench.system.world import World
@@ -114,7 +114,7 @@ def test_a_failing_actor_ends_the_epoch_with_one_line(ray, tmp_path):
     from iobench.errors import RunFailed
     from iobench.loaders.order import EpochOrder
     from iobench.loaders.ray_actors import RayLoader
-    from iobench.run.runner import ConfigEpochs
+    from iobench.run.format_epochs import ConfigEpochs
     from iobench.spec import DatasetSpec
 
     reader = FORMATS["npy"].reader(tmp_path / "missing", DatasetSpec(100), None)

@@ -330,7 +330,7 @@ def _open_files() -> list[str]:
 
 @pytest.mark.parametrize("loader", ["dataloader", "tensorclass", "gpu-resident"])
 def test_closing_a_loader_twice_is_harmless(workspace, loader):
-    from iobench.run.runner import build_loader
+    from iobench.run.building import build_loader
     from tests.conftest import resolved_run
 
     (dataset,) = (workspace / "data").iterdir()
@@ -409,7 +409,7 @@ def test_a_workers_broken_descriptor_handover_is_dropped_and_nothing_else(monkey
 
 
 def test_a_read_broken_by_a_killed_worker_is_reported_as_the_dead_worker():
-    from iobench.run.runner import _killed_child
+    from iobench.run.failures import killed_child as _killed_child
 
     child = os.fork()
     if child == 0:
@@ -427,7 +427,7 @@ def test_a_read_broken_by_a_killed_worker_is_reported_as_the_dead_worker():
 def test_a_broken_handover_waits_a_moment_for_the_worker_killed_behind_it():
     """The worker's socket can reset before the killed worker is a zombie (seen once in CI): the handover's error
     looks for the killed child during a moment; an error of the read itself is worded at once."""
-    from iobench.run.runner import _killed_child
+    from iobench.run.failures import killed_child as _killed_child
 
     child = os.fork()
     if child == 0:

@@ -111,7 +111,7 @@ def test_lance_reads_a_store_iobench_does_not_serve_through_fuse(data):
 
 
 def _delivers_every_sample_once(data, fmt, loader, kind, options, **settings):
-    from iobench.run.runner import build_loader
+    from iobench.run.building import build_loader
 
     manifest = Manifest.load(data)
     entry = manifest.formats[fmt]

@@ -24,6 +24,7 @@ class LoaderName(Choice):
     NODES = "nodes"
     SPDL = "spdl"
     RAY_DATA = "ray-data"
+    PRELOAD = "preload"
 
 
 # What every loader takes: the batch and how it moves to the device. The rest a loader declares as it honours it.
@@ -89,6 +90,7 @@ NOTES = {
     "fetch_threads": "it shares each batch among threads inside each DataLoader worker (--loader dataloader)",
     "fetch": "item is the DataLoader's per-sample pattern; this loader always fetches whole batches",
     "ray_address": "it is the Ray cluster of --loader ray and ray-data",
+    "decode_on": "it does not hand a batch's files over undecoded (--loader dataloader, nodes and spdl do)",
 }
 
 LOADERS: dict[LoaderName, LoaderKind] = {
@@ -96,7 +98,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
     for k in (
         LoaderKind(
             LoaderName.DATALOADER, None, "dataloader", "DataLoaderLoader",
-            honours=BATCHES | WORKER_PROCESSES | {"fetch", "fetch_threads"},
+            honours=BATCHES | WORKER_PROCESSES | {"fetch", "fetch_threads", "decode_on"},
             tuned=("prefetch_factor", "persistent_workers", "in_order", "pin_memory"),
             tuned_remote=("fetch_threads", "pin_memory"), tune_main_threads=True,
         ),
@@ -128,6 +130,15 @@ LOADERS: dict[LoaderName, LoaderKind] = {
                                                          "prefetch_thread")),
             raw_batches="the reference for the hardware", needs=FIXED_LAYOUT,
         ),
+        # the whole dataset read once in large sequential reads, every batch then gathered in memory
+        LoaderKind(
+            LoaderName.PRELOAD, None, "preload", "PreloadLoader",
+            honours=BATCHES - {"prefetch_thread"} | {"num_workers"},
+            notes=tuple((name, "--num-workers is its read threads (0: 4); it reads the files once, then gathers "
+                         "batches in memory") for name in ("prefetch_factor", "persistent_workers", "in_order",
+                                                           "prefetch_thread")),
+            raw_batches="gathered from the rows it holds", needs=FIXED_LAYOUT,
+        ),
         # the format's own library pipeline (WebDataset's shard shuffle and buffer, ...)
         LoaderKind(
             LoaderName.NATIVE, None, "native", "NativeLoader",
@@ -139,7 +150,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
         # torchdata.nodes: threads of this process instead of worker processes, over any format
         LoaderKind(
             LoaderName.NODES, None, "nodes", "NodesLoader",
-            honours=BATCHES | WORKER_PROCESSES - {"persistent_workers"} | {"fetch"},
+            honours=BATCHES | WORKER_PROCESSES - {"persistent_workers"} | {"fetch", "decode_on"},
             notes=(("persistent_workers", "--num-workers are threads of this process"),
                    ("fetch_threads", "--num-workers are its threads")),
             extra="torchdata", library="torchdata", libraries=("torchdata",), forks=False,
@@ -148,7 +159,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
         # SPDL: a pipeline of stages on a thread pool of this process, as its documentation builds one
         LoaderKind(
             LoaderName.SPDL, None, "spdl_pipeline", "SpdlLoader",
-            honours=BATCHES | WORKER_PROCESSES - {"persistent_workers"} | {"fetch"},
+            honours=BATCHES | WORKER_PROCESSES - {"persistent_workers"} | {"fetch", "decode_on"},
             notes=(("persistent_workers", "--num-workers is its concurrency, threads of this process"),
                    ("fetch_threads", "--num-workers is its concurrency")),
             extra="spdl", library="spdl", libraries=("spdl-core", "spdl-io"), forks=False,

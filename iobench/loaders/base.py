@@ -25,6 +25,8 @@ class ReadMethod(Choice):
 
     DIRECT = "O_DIRECT + Linux AIO"
     THREADS = "preadv threads through the page cache"
+    WHOLE_DIRECT = "the whole file in 8 MiB O_DIRECT reads"  # preload
+    WHOLE_CACHED = "the whole file in 8 MiB reads through the page cache"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from iobench.loaders.base import Loader, LoaderContext, Resumable
 from iobench.loaders.order import EpochOrder, indices_of
 from iobench.loaders.threads import FetchThreads
 from iobench.loaders.transforms import Transform
-from iobench.settings import Fetch, LoaderSettings, dataloader_arguments
+from iobench.settings import DecodeOn, Fetch, LoaderSettings, dataloader_arguments
 
 
 class ReaderDataset(Dataset):
@@ -28,10 +28,13 @@ class ReaderDataset(Dataset):
     """
 
     def __init__(
-        self, reader: FormatReader, transform: Transform | None = None, carry: bool = False, threads: int = 1
-    ) -> None:
+        self, reader: FormatReader, transform: Transform | None = None, carry: bool = False, threads: int = 1,
+        encoded: bool = False,
+    ) -> None:  # fmt: skip
         self.reader = reader
         self.transform = transform
+        # --decode-on device: a batch is its files as they are (`iobench.loaders.encoded`), decoded after the copy
+        self.encoded = encoded
         # Each batch also carries its sample indices (the delivered order is scored): a batch read in one
         # call stacks them under its int64 labels, one tensor, as a worker's extra tensor would cost a
         # shared-memory handover per batch (3-5% of a DataLoader's rows/s with 2 workers).
@@ -60,6 +63,8 @@ class ReaderDataset(Dataset):
         t = self.transform
         if not isinstance(index, (slice, np.ndarray)):
             return self._item(self.reader, index)
+        if self.encoded:
+            return self._encoded(index)
         if self.threads is not None:
             features, labels = self.threads.batch(index)
         elif isinstance(index, slice):
@@ -72,6 +77,15 @@ class ReaderDataset(Dataset):
             return out
         carried = torch.arange(index.start, index.stop) if isinstance(index, slice) else torch.from_numpy(index)
         return out[0], torch.stack((out[1], carried))
+
+    def _encoded(self, index: slice | np.ndarray) -> Any:
+        """The batch's files as they are, and its labels (carrying its indices where asked)."""
+        from iobench.loaders.encoded import pack
+
+        indices = np.arange(index.start, index.stop) if isinstance(index, slice) else index
+        files, labels = self.reader.encoded_batch(indices)
+        labels_t = torch.from_numpy(labels)
+        return pack(files), (torch.stack((labels_t, torch.from_numpy(indices))) if self.carry else labels_t)
 
 
 class EpochBatchSampler(Sampler):
@@ -196,7 +210,8 @@ class DataLoaderLoader(CarriedWhenNeeded, Resumable, Loader):
         item = settings.fetch is Fetch.ITEM
         self.sampler = EpochBatchSampler(order, as_lists=item)
         dataset = self.dataset = ReaderDataset(reader, transform, carry=self._carries(ctx),
-                                               threads=settings.fetch_threads)  # fmt: skip
+                                               threads=settings.fetch_threads,
+                                               encoded=settings.decode_on is DecodeOn.DEVICE)  # fmt: skip
         if ctx.stateful and stateful_dataloader() is None:  # the resume check records this as its error
             raise IobenchError("resuming a DataLoader mid-epoch takes torchdata's StatefulDataLoader: "
                                "pip install 'iobench[torchdata]'")  # fmt: skip

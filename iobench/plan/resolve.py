@@ -18,9 +18,10 @@ from iobench.formats import FORMATS
 from iobench.formats.base import StorageFormat
 from iobench.loaders import LoaderName
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
+from iobench.loaders.transforms import TransformOn
 from iobench.plan.config import Cache, RunConfig, SamplerTail
 from iobench.results.record import RecordedConfig
-from iobench.settings import batches_in_flight
+from iobench.settings import DecodeOn, Fetch, batches_in_flight
 from iobench.storage import Storage
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.confine import Confinement
@@ -161,6 +162,7 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
         storage: Storage = object_storage(config, target, entry, world)
         resolved = ResolvedRun(config, target, world, manifest, storage)
         FORMATS[config.format].options_from_json(resolved.entry.options)
+        check_decode_on(resolved)
         return resolved
     check_local_read_options(config)
     budget = config.cache_budget.of(entry.bytes) if config.cache_budget is not None else None
@@ -171,7 +173,25 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
     resolved = ResolvedRun(config, target, world, manifest, storage)
     FORMATS[config.format].options_from_json(resolved.entry.options)  # a read option's value is checked here
     check_budget(resolved)
+    check_decode_on(resolved)
     return resolved
+
+
+def check_decode_on(resolved: ResolvedRun) -> None:
+    """`--decode-on device` hands a batch's files over in one call and decodes them after the copy: the format must
+    keep encoded images, the loader fetch whole batches, and a transform run where the decoded samples are."""
+    c = resolved.config
+    if c.settings.decode_on is not DecodeOn.DEVICE:
+        return
+    fmt = FORMATS[c.format]
+    if (why := fmt.encoded_refusal(fmt.options_from_json(resolved.entry.options))) is not None:
+        raise IobenchError(f"--decode-on device: {why}")
+    if c.settings.fetch is Fetch.ITEM:
+        raise IobenchError("--decode-on device hands over a batch's files in one call: use --fetch batch")
+    if c.settings.fetch_threads > 1:
+        raise IobenchError("--decode-on device reads a batch's files in one call: drop --fetch-threads")
+    if c.transform != "none" and c.transform_on is TransformOn.HOST:
+        raise IobenchError("--decode-on device: the samples exist only after the copy: use --transform-on device")
 
 
 def check_local_read_options(config: RunConfig) -> None:

@@ -33,6 +33,7 @@ class SystemStats:
 
     eviction_method: str | None = None
     read_method: str | None = None  # how the loader read, where that depends on the machine (direct)
+    decoder: str | None = None  # --decode-on device: what decoded the files after the copy, where, which version
     data_block_device: str | None = None
     residency_before: list[float] = field(default_factory=list)
     residency_after: list[float] = field(default_factory=list)

@@ -30,7 +30,7 @@ class Estimate:
 def estimated_seconds(resolved: ResolvedRun) -> Estimate | None:
     """The configuration's whole run (every run's warm-up and timed epochs) at the pace of a few of its batches,
     read warm; None where a probe would cost what it measures (object storage) or fails (the run will say why)."""
-    from iobench.run.runner import build_loader
+    from iobench.run.building import build_loader
 
     c = resolved.config
     if resolved.storage.kind != "local" or c.cache is Cache.COLD:

@@ -1,6 +1,6 @@
 """What the untimed pass after a cold eviction reads: a tiny twin of the dataset in the same format.
 
-The pass (`runner._prime`) brings back, before the clock, the code, libraries and lazily imported modules a cold
+The pass (`format_epochs.prime`) brings back, before the clock, the code, libraries and lazily imported modules a cold
 epoch runs: after drop_caches, or what the VM's pageout took (a first cold epoch with workers read 45 MB for a 10 MB
 dataset without it). It read a few shuffled batches of the dataset itself, and each row's fault pulled in the
 disk's read-ahead: around one cold command the kernel counted 2.01x the dataset. The twin has the dataset's spec

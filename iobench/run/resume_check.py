@@ -32,7 +32,7 @@ from iobench.errors import one_line
 from iobench.loaders.base import Loader
 from iobench.plan.resolve import ResolvedRun
 
-Build = Callable[[ResolvedRun, bool], Loader]  # a loader of the run, stateful or not (runner.build_loader)
+Build = Callable[[ResolvedRun, bool], Loader]  # a loader of the run, stateful or not (building.build_loader)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from iobench.loaders import LOADERS, LoaderName
 from iobench.loaders.order import EpochOrder, as_slice
 from iobench.measuring.clocks import time_bare_epoch, time_epoch
 from iobench.plan.selection import parse_pairs
-from iobench.run.runner import build_loader
+from iobench.run.building import build_loader
 from tests.conftest import NEEDS_SPDL, NEEDS_TORCHDATA, format_param, resolved_run, run_config
 
 N = 203  # not a multiple of the batch size: the last batch is short
@@ -366,7 +366,7 @@ def test_a_dying_worker_ends_the_run_with_a_clear_error(dataset_dir, monkeypatch
     import signal
 
     from iobench.formats.npy import NpyReader
-    from iobench.run.runner import ConfigEpochs
+    from iobench.run.format_epochs import ConfigEpochs
 
     parent = os.getpid()
     real_batch = NpyReader.batch

@@ -81,7 +81,7 @@ def test_every_record_carries_the_shuffle_quality_of_what_was_delivered(dataset,
 
 def test_the_dataloader_carries_what_its_workers_delivered_every_sample_once(dataset):
     """With in_order=False workers hand batches over as they finish: the carried indices say so."""
-    from iobench.run.runner import build_loader
+    from iobench.run.building import build_loader
 
     resolved = resolved_run(dataset, "npy", "dataloader", batch_size=64, num_workers=2, in_order=False)
     loader = build_loader(resolved)

@@ -8,7 +8,7 @@ import numpy as np
 from iobench.measuring.clocks import EpochTiming
 from iobench.results.record import RunRecord
 from iobench.results.warnings import Kind, coverage_warnings
-from iobench.run.runner import rank_coverage
+from iobench.run.format_epochs import rank_coverage
 from tests.conftest import prepare_with_limits, record_of, stored_records
 
 

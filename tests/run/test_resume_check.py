@@ -14,7 +14,7 @@ from iobench.formats import FORMATS
 from iobench.loaders.base import Loader, LoaderContext
 from iobench.loaders.order import indices_of
 from iobench.results.warnings import Kind, resume_warnings
-from iobench.run import runner
+from iobench.run import building, runner
 from iobench.run.resume_check import checkpointed, cuts, resume_check
 from tests.conftest import NEEDS_TORCHDATA, format_param, invoke, record_of, resolved_run, stored_records
 
@@ -66,12 +66,12 @@ class Planted(Loader):
 @pytest.fixture
 def planted(monkeypatch):
     """The check's loaders (stateful) are Planted ones; the timed epochs' are the run's own."""
-    real = runner.make_loader
+    real = building.make_loader
 
     def make(name, ctx):
         return Planted(ctx) if ctx.stateful else real(name, ctx)
 
-    monkeypatch.setattr(runner, "make_loader", make)
+    monkeypatch.setattr(building, "make_loader", make)
     return Planted
 
 
@@ -124,12 +124,12 @@ def test_a_failing_resume_is_recorded_with_the_timed_figures_kept(dataset_dir, p
 
 def test_an_epoch_of_one_batch_says_whether_it_has_state_and_that_nothing_was_interrupted(dataset_dir, planted):
     one = resolved_run(dataset_dir, "npy", "dataloader", batch_size=1024, runs=1, epochs=1, resume_check=True)
-    assert resume_check(one, 1, runner.build_loader).resume_error == "the epoch is one batch: nothing to interrupt"
+    assert resume_check(one, 1, building.build_loader).resume_error == "the epoch is one batch: nothing to interrupt"
 
 
 def test_an_epoch_of_one_batch_without_state_is_unsupported_not_an_error(dataset_dir):
     direct = resolved_run(dataset_dir, "npy", "direct", batch_size=1024, runs=1, epochs=1, resume_check=True)
-    assert resume_check(direct, 1, runner.build_loader).resume_supported is False
+    assert resume_check(direct, 1, building.build_loader).resume_supported is False
 
 
 def test_without_torchdata_a_dataloader_resume_says_what_to_install(dataset_dir, monkeypatch):
@@ -137,7 +137,7 @@ def test_without_torchdata_a_dataloader_resume_says_what_to_install(dataset_dir,
 
     monkeypatch.setattr(dataloader, "stateful_dataloader", lambda: None)
     resolved = resolved_run(dataset_dir, "npy", "dataloader", runs=1, epochs=1, resume_check=True)
-    result = resume_check(resolved, 1, runner.build_loader)
+    result = resume_check(resolved, 1, building.build_loader)
     assert result.resume_supported is True and "pip install 'iobench[torchdata]'" in result.resume_error
 
 
@@ -162,7 +162,7 @@ def test_the_libraries_state_resumes_an_epoch_exactly(dataset_dir, fmt, loader, 
     """StatefulDataLoader (the DataLoader paths, arrow's map-style dataset), nodes' Loader and LitData's
     StreamingDataLoader, shuffled: resumed twice, every sample once and in the order it would have had."""
     resolved = resolved_run(dataset_dir, fmt, loader, num_workers=workers, runs=1, epochs=1, resume_check=True)
-    result = resume_check(resolved, 1, runner.build_loader)
+    result = resume_check(resolved, 1, building.build_loader)
     assert result.resume_error is None and result.resume_supported is True
     assert (result.resume_lost_samples, result.resume_repeated_samples) == (0, 0)
     assert result.resume_same_order is True

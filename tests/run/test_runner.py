@@ -12,7 +12,7 @@ import torch
 
 from iobench.events import Events
 from iobench.loaders.base import Loader
-from iobench.run import runner
+from iobench.run import format_epochs, runner
 from tests.conftest import ScriptedStorage, invoke, resolved_run
 
 N, BATCH = 64, 16
@@ -48,7 +48,7 @@ def dataset_dir(tmp_path_factory):
 @pytest.fixture
 def fake(monkeypatch):
     FakeLoader.built = FakeLoader.closed = 0
-    monkeypatch.setattr(runner, "build_loader", FakeLoader)
+    monkeypatch.setattr(format_epochs, "build_loader", FakeLoader)
 
 
 @pytest.mark.parametrize("cache", ["warm", "cold"])
@@ -194,8 +194,8 @@ def test_a_transform_cost_the_timed_epochs_rule_out_is_not_recorded():
     """34,360 µs a sample was recorded where 2 workers delivered 337 samples/s: they cannot have spent more than
     2 x 1 s / 337 = 5,935 µs on each."""
     from iobench.measuring.clocks import EpochTiming
+    from iobench.run.device_work import possible_cost
     from iobench.run.epoch_log import EpochLog
-    from iobench.run.runner import possible_cost
     from tests.conftest import run_config
 
     log = EpochLog(None, None)  # type: ignore[arg-type]

@@ -13,6 +13,7 @@ import pytest
 from torch.utils.data import DataLoader
 from typer.testing import CliRunner
 
+from iobench.choices import Choice
 from iobench.cli.app import app
 from iobench.errors import IobenchError
 from iobench.loaders import LOADERS
@@ -20,7 +21,6 @@ from iobench.plan.config import RunConfig
 from iobench.results.record import RunRecord
 from iobench.settings import (
     SETTINGS,
-    Fetch,
     LoaderSettings,
     Setting,
     command_flags,
@@ -39,8 +39,8 @@ def other_value(s: Setting) -> object:
         return not s.default if s.default is not None else True
     if s.kind is int:
         return (s.default or s.minimum or 0) + 2
-    if s.kind is Fetch:
-        return next(f for f in Fetch if f != s.default)
+    if isinstance(s.kind, type) and issubclass(s.kind, Choice):
+        return next(f for f in s.kind if f != s.default)
     return "auto"
 
 
@@ -79,7 +79,7 @@ def test_the_record_keeps_it_flat_on_disk_and_reads_it_back(setting):
     record = replace(record, config=replace(record.config, settings=replace(record.config.settings,
                                                                              **{setting.name: value})))  # fmt: skip
     stored = record.to_json()
-    assert "settings" not in stored and stored[setting.name] == (value.value if isinstance(value, Fetch) else value)
+    assert "settings" not in stored and stored[setting.name] == (value.value if isinstance(value, Choice) else value)
     assert getattr(RunRecord.from_json(stored).config.settings, setting.name) == value
 
 

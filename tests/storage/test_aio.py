@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from iobench.measuring.clocks import time_epoch
-from iobench.run.runner import build_loader
+from iobench.run.building import build_loader
 from iobench.storage.local import aio
 from tests.conftest import resolved_run
 

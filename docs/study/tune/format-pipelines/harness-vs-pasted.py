@@ -19,7 +19,7 @@ from iobench.loaders.base import LoaderSettings
 from iobench.measuring.clocks import time_bare_epoch, time_epoch
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
-from iobench.run.runner import build_loader
+from iobench.run.building import build_loader
 
 DATA = Path("/work/study-nfw/tabular/n50000_128_float32_c1000_s0")
 HERE = Path(__file__).parent
