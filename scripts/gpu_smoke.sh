@@ -31,6 +31,31 @@ run run --format memmap --loader tensorclass "${common[@]}" --num-workers 2 --no
 # The CUDA side stream of the prefetch thread, the resident loader, a real training step, AU and what-if.
 run run --format memmap --loader dataloader "${common[@]}" --prefetch-thread 4
 run run --format memmap --loader gpu-resident "${common[@]}"
+# Issue 61's paths: the dataset read whole (into pinned memory, or by cuFile into device memory) inside a cold first
+# epoch, beside the loaders that fault pages in; photos decoded after the copy (nvJPEG) beside decoding in workers.
+run run --format npy,memmap --loader preload,device-read,direct,dataloader "${common[@]}" --cache cold
+python - "$data/jpegs" <<'PY'
+import sys
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+rng = np.random.default_rng(0)
+for i in range(2000):  # smooth gradients with noise: JPEG-like sizes, 320-640 x 240-480 as the issue's photos
+    h, w = int(rng.integers(240, 481)), int(rng.integers(320, 641))
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([(x * 255 // w), (y * 255 // h), ((x + y) * 255 // (w + h))], axis=-1)
+    pixels = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
+    folder = Path(sys.argv[1]) / "ab"[i % 2]
+    folder.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(pixels).save(folder / f"{i:05d}.jpg", quality=90)
+PY
+run prepare --from "$data/jpegs" --formats files --files-encoding photos --shape 3,224,224 --data-dir "$data/photos" -q
+for where in host device; do
+    run run --data-dir "$data/photos" --format files --loader dataloader --device cuda --runs 2 --results "$results" \
+        -q --num-workers 4 --decode-on "$where"
+done
 run run --format memmap --loader tensorclass "${common[@]}" --step mlp
 run run --format npy --loader dataloader "${common[@]}" --num-workers 2 --step sleep:4 --what-if 2,8 --min-au 0.9
 run run --format memmap --loader tensorclass "${common[@]}" --profile

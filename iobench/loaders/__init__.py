@@ -25,6 +25,8 @@ class LoaderName(Choice):
     SPDL = "spdl"
     RAY_DATA = "ray-data"
     PRELOAD = "preload"
+    DEVICE_READ = "device-read"
+    DALI = "dali"
 
 
 # What every loader takes: the batch and how it moves to the device. The rest a loader declares as it honours it.
@@ -56,6 +58,7 @@ class LoaderKind:
     own_readers: bool = False
     # True: it measures the dataset held in the device's memory (on the CPU: in RAM), not a way from storage
     in_device_memory: bool = False
+    needs_cuda: bool = False  # it reads into device memory: refused in one line without CUDA, left out of `all` there
     # tune's search: the settings it tries of this loader, in this order (on local files, against object storage),
     # and whether with no workers it tries one torch thread (loading in this process, they compete for the cores)
     tuned: tuple[str, ...] = ()
@@ -138,6 +141,22 @@ LOADERS: dict[LoaderName, LoaderKind] = {
                          "batches in memory") for name in ("prefetch_factor", "persistent_workers", "in_order",
                                                            "prefetch_thread")),
             raw_batches="gathered from the rows it holds", needs=FIXED_LAYOUT,
+        ),
+        # the features file read by cuFile straight into device memory, every batch then gathered there
+        LoaderKind(
+            LoaderName.DEVICE_READ, None, "device_read", "DeviceReadLoader", honours=BATCHES - {"prefetch_thread"},
+            notes=(("num_workers", "cuFile reads the file in one call (kvikio's own threads); --num-workers does not "
+                    "apply"), ("prefetch_thread", "it reads the dataset once, then gathers batches on the device")),
+            raw_batches="already on the device", needs=FIXED_LAYOUT, needs_cuda=True,
+        ),
+        # NVIDIA DALI's image pipeline: its file reader, decoder ("mixed": nvJPEG after the copy) and crop
+        LoaderKind(
+            LoaderName.DALI, ("files",), "dali", "DaliLoader",
+            honours=BATCHES - {"prefetch_thread"} | {"num_workers", "prefetch_factor"},
+            notes=(("num_workers", "--num-workers is DALI's num_threads (0: 1)"),
+                   ("prefetch_thread", "DALI prefetches (--prefetch-factor is its prefetch_queue_depth)")),
+            raw_batches="DALI's own pipeline decodes and crops", extra="nvidia.dali", library="NVIDIA DALI",
+            libraries=("nvidia-dali-cuda130",), forks=False,
         ),
         # the format's own library pipeline (WebDataset's shard shuffle and buffer, ...)
         LoaderKind(

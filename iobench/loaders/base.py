@@ -27,6 +27,10 @@ class ReadMethod(Choice):
     THREADS = "preadv threads through the page cache"
     WHOLE_DIRECT = "the whole file in 8 MiB O_DIRECT reads"  # preload
     WHOLE_CACHED = "the whole file in 8 MiB reads through the page cache"
+    DEVICE_KVIKIO_GDS = "the whole file into device memory by kvikio, GPUDirect Storage"  # device-read
+    DEVICE_KVIKIO_COMPAT = "the whole file into device memory by kvikio's compatibility mode (a bounce buffer)"
+    DEVICE_KVIKIO = "the whole file into device memory by kvikio"
+    DEVICE_TORCH_GDS = "the whole file into device memory by torch's GdsFile (GPUDirect Storage)"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from iobench.data.prepare import check_dataset_name
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.formats.base import StorageFormat
-from iobench.loaders import LoaderName
+from iobench.loaders import LOADERS, LoaderName
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
 from iobench.loaders.transforms import TransformOn
 from iobench.plan.config import Cache, RunConfig, SamplerTail
@@ -146,6 +146,8 @@ def settle_device(config: RunConfig, device: torch.device) -> RunConfig:
     """What depends on this machine, before any dataset is looked at: pinning decided for the device
     (on for CUDA unless turned off; refused without CUDA), worker counts within reason for the cores."""
     check_parallelism(config.settings.num_workers, config.torch_threads)
+    if LOADERS[config.loader].needs_cuda and device.type != "cuda":
+        raise IobenchError(f"--loader {config.loader} reads into device memory: needs CUDA (--device {device})")
     pin = config.settings.pin_memory
     if pin and device.type != "cuda":
         raise IobenchError("--pin-memory needs a CUDA device (pinned memory speeds host-to-GPU copies)")
@@ -174,7 +176,21 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
     FORMATS[config.format].options_from_json(resolved.entry.options)  # a read option's value is checked here
     check_budget(resolved)
     check_decode_on(resolved)
+    check_dali(resolved)
     return resolved
+
+
+def check_dali(resolved: ResolvedRun) -> None:
+    """DALI's image pipeline reads files of images: anything else is refused before a dataset is opened."""
+    c = resolved.config
+    if c.loader is not LoaderName.DALI:
+        return
+    from iobench.loaders.dali import dali_refusal
+
+    if why := dali_refusal(resolved.manifest.spec, FORMATS[c.format].options_from_json(resolved.entry.options)):
+        raise IobenchError(why)
+    if c.transform != "none" and c.transform_on is TransformOn.HOST:
+        raise IobenchError("--loader dali runs DALI's own decoding and crop: use --transform-on device")
 
 
 def check_decode_on(resolved: ResolvedRun) -> None:

@@ -61,9 +61,13 @@ def without_memory_resident(configs: list, named: str | None, cpu: bool) -> tupl
         return configs, []
     explicit = set(split_list(named, "loader"))
     left = [c for c in configs if LOADERS[c.loader].in_device_memory and c.loader.value not in explicit]
-    if not left:
-        return configs, []
-    names = ", ".join(dict.fromkeys(c.loader.value for c in left))
-    note = (f"skipped {names}: on the CPU it holds the dataset in RAM, not a way from storage (--loader {names} "
-            "measures it)")  # fmt: skip
-    return [c for c in configs if c not in left], [note]
+    cuda = [c for c in configs if LOADERS[c.loader].needs_cuda and c.loader.value not in explicit]
+    notes = []
+    if left:
+        names = ", ".join(dict.fromkeys(c.loader.value for c in left))
+        notes.append(f"skipped {names}: on the CPU it holds the dataset in RAM, not a way from storage (--loader "
+                     f"{names} measures it)")  # fmt: skip
+    if cuda:
+        names = ", ".join(dict.fromkeys(c.loader.value for c in cuda))
+        notes.append(f"skipped {names}: it reads into device memory, which needs CUDA")
+    return [c for c in configs if c not in left and c not in cuda], notes

@@ -72,9 +72,14 @@ def _collect(resolved):
 
 
 def _combo(fmt: str, loader: LoaderName) -> object:
-    """A format whose library is not installed is skipped with the extra to install; so are nodes and spdl."""
+    """A format whose library is not installed is skipped with the extra to install; so are nodes and spdl, and a
+    loader that reads into device memory without CUDA."""
     param = format_param(fmt, loader.value)
     needs = {LoaderName.NODES: [NEEDS_TORCHDATA], LoaderName.SPDL: [NEEDS_SPDL]}.get(loader, [])
+    if LOADERS[loader].needs_cuda:  # this suite runs on the CPU device; scripts/gpu_smoke.sh runs these on CUDA
+        needs = [pytest.mark.skip(reason="reads into device memory: needs CUDA (scripts/gpu_smoke.sh)")]
+    if loader is LoaderName.DALI:  # this suite's samples are float rows; DALI decodes images
+        needs = [pytest.mark.skip(reason="DALI reads images: tests/loaders/test_dali.py")]
     return pytest.param(*param.values, marks=[*param.marks, *needs], id=param.id) if needs else param
 
 
