@@ -107,6 +107,9 @@ def tune_command(best: RunRecord, place: Sequence[str] = ()) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
+HOLDS_THE_DATASET = ("preload", "device-read")  # loaders that read the whole dataset into memory, then gather
+
+
 def console_answer(records: Sequence[RunRecord], place: Sequence[str] = ()) -> str | None:
     """The run's last line: which configuration to use for the pattern measured most, how far ahead of the next and
     how sure (their intervals), and the `tune` command that would settle its settings (`place`: the options that
@@ -125,6 +128,9 @@ def console_answer(records: Sequence[RunRecord], place: Sequence[str] = ()) -> s
     ib = interval(best)
     what = f"{best.config.label} ({settings_label(best, measured=False)})"
     tune = f"`{tune_command(best, place)}` searches its settings"
+    if best.config.loader in HOLDS_THE_DATASET:  # read whole, then gathered: what tune's loaders cannot beat
+        tune = (f"{best.config.loader} holds the whole dataset in memory (read once inside the first epoch): for a "
+                "dataset that fits, with room left for the step")  # fmt: skip
     if len(ranked) == 1:
         return f"answer ({pattern}): {what}, {ib.text()} samples/s; {tune}"
     second = ranked[1]

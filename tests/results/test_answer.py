@@ -55,3 +55,12 @@ def test_a_cpu_run_shows_no_copy_to_a_device():
     assert "host-to-device" not in bounding_stage(cpu) and "hand-over" in bounding_stage(cpu)
     cuda = record([0.1, 0.1, 0.1], device="cuda:0", h2d_ms_per_batch=20.0)
     assert "host-to-device" in bounding_stage(cuda)
+
+
+def test_when_a_loader_that_holds_the_dataset_wins_the_answer_says_so_not_tune():
+    """tune does not search preload: suggesting it for a preload winner sent the user to search other loaders; the
+    answer says what the winner costs (the dataset in memory) instead."""
+    line = console_answer([record([0.1, 0.1, 0.1], loader="preload"), record([1.0, 1.1, 1.0])])
+    assert "use npy/preload" in line and "holds the whole dataset in memory" in line and "iobench tune" not in line
+    other = console_answer([record([0.1, 0.1, 0.1]), record([1.0, 1.1, 1.0], loader="preload")])
+    assert "iobench tune" in other
