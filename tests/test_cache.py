@@ -107,7 +107,9 @@ def test_cold_run_reads_the_dataset_and_warm_reads_nothing(prepared, cli, evicti
     for read in warm["process_read_bytes"]:
         assert read < 0.1 * size, (read, size)
     if cold["device_read_bytes"][0] is not None:  # the kernel's own count for the data's device
-        assert all(0.98 * size <= x <= 1.02 * size for x in cold["device_read_bytes"]), cold["device_read_bytes"]
+        # machine-wide (/proc/diskstats counts every program on the device): its lower bound says the dataset came
+        # from the disk; the upper bound is the processes' own count above, which another program cannot move
+        assert all(x >= 0.98 * size for x in cold["device_read_bytes"]), cold["device_read_bytes"]
     for field in (
         "cpu_utilisation",
         "cpu_iowait",
