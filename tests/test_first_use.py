@@ -63,8 +63,8 @@ def test_help_and_argument_errors_load_no_heavy_library(args):
 
 def test_a_figure_above_its_ceiling_is_called_a_broken_ceiling():
     """Warm shuffled npy showed 142% and 213% of its memory-gather limit without a word."""
+    from iobench.report.warnings import Kind, record_warnings
     from iobench.results.ceilings import LimitShare
-    from iobench.results.warnings import Kind, record_warnings
     from tests.conftest import record_of
 
     def share(percent):
@@ -134,8 +134,8 @@ def test_a_runs_before_sample_is_the_last_after_sample_when_it_just_ended(monkey
 
 
 def test_a_busy_machine_is_warned_about_and_sharing_settings_are_part_of_a_runs_identity():
+    from iobench.report.warnings import Kind, record_warnings
     from iobench.results.record import SystemStats
-    from iobench.results.warnings import Kind, record_warnings
     from tests.conftest import record_of
 
     def busy(cores):
@@ -177,7 +177,7 @@ def test_tune_tries_one_thread_beside_the_loading_whoever_loads():
 
 def test_a_batch_larger_than_the_dataset_is_warned_about():
     """1024 on 400 samples ran one batch per epoch without a word."""
-    from iobench.results.warnings import Kind, record_warnings
+    from iobench.report.warnings import Kind, record_warnings
     from tests.conftest import record_of
 
     assert Kind.ONE_BATCH in [w.kind for w in record_warnings([record_of(batch_size=1024, n_samples=400)])]

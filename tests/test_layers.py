@@ -26,6 +26,7 @@ LAYERS = [
     {"iobench.measuring"},
     {"iobench.plan"},
     {"iobench.run"},
+    {"iobench.report"},
     {"iobench.api", "iobench.cli"},
     {"iobench.__main__"},
 ]

@@ -2,8 +2,8 @@
 
 import pytest
 
+from iobench.report.warnings import Kind, record_warnings, series_warnings
 from iobench.results.stats import first_run_slow, outliers, summary
-from iobench.results.warnings import Kind, record_warnings, series_warnings
 from tests.conftest import prepare_with_limits, record_of, stored_records
 
 pytestmark = pytest.mark.e2e
@@ -263,7 +263,7 @@ def test_presets_expand_to_valid_configurations():
 
 
 def test_settings_heatmap_and_scaling_plots(tmp_path):
-    from iobench.results import plots
+    from iobench.report import plots
 
     def rec(workers, factor, n=1000):
         return record_of(num_workers=workers, prefetch_factor=factor, samples_per_s=1e5 + workers, n_samples=n)

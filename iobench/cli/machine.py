@@ -64,8 +64,8 @@ def limits_cmd(
         raise IobenchError("--latency-ms, --connection-mb-per-s and --dataset go with --remote or --endpoint-url")
     from iobench.loaders.device import resolve_device
     from iobench.measuring.machine_ceilings import best_of, load_limits, measure_limits, save_limits
+    from iobench.report.tables import limits_table
     from iobench.results.store import check_writable, limits_path
-    from iobench.results.tables import limits_table
     from iobench.storage.local.confine import check_read_limit
     from iobench.units import parse_bytes
 
@@ -89,8 +89,8 @@ def _remote_limits(data_dir: Path, dataset: str | None, results: Path, remote: s
                    latency_ms: float | None, connection_mb_per_s: float | None, connections: int) -> None:  # fmt: skip
     from iobench.data.manifest import find_run_dataset
     from iobench.measuring.object_store_ceilings import find_probes, measure_remote_limits, save_remote_limits
+    from iobench.report.tables import remote_limits_table
     from iobench.results.store import check_writable, remote_limits_path
-    from iobench.results.tables import remote_limits_table
     from iobench.storage.remote.profiles import profile
 
     if remote is not None and endpoint_url is not None:

@@ -20,16 +20,16 @@ from iobench.cli.bars import run_progress, standing, time_range
 from iobench.cli.console import ConsoleEvents, err, out, say
 from iobench.cli.render import print_run
 from iobench.errors import IobenchError
-from iobench.loaders import LoaderName
+from iobench.loaders import LOADERS, LoaderName
 from iobench.loaders.device import resolve_device
 from iobench.measuring.machine_ceilings import stored_or_measured
 from iobench.plan.config import RunConfig, order_of
 from iobench.plan.resolve import ResolvedRun, RunTarget, settle_device
 from iobench.plan.selection import without_memory_resident
+from iobench.report.whatif import error, predict
 from iobench.results.ceilings import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.results.store import append_record
-from iobench.results.whatif import error, predict
 from iobench.run.estimates import Estimate
 from iobench.run.place import RunPlace
 from iobench.run.runner import run
@@ -93,8 +93,9 @@ def read_options_of(texts: list[str], pairs: list[tuple[str, str]]) -> dict[str,
     every loader reads through for the formats read by another loader."""
     from iobench.data.format_options import any_loader_formats, parse_format_options
 
-    natively = tuple(dict.fromkeys(f for f, ld in pairs if ld == "native"))
-    by_index = any_loader_formats(tuple(dict.fromkeys(f for f, ld in pairs if ld != "native")))
+    own = {ld for _, ld in pairs if LOADERS[LoaderName.parse(ld, "--loader")].own_pipeline}
+    natively = tuple(dict.fromkeys(f for f, ld in pairs if ld in own))
+    by_index = any_loader_formats(tuple(dict.fromkeys(f for f, ld in pairs if ld not in own)))
     return parse_format_options(texts, natively, True, by_index)
 
 
@@ -108,7 +109,7 @@ def config_of(
     from iobench.data.format_options import settable_fields
 
     own = (read_options or {}).get(fmt, {})
-    if LoaderName.parse(loader, "--loader") is not LoaderName.NATIVE and own:
+    if not LOADERS[LoaderName.parse(loader, "--loader")].own_pipeline and own:
         own = {k: v for k, v in own.items() if k in settable_fields(fmt, reading=True, native=False)}
     return RunConfig(
         format=fmt, loader=loader, settings=settings, order=order_of(shuffle, block_size), block_size=block_size,

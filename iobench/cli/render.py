@@ -10,11 +10,11 @@ from typing import Any
 from rich.table import Table
 
 from iobench.cli.console import out, say
-from iobench.loaders import LoaderName
-from iobench.results.answer import console_answer
+from iobench.loaders import LOADERS
+from iobench.report.answer import console_answer
+from iobench.report.tables import au_text, compact_table, profile_summary, results_table, split_table
+from iobench.report.warnings import record_warnings, summarised
 from iobench.results.record import RunRecord
-from iobench.results.tables import au_text, compact_table, profile_summary, results_table, split_table
-from iobench.results.warnings import record_warnings, summarised
 from iobench.run.tune import settings_text
 
 
@@ -88,7 +88,7 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | No
         out.print(deciding_budget(outcome, near[0]))
     by_loading: dict[str, float] = {}  # the best of each, processes first then threads, fewest first
     eligible = [c for c in outcome.ranked if c.meets(outcome.min_shuffle)]
-    for c in sorted(eligible, key=lambda c: (c.config.loader is LoaderName.NODES, c.config.settings.num_workers)):
+    for c in sorted(eligible, key=lambda c: (not LOADERS[c.config.loader].forks, c.config.settings.num_workers)):
         by_loading[c.loading] = max(by_loading.get(c.loading, 0.0), c.median)
     out.print("best throughput by what loads: " + ", ".join(
         f"{what}: {rate:,.0f} samples/s" for what, rate in by_loading.items()))  # fmt: skip
@@ -136,7 +136,7 @@ def _confirmed_figure(best: Any, spread: str) -> str:
     median, with that run's warnings), else the search's median."""
     figure = f"{best.median:,.0f} samples/s measured (epochs {spread})"
     if best.confirmed is not None and (again := best.confirmed_rates):
-        from iobench.results.verdict import interval
+        from iobench.report.verdict import interval
 
         confirmed = interval(best.confirmed)
         figure = (f"{confirmed.median:,.0f} samples/s measured again after the search (epochs "
@@ -162,7 +162,7 @@ def _stopped_text(outcome: Any) -> str:
 
 def print_paste_check(check: Any, best: Any) -> None:
     """The pasted script's figure beside tune's confirmed one, with their ratio."""
-    from iobench.results.verdict import interval
+    from iobench.report.verdict import interval
     from iobench.run.paste_check import GOAL
 
     figure = interval(best.confirmed).median

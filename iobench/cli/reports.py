@@ -25,7 +25,7 @@ def report_cmd(
 ) -> None:
     """Write a report from result records: Markdown with its plots, the same as one HTML file, and a CSV of the
     records for a spreadsheet."""
-    from iobench.results.report import write_report  # matplotlib loads only when a report is made
+    from iobench.report.report import write_report  # matplotlib loads only when a report is made
 
     skipped: list[str] = []
     path = write_report(results, out_dir, skipped, dataset)
@@ -44,9 +44,9 @@ def compare_cmd(
     from rich.markup import escape
     from rich.table import Table
 
-    from iobench.results.report import compare, describe
+    from iobench.report.report import compare, describe
+    from iobench.report.verdict import compare_verdict, run_interval
     from iobench.results.store import load_records
-    from iobench.results.verdict import compare_verdict, run_interval
 
     for path in (a, b):
         for line in load_records(path).skipped:

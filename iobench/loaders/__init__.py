@@ -59,6 +59,16 @@ class LoaderKind:
     # True: it measures the dataset held in the device's memory (on the CPU: in RAM), not a way from storage
     in_device_memory: bool = False
     needs_cuda: bool = False  # it reads into device memory: refused in one line without CUDA, left out of `all` there
+    # under torchrun, how its ranks share an epoch: "sampler" (torch's DistributedSampler, whose tail
+    # --distributed-sampler sets), "library" (the format's own pipeline splits it), "share" (a contiguous share of
+    # the shared order), "" (one training process fed by a cluster: refused under torchrun)
+    ranks: str = "share"
+    # how it reaches object storage: "reader" (the format's reader of objects, else a FUSE mount), "library" (the
+    # format's own pipeline's client, else a FUSE mount), "" (not at all)
+    objects: str = ""
+    reads_beside_step: bool = False  # it reads while the step runs even with no workers or prefetch thread (Ray's)
+    cold_direct: bool = False  # cold epochs bypass the page cache with O_DIRECT (read_method says when they could not)
+    check: str | None = None  # a function of its module that refuses a dataset it cannot read, before it is opened
     # tune's search: the settings it tries of this loader, in this order (on local files, against object storage),
     # and whether with no workers it tries one torch thread (loading in this process, they compete for the cores)
     tuned: tuple[str, ...] = ()
@@ -74,6 +84,15 @@ class LoaderKind:
     def own_pipeline(self) -> bool:
         """It reads through each format's own library pipeline (what --format-option's read options set)."""
         return self.needs == PIPELINE
+
+    def dataset_refusal(self, spec: Any, options: Any) -> str | None:
+        """Why it cannot read this prepared dataset (DALI: files of images only), from its module's `check`;
+        None if it can or it does not say."""
+        if self.check is None:
+            return None
+        import importlib
+
+        return getattr(importlib.import_module(f"iobench.loaders.{self.module}"), self.check)(spec, options)
 
     @property
     def reads(self) -> tuple[str, ...]:
@@ -103,7 +122,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             LoaderName.DATALOADER, None, "dataloader", "DataLoaderLoader",
             honours=BATCHES | WORKER_PROCESSES | {"fetch", "fetch_threads", "decode_on"},
             tuned=("prefetch_factor", "persistent_workers", "in_order", "pin_memory"),
-            tuned_remote=("fetch_threads", "pin_memory"), tune_main_threads=True,
+            tuned_remote=("fetch_threads", "pin_memory"), tune_main_threads=True, ranks="sampler", objects="reader",
         ),
         # tensorclass loading is tensordict's memmap path.
         LoaderKind(
@@ -122,7 +141,8 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             notes=(("num_workers", "--num-workers is the number of Ray actors; give at least 1"),
                    ("persistent_workers", "actors live as long as the loader"),
                    ("in_order", "actors' batches are taken in order")),
-            min_workers=1, extra="ray", library="Ray", libraries=("ray",), own_readers=True,
+            min_workers=1, extra="ray", library="Ray", libraries=("ray",), own_readers=True, ranks="",
+            reads_beside_step=True,
         ),
         # concurrent preadv straight into buffers: formats whose samples lie at known offsets
         LoaderKind(
@@ -131,7 +151,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             notes=tuple((name, "--num-workers is its reads in flight (0: 32) and it reads two batches ahead into "
                          "its own buffers") for name in ("prefetch_factor", "persistent_workers", "in_order",
                                                          "prefetch_thread")),
-            raw_batches="the reference for the hardware", needs=FIXED_LAYOUT,
+            raw_batches="the reference for the hardware", needs=FIXED_LAYOUT, cold_direct=True,
         ),
         # the whole dataset read once in large sequential reads, every batch then gathered in memory
         LoaderKind(
@@ -156,7 +176,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             notes=(("num_workers", "--num-workers is DALI's num_threads (0: 1)"),
                    ("prefetch_thread", "DALI prefetches (--prefetch-factor is its prefetch_queue_depth)")),
             raw_batches="DALI's own pipeline decodes and crops", extra="nvidia.dali", library="NVIDIA DALI",
-            libraries=("nvidia-dali-cuda130",), forks=False,
+            libraries=("nvidia-dali-cuda130",), forks=False, check="dali_refusal",
         ),
         # the format's own library pipeline (WebDataset's shard shuffle and buffer, ...)
         LoaderKind(
@@ -165,6 +185,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             notes=(("persistent_workers", "its pipeline is built again each epoch"),
                    ("in_order", "its library's loader delivers batches as its pipeline orders them")),
             needs=PIPELINE, tuned=("prefetch_factor", "pin_memory"), tuned_remote=("prefetch_factor", "pin_memory"),
+            ranks="library", objects="library",
         ),
         # torchdata.nodes: threads of this process instead of worker processes, over any format
         LoaderKind(
@@ -174,6 +195,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
                    ("fetch_threads", "--num-workers are its threads")),
             extra="torchdata", library="torchdata", libraries=("torchdata",), forks=False,
             tuned=("prefetch_factor", "in_order", "pin_memory"), tuned_remote=("pin_memory", "fetch"),
+            objects="reader",
         ),
         # SPDL: a pipeline of stages on a thread pool of this process, as its documentation builds one
         LoaderKind(
@@ -191,7 +213,8 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             notes=(("num_workers", "--num-workers is the size of its actor pool; give at least 1"),
                    ("persistent_workers", "its actor pool lives as long as an epoch's execution"),
                    ("prefetch_thread", "iter_torch_batches already prefetches (--prefetch-factor)")),
-            min_workers=1, extra="ray", library="Ray", libraries=("ray",), own_readers=True,
+            min_workers=1, extra="ray", library="Ray", libraries=("ray",), own_readers=True, ranks="",
+            reads_beside_step=True,
         ),
     )
 }  # fmt: skip
@@ -206,3 +229,11 @@ def check_reads(loader: LoaderName, fmt: str) -> None:
 
 def unreadable(fmt: str, loader: LoaderName) -> IobenchError:
     return IobenchError(f"--loader {loader} does not read --format {fmt}; it reads {', '.join(LOADERS[loader].reads)}")
+
+
+def kind_of(name: str) -> LoaderKind | None:
+    """A record's loader (a string, as stored) as its registered kind; None for a name this release lacks."""
+    try:
+        return LOADERS[LoaderName(name)]
+    except ValueError:
+        return None

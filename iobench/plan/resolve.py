@@ -79,7 +79,7 @@ class ResolvedRun:
         """How ranks share an epoch, as records name it; None outside torchrun."""
         if self.world.size <= 1:
             return None
-        if self.config.loader is LoaderName.NATIVE:
+        if LOADERS[self.config.loader].ranks == "library":
             return FORMATS[self.config.format].native_rank_split
         return self.epoch_order().SHARD
 
@@ -88,7 +88,7 @@ class ResolvedRun:
         training scripts do; the other loaders take a contiguous share of the epoch's shared order."""
         c, w = self.config, self.world
         n, batch = self.manifest.spec.n_samples, c.settings.batch_size
-        if w.size > 1 and c.loader is LoaderName.DATALOADER:
+        if w.size > 1 and LOADERS[c.loader].ranks == "sampler":
             return DistributedSamplerOrder(n, batch, c.shuffle, c.seed, c.max_batches, w.rank, w.size,
                                            c.sampler_tail.value)  # fmt: skip
         return EpochOrder(n, batch, c.shuffle, c.block_size, c.seed, c.max_batches, rank=w.rank, world=w.size)
@@ -176,21 +176,16 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
     FORMATS[config.format].options_from_json(resolved.entry.options)  # a read option's value is checked here
     check_budget(resolved)
     check_decode_on(resolved)
-    check_dali(resolved)
+    check_loader_reads(resolved)
     return resolved
 
 
-def check_dali(resolved: ResolvedRun) -> None:
-    """DALI's image pipeline reads files of images: anything else is refused before a dataset is opened."""
+def check_loader_reads(resolved: ResolvedRun) -> None:
+    """What a loader refuses of a prepared dataset (DALI: files of images only), before the dataset is opened."""
     c = resolved.config
-    if c.loader is not LoaderName.DALI:
-        return
-    from iobench.loaders.dali import dali_refusal
-
-    if why := dali_refusal(resolved.manifest.spec, FORMATS[c.format].options_from_json(resolved.entry.options)):
+    options = FORMATS[c.format].options_from_json(resolved.entry.options)
+    if (why := LOADERS[c.loader].dataset_refusal(resolved.manifest.spec, options)) is not None:
         raise IobenchError(why)
-    if c.transform != "none" and c.transform_on is TransformOn.HOST:
-        raise IobenchError("--loader dali runs DALI's own decoding and crop: use --transform-on device")
 
 
 def check_decode_on(resolved: ResolvedRun) -> None:
@@ -221,26 +216,22 @@ def check_local_read_options(config: RunConfig) -> None:
                            "read: give --remote PROFILE or --endpoint-url")  # fmt: skip
 
 
-# What reads a format's objects in this release: the loaders over its object reader; and, through a FUSE mount
-# of the bucket, the loaders that read a format's local files with its own library (TFRecord, LMDB, ...).
-REMOTE_LOADERS = (LoaderName.DATALOADER, LoaderName.NODES)
-MOUNTED_LOADERS = (LoaderName.DATALOADER, LoaderName.NODES, LoaderName.NATIVE)
-
-
 def reads_objects(fmt: StorageFormat, loader: LoaderName) -> bool:
     """Whether the loader reads the format's objects through the format's own remote path (its pipeline's, or
     its reader of objects'); otherwise through a FUSE mount."""
-    if loader is LoaderName.NATIVE:
+    reach = LOADERS[loader].objects
+    if reach == "library":
         return fmt.remote_pipeline
     reader = fmt.object_reader()
-    return loader in REMOTE_LOADERS and reader is not None and not reader.pipeline_only
+    return reach == "reader" and reader is not None and not reader.pipeline_only
 
 
 def check_remote(config: RunConfig) -> None:
     """Refuse a configuration object storage cannot run, from the configuration alone (a sweep skips it)."""
     fmt = FORMATS[config.format]
-    if not reads_objects(fmt, config.loader) and config.loader not in MOUNTED_LOADERS:
-        can = [ld for ld in MOUNTED_LOADERS if ld is not LoaderName.NATIVE or fmt.has_pipeline]
+    if not reads_objects(fmt, config.loader) and not LOADERS[config.loader].objects:
+        # the others read through a FUSE mount of the bucket: a format's local files with its own library
+        can = [k.name for k in LOADERS.values() if k.objects == "reader" or (k.objects and fmt.has_pipeline)]
         raise IobenchError(f"{config.label}: --remote reads {config.format} through --loader {' or '.join(can)} "
                            "in this release")  # fmt: skip
     refuse_local_controls(config.read_limit_mb_per_s, config.cache_budget)
@@ -276,7 +267,7 @@ def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, wor
         if reason is not None:
             raise IobenchError(f"{config.label}: {config.format} is read from object storage through FUSE here; "
                                f"{reason}")  # fmt: skip
-        storage = MountedStorage(*where, at_random=config.shuffle and config.loader is not LoaderName.NATIVE)
+        storage = MountedStorage(*where, at_random=config.shuffle and not LOADERS[config.loader].own_pipeline)
     else:
         storage = ObjectStorage(*where)
     if target.remote.served is None:  # a store iobench does not run: what was uploaded there
@@ -334,19 +325,19 @@ def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:
 
 def check_world(config: RunConfig, manifest: Manifest, world: World) -> None:
     """What torchrun ranks cannot share."""
-    if config.sampler_tail is not SamplerTail.TRIM and (world.size <= 1 or config.loader is not LoaderName.DATALOADER):
+    if config.sampler_tail is not SamplerTail.TRIM and (world.size <= 1 or LOADERS[config.loader].ranks != "sampler"):
         raise IobenchError("--distributed-sampler is the DataLoader's DistributedSampler under --nproc or torchrun")
     if world.size <= 1:
         return
-    if config.loader is LoaderName.DATALOADER and config.block_size:
+    if LOADERS[config.loader].ranks == "sampler" and config.block_size:
         raise IobenchError("under torchrun the DataLoader uses DistributedSampler, which has no --block-shuffle")
     if config.resume_check:
         raise IobenchError("--resume-check restores one process's pipeline; run it without --nproc or torchrun")
-    if config.loader in (LoaderName.RAY, LoaderName.RAY_DATA):
+    if not LOADERS[config.loader].ranks:
         raise IobenchError(
             f"--loader {config.loader} is one training process fed by a Ray cluster; run it without torchrun"
         )
-    if config.loader is LoaderName.NATIVE:
+    if LOADERS[config.loader].ranks == "library":
         fmt = FORMATS[config.format]
         if fmt.native_rank_split is None:
             splitting = [n for n in FORMATS.native if FORMATS[n].native_rank_split is not None]

@@ -24,6 +24,9 @@ class Summary:
     cv: float  # coefficient of variation (population standard deviation over the mean)
 
 
+BUSY_CORES = 0.25  # other programs' cores beside a run above which its figures are a shared machine's
+
+
 def summary(values: Sequence[float]) -> Summary:
     median = statistics.median(values)
     mean = statistics.fmean(values)

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from iobench.report.tables import au_text, settings_label
+from iobench.report.warnings import RunWarning, md_text
 from iobench.results.record import RunRecord
-from iobench.results.tables import au_text, settings_label
-from iobench.results.warnings import RunWarning, md_text
 
 
 def pattern_of(r: RunRecord) -> str:
@@ -114,7 +114,7 @@ def console_answer(records: Sequence[RunRecord], place: Sequence[str] = ()) -> s
     """The run's last line: which configuration to use for the pattern measured most, how far ahead of the next and
     how sure (their intervals), and the `tune` command that would settle its settings (`place`: the options that
     found the dataset, as typed). None without two to rank."""
-    from iobench.results.verdict import interval
+    from iobench.report.verdict import interval
 
     by_pattern: dict[str, list[RunRecord]] = {}
     for r in records:
@@ -147,7 +147,7 @@ def console_answer(records: Sequence[RunRecord], place: Sequence[str] = ()) -> s
 def _shared(records: Sequence[RunRecord]) -> str:
     """What the answer adds when its ranking was taken while other programs used the cores (a loaded machine's first
     run called npy/dataloader 16.68x the next; the README says 1.43x, another run 54x)."""
-    from iobench.results.verdict import BUSY_CORES, busy
+    from iobench.report.verdict import BUSY_CORES, busy
 
     loads = [x for x in (busy(r) for r in records) if x is not None]
     if not loads or max(loads) <= BUSY_CORES:

@@ -9,8 +9,8 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.ticker import FixedLocator
 
-from iobench.results import plots
-from iobench.results.report import write_report
+from iobench.report import plots
+from iobench.report.report import write_report
 from tests.conftest import FLAT_RECORD, record_of
 
 
@@ -124,8 +124,8 @@ def test_the_report_opens_with_the_answer_sorts_rows_and_collapses_warnings(tmp_
 def test_the_formats_table_sets_speed_beside_shuffle_bytes_and_write_time():
     """A shard pipeline that is fastest because it barely shuffles must not be named the fastest at a
     uniform shuffle; each format/loader pair gets its row with its own shuffle, bytes and write time."""
-    from iobench.results.formats_table import format_lines
-    from iobench.results.report import workload_groups
+    from iobench.report.formats_table import format_lines
+    from iobench.report.report import workload_groups
 
     common = {"order": "shuffle", "shuffle": True}
     records = [
@@ -149,8 +149,8 @@ def test_the_formats_table_sets_speed_beside_shuffle_bytes_and_write_time():
 def test_figures_under_a_budget_or_a_throttle_are_kept_apart_from_the_unconstrained():
     """A format's 20%-budget figure is another question than its figure with all of RAM: neither the answer
     nor the formats table may take the faster of the two as the format's best."""
-    from iobench.results.answer import answer_lines
-    from iobench.results.report import workload_groups
+    from iobench.report.answer import answer_lines
+    from iobench.report.report import workload_groups
 
     free = record_of(samples_per_s=9000.0)
     capped = record_of(samples_per_s=300.0, cache_budget="20%")
@@ -166,9 +166,9 @@ def test_figures_under_a_budget_or_a_throttle_are_kept_apart_from_the_unconstrai
 def test_figures_from_object_storage_are_kept_apart_from_local_ones_and_per_profile():
     """A cold epoch from a 30 ms store and one from the local disk answer different questions: the answer names the
     fastest of each, and no formats table ranks a remote figure against a local one."""
-    from iobench.results.answer import answer_lines
-    from iobench.results.formats_table import format_lines
-    from iobench.results.report import workload_groups
+    from iobench.report.answer import answer_lines
+    from iobench.report.formats_table import format_lines
+    from iobench.report.report import workload_groups
 
     common = {"order": "shuffle", "shuffle": True, "cache": "cold"}
     s3 = {"storage": "object", "remote_profile": "s3-like", "remote_latency_ms": 30.0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import shlex
 
-from iobench.results.answer import console_answer, tune_command
+from iobench.report.answer import console_answer, tune_command
 from iobench.results.record import RunRecord
 from tests.conftest import FLAT_RECORD
 
@@ -44,8 +44,8 @@ def test_a_cpu_run_shows_no_copy_to_a_device():
     hand-over (`.to("cpu")` returns the same tensor)."""
     from rich.console import Console
 
-    from iobench.results.answer import bounding_stage
-    from iobench.results.tables import split_table
+    from iobench.report.answer import bounding_stage
+    from iobench.report.tables import split_table
 
     cpu = record([0.1, 0.1, 0.1], device="cpu", h2d_ms_per_batch=20.0, wait_ms_per_batch=1.0, step_ms_per_batch=1.0)
     console = Console(width=200, record=True)

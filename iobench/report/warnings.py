@@ -7,14 +7,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iobench.choices import Choice
+from iobench.loaders import kind_of
+from iobench.report.tables import settings_label
 from iobench.results.record import STORED_THREADS_READ, RunRecord
-from iobench.results.stats import CV_LIMIT, first_run_slow, outliers, summary
-from iobench.results.tables import settings_label
+from iobench.results.stats import BUSY_CORES, CV_LIMIT, first_run_slow, outliers, summary
 
 # Above this share of its ceiling a figure says the ceiling is wrong (5%: the noise of these disks and VMs).
 ABOVE_CEILING_PERCENT = 105.0
 # Other programs using this many cores beside a run make its torch paths slow (threads wait on each other).
-BUSY_CORES = 0.25
 STRAGGLER_LIMIT = 1.2  # slowest rank over fastest, above which the record is flagged
 
 
@@ -163,7 +163,8 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                     else "something still maps the files, or eviction is not permitted (run as root)",
                 )
             )
-        if r.config.loader == "direct" and r.config.cold and r.system.read_method == STORED_THREADS_READ:
+        kind = kind_of(r.config.loader)
+        if kind is not None and kind.cold_direct and r.config.cold and r.system.read_method == STORED_THREADS_READ:
             found.append(
                 RunWarning(
                     Kind.NOT_DIRECT,

@@ -16,9 +16,7 @@ import statistics
 from dataclasses import dataclass
 
 from iobench.results.record import RunRecord
-from iobench.results.stats import median_interval
-
-BUSY_CORES = 0.25  # other programs' cores beside a run above which its figures are a shared machine's
+from iobench.results.stats import BUSY_CORES, median_interval
 
 
 def rates(r: RunRecord) -> list[float]:

@@ -8,9 +8,9 @@ that shuffle as well as a uniform shuffle.
 
 from __future__ import annotations
 
+from iobench.report.tables import settings_label, shuffle_text
+from iobench.report.warnings import md_text
 from iobench.results.record import RunRecord
-from iobench.results.tables import settings_label, shuffle_text
-from iobench.results.warnings import md_text
 
 UNIFORM = 0.95  # spread and order both at least this: as good as a global shuffle, within scoring noise
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iobench.loaders import kind_of
 from iobench.results.record import RunRecord
 
 WAITED = 0.05  # waiting above this share of the period: the loader was the bound
@@ -40,7 +41,8 @@ class Prediction:
 def asynchronous(r: RunRecord) -> bool:
     """True when batches are read alongside the step (workers, a prefetch thread, Ray actors)."""
     c = r.config
-    return c.settings.num_workers > 0 or c.settings.prefetch_thread > 0 or c.loader in ("ray", "ray-data")
+    kind = kind_of(c.loader)
+    return c.settings.num_workers > 0 or c.settings.prefetch_thread > 0 or (kind is not None and kind.reads_beside_step)
 
 
 def predict(r: RunRecord, step_ms: float) -> Prediction:

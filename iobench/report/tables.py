@@ -8,10 +8,11 @@ from pathlib import Path
 
 from rich.table import Table
 
+from iobench.loaders import kind_of
+from iobench.report.verdict import tied_with
 from iobench.results.ceilings import LOOPBACK, PAGE, MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.results.stats import relative_to_fastest
-from iobench.results.verdict import tied_with
 from iobench.settings import settings_parts
 
 
@@ -25,7 +26,7 @@ def settings_label(r: RunRecord, measured: bool = True) -> str:
         nodes = f"/{r.ranks.nodes}n" if r.ranks.nodes > 1 else ""
         parts = [f"ranks={c.world_size}{nodes}", *parts, f"threads={r.environment.torch_threads}"]
         parts += [f"sampler={c.sampler_tail}"] if c.sampler_tail != "trim" else []  # --distributed-sampler
-    if c.loader == "dataloader":
+    if (kind := kind_of(c.loader)) is not None and "fetch" in kind.honours:  # the DataLoader, nodes and spdl
         parts.append(f"fetch={c.settings.fetch}")
     transform = transform_parts(r) if measured else [transform_label(r)] if transform_label(r) else []
     options = [c.format_options] if c.format_options else []

@@ -6,7 +6,7 @@ import pytest
 
 from iobench.errors import IobenchError
 from iobench.measuring.steps import make_step, parse_step
-from iobench.results.whatif import error, predict
+from iobench.report.whatif import error, predict
 from tests.conftest import prepare_with_limits, record_of, stored_records
 
 pytestmark = pytest.mark.e2e

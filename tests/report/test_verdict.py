@@ -6,8 +6,8 @@ import math
 
 import pytest
 
+from iobench.report.verdict import compare_verdict, interval, tied_with
 from iobench.results.record import RunRecord
-from iobench.results.verdict import compare_verdict, interval, tied_with
 from tests.conftest import FLAT_RECORD
 
 
@@ -87,7 +87,7 @@ def test_runs_are_the_units_of_the_interval():
     a = runs_record([1000.0, 700.0, 900.0], spread=0.001)
     b = runs_record([760.0, 980.0, 720.0], spread=0.001)
     assert compare_verdict(a, b).kind == "same"
-    from iobench.results.verdict import run_interval
+    from iobench.report.verdict import run_interval
 
     assert run_interval(a).low == pytest.approx(700.0, rel=1e-6) and run_interval(a).high == pytest.approx(1000.0)
 

@@ -7,15 +7,15 @@ from collections import OrderedDict
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.results import plots
-from iobench.results.answer import answer_lines, collapsed, sorted_for_table
+from iobench.report import plots
+from iobench.report.answer import answer_lines, collapsed, sorted_for_table
+from iobench.report.exports import write_csv, write_html
+from iobench.report.formats_table import format_lines
+from iobench.report.tables import au_text, settings_label, shuffle_text
+from iobench.report.warnings import md_text, record_warnings
 from iobench.results.ceilings import LOOPBACK, limits_key, remote_limits_key
-from iobench.results.exports import write_csv, write_html
-from iobench.results.formats_table import format_lines
 from iobench.results.record import RecordedConfig, RunRecord
 from iobench.results.store import load_all_limits, load_all_remote_limits, load_records
-from iobench.results.tables import au_text, settings_label, shuffle_text
-from iobench.results.warnings import md_text, record_warnings
 
 ENVIRONMENT = ("hostname", "cpu_model", "cpu_count", "ram_bytes", "gpu_name", "kernel", "data_filesystem",
                "data_device", "python_version", "torch_version", "tensordict_version", "numpy_version",
