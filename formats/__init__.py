@@ -35,7 +35,7 @@ class Registered:
     default: bool = True
     needs: str | None = None  # the library (module and pip extra) the format's writer and reader import
     # A built-in format's capabilities, restated here so that listing which loader reads it imports nothing
-    # (tests/test_formats.py checks them against the class); None: a plug-in, asked once it loads.
+    # (tests/formats/test_formats.py checks them against the class); None: a plug-in, asked once it loads.
     declares: frozenset[str] | None = frozenset()
 
 

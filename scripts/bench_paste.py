@@ -87,7 +87,7 @@ def main() -> None:
     from iobench.plan.config import RunConfig
     from iobench.plan.paste import best_script, factory_script
     from iobench.plan.resolve import RunTarget, resolve
-    from iobench.results.verdict import interval
+    from iobench.report.verdict import interval
     from iobench.run.dataset_factory import FactoryRequest, FactoryTrials, plan
     from iobench.run.paste_check import check_paste
     from iobench.run.runner import run
