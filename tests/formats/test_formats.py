@@ -5,6 +5,7 @@ import multiprocessing
 import os
 import pickle
 import struct
+import time
 
 import h5py
 import lmdb
@@ -20,25 +21,20 @@ from iobench.spec import DatasetSpec
 from iobench.system.fsutil import make_partial_dir
 from tests.conftest import every_format, format_param
 
-CASES = [
-    ("npy", {}),
-    ("memmap", {}),
-    ("hdf5", {}),
+# every registered format with its default options, drawn from the registry (a new one is in the contract without
+# being named here), then the options that change a layout
+VARIANTS = [
     ("hdf5", {"compression": "lzf", "chunk_rows": 7}),
     ("hdf5", {"compression": "gzip", "compression_level": 1}),
-    ("lmdb", {}),
     ("lmdb", {"samples_per_record": 7}),
-    ("files", {}),  # .npy per sample for f32, PNG for the uint8 image
     ("webdataset", {"shard_samples": 50}),  # several shards, PNG members for the uint8 image
-    ("arrow", {}),
     ("arrow", {"max_shard_size": "4KB"}),  # several Arrow files
-    ("zarr", {}),
     ("zarr", {"chunk_samples": 7, "shard_chunks": 3}),  # chunks and shards that do not divide the samples
     ("zarr", {"chunk_samples": 10, "shard_chunks": 64}),  # a shard longer than the dataset
     ("tfrecord", {"shard_samples": 50}),  # several shards, PNG records for the uint8 image
-    ("litdata", {}),
     ("litdata", {"chunk_bytes": "1KB"}),  # several chunks
 ]
+CASES = [(name, {}) for name in FORMATS] + VARIANTS
 SPECS = [DatasetSpec(301, shape=(16,), n_classes=5, seed=1), DatasetSpec(64, shape=(3, 4, 4), dtype="uint8", seed=2)]
 
 
@@ -98,6 +94,11 @@ def test_reader_reopens_after_fork_and_leaks_nothing(tmp_path, name):
     if name not in ("zarr", "lance"):  # zarr and lance open a file for each read and hold nothing between reads
         assert data_dir in _open_paths(), "the test must see the reader's handle before close()"
     reader.close()
+    # lance's reads run on its own runtime's threads, which let go of a file a moment after the read returns (1 of
+    # 64 runs saw one still open at close()): a handle must be gone within a second, not at once
+    deadline = time.monotonic() + (1.0 if name == "lance" else 0.0)
+    while data_dir in _open_paths() and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert data_dir not in _open_paths(), "a file handle or mapping of the data survived close()"
 
 
