@@ -25,11 +25,14 @@ class RecordFile:
 
 
 def append_record(path: Path, record: RunRecord) -> None:
-    """Append one whole line and fsync it: a crash later in a sweep never loses finished runs.
+    """Append one whole line and fsync it: a crash later in a sweep never loses finished runs."""
+    append_line(path, json.dumps(record.to_json(), allow_nan=True))
 
-    A file whose last line was torn (a full disk, a crash mid-write) gets a newline first, so the
-    new record starts on a line of its own and stays readable."""
-    line = (json.dumps(record.to_json(), allow_nan=True) + "\n").encode()
+
+def append_line(path: Path, text: str) -> None:
+    """`text` appended as one whole line and fsynced. A file whose last line was torn (a full disk, a crash
+    mid-write) gets a newline first, so the new line starts on a line of its own and stays readable."""
+    line = (text + "\n").encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)

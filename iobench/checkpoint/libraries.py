@@ -1,0 +1,163 @@
+"""The ways `iobench checkpoint` saves and restores a training state, each as its library's documentation does, and
+a raw ceiling on the same file system. A save writes into an empty folder; a restore returns the state with every
+byte read (a lazy load, mmap or a memmapped TensorDict, is copied out: timed to the last byte touched, as
+`load_state_dict` copies it into a model, not to an open that reads nothing)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from iobench.checkpoint.state import StateSpec, flat_tensors, unflatten
+
+DIRECT_ALIGN = 4096
+
+
+@dataclass(frozen=True)
+class Library:
+    name: str
+    save: Callable[[dict, Path], None]
+    restore: Callable[[Path, StateSpec], dict]
+    needs: str | None = None  # the module it imports (its pip extra names it)
+    ceiling: bool = False  # raw bytes, not a checkpoint: what the file system does for the same bytes
+    memory_factor: float = 2.0  # peak host memory of a restore over the state's bytes, about (its issues say 2x)
+    modules: tuple[str, ...] = ()  # imported before the clock: a job has its libraries loaded when it saves
+
+    @property
+    def installed(self) -> bool:
+        return self.needs is None or importlib.util.find_spec(self.needs) is not None
+
+
+def _torch_save(state: dict, folder: Path) -> None:
+    torch.save(state, folder / "state.pt")
+
+
+def _torch_load(folder: Path, spec: StateSpec) -> dict:
+    return torch.load(folder / "state.pt", weights_only=True)
+
+
+def _torch_load_mmap(folder: Path, spec: StateSpec) -> dict:
+    state = torch.load(folder / "state.pt", mmap=True, weights_only=True)
+    return _materialised(state)
+
+
+def _materialised(state: dict) -> dict:
+    """Every tensor copied out of its mapping (a model's `load_state_dict` copies it so)."""
+    return {k: _materialised(v) if isinstance(v, dict) else v.clone() if isinstance(v, torch.Tensor) else v
+            for k, v in state.items()}  # fmt: skip
+
+
+def _safetensors_save(state: dict, folder: Path) -> None:
+    from safetensors.torch import save_file
+
+    tensors = {k: v.contiguous() for k, v in flat_tensors(state).items()}  # save_file takes contiguous tensors only
+    save_file(tensors, str(folder / "state.safetensors"), metadata={"step": str(state["step"])})
+
+
+def _safetensors_load(folder: Path, spec: StateSpec) -> dict:
+    from safetensors import safe_open
+    from safetensors.torch import load_file
+
+    path = str(folder / "state.safetensors")
+    with safe_open(path, framework="pt") as f:
+        step = int(f.metadata()["step"])
+    return unflatten(load_file(path), step)
+
+
+def _dcp_save(state: dict, folder: Path) -> None:
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(folder), thread_count=1, sync_files=True))
+
+
+def _dcp_load(folder: Path, spec: StateSpec) -> dict:
+    """Into a state of the right shapes made before (a model and optimizer exist when a job resumes)."""
+    import torch.distributed.checkpoint as dcp
+
+    template = make_state_shapes(spec)
+    dcp.load(template, storage_reader=dcp.FileSystemReader(str(folder)))
+    return template
+
+
+def make_state_shapes(spec: StateSpec) -> dict:
+    """The state's structure with zero tensors (no random numbers drawn: cheap)."""
+    model, master, exp_avg, exp_avg_sq = {}, {}, {}, {}
+    for i, shape in enumerate(spec.shapes()):
+        name = f"layers.{i // 7}.w{i % 7}"
+        model[name] = torch.zeros(shape, dtype=torch.bfloat16)
+        master[name], exp_avg[name], exp_avg_sq[name] = (torch.zeros(shape) for _ in range(3))
+    rng = torch.Generator().get_state()
+    return {"model": model, "optimizer": {"master": master, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq},
+            "step": 0, "rng": torch.zeros_like(rng)}  # fmt: skip
+
+
+def _tensordict_save(state: dict, folder: Path) -> None:
+    from tensordict import TensorDict
+
+    flat = {k.replace(".", "__"): v for k, v in flat_tensors(state).items()}
+    flat["step"] = torch.tensor(state["step"])
+    TensorDict(flat, batch_size=[]).memmap(str(folder / "state"), num_threads=4)
+
+
+def _tensordict_load(folder: Path, spec: StateSpec) -> dict:
+    from tensordict import TensorDict
+
+    loaded = TensorDict.load_memmap(str(folder / "state"))
+    flat = {k.replace("__", "."): v.clone() for k, v in loaded.items() if k != "step"}
+    return unflatten(flat, int(loaded["step"]))
+
+
+def _raw_save(state: dict, folder: Path) -> None:
+    """The ceiling: every tensor's bytes in one file, written in order (the file system's own speed for them)."""
+    fd = os.open(folder / "raw.bin", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        for tensor in flat_tensors(state).values():
+            view = memoryview(tensor.contiguous().view(torch.uint8).numpy())
+            while view:
+                view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+
+
+def _raw_load(folder: Path, spec: StateSpec) -> dict:
+    """The ceiling: the file read whole with O_DIRECT into an aligned buffer, 8 MiB at a time."""
+    import mmap
+
+    path = folder / "raw.bin"
+    size = path.stat().st_size
+    buffer = mmap.mmap(-1, max(DIRECT_ALIGN, -(-size // DIRECT_ALIGN) * DIRECT_ALIGN))
+    flags = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_DIRECT", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:  # a file system that refuses O_DIRECT (tmpfs): through the page cache
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        view, done = memoryview(buffer), 0
+        while done < size:
+            got = os.preadv(fd, [view[done : done + 8 * 2**20]], done)
+            if got <= 0:
+                break
+            done += got
+    finally:
+        os.close(fd)
+    return {"raw_bytes": done}
+
+
+LIBRARIES: dict[str, Library] = {
+    lib.name: lib
+    for lib in (
+        Library("torch", _torch_save, _torch_load),
+        Library("torch-mmap", _torch_save, _torch_load_mmap),
+        Library(
+            "safetensors", _safetensors_save, _safetensors_load, needs="safetensors", modules=("safetensors.torch",)
+        ),
+        Library("dcp", _dcp_save, _dcp_load, modules=("torch.distributed.checkpoint",)),
+        Library("tensordict", _tensordict_save, _tensordict_load, needs="tensordict", modules=("tensordict",)),
+        Library("raw", _raw_save, _raw_load, ceiling=True, memory_factor=1.1),
+    )
+}

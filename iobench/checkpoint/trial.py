@@ -1,0 +1,130 @@
+"""One save or restore in a fresh process (`python -m iobench.checkpoint.trial JSON`), so that its peak memory is its
+own (`ru_maxrss`; resident anonymous and file-backed memory from `/proc/self/smaps_rollup` at the clock's end). It
+prints one JSON object: the seconds until the call returned and, for a save, until every file and the folder were
+fsynced (durable); for a restore, whether the state came back bit for bit (checked after the clock and the memory
+readings, against a fresh copy made from the seed)."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+from iobench.checkpoint.libraries import LIBRARIES
+from iobench.checkpoint.state import StateSpec, differences, make_state
+
+
+def fsync_tree(folder: Path) -> None:
+    """Every file under `folder`, then every folder, flushed to the disk (what 'durable' means)."""
+    for path in sorted(folder.rglob("*"), reverse=True):
+        if path.is_file() and not path.is_symlink():
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+    for path in [*sorted((p for p in folder.rglob("*") if p.is_dir()), reverse=True), folder]:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def memory() -> dict[str, int]:
+    """Peak resident bytes of this process, and its resident anonymous and file-backed bytes now."""
+    out = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            fields = {k.strip(): int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in f if ":" in line)
+                      if v.strip().endswith("kB")}  # fmt: skip
+        out["anon_bytes"] = fields.get("Anonymous", 0)
+        out["file_bytes"] = fields.get("Rss", 0) - fields.get("Anonymous", 0)
+    except OSError:
+        pass
+    return out
+
+
+def loaded(library: str) -> object:
+    """The library with its modules imported (before the clock, as a training job has them)."""
+    import importlib
+
+    lib = LIBRARIES[library]
+    for module in lib.modules:
+        importlib.import_module(module)
+    return lib
+
+
+def save(library: str, spec: StateSpec, folder: Path, announce: bool = False) -> dict:
+    state = make_state(spec)  # before the clock: the job has its state
+    lib = loaded(library)
+    if announce:  # the kill test kills at a moment of the save itself, not of the interpreter's start
+        print("saving", flush=True)
+    start = time.perf_counter()
+    lib.save(state, folder)
+    returned = time.perf_counter() - start
+    fsync_tree(folder)
+    durable = time.perf_counter() - start
+    return {"seconds": returned, "durable_seconds": durable, **memory()}
+
+
+def read_bytes() -> int | None:
+    """Bytes this process has had read from storage (/proc/self/io: what the disk delivered, not the page cache)."""
+    try:
+        with open("/proc/self/io") as f:
+            return int(dict(line.split(":", 1) for line in f)["read_bytes"])
+    except (OSError, KeyError, ValueError):
+        return None
+
+
+def restore(library: str, spec: StateSpec, folder: Path, check: bool) -> dict:
+    lib = loaded(library)
+    before = read_bytes()
+    start = time.perf_counter()
+    state = lib.restore(folder, spec)
+    seconds = time.perf_counter() - start
+    after = read_bytes()
+    out = {"seconds": seconds, **memory(), "read_bytes": after - before if None not in (before, after) else None}
+    if check and not lib.ceiling:
+        found = differences(state, make_state(spec))
+        out.update(exact=not found, differences=found[:5])
+    return out
+
+
+def classify(library: str, spec: StateSpec, folder: Path, candidates: dict[str, int]) -> dict:
+    """The kill test's restore: which saved state came back whole (by seed), a clean error (the library refused the
+    torn files), or silent corruption (it loaded something that is neither)."""
+    lib = loaded(library)
+    try:
+        state = lib.restore(folder, spec)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException as exc:  # noqa: BLE001 - a refusal of the torn files (DCP's CheckpointException is a
+        return {"outcome": "clean error", "error": type(exc).__name__}  # BaseException) is the clean outcome
+    for name, seed in candidates.items():
+        if not differences(state, make_state(StateSpec(spec.params, spec.layout, seed))):
+            return {"outcome": f"{name} intact"}
+    return {"outcome": "silent corruption"}
+
+
+def main() -> None:
+    job = json.loads(sys.argv[1])
+    spec = StateSpec(int(job["params"]), job["layout"], int(job["seed"]))
+    folder = Path(job["folder"])
+    if job["op"] == "save":
+        result = save(job["library"], spec, folder, bool(job.get("announce")))
+    elif job["op"] == "classify":
+        result = classify(job["library"], spec, folder, job["candidates"])
+    else:
+        result = restore(job["library"], spec, folder, bool(job.get("check", True)))
+    print(json.dumps(result), flush=True)
+
+
+if __name__ == "__main__":
+    import warnings
+
+    warnings.filterwarnings("ignore")  # DCP's without-a-process-group notice is not the trial's output
+    main()

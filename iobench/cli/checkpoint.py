@@ -1,0 +1,118 @@
+"""`checkpoint`: how fast each library saves and restores a training state on this machine, cold and warm, durable,
+with its peak memory, and what survives a kill."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from iobench.cli.app import app
+from iobench.cli.console import out, say
+from iobench.errors import IobenchError
+
+
+@app.command("checkpoint")
+def checkpoint_cmd(
+    params: Annotated[str, typer.Option(help="Parameters of the model; the state is 14 bytes a parameter (bf16 "
+                                             "weights, fp32 master weights and Adam moments): 2.5e8 is 3.5 GB.")]
+    = "2.5e7",
+    layout: Annotated[str, typer.Option(help="llama: Llama-like layer shapes; small: the same bytes as tensors of "
+                                             "4,096 parameters.")] = "llama",
+    libraries: Annotated[str, typer.Option(help="Comma list of torch, torch-mmap, safetensors, dcp, tensordict, raw "
+                                                "(one write and fsync, one O_DIRECT read: the file system's own "
+                                                "speed), or all.")] = "all",
+    directory: Annotated[Path, typer.Option("--dir", help="Where the checkpoints are written (in a folder of "
+                                                          "iobench's own, removed at the end).")] = Path("checkpoints"),
+    cache: Annotated[str, typer.Option(help="Restores: warm, cold (the files evicted first) or warm,cold.")]
+    = "warm,cold",
+    trials: Annotated[int, typer.Option(min=1, help="Rounds: each library's save and restores, in turn.")] = 3,
+    kill_test: Annotated[int, typer.Option(min=0, help="Also kill a save of step N+1 over step N this many times per "
+                                                       "library at random moments, then restore and count.")] = 0,
+    kill_params: Annotated[str, typer.Option(help="The kill test's state size (parameters).")] = "2e6",
+    results: Annotated[Path, typer.Option(help="Records, one JSON line each.")] = Path("results/checkpoints.jsonl"),
+) -> None:  # fmt: skip
+    """Save and restore a model's training state with each library as its documentation does, every trial in a
+    fresh process: seconds until the call returns and until durable (fsync), restores warm and cold, GB/s, peak
+    memory, bytes on disk, the round trip checked bit for bit; with --kill-test, what a killed save leaves."""
+    from iobench.checkpoint.bench import (
+        CheckpointJob,
+        answer,
+        check_fits,
+        parse_libraries,
+        refused_libraries,
+        run_checkpoints,
+        summary,
+    )
+    from iobench.checkpoint.bench import (
+        kill_test as run_kill_test,
+    )
+    from iobench.checkpoint.libraries import LIBRARIES
+    from iobench.checkpoint.state import StateSpec
+    from iobench.results.store import check_writable
+    from iobench.units import parse_size
+
+    names = parse_libraries(libraries)
+    for line in refused_libraries(names):
+        say(line)
+    names = [n for n in names if LIBRARIES[n].installed]
+    caches = tuple(c.strip() for c in cache.split(",") if c.strip())
+    if not caches or any(c not in ("warm", "cold") for c in caches):
+        raise IobenchError(f"--cache: warm, cold or warm,cold, got {cache!r}")
+    try:
+        spec = StateSpec(parse_size(params), layout)
+        kill_spec = StateSpec(parse_size(kill_params), layout)
+    except ValueError as exc:
+        raise IobenchError(str(exc)) from None
+    check_writable(results)
+    check_fits(spec, [LIBRARIES[n] for n in names])
+    say(f"checkpoint: a {spec.state_bytes / 1e9:.2f} GB state ({spec.params:,} parameters, {layout}), "
+        f"{', '.join(names)}, {trials} round(s) under {directory}")  # fmt: skip
+    job = CheckpointJob(spec, tuple(names), directory, caches, trials, results)
+    rows = summary(run_checkpoints(job, say))
+    _print_table(rows, caches)
+    kills = None
+    if kill_test:
+        kills = {n: run_kill_test(kill_spec, n, kill_test, directory) for n in names if n not in ("raw", "torch-mmap")}
+        _print_kills(kills, kill_test, kill_spec)
+    line = answer(rows, kills)
+    out.print(f"{len(rows)} libraries measured; records in {results}", highlight=False, soft_wrap=True)
+    if line:
+        out.print(line, highlight=False, soft_wrap=True)
+
+
+def _print_table(rows: list[dict], caches: tuple[str, ...]) -> None:
+    from rich.table import Table
+
+    table = Table(title="checkpoint: medians of the rounds")
+    columns = ["library", "save s", "durable s", *(f"restore {c} s" for c in caches), "GB/s cold", "restore peak GB",
+               "on disk GB", "exact"]  # fmt: skip
+    for col in columns:
+        table.add_column(col, justify="left" if col == "library" else "right")
+    for r in rows:
+        cold = r["bytes_on_disk"] / r["cold_s"] / 1e9 if r.get("cold_s") else None
+        cells = [r["library"] + (" (ceiling)" if r["ceiling"] else ""), _s(r["save_s"]), _s(r["durable_s"]),
+                 *(_s(r[f"{c}_s"]) for c in caches), f"{cold:.2f}" if cold else "-",
+                 f"{r['restore_peak'] / 1e9:.2f}" if r["restore_peak"] else "-", f"{r['bytes_on_disk'] / 1e9:.2f}",
+                 "-" if r["exact"] is None else "yes" if r["exact"] else "NO"]  # fmt: skip
+        table.add_row(*cells)
+    out.print(table)
+
+
+def _print_kills(kills: dict[str, dict[str, int]], n: int, spec: object) -> None:
+    from rich.table import Table
+
+    from iobench.checkpoint.bench import KILL_OUTCOMES
+
+    table = Table(title=f"a save of step N+1 over step N killed {n} times (state {spec.state_bytes / 1e6:.0f} MB)")
+    table.add_column("library")
+    for outcome in KILL_OUTCOMES:
+        table.add_column(outcome, justify="right")
+    for name, counts in kills.items():
+        table.add_row(name, *(str(counts[o]) for o in KILL_OUTCOMES))
+    out.print(table)
+
+
+def _s(value: float | None) -> str:
+    return f"{value:.3f}" if value is not None else "-"

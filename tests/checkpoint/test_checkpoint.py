@@ -1,0 +1,108 @@
+"""`iobench checkpoint`: every library's round trip is exact (bf16 weights, fp32 moments, a non-contiguous tensor, the
+step and RNG state), a size that does not fit is one line, a cold restore reads the checkpoint's bytes from the disk,
+the kill test classifies planted torn and corrupted files, and the command leaves nothing behind."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+import torch
+
+from iobench.checkpoint import trial
+from iobench.checkpoint.bench import CheckpointJob, check_fits, run_checkpoints
+from iobench.checkpoint.libraries import LIBRARIES
+from iobench.checkpoint.state import BYTES_PER_PARAM, StateSpec, differences, flat_tensors, make_state
+from iobench.errors import IobenchError
+from tests.conftest import assert_one_line_error
+
+SPEC = StateSpec(1_000_000)  # a layer of hidden size 256 and a part of the next: 14 MB
+INSTALLED = [pytest.param(n, marks=pytest.mark.skipif(not lib.installed, reason=f"{lib.needs} is not installed"))
+             for n, lib in LIBRARIES.items() if not lib.ceiling]  # fmt: skip
+
+
+def test_the_state_is_fourteen_bytes_a_parameter_in_bf16_and_fp32():
+    state = make_state(SPEC)
+    tensors = flat_tensors(state)
+    assert sum(t.numel() * t.element_size() for k, t in tensors.items() if k != "rng") == SPEC.state_bytes
+    assert SPEC.state_bytes == BYTES_PER_PARAM * SPEC.params
+    assert {t.dtype for k, t in tensors.items() if k.startswith("model.")} == {torch.bfloat16}
+    assert {t.dtype for k, t in tensors.items() if k.startswith("optimizer.")} == {torch.float32}
+    assert differences(make_state(SPEC), state) == [] and differences(make_state(StateSpec(1_000_000, seed=1)), state)
+
+
+@pytest.mark.parametrize("name", INSTALLED)
+def test_every_library_restores_the_state_bit_for_bit(tmp_path, name):
+    state = make_state(SPEC)
+    weights = state["model"]["layers.0.w4"]  # 3.5h x h: its transpose is a view with other strides
+    state["model"]["layers.0.w4"] = weights.t().contiguous().t()
+    assert not state["model"]["layers.0.w4"].is_contiguous()
+    LIBRARIES[name].save(state, tmp_path)
+    restored = LIBRARIES[name].restore(tmp_path, SPEC)
+    assert differences(restored, state) == []
+    assert restored["step"] == state["step"] and torch.equal(restored["rng"], state["rng"])
+
+
+def test_a_state_that_does_not_fit_is_refused_in_one_line():
+    with pytest.raises(IobenchError, match=r"needs about .* GiB of memory for torch and 1.0 GiB is available"):
+        check_fits(StateSpec(10**9), [LIBRARIES["torch"], LIBRARIES["raw"]], free=2**30)
+    check_fits(StateSpec(10**6), [LIBRARIES["torch"]], free=2**30)  # 14 MB fits
+
+
+def test_the_command_refuses_a_size_that_does_not_fit(cli, tmp_path):
+    r = cli("checkpoint", "--params", "1e12", "--dir", tmp_path / "c", "--results", tmp_path / "r.jsonl")
+    assert_one_line_error(r, "of memory for")
+    assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text()
+
+
+def test_a_cold_restore_reads_the_checkpoints_bytes_from_the_disk(tmp_path):
+    """Each record's restore read what its process had read from storage: cold, the checkpoint's bytes (within 2%);
+    warm, nearly nothing. Everything iobench wrote under --dir is gone afterwards."""
+    spec = StateSpec(2_000_000)  # 28 MB
+    job = CheckpointJob(spec, ("torch", "safetensors"), tmp_path / "ck", ("warm", "cold"), 1, tmp_path / "r.jsonl")
+    records = run_checkpoints(job, lambda line: None)
+    for r in (r for r in records if r["op"] == "restore"):
+        if r["read_bytes"] is None:
+            pytest.skip("no /proc/self/io here")
+        if r["cache"] == "cold":
+            assert r["resident_before"] < 0.05
+            assert 0.98 * r["bytes_on_disk"] <= r["read_bytes"] <= 1.02 * r["bytes_on_disk"], r
+        else:
+            assert r["read_bytes"] < 0.05 * r["bytes_on_disk"], r
+        assert r["exact"] is True and r["peak_rss_bytes"] > spec.state_bytes
+    assert [json.loads(line)["op"] for line in (tmp_path / "r.jsonl").read_text().splitlines()].count("save") == 2
+    assert list((tmp_path / "ck").iterdir()) == []
+
+
+def test_the_kill_test_tells_a_torn_file_from_a_silently_corrupted_one(tmp_path):
+    """A torch.save cut short is refused by torch.load (a clean error); safetensors' data with bytes changed loads
+    without complaint (it keeps no checksum): silent corruption; a whole N+1 is N+1 intact."""
+    spec = StateSpec(200_000)
+    candidates = {"N": 1, "N+1": 2}
+    torn = tmp_path / "torch"
+    torn.mkdir()
+    LIBRARIES["torch"].save(make_state(StateSpec(200_000, seed=2)), torn)
+    with open(torn / "state.pt", "r+b") as f:
+        f.truncate(os.path.getsize(torn / "state.pt") // 2)
+    assert trial.classify("torch", spec, torn, candidates)["outcome"] == "clean error"
+    if LIBRARIES["safetensors"].installed:
+        bad = tmp_path / "safetensors"
+        bad.mkdir()
+        LIBRARIES["safetensors"].save(make_state(StateSpec(200_000, seed=1)), bad)
+        with open(bad / "state.safetensors", "r+b") as f:
+            f.seek(-64, os.SEEK_END)
+            f.write(bytes(64))
+        assert trial.classify("safetensors", spec, bad, candidates)["outcome"] == "silent corruption"
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    LIBRARIES["dcp"].save(make_state(StateSpec(200_000, seed=2)), whole)
+    assert trial.classify("dcp", spec, whole, candidates)["outcome"] == "N+1 intact"
+
+
+def test_the_command_prints_a_table_and_an_answer(cli, tmp_path):
+    r = cli("checkpoint", "--params", "2e5", "--trials", "1", "--libraries", "torch,raw", "--dir", tmp_path / "c",
+            "--results", tmp_path / "r.jsonl", "--kill-test", "2", "--kill-params", "1e5")  # fmt: skip
+    assert r.code == 0, r.err
+    assert "answer: save with torch" in r.out and "raw (ceiling)" in r.out and "killed 2 times" in r.out
+    assert list((tmp_path / "c").iterdir()) == []
