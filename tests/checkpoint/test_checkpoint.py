@@ -18,7 +18,8 @@ from iobench.errors import IobenchError
 from tests.conftest import assert_one_line_error
 
 SPEC = StateSpec(1_000_000)  # a layer of hidden size 256 and a part of the next: 14 MB
-INSTALLED = [pytest.param(n, marks=pytest.mark.skipif(not lib.installed, reason=f"{lib.needs} is not installed"))
+NEEDS = "is not installed (pip install 'iobench[checkpoint]')"
+INSTALLED = [pytest.param(n, marks=pytest.mark.skipif(not lib.installed, reason=f"{lib.needs} {NEEDS}"))
              for n, lib in LIBRARIES.items() if not lib.ceiling]  # fmt: skip
 
 
@@ -60,7 +61,7 @@ def test_a_cold_restore_reads_the_checkpoints_bytes_from_the_disk(tmp_path):
     """Each record's restore read what its process had read from storage: cold, the checkpoint's bytes (within 2%);
     warm, nearly nothing. Everything iobench wrote under --dir is gone afterwards."""
     spec = StateSpec(2_000_000)  # 28 MB
-    job = CheckpointJob(spec, ("torch", "safetensors"), tmp_path / "ck", ("warm", "cold"), 1, tmp_path / "r.jsonl")
+    job = CheckpointJob(spec, ("torch", "dcp"), tmp_path / "ck", ("warm", "cold"), 1, tmp_path / "r.jsonl")
     records = run_checkpoints(job, lambda line: None)
     for r in (r for r in records if r["op"] == "restore"):
         if r["read_bytes"] is None:
