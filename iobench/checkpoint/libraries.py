@@ -66,7 +66,9 @@ def _safetensors_load(folder: Path, spec: StateSpec) -> dict:
     path = str(folder / "state.safetensors")
     with safe_open(path, framework="pt") as f:
         step = int(f.metadata()["step"])
-    return unflatten(load_file(path), step)
+    # load_file's tensors are views of a mapping of the file (0.27 GB peak for a 3.5 GB state, a warm "restore" in
+    # 8 ms): copied out, as a model's load_state_dict copies them, every byte is read within the clock
+    return _materialised(unflatten(load_file(path), step))
 
 
 def _dcp_save(state: dict, folder: Path) -> None:
@@ -125,8 +127,11 @@ def _raw_save(state: dict, folder: Path) -> None:
 
 
 def _raw_load(folder: Path, spec: StateSpec) -> dict:
-    """The ceiling: the file read whole with O_DIRECT into an aligned buffer, 8 MiB at a time."""
+    """The ceiling: the file read whole with O_DIRECT into an aligned buffer, 8 MiB pieces on 4 threads (fio's
+    `--bs=8M --iodepth=4`; one thread reading 8 MiB at a time reached 0.80 GB/s where torch's mapped load read
+    1.43)."""
     import mmap
+    from concurrent.futures import ThreadPoolExecutor
 
     path = folder / "raw.bin"
     size = path.stat().st_size
@@ -136,13 +141,21 @@ def _raw_load(folder: Path, spec: StateSpec) -> dict:
         fd = os.open(path, flags)
     except OSError:  # a file system that refuses O_DIRECT (tmpfs): through the page cache
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    try:
-        view, done = memoryview(buffer), 0
-        while done < size:
-            got = os.preadv(fd, [view[done : done + 8 * 2**20]], done)
+    piece = 8 * 2**20
+    view = memoryview(buffer)
+
+    def read(start: int) -> int:
+        done = 0
+        while done < min(piece, size - start):
+            got = os.preadv(fd, [view[start + done : start + piece]], start + done)
             if got <= 0:
                 break
             done += got
+        return done
+
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            done = sum(pool.map(read, range(0, size, piece)))
     finally:
         os.close(fd)
     return {"raw_bytes": done}
