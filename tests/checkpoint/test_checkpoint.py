@@ -105,5 +105,5 @@ def test_the_command_prints_a_table_and_an_answer(cli, tmp_path):
     r = cli("checkpoint", "--params", "2e5", "--trials", "1", "--libraries", "torch,raw", "--dir", tmp_path / "c",
             "--results", tmp_path / "r.jsonl", "--kill-test", "2", "--kill-params", "1e5")  # fmt: skip
     assert r.code == 0, r.err
-    assert "answer: save with torch" in r.out and "raw (ceiling)" in r.out and "killed 2 times" in r.out
+    assert "answer: save with torch" in r.out and "raw (reference)" in r.out and "killed 2 times" in r.out
     assert list((tmp_path / "c").iterdir()) == []
