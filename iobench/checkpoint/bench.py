@@ -123,8 +123,8 @@ def run_checkpoints(job: CheckpointJob, said: Callable[[str], None]) -> list[dic
                 for cache in job.caches:
                     before = _made_cold(folder) if cache == "cold" else resident_fraction(files_of(folder))
                     restored = trial({**args, "op": "restore", "check": round_ == 0}, timeout_of(job.spec))
-                    record = _record(job, base, lib, "restore", cache, round_, restored, size)
-                    records.append({**record, "resident_before": before})
+                    restored["resident_before"] = before  # in the stored record too
+                    records.append(_record(job, base, lib, "restore", cache, round_, restored, size))
                     if restored.get("exact") is False:
                         said(f"{lib.name}: the restored state differs: {'; '.join(restored['differences'])}")
                 shutil.rmtree(folder)
