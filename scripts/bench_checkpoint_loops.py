@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import statistics
 import subprocess
@@ -24,7 +25,7 @@ OWN = {
     "torch": ("import torch", "torch.save(state, f'{d}/state.pt')", "torch.load(f'{d}/state.pt', weights_only=True)"),
     "safetensors": ("from safetensors.torch import save_file, load_file",
                     "save_file({{k: v.contiguous() for k, v in flat_tensors(state).items()}}, f'{d}/m.safetensors')",
-                    "load_file(f'{d}/m.safetensors')"),
+                    "{{k: v.clone() for k, v in load_file(f'{d}/m.safetensors').items()}}"),  # copied into a model
     "dcp": ("import torch.distributed.checkpoint as dcp",
             "dcp.save(state, storage_writer=dcp.FileSystemWriter('{d}', thread_count=1, sync_files=True))",
             "dcp.load(state, storage_reader=dcp.FileSystemReader('{d}'))"),
@@ -61,11 +62,13 @@ def main() -> None:
     params = parse_size(a.params)
     for library in a.libraries.split(","):
         own, ours = [], []
-        for _ in range(a.rounds):
-            for runner, kept in ((own_loop, own), (iobench_trials, ours)):
+        for k in range(a.rounds):
+            pairs = [(own_loop, own), (iobench_trials, ours)]
+            for runner, kept in pairs if k % 2 == 0 else pairs[::-1]:  # who goes first alternates
                 folder = a.dir / library
                 shutil.rmtree(folder, ignore_errors=True)
                 folder.mkdir(parents=True)
+                os.sync()  # the previous side's dirty pages written before this side's save
                 kept.append(runner(library, params, folder))  # the save leaves the files warm for the load
         shutil.rmtree(a.dir / library, ignore_errors=True)
         for k, what in enumerate(("save", "warm load")):

@@ -10,6 +10,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -22,11 +23,13 @@ DIRECT_ALIGN = 4096
 class Library:
     name: str
     save: Callable[[dict, Path], None]
-    restore: Callable[[Path, StateSpec], dict]
+    restore: Callable[[Path, StateSpec, Any], dict]
     needs: str | None = None  # the module it imports (its pip extra names it)
     ceiling: bool = False  # raw bytes, not a checkpoint: what the file system does for the same bytes
     memory_factor: float = 2.0  # peak host memory of a restore over the state's bytes, about (its issues say 2x)
     modules: tuple[str, ...] = ()  # imported before the clock: a job has its libraries loaded when it saves
+    # what a resuming job has before it loads, made before the clock (DCP loads into a state of the right shapes)
+    before_restore: Callable[[StateSpec], Any] | None = None
 
     @property
     def installed(self) -> bool:
@@ -37,11 +40,11 @@ def _torch_save(state: dict, folder: Path) -> None:
     torch.save(state, folder / "state.pt")
 
 
-def _torch_load(folder: Path, spec: StateSpec) -> dict:
+def _torch_load(folder: Path, spec: StateSpec, prepared: Any = None) -> dict:
     return torch.load(folder / "state.pt", weights_only=True)
 
 
-def _torch_load_mmap(folder: Path, spec: StateSpec) -> dict:
+def _torch_load_mmap(folder: Path, spec: StateSpec, prepared: Any = None) -> dict:
     state = torch.load(folder / "state.pt", mmap=True, weights_only=True)
     return _materialised(state)
 
@@ -59,7 +62,7 @@ def _safetensors_save(state: dict, folder: Path) -> None:
     save_file(tensors, str(folder / "state.safetensors"), metadata={"step": str(state["step"])})
 
 
-def _safetensors_load(folder: Path, spec: StateSpec) -> dict:
+def _safetensors_load(folder: Path, spec: StateSpec, prepared: Any = None) -> dict:
     from safetensors import safe_open
     from safetensors.torch import load_file
 
@@ -77,11 +80,11 @@ def _dcp_save(state: dict, folder: Path) -> None:
     dcp.save(state, storage_writer=dcp.FileSystemWriter(str(folder), thread_count=1, sync_files=True))
 
 
-def _dcp_load(folder: Path, spec: StateSpec) -> dict:
-    """Into a state of the right shapes made before (a model and optimizer exist when a job resumes)."""
+def _dcp_load(folder: Path, spec: StateSpec, prepared: Any = None) -> dict:
+    """Into a state of the right shapes made before the clock (a model and optimizer exist when a job resumes)."""
     import torch.distributed.checkpoint as dcp
 
-    template = make_state_shapes(spec)
+    template = prepared if prepared is not None else make_state_shapes(spec)
     dcp.load(template, storage_reader=dcp.FileSystemReader(str(folder)))
     return template
 
@@ -106,7 +109,7 @@ def _tensordict_save(state: dict, folder: Path) -> None:
     TensorDict(flat, batch_size=[]).memmap(str(folder / "state"), num_threads=4)
 
 
-def _tensordict_load(folder: Path, spec: StateSpec) -> dict:
+def _tensordict_load(folder: Path, spec: StateSpec, prepared: Any = None) -> dict:
     from tensordict import TensorDict
 
     loaded = TensorDict.load_memmap(str(folder / "state"))
@@ -126,7 +129,7 @@ def _raw_save(state: dict, folder: Path) -> None:
         os.close(fd)
 
 
-def _raw_load(folder: Path, spec: StateSpec) -> dict:
+def _raw_load(folder: Path, spec: StateSpec, prepared: Any = None) -> dict:
     """The ceiling: the file read whole with O_DIRECT into an aligned buffer, 8 MiB pieces on 4 threads (fio's
     `--bs=8M --iodepth=4`; one thread reading 8 MiB at a time reached 0.80 GB/s where torch's mapped load read
     1.43)."""
@@ -169,7 +172,9 @@ LIBRARIES: dict[str, Library] = {
         Library(
             "safetensors", _safetensors_save, _safetensors_load, needs="safetensors", modules=("safetensors.torch",)
         ),
-        Library("dcp", _dcp_save, _dcp_load, modules=("torch.distributed.checkpoint",)),
+        Library(
+            "dcp", _dcp_save, _dcp_load, modules=("torch.distributed.checkpoint",), before_restore=make_state_shapes
+        ),
         Library("tensordict", _tensordict_save, _tensordict_load, needs="tensordict", modules=("tensordict",)),
         Library("raw", _raw_save, _raw_load, ceiling=True, memory_factor=1.1),
     )

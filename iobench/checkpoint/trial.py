@@ -82,9 +82,10 @@ def read_bytes() -> int | None:
 
 def restore(library: str, spec: StateSpec, folder: Path, check: bool) -> dict:
     lib = loaded(library)
+    prepared = lib.before_restore(spec) if lib.before_restore is not None else None
     before = read_bytes()
     start = time.perf_counter()
-    state = lib.restore(folder, spec)
+    state = lib.restore(folder, spec, prepared)
     seconds = time.perf_counter() - start
     after = read_bytes()
     out = {"seconds": seconds, **memory(), "read_bytes": after - before if None not in (before, after) else None}
@@ -99,7 +100,7 @@ def classify(library: str, spec: StateSpec, folder: Path, candidates: dict[str, 
     torn files), or silent corruption (it loaded something that is neither)."""
     lib = loaded(library)
     try:
-        state = lib.restore(folder, spec)
+        state = lib.restore(folder, spec, None)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - a refusal of the torn files (DCP's CheckpointException is a
