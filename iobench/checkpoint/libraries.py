@@ -33,7 +33,12 @@ class Library:
 
     @property
     def installed(self) -> bool:
-        return self.needs is None or importlib.util.find_spec(self.needs) is not None
+        if self.needs is None:
+            return True
+        try:
+            return importlib.util.find_spec(self.needs) is not None
+        except ModuleNotFoundError:
+            return False
 
 
 def _torch_save(state: dict, folder: Path) -> None:

@@ -78,7 +78,12 @@ class LoaderKind:
     @property
     def installed(self) -> bool:
         """Whether what it needs can be imported (found, not imported: listing stays light)."""
-        return self.extra is None or importlib.util.find_spec(self.extra) is not None
+        if self.extra is None:
+            return True
+        try:  # a dotted name (nvidia.dali) whose parent package is missing raises instead of answering None
+            return importlib.util.find_spec(self.extra) is not None
+        except ModuleNotFoundError:
+            return False
 
     @property
     def own_pipeline(self) -> bool:
