@@ -25,7 +25,7 @@ LAYERS = [
     {"iobench.loaders"},
     {"iobench.measuring"},
     {"iobench.plan"},
-    {"iobench.run"},
+    {"iobench.run", "iobench.checkpoint"},
     {"iobench.report"},
     {"iobench.api", "iobench.cli"},
     {"iobench.__main__"},
