@@ -53,10 +53,8 @@ def checkpoint_cmd(
     from iobench.results.store import check_writable
     from iobench.units import parse_size
 
-    names = parse_libraries(libraries)
-    for line in refused_libraries(names):
-        say(line)
-    names = [n for n in names if LIBRARIES[n].installed]
+    asked = parse_libraries(libraries)
+    names = [n for n in asked if LIBRARIES[n].installed]
     caches = tuple(c.strip() for c in cache.split(",") if c.strip())
     if not caches or any(c not in ("warm", "cold") for c in caches):
         raise IobenchError(f"--cache: warm, cold or warm,cold, got {cache!r}")
@@ -66,7 +64,9 @@ def checkpoint_cmd(
     except ValueError as exc:
         raise IobenchError(str(exc)) from None
     check_writable(results)
-    check_fits(spec, [LIBRARIES[n] for n in names])
+    check_fits(spec, [LIBRARIES[n] for n in names])  # a refusal is its one line, before anything else is said
+    for line in refused_libraries(asked):
+        say(line)
     say(f"checkpoint: a {spec.state_bytes / 1e9:.2f} GB state ({spec.params:,} parameters, {layout}), "
         f"{', '.join(names)}, {trials} round(s) under {directory}")  # fmt: skip
     job = CheckpointJob(spec, tuple(names), directory, caches, trials, results)
