@@ -178,7 +178,10 @@ class _Search:
     trials: Trials
     results: Path
     budget_seconds: float
-    known: dict[tuple, RunRecord]
+    # the stored records of each identity in file order: later rounds repeat 8 epochs, so one candidate's rounds share
+    # an identity, and a resumed search takes them in the order they were run (one record for all of them changed
+    # the ranking, and the resume confirmed another winner)
+    known: dict[tuple, list[RunRecord]]
     events: Events = QUIET
     started: float = field(default_factory=time.monotonic)
     per_epoch: float | None = None  # the dearest epoch so far, with its share of warm-up and set-up
@@ -196,7 +199,8 @@ class _Search:
             identity, measure = self.trials.trial(cand.config, epochs, cap)
             if self.per_epoch is not None and self.elapsed() + self.per_epoch * (epochs + 1) > self.budget_seconds:
                 return False
-            record = self.known.get(identity)
+            stored = self.known.get(identity)
+            record = stored.pop(0) if stored else None
             if record is None:
                 record = measure()
                 append_record(self.results, record)
@@ -231,7 +235,9 @@ def tune(
     would always pick the least shuffled."""
     alive = [Candidate(c) for c in configs]
     every = list(alive)
-    known = {r.identity(): r for r in load_records(results).records} if results.is_file() else {}
+    known: dict[tuple, list[RunRecord]] = {}
+    for r in load_records(results).records if results.is_file() else []:
+        known.setdefault(r.identity(), []).append(r)
     search = _Search(trials, results, budget_seconds, known, events)
     rounds = 0
     for k in itertools.count():

@@ -162,9 +162,12 @@ def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, c
         assert ("2 threads: " in r.out) == (importlib.util.find_spec("torchdata") is not None), r.out
     first = stored_records(results)
     assert len(first) >= (2 if CORES > 1 else 1) + 8 * CORES, "every candidate ran at least one round"
+    finished = "stopped: time budget" not in r.out  # a slow machine's search can end on its budget, unfinished
     r = cli(*args, "--budget-minutes", "2", "--results", results, "--batch-size", "256")
-    assert r.code == 0 and len(stored_records(results)) == len(first), "a finished search runs nothing again"
+    assert r.code == 0, r.err
     assert re.search(r"resumed: \d+ candidate round\(s\) taken from", r.err), r.err
+    if finished:  # CI's busy run ended on its budget, and its resume went on with the rounds it had not run
+        assert len(stored_records(results)) == len(first), "a finished search runs nothing again"
 
 
 def test_a_search_without_an_interval_says_inconclusive_and_pastes_nothing(capsys, tmp_path):
