@@ -89,9 +89,10 @@ class WholeRead:
         if alive:
             unstopped(f"{len(alive)} whole-file read thread(s) did not stop within {STOP_S} s; its file is left open")
             return False
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
+        with self._lock:  # stop() runs from run()'s end and from whoever stops it (Ctrl-C, a loader's close): once
+            fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
         return True
 
     def _work(self) -> None:
