@@ -44,16 +44,15 @@ class CheckpointJob:
     results: Path = Path("results/checkpoints.jsonl")
 
 
-def available_bytes() -> int:
-    with open("/proc/meminfo") as f:
-        info = dict(line.split(":", 1) for line in f)
-    return int(info["MemAvailable"].split()[0]) * 1024
-
-
 def check_fits(spec: StateSpec, libraries: list[Library], free: int | None = None) -> None:
     """Refuse in one line a state that a library's save or restore would not fit in memory: a save holds the state,
     a non-mapped load about twice it (torch.load, safetensors' load_file)."""
-    free = available_bytes() if free is None else free
+    if free is None:
+        import torch
+
+        from iobench.loaders.resident import available_bytes
+
+        free = available_bytes(torch.device("cpu"))
     worst = max(libraries, key=lambda lib: lib.memory_factor)
     need = int(spec.state_bytes * worst.memory_factor * 1.1)
     if need > free:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from iobench.checkpoint.state import StateSpec, flat_tensors, unflatten
+from iobench.checkpoint.state import StateSpec, flat_tensors, unflatten, weight_names
 
 DIRECT_ALIGN = 4096
 
@@ -97,8 +97,7 @@ def _dcp_load(folder: Path, spec: StateSpec, prepared: Any = None) -> dict:
 def make_state_shapes(spec: StateSpec) -> dict:
     """The state's structure with zero tensors (no random numbers drawn: cheap)."""
     model, master, exp_avg, exp_avg_sq = {}, {}, {}, {}
-    for i, shape in enumerate(spec.shapes()):
-        name = f"layers.{i // 7}.w{i % 7}"
+    for name, shape in weight_names(spec):
         model[name] = torch.zeros(shape, dtype=torch.bfloat16)
         master[name], exp_avg[name], exp_avg_sq[name] = (torch.zeros(shape) for _ in range(3))
     rng = torch.Generator().get_state()

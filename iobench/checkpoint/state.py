@@ -52,13 +52,17 @@ class StateSpec:
         return shapes
 
 
+def weight_names(spec: StateSpec) -> list[tuple[str, tuple[int, ...]]]:
+    """Each weight's name (seven a layer: q, k, v, o, gate, up, down) and shape."""
+    return [(f"layers.{i // 7}.w{i % 7}", shape) for i, shape in enumerate(spec.shapes())]
+
+
 def make_state(spec: StateSpec) -> dict:
     """The state as a training loop's `state_dict()`s: {"model": ..., "optimizer": ..., "step", "rng"}; the same for
     the same spec, whatever machine."""
     g = torch.Generator().manual_seed(spec.seed)
     model, master, exp_avg, exp_avg_sq = {}, {}, {}, {}
-    for i, shape in enumerate(spec.shapes()):
-        name = f"layers.{i // 7}.w{i % 7}"
+    for name, shape in weight_names(spec):
         weights = torch.randn(shape, generator=g, dtype=torch.float32)
         model[name] = weights.to(torch.bfloat16)
         master[name] = weights
