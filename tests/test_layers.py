@@ -150,3 +150,22 @@ def test_modules_stay_small_and_commands_short():
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno - node.lineno + 1 > 80
     ]
     assert not long_functions, long_functions
+
+
+def long_classes(source: str, limit: int = 40) -> list[str]:
+    """Classes defined at a module's top level over `limit` lines (decorators included)."""
+    found = []
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.ClassDef):
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            if node.end_lineno - start + 1 > limit:
+                found.append(f"{node.name}: {node.end_lineno - start + 1}")
+    return found
+
+
+def test_packages_name_their_modules_instead_of_holding_classes():
+    """A package's `__init__.py` re-exports; a class of more than 40 lines lives in a module whose name says what
+    it holds (Storage in storage/base.py, ObjectStorage in storage/remote/objects.py, ...)."""
+    found = {name: long_classes(path.read_text()) for name, path in modules().items() if path.name == "__init__.py"}
+    assert not {k: v for k, v in found.items() if v}
+    assert long_classes("class A:\n" + "    x = 1\n" * 40) == ["A: 41"]  # the check can fail

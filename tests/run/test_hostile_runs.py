@@ -148,7 +148,7 @@ def test_a_budget_without_a_unit_or_on_tmpfs_is_refused(workspace, cli, tmp_path
     root, _ = workspace
     r = cli("run", "--data-dir", root / "data", "--format", "npy", "--cache-budget", "20")
     assert_one_line_error(r, "give a unit")  # it meant 20 bytes
-    monkeypatch.setattr("iobench.storage.local.mount_of", lambda path: ("tmpfs", "tmpfs"))
+    monkeypatch.setattr("iobench.storage.local.folder.mount_of", lambda path: ("tmpfs", "tmpfs"))
     shutil.copy(root / "limits.json", tmp_path / "limits.json")
     r = cli("run", "--data-dir", root / "data", "--format", "npy", "--cache-budget", "1G",
             "--results", tmp_path / "r.jsonl")  # fmt: skip

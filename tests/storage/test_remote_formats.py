@@ -205,8 +205,8 @@ def test_zarr_through_its_fsspec_store_with_workers_names_s3fs_and_closes_its_se
 
 
 def test_workers_are_refused_in_one_line_after_this_process_started_obstore(data, monkeypatch):
-    from iobench.storage import remote
     from iobench.storage.remote import ObjectStorage, check_fork_safe
+    from iobench.storage.remote import objects as remote
 
     monkeypatch.setattr(remote, "_OBSTORE_STARTED_IN", 0)  # as in a fresh process
     with Emulator(data.parent, profile("none")) as endpoint:
