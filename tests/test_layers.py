@@ -169,3 +169,36 @@ def test_packages_name_their_modules_instead_of_holding_classes():
     found = {name: long_classes(path.read_text()) for name, path in modules().items() if path.name == "__init__.py"}
     assert not {k: v for k, v in found.items() if v}
     assert long_classes("class A:\n" + "    x = 1\n" * 40) == ["A: 41"]  # the check can fail
+
+
+# Where a loader may be named: its own package, the code templates tune pastes and the defaults
+NAMING_LOADERS = ("iobench.loaders", "iobench.plan.paste", "iobench.plan.selection")
+
+
+def loader_names_used(source: str, names: frozenset[str]) -> list[str]:
+    """`LoaderName.X` (parsing aside) and comparisons with a loader's name as a string, by line."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "LoaderName":
+            if node.attr != "parse":
+                found.append(f"{node.lineno}: LoaderName.{node.attr}")
+        elif isinstance(node, ast.Compare):
+            for part in ast.walk(node):
+                if isinstance(part, ast.Constant) and part.value in names:
+                    found.append(f"{node.lineno}: compares with {part.value!r}")
+    return found
+
+
+def test_loaders_are_asked_what_they_can_do_not_named():
+    """A new loader is its module and its registry entry: no other module names one (issue 62)."""
+    from iobench.loaders import LOADERS
+
+    names = frozenset(n.value for n in LOADERS)
+    found = {
+        name: hits
+        for name, path in modules().items()
+        if not name.startswith(NAMING_LOADERS) and (hits := loader_names_used(path.read_text(), names))
+    }
+    assert not found
+    assert loader_names_used('if c.loader == "native": pass\nx = LoaderName.RAY', names) == [
+        "1: compares with 'native'", "2: LoaderName.RAY"]  # the check can fail  # fmt: skip

@@ -14,6 +14,23 @@ DEFAULT_PAIRS = (
     ("memmap", LoaderName.TENSORCLASS),
 )
 
+# The loader whose settings the settings preset crosses and the report's heatmap draws (worker processes x their
+# prefetch), and the one a user's own Dataset (--dataset-factory) is read through: torch's DataLoader
+SETTINGS_LOADER = FACTORY_LOADER = LoaderName.DATALOADER
+SCALING_LOADERS = (LoaderName.DATALOADER, LoaderName.TENSORCLASS)  # the scaling preset's pair
+RESIDENT_BASELINE = LoaderName.GPU_RESIDENT  # the settings preset's row with nothing to move from storage
+# tune's loaders in the order it tries them: on local files threads and the library's pipeline first
+TUNED_LOCAL = (LoaderName.NODES, LoaderName.NATIVE, LoaderName.DATALOADER, LoaderName.TENSORCLASS)
+TUNED_REMOTE = (LoaderName.DATALOADER, LoaderName.NODES, LoaderName.NATIVE)
+
+
+def tuned_loaders(fmt: str, remote: bool = False) -> tuple[LoaderName, ...]:
+    """The loaders tune searches for a format: each installed that reads it (from object storage, each that
+    reaches it there)."""
+    order = TUNED_REMOTE if remote else TUNED_LOCAL
+    return tuple(n for n in order if LOADERS[n].installed and fmt in LOADERS[n].reads
+                 and (LOADERS[n].objects or not remote))  # fmt: skip
+
 
 def parse_loaders(text: str) -> tuple[LoaderName, ...]:
     """Loader names from a comma list; `all` leaves out those that need an extra (ray) unless named."""

@@ -16,6 +16,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from iobench.plan.selection import SETTINGS_LOADER  # noqa: E402
 from iobench.report.tables import settings_label  # noqa: E402
 from iobench.results.record import RunRecord  # noqa: E402
 from iobench.settings import HEATMAP_AXES, HEATMAP_PANELS, SETTINGS, held_fixed  # noqa: E402
@@ -221,7 +222,7 @@ def _heatmap_group(rows: list[RunRecord]) -> list[RunRecord]:
 def settings_figure(records: list[RunRecord]) -> Figure | None:
     """Samples/s over the two settings of `iobench.settings.HEATMAP_AXES`, one panel per pair of HEATMAP_PANELS,
     exact values."""
-    rows = _heatmap_group([r for r in records if r.config.loader == "dataloader"])
+    rows = _heatmap_group([r for r in records if r.config.loader == SETTINGS_LOADER])
     across, down = HEATMAP_AXES
 
     def value(r: RunRecord, name: str) -> object:
@@ -251,7 +252,7 @@ def settings_figure(records: list[RunRecord]) -> Figure | None:
         ax.set_title(" ".join(f"{p}={v}" for p, v in zip(HEATMAP_PANELS, panel, strict=True)), fontsize=9)
         fig.colorbar(image, ax=ax, label="samples/s")
     c = rows[0].config
-    others = len([r for r in records if r.config.loader == "dataloader"]) - len(rows)
+    others = len([r for r in records if r.config.loader == SETTINGS_LOADER]) - len(rows)
     fig.suptitle(f"samples/s; held fixed: {c.format}, batch size {c.settings.batch_size}, {c.cache} {c.order}, "
                  f"{c.device}, {held_fixed(c.settings)}, dataset {c.dataset}" + (f"; {others} other DataLoader records "
                  "(other fixed settings) in the tables" if others else ""), fontsize=8)  # fmt: skip

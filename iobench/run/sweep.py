@@ -11,9 +11,10 @@ import torch
 from iobench.errors import IobenchError
 from iobench.events import QUIET, Events
 from iobench.formats import FORMATS
-from iobench.loaders import CORE_LOADERS, LOADERS, LoaderName
+from iobench.loaders import CORE_LOADERS, LOADERS
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, check_remote, resolve, settle_device
+from iobench.plan.selection import RESIDENT_BASELINE, SCALING_LOADERS, SETTINGS_LOADER
 from iobench.results.ceilings import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.results.store import append_record, done_identities
@@ -76,13 +77,12 @@ def preset(name: str, device: torch.device, fmt: str = "memmap") -> tuple[dict, 
     if name == "settings":
         # The DataLoader-settings study on one format, plus the prefetch thread and the resident baseline.
         crossed = {s.name: s.preset_values(cuda) for s in SETTINGS.values() if s.preset}
-        return {"format": [fmt], "loader": ["dataloader"], **crossed}, [None]
+        return {"format": [fmt], "loader": [SETTINGS_LOADER], **crossed}, [None]
     if name == "formats":
         return {"format": list(FORMATS), "loader": list(CORE_LOADERS), "cache": ["cold", "warm"]}, [None]
     if name == "scaling":
-        pair = (LoaderName.DATALOADER, LoaderName.TENSORCLASS)
-        pairs_formats = sorted({f for ld in pair for f in LOADERS[ld].reads})
-        return {"format": pairs_formats, "loader": list(pair), "cache": ["warm"]}, list(SCALING_SIZES)
+        pairs_formats = sorted({f for ld in SCALING_LOADERS for f in LOADERS[ld].reads})
+        return {"format": pairs_formats, "loader": list(SCALING_LOADERS), "cache": ["warm"]}, list(SCALING_SIZES)
     raise IobenchError(f"unknown preset {name!r}; choose from {', '.join(PRESETS)}")
 
 
@@ -90,8 +90,8 @@ def settings_extras(base: RunConfig, fmt: str, cache: str, remote: bool = False)
     """The settings preset's rows outside the grid, with the grid's first cache: a background prefetch thread,
     everything resident (not from object storage, which reads it through no such loader)."""
     base = replace(base, format=fmt, cache=cache)
-    extras = [replace(base, loader=LoaderName.DATALOADER).with_settings(prefetch_thread=4)]
-    return extras + ([] if remote else [replace(base, loader=LoaderName.GPU_RESIDENT)])
+    extras = [replace(base, loader=SETTINGS_LOADER).with_settings(prefetch_thread=4)]
+    return extras + ([] if remote else [replace(base, loader=RESIDENT_BASELINE)])
 
 
 def still_to_run(points: list[Point], dirs: dict, device: torch.device, results: Path,

@@ -9,6 +9,7 @@ thread loader also 4 and 16), the batch sizes given.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import fields, replace
 from typing import Any
 
@@ -16,6 +17,7 @@ from iobench.formats import FORMATS
 from iobench.formats.base import tune_values
 from iobench.loaders import LOADERS, LoaderKind, LoaderName
 from iobench.plan.config import RunConfig
+from iobench.plan.selection import FACTORY_LOADER
 from iobench.settings import SETTINGS
 from iobench.system.environment import usable_cores
 
@@ -25,21 +27,14 @@ def candidates(
     fmt: str,
     cuda: bool,
     batch_sizes: list[int] | None,
-    tensorclass: bool,
-    threads: bool = False,
-    native: bool = False,
+    loaders: Sequence[LoaderName],
     remote: bool = False,
 ) -> list[RunConfig]:
-    """The DataLoader's search; the tensorclass loader's too when the format is memmap; with `threads`
-    (torchdata is installed), torchdata.nodes' threads against the worker processes; with `native`, the format's
-    own pipeline with every combination of the library knobs its options list for tune. With `remote` (object
-    storage), what each loader searches there (requests in flight, not prefetch or persistence)."""
-    names = [LoaderName.DATALOADER] + ([LoaderName.TENSORCLASS] if tensorclass and not remote else [])
-    order = [LoaderName.NODES] * threads + [LoaderName.NATIVE] * native
-    if remote:
-        names += order
-    else:  # on local files, threads and the library's pipeline first
-        names = order + names
+    """Each loader's search, in the order given (`plan.selection.tuned_loaders`): its settings as it declares them
+    (`LoaderKind.tuned`), and for the format's own pipeline every combination of the library knobs its options list
+    for tune. With `remote` (object storage), what each loader searches there (requests in flight, not prefetch or
+    persistence)."""
+    names = list(loaders)
     batches = batch_sizes or [base.settings.batch_size]
     return [c for name in names for c in _searched(base, fmt, LOADERS[name], batches, cuda, remote)]
 
@@ -95,7 +90,7 @@ def worker_grid(
     batch_sizes: list[int], cores: int, cuda: bool, torch_threads: int | None
 ) -> list[tuple[int | None, dict]]:
     """(torch threads, settings) of torch's DataLoader over a user's Dataset: the DataLoader loader's search."""
-    kind = LOADERS[LoaderName.DATALOADER]
+    kind = LOADERS[FACTORY_LOADER]
     return [g for batch in batch_sizes for w in range(cores + 1) for g in setting_grid(kind, batch, w, cuda,
                                                                                         torch_threads)]  # fmt: skip
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 
 import pytest
 
+from iobench.loaders import LoaderName as L  # noqa: N817
 from iobench.plan.config import RunConfig
 from iobench.plan.paste import best_script
 from iobench.run.tune import Candidate, TuneResult
@@ -30,13 +31,13 @@ CORES = len(os.sched_getaffinity(0))
 
 def test_the_candidates_cover_workers_up_to_the_cores_and_pinning_only_on_cuda():
     base = RunConfig(format="npy")
-    found = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False)
+    found = candidates(base, "npy", cuda=False, batch_sizes=None, loaders=(L.DATALOADER,))
     assert sorted({c.settings.num_workers for c in found}) == list(range(CORES + 1))
     assert not any(c.settings.pin_memory for c in found)
     assert all(c.settings.prefetch_factor is None and not c.settings.persistent_workers
                for c in found if c.settings.num_workers == 0)  # fmt: skip
     assert {c.settings.in_order for c in found if c.settings.num_workers} == {True, False}
-    on_cuda = candidates(base, "memmap", cuda=True, batch_sizes=[256, 1024], tensorclass=True)
+    on_cuda = candidates(base, "memmap", cuda=True, batch_sizes=[256, 1024], loaders=(L.DATALOADER, L.TENSORCLASS))
     # per batch size and pinning: the DataLoader's 8 per worker count, tensorclass's 4 (no in_order), each with
     # torch's threads and with one thread (on a machine with more than one core): threads x workers
     threads = 2 if CORES > 1 else 1
@@ -55,7 +56,13 @@ def test_a_format_not_fork_safe_is_searched_without_forked_workers_and_with_thre
     """Lance refuses forked workers (the DataLoader's, its own pipeline's): tune tries them without workers and
     through nodes' threads, and ends instead of stopping at the first refusal."""
     base = RunConfig(format="lance")
-    found = candidates(base, "lance", cuda=False, batch_sizes=None, tensorclass=False, threads=True, native=True)
+    found = candidates(
+        base,
+        "lance",
+        cuda=False,
+        batch_sizes=None,
+        loaders=(L.NODES, L.NATIVE, L.DATALOADER),
+    )
     forked = {c.settings.num_workers for c in found if c.loader.value in ("dataloader", "native")}
     assert forked == {0}
     assert sorted({c.settings.num_workers for c in found if c.loader.value == "nodes"}) == list(range(1, CORES + 1))
@@ -65,8 +72,8 @@ def test_a_format_not_fork_safe_is_searched_without_forked_workers_and_with_thre
 @NEEDS_TORCHDATA
 def test_threads_are_searched_against_processes_when_torchdata_is_there():
     base = RunConfig(format="npy")
-    plain = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False)
-    both = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False, threads=True)
+    plain = candidates(base, "npy", cuda=False, batch_sizes=None, loaders=(L.DATALOADER,))
+    both = candidates(base, "npy", cuda=False, batch_sizes=None, loaders=(L.NODES, L.DATALOADER))
     nodes = [c for c in both if c.loader.value == "nodes"]
     assert len(both) == len(plain) + len(nodes) and len(nodes) == 4 * CORES  # prefetch 2/4, in order or not
     assert sorted({c.settings.num_workers for c in nodes}) == list(range(1, CORES + 1))
@@ -128,7 +135,10 @@ def test_the_pasted_batches_are_the_datasets_samples(tmp_path):
     invoke("prepare", "--size", "300", "--data-dir", tmp_path / "data", "-q", "--formats", "npy,memmap")
     folder = next((tmp_path / "data").iterdir())
     features = np.load(folder / "npy" / "features.npy", allow_pickle=False)
-    plain, tc = open_dataset(folder, "npy"), open_dataset(folder, "memmap", tensorclass=True)
+    plain, tc = (
+        open_dataset(folder, "npy"),
+        open_dataset(folder, "memmap", tensorclass=True),
+    )
     for indices in ([5, 6, 7, 8], [9, 2, 250]):
         x, y = plain.__getitems__(indices)
         assert np.array_equal(x.numpy(), features[indices]) and len(y) == len(indices)
@@ -214,7 +224,9 @@ def test_against_object_storage_the_search_is_requests_in_flight():
     persistence and order keep their defaults."""
     from iobench.settings import SETTINGS
 
-    found = candidates(RunConfig(format="npy"), "npy", cuda=False, batch_sizes=None, tensorclass=False, remote=True)
+    found = candidates(
+        RunConfig(format="npy"), "npy", cuda=False, batch_sizes=None, loaders=(L.DATALOADER,), remote=True
+    )
     assert sorted((c.settings.num_workers, c.settings.fetch_threads) for c in found) == sorted(
         (n, t) for n in range(CORES + 1) for t in SETTINGS["fetch_threads"].tune_remote
     )
@@ -226,10 +238,10 @@ def test_against_object_storage_the_search_is_requests_in_flight():
 def test_against_object_storage_nodes_are_searched_with_more_threads_than_cores():
     """torchdata.nodes with 4 and 16 threads beside 1..cores, each reading a batch or a sample at a time."""
     base = RunConfig(format="npy")
-    found = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False, threads=True, remote=True)
+    found = candidates(base, "npy", cuda=False, batch_sizes=None, loaders=(L.DATALOADER, L.NODES), remote=True)
     nodes = sorted((c.settings.num_workers, c.settings.fetch.value) for c in found if c.loader.value == "nodes")
     assert nodes == sorted((n, f) for n in {*range(1, CORES + 1), 4, 16} for f in ("batch", "item"))
-    plain = candidates(base, "npy", cuda=False, batch_sizes=None, tensorclass=False, remote=True)
+    plain = candidates(base, "npy", cuda=False, batch_sizes=None, loaders=(L.DATALOADER,), remote=True)
     assert len(found) == len(plain) + len(nodes)
 
 

@@ -39,12 +39,12 @@ from tests.conftest import assert_formatted, format_param, invoke, record_of, ru
 def test_the_native_candidates_try_every_knob_combination(fmt, combos):
     assert knob_combinations(fmt) == combos
     base = run_config(fmt, "dataloader", batch_size=256)
-    found = [c for c in candidates(base, fmt, False, None, False, native=True) if c.loader is LoaderName.NATIVE]
+    found = [c for c in candidates(base, fmt, False, None, NATIVE_FIRST) if c.loader is LoaderName.NATIVE]
     assert {c.format_options for c in found} == set(combos)
     for c in found:
         assert c.settings.num_workers or c.settings.prefetch_factor is None, "no prefetch without workers"
         assert not c.settings.persistent_workers and c.settings.in_order
-    plain = candidates(base, fmt, False, None, False)
+    plain = candidates(base, fmt, False, None, (LoaderName.DATALOADER,))
     assert not [c for c in plain if c.loader is LoaderName.NATIVE], "no native candidates unless asked"
 
 
@@ -64,6 +64,9 @@ class FakeTrials:
 
 
 FIGURES = {0: (100_000.0, 0.05, 0.3), 1: (60_000.0, 1.0, 1.0), 2: (30_000.0, 0.99, 0.98)}
+
+
+NATIVE_FIRST = (LoaderName.NATIVE, LoaderName.DATALOADER)  # tune's order on local files
 
 
 def _search(tmp_path: Path, floor: float) -> TuneResult:
