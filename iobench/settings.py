@@ -275,7 +275,14 @@ def batches_ahead(values: Any) -> int:
 
 def batches_in_flight(values: Any) -> int:
     """The batches a run keeps loaded ahead at most: each reader's prefetch (torch's 2 by default), plus two."""
-    return max(1, values.num_workers) * (values.prefetch_factor or 2) + 2
+    return max(1, values.num_workers) * batches_ahead(values) + 2
+
+
+def pinning_for(pin: bool | None, cuda: bool) -> bool:
+    """--pin-memory decided for the device: on with CUDA unless turned off; asked for without CUDA, refused."""
+    if pin and not cuda:
+        raise IobenchError("--pin-memory needs a CUDA device (pinned memory speeds host-to-GPU copies)")
+    return cuda if pin is None else pin
 
 
 def loading(values: Any, threads: bool) -> str:

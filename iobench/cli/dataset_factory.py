@@ -48,21 +48,21 @@ def refuse_others(ctx: typer.Context, applies: set[str]) -> None:
 def run_factory_cmd(ctx: typer.Context) -> None:
     """Time the user's pipeline: one record, printed as `run` prints, appended to --results."""
     from iobench.cli.bars import run_progress
-    from iobench.cli.measuring import save, settings_of
+    from iobench.cli.console import ConsoleEvents
+    from iobench.cli.measuring import settings_of
     from iobench.cli.render import print_run
     from iobench.loaders.device import resolve_device
     from iobench.results.store import check_writable
     from iobench.run.dataset_factory import FactoryRequest, plan, run_factory
+    from iobench.run.saving import save
+    from iobench.settings import pinning_for
 
     p, given = ctx.params, typed(ctx)
     refuse_others(ctx, APPLIES)
     results = Path(p["results"])
     check_writable(results)
     device = resolve_device(p["device"])
-    if p["pin_memory"] and device.type != "cuda":
-        raise IobenchError("--pin-memory needs a CUDA device (pinned memory speeds host-to-GPU copies)")
-    pin = device.type == "cuda" if p["pin_memory"] is None else p["pin_memory"]
-    settings = replace(settings_of(p), pin_memory=pin)
+    settings = replace(settings_of(p), pin_memory=pinning_for(p["pin_memory"], device.type == "cuda"))
     request = FactoryRequest(
         factory=p["dataset_factory"],
         settings=settings,
@@ -80,7 +80,7 @@ def run_factory_cmd(ctx: typer.Context) -> None:
     total = request.runs * (request.warmup + request.epochs)
     with run_progress(request.factory, total, p["quiet"]) as events:
         record = run_factory(planned, events)
-    save(results, record)
+    save(results, record, ConsoleEvents())
     print_run([record], request.factory, results, p["min_au"], wide=p["wide"])
 
 

@@ -12,6 +12,7 @@ import typer
 from iobench.choices import Choice
 from iobench.formats import DEFAULT_FORMATS, FORMATS
 from iobench.loaders import LOADERS
+from iobench.plan.run_options import RUN_OPTIONS, RunOption, taken_by
 from iobench.settings import SETTINGS, Setting, swept
 from iobench.units import DEFAULT_SIZE  # the registry only: no torch
 
@@ -87,50 +88,6 @@ WhatIf = Annotated[
     ),
 ]
 Seed = Annotated[int, typer.Option(help="Seed of the shuffles and of the mlp step.")]
-Cache = Annotated[
-    str,
-    typer.Option(
-        help="warm: timed after an untimed epoch (the default: a stable first result); cold: evict the dataset "
-        "before every timed epoch (checked with mincore); as-is: touch nothing."
-    ),
-]
-Eviction = Annotated[
-    str,
-    typer.Option(
-        help="How cold evicts: auto (fadvise: the dataset's files alone, as root too), drop_caches or fadvise. "
-        "drop_caches (root) drops the dataset's metadata too, and iobench's own code: an untimed pass of two batches "
-        "then reads that back and the dataset's files are evicted alone, so a cold epoch reads the dataset and "
-        "nothing else.",
-    ),
-]
-ReadLimit = Annotated[
-    OptFloat,
-    typer.Option(
-        help="Throttle every read of the run (workers included) to this many MB/s with a block-I/O cgroup: "
-        "slower storage, and a ceiling that holds still on a shared disk. Needs root.",
-    ),
-]
-CacheBudget = Annotated[
-    OptStr,
-    typer.Option(
-        help="Cap the run's page cache (256M, 1.5G, or 20% of the format's files) with a memory cgroup: a "
-        "dataset 5x the budget behaves like one 5x the RAM. Needs root.",
-    ),
-]
-Transform = Annotated[
-    str,
-    typer.Option(
-        help="Preprocessing per sample, the same for every format and loader: none, augment (images: crop, flip, "
-        "normalise; other samples: gain, noise, standardise) or cpu:US (a fixed CPU cost in microseconds).",
-    ),
-]
-TransformOn = Annotated[
-    str,
-    typer.Option(
-        help="host: per sample where the loader reads (workers, actors, main process); device: batched after "
-        "the copy, as tensordict's recipe does (on a CPU-only machine, the same cores).",
-    ),
-]
 Profile = Annotated[
     bool, typer.Option("--profile", help="cProfile one extra epoch (and torch.profiler on CUDA) beside the results.")
 ]
@@ -245,6 +202,13 @@ def _setting_option(s: Setting) -> inspect.Parameter:
     )
 
 
+def _run_option(o: RunOption) -> inspect.Parameter:
+    """A command's option of one declared run option (`iobench.plan.run_options`): its flag, help and default."""
+    option = typer.Option(o.option, help=o.help)
+    kind = Optional[o.kind] if o.default is None else o.kind  # noqa: UP045 - typer reads it at runtime
+    return inspect.Parameter(o.name, _KEYWORD, default=o.default, annotation=Annotated[kind, option])
+
+
 def _sweep_option(s: Setting) -> inspect.Parameter:
     """sweep's option of one declared setting: a comma list of its values."""
     return inspect.Parameter(s.name, _KEYWORD, default=None, annotation=List(s.option, s.sweep))
@@ -257,7 +221,16 @@ def takes_settings(after: str, sweep: bool = False) -> Callable[[Callable], Call
     """A command's options for the declared settings (`iobench.settings`), placed after its option `after`: each
     as a value (run), or a comma list of those sweep takes. The function receives them in its `**settings`."""
     options = [_sweep_option(s) for s in swept()] if sweep else [_setting_option(s) for s in SETTINGS.values()]
+    return _spliced(options, after)
 
+
+def takes_run_options(command: str, after: str) -> Callable[[Callable], Callable]:
+    """A command's options for the run options it takes (`iobench.plan.run_options`), placed after its option
+    `after`; the function receives them in its `**options` (with the settings, for `run`)."""
+    return _spliced([_run_option(o) for o in taken_by(command)], after)
+
+
+def _spliced(options: list[inspect.Parameter], after: str) -> Callable[[Callable], Callable]:
     def wrap(function: Callable) -> Callable:
         signature = inspect.signature(function, eval_str=True)  # Typer reads it as it is
         own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
@@ -267,6 +240,9 @@ def takes_settings(after: str, sweep: bool = False) -> Callable[[Callable], Call
 
     return wrap
 
+
+# the limits command's --read-limit, as run's
+ReadLimit = Annotated[OptFloat, typer.Option("--read-limit", help=RUN_OPTIONS["read_limit_mb_per_s"].help)]
 
 DEFAULT_FORMATS_TEXT = ",".join(DEFAULT_FORMATS)
 
@@ -353,42 +329,5 @@ FilesEncoding = Annotated[
         "differ: photos), png, npy, source (each image of --from FOLDER kept as it is, already the dataset's shape), "
         "or photos: each image kept as it is (JPEG and PNG, any size) and decoded and cropped to the dataset's shape "
         "at each read (RandomResizedCrop; --format-option files.crop=centre for prepare's centre crop)."
-    ),
-]
-
-
-# ---- sharing the cores -----------------------------------------------------------------------------
-
-TorchThreads = Annotated[
-    OptInt,
-    typer.Option(
-        help="torch intra-op threads of the main process during the run (default: torch's, one per core). "
-        "On shared cores torch's threaded paths slow down sharply; 1 is what torchrun sets per rank."
-    ),
-]
-DistributedSampler = Annotated[
-    str,
-    typer.Option(
-        "--distributed-sampler",
-        help="Under --nproc or torchrun, the DataLoader's DistributedSampler: trim (every sample once; the shares may "
-        "differ by one, and so may the batch counts), pad (torch's default, drop_last=False: samples repeated so every "
-        "rank gets as many) or drop (drop_last=True: the last samples left out). Rank coverage is in the record.",
-    ),
-]
-ResumeCheck = Annotated[
-    bool,
-    typer.Option(
-        "--resume-check",
-        help="After the timed epochs, interrupt the last one at half and three quarters, restore the pipeline's own "
-        "state_dict() in a fresh loader each time (StatefulDataLoader for the DataLoader paths, nodes, LitData) and "
-        "record the samples lost and repeated, whether the order held and the time to the first batch "
-        "(resume_* in the record; costs about 2.5 more epochs, untimed).",
-    ),
-]
-CpuContention = Annotated[
-    int,
-    typer.Option(
-        help="Start N rival processes (a single-threaded matrix multiply each, as a training step on another "
-        "core) beside the run and stop them after it: the run as it behaves on shared cores."
     ),
 ]

@@ -15,6 +15,7 @@ from iobench.storage.remote.profiles import Profile
 
 
 @app.command("run")
+@o.takes_run_options("run", after="seed")
 @o.takes_settings(after="device")
 def run_cmd(
     ctx: typer.Context,
@@ -36,16 +37,6 @@ def run_cmd(
     min_au: o.MinAu = None,
     what_if: o.WhatIf = None,
     seed: o.Seed = 0,
-    cache: o.Cache = "warm",
-    eviction: o.Eviction = "auto",
-    read_limit: o.ReadLimit = None,
-    cache_budget: o.CacheBudget = None,
-    transform: o.Transform = "none",
-    transform_on: o.TransformOn = "host",
-    torch_threads: o.TorchThreads = None,
-    cpu_contention: o.CpuContention = 0,
-    resume_check: o.ResumeCheck = False,
-    distributed_sampler: o.DistributedSampler = "trim",
     format_option: o.ReadOption = None,
     remote: o.Remote = None,
     endpoint_url: o.EndpointUrl = None,
@@ -59,7 +50,7 @@ def run_cmd(
     rank_timeout: o.RankTimeout = 1800.0,
     wide: o.Wide = False,
     quiet: o.Quiet = False,
-    **settings: object,  # the declared settings' options (iobench.settings), placed after --device
+    **declared: object,  # the settings' options (iobench.settings) after --device, the run options' after --seed
 ) -> None:
     """Time loading from storage to the device: by default each core format through the DataLoader, and tensorclass.
     Under torchrun each rank reads its share; --dataset-factory times your Dataset; --remote reads object storage."""
@@ -76,19 +67,17 @@ def run_cmd(
     pairs, notes = parse_pairs(format, loader, remote=net is not None or endpoint_url is not None)
     samples = _size_of(size, dataset)
     from iobench.cli.measuring import config_of, measure_run, read_options_of, settings_of, step_times
+    from iobench.plan.run_options import RUN, run_options_of
     from iobench.torchrun_env import launched_by_torchrun
 
     what_if_ms = step_times(what_if, nproc is not None or launched_by_torchrun()) if what_if else None
     options = dict(shuffle=shuffle, block_size=block_shuffle, epochs=epochs, warmup=warmup, runs=runs)
-    options.update(max_batches=max_batches, max_seconds=max_seconds, step=step, seed=seed, cache=cache)
-    options.update(read_limit_mb_per_s=read_limit, cache_budget=cache_budget, cpu_contention=cpu_contention)
-    options.update(transform=transform, transform_on=transform_on, torch_threads=torch_threads)
-    options.update(resume_check=resume_check, sampler_tail=distributed_sampler)
+    options.update(max_batches=max_batches, max_seconds=max_seconds, step=step, seed=seed)
+    options.update(run_options_of(ctx.params, RUN))
     read = read_options_of(format_option or [], pairs)
-    configs = [config_of(f, ld, settings_of(ctx.params), eviction=eviction, read_options=read, **options)
-               for f, ld in pairs]  # fmt: skip
-    where = RunPlace(data_dir, dataset, device, results, read_limit, profile, samples, net, endpoint_url, fuse,
-                     rank_timeout)  # fmt: skip
+    configs = [config_of(f, ld, settings_of(ctx.params), read_options=read, **options) for f, ld in pairs]
+    where = RunPlace(data_dir, dataset, device, results, options["read_limit_mb_per_s"], profile, samples, net,
+                     endpoint_url, fuse, rank_timeout)  # fmt: skip
     measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms, wide=wide,
                 loaders_named=loader)  # fmt: skip
 

@@ -14,8 +14,10 @@ from iobench.errors import IobenchError
 
 
 @app.command("sweep")
+@o.takes_run_options("sweep", after="step")
 @o.takes_settings(after="loader", sweep=True)
 def sweep_cmd(
+    ctx: typer.Context,
     preset: o.Preset = None,
     format: o.List("--format", "Comma list or all.") = None,
     loader: o.List("--loader", "Comma list or all.") = None,
@@ -30,12 +32,6 @@ def sweep_cmd(
     runs: o.Runs = 5,
     max_seconds: o.MaxSeconds = None,
     step: o.Step = "none",
-    read_limit: o.ReadLimit = None,
-    cache_budget: o.CacheBudget = None,
-    transform: o.Transform = "none",
-    transform_on: o.TransformOn = "host",
-    torch_threads: o.TorchThreads = None,
-    cpu_contention: o.CpuContention = 0,
     remote: o.Remote = None,
     endpoint_url: o.EndpointUrl = None,
     latency_ms: o.LatencyMs = None,
@@ -46,7 +42,7 @@ def sweep_cmd(
         "results/results.jsonl"
     ),
     quiet: o.Quiet = False,
-    **settings: str | None,  # a comma list of each setting sweep takes (iobench.settings), placed after --loader
+    **declared: str | None,  # a comma list of each setting sweep takes after --loader; the run options after --step
 ) -> None:
     """Run a grid of configurations (resumable: what the results file holds is not run again).
 
@@ -56,23 +52,25 @@ def sweep_cmd(
     from iobench.cli.measuring import config_of
     from iobench.cli.run import remote_of
     from iobench.cli.sweep_options import measure_sweep, sweep_datasets, sweep_grid
+    from iobench.loaders import DEFAULT_LOADER
     from iobench.loaders.device import resolve_device
+    from iobench.plan.run_options import SWEEP, run_options_of
     from iobench.results.store import check_writable
     from iobench.run.place import RunPlace
     from iobench.run.sweep import Point, expand, settings_extras
-    from iobench.settings import LoaderSettings
+    from iobench.settings import LoaderSettings, swept
 
     network, fuse = remote_of(remote, latency_ms, connection_mb_per_s, None, endpoint_url, fuse_chunk, fuse_read_ahead)
-    where = RunPlace(data_dir, dataset, device, results, read_limit, remote=network, endpoint_url=endpoint_url,
-                     fuse=fuse)  # fmt: skip
+    options = run_options_of(ctx.params, SWEEP)
+    where = RunPlace(data_dir, dataset, device, results, options["read_limit_mb_per_s"], remote=network,
+                     endpoint_url=endpoint_url, fuse=fuse)  # fmt: skip
     check_writable(results)
     target = resolve_device(device)
     base = config_of(  # as-is: the grid's caches (warm unless --cache says) decide; a cold one needs no warm-up
-        "memmap", "dataloader", LoaderSettings(), shuffle=shuffle, block_size=0, epochs=epochs, warmup=warmup,
-        cache="as-is", runs=runs, max_seconds=max_seconds, step=step, read_limit_mb_per_s=read_limit,
-        cache_budget=cache_budget, transform=transform, transform_on=transform_on, torch_threads=torch_threads,
-        cpu_contention=cpu_contention,
+        "memmap", DEFAULT_LOADER, LoaderSettings(), shuffle=shuffle, block_size=0, epochs=epochs, warmup=warmup,
+        cache="as-is", runs=runs, max_seconds=max_seconds, step=step, **options,
     )  # fmt: skip
+    settings = {s.name: ctx.params[s.name] for s in swept()}
     lists = dict(format=format, loader=loader, cache=cache, size=size, **settings)
     objects = where.object_storage  # read from object storage
     grid, sizes = sweep_grid(preset, base, target, objects, **lists)

@@ -15,7 +15,7 @@ from iobench.cli.console import err, say
 from iobench.cli.options import OptStr
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.loaders import LOADERS, LoaderName
+from iobench.loaders import DEFAULT_LOADER
 
 if TYPE_CHECKING:
     import torch
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 
 @app.command("tune")
+@o.takes_run_options("tune", after="shuffle")
 def tune_cmd(
     ctx: typer.Context,
     format: Annotated[
@@ -38,10 +39,6 @@ def tune_cmd(
     dataset: o.DatasetName = None,
     device: o.Device = "auto",
     shuffle: o.Shuffle = True,
-    cache: o.Cache = "warm",
-    torch_threads: o.TorchThreads = None,
-    transform: o.Transform = "none",
-    transform_on: o.TransformOn = "host",
     min_shuffle: Annotated[
         float,
         typer.Option(
@@ -67,6 +64,7 @@ def tune_cmd(
         ),
     ] = True,
     quiet: o.Quiet = False,
+    **options: object,  # the run options tune takes (iobench.plan.run_options), placed after --shuffle
 ) -> None:
     """Search loading settings (workers, prefetch, persistence, order, pinning; a format's own pipeline with
     its library knobs, weighed by shuffle quality) for your data and machine: a prepared --format, or your
@@ -93,8 +91,8 @@ def tune_cmd(
         return _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet, check_paste)
     network, fuse = remote_of(remote, latency_ms, connection_mb_per_s, None, endpoint_url, fuse_chunk, fuse_read_ahead)
     from iobench.cli.console import ConsoleEvents
-    from iobench.cli.measuring import served
-    from iobench.run.session import dataset_for_run
+    from iobench.run.preparing import dataset_for_run
+    from iobench.run.serving import served
     from iobench.system.world import SINGLE
 
     fmt = format.lower()
@@ -137,25 +135,26 @@ def _format_search(ctx: typer.Context, target: torch.device, batch: int, sizes: 
     object storage (`remote`), its workers and threads, each trial in a process of its own."""
     from functools import partial
 
-    from iobench.cli.measuring import config_of, limits_of
+    from iobench.cli.console import ConsoleEvents
+    from iobench.cli.measuring import config_of
     from iobench.plan.paste import best_script, run_command
     from iobench.plan.resolve import RunTarget, settle_device
+    from iobench.plan.run_options import TUNE, run_options_of
+    from iobench.plan.selection import tuned_loaders
+    from iobench.run.serving import limits_of
     from iobench.run.tune import FormatTrials, TuneSearch
     from iobench.run.tune_candidates import candidates
     from iobench.settings import LoaderSettings
 
     p = ctx.params
     fmt = p["format"].lower()
-    base = config_of(fmt, "dataloader", LoaderSettings(batch_size=batch), shuffle=p["shuffle"], block_size=0)
+    base = config_of(fmt, DEFAULT_LOADER, LoaderSettings(batch_size=batch), shuffle=p["shuffle"], block_size=0)
     # the user's transform and step: workers pay off with a per-sample augmentation and not without
-    base = replace(base, step=p["step"], cache=p["cache"], torch_threads=p["torch_threads"],
-                   transform=p["transform"], transform_on=p["transform_on"])  # fmt: skip
-    threads = LOADERS[LoaderName.NODES].installed  # torchdata.nodes' threads against worker processes
-    own = LOADERS[LoaderName.NATIVE]
-    native = own.installed and fmt in own.reads  # the library's own pipeline, with its knobs
-    found = candidates(base, fmt, target.type == "cuda", sizes, fmt == "memmap", threads=threads, native=native,
+    base = replace(base, step=p["step"], **run_options_of(p, TUNE))
+    found = candidates(base, fmt, target.type == "cuda", sizes, tuned_loaders(fmt, remote is not None),
                        remote=remote is not None)  # fmt: skip
-    trials = FormatTrials(RunTarget(dataset_dir, target, remote), limits_of(remote, dataset_dir, target, p["results"]))
+    trials = FormatTrials(RunTarget(dataset_dir, target, remote), limits_of(remote, dataset_dir, target, p["results"],
+                                                                             ConsoleEvents()))
     if remote is None:
         script, command = partial(best_script, dataset_dir=dataset_dir, device=str(target)), None
     else:

@@ -10,33 +10,17 @@ prepared files, the ranks) and is the only place those are checked. The runner t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, make_dataclass, replace
 from typing import Any
 
 from iobench.choices import Choice, did_you_mean
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.loaders import DEFAULT_LOADER, LOADERS, LoaderName, check_reads
-from iobench.loaders.transforms import TransformOn, parse_transform
+from iobench.loaders.transforms import TransformOn
 from iobench.measuring.steps import parse_step
+from iobench.plan.run_options import RUN_OPTIONS, Cache, RunOption, SamplerTail
 from iobench.settings import LoaderSettings, check_counts, check_workers
-from iobench.storage.local.confine import CacheBudget, check_read_limit
-from iobench.storage.local.page_cache import Eviction
-from iobench.system.contention import MAX_RIVALS
-
-
-class Cache(Choice):
-    COLD = "cold"  # nothing of the dataset nearer than its storage before every timed epoch (Storage.make_cold)
-    WARM = "warm"  # after an untimed epoch
-    AS_IS = "as-is"  # touch nothing
-
-
-class SamplerTail(Choice):
-    """Under torchrun, what the DataLoader's DistributedSampler does with samples the ranks do not divide."""
-
-    TRIM = "trim"  # iobench's: the sampler's padding trimmed, every sample once, shares may differ by one
-    PAD = "pad"  # torch's default (drop_last=False): samples repeated so every rank gets as many
-    DROP = "drop"  # drop_last=True: the last samples left out
 
 
 class Order(Choice):
@@ -45,9 +29,24 @@ class Order(Choice):
     BLOCK = "block"  # shuffled runs of block_size contiguous samples
 
 
+def _option_field(o: RunOption) -> tuple[str, str, Any]:
+    annotation = o.field_type or (o.kind.__name__ + (" | None" if o.default is None else ""))
+    return o.name, annotation, field(default=o.value(o.default))
+
+
+# A field per run option (iobench.plan.run_options), each at its declared default as RunConfig holds it
+RunOptionFields = make_dataclass(
+    "RunOptionFields", [_option_field(o) for o in RUN_OPTIONS.values()], frozen=True, kw_only=True
+)
+RunOptionFields.__doc__ = "The run options' fields of a RunConfig, made from their declarations."
+
+__all__ = ["Cache", "Order", "RunConfig", "SamplerTail", "at_least", "order_of"]
+
+
 @dataclass(frozen=True, kw_only=True)
-class RunConfig:
-    """One measured configuration, independent of where it runs (no dataset folder, no device)."""
+class RunConfig(RunOptionFields):  # type: ignore[misc,valid-type]
+    """One measured configuration, independent of where it runs (no dataset folder, no device); its run options
+    (cache, eviction, transform, ...) are fields made from `RUN_OPTIONS`."""
 
     format: str
     loader: LoaderName = DEFAULT_LOADER
@@ -61,35 +60,15 @@ class RunConfig:
     max_seconds: float | None = None
     step: str = "none"
     seed: int = 0
-    cache: Cache = Cache.WARM  # timed epochs follow an untimed one: a stable first result
-    eviction: Eviction = Eviction.AUTO
-    read_limit_mb_per_s: float | None = None  # reads throttled by a cgroup (iobench.storage.local.confine)
-    cache_budget: CacheBudget | None = None  # page cache capped by a memory cgroup
-    transform: str = "none"  # none | augment | cpu:US (iobench.loaders.transforms)
-    transform_on: TransformOn = TransformOn.HOST  # per sample in the loader, or batched after the copy
-    torch_threads: int | None = None  # the main process's intra-op threads; None: torch's default
-    cpu_contention: int = 0  # rival processes kept busy beside the run (iobench.system.contention)
-    sampler_tail: SamplerTail = SamplerTail.TRIM  # under torchrun, the DataLoader's DistributedSampler
-    resume_check: bool = False  # after the clock: interrupt and resume the last timed epoch (iobench.run.resume_check)
     # The read options of the format's own pipeline (--format-option, --loader native), sorted by name
     format_options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
-        if isinstance(self.cache_budget, str):
-            object.__setattr__(self, "cache_budget", CacheBudget(self.cache_budget))
-        check_read_limit(self.read_limit_mb_per_s)
+        for option in RUN_OPTIONS.values():  # each as its declaration checks and holds it
+            object.__setattr__(self, option.name, option.value(getattr(self, option.name)))
         object.__setattr__(self, "loader", LoaderName.parse(self.loader, "--loader"))
         object.__setattr__(self, "order", Order.parse(self.order, "--order"))
-        object.__setattr__(self, "cache", Cache.parse(self.cache, "--cache"))
-        object.__setattr__(self, "eviction", Eviction.parse(self.eviction, "--eviction"))
-        object.__setattr__(self, "sampler_tail", SamplerTail.parse(self.sampler_tail, "--distributed-sampler"))
         object.__setattr__(self, "step", parse_step(self.step))
-        object.__setattr__(self, "transform", parse_transform(self.transform))
-        object.__setattr__(self, "transform_on", TransformOn.parse(self.transform_on, "--transform-on"))
-        if self.torch_threads is not None and self.torch_threads < 1:
-            raise IobenchError(f"--torch-threads must be >= 1, got {self.torch_threads}")
-        if not 0 <= self.cpu_contention <= MAX_RIVALS:
-            raise IobenchError(f"--cpu-contention must be 0..{MAX_RIVALS} processes, got {self.cpu_contention}")
         _check(self)
 
     @property

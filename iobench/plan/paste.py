@@ -15,7 +15,7 @@ from iobench.loaders import LoaderName
 from iobench.loaders.transforms import TransformOn
 from iobench.plan.config import RunConfig
 from iobench.plan.script_text import fitted, import_block, py_literal, step_parts, tidy, timing_main
-from iobench.settings import command_flags, dataloader_arguments
+from iobench.settings import batches_ahead, command_flags, dataloader_arguments
 
 
 def loader_arguments(c: RunConfig) -> list[str]:
@@ -71,7 +71,7 @@ def _nodes_loader(c: RunConfig, opened: list[str], on_device: str | None) -> tup
             ],
         ),  # fmt: skip
         *(["    node = nodes.PinMemory(node)"] if s.pin_memory else []),
-        f"    node = nodes.Prefetcher(node, prefetch_factor={s.prefetch_factor or 2})",
+        f"    node = nodes.Prefetcher(node, prefetch_factor={batches_ahead(s)})",
         "    return nodes.Loader(node)",
     ]
     return ["from torchdata import nodes", "", api], make

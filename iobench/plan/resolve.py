@@ -9,7 +9,6 @@ from pathlib import Path
 
 import torch
 
-from iobench.choices import Choice
 from iobench.data.format_options import written_options
 from iobench.data.manifest import FormatEntry, Manifest
 from iobench.data.prepare import check_dataset_name
@@ -20,8 +19,10 @@ from iobench.loaders import LOADERS, LoaderName
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
 from iobench.loaders.transforms import TransformOn
 from iobench.plan.config import Cache, RunConfig, SamplerTail
+from iobench.plan.recorded import recorded_config
+from iobench.plan.run_options import RUN_OPTIONS
 from iobench.results.record import RecordedConfig
-from iobench.settings import DecodeOn, Fetch, batches_in_flight
+from iobench.settings import DecodeOn, Fetch, batches_in_flight, pinning_for
 from iobench.storage import Storage
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.confine import Confinement
@@ -94,30 +95,31 @@ class ResolvedRun:
         return EpochOrder(n, batch, c.shuffle, c.block_size, c.seed, c.max_batches, rank=w.rank, world=w.size)
 
     def recorded(self) -> RecordedConfig:
-        """The configuration as its record will store it (what sweeps compare to skip a run): every field
-        of RunConfig that RecordedConfig names, as stored (a choice by its value), its settings with pinning
-        decided, then where it ran and the fields stored in another form."""
-        c, s = self.config, self.config.settings
-        same = {f.name: _stored(getattr(c, f.name)) for f in fields(c) if f.name in RECORDED and f.name != "settings"}
-        return RecordedConfig(**{
+        """The configuration as its record will store it (what sweeps compare to skip a run): the fields of
+        RunConfig that RecordedConfig names as they are, the run options as declared, then where it ran and the
+        fields stored in another form."""
+        c = self.config
+        same = {f.name: getattr(c, f.name) for f in fields(c) if f.name in PLAIN_FIELDS}
+        return recorded_config(
             **same,
-            "settings": replace(s, pin_memory=bool(s.pin_memory)),
-            "dataset": self.dataset_dir.name,
-            "world_size": self.world.size,
-            "backend": self.world.backend,
-            "device": str(self.device),
-            "order": c.order_name,
-            "shuffle": c.shuffle,
-            "cache_budget": c.cache_budget.text if c.cache_budget is not None else None,
-            "transform_on": c.transform_on.value if c.transform != "none" else None,
-            "torch_threads_asked": c.torch_threads,  # the environment's torch_threads is what the run had
-            "format_options": ",".join(f"{k}={v}" for k, v in c.format_options),
-            "format_written": written_options(c.format, self.manifest.formats[c.format].options, self.manifest.spec),
+            loader=c.loader,
+            settings=c.settings,
+            shuffle=c.shuffle,
+            order=c.order_name,
+            options={name: getattr(c, name) for name in RUN_OPTIONS},
+            dataset=self.dataset_dir.name,
+            world_size=self.world.size,
+            backend=self.world.backend,
+            device=str(self.device),
+            format_options=",".join(f"{k}={v}" for k, v in c.format_options),
+            format_written=written_options(c.format, self.manifest.formats[c.format].options, self.manifest.spec),
             **_remote_fields(self.target.remote, self.storage),
-        })  # fmt: skip
+        )
 
 
-RECORDED = frozenset(f.name for f in fields(RecordedConfig))
+# RunConfig's fields a record stores as they are (the run options, the loader, settings and order have their own way)
+PLAIN_FIELDS = frozenset({"format", "block_size", "epochs", "warmup", "runs", "max_batches", "max_seconds", "step",
+                          "seed"})  # fmt: skip
 
 
 def _remote_fields(remote: RemoteTarget | None, storage: Storage) -> dict:
@@ -138,20 +140,13 @@ def _remote_fields(remote: RemoteTarget | None, storage: Storage) -> dict:
     }
 
 
-def _stored(value: object) -> object:
-    return value.value if isinstance(value, Choice) else value
-
-
 def settle_device(config: RunConfig, device: torch.device) -> RunConfig:
     """What depends on this machine, before any dataset is looked at: pinning decided for the device
     (on for CUDA unless turned off; refused without CUDA), worker counts within reason for the cores."""
     check_parallelism(config.settings.num_workers, config.torch_threads)
     if LOADERS[config.loader].needs_cuda and device.type != "cuda":
         raise IobenchError(f"--loader {config.loader} reads into device memory: needs CUDA (--device {device})")
-    pin = config.settings.pin_memory
-    if pin and device.type != "cuda":
-        raise IobenchError("--pin-memory needs a CUDA device (pinned memory speeds host-to-GPU copies)")
-    return config.with_settings(pin_memory=device.type == "cuda" if pin is None else pin)
+    return config.with_settings(pin_memory=pinning_for(config.settings.pin_memory, device.type == "cuda"))
 
 
 def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> ResolvedRun:

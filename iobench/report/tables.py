@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.table import Table
 
 from iobench.loaders import kind_of
+from iobench.plan.run_options import option_labels
 from iobench.report.verdict import tied_with
 from iobench.results.ceilings import LOOPBACK, PAGE, MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
@@ -25,20 +26,12 @@ def settings_label(r: RunRecord, measured: bool = True) -> str:
     if c.backend:  # under torchrun, where the thread count is torchrun's to set
         nodes = f"/{r.ranks.nodes}n" if r.ranks.nodes > 1 else ""
         parts = [f"ranks={c.world_size}{nodes}", *parts, f"threads={r.environment.torch_threads}"]
-        parts += [f"sampler={c.sampler_tail}"] if c.sampler_tail != "trim" else []  # --distributed-sampler
     if (kind := kind_of(c.loader)) is not None and "fetch" in kind.honours:  # the DataLoader, nodes and spdl
         parts.append(f"fetch={c.settings.fetch}")
     transform = transform_parts(r) if measured else [transform_label(r)] if transform_label(r) else []
     options = [c.format_options] if c.format_options else []
     written = [f"written({c.format_written})"] if c.format_written else []
-    return " ".join(parts + rest + sharing_parts(r) + transform + options + written)
-
-
-def sharing_parts(r: RunRecord) -> list[str]:
-    """The main process's torch threads and the rivals beside the run, when they were set."""
-    c = r.config
-    parts = [f"threads={c.torch_threads_asked}"] if c.torch_threads_asked is not None and not c.backend else []
-    return parts + ([f"rivals={c.cpu_contention}"] if c.cpu_contention else [])
+    return " ".join(parts + rest + option_labels(c) + transform + options + written)
 
 
 def transform_label(r: RunRecord) -> str:

@@ -22,11 +22,13 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler
 
 from iobench.errors import IobenchError, exited, one_line
 from iobench.events import QUIET, Events
-from iobench.loaders import LoaderName
 from iobench.measuring.steps import parse_step
 from iobench.measuring.user_code import load_callable
 from iobench.measuring.user_loader import UserLoader, user_step
 from iobench.plan.config import at_least
+from iobench.plan.recorded import recorded_config
+from iobench.plan.run_options import RUN_OPTIONS
+from iobench.plan.selection import FACTORY_LOADER
 from iobench.results.record import RecordedConfig, RunRecord
 from iobench.run.tune_candidates import worker_grid
 from iobench.run.user_measure import Described, UserEpochs, described, measured_system, user_record
@@ -68,8 +70,8 @@ class FactoryRequest:
     torch_threads: int | None = None
 
     # what tune's table and paste read from a candidate, as from a RunConfig
-    loader = LoaderName.DATALOADER
-    label = f"{FACTORY_FORMAT}/dataloader"
+    loader = FACTORY_LOADER
+    label = f"{FACTORY_FORMAT}/{FACTORY_LOADER}"
 
 
 @dataclass(frozen=True)
@@ -153,14 +155,14 @@ def _check(r: FactoryRequest) -> None:
     parse_step(r.step)
     check_counts(s)
     at_least(("--epochs", r.epochs, 1), ("--runs", r.runs, 1), ("--warmup", r.warmup, 0))
-    if r.cache not in ("warm", "as-is", "cold"):
-        raise IobenchError(f"--cache must be warm, cold or as-is, got {r.cache!r}")
+    RUN_OPTIONS["cache"].value(r.cache)  # checked as a run's
     if r.cache == "warm" and r.warmup < 1:
         raise IobenchError("--cache warm (the default) needs --warmup >= 1; for no warm-up say --cache as-is")
     check_workers(s)
-    if (refusal := refused(s, TORCH_DATALOADER, "dataloader", {})) is not None:
-        raise IobenchError(f"--dataset-factory: {refusal.removeprefix('--loader dataloader ')}: iobench builds a "
-                           "DataLoader over your Dataset with torch's own keywords")  # fmt: skip
+    if (refusal := refused(s, TORCH_DATALOADER, FACTORY_LOADER.value, {})) is not None:
+        own = refusal.removeprefix(f"--loader {FACTORY_LOADER} ")
+        raise IobenchError(f"--dataset-factory: {own}: iobench builds a DataLoader over your Dataset with torch's "
+                           "own keywords")  # fmt: skip
     check_parallelism(s.num_workers, r.torch_threads)
 
 
@@ -201,12 +203,11 @@ def run_factory(planned: FactoryPlan, events: Events = QUIET) -> RunRecord:
 def _recorded(planned: FactoryPlan) -> RecordedConfig:
     r, s = planned.request, planned.settings()
     shuffle = r.shuffle if not planned.own_loader else isinstance(planned.dataset.sampler, RandomSampler)
-    return RecordedConfig(
+    return recorded_config(
         dataset=r.factory,
         format=FACTORY_FORMAT,
-        loader="dataloader",
-        settings=replace(s, pin_memory=bool(s.pin_memory)),
-        order="shuffle" if shuffle else "sequential",
+        loader=FACTORY_LOADER.value,
+        settings=s,
         shuffle=shuffle,
         epochs=r.epochs,
         warmup=r.warmup,
@@ -215,8 +216,7 @@ def _recorded(planned: FactoryPlan) -> RecordedConfig:
         device=str(planned.device),
         step=r.step,
         seed=r.seed,
-        cache=r.cache,
-        torch_threads_asked=r.torch_threads,
+        options={"cache": r.cache, "torch_threads": r.torch_threads},
     )
 
 

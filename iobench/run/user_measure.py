@@ -27,6 +27,8 @@ from iobench.loaders.base import Loader
 from iobench.measuring.clocks import EpochTiming
 from iobench.measuring.steps import parse_step, user_function
 from iobench.measuring.user_loader import UserLoader, split_batch, user_step
+from iobench.plan.recorded import recorded_config
+from iobench.plan.selection import FACTORY_LOADER
 from iobench.results.record import DatasetInfo, EpochStats, RecordedConfig, RunRecord, SystemStats
 from iobench.run.epochs import EpochLoop
 from iobench.settings import LoaderSettings, read_back
@@ -230,12 +232,11 @@ def measure(
     shuffled = isinstance(getattr(batches, "sampler", None), RandomSampler)
     own_settings = read_back(batches) if isinstance(batches, DataLoader) else {}
     settings = LoaderSettings(**{**own_settings, "batch_size": what.batch or 1, "non_blocking": non_blocking})
-    config = RecordedConfig(
+    config = recorded_config(
         dataset=type(source if source is not None else batches).__name__,
         format=MEASURE_FORMAT,
-        loader="dataloader" if isinstance(batches, DataLoader) else "user",
-        settings=replace(settings, pin_memory=bool(settings.pin_memory)),
-        order="shuffle" if shuffled else "sequential",
+        loader=FACTORY_LOADER.value if isinstance(batches, DataLoader) else "user",
+        settings=settings,
         shuffle=shuffled,
         epochs=epochs,
         warmup=warmup,
@@ -244,7 +245,7 @@ def measure(
         device=str(dev),
         step=step_name,
         seed=seed,
-        cache=cache,
+        options={"cache": cache},
     )
     record = user_record(config, what, timings, dev, "iobench.measure", measured_system(started, load_before,
                                                                                            other_before))  # fmt: skip
