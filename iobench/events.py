@@ -8,7 +8,7 @@ arguments are plain values so that every layer can take the object without impor
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, nullcontext
 
 from iobench.progress import NullReporter, Reporter
 
@@ -31,6 +31,16 @@ class Events:
 
     def epoch_done(self, run: int, epoch: int, warmup: bool, seconds: float) -> None:
         """One epoch of a run ended (warm-up epochs included), after `seconds`."""
+
+    def configuration(self, label: str, total_epochs: int) -> AbstractContextManager[Events]:
+        """One configuration's progress over its epochs (warm-ups included), as the events its runs report to."""
+        return nullcontext(self)
+
+    def running(self, label: str) -> None:
+        """The configuration whose run comes next, where one progress shows several configurations in turn."""
+
+    def configuration_done(self, median_epoch_s: float) -> None:
+        """A configuration's runs ended; its median epoch took this long."""
 
     def round_done(self, round_index: int, label: str) -> None:
         """tune: one candidate finished its share of round `round_index` (from 0)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 from rich.progress import (
@@ -19,10 +19,9 @@ from rich.progress import (
 )
 
 from iobench.cli.console import ConsoleEvents, err, out, say
+from iobench.events import Events
 from iobench.plan.resolve import ResolvedRun
 from iobench.results.ceilings import MachineLimits, RemoteLimits
-from iobench.results.record import RunRecord
-from iobench.run.estimates import Estimate
 from iobench.run.sweep import run_sweep
 
 
@@ -46,6 +45,13 @@ def run_progress(label: str, total_epochs: int, quiet: bool) -> Iterator[_EpochB
         yield _EpochBar(progress, progress.add_task(label, total=total_epochs), label)
 
 
+class RunEvents(ConsoleEvents):
+    """A run's events on the console: each configuration gets its bar over its epochs."""
+
+    def configuration(self, label: str, total_epochs: int) -> AbstractContextManager[Events]:
+        return run_progress(label, total_epochs, self.quiet)
+
+
 class _EpochBar(ConsoleEvents):
     """One configuration's bar, moved by each epoch (no bar: nothing shown)."""
 
@@ -58,12 +64,13 @@ class _EpochBar(ConsoleEvents):
             kind = "warm-up" if warmup else "epoch"
             self.bar.update(self.task, advance=1, description=f"{self.label} run {run + 1} {kind} {seconds:.2f} s")
 
-    def done(self, record: RunRecord) -> RunRecord:
+    def running(self, label: str) -> None:
+        self.label = label
+
+    def configuration_done(self, median_epoch_s: float) -> None:
         """The bar ends on the run's median epoch."""
         if self.bar is not None and self.task is not None:
-            median = record.epochs.epoch_seconds_median
-            self.bar.update(self.task, description=f"{self.label} median {median:.3f} s")
-        return record
+            self.bar.update(self.task, description=f"{self.label} median {median_epoch_s:.3f} s")
 
 
 class _SweepBar(ConsoleEvents):
@@ -87,38 +94,6 @@ class RoundBar(ConsoleEvents):
     def round_done(self, round_index: int, label: str) -> None:
         elapsed = time.monotonic() - self.started
         self.bar.update(self.task, completed=elapsed, description=f"round {round_index + 1}: {label}")
-
-
-def standing(k: int, n: int, elapsed: float, estimates: list[Estimate | None] | None = None) -> str:
-    """Where a run of several configurations stands, with the time left: before any has finished, the range their
-    measured batches give; after, those estimates scaled by how the finished ones compared with theirs (a run's
-    batches are not its probe's); without estimates, at the pace so far."""
-    if n == 1:
-        return ""
-    known = estimates or []
-    if len(known) == n and all(x is not None for x in known):
-        ahead = known[k:]
-        if k == 0:
-            left = f", about {time_range(sum(x.low for x in ahead), sum(x.high for x in ahead))} left"  # type: ignore
-        else:
-            pace = elapsed / max(1e-9, sum(x.middle for x in known[:k]))  # type: ignore[union-attr]
-            left = f", about {minutes(pace * sum(x.middle for x in ahead))} left"  # type: ignore[union-attr]
-    else:
-        left = "" if k == 0 else f", about {minutes(elapsed / k * (n - k))} left"
-    return f"configuration {k + 1} of {n}{left}"
-
-
-def time_range(low: float, high: float) -> str:
-    """A time range as a person reads it: one figure where its ends round to the same."""
-    a, b = minutes(low), minutes(high)
-    if a == b:
-        return a
-    unit = a.split()[1]
-    return f"{a.split()[0]}-{b}" if unit == b.split()[1] else f"{a}-{b}"
-
-
-def minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def sweep_with_progress(todo: list[ResolvedRun], results: Path, limits: MachineLimits | RemoteLimits | None,

@@ -87,8 +87,8 @@ def measure_sweep(points: list[Point], dirs: dict, device: torch.device, where: 
     """What is left of the sweep, measured: from the folder, or with the folder served as S3 (or the store at
     --endpoint-url) for as long as it runs, each configuration then in a process of its own."""
     from iobench.cli.bars import sweep_with_progress
-    from iobench.cli.console import say
-    from iobench.cli.measuring import limits_of, served
+    from iobench.cli.console import ConsoleEvents, say
+    from iobench.run.serving import limits_of, served
     from iobench.run.sweep import still_to_run
 
     parents = {d.parent for d in dirs.values()}
@@ -102,5 +102,5 @@ def measure_sweep(points: list[Point], dirs: dict, device: torch.device, where: 
             f"{len(todo)} to run")  # fmt: skip
         if not todo:
             return
-        limits = limits_of(remote, todo[0].dataset_dir, device, where.results, where.read_limit)
+        limits = limits_of(remote, todo[0].dataset_dir, device, where.results, ConsoleEvents(), where.read_limit)
         sweep_with_progress(todo, where.results, limits, quiet, isolated=remote is not None)

@@ -59,3 +59,35 @@ def estimated_seconds(resolved: ResolvedRun) -> Estimate | None:
             low, high = min(low, c.max_seconds), min(high, c.max_seconds)
         return Estimate(low * epochs, high * epochs)
     return None
+
+
+def standing(k: int, n: int, elapsed: float, estimates: list[Estimate | None] | None = None) -> str:
+    """Where a run of several configurations stands, with the time left: before any has finished, the range their
+    measured batches give; after, those estimates scaled by how the finished ones compared with theirs (a run's
+    batches are not its probe's); without estimates, at the pace so far."""
+    if n == 1:
+        return ""
+    known = estimates or []
+    if len(known) == n and all(x is not None for x in known):
+        ahead = known[k:]
+        if k == 0:
+            left = f", about {time_range(sum(x.low for x in ahead), sum(x.high for x in ahead))} left"  # type: ignore
+        else:
+            pace = elapsed / max(1e-9, sum(x.middle for x in known[:k]))  # type: ignore[union-attr]
+            left = f", about {minutes(pace * sum(x.middle for x in ahead))} left"  # type: ignore[union-attr]
+    else:
+        left = "" if k == 0 else f", about {minutes(elapsed / k * (n - k))} left"
+    return f"configuration {k + 1} of {n}{left}"
+
+
+def time_range(low: float, high: float) -> str:
+    """A time range as a person reads it: one figure where its ends round to the same."""
+    a, b = minutes(low), minutes(high)
+    if a == b:
+        return a
+    unit = a.split()[1]
+    return f"{a.split()[0]}-{b}" if unit == b.split()[1] else f"{a}-{b}"
+
+
+def minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"

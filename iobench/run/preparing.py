@@ -1,5 +1,5 @@
-"""Everything around the runs of one `iobench run`: finding (or preparing) the dataset, resolving
-every configuration before any is measured, the machine's limits, and launching torchrun."""
+"""Before the runs of one `iobench run`: finding (or preparing) the dataset, resolving every configuration before
+any is measured, and launching torchrun (`--nproc`)."""
 
 from __future__ import annotations
 

@@ -162,14 +162,16 @@ def test_runs_record_the_threads_the_rivals_and_the_load(tmp_path, cli):
 
 
 def test_tune_tries_one_thread_beside_the_loading_whoever_loads():
+    from iobench.loaders import LoaderName
     from iobench.run.tune_candidates import candidates
     from iobench.system.environment import usable_cores
     from tests.conftest import run_config
 
-    found = candidates(run_config("memmap", "dataloader"), "memmap", False, None, True)
+    pair = (LoaderName.DATALOADER, LoaderName.TENSORCLASS)
+    found = candidates(run_config("memmap", "dataloader"), "memmap", False, None, pair)
     main_process = {c.torch_threads for c in found if c.settings.num_workers == 0}
     assert main_process == ({None, 1} if usable_cores() > 1 else {None})
-    fixed = candidates(replace(run_config("memmap", "dataloader"), torch_threads=2), "memmap", False, None, True)
+    fixed = candidates(replace(run_config("memmap", "dataloader"), torch_threads=2), "memmap", False, None, pair)
     assert {c.torch_threads for c in fixed} == {2}  # --torch-threads given: not searched
     # torch's threads fight the workers for the cores too (2 threads against 2 decode workers on 2 cores)
     assert {c.torch_threads for c in found if c.settings.num_workers > 0} == main_process
@@ -288,7 +290,7 @@ def test_the_dataset_picked_is_named_and_the_one_with_the_format_is_pointed_to(t
 
 
 def test_an_empty_folder_says_what_it_will_write_and_offers_a_small_one(tmp_path, cli, monkeypatch):
-    from iobench.run import session
+    from iobench.run import preparing as session
 
     monkeypatch.setattr(session, "DEFAULT_SIZE", 3000)
     monkeypatch.setattr(session, "QUICK_SIZE", 500)
@@ -309,7 +311,7 @@ def test_an_empty_folder_says_what_it_will_write_and_offers_a_small_one(tmp_path
 
 
 def test_a_run_of_several_configurations_says_where_it_stands():
-    from iobench.cli.bars import standing as _place
+    from iobench.run.estimates import standing as _place
 
     assert _place(0, 1, 0.0) == ""
     assert _place(0, 5, 0.0) == "configuration 1 of 5"
@@ -363,9 +365,9 @@ def test_ctrl_c_keeps_the_finished_records_and_prints_their_table(tmp_path):
 def test_the_time_left_is_a_range_then_the_estimates_scaled_by_the_pace_measured():
     """'about 14 min' took 127 s and 'about 71 s' took 222 s: one figure from three batches. Before any configuration
     ends, the range its batches give; after, the estimates scaled by how the finished ones compared with theirs."""
-    from iobench.cli.bars import standing as _place
-    from iobench.cli.bars import time_range as _range
     from iobench.run.estimates import Estimate
+    from iobench.run.estimates import standing as _place
+    from iobench.run.estimates import time_range as _range
 
     estimates = [Estimate(20.0, 40.0), Estimate(20.0, 40.0), Estimate(60.0, 120.0)]
     assert _place(0, 3, 0.0, estimates) == "configuration 1 of 3, about 2-3 min left"

@@ -141,9 +141,9 @@ def test_truncated_file_is_named(data, cli, results):
 
 
 def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch, results):
-    import iobench.run.session
+    import iobench.run.preparing
 
-    monkeypatch.setattr(iobench.run.session, "DEFAULT_SIZE", 500)
+    monkeypatch.setattr(iobench.run.preparing, "DEFAULT_SIZE", 500)
     (tmp_path / "empty").mkdir()  # an existing, empty folder (a missing one is refused as a likely typo)
     r = cli(
         "run",

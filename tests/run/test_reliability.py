@@ -96,18 +96,18 @@ def test_a_crafted_limits_file_is_refused_before_measuring(workspace, cli, tmp_p
 
 def test_a_record_that_cannot_be_saved_is_kept_elsewhere(workspace, cli, monkeypatch, tmp_path):
     """A full disk at the very end: the record goes to a rescue file, and the error says where."""
-    import iobench.cli.measuring
+    import iobench.run.saving
     from iobench.errors import IobenchError
 
     results = tmp_path / "r.jsonl"
-    real = iobench.cli.measuring.append_record
+    real = iobench.run.saving.append_record
 
     def disk_full(path, record):
         if path == results:
             raise IobenchError(f"cannot write results to {path}: No space left on device")
         real(path, record)
 
-    monkeypatch.setattr(iobench.cli.measuring, "append_record", disk_full)
+    monkeypatch.setattr(iobench.run.saving, "append_record", disk_full)
     shutil.copy(workspace / "limits.json", tmp_path / "limits.json")
     r = _run(cli, workspace, results)
     assert r.code == 2 and "No space left on device; the record was saved to" in r.err

@@ -354,7 +354,7 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
 def test_a_server_that_dies_between_configurations_ends_in_one_line_keeping_the_finished_record(
     data, tmp_path, cli, monkeypatch
 ):
-    from iobench.cli import measuring
+    from iobench.run import session as measuring
 
     real, ports = measuring.run_one, []
 
@@ -467,8 +467,8 @@ def test_ctrl_c_mid_epoch_stops_the_server_and_keeps_the_finished_record(data, t
 def test_a_server_that_dies_mid_epoch_ends_in_one_line_keeping_the_finished_record(data, tmp_path, cli, monkeypatch):
     """The server and the shaper killed after memmap's third batch was asked for: the run ends in one line naming
     the object (obstore's retries included), npy's record is kept, nothing listening."""
-    from iobench.cli import measuring
     from iobench.formats import npy
+    from iobench.run import session as measuring
 
     real_run, real_ranges, targets, batches = measuring.run_one, npy._ranges, [], []
 

@@ -105,8 +105,9 @@ def test_another_user_cannot_plant_names_inside(shared_tmp):
 def test_a_record_that_cannot_be_saved_never_follows_a_planted_link(shared_tmp, monkeypatch):
     """(d) links planted at every name the rescue file could take: the record goes to a new file of iobench's own
     folder, the victim is untouched."""
-    from iobench.cli import measuring
+    from iobench.events import QUIET
     from iobench.results.record import RunRecord
+    from iobench.run import saving as measuring
 
     victim = shared_tmp / "victim"
     victim.write_text("root's")
@@ -119,7 +120,7 @@ def test_a_record_that_cannot_be_saved_never_follows_a_planted_link(shared_tmp, 
     monkeypatch.setattr(measuring, "append_record", refuse)
     record = RunRecord.from_json(_any_record())
     with pytest.raises(IobenchError):
-        measuring.save(shared_tmp / "r.jsonl", record)
+        measuring.save(shared_tmp / "r.jsonl", record, QUIET)
     assert victim.read_text() == "root's"
     (rescued,) = private.state_root().glob("unsaved-*.jsonl")
     assert rescued.stat().st_nlink == 1 and not rescued.is_symlink() and '"format"' in rescued.read_text()

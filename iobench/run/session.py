@@ -1,0 +1,186 @@
+"""One `iobench run`, whole: the ranks joined, the dataset found or prepared, its formats served when read from
+object storage, every configuration resolved before any is measured, the limits measured once (rank 0, the others
+waiting), each configuration measured (one after another, or their runs in turn) and its record saved as it ends.
+Interrupted, what finished is saved and handed back in `RunInterrupted`. The command line parses before it and
+prints after it; nothing here prints."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iobench.errors import IobenchError
+from iobench.events import Events
+from iobench.loaders.device import resolve_device
+from iobench.plan.config import RunConfig
+from iobench.plan.resolve import ResolvedRun, RunTarget, settle_device
+from iobench.plan.selection import without_memory_resident
+from iobench.results.ceilings import MachineLimits, RemoteLimits
+from iobench.results.record import RunRecord
+from iobench.run.estimates import Estimate, standing, time_range
+from iobench.run.place import RunPlace
+from iobench.run.preparing import dataset_for_run, launch_torchrun, resolve_all
+from iobench.run.runner import Measuring, run
+from iobench.run.saving import save
+from iobench.run.serving import limits_of, served
+from iobench.system.world import World, joined
+from iobench.units import QUICK_SIZE
+
+Limits = MachineLimits | RemoteLimits | None
+
+
+@dataclass
+class SessionResult:
+    """What a session measured, for the command line to print (rank 0's; other ranks print nothing)."""
+
+    records: list[RunRecord]
+    todo: list[ResolvedRun]
+    dataset: str
+    limits: Limits
+    main: bool  # this process is rank 0 (or the only one)
+    notes: list[str] = field(default_factory=list)
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """Ctrl-C or SIGTERM during the runs: the records of what had finished (saved already) and where it stood."""
+
+    def __init__(self, result: SessionResult, said: str) -> None:
+        super().__init__(said)
+        self.result, self.said = result, said
+
+
+def measure_session(
+    configs: list[RunConfig],
+    notes: list[str],
+    where: RunPlace,
+    events: Events,
+    *,
+    argv: list[str],
+    nproc: int | None = None,
+    loaders_named: str | None = None,
+    estimate: bool = True,
+) -> SessionResult | None:
+    """`iobench run` once its values are checked: launch torchrun (None: the ranks report), or find the dataset,
+    resolve every configuration, measure the limits once, run each configuration and save its record as it ends.
+    `estimate`: time a few batches of each configuration first, for the time left (not worth it unseen)."""
+    if nproc is not None:
+        launch_torchrun(nproc, argv, where, configs, events)
+        return None
+    with joined(where.device, timeout_s=where.rank_timeout) as (world, own_device):
+        events = events if world.is_main else Events()  # one progress and one set of messages, from rank 0
+        target_device = resolve_device(own_device)
+        configs, skipped = without_memory_resident(configs, loaders_named, target_device.type == "cpu")
+        notes = [*notes, *skipped]
+        if not configs:
+            raise IobenchError(skipped[0])
+        configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset
+        formats = tuple(dict.fromkeys(c.format for c in configs))
+        dataset_dir = dataset_for_run(world, where.data_dir, where.dataset, formats, events, where.size)
+        with served(where.remote, where.endpoint_url, dataset_dir, where.fuse) as remote:
+            todo = resolve_all(configs, RunTarget(dataset_dir, target_device, remote), world)
+            limits: Limits = None
+            if world.is_main:
+                for note in notes:
+                    events.say(note)
+                if remote is not None and todo and todo[0].manifest.spec.n_samples >= QUICK_SIZE:
+                    n = todo[0].manifest.spec.n_samples
+                    events.say(
+                        f"reading {n:,} samples from object storage: a configuration can take minutes (a "
+                        "GET per run of samples, each its first byte's wait); `--size 2e4` for a first look"
+                    )
+                limits = limits_of(remote, dataset_dir, target_device, where.results, events, where.read_limit)
+            world.barrier()  # no rank reads while rank 0 measures the machine's limits
+            result = SessionResult([], todo, dataset_dir.name, limits, world.is_main)
+            profile_dir = where.results.parent / "profiles" if where.cprofile else None
+            estimates = _estimates(todo, events, skip=not estimate or not world.is_main or world.size > 1)
+            if interleaved(todo):
+                result.records = run_interleaved(todo, limits, profile_dir, world, where, events, result, estimates)
+            else:
+                _one_after_another(todo, limits, profile_dir, world, where, events, result, estimates)
+    return result
+
+
+def _one_after_another(todo: list[ResolvedRun], limits: Limits, profile_dir: Path | None, world: World,
+                       where: RunPlace, events: Events, result: SessionResult, estimates: list[Estimate | None]
+                       ) -> None:  # fmt: skip
+    started = time.monotonic()
+    try:
+        for k, resolved in enumerate(todo):
+            at = standing(k, len(todo), time.monotonic() - started, estimates)
+            result.records.append(run_one(resolved, limits, profile_dir, events, at))
+            if world.is_main:
+                save(where.results, result.records[-1], events)
+    except KeyboardInterrupt:
+        if result.records:
+            raise RunInterrupted(result, f"interrupted after {len(result.records)} of {len(todo)} configurations; "
+                                 "their records are kept") from None  # fmt: skip
+        raise
+
+
+def run_one(resolved: ResolvedRun, limits: Limits, profile_dir: Path | None, events: Events, place: str = ""
+            ) -> RunRecord:  # fmt: skip
+    """One configuration with its own progress; `place` ("configuration 2 of 5, about 3 min left") heads it."""
+    c = resolved.config
+    label = f"{place}: {c.label}" if place else c.label
+    with events.configuration(label, c.runs * (c.warmup + c.epochs)) as bar:
+        record = run(resolved, limits, profile_dir, bar)
+        bar.configuration_done(record.epochs.epoch_seconds_median)
+    return record
+
+
+def interleaved(todo: list[ResolvedRun]) -> bool:
+    """Several configurations of several runs each: measured run by run in turn (A, B, A, B ...)."""
+    return len(todo) > 1 and all(r.config.runs > 1 for r in todo)
+
+
+def run_interleaved(todo: list[ResolvedRun], limits: Limits, profile_dir: Path | None, world: World, where: RunPlace,
+                    events: Events, result: SessionResult, estimates: list[Estimate | None]
+                    ) -> list[RunRecord]:  # fmt: skip
+    """Run k of every configuration before run k + 1 of any (hyperfine's and pyperf's way: a shared machine's drift
+    over minutes then falls inside each configuration's runs, not between two configurations, which two identical runs
+    90 s apart had called -16.4%); each configuration's record once its last run is done. Interrupted, each
+    configuration that finished a run is recorded with the runs it had, and those records are kept."""
+    runs = max(r.config.runs for r in todo)
+    total = sum(r.config.runs * (r.config.warmup + r.config.epochs) for r in todo)
+    known = [x for x in estimates if x is not None]
+    ahead = (
+        f", about {time_range(sum(x.low for x in known), sum(x.high for x in known))}"
+        if len(known) == len(todo)
+        else ""
+    )
+    with events.configuration(f"{len(todo)} configurations, their runs in turn{ahead}", total) as bar:
+        measuring = [Measuring(r, limits, profile_dir, bar) for r in todo]
+        try:
+            for k in range(runs):
+                for m in measuring:
+                    if k < m.resolved.config.runs:
+                        bar.running(m.resolved.config.label)
+                        m.one_run()
+        except KeyboardInterrupt:
+            result.records = [m.record() for m in measuring if m.runs_done]
+            if world.is_main:
+                for record in result.records:
+                    save(where.results, record, events)
+            if result.records:
+                raise RunInterrupted(result, f"interrupted in run {k + 1} of {runs}; the runs each configuration had "
+                                     "finished are recorded") from None  # fmt: skip
+            raise
+    records = [m.record() for m in measuring]
+    if world.is_main:
+        for record in records:
+            save(where.results, record, events)
+    return records
+
+
+def _estimates(todo: list[ResolvedRun], events: Events, skip: bool) -> list[Estimate | None]:
+    """Each configuration's time, from a few measured batches of each (several configurations, one process only)."""
+    if skip or len(todo) < 2:
+        return [None] * len(todo)
+    from iobench.run.estimates import estimated_seconds
+
+    found = [estimated_seconds(r) for r in todo]
+    if all(x is not None for x in found):
+        total = time_range(sum(x.low for x in found), sum(x.high for x in found))  # type: ignore[union-attr]
+        events.say(f"{len(todo)} configurations, about {total} in all (from a few measured batches of each)")
+    return found
