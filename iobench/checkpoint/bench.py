@@ -166,7 +166,8 @@ def summary(records: list[dict]) -> list[dict]:
         checked = [r["exact"] for r in mine if "exact" in r]
         rows.append({
             "library": name, "ceiling": mine[0]["ceiling"], "bytes_on_disk": mine[0]["bytes_on_disk"],
-            "save_s": median("save", "seconds"), "durable_s": median("save", "durable_seconds"),
+            "save_s": median("save", "seconds"), "done_s": median("save", "done_seconds"),
+            "durable_s": median("save", "durable_seconds"),
             "warm_s": median("restore", "seconds", "warm"), "cold_s": median("restore", "seconds", "cold"),
             "cold_rates": [r["gb_per_s"] for r in mine if r["op"] == "restore" and r.get("cache") == "cold"],
             "restore_peak": max((r["peak_rss_bytes"] for r in mine if r["op"] == "restore"), default=None),
@@ -229,6 +230,15 @@ def _classified(args: dict, spec: StateSpec) -> str:
     if done.returncode != 0:
         return "restore crashed"
     return json.loads(done.stdout.strip().splitlines()[-1])["outcome"]
+
+
+def record_kills(results: Path, spec: StateSpec, library: str, counts: dict[str, int]) -> dict:
+    """The kill test's counts for one library, appended to the results as a record of their own."""
+    record = {"kind": "checkpoint-kill", "params": spec.params, "layout": spec.layout, "state_bytes": spec.state_bytes,
+              "library": library, "kills": sum(counts.values()), "counts": counts,
+              "timestamp": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")}  # fmt: skip
+    append_line(results, json.dumps(record))
+    return record
 
 
 def refused_libraries(names: list[str]) -> list[str]:

@@ -17,12 +17,15 @@ import torch
 from iobench.checkpoint.state import StateSpec, flat_tensors, unflatten, weight_names
 
 DIRECT_ALIGN = 4096
+DCP_THREADS = 4  # FileSystemWriter's thread_count for `dcp-threads` (its default is 1)
 
 
 @dataclass(frozen=True)
 class Library:
     name: str
-    save: Callable[[dict, Path], None]
+    # returns None, or for an asynchronous save the future that completes it (timed until the call returns and
+    # until it is done)
+    save: Callable[[dict, Path], Any]
     restore: Callable[[Path, StateSpec, Any], dict]
     needs: str | None = None  # the module it imports (its pip extra names it)
     ceiling: bool = False  # raw bytes, not a checkpoint: what the file system does for the same bytes
@@ -30,6 +33,7 @@ class Library:
     modules: tuple[str, ...] = ()  # imported before the clock: a job has its libraries loaded when it saves
     # what a resuming job has before it loads, made before the clock (DCP loads into a state of the right shapes)
     before_restore: Callable[[StateSpec], Any] | None = None
+    own_save: bool = True  # False: it saves as another entry does (torch-mmap), or is no checkpoint (raw): not killed
 
     @property
     def installed(self) -> bool:
@@ -79,10 +83,21 @@ def _safetensors_load(folder: Path, spec: StateSpec, prepared: Any = None) -> di
     return _materialised(unflatten(load_file(path), step))
 
 
-def _dcp_save(state: dict, folder: Path) -> None:
+def _dcp_save(state: dict, folder: Path, threads: int = 1) -> None:
     import torch.distributed.checkpoint as dcp
 
-    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(folder), thread_count=1, sync_files=True))
+    dcp.save(state, storage_writer=dcp.FileSystemWriter(str(folder), thread_count=threads, sync_files=True))
+
+
+def _dcp_save_threads(state: dict, folder: Path) -> None:
+    _dcp_save(state, folder, DCP_THREADS)
+
+
+def _dcp_async_save(state: dict, folder: Path) -> Any:
+    """`async_save`: the state staged and written by a thread of this process; the future says when it is done."""
+    import torch.distributed.checkpoint as dcp
+
+    return dcp.async_save(state, storage_writer=dcp.FileSystemWriter(str(folder), thread_count=1, sync_files=True))
 
 
 def _dcp_load(folder: Path, spec: StateSpec, prepared: Any = None) -> dict:
@@ -172,14 +187,28 @@ LIBRARIES: dict[str, Library] = {
     lib.name: lib
     for lib in (
         Library("torch", _torch_save, _torch_load),
-        Library("torch-mmap", _torch_save, _torch_load_mmap),
+        Library("torch-mmap", _torch_save, _torch_load_mmap, own_save=False),
         Library(
             "safetensors", _safetensors_save, _safetensors_load, needs="safetensors", modules=("safetensors.torch",)
         ),
         Library(
             "dcp", _dcp_save, _dcp_load, modules=("torch.distributed.checkpoint",), before_restore=make_state_shapes
         ),
+        Library(
+            "dcp-threads",
+            _dcp_save_threads,
+            _dcp_load,
+            modules=("torch.distributed.checkpoint",),
+            before_restore=make_state_shapes,
+        ),
+        Library(
+            "dcp-async",
+            _dcp_async_save,
+            _dcp_load,
+            modules=("torch.distributed.checkpoint",),
+            before_restore=make_state_shapes,
+        ),
         Library("tensordict", _tensordict_save, _tensordict_load, needs="tensordict", modules=("tensordict",)),
-        Library("raw", _raw_save, _raw_load, ceiling=True, memory_factor=1.1),
+        Library("raw", _raw_save, _raw_load, ceiling=True, memory_factor=1.1, own_save=False),
     )
 }

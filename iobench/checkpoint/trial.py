@@ -1,8 +1,8 @@
 """One save or restore in a fresh process (`python -m iobench.checkpoint.trial JSON`), so that its peak memory is its
 own (`ru_maxrss`; resident anonymous and file-backed memory from `/proc/self/smaps_rollup` at the clock's end). It
-prints one JSON object: the seconds until the call returned and, for a save, until every file and the folder were
-fsynced (durable); for a restore, whether the state came back bit for bit (checked after the clock and the memory
-readings, against a fresh copy made from the seed)."""
+prints one JSON object: the seconds until the call returned and, for a save, until it was done (an asynchronous
+save's future) and until every file and the folder were fsynced (durable); for a restore, whether the state came
+back bit for bit (checked after the clock and the memory readings, against a fresh copy made from the seed)."""
 
 from __future__ import annotations
 
@@ -64,11 +64,14 @@ def save(library: str, spec: StateSpec, folder: Path, announce: bool = False) ->
     if announce:  # the kill test kills at a moment of the save itself, not of the interpreter's start
         print("saving", flush=True)
     start = time.perf_counter()
-    lib.save(state, folder)
+    pending = lib.save(state, folder)
     returned = time.perf_counter() - start
+    if pending is not None:  # an asynchronous save: its future
+        pending.result()
+    done = time.perf_counter() - start
     fsync_tree(folder)
     durable = time.perf_counter() - start
-    return {"seconds": returned, "durable_seconds": durable, **memory()}
+    return {"seconds": returned, "done_seconds": done, "durable_seconds": durable, **memory()}
 
 
 def read_bytes() -> int | None:

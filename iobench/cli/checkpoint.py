@@ -20,9 +20,11 @@ def checkpoint_cmd(
     = "2.5e7",
     layout: Annotated[str, typer.Option(help="llama: Llama-like layer shapes; small: the same bytes as tensors of "
                                              "4,096 parameters.")] = "llama",
-    libraries: Annotated[str, typer.Option(help="Comma list of torch, torch-mmap, safetensors, dcp, tensordict, raw "
-                                                "(one write and fsync, one O_DIRECT read in "
-                                                "8 MiB pieces on 4 threads: a reference), or all.")] = "all",
+    libraries: Annotated[str, typer.Option(help="Comma list of torch, torch-mmap, safetensors, dcp (thread_count 1), "
+                                                "dcp-threads (4), dcp-async (async_save: timed until it returns, "
+                                                "until done and until durable), tensordict, raw (one write and "
+                                                "fsync, one O_DIRECT read in 8 MiB pieces on 4 threads: a "
+                                                "reference), or all.")] = "all",
     directory: Annotated[Path, typer.Option("--dir", help="Where the checkpoints are written (in a folder of "
                                                           "iobench's own, removed at the end).")] = Path("checkpoints"),
     cache: Annotated[str, typer.Option(help="Restores: warm, cold (the files evicted first) or warm,cold.")]
@@ -41,6 +43,7 @@ def checkpoint_cmd(
         answer,
         check_fits,
         parse_libraries,
+        record_kills,
         refused_libraries,
         run_checkpoints,
         summary,
@@ -74,7 +77,9 @@ def checkpoint_cmd(
     _print_table(rows, caches)
     kills = None
     if kill_test:
-        kills = {n: run_kill_test(kill_spec, n, kill_test, directory) for n in names if n not in ("raw", "torch-mmap")}
+        kills = {n: run_kill_test(kill_spec, n, kill_test, directory) for n in names if LIBRARIES[n].own_save}
+        for name, counts in kills.items():
+            record_kills(results, kill_spec, name, counts)
         _print_kills(kills, kill_test, kill_spec)
     line = answer(rows, kills)
     out.print(f"{len(rows)} libraries measured; records in {results}", highlight=False, soft_wrap=True)
@@ -86,13 +91,14 @@ def _print_table(rows: list[dict], caches: tuple[str, ...]) -> None:
     from rich.table import Table
 
     table = Table(title="checkpoint: medians of the rounds")
-    columns = ["library", "save s", "durable s", *(f"restore {c} s" for c in caches), "GB/s cold", "restore peak GB",
-               "on disk GB", "exact"]  # fmt: skip
+    columns = ["library", "save s", "done s", "durable s", *(f"restore {c} s" for c in caches), "GB/s cold",
+               "restore peak GB", "on disk GB", "exact"]  # fmt: skip
     for col in columns:
         table.add_column(col, justify="left" if col == "library" else "right")
     for r in rows:
         cold = r["bytes_on_disk"] / r["cold_s"] / 1e9 if r.get("cold_s") else None
-        cells = [r["library"] + (" (reference)" if r["ceiling"] else ""), _s(r["save_s"]), _s(r["durable_s"]),
+        cells = [r["library"] + (" (reference)" if r["ceiling"] else ""), _s(r["save_s"]), _s(r.get("done_s")),
+                 _s(r["durable_s"]),
                  *(_s(r[f"{c}_s"]) for c in caches), f"{cold:.2f}" if cold else "-",
                  f"{r['restore_peak'] / 1e9:.2f}" if r["restore_peak"] else "-", f"{r['bytes_on_disk'] / 1e9:.2f}",
                  "-" if r["exact"] is None else "yes" if r["exact"] else "NO"]  # fmt: skip

@@ -25,10 +25,17 @@ def report_cmd(
 ) -> None:
     """Write a report from result records: Markdown with its plots, the same as one HTML file, and a CSV of the
     records for a spreadsheet."""
-    from iobench.report.report import write_report  # matplotlib loads only when a report is made
+    from iobench.checkpoint.records import holds_checkpoints
 
     skipped: list[str] = []
-    path = write_report(results, out_dir, skipped, dataset)
+    if holds_checkpoints(results):  # `iobench checkpoint`'s records
+        from iobench.report.checkpoints import write_checkpoint_report
+
+        path = write_checkpoint_report(results, out_dir, skipped)
+    else:
+        from iobench.report.report import write_report  # matplotlib loads only when a report is made
+
+        path = write_report(results, out_dir, skipped, dataset)
     for line in skipped:
         say(f"warning: {line}")
     out.print(f"report: {path}", highlight=False, soft_wrap=True, markup=False)
@@ -44,6 +51,10 @@ def compare_cmd(
     from rich.markup import escape
     from rich.table import Table
 
+    from iobench.checkpoint.records import holds_checkpoints
+
+    if holds_checkpoints(a) or holds_checkpoints(b):
+        return _compare_checkpoints(a, b)
     from iobench.report.report import compare, describe
     from iobench.report.verdict import compare_verdict, run_interval
     from iobench.results.store import load_records
@@ -68,3 +79,28 @@ def compare_cmd(
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in kinds_said if kinds.count(k))
     out.print(f"{len(pairs)} matching configuration(s) ({counts}); {only_a} only in A, {only_b} only in B",
               highlight=False)  # fmt: skip
+
+
+def _compare_checkpoints(a: Path, b: Path) -> None:
+    """Per save or restore both checkpoint files measured (a library, a state size, a cache), B's seconds against
+    A's: "same" where the rounds' ranges overlap, else how much faster or slower."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    from iobench.checkpoint.records import compare_checkpoints, label, load_checkpoints, range_text
+
+    files = [load_checkpoints(path) for path in (a, b)]
+    for loaded in files:
+        for line in loaded.skipped:
+            say(f"warning: {line}")
+    changes, only_a, only_b = compare_checkpoints(*files)
+    if not changes:
+        raise IobenchError(f"{a} and {b} have no checkpoint measurement in common ({only_a} in A, {only_b} in B)")
+    table = Table(title=escape(f"{b} against {a}"),
+                  caption="seconds: the median of the rounds [min-max]; a save until durable")  # fmt: skip
+    for col in ("measurement", "A", "B", "verdict"):
+        table.add_column(col, justify="left" if col == "measurement" else "right")
+    for change in changes:
+        table.add_row(label(change.key), range_text(change.a), range_text(change.b), change.verdict)
+    out.print(table)
+    out.print(f"{len(changes)} matching measurement(s); {only_a} only in A, {only_b} only in B", highlight=False)

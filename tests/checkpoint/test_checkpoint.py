@@ -39,7 +39,9 @@ def test_every_library_restores_the_state_bit_for_bit(tmp_path, name):
     weights = state["model"]["layers.0.w4"]  # 3.5h x h: its transpose is a view with other strides
     state["model"]["layers.0.w4"] = weights.t().contiguous().t()
     assert not state["model"]["layers.0.w4"].is_contiguous()
-    LIBRARIES[name].save(state, tmp_path)
+    pending = LIBRARIES[name].save(state, tmp_path)
+    if pending is not None:  # dcp's async_save: its future
+        pending.result()
     restored = LIBRARIES[name].restore(tmp_path, SPEC, None)
     assert differences(restored, state) == []
     assert restored["step"] == state["step"] and torch.equal(restored["rng"], state["rng"])
@@ -107,3 +109,44 @@ def test_the_command_prints_a_table_and_an_answer(cli, tmp_path):
     assert r.code == 0, r.err
     assert "answer: save with torch" in r.out and "raw (reference)" in r.out and "killed 2 times" in r.out
     assert list((tmp_path / "c").iterdir()) == []
+
+
+def test_an_asynchronous_save_is_timed_until_it_returns_until_done_and_until_durable(tmp_path):
+    """dcp's async_save returns before its writes are done: the trial records the three moments, in that order."""
+    folder = tmp_path / "async"
+    folder.mkdir()
+    saved = trial.save("dcp-async", SPEC, folder)
+    assert 0 <= saved["seconds"] <= saved["done_seconds"] <= saved["durable_seconds"]
+    assert differences(LIBRARIES["dcp-async"].restore(folder, SPEC, None), make_state(SPEC)) == []
+
+
+def test_report_and_compare_read_the_checkpoint_records(cli, tmp_path):
+    """The records of `iobench checkpoint` (trials and kill counts) make a report with the table, the kill counts and
+    the answer, and `compare` of two such files matches each measurement; a torn line is skipped and named."""
+    results = tmp_path / "r.jsonl"
+    r = cli("checkpoint", "--params", "2e5", "--trials", "2", "--libraries", "torch,dcp-async,raw", "--dir",
+            tmp_path / "c", "--results", results, "--kill-test", "1", "--kill-params", "1e5")  # fmt: skip
+    assert r.code == 0, r.err
+    kinds = [json.loads(line)["kind"] for line in results.read_text().splitlines()]
+    assert kinds.count("checkpoint-kill") == 2 and kinds.count("checkpoint") == 2 * 3 * 3
+    with open(results, "a") as f:
+        f.write('{"kind": "checkpoint", "library": "torch", "params": 1\n')
+    r = cli("report", results, "--out", tmp_path / "report")
+    assert r.code == 0, r.err
+    assert "not a whole JSON record" in r.err
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "answer: save with" in text and "| dcp-async |" in text and "raw (reference)" in text
+    assert "What survives a kill" in text and "| torch | 1 |" in text
+    assert (tmp_path / "report" / "results.csv").read_text().count("\n") == 1 + 2 * 3 * 3
+    r = cli("compare", results, results)
+    assert r.code == 0, r.err
+    assert "torch" in r.out and "same (the rounds' ranges overlap)" in r.out and "9 matching" in r.out
+
+
+def test_a_change_between_two_checkpoint_files_is_told_from_noise():
+    from iobench.checkpoint.records import Change
+
+    key = ("torch", 1, "llama", "restore", "cold")
+    assert Change(key, [1.0, 1.1, 1.2], [1.15, 1.3]).verdict.startswith("same")
+    assert Change(key, [2.0, 2.1, 2.2], [1.0, 1.0, 1.1]).verdict == "2.10x as fast"
+    assert Change(key, [1.0, 1.0, 1.1], [2.0, 2.1]).verdict == "2.05x as slow"

@@ -1,0 +1,89 @@
+"""`report` of `iobench checkpoint`'s records: per state size, each library's medians (save until it returns, until
+done and until durable; restores warm and cold), its cold GB/s, peak memory, bytes on disk, whether it came back
+exact, the kill test's counts, and the answer; a CSV of every trial beside it."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from iobench.checkpoint.bench import KILL_OUTCOMES, answer, summary
+from iobench.checkpoint.records import load_checkpoints
+from iobench.errors import IobenchError
+
+CSV_FIELDS = ("library", "params", "layout", "op", "cache", "trial", "seconds", "done_seconds", "durable_seconds",
+              "gb_per_s", "bytes_on_disk", "peak_rss_bytes", "anon_bytes", "file_bytes", "read_bytes",
+              "resident_before", "exact", "load_before", "timestamp")  # fmt: skip
+
+
+def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None = None) -> Path:
+    """report.md and results.csv in `out`."""
+    loaded = load_checkpoints(results)
+    if skipped is not None:
+        skipped.extend(loaded.skipped)
+    if not loaded.trials:
+        raise IobenchError(f"{results}: no checkpoint records")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IobenchError(f"cannot create {out}: {exc.strerror or exc}") from None
+    lines = [f"# iobench checkpoint report: {results.name}", "", f"{len(loaded.trials)} trials from `{results}`; "
+             "seconds are the medians of the rounds, GB = 10^9 bytes.", ""]  # fmt: skip
+    kills = _kills(loaded.kills)  # a library that ever came back silently corrupted is no answer, at any size
+    sizes = sorted({(r["params"], r.get("layout", "llama")) for r in loaded.trials})
+    for params, layout in sizes:
+        mine = [r for r in loaded.trials if r["params"] == params and r.get("layout", "llama") == layout]
+        rows = summary(mine)
+        lines += [f"## {mine[0]['state_bytes'] / 1e9:.2f} GB state ({params:,} parameters, {layout})", ""]
+        said = answer(rows, kills or None)
+        lines += [said, ""] if said else []
+        lines += [*table(rows, mine), ""]
+    if kills:
+        states = sorted({f"{r['state_bytes'] / 1e6:.0f} MB" for r in loaded.kills if "state_bytes" in r})
+        lines += [f"## What survives a kill ({', '.join(states)} state)", "", *kill_table(kills), ""]
+    path = out / "report.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    with open(out / "results.csv", "w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(loaded.trials)
+    return path
+
+
+def _kills(records: list[dict]) -> dict[str, dict[str, int]]:
+    """Each library's kill-test counts, summed over the file's kill tests."""
+    found: dict[str, dict[str, int]] = {}
+    for r in records:
+        counts = found.setdefault(r["library"], dict.fromkeys(KILL_OUTCOMES, 0))
+        for outcome in KILL_OUTCOMES:
+            counts[outcome] += int(r["counts"].get(outcome, 0))
+    return found
+
+
+def table(rows: list[dict], trials: list[dict]) -> list[str]:
+    head = ["library", "save s", "done s", "durable s", "restore warm s", "restore cold s", "GB/s cold",
+            "restore peak GB", "on disk GB", "exact"]  # fmt: skip
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for r in rows:
+        done = [t["done_seconds"] for t in trials if t["library"] == r["library"] and t.get("done_seconds")]
+        cold = r["bytes_on_disk"] / r["cold_s"] / 1e9 if r.get("cold_s") else None
+        cells = [r["library"] + (" (reference)" if r["ceiling"] else ""), _s(r["save_s"]),
+                 _s(sorted(done)[len(done) // 2] if done else None), _s(r["durable_s"]), _s(r.get("warm_s")),
+                 _s(r.get("cold_s")), f"{cold:.2f}" if cold else "-",
+                 f"{r['restore_peak'] / 1e9:.2f}" if r["restore_peak"] else "-", f"{r['bytes_on_disk'] / 1e9:.2f}",
+                 "-" if r["exact"] is None else "yes" if r["exact"] else "NO"]  # fmt: skip
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def kill_table(kills: dict[str, dict[str, int]]) -> list[str]:
+    head = ["library", "kills", *KILL_OUTCOMES]
+    lines = ["A save of step N+1 over step N killed at random moments, then restored:", "",
+             "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]  # fmt: skip
+    for name, counts in kills.items():
+        lines.append(f"| {name} | {sum(counts.values())} | " + " | ".join(str(counts[o]) for o in KILL_OUTCOMES) + " |")
+    return lines
+
+
+def _s(value: float | None) -> str:
+    return f"{value:.3f}" if value is not None else "-"
