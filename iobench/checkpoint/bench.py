@@ -106,14 +106,15 @@ def run_checkpoints(job: CheckpointJob, said: Callable[[str], None]) -> list[dic
     check_fits(job.spec, libraries)
     records: list[dict] = []
     base = {"kind": "checkpoint", "params": job.spec.params, "layout": job.spec.layout,
-            "state_bytes": job.spec.state_bytes, "seed": job.spec.seed}  # fmt: skip
+            "state_bytes": job.spec.state_bytes, "seed": job.spec.seed,
+            "source": Path(job.spec.source).name if job.spec.source else None}  # fmt: skip
     with work_folder(job.directory) as root:
         for round_ in range(job.trials):
             for lib in libraries:
                 folder = root / f"{lib.name}-{round_}"
                 folder.mkdir(mode=0o700)
                 args = {"library": lib.name, "params": job.spec.params, "layout": job.spec.layout,
-                        "seed": job.spec.seed, "folder": str(folder)}  # fmt: skip
+                        "seed": job.spec.seed, "source": job.spec.source, "folder": str(folder)}  # fmt: skip
                 saved = trial({**args, "op": "save"}, timeout_of(job.spec))
                 size = bytes_on_disk(folder)
                 records.append(_record(job, base, lib, "save", None, round_, saved, size))
@@ -202,7 +203,13 @@ def kill_test(spec: StateSpec, library: str, kills: int, directory: Path, seed: 
     with work_folder(directory) as root:
         folder = root / library
         folder.mkdir(mode=0o700)
-        args = {"library": library, "params": spec.params, "layout": spec.layout, "folder": str(folder)}
+        args = {
+            "library": library,
+            "params": spec.params,
+            "layout": spec.layout,
+            "source": spec.source,
+            "folder": str(folder),
+        }
         took = trial({**args, "op": "save", "seed": 1}, timeout_of(spec))["durable_seconds"]
         for _ in range(kills):
             shutil.rmtree(folder)

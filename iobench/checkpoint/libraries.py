@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from iobench.checkpoint.state import StateSpec, flat_tensors, unflatten, weight_names
+from iobench.checkpoint.state import StateSpec, flat_tensors, unflatten, weight_dtype, weight_names
 
 DIRECT_ALIGN = 4096
 DCP_THREADS = 4  # FileSystemWriter's thread_count for `dcp-threads` (its default is 1)
@@ -113,7 +113,7 @@ def make_state_shapes(spec: StateSpec) -> dict:
     """The state's structure with zero tensors (no random numbers drawn: cheap)."""
     model, master, exp_avg, exp_avg_sq = {}, {}, {}, {}
     for name, shape in weight_names(spec):
-        model[name] = torch.zeros(shape, dtype=torch.bfloat16)
+        model[name] = torch.zeros(shape, dtype=weight_dtype(spec, name))
         master[name], exp_avg[name], exp_avg_sq[name] = (torch.zeros(shape) for _ in range(3))
     rng = torch.Generator().get_state()
     return {"model": model, "optimizer": {"master": master, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq},

@@ -109,14 +109,14 @@ def classify(library: str, spec: StateSpec, folder: Path, candidates: dict[str, 
     except BaseException as exc:  # noqa: BLE001 - a refusal of the torn files (DCP's CheckpointException is a
         return {"outcome": "clean error", "error": type(exc).__name__}  # BaseException) is the clean outcome
     for name, seed in candidates.items():
-        if not differences(state, make_state(StateSpec(spec.params, spec.layout, seed))):
+        if not differences(state, make_state(StateSpec(spec.params, spec.layout, seed, spec.source))):
             return {"outcome": f"{name} intact"}
     return {"outcome": "silent corruption"}
 
 
 def main() -> None:
     job = json.loads(sys.argv[1])
-    spec = StateSpec(int(job["params"]), job["layout"], int(job["seed"]))
+    spec = StateSpec(int(job["params"]), job["layout"], int(job["seed"]), job.get("source", ""))
     folder = Path(job["folder"])
     if job["op"] == "save":
         result = save(job["library"], spec, folder, bool(job.get("announce")))

@@ -20,6 +20,11 @@ def checkpoint_cmd(
     = "2.5e7",
     layout: Annotated[str, typer.Option(help="llama: Llama-like layer shapes; small: the same bytes as tensors of "
                                              "4,096 parameters.")] = "llama",
+    source: Annotated[Path | None, typer.Option("--from", help="Your model's weights instead of generated ones: a "
+                                                "safetensors file or a torch state dict (.pt, .pth, .bin, read with "
+                                                "weights_only=True), in their own dtypes, with fp32 master weights and "
+                                                "Adam moments beside them (--params and --kill-params then come from "
+                                                "it).")] = None,
     libraries: Annotated[str, typer.Option(help="Comma list of torch, torch-mmap, safetensors, dcp (thread_count 1), "
                                                 "dcp-threads (4), dcp-async (async_save: timed until it returns, "
                                                 "until done and until durable), tensordict, raw (one write and "
@@ -62,15 +67,18 @@ def checkpoint_cmd(
     if not caches or any(c not in ("warm", "cold") for c in caches):
         raise IobenchError(f"--cache: warm, cold or warm,cold, got {cache!r}")
     try:
-        spec = StateSpec(parse_size(params), layout)
-        kill_spec = StateSpec(parse_size(kill_params), layout)
+        if source is not None:
+            spec = kill_spec = StateSpec.of_file(source)
+        else:
+            spec = StateSpec(parse_size(params), layout)
+            kill_spec = StateSpec(parse_size(kill_params), layout)
     except ValueError as exc:
         raise IobenchError(str(exc)) from None
     check_writable(results)
     check_fits(spec, [LIBRARIES[n] for n in names])  # a refusal is its one line, before anything else is said
     for line in refused_libraries(asked):
         say(line)
-    say(f"checkpoint: a {spec.state_bytes / 1e9:.2f} GB state ({spec.params:,} parameters, {layout}), "
+    say(f"checkpoint: a {spec.state_bytes / 1e9:.2f} GB state ({spec.params:,} parameters, {spec.layout}), "
         f"{', '.join(names)}, {trials} round(s) under {directory}")  # fmt: skip
     job = CheckpointJob(spec, tuple(names), directory, caches, trials, results)
     rows = summary(run_checkpoints(job, say))

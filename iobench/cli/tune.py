@@ -153,8 +153,8 @@ def _format_search(ctx: typer.Context, target: torch.device, batch: int, sizes: 
     base = replace(base, step=p["step"], **run_options_of(p, TUNE))
     found = candidates(base, fmt, target.type == "cuda", sizes, tuned_loaders(fmt, remote is not None),
                        remote=remote is not None)  # fmt: skip
-    trials = FormatTrials(RunTarget(dataset_dir, target, remote), limits_of(remote, dataset_dir, target, p["results"],
-                                                                             ConsoleEvents()))
+    limits = limits_of(remote, dataset_dir, target, p["results"], ConsoleEvents())
+    trials = FormatTrials(RunTarget(dataset_dir, target, remote), limits)
     if remote is None:
         script, command = partial(best_script, dataset_dir=dataset_dir, device=str(target)), None
     else:

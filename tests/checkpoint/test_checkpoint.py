@@ -150,3 +150,50 @@ def test_a_change_between_two_checkpoint_files_is_told_from_noise():
     assert Change(key, [1.0, 1.1, 1.2], [1.15, 1.3]).verdict.startswith("same")
     assert Change(key, [2.0, 2.1, 2.2], [1.0, 1.0, 1.1]).verdict == "2.10x as fast"
     assert Change(key, [1.0, 1.0, 1.1], [2.0, 2.1]).verdict == "2.05x as slow"
+
+
+def _own_weights() -> dict:
+    g = torch.Generator().manual_seed(5)
+    return {"embed.weight": torch.randn(300, 64, generator=g).half(), "layers.0.attn.weight": torch.randn(64, 64),
+            "layers.0.norm.bias": torch.randn(64, generator=g).bfloat16(), "step": torch.tensor(3)}  # fmt: skip
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
+def test_a_state_around_the_users_own_weights_round_trips(tmp_path, suffix):
+    """--from: the file's floating-point tensors in their own dtypes (an int counter left out), fp32 optimizer groups
+    beside them; each library restores that state bit for bit, and a trial's process rebuilds it from the spec."""
+    own = tmp_path / f"model{suffix}"
+    if suffix == ".pt":
+        torch.save({"model": _own_weights(), "epoch": 4}, own)
+    elif LIBRARIES["safetensors"].installed:
+        from safetensors.torch import save_file
+
+        save_file(_own_weights(), str(own))
+    else:
+        pytest.skip(f"safetensors {NEEDS}")
+    spec = StateSpec.of_file(own)
+    assert spec.layout == "from" and spec.params == 300 * 64 + 64 * 64 + 64
+    assert spec.state_bytes == 300 * 64 * 14 + 64 * 64 * 16 + 64 * 14
+    state = make_state(spec)
+    assert state["model"]["embed.weight"].dtype == torch.float16 and "step" not in state["model"]
+    assert torch.equal(state["model"]["layers.0.norm.bias"], _own_weights()["layers.0.norm.bias"])
+    job = CheckpointJob(spec, ("torch", "dcp"), tmp_path / "ck", ("warm",), 1, tmp_path / "r.jsonl")
+    records = run_checkpoints(job, lambda line: None)
+    assert [r["exact"] for r in records if r["op"] == "restore"] == [True, True]
+    assert {r["source"] for r in records} == {own.name}
+
+
+def test_a_file_that_is_not_plain_weights_is_refused_in_one_line(cli, tmp_path):
+    """A .pt that needs code to load (an object of another class) is refused by torch.load(weights_only=True), and a
+    file of another kind by its name, each in one line, before anything is written."""
+    import argparse
+
+    bad = tmp_path / "model.pt"  # the training arguments pickled beside the weights, as many scripts save them
+    torch.save({"model": {"w": torch.zeros(4)}, "args": argparse.Namespace(lr=0.1)}, bad)
+    r = cli("checkpoint", "--from", bad, "--dir", tmp_path / "c", "--results", tmp_path / "r.jsonl")
+    assert_one_line_error(r, "weights_only=True")
+    other = tmp_path / "model.txt"
+    other.write_text("w")
+    r = cli("checkpoint", "--from", other, "--dir", tmp_path / "c", "--results", tmp_path / "r.jsonl")
+    assert_one_line_error(r, "a .safetensors file or a torch state dict")
+    assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text()
