@@ -68,5 +68,8 @@ fi
 # dataset of its own: shuffled rows are a GET each, and 200,000 of them ran past the device tool's 10 minutes.
 run prepare --size 2e4 --formats npy,memmap --data-dir "$data/remote" -q
 bash scripts/remote_smoke.sh "$data/remote" cuda "$results"
+# Checkpoints restored onto the device (copied into a state made there, as load_state_dict does), cold and warm.
+run checkpoint --params 2.5e8 --device cuda --trials 2 --dir "$data/checkpoints" --results "$data/results/checkpoints.jsonl"
+run report "$data/results/checkpoints.jsonl" --out "$data/checkpoint-report"
 run report "$results" --out "$data/report"
 echo "records in $results; report in $data/report/report.md" >&2

@@ -42,6 +42,7 @@ class CheckpointJob:
     caches: tuple[str, ...] = ("warm", "cold")
     trials: int = 3
     results: Path = Path("results/checkpoints.jsonl")
+    device: str = "cpu"  # where restores put the state: host memory, or a CUDA device's
 
 
 def check_fits(spec: StateSpec, libraries: list[Library], free: int | None = None) -> None:
@@ -105,7 +106,7 @@ def run_checkpoints(job: CheckpointJob, said: Callable[[str], None]) -> list[dic
     libraries = [LIBRARIES[n] for n in job.libraries]
     check_fits(job.spec, libraries)
     records: list[dict] = []
-    base = {"kind": "checkpoint", "params": job.spec.params, "layout": job.spec.layout,
+    base = {"kind": "checkpoint", "params": job.spec.params, "layout": job.spec.layout, "device": job.device,
             "state_bytes": job.spec.state_bytes, "seed": job.spec.seed,
             "source": Path(job.spec.source).name if job.spec.source else None}  # fmt: skip
     with work_folder(job.directory) as root:
@@ -122,7 +123,8 @@ def run_checkpoints(job: CheckpointJob, said: Callable[[str], None]) -> list[dic
                      "(durable)")  # fmt: skip
                 for cache in job.caches:
                     before = _made_cold(folder) if cache == "cold" else resident_fraction(files_of(folder))
-                    restored = trial({**args, "op": "restore", "check": round_ == 0}, timeout_of(job.spec))
+                    restored = trial({**args, "op": "restore", "check": round_ == 0, "device": job.device},
+                                     timeout_of(job.spec))  # fmt: skip
                     restored["resident_before"] = before  # in the stored record too
                     records.append(_record(job, base, lib, "restore", cache, round_, restored, size))
                     if restored.get("exact") is False:

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from iobench.checkpoint.libraries import LIBRARIES
+from iobench.checkpoint.libraries import LIBRARIES, make_state_shapes
 from iobench.checkpoint.state import StateSpec, differences, make_state
 
 
@@ -83,12 +83,20 @@ def read_bytes() -> int | None:
         return None
 
 
-def restore(library: str, spec: StateSpec, folder: Path, check: bool) -> dict:
+def restore(library: str, spec: StateSpec, folder: Path, check: bool, device: str = "cpu") -> dict:
+    """Into host memory, or onto `device`: copied into a state that lives there, made before the clock (a model and
+    its optimizer, as `load_state_dict` copies into them), the clock stopped when the device is done."""
+    import torch
+
     lib = loaded(library)
     prepared = lib.before_restore(spec) if lib.before_restore is not None else None
+    on_device = None if device == "cpu" or lib.ceiling else _moved(make_state_shapes(spec), torch.device(device))
     before = read_bytes()
     start = time.perf_counter()
     state = lib.restore(folder, spec, prepared)
+    if on_device is not None:
+        state = _copied_into(on_device, state)
+        torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
     after = read_bytes()
     out = {"seconds": seconds, **memory(), "read_bytes": after - before if None not in (before, after) else None}
@@ -96,6 +104,28 @@ def restore(library: str, spec: StateSpec, folder: Path, check: bool) -> dict:
         found = differences(state, make_state(spec))
         out.update(exact=not found, differences=found[:5])
     return out
+
+
+def _moved(state: dict, device: object) -> dict:
+    import torch
+
+    return {k: _moved(v, device) if isinstance(v, dict) else v.to(device) if isinstance(v, torch.Tensor) and k != "rng"
+            else v for k, v in state.items()}  # fmt: skip
+
+
+def _copied_into(target: dict, source: dict) -> dict:
+    """Each tensor of `source` copied into `target`'s tensor of the same path (the RNG state stays on the host, as
+    `torch.set_rng_state` takes it); the step and other values taken as they are."""
+    import torch
+
+    for key, value in source.items():
+        if isinstance(value, dict):
+            _copied_into(target[key], value)
+        elif isinstance(value, torch.Tensor) and isinstance(target.get(key), torch.Tensor) and key != "rng":
+            target[key].copy_(value, non_blocking=True)
+        else:
+            target[key] = value
+    return target
 
 
 def classify(library: str, spec: StateSpec, folder: Path, candidates: dict[str, int]) -> dict:
@@ -123,7 +153,7 @@ def main() -> None:
     elif job["op"] == "classify":
         result = classify(job["library"], spec, folder, job["candidates"])
     else:
-        result = restore(job["library"], spec, folder, bool(job.get("check", True)))
+        result = restore(job["library"], spec, folder, bool(job.get("check", True)), job.get("device", "cpu"))
     print(json.dumps(result), flush=True)
 
 

@@ -34,6 +34,9 @@ def checkpoint_cmd(
                                                           "iobench's own, removed at the end).")] = Path("checkpoints"),
     cache: Annotated[str, typer.Option(help="Restores: warm, cold (the files evicted first) or warm,cold.")]
     = "warm,cold",
+    device: Annotated[str, typer.Option(help="Where restores put the state: cpu (host memory) or cuda[:N] (copied "
+                                             "into a state on the device made before the clock, as load_state_dict "
+                                             "does; timed until the device is done).")] = "cpu",
     trials: Annotated[int, typer.Option(min=1, help="Rounds: each library's save and restores, in turn.")] = 3,
     kill_test: Annotated[int, typer.Option(min=0, help="Also kill a save of step N+1 over step N this many times per "
                                                        "library at random moments, then restore and count.")] = 0,
@@ -75,12 +78,13 @@ def checkpoint_cmd(
     except ValueError as exc:
         raise IobenchError(str(exc)) from None
     check_writable(results)
+    device = _device(device, spec.state_bytes)
     check_fits(spec, [LIBRARIES[n] for n in names])  # a refusal is its one line, before anything else is said
     for line in refused_libraries(asked):
         say(line)
     say(f"checkpoint: a {spec.state_bytes / 1e9:.2f} GB state ({spec.params:,} parameters, {spec.layout}), "
         f"{', '.join(names)}, {trials} round(s) under {directory}")  # fmt: skip
-    job = CheckpointJob(spec, tuple(names), directory, caches, trials, results)
+    job = CheckpointJob(spec, tuple(names), directory, caches, trials, results, device)
     rows = summary(run_checkpoints(job, say))
     _print_table(rows, caches)
     kills = None
@@ -93,6 +97,23 @@ def checkpoint_cmd(
     out.print(f"{len(rows)} libraries measured; records in {results}", highlight=False, soft_wrap=True)
     if line:
         out.print(line, highlight=False, soft_wrap=True)
+
+
+def _device(text: str, state_bytes: int) -> str:
+    """cpu, or a CUDA device that exists here and has room for the state; one line otherwise."""
+    if text == "cpu":
+        return text
+    if text != "cuda" and not text.startswith("cuda:"):
+        raise IobenchError(f"--device: cpu, cuda or cuda:N, got {text!r}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise IobenchError(f"checkpoint --device {text}: no CUDA device here (torch {torch.__version__})")
+    free, _ = torch.cuda.mem_get_info(torch.device(text))
+    if state_bytes * 1.1 > free:
+        raise IobenchError(f"checkpoint --device {text}: a {state_bytes / 2**30:.2f} GiB state and "
+                           f"{free / 2**30:.1f} GiB free on the device; give a smaller --params")  # fmt: skip
+    return str(torch.device(text))
 
 
 def _print_table(rows: list[dict], caches: tuple[str, ...]) -> None:

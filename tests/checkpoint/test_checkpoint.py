@@ -197,3 +197,23 @@ def test_a_file_that_is_not_plain_weights_is_refused_in_one_line(cli, tmp_path):
     r = cli("checkpoint", "--from", other, "--dir", tmp_path / "c", "--results", tmp_path / "r.jsonl")
     assert_one_line_error(r, "a .safetensors file or a torch state dict")
     assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text()
+
+
+def test_a_restore_onto_a_device_copies_into_the_state_already_there():
+    """--device: the restored tensors are copied into a state of the right shapes and dtypes made before the clock
+    (here on the host: the copy is the same call on a GPU), which then holds the saved state bit for bit."""
+    from iobench.checkpoint.libraries import make_state_shapes
+
+    target = make_state_shapes(SPEC)
+    before = target["model"]["layers.0.w0"]
+    restored = trial._copied_into(target, make_state(SPEC))
+    assert restored["model"]["layers.0.w0"] is before  # the model's own tensor, filled in place
+    assert differences(restored, make_state(SPEC)) == []
+
+
+def test_a_device_that_is_not_here_is_refused_in_one_line(cli, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is here")
+    r = cli("checkpoint", "--params", "2e5", "--device", "cuda", "--dir", tmp_path / "c", "--results",
+            tmp_path / "r.jsonl")  # fmt: skip
+    assert_one_line_error(r, "no CUDA device here")
