@@ -9,7 +9,7 @@ import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iobench.errors import IobenchError
+from iobench.results.store import json_lines
 
 KINDS = ("checkpoint", "checkpoint-kill")
 MEASURED = "checkpoint"
@@ -40,28 +40,15 @@ def holds_checkpoints(path: Path) -> bool:
 
 def load_checkpoints(path: Path) -> CheckpointFile:
     """Every checkpoint record of the file; other lines skipped with the reason."""
-    if not path.is_file():
-        raise IobenchError(f"{path}: no such results file")
     loaded = CheckpointFile()
-    try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for number, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    value = json.loads(line)
-                except (ValueError, RecursionError):
-                    loaded.skipped.append(f"{path}:{number}: not a whole JSON record (torn or edited); skipped")
-                    continue
-                why = _unreadable(value)
-                if why:
-                    loaded.skipped.append(f"{path}:{number}: not a checkpoint record ({why}); skipped")
-                elif value["kind"] == MEASURED:
-                    loaded.trials.append(value)
-                else:
-                    loaded.kills.append(value)
-    except OSError as exc:
-        raise IobenchError(f"cannot read {path}: {exc.strerror or exc}") from None
+    for number, value, problem in json_lines(path):
+        why = problem or _unreadable(value)
+        if why:
+            loaded.skipped.append(f"{path}:{number}: {why}; skipped")
+        elif value["kind"] == MEASURED:
+            loaded.trials.append(value)
+        else:
+            loaded.kills.append(value)
     return loaded
 
 
@@ -70,17 +57,17 @@ _NUMBERS = {MEASURED: ("params", "state_bytes", "seconds", "bytes_on_disk"), KIL
 
 def _unreadable(value: object) -> str:
     if not isinstance(value, dict) or value.get("kind") not in KINDS:
-        return "no checkpoint kind"
+        return "not a checkpoint record (no checkpoint kind)"
     if not isinstance(value.get("library"), str):
-        return "no library"
+        return "not a checkpoint record (no library)"
     for key in _NUMBERS[value["kind"]]:
         number = value.get(key)
         if isinstance(number, bool) or not isinstance(number, int | float) or not number >= 0:
-            return f"{key} is not a number >= 0"
+            return f"not a checkpoint record ({key} is not a number >= 0)"
     if value["kind"] == MEASURED and value.get("op") not in ("save", "restore"):
-        return "op is neither save nor restore"
+        return "not a checkpoint record (op is neither save nor restore)"
     if value["kind"] == KILLED and not isinstance(value.get("counts"), dict):
-        return "no counts"
+        return "not a checkpoint record (no counts)"
     return ""
 
 

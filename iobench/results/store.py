@@ -5,10 +5,10 @@ from __future__ import annotations
 import errno
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from iobench.errors import IobenchError
 from iobench.results.ceilings import MachineLimits, RemoteLimits
@@ -64,27 +64,43 @@ def check_writable(path: Path) -> None:
         raise IobenchError(f"cannot write results to {path}: permission denied")
 
 
-def load_records(path: Path) -> RecordFile:
-    """Every readable record; a line that is not one (torn, edited) is skipped and named."""
+def json_lines(path: Path) -> Iterator[tuple[int, Any, str]]:
+    """(line number, value, "") of each non-empty line of a JSONL file; a line that is not JSON is (number, None,
+    why it is skipped). Refused in one line: a file that is not there or cannot be read."""
     if not path.is_file():
         raise IobenchError(f"{path}: no such results file")
-    loaded = RecordFile()
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue
                 try:
-                    loaded.records.append(RunRecord.from_json(json.loads(line)))
+                    value = json.loads(line)
                 except json.JSONDecodeError:
-                    loaded.skipped.append(f"{path}:{number}: not a whole JSON record (torn or edited); skipped")
+                    yield number, None, "not a whole JSON record (torn or edited)"
                 except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting 200k deep
                     reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:80]
-                    loaded.skipped.append(f"{path}:{number}: not an iobench record ({reason}); skipped")
-                except RecordError as exc:
-                    loaded.skipped.append(f"{path}:{number}: not an iobench record ({exc}); skipped")
+                    yield number, None, f"not an iobench record ({reason})"
+                else:
+                    yield number, value, ""
     except OSError as exc:
         raise IobenchError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def load_records(path: Path) -> RecordFile:
+    """Every readable record; a line that is not one (torn, edited) is skipped and named."""
+    loaded = RecordFile()
+    for number, value, problem in json_lines(path):
+        if problem:
+            loaded.skipped.append(f"{path}:{number}: {problem}; skipped")
+            continue
+        try:
+            loaded.records.append(RunRecord.from_json(value))
+        except (ValueError, RecursionError) as exc:
+            reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:80]
+            loaded.skipped.append(f"{path}:{number}: not an iobench record ({reason}); skipped")
+        except RecordError as exc:
+            loaded.skipped.append(f"{path}:{number}: not an iobench record ({exc}); skipped")
     return loaded
 
 
