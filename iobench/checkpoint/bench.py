@@ -62,12 +62,16 @@ def check_fits(spec: StateSpec, libraries: list[Library], free: int | None = Non
                            "--params or leave it out with --libraries")  # fmt: skip
 
 
+def _in_a_process(job: dict, timeout_s: float) -> subprocess.CompletedProcess:
+    """`iobench.checkpoint.trial` run on the job in a fresh process that imports the running iobench."""
+    return subprocess.run(python_module(TRIAL_MODULE, json.dumps(job)), capture_output=True, text=True,
+                          timeout=timeout_s)  # fmt: skip
+
+
 def trial(job: dict, timeout_s: float) -> dict:
-    """One save or restore in a fresh process that imports the running iobench; its JSON line, or the failure in
-    one line."""
+    """One save or restore in a fresh process; its JSON line, or the failure in one line."""
     try:
-        done = subprocess.run(python_module(TRIAL_MODULE, json.dumps(job)), capture_output=True, text=True,
-                              timeout=timeout_s)  # fmt: skip
+        done = _in_a_process(job, timeout_s)
     except subprocess.TimeoutExpired:
         raise IobenchError(f"checkpoint: {job['library']} {job['op']} ran past {timeout_s:.0f} s") from None
     if done.returncode != 0:
@@ -233,9 +237,7 @@ def kill_test(spec: StateSpec, library: str, kills: int, directory: Path, seed: 
 
 def _classified(args: dict, spec: StateSpec) -> str:
     """The restore after a kill, in a fresh process (a torn file may crash a library's reader)."""
-    job = {**args, "op": "classify", "seed": 1, "candidates": {"N": 1, "N+1": 2}}
-    done = subprocess.run(python_module(TRIAL_MODULE, json.dumps(job)), capture_output=True, text=True,
-                          timeout=timeout_of(spec))  # fmt: skip
+    done = _in_a_process({**args, "op": "classify", "seed": 1, "candidates": {"N": 1, "N+1": 2}}, timeout_of(spec))
     if done.returncode != 0:
         return "restore crashed"
     return json.loads(done.stdout.strip().splitlines()[-1])["outcome"]
