@@ -16,6 +16,7 @@ import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +44,7 @@ class CheckpointJob:
     trials: int = 3
     results: Path = Path("results/checkpoints.jsonl")
     device: str = "cpu"  # where restores put the state: host memory, or a CUDA device's
+    nproc: int = 1  # processes saving and restoring together (torchrun, gloo), for the libraries that take ranks
 
 
 def check_fits(spec: StateSpec, libraries: list[Library], free: int | None = None) -> None:
@@ -63,9 +65,13 @@ def check_fits(spec: StateSpec, libraries: list[Library], free: int | None = Non
 
 
 def _in_a_process(job: dict, timeout_s: float) -> subprocess.CompletedProcess:
-    """`iobench.checkpoint.trial` run on the job in a fresh process that imports the running iobench."""
-    return subprocess.run(python_module(TRIAL_MODULE, json.dumps(job)), capture_output=True, text=True,
-                          timeout=timeout_s)  # fmt: skip
+    """`iobench.checkpoint.trial` run on the job in a fresh process that imports the running iobench; with `nproc`
+    above 1, in that many under torchrun (--standalone: its rendezvous on this machine, a free port)."""
+    argv = python_module(TRIAL_MODULE, json.dumps(job))
+    if job.get("nproc", 1) > 1:
+        argv = [sys.executable, "-I", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+                str(job["nproc"]), "--no-python", *argv]  # fmt: skip
+    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
 
 
 def trial(job: dict, timeout_s: float) -> dict:
@@ -111,6 +117,7 @@ def run_checkpoints(job: CheckpointJob, said: Callable[[str], None]) -> list[dic
     check_fits(job.spec, libraries)
     records: list[dict] = []
     base = {"kind": "checkpoint", "params": job.spec.params, "layout": job.spec.layout, "device": job.device,
+            "nproc": job.nproc,
             "state_bytes": job.spec.state_bytes, "seed": job.spec.seed,
             "source": Path(job.spec.source).name if job.spec.source else None}  # fmt: skip
     with work_folder(job.directory) as root:
@@ -119,7 +126,8 @@ def run_checkpoints(job: CheckpointJob, said: Callable[[str], None]) -> list[dic
                 folder = root / f"{lib.name}-{round_}"
                 folder.mkdir(mode=0o700)
                 args = {"library": lib.name, "params": job.spec.params, "layout": job.spec.layout,
-                        "seed": job.spec.seed, "source": job.spec.source, "folder": str(folder)}  # fmt: skip
+                        "seed": job.spec.seed, "source": job.spec.source, "folder": str(folder),
+                        "nproc": job.nproc if lib.ranks else 1}  # fmt: skip
                 saved = trial({**args, "op": "save"}, timeout_of(job.spec))
                 size = bytes_on_disk(folder)
                 records.append(_record(job, base, lib, "save", None, round_, saved, size))
@@ -163,8 +171,8 @@ def summary(records: list[dict]) -> list[dict]:
     """Per library: median save seconds (returned, durable), restore seconds warm and cold, GB/s, peak memory, bytes
     on disk, and whether every checked restore was exact."""
     rows = []
-    for name in dict.fromkeys(r["library"] for r in records):
-        mine = [r for r in records if r["library"] == name]
+    for name in dict.fromkeys(who(r) for r in records):
+        mine = [r for r in records if who(r) == name]
 
         def median(op: str, key: str, cache: str | None = None, of: list[dict] = mine) -> float | None:
             values = [r[key] for r in of if r["op"] == op and r.get("cache") == cache and r.get(key) is not None]
@@ -181,6 +189,11 @@ def summary(records: list[dict]) -> list[dict]:
             "exact": all(checked) if checked else None,
         })  # fmt: skip
     return rows
+
+
+def who(r: dict) -> str:
+    """A record's library, with its ranks where several saved and restored together (--nproc)."""
+    return r["library"] + (f" x{r['ranks']} ranks" if r.get("ranks", 1) > 1 else "")
 
 
 def answer(rows: list[dict], kills: dict[str, dict[str, int]] | None = None) -> str | None:

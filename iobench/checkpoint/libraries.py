@@ -33,6 +33,7 @@ class Library:
     modules: tuple[str, ...] = ()  # imported before the clock: a job has its libraries loaded when it saves
     # what a resuming job has before it loads, made before the clock (DCP loads into a state of the right shapes)
     before_restore: Callable[[StateSpec], Any] | None = None
+    ranks: bool = False  # under --nproc, every rank saves and loads together (DCP); False: one process
     own_save: bool = True  # False: it saves as another entry does (torch-mmap), or is no checkpoint (raw): not killed
 
     @property
@@ -183,6 +184,8 @@ def _raw_load(folder: Path, spec: StateSpec, prepared: Any = None) -> dict:
     return {"raw_bytes": done}
 
 
+DCP = {"modules": ("torch.distributed.checkpoint",), "before_restore": make_state_shapes, "ranks": True}
+
 LIBRARIES: dict[str, Library] = {
     lib.name: lib
     for lib in (
@@ -191,23 +194,9 @@ LIBRARIES: dict[str, Library] = {
         Library(
             "safetensors", _safetensors_save, _safetensors_load, needs="safetensors", modules=("safetensors.torch",)
         ),
-        Library(
-            "dcp", _dcp_save, _dcp_load, modules=("torch.distributed.checkpoint",), before_restore=make_state_shapes
-        ),
-        Library(
-            "dcp-threads",
-            _dcp_save_threads,
-            _dcp_load,
-            modules=("torch.distributed.checkpoint",),
-            before_restore=make_state_shapes,
-        ),
-        Library(
-            "dcp-async",
-            _dcp_async_save,
-            _dcp_load,
-            modules=("torch.distributed.checkpoint",),
-            before_restore=make_state_shapes,
-        ),
+        Library("dcp", _dcp_save, _dcp_load, **DCP),
+        Library("dcp-threads", _dcp_save_threads, _dcp_load, **DCP),
+        Library("dcp-async", _dcp_async_save, _dcp_load, **DCP),
         Library("tensordict", _tensordict_save, _tensordict_load, needs="tensordict", modules=("tensordict",)),
         Library("raw", _raw_save, _raw_load, ceiling=True, memory_factor=1.1, own_save=False),
     )

@@ -73,13 +73,13 @@ def _unreadable(value: object) -> str:
 
 def trial_key(r: dict) -> tuple:
     """What makes two trials the same measurement: the library, the state, the operation and its cache."""
-    return (r["library"], r["params"], r.get("layout"), r["op"], r.get("cache"))
+    return (r["library"], r["params"], r.get("layout"), r["op"], r.get("cache"), r.get("ranks", 1))
 
 
 def label(key: tuple) -> str:
-    library, params, layout, op, cache = key
+    library, params, layout, op, cache, ranks = key
     what = f"{op} {cache}" if cache else op
-    return f"{library} {params:.3g} params {layout} {what}"
+    return f"{library}{f' x{ranks} ranks' if ranks > 1 else ''} {params:.3g} params {layout} {what}"
 
 
 def seconds_by_key(trials: list[dict]) -> dict[tuple, list[float]]:

@@ -37,6 +37,10 @@ def checkpoint_cmd(
     device: Annotated[str, typer.Option(help="Where restores put the state: cpu (host memory) or cuda[:N] (copied "
                                              "into a state on the device made before the clock, as load_state_dict "
                                              "does; timed until the device is done).")] = "cpu",
+    nproc: Annotated[int, typer.Option(min=1, help="Processes that save and restore together under torchrun (gloo), "
+                                                  "each holding the state (data parallel), for dcp, dcp-threads and "
+                                                  "dcp-async (DCP splits the writes among them); the slowest rank's "
+                                                  "seconds count. The other libraries run in one process.")] = 1,
     trials: Annotated[int, typer.Option(min=1, help="Rounds: each library's save and restores, in turn.")] = 3,
     kill_test: Annotated[int, typer.Option(min=0, help="Also kill a save of step N+1 over step N this many times per "
                                                        "library at random moments, then restore and count.")] = 0,
@@ -84,7 +88,9 @@ def checkpoint_cmd(
         say(line)
     say(f"checkpoint: a {spec.state_bytes / 1e9:.2f} GB state ({spec.params:,} parameters, {spec.layout}), "
         f"{', '.join(names)}, {trials} round(s) under {directory}")  # fmt: skip
-    job = CheckpointJob(spec, tuple(names), directory, caches, trials, results, device)
+    if nproc > 1 and device != "cpu":
+        raise IobenchError("checkpoint --nproc runs its ranks on the host (gloo); leave out --device")
+    job = CheckpointJob(spec, tuple(names), directory, caches, trials, results, device, nproc)
     rows = summary(run_checkpoints(job, say))
     _print_table(rows, caches)
     kills = None

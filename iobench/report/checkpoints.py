@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from iobench.checkpoint.bench import KILL_OUTCOMES, answer, summary
+from iobench.checkpoint.bench import KILL_OUTCOMES, answer, summary, who
 from iobench.checkpoint.records import load_checkpoints
 from iobench.errors import IobenchError
 
@@ -65,7 +65,7 @@ def table(rows: list[dict], trials: list[dict]) -> list[str]:
             "restore peak GB", "on disk GB", "exact"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
-        done = [t["done_seconds"] for t in trials if t["library"] == r["library"] and t.get("done_seconds")]
+        done = [t["done_seconds"] for t in trials if who(t) == r["library"] and t.get("done_seconds")]
         cold = r["bytes_on_disk"] / r["cold_s"] / 1e9 if r.get("cold_s") else None
         cells = [r["library"] + (" (reference)" if r["ceiling"] else ""), _s(r["save_s"]),
                  _s(sorted(done)[len(done) // 2] if done else None), _s(r["durable_s"]), _s(r.get("warm_s")),

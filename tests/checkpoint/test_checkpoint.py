@@ -146,7 +146,7 @@ def test_report_and_compare_read_the_checkpoint_records(cli, tmp_path):
 def test_a_change_between_two_checkpoint_files_is_told_from_noise():
     from iobench.checkpoint.records import Change
 
-    key = ("torch", 1, "llama", "restore", "cold")
+    key = ("torch", 1, "llama", "restore", "cold", 1)
     assert Change(key, [1.0, 1.1, 1.2], [1.15, 1.3]).verdict.startswith("same")
     assert Change(key, [2.0, 2.1, 2.2], [1.0, 1.0, 1.1]).verdict == "2.10x as fast"
     assert Change(key, [1.0, 1.0, 1.1], [2.0, 2.1]).verdict == "2.05x as slow"
@@ -217,3 +217,18 @@ def test_a_device_that_is_not_here_is_refused_in_one_line(cli, tmp_path):
     r = cli("checkpoint", "--params", "2e5", "--device", "cuda", "--dir", tmp_path / "c", "--results",
             tmp_path / "r.jsonl")  # fmt: skip
     assert_one_line_error(r, "no CUDA device here")
+
+
+def test_dcp_under_several_ranks_saves_and_restores_together(tmp_path):
+    """--nproc 2: two processes under torchrun (gloo) each hold the state and save it with DCP together; each
+    restores it whole (the page cache shares what one rank read with the other); the record keeps the slowest rank's
+    seconds and both ranks' reads."""
+    job = CheckpointJob(SPEC, ("dcp", "torch"), tmp_path / "ck", ("cold",), 1, tmp_path / "r.jsonl", nproc=2)
+    records = run_checkpoints(job, lambda line: None)
+    dcp = [r for r in records if r["library"] == "dcp"]
+    assert {r.get("ranks") for r in dcp} == {2} and all(r["nproc"] == 2 for r in records)
+    assert "ranks" not in next(r for r in records if r["library"] == "torch")  # one process
+    restore = next(r for r in dcp if r["op"] == "restore")
+    assert restore["exact"] is True
+    if restore["read_bytes"] is not None:  # cold: the ranks' reads together fetched the checkpoint from the disk
+        assert 0.98 * restore["bytes_on_disk"] <= restore["read_bytes"] <= 2.02 * restore["bytes_on_disk"]
