@@ -15,7 +15,7 @@ file of the dataset folder (a crafted state.json could name any path), and reads
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -207,7 +207,7 @@ class ArrowObjectReader(CacheFolderReader, PipelineOnlyReader):
     lock files in the reader's cache folder (streaming keeps no data there)."""
 
     cache_kind = "hf-cache"
-    imports = ("datasets", "s3fs")
+    traits = replace(PipelineOnlyReader.traits, imports=("datasets", "s3fs"))
 
 
 class _Stacked:

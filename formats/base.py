@@ -160,6 +160,31 @@ class Pipeline:
     release: Callable[[], None] | None = None  # what the epoch holds open (checked files, a library's cache)
 
 
+@dataclass(frozen=True)
+class ReaderTraits:
+    """What the loaders and the run need to know of a reader beyond its methods; the defaults fit a reader of local
+    files that each thread and forked worker may open for itself."""
+
+    # its library refuses to open the same files twice in one process (LMDB): threads share this reader, which must
+    # then be safe to call from several threads; False: each thread may read through its own copy (loaders.nodes)
+    one_per_process: bool = False
+    # its handles may be read from several threads at once (numpy's read-only mappings): threads share this reader,
+    # as a thread pipeline's own loop shares one mapping (a copy per thread maps the files again, and each mapping
+    # faults its pages in anew: SPDL with 2 threads at 0.84-0.91x of its own loop that way)
+    threads_share: bool = False
+    # False: its library's handles and runtime do not survive a fork (Lance's I/O threads: a forked child that
+    # reopened it died now and then), so the DataLoader's forked workers refuse it and threads read it instead
+    fork_safe: bool = True
+    # a reader of objects that only hands the storage to the format's own pipeline (it reads no sample)
+    pipeline_only: bool = False
+    # opening it reads the data itself, not only what describes it (h5py on an s3fs file object fetches a 50 MiB
+    # block, the whole of a small file): it opens inside the epoch's clock, as the library's own loop does
+    open_reads_data: bool = False
+    # what it imports when it opens (a reader of objects' client library), imported before the clock by
+    # `import_libraries`, as a training script imports it at its top (s3fs: about 0.2 s)
+    imports: tuple[str, ...] = ()
+
+
 class FormatReader(ABC):
     """Random access to one prepared format, through its storage (`iobench.storage`).
 
@@ -187,31 +212,15 @@ class FormatReader(ABC):
         that parses it. A reader of objects has none."""
         return self.storage.local_folder().resolve()
 
-    # True: its library refuses to open the same files twice in one process (LMDB), so threads share this
-    # reader, which must then be safe to call from several threads; False: each thread may read through
-    # its own copy (see iobench.loaders.nodes)
-    one_per_process: ClassVar[bool] = False
-    # True: its handles may be read from several threads at once (numpy's read-only mappings), so threads share
-    # this reader, as a thread pipeline's own loop shares one mapping: a copy per thread maps the files again, and
-    # each mapping faults its pages in anew (SPDL with 2 threads at 0.84-0.91x of its own loop that way)
-    threads_share: ClassVar[bool] = False
-    # False: its library's handles and runtime do not survive a fork (Lance's I/O threads: a forked child that
-    # reopened it died now and then), so the DataLoader's forked workers refuse it and threads read it instead
-    fork_safe: ClassVar[bool] = True
-    # True: a reader of objects that only hands the storage to the format's own pipeline (it reads no sample)
-    pipeline_only: ClassVar[bool] = False
-    # True: opening it reads the data itself, not only what describes it (h5py on an s3fs file object fetches a 50
-    # MiB block, the whole of a small file): it opens inside the epoch's clock, as the library's own loop does
-    open_reads_data: ClassVar[bool] = False
-    # what this reader imports when it opens (a reader of objects' client library), imported before the clock
-    # by `import_libraries`, as a training script imports it at its top (s3fs: about 0.2 s)
-    imports: ClassVar[tuple[str, ...]] = ()
+    # How this reader may be used, in one place for a plug-in's author (`ReaderTraits`); a subclass changes what
+    # differs with `dataclasses.replace(Parent.traits, ...)`
+    traits: ClassVar[ReaderTraits] = ReaderTraits()
 
     @classmethod
     def clients(cls, options: Any) -> tuple[str, ...]:
         """The client libraries this reader reaches the storage through with these options (its `imports`
         unless an option picks the client)."""
-        return cls.imports
+        return cls.traits.imports
 
     def import_libraries(self) -> None:
         """`clients`, where installed (a missing one is said in one line when the reader opens)."""

@@ -29,7 +29,7 @@ import numpy as np
 
 from iobench.errors import IobenchError
 from iobench.formats import photos
-from iobench.formats.base import FormatReader, FormatWriter, HashedFile, StorageFormat
+from iobench.formats.base import FormatReader, FormatWriter, HashedFile, ReaderTraits, StorageFormat
 from iobench.formats.files_layout import (
     KEPT_AS_IS,
     LABELS,
@@ -210,7 +210,7 @@ class FilesObjectReader(FilesReader):
     every sample's object in index order (item 0 the labels, item i + 1 sample i): one GET of a whole object per
     sample, decoded with the local checks. Its client is made in the process that reads."""
 
-    imports = ("s3torchconnector",)
+    traits = ReaderTraits(imports=("s3torchconnector",))
 
     @property
     def _deadline(self) -> Any:

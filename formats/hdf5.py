@@ -11,7 +11,7 @@ import h5py
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader, FormatWriter, StorageFormat
+from iobench.formats.base import FormatReader, FormatWriter, ReaderTraits, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import check_regular
 
@@ -165,9 +165,8 @@ class Hdf5ObjectReader(Hdf5Reader):
     HDF5 makes is a read of that object, which s3fs serves from a read-ahead block of its default size (one
     ranged GET per block it does not hold). The same checks as the local reader before any sample is read."""
 
-    open_reads_data = True  # s3fs's first block: the whole of a small object
-
-    imports = ("s3fs",)
+    # s3fs's first block: the whole of a small object
+    traits = ReaderTraits(open_reads_data=True, imports=("s3fs",))
 
     def _local_directory(self) -> Path | None:
         return None

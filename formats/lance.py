@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import READ, FormatReader, FormatWriter, NativeRead, Pipeline, StorageFormat
+from iobench.formats.base import READ, FormatReader, FormatWriter, NativeRead, Pipeline, ReaderTraits, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import PLAIN_PATH, plain_alias
 
@@ -159,7 +159,7 @@ def fields_of(schema: Any) -> str:
 
 
 class LanceReader(FormatReader):
-    fork_safe = False  # its runtime's threads: its documentation asks for spawn with DataLoader workers
+    traits = ReaderTraits(fork_safe=False)  # its runtime's threads: its documentation asks for spawn with workers
 
     def _open(self) -> tuple[Any, ExitStack]:
         stack = ExitStack()

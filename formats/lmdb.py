@@ -22,7 +22,7 @@ import lz4.frame
 import numpy as np
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader, FormatWriter, StorageFormat
+from iobench.formats.base import FormatReader, FormatWriter, ReaderTraits, StorageFormat
 from iobench.spec import LABEL_DTYPE, Chunk, DatasetSpec
 from iobench.system.fsutil import Pinned, parse_json
 
@@ -214,7 +214,7 @@ def open_env(directory: Path, readahead: bool = True) -> tuple[lmdb.Environment,
 
 
 class LmdbReader(FormatReader):
-    one_per_process = True
+    traits = ReaderTraits(one_per_process=True)
 
     def _open(self) -> _Handle:
         # OS read-ahead (py-lmdb's default): LMDB advises turning it off for random reads of a database

@@ -23,6 +23,7 @@ from iobench.formats.base import (
     FixedLayout,
     FormatReader,
     HashedFile,
+    ReaderTraits,
     StorageFormat,
     TwoFileWriter,
 )
@@ -127,7 +128,7 @@ def checked_header(name: str, f: BinaryIO, size: int, dtype: np.dtype, shape: tu
 
 
 class NpyReader(FormatReader):
-    threads_share = True  # numpy's read-only mappings
+    traits = ReaderTraits(threads_share=True)  # numpy's read-only mappings
 
     def _open(self) -> tuple[np.ndarray, np.ndarray]:
         spec = self.spec
@@ -269,7 +270,7 @@ class S3fsNpyReader(RangedNpyReader):
     Dataset's `__getitem__` does. Opening it reads no features: a script reads the labels before its loop and its
     first `__getitem__` opens the features, whose first block (50 MiB by default) is the whole of a small file."""
 
-    imports = ("s3fs",)
+    traits = ReaderTraits(imports=("s3fs",))
 
     def _opened(self) -> list[Any]:
         spec, storage = self.spec, self.storage

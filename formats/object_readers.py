@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from iobench.formats.base import FormatReader
+from iobench.formats.base import FormatReader, ReaderTraits
 from iobench.spec import DatasetSpec
 from iobench.storage import NO_HINTS, ReadHints
 from iobench.system.private import private_dir
@@ -20,7 +20,7 @@ class PipelineOnlyReader(FormatReader):
     """A format's objects in object storage for its own pipeline only (`StorageFormat.pipeline` reads them by the
     library's remote path): the loaders that read samples by index read the format through FUSE instead."""
 
-    pipeline_only = True
+    traits = ReaderTraits(pipeline_only=True)
 
     def _local_directory(self) -> Path | None:
         return None

@@ -4,7 +4,7 @@ with its peak memory, and what survives a kill."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
@@ -12,40 +12,87 @@ from iobench.cli.app import app
 from iobench.cli.console import out, say
 from iobench.errors import IobenchError
 
+# checkpoint's options, declared beside it (no other command takes them)
+Params = Annotated[
+    str,
+    typer.Option(
+        help="Parameters of the model; the state is 14 bytes a parameter (bf16 weights, "
+        "fp32 master weights and Adam moments): 2.5e8 is 3.5 GB."
+    ),
+]
+Layout = Annotated[
+    str, typer.Option(help="llama: Llama-like layer shapes; small: the same bytes as tensors of 4,096 parameters.")
+]
+Source = Annotated[
+    Optional[Path],  # noqa: UP045 - typer reads the annotation at runtime
+    typer.Option(
+        "--from",
+        help="Your model's weights instead of generated ones: a "
+        "safetensors file or a torch state dict (.pt, .pth, .bin, read with "
+        "weights_only=True), in their own dtypes, with fp32 master weights and "
+        "Adam moments beside them (--params and --kill-params then come from "
+        "it).",
+    ),
+]
+Libraries = Annotated[
+    str,
+    typer.Option(
+        help="Comma list of torch, torch-mmap, safetensors, dcp (thread_count 1), "
+        "dcp-threads (4), dcp-async (async_save: timed until it returns, until "
+        "done and until durable), tensordict, raw (one write and fsync, one "
+        "O_DIRECT read in 8 MiB pieces on 4 threads: a reference), or all."
+    ),
+]
+Directory = Annotated[
+    Path,
+    typer.Option("--dir", help="Where the checkpoints are written (in a folder of iobench's own, removed at the end)."),
+]
+Cache = Annotated[str, typer.Option(help="Restores: warm, cold (the files evicted first) or warm,cold.")]
+Device = Annotated[
+    str,
+    typer.Option(
+        help="Where restores put the state: cpu (host memory) or cuda[:N] (copied into a "
+        "state on the device made before the clock, as load_state_dict does; timed "
+        "until the device is done)."
+    ),
+]
+Nproc = Annotated[
+    int,
+    typer.Option(
+        min=1,
+        help="Processes that save and restore together under torchrun (gloo), each "
+        "holding the state (data parallel), for dcp, dcp-threads and dcp-async "
+        "(DCP splits the writes among them); the slowest rank's seconds count. "
+        "The other libraries run in one process.",
+    ),
+]
+Trials = Annotated[int, typer.Option(min=1, help="Rounds: each library's save and restores, in turn.")]
+KillTest = Annotated[
+    int,
+    typer.Option(
+        min=0,
+        help="Also kill a save of step N+1 over step N this many times per "
+        "library at random moments, then restore and count.",
+    ),
+]
+KillParams = Annotated[str, typer.Option(help="The kill test's state size (parameters).")]
+Results = Annotated[Path, typer.Option(help="Records, one JSON line each.")]
+
 
 @app.command("checkpoint")
 def checkpoint_cmd(
-    params: Annotated[str, typer.Option(help="Parameters of the model; the state is 14 bytes a parameter (bf16 "
-                                             "weights, fp32 master weights and Adam moments): 2.5e8 is 3.5 GB.")]
-    = "2.5e7",
-    layout: Annotated[str, typer.Option(help="llama: Llama-like layer shapes; small: the same bytes as tensors of "
-                                             "4,096 parameters.")] = "llama",
-    source: Annotated[Path | None, typer.Option("--from", help="Your model's weights instead of generated ones: a "
-                                                "safetensors file or a torch state dict (.pt, .pth, .bin, read with "
-                                                "weights_only=True), in their own dtypes, with fp32 master weights and "
-                                                "Adam moments beside them (--params and --kill-params then come from "
-                                                "it).")] = None,
-    libraries: Annotated[str, typer.Option(help="Comma list of torch, torch-mmap, safetensors, dcp (thread_count 1), "
-                                                "dcp-threads (4), dcp-async (async_save: timed until it returns, "
-                                                "until done and until durable), tensordict, raw (one write and "
-                                                "fsync, one O_DIRECT read in 8 MiB pieces on 4 threads: a "
-                                                "reference), or all.")] = "all",
-    directory: Annotated[Path, typer.Option("--dir", help="Where the checkpoints are written (in a folder of "
-                                                          "iobench's own, removed at the end).")] = Path("checkpoints"),
-    cache: Annotated[str, typer.Option(help="Restores: warm, cold (the files evicted first) or warm,cold.")]
-    = "warm,cold",
-    device: Annotated[str, typer.Option(help="Where restores put the state: cpu (host memory) or cuda[:N] (copied "
-                                             "into a state on the device made before the clock, as load_state_dict "
-                                             "does; timed until the device is done).")] = "cpu",
-    nproc: Annotated[int, typer.Option(min=1, help="Processes that save and restore together under torchrun (gloo), "
-                                                  "each holding the state (data parallel), for dcp, dcp-threads and "
-                                                  "dcp-async (DCP splits the writes among them); the slowest rank's "
-                                                  "seconds count. The other libraries run in one process.")] = 1,
-    trials: Annotated[int, typer.Option(min=1, help="Rounds: each library's save and restores, in turn.")] = 3,
-    kill_test: Annotated[int, typer.Option(min=0, help="Also kill a save of step N+1 over step N this many times per "
-                                                       "library at random moments, then restore and count.")] = 0,
-    kill_params: Annotated[str, typer.Option(help="The kill test's state size (parameters).")] = "2e6",
-    results: Annotated[Path, typer.Option(help="Records, one JSON line each.")] = Path("results/checkpoints.jsonl"),
+    params: Params = "2.5e7",
+    layout: Layout = "llama",
+    source: Source = None,
+    libraries: Libraries = "all",
+    directory: Directory = Path("checkpoints"),
+    cache: Cache = "warm,cold",
+    device: Device = "cpu",
+    nproc: Nproc = 1,
+    trials: Trials = 3,
+    kill_test: KillTest = 0,
+    kill_params: KillParams = "2e6",
+    results: Results = Path("results/checkpoints.jsonl"),
 ) -> None:  # fmt: skip
     """Save and restore a model's training state with each library as its documentation does, every trial in a
     fresh process: seconds until the call returns and until durable (fsync), restores warm and cold, GB/s, peak

@@ -203,7 +203,7 @@ class DataLoaderLoader(CarriedWhenNeeded, Resumable, Loader):
     def __init__(self, ctx: LoaderContext) -> None:
         reader, order, settings, transform = ctx.reader, ctx.order, ctx.settings, ctx.transform
         super().__init__(ctx.order, ctx.settings, ctx.device)
-        if settings.num_workers and not reader.fork_safe:
+        if settings.num_workers and not reader.traits.fork_safe:
             raise IobenchError(f"{ctx.format_name} is not fork-safe: the DataLoader's workers are forked; drop "
                                "--num-workers, or read with threads (--loader nodes or spdl)")  # fmt: skip
         self.reader = reader
@@ -226,7 +226,8 @@ class DataLoaderLoader(CarriedWhenNeeded, Resumable, Loader):
         """Without workers, the reader opened in this process before the clock, as a script opens its files before
         its loop (a reader of objects fetches a header and the labels); workers open theirs inside the epoch, and so
         does a reader whose opening reads the data itself (`open_reads_data`)."""
-        if not self.settings.num_workers and not self.reader.pipeline_only and not self.reader.open_reads_data:
+        traits = self.reader.traits
+        if not self.settings.num_workers and not traits.pipeline_only and not traits.open_reads_data:
             self.reader.handle  # noqa: B018 - opens it
 
     def _batches(self, epoch: int) -> Iterator[Any]:

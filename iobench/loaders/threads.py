@@ -22,7 +22,7 @@ T = TypeVar("T")
 class ThreadReaders:
     """One copy of the reader per thread, each opening its own handles on first use; a reader whose library
     allows one opening per process (LMDB) is shared, and keeps a transaction per thread, as is one whose handles
-    threads may share (`FormatReader.threads_share`: npy's mappings).
+    threads may share (`ReaderTraits.threads_share`: npy's mappings).
 
     Every read goes through `reading()` (the gate of `iobench.loaders.lifecycle`): `stop()` lets no read start
     (nor reopen a shared handle) and waits for those in flight, so the copies, and the shared reader its owner
@@ -58,7 +58,7 @@ class ThreadReaders:
         reader = getattr(self._local, "reader", None)
         if reader is not None:
             return reader
-        if self._reader.one_per_process or self._reader.threads_share:
+        if self._reader.traits.one_per_process or self._reader.traits.threads_share:
             with self._lock:
                 _ = self._reader.handle
             self._local.reader = self._reader

@@ -218,7 +218,7 @@ def reads_objects(fmt: StorageFormat, loader: LoaderName) -> bool:
     if reach == "library":
         return fmt.remote_pipeline
     reader = fmt.object_reader()
-    return reach == "reader" and reader is not None and not reader.pipeline_only
+    return reach == "reader" and reader is not None and not reader.traits.pipeline_only
 
 
 def check_remote(config: RunConfig) -> None:

@@ -45,7 +45,7 @@ def _searched(base: RunConfig, fmt: str, kind: LoaderKind, batches: list[int], c
     start = replace(base, format=fmt, loader=kind.name, format_options=())
     out = []
     counts = worker_counts(kind, remote)
-    if kind.forks and not FORMATS[fmt].reader_type.fork_safe:  # Lance: its reads refuse forked workers
+    if kind.forks and not FORMATS[fmt].reader_type.traits.fork_safe:  # Lance: its reads refuse forked workers
         counts = [w for w in counts if w == 0]
     for batch, workers in itertools.product(batches, counts):
         for (threads, settings), knob in itertools.product(

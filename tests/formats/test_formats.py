@@ -86,7 +86,7 @@ def test_reader_reopens_after_fork_and_leaks_nothing(tmp_path, name):
     reader = write(tmp_path, name, spec)
     reader.sample(0)  # the parent opens its handle before forking, as a careless user would
     reader = pickle.loads(pickle.dumps(reader))  # DataLoader workers may get a pickled copy
-    if reader.fork_safe:  # else the DataLoader's forked workers refuse it (test_a_reader_not_fork_safe_...)
+    if reader.traits.fork_safe:  # else the DataLoader's forked workers refuse it (test_a_reader_not_fork_safe_...)
         got = _in_a_forked_child(_read_rows, reader, [3, 1, 2])
         np.testing.assert_array_equal(got, features[[3, 1, 2]])
     reader.sample(1)

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from iobench.errors import IobenchError
-from iobench.formats.base import FormatReader
+from iobench.formats.base import FormatReader, ReaderTraits
 from iobench.loaders import LOADERS
 from iobench.loaders.base import LoaderContext
 from iobench.loaders.factory import make_loader
@@ -52,7 +52,7 @@ class WatchedReader(FormatReader):
 
     def __init__(self, watch: Watch, share: bool) -> None:
         super().__init__("/nonexistent", DatasetSpec(N, shape=(4,)), None)
-        self.watch, self.threads_share = watch, share  # type: ignore[misc]
+        self.watch, self.traits = watch, ReaderTraits(threads_share=share)  # type: ignore[misc]
 
     def _local_directory(self) -> None:
         return None

@@ -13,6 +13,7 @@ from iobench.data.dataset import generate
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError, RunFailed
 from iobench.formats import FORMATS
+from iobench.formats.base import ReaderTraits
 from iobench.loaders import LOADERS, LoaderName
 from iobench.loaders.order import EpochOrder, as_slice
 from iobench.measuring.clocks import time_bare_epoch, time_epoch
@@ -212,8 +213,7 @@ def test_fetch_threads_without_workers_deliver_each_batch_whole_and_in_order(dat
 class _BarrierReader:
     """Every piece of a batch waits at one barrier: it passes only if the pieces are read at the same time."""
 
-    one_per_process = False
-    threads_share = False
+    traits = ReaderTraits()
     directory = None  # a reader of objects: each thread opens its own at once
 
     def __init__(self, parties: int) -> None:
@@ -250,7 +250,7 @@ def test_fetch_threads_read_the_pieces_of_a_batch_at_once_and_put_them_back_in_o
         _, labels = threads.batch(slice(10, 17))
         np.testing.assert_array_equal(labels, np.arange(10, 17))
         assert len(reader.threads) == 3 and threading.get_ident() not in reader.threads
-        started = FetchThreads(SimpleNamespace(one_per_process=False, threads_share=False, directory=None), 2)
+        started = FetchThreads(SimpleNamespace(traits=ReaderTraits(), directory=None), 2)
         started._started()
         handed = pickle.loads(pickle.dumps(started))  # as a worker started by spawn gets it: without the pool
         assert handed.threads == 2 and handed._pool is None
