@@ -17,6 +17,8 @@ STUDY = ROOT / "docs" / "study"
 # (records, report folder), both relative to docs/study/
 REPORTS = [
     ("accelerator-utilisation/results.jsonl", "accelerator-utilisation"),
+    ("checkpoints/checkpoint-records.ndjson", "checkpoints/first-report"),
+    ("checkpoints/dcp-variants-and-kills.ndjson", "checkpoints/report"),
     ("dataloader-settings/results.jsonl", "dataloader-settings"),
     ("feature-rows/results.jsonl", "feature-rows"),
     ("gpu/gpu-smoke.jsonl", "gpu/report"),
