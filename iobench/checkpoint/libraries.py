@@ -184,7 +184,18 @@ def _raw_load(folder: Path, spec: StateSpec, prepared: Any = None) -> dict:
     return {"raw_bytes": done}
 
 
-DCP = {"modules": ("torch.distributed.checkpoint",), "before_restore": make_state_shapes, "ranks": True}
+def initialised_state(spec: StateSpec) -> dict:
+    """What a resuming job has before it loads: its model and optimizer made and initialised (random values of another
+    seed, overwritten by the load). Zeros made cheaply instead left the allocator cold: DCP with 4 threads loaded
+    0.72x as fast as its own loop, which loads into the state it made."""
+    from dataclasses import replace
+
+    from iobench.checkpoint.state import make_state
+
+    return make_state(replace(spec, seed=spec.seed + 7))
+
+
+DCP = {"modules": ("torch.distributed.checkpoint",), "before_restore": initialised_state, "ranks": True}
 
 LIBRARIES: dict[str, Library] = {
     lib.name: lib
