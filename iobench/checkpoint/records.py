@@ -4,11 +4,11 @@ a line that is not one is skipped and named, as run records are."""
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from iobench.errors import IobenchError
 from iobench.results.store import json_lines
 
 KINDS = ("checkpoint", "checkpoint-kill")
@@ -24,16 +24,13 @@ class CheckpointFile:
 
 
 def holds_checkpoints(path: Path) -> bool:
-    """Whether the file's first readable record is a checkpoint's (a results file holds one kind)."""
+    """Whether the file's first readable record is a checkpoint's (a results file holds one kind); a file that
+    cannot be read is not (the reader of run records then says why, in one line)."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            for line in f:
-                try:
-                    value = json.loads(line)
-                except ValueError:
-                    continue
+        for _, value, problem in json_lines(path):
+            if not problem:
                 return isinstance(value, dict) and value.get("kind") in KINDS
-    except OSError:
+    except IobenchError:
         return False
     return False
 

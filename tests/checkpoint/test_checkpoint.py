@@ -232,3 +232,16 @@ def test_dcp_under_several_ranks_saves_and_restores_together(tmp_path):
     assert restore["exact"] is True
     if restore["read_bytes"] is not None:  # cold: the ranks' reads together fetched the checkpoint from the disk
         assert 0.98 * restore["bytes_on_disk"] <= restore["read_bytes"] <= 2.02 * restore["bytes_on_disk"]
+
+
+def test_a_hostile_results_file_is_told_from_checkpoint_records(tmp_path):
+    """A line nested 200,000 deep (RecursionError in json) or torn is skipped while telling what a file holds."""
+    from iobench.checkpoint.records import holds_checkpoints, load_checkpoints
+
+    path = tmp_path / "r.jsonl"
+    path.write_text("[" * 200_000 + "]" * 200_000 + "\n{torn\n" + json.dumps({"kind": "checkpoint-kill", "library": "x",
+                    "params": 1, "kills": 1, "counts": {"N intact": 1}}) + "\n")  # fmt: skip
+    assert holds_checkpoints(path)
+    loaded = load_checkpoints(path)
+    assert len(loaded.kills) == 1 and len(loaded.skipped) == 2
+    assert not holds_checkpoints(tmp_path / "missing.jsonl")
