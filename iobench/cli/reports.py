@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from iobench.cli.app import app
 from iobench.cli.console import out, say
 from iobench.errors import IobenchError
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 @app.command("report")
@@ -48,9 +51,6 @@ def compare_cmd(
 ) -> None:
     """Per configuration present in both files, B's samples/s against A's, decided with their noise: "no change"
     where the medians' intervals overlap, "not comparable" where the runs saw different load, else the change."""
-    from rich.markup import escape
-    from rich.table import Table
-
     from iobench.checkpoint.records import holds_checkpoints
 
     if holds_checkpoints(a) or holds_checkpoints(b):
@@ -65,10 +65,8 @@ def compare_cmd(
     pairs, only_a, only_b = compare(a, b)
     if not pairs:
         raise IobenchError(f"{a} and {b} have no configuration in common ({only_a} in A, {only_b} in B)")
-    table = Table(title=escape(f"{b} against {a}"),
-                  caption="samples/s: the median of the runs [its interval, how sure]")  # fmt: skip
-    for col in ("configuration", "A samples/s", "B samples/s", "verdict"):
-        table.add_column(col, justify="left" if col == "configuration" else "right")
+    table = _comparison(a, b, "samples/s: the median of the runs [its interval, how sure]",
+                        ("configuration", "A samples/s", "B samples/s", "verdict"))  # fmt: skip
     kinds = []
     for ra, rb, _change in pairs:
         verdict = compare_verdict(ra, rb)
@@ -84,9 +82,6 @@ def compare_cmd(
 def _compare_checkpoints(a: Path, b: Path) -> None:
     """Per save or restore both checkpoint files measured (a library, a state size, a cache), B's seconds against
     A's: "same" where the rounds' ranges overlap, else how much faster or slower."""
-    from rich.markup import escape
-    from rich.table import Table
-
     from iobench.checkpoint.records import compare_checkpoints, label, load_checkpoints, range_text
 
     files = [load_checkpoints(path) for path in (a, b)]
@@ -96,11 +91,20 @@ def _compare_checkpoints(a: Path, b: Path) -> None:
     changes, only_a, only_b = compare_checkpoints(*files)
     if not changes:
         raise IobenchError(f"{a} and {b} have no checkpoint measurement in common ({only_a} in A, {only_b} in B)")
-    table = Table(title=escape(f"{b} against {a}"),
-                  caption="seconds: the median of the rounds [min-max]; a save until durable")  # fmt: skip
-    for col in ("measurement", "A", "B", "verdict"):
-        table.add_column(col, justify="left" if col == "measurement" else "right")
+    table = _comparison(a, b, "seconds: the median of the rounds [min-max]; a save until durable",
+                        ("measurement", "A", "B", "verdict"))  # fmt: skip
     for change in changes:
         table.add_row(label(change.key), range_text(change.a), range_text(change.b), change.verdict)
     out.print(table)
     out.print(f"{len(changes)} matching measurement(s); {only_a} only in A, {only_b} only in B", highlight=False)
+
+
+def _comparison(a: Path, b: Path, caption: str, columns: tuple[str, ...]) -> Table:
+    """compare's table of B against A: the first column names what is compared, the others are figures."""
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=escape(f"{b} against {a}"), caption=caption)
+    for col in columns:
+        table.add_column(col, justify="left" if col == columns[0] else "right")
+    return table

@@ -7,7 +7,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from iobench.checkpoint.bench import KILL_OUTCOMES, answer, summary, who
+from iobench.checkpoint.bench import KILL_OUTCOMES, answer, summary
 from iobench.checkpoint.records import load_checkpoints
 from iobench.errors import IobenchError
 
@@ -37,7 +37,7 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
         lines += [f"## {mine[0]['state_bytes'] / 1e9:.2f} GB state ({params:,} parameters, {layout})", ""]
         said = answer(rows, kills or None)
         lines += [said, ""] if said else []
-        lines += [*table(rows, mine), ""]
+        lines += [*table(rows), ""]
     if kills:
         states = sorted({f"{r['state_bytes'] / 1e6:.0f} MB" for r in loaded.kills if "state_bytes" in r})
         lines += [f"## What survives a kill ({', '.join(states)} state)", "", *kill_table(kills), ""]
@@ -60,15 +60,14 @@ def _kills(records: list[dict]) -> dict[str, dict[str, int]]:
     return found
 
 
-def table(rows: list[dict], trials: list[dict]) -> list[str]:
+def table(rows: list[dict]) -> list[str]:
     head = ["library", "save s", "done s", "durable s", "restore warm s", "restore cold s", "GB/s cold",
             "restore peak GB", "on disk GB", "exact"]  # fmt: skip
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
-        done = [t["done_seconds"] for t in trials if who(t) == r["library"] and t.get("done_seconds")]
         cold = r["bytes_on_disk"] / r["cold_s"] / 1e9 if r.get("cold_s") else None
         cells = [r["library"] + (" (reference)" if r["ceiling"] else ""), _s(r["save_s"]),
-                 _s(sorted(done)[len(done) // 2] if done else None), _s(r["durable_s"]), _s(r.get("warm_s")),
+                 _s(r.get("done_s")), _s(r["durable_s"]), _s(r.get("warm_s")),
                  _s(r.get("cold_s")), f"{cold:.2f}" if cold else "-",
                  f"{r['restore_peak'] / 1e9:.2f}" if r["restore_peak"] else "-", f"{r['bytes_on_disk'] / 1e9:.2f}",
                  "-" if r["exact"] is None else "yes" if r["exact"] else "NO"]  # fmt: skip
