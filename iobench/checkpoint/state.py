@@ -137,9 +137,9 @@ def make_state(spec: StateSpec) -> dict:
     """The state as a training loop's `state_dict()`s: {"model": ..., "optimizer": ..., "step", "rng"}; the same for
     the same spec, whatever machine."""
     g = torch.Generator().manual_seed(spec.seed)
-    own = _file_tensors(spec.source) if spec.source else {}
+    own = _file_tensors(spec.source) if spec.source else {}  # read once: its names and shapes are the weights'
     model, master, exp_avg, exp_avg_sq = {}, {}, {}, {}
-    for name, shape in weight_names(spec):
+    for name, shape in [(n, tuple(w.shape)) for n, w in own.items()] if own else weight_names(spec):
         if own:
             model[name] = own[name].clone()
             weights = own[name].float()
