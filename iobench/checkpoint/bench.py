@@ -16,7 +16,6 @@ import shutil
 import signal
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -30,6 +29,7 @@ from iobench.errors import IobenchError
 from iobench.results.store import append_line
 from iobench.storage.local.page_cache import evict, resident_fraction
 from iobench.system.processes import python_module
+from iobench.system.ranks import child_env, run_ranks
 
 TRIAL_MODULE = "iobench.checkpoint.trial"
 KILL_OUTCOMES = ("N intact", "N+1 intact", "clean error", "silent corruption", "restore crashed")
@@ -65,13 +65,25 @@ def check_fits(spec: StateSpec, libraries: list[Library], free: int | None = Non
 
 
 def _in_a_process(job: dict, timeout_s: float) -> subprocess.CompletedProcess:
-    """`iobench.checkpoint.trial` run on the job in a fresh process that imports the running iobench; with `nproc`
-    above 1, in that many under torchrun (--standalone: its rendezvous on this machine, a free port)."""
+    """`iobench.checkpoint.trial` run on the job in a fresh process that imports the running iobench and dies with
+    this one; with `nproc` above 1, in that many ranks (`iobench.system.ranks`: the store on loopback). Rank 0's
+    output, or the first failed rank's."""
     argv = python_module(TRIAL_MODULE, json.dumps(job))
     if job.get("nproc", 1) > 1:
-        argv = [sys.executable, "-I", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
-                str(job["nproc"]), "--no-python", *argv]  # fmt: skip
-    return subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        try:
+            exits = run_ranks(argv, job["nproc"], capture=True, timeout_s=timeout_s)
+        except TimeoutError:
+            raise subprocess.TimeoutExpired(argv, timeout_s) from None
+        shown = next((e for e in exits if e.code != 0), exits[0])
+        return subprocess.CompletedProcess(argv, shown.code, shown.stdout, shown.stderr)
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env()) as proc:
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except BaseException:  # a timeout or an interrupt: the trial is not left running
+            proc.kill()
+            proc.wait()
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
 
 
 def trial(job: dict, timeout_s: float) -> dict:
@@ -236,7 +248,7 @@ def kill_test(spec: StateSpec, library: str, kills: int, directory: Path, seed: 
             trial({**args, "op": "save", "seed": 1}, timeout_of(spec))  # N, durable
             job = {**args, "op": "save", "seed": 2, "announce": True}
             child = subprocess.Popen(python_module(TRIAL_MODULE, json.dumps(job)), stdout=subprocess.PIPE,
-                                     stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+                                     stderr=subprocess.DEVNULL, text=True, env=child_env())  # fmt: skip
             try:
                 child.stdout.readline()  # "saving": its state made, its clock about to start
                 time.sleep(rng.uniform(0, 1.1 * took))  # anywhere in the save, or just after it

@@ -178,6 +178,11 @@ def classify(library: str, spec: StateSpec, folder: Path, candidates: dict[str, 
 
 
 def main() -> None:
+    import signal
+
+    from iobench.system.ranks import tie_to_parent
+
+    tie_to_parent(signal.SIGKILL)  # no trial outlives the iobench that started it
     job = json.loads(sys.argv[1])
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # launched by torchrun (--nproc): every rank in one group
         import torch.distributed as dist

@@ -1,5 +1,6 @@
 """The Typer app and the entry point: every expected failure becomes one line on stderr and exit code 2,
-an interrupt one line and exit code 130. The commands register themselves from their own modules."""
+an interrupt one line and exit code 128 + its signal (130 for Ctrl-C, 143 for SIGTERM). The commands register
+themselves from their own modules."""
 
 from __future__ import annotations
 
@@ -73,6 +74,11 @@ def _terminate(signum: int, _frame: object) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def _interrupted_code() -> int:
+    """128 + the signal that stopped the command (130 for Ctrl-C, 143 for SIGTERM), as a shell reports it."""
+    return 128 + (_signals_received[0] if _signals_received else signal.SIGINT)
+
+
 def _rank_tag() -> str:
     """Under torchrun each rank reports its own errors: say which one speaks."""
     return f"rank {os.environ['RANK']}: " if launched_by_torchrun() else ""
@@ -96,6 +102,10 @@ def _ending(message: str, *, in_process: bool) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: every expected failure becomes one line on stderr and exit code 2."""
+    if argv is None:  # a rank of `--nproc` ends with the iobench that started it
+        from iobench.system.ranks import tie_to_parent
+
+        tie_to_parent()
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     hook, unraisable = sys.excepthook, sys.unraisablehook
     sys.excepthook = quiet_interrupted_handover(hook)
@@ -108,8 +118,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         _main(argv)
     except SystemExit as exc:
-        if argv is None and exc.code == 130:
-            _exit_now(130)
+        if argv is None and exc.code in (130, 143):
+            _exit_now(exc.code)
         raise
     finally:
         if argv is None:
@@ -151,16 +161,16 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(exc.exit_code)
     except (KeyboardInterrupt, typer.Abort):
         _ending(_INTERRUPTED, in_process=argv is not None)
-        sys.exit(130)
+        sys.exit(_interrupted_code())
     except Exception as exc:
         if _signals_received:  # a library turned the interruption into a failure of its own: it is the interruption
             _ending(_INTERRUPTED, in_process=argv is not None)
-            sys.exit(130)
+            sys.exit(_interrupted_code())
         if not isinstance(exc, IobenchError):
             raise
         _ending(f"iobench: error: {_rank_tag()}{exc}", in_process=argv is not None)
         sys.exit(exc.exit_code)
     if _signals_received or rc == 130:  # typer returns 130 for a KeyboardInterrupt it caught, saying nothing
         _interrupted()
-        sys.exit(130)
+        sys.exit(_interrupted_code())
     sys.exit(rc if isinstance(rc, int) else 0)

@@ -1,5 +1,5 @@
 """Before the runs of one `iobench run`: finding (or preparing) the dataset, resolving every configuration before
-any is measured, and launching torchrun (`--nproc`)."""
+any is measured, and launching the ranks (`--nproc`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from iobench.events import Events
 from iobench.formats import FORMATS
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import ResolvedRun, RunTarget, check_dataset, check_world, resolve
-from iobench.run.launch import launch, shown, torchrun_args
+from iobench.run.launch import launch, shown
 from iobench.run.place import RunPlace
 from iobench.spec import DatasetSpec
 from iobench.system.world import SINGLE, World, launched_by_torchrun, rank_device
@@ -88,9 +88,9 @@ def launch_torchrun(
     configs: list[RunConfig],
     events: Events,
 ) -> None:
-    """`--nproc N`: check and prepare here, then run the same arguments under torchrun --standalone."""
+    """`--nproc N`: check and prepare here, then run the same arguments as N ranks on this machine."""
     if launched_by_torchrun():
-        raise IobenchError("--nproc launches torchrun; under torchrun leave it out")
+        raise IobenchError("--nproc launches ranks; under torchrun leave it out")
     if nproc < 1:
         raise IobenchError(f"--nproc must be >= 1, got {nproc}")
     local = World(size=nproc, local_size=nproc)
@@ -102,4 +102,4 @@ def launch_torchrun(
     for c in configs:
         check_world(c, check_dataset(dataset_dir, c.format), local)
     events.say(f"launching: {shown(argv, nproc)}")
-    launch(torchrun_args(argv, nproc))
+    launch(argv, nproc)

@@ -1,4 +1,5 @@
-"""torchrun: shards that cover every sample once, one aggregated record, and the multi-node script."""
+"""Ranks: shards that cover every sample once, one aggregated record, `--nproc`'s ranks on loopback that end with
+iobench, and the multi-node script."""
 
 from __future__ import annotations
 
@@ -19,9 +20,10 @@ from iobench.loaders.order import DistributedSamplerOrder, EpochOrder, indices_o
 from iobench.measuring.aggregate import RankMeasurements, combine
 from iobench.measuring.clocks import EpochTiming
 from iobench.results.ceilings import MachineLimits
-from iobench.run.launch import shown, torchrun_args
+from iobench.run.launch import rank_argv, shown
 from iobench.system.world import World, launched_by_torchrun, rank_device
 from tests.conftest import ROOT, console_script, invoke, planted, record_of, stored_records
+from tests.process_tree import Watched, off_loopback
 from tests.rank_delivery import combinations
 
 N = 203  # odd: the two ranks' shares differ by one sample, and DistributedSampler would pad one
@@ -130,7 +132,7 @@ def test_nproc_launches_torchrun_with_the_distributed_sampler(dataset_dir):
         capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
     )  # fmt: skip
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "launching: torchrun --standalone --nproc-per-node 2 -m iobench run" in r.stderr
+    assert "launching: 2 ranks on this machine (store on 127.0.0.1): iobench run" in r.stderr
     (record,) = stored_records(results)
     _check_aggregated(record, world=2, nodes=1)
     assert record["shard"] == "distributed-sampler"
@@ -151,6 +153,41 @@ def test_nproc_ranks_and_rivals_import_the_running_iobench_not_the_working_direc
     assert not marker.exists(), f"planted code ran: {marker.read_text()}"
     (record,) = stored_records(results)
     assert record["world_size"] == 2
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_nproc_listens_on_loopback_only_and_no_rank_outlives_iobench(dataset_dir, tmp_path, sig):
+    """Under torchrun --standalone the rendezvous store listened on `*:PORT`, and a stopped iobench left its ranks
+    running. iobench's PID alone is signalled, not its group: no rank or worker of a rank is left, every socket the
+    tree listened on was on loopback, and iobench said it stopped."""
+    import signal
+
+    env = dict(os.environ, COLUMNS="200")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iobench", "run", "--nproc", "2", "--format", "npy", "--loader", "dataloader",
+         "--num-workers", "1", "--device", "cpu", "--data-dir", str(dataset_dir.parent), "--batch-size", "4",
+         "--results", str(tmp_path / "r.jsonl"), "--runs", "50", "--step", "sleep:50", "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
+    )  # fmt: skip
+    watched = Watched(proc)
+    ranks = lambda w: [p for p in w.seen if _cmdline(p).endswith("--step\0sleep:50\0-q")]  # noqa: E731
+    watched.until(lambda w: len(ranks(w)) == 2 and len({pid for pid, _, _ in w.listened}) >= 3)
+    watched.until(lambda w: len(w.seen) >= 4)  # each rank's DataLoader worker
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert not off_loopback(watched.listened), watched.listened
+    assert not watched.survivors(), err[-2000:]
+    if sig != "SIGKILL":
+        assert proc.returncode == 128 + getattr(signal, sig) and "interrupted" in err, err[-2000:]
+        assert "Traceback" not in err, err[-3000:]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline") as f:
+            return f.read().rstrip("\0")
+    except OSError:
+        return ""
 
 
 def _free_port() -> int:
@@ -268,12 +305,11 @@ def test_a_native_pipeline_with_fewer_shards_than_ranks_is_refused(dataset_dir, 
     assert r.code == 2 and "1 shard(s) cannot be shared by 2 ranks" in r.err and len(r.err.strip().splitlines()) == 1
 
 
-def test_torchrun_arguments_drop_nproc():
+def test_rank_arguments_drop_nproc():
     argv = ["run", "--nproc", "4", "--format", "npy", "--nproc=3", "-q"]
-    args = torchrun_args(argv, 4)
-    assert args[:4] == ["--standalone", "--nproc-per-node", "4", "--no-python"]
-    assert args[4] == sys.executable and args[-5:] == ["iobench", "run", "--format", "npy", "-q"]
-    assert shown(argv, 4) == "torchrun --standalone --nproc-per-node 4 -m iobench run --format npy -q"
+    args = rank_argv(argv)
+    assert args[0] == sys.executable and args[-5:] == ["iobench", "run", "--format", "npy", "-q"]
+    assert shown(argv, 4) == "4 ranks on this machine (store on 127.0.0.1): iobench run --format npy -q"
     assert not launched_by_torchrun({"RANK": "0", "WORLD_SIZE": "2"})
     assert launched_by_torchrun({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"})
 
@@ -410,7 +446,7 @@ def test_a_rank_that_fails_or_hangs_ends_the_nproc_run_in_a_line_per_rank(datase
     )  # fmt: skip
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     lines = [line for line in r.stderr.splitlines() if line.startswith("iobench:")]
-    assert lines[-1].startswith("iobench: error: torchrun: rank 0 exited"), lines
+    assert lines[-1].startswith("iobench: error: ranks: rank"), lines
     assert not [line for line in r.stderr.splitlines() if line.startswith(("E1", "[rank"))], r.stderr[-3000:]
     if step == "fails":
         assert "iobench: error: rank 1: the step rank_steps:fails raised at batch 1" in r.stderr, lines

@@ -276,7 +276,7 @@ def test_sigterm_ends_a_run_and_its_workers(workspace, tmp_path):
     workers = descendants(proc.pid)
     proc.terminate()
     proc.wait(timeout=30)
-    assert proc.returncode == 130 and "interrupted" in proc.stderr.read()
+    assert proc.returncode == 143 and "interrupted" in proc.stderr.read()
     time.sleep(1)
     alive = [p for p in workers if os.path.exists(f"/proc/{p}") and "zombie" not in open(f"/proc/{p}/status").read()]
     assert alive == [], "workers outlived the run"

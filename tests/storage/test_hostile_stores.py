@@ -133,8 +133,8 @@ def test_a_stalled_store_holds_litdatas_pipeline_and_files_to_the_bound(served, 
 
 def test_sigterm_while_litdata_opens_from_a_stalled_store_is_an_interruption(served):
     """SIGTERM while LitData waited for its index exited 1 with "Index file not found at /tmp/tmpXXXX/index.json": the
-    data blamed for an interruption, in a folder of LitData's in the shared /tmp. rc 130, and no folder of LitData's
-    left in the temp folder."""
+    data blamed for an interruption, in a folder of LitData's in the shared /tmp. rc 143 (SIGTERM), and no folder of
+    LitData's left in the temp folder."""
     import tempfile
 
     before = set(os.listdir(tempfile.gettempdir()))
@@ -151,7 +151,7 @@ def test_sigterm_while_litdata_opens_from_a_stalled_store_is_an_interruption(ser
         except subprocess.TimeoutExpired:
             proc.kill()
             pytest.fail("SIGTERM did not end the run within 30 s")
-    assert proc.returncode == 130 and "Traceback" not in err and "not found" not in err, err[-2000:]
+    assert proc.returncode == 143 and "Traceback" not in err and "not found" not in err, err[-2000:]
     left = {n for n in set(os.listdir(tempfile.gettempdir())) - before if n.startswith("tmp")}
     assert not left, left
 

@@ -1,0 +1,204 @@
+"""Ranks on this machine: N processes of one command joined by a store that nothing off this machine can reach, and
+that end with the process that started them, however it ends.
+
+torchrun (`--standalone`, or given `--rdzv-endpoint 127.0.0.1:PORT` or `--master-addr 127.0.0.1`) hosts its store on
+every interface (`*:PORT` in `ss -ltnp`, torch 2.13: the TCP store binds the wildcard address whatever host it is
+given), and its workers outlive a SIGKILLed launcher. So iobench starts its local ranks itself, with what torchrun gives
+a worker: the store is hosted here on a socket bound to 127.0.0.1 (`TCPStore(master_listen_fd=...)`), every rank joins
+it as a client (`TORCHELASTIC_USE_AGENT_STORE`, as torchrun's own workers do), gloo's sockets are on the loopback
+interface (`GLOO_SOCKET_IFNAME=lo`), and OMP_NUM_THREADS is 1 unless set (torchrun's default). Each rank runs in a
+session of its own (a terminal's Ctrl-C reaches this process, which stops them), whose group a stop signals whole
+(the rank's DataLoader workers included); each rank dies with its parent (`tie_to_parent`: PR_SET_PDEATHSIG, then a
+check that the parent is still the one that started it)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import IO, Any
+
+from iobench.system.processes import die_with_parent, start_time
+
+LOOPBACK = "127.0.0.1"
+LIFELINE = "IOBENCH_LIFELINE"  # "<pid>:<start time>" of the process that started this one
+STOP_WAIT_S = 10.0  # after SIGTERM to the ranks' group, before SIGKILL
+POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class RankExit:
+    rank: int
+    code: int  # the exit status; negative: ended by that signal
+    stdout: str = ""
+    stderr: str = ""
+
+
+def lifeline_value(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{pid}:{start_time(pid) or 0}"
+
+
+def tie_to_parent(signum: int = signal.SIGTERM) -> None:
+    """In a child iobench started (a rank, a trial): get `signum` when the parent ends, and end now if it already
+    has (it may have died between the fork and this call). Nothing outside such a child (no `IOBENCH_LIFELINE`);
+    the variable is taken out of the environment, so that this process's own children are not tied by it."""
+    value = os.environ.pop(LIFELINE, "")
+    pid, _, start = value.partition(":")
+    if not (pid.isdigit() and start.isdigit()):
+        return
+    die_with_parent(signum)
+    if os.getppid() != int(pid) or start_time(int(pid)) != int(start):
+        os._exit(128 + signum)
+
+
+def child_env(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
+    """The environment of a child that dies with this process (`tie_to_parent` reads it)."""
+    env = dict(os.environ if base is None else base)
+    env[LIFELINE] = lifeline_value()
+    env.update(extra)
+    return env
+
+
+def loopback_listener() -> socket.socket:
+    """A listening TCP socket on 127.0.0.1, on a port the kernel chose free."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((LOOPBACK, 0))
+    sock.listen(128)
+    return sock
+
+
+def rank_env(rank: int, nproc: int, port: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What torchrun sets for a worker on one node, the store and gloo on loopback."""
+    env = child_env(base)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env.update(
+        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc),
+        GROUP_RANK="0", GROUP_WORLD_SIZE="1", ROLE_RANK=str(rank), ROLE_WORLD_SIZE=str(nproc), ROLE_NAME="default",
+        MASTER_ADDR=LOOPBACK, MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True",
+        TORCHELASTIC_RESTART_COUNT="0", TORCHELASTIC_MAX_RESTARTS="0", GLOO_SOCKET_IFNAME="lo",
+    )  # fmt: skip
+    return env
+
+
+class Ranks:
+    """N processes of `argv`, each in a session of its own, joined by a store on loopback that lives in this
+    process. `wait` returns each rank's exit; the first rank to fail stops the others (as torchrun
+    does); an interrupt here stops them all before it propagates. Use as a context manager: leaving it ends every
+    rank still running, and their group."""
+
+    def __init__(self, argv: Sequence[str], nproc: int, *, env: Mapping[str, str] | None = None,
+                 capture: bool = False) -> None:  # fmt: skip
+        import datetime as dt
+
+        import torch.distributed as dist
+
+        self.nproc = nproc
+        listener = loopback_listener()
+        port = listener.getsockname()[1]
+        try:
+            self._store = dist.TCPStore(LOOPBACK, port, nproc, True, dt.timedelta(seconds=300), wait_for_workers=False,
+                                        multi_tenant=True, master_listen_fd=listener.fileno())  # fmt: skip
+        except BaseException:
+            listener.close()
+            raise
+        listener.detach()  # the store's server owns the socket now, and closes it
+        self._outputs: list[tuple[IO[bytes], IO[bytes]] | None] = []
+        self.procs: list[subprocess.Popen] = []
+        try:
+            for rank in range(nproc):
+                files = (tempfile.TemporaryFile(), tempfile.TemporaryFile()) if capture else None
+                self._outputs.append(files)
+                self.procs.append(
+                    subprocess.Popen(
+                        list(argv), env=rank_env(rank, nproc, port, env), start_new_session=True,
+                        stdout=files[0] if files else None, stderr=files[1] if files else None,
+                    )
+                )  # fmt: skip
+        except BaseException:
+            self.stop()
+            raise
+
+    def wait(self, timeout_s: float | None = None) -> list[RankExit]:
+        """Every rank's exit; the first failure stops the others. TimeoutError past `timeout_s` (the ranks stopped)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        try:
+            while True:
+                codes = [p.poll() for p in self.procs]
+                if all(c is not None for c in codes):
+                    break
+                if any(c not in (None, 0) for c in codes):
+                    self.stop()
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    self.stop()
+                    raise TimeoutError(f"{self.nproc} ranks ran past {timeout_s:.0f} s")
+                time.sleep(POLL_S)
+        except BaseException:
+            self.stop()
+            raise
+        return [RankExit(rank, p.returncode, *self._read(rank)) for rank, p in enumerate(self.procs)]
+
+    def _read(self, rank: int) -> tuple[str, str]:
+        files = self._outputs[rank] if rank < len(self._outputs) else None
+        if files is None:
+            return "", ""
+        texts = []
+        for f in files:
+            f.seek(0)
+            texts.append(f.read().decode(errors="replace"))
+        return texts[0], texts[1]
+
+    def stop(self, wait_s: float = STOP_WAIT_S) -> None:
+        """SIGTERM to every rank's group, SIGKILL to what is left after `wait_s`; every rank reaped."""
+        for sig, wait in ((signal.SIGTERM, wait_s), (signal.SIGKILL, 5.0)):
+            if not self._left():
+                return
+            for pgid in self._left():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(pgid, sig)
+            deadline = time.monotonic() + wait
+            while time.monotonic() < deadline and self._left():
+                time.sleep(POLL_S)
+
+    def _left(self) -> list[int]:
+        """The groups of ranks with anything left in them: the rank, or a DataLoader worker of a rank that exited."""
+        left = []
+        for p in self.procs:
+            if p.poll() is None:
+                left.append(p.pid)
+                continue
+            try:
+                os.killpg(p.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                continue
+            left.append(p.pid)
+        return left
+
+    def close(self) -> None:
+        self.stop()
+        for files in self._outputs:
+            for f in files or ():
+                f.close()
+        self._outputs = []
+        self._store = None  # the server stops with its last reference
+
+    def __enter__(self) -> Ranks:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def run_ranks(argv: Sequence[str], nproc: int, *, env: Mapping[str, str] | None = None, capture: bool = False,
+              timeout_s: float | None = None) -> list[RankExit]:  # fmt: skip
+    """`argv` as N ranks on this machine (see `Ranks`), until every one has exited."""
+    with Ranks(argv, nproc, env=env, capture=capture) as ranks:
+        return ranks.wait(timeout_s)
