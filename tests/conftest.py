@@ -107,6 +107,16 @@ def assert_one_line_error(result: CliResult, *fragments: str) -> None:
         assert fragment in lines[0], (fragment, lines[0])
 
 
+def assert_last_line_error(result: CliResult, *fragments: str) -> None:
+    """A command that said what it was doing, then failed in one line: its last line, no traceback."""
+    assert result.code == 2, (result.code, result.out, result.err)
+    lines = [line for line in result.err.strip().splitlines() if line.strip()]
+    assert lines and lines[-1].startswith("iobench: error:"), result.err
+    assert "Traceback" not in result.err
+    for fragment in fragments:
+        assert fragment in lines[-1], (fragment, lines[-1])
+
+
 def stored_records(path: Path) -> list[dict]:
     """The records of a results file as the flat objects stored on disk (read through the typed reader)."""
     return [r.to_json() for r in read_records(path)]

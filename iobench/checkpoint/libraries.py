@@ -121,10 +121,19 @@ def make_state_shapes(spec: StateSpec) -> dict:
             "step": 0, "rng": torch.zeros_like(rng)}  # fmt: skip
 
 
+def _td_key(path: str) -> str:
+    """A dotted path as a TensorDict key, reversibly (a name holding `__` came back renamed when `.` was `__`)."""
+    return path.replace("%", "%25").replace(".", "%2E")
+
+
+def _td_path(key: str) -> str:
+    return key.replace("%2E", ".").replace("%25", "%")
+
+
 def _tensordict_save(state: dict, folder: Path) -> None:
     from tensordict import TensorDict
 
-    flat = {k.replace(".", "__"): v for k, v in flat_tensors(state).items()}
+    flat = {_td_key(k): v for k, v in flat_tensors(state).items()}
     flat["step"] = torch.tensor(state["step"])
     TensorDict(flat, batch_size=[]).memmap(str(folder / "state"), num_threads=4)
 
@@ -133,7 +142,7 @@ def _tensordict_load(folder: Path, spec: StateSpec, prepared: Any = None) -> dic
     from tensordict import TensorDict
 
     loaded = TensorDict.load_memmap(str(folder / "state"))
-    flat = {k.replace("__", "."): v.clone() for k, v in loaded.items() if k != "step"}
+    flat = {_td_path(k): v.clone() for k, v in loaded.items() if k != "step"}
     return unflatten(flat, int(loaded["step"]))
 
 

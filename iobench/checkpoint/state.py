@@ -9,11 +9,15 @@ weights are the user's own (a `.safetensors` file, or a `.pt`/`.pth`/`.bin` stat
 from __future__ import annotations
 
 import math
+import os
+import struct
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 import torch
+
+from iobench.errors import IobenchError
 
 BYTES_PER_PARAM = 14  # bf16 weights (2) + fp32 master weights, exp_avg and exp_avg_sq (4 + 4 + 4)
 OPTIMIZER_BYTES = 12  # the fp32 master weights and two Adam moments a parameter
@@ -46,9 +50,11 @@ class StateSpec:
 
     @property
     def state_bytes(self) -> int:
+        """Counted, not listed: the shapes of 1e20 parameters are never made (a list of them grew 53 MB/s until the
+        OOM killer came; the size is checked against memory first)."""
         if self.source:
             return sum(math.prod(s) * (d.itemsize + OPTIMIZER_BYTES) for _, s, d in file_weights(self.source))
-        return sum(math.prod(s) for s in self.shapes()) * BYTES_PER_PARAM
+        return self.params * BYTES_PER_PARAM  # the shapes hold exactly `params` parameters
 
     def shapes(self) -> list[tuple[int, ...]]:
         """The weights' shapes: Llama-like layers of hidden size h (q, k, v, o: h x h; gate, up: 3.5h x h; down:
@@ -87,32 +93,105 @@ def weight_dtype(spec: StateSpec, name: str) -> torch.dtype:
 
 @lru_cache(maxsize=4)
 def file_weights(source: str) -> tuple[tuple[str, tuple[int, ...], torch.dtype], ...]:
-    """(name, shape, dtype) of every floating-point tensor of the user's file, in its order (read lazily: a
-    safetensors header, or a mapped torch.load)."""
+    """(name, shape, dtype) of every floating-point tensor of the user's file, in its order, read without loading the
+    weights: a safetensors header (a 40 GB file is sized, not mapped), or a mapped torch.load."""
+    if Path(source).suffix == ".safetensors":
+        return tuple((n, shape, d) for n, shape, d in _safetensors_header(source) if d.is_floating_point
+                     and math.prod(shape) > 0)  # fmt: skip
     return tuple((n, tuple(t.shape), t.dtype) for n, t in _file_tensors(source).items())
+
+
+MAX_HEADER_BYTES = 100 * 2**20  # safetensors' own bound on its JSON header
+DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4, "I16": 2,
+               "I8": 1, "U8": 1, "BOOL": 1}  # fmt: skip
+
+
+def _safetensors_header(source: str) -> list[tuple[str, tuple[int, ...], torch.dtype]]:
+    """(name, shape, dtype) of each tensor, from the header alone, checked as safetensors checks it (a length within
+    the file, JSON of bounded depth, shapes and offsets that agree and lie within the data). safe_open maps the whole
+    file: a 40 GB sparse one failed with "Cannot allocate memory" before its size could be refused."""
+    from iobench.system.fsutil import open_regular, parse_json
+
+    def bad(why: str) -> IobenchError:
+        return IobenchError(f"--from {source}: not a safetensors file iobench can read ({why})")
+
+    try:
+        with os.fdopen(open_regular(source), "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            head = f.read(8)
+            if len(head) < 8:
+                raise bad("shorter than its header's length")
+            (length,) = struct.unpack("<Q", head)
+            if not 2 <= length <= min(MAX_HEADER_BYTES, size - 8):
+                raise bad(f"a header of {length:,} bytes in a file of {size:,}")
+            meta = parse_json(f.read(length), source, MAX_HEADER_BYTES)
+    except OSError as exc:
+        raise bad(exc.strerror or str(exc)) from None
+    except ValueError as exc:
+        raise bad(str(exc).rpartition(": ")[2][:100]) from None
+    if not isinstance(meta, dict):
+        raise bad("its header is not a JSON object")
+    data, found = size - 8 - length, []
+    for name, entry in meta.items():
+        if name == "__metadata__":
+            continue
+        if not isinstance(entry, dict) or entry.get("dtype") not in DTYPE_BYTES:
+            raise bad(f"tensor {name[:60]!r} has no dtype iobench reads")
+        shape, offsets = entry.get("shape"), entry.get("data_offsets")
+        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                  for d in shape):  # fmt: skip
+            raise bad(f"tensor {name[:60]!r} has a shape that is not a list of sizes")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)
+                and 0 <= offsets[0] <= offsets[1] <= data):  # fmt: skip
+            raise bad(f"tensor {name[:60]!r} lies outside the file's data")
+        if math.prod(shape) * DTYPE_BYTES[entry["dtype"]] != offsets[1] - offsets[0]:
+            raise bad(f"tensor {name[:60]!r}: its shape does not match its bytes")
+        found.append((name, tuple(shape), _dtype(entry["dtype"], source)))
+    return found
+
+
+def _dtype(text: str, source: str) -> torch.dtype:
+    names = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+             "F8_E4M3": getattr(torch, "float8_e4m3fn", None), "F8_E5M2": getattr(torch, "float8_e5m2", None),
+             "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+             "BOOL": torch.bool}  # fmt: skip
+    dtype = names.get(text)
+    if dtype is None:
+        raise IobenchError(f"--from {source}: a tensor of dtype {text[:20]!r}, which iobench does not read")
+    return dtype
+
+
+class _refused_in_one_line:  # noqa: N801 - used as a `with` block
+    """A file safetensors cannot read (a header too long, bad JSON, offsets past the end, a pickle under the name) is
+    one line naming the file, not SafetensorError's traceback."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type | None, exc: BaseException | None, tb: object) -> bool:
+        if exc is None or isinstance(exc, KeyboardInterrupt | SystemExit | IobenchError):
+            return False
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise IobenchError(f"--from {self.source}: not a safetensors file iobench can read ({first})") from None
 
 
 def _file_tensors(source: str) -> dict[str, torch.Tensor]:
     """The user's weights by name: a safetensors file's tensors, or a state dict's (nested dicts flattened by dotted
     names, a training checkpoint's "model" or "state_dict" taken), mapped rather than read; never anything but
     tensors (torch.load with weights_only=True)."""
-    from iobench.errors import IobenchError
-
     path = Path(source)
     if not path.is_file():
         raise IobenchError(f"--from {source}: not a file")
     if path.suffix == ".safetensors":
         from safetensors.torch import load_file
 
-        found = load_file(str(path))
+        with _refused_in_one_line(source):
+            found = load_file(str(path))
     elif path.suffix in TORCH_SUFFIXES:
-        try:
-            loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except Exception as exc:  # noqa: BLE001 - a file torch cannot read safely, in one line
-            raise IobenchError(f"--from {source}: torch.load(weights_only=True) refused it: {_why(exc)}") from None
-        if isinstance(loaded, dict):
-            loaded = loaded.get("model", loaded.get("state_dict", loaded))
-        found = flat_tensors(loaded) if isinstance(loaded, dict) else {}
+        found = _torch_weights(path)
     else:
         raise IobenchError(f"--from {source}: a .safetensors file or a torch state dict (.pt, .pth, .bin)")
     weights = {k: v.contiguous() for k, v in found.items() if v.is_floating_point() and v.numel() > 0}
@@ -121,16 +200,42 @@ def _file_tensors(source: str) -> dict[str, torch.Tensor]:
     return weights
 
 
+def _torch_weights(path: Path) -> dict[str, torch.Tensor]:
+    """A state dict's tensors, read with weights_only=True (mapped where the file is torch.save's zip; a legacy
+    pickle is read whole: it cannot be mapped)."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # "Detected pickle protocol 4": the refusal below says what matters
+            try:
+                loaded = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            except RuntimeError as exc:
+                if "mmap can only be used" not in str(exc):
+                    raise
+                loaded = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - a file torch cannot read safely, in one line
+        raise IobenchError(f"--from {path}: torch.load(weights_only=True) refused it: {_why(exc)}") from None
+    if isinstance(loaded, dict):
+        loaded = loaded.get("model", loaded.get("state_dict", loaded))
+    return flat_tensors(loaded) if isinstance(loaded, dict) else {}
+
+
 def _why(exc: Exception) -> str:
-    """torch's refusal in a few words: the object that is not weights, else its first line without escapes."""
+    """torch's refusal in a few words: the object that is not weights; never its advice to load with
+    weights_only=False, which would run whatever the file holds."""
     import re
 
-    text = str(exc)
-    found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+    found = re.search(r"GLOBAL ([\w.]+)", text)  # "Unsupported global: GLOBAL x.y", "unsupported GLOBAL x.y whose..."
     if found:
-        return f"it holds {found.group(1)}, which is not a tensor (only plain weights are read)"
-    first = re.sub(r"\x1b\[[0-9;]*m", "", text.strip().splitlines()[0] if text.strip() else type(exc).__name__)
-    return first[:200]
+        return (f"it holds {found.group(1)}, which is not a tensor: loading it any other way would run what the file "
+                "names")  # fmt: skip
+    operand = re.search(r"Unsupported operand (\d+)", text)
+    if operand:
+        return f"not a file of plain weights (its pickle uses opcode {operand.group(1)}, refused)"
+    lines = [x.strip() for x in text.splitlines() if x.strip() and "weights_only" not in x and "trust" not in x]
+    return (lines[0] if lines else type(exc).__name__)[:200]
 
 
 def make_state(spec: StateSpec) -> dict:

@@ -3,6 +3,7 @@ and where a run of several configurations stands with the time left."""
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -111,7 +112,8 @@ def sweep_with_progress(todo: list[ResolvedRun], results: Path, limits: MachineL
         run_sweep(todo, results, limits, _SweepBar(progress, task), isolated)
         progress.update(task, completed=len(todo))
     out.print(
-        f"{len(todo)} record(s) appended to {results}; `iobench report {results}` makes the report",
+        f"{len(todo)} record(s) appended to {results}; `{shlex.join(['iobench', 'report', str(results)])}` makes the "
+        "report",
         highlight=False,
         soft_wrap=True,
         markup=False,

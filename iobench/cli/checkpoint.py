@@ -100,6 +100,7 @@ def checkpoint_cmd(
     from iobench.checkpoint.bench import (
         CheckpointJob,
         answer,
+        check_directory,
         check_fits,
         parse_libraries,
         record_kills,
@@ -129,8 +130,11 @@ def checkpoint_cmd(
     except ValueError as exc:
         raise IobenchError(str(exc)) from None
     check_writable(results)
+    check_directory(directory)
     device = _device(device, spec.state_bytes)
-    check_fits(spec, [LIBRARIES[n] for n in names])  # a refusal is its one line, before anything else is said
+    check_fits(spec, [LIBRARIES[n] for n in names], nproc)  # a refusal is its one line, before anything else is said
+    if kill_test:
+        check_fits(kill_spec, [LIBRARIES[n] for n in names if LIBRARIES[n].own_save], what="--kill-params")
     for line in refused_libraries(asked):
         say(line)
     say(f"checkpoint: a {spec.state_bytes / 1e9:.2f} GB state ({spec.params:,} parameters, {spec.layout}), "
@@ -191,7 +195,7 @@ def _print_table(rows: list[dict], caches: tuple[str, ...]) -> None:
 def _print_kills(kills: dict[str, dict[str, int]], n: int, spec: object) -> None:
     from rich.table import Table
 
-    from iobench.checkpoint.bench import KILL_OUTCOMES
+    from iobench.results.checkpoint_record import KILL_OUTCOMES
 
     table = Table(title=f"a save of step N+1 over step N killed {n} times (state {spec.state_bytes / 1e6:.0f} MB)")
     table.add_column("library")

@@ -72,7 +72,7 @@ def limits_cmd(
     probe = parse_bytes(probe_size)
     check_read_limit(read_limit)
     target = resolve_device(device)
-    check_writable(limits_path(results))
+    check_writable(limits_path(results), records=False)
     events = ConsoleEvents(limits_message=f"measuring in {data_dir} ...")
     limits = measure_limits(data_dir, target, probe, events=events, read_limit=read_limit)
     stored = load_limits(results, data_dir, read_limit) if keep_best else None
@@ -98,7 +98,7 @@ def _remote_limits(data_dir: Path, dataset: str | None, results: Path, remote: s
     if endpoint_url is not None and (latency_ms is not None or connection_mb_per_s is not None):
         raise IobenchError("--latency-ms and --connection-mb-per-s shape --remote: not with --endpoint-url")
     chosen = profile(remote, latency_ms, connection_mb_per_s) if remote is not None else None
-    check_writable(remote_limits_path(results))
+    check_writable(remote_limits_path(results), records=False)
     folder = find_run_dataset(data_dir, dataset)
     if folder is None:
         raise IobenchError(f"no prepared dataset in {data_dir}; run `iobench prepare` first")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -96,17 +97,24 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | No
         if command_of is not None:
             out.print("measure it again (no script: iobench's own readers of object storage read it):")
             print(command_of(best.config), file=out.file, flush=True)
-        out.print(f"records of every round in {results}; `iobench report {results}` shows the search")
+        _records_line(results)
         return None
     from iobench.system.fsutil import atomic_write_text
 
     script = script_of(best.config, figure)
     where = results.with_name(f"{results.stem}-best.py")
     atomic_write_text(where, script)
-    out.print(f"paste (saved as {where}; `python {where}` runs it):", highlight=False, soft_wrap=True, markup=False)
+    out.print(f"paste (saved as {where}; `{shlex.join(['python', str(where)])}` runs it):", highlight=False,
+              soft_wrap=True, markup=False)  # fmt: skip
     print(script, end="", file=out.file, flush=True)
-    out.print(f"records of every round in {results}; `iobench report {results}` shows the search")
+    _records_line(results)
     return where
+
+
+def _records_line(results: Path) -> None:
+    """Where the rounds are, and the command that reports them (quoted: a path may hold `$(...)` or spaces)."""
+    out.print(f"records of every round in {results}; `{shlex.join(['iobench', 'report', str(results)])}` shows the "
+              "search", highlight=False, soft_wrap=True, markup=False)  # fmt: skip
 
 
 def _print_ranking(outcome: Any, results: Path) -> None:

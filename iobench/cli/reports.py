@@ -93,8 +93,10 @@ def _compare_checkpoints(a: Path, b: Path) -> None:
         raise IobenchError(f"{a} and {b} have no checkpoint measurement in common ({only_a} in A, {only_b} in B)")
     table = _comparison(a, b, "seconds: the median of the rounds [min-max]; a save until durable",
                         ("measurement", "A", "B", "verdict"))  # fmt: skip
+    from rich.markup import escape
+
     for change in changes:
-        table.add_row(label(change.key), range_text(change.a), range_text(change.b), change.verdict)
+        table.add_row(escape(label(change.key)), range_text(change.a), range_text(change.b), change.verdict)
     out.print(table)
     out.print(f"{len(changes)} matching measurement(s); {only_a} only in A, {only_b} only in B", highlight=False)
 

@@ -21,7 +21,7 @@ import torch
 from iobench.errors import IobenchError
 from iobench.loaders.base import DeviceBatch, Loader, LoaderContext, ReadMethod
 from iobench.loaders.order import indices_of
-from iobench.loaders.resident import HEADROOM, available_bytes
+from iobench.loaders.resident import HEADROOM, available_bytes, free_words
 from iobench.loaders.whole_read import READ_THREADS, RowsFile, WholeRead
 from iobench.system.fsutil import open_regular
 
@@ -40,7 +40,8 @@ class PreloadLoader(Loader):
         need, have = spec.n_samples * (spec.feature_bytes + 8), available_bytes(torch.device("cpu"))
         if need > HEADROOM * have:
             raise IobenchError(f"--loader preload holds the dataset in memory: it needs {need / 1e9:.2f} GB and "
-                               f"{have / 1e9:.2f} GB are free; read it with --loader direct or dataloader")  # fmt: skip
+                               f"{have / 1e9:.2f} GB are {free_words(torch.device('cpu'))}; read it with --loader "
+                               "direct or dataloader")  # fmt: skip
         self.layout, self.cold = layout, ctx.cold
         self.pin = bool(settings.pin_memory) and device.type == "cuda"
         self.threads = settings.num_workers or READ_THREADS

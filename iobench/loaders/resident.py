@@ -14,17 +14,22 @@ from iobench.loaders.base import DeviceBatch, Loader, LoaderContext, ReadMethod
 from iobench.loaders.device import synchronize
 from iobench.loaders.whole_read import RowsFile, WholeRead
 from iobench.system.fsutil import open_regular
+from iobench.system.memory import memory_room
 
 HEADROOM = 0.9  # leave a tenth of free memory to the step
 
 
 def available_bytes(device: torch.device) -> int:
+    """Free device memory, or host memory this process can take (a memory cgroup's limit included)."""
     if device.type == "cuda":
         free, _total = torch.cuda.mem_get_info(device)
         return free
-    with open("/proc/meminfo") as f:
-        info = dict(line.split(":", 1) for line in f)
-    return int(info["MemAvailable"].split()[0]) * 1024
+    return memory_room().available
+
+
+def free_words(device: torch.device) -> str:
+    """How the free memory of `available_bytes` is named in a refusal."""
+    return f"free on {device}" if device.type == "cuda" else memory_room().says()
 
 
 class ResidentLoader(Loader):
@@ -41,8 +46,8 @@ class ResidentLoader(Loader):
         if need > HEADROOM * have:
             reader.close()
             raise IobenchError(
-                f"gpu-resident: the dataset needs {need / 1e9:.2f} GB but {device} has {have / 1e9:.2f} GB free; "
-                "use a smaller dataset or another loader"
+                f"gpu-resident: the dataset needs {need / 1e9:.2f} GB and {have / 1e9:.2f} GB are "
+                f"{free_words(device)}; use a smaller dataset or another loader"
             )
         self.reader: FormatReader | None = reader
         self.cold = ctx.cold

@@ -33,6 +33,7 @@ from iobench.storage.local import LocalStorage
 from iobench.storage.local.confine import Confinement, check_can_confine
 from iobench.system.environment import mount_of
 from iobench.system.fsutil import PARTIAL_PREFIX, atomic_write_json, free_bytes, remove_stale_probes
+from iobench.system.private import CREATE_FLAGS
 from iobench.units import DEFAULT_SIZE
 
 DEFAULT_PROBE_BYTES = 2**30
@@ -117,9 +118,11 @@ def stored_or_measured(
 
 
 def write_probe(path: Path, nbytes: int) -> None:
-    """A file of incompressible bytes (whole blocks), fsynced: its pages are clean and can be evicted."""
+    """A file of incompressible bytes (whole blocks), fsynced: its pages are clean and can be evicted. Made new
+    (`O_EXCL | O_NOFOLLOW`): a link planted under the probe's name is removed, never written through."""
     block = os.urandom(BLOCK)
-    with open(path, "wb", buffering=0) as f:
+    path.unlink(missing_ok=True)
+    with os.fdopen(os.open(path, CREATE_FLAGS, 0o600), "wb", buffering=0) as f:
         for _ in range(nbytes // BLOCK):
             f.write(block)
         os.fsync(f.fileno())

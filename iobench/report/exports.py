@@ -6,12 +6,14 @@ from __future__ import annotations
 import base64
 import csv
 import html
+import io
 import json
 import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from iobench.results.record import RunRecord
+from iobench.system.fsutil import atomic_write_text
 
 
 def write_csv(records: Sequence[RunRecord], path: Path, superseded: Sequence[RunRecord] = ()) -> Path:
@@ -20,11 +22,12 @@ def write_csv(records: Sequence[RunRecord], path: Path, superseded: Sequence[Run
     gone = {id(r) for r in superseded}
     rows = [{**r.to_json(), "superseded": id(r) in gone} for r in records]
     columns = list(dict.fromkeys(key for row in rows for key in row))
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        writer = csv.writer(f)
-        writer.writerow(columns)
-        for row in rows:
-            writer.writerow([_cell(row.get(key)) for key in columns])
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([csv_cell(row.get(key)) for key in columns])
+    atomic_write_text(path, text.getvalue())
     return path
 
 
@@ -33,7 +36,7 @@ def write_csv(records: Sequence[RunRecord], path: Path, superseded: Sequence[Run
 _FORMULA = re.compile(r"[\t\r ]*[=+\-@\t\r]")
 
 
-def _cell(value: object) -> object:
+def csv_cell(value: object) -> object:
     if isinstance(value, list | dict):
         return json.dumps(value)
     if isinstance(value, str) and _FORMULA.match(value):  # a spreadsheet would run it as a formula
@@ -77,8 +80,8 @@ def write_html(markdown: str, folder: Path, path: Path) -> Path:
     flush()
     style = ("body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:12px}"
              "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}")  # fmt: skip
-    path.write_text(f"<!doctype html><html><head><meta charset='utf-8'><style>{style}</style></head><body>"
-                    + "\n".join(body) + "</body></html>\n", encoding="utf-8")  # fmt: skip
+    atomic_write_text(path, f"<!doctype html><html><head><meta charset='utf-8'><style>{style}</style></head><body>"
+                      + "\n".join(body) + "</body></html>\n")  # fmt: skip
     return path
 
 

@@ -6,6 +6,7 @@ so a test can read its labels: every bar and line of a plot has a label no other
 
 from __future__ import annotations
 
+import io
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +21,7 @@ from iobench.plan.selection import SETTINGS_LOADER  # noqa: E402
 from iobench.report.tables import settings_label  # noqa: E402
 from iobench.results.record import RunRecord  # noqa: E402
 from iobench.settings import HEATMAP_AXES, HEATMAP_PANELS, SETTINGS, held_fixed  # noqa: E402
+from iobench.system.fsutil import atomic_write_bytes  # noqa: E402
 
 CACHE_COLOURS = {"cold": "#3b6fb6", "warm": "#e08a2c", "as-is": "#7a7a7a"}
 TOP = 25  # bars in one horizontal bar plot; the rest are counted in its title, listed in the tables
@@ -297,6 +299,8 @@ def render(name: str, records: list[RunRecord], folder: Path) -> Path | None:
         return None
     path = folder / f"{name}.png"
     fig.tight_layout()
-    fig.savefig(path, dpi=90, bbox_inches="tight")
+    image = io.BytesIO()
+    fig.savefig(image, format="png", dpi=90, bbox_inches="tight")
     plt.close(fig)
+    atomic_write_bytes(path, image.getvalue())  # a link planted under the plot's name is replaced, not followed
     return path

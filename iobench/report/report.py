@@ -16,6 +16,7 @@ from iobench.report.warnings import md_text, record_warnings
 from iobench.results.ceilings import LOOPBACK, limits_key, remote_limits_key
 from iobench.results.record import RecordedConfig, RunRecord
 from iobench.results.store import load_all_limits, load_all_remote_limits, load_records
+from iobench.system.fsutil import atomic_write_text, output_folder
 
 ENVIRONMENT = ("hostname", "cpu_model", "cpu_count", "ram_bytes", "gpu_name", "kernel", "data_filesystem",
                "data_device", "python_version", "torch_version", "tensordict_version", "numpy_version",
@@ -85,10 +86,7 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None, dat
             raise IobenchError(f"{results}: no records of dataset {dataset!r} (it holds {', '.join(found)})")
     if not records:
         raise IobenchError(f"{results}: no records")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise IobenchError(f"cannot create {out}: {exc.strerror or exc}") from None
+    output_folder(out, "--out")
     images = [(title, plots.render(name, records, out)) for name, (title, _) in plots.PLOTS.items()]
     lines = [f"# iobench report: {results.name}", "", f"{len(records)} configurations from `{results}`.", "",
              *_left_out(gone)]  # fmt: skip
@@ -114,7 +112,7 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None, dat
         if image is not None:
             lines += ["", f"## {title}", "", f"![{title}]({image.name})"]
     path = out / "report.md"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    atomic_write_text(path, "\n".join(lines) + "\n")
     write_html("\n".join(lines), out, out / "report.html")
     write_csv(records + gone, out / "results.csv", superseded=gone)
     return path

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,12 +32,15 @@ def append_record(path: Path, record: RunRecord) -> None:
 
 def append_line(path: Path, text: str) -> None:
     """`text` appended as one whole line and fsynced. A file whose last line was torn (a full disk, a crash
-    mid-write) gets a newline first, so the new line starts on a line of its own and stays readable."""
+    mid-write) gets a newline first, so the new line starts on a line of its own and stays readable. The file is
+    opened without following a link and must be a results file (`check_results_file`): a link planted in a shared
+    folder led root's records into /etc/passwd, and `--results model.safetensors` appended to a user's model."""
     line = (text + "\n").encode()
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+        fd = os.open(path, APPEND_FLAGS, 0o666)
         try:
+            _check_results_fd(fd, path)
             size = os.fstat(fd).st_size
             if size and os.pread(fd, 1, size - 1) != b"\n":  # the last line was torn
                 line = b"\n" + line
@@ -47,18 +51,80 @@ def append_line(path: Path, text: str) -> None:
         finally:
             os.close(fd)
     except OSError as exc:
-        raise IobenchError(f"cannot write results to {path}: {exc.strerror or exc}") from None
+        raise IobenchError(_cannot_write(path, exc)) from None
 
 
-def check_writable(path: Path) -> None:
-    """Refuse before measuring when the results could not be written afterwards."""
+APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+HEAD_BYTES = 2**20  # the start of a file read to tell whether it holds iobench's records
+HEAD_LINES = 4
+RECORD_KINDS = ("checkpoint", "checkpoint-kill")
+
+
+def _cannot_write(path: Path, exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return f"--results {path} is a link; give the file it points to"
+    if exc.errno == errno.EISDIR:
+        return f"--results {path} is a directory"
+    return f"cannot write results to {path}: {exc.strerror or exc}"
+
+
+def is_record(value: object) -> bool:
+    """A JSON value that iobench wrote as a record: a run's (its format, loader and time) or a checkpoint's."""
+    if not isinstance(value, dict):
+        return False
+    return value.get("kind") in RECORD_KINDS or all(k in value for k in ("format", "loader", "timestamp"))
+
+
+def check_results_file(path: Path) -> None:
+    """Refuse in one line, before anything is measured, a --results that iobench must not append to: a link, anything
+    but a regular file, a file with other names (hard links), or a file whose lines are not iobench records. A file
+    that does not exist yet, or is empty, is fine."""
+    try:
+        fd = os.open(path, OPEN_FLAGS)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise IobenchError(_cannot_write(path, exc)) from None
+    try:
+        _check_results_fd(fd, path)
+    finally:
+        os.close(fd)
+
+
+def _check_results_fd(fd: int, path: Path) -> None:
+    st = os.fstat(fd)
+    if stat.S_ISDIR(st.st_mode):
+        raise IobenchError(f"--results {path} is a directory")
+    if not stat.S_ISREG(st.st_mode):
+        raise IobenchError(f"--results {path} is not a regular file")
+    if st.st_nlink > 1:
+        raise IobenchError(f"--results {path} has {st.st_nlink} names (hard links); give a results file of its own")
+    if st.st_size == 0:
+        return
+    values = []
+    for raw in os.pread(fd, HEAD_BYTES, 0).split(b"\n")[:HEAD_LINES]:
+        if raw.strip():
+            try:
+                values.append(json.loads(raw))
+            except (ValueError, RecursionError):
+                values.append(None)  # torn, or not JSON at all
+    found = [v for v in values if v is not None]
+    if not found or not all(is_record(v) for v in found):
+        raise IobenchError(f"--results {path} holds something other than iobench records; give another file (records "
+                           "are appended only to a results file of iobench's, or to a new one)")  # fmt: skip
+
+
+def check_writable(path: Path, *, records: bool = True) -> None:
+    """Refuse before measuring when the results could not be written afterwards, or must not be written there (a file
+    of records: `check_results_file`; `records=False`, a file iobench replaces whole by a rename: limits.json)."""
     folder = path.parent
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise IobenchError(f"cannot create {folder} for the results: {exc.strerror or exc}") from None
-    if path.is_dir():
-        raise IobenchError(f"--results {path} is a directory")
+    if records:
+        check_results_file(path)
     target = path if path.exists() else folder
     if not os.access(target, os.W_OK):
         raise IobenchError(f"cannot write results to {path}: permission denied")

@@ -77,11 +77,17 @@ def shared_mode(path: Path, base: int) -> None:
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write via a temporary file, fsync, rename: readers see the old or the new file, never half."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write via a fresh temporary file (mkstemp: O_EXCL), fsync, rename: readers see the old or the new file, never
+    half, and a link at `path` is replaced, never written through."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=PARTIAL_PREFIX + path.name + ".")
     try:
         shared_mode(Path(tmp), 0o666)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
@@ -89,6 +95,26 @@ def atomic_write_text(path: Path, text: str) -> None:
         Path(tmp).unlink(missing_ok=True)
         raise
     fsync_path(path.parent)
+
+
+def output_folder(path: Path, option: str) -> Path:
+    """A folder iobench writes its outputs into (a report's): made if missing, refused in one line when it is a link
+    (planted in a shared folder, it would lead root's writes elsewhere) or not a folder."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        try:
+            path.mkdir(parents=True)
+        except OSError as exc:
+            raise IobenchError(f"cannot create {path}: {exc.strerror or exc}") from None
+        return path
+    except OSError as exc:
+        raise IobenchError(f"{option} {path}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise IobenchError(f"{option} {path} is a link; give the folder it points to")
+    if not stat.S_ISDIR(st.st_mode):
+        raise IobenchError(f"{option} {path} is not a folder")
+    return path
 
 
 def atomic_write_json(path: Path, obj: object) -> None:

@@ -133,3 +133,30 @@ def test_a_cold_epoch_reads_the_dataset_inside_its_clock_once(tmp_path, cli, loa
     assert record["read_method"] == "the whole file in 8 MiB O_DIRECT reads"
     for read in record["process_read_bytes"]:
         assert abs(read / record["dataset_bytes"] - 1) < 0.02, (read, record["dataset_bytes"])
+
+
+def test_a_memory_cgroup_smaller_than_the_dataset_is_refused_in_one_line(tmp_path):
+    """In a 1.5 GB memory cgroup, preload of a 2.08 GB dataset was SIGKILLed by the OOM killer with no message: the
+    process saw the machine's MemAvailable, not its cgroup's limit. The group here leaves room for iobench (measured
+    by a run that holds nothing) and half the dataset."""
+    import sys
+
+    from tests.conftest import ROOT
+    from tests.memory_cgroup import memory_home, run_in_memory_cgroup
+
+    memory_home()  # skips here, with the reason, where no cgroup can be made
+    invoke("prepare", "--size", "100000", "--shape", "128", "--formats", "npy", "--data-dir", tmp_path / "d", "-q")
+    dataset = sum(p.stat().st_size for p in (tmp_path / "d").rglob("*.npy"))  # 52 MB
+    common = [sys.executable, "-m", "iobench", "run", "--format", "npy", "--data-dir", str(tmp_path / "d"), "--runs",
+              "1", "--epochs", "1", "--warmup", "0", "--cache", "as-is", "--results", str(tmp_path / "r.jsonl"),
+              "-q"]  # fmt: skip
+    peaks = []
+    for _ in range(2):  # the first may measure this machine's limits, which the second finds stored
+        done, peak = run_in_memory_cgroup([*common, "--loader", "dataloader", "--max-batches", "1"], 2**31, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-2000:]
+        peaks.append(peak)
+    baseline = min(peaks)
+    done, _ = run_in_memory_cgroup([*common, "--loader", "preload"], baseline + dataset // 2, cwd=ROOT)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and lines[-1].startswith("iobench: error: --loader preload"), done.stderr[-2000:]
+    assert "left under the memory cgroup" in lines[-1] and "Traceback" not in done.stderr

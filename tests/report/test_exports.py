@@ -43,13 +43,13 @@ def test_a_line_joins_only_figures_of_one_kind_of_data():
 def test_a_cell_a_spreadsheet_would_read_as_a_formula_is_quoted(text):
     """OWASP's CSV injection list: =, +, -, @, a tab or a carriage return first, or behind leading spaces; the tab,
     CR and space forms were written as they were."""
-    from iobench.report.exports import _cell
+    from iobench.report.exports import csv_cell
 
-    assert _cell(text) == "'" + text
+    assert csv_cell(text) == "'" + text
 
 
 @pytest.mark.parametrize("text", ["npy", " npy", "bs=1024 w=0", "a-b", ""])
 def test_a_plain_cell_is_written_as_it_is(text):
-    from iobench.report.exports import _cell
+    from iobench.report.exports import csv_cell
 
-    assert _cell(text) == text
+    assert csv_cell(text) == text

@@ -72,6 +72,11 @@ class CacheBudget:
             ) from None
 
 
+# A throttle is bytes a second in a cgroup file: 1e308 MB/s overflowed it, and below 1 kB/s it rounds to 0, which the
+# kernel reads as no limit at all
+READ_LIMIT_RANGE = (0.001, 1e9)
+
+
 @dataclass(frozen=True)
 class Confinement:
     """What a run asks for; empty (both None) runs unconfined."""
@@ -81,8 +86,9 @@ class Confinement:
 
     def __post_init__(self) -> None:
         limit = self.read_limit_mb_per_s
-        if limit is not None and not (limit > 0 and limit < float("inf")):
-            raise IobenchError(f"--read-limit must be a number of MB/s > 0, got {limit}")
+        if limit is not None and not (READ_LIMIT_RANGE[0] <= limit <= READ_LIMIT_RANGE[1]):
+            raise IobenchError(f"--read-limit must be a number of MB/s from {READ_LIMIT_RANGE[0]:g} to "
+                               f"{READ_LIMIT_RANGE[1]:,.0f}, got {limit:g}")  # fmt: skip
 
     def __bool__(self) -> bool:
         return self.read_limit_mb_per_s is not None or self.cache_budget_bytes is not None

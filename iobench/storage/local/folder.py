@@ -12,7 +12,8 @@ from iobench.errors import IobenchError
 from iobench.storage import Applied, Counters, Storage
 from iobench.storage.local.page_cache import Eviction, evict, resident_fraction
 from iobench.storage.local.traffic import Traffic
-from iobench.system.environment import can_drop_caches, mount_of, ram_bytes
+from iobench.system.environment import can_drop_caches, mount_of
+from iobench.system.memory import memory_room
 
 if TYPE_CHECKING:  # confine imports the helpers run as `python -m` (the governor, the janitor): not at import
     from iobench.storage.local.confine import Confinement
@@ -98,7 +99,7 @@ class LocalStorage(Storage):
     @property
     def larger_than_memory(self) -> bool:
         budget, size = self.confinement.cache_budget_bytes, sum(p.stat().st_size for p in self.paths)
-        return (budget is not None and budget < size) or size > ram_bytes()
+        return (budget is not None and budget < size) or size > memory_room().total
 
     def probe_ceilings(self, probe: Path, blocks: tuple[int, ...]) -> StorageCeilings:
         """The disk's sequential read and random reads of each block size at queue depths 1 and 32, on `probe`

@@ -1,0 +1,367 @@
+"""`iobench checkpoint` against the sixth hostile probe: its ranks and trials end with iobench whatever signal it gets
+and listen on loopback only, a killed run's folders are swept, sizes are checked arithmetically before anything is
+made, memory is what a cgroup leaves, damaged `--from` files and bad options are one line, and its records are
+validated like run records (report and compare skip a hostile line, and escape what they print)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tracemalloc
+
+import pytest
+import torch
+
+from iobench.checkpoint.bench import check_fits
+from iobench.checkpoint.libraries import LIBRARIES
+from iobench.checkpoint.state import StateSpec
+from iobench.errors import IobenchError
+from tests.conftest import ROOT, assert_last_line_error, assert_one_line_error
+from tests.process_tree import Watched, off_loopback
+
+pytestmark = pytest.mark.hostile
+SAFETENSORS = pytest.mark.skipif(not LIBRARIES["safetensors"].installed, reason="safetensors is not installed "
+                                 "(pip install 'iobench[checkpoint]')")  # fmt: skip
+
+
+def _checkpoint(tmp_path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "iobench", "checkpoint", "--dir", str(tmp_path / "c"), "--results",
+         str(tmp_path / "r.jsonl"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ, COLUMNS="200"),
+    )  # fmt: skip
+
+
+def _trials(w: Watched) -> list[int]:
+    found = []
+    for pid in w.seen:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"iobench.checkpoint.trial" in f.read():
+                    found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
+def test_no_rank_or_trial_outlives_a_stopped_checkpoint_and_every_listener_is_on_loopback(tmp_path, sig):
+    """SIGINT/SIGTERM to iobench's PID alone exited in 0.32 s while its two ranks ran on (one for 1,484 s), re-made
+    the removed folder and left 668 MB; torchrun's store listened on `*:PORT`. Nothing of it is left here, and a
+    SIGKILLed run's work folder is swept by the next run."""
+    proc = _checkpoint(tmp_path, "--params", "4e6", "--libraries", "dcp", "--nproc", "2", "--trials", "20")
+    watched = Watched(proc)
+    watched.until(lambda w: len(_trials(w)) >= 2 and len({pid for pid, _, _ in w.listened}) >= 3)
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=60)
+    assert not watched.survivors(), err[-2000:]
+    assert not off_loopback(watched.listened), watched.listened
+    if sig != "SIGKILL":
+        assert proc.returncode == 128 + getattr(signal, sig) and "Traceback" not in err, err[-2000:]
+        assert not (tmp_path / "c").exists(), list((tmp_path / "c").rglob("*"))
+        return
+    left = list((tmp_path / "c").iterdir())
+    assert len(left) == 1 and left[0].name.startswith(".iobench-checkpoint-"), left  # what SIGKILL leaves
+    done = _checkpoint(tmp_path, "--params", "2e5", "--libraries", "torch", "--trials", "1")
+    _, err = done.communicate(timeout=120)
+    assert done.returncode == 0, err[-2000:]
+    assert list((tmp_path / "c").iterdir()) == [], "the next run swept the killed run's folder, then its own"
+
+
+def test_dir_parents_made_for_the_checkpoints_are_removed_and_the_users_are_kept(cli, tmp_path):
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "keep.txt").write_text("the user's")
+    for target in (tmp_path / "a" / "b" / "c", tmp_path / "mine" / "d"):
+        r = cli("checkpoint", "--params", "2e5", "--libraries", "torch", "--trials", "1", "--cache", "warm", "--dir",
+                target, "--results", tmp_path / "r.jsonl")  # fmt: skip
+        assert r.code == 0, r.err
+    assert not (tmp_path / "a").exists()
+    assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["keep.txt"]
+
+
+def test_dir_that_cannot_hold_checkpoints_is_one_line(cli, tmp_path):
+    """--dir a regular file (FileExistsError), /proc/self (FileNotFoundError) and a link were tracebacks or followed."""
+    common = ["--params", "2e5", "--libraries", "torch", "--trials", "1", "--results", tmp_path / "r.jsonl"]
+    (tmp_path / "file").write_text("x")
+    os.symlink(tmp_path, tmp_path / "link")
+    cases = [(tmp_path / "file", "is not a folder"), ("/proc/self", "is a link"), (tmp_path / "link", "is a link"),
+             (tmp_path / "file" / "below", "is not a folder")]  # fmt: skip
+    for target, fragment in cases:
+        r = cli("checkpoint", "--dir", target, *common)
+        assert_one_line_error(r, "--dir", fragment)
+    assert (tmp_path / "file").read_text() == "x"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a read-only mount needs root")
+def test_dir_on_a_read_only_file_system_is_one_line(cli, tmp_path):
+    mount = tmp_path / "ro"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount)]).returncode != 0:
+        pytest.skip("mount is not allowed here")
+    try:
+        r = cli("checkpoint", "--params", "2e5", "--libraries", "torch", "--trials", "1", "--dir", mount / "c",
+                "--results", tmp_path / "r.jsonl")  # fmt: skip
+        assert_one_line_error(r, "--dir", "Read-only file system")
+    finally:
+        subprocess.run(["umount", str(mount)])
+
+
+def test_a_huge_state_is_refused_by_arithmetic_before_any_shape_is_listed(cli, tmp_path, monkeypatch):
+    """--params 1e20 listed every layer first (53 MB/s until the OOM killer came); --kill-params 1e9 with a kill test
+    (14 GB) was never checked and ended "torch save failed: -9"."""
+
+    def listed(self):
+        raise AssertionError("the shapes were listed before the size was checked")
+
+    monkeypatch.setattr(StateSpec, "shapes", listed)
+    common = ["--dir", tmp_path / "c", "--results", tmp_path / "r.jsonl"]
+    tracemalloc.start()
+    try:
+        r = cli("checkpoint", "--params", "1e20", *common)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert_one_line_error(r, "--params")
+    assert peak < 100e6, peak
+    r = cli("checkpoint", "--params", "2e5", "--kill-test", "1", "--kill-params", "1e20", *common)
+    assert_one_line_error(r, "--kill-params")
+    assert not (tmp_path / "c").exists() and not (tmp_path / "r.jsonl").exists()
+
+
+def test_each_rank_holds_the_state_so_the_memory_check_counts_ranks():
+    spec = StateSpec(10**7)  # 140 MB; dcp takes ranks, torch runs in one process
+    check_fits(spec, [LIBRARIES["dcp"]], nproc=1, free=400 * 10**6)
+    with pytest.raises(IobenchError, match="in each of 4 ranks"):
+        check_fits(spec, [LIBRARIES["dcp"]], nproc=4, free=400 * 10**6)
+    check_fits(spec, [LIBRARIES["torch-mmap"]], nproc=4, free=400 * 10**6)
+
+
+def test_from_refusal_does_not_point_at_params(tmp_path):
+    own = tmp_path / "model.pt"
+    torch.save({"w": torch.zeros(1000)}, own)
+    with pytest.raises(IobenchError) as info:
+        check_fits(StateSpec.of_file(own), [LIBRARIES["torch"]], free=2**10)
+    assert "--params" not in str(info.value) and "smaller model" in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["", ",,", " , "])
+def test_no_library_named_is_one_line(cli, tmp_path, value):
+    r = cli("checkpoint", "--libraries", value, "--dir", tmp_path / "c", "--results", tmp_path / "r.jsonl")
+    assert_one_line_error(r, "--libraries: name at least one")
+
+
+# ---- --from: a damaged or hostile file is one line ------------------------------------------------------------------
+
+
+def _header(meta: dict, data: bytes = b"", *, length: int | None = None) -> bytes:
+    text = json.dumps(meta).encode()
+    return struct.pack("<Q", len(text) if length is None else length) + text + data
+
+
+def _tensor(dtype="F32", shape=(2, 2), offsets=(0, 16)) -> dict:
+    return {"w": {"dtype": dtype, "shape": list(shape), "data_offsets": list(offsets)}}
+
+
+DAMAGED = {
+    "header length past the file": _header(_tensor(), bytes(16), length=10**6),
+    "header length 2**64-1": _header(_tensor(), bytes(16), length=2**64 - 1),
+    "header length 0": _header(_tensor(), bytes(16), length=0),
+    "shape beyond the data": _header(_tensor(shape=(1000, 1000)), bytes(16)),
+    "offsets past the end": _header(_tensor(offsets=(0, 4096)), bytes(16)),
+    "shape product overflow": _header(_tensor(shape=(2**62, 2**62), offsets=(0, 16)), bytes(16)),
+    "negative dimension": _header(_tensor(shape=(-1, 4)), bytes(16)),
+    "bad JSON": struct.pack("<Q", 9) + b"{not json" + bytes(16),
+    "not UTF-8": struct.pack("<Q", 4) + b"\xff\xfe\xfd\xfc" + bytes(16),
+    "3 bytes": b"abc",
+    "empty": b"",
+    "JSON nested 100,000 deep": struct.pack("<Q", 200_000) + b"[" * 100_000 + b"]" * 100_000,
+    "a pickle under the name": b"\x80\x04\x95" + bytes(40),
+}
+
+
+@SAFETENSORS
+@pytest.mark.parametrize("case", list(DAMAGED))
+def test_a_damaged_safetensors_from_file_is_one_line(cli, tmp_path, case):
+    """All 13 were an uncaught SafetensorError."""
+    bad = tmp_path / "model.safetensors"
+    bad.write_bytes(DAMAGED[case])
+    r = cli("checkpoint", "--from", bad, "--dir", tmp_path / "c", "--results", tmp_path / "r.jsonl")
+    assert_one_line_error(r, "--from")
+    assert not (tmp_path / "r.jsonl").exists()
+
+
+@SAFETENSORS
+def test_a_40_gb_sparse_safetensors_is_sized_from_its_header_and_refused(cli, tmp_path):
+    """A valid 40 GB sparse file was `RuntimeError: unable to mmap`: it is sized from its header, then refused."""
+    big = tmp_path / "big.safetensors"
+    n = 40 * 10**9 // 4
+    with open(big, "wb") as f:
+        f.write(_header({"w": {"dtype": "F32", "shape": [n], "data_offsets": [0, 4 * n]}}))
+        f.truncate(f.tell() + 4 * n)
+    r = cli("checkpoint", "--from", big, "--dir", tmp_path / "c", "--results", tmp_path / "r.jsonl")
+    assert_one_line_error(r, "GiB of memory", "smaller model")
+
+
+def test_a_malicious_pt_names_the_blocked_global_and_never_advises_weights_only_false(cli, tmp_path):
+    """torch 2.13's words no longer matched, and the 200-character cut ended with "Re-running `torch.load` with
+    `weights_only` set to `False`": the advice a user must not follow."""
+    evil = tmp_path / "model.pt"
+    torch.save({"model": {"w": torch.zeros(2)}, "x": _Evil()}, evil)
+    marker = tmp_path / "ran"
+    r = cli("checkpoint", "--from", evil, "--dir", tmp_path / "c", "--results", tmp_path / "r.jsonl")
+    assert_one_line_error(r, "posix.system", "not a tensor")
+    assert "False" not in r.err and not marker.exists()
+
+
+class _Evil:
+    def __reduce__(self):
+        return (os.system, ("true",))
+
+
+@pytest.mark.skipif(not LIBRARIES["tensordict"].installed, reason="tensordict is not installed")
+def test_names_holding_double_underscores_come_back_from_tensordict(tmp_path):
+    """iobench's own `.` <-> `__` renaming made tensordict's restore differ ("exact NO")."""
+    from iobench.checkpoint.state import differences
+
+    state = {"model": {"blocks.0.attn__qkv.weight": torch.ones(3), "x%2E.y": torch.zeros(2)},
+             "optimizer": {"master": {"a__b": torch.ones(1)}}, "step": 4,
+             "rng": torch.zeros(3, dtype=torch.uint8)}  # fmt: skip
+    LIBRARIES["tensordict"].save(state, tmp_path)
+    assert differences(LIBRARIES["tensordict"].restore(tmp_path, None, None), state) == []
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a small tmpfs needs root")
+def test_a_full_disk_is_said_as_such(cli, tmp_path):
+    """tensordict said "save failed: -7" (SIGBUS), torch and dcp "[enforce fail at inline_container.cc:672] .
+    unexpected pos"."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)]).returncode != 0:
+        pytest.skip("mount is not allowed here")
+    try:
+        for library in ("torch", "dcp"):
+            r = cli("checkpoint", "--params", "2e6", "--libraries", library, "--trials", "1", "--dir", mount / "c",
+                    "--results", tmp_path / "r.jsonl")  # fmt: skip
+            assert_last_line_error(r, f"{library} save failed: the disk is full", "MB free under --dir")
+        assert not (mount / "c").exists()
+    finally:
+        subprocess.run(["umount", str(mount)])
+
+
+# ---- the results file and the records ------------------------------------------------------------------------------
+
+
+def test_results_through_a_link_or_into_a_users_file_is_refused(cli, tmp_path):
+    """A link to /etc/passwd took two records; --results model.safetensors (a typo) appended to the user's model."""
+    victim = tmp_path / "passwd"
+    victim.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    os.symlink(victim, tmp_path / "link.jsonl")
+    model = tmp_path / "model.safetensors"
+    model.write_bytes(_header(_tensor(), bytes(16)))
+    for results, fragment in ((tmp_path / "link.jsonl", "is a link"), (model, "other than iobench records")):
+        r = cli("checkpoint", "--params", "2e5", "--libraries", "torch", "--trials", "1", "--dir", tmp_path / "c",
+                "--results", results)  # fmt: skip
+        assert_one_line_error(r, fragment)
+    assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
+    assert model.read_bytes() == _header(_tensor(), bytes(16))
+
+
+GOOD_TRIAL = {"kind": "checkpoint", "library": "torch", "op": "restore", "cache": "cold", "params": 200000,
+              "state_bytes": 2800000, "seconds": 0.5, "bytes_on_disk": 2800000, "peak_rss_bytes": 10**8,
+              "exact": True, "durable_seconds": None, "layout": "llama", "trial": 0}  # fmt: skip
+GOOD_SAVE = {**GOOD_TRIAL, "op": "save", "cache": None, "durable_seconds": 0.6, "done_seconds": 0.5}
+HOSTILE = [
+    {"seconds": 0},
+    {"seconds": float("inf")},
+    {"seconds": "1"},
+    {"seconds": -1},
+    {"seconds": None},
+    {"peak_rss_bytes": "x"},
+    {"layout": ["llama"]},
+    {"layout": 3},
+    {"ranks": "2"},
+    {"ranks": 0},
+    {"durable_seconds": "1"},
+    {"gb_per_s": float("nan")},
+    {"exact": "no"},
+    {"library": "<script>\n# x"},
+    {"library": "\x1b[2J"},
+    {"library": 5},
+    {"op": "delete"},
+    {"cache": "lukewarm"},
+    {"params": 1e300},
+    {"params": -5},
+    {"bytes_on_disk": [1]},
+    {"differences": "all"},
+    {"trial": 1.5},
+]
+HOSTILE_KILLS = [
+    {"counts": "many"},
+    {"counts": {"N intact": "1"}},
+    {"counts": {"N intact": float("inf")}},
+    {"counts": [1]},
+    {"counts": {"eaten": 1}},
+    {"kills": "1"},
+    {"counts": {"N intact": 2}},
+]
+GOOD_KILLS = {"kind": "checkpoint-kill", "library": "torch", "params": 100000, "kills": 1, "counts": {"N intact": 1}}
+
+
+def _write(path, lines: list[dict]) -> None:
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+@pytest.mark.parametrize("change", HOSTILE + HOSTILE_KILLS, ids=lambda c: json.dumps(c)[:40])
+def test_report_and_compare_skip_a_hostile_checkpoint_line_and_name_it(cli, tmp_path, change):
+    """14 of 30 such cases were tracebacks (ZeroDivisionError, KeyError, TypeError, OverflowError); "exact": "no" was
+    shown as yes, and the answer said "durable in inf s"."""
+    base = GOOD_KILLS if "counts" in change or "kills" in change else GOOD_TRIAL
+    results = tmp_path / "r.jsonl"
+    _write(results, [GOOD_SAVE, GOOD_TRIAL, {**base, **change}])
+    r = cli("report", results, "--out", tmp_path / "out")
+    assert r.code == 0 and "Traceback" not in r.err, r.err
+    assert "r.jsonl:3: not a checkpoint record" in r.err, r.err
+    r = cli("compare", results, results)
+    assert r.code == 0 and "Traceback" not in r.err and "\x1b" not in r.out, r.err
+
+
+def test_the_checkpoint_report_escapes_what_records_hold(cli, tmp_path):
+    """report.md wrote library names raw (`<script>`, `|`), results.csv kept `=HYPERLINK(...)`."""
+    results = tmp_path / "r.jsonl"
+    name = "<script>x</script>|[a](javascript:b)"
+    formula = '=HYPERLINK("http://x")'
+    _write(results, [{**GOOD_SAVE, "library": name}, {**GOOD_TRIAL, "library": name},
+                     {**GOOD_SAVE, "library": formula}])  # fmt: skip
+    r = cli("report", results, "--out", tmp_path / "out")
+    assert r.code == 0, r.err
+    text = (tmp_path / "out" / "report.md").read_text()
+    assert "<script>" not in text and "[a](" not in text and "\\|" in text
+    assert "'=HYPERLINK" in (tmp_path / "out" / "results.csv").read_text()
+
+
+def test_report_out_through_a_link_is_refused(cli, tmp_path):
+    results = tmp_path / "r.jsonl"
+    _write(results, [GOOD_SAVE, GOOD_TRIAL])
+    (tmp_path / "elsewhere").mkdir()
+    os.symlink(tmp_path / "elsewhere", tmp_path / "out")
+    r = cli("report", results, "--out", tmp_path / "out")
+    assert_one_line_error(r, "--out", "is a link")
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_a_memory_cgroup_smaller_than_the_state_is_refused_in_one_line(tmp_path):
+    """The memory check read the machine's MemAvailable: inside a memory cgroup a trial was killed ("torch save failed:
+    -9"). A 140 MB state that torch's load holds twice over, in a group with room for about half of that."""
+    from tests.memory_cgroup import memory_home, run_in_memory_cgroup
+
+    memory_home()
+    argv = [sys.executable, "-m", "iobench", "checkpoint", "--params", "1e7", "--libraries", "torch", "--trials", "1",
+            "--dir", str(tmp_path / "c"), "--results", str(tmp_path / "r.jsonl")]  # fmt: skip
+    done, _ = run_in_memory_cgroup(argv, 350 * 2**20, cwd=ROOT, timeout=300)
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
+    assert "left under the memory cgroup" in lines[0] and not (tmp_path / "c").exists()

@@ -1,0 +1,89 @@
+"""Results files (`iobench.results.store`): a record is appended only to a results file of iobench's, never through a
+link (a planted link took root's records into /etc/passwd), never into another file (a `--results` typo appended to
+the user's model), and a file swapped for a link between the check and the write is refused as well."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from iobench.errors import IobenchError
+from iobench.results.store import append_line, check_results_file, check_writable
+from tests.conftest import assert_one_line_error
+
+RECORD = json.dumps({"kind": "checkpoint", "library": "torch"})
+PASSWD = "root:x:0:0:root:/root:/bin/bash\n"
+
+
+@pytest.fixture
+def victim(tmp_path):
+    path = tmp_path / "passwd"
+    path.write_text(PASSWD)
+    return path
+
+
+def test_a_link_is_never_followed(tmp_path, victim):
+    os.symlink(victim, tmp_path / "link.jsonl")
+    for step in (check_writable, check_results_file, lambda p: append_line(p, RECORD)):
+        with pytest.raises(IobenchError, match="is a link"):
+            step(tmp_path / "link.jsonl")
+    assert victim.read_text() == PASSWD
+
+
+@pytest.mark.parametrize("content", [PASSWD.encode(), b"\x08\x00\x00\x00\x00\x00\x00\x00{}", b'{"a": 1}\n', b"[]\n"])
+def test_a_file_that_holds_no_records_is_refused(tmp_path, content):
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(content)
+    for step in (check_results_file, lambda p: append_line(p, RECORD)):
+        with pytest.raises(IobenchError, match="other than iobench records"):
+            step(path)
+    assert path.read_bytes() == content
+
+
+def test_a_fifo_a_folder_and_a_second_name_are_refused(tmp_path, victim):
+    os.mkfifo(tmp_path / "fifo")
+    os.link(victim, tmp_path / "hard.jsonl")
+    for path, why in ((tmp_path / "fifo", "not a regular file"), (tmp_path, "is a directory"),
+                      (tmp_path / "hard.jsonl", "2 names")):  # fmt: skip
+        with pytest.raises(IobenchError, match=why):
+            append_line(path, RECORD)
+
+
+def test_records_are_appended_to_a_new_file_an_empty_one_and_one_of_records_with_a_torn_line(tmp_path):
+    path = tmp_path / "r.jsonl"
+    append_line(path, RECORD)
+    (tmp_path / "empty.jsonl").write_text("")
+    append_line(tmp_path / "empty.jsonl", RECORD)
+    with open(path, "a") as f:
+        f.write('{"kind": "checkp')  # a crash mid-write
+    append_line(path, RECORD)
+    assert path.read_text().splitlines()[-1] == RECORD and len(path.read_text().splitlines()) == 3
+
+
+def test_a_file_swapped_for_a_link_after_the_check_is_not_written_through(tmp_path, victim):
+    path = tmp_path / "r.jsonl"
+    append_line(path, RECORD)
+    check_writable(path)
+    path.unlink()
+    os.symlink(victim, path)  # between the check before the runs and the append after them
+    with pytest.raises(IobenchError, match="is a link"):
+        append_line(path, RECORD)
+    assert victim.read_text() == PASSWD
+
+
+def test_run_refuses_a_results_link_before_measuring(cli, tmp_path, victim):
+    os.symlink(victim, tmp_path / "link.jsonl")
+    r = cli("run", "--data-dir", tmp_path / "none", "--format", "npy", "--results", tmp_path / "link.jsonl")
+    assert_one_line_error(r, "is a link")
+    assert victim.read_text() == PASSWD and not (tmp_path / "none").exists()
+
+
+def test_tune_and_sweep_print_commands_a_shell_reads_as_they_are(capsys, tmp_path):
+    """tune printed "`python /.../r $(touch ...)/res-best.py` runs it" unquoted; run's suggestion was quoted."""
+    from iobench.cli.render import _records_line
+
+    _records_line(tmp_path / "r $(touch x)" / "res.jsonl")
+    said = capsys.readouterr().out
+    assert "`iobench report '" in said and "$(touch x)/res.jsonl'`" in said, said
