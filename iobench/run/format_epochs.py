@@ -6,6 +6,9 @@ from __future__ import annotations
 import cProfile
 import datetime as dt
 import gc
+import marshal
+import os
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +28,7 @@ from iobench.run.epoch_log import EpochLog
 from iobench.run.epochs import DeviceTransform, EpochLoop
 from iobench.run.failures import check_delivered, failure
 from iobench.run.prime import PRIME_BATCHES, primed
+from iobench.system.fsutil import PARTIAL_PREFIX, atomic_write_bytes, output_folder
 from iobench.system.world import World
 
 
@@ -161,7 +165,7 @@ def profile_epoch(subject: FormatEpochs, loader: Loader, epoch: int, directory: 
     """One extra epoch under cProfile (and torch.profiler on CUDA); not part of the timings."""
     config = subject.config
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    directory.mkdir(parents=True, exist_ok=True)
+    output_folder(directory, "--profile")
     path = directory / f"{stamp}-{config.format}-{config.loader}.prof"
     profiler = cProfile.Profile()
 
@@ -175,10 +179,17 @@ def profile_epoch(subject: FormatEpochs, loader: Loader, epoch: int, directory: 
             profiler.enable()
             one_epoch()
             profiler.disable()
-        trace.export_chrome_trace(str(path.with_suffix(".trace.json")))
+        fd, fresh = tempfile.mkstemp(dir=directory, prefix=PARTIAL_PREFIX, suffix=".trace.json")
+        os.close(fd)
+        try:
+            trace.export_chrome_trace(fresh)  # into a fresh name, renamed over a link rather than through it
+            os.replace(fresh, path.with_suffix(".trace.json"))
+        finally:
+            Path(fresh).unlink(missing_ok=True)
     else:
         profiler.enable()
         one_epoch()
         profiler.disable()
-    profiler.dump_stats(path)
+    profiler.create_stats()
+    atomic_write_bytes(path, marshal.dumps(profiler.stats))  # what dump_stats writes, without following a link
     return path
