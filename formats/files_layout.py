@@ -94,7 +94,8 @@ def decode_image(data: io.BufferedReader, spec: DatasetSpec, axes: str, name: st
     return pixels.reshape(spec.shape)
 
 
-KEPT_AS_IS = "source keeps every file as it is, so every image must already have the dataset's shape (png re-encodes)"
+KEPT_AS_IS = ("source keeps every file as it is, so every image must already have the dataset's shape (photos keeps "
+              "images of any size and crops them at each read; png re-encodes them)")  # fmt: skip
 
 
 def source_images(spec: DatasetSpec) -> list[Path]:

@@ -68,8 +68,8 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             honours=BATCHES - {"prefetch_thread"} | {"num_workers", "prefetch_factor"},
             notes=(("num_workers", "--num-workers is DALI's num_threads (0: 1)"),
                    ("prefetch_thread", "DALI prefetches (--prefetch-factor is its prefetch_queue_depth)")),
-            raw_batches="DALI's own pipeline decodes and crops", extra="nvidia.dali", library="NVIDIA DALI",
-            libraries=("nvidia-dali-cuda130",), forks=False, check="dali_refusal",
+            raw_batches="DALI's own pipeline decodes and crops", extra="dali", imports="nvidia.dali",
+            library="NVIDIA DALI", libraries=("nvidia-dali-cuda130",), forks=False, check="dali_refusal",
         ),
         # the format's own library pipeline (WebDataset's shard shuffle and buffer, ...)
         LoaderKind(
@@ -124,6 +124,13 @@ def unreadable(fmt: str, loader: LoaderName) -> IobenchError:
     return IobenchError(f"--loader {loader} does not read --format {fmt}; it reads {', '.join(LOADERS[loader].reads)}")
 
 
+def check_installed(loader: LoaderName) -> None:
+    """A loader whose extra is missing, refused in one line naming the extra (found, not imported: no torch yet)."""
+    kind = LOADERS[loader]
+    if not kind.installed:
+        raise IobenchError(f"--loader {loader} needs {kind.library}: pip install 'iobench[{kind.extra}]'")
+
+
 def kind_of(name: str) -> LoaderKind | None:
     """A record's loader (a string, as stored) as its registered kind; None for a name this release lacks."""
     try:
@@ -133,4 +140,4 @@ def kind_of(name: str) -> LoaderKind | None:
 
 
 __all__ = ["BATCHES", "CORE_LOADERS", "DEFAULT_LOADER", "LOADERS", "NOTES", "WORKER_PROCESSES", "LoaderKind",
-           "LoaderName", "check_reads", "kind_of", "unreadable"]  # fmt: skip
+           "LoaderName", "check_installed", "check_reads", "kind_of", "unreadable"]  # fmt: skip

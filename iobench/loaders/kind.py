@@ -46,8 +46,9 @@ class LoaderKind:
     notes: tuple[tuple[str, str], ...] = ()  # (setting, why this loader does not take it)
     min_workers: int = 0  # the least --num-workers it runs with
     raw_batches: str = ""  # why it hands over batches as read, so a host transform cannot run in it ("": it can)
-    extra: str | None = None  # the pip extra (and module) it needs; `all` leaves such loaders out
+    extra: str | None = None  # the pip extra it needs (pyproject's optional-dependencies); `all` leaves it out
     library: str | None = None  # the extra's library by name, for the line that refuses it when missing
+    imports: str | None = None  # the module that says the extra is installed, where it is not named as the extra
     needs: str | None = None  # a capability a format must declare to be read (formats.PIPELINE, FIXED_LAYOUT)
     libraries: tuple[str, ...] = ()  # what it reads with beyond torch (distribution names), for records
     forks: bool = True  # --num-workers are processes forked from this one (False: threads of this process)
@@ -79,7 +80,7 @@ class LoaderKind:
         if self.extra is None:
             return True
         try:  # a dotted name (nvidia.dali) whose parent package is missing raises instead of answering None
-            return importlib.util.find_spec(self.extra) is not None
+            return importlib.util.find_spec(self.imports or self.extra) is not None
         except ModuleNotFoundError:
             return False
 

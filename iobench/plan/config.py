@@ -16,7 +16,7 @@ from typing import Any
 from iobench.choices import Choice, did_you_mean
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.loaders import DEFAULT_LOADER, LOADERS, LoaderName, check_reads
+from iobench.loaders import DEFAULT_LOADER, LOADERS, LoaderName, check_installed, check_reads
 from iobench.loaders.transforms import TransformOn
 from iobench.measuring.steps import parse_step
 from iobench.plan.run_options import RUN_OPTIONS, Cache, RunOption, SamplerTail
@@ -103,6 +103,8 @@ def _check(config: RunConfig) -> None:
     if config.format not in FORMATS:
         raise IobenchError(f"unknown format {config.format!r}{did_you_mean(config.format, list(FORMATS))}; choose "
                            f"from {', '.join(FORMATS)}")  # fmt: skip
+    kind = LOADERS[config.loader]
+    check_installed(config.loader)  # before its settings: `--loader ray` first complained about --num-workers
     check_reads(config.loader, config.format)
     _check_format_options(config)
     check_counts(config.settings)
@@ -115,7 +117,6 @@ def _check(config: RunConfig) -> None:
     )
     if (config.order is Order.BLOCK) != (config.block_size > 0):
         raise IobenchError("--block-shuffle N > 0 goes with the block order, and only with it")
-    kind = LOADERS[config.loader]
     check_workers(config.settings)
     if (refusal := kind.refusal(config.settings)) is not None:
         raise IobenchError(refusal)
@@ -124,8 +125,6 @@ def _check(config: RunConfig) -> None:
     if config.transform != "none" and config.transform_on is TransformOn.HOST and kind.raw_batches:
         raise IobenchError(f"--loader {config.loader} hands over raw batches ({kind.raw_batches}): use "
                            "--transform-on device")  # fmt: skip
-    if not kind.installed:
-        raise IobenchError(f"--loader {config.loader} needs {kind.library}: pip install 'iobench[{kind.extra}]'")
     if config.cache is Cache.WARM and config.warmup < 1:
         raise IobenchError(
             "--cache warm (the default) needs --warmup >= 1: the untimed epoch is what warms the cache; "

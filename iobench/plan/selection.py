@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from iobench.choices import parse_choices, split_list
 from iobench.formats import DEFAULT_FORMATS, FORMATS
-from iobench.loaders import LOADERS, LoaderName, unreadable
+from iobench.loaders import LOADERS, LoaderName, check_installed, unreadable
 
 DEFAULT_PAIRS = (
     ("npy", LoaderName.DATALOADER),
@@ -33,9 +33,14 @@ def tuned_loaders(fmt: str, remote: bool = False) -> tuple[LoaderName, ...]:
 
 
 def parse_loaders(text: str) -> tuple[LoaderName, ...]:
-    """Loader names from a comma list; `all` leaves out those that need an extra (ray) unless named."""
+    """Loader names from a comma list; `all` leaves out every loader that needs an extra unless named. A loader named
+    whose extra is missing is refused here, before anything heavy is imported (a refusal took 7-14 s on a busy
+    machine, importing torch and the library first)."""
     chosen = parse_choices(text, tuple(n.value for n in LOADERS), "loader")
     named = split_list(text, "loader")
+    for ld in named:
+        if ld in LOADERS:
+            check_installed(LoaderName(ld))
     return tuple(LoaderName(ld) for ld in chosen if LOADERS[LoaderName(ld)].extra is None or ld in named)
 
 

@@ -91,7 +91,7 @@ def test_every_loader_takes_it_only_where_it_declares_it(setting, kind):
     library is missing is skipped, saying so (CI's extras stage installs them: ray, nodes, spdl, ray-data)."""
     value = other_value(setting)
     if not kind.installed:
-        pytest.skip(f"{kind.name} needs {kind.library} (pip install 'iobench[{kind.name}]')")
+        pytest.skip(f"{kind.name} needs {kind.library} (pip install 'iobench[{kind.extra}]')")
     if not kind.reads:
         return
     fmt = "memmap" if "memmap" in kind.reads else kind.reads[0]

@@ -1,0 +1,94 @@
+"""What the docs, the refusals, the skip reasons and `doctor` tell a user to type exists: every `iobench[EXTRA]` and
+`.[EXTRA]` is an extra of pyproject.toml (`--loader dali` said `pip install 'iobench[nvidia.dali]'`, skips named
+`iobench[nodes]` and `iobench[ray-data]`; pip answers "does not provide the extra"), and every `--option` the docs
+name is an option of an iobench command, of one of its scripts, or of the other tool the sentence is about."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    tomllib = None
+
+import pytest
+
+from tests.conftest import ROOT
+
+EXTRA = re.compile(r"(?:iobench|\.)\[([a-z][a-z0-9._-]*(?:,\s*[a-z][a-z0-9._-]*)*)\]")
+OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
+# options of the other tools the docs speak of, each with its tool
+FOREIGN = {
+    "--help": "every command", "--upgrade": "pip", "--check": "ruff format", "--buffer-size": "rclone mount",
+    "--vfs-cache-mode": "rclone mount", "--standalone": "torchrun", "--nproc-per-node": "torchrun",
+    "--rdzv-endpoint": "torchrun", "--master-addr": "torchrun", "--memory": "scripts/confine.sh",
+}  # fmt: skip
+
+
+def _docs() -> list[Path]:
+    return [ROOT / "README.md", ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _sources() -> list[Path]:
+    found = [*_docs(), ROOT / ".ci" / "run", *sorted((ROOT / "scripts").glob("*"))]
+    for folder in ("iobench", "formats", "tests"):
+        found += sorted((ROOT / folder).rglob("*.py"))
+    return [p for p in found if p.is_file()]
+
+
+def _extras() -> set[str]:
+    if tomllib is None:
+        pytest.skip("reading pyproject.toml needs Python 3.11's tomllib")
+    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+
+
+def extras_named(text: str) -> set[str]:
+    return {name.strip() for m in EXTRA.finditer(text) for name in m.group(1).split(",")}
+
+
+def test_every_extra_named_anywhere_is_one_pyproject_provides():
+    extras = _extras()
+    wrong = {f"{p.relative_to(ROOT)}: [{name}]" for p in _sources() if p.name != "test_names.py"
+             for name in extras_named(p.read_text(errors="replace")) if name not in extras}  # fmt: skip
+    assert not wrong, sorted(wrong)
+
+
+def test_the_check_finds_an_extra_that_does_not_exist():
+    assert extras_named("pip install 'iobench[nvidia.dali]'; pip install '.[formats,ray-data]'") == {
+        "nvidia.dali", "formats", "ray-data"}  # fmt: skip
+    assert not {"nvidia.dali", "ray-data"} <= _extras()
+
+
+def test_every_loaders_extra_is_one_pyproject_provides():
+    from iobench.loaders import LOADERS
+
+    assert {k.extra for k in LOADERS.values() if k.extra} <= _extras()
+
+
+def _iobench_options() -> set[str]:
+    import typer
+
+    from iobench.cli import app
+
+    found: set[str] = set()
+
+    def walk(command) -> None:
+        for param in command.params:
+            found.update(param.opts + param.secondary_opts)
+        for sub in getattr(command, "commands", {}).values():
+            walk(sub)
+
+    walk(typer.main.get_command(app))
+    return found
+
+
+def test_every_option_the_docs_name_exists():
+    known = _iobench_options() | set(FOREIGN)
+    scripts = "\n".join(p.read_text(errors="replace") for p in (ROOT / "scripts").glob("*") if p.is_file())
+    unknown = {f"{p.relative_to(ROOT)}: {m.group()}" for p in _docs() for m in OPTION.finditer(p.read_text())
+               if m.group() not in known and f'"{m.group()}"' not in scripts}  # fmt: skip
+    assert not unknown, sorted(unknown)
+    assert "--nproc" in known and "--no-such-option" not in known  # the check can fail
