@@ -53,14 +53,14 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             notes=tuple((name, "--num-workers is its read threads (0: 4); it reads the files once, then gathers "
                          "batches in memory") for name in ("prefetch_factor", "persistent_workers", "in_order",
                                                            "prefetch_thread")),
-            raw_batches="gathered from the rows it holds", needs=FIXED_LAYOUT,
+            raw_batches="gathered from the rows it holds", needs=FIXED_LAYOUT, holds_dataset=True,
         ),
         # the features file read by cuFile straight into device memory, every batch then gathered there
         LoaderKind(
             LoaderName.DEVICE_READ, None, "device_read", "DeviceReadLoader", honours=BATCHES - {"prefetch_thread"},
             notes=(("num_workers", "cuFile reads the file in one call (kvikio's own threads); --num-workers does not "
                     "apply"), ("prefetch_thread", "it reads the dataset once, then gathers batches on the device")),
-            raw_batches="already on the device", needs=FIXED_LAYOUT, needs_cuda=True,
+            raw_batches="already on the device", needs=FIXED_LAYOUT, needs_cuda=True, holds_dataset=True,
         ),
         # NVIDIA DALI's image pipeline: its file reader, decoder ("mixed": nvJPEG after the copy) and crop
         LoaderKind(

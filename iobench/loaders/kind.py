@@ -57,6 +57,8 @@ class LoaderKind:
     own_readers: bool = False
     # True: it measures the dataset held in the device's memory (on the CPU: in RAM), not a way from storage
     in_device_memory: bool = False
+    # True: it reads the whole dataset into memory once, then gathers every batch there (preload, device-read)
+    holds_dataset: bool = False
     needs_cuda: bool = False  # it reads into device memory: refused in one line without CUDA, left out of `all` there
     # under torchrun, how its ranks share an epoch: "sampler" (torch's DistributedSampler, whose tail
     # --distributed-sampler sets), "library" (the format's own pipeline splits it), "share" (a contiguous share of

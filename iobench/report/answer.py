@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from iobench.loaders import kind_of
 from iobench.report.tables import au_text, settings_label
 from iobench.report.warnings import RunWarning, md_text
+from iobench.results.ceilings import ceiling_words
 from iobench.results.record import RunRecord
 
 
@@ -60,7 +62,7 @@ def answer_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
             ranked = sorted((r.epochs.samples_per_s for r in rs), reverse=True)
             runner_up = f", {ranked[0] / ranked[1]:.2f}x the next of {len(rs)}" if len(rs) > 1 and ranked[1] else ""
             share = best.limit.percent_of_limit
-            ceiling = f", {share:.0f}% of {best.limit.limit_name}" if share is not None else ""
+            ceiling = f", {share:.0f}% of {ceiling_words(best.limit.limit_name)}" if share is not None else ""
             au = f", AU {au_text(best)}" if best.epochs.accelerator_utilisation is not None else ""
             lines.append(
                 f"- **{md_text(workload)}, {md_text(pattern)}**: {md_text(best.config.label)} "
@@ -107,13 +109,12 @@ def tune_command(best: RunRecord, place: Sequence[str] = ()) -> str:
     return " ".join(shlex.quote(a) for a in args)
 
 
-HOLDS_THE_DATASET = ("preload", "device-read")  # loaders that read the whole dataset into memory, then gather
-
-
 def console_answer(records: Sequence[RunRecord], place: Sequence[str] = ()) -> str | None:
     """The run's last line: which configuration to use for the pattern measured most, how far ahead of the next and
     how sure (their intervals), and the `tune` command that would settle its settings (`place`: the options that
-    found the dataset, as typed). None without two to rank."""
+    found the dataset, as typed). None without two to rank. A ranking taken while other programs used the cores is
+    not an answer: the line says what was fastest there and that it may not hold (a loaded machine promoted
+    npy/preload at 82-620 samples/s, 4,374 with one torch thread)."""
     from iobench.report.verdict import interval
 
     by_pattern: dict[str, list[RunRecord]] = {}
@@ -127,8 +128,13 @@ def console_answer(records: Sequence[RunRecord], place: Sequence[str] = ()) -> s
     best = ranked[0]
     ib = interval(best)
     what = f"{best.config.label} ({settings_label(best, measured=False)})"
+    if (busy := _busy_cores(rs)) is not None:
+        return (f"answer ({pattern}): none: other programs used {busy} cores beside the runs, and a ranking taken "
+                f"there may not hold on a quiet machine (fastest measured: {what}, {ib.text()} samples/s); measure "
+                "again with the machine quiet, or on purpose with --cpu-contention N --torch-threads 1")  # fmt: skip
+    kind = kind_of(best.config.loader)
     tune = f"`{tune_command(best, place)}` searches its settings"
-    if best.config.loader in HOLDS_THE_DATASET:  # read whole, then gathered: what tune's loaders cannot beat
+    if kind is not None and kind.holds_dataset:  # read whole, then gathered: what tune's loaders cannot beat
         tune = (f"{best.config.loader} holds the whole dataset in memory (read once inside the first epoch): for a "
                 "dataset that fits, with room left for the step")  # fmt: skip
     if len(ranked) == 1:
@@ -137,21 +143,20 @@ def console_answer(records: Sequence[RunRecord], place: Sequence[str] = ()) -> s
     i2 = interval(second)
     ahead = best.epochs.samples_per_s / second.epochs.samples_per_s if second.epochs.samples_per_s else float("inf")
     if ib.overlaps(i2):
-        verdict = (f"tied with {second.config.label} ({ahead:.2f}x, their intervals overlap: more --runs or "
-                   "--epochs would tell them apart)")  # fmt: skip
+        verdict = (f"not settled against {second.config.label}: its median is {ahead:.2f}x lower, but its interval "
+                   f"spans {i2.low:,.0f}-{i2.high:,.0f}, which overlaps; more --runs or --epochs would tell them "
+                   "apart")  # fmt: skip
     else:
         verdict = f"{ahead:.2f}x the next, {second.config.label} (their intervals apart, {ib.coverage:.0%} each)"
-    return f"answer ({pattern}): use {what}: {ib.text()} samples/s, {verdict}{_shared(rs)}; {tune}"
+    return f"answer ({pattern}): use {what}: {ib.text()} samples/s, {verdict}; {tune}"
 
 
-def _shared(records: Sequence[RunRecord]) -> str:
-    """What the answer adds when its ranking was taken while other programs used the cores (a loaded machine's first
-    run called npy/dataloader 16.68x the next; the README says 1.43x, another run 54x)."""
+def _busy_cores(records: Sequence[RunRecord]) -> str | None:
+    """The cores other programs used around the runs, where more than BUSY_CORES (the load warning's rule); None on
+    a quiet machine or where it was not measured."""
     from iobench.report.verdict import BUSY_CORES, busy
 
     loads = [x for x in (busy(r) for r in records) if x is not None]
     if not loads or max(loads) <= BUSY_CORES:
-        return ""
-    used = f"{max(loads):.1f}" if max(loads) - min(loads) < 0.1 else f"{min(loads):.1f}-{max(loads):.1f}"
-    return (f"; ranked while other programs used {used} cores beside the runs: the ranking may not hold on a quiet "
-            "machine")  # fmt: skip
+        return None
+    return f"{max(loads):.1f}" if max(loads) - min(loads) < 0.1 else f"{min(loads):.1f}-{max(loads):.1f}"

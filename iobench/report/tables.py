@@ -31,7 +31,24 @@ def settings_label(r: RunRecord, measured: bool = True) -> str:
     transform = transform_parts(r) if measured else [transform_label(r)] if transform_label(r) else []
     options = [c.format_options] if c.format_options else []
     written = [f"written({c.format_written})"] if c.format_written else []
+    if measured and r.system.decoder:  # what decoded, and where, as the record says: not what was asked
+        rest = [decode_label(r.system.decoder) if part == DECODE_ASKED else part for part in rest]
     return " ".join(parts + rest + option_labels(c) + transform + options + written)
+
+
+DECODE_ASKED = "decode@device"  # --decode-on device's label (iobench.settings), before the run says what decoded
+
+
+def decode_label(decoder: str) -> str:
+    """The record's decoder in a few words: its library and the side it ran on (`decode: Pillow on host`). On a
+    machine without torchvision --decode-on device decodes with Pillow on the host, and `decode@device` said
+    otherwise."""
+    import re
+
+    library = decoder.split()[0] if decoder.split() else "?"
+    device = re.search(r" on (cuda(?::\d+)?)", decoder)
+    where = device.group(1) if device else "CPU" if "on the CPU" in decoder else "host"
+    return f"decode: {library} on {where}"
 
 
 def transform_label(r: RunRecord) -> str:

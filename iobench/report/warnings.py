@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from iobench.choices import Choice
 from iobench.loaders import kind_of
 from iobench.report.tables import settings_label
+from iobench.results.ceilings import ceiling_words
 from iobench.results.record import STORED_THREADS_READ, RunRecord
-from iobench.results.stats import BUSY_CORES, CV_LIMIT, first_run_slow, outliers, summary
+from iobench.results.stats import BUSY_CORES, CV_LIMIT, first_run_slow, outliers, summary, two_groups
 
 # Above this share of its ceiling a figure says the ceiling is wrong (5%: the noise of these disks and VMs).
 ABOVE_CEILING_PERCENT = 105.0
@@ -63,13 +64,29 @@ def md_text(value: object) -> str:
     return str(value).translate(_MD_ESCAPES)
 
 
+def _span(values: list[float]) -> str:
+    return f"{values[0]:.3f} s" if len(values) == 1 else f"{values[0]:.3f}-{values[-1]:.3f} s"
+
+
 def series_warnings(subject: str, seconds: Sequence[float]) -> list[RunWarning]:
     """What is suspect about a series of epoch times."""
     found: list[RunWarning] = []
     if not seconds:
         return found
     s = summary(seconds)
-    if s.cv > CV_LIMIT:
+    groups = two_groups(seconds) if s.cv > CV_LIMIT else None
+    if groups is not None:
+        fast, slow = groups
+        found.append(
+            RunWarning(
+                Kind.SPREAD,
+                subject,
+                f"the epochs fall into two groups ({_span(fast)} and {_span(slow)}): a fast and a slow regime, as when "
+                "other programs take the cores for part of the run; their median stands for neither",
+                "measure again with the machine quiet, or pin the benchmark to idle cores",
+            )
+        )
+    elif s.cv > CV_LIMIT:
         found.append(
             RunWarning(
                 Kind.SPREAD,
@@ -147,7 +164,8 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                 RunWarning(
                     Kind.ABOVE_CEILING,
                     subject,
-                    f"{share:.0f}% of its ceiling {r.limit.limit_name} ({r.limit.limit_mb_per_s:,.0f} MB/s): a ceiling "
+                    f"{share:.0f}% of its ceiling, {ceiling_words(r.limit.limit_name)} "
+                    f"({r.limit.limit_mb_per_s:,.0f} MB/s): a ceiling "
                     "a loader beats was measured by a slower method than the loader's",
                     "measure the ceilings again with this iobench (`iobench limits`); if it persists, report it",
                 )

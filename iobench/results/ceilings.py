@@ -95,6 +95,28 @@ class LimitShare:
     percent_of_limit: float | None = None
 
 
+CEILING_WORDS = {
+    "storage_read_mb_per_s": "the disk's sequential read",
+    "page_cache_read_mb_per_s": "the page-cache copy",
+    "memory_gather_mb_per_s": "the in-memory gather of these samples",
+    "random_read_qd32_samples": "random reads of a sample at queue depth 32",
+    "h2d_pinned_mb_per_s": "host-to-device copies from pinned memory",
+    "h2d_pageable_mb_per_s": "host-to-device copies from pageable memory",
+}
+
+
+def ceiling_words(name: str | None) -> str:
+    """A ceiling's stored name in words for prose (a report said "24% of memory_gather_mb_per_s")."""
+    if name is None:
+        return "its ceiling"
+    if name in CEILING_WORDS:
+        return CEILING_WORDS[name]
+    for kind, words in (("remote_large_object_", "large-object GETs"), ("remote_sample_gets_", "sample-sized GETs")):
+        if name.startswith(kind):
+            return f"the store's {words} on {name.removeprefix(kind).split('_')[0]} connection(s)"
+    return name.replace("_mb_per_s", "").replace("_", " ")
+
+
 LOOPBACK = "loopback"  # the endpoint of iobench's own server, whatever port a run had
 SHORT_OF_PROFILE = 0.9  # the emulator delivered less than this share of what the profile asks
 

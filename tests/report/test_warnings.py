@@ -1,0 +1,44 @@
+"""Warnings and labels true to the record: a first-epoch warning only when the first epoch is slower than every later
+one, a bimodal series named as two regimes, ceilings in words, and the decoder the record names."""
+
+from __future__ import annotations
+
+from iobench.report.tables import settings_label
+from iobench.report.warnings import Kind, record_warnings, series_warnings
+from iobench.results.ceilings import ceiling_words
+from tests.report.test_answer import record
+
+
+def test_the_first_epoch_warning_needs_the_first_to_be_slower_than_every_later_one():
+    """0.995, 0.062, 1.308 s was called "a caching effect" (the third is the slowest; the "median" was a mean)."""
+    kinds = [w.kind for w in series_warnings("x", [0.995, 0.062, 1.308])]
+    assert Kind.FIRST_SLOW not in kinds
+    assert Kind.FIRST_SLOW in [w.kind for w in series_warnings("x", [2.0, 0.5, 0.52, 0.51])]
+
+
+def test_two_groups_of_epochs_are_named_as_two_regimes_not_a_spread():
+    (spread,) = [w for w in series_warnings("x", [0.995, 0.062, 1.308, 0.07]) if w.kind is Kind.SPREAD]
+    assert "two groups (0.062-0.070 s and 0.995-1.308 s)" in spread.finding and "other programs" in spread.finding
+    (plain,) = [w for w in series_warnings("x", [1.0, 1.4, 1.8, 1.2]) if w.kind is Kind.SPREAD]
+    assert "vary by" in plain.finding
+
+
+def test_ceilings_are_named_in_words():
+    """The report's answer said "24% of memory_gather_mb_per_s"."""
+    assert ceiling_words("memory_gather_mb_per_s") == "the in-memory gather of these samples"
+    assert "connection" in ceiling_words("remote_sample_gets_16_connections")
+    above = record([0.1, 0.1, 0.1], limit_name="memory_gather_mb_per_s", limit_mb_per_s=1.0, percent_of_limit=300.0)
+    finding = next(w.finding for w in record_warnings([above]) if w.kind is Kind.ABOVE_CEILING)
+    assert "_mb_per_s" not in finding and "in-memory gather" in finding
+
+
+def test_a_decode_label_says_what_decoded_and_where():
+    """--decode-on device on a CPU machine without torchvision was labelled decode@device while Pillow decoded on the
+    host."""
+    pillow = record([0.1, 0.1, 0.1], format="files", decode_on="device",
+                    decoder="Pillow 12.0.0 on the host, after the hand-over (torchvision does not import)")  # fmt: skip
+    assert "decode: Pillow on host" in settings_label(pillow) and "decode@device" not in settings_label(pillow)
+    assert "decode@device" in settings_label(pillow, measured=False)  # the configuration as asked, its identity
+    nvjpeg = record([0.1, 0.1, 0.1], format="files", decode_on="device", device="cuda:0",
+                    decoder="torchvision 0.28.0 decode_jpeg on cuda:0 (nvJPEG; PNG on the host)")  # fmt: skip
+    assert "decode: torchvision on cuda:0" in settings_label(nvjpeg)
