@@ -9,11 +9,13 @@ from rich.progress import (
     BarColumn,
     DownloadColumn,
     Progress,
+    Task,
     TaskID,
     TextColumn,
     TimeRemainingColumn,
     TransferSpeedColumn,
 )
+from rich.text import Text
 
 
 class Reporter(Protocol):
@@ -43,6 +45,14 @@ class NullReporter:
         pass
 
 
+class LiveSpeed(TransferSpeedColumn):
+    """The bar's MB/s while it runs; once done, nothing: the finished line says its own measured MB/s, and rich's
+    windowed figure beside it was a second, different MB/s on one line."""
+
+    def render(self, task: Task) -> Text:
+        return Text("") if task.finished else super().render(task)
+
+
 class RichReporter:
     """One bar per key, with bytes done, MB/s (10^6 bytes) and time left."""
 
@@ -51,7 +61,7 @@ class RichReporter:
             TextColumn("{task.description:<28}", markup=False),
             BarColumn(),
             DownloadColumn(),
-            TransferSpeedColumn(),
+            LiveSpeed(),
             TimeRemainingColumn(),
             console=console,
             transient=False,

@@ -18,6 +18,26 @@ from iobench.errors import IobenchError
 from iobench.system.signals import ENDING, exit_when_stuck, quiet_interrupted_handover, redeliver_lost_interrupt
 from iobench.torchrun_env import launched_by_torchrun
 
+
+def _flags_take_no_value() -> None:
+    """typer 0.29's help shows `<bool>` beside every flag (`--help <bool>`, `--quiet <bool>`), as if it took a value:
+    a flag takes none, so its type column stays empty."""
+    from typer import core
+
+    option = getattr(core, "TyperOption", None)
+    shown = getattr(option, "display_type_rich", None)
+    if shown is None or getattr(shown, "flags_plain", False):
+        return
+
+    def display_type_rich(self: object, ctx: object) -> str | None:
+        return None if getattr(self, "is_flag", False) else shown(self, ctx)
+
+    display_type_rich.flags_plain = True  # type: ignore[attr-defined]
+    option.display_type_rich = display_type_rich  # type: ignore[union-attr]
+
+
+_flags_take_no_value()
+
 app = typer.Typer(
     name="iobench",
     help="How fast does training data travel from storage to the device in PyTorch? "

@@ -18,7 +18,7 @@ from iobench.plan.resolve import ResolvedRun, RunTarget, settle_device
 from iobench.plan.selection import without_memory_resident
 from iobench.results.ceilings import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
-from iobench.run.estimates import Estimate, standing, time_range
+from iobench.run.estimates import Estimate, Finished, finished_of, standing, time_range
 from iobench.run.place import RunPlace
 from iobench.run.preparing import dataset_for_run, launch_torchrun, resolve_all
 from iobench.run.runner import Measuring, run
@@ -105,10 +105,13 @@ def _one_after_another(todo: list[ResolvedRun], limits: Limits, profile_dir: Pat
                        where: RunPlace, events: Events, result: SessionResult, estimates: list[Estimate | None]
                        ) -> None:  # fmt: skip
     started = time.monotonic()
+    finished: list[Finished] = []
     try:
         for k, resolved in enumerate(todo):
-            at = standing(k, len(todo), time.monotonic() - started, estimates)
+            at = standing(k, len(todo), time.monotonic() - started, estimates, finished)
+            began = time.monotonic()
             result.records.append(run_one(resolved, limits, profile_dir, events, at))
+            finished.append(finished_of(result.records[-1], time.monotonic() - began))
             if world.is_main:
                 save(where.results, result.records[-1], events)
     except KeyboardInterrupt:

@@ -362,15 +362,34 @@ def test_ctrl_c_keeps_the_finished_records_and_prints_their_table(tmp_path):
     assert len(stored_records(results)) == 1
 
 
-def test_the_time_left_is_a_range_then_the_estimates_scaled_by_the_pace_measured():
-    """'about 14 min' took 127 s and 'about 71 s' took 222 s: one figure from three batches. Before any configuration
-    ends, the range its batches give; after, the estimates scaled by how the finished ones compared with theirs."""
-    from iobench.run.estimates import Estimate
+def test_the_time_left_is_the_estimates_at_the_measured_pace_plus_the_fixed_cost_per_run():
+    """'about 14 min' took 127 s and 'about 71 s' took 222 s: one figure from three batches. The total is said once,
+    before the first configuration (its line no longer repeats it in other words); after it, each configuration ahead
+    is its estimated epochs at the pace the finished epochs kept, plus the fixed cost per run they showed."""
+    from iobench.run.estimates import Estimate, Finished
     from iobench.run.estimates import standing as _place
     from iobench.run.estimates import time_range as _range
 
     estimates = [Estimate(20.0, 40.0), Estimate(20.0, 40.0), Estimate(60.0, 120.0)]
-    assert _place(0, 3, 0.0, estimates) == "configuration 1 of 3, about 2-3 min left"
-    # the first took 90 s where 30 s was its middle: the rest, 120 s of middles, take about 3x
-    assert _place(1, 3, 90.0, estimates) == "configuration 2 of 3, about 6 min left"
+    assert _place(0, 3, 0.0, estimates) == "configuration 1 of 3"
+    # the first's epochs took 90 s where 30 s was its middle, with nothing besides: the rest, 120 s of middles, at a
+    # pace between 3x and their estimates, as far as 30 s of epochs weigh against 120 (sqrt(0.2): 1.89x)
+    assert _place(1, 3, 90.0, estimates, [Finished(90.0, 90.0, 1)]) == "configuration 2 of 3, about 4 min left"
+    assert _place(2, 3, 180.0, estimates, [Finished(90.0, 90.0, 1)] * 2) == "configuration 3 of 3, about 3 min left"
     assert _range(50.0, 52.0) == "50-52 s" and _range(60.0, 600.0) == "60 s-10 min" and _range(30.0, 30.2) == "30 s"
+
+
+def test_a_tiny_first_configuration_does_not_inflate_the_time_left_of_a_large_one():
+    """npy then files on 20,000 samples: "about 4-5 s in all", then after 5.1 s "about 2 min left", and it ended at
+    12.1 s: the tiny first configuration's fixed cost (its loader, its workers) had scaled the large one's estimate.
+    Here the first is estimated at 0.05 s of epochs and took 2.5 s (2.45 s of it fixed); the second, estimated at 4 s
+    of epochs in 3 runs, then takes about 4 s plus 3 runs' fixed cost: 11.35 s, within 2x of what is said."""
+    from iobench.run.estimates import Estimate, Finished, minutes
+    from iobench.run.estimates import standing as _place
+
+    estimates = [Estimate(0.04, 0.06, runs=1), Estimate(3.5, 4.5, runs=3)]
+    real = 4.0 + 3 * 2.45
+    said = _place(1, 2, 2.5, estimates, [Finished(2.5, 0.05, 1)])
+    seconds = float(said.split("about ")[1].split()[0])
+    assert said.endswith("s left") and real / 2 <= seconds <= real * 2, said
+    assert minutes(2.5 / 0.05 * 4.0) == "3 min", "what the scaled estimate said: 18x the real remainder"

@@ -92,3 +92,9 @@ def test_every_option_the_docs_name_exists():
                if m.group() not in known and f'"{m.group()}"' not in scripts}  # fmt: skip
     assert not unknown, sorted(unknown)
     assert "--nproc" in known and "--no-such-option" not in known  # the check can fail
+
+
+def test_a_flag_shows_no_value_in_help():
+    """typer 0.29 printed `--help <bool>` and `--quiet <bool>`, as if a flag took a value."""
+    assert "<bool>" not in (ROOT / "docs" / "reference.md").read_text()
+    assert "--quiet" in (ROOT / "docs" / "reference.md").read_text()

@@ -31,7 +31,7 @@ def test_a_ranking_taken_beside_other_programs_is_no_answer_and_says_so():
 
 
 def test_overlapping_intervals_are_not_settled_and_no_ratio_is_printed_as_if_settled():
-    """"tied with memmap/tensorclass (18.76x, ...)" read as a contradiction: the ratio is said unsettled, with the
+    """ "tied with memmap/tensorclass (18.76x, ...)" read as a contradiction: the ratio is said unsettled, with the
     interval that makes it so."""
     best, wide = record([0.1, 0.1, 0.1]), record([0.1, 2.0, 0.3], loader="tensorclass")
     line = console_answer([best, wide])
