@@ -5,11 +5,11 @@ from __future__ import annotations
 
 def test_a_finished_bar_shows_one_mb_per_s():
     """prepare's finished line said its own MB/s and rich's windowed MB/s beside it: two figures on one line."""
+    import time
+
     from rich.console import Console
 
     from iobench.progress import RichReporter
-
-    import time
 
     console = Console(width=150, record=True, force_terminal=False)
     with RichReporter(console) as bars:
