@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
+
+# Console text is checked at one width whatever the terminal: the CLI's consoles read COLUMNS when they are made
+# (at the first import of iobench.cli), and every subprocess a test starts inherits it
+os.environ["COLUMNS"] = "200"
+
+import importlib.util  # noqa: E402
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -26,9 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # The user's cache (limits measured once per machine) is the test session's own, never ~/.cache: tests that measure
 # limits on purpose give each test one of its own (monkeypatch.setenv("XDG_CACHE_HOME", ...)).
 if "IOBENCH_TEST_CACHE" not in os.environ:
+    import atexit
+    import shutil
     import tempfile
 
     os.environ["IOBENCH_TEST_CACHE"] = os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="iobench-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["IOBENCH_TEST_CACHE"], True)  # made by this session: gone with it
 
 
 @dataclass

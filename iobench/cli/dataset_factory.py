@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 # iobench prepared, the page cache or ranks, and are refused when typed.
 APPLIES = {"dataset_factory", "device", "shuffle", "epochs", "warmup", "runs", "max_seconds", "step", "min_au", "seed",
            "cache", "torch_threads", "results", "quiet", "wide", *TORCH_DATALOADER}  # fmt: skip
-TUNE_APPLIES = {"dataset_factory", "step", "budget_minutes", "batch_size", "device", "shuffle", "cache",
+TUNE_APPLIES = {"dataset_factory", "step", "budget_minutes", "rounds", "batch_size", "device", "shuffle", "cache",
                 "torch_threads", "results", "quiet"}  # fmt: skip
 # what the factory's own DataLoader would set itself: refused beside one
 LOADER_OPTIONS = (*(TORCH_DATALOADER - {"non_blocking"}), "shuffle")

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import math
+import shlex
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
@@ -34,6 +35,14 @@ def tune_cmd(
     dataset_factory: o.DatasetFactory = None,
     step: o.Step = "none",
     budget_minutes: Annotated[float, typer.Option(help="Time the search may take.")] = 5.0,
+    rounds: Annotated[
+        Optional[int],  # noqa: UP045 - typer reads the annotation at runtime
+        typer.Option(
+            min=1,
+            help="At most this many rounds of the search (each halves the candidates), whatever time "
+            "is left: a search that ends the same way on a busy machine.",
+        ),
+    ] = None,
     batch_size: o.List("--batch-size", "Batch size, or a comma list to search over (e.g. 256,1024).") = "1024",
     data_dir: o.DataDir = Path("data"),
     dataset: o.DatasetName = None,
@@ -88,7 +97,8 @@ def tune_cmd(
         from iobench.cli.dataset_factory import factory_search
 
         search = factory_search(ctx, target, sizes[0], searched)
-        return _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet, check_paste)
+        return _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet, check_paste,
+                       rounds)  # fmt: skip
     network, fuse = remote_of(remote, latency_ms, connection_mb_per_s, None, endpoint_url, fuse_chunk, fuse_read_ahead)
     from iobench.cli.console import ConsoleEvents
     from iobench.run.preparing import dataset_for_run
@@ -99,11 +109,11 @@ def tune_cmd(
     dataset_dir = dataset_for_run(SINGLE, data_dir, dataset, (fmt,), ConsoleEvents(quiet))
     with served(network, endpoint_url, dataset_dir, fuse) as where:
         search = _format_search(ctx, target, sizes[0], searched, dataset_dir, where)
-        _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet, check_paste)
+        _search(search, target, budget_minutes, results, min_shuffle if shuffle else 0.0, quiet, check_paste, rounds)
 
 
 def _search(search: TuneSearch, target: torch.device, budget_minutes: float, results: Path, floor: float,
-            quiet: bool, check: bool = True) -> None:  # fmt: skip
+            quiet: bool, check: bool = True, rounds: int | None = None) -> None:  # fmt: skip
     """The search (within most of the budget), the winner measured again in a fresh run (the rest of it), its ranking
     and recommendation, and the pasted script run as the user would run it."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
@@ -118,14 +128,15 @@ def _search(search: TuneSearch, target: torch.device, budget_minutes: float, res
         task = progress.add_task("tune", total=budget_minutes * 60)
         bar = RoundBar(progress, task)
         # floor: --no-shuffle asked for storage order, and gets 0
-        outcome = tune(search.found, search.trials, budget_minutes * 60 * (1 - CONFIRM_SHARE), results, bar, floor)
+        outcome = tune(search.found, search.trials, budget_minutes * 60 * (1 - CONFIRM_SHARE), results, bar, floor,
+                       rounds)  # fmt: skip
         confirm(outcome, search.trials, results, bar)
     script = print_tune(outcome, results, search.script, search.command)
     if check and script is not None and outcome.best.confirmed is not None:
         from iobench.run.paste_check import check_paste
 
         epoch = outcome.best.confirmed.epochs.epoch_seconds_median
-        say(f"checking the pasted script: `python {script}` in a fresh process ...")
+        say(f"checking the pasted script: `{shlex.join(['python', str(script)])}` in a fresh process ...")
         print_paste_check(check_paste(script, timeout_s=120 + 30 * epoch), outcome.best)
 
 

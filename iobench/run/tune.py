@@ -227,8 +227,10 @@ def tune(
     results: Path,
     events: Events = QUIET,
     min_shuffle: float = 0.0,
+    max_rounds: int | None = None,
 ) -> TuneResult:
-    """Successive halving over `configs` (RunConfigs settled for the device, or a factory's requests).
+    """Successive halving over `configs` (RunConfigs settled for the device, or a factory's requests), within the time
+    budget and at most `max_rounds` rounds (a budget a busy machine cannot make a search miss).
 
     A candidate whose delivered order scores below `min_shuffle` (a shard format's small buffer) leaves
     the search after the round that showed it and is ranked after every one that met it: speed alone
@@ -245,6 +247,9 @@ def tune(
             stopped = "time budget"
             break
         rounds = k + 1
+        if max_rounds is not None and rounds >= max_rounds:
+            stopped = f"{max_rounds} round(s), as --rounds asked"
+            break
         alive = [c for c in alive if c.meets(min_shuffle)]
         alive.sort(key=lambda c: c.median, reverse=True)
         if not alive:
@@ -257,7 +262,10 @@ def tune(
             stopped = "confidence intervals apart"
             break
         alive = alive[: math.ceil(len(alive) / 2)]
-    ranked = sorted((c for c in every if c.rates), key=lambda c: (not c.meets(min_shuffle), -c.median))
+    # a candidate with an interval (two epochs or more: it ran beyond the first round) before one without: a single
+    # epoch's figure cannot be confirmed, and a winner of one epoch left a search with no script to paste
+    ranked = sorted((c for c in every if c.rates), key=lambda c: (not c.meets(min_shuffle), len(c.rates) < 2,
+                                                                   -c.median))  # fmt: skip
     return TuneResult(ranked, rounds, search.elapsed(), stopped, search.reused, len(every), min_shuffle)
 
 

@@ -223,8 +223,8 @@ def test_a_pipeline_that_fails_mid_epoch_is_named_in_one_line(cli, tmp_path, use
 
 def test_tune_searches_a_users_dataset_and_its_script_reproduces_the_delivery(cli, tmp_path, user):
     results = tmp_path / "t.jsonl"
-    r = cli("tune", "--dataset-factory", f"{user}:make", "--budget-minutes", "0.6", "--batch-size", "64",
-            "--results", results, "-q")  # fmt: skip
+    r = cli("tune", "--dataset-factory", f"{user}:make", "--budget-minutes", "60", "--rounds", "2", "--batch-size",
+            "64", "--results", results, "-q")  # fmt: skip
     assert r.code == 0, r.err
     records = stored_records(results)
     assert records and {x["format"] for x in records} == {"factory"}

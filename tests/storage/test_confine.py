@@ -150,9 +150,9 @@ def test_a_read_limit_throttles_cold_reads_and_names_its_own_limits(confined_dat
     assert x["read_limit_mb_per_s"] == 20 and "blkio" in x["confinement_method"]
     # 10.4 MB cannot arrive much faster than the throttle: blkio lets the first time slice through at
     # full speed, which over a 0.5 s epoch gave 25.8-26.8 MB/s in 4 of 12 runs (old and new code alike);
-    # unthrottled, this disk reads hundreds of MB/s
+    # unthrottled, this disk reads hundreds of MB/s. Only the ceiling is held: how far below it a run lands depends on
+    # what else the machine does (a floor is a timing by another name)
     assert x["mb_per_s"] <= 20 * 1.5, x["mb_per_s"]
-    assert x["mb_per_s"] >= 20 * 0.5, x["mb_per_s"]
     stored = (confined_data / "limits.json").read_text()
     assert "@20MB/s" in stored, "limits under the throttle are stored apart from the disk's own"
     assert x["limit_name"] == "storage_read_mb_per_s" and x["limit_mb_per_s"] <= 20 * 1.15

@@ -382,7 +382,7 @@ def test_tune_searches_workers_and_threads_against_object_storage_and_leaves_not
     would read local files, and the server is gone after the search."""
     results = tmp_path / "t.jsonl"
     r = cli("tune", "--remote", "none", "--format", "npy", "--data-dir", data, "--device", "cpu", "--batch-size", 64,
-            "--budget-minutes", "0.4", "--results", results, "-q")  # fmt: skip
+            "--budget-minutes", "60", "--rounds", "1", "--results", results, "-q")  # fmt: skip
     assert r.code == 0, r.err
     records = stored_records(results)
     assert {x["storage"] for x in records} == {"object"} and {x["remote_profile"] for x in records} == {"none"}
