@@ -1,5 +1,6 @@
-"""CI's third step runs, with the extras installed, every test file that skips without them: a file left off
-its list has tests that no CI run ever executes (test_hostile_formats.py was, for one release)."""
+"""CI's third step runs, with the extras installed, every test file that skips without them (`pytest -m extras`): a
+file not marked has tests that no CI run ever executes (test_hostile_formats.py was left off CI's hand-written list
+for one release)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,28 @@ NEEDS_AN_EXTRA = re.compile(
 )
 
 
+EXTRAS_MARK = re.compile(r"^pytestmark = .*pytest\.mark\.extras", re.M | re.S)
+
+
+def unmarked(paths: list) -> set[str]:
+    """The test files that need an extra and are not marked `extras`."""
+    texts = {path.name: path.read_text(encoding="utf-8") for path in paths}
+    return {name for name, text in texts.items() if NEEDS_AN_EXTRA.search(text) and not EXTRAS_MARK.search(text)}
+
+
 def test_every_test_file_that_needs_an_extra_runs_in_the_extras_step():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    extras_step = ci[ci.index("# 3.") :]
-    listed = set(re.findall(r"tests/[\w/]*test_\w+\.py", extras_step))
-    needing = {path.relative_to(ROOT).as_posix() for path in (ROOT / "tests").rglob("test_*.py")
-               if NEEDS_AN_EXTRA.search(path.read_text(encoding="utf-8"))}  # fmt: skip
-    needing.discard("tests/test_ci.py")
-    assert needing - listed == set()
+    assert "python -m pytest -q -m extras" in ci[ci.index("# 3.") :]
+    files = [p for p in (ROOT / "tests").rglob("test_*.py") if p.name != "test_ci.py"]
+    assert unmarked(files) == set()
+
+
+def test_a_file_that_needs_an_extra_without_the_mark_is_found(tmp_path):
+    needs = tmp_path / "test_needs.py"
+    needs.write_text("import pytest\npytest.importorskip('ray')\n")
+    assert unmarked([needs]) == {"test_needs.py"}
+    needs.write_text("import pytest\npytest.importorskip('ray')\npytestmark = pytest.mark.extras\n")
+    assert unmarked([needs]) == set()
 
 
 def test_every_package_is_installed_by_a_plain_install():

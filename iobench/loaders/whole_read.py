@@ -69,10 +69,23 @@ class WholeRead:
 
     def run(self) -> None:
         """Read it all; the first failure of a thread raised here, after every thread has ended."""
+        self.start()
+        self.wait()
+
+    def start(self) -> None:
+        """The reading threads started: the caller may work meanwhile (the epoch's order), then `wait`."""
         self._workers = [threading.Thread(target=self._work, name=f"iobench-whole-read-{k}", daemon=True)
                          for k in range(min(self.threads, len(self.pieces)))]  # fmt: skip
         for worker in self._workers:
             worker.start()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether it was told to stop (a sink waiting for the caller looks here)."""
+        return self._stopping.is_set()
+
+    def wait(self) -> None:
+        """Until every piece is read (interruptible); the first failure of a thread raised here."""
         try:
             for worker in self._workers:
                 while worker.is_alive():

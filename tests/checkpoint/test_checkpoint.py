@@ -17,6 +17,9 @@ from iobench.checkpoint.state import BYTES_PER_PARAM, StateSpec, differences, fl
 from iobench.errors import IobenchError
 from tests.conftest import assert_one_line_error
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 SPEC = StateSpec(1_000_000)  # a layer of hidden size 256 and a part of the next: 14 MB
 NEEDS = "is not installed (pip install 'iobench[checkpoint]')"
 INSTALLED = [pytest.param(n, marks=pytest.mark.skipif(not lib.installed, reason=f"{lib.needs} {NEEDS}"))

@@ -23,7 +23,7 @@ from iobench.errors import IobenchError
 from tests.conftest import ROOT, assert_last_line_error, assert_one_line_error
 from tests.process_tree import Watched, off_loopback
 
-pytestmark = pytest.mark.hostile
+pytestmark = [pytest.mark.hostile, pytest.mark.extras]
 SAFETENSORS = pytest.mark.skipif(not LIBRARIES["safetensors"].installed, reason="safetensors is not installed "
                                  "(pip install 'iobench[checkpoint]')")  # fmt: skip
 

@@ -12,7 +12,7 @@ import pytest
 from iobench.formats import DEFAULT_FORMATS
 from tests.conftest import ROOT, assert_one_line_error, every_format, run_subprocess
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.extras]
 
 SIZE = "2000"
 

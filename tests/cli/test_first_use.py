@@ -76,7 +76,7 @@ def test_a_figure_above_its_ceiling_is_called_a_broken_ceiling():
     def above(percent):
         return [w.console() for w in record_warnings([share(percent)]) if w.kind is Kind.ABOVE_CEILING]
 
-    assert len(above(213.0)) == 1 and "213% of its ceiling memory_gather_mb_per_s" in above(213.0)[0]
+    assert len(above(213.0)) == 1 and "213% of its ceiling, the in-memory gather of these samples" in above(213.0)[0]
     assert above(100.0) == [] and above(104.9) == []  # within the noise
 
 

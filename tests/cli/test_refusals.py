@@ -13,6 +13,9 @@ import pytest
 
 from tests.conftest import ROOT
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 # the loader's library made missing: find_spec answers None for it, as on a machine without the extra
 MISSING = textwrap.dedent("""
     import importlib.util, json, sys

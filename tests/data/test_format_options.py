@@ -12,6 +12,9 @@ from iobench.errors import IobenchError
 from iobench.results.record import RunRecord
 from tests.conftest import assert_one_line_error, format_param, invoke, stored_records
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 
 def test_options_reach_the_writer_and_the_manifest(tmp_path, cli):
     r = cli("prepare", "--size", "100", "--formats", "hdf5,lmdb", "--data-dir", tmp_path, "-q",

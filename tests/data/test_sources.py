@@ -17,6 +17,9 @@ from tensordict import TensorDict
 
 from tests.conftest import assert_one_line_error, invoke
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 N = 300
 FEATURES = np.random.default_rng(3).random((N, 2, 5), dtype=np.float32)
 LABELS = np.random.default_rng(4).integers(0, 9, N)

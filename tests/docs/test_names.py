@@ -18,6 +18,9 @@ import pytest
 
 from tests.conftest import ROOT
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 EXTRA = re.compile(r"(?:iobench|\.)\[([a-z][a-z0-9._-]*(?:,\s*[a-z][a-z0-9._-]*)*)\]")
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 # options of the other tools the docs speak of, each with its tool

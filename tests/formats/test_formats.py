@@ -21,6 +21,9 @@ from iobench.spec import DatasetSpec
 from iobench.system.fsutil import make_partial_dir
 from tests.conftest import every_format, format_param
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 # every registered format with its default options, drawn from the registry (a new one is in the contract without
 # being named here), then the options that change a layout
 VARIANTS = [

@@ -31,7 +31,7 @@ from tests.conftest import (
     stored_records,
 )
 
-pytestmark = pytest.mark.hostile
+pytestmark = [pytest.mark.hostile, pytest.mark.extras]
 
 NEW = ("webdataset", "arrow", "zarr", "tfrecord", "litdata")
 N = 200

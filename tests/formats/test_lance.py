@@ -10,6 +10,9 @@ import pytest
 from iobench.errors import IobenchError
 from tests.conftest import assert_one_line_error, prepare_with_limits
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 pytest.importorskip("lance", reason="pylance is not installed (pip install 'iobench[lance]')")
 
 

@@ -22,6 +22,9 @@ from iobench.settings import LoaderSettings
 from iobench.system.world import World
 from tests.conftest import assert_one_line_error, format_param, invoke, resolved_run
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 NEW = ("webdataset", "arrow", "zarr", "tfrecord", "litdata")
 N = 240
 

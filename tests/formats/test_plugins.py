@@ -14,6 +14,9 @@ from iobench.errors import IobenchError
 from iobench.formats import ENTRY_POINT_GROUP, FORMATS, Registered, Registry, plug_ins
 from tests.conftest import ROOT, assert_one_line_error, invoke, stored_records
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 TOY = metadata.EntryPoint("toy", "tests.toy_format:ToyFormat", ENTRY_POINT_GROUP)
 PIPED = metadata.EntryPoint("piped", "tests.toy_format:PipedFormat", ENTRY_POINT_GROUP)
 

@@ -10,6 +10,9 @@ import pytest
 
 from tests.conftest import invoke
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 pytest.importorskip("zarr")
 pytest.importorskip("obstore")
 

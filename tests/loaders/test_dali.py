@@ -19,8 +19,9 @@ from iobench.run.building import build_loader
 from tests.conftest import assert_one_line_error, invoke, resolved_run, stored_records
 from tests.formats.test_photos import photo_folder
 
-pytestmark = pytest.mark.skipif(not LOADERS[LoaderName.DALI].installed,
-                                reason="NVIDIA DALI is not installed (pip install 'iobench[dali]')")  # fmt: skip
+pytestmark = [pytest.mark.skipif(not LOADERS[LoaderName.DALI].installed,
+                                 reason="NVIDIA DALI is not installed (pip install 'iobench[dali]')"),
+              pytest.mark.extras]  # fmt: skip
 N = 70  # PNG samples of 3x16x12: batches of 16 end with a partial one
 
 

@@ -21,6 +21,9 @@ from iobench.plan.selection import parse_pairs
 from iobench.run.building import build_loader
 from tests.conftest import NEEDS_SPDL, NEEDS_TORCHDATA, format_param, resolved_run, run_config
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 N = 203  # not a multiple of the batch size: the last batch is short
 
 

@@ -11,6 +11,7 @@ import torch
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
+from iobench.loaders import LOADERS, LoaderName
 from iobench.loaders.base import LoaderContext
 from iobench.loaders.order import indices_of
 from iobench.measuring.clocks import time_epoch
@@ -21,6 +22,9 @@ from iobench.settings import LoaderSettings
 from iobench.system.processes import process_alive
 from iobench.system.world import World
 from tests.conftest import format_param, invoke, resolved_run, run_config, stored_records
+
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
 
 N = 203
 CPU = torch.device("cpu")
@@ -104,8 +108,13 @@ def test_without_ray_the_loader_is_refused_in_one_line(monkeypatch):
 
 
 def test_all_loaders_leave_ray_out_unless_named():
+    """Named, it is taken where Ray is installed and refused in one line where it is not."""
     pairs, _ = parse_pairs("npy", "all")
     assert ("npy", "ray") not in pairs and ("npy", "dataloader") in pairs
+    if not LOADERS[LoaderName.RAY].installed:
+        with pytest.raises(IobenchError, match=r"pip install 'iobench\[ray\]'"):
+            parse_pairs("npy", "all,ray")
+        return
     pairs, _ = parse_pairs("npy", "all,ray")
     assert ("npy", "ray") in pairs
 

@@ -423,6 +423,9 @@ def test_other_commands_refuse_to_run_under_torchrun(cli, monkeypatch, tmp_path)
 
 RANK_STEPS = """
 import os, time
+
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
 def fails(features, labels):
     if os.environ.get("RANK") == "1":
         raise ValueError("rank 1's model is broken")

@@ -18,6 +18,9 @@ from iobench.run import building, runner
 from iobench.run.resume_check import checkpointed, cuts, resume_check
 from tests.conftest import NEEDS_TORCHDATA, format_param, invoke, record_of, resolved_run, stored_records
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 N = 203  # 13 batches of 16, the last short
 
 

@@ -19,6 +19,9 @@ from iobench.run.tune import Candidate, TuneResult, tune
 from iobench.run.tune_candidates import candidates, knob_combinations
 from tests.conftest import assert_formatted, format_param, invoke, record_of, run_config, run_pasted
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 
 @pytest.mark.parametrize(
     ("fmt", "combos"),

@@ -30,6 +30,9 @@ from iobench.settings import (
 )
 from tests.conftest import FLAT_RECORD
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 EVERY = pytest.mark.parametrize("setting", list(SETTINGS.values()), ids=list(SETTINGS))
 
 

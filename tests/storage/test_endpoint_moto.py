@@ -25,6 +25,7 @@ MOTO = "moto's server is not installed (pip install 'iobench[moto]')"
 pytestmark = [
     pytest.mark.skipif(importlib_missing("moto") or importlib_missing("flask"), reason=MOTO),
     pytest.mark.skipif(_missing() is not None, reason=_missing() or ""),
+    pytest.mark.extras,
 ]
 
 

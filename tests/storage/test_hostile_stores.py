@@ -18,7 +18,11 @@ from tests.conftest import ROOT, descendants, format_param, invoke
 from tests.hostile_store import HostileStore, Rule
 from tests.storage.test_remote import _missing
 
-pytestmark = [pytest.mark.hostile, pytest.mark.skipif(_missing() is not None, reason=_missing() or "")]
+pytestmark = [
+    pytest.mark.hostile,
+    pytest.mark.skipif(_missing() is not None, reason=_missing() or ""),
+    pytest.mark.extras,
+]
 N = 400
 BUCKET = "dset"
 _PEAK = "import resource, subprocess, sys\n" \

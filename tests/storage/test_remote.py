@@ -51,7 +51,7 @@ def importlib_missing(name: str) -> bool:
     return importlib.util.find_spec(name) is None
 
 
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+pytestmark = [pytest.mark.skipif(_missing() is not None, reason=_missing() or ""), pytest.mark.extras]
 N = 300
 
 

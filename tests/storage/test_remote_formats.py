@@ -27,7 +27,7 @@ from iobench.storage.remote.profiles import profile
 from tests.conftest import ROOT, assert_one_line_error, invoke, run_config, stored_records
 from tests.storage.test_remote import _missing, importlib_missing
 
-pytestmark = pytest.mark.skipif(_missing() is not None, reason=_missing() or "")
+pytestmark = [pytest.mark.skipif(_missing() is not None, reason=_missing() or ""), pytest.mark.extras]
 N = 200
 LIBRARY = {"litdata": "litdata", "webdataset": "webdataset", "zarr": "zarr", "tfrecord": "tfrecord",
            "arrow": "datasets", "lance": "lance"}  # fmt: skip
