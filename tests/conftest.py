@@ -39,6 +39,28 @@ if "IOBENCH_TEST_CACHE" not in os.environ:
     atexit.register(shutil.rmtree, os.environ["IOBENCH_TEST_CACHE"], True)  # made by this session: gone with it
 
 
+SMALL_BYTES = 32 * 2**20  # what a test's folder may hold unless the test is marked slow
+
+
+@pytest.fixture(autouse=True)
+def _small_unless_slow(request):
+    """A test's folder stays small unless the test says it is slow (the suite left 3.3 GB in the temp folder, 466 MB
+    datasets in unmarked tests): measured as the test ends, before pytest removes the folder."""
+    folder = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if folder is not None and (why := too_big(folder, request.node.get_closest_marker("slow") is not None)):
+        pytest.fail(f"{request.node.nodeid} {why}", pytrace=False)
+
+
+def too_big(folder: Path, slow: bool) -> str | None:
+    """Why a test's folder is too large for an unmarked test; None if it is not (or the test is marked slow)."""
+    if slow:
+        return None
+    held = sum(f.stat().st_size for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
+    return f"left {held / 2**20:.0f} MiB in its folder: shrink its data, or mark it @pytest.mark.slow" if (
+        held > SMALL_BYTES) else None  # fmt: skip
+
+
 @dataclass
 class CliResult:
     code: int

@@ -49,3 +49,13 @@ def test_every_package_is_installed_by_a_plain_install():
     }
     found.discard("iobench.formats")  # a link in some checkouts; installed from formats/ (package-dir)
     assert found - listed == set()
+
+
+def test_an_unmarked_test_that_fills_its_folder_is_told_to_shrink_or_be_marked_slow(tmp_path):
+    from tests.conftest import SMALL_BYTES, too_big
+
+    (tmp_path / "data.bin").write_bytes(bytes(SMALL_BYTES + 1))
+    assert "mark it @pytest.mark.slow" in too_big(tmp_path, slow=False)
+    assert too_big(tmp_path, slow=True) is None
+    (tmp_path / "data.bin").write_bytes(bytes(1024))
+    assert too_big(tmp_path, slow=False) is None

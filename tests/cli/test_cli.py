@@ -159,6 +159,7 @@ def _start_prepare(tmp_path, size, formats):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_interrupted_prepare_leaves_nothing_complete_looking(tmp_path, cli, sig):
     # npy is prepared first; a later prepare that adds lmdb is interrupted mid-write.
@@ -192,6 +193,7 @@ def test_interrupted_prepare_leaves_nothing_complete_looking(tmp_path, cli, sig)
 MOMENTS = (0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1, 1.5, 2, 3, 4)
 
 
+@pytest.mark.slow
 def test_ctrl_c_at_any_moment_never_hangs_and_never_leaves_an_unrecoverable_folder(tmp_path, cli):
     """Each prepare is interrupted at another moment, in the same folder, and must end within the
     timeout (a deadlock would not); the next prepare must always be able to carry on from there."""

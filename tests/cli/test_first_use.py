@@ -324,6 +324,7 @@ def test_a_run_of_several_configurations_says_where_it_stands():
     assert _place(1, 5, 600.0) == "configuration 2 of 5, about 40 min left"
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_the_finished_records_and_prints_their_table(tmp_path):
     """An interrupted run said only 'interrupted'; what finished is kept and shown."""
     import signal

@@ -135,6 +135,7 @@ def test_a_cold_epoch_reads_the_dataset_inside_its_clock_once(tmp_path, cli, loa
         assert abs(read / record["dataset_bytes"] - 1) < 0.02, (read, record["dataset_bytes"])
 
 
+@pytest.mark.slow
 def test_a_memory_cgroup_smaller_than_the_dataset_is_refused_in_one_line(tmp_path):
     """In a 1.5 GB memory cgroup, preload of a 2.08 GB dataset was SIGKILLed by the OOM killer with no message: the
     process saw the machine's MemAvailable, not its cgroup's limit. The group here leaves room for iobench (measured

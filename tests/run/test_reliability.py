@@ -177,6 +177,7 @@ def test_format_folders_without_a_manifest_are_recoverable_with_force(tmp_path, 
     assert cli("verify", "--data-dir", tmp_path, "-q").code == 0
 
 
+@pytest.mark.slow
 def test_two_prepares_of_one_dataset_do_not_both_run(tmp_path, cli):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     cmd = [sys.executable, "-m", "iobench", "prepare", "--size", "200000", "--formats", "npy,memmap"]

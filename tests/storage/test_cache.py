@@ -168,6 +168,7 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt, loader", [("memmap", "tensorclass"), ("npy", "dataloader")])
 def test_a_cold_command_reads_the_dataset_once_per_timed_epoch(tmp_path, fmt, loader):
     """Around one cold command the kernel counted 2.01x the dataset: the untimed pass after the eviction drew shuffled

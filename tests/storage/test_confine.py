@@ -105,6 +105,7 @@ def budget_data(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _cgroups_here("memory"), reason="needs root and a cgroup v1 memory hierarchy")
 def test_a_cache_budget_caps_the_page_cache_of_the_run_and_its_workers(budget_data, cli):
     before = _own_cgroups()
