@@ -75,13 +75,14 @@ def main() -> None:
                            check=True, capture_output=True)  # fmt: skip
             records = [json.loads(line) for line in results.read_text().splitlines()]
             rate = {r["format"]: r["mb_per_s"] for r in records}
-            rows.append((fio, rate["npy"], rate["memmap"], os.getloadavg()[0]))
+            busy = max(r.get("other_cpu_before") or 0.0 for r in records)  # other programs' cores before each run
+            rows.append((fio, rate["npy"], rate["memmap"], busy))
             print(f"round {k + 1}: fio {fio:.1f} MB/s, npy/preload {rate['npy']:.1f} ({rate['npy'] / fio:.3f}x), "
                   f"memmap/preload {rate['memmap']:.1f} ({rate['memmap'] / fio:.3f}x)", flush=True)  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     print(f"\n{name}, shuffled, cold, read limit {args.read_limit:g} MB/s, {cpu_model()}, uid {os.geteuid()}")
-    print("| round | fio sequential | npy/preload | memmap/preload | load |")
+    print("| round | fio sequential | npy/preload | memmap/preload | other programs' cores |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for k, (fio, npy, memmap, load) in enumerate(rows, 1):
         print(f"| {k} | {fio:.1f} MB/s | {npy:.1f} ({npy / fio:.3f}x) | {memmap:.1f} ({memmap / fio:.3f}x) | "
