@@ -36,11 +36,19 @@ class Events:
         """One configuration's progress over its epochs (warm-ups included), as the events its runs report to."""
         return nullcontext(self)
 
+    def configurations(self, total: int) -> AbstractContextManager[Events]:
+        """A sweep's progress over its `total` configurations, as the events each run reports to (`run_started`)."""
+        return nullcontext(self)
+
     def running(self, label: str) -> None:
         """The configuration whose run comes next, where one progress shows several configurations in turn."""
 
     def configuration_done(self, median_epoch_s: float) -> None:
         """A configuration's runs ended; its median epoch took this long."""
+
+    def search(self, budget_seconds: float) -> AbstractContextManager[Events]:
+        """tune's search within its time budget, as the events its rounds report to (`round_done`)."""
+        return nullcontext(self)
 
     def round_done(self, round_index: int, label: str) -> None:
         """tune: one candidate finished its share of round `round_index` (from 0)."""

@@ -3,11 +3,9 @@ and where a run of several configurations stands with the time left."""
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from pathlib import Path
 
 from rich.progress import (
     BarColumn,
@@ -19,11 +17,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from iobench.cli.console import ConsoleEvents, err, out, say
+from iobench.cli.console import ConsoleEvents, err, say
 from iobench.events import Events
-from iobench.plan.resolve import ResolvedRun
-from iobench.results.ceilings import MachineLimits, RemoteLimits
-from iobench.run.sweep import run_sweep
 
 
 @contextmanager
@@ -85,6 +80,29 @@ class _SweepBar(ConsoleEvents):
         self.bar.update(self.task, completed=index, description=f"{index + 1}/{total} {label}")
 
 
+class SweepEvents(ConsoleEvents):
+    """A sweep's events on the console: one bar over its configurations (its time left covers the whole sweep)."""
+
+    @contextmanager
+    def configurations(self, total: int) -> Iterator[Events]:
+        columns = (TextColumn("{task.description:<60}", markup=False), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
+        with Progress(*columns, console=err, disable=self.quiet) as progress:
+            task = progress.add_task("sweep", total=total)
+            yield _SweepBar(progress, task)
+            progress.update(task, completed=total)
+
+
+class TuneEvents(ConsoleEvents):
+    """tune's events on the console: a bar over its time budget, moved as each candidate ends its share of a round."""
+
+    @contextmanager
+    def search(self, budget_seconds: float) -> Iterator[Events]:
+        columns = (TextColumn("{task.description:<60}", markup=False), BarColumn(), TimeElapsedColumn())
+        with Progress(*columns, console=err, disable=self.quiet) as progress:
+            yield RoundBar(progress, progress.add_task("tune", total=budget_seconds))
+
+
 class RoundBar(ConsoleEvents):
     """tune's bar over its time budget, moved as each candidate ends its share of a round."""
 
@@ -95,26 +113,3 @@ class RoundBar(ConsoleEvents):
     def round_done(self, round_index: int, label: str) -> None:
         elapsed = time.monotonic() - self.started
         self.bar.update(self.task, completed=elapsed, description=f"round {round_index + 1}: {label}")
-
-
-def sweep_with_progress(todo: list[ResolvedRun], results: Path, limits: MachineLimits | RemoteLimits | None,
-                        quiet: bool, isolated: bool = False) -> None:  # fmt: skip
-    """Run a sweep's configurations with one overall bar (its ETA covers the whole sweep)."""
-    columns = (
-        TextColumn("{task.description:<60}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns, console=err, disable=quiet) as progress:
-        task = progress.add_task("sweep", total=len(todo))
-        run_sweep(todo, results, limits, _SweepBar(progress, task), isolated)
-        progress.update(task, completed=len(todo))
-    out.print(
-        f"{len(todo)} record(s) appended to {results}; `{shlex.join(['iobench', 'report', str(results)])}` makes the "
-        "report",
-        highlight=False,
-        soft_wrap=True,
-        markup=False,
-    )

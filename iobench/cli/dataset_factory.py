@@ -3,20 +3,13 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import typer
 
 from iobench.errors import IobenchError
 from iobench.settings import TORCH_DATALOADER
-
-if TYPE_CHECKING:
-    import torch
-
-    from iobench.run.tune import TuneSearch
 
 # What a run of the user's own pipeline takes from `run`'s options; the rest are about formats, datasets
 # iobench prepared, the page cache or ranks, and are refused when typed.
@@ -49,9 +42,9 @@ def run_factory_cmd(ctx: typer.Context) -> None:
     """Time the user's pipeline: one record, printed as `run` prints, appended to --results."""
     from iobench.cli.bars import run_progress
     from iobench.cli.console import ConsoleEvents
-    from iobench.cli.measuring import settings_of
     from iobench.cli.render import print_run
-    from iobench.loaders.device import resolve_device
+    from iobench.plan.command_values import settings_of
+    from iobench.plan.resolve import device_of
     from iobench.results.store import check_writable
     from iobench.run.dataset_factory import FactoryRequest, plan, run_factory
     from iobench.run.saving import save
@@ -61,7 +54,7 @@ def run_factory_cmd(ctx: typer.Context) -> None:
     refuse_others(ctx, APPLIES)
     results = Path(p["results"])
     check_writable(results)
-    device = resolve_device(p["device"])
+    device = device_of(p["device"])
     settings = replace(settings_of(p), pin_memory=pinning_for(p["pin_memory"], device.type == "cuda"))
     request = FactoryRequest(
         factory=p["dataset_factory"],
@@ -84,29 +77,10 @@ def run_factory_cmd(ctx: typer.Context) -> None:
     print_run([record], request.factory, results, p["min_au"], wide=p["wide"])
 
 
-def factory_search(ctx: typer.Context, device: torch.device, batch: int, sizes: list[int] | None) -> TuneSearch:
-    """tune over the user's Dataset: the factory called once, each candidate a DataLoader over it."""
-    from functools import partial
-
-    from iobench.plan.paste import factory_script
-    from iobench.run.dataset_factory import FactoryRequest, FactoryTrials, factory_candidates, plan
-    from iobench.run.tune import TuneSearch
+def factory_request(p: dict, batch: int) -> object:
+    """tune over the user's Dataset: what a candidate starts from (its settings then searched)."""
+    from iobench.run.dataset_factory import FactoryRequest
     from iobench.settings import LoaderSettings
 
-    refuse_others(ctx, TUNE_APPLIES)
-    p = ctx.params
-    base = FactoryRequest(
-        factory=p["dataset_factory"],
-        settings=LoaderSettings(batch_size=batch),
-        shuffle=p["shuffle"],
-        step=p["step"],
-        cache=p["cache"],
-        torch_threads=p["torch_threads"],
-    )
-    planned = plan(base, device)
-    if planned.own_loader:
-        raise IobenchError(f"{base.factory} returns a DataLoader: tune needs the Dataset, to build DataLoaders over it")
-    found = factory_candidates(base, device.type == "cuda", sizes)
-    features = math.prod(planned.shape) if planned.shape else 1
-    script = partial(factory_script, folder=Path.cwd(), device=str(device), features_per_sample=features)
-    return TuneSearch(base.factory, found, FactoryTrials(planned), script)
+    return FactoryRequest(factory=p["dataset_factory"], settings=LoaderSettings(batch_size=batch), shuffle=p["shuffle"],
+                          step=p["step"], cache=p["cache"], torch_threads=p["torch_threads"])  # fmt: skip

@@ -1,12 +1,9 @@
-"""Measuring from the command line: a configuration from its values, the session (`iobench.run.session`) run with
-the console's bars and messages, its results printed, the what-if table. Imported by the commands that measure,
-when they run."""
+"""Measuring from the command line: the session (`iobench.run.session`) run with the console's bars and messages, its
+results printed, the what-if table. Imported by the commands that measure, when they run."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import fields
-from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
@@ -16,16 +13,11 @@ from iobench.cli.bars import RunEvents
 from iobench.cli.console import out, say
 from iobench.cli.render import print_run
 from iobench.errors import IobenchError
-from iobench.loaders import LOADERS, LoaderName
-from iobench.plan.config import RunConfig, order_of
+from iobench.plan.config import RunConfig
 from iobench.report.whatif import error, predict
 from iobench.run.place import RunPlace
 from iobench.run.session import RunInterrupted, SessionResult, measure_session
-from iobench.run.what_if_checks import WhatIfCheck, what_if_checks
-from iobench.settings import LoaderSettings
-
-if TYPE_CHECKING:
-    pass
+from iobench.run.what_if_checks import WhatIfCheck
 
 
 def step_times(text: str, ranks: bool) -> list[float]:
@@ -62,40 +54,6 @@ def print_what_if(checks: list[WhatIfCheck]) -> None:
     out.print(table)
 
 
-def read_options_of(texts: list[str], pairs: list[tuple[str, str]]) -> dict[str, dict[str, Any]]:
-    """--format-option of a run, per format: a pipeline's for the (format, loader) pairs read natively, and those
-    every loader reads through for the formats read by another loader."""
-    from iobench.data.format_options import any_loader_formats, parse_format_options
-
-    own = {ld for _, ld in pairs if LOADERS[LoaderName.parse(ld, "--loader")].own_pipeline}
-    natively = tuple(dict.fromkeys(f for f, ld in pairs if ld in own))
-    by_index = any_loader_formats(tuple(dict.fromkeys(f for f, ld in pairs if ld not in own)))
-    return parse_format_options(texts, natively, True, by_index)
-
-
-def config_of(
-    fmt: str, loader: str, settings: LoaderSettings, *, shuffle: bool, block_size: int,
-    read_options: dict[str, dict[str, Any]] | None = None, **kw: Any,
-) -> RunConfig:  # fmt: skip
-    """A run configuration from command-line values (shared by run and sweep): strings become enums.
-    `read_options` (--format-option, per format) apply to the formats' own pipelines (--loader native), and
-    those every loader reads through (npy's object-storage client) to any loader."""
-    from iobench.data.format_options import settable_fields
-
-    own = (read_options or {}).get(fmt, {})
-    if not LOADERS[LoaderName.parse(loader, "--loader")].own_pipeline and own:
-        own = {k: v for k, v in own.items() if k in settable_fields(fmt, reading=True, native=False)}
-    return RunConfig(
-        format=fmt, loader=loader, settings=settings, order=order_of(shuffle, block_size), block_size=block_size,
-        format_options=tuple(sorted(own.items())), **kw,
-    )  # fmt: skip
-
-
-def settings_of(params: dict[str, Any]) -> LoaderSettings:
-    """The loader settings among a command's values (its options are named as the settings' fields)."""
-    return LoaderSettings(**{f.name: params[f.name] for f in fields(LoaderSettings) if f.name in params})
-
-
 def measure_run(
     configs: list[RunConfig],
     notes: list[str],
@@ -113,7 +71,7 @@ def measure_run(
     events = RunEvents(quiet)
     try:
         result = measure_session(configs, notes, where, events, argv=ARGV, nproc=nproc, loaders_named=loaders_named,
-                                 estimate=not quiet)  # fmt: skip
+                                 estimate=not quiet, what_if_ms=what_if_ms)  # fmt: skip
     except RunInterrupted as stopped:
         if stopped.result.main:
             _print(stopped.result, where, min_au, wide)
@@ -122,8 +80,8 @@ def measure_run(
     if result is None or not result.main:  # torchrun was launched, or another rank prints
         return
     _print(result, where, min_au, wide)
-    if what_if_ms:
-        print_what_if(what_if_checks(result.todo, result.records, what_if_ms, where.results, result.limits, events))
+    if result.what_ifs:
+        print_what_if(result.what_ifs)
 
 
 def _print(result: SessionResult, where: RunPlace, min_au: float | None, wide: bool) -> None:

@@ -10,9 +10,8 @@ from typing import Annotated, Optional
 import typer
 
 from iobench.choices import Choice
-from iobench.formats import DEFAULT_FORMATS, FORMATS
-from iobench.loaders import LOADERS
 from iobench.plan.run_options import RUN_OPTIONS, RunOption, taken_by
+from iobench.plan.selection import DEFAULT_FORMAT_NAMES, FORMAT_NAMES, loader_help
 from iobench.settings import SETTINGS, Setting, swept
 from iobench.units import DEFAULT_SIZE  # the registry only: no torch
 
@@ -47,19 +46,11 @@ Formats = Annotated[
     typer.Option(
         "--format",
         "--formats",
-        help=f"Comma list of {', '.join(FORMATS)}, or all (default: the standard comparison).",
+        help=f"Comma list of {', '.join(FORMAT_NAMES)}, or all (default: the standard comparison).",
         show_default=False,
     ),  # fmt: skip
 ]
-Loaders = Annotated[
-    OptStr,
-    typer.Option(
-        help=f"Comma list of {', '.join(LOADERS)}, or all (default: dataloader, plus tensorclass on memmap, or "
-        "from object storage each format's own pipeline where it has one; "
-        "all leaves out ray and nodes unless named; ray needs `pip install 'iobench\\[ray]'`, nodes "
-        "`pip install 'iobench\\[torchdata]'`)."
-    ),
-]
+Loaders = Annotated[OptStr, typer.Option(help=loader_help())]
 Device = Annotated[str, typer.Option(help="auto (CUDA when available), cpu, cuda or cuda:N.")]
 Shuffle = Annotated[bool, typer.Option("--shuffle/--no-shuffle", help="Random order, as training does.")]
 BlockShuffle = Annotated[int, typer.Option(help="Shuffle runs of N contiguous samples instead (0: off).")]
@@ -165,8 +156,9 @@ Wide = Annotated[
 Nproc = Annotated[
     OptInt,
     typer.Option(
-        help="Launch N processes on this machine with torchrun --standalone; each reads its shard "
-        "(or run under torchrun yourself: `torchrun --nproc-per-node N -m iobench run ...`)."
+        help="Launch N ranks on this machine, as torchrun would (its variables; the store on 127.0.0.1, every rank "
+        "ended with iobench); each reads its shard (or run under torchrun yourself: `torchrun --nproc-per-node N -m "
+        "iobench run ...`)."
     ),
 ]
 RankTimeout = Annotated[
@@ -224,27 +216,55 @@ def takes_settings(after: str, sweep: bool = False) -> Callable[[Callable], Call
     return _spliced(options, after)
 
 
+# the place every measuring command shares (iobench.run.place.PLACE), its options in this order
+PLACE_OPTIONS: dict[str, tuple[object, object]] = {}  # name -> (annotation, default), filled below
+
+
+def takes_place(after: str | None = None, first: bool = False) -> Callable[[Callable], Callable]:
+    """A measuring command's place options (`iobench.run.place.PLACE`: the data folder, the dataset, the device and
+    object storage), declared once here, placed after its option `after` (or first); the function receives them in
+    its `**options`, and `iobench.run.place.place_of` makes them a RunPlace."""
+    from iobench.run.place import PLACE
+
+    options = [inspect.Parameter(name, _KEYWORD, default=PLACE_OPTIONS[name][1], annotation=PLACE_OPTIONS[name][0])
+               for name in PLACE]  # fmt: skip
+    return _spliced(options, after, first)
+
+
+def place_flags(ctx: typer.Context) -> dict[str, str]:
+    """Each place option's flag, by parameter name (for the commands iobench prints)."""
+    return {p.name: p.opts[0] for p in ctx.command.params if p.name in PLACE_OPTIONS}
+
+
 def takes_run_options(command: str, after: str) -> Callable[[Callable], Callable]:
     """A command's options for the run options it takes (`iobench.plan.run_options`), placed after its option
     `after`; the function receives them in its `**options` (with the settings, for `run`)."""
     return _spliced([_run_option(o) for o in taken_by(command)], after)
 
 
-def _spliced(options: list[inspect.Parameter], after: str) -> Callable[[Callable], Callable]:
+def _spliced(options: list[inspect.Parameter], after: str | None, first: bool = False
+             ) -> Callable[[Callable], Callable]:  # fmt: skip
     def wrap(function: Callable) -> Callable:
         signature = inspect.signature(function, eval_str=True)  # Typer reads it as it is
         own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        at = next(k for k, p in enumerate(own) if p.name == after) + 1
+        own_first = 1 if own and own[0].name == "ctx" else 0
+        at = own_first if first else next(k for k, p in enumerate(own) if p.name == after) + 1
         function.__signature__ = signature.replace(parameters=[*own[:at], *options, *own[at:]])  # type: ignore[attr-defined]
         return function
 
     return wrap
 
 
+PLACE_OPTIONS.update(
+    data_dir=(DataDir, Path("data")), dataset=(DatasetName, None), device=(Device, "auto"), remote=(Remote, None),
+    endpoint_url=(EndpointUrl, None), latency_ms=(LatencyMs, None), connection_mb_per_s=(ConnectionMbPerS, None),
+    fuse_chunk=(FuseChunk, None), fuse_read_ahead=(FuseReadAhead, None),
+)  # fmt: skip
+
 # the limits command's --read-limit, as run's
 ReadLimit = Annotated[OptFloat, typer.Option("--read-limit", help=RUN_OPTIONS["read_limit_mb_per_s"].help)]
 
-DEFAULT_FORMATS_TEXT = ",".join(DEFAULT_FORMATS)
+DEFAULT_FORMATS_TEXT = ",".join(DEFAULT_FORMAT_NAMES)
 
 RunSize = Annotated[
     OptStr,
@@ -265,7 +285,7 @@ PrepareFormats = Annotated[
     typer.Option(
         "--formats",
         "--format",
-        help=f"Comma list of {', '.join(FORMATS)}, or all. files (one file per sample: a million files for "
+        help=f"Comma list of {', '.join(FORMAT_NAMES)}, or all. files (one file per sample: a million files for "
         "the default size) is written when named or with all.",
     ),
 ]

@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import math
 import shlex
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rich.table import Table
 
 from iobench.cli.console import out, say
-from iobench.loaders import LOADERS
 from iobench.report.answer import console_answer
 from iobench.report.tables import au_text, compact_table, profile_summary, results_table, split_table
 from iobench.report.warnings import record_warnings, summarised
 from iobench.results.record import RunRecord
 from iobench.run.tune import settings_text
+from iobench.run.tune_session import TuneOutcome
 
 
 def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au: float | None = None,
@@ -46,40 +45,43 @@ def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au
         out.print(answer, highlight=False, soft_wrap=True, markup=False)
 
 
-def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | None,
-               command_of: Callable[[Any], str] | None = None) -> Path | None:  # fmt: skip
-    """The ranking, then the best configuration as a script: printed unstyled (a log or a redirect never
-    wraps it) and written beside the results file, whose path is returned; without a script, the run that
-    measures it again. The figure reported and pasted is the winner's fresh run after the search, where it has one."""
+def print_tune(tuned: TuneOutcome, results: Path) -> None:
+    """The ranking, then the best configuration as a script: printed unstyled (a log or a redirect never wraps it),
+    written beside the results file by the session; without a script, the run that measures it again; the pasted
+    script's check. The figure reported and pasted is the winner's fresh run after the search, where it has one."""
     from iobench.run.tune import SHORT_EPOCH_S
 
+    outcome = tuned.result
     _print_ranking(outcome, results)
+    if not outcome.ranked:
+        _records_line(results)
+        return
     best = outcome.best
     if not best.meets(outcome.min_shuffle):
         out.print(f"no candidate shuffled to --min-shuffle {outcome.min_shuffle:g}: nothing to recommend; "
                   "lower it knowingly (0: speed alone), or choose a format that shuffles globally")  # fmt: skip
-        out.print(f"records of every round in {results}")
-        return None
+        out.print(f"records of every round in {results}", highlight=False, soft_wrap=True, markup=False)
+        return
     fastest = max((c for c in outcome.ranked if c.rates), key=lambda c: c.median)
     if fastest is not best:
         out.print(f"fastest at any shuffle: {fastest.config.label} {settings_text(fastest.config)}: "
                   f"{fastest.median:,.0f} samples/s, shuffle {_shuffle_text(fastest, outcome.min_shuffle)} "
                   "(--min-shuffle 0 would recommend it)")  # fmt: skip
     low, high = best.interval()
-    if not math.isfinite(high):  # fewer than two epochs of the leader: no interval, no recommendation
+    if tuned.figure is None:  # fewer than two epochs of the leader: no interval, no recommendation
         measured = sum(1 for c in outcome.ranked if c.rates)
         out.print(
             f"inconclusive: after {outcome.rounds} round(s) {measured} of {outcome.candidates or len(outcome.ranked)} "
             "candidates were measured and the leader has fewer than two epochs; give more --budget-minutes (or a "
             "smaller dataset)"
         )
-        out.print(f"records of every round in {results}")
-        return None
+        out.print(f"records of every round in {results}", highlight=False, soft_wrap=True, markup=False)
+        return
     spread = f"{min(best.rates):,.0f}-{max(best.rates):,.0f}"
     out.print(f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s in the search "
               f"(epochs {spread}; {best.coverage:.0%} CI of the median {low:,.0f}-{high:,.0f}); "
               f"{_stopped_text(outcome)}")  # fmt: skip
-    figure = _confirmed_figure(best, spread)
+    _print_confirmed(best)
     if best.epoch_seconds < SHORT_EPOCH_S:
         out.print(f"not decidable: its epochs last {best.epoch_seconds * 1000:.0f} ms, within this machine's timer and "
                   "scheduling noise; a larger dataset (more samples per epoch) ranks these settings")  # fmt: skip
@@ -89,26 +91,26 @@ def print_tune(outcome, results: Path, script_of: Callable[[Any, str], str] | No
         out.print(deciding_budget(outcome, near[0]))
     by_loading: dict[str, float] = {}  # the best of each, processes first then threads, fewest first
     eligible = [c for c in outcome.ranked if c.meets(outcome.min_shuffle)]
-    for c in sorted(eligible, key=lambda c: (not LOADERS[c.config.loader].forks, c.config.settings.num_workers)):
+    for c in sorted(eligible, key=lambda c: (c.threads, c.config.settings.num_workers)):
         by_loading[c.loading] = max(by_loading.get(c.loading, 0.0), c.median)
     out.print("best throughput by what loads: " + ", ".join(
         f"{what}: {rate:,.0f} samples/s" for what, rate in by_loading.items()))  # fmt: skip
-    if script_of is None:
-        if command_of is not None:
-            out.print("measure it again (no script: iobench's own readers of object storage read it):")
-            print(command_of(best.config), file=out.file, flush=True)
-        _records_line(results)
-        return None
-    from iobench.system.fsutil import atomic_write_text
+    _print_paste(tuned, results)
 
-    script = script_of(best.config, figure)
-    where = results.with_name(f"{results.stem}-best.py")
-    atomic_write_text(where, script)
-    out.print(f"paste (saved as {where}; `{shlex.join(['python', str(where)])}` runs it):", highlight=False,
-              soft_wrap=True, markup=False)  # fmt: skip
-    print(script, end="", file=out.file, flush=True)
+
+def _print_paste(tuned: TuneOutcome, results: Path) -> None:
+    if tuned.script is None:
+        if tuned.command is not None:
+            out.print("measure it again (no script: iobench's own readers of object storage read it):")
+            print(tuned.command, file=out.file, flush=True)
+        _records_line(results)
+        return
+    out.print(f"paste (saved as {tuned.script}; `{shlex.join(['python', str(tuned.script)])}` runs it):",
+              highlight=False, soft_wrap=True, markup=False)  # fmt: skip
+    print(tuned.script_text, end="", file=out.file, flush=True)
     _records_line(results)
-    return where
+    if tuned.paste_check is not None:
+        print_paste_check(tuned.paste_check, tuned.result.best)
 
 
 def _records_line(results: Path) -> None:
@@ -139,22 +141,18 @@ def _print_ranking(outcome: Any, results: Path) -> None:
     out.print(table)
 
 
-def _confirmed_figure(best: Any, spread: str) -> str:
-    """The figure pasted: the winner's fresh run after the search where it has one (said beside the search's
-    median, with that run's warnings), else the search's median."""
-    figure = f"{best.median:,.0f} samples/s measured (epochs {spread})"
-    if best.confirmed is not None and (again := best.confirmed_rates):
-        from iobench.report.verdict import interval
+def _print_confirmed(best: Any) -> None:
+    """The winner's fresh run after the search, beside the search's median, with that run's warnings."""
+    if best.confirmed is None or not best.confirmed_rates:
+        return
+    from iobench.report.verdict import interval
 
-        confirmed = interval(best.confirmed)
-        figure = (f"{confirmed.median:,.0f} samples/s measured again after the search (epochs "
-                  f"{min(again):,.0f}-{max(again):,.0f})")  # fmt: skip
-        out.print(f"confirmed in a fresh run after the search: {confirmed.text()} samples/s, "
-                  f"{confirmed.median / best.median:.2f}x the search's median (the best of many noisy "
-                  "measurements reads high): the figure to expect")  # fmt: skip
-        for w in summarised(record_warnings([best.confirmed]), 1):
-            say(w.console())
-    return figure
+    confirmed = interval(best.confirmed)
+    out.print(f"confirmed in a fresh run after the search: {confirmed.text()} samples/s, "
+              f"{confirmed.median / best.median:.2f}x the search's median (the best of many noisy "
+              "measurements reads high): the figure to expect")  # fmt: skip
+    for w in summarised(record_warnings([best.confirmed]), 1):
+        say(w.console())
 
 
 def _stopped_text(outcome: Any) -> str:

@@ -140,6 +140,13 @@ def _remote_fields(remote: RemoteTarget | None, storage: Storage) -> dict:
     }
 
 
+def device_of(text: str) -> torch.device:
+    """--device (auto, cpu, cuda, cuda:N) as a usable device here, or a one-line refusal."""
+    from iobench.loaders.device import resolve_device
+
+    return resolve_device(text)
+
+
 def settle_device(config: RunConfig, device: torch.device) -> RunConfig:
     """What depends on this machine, before any dataset is looked at: pinning decided for the device
     (on for CUDA unless turned off; refused without CUDA), worker counts within reason for the cores."""

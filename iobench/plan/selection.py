@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from iobench.choices import parse_choices, split_list
 from iobench.formats import DEFAULT_FORMATS, FORMATS
-from iobench.loaders import LOADERS, LoaderName, check_installed, unreadable
+from iobench.loaders import DEFAULT_LOADER, LOADERS, LoaderName, check_installed, unreadable
 
 DEFAULT_PAIRS = (
     ("npy", LoaderName.DATALOADER),
@@ -22,6 +22,24 @@ RESIDENT_BASELINE = LoaderName.GPU_RESIDENT  # the settings preset's row with no
 # tune's loaders in the order it tries them: on local files threads and the library's pipeline first
 TUNED_LOCAL = (LoaderName.NODES, LoaderName.NATIVE, LoaderName.DATALOADER, LoaderName.TENSORCLASS)
 TUNED_REMOTE = (LoaderName.DATALOADER, LoaderName.NODES, LoaderName.NATIVE)
+
+
+FORMAT_NAMES = tuple(FORMATS)  # every registered format (plug-ins included), for the command line's help
+DEFAULT_FORMAT_NAMES = tuple(DEFAULT_FORMATS)
+DEFAULT_LOADER_NAME = DEFAULT_LOADER
+
+
+def loader_help() -> str:
+    """--loader's help, made from the registry: every loader, what `all` leaves out and the extra each of those needs
+    (the hand-written help said all left out ray and nodes, while it leaves out every loader that needs an extra)."""
+    needing: dict[str, list[str]] = {}
+    for name, kind in LOADERS.items():
+        if kind.extra is not None:
+            needing.setdefault(kind.extra, []).append(name.value)
+    extras = "; ".join(f"{', '.join(names)}: `pip install 'iobench\\[{extra}]'`" for extra, names in needing.items())
+    return (f"Comma list of {', '.join(n.value for n in LOADERS)}, or all (default: dataloader, plus tensorclass on "
+            "memmap, or from object storage each format's own pipeline where it has one). all leaves out the loaders "
+            f"that need an extra unless named ({extras}).")  # fmt: skip
 
 
 def tuned_loaders(fmt: str, remote: bool = False) -> tuple[LoaderName, ...]:

@@ -1,12 +1,21 @@
-"""Where a measuring command runs and keeps its records: the values every measuring command shares."""
+"""Where a measuring command runs and keeps its records: the values every measuring command shares (the data folder,
+the dataset, the device, object storage and how a FUSE mount reads it), checked once here for run, sweep, tune and
+checkpoint (`place_of`); the command line declares their options once (`iobench.cli.options.takes_place`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from iobench.storage.remote import FuseOptions
+from iobench.errors import IobenchError
+from iobench.storage.remote import FUSE_CHUNK, FuseOptions
 from iobench.storage.remote.profiles import Profile
+
+# the place's options, by parameter name: every measuring command takes them (iobench.cli.options.takes_place)
+PLACE = ("data_dir", "dataset", "device", "remote", "endpoint_url", "latency_ms", "connection_mb_per_s",
+         "fuse_chunk", "fuse_read_ahead")  # fmt: skip
+REMOTE_FLAGS = ("remote", "endpoint_url", "latency_ms", "connection_mb_per_s", "fuse_chunk", "fuse_read_ahead")
 
 
 @dataclass(frozen=True)
@@ -15,13 +24,14 @@ class RunPlace:
     dataset: str | None
     device: str  # as given: auto, cpu, cuda, cuda:N
     results: Path
-    read_limit: float | None = None
     cprofile: bool = False  # --profile: one more epoch under cProfile (not `remote`, the network profile)
     size: int | None = None  # --size: the dataset of this many samples (prepared when missing)
     remote: Profile | None = None  # --remote: the formats read from object storage served with this profile
     endpoint_url: str | None = None  # --endpoint-url: the formats read from this S3-compatible store instead
     fuse: FuseOptions | None = None  # --fuse-chunk, --fuse-read-ahead: how a FUSE mount reads objects
     rank_timeout: float = 1800.0  # --rank-timeout: seconds a rank waits for the others at a barrier
+    # the place's options as typed, under their flags (the remote ones): what a printed command repeats
+    typed: tuple[tuple[str, str], ...] = ()
 
     def place_flags(self, dataset: str | None = None) -> list[str]:
         """The options that find this dataset (`dataset`: the one the run found), for a command iobench suggests: the
@@ -30,7 +40,54 @@ class RunPlace:
         name = self.dataset or (dataset if self.size is not None else None)
         return [*flags, *(["--dataset", name] if name is not None else [])]
 
+    def remote_flags(self) -> list[str]:
+        """The object-storage options as typed, and the data folder and dataset: a run that reads the same store."""
+        return [part for flag, value in self.typed for part in (flag, value)]
+
     @property
     def object_storage(self) -> bool:
         """The formats are read from object storage (iobench's server, or the store at --endpoint-url)."""
         return self.remote is not None or self.endpoint_url is not None
+
+
+def place_of(params: dict[str, Any], results: Path, *, nproc: int | None = None, flags: dict[str, str] | None = None,
+             **more: Any) -> RunPlace:  # fmt: skip
+    """The place from a command's values (`params`, by parameter name), every check made once: --remote's profile
+    and its overrides, --endpoint-url, the FUSE options. `flags`: each place option's flag, for `remote_flags`."""
+    network = _network(params.get("remote"), params.get("latency_ms"), params.get("connection_mb_per_s"), nproc,
+                       params.get("endpoint_url"))  # fmt: skip
+    fuse = _fuse(params.get("fuse_chunk"), params.get("fuse_read_ahead"),
+                 network is not None or params.get("endpoint_url") is not None)  # fmt: skip
+    named = flags or {}
+    typed = tuple((named.get(k, "--" + k.replace("_", "-")), str(params[k])) for k in (*REMOTE_FLAGS, "data_dir",
+                  "dataset") if params.get(k) is not None)  # fmt: skip
+    return RunPlace(params.get("data_dir", Path("data")), params.get("dataset"), params.get("device", "auto"),
+                    results, remote=network, endpoint_url=params.get("endpoint_url"), fuse=fuse, typed=typed,
+                    **more)  # fmt: skip
+
+
+def _fuse(chunk: str | None, read_ahead: str | None, remote: bool) -> FuseOptions | None:
+    if chunk is None and read_ahead is None:
+        return None
+    from iobench.storage.remote.mount import check_size
+
+    return FuseOptions(
+        check_size("--fuse-chunk", chunk, remote, 64 * 2**10) if chunk is not None else FUSE_CHUNK,
+        check_size("--fuse-read-ahead", read_ahead, remote, 0) if read_ahead is not None else None,
+    )
+
+
+def _network(remote: str | None, latency_ms: float | None, connection_mb_per_s: float | None,
+             nproc: int | None, endpoint_url: str | None) -> Profile | None:  # fmt: skip
+    """--remote's profile with its overrides; the overrides alone are refused (they shape nothing)."""
+    if endpoint_url is not None and (remote is not None or nproc is not None):
+        raise IobenchError("--endpoint-url reads a store as it is: not with --remote (iobench's own) or --nproc")
+    if remote is None:
+        if latency_ms is not None or connection_mb_per_s is not None:
+            raise IobenchError("--latency-ms and --connection-mb-per-s shape --remote: give --remote PROFILE too")
+        return None
+    if nproc is not None:
+        raise IobenchError("--remote does not run under torchrun (--nproc) in this release")
+    from iobench.storage.remote.profiles import profile
+
+    return profile(remote, latency_ms, connection_mb_per_s)

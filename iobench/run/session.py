@@ -24,6 +24,7 @@ from iobench.run.preparing import dataset_for_run, launch_torchrun, resolve_all
 from iobench.run.runner import Measuring, run
 from iobench.run.saving import save
 from iobench.run.serving import limits_of, served
+from iobench.run.what_if_checks import WhatIfCheck, what_if_checks
 from iobench.system.world import World, joined
 from iobench.units import QUICK_SIZE
 
@@ -40,6 +41,7 @@ class SessionResult:
     limits: Limits
     main: bool  # this process is rank 0 (or the only one)
     notes: list[str] = field(default_factory=list)
+    what_ifs: list[WhatIfCheck] = field(default_factory=list)  # --what-if: each prediction's step, measured
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -60,10 +62,12 @@ def measure_session(
     nproc: int | None = None,
     loaders_named: str | None = None,
     estimate: bool = True,
+    what_if_ms: list[float] | None = None,
 ) -> SessionResult | None:
     """`iobench run` once its values are checked: launch torchrun (None: the ranks report), or find the dataset,
     resolve every configuration, measure the limits once, run each configuration and save its record as it ends.
-    `estimate`: time a few batches of each configuration first, for the time left (not worth it unseen)."""
+    `estimate`: time a few batches of each configuration first, for the time left (not worth it unseen). `what_if_ms`:
+    after the runs, each configuration measured again with each of these step times (`--what-if`)."""
     if nproc is not None:
         launch_torchrun(nproc, argv, where, configs, events)
         return None
@@ -89,7 +93,8 @@ def measure_session(
                         f"reading {n:,} samples from object storage: a configuration can take minutes (a "
                         "GET per run of samples, each its first byte's wait); `--size 2e4` for a first look"
                     )
-                limits = limits_of(remote, dataset_dir, target_device, where.results, events, where.read_limit)
+                read_limit = configs[0].read_limit_mb_per_s  # a run option: every configuration has the same
+                limits = limits_of(remote, dataset_dir, target_device, where.results, events, read_limit)
             world.barrier()  # no rank reads while rank 0 measures the machine's limits
             result = SessionResult([], todo, dataset_dir.name, limits, world.is_main)
             profile_dir = where.results.parent / "profiles" if where.cprofile else None
@@ -98,7 +103,17 @@ def measure_session(
                 result.records = run_interleaved(todo, limits, profile_dir, world, where, events, result, estimates)
             else:
                 _one_after_another(todo, limits, profile_dir, world, where, events, result, estimates)
+            if what_if_ms and world.is_main:
+                events.say(f"what-if: {len(todo)} configuration(s) measured again at {len(what_if_ms)} step time(s)")
+                again = lambda check: _measured_and_saved(check, limits, where, events)  # noqa: E731
+                result.what_ifs = what_if_checks(todo, result.records, what_if_ms, again)
     return result
+
+
+def _measured_and_saved(resolved: ResolvedRun, limits: Limits, where: RunPlace, events: Events) -> RunRecord:
+    record = run_one(resolved, limits, None, events)
+    save(where.results, record, events)
+    return record
 
 
 def _one_after_another(todo: list[ResolvedRun], limits: Limits, profile_dir: Path | None, world: World,

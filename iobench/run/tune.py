@@ -106,6 +106,11 @@ class Candidate:
         return q >= floor - 3 / math.sqrt(max(2, scored) - 1)
 
     @property
+    def threads(self) -> bool:
+        """Its --num-workers are threads of this process (torchdata.nodes, SPDL), not forked processes."""
+        return not LOADERS[self.config.loader].forks
+
+    @property
     def loading(self) -> str:
         """What loads: '2 processes' (DataLoader workers, or the main process without them), '2 threads',
         '2 processes x 16 threads' (threads inside each worker)."""

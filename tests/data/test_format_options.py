@@ -184,8 +184,8 @@ def test_zarr_reads_object_storage_through_one_of_its_two_stores_and_records_tha
 
 
 def test_npy_read_options_apply_to_any_loader_and_others_stay_the_pipelines():
-    from iobench.cli.measuring import config_of
     from iobench.data.format_options import parse_format_options, settable_fields
+    from iobench.plan.command_values import config_of
     from iobench.plan.config import RunConfig
     from iobench.settings import LoaderSettings
 

@@ -112,7 +112,7 @@ def test_sweep_skips_what_does_not_go_together_and_resumes(workspace, cli, monke
 
 
 def test_the_settings_presets_extra_rows_take_the_grids_cache_and_none_resident_from_object_storage():
-    from iobench.cli.measuring import config_of
+    from iobench.plan.command_values import config_of
     from iobench.run.sweep import settings_extras
     from iobench.settings import LoaderSettings
 
@@ -186,9 +186,9 @@ def test_a_grid_from_object_storage_skips_what_it_cannot_read_there_and_threads_
     --fetch-threads are the DataLoader's."""
     import torch
 
-    from iobench.cli.measuring import config_of
-    from iobench.cli.sweep_options import sweep_grid
+    from iobench.plan.command_values import config_of
     from iobench.run.sweep import expand
+    from iobench.run.sweep_session import sweep_grid
     from iobench.settings import LoaderSettings
 
     base = config_of("memmap", "dataloader", LoaderSettings(), shuffle=True, block_size=0, epochs=1, warmup=1,

@@ -26,6 +26,9 @@ from tests.conftest import ROOT, console_script, invoke, planted, record_of, sto
 from tests.process_tree import Watched, off_loopback
 from tests.rank_delivery import combinations
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 N = 203  # odd: the two ranks' shares differ by one sample, and DistributedSampler would pad one
 
 
@@ -423,9 +426,6 @@ def test_other_commands_refuse_to_run_under_torchrun(cli, monkeypatch, tmp_path)
 
 RANK_STEPS = """
 import os, time
-
-# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
-pytestmark = pytest.mark.extras
 def fails(features, labels):
     if os.environ.get("RANK") == "1":
         raise ValueError("rank 1's model is broken")

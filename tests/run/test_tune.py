@@ -26,6 +26,9 @@ from tests.conftest import (
     stored_records,
 )
 
+# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
+pytestmark = pytest.mark.extras
+
 CORES = len(os.sched_getaffinity(0))
 
 
@@ -182,13 +185,14 @@ def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, c
 def test_a_search_without_an_interval_says_inconclusive_and_pastes_nothing(capsys, tmp_path):
     """On 1e6 samples a 2-minute budget ended after 0 rounds and still printed a best, '95% CI 0-inf' and a paste."""
     from iobench.cli.render import print_tune
+    from iobench.run.tune_session import TuneOutcome, recommendable
     from tests.conftest import record_of
 
     once = Candidate(run_config("npy", "dataloader"), rates=[100.0], records=[record_of()])
     never = Candidate(run_config("npy", "dataloader", num_workers=1))
-    print_tune(
-        TuneResult([once, never], 1, 120.0, "budget"), tmp_path / "r.jsonl", lambda *_: pytest.fail("nothing to paste")
-    )
+    result = TuneResult([once, never], 1, 120.0, "budget")
+    assert not recommendable(result)
+    print_tune(TuneOutcome("npy", 2, result), tmp_path / "r.jsonl")
     printed = capsys.readouterr().out
     assert "inconclusive" in printed and "1 of 2 candidates" in printed
     assert "paste:" not in printed and "best:" not in printed
@@ -285,9 +289,6 @@ def test_a_trial_in_a_process_of_its_own_gives_the_record_or_one_line(tmp_path):
 
 STEP_MODULE = """
 from pathlib import Path
-
-# it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
-pytestmark = pytest.mark.extras
 
 def step(features, labels):
     with open(Path(__file__).with_name("calls.txt"), "a") as f:

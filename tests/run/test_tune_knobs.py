@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from iobench.events import Events
 from iobench.loaders import LoaderName
 from iobench.plan.paste import best_script
 from iobench.results.record import RunRecord
@@ -102,21 +103,33 @@ def _scored(n: int, spread: float, order: float) -> RunRecord:
     return record_of(samples_per_epoch=n, shuffle_spread=spread, shuffle_order=order)
 
 
+def _searched(tmp_path, name: str, figures: dict, script) -> object:
+    """tune's session over fake trials, as far as its outcome (the search, the confirmation, the script written)."""
+    import torch
+
+    from iobench.run.place import RunPlace
+    from iobench.run.tune import TuneSearch
+    from iobench.run.tune_session import TuneRequest, _searched
+
+    configs = [run_config("npy", "dataloader", num_workers=w) for w in figures]
+    place = RunPlace(tmp_path, None, "cpu", tmp_path / name)
+    request = TuneRequest(place, torch.device("cpu"), [16], False, 1.0, None, 0.9, check_paste=False)
+    return _searched(TuneSearch("npy", configs, FakeTrials(figures), script), request, Events())
+
+
 def test_tune_says_when_nothing_shuffles_well_enough_and_names_the_fastest(tmp_path, capsys):
     from iobench.cli.render import print_tune
 
     figures = {w: (100_000.0 / (w + 1), 0.1, 0.2) for w in range(3)}
-    configs = [run_config("npy", "dataloader", num_workers=w) for w in figures]
-    outcome = tune(configs, FakeTrials(figures), 60, tmp_path / "r.jsonl", min_shuffle=0.9)
-    assert outcome.stopped == "no candidate shuffled to 0.9"
-    print_tune(outcome, tmp_path / "r.jsonl", lambda *_: pytest.fail("nothing to paste"))
+    tuned = _searched(tmp_path, "r.jsonl", figures, lambda *_: pytest.fail("nothing to paste"))
+    assert tuned.result.stopped == "no candidate shuffled to 0.9" and tuned.script is None
+    print_tune(tuned, tmp_path / "r.jsonl")
     printed = capsys.readouterr().out
     assert "no candidate shuffled to --min-shuffle 0.9" in printed and "paste" not in printed
     assert "0.10/0.20 < 0.9" in printed
 
-    both = tune([run_config("npy", "dataloader", num_workers=w) for w in FIGURES], FakeTrials(FIGURES), 60,
-                tmp_path / "r2.jsonl", min_shuffle=0.9)  # fmt: skip
-    print_tune(both, tmp_path / "r2.jsonl", lambda c, measured: f"# {c.settings.num_workers}\n")
+    both = _searched(tmp_path, "r2.jsonl", FIGURES, lambda c, measured: f"# {c.settings.num_workers}\n")
+    print_tune(both, tmp_path / "r2.jsonl")
     printed = capsys.readouterr().out
     assert "fastest at any shuffle: npy/dataloader bs=16 w=0: 100,000 samples/s, shuffle 0.05/0.30 < 0.9" in printed
     assert "# 1" in printed, "the recommendation is the fastest that shuffles"

@@ -1,8 +1,11 @@
-"""Turning `iobench sweep` options into a grid, and making sure every dataset size it needs exists."""
+"""One `iobench sweep`, whole: the grid from a preset and the lists given, every dataset size it needs found or
+prepared, the formats served when read from object storage, what the results file holds already left out, the limits
+measured once and each configuration run (`iobench.run.sweep.run_sweep`). It talks through `Events` (the command
+line's draw a bar over the configurations) and prints nothing."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import torch
@@ -16,11 +19,50 @@ from iobench.formats import DEFAULT_FORMATS, FORMATS
 from iobench.plan.config import Cache, RunConfig
 from iobench.plan.resolve import refuse_local_controls
 from iobench.plan.selection import default_loaders, parse_loaders
+from iobench.results.record import RunRecord
 from iobench.run.place import RunPlace
-from iobench.run.sweep import Point, preset
+from iobench.run.serving import limits_of, served
+from iobench.run.sweep import Point, expand, preset, run_sweep, settings_extras, still_to_run
 from iobench.settings import swept
 from iobench.spec import DatasetSpec
 from iobench.units import parse_size
+
+
+@dataclass(frozen=True)
+class SweepRequest:
+    """A sweep as its command gave it: the base configuration, the preset, the comma lists (format, loader, cache,
+    size and each swept setting, as typed) and the place."""
+
+    base: RunConfig
+    preset: str | None
+    lists: dict[str, str | None]
+    place: RunPlace
+
+
+@dataclass
+class SweepResult:
+    points: int  # configurations in the grid
+    done_before: int  # of them, already in the results file
+    records: list[RunRecord] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # combinations that do not go together
+
+
+def sweep_session(request: SweepRequest, device: torch.device, events: Events) -> SweepResult:
+    """The grid expanded and measured (see the module's docstring); combinations that do not go together said."""
+    where, base = request.place, request.base
+    grid, sizes = sweep_grid(request.preset, base, device, where.object_storage, **request.lists)
+    points, notes = expand(base, grid, sizes, device, where.object_storage)
+    if request.preset == "settings":
+        extras = settings_extras(base, grid["format"][0], grid["cache"][0], where.object_storage)
+        points += [Point(None, c) for c in extras]
+    if not points:
+        raise IobenchError(f"every combination was skipped, e.g. {notes[0]}" if notes else "the grid is empty")
+    if notes:
+        events.say(f"{len(notes)} combination(s) skipped because they do not go together, e.g. {notes[0]}")
+    result = SweepResult(len(points), 0, skipped=notes)
+    measure_sweep(points, sweep_datasets(points, where.data_dir, where.dataset, events), device, where, events,
+                  base.read_limit_mb_per_s, result)  # fmt: skip
+    return result
 
 
 def sweep_grid(name: str | None, base: RunConfig, device: torch.device, remote: bool = False,
@@ -83,14 +125,10 @@ def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, eve
     return dirs
 
 
-def measure_sweep(points: list[Point], dirs: dict, device: torch.device, where: RunPlace, quiet: bool) -> None:
+def measure_sweep(points: list[Point], dirs: dict, device: torch.device, where: RunPlace, events: Events,
+                  read_limit: float | None, result: SweepResult) -> None:  # fmt: skip
     """What is left of the sweep, measured: from the folder, or with the folder served as S3 (or the store at
     --endpoint-url) for as long as it runs, each configuration then in a process of its own."""
-    from iobench.cli.bars import sweep_with_progress
-    from iobench.cli.console import ConsoleEvents, say
-    from iobench.run.serving import limits_of, served
-    from iobench.run.sweep import still_to_run
-
     parents = {d.parent for d in dirs.values()}
     if where.object_storage and len(parents) > 1:
         raise IobenchError(f"--remote serves one folder; this sweep's datasets are in {len(parents)}: "
@@ -98,9 +136,11 @@ def measure_sweep(points: list[Point], dirs: dict, device: torch.device, where: 
     first = next(iter(dirs.values()))
     with served(where.remote, where.endpoint_url, first, where.fuse) as remote:
         todo = still_to_run(points, dirs, device, where.results, remote)
-        say(f"{len(points)} configuration(s), {len(points) - len(todo)} already in {where.results}, "
-            f"{len(todo)} to run")  # fmt: skip
+        result.done_before = len(points) - len(todo)
+        events.say(f"{len(points)} configuration(s), {result.done_before} already in {where.results}, "
+                   f"{len(todo)} to run")  # fmt: skip
         if not todo:
             return
-        limits = limits_of(remote, todo[0].dataset_dir, device, where.results, ConsoleEvents(), where.read_limit)
-        sweep_with_progress(todo, where.results, limits, quiet, isolated=remote is not None)
+        limits = limits_of(remote, todo[0].dataset_dir, device, where.results, events, read_limit)
+        with events.configurations(len(todo)) as bar:
+            result.records = run_sweep(todo, where.results, limits, bar, isolated=remote is not None)
