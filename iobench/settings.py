@@ -298,3 +298,14 @@ def loading(values: Any, threads: bool) -> str:
 def swept() -> list[Setting]:
     """The settings sweep takes a comma list of."""
     return [s for s in SETTINGS.values() if s.sweep]
+
+
+def check_batch_fetch(values: Any, what: str) -> None:
+    """`what` hands over a batch's files in one call: whole batches fetched by one thread (not a sample per call,
+    nor a batch shared by --fetch-threads)."""
+    from iobench.errors import IobenchError
+
+    if values.fetch is Fetch.ITEM:
+        raise IobenchError(f"{what} hands over a batch's files in one call: use --fetch batch")
+    if values.fetch_threads > 1:
+        raise IobenchError(f"{what} reads a batch's files in one call: drop --fetch-threads")

@@ -16,7 +16,7 @@ import torch
 from iobench.data.dataset import generate
 from iobench.data.manifest import Manifest
 from iobench.formats import FORMATS
-from iobench.loaders import LOADERS
+from iobench.loaders import LOADERS, RankShare
 from iobench.measuring.clocks import time_epoch
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
@@ -42,14 +42,14 @@ def combinations(dataset_dir: Path) -> list[tuple[str, RunConfig]]:
     prepared = Manifest.load(dataset_dir).formats  # `--formats all` leaves out formats not installed
     out = []
     for loader, kind in LOADERS.items():
-        if kind.ranks in ("", "library"):
+        if kind.ranks in (RankShare.NONE, RankShare.LIBRARY):
             continue  # Ray, Ray Data: one process fed by a cluster (refused); native: native_combinations
         if not kind.installed or kind.needs_cuda or kind.check is not None:
             continue  # nodes without torchdata: refused in one line (its own test); device-read: CUDA; dali: images
 
         for fmt in (f for f in kind.reads if f in prepared):
             for order, kw in ORDERS.items():
-                if kind.ranks == "sampler" and order == "block":
+                if kind.ranks is RankShare.SAMPLER and order == "block":
                     continue  # DistributedSampler has no block shuffle (refused by check_world)
                 out.append((f"{fmt}-{loader}-{order}", run_config(fmt, loader, **kw)))
     out.append(("npy-dataloader-workers", run_config("npy", "dataloader", num_workers=1)))

@@ -10,7 +10,6 @@ from iobench.cli import options as o
 from iobench.cli.app import app
 from iobench.cli.console import ConsoleEvents, err, out, say
 from iobench.errors import IobenchError
-from iobench.formats import FORMATS
 
 
 @app.command("prepare")
@@ -39,7 +38,7 @@ def prepare_cmd(
 ) -> None:
     """Generate the shared dataset, or read yours (--from), and write it in each format (atomically)."""
     from iobench.data.format_options import parse_format_options
-    from iobench.data.prepare import PrepareRequest, parse_formats, plan, prepare
+    from iobench.data.prepare import PrepareRequest, options_of, parse_formats, plan, prepare
     from iobench.data.spec_options import SpecOptions, build_spec
 
     spec = build_spec(
@@ -58,7 +57,7 @@ def prepare_cmd(
              "files": dict(encoding=files_encoding.lower())}  # fmt: skip
     for name, values in parse_format_options(format_option or [], names).items():
         given[name] = {**given.get(name, {}), **values}
-    options = {name: FORMATS[name].options(**given.get(name, {})) for name in names}
+    options = options_of(names, given)
     request = PrepareRequest(spec, data_dir, names, options, dataset, force)
     checked = plan(request)
     if not quiet:

@@ -62,23 +62,11 @@ def limits_cmd(
         return
     if latency_ms is not None or connection_mb_per_s is not None or dataset is not None:
         raise IobenchError("--latency-ms, --connection-mb-per-s and --dataset go with --remote or --endpoint-url")
-    from iobench.loaders.device import resolve_device
-    from iobench.measuring.machine_ceilings import best_of, load_limits, measure_limits, save_limits
     from iobench.report.tables import limits_table
-    from iobench.results.store import check_writable, limits_path
-    from iobench.storage.local.confine import check_read_limit
-    from iobench.units import parse_bytes
+    from iobench.run.limits_session import machine_limits
 
-    probe = parse_bytes(probe_size)
-    check_read_limit(read_limit)
-    target = resolve_device(device)
-    check_writable(limits_path(results), records=False)
     events = ConsoleEvents(limits_message=f"measuring in {data_dir} ...")
-    limits = measure_limits(data_dir, target, probe, events=events, read_limit=read_limit)
-    stored = load_limits(results, data_dir, read_limit) if keep_best else None
-    if stored is not None:
-        limits = best_of(stored, limits)
-    path = save_limits(results, data_dir, limits)
+    limits, path = machine_limits(data_dir, device, results, probe_size, read_limit, keep_best, events)
     out.print(limits_table(limits))
     read = limits.probe_file if limits.probe_file.startswith("/") else "a fresh probe file"
     out.print(f"read {read} ({limits.probe_bytes / 2**20:,.0f} MiB)", highlight=False, soft_wrap=True, markup=False)
@@ -87,26 +75,11 @@ def limits_cmd(
 
 def _remote_limits(data_dir: Path, dataset: str | None, results: Path, remote: str | None, endpoint_url: str | None,
                    latency_ms: float | None, connection_mb_per_s: float | None, connections: int) -> None:  # fmt: skip
-    from iobench.data.manifest import find_run_dataset
-    from iobench.measuring.object_store_ceilings import find_probes, measure_remote_limits, save_remote_limits
     from iobench.report.tables import remote_limits_table
-    from iobench.results.store import check_writable, remote_limits_path
-    from iobench.storage.remote.profiles import profile
+    from iobench.run.limits_session import store_limits
 
-    if remote is not None and endpoint_url is not None:
-        raise IobenchError("--endpoint-url measures a store as it is: not with --remote (iobench's own)")
-    if endpoint_url is not None and (latency_ms is not None or connection_mb_per_s is not None):
-        raise IobenchError("--latency-ms and --connection-mb-per-s shape --remote: not with --endpoint-url")
-    chosen = profile(remote, latency_ms, connection_mb_per_s) if remote is not None else None
-    check_writable(remote_limits_path(results), records=False)
-    folder = find_run_dataset(data_dir, dataset)
-    if folder is None:
-        raise IobenchError(f"no prepared dataset in {data_dir}; run `iobench prepare` first")
-    try:
-        limits = measure_remote_limits(find_probes(folder), chosen, endpoint_url, connections, say)
-    except OSError as exc:  # a refused key, a missing bucket, a store gone mid-measurement: obstore's, worded
-        raise IobenchError(f"limits: {exc}") from None
-    path = save_remote_limits(results, limits)
+    limits, path = store_limits(data_dir, dataset, results, remote, endpoint_url, latency_ms, connection_mb_per_s,
+                                connections, say)  # fmt: skip
     out.print(remote_limits_table(limits))
     if limits.short_of_profile:
         say(f"the profile asks {limits.profile_asks_mb_per_s:,.0f} MB/s of {limits.connections} connections; this "
@@ -130,14 +103,14 @@ def doctor_cmd(
     """Check what iobench's numbers rest on here: eviction, page-cache reclaim, cgroups, cores, the GPU path."""
     from rich.table import Table
 
-    from iobench.loaders.device import resolve_device
+    from iobench.plan.resolve import device_of
     from iobench.run.doctor import examine
 
     if not 0 <= idle_seconds <= MAX_IDLE_SECONDS:  # also refuses nan
         raise IobenchError(f"--idle-seconds must be 0..{MAX_IDLE_SECONDS:g}, got {idle_seconds:g}")
     if not data_dir.is_dir():  # a mistyped folder is named, not created
         raise IobenchError(f"--data-dir {data_dir}: no such folder")
-    target = resolve_device(device)
+    target = device_of(device)
     if idle_seconds > 0:
         say(f"checking; this leaves a file idle for {idle_seconds:g} s (--idle-seconds 0 skips that) ...")
     findings = examine(data_dir, target, idle_seconds)

@@ -28,8 +28,11 @@ def tune_cmd(
     budget_minutes: Annotated[float, typer.Option(help="Time the search may take.")] = 5.0,
     rounds: Annotated[
         Optional[int],  # noqa: UP045 - typer reads the annotation at runtime
-        typer.Option(min=1, help="At most this many rounds of the search (each halves the candidates), whatever time "
-                     "is left: a search that ends the same way on a busy machine."),
+        typer.Option(
+            min=1,
+            help="At most this many rounds of the search (each halves the candidates), whatever time "
+            "is left: a search that ends the same way on a busy machine.",
+        ),
     ] = None,
     batch_size: o.List("--batch-size", "Batch size, or a comma list to search over (e.g. 256,1024).") = "1024",
     shuffle: o.Shuffle = True,

@@ -53,6 +53,11 @@ class PrepareRequest:
         return self.data_dir / (self.dataset or self.spec.name)
 
 
+def options_of(names: list[str], given: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """Each format's write options from the values given for it (the rest its defaults)."""
+    return {name: FORMATS[name].options(**given.get(name, {})) for name in names}
+
+
 def parse_formats(text: str, skipped: list[str] | None = None, broken: list[str] | None = None) -> tuple[str, ...]:
     """'npy,hdf5' or 'all' -> names in registry order; unknown names are an error. With 'all' a format whose
     library is not installed is left out (its name goes to `skipped`), and so is a plug-in that cannot be loaded

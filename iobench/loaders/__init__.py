@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from iobench.errors import IobenchError
 from iobench.formats import FIXED_LAYOUT, PIPELINE
-from iobench.loaders.kind import BATCHES, NOTES, WORKER_PROCESSES, LoaderKind, LoaderName
+from iobench.loaders.kind import BATCHES, NOTES, WORKER_PROCESSES, LoaderKind, LoaderName, ObjectReach, RankShare
 
 LOADERS: dict[LoaderName, LoaderKind] = {
     k.name: k
@@ -15,7 +15,8 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             LoaderName.DATALOADER, None, "dataloader", "DataLoaderLoader",
             honours=BATCHES | WORKER_PROCESSES | {"fetch", "fetch_threads", "decode_on"},
             tuned=("prefetch_factor", "persistent_workers", "in_order", "pin_memory"),
-            tuned_remote=("fetch_threads", "pin_memory"), tune_main_threads=True, ranks="sampler", objects="reader",
+            tuned_remote=("fetch_threads", "pin_memory"), tune_main_threads=True, ranks=RankShare.SAMPLER,
+            objects=ObjectReach.READER,
         ),
         # tensorclass loading is tensordict's memmap path.
         LoaderKind(
@@ -34,7 +35,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             notes=(("num_workers", "--num-workers is the number of Ray actors; give at least 1"),
                    ("persistent_workers", "actors live as long as the loader"),
                    ("in_order", "actors' batches are taken in order")),
-            min_workers=1, extra="ray", library="Ray", libraries=("ray",), own_readers=True, ranks="",
+            min_workers=1, extra="ray", library="Ray", libraries=("ray",), own_readers=True, ranks=RankShare.NONE,
             reads_beside_step=True,
         ),
         # concurrent preadv straight into buffers: formats whose samples lie at known offsets
@@ -78,7 +79,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             notes=(("persistent_workers", "its pipeline is built again each epoch"),
                    ("in_order", "its library's loader delivers batches as its pipeline orders them")),
             needs=PIPELINE, tuned=("prefetch_factor", "pin_memory"), tuned_remote=("prefetch_factor", "pin_memory"),
-            ranks="library", objects="library",
+            ranks=RankShare.LIBRARY, objects=ObjectReach.LIBRARY,
         ),
         # torchdata.nodes: threads of this process instead of worker processes, over any format
         LoaderKind(
@@ -88,7 +89,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
                    ("fetch_threads", "--num-workers are its threads")),
             extra="torchdata", library="torchdata", libraries=("torchdata",), forks=False,
             tuned=("prefetch_factor", "in_order", "pin_memory"), tuned_remote=("pin_memory", "fetch"),
-            objects="reader",
+            objects=ObjectReach.READER,
         ),
         # SPDL: a pipeline of stages on a thread pool of this process, as its documentation builds one
         LoaderKind(
@@ -106,7 +107,7 @@ LOADERS: dict[LoaderName, LoaderKind] = {
             notes=(("num_workers", "--num-workers is the size of its actor pool; give at least 1"),
                    ("persistent_workers", "its actor pool lives as long as an epoch's execution"),
                    ("prefetch_thread", "iter_torch_batches already prefetches (--prefetch-factor)")),
-            min_workers=1, extra="ray", library="Ray", libraries=("ray",), own_readers=True, ranks="",
+            min_workers=1, extra="ray", library="Ray", libraries=("ray",), own_readers=True, ranks=RankShare.NONE,
             reads_beside_step=True,
         ),
     )
@@ -140,4 +141,5 @@ def kind_of(name: str) -> LoaderKind | None:
 
 
 __all__ = ["BATCHES", "CORE_LOADERS", "DEFAULT_LOADER", "LOADERS", "NOTES", "WORKER_PROCESSES", "LoaderKind",
-           "LoaderName", "check_installed", "check_reads", "kind_of", "unreadable"]  # fmt: skip
+           "LoaderName", "ObjectReach", "RankShare", "check_installed", "check_reads", "kind_of",
+           "unreadable"]  # fmt: skip

@@ -32,6 +32,23 @@ BATCHES = frozenset({"batch_size", "pin_memory", "non_blocking", "prefetch_threa
 WORKER_PROCESSES = frozenset({"num_workers", "prefetch_factor", "persistent_workers", "in_order"})
 
 
+class RankShare(Choice):
+    """Under torchrun, how a loader's ranks share an epoch."""
+
+    SAMPLER = "sampler"  # torch's DistributedSampler, whose tail --distributed-sampler sets
+    LIBRARY = "library"  # the format's own pipeline splits it
+    SHARE = "share"  # a contiguous share of the shared order
+    NONE = "none"  # one training process fed by a cluster: refused under torchrun
+
+
+class ObjectReach(Choice):
+    """How a loader reaches object storage."""
+
+    READER = "reader"  # the format's reader of objects, else a FUSE mount
+    LIBRARY = "library"  # the format's own pipeline's client, else a FUSE mount
+    NONE = "none"  # not at all
+
+
 @dataclass(frozen=True)
 class LoaderKind:
     """A loader: the formats it reads, its class (imported when built), an optional extra it needs, and the
@@ -60,13 +77,8 @@ class LoaderKind:
     # True: it reads the whole dataset into memory once, then gathers every batch there (preload, device-read)
     holds_dataset: bool = False
     needs_cuda: bool = False  # it reads into device memory: refused in one line without CUDA, left out of `all` there
-    # under torchrun, how its ranks share an epoch: "sampler" (torch's DistributedSampler, whose tail
-    # --distributed-sampler sets), "library" (the format's own pipeline splits it), "share" (a contiguous share of
-    # the shared order), "" (one training process fed by a cluster: refused under torchrun)
-    ranks: str = "share"
-    # how it reaches object storage: "reader" (the format's reader of objects, else a FUSE mount), "library" (the
-    # format's own pipeline's client, else a FUSE mount), "" (not at all)
-    objects: str = ""
+    ranks: RankShare = RankShare.SHARE  # under torchrun, how its ranks share an epoch
+    objects: ObjectReach = ObjectReach.NONE  # how it reaches object storage
     reads_beside_step: bool = False  # it reads while the step runs even with no workers or prefetch thread (Ray's)
     cold_direct: bool = False  # cold epochs bypass the page cache with O_DIRECT (read_method says when they could not)
     check: str | None = None  # a function of its module that refuses a dataset it cannot read, before it is opened

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from iobench.measuring.clocks import EpochTiming
-from iobench.results.record import RankStats, SystemStats
+from iobench.results.record import EpochStats, RankStats, SystemStats, Timed
+from iobench.results.stats import summary
 from iobench.system.world import World
 
 # A rank's row is a flat float tensor (gathered without pickle): these fields per timed epoch, then these of the
@@ -158,3 +159,39 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
 def _node_mean(values: list[float]) -> float | None:
     known = [v for v in values if not math.isnan(v)]
     return statistics.fmean(known) if known else None
+
+
+def epoch_stats(timings: Sequence[Timed], sample_bytes: int, n_samples: int, has_step: bool = False,
+                ranks: int = 1) -> EpochStats:  # fmt: skip
+    """The timed epochs as a record keeps them: median with min and max, the spread, where each batch's time went,
+    the share of the time in the step (a rank's step over its epoch, under torchrun)."""
+    seconds = [t.seconds for t in timings]
+    s = summary(seconds)
+    samples = statistics.median([t.samples for t in timings])
+    batches = sum(t.batches for t in timings) or 1
+    median = s.median
+    return EpochStats(
+        epoch_seconds=seconds,
+        epoch_seconds_median=median,
+        epoch_seconds_min=s.min,
+        epoch_seconds_max=s.max,
+        epoch_seconds_cv=s.cv,
+        epoch_seconds_mad=s.mad,
+        first_batch_seconds=[t.first_batch_seconds for t in timings],
+        first_batch_seconds_median=statistics.median(t.first_batch_seconds for t in timings),
+        samples_per_epoch=int(samples),
+        batches_per_epoch=int(statistics.median(t.batches for t in timings)),
+        samples_per_s=samples / median if median > 0 else math.nan,
+        mb_per_s=samples * sample_bytes / 1e6 / median if median > 0 else math.nan,
+        wait_ms_per_batch=1000 * sum(t.wait_seconds for t in timings) / batches,
+        h2d_ms_per_batch=1000 * sum(t.h2d_seconds for t in timings) / batches,
+        step_ms_per_batch=1000 * sum(t.step_seconds for t in timings) / batches,
+        transform_ms_per_batch=1000 * sum(t.transform_seconds for t in timings) / batches,
+        # An epoch cut short by --max-batches or --max-seconds did not read the whole dataset.
+        partial=any(t.partial for t in timings) or samples < n_samples,
+        accelerator_utilisation=(
+            statistics.median(t.step_seconds / ranks / t.seconds for t in timings if t.seconds > 0)
+            if has_step
+            else None
+        ),
+    )

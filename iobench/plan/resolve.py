@@ -15,14 +15,14 @@ from iobench.data.prepare import check_dataset_name
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.formats.base import StorageFormat
-from iobench.loaders import LOADERS, LoaderName
+from iobench.loaders import LOADERS, LoaderName, ObjectReach, RankShare
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder
 from iobench.loaders.transforms import TransformOn
 from iobench.plan.config import Cache, RunConfig, SamplerTail
 from iobench.plan.recorded import recorded_config
 from iobench.plan.run_options import RUN_OPTIONS
 from iobench.results.record import RecordedConfig
-from iobench.settings import DecodeOn, Fetch, batches_in_flight, pinning_for
+from iobench.settings import DecodeOn, batches_in_flight, check_batch_fetch, pinning_for
 from iobench.storage import Storage
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.confine import Confinement
@@ -80,7 +80,7 @@ class ResolvedRun:
         """How ranks share an epoch, as records name it; None outside torchrun."""
         if self.world.size <= 1:
             return None
-        if LOADERS[self.config.loader].ranks == "library":
+        if LOADERS[self.config.loader].ranks is RankShare.LIBRARY:
             return FORMATS[self.config.format].native_rank_split
         return self.epoch_order().SHARD
 
@@ -89,7 +89,7 @@ class ResolvedRun:
         training scripts do; the other loaders take a contiguous share of the epoch's shared order."""
         c, w = self.config, self.world
         n, batch = self.manifest.spec.n_samples, c.settings.batch_size
-        if w.size > 1 and LOADERS[c.loader].ranks == "sampler":
+        if w.size > 1 and LOADERS[c.loader].ranks is RankShare.SAMPLER:
             return DistributedSamplerOrder(n, batch, c.shuffle, c.seed, c.max_batches, w.rank, w.size,
                                            c.sampler_tail.value)  # fmt: skip
         return EpochOrder(n, batch, c.shuffle, c.block_size, c.seed, c.max_batches, rank=w.rank, world=w.size)
@@ -199,10 +199,7 @@ def check_decode_on(resolved: ResolvedRun) -> None:
     fmt = FORMATS[c.format]
     if (why := fmt.encoded_refusal(fmt.options_from_json(resolved.entry.options))) is not None:
         raise IobenchError(f"--decode-on device: {why}")
-    if c.settings.fetch is Fetch.ITEM:
-        raise IobenchError("--decode-on device hands over a batch's files in one call: use --fetch batch")
-    if c.settings.fetch_threads > 1:
-        raise IobenchError("--decode-on device reads a batch's files in one call: drop --fetch-threads")
+    check_batch_fetch(c.settings, "--decode-on device")
     if c.transform != "none" and c.transform_on is TransformOn.HOST:
         raise IobenchError("--decode-on device: the samples exist only after the copy: use --transform-on device")
 
@@ -222,18 +219,22 @@ def reads_objects(fmt: StorageFormat, loader: LoaderName) -> bool:
     """Whether the loader reads the format's objects through the format's own remote path (its pipeline's, or
     its reader of objects'); otherwise through a FUSE mount."""
     reach = LOADERS[loader].objects
-    if reach == "library":
+    if reach is ObjectReach.LIBRARY:
         return fmt.remote_pipeline
     reader = fmt.object_reader()
-    return reach == "reader" and reader is not None and not reader.traits.pipeline_only
+    return reach is ObjectReach.READER and reader is not None and not reader.traits.pipeline_only
 
 
 def check_remote(config: RunConfig) -> None:
     """Refuse a configuration object storage cannot run, from the configuration alone (a sweep skips it)."""
     fmt = FORMATS[config.format]
-    if not reads_objects(fmt, config.loader) and not LOADERS[config.loader].objects:
+    if not reads_objects(fmt, config.loader) and LOADERS[config.loader].objects is ObjectReach.NONE:
         # the others read through a FUSE mount of the bucket: a format's local files with its own library
-        can = [k.name for k in LOADERS.values() if k.objects == "reader" or (k.objects and fmt.has_pipeline)]
+        can = [
+            k.name
+            for k in LOADERS.values()
+            if k.objects is ObjectReach.READER or (k.objects is ObjectReach.LIBRARY and fmt.has_pipeline)
+        ]
         raise IobenchError(f"{config.label}: --remote reads {config.format} through --loader {' or '.join(can)} "
                            "in this release")  # fmt: skip
     refuse_local_controls(config.read_limit_mb_per_s, config.cache_budget)
@@ -327,19 +328,21 @@ def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:
 
 def check_world(config: RunConfig, manifest: Manifest, world: World) -> None:
     """What torchrun ranks cannot share."""
-    if config.sampler_tail is not SamplerTail.TRIM and (world.size <= 1 or LOADERS[config.loader].ranks != "sampler"):
+    if config.sampler_tail is not SamplerTail.TRIM and (
+        world.size <= 1 or LOADERS[config.loader].ranks is not RankShare.SAMPLER
+    ):
         raise IobenchError("--distributed-sampler is the DataLoader's DistributedSampler under --nproc or torchrun")
     if world.size <= 1:
         return
-    if LOADERS[config.loader].ranks == "sampler" and config.block_size:
+    if LOADERS[config.loader].ranks is RankShare.SAMPLER and config.block_size:
         raise IobenchError("under torchrun the DataLoader uses DistributedSampler, which has no --block-shuffle")
     if config.resume_check:
         raise IobenchError("--resume-check restores one process's pipeline; run it without --nproc or torchrun")
-    if not LOADERS[config.loader].ranks:
+    if LOADERS[config.loader].ranks is RankShare.NONE:
         raise IobenchError(
             f"--loader {config.loader} is one training process fed by a Ray cluster; run it without torchrun"
         )
-    if LOADERS[config.loader].ranks == "library":
+    if LOADERS[config.loader].ranks is RankShare.LIBRARY:
         fmt = FORMATS[config.format]
         if fmt.native_rank_split is None:
             splitting = [n for n in FORMATS.native if FORMATS[n].native_rank_split is not None]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from iobench.choices import parse_choices, split_list
 from iobench.formats import DEFAULT_FORMATS, FORMATS
-from iobench.loaders import DEFAULT_LOADER, LOADERS, LoaderName, check_installed, unreadable
+from iobench.loaders import DEFAULT_LOADER, LOADERS, LoaderName, ObjectReach, check_installed, unreadable
 
 DEFAULT_PAIRS = (
     ("npy", LoaderName.DATALOADER),
@@ -47,7 +47,7 @@ def tuned_loaders(fmt: str, remote: bool = False) -> tuple[LoaderName, ...]:
     reaches it there)."""
     order = TUNED_REMOTE if remote else TUNED_LOCAL
     return tuple(n for n in order if LOADERS[n].installed and fmt in LOADERS[n].reads
-                 and (LOADERS[n].objects or not remote))  # fmt: skip
+                 and (LOADERS[n].objects is not ObjectReach.NONE or not remote))  # fmt: skip
 
 
 def parse_loaders(text: str) -> tuple[LoaderName, ...]:

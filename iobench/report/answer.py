@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from iobench.loaders import kind_of
+from iobench.measuring.ceiling_rule import device_resident
 from iobench.report.tables import au_text, settings_label
 from iobench.report.warnings import RunWarning, md_text
 from iobench.results.ceilings import ceiling_words
@@ -54,7 +55,7 @@ def answer_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
     for workload, records in groups.items():
         by_pattern: dict[str, list[RunRecord]] = {}
         for r in records:
-            if r.config.device_resident:
+            if device_resident(r):
                 continue
             by_pattern.setdefault(pattern_of(r), []).append(r)
         for pattern, rs in sorted(by_pattern.items()):
@@ -119,7 +120,7 @@ def console_answer(records: Sequence[RunRecord], place: Sequence[str] = ()) -> s
 
     by_pattern: dict[str, list[RunRecord]] = {}
     for r in records:
-        if not r.config.device_resident:
+        if not device_resident(r):
             by_pattern.setdefault(pattern_of(r), []).append(r)
     if not by_pattern:
         return None

@@ -8,6 +8,7 @@ that shuffle as well as a uniform shuffle.
 
 from __future__ import annotations
 
+from iobench.measuring.ceiling_rule import device_resident
 from iobench.report.tables import settings_label, shuffle_text
 from iobench.report.warnings import md_text
 from iobench.results.record import RunRecord
@@ -36,7 +37,7 @@ def format_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
     """A table per workload that was read in more than one format, shuffled and from disk; [] otherwise."""
     lines: list[str] = []
     for workload, records in groups.items():
-        shuffled = [r for r in records if r.config.shuffled and not r.config.device_resident]
+        shuffled = [r for r in records if r.config.shuffled and not device_resident(r)]
         if len({r.config.format for r in shuffled}) < 2:
             continue
         rows = []

@@ -7,6 +7,7 @@ from collections import OrderedDict
 from pathlib import Path
 
 from iobench.errors import IobenchError
+from iobench.measuring.ceiling_rule import with_limits
 from iobench.report import plots
 from iobench.report.answer import answer_lines, collapsed, sorted_for_table
 from iobench.report.exports import write_csv, write_html
@@ -55,7 +56,7 @@ def _with_limits(records: list[RunRecord], results: Path) -> list[RunRecord]:
     stored, remote = load_all_limits(results), load_all_remote_limits(results)
     if not stored and not remote:
         return records
-    return [r.with_limits(stored.get(_limits_key(r)) if r.config.storage == "local" else remote.get(_remote_key(r)))
+    return [with_limits(r, stored.get(_limits_key(r)) if r.config.storage == "local" else remote.get(_remote_key(r)))
             for r in records]  # fmt: skip
 
 

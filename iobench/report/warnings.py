@@ -123,75 +123,7 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
     found: list[RunWarning] = []
     for r in records:
         subject = f"{r.describe()} {settings_label(r, measured=False)}"
-        au = r.epochs.accelerator_utilisation
-        if min_au is not None and au is not None and au < min_au:
-            found.append(
-                RunWarning(
-                    Kind.LOW_AU,
-                    subject,
-                    f"accelerator utilisation {au:.0%} is below --min-au {min_au:.0%} with step {r.config.step}",
-                    "the accelerator waits for data: more workers, a faster format, or a larger batch",
-                )
-            )
-        busy = max((x for x in (r.system.other_cpu_before, r.system.other_cpu_after) if x is not None), default=None)
-        if busy is not None and busy > BUSY_CORES and r.config.world_size == 1:
-            found.append(
-                RunWarning(
-                    Kind.BUSY,
-                    subject,
-                    f"other programs used {busy:.1f} cores around the run (load average "
-                    f"{r.system.load_before:.1f} before, {r.system.load_after:.1f} after) on "
-                    f"{r.environment.cpu_count or '?'} cores: torch's threaded paths slow down sharply when they "
-                    "share cores (up to 9.5x), numpy's single thread hardly",
-                    "close other programs and measure again, or measure it on purpose with --cpu-contention N "
-                    "and --torch-threads 1",
-                )
-            )
-        if r.config.settings.batch_size > r.dataset.n_samples:
-            found.append(
-                RunWarning(
-                    Kind.ONE_BATCH,
-                    subject,
-                    f"batch size {r.config.settings.batch_size:,} is larger than the dataset "
-                    f"({r.dataset.n_samples:,} samples): "
-                    "every epoch was one batch, so the figures say little about a loader's steady state",
-                    "give a --batch-size well below the dataset size, or a larger dataset",
-                )
-            )
-        share = r.limit.percent_of_limit
-        if share is not None and share > ABOVE_CEILING_PERCENT:
-            found.append(
-                RunWarning(
-                    Kind.ABOVE_CEILING,
-                    subject,
-                    f"{share:.0f}% of its ceiling, {ceiling_words(r.limit.limit_name)} "
-                    f"({r.limit.limit_mb_per_s:,.0f} MB/s): a ceiling "
-                    "a loader beats was measured by a slower method than the loader's",
-                    "measure the ceilings again with this iobench (`iobench limits`); if it persists, report it",
-                )
-            )
-        if r.system.cold_not_cold:
-            found.append(
-                RunWarning(
-                    Kind.NOT_COLD,
-                    subject,
-                    f"a cold epoch started with {max(r.system.residency_before):.0%} of the dataset cached (> 5%)",
-                    "the data is on tmpfs, whose files are memory and cannot be made cold"
-                    if r.environment.data_filesystem in ("tmpfs", "ramfs")
-                    else "something still maps the files, or eviction is not permitted (run as root)",
-                )
-            )
-        kind = kind_of(r.config.loader)
-        if kind is not None and kind.cold_direct and r.config.cold and r.system.read_method == STORED_THREADS_READ:
-            found.append(
-                RunWarning(
-                    Kind.NOT_DIRECT,
-                    subject,
-                    f"cold epochs were read by {STORED_THREADS_READ}: this file system refuses O_DIRECT "
-                    "or the kernel has no Linux AIO",
-                    "not the storage reference: put the dataset on a disk file system (ext4, xfs)",
-                )
-            )
+        found += _run_warnings(subject, r, min_au) + _reading_warnings(subject, r)
         found += series_warnings(subject, r.epochs.epoch_seconds)
         if r.ranks.straggler_ratio > STRAGGLER_LIMIT:
             found.append(
@@ -204,6 +136,87 @@ def record_warnings(records: Sequence[RunRecord], min_au: float | None = None) -
                 )
             )
         found += delivery_warnings(subject, r) + coverage_warnings(subject, r) + resume_warnings(subject, r)
+    return found
+
+
+def _run_warnings(subject: str, r: RunRecord, min_au: float | None) -> list[RunWarning]:
+    """What the run's circumstances say of its figures: a step that waited, other programs on the cores, one batch."""
+    found = []
+    au = r.epochs.accelerator_utilisation
+    if min_au is not None and au is not None and au < min_au:
+        found.append(
+            RunWarning(
+                Kind.LOW_AU,
+                subject,
+                f"accelerator utilisation {au:.0%} is below --min-au {min_au:.0%} with step {r.config.step}",
+                "the accelerator waits for data: more workers, a faster format, or a larger batch",
+            )
+        )
+    busy = max((x for x in (r.system.other_cpu_before, r.system.other_cpu_after) if x is not None), default=None)
+    if busy is not None and busy > BUSY_CORES and r.config.world_size == 1:
+        found.append(
+            RunWarning(
+                Kind.BUSY,
+                subject,
+                f"other programs used {busy:.1f} cores around the run (load average "
+                f"{r.system.load_before:.1f} before, {r.system.load_after:.1f} after) on "
+                f"{r.environment.cpu_count or '?'} cores: torch's threaded paths slow down sharply when they "
+                "share cores (up to 9.5x), numpy's single thread hardly",
+                "close other programs and measure again, or measure it on purpose with --cpu-contention N "
+                "and --torch-threads 1",
+            )
+        )
+    if r.config.settings.batch_size > r.dataset.n_samples:
+        found.append(
+            RunWarning(
+                Kind.ONE_BATCH,
+                subject,
+                f"batch size {r.config.settings.batch_size:,} is larger than the dataset "
+                f"({r.dataset.n_samples:,} samples): "
+                "every epoch was one batch, so the figures say little about a loader's steady state",
+                "give a --batch-size well below the dataset size, or a larger dataset",
+            )
+        )
+    return found
+
+
+def _reading_warnings(subject: str, r: RunRecord) -> list[RunWarning]:
+    """What the reads say of the figures: above their ceiling, a cold epoch that was not, no O_DIRECT."""
+    found = []
+    share = r.limit.percent_of_limit
+    if share is not None and share > ABOVE_CEILING_PERCENT:
+        found.append(
+            RunWarning(
+                Kind.ABOVE_CEILING,
+                subject,
+                f"{share:.0f}% of its ceiling, {ceiling_words(r.limit.limit_name)} "
+                f"({r.limit.limit_mb_per_s:,.0f} MB/s): a ceiling "
+                "a loader beats was measured by a slower method than the loader's",
+                "measure the ceilings again with this iobench (`iobench limits`); if it persists, report it",
+            )
+        )
+    if r.system.cold_not_cold:
+        found.append(
+            RunWarning(
+                Kind.NOT_COLD,
+                subject,
+                f"a cold epoch started with {max(r.system.residency_before):.0%} of the dataset cached (> 5%)",
+                "the data is on tmpfs, whose files are memory and cannot be made cold"
+                if r.environment.data_filesystem in ("tmpfs", "ramfs")
+                else "something still maps the files, or eviction is not permitted (run as root)",
+            )
+        )
+    kind = kind_of(r.config.loader)
+    if kind is not None and kind.cold_direct and r.config.cold and r.system.read_method == STORED_THREADS_READ:
+        found.append(
+            RunWarning(
+                Kind.NOT_DIRECT,
+                subject,
+                f"cold epochs were read by {STORED_THREADS_READ}: this file system refuses O_DIRECT "
+                "or the kernel has no Linux AIO",
+                "not the storage reference: put the dataset on a disk file system (ext4, xfs)",
+            )
+        )
     return found
 
 

@@ -9,14 +9,12 @@ is held to are defined here, once.
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Sequence
 from copy import deepcopy
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol
 
 from iobench.choices import Choice
-from iobench.results.ceilings import LimitShare, MachineLimits, RemoteLimits
+from iobench.results.ceilings import LimitShare
 from iobench.results.checked import IN_PLACE, MAX_MEASURED, RecordError, checked, mapping, numbers, parsed
 from iobench.results.record_parts import Environment, RankStats, SystemStats
 from iobench.results.stats import summary
@@ -27,9 +25,9 @@ from iobench.settings import SETTINGS, LoaderSettings
 SCHEMA_VERSION = 3
 
 
-# The stored spellings of the choices the ceiling rule reads (the plan's Cache.COLD and Order.SHUFFLE,
-# the loaders' LoaderName.GPU_RESIDENT), named once here: tests/run/test_runner.py checks that they match.
-STORED_COLD, STORED_SHUFFLE, STORED_DEVICE_RESIDENT = "cold", "shuffle", "gpu-resident"
+# The stored spellings of the choices the records' rules read (the plan's Cache.COLD and Order.SHUFFLE), named once
+# here: tests/run/test_runner.py checks that they match.
+STORED_COLD, STORED_SHUFFLE = "cold", "shuffle"
 
 
 # the loaders' ReadMethod.THREADS, as the records store it (the warnings read it)
@@ -111,11 +109,6 @@ class RecordedConfig:
         """A fresh random order per epoch (not sequential, not block-shuffled)."""
         return self.order == STORED_SHUFFLE
 
-    @property
-    def device_resident(self) -> bool:
-        """The dataset was loaded to the device once: the timed epochs move nothing from the host."""
-        return self.loader == STORED_DEVICE_RESIDENT
-
     def identity(self) -> tuple:
         """The one definition of 'the same configuration' (sweeps resume by it, reports keep the latest).
 
@@ -183,41 +176,6 @@ class EpochStats:
     resume_same_order: bool | None = None
     resume_error: str | None = None
 
-    @classmethod
-    def of(
-        cls, timings: Sequence[Timed], sample_bytes: int, n_samples: int, has_step: bool = False, ranks: int = 1
-    ) -> EpochStats:
-        seconds = [t.seconds for t in timings]
-        s = summary(seconds)
-        samples = statistics.median([t.samples for t in timings])
-        batches = sum(t.batches for t in timings) or 1
-        median = s.median
-        return cls(
-            epoch_seconds=seconds,
-            epoch_seconds_median=median,
-            epoch_seconds_min=s.min,
-            epoch_seconds_max=s.max,
-            epoch_seconds_cv=s.cv,
-            epoch_seconds_mad=s.mad,
-            first_batch_seconds=[t.first_batch_seconds for t in timings],
-            first_batch_seconds_median=statistics.median(t.first_batch_seconds for t in timings),
-            samples_per_epoch=int(samples),
-            batches_per_epoch=int(statistics.median(t.batches for t in timings)),
-            samples_per_s=samples / median if median > 0 else math.nan,
-            mb_per_s=samples * sample_bytes / 1e6 / median if median > 0 else math.nan,
-            wait_ms_per_batch=1000 * sum(t.wait_seconds for t in timings) / batches,
-            h2d_ms_per_batch=1000 * sum(t.h2d_seconds for t in timings) / batches,
-            step_ms_per_batch=1000 * sum(t.step_seconds for t in timings) / batches,
-            transform_ms_per_batch=1000 * sum(t.transform_seconds for t in timings) / batches,
-            # An epoch cut short by --max-batches or --max-seconds did not read the whole dataset.
-            partial=any(t.partial for t in timings) or samples < n_samples,
-            accelerator_utilisation=(
-                statistics.median(t.step_seconds / ranks / t.seconds for t in timings if t.seconds > 0)
-                if has_step
-                else None
-            ),
-        )
-
 
 @dataclass(frozen=True, kw_only=True)
 class RunRecord:
@@ -242,64 +200,6 @@ class RunRecord:
     def describe(self) -> str:
         """Names a record in warnings and reports: format/loader, cache and order."""
         return f"{self.config.label} {self.config.cache} {self.config.order}"
-
-    def ceiling(self, limits: MachineLimits | RemoteLimits) -> tuple[str, float] | None:
-        """The ceiling this run is held to: storage when cold, the page cache otherwise, and never
-        above host-to-device on CUDA. None for gpu-resident: its epochs move nothing from the host
-        (a sequential batch is a view of device memory), so no transfer ceiling applies.
-
-        Object storage (a remote run, cold) is held to its profile's fastest delivery (RemoteLimits.ceiling);
-        a warm remote epoch may read a library's own local cache, which no network ceiling bounds: None.
-
-        Under torchrun the storage and page-cache ceilings (one reader's, per node) count once per
-        node and host-to-device once per rank (each rank has its own GPU)."""
-        c = self.config
-        if c.device_resident or (c.storage == "local") != isinstance(limits, MachineLimits):
-            return None
-        if isinstance(limits, RemoteLimits):
-            return limits.ceiling(self.dataset.sample_bytes) if c.cold else None
-        name, value = self._pattern_ceiling(limits)
-        value *= self.ranks.nodes
-        if c.device.startswith("cuda"):
-            h2d = "h2d_pinned_mb_per_s" if c.settings.pin_memory else "h2d_pageable_mb_per_s"
-            per_rank = getattr(limits, h2d)
-            if per_rank and per_rank * c.world_size < value:
-                name, value = h2d, per_rank * c.world_size
-        return name, value
-
-    def _pattern_ceiling(self, limits: MachineLimits) -> tuple[str, float]:
-        """The ceiling of the run's access pattern. Sequential (and block-shuffled) epochs: the
-        sequential storage read cold, the page-cache copy warm. Shuffled: gathering samples from
-        memory warm; cold, random reads of one sample's block at queue depth 32, or (when the whole
-        dataset may be cached, so reading it all in sequence is allowed) the faster of that and the
-        sequential read. Limits measured before these existed fall back to the sequential figures."""
-        c, sample = self.config, self.dataset.sample_bytes
-        if c.shuffled and not c.cold and limits.memory_gather_mb_per_s is not None:
-            if limits.gather_sample_bytes == sample:
-                return "memory_gather_mb_per_s", limits.memory_gather_mb_per_s
-        if c.shuffled and c.cold:
-            iops = limits.random_iops(sample)
-            if iops is not None:
-                random_read = ("random_read_qd32_samples", iops * sample / 1e6)
-                budgeted = c.cache_budget is not None
-                if budgeted or random_read[1] > limits.storage_read_mb_per_s:
-                    return random_read
-        if c.cold:
-            return "storage_read_mb_per_s", limits.storage_read_mb_per_s
-        return "page_cache_read_mb_per_s", limits.page_cache_read_mb_per_s
-
-    def with_limits(self, limits: MachineLimits | RemoteLimits | None) -> RunRecord:
-        """The record with its share of the applicable ceiling (recomputed by today's rule)."""
-        found = self.ceiling(limits) if limits is not None else None
-        if found is None or not 0 < found[1] < math.inf:  # never lose a measurement to a bad ceiling
-            return replace(self, limit=LimitShare())
-        name, value = found
-        return replace(
-            self,
-            limit=LimitShare(
-                limit_name=name, limit_mb_per_s=value, percent_of_limit=100 * self.epochs.mb_per_s / value
-            ),
-        )
 
     def to_json(self) -> dict:
         """The flat object of schema 1, plus schema_version (and any fields of other versions kept)."""

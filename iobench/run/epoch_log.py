@@ -14,11 +14,12 @@ import torch
 from iobench.data.workloads import workload_of
 from iobench.formats import FORMATS
 from iobench.loaders import LOADERS, LoaderName
-from iobench.measuring.aggregate import RankMeasurements, combine
+from iobench.measuring.aggregate import RankMeasurements, combine, epoch_stats
 from iobench.measuring.clocks import EpochTiming
 from iobench.plan.config import Cache
 from iobench.plan.resolve import ResolvedRun
-from iobench.results.record import DatasetInfo, EpochStats, RunRecord
+from iobench.results.record import DatasetInfo, RunRecord
+from iobench.results.record_parts import Environment
 from iobench.results.shuffle_quality import ShuffleQuality
 from iobench.storage import Counters
 from iobench.system.environment import environment
@@ -77,7 +78,7 @@ def record_of(
     shard = resolved.shard
     combined = combine(measured, world, world.hostnames(), spec.sample_bytes, shard)
     cold = config.cache is Cache.COLD
-    stats = EpochStats.of(
+    stats = epoch_stats(
         combined.timings, spec.sample_bytes, spec.n_samples, has_step=config.step != "none", ranks=world.size
     )
     return RunRecord(
@@ -106,10 +107,12 @@ def record_of(
             profile_path=str(profile_path) if profile_path else None,
             **_requests(log.system, total),
         ),
-        environment=environment(
-            resolved.dataset_dir,
-            device,
-            (*libraries_of(resolved.config.format, resolved.config.loader), *storage_libraries(resolved)),
+        environment=Environment(
+            **environment(
+                resolved.dataset_dir,
+                device,
+                (*libraries_of(resolved.config.format, resolved.config.loader), *storage_libraries(resolved)),
+            )
         ),
     )
 

@@ -11,10 +11,11 @@ from pathlib import Path
 import torch
 
 from iobench.events import QUIET, Events
+from iobench.measuring.ceiling_rule import with_limits
 from iobench.measuring.steps import make_step
 from iobench.plan.resolve import ResolvedRun
-from iobench.results.ceilings import RemoteLimits
-from iobench.results.record import MachineLimits, RunRecord
+from iobench.results.ceilings import MachineLimits, RemoteLimits
+from iobench.results.record import RunRecord
 from iobench.run.building import build_loader
 from iobench.run.device_work import decoder_of, device_transform, possible_cost, transform_cost
 from iobench.run.epoch_log import EpochLog, record_of
@@ -114,4 +115,4 @@ class Measuring:
                              cache_peak_bytes=self.peak_cache if budget is not None else None,
                              confinement_method=self.method)  # fmt: skip
             record = replace(record, system=system)
-        return record.with_limits(self.limits)
+        return with_limits(record, self.limits)

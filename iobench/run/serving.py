@@ -7,8 +7,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.measuring.machine_ceilings import stored_or_measured
 from iobench.results.ceilings import MachineLimits, RemoteLimits
@@ -41,6 +42,23 @@ def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path,
     with emulator as endpoint:
         yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent, fuse,
                            emulator.settings)  # fmt: skip
+
+
+@contextmanager
+def serving_folder(data_dir: Path, profile: str, latency_ms: float | None, connection_mb_per_s: float | None
+                   ) -> Iterator[tuple[Any, Profile, list[str]]]:  # fmt: skip
+    """`iobench serve`: every prepared dataset of `data_dir` served as S3 on loopback through the profile, for as
+    long as the block runs (stopped on every exit): its endpoint, the profile and the buckets (one per dataset)."""
+    from iobench.data.manifest import dataset_dirs, served_files
+    from iobench.storage.remote.emulator import Emulator
+    from iobench.storage.remote.profiles import profile as named
+
+    chosen = named(profile, latency_ms, connection_mb_per_s)
+    if not data_dir.is_dir():
+        raise IobenchError(f"--data-dir {data_dir} is not a folder")
+    datasets = dataset_dirs(data_dir)
+    with Emulator(data_dir, chosen, served=served_files(datasets)) as endpoint:
+        yield endpoint, chosen, [p.name for p in datasets]
 
 
 def limits_of(remote: RemoteTarget | None, dataset_dir: Path, device: torch.device, results: Path, events: Events,

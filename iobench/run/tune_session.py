@@ -6,6 +6,7 @@ and prints nothing: the command line prints the `TuneOutcome`."""
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -115,9 +116,7 @@ def pasted_figure(best: Candidate) -> str:
     """The figure pasted: the winner's fresh run after the search where it has one, else the search's median."""
     spread = f"{min(best.rates):,.0f}-{max(best.rates):,.0f}"
     if best.confirmed is not None and (again := best.confirmed_rates):
-        from iobench.report.verdict import interval
-
-        return (f"{interval(best.confirmed).median:,.0f} samples/s measured again after the search (epochs "
+        return (f"{statistics.median(again):,.0f} samples/s measured again after the search (epochs "
                 f"{min(again):,.0f}-{max(again):,.0f})")  # fmt: skip
     return f"{best.median:,.0f} samples/s measured (epochs {spread})"
 

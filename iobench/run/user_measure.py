@@ -24,12 +24,14 @@ from torch.utils.data import DataLoader, Dataset, RandomSampler
 from iobench.errors import IobenchError, RunFailed, UserExit, one_line
 from iobench.events import QUIET, Events
 from iobench.loaders.base import Loader
+from iobench.measuring.aggregate import epoch_stats
 from iobench.measuring.clocks import EpochTiming
 from iobench.measuring.steps import parse_step, user_function
 from iobench.measuring.user_loader import UserLoader, split_batch, user_step
 from iobench.plan.recorded import recorded_config
 from iobench.plan.selection import FACTORY_LOADER
 from iobench.results.record import DatasetInfo, EpochStats, RecordedConfig, RunRecord, SystemStats
+from iobench.results.record_parts import Environment
 from iobench.run.epochs import EpochLoop
 from iobench.settings import LoaderSettings, read_back
 from iobench.system.contention import RECENT_SECONDS, other_cores_busy
@@ -113,9 +115,9 @@ def user_record(
             workload="custom",
             source=source,
         ),
-        epochs=EpochStats.of(timings, what.sample_bytes, n, has_step=config.step != "none"),
+        epochs=epoch_stats(timings, what.sample_bytes, n, has_step=config.step != "none"),
         system=system,
-        environment=environment(Path.cwd(), device),
+        environment=Environment(**environment(Path.cwd(), device)),
     )
 
 

@@ -10,11 +10,10 @@ import urllib.parse
 from collections.abc import Iterable
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from iobench import __version__
 from iobench.errors import IobenchError
-from iobench.results.record import Environment
 
 if TYPE_CHECKING:  # torch is imported where it is used: a Ray actor reading a format imports this, not torch
     import torch
@@ -112,12 +111,13 @@ def packages(libraries: Iterable[str] = ()) -> dict[str, str]:
     return {name: _version(name) for name in sorted(dict.fromkeys((*PACKAGES, *libraries)))}
 
 
-def environment(data_dir: Path, device: torch.device, libraries: Iterable[str] = ()) -> Environment:
-    """Where the run was measured; `libraries`: what its format and loader read with, beyond iobench's own."""
+def environment(data_dir: Path, device: torch.device, libraries: Iterable[str] = ()) -> dict[str, Any]:
+    """Where the run was measured, as plain values (a record's `Environment` is made of them, in the records' layer);
+    `libraries`: what its format and loader read with, beyond iobench's own."""
     import torch
 
     fstype, source = mount_of(data_dir)
-    return Environment(
+    return dict(
         iobench_version=__version__,
         git_sha=git_sha(),
         python_version=platform.python_version(),

@@ -10,6 +10,6 @@ from iobench.loaders import LOADERS, LoaderName
 def test_a_loader_whose_dotted_extra_has_no_parent_package_is_not_installed():
     """`find_spec("nvidia.dali")` raised ModuleNotFoundError in a fresh venv without any nvidia package: collecting
     the tests (and `--loader all`) failed there, not in a developer's venv that had DALI."""
-    kind = replace(LOADERS[LoaderName.DALI], extra="iobench_no_such_parent.child")
+    kind = replace(LOADERS[LoaderName.DALI], imports="iobench_no_such_parent.child")
     assert kind.installed is False
-    assert replace(kind, extra=None).installed is True
+    assert replace(kind, extra=None, imports=None).installed is True

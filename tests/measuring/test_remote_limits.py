@@ -10,6 +10,7 @@ import re
 import pytest
 
 from iobench.errors import IobenchError
+from iobench.measuring.ceiling_rule import ceiling, with_limits
 from iobench.report.report import write_report
 from iobench.results.ceilings import LOOPBACK, MachineLimits, RemoteLimits, RemoteRates, remote_limits_key
 from iobench.results.checked import RecordError
@@ -49,18 +50,18 @@ def test_a_profile_asking_more_than_the_emulator_delivered_is_said():
 
 def test_a_cold_remote_run_is_held_to_the_fastest_delivery_of_its_profile():
     limits = _limits()
-    assert record_of(**REMOTE).ceiling(limits) == ("remote_large_object_16_connections", 900.0)
+    assert ceiling(record_of(**REMOTE), limits) == ("remote_large_object_16_connections", 900.0)
     # GETs of one sample each beat the bulk read only for large samples, and only at the size measured
     big = _limits(sample_bytes=4 * 2**20, shaped=RemoteRates(**{**RATES.__dict__, "gets_sample_n": 400.0}))
-    assert record_of(**{**REMOTE, "sample_bytes": 4 * 2**20}).ceiling(big)[0] == "remote_sample_gets_16_connections"
-    assert record_of(**{**REMOTE, "sample_bytes": 2**20}).ceiling(big)[0] == "remote_large_object_16_connections"
-    share = record_of(**REMOTE, mb_per_s=9.0).with_limits(limits).limit
+    assert ceiling(record_of(**{**REMOTE, "sample_bytes": 4 * 2**20}), big)[0] == "remote_sample_gets_16_connections"
+    assert ceiling(record_of(**{**REMOTE, "sample_bytes": 2**20}), big)[0] == "remote_large_object_16_connections"
+    share = with_limits(record_of(**REMOTE, mb_per_s=9.0), limits).limit
     assert share.percent_of_limit == pytest.approx(1.0)
     # a warm remote epoch may read a library's local cache; the wrong kind of limits holds nothing
-    assert record_of(**{**REMOTE, "cache": "warm"}).ceiling(limits) is None
-    assert record_of(cache="cold").ceiling(limits) is None
+    assert ceiling(record_of(**{**REMOTE, "cache": "warm"}), limits) is None
+    assert ceiling(record_of(cache="cold"), limits) is None
     local = MachineLimits(hostname="h", data_device="/dev/x", storage_read_mb_per_s=1.0, page_cache_read_mb_per_s=1.0)
-    assert record_of(**REMOTE).ceiling(local) is None
+    assert ceiling(record_of(**REMOTE), local) is None
 
 
 def test_the_report_finds_a_remote_records_ceiling_by_its_profile(tmp_path):

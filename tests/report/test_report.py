@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.ticker import FixedLocator
 
+from iobench.measuring.ceiling_rule import with_limits
 from iobench.report import plots
 from iobench.report.report import write_report
 from tests.conftest import FLAT_RECORD, record_of
@@ -88,10 +89,10 @@ def test_percent_of_limit_is_skipped_when_every_run_is_far_below_its_ceiling():
 
     limits = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=1000.0, page_cache_read_mb_per_s=1000.0,
                            memory_gather_mb_per_s=1000.0)  # fmt: skip
-    low = [record_of(mb_per_s=10.0).with_limits(limits)]
+    low = [with_limits(record_of(mb_per_s=10.0), limits)]
     assert low[0].limit.percent_of_limit == pytest.approx(1.0)
     assert plots.limit_figure(low) is None
-    high = [record_of(mb_per_s=500.0).with_limits(limits)]
+    high = [with_limits(record_of(mb_per_s=500.0), limits)]
     assert plots.limit_figure(high) is not None
 
 

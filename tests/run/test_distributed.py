@@ -18,6 +18,7 @@ from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder, indices_of
 from iobench.measuring.aggregate import RankMeasurements, combine
+from iobench.measuring.ceiling_rule import ceiling, with_limits
 from iobench.measuring.clocks import EpochTiming
 from iobench.results.ceilings import MachineLimits
 from iobench.run.launch import rank_argv, shown
@@ -377,14 +378,14 @@ def test_limits_scale_with_nodes_and_ranks():
         h2d_pinned_mb_per_s=2000.0,
     )
     one = {"loader": "tensorclass", "format": "memmap", "cache": "cold", "device": "cpu"}
-    assert record_of(**one).ceiling(limits) == ("storage_read_mb_per_s", 1000.0)
-    assert record_of(**one, nodes=2, world_size=4).ceiling(limits) == ("storage_read_mb_per_s", 2000.0)
+    assert ceiling(record_of(**one), limits) == ("storage_read_mb_per_s", 1000.0)
+    assert ceiling(record_of(**one, nodes=2, world_size=4), limits) == ("storage_read_mb_per_s", 2000.0)
     gpu = {**one, "cache": "warm", "device": "cuda:0", "pin_memory": True}
-    assert record_of(**gpu).ceiling(limits) == ("h2d_pinned_mb_per_s", 2000.0)
-    assert record_of(**gpu, world_size=2).ceiling(limits) == ("h2d_pinned_mb_per_s", 4000.0)
-    assert record_of(**gpu, world_size=3).ceiling(limits) == ("page_cache_read_mb_per_s", 5000.0)
-    assert record_of(**{**gpu, "loader": "gpu-resident"}).ceiling(limits) is None
-    share = record_of(**one, mb_per_s=250.0).with_limits(limits).limit
+    assert ceiling(record_of(**gpu), limits) == ("h2d_pinned_mb_per_s", 2000.0)
+    assert ceiling(record_of(**gpu, world_size=2), limits) == ("h2d_pinned_mb_per_s", 4000.0)
+    assert ceiling(record_of(**gpu, world_size=3), limits) == ("page_cache_read_mb_per_s", 5000.0)
+    assert ceiling(record_of(**{**gpu, "loader": "gpu-resident"}), limits) is None
+    share = with_limits(record_of(**one, mb_per_s=250.0), limits).limit
     assert (share.limit_name, share.percent_of_limit) == ("storage_read_mb_per_s", 25.0)
 
 

@@ -20,6 +20,7 @@ import pytest
 
 from iobench.errors import RunFailed
 from iobench.formats.files_layout import sample_path
+from iobench.measuring.ceiling_rule import with_limits
 from iobench.storage.local import cgroups
 from tests.conftest import (
     FLAT_RECORD,
@@ -208,7 +209,7 @@ def test_a_record_never_divides_by_a_ceiling_of_zero():
     limits = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=1.0, page_cache_read_mb_per_s=1.0)
     object.__setattr__(limits, "page_cache_read_mb_per_s", 0.0)  # as a stale object could hold
     record = record_of()
-    assert replace(record.with_limits(limits)).limit.percent_of_limit is None
+    assert replace(with_limits(record, limits)).limit.percent_of_limit is None
 
 
 def test_a_probe_left_by_a_killed_limits_is_removed_by_the_next_and_named_by_verify(workspace, tmp_path, cli):

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from iobench.errors import IobenchError
+from iobench.measuring.ceiling_rule import ceiling
 from iobench.results.ceilings import MachineLimits
 from iobench.storage.local import cgroups, confine
 from iobench.storage.local.cache_governor import HEADROOM
@@ -171,14 +172,14 @@ def test_each_access_pattern_is_held_to_its_own_ceiling():
         gather_sample_bytes=520,
     )
     base = {"loader": "dataloader", "format": "npy", "device": "cpu", "sample_bytes": 520}
-    assert record_of(**base, cache="warm", order="sequential").ceiling(limits)[0] == "page_cache_read_mb_per_s"
-    assert record_of(**base, cache="warm", order="shuffle").ceiling(limits) == ("memory_gather_mb_per_s", 3000.0)
-    assert record_of(**base, cache="cold", order="sequential").ceiling(limits)[0] == "storage_read_mb_per_s"
+    assert ceiling(record_of(**base, cache="warm", order="sequential"), limits)[0] == "page_cache_read_mb_per_s"
+    assert ceiling(record_of(**base, cache="warm", order="shuffle"), limits) == ("memory_gather_mb_per_s", 3000.0)
+    assert ceiling(record_of(**base, cache="cold", order="sequential"), limits)[0] == "storage_read_mb_per_s"
     # cold shuffled with all of RAM: reading the file in sequence (1000 MB/s) beats 50k random reads (26 MB/s)
-    assert record_of(**base, cache="cold", order="shuffle").ceiling(limits)[0] == "storage_read_mb_per_s"
+    assert ceiling(record_of(**base, cache="cold", order="shuffle"), limits)[0] == "storage_read_mb_per_s"
     # under a budget the dataset cannot be cached: one random read per sample
-    budgeted = record_of(**base, cache="cold", order="shuffle", cache_budget="20%").ceiling(limits)
+    budgeted = ceiling(record_of(**base, cache="cold", order="shuffle", cache_budget="20%"), limits)
     assert budgeted == ("random_read_qd32_samples", pytest.approx(50_000 * 520 / 1e6))
     # limits measured for another sample size give no gather ceiling for this one
-    other = record_of(**{**base, "sample_bytes": 4000}, cache="warm", order="shuffle").ceiling(limits)
+    other = ceiling(record_of(**{**base, "sample_bytes": 4000}, cache="warm", order="shuffle"), limits)
     assert other[0] == "page_cache_read_mb_per_s"
