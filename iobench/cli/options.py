@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from iobench.choices import Choice
-from iobench.plan.run_options import RUN_OPTIONS, RunOption, taken_by
+from iobench.plan.run_options import RUN_OPTIONS, SWEEP, RunOption, swept_lists, taken_by
 from iobench.plan.selection import DEFAULT_FORMAT_NAMES, FORMAT_NAMES, loader_help
 from iobench.settings import SETTINGS, Setting, swept
 from iobench.units import DEFAULT_SIZE  # the registry only: no torch
@@ -238,8 +238,13 @@ def place_flags(ctx: typer.Context) -> dict[str, str]:
 
 def takes_run_options(command: str, after: str) -> Callable[[Callable], Callable]:
     """A command's options for the run options it takes (`iobench.plan.run_options`), placed after its option
-    `after`; the function receives them in its `**options` (with the settings, for `run`)."""
-    return _spliced([_run_option(o) for o in taken_by(command)], after)
+    `after`; the function receives them in its `**options` (with the settings, for `run`). sweep also takes a comma
+    list of those its declaration lists (`--cache cold,warm`)."""
+    options = [_run_option(o) for o in taken_by(command)]
+    if command == SWEEP:
+        options += [inspect.Parameter(o.name, _KEYWORD, default=None, annotation=List(o.option, o.sweep_list))
+                    for o in swept_lists()]  # fmt: skip
+    return _spliced(options, after)
 
 
 def _spliced(options: list[inspect.Parameter], after: str | None, first: bool = False

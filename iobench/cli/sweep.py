@@ -20,7 +20,6 @@ def sweep_cmd(
     preset: o.Preset = None,
     format: o.List("--format", "Comma list or all.") = None,
     loader: o.List("--loader", "Comma list or all.") = None,
-    cache: o.List("--cache", "Comma list of cold, warm, as-is.") = None,
     size: o.List("--size", "Comma list of dataset sizes (prepared when missing, default spec otherwise).") = None,
     shuffle: o.Shuffle = True,
     epochs: o.Epochs = 1,
@@ -43,7 +42,7 @@ def sweep_cmd(
     from iobench.cli.console import out
     from iobench.plan.command_values import config_of
     from iobench.plan.resolve import device_of
-    from iobench.plan.run_options import SWEEP, run_options_of
+    from iobench.plan.run_options import SWEEP, run_options_of, swept_lists
     from iobench.plan.selection import DEFAULT_LOADER_NAME
     from iobench.results.store import check_writable
     from iobench.run.place import place_of
@@ -57,7 +56,10 @@ def sweep_cmd(
         "memmap", DEFAULT_LOADER_NAME, LoaderSettings(), shuffle=shuffle, block_size=0, epochs=epochs, warmup=warmup,
         cache="as-is", runs=runs, max_seconds=max_seconds, step=step, **run_options_of(ctx.params, SWEEP),
     )  # fmt: skip
-    lists = dict(format=format, loader=loader, cache=cache, size=size, **{s.name: ctx.params[s.name] for s in swept()})
+    swept_options = {o.name: ctx.params[o.name] for o in swept_lists()}  # --cache
+    lists = dict(
+        format=format, loader=loader, size=size, **swept_options, **{s.name: ctx.params[s.name] for s in swept()}
+    )
     done = sweep_session(SweepRequest(base, preset, lists, where), target, SweepEvents(quiet))
     if done.records:
         report = shlex.join(["iobench", "report", str(results)])

@@ -34,6 +34,9 @@ class SamplerTail(Choice):
 
 
 RUN, SWEEP, TUNE = "run", "sweep", "tune"
+# where an option's part of a label is shown: among the settings, in the cache column, as the transform (its cost
+# beside it)
+SETTINGS_LABEL, CACHE_LABEL, TRANSFORM_LABEL = "settings", "cache", "transform"
 
 
 def _same(value: Any) -> Any:
@@ -59,7 +62,14 @@ class RunOption:
     record: str = ""  # the RecordedConfig field that stores it ("": the name)
     # how the record stores it, from the run options' values by name (a choice by its text)
     stored: Callable[[Mapping[str, Any]], Any] | None = None
-    label: Callable[[Any], str | None] = _none  # its part of a configuration's label, from a RecordedConfig
+    # its part of a configuration's label in tables, from a RecordedConfig (None where it says nothing: a default),
+    # and where that part is shown: among the settings, in the cache column, or as the transform
+    label: Callable[[Any], str | None] = _none
+    shown: str = "settings"
+    # what it says of a workload in a sentence ("reads throttled to 400 MB/s"); None: not part of the workload
+    words: Callable[[Any], str | None] | None = None
+    # sweep's option: a comma list of its values ("": sweep takes it as a value, or not at all)
+    sweep_list: str = ""
 
     @property
     def option(self) -> str:
@@ -133,30 +143,40 @@ RUN_OPTIONS: dict[str, RunOption] = {
         RunOption(
             "cache", str, "warm", "warm: timed after an untimed epoch (the default: a stable first result); cold: "
             "evict the dataset before every timed epoch (checked with mincore); as-is: touch nothing.",
-            frozenset({RUN, TUNE}), field_type="Cache", value=_cache),  # sweep takes a comma list of them
+            frozenset({RUN, TUNE}), field_type="Cache", value=_cache, label=lambda c: c.cache, shown=CACHE_LABEL,
+            sweep_list="Comma list of cold, warm, as-is."),
         RunOption(
             "eviction", str, "auto", "How cold evicts: auto (fadvise: the dataset's files alone, as root too), "
             "drop_caches or fadvise. drop_caches (root) drops the dataset's metadata too, and iobench's own code: an "
             "untimed pass of two batches then reads that back and the dataset's files are evicted alone, so a cold "
-            "epoch reads the dataset and nothing else.", frozenset({RUN}), field_type="Eviction", value=_eviction),
+            "epoch reads the dataset and nothing else.", frozenset({RUN}), field_type="Eviction", value=_eviction,
+            label=lambda c: f"evict={c.eviction}" if c.eviction != "auto" else None, shown=CACHE_LABEL),
         RunOption(
             "read_limit_mb_per_s", float, None, "Throttle every read of the run (workers included) to this many MB/s "
             "with a block-I/O cgroup: slower storage, and a ceiling that holds still on a shared disk. Needs root.",
-            frozenset({RUN, SWEEP}), flag="--read-limit", value=_read_limit),
+            frozenset({RUN, SWEEP}), flag="--read-limit", value=_read_limit, shown=CACHE_LABEL,
+            label=lambda c: f"read<={c.read_limit_mb_per_s:g}MB/s" if c.read_limit_mb_per_s is not None else None,
+            words=lambda c: f"reads throttled to {c.read_limit_mb_per_s:g} MB/s" if c.read_limit_mb_per_s else None),
         RunOption(
             "cache_budget", str, None, "Cap the run's page cache (256M, 1.5G, or 20% of the format's files) with a "
             "memory cgroup: a dataset 5x the budget behaves like one 5x the RAM. Needs root.",
             frozenset({RUN, SWEEP}), field_type="CacheBudget | None", value=_cache_budget,
-            stored=lambda v: v["cache_budget"].text if v["cache_budget"] is not None else None),
+            stored=lambda v: v["cache_budget"].text if v["cache_budget"] is not None else None, shown=CACHE_LABEL,
+            label=lambda c: f"budget={c.cache_budget}" if c.cache_budget is not None else None,
+            words=lambda c: f"page cache capped at {c.cache_budget}" if c.cache_budget else None),
         RunOption(
             "transform", str, "none", "Preprocessing per sample, the same for every format and loader: none, "
             "augment (images: crop, flip, normalise; other samples: gain, noise, standardise) or cpu:US (a fixed CPU "
-            "cost in microseconds).", frozenset({RUN, SWEEP, TUNE}), value=_transform),
+            "cost in microseconds).", frozenset({RUN, SWEEP, TUNE}), value=_transform,
+            label=lambda c: f"{c.transform}@{c.transform_on}" if c.transform != "none" else None,  # with its side
+            shown=TRANSFORM_LABEL,
+            words=lambda c: f"{c.transform} on the {c.transform_on}" if c.transform != "none" else None),
         RunOption(
             "transform_on", str, "host", "host: per sample where the loader reads (workers, actors, main process); "
             "device: batched after the copy, as tensordict's recipe does (on a CPU-only machine, the same cores).",
             frozenset({RUN, SWEEP, TUNE}), field_type="TransformOn", value=_transform_on,
-            stored=lambda v: str(v["transform_on"]) if v["transform"] != "none" else None),
+            stored=lambda v: str(v["transform_on"]) if v["transform"] != "none" else None,
+            label=lambda c: None),  # said in the transform's part: augment@host
         RunOption(
             "torch_threads", int, None, "torch intra-op threads of the main process during the run (default: "
             "torch's, one per core). On shared cores torch's threaded paths slow down sharply; 1 is what torchrun "
@@ -174,7 +194,7 @@ RUN_OPTIONS: dict[str, RunOption] = {
             "restore the pipeline's own state_dict() in a fresh loader each time (StatefulDataLoader for the "
             "DataLoader paths, nodes, LitData) and record the samples lost and repeated, whether the order held and "
             "the time to the first batch (resume_* in the record; costs about 2.5 more epochs, untimed).",
-            frozenset({RUN}), flag="--resume-check"),
+            frozenset({RUN}), flag="--resume-check", label=lambda c: "resume-check" if c.resume_check else None),
         RunOption(
             "sampler_tail", str, "trim", "Under --nproc or torchrun, the DataLoader's DistributedSampler: trim "
             "(every sample once; the shares may differ by one, and so may the batch counts), pad (torch's default, "
@@ -204,6 +224,17 @@ def recorded_options(values: Mapping[str, Any]) -> dict[str, Any]:
     return {o.record_field: o.stored_from(held) for o in RUN_OPTIONS.values()}
 
 
-def option_labels(config: Any) -> list[str]:
-    """The run options' parts of a configuration's label (a RecordedConfig), in their declared order."""
-    return [part for o in RUN_OPTIONS.values() if (part := o.label(config))]
+def option_labels(config: Any, shown: str = SETTINGS_LABEL) -> list[str]:
+    """The run options' parts of a configuration's label (a RecordedConfig) shown in `shown`, in their declared
+    order."""
+    return [part for o in RUN_OPTIONS.values() if o.shown == shown and (part := o.label(config))]
+
+
+def option_words(config: Any) -> list[str]:
+    """What the run options say of a configuration's workload, in words (a RecordedConfig), in their order."""
+    return [said for o in RUN_OPTIONS.values() if o.words is not None and (said := o.words(config))]
+
+
+def swept_lists() -> list[RunOption]:
+    """The run options sweep takes as a comma list of values."""
+    return [o for o in RUN_OPTIONS.values() if o.sweep_list]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.measuring.ceiling_rule import with_limits
+from iobench.plan.run_options import option_words
 from iobench.report import plots
 from iobench.report.answer import answer_lines, collapsed, sorted_for_table
 from iobench.report.exports import write_csv, write_html
@@ -125,10 +126,8 @@ def workload_of_record(r: RunRecord) -> str:
     budget, or from a 30 ms store, answers another question: it is kept apart from the local, unconstrained ones)."""
     d, c = r.dataset, r.config
     what = f"from {Path(d.source).name}" if d.source else (d.workload or "tabular")
-    transform = f", {c.transform} on the {c.transform_on}" if c.transform != "none" else ""
-    budget = f", page cache capped at {c.cache_budget}" if c.cache_budget else ""
-    throttle = f", reads throttled to {c.read_limit_mb_per_s:g} MB/s" if c.read_limit_mb_per_s else ""
-    return f"{what}, {d.sample_bytes:,} B/sample{transform}{budget}{throttle}{_storage_of(c)}"
+    said = "".join(f", {words}" for words in option_words(c))
+    return f"{what}, {d.sample_bytes:,} B/sample{said}{_storage_of(c)}"
 
 
 def _storage_of(c: RecordedConfig) -> str:

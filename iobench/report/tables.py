@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.table import Table
 
 from iobench.loaders import kind_of
-from iobench.plan.run_options import option_labels
+from iobench.plan.run_options import CACHE_LABEL, TRANSFORM_LABEL, option_labels
 from iobench.report.verdict import tied_with
 from iobench.results.ceilings import LOOPBACK, PAGE, MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
@@ -53,8 +53,7 @@ def decode_label(decoder: str) -> str:
 
 def transform_label(r: RunRecord) -> str:
     """The transform and where it ran (augment@host); empty without one."""
-    c = r.config
-    return f"{c.transform}@{c.transform_on}" if c.transform != "none" else ""
+    return " ".join(option_labels(r.config, TRANSFORM_LABEL))
 
 
 def transform_parts(r: RunRecord) -> list[str]:
@@ -67,13 +66,10 @@ def transform_parts(r: RunRecord) -> list[str]:
 
 
 def _residency(r: RunRecord) -> str:
+    """The cache column: the cache (its residency before the timed epochs) and the run options shown there."""
     c, before = r.config, r.system.residency_before
-    text = f"{c.cache} ({max(before):.0%})" if before else c.cache
-    if c.cache_budget is not None:
-        text += f" budget={c.cache_budget}"
-    if c.read_limit_mb_per_s is not None:
-        text += f" read<={c.read_limit_mb_per_s:g}MB/s"
-    return text
+    cache, *rest = option_labels(c, CACHE_LABEL)
+    return " ".join([f"{cache} ({max(before):.0%})" if before else cache, *rest])
 
 
 def compact_table(records: list[RunRecord], title: str) -> Table:
