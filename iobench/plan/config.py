@@ -9,7 +9,6 @@ prepared files, the ranks) and is the only place those are checked. The runner t
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, make_dataclass, replace
 from typing import Any
 
@@ -18,8 +17,8 @@ from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.loaders import DEFAULT_LOADER, LOADERS, LoaderName, check_installed, check_reads
 from iobench.loaders.transforms import TransformOn
-from iobench.measuring.steps import parse_step
 from iobench.plan.run_options import RUN_OPTIONS, Cache, RunOption, SamplerTail
+from iobench.plan.timing import TIMING_OPTIONS, Timing, at_least
 from iobench.settings import LoaderSettings, check_counts, check_workers
 
 
@@ -34,9 +33,13 @@ def _option_field(o: RunOption) -> tuple[str, str, Any]:
     return o.name, annotation, field(default=o.value(o.default))
 
 
-# A field per run option (iobench.plan.run_options), each at its declared default as RunConfig holds it
+# A field per run option (iobench.plan.run_options), each at its declared default as RunConfig holds it; the cache
+# and torch's threads are a Timing's
 RunOptionFields = make_dataclass(
-    "RunOptionFields", [_option_field(o) for o in RUN_OPTIONS.values()], frozen=True, kw_only=True
+    "RunOptionFields",
+    [_option_field(o) for o in RUN_OPTIONS.values() if o.name not in TIMING_OPTIONS],
+    frozen=True,
+    kw_only=True,
 )
 RunOptionFields.__doc__ = "The run options' fields of a RunConfig, made from their declarations."
 
@@ -44,31 +47,27 @@ __all__ = ["Cache", "Order", "RunConfig", "SamplerTail", "at_least", "order_of"]
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunConfig(RunOptionFields):  # type: ignore[misc,valid-type]
-    """One measured configuration, independent of where it runs (no dataset folder, no device); its run options
-    (cache, eviction, transform, ...) are fields made from `RUN_OPTIONS`."""
+class RunConfig(Timing, RunOptionFields):  # type: ignore[misc,valid-type]
+    """One measured configuration of a prepared format, independent of where it runs (no dataset folder, no device):
+    a Timing (epochs, runs, cache, ...) of a format read by a loader with its settings; its other run options
+    (eviction, transform, ...) are fields made from `RUN_OPTIONS`."""
 
     format: str
     loader: LoaderName = DEFAULT_LOADER
     settings: LoaderSettings = field(default_factory=LoaderSettings)
     order: Order = Order.SHUFFLE
     block_size: int = 0
-    epochs: int = 1
-    warmup: int = 1
-    runs: int = 3
     max_batches: int | None = None
-    max_seconds: float | None = None
-    step: str = "none"
-    seed: int = 0
     # The read options of the format's own pipeline (--format-option, --loader native), sorted by name
     format_options: tuple[tuple[str, Any], ...] = ()
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the Timing's checks: epochs, runs, cache, threads, step
         for option in RUN_OPTIONS.values():  # each as its declaration checks and holds it
-            object.__setattr__(self, option.name, option.value(getattr(self, option.name)))
+            if option.name not in TIMING_OPTIONS:
+                object.__setattr__(self, option.name, option.value(getattr(self, option.name)))
         object.__setattr__(self, "loader", LoaderName.parse(self.loader, "--loader"))
         object.__setattr__(self, "order", Order.parse(self.order, "--order"))
-        object.__setattr__(self, "step", parse_step(self.step))
         _check(self)
 
     @property
@@ -108,13 +107,7 @@ def _check(config: RunConfig) -> None:
     check_reads(config.loader, config.format)
     _check_format_options(config)
     check_counts(config.settings)
-    at_least(
-        ("--epochs", config.epochs, 1),
-        ("--runs", config.runs, 1),
-        ("--warmup", config.warmup, 0),
-        ("--block-shuffle", config.block_size, 0),
-        ("--seed", config.seed, 0),
-    )
+    at_least(("--block-shuffle", config.block_size, 0))
     if (config.order is Order.BLOCK) != (config.block_size > 0):
         raise IobenchError("--block-shuffle N > 0 goes with the block order, and only with it")
     check_workers(config.settings)
@@ -125,22 +118,8 @@ def _check(config: RunConfig) -> None:
     if config.transform != "none" and config.transform_on is TransformOn.HOST and kind.raw_batches:
         raise IobenchError(f"--loader {config.loader} hands over raw batches ({kind.raw_batches}): use "
                            "--transform-on device")  # fmt: skip
-    if config.cache is Cache.WARM and config.warmup < 1:
-        raise IobenchError(
-            "--cache warm (the default) needs --warmup >= 1: the untimed epoch is what warms the cache; "
-            "for no warm-up say --cache as-is or --cache cold"
-        )
     if config.max_batches is not None and config.max_batches < 1:
         raise IobenchError(f"--max-batches must be >= 1, got {config.max_batches}")
-    if config.max_seconds is not None and not (math.isfinite(config.max_seconds) and config.max_seconds > 0):
-        raise IobenchError(f"--max-seconds must be a number > 0, got {config.max_seconds}")
-
-
-def at_least(*checks: tuple[str, int, int]) -> None:
-    """(option, value, lowest allowed) for each count a command line gives: the first too low is refused."""
-    for name, value, low in checks:
-        if value < low:
-            raise IobenchError(f"{name} must be >= {low}, got {value}")
 
 
 def _check_format_options(config: RunConfig) -> None:

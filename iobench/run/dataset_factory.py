@@ -22,13 +22,12 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler
 
 from iobench.errors import IobenchError, exited, one_line
 from iobench.events import QUIET, Events
-from iobench.measuring.steps import parse_step
 from iobench.measuring.user_code import load_callable
 from iobench.measuring.user_loader import UserLoader, user_step
-from iobench.plan.config import at_least
 from iobench.plan.recorded import recorded_config
-from iobench.plan.run_options import RUN_OPTIONS
+from iobench.plan.run_options import Cache
 from iobench.plan.selection import FACTORY_LOADER
+from iobench.plan.timing import Timing
 from iobench.results.record import RecordedConfig, RunRecord
 from iobench.run.tune_candidates import worker_grid
 from iobench.run.user_measure import Described, UserEpochs, described, measured_system, user_record
@@ -54,20 +53,13 @@ def load_factory(text: str) -> Callable[[], Any]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class FactoryRequest:
-    """What the command line asked for."""
+class FactoryRequest(Timing):
+    """What the command line asked for: the user's factory, the DataLoader's settings and order, and how it is timed
+    (a Timing, checked as a prepared format's run is)."""
 
     factory: str
     settings: LoaderSettings
     shuffle: bool = True
-    epochs: int = 1
-    warmup: int = 1
-    runs: int = 3
-    max_seconds: float | None = None
-    step: str = "none"
-    seed: int = 0
-    cache: str = "warm"
-    torch_threads: int | None = None
 
     # what tune's table and paste read from a candidate, as from a RunConfig
     loader = FACTORY_LOADER
@@ -118,7 +110,7 @@ def plan(request: FactoryRequest, device: torch.device, given: tuple[str, ...] =
     """Import and call the factory once and describe its first sample; `given` names the loader options
     typed on the command line (refused when the factory builds its own DataLoader)."""
     _check(request)
-    if request.cache == "cold":
+    if request.cache is Cache.COLD:
         raise IobenchError(
             "--dataset-factory: iobench does not know which files your pipeline reads, so it cannot evict them; "
             "time it cold from Python with iobench.measure(..., cache='cold', files=[...])"
@@ -151,13 +143,8 @@ def plan(request: FactoryRequest, device: torch.device, given: tuple[str, ...] =
 
 
 def _check(r: FactoryRequest) -> None:
-    s = r.settings
-    parse_step(r.step)
+    s = r.settings  # the Timing's epochs, runs, cache, threads and step are checked as it is made
     check_counts(s)
-    at_least(("--epochs", r.epochs, 1), ("--runs", r.runs, 1), ("--warmup", r.warmup, 0))
-    RUN_OPTIONS["cache"].value(r.cache)  # checked as a run's
-    if r.cache == "warm" and r.warmup < 1:
-        raise IobenchError("--cache warm (the default) needs --warmup >= 1; for no warm-up say --cache as-is")
     check_workers(s)
     if (refusal := refused(s, TORCH_DATALOADER, FACTORY_LOADER.value, {})) is not None:
         own = refusal.removeprefix(f"--loader {FACTORY_LOADER} ")

@@ -29,7 +29,9 @@ from iobench.measuring.clocks import EpochTiming
 from iobench.measuring.steps import parse_step, user_function
 from iobench.measuring.user_loader import UserLoader, split_batch, user_step
 from iobench.plan.recorded import recorded_config
+from iobench.plan.run_options import Cache
 from iobench.plan.selection import FACTORY_LOADER
+from iobench.plan.timing import Timing
 from iobench.results.record import DatasetInfo, EpochStats, RecordedConfig, RunRecord, SystemStats
 from iobench.results.record_parts import Environment
 from iobench.run.epochs import EpochLoop
@@ -186,7 +188,7 @@ def measure(
     step: str | Callable[..., object] = "none",
     epochs: int = 3,
     warmup: int = 1,
-    cache: str = "warm",
+    cache: str | None = None,
     files: Iterable[str | Path] = (),
     batch_size: int = 1024,
     max_seconds: float | None = None,
@@ -199,19 +201,18 @@ def measure(
 
     step: none, sleep:MS[:SD], mlp (stand-ins for the model), module:function or a function: your own training
     step, called as `step(features, labels)` with each batch on the device; AU is measured against it.
-    cache: warm (after the warm-up), as-is, or cold: `files` (the data files the pipeline reads) are
-    evicted from the page cache before each timed epoch; the pipeline must not keep them mapped."""
+    cache: warm (after the warm-up; the default with one), as-is (the default without), or cold: `files` (the data
+    files the pipeline reads) are evicted from the page cache before each timed epoch; the pipeline must not keep
+    them mapped. Checked as a run's (`iobench.plan.timing.Timing`): warm needs a warm-up epoch."""
     dev = torch.device(device)
     own = step if callable(step) else None
     step_name = (
         f"{getattr(step, '__module__', '?')}:{getattr(step, '__qualname__', 'step')}" if own else parse_step(step)
     )
-    if cache not in ("warm", "cold", "as-is"):
-        raise IobenchError(f"cache must be warm, cold or as-is, got {cache!r}")
-    if epochs < 1 or warmup < 0:
-        raise IobenchError("epochs must be >= 1 and warmup >= 0")
+    cache = cache if cache is not None else "warm" if warmup > 0 else "as-is"
+    timing = Timing(epochs=epochs, warmup=warmup, runs=1, max_seconds=max_seconds, seed=seed, cache=cache)
     paths = [Path(f) for f in files]
-    if cache == "cold" and not paths:
+    if timing.cache is Cache.COLD and not paths:
         raise IobenchError("cache='cold' needs files=[...]: the data files to evict before each epoch")
     batches = loader_or_dataset
     if isinstance(loader_or_dataset, Dataset) and not isinstance(loader_or_dataset, Iterable):
@@ -229,7 +230,7 @@ def measure(
     run_step = user_function(own, step_name) if own is not None else user_step(step_name, per_sample, dev, seed)
     started = time.perf_counter()
     load_before, other_before = os.getloadavg()[0], other_cores_busy(recent=RECENT_SECONDS)
-    subject = UserEpochs(lambda: loader, "your loader", paths if cache == "cold" else ())
+    subject = UserEpochs(lambda: loader, "your loader", paths if timing.cache is Cache.COLD else ())
     timings = subject.run(1, warmup, epochs, run_step, max_seconds=max_seconds, events=events)
     shuffled = isinstance(getattr(batches, "sampler", None), RandomSampler)
     own_settings = read_back(batches) if isinstance(batches, DataLoader) else {}
@@ -247,7 +248,7 @@ def measure(
         device=str(dev),
         step=step_name,
         seed=seed,
-        options={"cache": cache},
+        options={"cache": timing.cache},
     )
     record = user_record(config, what, timings, dev, "iobench.measure", measured_system(started, load_before,
                                                                                            other_before))  # fmt: skip
