@@ -87,7 +87,7 @@ def _combo(fmt: str, loader: LoaderName) -> object:
     return pytest.param(*param.values, marks=[*param.marks, *needs], id=param.id) if needs else param
 
 
-RAY = (LoaderName.RAY, LoaderName.RAY_DATA)  # a cluster to start: tests/loaders/test_ray.py
+RAY = (LoaderName.RAY, LoaderName.RAY_DATA)  # a cluster to start: tests.loaders.test_ray_actors.py
 COMBOS = [_combo(f, ld) for ld in LoaderName if ld not in RAY for f in LOADERS[ld].reads]
 
 

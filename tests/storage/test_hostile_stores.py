@@ -16,7 +16,7 @@ import pytest
 from iobench.storage.remote.profiles import profile
 from tests.conftest import ROOT, descendants, format_param, invoke
 from tests.hostile_store import HostileStore, Rule
-from tests.storage.test_remote import _missing
+from tests.storage.test_emulator import _missing
 
 pytestmark = [
     pytest.mark.hostile,

@@ -25,7 +25,7 @@ from iobench.storage.remote.emulator import Emulator
 from iobench.storage.remote.mount import MountedStorage, check_size, fuse_reason
 from iobench.storage.remote.profiles import profile
 from tests.conftest import ROOT, assert_one_line_error, invoke, run_config, stored_records
-from tests.storage.test_remote import _missing, importlib_missing
+from tests.storage.test_emulator import _missing, importlib_missing
 
 pytestmark = [pytest.mark.skipif(_missing() is not None, reason=_missing() or ""), pytest.mark.extras]
 N = 200

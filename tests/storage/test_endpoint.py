@@ -16,7 +16,7 @@ import pytest
 from iobench.storage.remote.emulator import free_port
 from iobench.storage.remote.mount import fuse_reason
 from tests.conftest import assert_one_line_error, invoke, stored_records
-from tests.storage.test_remote import _listening, _missing, importlib_missing
+from tests.storage.test_emulator import _listening, _missing, importlib_missing
 from tests.storage.test_remote_formats import FORMAT_NAMES, LIBRARY
 
 N = 64

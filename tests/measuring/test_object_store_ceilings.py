@@ -88,7 +88,7 @@ def test_remote_limits_refuse_what_they_cannot_measure_in_one_line(cli, tmp_path
 
 
 def _server_missing() -> str | None:
-    from tests.storage.test_remote import _missing
+    from tests.storage.test_emulator import _missing
 
     return _missing()
 
