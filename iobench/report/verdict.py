@@ -49,8 +49,7 @@ def interval(r: RunRecord) -> Interval:
 
 def busy(r: RunRecord) -> float | None:
     """The most cores other programs used around the run (before or after it), None where it was not measured."""
-    seen = [x for x in (r.system.other_cpu_before, r.system.other_cpu_after) if x is not None]
-    return max(seen) if seen else None
+    return r.host.busy
 
 
 @dataclass(frozen=True)

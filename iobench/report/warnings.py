@@ -152,14 +152,14 @@ def _run_warnings(subject: str, r: RunRecord, min_au: float | None) -> list[RunW
                 "the accelerator waits for data: more workers, a faster format, or a larger batch",
             )
         )
-    busy = max((x for x in (r.system.other_cpu_before, r.system.other_cpu_after) if x is not None), default=None)
+    busy = r.host.busy
     if busy is not None and busy > BUSY_CORES and r.config.world_size == 1:
         found.append(
             RunWarning(
                 Kind.BUSY,
                 subject,
                 f"other programs used {busy:.1f} cores around the run (load average "
-                f"{r.system.load_before:.1f} before, {r.system.load_after:.1f} after) on "
+                f"{r.host.load_before:.1f} before, {r.host.load_after:.1f} after) on "
                 f"{r.environment.cpu_count or '?'} cores: torch's threaded paths slow down sharply when they "
                 "share cores (up to 9.5x), numpy's single thread hardly",
                 "close other programs and measure again, or measure it on purpose with --cpu-contention N "

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from iobench.choices import Choice
 from iobench.results.ceilings import LimitShare
 from iobench.results.checked import IN_PLACE, MAX_MEASURED, RecordError, checked, mapping, numbers, parsed
+from iobench.results.record_base import HostLoad, RecordBase
 from iobench.results.record_parts import Environment, RankStats, SystemStats
 from iobench.results.stats import summary
 from iobench.settings import SETTINGS, LoaderSettings
@@ -178,17 +179,23 @@ class EpochStats:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RunRecord:
+class RunRecord(RecordBase):
+    """One configuration's runs: the base every record shares (environment, load, time, schema) and what was run and
+    timed."""
+
     config: RecordedConfig
     dataset: DatasetInfo
     epochs: EpochStats
     ranks: RankStats = field(default_factory=RankStats)
     system: SystemStats = field(default_factory=SystemStats)
-    environment: Environment = field(default_factory=Environment)
     limit: LimitShare = field(default_factory=LimitShare)
-    timestamp: str = ""
     schema_version: int = SCHEMA_VERSION
     extra: dict = field(default_factory=dict)  # fields of other versions, kept as they were
+
+    @property
+    def storage(self) -> str:
+        """Where the bytes were: local, or object storage (a format's reader of objects, or FUSE)."""
+        return self.config.storage
 
     def identity(self) -> tuple:
         return self.config.identity()
@@ -204,7 +211,8 @@ class RunRecord:
     def to_json(self) -> dict:
         """The flat object of schema 1, plus schema_version (and any fields of other versions kept)."""
         out: dict[str, Any] = {"schema_version": self.schema_version, "timestamp": self.timestamp}
-        for part in (self.config, self.dataset, self.system, self.ranks, self.epochs, self.environment, self.limit):
+        for part in (self.config, self.dataset, self.system, self.ranks, self.epochs, self.environment, self.host,
+                     self.limit):  # fmt: skip
             out.update(flat(part))
         for key in ("cuda_max_memory_allocated_bytes", "cuda_max_memory_reserved_bytes"):
             if out.get(key) is None:
@@ -230,6 +238,7 @@ class RunRecord:
             "ranks": RankStats,
             "system": SystemStats,
             "environment": Environment,
+            "host": HostLoad,
             "limit": LimitShare,
         }
         required = {RecordedConfig: STORED_SETTINGS}

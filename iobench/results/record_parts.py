@@ -52,12 +52,6 @@ class SystemStats:
     cache_peak_bytes: int | None = None  # the most file cache the budgeted group held, polled
     confinement_method: str | None = None  # how the throttle and budget were applied (cgroup files)
     profile_path: str | None = None
-    # Sharing the cores: the 1-minute load average, and the cores' worth of CPU other programs used in
-    # a quarter of a second (not this run, not its --cpu-contention rivals), just before and after the run.
-    load_before: float | None = None
-    load_after: float | None = None
-    other_cpu_before: float | None = None
-    other_cpu_after: float | None = None
     # Schema 3, object storage served by iobench: by the server's access log, per timed epoch and in all
     requests: list[int | None] = field(default_factory=list)
     requests_by_method: dict[str, int] = field(default_factory=dict)

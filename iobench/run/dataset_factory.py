@@ -182,9 +182,9 @@ def run_factory(planned: FactoryPlan, events: Events = QUIET) -> RunRecord:
         # a fresh DataLoader per run: its workers end with it (persistent ones included)
         subject = UserEpochs(lambda: UserLoader(planned.loader(), device, r.settings.non_blocking), r.factory)
         timings = subject.run(r.runs, r.warmup, r.epochs, run_step, max_seconds=r.max_seconds, events=events)
-        system = measured_system(started, load_before, other_before)
+        measured = measured_system(started, load_before, other_before)
     what = Described(planned.n_samples, planned.shape, planned.dtype, planned.sample_bytes, planned.batch)
-    return user_record(_recorded(planned), what, timings, device, r.factory, system)
+    return user_record(_recorded(planned), what, timings, device, r.factory, measured)
 
 
 def _recorded(planned: FactoryPlan) -> RecordedConfig:

@@ -16,6 +16,7 @@ from iobench.measuring.steps import make_step
 from iobench.plan.resolve import ResolvedRun
 from iobench.results.ceilings import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
+from iobench.results.record_base import HostLoad
 from iobench.run.building import build_loader
 from iobench.run.device_work import decoder_of, device_transform, possible_cost, transform_cost
 from iobench.run.epoch_log import EpochLog, record_of
@@ -104,10 +105,10 @@ class Measuring:
         cost = possible_cost(self.transform_cost, self.log, config)
         record = record_of(resolved, self.log, cost, self.seconds, self.subject.profile_path)
         (load_before, other_before), (load_after, other_after) = self.before, self.after  # type: ignore[misc]
-        cores = dict(load_before=load_before, load_after=load_after, other_cpu_before=other_before,
-                     other_cpu_after=other_after)  # fmt: skip
+        host = HostLoad(load_before=load_before, load_after=load_after, other_cpu_before=other_before,
+                        other_cpu_after=other_after)  # fmt: skip
         decoder = self.decoder.describe if self.decoder is not None else None
-        record = replace(record, system=replace(record.system, **cores, decoder=decoder),
+        record = replace(record, system=replace(record.system, decoder=decoder), host=host,
                          environment=replace(record.environment, torch_threads=self.threads))  # fmt: skip
         if self.resolved.confinement:
             budget = self.resolved.confinement.cache_budget_bytes

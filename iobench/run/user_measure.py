@@ -33,6 +33,7 @@ from iobench.plan.run_options import Cache
 from iobench.plan.selection import FACTORY_LOADER
 from iobench.plan.timing import Timing
 from iobench.results.record import DatasetInfo, EpochStats, RecordedConfig, RunRecord, SystemStats
+from iobench.results.record_base import HostLoad
 from iobench.results.record_parts import Environment
 from iobench.run.epochs import EpochLoop
 from iobench.settings import LoaderSettings, read_back
@@ -94,10 +95,11 @@ def user_record(
     timings: list[EpochTiming],
     device: torch.device,
     source: str,
-    system: SystemStats,
+    measured: tuple[SystemStats, HostLoad],
 ) -> RunRecord:
     """The record of a user's pipeline: the data as its first batch showed it, the epochs as the loop timed them."""
     n = what.n_samples or int(statistics.median(t.samples for t in timings))
+    system, host = measured
     if device.type == "cuda":
         system = replace(
             system,
@@ -119,20 +121,16 @@ def user_record(
         ),
         epochs=epoch_stats(timings, what.sample_bytes, n, has_step=config.step != "none"),
         system=system,
+        host=host,
         environment=Environment(**environment(Path.cwd(), device)),
     )
 
 
-def measured_system(started: float, load_before: float, other_before: float | None) -> SystemStats:
-    """The machine around a user's run: its time, the load before and after, its peak memory."""
-    return SystemStats(
-        total_seconds=time.perf_counter() - started,
-        load_before=load_before,
-        load_after=os.getloadavg()[0],
-        other_cpu_before=other_before,
-        other_cpu_after=other_cores_busy(),
-        **peak_rss_bytes(),
-    )
+def measured_system(started: float, load_before: float, other_before: float | None) -> tuple[SystemStats, HostLoad]:
+    """The machine around a user's run: its time and peak memory; the load before and after."""
+    system = SystemStats(total_seconds=time.perf_counter() - started, **peak_rss_bytes())
+    return system, HostLoad(load_before=load_before, load_after=os.getloadavg()[0], other_cpu_before=other_before,
+                            other_cpu_after=other_cores_busy())  # fmt: skip
 
 
 @dataclass(frozen=True, kw_only=True)

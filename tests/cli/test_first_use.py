@@ -139,12 +139,12 @@ def test_a_runs_before_sample_is_the_last_after_sample_when_it_just_ended(monkey
 
 def test_a_busy_machine_is_warned_about_and_sharing_settings_are_part_of_a_runs_identity():
     from iobench.report.warnings import Kind, record_warnings
-    from iobench.results.record import SystemStats
+    from iobench.results.record_base import HostLoad
     from tests.conftest import record_of
 
     def busy(cores):
         r = record_of()
-        return replace(r, system=SystemStats(other_cpu_before=cores, load_before=1.2, load_after=1.3))
+        return replace(r, host=HostLoad(other_cpu_before=cores, load_before=1.2, load_after=1.3))
 
     assert Kind.BUSY in [w.kind for w in record_warnings([busy(1.0)])]
     assert Kind.BUSY not in [w.kind for w in record_warnings([busy(0.05)])]
