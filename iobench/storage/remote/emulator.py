@@ -48,8 +48,10 @@ STATE_KIND = "s3"  # the state folders' kind in iobench's own folder
 SERVER_FLAGS = ("--etag-hash", "xxh3", "--buffer-size", "0")
 READY_TIMEOUT_S = 20.0
 # one line per request: time, method, status, bytes sent (headers and body), seconds, connection serial, the
-# list-type argument (a listing is a GET with ?list-type=2: LIST in the record), and the request's URI as sent
-LOG_FORMAT = "$msec $request_method $status $bytes_sent $request_time $connection $arg_list_type $request_uri"
+# list-type argument (a listing is a GET with ?list-type=2: LIST in the record), the bytes received (a PUT's body:
+# what a checkpoint's save uploads) and the request's URI as sent
+LOG_FORMAT = ("$msec $request_method $status $bytes_sent $request_time $connection $arg_list_type $request_length "
+              "$request_uri")  # fmt: skip
 
 
 @dataclass
@@ -222,6 +224,7 @@ http {{
             proxy_buffers 8 1m;
             proxy_busy_buffers_size 2m;
             proxy_max_temp_file_size 0;
+            proxy_request_buffering off;
             header_filter_by_lua_block {{
                 if ngx.status == 200 and ngx.header["Content-Range"] ~= nil then ngx.status = 206 end
             }}

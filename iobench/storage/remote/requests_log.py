@@ -19,6 +19,7 @@ class Requests:
     connections: int = 0  # distinct connections that carried them
     median_seconds: float | None = None  # nginx's request time (first byte of the request to the last sent)
     retries: int = 0  # attempts a client made again (its own count; a server sees each as a request)
+    bytes_received: int = 0  # the requests' own bytes, headers and bodies (a checkpoint's upload)
 
     @property
     def total(self) -> int:
@@ -42,14 +43,15 @@ def read(log: Path, start: int, stop: int | None = None) -> Requests:
     except OSError:
         return Requests()
     methods: Counter[str] = Counter()
-    sent = client = server = 0
+    sent = received = client = server = 0
     connections, seconds = set(), []
     for line in data.split(b"\n")[:-1] if not data.endswith(b"\n") else data.splitlines():
-        parts = line.decode("ascii", "replace").split(maxsplit=7)
-        if len(parts) not in (6, 8):  # 6: logs written before the list-type and URI were
+        parts = line.decode("ascii", "replace").split(maxsplit=8)
+        if len(parts) not in (6, 8, 9):  # 6: logs written before the list-type and URI were; 8: before the length
             continue
         _, method, status, bytes_sent, request_time, connection = parts[:6]
-        listing = len(parts) == 8 and method == "GET" and parts[6] != "-"
+        listing = len(parts) >= 8 and method == "GET" and parts[6] != "-"
+        received += int(parts[7]) if len(parts) == 9 and parts[7].isdigit() else 0
         methods["LIST" if listing else method] += 1
         sent += int(bytes_sent)
         client += status.startswith("4")
@@ -57,4 +59,4 @@ def read(log: Path, start: int, stop: int | None = None) -> Requests:
         connections.add(connection)
         seconds.append(float(request_time))
     return Requests(dict(methods), sent, client, server, len(connections),
-                    statistics.median(seconds) if seconds else None)  # fmt: skip
+                    statistics.median(seconds) if seconds else None, bytes_received=received)  # fmt: skip

@@ -1,0 +1,47 @@
+"""`iobench checkpoint`'s records read back (`iobench.results.checkpoint_record`): `report` and `compare` read them
+here; a line that is not one is skipped and named, as run records are."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iobench.errors import IobenchError
+from iobench.results.checked import RecordError
+from iobench.results.checkpoint_record import KINDS, CheckpointKills, CheckpointTrial, checkpoint_record
+from iobench.results.store import json_lines
+
+
+@dataclass
+class CheckpointFile:
+    trials: list[CheckpointTrial] = field(default_factory=list)  # saves and restores
+    kills: list[CheckpointKills] = field(default_factory=list)  # kill-test counts, one per library and run
+    skipped: list[str] = field(default_factory=list)
+
+
+def holds_checkpoints(path: Path) -> bool:
+    """Whether the file's first readable record is a checkpoint's (a results file holds one kind); a file that
+    cannot be read is not (the reader of run records then says why, in one line)."""
+    try:
+        for _, value, problem in json_lines(path):
+            if not problem:
+                return isinstance(value, dict) and value.get("kind") in KINDS
+    except IobenchError:
+        return False
+    return False
+
+
+def load_checkpoints(path: Path) -> CheckpointFile:
+    """Every checkpoint record of the file; other lines skipped with the reason."""
+    loaded = CheckpointFile()
+    for number, value, problem in json_lines(path):
+        if problem:
+            loaded.skipped.append(f"{path}:{number}: {problem}; skipped")
+            continue
+        try:
+            record = checkpoint_record(value)
+        except (RecordError, RecursionError, ValueError) as exc:
+            loaded.skipped.append(f"{path}:{number}: not a checkpoint record ({str(exc)[:120]}); skipped")
+            continue
+        (loaded.trials if isinstance(record, CheckpointTrial) else loaded.kills).append(record)
+    return loaded

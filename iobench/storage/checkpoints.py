@@ -1,0 +1,307 @@
+"""Where `iobench checkpoint` writes: a target. A local folder of iobench's own under `--dir` (0700, removed on every
+exit path with the parents made for it; what a killed run left is swept first), or a prefix of a bucket at an S3
+store (iobench's own writable store on loopback with `--remote PROFILE`, or the store at `--endpoint-url`), emptied
+at the end and checked empty.
+
+A library saves to a `Place` (a folder, or an `s3://bucket/prefix`); the target says how many bytes a checkpoint
+holds, makes it cold (a local checkpoint's pages evicted and its residency checked; an object store keeps nothing on
+this machine), removes it and counts the requests that moved it (the shaper's access log of iobench's store)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import stat
+import tempfile
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from iobench.errors import IobenchError
+from iobench.storage.remote.endpoint import REGION, Endpoint
+from iobench.storage.remote.requests_log import Requests
+from iobench.system.private import owner_tag, stale_dirs
+
+WORK_KIND = ".iobench-checkpoint"  # `<kind>-<pid>-<start>-XXXX`: whose work folder it is, after a PID is reused
+COLD_LEFT = 0.05  # more of a checkpoint than this still cached after eviction: cold is not cold
+
+
+@dataclass(frozen=True)
+class Place:
+    """One checkpoint's place: a local folder, or a prefix of a bucket (`s3://bucket/prefix`) at `endpoint`, whose
+    keys a trial finds in its environment (never on a command line)."""
+
+    folder: str | None = None
+    url: str | None = None
+    endpoint: str | None = None
+    region: str = REGION
+
+    @property
+    def local(self) -> bool:
+        return self.folder is not None
+
+    def child(self, name: str) -> Place:
+        if "/" in name or name in ("", ".", ".."):
+            raise ValueError(f"not a checkpoint's name: {name!r}")
+        if self.folder is not None:
+            return replace(self, folder=str(Path(self.folder) / name))
+        return replace(self, url=f"{self.url}/{name}")
+
+    def file(self, name: str) -> str:
+        """A file of the checkpoint: a local path, or an object's s3:// URL."""
+        return str(Path(self.folder) / name) if self.folder is not None else f"{self.url}/{name}"
+
+    @property
+    def bucket_key(self) -> tuple[str, str]:
+        bucket, _, key = (self.url or "").removeprefix("s3://").partition("/")
+        return bucket, key
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def of_json(cls, data: dict) -> Place:
+        return cls(**{k: data.get(k) for k in ("folder", "url", "endpoint")}, region=data.get("region") or REGION)
+
+
+class CheckpointTarget(ABC):
+    kind: str  # "local" or "object"
+
+    @abstractmethod
+    def where(self) -> str:
+        """Where, in words (a record's `target`)."""
+
+    @abstractmethod
+    def place(self, name: str) -> Place:
+        """A fresh, empty place for one library's checkpoint."""
+
+    @abstractmethod
+    def size(self, place: Place) -> int:
+        """Bytes the checkpoint holds (files on disk, or objects stored)."""
+
+    @abstractmethod
+    def make_cold(self, place: Place) -> float:
+        """Nothing of it cached on this machine; the fraction still resident after."""
+
+    @abstractmethod
+    def residency(self, place: Place) -> float | None:
+        """The fraction of it in this machine's page cache."""
+
+    @abstractmethod
+    def remove(self, place: Place) -> None: ...
+
+    @abstractmethod
+    def read_small(self, place: Place, name: str, limit: int) -> bytes:
+        """At most `limit` bytes of a small file of the checkpoint (a pointer); OSError where it is not there."""
+
+    def environment(self) -> dict[str, str]:
+        """What a trial needs in its environment to reach the target (an S3 store's keys)."""
+        return {}
+
+    def requests_mark(self) -> int | None:
+        return None
+
+    def requests_since(self, mark: int | None) -> Requests | None:
+        """What moved since `mark`, by the server's count; None where the target does not count."""
+        return None
+
+
+class LocalCheckpoints(CheckpointTarget):
+    kind = "local"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def where(self) -> str:
+        return "local"
+
+    def place(self, name: str) -> Place:
+        folder = self.root / name
+        folder.mkdir(mode=0o700)
+        return Place(folder=str(folder))
+
+    def files(self, place: Place) -> list[Path]:
+        return sorted(p for p in Path(place.folder).rglob("*") if p.is_file() and not p.is_symlink())
+
+    def size(self, place: Place) -> int:
+        return sum(p.stat().st_size for p in self.files(place))
+
+    def make_cold(self, place: Place) -> float:
+        from iobench.storage.local.page_cache import evict, resident_fraction
+
+        files = self.files(place)
+        evict(files, "fadvise")
+        left = resident_fraction(files)
+        if left > COLD_LEFT:
+            raise IobenchError(f"checkpoint: {left:.0%} of the checkpoint stayed cached after eviction; cold is not "
+                               "cold")  # fmt: skip
+        return left
+
+    def residency(self, place: Place) -> float | None:
+        from iobench.storage.local.page_cache import resident_fraction
+
+        return resident_fraction(self.files(place))
+
+    def remove(self, place: Place) -> None:
+        shutil.rmtree(place.folder, ignore_errors=True)
+
+    def read_small(self, place: Place, name: str, limit: int) -> bytes:
+        fd = os.open(Path(place.folder) / name, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            return os.read(fd, limit)
+        finally:
+            os.close(fd)
+
+
+class ObjectCheckpoints(CheckpointTarget):
+    kind = "object"
+
+    def __init__(self, endpoint: Endpoint, bucket: str, prefix: str, what: str, log: Path | None = None) -> None:
+        from iobench.storage.remote.writable_store import s3_client
+
+        self.endpoint, self.bucket, self.prefix, self.what, self.log = endpoint, bucket, prefix, what, log
+        self.client: Any = s3_client(endpoint)
+
+    def where(self) -> str:
+        return self.what
+
+    def place(self, name: str) -> Place:
+        return Place(url=f"s3://{self.bucket}/{self.prefix}{name}", endpoint=self.endpoint.url,
+                     region=self.endpoint.region)  # fmt: skip
+
+    def objects(self, prefix: str) -> dict[str, int]:
+        """Every object under `prefix`, with its size."""
+        found: dict[str, int] = {}
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
+            found.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
+        return found
+
+    def size(self, place: Place) -> int:
+        return sum(self.objects(place.bucket_key[1] + "/").values())
+
+    def make_cold(self, place: Place) -> float:
+        return 0.0  # an object store's answers come over the network: nothing of them is cached here
+
+    def residency(self, place: Place) -> float | None:
+        return 0.0
+
+    def remove(self, place: Place) -> None:
+        self.remove_prefix(place.bucket_key[1] + "/")
+
+    def read_small(self, place: Place, name: str, limit: int) -> bytes:
+        try:
+            answer = self.client.get_object(Bucket=self.bucket, Key=f"{place.bucket_key[1]}/{name}",
+                                            Range=f"bytes=0-{limit - 1}")  # fmt: skip
+        except Exception as exc:  # noqa: BLE001 - botocore's ClientError for a missing key
+            raise OSError(str(exc)[:100]) from None
+        return answer["Body"].read(limit)
+
+    def remove_prefix(self, prefix: str) -> None:
+        keys = list(self.objects(prefix))
+        for start in range(0, len(keys), 1000):
+            batch = [{"Key": k} for k in keys[start : start + 1000]]
+            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+
+    def environment(self) -> dict[str, str]:
+        return self.endpoint.environment()
+
+    def requests_mark(self) -> int | None:
+        from iobench.storage.remote import requests_log
+
+        return requests_log.size(self.log) if self.log is not None else None
+
+    def requests_since(self, mark: int | None) -> Requests | None:
+        from iobench.storage.remote import requests_log
+
+        return requests_log.read(self.log, mark) if self.log is not None and mark is not None else None
+
+
+@contextmanager
+def local_target(directory: Path) -> Iterator[LocalCheckpoints]:
+    with work_folder(directory) as root:
+        yield LocalCheckpoints(root)
+
+
+@contextmanager
+def object_target(endpoint: Endpoint, what: str, log: Path | None = None) -> Iterator[ObjectCheckpoints]:
+    """A prefix of the endpoint's bucket of this run's own, emptied at the end and checked empty (one line where
+    something stayed)."""
+    if endpoint.bucket is None:
+        raise IobenchError(
+            "checkpoint --endpoint-url: name the bucket the checkpoints go to: http(s)://host:port/bucket"
+        )
+    target = ObjectCheckpoints(endpoint, endpoint.bucket, f"iobench-checkpoint-{owner_tag()}/", what, log)
+    try:
+        yield target
+    finally:
+        target.remove_prefix(target.prefix)
+    if left := target.objects(target.prefix):
+        raise IobenchError(f"checkpoint: {len(left)} objects stayed under s3://{endpoint.bucket}/{target.prefix}")
+
+
+@contextmanager
+def work_folder(directory: Path) -> Iterator[Path]:
+    """A folder of iobench's own under `directory` (0700, made here), removed on every exit path, with the folders
+    above it that were made for it; what a killed checkpoint left there (its process gone) is removed first. A
+    `directory` that is a link, not a folder or not writable is refused in one line."""
+    made = _made_parents(directory)
+    try:
+        for stale in stale_dirs(WORK_KIND, directory):
+            shutil.rmtree(stale, ignore_errors=True)
+        try:
+            folder = Path(tempfile.mkdtemp(prefix=f"{WORK_KIND}-{owner_tag()}-", dir=directory))
+        except OSError as exc:
+            raise IobenchError(f"--dir {directory}: cannot write there: {exc.strerror or exc}") from None
+        try:
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    finally:
+        for parent in made:  # deepest first; a folder something else now holds stays
+            with contextlib.suppress(OSError):
+                parent.rmdir()
+
+
+def check_directory(directory: Path) -> None:
+    """--dir checked before anything is said or made: not a link, a folder (or missing below one), writable."""
+    for path in (directory, *directory.parents):
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):  # missing, or below a file (said when the file is reached)
+            continue
+        except OSError as exc:
+            raise IobenchError(f"--dir {directory}: {exc.strerror or exc}") from None
+        if path == directory and stat.S_ISLNK(st.st_mode):
+            raise IobenchError(f"--dir {directory} is a link; give the folder it points to")
+        if not stat.S_ISDIR(os.stat(path).st_mode):
+            raise IobenchError(f"--dir {directory}: {path} is not a folder")
+        if not os.access(path, os.W_OK):
+            read_only = os.statvfs(path).f_flag & os.ST_RDONLY
+            why = "Read-only file system" if read_only else "permission denied"
+            raise IobenchError(f"--dir {directory}: cannot write in {path}: {why}")
+        return
+
+
+def _made_parents(directory: Path) -> list[Path]:
+    """`directory` checked and made with its missing parents; those made, deepest first."""
+    check_directory(directory)
+    missing = []
+    for path in (directory, *directory.parents):
+        if os.path.lexists(path):
+            break
+        missing.append(path)
+    made: list[Path] = []
+    try:
+        for path in reversed(missing):
+            path.mkdir(mode=0o777)
+            made.append(path)
+    except OSError as exc:
+        for path in reversed(made):
+            with contextlib.suppress(OSError):
+                path.rmdir()
+        raise IobenchError(f"--dir {directory}: cannot make {path}: {exc.strerror or exc}") from None
+    return list(reversed(made))

@@ -1,0 +1,128 @@
+"""A writable S3 store on loopback for what iobench writes (a checkpoint's saves): moto's server, in memory, behind
+the same nginx shaper as the read-only emulator (the profile's latency and per-connection cap, one access-log line per
+request with the bytes each way). rclone's `serve s3` answers s3torchconnector's CreateMultipartUpload and its
+client then fails ("A previous write operation did not complete successfully", rclone 1.6x and the CRT of
+s3torchconnector 1.5), so the emulator's rclone serves reads and moto serves writes.
+
+Both listen on 127.0.0.1 only, on free ports, with keys made for this start that reach the clients through their
+environment; both die with this process and are stopped on every exit path (the emulator's state folder and stale
+removal: moto's command line names the state folder)."""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iobench.errors import IobenchError
+from iobench.storage.remote.emulator import (
+    free_port,
+    new_state,
+    nginx_binary,
+    nginx_conf,
+    record_pids,
+    spawn,
+    stop_process,
+    wait_listening,
+)
+from iobench.storage.remote.endpoint import Endpoint
+from iobench.storage.remote.profiles import Profile
+from iobench.system.private import create_exclusive
+
+# moto's server started with the state folder on its command line (what stale removal matches a process by)
+MOTO = "import sys; from moto.server import main; main(sys.argv[1:5])"
+MOTO_INSTALL = "pip install 'iobench[checkpoint-s3]'"
+
+
+@dataclass
+class WritableStore:
+    """`with WritableStore(profile, bucket) as endpoint:` a store holding one empty bucket, gone at the exit."""
+
+    profile: Profile
+    bucket: str
+    state: Path = field(default=Path(), init=False)
+    endpoint: Endpoint | None = field(default=None, init=False)
+    _processes: list = field(default_factory=list, init=False)
+
+    def __enter__(self) -> Endpoint:
+        check_moto()
+        nginx = nginx_binary()
+        self.state = new_state()
+        try:
+            self._start(nginx)
+        except BaseException:
+            self.stop()
+            raise
+        return self.endpoint  # type: ignore[return-value]
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _start(self, nginx: str) -> None:
+        upstream = free_port()
+        self._spawn("moto", [sys.executable, "-c", MOTO, "-H", "127.0.0.1", "-p", str(upstream), str(self.state)])
+        wait_listening(upstream, self._processes[-1], self.state / "moto.out")
+        port = free_port()
+        create_exclusive(self.state / "nginx.conf", nginx_conf(self.state, port, upstream, self.profile).encode())
+        self._spawn("nginx", [nginx, "-p", str(self.state), "-c", str(self.state / "nginx.conf"), "-e",
+                              str(self.state / "error.log"), "-g", "daemon off;"])  # fmt: skip
+        wait_listening(port, self._processes[-1], self.state / "error.log")
+        self.endpoint = Endpoint(f"http://127.0.0.1:{port}", "IOBENCH" + secrets.token_hex(8).upper(),
+                                 secrets.token_hex(20), bucket=self.bucket)  # fmt: skip
+        make_bucket(self.endpoint, self.bucket)
+
+    def _spawn(self, name: str, argv: list[str]) -> None:
+        self._processes.append(spawn(name, argv, self.state))
+        record_pids(self.state, [p.pid for p in self._processes])
+
+    @property
+    def access_log(self) -> Path:
+        return self.state / "access.log"
+
+    @property
+    def settings(self) -> str:
+        return "moto server (in memory); nginx shaper"
+
+    def stop(self) -> None:
+        for process in reversed(self._processes):
+            stop_process(process)
+        self._processes.clear()
+        if self.state != Path():
+            import shutil
+
+            shutil.rmtree(self.state, ignore_errors=True)
+
+
+def check_moto() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("moto") is None or importlib.util.find_spec("flask") is None:
+        raise IobenchError(f"--remote for checkpoints needs moto's server: {MOTO_INSTALL}")
+
+
+def make_bucket(endpoint: Endpoint, bucket: str, timeout_s: float = 10.0) -> None:
+    """The bucket made (moto answers a moment after it listens)."""
+    client = s3_client(endpoint)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            client.create_bucket(Bucket=bucket)
+            return
+        except Exception as exc:  # noqa: BLE001 - botocore's errors: said in one line once the time is up
+            if time.monotonic() > deadline:
+                raise IobenchError(f"the checkpoint store did not make its bucket: {str(exc)[:200]}") from None
+            time.sleep(0.1)
+
+
+def s3_client(endpoint: Endpoint) -> object:
+    """boto3's S3 client of the store, with iobench's timeouts (what lists and removes a checkpoint's objects)."""
+    import boto3
+
+    from iobench.storage.remote import bounds
+
+    return boto3.client("s3", endpoint_url=endpoint.url, aws_access_key_id=endpoint.access_key,
+                        aws_secret_access_key=endpoint.secret_key, region_name=endpoint.region,
+                        config=bounds.botocore_config(s3={"addressing_style": "path"},
+                                                      signature_version="s3v4"))  # fmt: skip
