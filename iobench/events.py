@@ -53,5 +53,13 @@ class Events:
     def round_done(self, round_index: int, label: str) -> None:
         """tune: one candidate finished its share of round `round_index` (from 0)."""
 
+    def trials(self, total: int) -> AbstractContextManager[Events]:
+        """checkpoint's saves, restores and kills, `total` in all, as the events each reports to (`trial_done`)."""
+        return nullcontext(self)
+
+    def trial_done(self, label: str, left: str) -> None:
+        """checkpoint: one save, restore or kill ended (`label` says which and what it measured); `left`: the time
+        left, in words ("" once none is)."""
+
 
 QUIET = Events()

@@ -48,6 +48,9 @@ class StateSpec:
         source = str(path.resolve())
         return cls(sum(math.prod(shape) for _, shape, _ in file_weights(source)), FROM, seed, source)
 
+    def with_seed(self, seed: int) -> StateSpec:
+        return StateSpec(self.params, self.layout, seed, self.source)
+
     @property
     def state_bytes(self) -> int:
         """Counted, not listed: the shapes of 1e20 parameters are never made (a list of them grew 53 MB/s until the
@@ -308,3 +311,23 @@ def differences(restored: dict, expected: dict) -> list[str]:
     if restored.get("step") != expected.get("step"):
         found.append(f"step {restored.get('step')}, expected {expected.get('step')}")
     return found
+
+
+def make_state_shapes(spec: StateSpec) -> dict:
+    """The state's structure with zero tensors (no random numbers drawn: cheap)."""
+    model, master, exp_avg, exp_avg_sq = {}, {}, {}, {}
+    for name, shape in weight_names(spec):
+        model[name] = torch.zeros(shape, dtype=weight_dtype(spec, name))
+        master[name], exp_avg[name], exp_avg_sq[name] = (torch.zeros(shape) for _ in range(3))
+    rng = torch.Generator().get_state()
+    return {"model": model, "optimizer": {"master": master, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq},
+            "step": 0, "rng": torch.zeros_like(rng)}  # fmt: skip
+
+
+def initialised_state(spec: StateSpec) -> dict:
+    """What a resuming job has before it loads: its model and optimizer made and initialised (random values of another
+    seed, overwritten by the load). Zeros made cheaply instead left the allocator cold: DCP with 4 threads loaded
+    0.72x as fast as its own loop, which loads into the state it made."""
+    from dataclasses import replace
+
+    return make_state(replace(spec, seed=spec.seed + 7))

@@ -1,42 +1,48 @@
-"""One save or restore in a fresh process (`python -m iobench.checkpoint.trial JSON`), so that its peak memory is its
-own (`ru_maxrss`; resident anonymous and file-backed memory from `/proc/self/smaps_rollup` at the clock's end). It
-prints one JSON object: the seconds until the call returned and, for a save, until it was done (an asynchronous
-save's future) and until every file and the folder were fsynced (durable); for a restore, whether the state came
-back bit for bit (checked after the clock and the memory readings, against a fresh copy made from the seed)."""
+"""One save or restore in a fresh process (`python -m iobench.checkpoint.trial JOB`), so that its peak memory is its
+own (`ru_maxrss`; resident anonymous and file-backed memory from `/proc/self/smaps_rollup` at the clock's end), with
+torch's intra-op threads set to the job's (every rank's the same: the count decides a restore's copies). It prints
+one JSON object.
+
+A save is timed twice in the process: the first save (a job's first checkpoint: the library's set-up, DCP's planning,
+inside it) and the steady one after it (a job's next checkpoint, from the process it trains in), each until the call
+returned, until done (an asynchronous save's future) and until durable (every file, folder and the checkpoint's entry
+in its parent fsynced; safe mode: the pointer swapped and durable too). A restore is timed to the last byte, on the
+device when it is one (the clock stopped when the device is done), and checked bit for bit after the clock."""
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
-import resource
 import sys
 import time
-from pathlib import Path
+from typing import Any
 
-from iobench.checkpoint.libraries import LIBRARIES, make_state_shapes
-from iobench.checkpoint.state import StateSpec, differences, make_state
+from iobench.checkpoint import save_modes
+from iobench.checkpoint.job import CheckpointJob
+from iobench.checkpoint.libraries import LIBRARIES, Library
+from iobench.checkpoint.state import differences, make_state, make_state_shapes
+from iobench.system.sysmetrics import peak_rss_bytes
 
+TRIAL_PID = "IOBENCH_TRIAL_PID"
 
-def fsync_tree(folder: Path) -> None:
-    """Every file under `folder`, then every folder, flushed to the disk (what 'durable' means)."""
-    for path in sorted(folder.rglob("*"), reverse=True):
-        if path.is_file() and not path.is_symlink():
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    for path in [*sorted((p for p in folder.rglob("*") if p.is_dir()), reverse=True), folder]:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+if __name__ == "__mp_main__":  # a process DCP spawned from a trial (its process checkpointer imports the trial's
+    import threading  # module as its main): it ends with the trial, which ends with iobench. Watched, not
+    # PR_SET_PDEATHSIG, which fires when the spawning *thread* ends: DCP spawns from a thread of an executor it
+    # drops after the first save, and the process died under the second.
+
+    def _end_with(parent: int) -> None:
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os._exit(137)
+
+    _trial = int(os.environ.get(TRIAL_PID, "0") or 0)  # the trial that spawned it (it may be gone already)
+    threading.Thread(target=_end_with, args=(_trial,), name="iobench-ends-with-trial", daemon=True).start()
 
 
 def memory() -> dict[str, int]:
     """Peak resident bytes of this process, and its resident anonymous and file-backed bytes now."""
-    out = {"peak_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+    out = {"peak_rss_bytes": peak_rss_bytes()["peak_rss_bytes"]}
     try:
         with open("/proc/self/smaps_rollup") as f:
             fields = {k.strip(): int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in f if ":" in line)
@@ -48,40 +54,54 @@ def memory() -> dict[str, int]:
     return out
 
 
-def loaded(library: str) -> object:
+def loaded(library: str) -> Library:
     """The library with its modules imported (before the clock, as a training job has them)."""
-    import importlib
-
     lib = LIBRARIES[library]
     for module in lib.modules:
         importlib.import_module(module)
     return lib
 
 
-def save(library: str, spec: StateSpec, folder: Path, announce: bool = False) -> dict:
-    """Under torchrun (`--nproc`), every rank holds the state (data parallel) and saves it together (DCP splits the
-    writes); the folder is made durable by rank 0 once every rank's writes are done."""
-    state = make_state(spec)  # before the clock: the job has its state
-    lib = loaded(library)
+def save(job: CheckpointJob) -> dict:
+    """Under ranks (`--nproc`), every rank holds the state (data parallel) and saves it together (DCP splits the
+    writes); rank 0 makes it durable once every rank's writes are done."""
+    state = make_state(job.spec)  # before the clock: the job has its state
+    lib = loaded(job.library)
+    timed = [_save_once(job, lib, state, step) for step in range(1, job.saves + 1)]
+    first, steady = timed[0], timed[-1]
+    out = {**steady, **memory()}
+    if job.saves > 1:
+        out.update(first_seconds=first["seconds"], first_durable_seconds=first["durable_seconds"])
+    return _slowest(out)
+
+
+def _save_once(job: CheckpointJob, lib: Library, state: dict, step: int) -> dict[str, float]:
     rank = _barrier()
-    if announce:  # the kill test kills at a moment of the save itself, not of the interpreter's start
+    target = save_modes.save_place(job.place, job.save_mode)
+    if target.local:
+        os.makedirs(target.folder, mode=0o700, exist_ok=True)
+    if job.announce and step == job.saves:  # the kill test kills a moment of the save itself
         print("saving", flush=True)
     start = time.perf_counter()
-    pending = lib.save(state, folder)
+    pending = lib.save(state, target)
     returned = time.perf_counter() - start
     if pending is not None:  # an asynchronous save: its future
         pending.result()
     done = time.perf_counter() - start
     _barrier()
     if rank == 0:
-        fsync_tree(folder)
+        save_modes.make_durable(target)
+        if job.save_mode == save_modes.SAFE:
+            save_modes.publish(job.place, target)
     _barrier()
     durable = time.perf_counter() - start
-    return _slowest({"seconds": returned, "done_seconds": done, "durable_seconds": durable, **memory()})
+    if rank == 0 and job.save_mode == save_modes.SAFE:
+        save_modes.remove_before(job.place, target)  # outside the clock: the old step is no longer needed
+    return {"seconds": returned, "done_seconds": done, "durable_seconds": durable}
 
 
 def _barrier() -> int:
-    """Every rank here (under torchrun); this one's rank (0 outside torchrun)."""
+    """Every rank here (in a group); this one's rank (0 outside one)."""
     import torch.distributed as dist
 
     if not dist.is_initialized():
@@ -91,8 +111,8 @@ def _barrier() -> int:
 
 
 def _slowest(result: dict) -> dict:
-    """Under torchrun, the slowest rank's seconds and the largest memory (MLPerf Storage: the slowest rank counts),
-    the bytes read by all; the ranks recorded. Outside torchrun, as it is."""
+    """In a group, the slowest rank's seconds and the largest memory (MLPerf Storage: the slowest rank counts), the
+    bytes read by all; the ranks recorded. Alone, as it is."""
     import torch
     import torch.distributed as dist
 
@@ -114,27 +134,36 @@ def read_bytes() -> int | None:
         return None
 
 
-def restore(library: str, spec: StateSpec, folder: Path, check: bool, device: str = "cpu") -> dict:
-    """Into host memory, or onto `device`: copied into a state that lives there, made before the clock (a model and
-    its optimizer, as `load_state_dict` copies into them), the clock stopped when the device is done."""
+def restore(job: CheckpointJob) -> dict:
+    """Into host memory, or onto `device`: straight there where the library can (safe_open(device=...),
+    fastsafetensors), else copied into a state that lives there, made before the clock (a model and its optimizer,
+    as `load_state_dict` copies into them); the clock stopped when the device is done."""
     import torch
 
-    lib = loaded(library)
-    prepared = lib.before_restore(spec) if lib.before_restore is not None else None
-    on_device = None if device == "cpu" or lib.ceiling else _moved(make_state_shapes(spec), torch.device(device))
+    lib = loaded(job.library)
+    prepared = lib.before_restore(job.spec) if lib.before_restore is not None else None
+    device = None if job.device == "cpu" or lib.ceiling else torch.device(job.device)
+    straight = device is not None and lib.onto_device is not None
+    on_device = _moved(make_state_shapes(job.spec), device) if device is not None and not straight else None
+    place = save_modes.current(job.place, job.save_mode)
     rank = _barrier()
     before = read_bytes()
     start = time.perf_counter()
-    state = lib.restore(folder, spec, prepared)
+    if straight:
+        state = lib.onto_device(place, job.spec, str(device))
+    else:
+        state = lib.restore(place, job.spec, prepared)
     if on_device is not None:
         state = _copied_into(on_device, state)
+    if device is not None:
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - start
     after = read_bytes()
-    out = {"seconds": seconds, **memory(), "read_bytes": after - before if None not in (before, after) else None}
+    out = {"seconds": seconds, **memory(), "read_bytes": after - before if None not in (before, after) else None,
+           "onto_device": straight}  # fmt: skip
     out = _slowest(out)
-    if check and not lib.ceiling and rank == 0:
-        found = differences(state, make_state(spec))
+    if job.check and not lib.ceiling and rank == 0:
+        found = differences(state, make_state(job.spec))
         out.update(exact=not found, differences=found[:5])
     return out
 
@@ -161,20 +190,28 @@ def _copied_into(target: dict, source: dict) -> dict:
     return target
 
 
-def classify(library: str, spec: StateSpec, folder: Path, candidates: dict[str, int]) -> dict:
+def classify(job: CheckpointJob) -> dict:
     """The kill test's restore: which saved state came back whole (by seed), a clean error (the library refused the
-    torn files), or silent corruption (it loaded something that is neither)."""
-    lib = loaded(library)
+    torn files, or no pointer named a step), or silent corruption (it loaded something that is neither)."""
+    lib = loaded(job.library)
     try:
-        state = lib.restore(folder, spec, None)
+        state = lib.restore(save_modes.current(job.place, job.save_mode), job.spec, None)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # noqa: BLE001 - a refusal of the torn files (DCP's CheckpointException is a
         return {"outcome": "clean error", "error": type(exc).__name__}  # BaseException) is the clean outcome
-    for name, seed in candidates.items():
-        if not differences(state, make_state(StateSpec(spec.params, spec.layout, seed, spec.source))):
+    for name, seed in job.candidates.items():
+        if not differences(state, make_state(job.spec.with_seed(seed))):
             return {"outcome": f"{name} intact"}
     return {"outcome": "silent corruption"}
+
+
+def run(job: CheckpointJob) -> dict[str, Any]:
+    import torch
+
+    torch.set_num_threads(job.torch_threads)
+    result = {"save": save, "restore": restore, "classify": classify}[job.op](job)
+    return {**result, "torch_threads": torch.get_num_threads()}
 
 
 def main() -> None:
@@ -183,19 +220,14 @@ def main() -> None:
     from iobench.system.ranks import tie_to_parent
 
     tie_to_parent(signal.SIGKILL)  # no trial outlives the iobench that started it
-    job = json.loads(sys.argv[1])
-    if int(os.environ.get("WORLD_SIZE", "1")) > 1:  # launched by torchrun (--nproc): every rank in one group
+    job = CheckpointJob.from_json(json.loads(sys.argv[1]))
+    os.environ[TRIAL_PID] = str(os.getpid())  # what a process DCP spawns ends with
+    if "MASTER_PORT" in os.environ:  # started as ranks (iobench.system.ranks): every rank in one group
         import torch.distributed as dist
 
+        os.environ.setdefault("DCP_USE_PREFIX_STORE", "1")  # DCP's background process joins this group's store
         dist.init_process_group("gloo")
-    spec = StateSpec(int(job["params"]), job["layout"], int(job["seed"]), job.get("source", ""))
-    folder = Path(job["folder"])
-    if job["op"] == "save":
-        result = save(job["library"], spec, folder, bool(job.get("announce")))
-    elif job["op"] == "classify":
-        result = classify(job["library"], spec, folder, job["candidates"])
-    else:
-        result = restore(job["library"], spec, folder, bool(job.get("check", True)), job.get("device", "cpu"))
+    result = run(job)
     if _barrier() == 0:
         print(json.dumps(result), flush=True)
     import torch.distributed as dist

@@ -113,3 +113,33 @@ class RoundBar(ConsoleEvents):
     def round_done(self, round_index: int, label: str) -> None:
         elapsed = time.monotonic() - self.started
         self.bar.update(self.task, completed=elapsed, description=f"round {round_index + 1}: {label}")
+
+
+class CheckpointEvents(ConsoleEvents):
+    """checkpoint's events on the console: one bar over its saves, restores and kills, each step's result and the
+    time left as its description (piped: a line each)."""
+
+    @contextmanager
+    def trials(self, total: int) -> Iterator[Events]:
+        if self.quiet or not err.is_terminal:
+            yield _StepLines(self.quiet)
+            return
+        columns = (TextColumn("{task.description:<70}", markup=False), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn())  # fmt: skip
+        with Progress(*columns, console=err) as progress:
+            yield _StepBar(progress, progress.add_task("checkpoint", total=total))
+
+
+class _StepBar(ConsoleEvents):
+    def __init__(self, progress: Progress, task: TaskID) -> None:
+        super().__init__()
+        self.bar, self.task = progress, task
+
+    def trial_done(self, label: str, left: str) -> None:
+        self.bar.update(self.task, advance=1, description=f"{label}{'; ' + left if left else ''}")
+
+
+class _StepLines(ConsoleEvents):
+    def trial_done(self, label: str, left: str) -> None:
+        if not self.quiet:
+            say(f"{label}{'; ' + left if left else ''}")

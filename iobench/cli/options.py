@@ -51,7 +51,13 @@ Formats = Annotated[
     ),  # fmt: skip
 ]
 Loaders = Annotated[OptStr, typer.Option(help=loader_help())]
-Device = Annotated[str, typer.Option(help="auto (CUDA when available), cpu, cuda or cuda:N.")]
+Device = Annotated[
+    str,
+    typer.Option(
+        help="auto (CUDA when available), cpu, cuda or cuda:N. checkpoint: where restores put the state, timed until "
+        "the device is done (straight there where the library can, else copied into a state already there)."
+    ),
+]
 Shuffle = Annotated[bool, typer.Option("--shuffle/--no-shuffle", help="Random order, as training does.")]
 BlockShuffle = Annotated[int, typer.Option(help="Shuffle runs of N contiguous samples instead (0: off).")]
 Epochs = Annotated[int, typer.Option(help="Timed epochs per run.")]
@@ -85,9 +91,10 @@ Profile = Annotated[
 Remote = Annotated[
     OptStr,
     typer.Option(
-        help="Read the formats from object storage instead of the folder: a real S3 server (rclone serve s3) on "
-        "loopback over --data-dir, behind a shaper with this network profile: s3-like (30 ms first byte, 90 MB/s "
-        "per connection), express-like (5 ms), none. Started around the run and stopped on every exit.",
+        help="Object storage instead of the folder, on loopback behind a shaper with this network profile: s3-like "
+        "(30 ms first byte, 90 MB/s per connection), express-like (5 ms), none; started around the command and "
+        "stopped on every exit. run, sweep, tune: the formats are read from a real S3 server (rclone serve s3) over "
+        "--data-dir; checkpoint: saved and restored there (moto's server, in memory).",
         metavar="PROFILE",
     ),
 ]
@@ -97,10 +104,10 @@ ServeProfile = Annotated[
 EndpointUrl = Annotated[
     OptStr,
     typer.Option(
-        help="Read the formats from this S3-compatible store instead (keys from AWS_ACCESS_KEY_ID and "
-        "AWS_SECRET_ACCESS_KEY): http(s)://host:port/bucket, each format a prefix in that bucket, as `iobench "
-        "upload` puts them (with no /bucket, a bucket of the dataset's name). The local dataset's manifest says "
-        "what to read.",
+        help="This S3-compatible store instead (keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): "
+        "http(s)://host:port/bucket. run, sweep, tune: each format a prefix in that bucket, as `iobench upload` "
+        "puts them (with no /bucket, a bucket of the dataset's name), the local dataset's manifest saying what to "
+        "read; checkpoint: saved and restored under a prefix of the bucket, removed after.",
         metavar="URL",
     ),
 ]
@@ -133,6 +140,7 @@ FuseChunk = Annotated[
     ),
 ]
 LatencyMs = Annotated[OptFloat, typer.Option(help="With --remote: the first-byte latency of every request, in ms.")]
+
 ConnectionMbPerS = Annotated[
     OptFloat, typer.Option(help="With --remote: the bandwidth of one connection, in MB/s (10^6 bytes).")
 ]
@@ -157,8 +165,9 @@ Nproc = Annotated[
     OptInt,
     typer.Option(
         help="Launch N ranks on this machine, as torchrun would (its variables; the store on 127.0.0.1, every rank "
-        "ended with iobench); each reads its shard (or run under torchrun yourself: `torchrun --nproc-per-node N -m "
-        "iobench run ...`)."
+        "ended with iobench). run: each reads its shard (or run under torchrun yourself: `torchrun --nproc-per-node N "
+        "-m iobench run ...`); checkpoint: the DCP entries save and restore together, each rank holding the state, "
+        "the slowest rank's seconds counted (the other libraries run in one process)."
     ),
 ]
 RankTimeout = Annotated[
@@ -266,6 +275,8 @@ PLACE_OPTIONS.update(
     fuse_chunk=(FuseChunk, None), fuse_read_ahead=(FuseReadAhead, None),
 )  # fmt: skip
 
+# checkpoint's --cache: a list, as sweep's (a checkpoint restores warm or cold)
+CacheList = List("--cache", RUN_OPTIONS["cache"].sweep_list)
 # the limits command's --read-limit, as run's
 ReadLimit = Annotated[OptFloat, typer.Option("--read-limit", help=RUN_OPTIONS["read_limit_mb_per_s"].help)]
 

@@ -28,7 +28,7 @@ def report_cmd(
 ) -> None:
     """Write a report from result records: Markdown with its plots, the same as one HTML file, and a CSV of the
     records for a spreadsheet."""
-    from iobench.checkpoint.records import holds_checkpoints
+    from iobench.results.checkpoint_file import holds_checkpoints
 
     skipped: list[str] = []
     if holds_checkpoints(results):  # `iobench checkpoint`'s records
@@ -51,7 +51,7 @@ def compare_cmd(
 ) -> None:
     """Per configuration present in both files, B's samples/s against A's, decided with their noise: "no change"
     where the medians' intervals overlap, "not comparable" where the runs saw different load, else the change."""
-    from iobench.checkpoint.records import holds_checkpoints
+    from iobench.results.checkpoint_file import holds_checkpoints
 
     if holds_checkpoints(a) or holds_checkpoints(b):
         return _compare_checkpoints(a, b)
@@ -80,15 +80,16 @@ def compare_cmd(
 
 
 def _compare_checkpoints(a: Path, b: Path) -> None:
-    """Per save or restore both checkpoint files measured (a library, a state size, a cache), B's seconds against
-    A's: "same" where the rounds' ranges overlap, else how much faster or slower."""
-    from iobench.checkpoint.records import compare_checkpoints, label, load_checkpoints, range_text
+    """Per save or restore both checkpoint files measured (a library, a state size, a cache, a save mode), B against
+    A by each round's GB/s, decided as run records are (`report.verdict`): not comparable across different loads."""
+    from iobench.report.checkpoints import checkpoint_changes, range_text
+    from iobench.results.checkpoint_file import load_checkpoints
 
     files = [load_checkpoints(path) for path in (a, b)]
     for loaded in files:
         for line in loaded.skipped:
             say(f"warning: {line}")
-    changes, only_a, only_b = compare_checkpoints(*files)
+    changes, only_a, only_b = checkpoint_changes(*files)
     if not changes:
         raise IobenchError(f"{a} and {b} have no checkpoint measurement in common ({only_a} in A, {only_b} in B)")
     table = _comparison(a, b, "seconds: the median of the rounds [min-max]; a save until durable",
@@ -96,7 +97,7 @@ def _compare_checkpoints(a: Path, b: Path) -> None:
     from rich.markup import escape
 
     for change in changes:
-        table.add_row(escape(label(change.key)), range_text(change.a), range_text(change.b), change.verdict)
+        table.add_row(escape(change.label), range_text(change.a), range_text(change.b), escape(change.verdict.text))
     out.print(table)
     out.print(f"{len(changes)} matching measurement(s); {only_a} only in A, {only_b} only in B", highlight=False)
 

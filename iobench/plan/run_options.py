@@ -33,7 +33,7 @@ class SamplerTail(Choice):
     DROP = "drop"  # drop_last=True: the last samples left out
 
 
-RUN, SWEEP, TUNE = "run", "sweep", "tune"
+RUN, SWEEP, TUNE, CHECKPOINT = "run", "sweep", "tune", "checkpoint"
 # where an option's part of a label is shown: among the settings, in the cache column, as the transform (its cost
 # beside it)
 SETTINGS_LABEL, CACHE_LABEL, TRANSFORM_LABEL = "settings", "cache", "transform"
@@ -55,7 +55,7 @@ class RunOption:
     kind: type  # what the command line passes: str, int, float or bool
     default: Any  # as the command line gives it
     help: str
-    commands: frozenset[str]  # of RUN, SWEEP, TUNE: the commands that take it as a value
+    commands: frozenset[str]  # of RUN, SWEEP, TUNE, CHECKPOINT: the commands that take it as a value
     flag: str = ""  # the option as typed where it is not the name with dashes (--read-limit, --distributed-sampler)
     field_type: str = ""  # RunConfig's annotation ("": the kind, optional when the default is None)
     value: Callable[[Any], Any] = _same  # the command line's value as RunConfig holds it, checked (IobenchError)
@@ -144,7 +144,7 @@ RUN_OPTIONS: dict[str, RunOption] = {
             "cache", str, "warm", "warm: timed after an untimed epoch (the default: a stable first result); cold: "
             "evict the dataset before every timed epoch (checked with mincore); as-is: touch nothing.",
             frozenset({RUN, TUNE}), field_type="Cache", value=_cache, label=lambda c: c.cache, shown=CACHE_LABEL,
-            sweep_list="Comma list of cold, warm, as-is."),
+            sweep_list="Comma list of cold, warm, as-is (checkpoint's restores: warm, cold; both by default)."),
         RunOption(
             "eviction", str, "auto", "How cold evicts: auto (fadvise: the dataset's files alone, as root too), "
             "drop_caches or fadvise. drop_caches (root) drops the dataset's metadata too, and iobench's own code: an "
@@ -178,9 +178,10 @@ RUN_OPTIONS: dict[str, RunOption] = {
             stored=lambda v: str(v["transform_on"]) if v["transform"] != "none" else None,
             label=lambda c: None),  # said in the transform's part: augment@host
         RunOption(
-            "torch_threads", int, None, "torch intra-op threads of the main process during the run (default: "
-            "torch's, one per core). On shared cores torch's threaded paths slow down sharply; 1 is what torchrun "
-            "sets per rank.", frozenset({RUN, SWEEP, TUNE}), value=_torch_threads, record="torch_threads_asked",
+            "torch_threads", int, None, "torch intra-op threads of the main process during the run, or of every "
+            "checkpoint trial and rank (default: torch's, one per core: what a job has unless it sets them; "
+            "recorded). On shared cores torch's threaded paths slow down sharply; 1 is what torchrun sets per rank.",
+            frozenset({RUN, SWEEP, TUNE, CHECKPOINT}), value=_torch_threads, record="torch_threads_asked",
             # under torchrun the label shows the threads every rank had
             label=lambda c: f"threads={c.torch_threads_asked}" if c.torch_threads_asked is not None
             and not c.backend else None),

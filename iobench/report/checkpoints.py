@@ -1,24 +1,86 @@
-"""`report` of `iobench checkpoint`'s records: per state size, each library's medians (save until it returns, until
-done and until durable; restores warm and cold), its cold GB/s, peak memory, bytes on disk, whether it came back
-exact, the kill test's counts, and the answer; a CSV of every trial beside it."""
+"""`report` and `compare` of `iobench checkpoint`'s records, and the tables the console prints of a session: per state
+size, each library's and save mode's medians (the first save and the steady one, until returned, done and durable;
+restores warm and cold), GB/s, peak memory, bytes stored, whether it came back exact; seconds and GB/s against size;
+the kill test's counts; the answer. One builder of each table's cells serves the console and the report; `compare`
+decides each measurement with `report.verdict`'s rule, as it decides run records."""
 
 from __future__ import annotations
 
 import csv
 import io
+import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
-from iobench.checkpoint.bench import answer, summary
-from iobench.checkpoint.records import load_checkpoints
 from iobench.errors import IobenchError
+from iobench.report import verdict
 from iobench.report.exports import csv_cell
+from iobench.report.verdict import Units, Verdict
 from iobench.report.warnings import md_text
-from iobench.results.checkpoint_record import KILL_OUTCOMES, CheckpointKills
+from iobench.results.checkpoint_file import CheckpointFile, load_checkpoints
+from iobench.results.checkpoint_record import KILL_OUTCOMES, CheckpointTrial
+from iobench.results.checkpoint_summary import LibraryRow, answer, kill_counts, rows_of
 from iobench.system.fsutil import atomic_write_text, output_folder
 
-CSV_FIELDS = ("library", "params", "layout", "op", "cache", "trial", "seconds", "done_seconds", "durable_seconds",
-              "gb_per_s", "bytes_on_disk", "peak_rss_bytes", "anon_bytes", "file_bytes", "read_bytes",
-              "resident_before", "exact", "load_before", "timestamp")  # fmt: skip
+CSV_FIELDS = ("library", "save_mode", "target", "params", "layout", "op", "cache", "trial", "seconds", "done_seconds",
+              "durable_seconds", "first_seconds", "first_durable_seconds", "gb_per_s", "bytes_on_disk",
+              "peak_rss_bytes", "anon_bytes", "file_bytes", "read_bytes", "resident_before", "exact", "torch_threads",
+              "load_before", "load_after", "other_cpu_before", "other_cpu_after", "timestamp")  # fmt: skip
+ROUND_UNITS = Units("GB/s", "measurement", "rounds", "one round has no interval (use --trials 3 or more)")
+
+
+def summary_head(caches: tuple[str, ...]) -> list[str]:
+    return ["library", "mode", "first durable s", "save s", "done s", "durable s", *(f"restore {c} s" for c in caches),
+            "GB/s durable", "GB/s restore", "restore peak GB", "stored GB", "exact"]  # fmt: skip
+
+
+def summary_cells(r: LibraryRow, caches: tuple[str, ...]) -> list[str]:
+    """One row's cells, as text (the console escapes them for rich, the report for Markdown)."""
+    restore = {"warm": r.warm_s, "cold": r.cold_s}
+    exact = "-" if r.exact is None else "yes" if r.exact else "NO"
+    return [r.who + (" (reference)" if r.ceiling else ""), r.save_mode, _s(r.first_durable_s), _s(r.save_s),
+            _s(r.done_s), _s(r.durable_s), *(_s(restore[c]) for c in caches), _rate(r.gb_per_s(r.durable_s)),
+            _rate(r.gb_per_s(r.restore_s)), f"{r.restore_peak / 1e9:.2f}" if r.restore_peak else "-",
+            f"{r.bytes_stored / 1e9:.2f}", exact]  # fmt: skip
+
+
+def size_head(sizes: list[int]) -> list[str]:
+    return ["library", "mode", *(f"{b / 2**30:.2f} GiB {what}" for b in sizes for what in ("durable", "restore"))]
+
+
+def size_cells(label: tuple[str, str], by_size: dict[int, LibraryRow | None], sizes: list[int]) -> list[str]:
+    """One library's seconds and GB/s at each size: `1.23 s, 0.87 GB/s`."""
+    cells = list(label)
+    for size in sizes:
+        r = by_size.get(size)
+        for seconds in (r.durable_s, r.restore_s) if r else (None, None):
+            cells.append(f"{seconds:.2f} s, {r.gb_per_s(seconds):.2f} GB/s" if r and seconds else "-")
+    return cells
+
+
+def by_size(rows: dict[int, list[LibraryRow]]) -> dict[tuple[str, str], dict[int, LibraryRow]]:
+    """Each library and mode's row at each state size (bytes)."""
+    found: dict[tuple[str, str], dict[int, LibraryRow]] = {}
+    for size, size_rows in rows.items():
+        for r in size_rows:
+            found.setdefault((r.who, r.save_mode), {})[size] = r
+    return found
+
+
+def kill_head() -> list[str]:
+    return ["library", "mode", "kills", *KILL_OUTCOMES]
+
+
+def kill_cells(key: tuple[str, str], counts: dict[str, int]) -> list[str]:
+    return [*key, str(sum(counts.values())), *(str(counts[o]) for o in KILL_OUTCOMES)]
+
+
+def _s(value: float | None) -> str:
+    return f"{value:.3f}" if value is not None else "-"
+
+
+def _rate(value: float | None) -> str:
+    return f"{value:.2f}" if value is not None else "-"
 
 
 def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None = None) -> Path:
@@ -29,64 +91,89 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
     if not loaded.trials:
         raise IobenchError(f"{results}: no checkpoint records")
     output_folder(out, "--out")
-    lines = [f"# iobench checkpoint report: {results.name}", "", f"{len(loaded.trials)} trials from `{results}`; "
-             "seconds are the medians of the rounds, GB = 10^9 bytes.", ""]  # fmt: skip
-    kills = _kills(loaded.kills)  # a library that ever came back silently corrupted is no answer, at any size
-    sizes = sorted({(r.params, r.layout) for r in loaded.trials})
-    for params, layout in sizes:
+    lines = [f"# iobench checkpoint report: {md_text(results.name)}", "", f"{len(loaded.trials)} trials from "
+             f"`{md_text(str(results))}`; seconds are the medians of the rounds (a save: the steady one, a job's "
+             "next checkpoint; the first in a process beside it), GB = 10^9 bytes.", ""]  # fmt: skip
+    kills = kill_counts(loaded.kills)  # a library and mode whose kills ever lost the checkpoint is no answer
+    rows: dict[int, list[LibraryRow]] = {}
+    for params, layout in sorted({(r.params, r.layout) for r in loaded.trials}):
         mine = [r for r in loaded.trials if r.params == params and r.layout == layout]
-        rows = summary(mine)
+        rows[mine[0].state_bytes] = size_rows = rows_of(mine)
+        caches = tuple(c for c in ("warm", "cold") if any(r.cache == c for r in mine))
         lines += [f"## {mine[0].state_bytes / 1e9:.2f} GB state ({params:,} parameters, {md_text(layout)})", ""]
-        said = answer(rows, kills or None)
-        lines += [md_text(said), ""] if said else []
-        lines += [*table(rows), ""]
+        lines += [md_text(said), ""] if (said := answer(size_rows, kills)) else []
+        lines += [*_markdown(summary_head(caches), [summary_cells(r, caches) for r in size_rows]), ""]
+    if len(rows) > 1:
+        sizes = sorted(rows)
+        table = [size_cells(k, v, sizes) for k, v in by_size(rows).items()]
+        lines += ["## Against size", "", *_markdown(size_head(sizes), table), ""]
     if kills:
         states = sorted({f"{r.state_bytes / 1e6:.0f} MB" for r in loaded.kills})
-        lines += [f"## What survives a kill ({', '.join(states)} state)", "", *kill_table(kills), ""]
+        lines += [f"## What survives a kill ({', '.join(states)} state)", "", "A save of step N+1 over step N killed "
+                  "at random moments, then restored:", "",
+                  *_markdown(kill_head(), [kill_cells(k, c) for k, c in kills.items()]), ""]  # fmt: skip
     path = out / "report.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
+    atomic_write_text(out / "results.csv", _csv(loaded))
+    return path
+
+
+def _markdown(head: list[str], rows: list[list[str]]) -> list[str]:
+    return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head),
+            *("| " + " | ".join(md_text(c) for c in cells) + " |" for cells in rows)]  # fmt: skip
+
+
+def _csv(loaded: CheckpointFile) -> str:
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, fieldnames=CSV_FIELDS, extrasaction="ignore")
     writer.writeheader()
     writer.writerows({k: csv_cell(v) for k, v in r.to_json().items()} for r in loaded.trials)
-    atomic_write_text(out / "results.csv", text.getvalue())
-    return path
+    return text.getvalue()
 
 
-def _kills(records: list[CheckpointKills]) -> dict[str, dict[str, int]]:
-    """Each library's kill-test counts, summed over the file's kill tests."""
-    found: dict[str, dict[str, int]] = {}
-    for r in records:
-        counts = found.setdefault(r.library, dict.fromkeys(KILL_OUTCOMES, 0))
-        for outcome in KILL_OUTCOMES:
-            counts[outcome] += r.counts.get(outcome, 0)
+@dataclass(frozen=True)
+class Change:
+    key: tuple
+    a: list[float]  # each round's seconds (a save until durable, a restore until its last byte)
+    b: list[float]
+    verdict: Verdict
+
+    @property
+    def label(self) -> str:
+        library, params, layout, op, cache, ranks, mode, target = self.key
+        what = f"{op} {cache}" if cache else f"{op} {mode}"
+        where = f" on {target}" if target != "local" else ""
+        return f"{library}{f' x{ranks} ranks' if ranks > 1 else ''} {params:.3g} params {layout} {what}{where}"
+
+
+def checkpoint_changes(a: CheckpointFile, b: CheckpointFile) -> tuple[list[Change], int, int]:
+    """The measurements both files hold, each decided as `compare` decides run records (`verdict_of`, on each
+    round's GB/s); how many only A and only B hold."""
+    ka, kb = _by_key(a.trials), _by_key(b.trials)
+    common = [k for k in ka if k in kb]
+    changes = [Change(k, [r.timed_seconds for r in ka[k]], [r.timed_seconds for r in kb[k]],
+                      verdict.verdict_of(_rates(ka[k]), _rates(kb[k]), _busy(ka[k]), _busy(kb[k]), ROUND_UNITS))
+               for k in common]  # fmt: skip
+    return changes, len(ka) - len(common), len(kb) - len(common)
+
+
+def _by_key(trials: list[CheckpointTrial]) -> dict[tuple, list[CheckpointTrial]]:
+    found: dict[tuple, list[CheckpointTrial]] = {}
+    for r in trials:
+        found.setdefault(r.key(), []).append(r)
     return found
 
 
-def table(rows: list[dict]) -> list[str]:
-    head = ["library", "save s", "done s", "durable s", "restore warm s", "restore cold s", "GB/s cold",
-            "restore peak GB", "on disk GB", "exact"]  # fmt: skip
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for r in rows:
-        cold = r["bytes_on_disk"] / r["cold_s"] / 1e9 if r.get("cold_s") else None
-        cells = [md_text(r["library"]) + (" (reference)" if r["ceiling"] else ""), _s(r["save_s"]),
-                 _s(r.get("done_s")), _s(r["durable_s"]), _s(r.get("warm_s")),
-                 _s(r.get("cold_s")), f"{cold:.2f}" if cold else "-",
-                 f"{r['restore_peak'] / 1e9:.2f}" if r["restore_peak"] else "-", f"{r['bytes_on_disk'] / 1e9:.2f}",
-                 "-" if r["exact"] is None else "yes" if r["exact"] else "NO"]  # fmt: skip
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+def _rates(trials: list[CheckpointTrial]) -> list[float]:
+    return [r.state_bytes / r.timed_seconds / 1e9 for r in trials]
 
 
-def kill_table(kills: dict[str, dict[str, int]]) -> list[str]:
-    head = ["library", "kills", *KILL_OUTCOMES]
-    lines = ["A save of step N+1 over step N killed at random moments, then restored:", "",
-             "| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]  # fmt: skip
-    for name, counts in kills.items():
-        lines.append(f"| {md_text(name)} | {sum(counts.values())} | "
-                     + " | ".join(str(counts[o]) for o in KILL_OUTCOMES) + " |")  # fmt: skip
-    return lines
+def _busy(trials: list[CheckpointTrial]) -> float | None:
+    """The most cores other programs used around the trials; None where any was not measured (schema 1)."""
+    seen = [r.host.busy for r in trials]
+    return None if any(x is None for x in seen) else max(seen)  # type: ignore[type-var]
 
 
-def _s(value: float | None) -> str:
-    return f"{value:.3f}" if value is not None else "-"
+def range_text(values: list[float]) -> str:
+    middle = statistics.median(values)
+    return f"{middle:.3f} s" + (f" [{min(values):.3f}-{max(values):.3f}]" if len(values) > 1 else "")

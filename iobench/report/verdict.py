@@ -85,32 +85,52 @@ def variation(values: list[float]) -> float:
 
 
 def compare_verdict(a: RunRecord, b: RunRecord) -> Verdict:
-    """B against A, by their runs (`run_rates`): not comparable when they saw different load, not decidable when both
-    shared the machine and differ by no more than a run of either varied by, no change when their intervals overlap,
-    else the change of the median with both intervals. The ratio is always in the text, labelled where it decides
-    nothing."""
+    """B against A, by their runs (`run_rates`), as `verdict_of` decides."""
     units_a, units_b = run_rates(a), run_rates(b)
-    ia, ib = _interval_of(units_a), _interval_of(units_b)
     if a.timestamp and a.timestamp == b.timestamp and units_a == units_b:  # a file compared with itself
         return Verdict("same", None, "no change: the very same runs (one record, read twice)")
-    if ia.median <= 0:  # a run that delivered nothing (a hostile or broken record): no ratio to give
-        return Verdict("not comparable", None, "not comparable: A is 0 samples/s")
+    return verdict_of(units_a, units_b, busy(a), busy(b), RUN_UNITS)
+
+
+@dataclass(frozen=True)
+class Units:
+    """What `verdict_of` decides with, in words: the rate's unit, what was measured, what its units are, and what
+    to do where one has no interval."""
+
+    rate: str
+    measured: str
+    units: str
+    alone: str
+
+
+RUN_UNITS = Units("samples/s", "configuration", "runs", "one timed epoch has no interval (use --epochs 3 or more)")
+
+
+def verdict_of(units_a: list[float], units_b: list[float], load_a: float | None, load_b: float | None,
+               words: Units) -> Verdict:  # fmt: skip
+    """B against A from each one's units (rates: higher is faster; a run's samples/s, a checkpoint round's GB/s): not
+    comparable when they saw different load (`load_*`: the cores other programs used beside them), not decidable when
+    both shared the machine and differ by no more than a unit of either varied by, no change when their intervals
+    overlap, else the change of the median with both intervals. The ratio is always in the text, labelled where it
+    decides nothing."""
+    ia, ib = _interval_of(units_a), _interval_of(units_b)
+    if ia.median <= 0:  # a measurement that delivered nothing (a hostile or broken record): no ratio to give
+        return Verdict("not comparable", None, f"not comparable: A is 0 {words.rate}")
     change = ib.median / ia.median - 1
     ratio = f"(B/A {ib.median / ia.median:.2f}x, not a verdict)"
-    load_a, load_b = busy(a), busy(b)
     if load_a is not None and load_b is not None and max(load_a, load_b) > BUSY_CORES:
         if abs(load_a - load_b) > BUSY_CORES:
             return Verdict("not comparable", None, f"not comparable: other programs used {load_a:.1f} cores beside A, "
                                                    f"{load_b:.1f} beside B {ratio}")  # fmt: skip
     if not math.isfinite(ia.high) or not math.isfinite(ib.high):
-        return Verdict("not comparable", None,
-                       f"not comparable: one timed epoch has no interval (use --epochs 3 or more) {ratio}")  # fmt: skip
+        return Verdict("not comparable", None, f"not comparable: {words.alone} {ratio}")
     if load_a is not None and load_b is not None and min(load_a, load_b) > BUSY_CORES:
         own = max(variation(units_a), variation(units_b))
         if abs(change) <= own:
             return Verdict("not decidable", None,
                            f"not decidable here: both shared the machine ({load_a:.1f} and {load_b:.1f} cores busy "
-                           f"beside them) and the same configuration's own runs differed by up to {1 + own:.2f}x "
+                           f"beside them) and the same {words.measured}'s own {words.units} differed by up to "
+                           f"{1 + own:.2f}x "
                            f"{ratio}")  # fmt: skip
     if ia.overlaps(ib):
         return Verdict("same", None, f"no change: the intervals overlap {ratio}")

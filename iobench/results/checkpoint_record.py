@@ -1,15 +1,20 @@
 """`iobench checkpoint`'s records as typed values: one save or restore (`kind` "checkpoint"), or one library's kill-test
 counts (`kind` "checkpoint-kill"). Read back like run records: every stored value checked against its field's type,
 finite, within what a measurement can be; a line that is not one is skipped with the reason (`report` and `compare`
-took `"seconds": 0`, Infinity, strings and lists where numbers belong, and ended in tracebacks)."""
+took `"seconds": 0`, Infinity, strings and lists where numbers belong, and ended in tracebacks).
+
+Both share the run record's base (`RecordBase`: environment with the torch threads the trial had, the machine's load
+before and after, time, schema version), stored flat in the record's object as a run record stores it. Schema 1 (no
+version, no environment, `load_before` alone) reads as it was."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from iobench.results.checked import MAX_MEASURED, RecordError, mapping, parsed
+from iobench.results.record_base import BASE_PARTS, RecordBase, base_json, base_of
 
 MEASURED = "checkpoint"
 KILLED = "checkpoint-kill"
@@ -17,16 +22,22 @@ KINDS = (MEASURED, KILLED)
 KILL_OUTCOMES = ("N intact", "N+1 intact", "clean error", "silent corruption", "restore crashed")
 OPS = ("save", "restore")
 CACHES = ("warm", "cold")
+SAVE_MODES = ("inplace", "safe")
+TARGETS = ("local", "object")
+LOST = ("clean error", "silent corruption", "restore crashed")  # a kill's outcomes that leave no step to resume from
+SCHEMA_VERSION = 2
 MAX_PARAMS = 10**15  # a quadrillion parameters: no state a machine holds
 MAX_NAME = 200
+FREE_TEXT = ("differences", "packages", "cpu_model", "kernel", "hostname", "data_device")  # escaped where shown
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheckpointTrial:
+class CheckpointTrial(RecordBase):
     """One save or restore of one library, in one round."""
 
     kind: str = MEASURED
     library: str
+    saver: str = ""  # whose save wrote the checkpoint it restores, where another library's ("": its own)
     ceiling: bool = False  # the raw reference, not a checkpoint library
     op: str  # save | restore
     cache: str | None = None  # a restore's: warm | cold
@@ -39,10 +50,15 @@ class CheckpointTrial:
     state_bytes: int
     seed: int = 0
     source: str | None = None
-    bytes_on_disk: int
-    seconds: float  # until the call returned (a save), until the last byte (a restore)
+    target: str = "local"  # local | object
+    store: str = ""  # the object store, in words (iobench's on loopback with its profile, or --endpoint-url's host)
+    save_mode: str = "inplace"  # a save's: inplace | safe (a restore's: the mode of the checkpoint it read)
+    bytes_on_disk: int  # what the checkpoint holds (files, or objects)
+    seconds: float  # the steady save until the call returned, a restore until the last byte
     done_seconds: float | None = None  # a save: until an asynchronous save's future completed
-    durable_seconds: float | None = None  # a save: until every file and folder was fsynced
+    durable_seconds: float | None = None  # a save: until every file, folder and its entry were fsynced
+    first_seconds: float | None = None  # the process's first save until it returned (set-up and planning inside)
+    first_durable_seconds: float | None = None  # the first save until durable
     gb_per_s: float | None = None
     durable_gb_per_s: float | None = None
     peak_rss_bytes: int | None = None
@@ -50,10 +66,13 @@ class CheckpointTrial:
     file_bytes: int | None = None
     read_bytes: int | None = None
     resident_before: float | None = None
+    onto_device: bool | None = None  # a restore to a device: straight there (True), or through the host
     exact: bool | None = None  # a checked restore: the state came back bit for bit
     differences: list[str] = field(default_factory=list)
-    load_before: float | None = None
-    timestamp: str = ""
+    requests: dict[str, int] | None = None  # object storage: requests by method (the server's count)
+    bytes_sent: int | None = None  # object storage: bytes the server sent, and received
+    bytes_received: int | None = None
+    schema_version: int = SCHEMA_VERSION
 
     @property
     def who(self) -> str:
@@ -67,54 +86,87 @@ class CheckpointTrial:
             return self.durable_seconds
         return self.seconds
 
+    @property
+    def load_before(self) -> float | None:
+        return self.host.load_before
+
     def key(self) -> tuple:
-        """What makes two trials the same measurement: the library, the state, the operation and its cache."""
-        return (self.library, self.params, self.layout, self.op, self.cache, self.ranks)
+        """What makes two trials the same measurement: the library, the state, the operation and its cache, the ranks,
+        how it saved and where."""
+        mode = self.save_mode if self.op == "save" else None
+        return (self.library, self.params, self.layout, self.op, self.cache, self.ranks, mode, self.target)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return _flat(self)
 
     @classmethod
     def from_json(cls, data: object) -> CheckpointTrial:
-        record = parsed(cls, mapping(data, "checkpoint record"), ("library", "op", "params", "seconds"))
-        _check_numbers(record)
+        record = _parsed(cls, data, "checkpoint record", ("library", "op", "params", "seconds"))
         if not record.seconds > 0:
             raise RecordError(f"'seconds' holds {record.seconds!r}: a save or restore takes time")
         if record.op not in OPS:
             raise RecordError(f"'op' holds {record.op!r}, not save or restore")
         if record.cache not in (None, *CACHES):
             raise RecordError(f"'cache' holds {record.cache!r}, not warm or cold")
+        if record.save_mode not in SAVE_MODES or record.target not in TARGETS:
+            raise RecordError(f"'save_mode' or 'target' holds {record.save_mode!r:.20}/{record.target!r:.20}")
         if not 1 <= record.params <= MAX_PARAMS or not 1 <= record.ranks <= 10**6 or not 1 <= record.nproc <= 10**6:
             raise RecordError("'params', 'ranks' or 'nproc' is outside what a run can have")
         return record
 
 
 @dataclass(frozen=True, kw_only=True)
-class CheckpointKills:
-    """One library's kill test: a save of step N+1 over step N killed `kills` times, and what each restore found."""
+class CheckpointKills(RecordBase):
+    """One library's kill test in one save mode: a save of step N+1 over step N killed `kills` times, and what each
+    restore found."""
 
     kind: str = KILLED
     library: str
+    save_mode: str = "inplace"
     params: int
     layout: str = "llama"
     state_bytes: int = 0
     kills: int
     counts: dict[str, int]
-    timestamp: str = ""
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def lost(self) -> int:
+        """Kills after which no step could be resumed from (a clean error loses step N too)."""
+        return sum(self.counts.get(o, 0) for o in LOST)
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return _flat(self)
 
     @classmethod
     def from_json(cls, data: object) -> CheckpointKills:
-        record = parsed(cls, mapping(data, "kill-test record"), ("library", "params", "kills", "counts"))
-        _check_numbers(record)
+        record = _parsed(cls, data, "kill-test record", ("library", "params", "kills", "counts"))
         unknown = set(record.counts) - set(KILL_OUTCOMES)
         if unknown:
             raise RecordError(f"'counts' names {sorted(unknown)[0]!r:.40}, not an outcome of the kill test")
         if any(not 0 <= n <= 10**6 for n in record.counts.values()) or sum(record.counts.values()) != record.kills:
             raise RecordError("'counts' do not add up to 'kills'")
+        if record.save_mode not in SAVE_MODES:
+            raise RecordError(f"'save_mode' holds {record.save_mode!r:.20}")
         return record
+
+
+def _flat(record: RecordBase) -> dict[str, Any]:
+    """The record's own fields, then the base's flat beside them (as a run record stores them)."""
+    own = {f.name: getattr(record, f.name) for f in fields(record) if f.name not in BASE_PARTS}
+    return {**own, **base_json(record)}
+
+
+def _parsed(cls: type, data: object, what: str, required: tuple[str, ...]) -> Any:
+    d = mapping(data, what)
+    version = d.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or not 1 <= version <= SCHEMA_VERSION:
+        raise RecordError(f"schema_version {version!r:.20} is not one this iobench reads (1-{SCHEMA_VERSION})")
+    record = replace(parsed(cls, d, required), **base_of(d), schema_version=version)
+    _check_numbers(record)
+    for part in BASE_PARTS:
+        _check_numbers(getattr(record, part))
+    return record
 
 
 def _check_numbers(record: object) -> None:
@@ -127,7 +179,7 @@ def _check_numbers(record: object) -> None:
                 continue
             if isinstance(x, int | float) and not (math.isfinite(x) and 0 <= x <= MAX_MEASURED * 1e6):
                 raise RecordError(f"{f.name!r} holds {x!r}, not a measurement")
-            if isinstance(x, str) and (len(x) > MAX_NAME or not x.isprintable()) and f.name != "differences":
+            if isinstance(x, str) and (len(x) > MAX_NAME or not x.isprintable()) and f.name not in FREE_TEXT:
                 raise RecordError(f"{f.name!r} holds {x!r:.40}, not a name")
 
 

@@ -15,9 +15,9 @@ from typing import Any, Protocol
 
 from iobench.choices import Choice
 from iobench.results.ceilings import LimitShare
-from iobench.results.checked import IN_PLACE, MAX_MEASURED, RecordError, checked, mapping, numbers, parsed
-from iobench.results.record_base import HostLoad, RecordBase
-from iobench.results.record_parts import Environment, RankStats, SystemStats
+from iobench.results.checked import IN_PLACE, MAX_MEASURED, RecordError, mapping, numbers, parsed
+from iobench.results.record_base import RecordBase, base_field_names, base_json, base_of
+from iobench.results.record_parts import RankStats, SystemStats
 from iobench.results.stats import summary
 from iobench.settings import SETTINGS, LoaderSettings
 
@@ -211,9 +211,10 @@ class RunRecord(RecordBase):
     def to_json(self) -> dict:
         """The flat object of schema 1, plus schema_version (and any fields of other versions kept)."""
         out: dict[str, Any] = {"schema_version": self.schema_version, "timestamp": self.timestamp}
-        for part in (self.config, self.dataset, self.system, self.ranks, self.epochs, self.environment, self.host,
-                     self.limit):  # fmt: skip
+        for part in (self.config, self.dataset, self.system, self.ranks, self.epochs):
             out.update(flat(part))
+        out.update(base_json(self))
+        out.update(flat(self.limit))
         for key in ("cuda_max_memory_allocated_bytes", "cuda_max_memory_reserved_bytes"):
             if out.get(key) is None:
                 out.pop(key)
@@ -237,20 +238,19 @@ class RunRecord(RecordBase):
             "epochs": EpochStats,
             "ranks": RankStats,
             "system": SystemStats,
-            "environment": Environment,
-            "host": HostLoad,
             "limit": LimitShare,
         }
         required = {RecordedConfig: STORED_SETTINGS}
         built = {name: parsed(part, d, required.get(part, ())) for name, part in parts.items()}
-        for part in built.values():
+        base = base_of(d)
+        for part in (*built.values(), base["environment"], base["host"]):
             _check_finite(part)
         _check_measured(built["epochs"])
         _check_config(built["config"], built["dataset"])
-        known = {f.name for part in parts.values() for f in fields(part)} | {"schema_version", "timestamp", *SETTINGS}
+        known = {f.name for part in parts.values() for f in fields(part)} | base_field_names() | set(SETTINGS)
         return cls(
             **built,
-            timestamp=checked(d.get("timestamp", ""), str, "timestamp"),
+            **base,
             schema_version=version,
             extra={k: v for k, v in d.items() if k not in known},
         )

@@ -5,8 +5,11 @@ checkpoint record share this one base: `compare` and `report` read both through 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from copy import deepcopy
+from dataclasses import dataclass, field, fields
+from typing import Any
 
+from iobench.results.checked import checked, parsed
 from iobench.results.record_parts import Environment
 
 
@@ -36,3 +39,23 @@ class RecordBase:
 
 
 BASE_PARTS = {"environment": Environment, "host": HostLoad}  # the base's parts, stored flat in a record's object
+
+
+def base_json(record: RecordBase) -> dict[str, Any]:
+    """The base as stored: its parts' fields flat in the record's object (the keys of a run record of schema 1)."""
+    out: dict[str, Any] = {"schema_version": record.schema_version, "timestamp": record.timestamp}
+    for name in BASE_PARTS:
+        part = getattr(record, name)
+        out.update({f.name: deepcopy(getattr(part, f.name)) for f in fields(part)})
+    return out
+
+
+def base_of(data: dict) -> dict[str, Any]:
+    """The base's values from a stored object, each checked against its type (RecordError names what is wrong)."""
+    parts = {name: parsed(part, data) for name, part in BASE_PARTS.items()}
+    return {**parts, "timestamp": checked(data.get("timestamp", ""), str, "timestamp")}
+
+
+def base_field_names() -> set[str]:
+    """The keys the base takes in a stored object."""
+    return {f.name for part in BASE_PARTS.values() for f in fields(part)} | {"schema_version", "timestamp"}

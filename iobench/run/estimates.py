@@ -4,7 +4,6 @@ run prints was the pace so far, which said "about 30 s left" before an HDF5 conf
 from __future__ import annotations
 
 import contextlib
-import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -12,6 +11,7 @@ from dataclasses import dataclass
 from iobench.errors import IobenchError
 from iobench.plan.config import Cache
 from iobench.plan.resolve import ResolvedRun
+from iobench.progress import minutes, pace_of
 from iobench.results.record import RunRecord
 
 PROBE_BATCHES = 6  # batches timed after the first (which opens files and starts workers)
@@ -89,7 +89,7 @@ def standing(k: int, n: int, elapsed: float, estimates: list[Estimate | None] | 
     if len(known) == n and all(x is not None for x in known) and len(done) == k:
         fixed = sum(max(0.0, f.seconds - f.epoch_seconds) for f in done) / max(1, sum(f.runs for f in done))
         ahead = known[k:]
-        pace = _pace(
+        pace = pace_of(
             sum(f.epoch_seconds for f in done),
             sum(x.middle for x in known[:k]),  # type: ignore[union-attr]
             sum(x.middle for x in ahead),
@@ -99,16 +99,6 @@ def standing(k: int, n: int, elapsed: float, estimates: list[Estimate | None] | 
     else:
         left = elapsed / k * (n - k)
     return f"configuration {k + 1} of {n}, about {minutes(left)} left"
-
-
-def _pace(took: float, estimated: float, ahead: float) -> float:
-    """How the epochs ahead will compare with their estimates: what the finished ones showed, trusted as far as they
-    weigh against what is ahead (the square root of their share). A tiny first configuration's pace (npy's probe
-    was 3x its warm epochs) says little of a large one's, and moved "about 13 s" to "about 4 s" (it took 9 s)."""
-    if estimated <= 0 or took <= 0:
-        return 1.0
-    weight = math.sqrt(estimated / (estimated + ahead)) if ahead > 0 else 1.0
-    return 1.0 + (took / estimated - 1.0) * weight
 
 
 def finished_of(record: RunRecord, seconds: float) -> Finished:
@@ -127,7 +117,3 @@ def time_range(low: float, high: float) -> str:
         return a
     unit = a.split()[1]
     return f"{a.split()[0]}-{b}" if unit == b.split()[1] else f"{a}-{b}"
-
-
-def minutes(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"

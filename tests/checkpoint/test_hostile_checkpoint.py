@@ -16,10 +16,11 @@ import tracemalloc
 import pytest
 import torch
 
-from iobench.checkpoint.bench import check_fits
 from iobench.checkpoint.libraries import LIBRARIES
+from iobench.checkpoint.request import check_fits
 from iobench.checkpoint.state import StateSpec
 from iobench.errors import IobenchError
+from iobench.storage.checkpoints import Place
 from tests.conftest import ROOT, assert_last_line_error, assert_one_line_error
 from tests.process_tree import Watched, off_loopback
 
@@ -230,8 +231,9 @@ def test_names_holding_double_underscores_come_back_from_tensordict(tmp_path):
     state = {"model": {"blocks.0.attn__qkv.weight": torch.ones(3), "x%2E.y": torch.zeros(2)},
              "optimizer": {"master": {"a__b": torch.ones(1)}}, "step": 4,
              "rng": torch.zeros(3, dtype=torch.uint8)}  # fmt: skip
-    LIBRARIES["tensordict"].save(state, tmp_path)
-    assert differences(LIBRARIES["tensordict"].restore(tmp_path, None, None), state) == []
+    place = Place(folder=str(tmp_path))
+    LIBRARIES["tensordict"].save(state, place)
+    assert differences(LIBRARIES["tensordict"].restore(place, None, None), state) == []
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a small tmpfs needs root")

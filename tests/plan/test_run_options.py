@@ -14,7 +14,16 @@ from typer.testing import CliRunner
 from iobench.cli import app
 from iobench.errors import IobenchError
 from iobench.plan.config import RunConfig
-from iobench.plan.run_options import RUN, RUN_OPTIONS, SWEEP, TUNE, option_labels, recorded_options, taken_by
+from iobench.plan.run_options import (
+    CHECKPOINT,
+    RUN,
+    RUN_OPTIONS,
+    SWEEP,
+    TUNE,
+    option_labels,
+    recorded_options,
+    taken_by,
+)
 from iobench.results.record import RecordedConfig
 from tests.conftest import ROOT
 
@@ -29,7 +38,7 @@ def test_each_run_option_is_a_field_of_the_config_and_of_the_record(option):
     assert getattr(default, option.name) == option.value(option.default)  # the field's default is the option's
 
 
-@pytest.mark.parametrize("command", [RUN, SWEEP, TUNE])
+@pytest.mark.parametrize("command", [RUN, SWEEP, TUNE, CHECKPOINT])
 def test_each_command_offers_the_run_options_it_takes_and_no_other(command):
     shown = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "200"}).output
     for option in OPTIONS:

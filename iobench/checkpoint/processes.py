@@ -1,0 +1,69 @@
+"""A trial run in a fresh process that imports the running iobench and dies with this one, or in N ranks
+(`iobench.system.ranks`: the store on loopback) for a library that saves with ranks or needs a process group; its
+JSON line, or its failure in one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+from iobench.checkpoint.job import CheckpointJob
+from iobench.checkpoint.libraries import LIBRARIES
+from iobench.checkpoint.state import StateSpec
+from iobench.errors import IobenchError
+from iobench.system.fsutil import free_bytes
+from iobench.system.processes import python_module
+from iobench.system.ranks import child_env, run_ranks
+
+TRIAL_MODULE = "iobench.checkpoint.trial"
+FULL_DISK_BYTES = 64 * 2**20  # less free than this after a failed save: the disk filled
+
+
+def trial_argv(job: CheckpointJob) -> list[str]:
+    return python_module(TRIAL_MODULE, json.dumps(job.to_json()))
+
+
+def in_a_process(job: CheckpointJob, timeout_s: float, env: Mapping[str, str]) -> subprocess.CompletedProcess:
+    """The job in a fresh process, or in `job.nproc` ranks (rank 0's output, or the first failed rank's)."""
+    argv = trial_argv(job)
+    if job.nproc > 1 or LIBRARIES[job.library].group:
+        try:
+            exits = run_ranks(argv, job.nproc, capture=True, timeout_s=timeout_s, env=child_env(None, **env))
+        except TimeoutError:
+            raise subprocess.TimeoutExpired(argv, timeout_s) from None
+        shown = next((e for e in exits if e.code != 0), exits[0])
+        return subprocess.CompletedProcess(argv, shown.code, shown.stdout, shown.stderr)
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          env=child_env(None, **env)) as proc:  # fmt: skip
+        try:
+            out, err = proc.communicate(timeout=timeout_s)
+        except BaseException:  # a timeout or an interrupt: the trial is not left running
+            proc.kill()
+            proc.wait()
+            raise
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def trial(job: CheckpointJob, env: Mapping[str, str], disk: Path | None = None) -> dict:
+    """One save or restore in a fresh process; its JSON line, or the failure in one line (a full disk under `disk`
+    said as such: the libraries speak of SIGBUS or "unexpected pos")."""
+    free_before = free_bytes(disk) if disk is not None else None
+    timeout_s = timeout_of(job.spec, job.saves if job.op == "save" else 1)
+    try:
+        done = in_a_process(job, timeout_s, env)
+    except subprocess.TimeoutExpired:
+        raise IobenchError(f"checkpoint: {job.library} {job.op} ran past {timeout_s:.0f} s") from None
+    if done.returncode != 0:
+        lines = [x for x in done.stderr.splitlines() if x.strip()]
+        why = lines[-1][:300] if lines else f"exit status {done.returncode}"
+        if disk is not None and job.op == "save" and (left := free_bytes(disk)) < FULL_DISK_BYTES:
+            why = (f"the disk is full ({free_before / 1e6:,.0f} MB free under --dir before the save, {left / 1e6:,.0f}"
+                   f" MB after; the library said: {why})")  # fmt: skip
+        raise IobenchError(f"checkpoint: {job.library} {job.op} failed: {why}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def timeout_of(spec: StateSpec, saves: int = 1) -> float:
+    return 120 + saves * spec.state_bytes / 20e6  # a disk of 20 MB/s would still finish

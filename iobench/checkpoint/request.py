@@ -1,0 +1,232 @@
+"""What `iobench checkpoint` is asked, checked once before anything is made: the sizes against memory (per rank, under
+a memory cgroup), the device and its room, the folder, the results file, which libraries run here (each that does not
+is said in one line: not installed, no way to the target, needs CUDA), the torch threads every trial gets."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from iobench.checkpoint.libraries import LIBRARIES, OBJECT, Library
+from iobench.checkpoint.state import StateSpec
+from iobench.errors import IobenchError
+from iobench.storage.remote.profiles import Profile
+
+CACHES = ("warm", "cold")
+
+
+@dataclass(frozen=True)
+class CheckpointRequest:
+    specs: tuple[StateSpec, ...]  # the state sizes, in order
+    libraries: tuple[str, ...]  # asked for (those not installed or not able here are skipped, each said)
+    directory: Path = Path("checkpoints")
+    caches: tuple[str, ...] = CACHES
+    trials: int = 3
+    results: Path = Path("results/checkpoints.jsonl")
+    device: str = "cpu"
+    nproc: int = 1
+    torch_threads: int | None = None  # None: what a job here has (torch's default in one process), recorded
+    save_modes: tuple[str, ...] = ("inplace", "safe")
+    kill_test: int = 0
+    kill_spec: StateSpec | None = None
+    remote: Profile | None = None  # object storage: iobench's writable store on loopback, shaped so
+    endpoint_url: str | None = None  # object storage: this store's bucket
+
+
+def checked(request: CheckpointRequest) -> tuple[CheckpointRequest, list[Library], list[str]]:
+    """The request with its device and torch threads settled, the libraries that run here, and a line for each asked
+    for that does not (not installed, no way to the target, needs CUDA); a refusal in one line before anything is
+    made."""
+    from iobench.results.store import check_writable
+    from iobench.storage.checkpoints import check_directory
+
+    check_writable(request.results)
+    check_directory(request.directory)
+    if request.nproc > 1 and request.device not in ("cpu", "auto"):
+        raise IobenchError("checkpoint --nproc runs its ranks on the host (gloo); leave out --device")
+    if request.remote is not None and request.endpoint_url is not None:
+        raise IobenchError("checkpoint: --remote (iobench's store) or --endpoint-url (yours), not both")
+    largest = max(request.specs, key=lambda s: s.state_bytes)
+    device = device_of(request.device, largest.state_bytes, request.nproc)
+    libraries, skipped = usable(request, device)
+    if not libraries:
+        raise IobenchError("checkpoint: none of --libraries runs here: " + "; ".join(skipped))
+    for spec in request.specs:
+        check_fits(spec, libraries, request.nproc)  # a refusal is its one line, before anything else is said
+    if request.kill_test and request.kill_spec is not None:
+        check_fits(request.kill_spec, [lib for lib in libraries if lib.killed], what="--kill-params")
+    threads = request.torch_threads or default_threads()
+    caches = request.caches
+    if (request.remote is not None or request.endpoint_url is not None) and "warm" in caches:
+        caches = ("cold",)  # an object store's answers come over the network: nothing is cached here
+        skipped.append("object storage: a restore reads from the store (nothing of it is cached here): one a round, "
+                       "recorded as cold")  # fmt: skip
+    return replace(request, device=device, torch_threads=threads, caches=caches), libraries, skipped
+
+
+def usable(request: CheckpointRequest, device: str) -> tuple[list[Library], list[str]]:
+    libraries, skipped = [], []
+    remote = request.remote is not None or request.endpoint_url is not None
+    for lib in (LIBRARIES[n] for n in request.libraries):
+        if not lib.installed:
+            skipped.append(f"skipped {lib.name}: {lib.needs} is not installed (pip install 'iobench[{lib.extra}]')")
+        elif lib.needs_cuda and not device.startswith("cuda"):
+            skipped.append(f"skipped {lib.name}: {lib.needs_cuda} (--device cuda)")
+        elif remote and OBJECT not in lib.targets:
+            skipped.append(f"skipped {lib.name}: it writes to a local folder only")
+        else:
+            libraries.append(lib)
+    return libraries, skipped
+
+
+def default_threads() -> int:
+    """torch's intra-op threads in a process here: what a training job has unless it sets them."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+def device_of(text: str, state_bytes: int, nproc: int = 1) -> str:
+    """cpu, or a CUDA device that exists here and has room for the state (auto: CUDA where there is one and the
+    trials run in one process); one line otherwise."""
+    if text == "auto":
+        import torch
+
+        text = "cuda" if torch.cuda.is_available() and nproc == 1 else "cpu"
+    if text == "cpu":
+        return text
+    if text != "cuda" and not text.startswith("cuda:"):
+        raise IobenchError(f"--device: cpu, cuda or cuda:N, got {text!r}")
+    import torch
+
+    if not torch.cuda.is_available():
+        raise IobenchError(f"checkpoint --device {text}: no CUDA device here (torch {torch.__version__})")
+    free, _ = torch.cuda.mem_get_info(torch.device(text))
+    if state_bytes * 1.1 > free:
+        raise IobenchError(f"checkpoint --device {text}: a {state_bytes / 2**30:.2f} GiB state and "
+                           f"{free / 2**30:.1f} GiB free on the device; give a smaller --params")  # fmt: skip
+    return str(torch.device(text))
+
+
+def check_fits(spec: StateSpec, libraries: list[Library], nproc: int = 1, free: int | None = None,
+               what: str = "--params") -> None:  # fmt: skip
+    """Refuse in one line a state that a library's save or restore would not fit in memory: a save holds the state,
+    a non-mapped load about twice it (torch.load, safetensors' load_file), each rank of a library that takes ranks
+    its own copy. The memory is what this process can take: MemAvailable, or less under a memory cgroup."""
+    from iobench.system.memory import MemoryRoom, memory_room
+
+    room = memory_room() if free is None else MemoryRoom(free, free, "")
+    if not libraries:
+        return
+
+    def need(lib: Library) -> int:
+        return int(spec.state_bytes * lib.memory_factor * 1.1) * (nproc if lib.ranks else 1)
+
+    worst = max(libraries, key=need)
+    if need(worst) > room.available:
+        ranks = f" in each of {nproc} ranks" if worst.ranks and nproc > 1 else ""
+        smaller = f"give a smaller {what}" if not spec.source else "give a smaller model"
+        raise IobenchError(f"checkpoint: a {spec.state_bytes / 2**30:.2f} GiB state{ranks} needs about "
+                           f"{need(worst) / 2**30:.1f} GiB of memory for {worst.name} and "
+                           f"{room.available / 2**30:.1f} GiB is {room.says()}; {smaller} or leave {worst.name} out "
+                           "with --libraries")  # fmt: skip
+
+
+def environment_of(request: CheckpointRequest, libraries: list[Library]) -> dict:
+    """Where it was measured, as plain values (the checkpoint folder's file system, the libraries' versions)."""
+    import torch
+
+    from iobench.system.environment import environment
+
+    names = [n for lib in libraries for n in (lib.needs,) if n] + (["s3torchconnector"] if request.remote or
+                                                                   request.endpoint_url else [])  # fmt: skip
+    folder = request.directory if request.directory.exists() else Path(os.getcwd())
+    return environment(folder, torch.device(request.device), names)
+
+
+def request_of(values: Mapping[str, Any]) -> CheckpointRequest:
+    """The request from a command's values as typed (by parameter name), each checked in one line: the sizes, the
+    libraries, the caches, the save modes, the object store and its profile."""
+    from iobench.plan.run_options import RUN_OPTIONS
+
+    source = values.get("source")
+    try:
+        if source is not None:
+            specs = (StateSpec.of_file(Path(source)),)
+            kill = specs[0]
+        else:
+            specs = tuple(StateSpec(n, values.get("layout", "llama")) for n in sizes_of(values["params"], "--params"))
+            layout = values.get("layout", "llama")
+            kill = StateSpec(sizes_of(values.get("kill_params", "2e6"), "--kill-params")[0], layout)
+    except ValueError as exc:
+        raise IobenchError(str(exc)) from None
+    return CheckpointRequest(
+        specs=specs, libraries=tuple(library_names(values.get("libraries", "all"))),
+        directory=Path(values.get("directory", "checkpoints")), caches=caches_of(values.get("cache")),
+        trials=values.get("trials", 3), results=Path(values.get("results", "results/checkpoints.jsonl")),
+        device=values.get("device") or "auto", nproc=values.get("nproc") or 1,
+        torch_threads=RUN_OPTIONS["torch_threads"].value(values.get("torch_threads")),
+        save_modes=modes_of(values.get("save_mode", "inplace,safe")), kill_test=values.get("kill_test", 0),
+        kill_spec=kill, remote=_profile(values), endpoint_url=values.get("endpoint_url"),
+    )  # fmt: skip
+
+
+def sizes_of(text: str, option: str) -> list[int]:
+    """Parameters, a comma list: counts (2.5e7, 100M: powers of 1000) or the state's bytes (256MiB, 1GiB, 4GB: the
+    parameters that make that many bytes at 14 bytes a parameter)."""
+    from iobench.checkpoint.state import BYTES_PER_PARAM
+    from iobench.units import parse_bytes, parse_size
+
+    found = []
+    for item in (x.strip() for x in str(text).split(",")):
+        if not item:
+            continue
+        if item.upper().endswith("B"):
+            decimal = not item.upper().endswith("IB")
+            value = parse_size(item[:-1]) if decimal else parse_bytes(item)
+            found.append(max(1, value // BYTES_PER_PARAM))
+        else:
+            found.append(parse_size(item))
+    if not found:
+        raise IobenchError(f"{option}: give at least one size (2.5e7 parameters, or 1GiB of state)")
+    return found
+
+
+def library_names(text: str) -> list[str]:
+    names = list(LIBRARIES) if text.strip() == "all" else [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise IobenchError(f"--libraries: name at least one of {', '.join(LIBRARIES)}, or all")
+    unknown = [n for n in names if n not in LIBRARIES]
+    if unknown:
+        raise IobenchError(f"--libraries: unknown {unknown[0]!r}; one of {', '.join(LIBRARIES)} or all")
+    return names
+
+
+def caches_of(text: str | None) -> tuple[str, ...]:
+    caches = tuple(c.strip() for c in str(text or "warm,cold").split(",") if c.strip())
+    if not caches or any(c not in CACHES for c in caches):
+        raise IobenchError(f"--cache: a checkpoint restores warm, cold or warm,cold, got {text!r}")
+    return caches
+
+
+def modes_of(text: str) -> tuple[str, ...]:
+    from iobench.checkpoint.save_modes import SAVE_MODES
+
+    modes = tuple(dict.fromkeys(m.strip() for m in str(text).split(",") if m.strip()))
+    if not modes or any(m not in SAVE_MODES for m in modes):
+        raise IobenchError(f"--save-mode: inplace, safe or inplace,safe, got {text!r}")
+    return modes
+
+
+def _profile(values: Mapping[str, Any]) -> Profile | None:
+    remote, latency, rate = values.get("remote"), values.get("latency_ms"), values.get("connection_mb_per_s")
+    if remote is None:
+        if latency is not None or rate is not None:
+            raise IobenchError("--latency-ms and --connection-mb-per-s shape --remote: give --remote PROFILE too")
+        return None
+    from iobench.storage.remote.profiles import profile
+
+    return profile(remote, latency, rate)

@@ -1,0 +1,76 @@
+"""The kill test: planted torn and corrupted checkpoints are told apart (a clean error, silent corruption, N+1
+intact), a safe save (step N+1 beside N, the pointer swapped last) never loses step N however it is killed, and the
+counts become a record the answer reads."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from iobench.checkpoint import save_modes, trial
+from iobench.checkpoint.job import CheckpointJob
+from iobench.checkpoint.kill_test import kill_test
+from iobench.checkpoint.libraries import LIBRARIES
+from iobench.checkpoint.state import StateSpec, make_state
+from iobench.storage.checkpoints import Place
+
+pytestmark = pytest.mark.extras
+SPEC = StateSpec(200_000)
+
+
+def _saved(library: str, folder, seed: int, mode: str = "inplace") -> Place:
+    place = Place(folder=str(folder))
+    target = save_modes.save_place(place, mode)
+    os.makedirs(target.folder, exist_ok=True)
+    LIBRARIES[library].save(make_state(SPEC.with_seed(seed)), target)
+    if mode == "safe":
+        save_modes.publish(place, target)
+    return target
+
+
+def _classify(library: str, folder, mode: str = "inplace") -> str:
+    job = CheckpointJob(library, "classify", SPEC.with_seed(1), Place(folder=str(folder)), mode,
+                        candidates={"N": 1, "N+1": 2})  # fmt: skip
+    return trial.classify(job)["outcome"]
+
+
+def test_a_torn_file_a_silently_corrupted_one_and_a_whole_one_are_told_apart(tmp_path):
+    """A torch.save cut short is refused by torch.load (a clean error); safetensors' data with bytes changed loads
+    without complaint (it keeps no checksum): silent corruption; a whole N+1 is N+1 intact."""
+    torn = _saved("torch", tmp_path / "torch", 2)
+    path = os.path.join(torn.folder, "state.pt")
+    with open(path, "r+b") as f:
+        f.truncate(os.path.getsize(path) // 2)
+    assert _classify("torch", tmp_path / "torch") == "clean error"
+    if LIBRARIES["safetensors"].installed:
+        bad = _saved("safetensors", tmp_path / "st", 1)
+        with open(os.path.join(bad.folder, "state.safetensors"), "r+b") as f:
+            f.seek(-64, os.SEEK_END)
+            f.write(bytes(64))
+        assert _classify("safetensors", tmp_path / "st") == "silent corruption"
+    _saved("dcp", tmp_path / "dcp", 2)
+    assert _classify("dcp", tmp_path / "dcp") == "N+1 intact"
+
+
+def test_a_safe_save_leaves_step_n_until_the_pointer_moves(tmp_path):
+    """Step N published, step N+1 written beside it but not published (a kill before the swap): N comes back; a
+    pointer that names something else is a clean error, not a path followed."""
+    _saved("torch", tmp_path, 1, "safe")
+    half = save_modes.save_place(Place(folder=str(tmp_path)), "safe")
+    assert half.folder.endswith("step-2")
+    os.makedirs(half.folder)
+    with open(os.path.join(half.folder, "state.pt"), "wb") as f:
+        f.write(b"torn")
+    assert _classify("torch", tmp_path, "safe") == "N intact"
+    (tmp_path / "latest").write_text("../../etc")
+    assert _classify("torch", tmp_path, "safe") == "clean error"
+
+
+@pytest.mark.parametrize("library", ["torch", "dcp"])
+def test_killed_safe_saves_never_lose_a_step(tmp_path, library):
+    """Kills at random moments of a safe save: every restore finds step N or step N+1 whole."""
+    (tmp_path / "k").mkdir()
+    job = CheckpointJob(library, "save", SPEC, Place(folder=str(tmp_path / "k")), "safe", torch_threads=1)
+    counts = kill_test(job, 4, {}, seed=3)
+    assert counts["N intact"] + counts["N+1 intact"] == 4, counts
