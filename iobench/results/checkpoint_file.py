@@ -7,9 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.results.checked import RecordError
 from iobench.results.checkpoint_record import KINDS, CheckpointKills, CheckpointTrial, checkpoint_record
-from iobench.results.store import json_lines
+from iobench.results.store import json_lines, parsed_lines
 
 
 @dataclass
@@ -34,14 +33,9 @@ def holds_checkpoints(path: Path) -> bool:
 def load_checkpoints(path: Path) -> CheckpointFile:
     """Every checkpoint record of the file; other lines skipped with the reason."""
     loaded = CheckpointFile()
-    for number, value, problem in json_lines(path):
-        if problem:
-            loaded.skipped.append(f"{path}:{number}: {problem}; skipped")
-            continue
-        try:
-            record = checkpoint_record(value)
-        except (RecordError, RecursionError, ValueError) as exc:
-            loaded.skipped.append(f"{path}:{number}: not a checkpoint record ({str(exc)[:120]}); skipped")
-            continue
-        (loaded.trials if isinstance(record, CheckpointTrial) else loaded.kills).append(record)
+    for record, skipped in parsed_lines(path, checkpoint_record, "a checkpoint record"):
+        if record is None:
+            loaded.skipped.append(skipped)
+        else:
+            (loaded.trials if isinstance(record, CheckpointTrial) else loaded.kills).append(record)
     return loaded

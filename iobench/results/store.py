@@ -153,20 +153,29 @@ def json_lines(path: Path) -> Iterator[tuple[int, Any, str]]:
         raise IobenchError(f"cannot read {path}: {exc.strerror or exc}") from None
 
 
+def parsed_lines(path: Path, parse: Callable[[object], T], what: str) -> Iterator[tuple[T | None, str]]:
+    """Each line of the file as `parse` makes it, or None with why it was skipped ("": it was not)."""
+    for number, value, problem in json_lines(path):
+        if problem:
+            yield None, f"{path}:{number}: {problem}; skipped"
+            continue
+        try:
+            yield parse(value), ""
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit number, nesting 200k deep
+            reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:80]
+            yield None, f"{path}:{number}: not {what} ({reason}); skipped"
+        except RecordError as exc:
+            yield None, f"{path}:{number}: not {what} ({exc}); skipped"
+
+
 def load_records(path: Path) -> RecordFile:
     """Every readable record; a line that is not one (torn, edited) is skipped and named."""
     loaded = RecordFile()
-    for number, value, problem in json_lines(path):
-        if problem:
-            loaded.skipped.append(f"{path}:{number}: {problem}; skipped")
-            continue
-        try:
-            loaded.records.append(RunRecord.from_json(value))
-        except (ValueError, RecursionError) as exc:
-            reason = "nested too deep" if isinstance(exc, RecursionError) else str(exc)[:80]
-            loaded.skipped.append(f"{path}:{number}: not an iobench record ({reason}); skipped")
-        except RecordError as exc:
-            loaded.skipped.append(f"{path}:{number}: not an iobench record ({exc}); skipped")
+    for record, skipped in parsed_lines(path, RunRecord.from_json, "an iobench record"):
+        if record is None:
+            loaded.skipped.append(skipped)
+        else:
+            loaded.records.append(record)
     return loaded
 
 

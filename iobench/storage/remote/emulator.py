@@ -55,22 +55,19 @@ LOG_FORMAT = ("$msec $request_method $status $bytes_sent $request_time $connecti
 
 
 @dataclass
-class Emulator:
-    """`with Emulator(folder, profile) as endpoint:` serves each sub-folder of `folder` as a bucket."""
+class ShapedStore:
+    """An S3 server on loopback behind the nginx shaper, started by a subclass's `_start`; stopped with its state
+    folder on every exit path."""
 
-    folder: Path
     profile: Profile
-    read_only: bool = True  # writable only for tests of `iobench upload`
-    served: list[str] | None = None  # the files served, relative to `folder` (None: all, for a writable store)
     state: Path = field(default=Path(), init=False)
     endpoint: Endpoint | None = field(default=None, init=False)
     _processes: list[subprocess.Popen] = field(default_factory=list, init=False)
 
     def __enter__(self) -> Endpoint:
-        rclone, nginx = rclone_binary(), nginx_binary()
         self.state = new_state()
         try:
-            self._start(rclone, nginx)
+            self._start()
         except BaseException:
             self.stop()
             raise
@@ -79,35 +76,21 @@ class Emulator:
     def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def _start(self, rclone: str, nginx: str) -> None:
-        access, secret = "IOBENCH" + secrets.token_hex(8).upper(), secrets.token_hex(20)
-        upstream = free_port()
-        only: list[str] = []
-        if self.served is not None:
-            create_exclusive(self.state / "served.txt", "".join(f"{name}\n" for name in self.served).encode())
-            only = ["--files-from", str(self.state / "served.txt")]
-        # rclone reads every flag from RCLONE_<FLAG>; a list flag's value is CSV, so the pair is quoted as one value
-        env = {**os.environ, "RCLONE_AUTH_KEY": f'"{access},{secret}"'}
-        self._spawn("rclone", [rclone, "serve", "s3", str(self.folder.resolve()), "--addr", f"127.0.0.1:{upstream}",
-                               *SERVER_FLAGS, *only,
-                               *(["--read-only"] if self.read_only else []),
-                               "--config", "", "--log-file", str(self.state / "rclone.log")], env)  # fmt: skip
-        wait_listening(upstream, self._processes[-1], self.state / "rclone.log")
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _shaper(self, upstream: int) -> int:
+        """nginx in front of the server at `upstream`, with the profile; its port."""
         port = free_port()
         create_exclusive(self.state / "nginx.conf", nginx_conf(self.state, port, upstream, self.profile).encode())
-        self._spawn("nginx", [nginx, "-p", str(self.state), "-c", str(self.state / "nginx.conf"), "-e",
+        self._spawn("nginx", [nginx_binary(), "-p", str(self.state), "-c", str(self.state / "nginx.conf"), "-e",
                               str(self.state / "error.log"), "-g", "daemon off;"])  # fmt: skip
         wait_listening(port, self._processes[-1], self.state / "error.log")
-        self.endpoint = Endpoint(f"http://127.0.0.1:{port}", access, secret)
+        return port
 
     def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         self._processes.append(spawn(name, argv, self.state, env))
         record_pids(self.state, [p.pid for p in self._processes])
-
-    @property
-    def settings(self) -> str:
-        """What serves, as a record keeps it: rclone's settings that a client sees, and the shaper in front."""
-        return f"rclone serve s3 {' '.join(SERVER_FLAGS)}{' --read-only' if self.read_only else ''}; nginx shaper"
 
     @property
     def access_log(self) -> Path:
@@ -127,6 +110,42 @@ class Emulator:
         self._processes.clear()
         if self.state != Path():
             shutil.rmtree(self.state, ignore_errors=True)
+
+
+@dataclass
+class Emulator(ShapedStore):
+    """`with Emulator(folder, profile) as endpoint:` serves each sub-folder of `folder` as a bucket."""
+
+    folder: Path = Path()
+    read_only: bool = True  # writable only for tests of `iobench upload`
+    served: list[str] | None = None  # the files served, relative to `folder` (None: all, for a writable store)
+
+    def __init__(self, folder: Path, profile: Profile, read_only: bool = True, served: list[str] | None = None) -> None:
+        super().__init__(profile)
+        self.folder, self.read_only, self.served = folder, read_only, served
+
+    def _start(self) -> None:
+        rclone = rclone_binary()
+        nginx_binary()  # both found before anything starts
+        access, secret = "IOBENCH" + secrets.token_hex(8).upper(), secrets.token_hex(20)
+        upstream = free_port()
+        only: list[str] = []
+        if self.served is not None:
+            create_exclusive(self.state / "served.txt", "".join(f"{name}\n" for name in self.served).encode())
+            only = ["--files-from", str(self.state / "served.txt")]
+        # rclone reads every flag from RCLONE_<FLAG>; a list flag's value is CSV, so the pair is quoted as one value
+        env = {**os.environ, "RCLONE_AUTH_KEY": f'"{access},{secret}"'}
+        self._spawn("rclone", [rclone, "serve", "s3", str(self.folder.resolve()), "--addr", f"127.0.0.1:{upstream}",
+                               *SERVER_FLAGS, *only,
+                               *(["--read-only"] if self.read_only else []),
+                               "--config", "", "--log-file", str(self.state / "rclone.log")], env)  # fmt: skip
+        wait_listening(upstream, self._processes[-1], self.state / "rclone.log")
+        self.endpoint = Endpoint(f"http://127.0.0.1:{self._shaper(upstream)}", access, secret)
+
+    @property
+    def settings(self) -> str:
+        """What serves, as a record keeps it: rclone's settings that a client sees, and the shaper in front."""
+        return f"rclone serve s3 {' '.join(SERVER_FLAGS)}{' --read-only' if self.read_only else ''}; nginx shaper"
 
 
 def new_state() -> Path:

@@ -13,23 +13,11 @@ from __future__ import annotations
 import secrets
 import sys
 import time
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 
 from iobench.errors import IobenchError
-from iobench.storage.remote.emulator import (
-    free_port,
-    new_state,
-    nginx_binary,
-    nginx_conf,
-    record_pids,
-    spawn,
-    stop_process,
-    wait_listening,
-)
+from iobench.storage.remote.emulator import ShapedStore, free_port, nginx_binary, wait_listening
 from iobench.storage.remote.endpoint import Endpoint
-from iobench.storage.remote.profiles import Profile
-from iobench.system.private import create_exclusive
 
 # moto's server started with the state folder on its command line (what stale removal matches a process by)
 MOTO = "import sys; from moto.server import main; main(sys.argv[1:5])"
@@ -37,62 +25,24 @@ MOTO_INSTALL = "pip install 'iobench[checkpoint-s3]'"
 
 
 @dataclass
-class WritableStore:
+class WritableStore(ShapedStore):
     """`with WritableStore(profile, bucket) as endpoint:` a store holding one empty bucket, gone at the exit."""
 
-    profile: Profile
-    bucket: str
-    state: Path = field(default=Path(), init=False)
-    endpoint: Endpoint | None = field(default=None, init=False)
-    _processes: list = field(default_factory=list, init=False)
+    bucket: str = "iobench"
 
-    def __enter__(self) -> Endpoint:
+    def _start(self) -> None:
         check_moto()
-        nginx = nginx_binary()
-        self.state = new_state()
-        try:
-            self._start(nginx)
-        except BaseException:
-            self.stop()
-            raise
-        return self.endpoint  # type: ignore[return-value]
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-    def _start(self, nginx: str) -> None:
+        nginx_binary()  # both found before anything starts
         upstream = free_port()
         self._spawn("moto", [sys.executable, "-c", MOTO, "-H", "127.0.0.1", "-p", str(upstream), str(self.state)])
         wait_listening(upstream, self._processes[-1], self.state / "moto.out")
-        port = free_port()
-        create_exclusive(self.state / "nginx.conf", nginx_conf(self.state, port, upstream, self.profile).encode())
-        self._spawn("nginx", [nginx, "-p", str(self.state), "-c", str(self.state / "nginx.conf"), "-e",
-                              str(self.state / "error.log"), "-g", "daemon off;"])  # fmt: skip
-        wait_listening(port, self._processes[-1], self.state / "error.log")
-        self.endpoint = Endpoint(f"http://127.0.0.1:{port}", "IOBENCH" + secrets.token_hex(8).upper(),
+        self.endpoint = Endpoint(f"http://127.0.0.1:{self._shaper(upstream)}", "IOBENCH" + secrets.token_hex(8).upper(),
                                  secrets.token_hex(20), bucket=self.bucket)  # fmt: skip
         make_bucket(self.endpoint, self.bucket)
-
-    def _spawn(self, name: str, argv: list[str]) -> None:
-        self._processes.append(spawn(name, argv, self.state))
-        record_pids(self.state, [p.pid for p in self._processes])
-
-    @property
-    def access_log(self) -> Path:
-        return self.state / "access.log"
 
     @property
     def settings(self) -> str:
         return "moto server (in memory); nginx shaper"
-
-    def stop(self) -> None:
-        for process in reversed(self._processes):
-            stop_process(process)
-        self._processes.clear()
-        if self.state != Path():
-            import shutil
-
-            shutil.rmtree(self.state, ignore_errors=True)
 
 
 def check_moto() -> None:
