@@ -1,16 +1,22 @@
 #!/usr/bin/env python
-"""`--loader preload`, cold and shuffled, against fio's sequential read of the same file under the same read
+"""`--loader preload`, cold and shuffled, against the disk's own sequential read of the same file under the same read
 throttle, alternating round by round (issue 68: 0.89-0.93 of fio on an Intel host, 0.954-0.964 on an AMD one).
 
 Each round, in this order:
-  fio        O_DIRECT sequential reads of the npy features file, 8 MiB blocks, queue depth 4 (what preload reads
-             with), inside iobench's throttle cgroup (`--read-limit`); the file evicted first
-  preload    `iobench run --format npy,memmap --loader preload --cache cold --read-limit L --runs 1 --epochs 1`:
-             its epoch's MB/s (the dataset's bytes, labels included, over the epoch's seconds) for each format
+  disk       O_DIRECT sequential reads of the npy features file, 8 MiB blocks, queue depth 4 (what preload reads
+             with), inside iobench's throttle cgroup (`--read-limit`; 0: none); the file evicted first. By fio
+             (`--reference fio`, the default where it is installed) or by 4 threads' O_DIRECT preads into aligned
+             buffers (`--reference odirect`: a machine without fio, such as the lent GPU machine)
+  loaders    `iobench run --format npy,memmap --loader preload --cache cold --read-limit L --runs 1 --epochs 1`
+             (`--loaders` adds others, device-read say, `--device` names the device): each epoch's MB/s (the
+             dataset's bytes, labels included, over the epoch's seconds) for each format
 The throttle lets about 500 MB through at full speed: give 1.5 GB or more (the default dataset is 3,000,000 rows of
-128 float32, 1.56 GB). Prints the table of rounds and each ratio to fio, with `lscpu`'s model and the load.
+128 float32, 1.56 GB). Prints the table of rounds and each ratio to the disk's figure, with `lscpu`'s model and the
+load.
 
     sudo python scripts/bench_preload.py --data-dir data [--size 3e6] [--read-limit 400] [--rounds 3]
+    python scripts/bench_preload.py --data-dir /tmp/d --read-limit 0 --reference odirect --device cuda \\
+        --loaders preload,device-read
 """
 
 from __future__ import annotations
@@ -25,17 +31,36 @@ import sys
 import tempfile
 from pathlib import Path
 
-FIO = (
-    "import json, subprocess, sys\n"
+DISK = (
+    "import json, mmap, os, subprocess, sys, time\n"
+    "from concurrent.futures import ThreadPoolExecutor\n"
     "from pathlib import Path\n"
     "from iobench.storage.local.confine import Confinement, confined\n"
     "from iobench.storage.local.page_cache import evict\n"
-    "p = Path(sys.argv[1])\n"
-    "evict([p], 'fadvise')\n"
-    "with confined(Confinement(read_limit_mb_per_s=float(sys.argv[2])), p.parent):\n"
+    "p, limit, how = Path(sys.argv[1]), float(sys.argv[2]), sys.argv[3]\n"
+    "BLOCK, DEPTH = 8 << 20, 4\n"
+    "def odirect():\n"
+    "    fd, size = os.open(p, os.O_RDONLY | os.O_DIRECT), p.stat().st_size\n"
+    "    buffers = [mmap.mmap(-1, BLOCK) for _ in range(DEPTH)]\n"  # page-aligned, as O_DIRECT needs
+    "    def read(k):\n"
+    "        got = 0\n"
+    "        for offset in range(k * BLOCK, size, DEPTH * BLOCK):\n"
+    "            got += os.preadv(fd, [buffers[k]], offset)\n"
+    "        return got\n"
+    "    start = time.perf_counter()\n"
+    "    with ThreadPoolExecutor(DEPTH) as pool:\n"
+    "        got = sum(pool.map(read, range(DEPTH)))\n"
+    "    seconds = time.perf_counter() - start\n"
+    "    os.close(fd)\n"
+    "    assert got >= size, (got, size)\n"
+    "    return size / seconds / 1e6\n"
+    "def fio():\n"
     "    out = subprocess.run(['fio', '--name=seq', f'--filename={p}', '--rw=read', '--bs=8M', '--iodepth=4',\n"
     "        '--ioengine=libaio', '--direct=1', '--output-format=json'], capture_output=True, text=True, check=True)\n"
-    "print(json.loads(out.stdout)['jobs'][0]['read']['bw_bytes'] / 1e6)\n"
+    "    return json.loads(out.stdout)['jobs'][0]['read']['bw_bytes'] / 1e6\n"
+    "evict([p], 'fadvise')\n"
+    "with confined(Confinement(read_limit_mb_per_s=limit or None), p.parent):\n"
+    "    print(fio() if how == 'fio' else odirect())\n"
 )
 
 
@@ -50,9 +75,15 @@ def main() -> None:
     parser.add_argument("--size", default="3e6")
     parser.add_argument("--read-limit", type=float, default=400.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reference", choices=("fio", "odirect"), default="fio" if shutil.which("fio") else "odirect")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--loaders", default="preload", help="comma-separated; preload first")
+    parser.add_argument("--results", type=Path, help="keep the runs' records here (appended)")
     args = parser.parse_args()
-    if shutil.which("fio") is None:
+    if args.reference == "fio" and shutil.which("fio") is None:
         sys.exit("fio is not installed (apt-get install fio)")
+    loaders = args.loaders.split(",")
+    limit = ["--read-limit", str(args.read_limit)] if args.read_limit else []
     iobench = [sys.executable, "-m", "iobench"]
     from iobench.spec import DatasetSpec
     from iobench.units import parse_size
@@ -66,30 +97,38 @@ def main() -> None:
     rows = []
     try:
         for k in range(args.rounds):
-            fio = float(subprocess.run([sys.executable, "-c", FIO, str(features), str(args.read_limit)], check=True,
-                                       capture_output=True, text=True).stdout.split()[-1])  # fmt: skip
+            disk = float(subprocess.run([sys.executable, "-c", DISK, str(features), str(args.read_limit),
+                                         args.reference], check=True, capture_output=True, text=True
+                                        ).stdout.split()[-1])  # fmt: skip
             results = scratch / f"r{k}.jsonl"
-            subprocess.run([*iobench, "run", "--format", "npy,memmap", "--loader", "preload", "--cache", "cold",
-                            "--read-limit", str(args.read_limit), "--runs", "1", "--epochs", "1", "--device", "cpu",
+            subprocess.run([*iobench, "run", "--format", "npy,memmap", "--loader", args.loaders, "--cache", "cold",
+                            *limit, "--runs", "1", "--epochs", "1", "--device", args.device,
                             "--data-dir", str(args.data_dir), "--dataset", name, "--results", str(results), "-q"],
                            check=True, capture_output=True)  # fmt: skip
             records = [json.loads(line) for line in results.read_text().splitlines()]
-            rate = {r["format"]: r["mb_per_s"] for r in records}
+            if args.results is not None:
+                with args.results.open("a") as kept:
+                    kept.write(results.read_text())
+            rate = {(r["loader"], r["format"]): r["mb_per_s"] for r in records}
             busy = max(r.get("other_cpu_before") or 0.0 for r in records)  # other programs' cores before each run
-            rows.append((fio, rate["npy"], rate["memmap"], busy))
-            print(f"round {k + 1}: fio {fio:.1f} MB/s, npy/preload {rate['npy']:.1f} ({rate['npy'] / fio:.3f}x), "
-                  f"memmap/preload {rate['memmap']:.1f} ({rate['memmap'] / fio:.3f}x)", flush=True)  # fmt: skip
+            rows.append((disk, rate, busy))
+            print(f"round {k + 1}: disk {disk:.1f} MB/s, " + ", ".join(f"{f}/{lo} {v:.1f} ({v / disk:.3f}x)"
+                  for (lo, f), v in rate.items()), flush=True)  # fmt: skip
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    print(f"\n{name}, shuffled, cold, read limit {args.read_limit:g} MB/s, {cpu_model()}, uid {os.geteuid()}")
-    print("| round | fio sequential | npy/preload | memmap/preload | other programs' cores |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for k, (fio, npy, memmap, load) in enumerate(rows, 1):
-        print(f"| {k} | {fio:.1f} MB/s | {npy:.1f} ({npy / fio:.3f}x) | {memmap:.1f} ({memmap / fio:.3f}x) | "
-              f"{load:.2f} |")  # fmt: skip
-    best = [max(npy, memmap) / fio for fio, npy, memmap, _ in rows]
-    print(f"\nbest of npy and memmap against fio: median {statistics.median(best):.3f}x ({min(best):.3f}-"
-          f"{max(best):.3f})")  # fmt: skip
+    limit_text = f"read limit {args.read_limit:g} MB/s" if args.read_limit else "no read limit"
+    print(f"\n{name}, shuffled, cold, {limit_text}, device {args.device}, {cpu_model()}, uid {os.geteuid()}")
+    keys = [(lo, f) for lo in loaders for f in ("npy", "memmap")]
+    print(f"| round | {args.reference} sequential | " + " | ".join(f"{f}/{lo}" for lo, f in keys)
+          + " | other programs' cores |")  # fmt: skip
+    print("| --- | ---: | " + "---: | " * len(keys) + "---: |")
+    for k, (disk, rate, load) in enumerate(rows, 1):
+        cells = " | ".join(f"{rate[key]:.1f} ({rate[key] / disk:.3f}x)" if key in rate else "-" for key in keys)
+        print(f"| {k} | {disk:.1f} MB/s | {cells} | {load:.2f} |")
+    for loader in loaders:
+        best = [max(rate.get((loader, "npy"), 0.0), rate.get((loader, "memmap"), 0.0)) / disk for disk, rate, _ in rows]
+        print(f"best of npy and memmap by {loader} against {args.reference}: median {statistics.median(best):.3f}x "
+              f"({min(best):.3f}-{max(best):.3f})")  # fmt: skip
 
 
 if __name__ == "__main__":

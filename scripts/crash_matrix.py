@@ -35,6 +35,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -168,10 +169,10 @@ def _default_sigint() -> None:
 
 
 def run_case(case: Case, args: list[str], dataset: Path, checkout: Path | None, timeout: float,
-             sigint_after: float) -> Outcome:  # fmt: skip
+             sigint_after: float, device: str = "cpu") -> Outcome:  # fmt: skip
     results = dataset.parent / "crash-matrix-results.jsonl"  # one file: the machine's limits are measured once
     command = [sys.executable, "-X", "faulthandler", "-m", "iobench", "run", "--format", ",".join(case.formats),
-               "--loader", case.loader, "--device", "cpu", "--data-dir", str(dataset.parent), "--dataset",
+               "--loader", case.loader, "--device", device, "--data-dir", str(dataset.parent), "--dataset",
                dataset.name, "--results", str(results), "--batch-size", "1024", *args,
                *MODE_ARGS[case.mode]]  # fmt: skip
     before = our_orphans()
@@ -252,6 +253,10 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--sigint-after", type=float, default=8.0)
     parser.add_argument("--out", type=Path, default=Path("crash-matrix.jsonl"))
+    parser.add_argument("--device", default="cpu", help="the runs' --device (cuda on a GPU machine)")
+    parser.add_argument("--jobs", type=int, default=1, help="cases at a time (a case's 'left' then counts the "
+                        "orphans of the cases beside it too: a lead, not a verdict; sigint's 2 s holds on an idle "
+                        "machine only)")  # fmt: skip
     parser.add_argument("--table", nargs="+", type=Path, help="print the Markdown table of these result files")
     a = parser.parse_args()
     if a.table:
@@ -264,9 +269,12 @@ def main() -> None:
     if a.sample is not None:
         todo = random.Random(a.seed).sample(todo, min(a.sample, len(todo)))
     print(f"{len(todo)} cases over {dataset}", file=sys.stderr)
-    with a.out.open("a") as out:
-        for k, (case, args) in enumerate(todo):
-            outcome = run_case(case, args, dataset, a.checkout, a.timeout, a.sigint_after)
+
+    def one(item: tuple[Case, list]) -> Outcome:
+        return run_case(*item, dataset, a.checkout, a.timeout, a.sigint_after, a.device)
+
+    with a.out.open("a") as out, ThreadPoolExecutor(max(1, a.jobs)) as pool:
+        for k, ((case, _), outcome) in enumerate(zip(todo, pool.map(one, todo), strict=True)):
             out.write(json.dumps(asdict(outcome)) + "\n")
             out.flush()
             print(f"[{k + 1}/{len(todo)}] {case.name} {case.mode} {','.join(case.formats)}: {outcome.result} "

@@ -1,48 +1,99 @@
 #!/usr/bin/env bash
-# Every CUDA path of iobench, in a few minutes, for the first machine with a GPU. No GPU has been
-# lent to the project so far: these paths are written from the PyTorch documentation and exercised
-# on the CPU only. Run it, keep its output, and report the figures (and any failure) in an issue.
+# Every CUDA path of iobench on a lent GPU machine, as one prepared script: its steps in the order of what matters
+# most, each under `timeout`, each step's output in OUT/STEP.log and its records in OUT/*.jsonl, one line a step in
+# OUT/steps.log (rc and seconds), OUT/DONE at the end. A step that fails is recorded and the next one runs.
 #
-#   bash scripts/gpu_smoke.sh [DATA_DIR]      (default: a fresh folder under /tmp)
-set -euo pipefail
+#   bash scripts/gpu_smoke.sh OUT [STEPS]        STEPS: comma list (default: every step but dali)
+#
+# env          the GPU, the CPU, torch, kvikio's mode (GDS or its compatibility mode), the disk's folder
+# doctor       `doctor --device cuda`, `limits --device cuda` (the pinned host-to-device ceiling)
+# crash        the crash matrix on cuda: every installed loader x core format, cold and cut short, 8 cases at a time
+# preload      `--loader preload` and `--loader device-read`, cold and shuffled, against the disk's own O_DIRECT
+#              sequential read of the same file (1.56 GB), alternating (scripts/bench_preload.py)
+# photos       4,000 photo-like JPEGs (320-640 px), decoded in workers on the host against after the copy (nvJPEG)
+# checkpoints  `checkpoint --device cuda`: every library's saves, restores onto the device warm and cold
+# dali         `--loader dali` on the same photos, and DALI's own loop against it (scripts/bench_dali.py); needs DALI
+#              (scripts/gpu_wheels.sh --dali, --install-dali)
+# smoke        the rest: pageable and blocking copies, workers, the prefetch thread's side stream, gpu-resident, a
+#              training step, what-if, the profiler, ranks where there are two GPUs
+#
+# DEVICE=cpu and SMALL=1 run the same steps on a machine without a GPU, small (a check of this script itself).
+set -uo pipefail
 cd "$(dirname "$0")/.."
-data=${1:-$(mktemp -d /tmp/iobench-gpu-smoke-XXXX)}
+out=${1:?OUT folder}
+steps=${2:-env,doctor,crash,preload,photos,checkpoints,smoke}
+device=${DEVICE:-cuda}
+small=${SMALL:-}
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+data=${DATA:-/tmp/iobench-gpu-data}
+preload_loaders=preload,device-read
+[ "$device" = cpu ] && preload_loaders=preload  # device-read reads into device memory: CUDA only
 mkdir -p "$data"  # doctor refuses a --data-dir that does not exist
-results="$data/results/gpu-smoke.jsonl"
-run() { echo "+ iobench $*" >&2; python -m iobench "$@"; }
+export PYTHONUNBUFFERED=1 COLUMNS=160
+if [ -n "$small" ]; then rows=2e4 preload_rows=2e5 photos=200 ck_params=2e6
+else rows=2e5 preload_rows=3e6 photos=4000 ck_params=1e8; fi
 
-python - <<'PY'
+step() {  # step NAME SECONDS FUNCTION: its output in OUT/NAME.log, its rc and seconds in OUT/steps.log
+  local name=$1 seconds=$2 start rc
+  shift 2
+  case ",$steps," in *",$name,"*) ;; *) return 0 ;; esac
+  start=$(date +%s)
+  echo "== $name ($(date -u +%H:%M:%S), at most $seconds s)" >&2
+  timeout --kill-after=15 "$seconds" bash -c "$1" >>"$out/$name.log" 2>&1  # a function of this script, exported
+  rc=$?
+  echo "$name rc=$rc $(($(date +%s) - start)) s" | tee -a "$out/steps.log" >&2
+}
+iobench() { echo "+ iobench $*"; python -m iobench "$@"; }
+
+env_step() {
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
+  lscpu | grep -E "Model name|^CPU\(s\)"
+  free -g | head -2
+  findmnt -T "$data" -o TARGET,SOURCE,FSTYPE,OPTIONS || true
+  python - <<'PY'
 import torch
-assert torch.cuda.is_available(), f"no CUDA device (torch {torch.__version__}): this script needs a GPU"
-print(f"{torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}, torch {torch.__version__}, CUDA {torch.version.cuda}")
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, available {torch.cuda.is_available()}")
+if torch.cuda.is_available():
+    print(f"{torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}")
+try:
+    import kvikio, kvikio.defaults
+    print(f"kvikio {kvikio.__version__}, compat mode {kvikio.defaults.compat_mode()}")
+except Exception as exc:  # recorded, not fatal: device-read then refuses in one line
+    print(f"kvikio: {type(exc).__name__}: {exc}")
 PY
-run doctor --device cuda --data-dir "$data" --idle-seconds 0
-run prepare --size 2e5 --data-dir "$data" -q
-run limits --device cuda --data-dir "$data" --results "$results" --probe-size 256M
-common=(--data-dir "$data" --device cuda --runs 2 --results "$results" -q)
-# Every format prepare writes by default (the others need their libraries, which the GPU machine lacks) and every
-# loader, cold and warm; pinned and pageable; blocking and not.
-core=$(python -c "from iobench.formats import FORMATS; print(','.join(FORMATS.defaults))")
-run run --format $core --loader all "${common[@]}" --cache warm
-run run --format $core --loader all "${common[@]}" --cache cold
-run run --format npy,memmap --loader dataloader "${common[@]}" --no-pin-memory --blocking
-run run --format npy,memmap --loader dataloader "${common[@]}" --num-workers 2 --pin-memory
-run run --format memmap --loader tensorclass "${common[@]}" --num-workers 2 --no-shuffle
-# The CUDA side stream of the prefetch thread, the resident loader, a real training step, AU and what-if.
-run run --format memmap --loader dataloader "${common[@]}" --prefetch-thread 4
-run run --format memmap --loader gpu-resident "${common[@]}"
-# Issue 61's paths: the dataset read whole (into pinned memory, or by cuFile into device memory) inside a cold first
-# epoch, beside the loaders that fault pages in; photos decoded after the copy (nvJPEG) beside decoding in workers.
-run run --format npy,memmap --loader preload,device-read,direct,dataloader "${common[@]}" --cache cold
-python - "$data/jpegs" <<'PY'
+}
+
+doctor_step() {
+  iobench doctor --device "$device" --data-dir "$data" --idle-seconds 0
+  iobench prepare --size "$rows" --data-dir "$data/smoke" -q
+  iobench limits --device "$device" --data-dir "$data/smoke" --results "$out/smoke.jsonl" --probe-size 256M
+}
+
+crash_step() {
+  local core
+  core=$(python -c "from iobench.formats import FORMATS; print(','.join(FORMATS.defaults))")
+  python scripts/crash_matrix.py --data-dir "$data/crash" --size "$rows" --formats "$core" --modes cold,short \
+    --device "$device" --jobs 8 --timeout 120 --out "$out/crash.jsonl"
+}
+
+preload_step() {
+  python scripts/bench_preload.py --data-dir "$data/preload" --size "$preload_rows" --read-limit 0 \
+    --reference odirect --device "$device" --loaders "$preload_loaders" --rounds 3 --results "$out/preload.jsonl"
+}
+
+photos_step() {
+  python - "$data/jpegs" "$photos" <<'PY'
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 from PIL import Image
 
-rng = np.random.default_rng(0)
-for i in range(2000):  # smooth gradients with noise: JPEG-like sizes, 320-640 x 240-480 as the issue's photos
+
+def one(i: int) -> None:  # smooth gradients with noise: JPEG-like sizes, 320-640 x 240-480
+    rng = np.random.default_rng(i)
     h, w = int(rng.integers(240, 481)), int(rng.integers(320, 641))
     y, x = np.mgrid[0:h, 0:w]
     base = np.stack([(x * 255 // w), (y * 255 // h), ((x + y) * 255 // (w + h))], axis=-1)
@@ -50,26 +101,57 @@ for i in range(2000):  # smooth gradients with noise: JPEG-like sizes, 320-640 x
     folder = Path(sys.argv[1]) / "ab"[i % 2]
     folder.mkdir(parents=True, exist_ok=True)
     Image.fromarray(pixels).save(folder / f"{i:05d}.jpg", quality=90)
+
+
+with ProcessPoolExecutor() as pool:
+    list(pool.map(one, range(int(sys.argv[2])), chunksize=32))
 PY
-run prepare --from "$data/jpegs" --formats files --files-encoding photos --shape 3,224,224 --data-dir "$data/photos" -q
-for where in host device; do
-    run run --data-dir "$data/photos" --format files --loader dataloader --device cuda --runs 2 --results "$results" \
-        -q --num-workers 4 --decode-on "$where"
-done
-run run --format memmap --loader tensorclass "${common[@]}" --step mlp
-run run --format npy --loader dataloader "${common[@]}" --num-workers 2 --step sleep:4 --what-if 2,8 --min-au 0.9
-run run --format memmap --loader tensorclass "${common[@]}" --profile
-# Ranks: nccl on cuda:LOCAL_RANK, one record for all.
-gpus=$(python -c "import torch; print(torch.cuda.device_count())")
-if [ "$gpus" -ge 2 ]; then
-    run run --format memmap --loader tensorclass,dataloader "${common[@]}" --nproc 2
-fi
-# From object storage to the GPU: rclone serve s3 on loopback read through --endpoint-url (no shaper there), on a
-# dataset of its own: shuffled rows are a GET each, and 200,000 of them ran past the device tool's 10 minutes.
-run prepare --size 2e4 --formats npy,memmap --data-dir "$data/remote" -q
-bash scripts/remote_smoke.sh "$data/remote" cuda "$results"
-# Checkpoints restored onto the device (copied into a state made there, as load_state_dict does), cold and warm.
-run checkpoint --params 2.5e8 --device cuda --trials 2 --dir "$data/checkpoints" --results "$data/results/checkpoints.jsonl"
-run report "$data/results/checkpoints.jsonl" --out "$data/checkpoint-report"
-run report "$results" --out "$data/report"
-echo "records in $results; report in $data/report/report.md" >&2
+  iobench prepare --from "$data/jpegs" --formats files --files-encoding photos --shape 3,224,224 \
+    --data-dir "$data/photos" -q
+  local w
+  for w in 8 16; do
+    iobench run --data-dir "$data/photos" --format files --loader dataloader --device "$device" --runs 2 \
+      --batch-size 128 --results "$out/photos.jsonl" -q --num-workers "$w" --decode-on host
+  done
+  for w in 4 8; do
+    iobench run --data-dir "$data/photos" --format files --loader dataloader --device "$device" --runs 2 \
+      --batch-size 128 --results "$out/photos.jsonl" -q --num-workers "$w" --decode-on device
+  done
+}
+
+checkpoints_step() {
+  iobench checkpoint --params "$ck_params" --device "$device" --trials 2 --save-mode inplace \
+    --dir "$data/checkpoints" --results "$out/checkpoints.jsonl"
+}
+
+dali_step() {
+  iobench run --data-dir "$data/photos" --format files --loader dali --device "$device" --runs 2 \
+    --batch-size 128 --num-workers 12 --results "$out/photos.jsonl" -q
+  python scripts/bench_dali.py "$data/photos"/* --device "$device" --threads 12 --batch-size 128 --rounds 3 --epochs 2
+}
+
+smoke_step() {
+  local common=(--data-dir "$data/smoke" --device "$device" --runs 2 --results "$out/smoke.jsonl" -q)
+  iobench run --format npy,memmap --loader dataloader "${common[@]}" --no-pin-memory --blocking
+  iobench run --format npy,memmap --loader dataloader "${common[@]}" --num-workers 2 --pin-memory
+  iobench run --format memmap --loader dataloader "${common[@]}" --prefetch-thread 4
+  iobench run --format memmap --loader gpu-resident "${common[@]}"
+  iobench run --format memmap --loader tensorclass "${common[@]}" --step mlp
+  iobench run --format npy --loader dataloader "${common[@]}" --num-workers 2 --step sleep:4 --what-if 2,8 --min-au 0.9
+  iobench run --format memmap --loader tensorclass "${common[@]}" --profile
+  if [ "$(python -c 'import torch; print(torch.cuda.device_count())')" -ge 2 ]; then
+    iobench run --format memmap --loader tensorclass,dataloader "${common[@]}" --nproc 2
+  fi
+}
+
+export out data device rows preload_rows photos ck_params preload_loaders
+export -f iobench env_step doctor_step crash_step preload_step photos_step checkpoints_step dali_step smoke_step
+step env 60 env_step
+step doctor 120 doctor_step
+step crash 240 crash_step
+step preload 240 preload_step
+step photos 240 photos_step
+step checkpoints 300 checkpoints_step
+step dali 240 dali_step
+step smoke 240 smoke_step
+date -u >"$out/DONE"

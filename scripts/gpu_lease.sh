@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# scripts/gpu_smoke.sh across the device tool's calls: DALI's wheels travel in six parts, one a call, and the smoke
+# runs meanwhile. Each call's command (the tool copies this working tree to the machine each time):
+#
+#   1. bash scripts/gpu_lease.sh start            carry .wheels: installs them, copies this tree to /tmp, starts the
+#                                                 smoke there in a session of its own (it outlives the call)
+#   2. bash scripts/gpu_lease.sh part part-00     carry .dali/part-00: copied to /tmp; the smoke's progress printed
+#      ... one call a part ...
+#   7. bash scripts/gpu_lease.sh finish part-05 S carry the last part: DALI installed, the smoke awaited (S seconds
+#                                                 at most), the dali step run, everything packed into $OUT/gpu.tgz
+set -uo pipefail
+cd "$(dirname "$0")/.."
+src=/tmp/iobench-src results=/tmp/iobench-gpu parts=/tmp/iobench-dali
+progress() { cat "$results/steps.log" 2>/dev/null; tail -n 3 "$results/run.log" 2>/dev/null; }
+case "${1:?start, part FILE or finish FILE SECONDS}" in
+  start)
+    rm -rf "$src" && cp -a . "$src" && cd "$src" || exit 1
+    bash scripts/gpu_wheels.sh --install || exit 1
+    mkdir -p "$results"
+    setsid nohup bash scripts/gpu_smoke.sh "$results" >"$results/run.log" 2>&1 </dev/null &
+    echo $! >"$results/session"  # setsid's: the session's leader (a background job is no group leader: no fork)
+    sleep 20
+    progress ;;
+  part)
+    mkdir -p "$parts" && cp ".dali/$2" "$parts/" && ls -l "$parts"
+    progress ;;
+  finish)
+    mkdir -p "$parts" && cp ".dali/$2" "$parts/"
+    cd "$src" || exit 1
+    bash scripts/gpu_wheels.sh --install-dali "$parts" >"$results/dali-install.log" 2>&1
+    deadline=$(($(date +%s) + ${3:?seconds to wait for the smoke}))
+    while [ ! -e "$results/DONE" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 5; done
+    pkill -KILL -s "$(cat "$results/session")" || true  # what is still running when the wait ends
+    bash scripts/gpu_smoke.sh "$results" dali >>"$results/run.log" 2>&1
+    progress
+    tar -czf "${OUT:?}/gpu.tgz" -C "$(dirname "$results")" "$(basename "$results")"
+    cp "$results/steps.log" "$OUT/" ;;
+esac
