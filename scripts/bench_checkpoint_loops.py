@@ -1,9 +1,14 @@
-"""Is `iobench checkpoint` costing a library nothing? Each library's own minimal save and load, written from its
-documentation, in a fresh process of its own, against iobench's trial of the same library on the same state, in
-alternating rounds; the median seconds of each (save until the call returns, or for async_save until its future is
-done; a warm restore) and their ratio.
+"""Is `iobench checkpoint` costing a library nothing? Each library's own minimal loop, written from its documentation,
+against iobench's trial of the same library on the same state at the same torch threads, in alternating rounds (who
+goes first alternates): the steady save until durable (a first save in the same process made durable, untimed, then
+the timed one over it, as a job's next checkpoint; durable: every file, the folder and its entry in its parent
+fsynced), a warm restore and a cold one (the files evicted with fadvise first), each restore in a fresh process. The
+medians of each and their ratio (its own loop's seconds over iobench's: above 1, iobench is faster).
 
-    python scripts/bench_checkpoint_loops.py [--params 5e7] [--rounds 5] [--dir /tmp/ckloops]
+    python scripts/bench_checkpoint_loops.py [--params 7.7e7] [--rounds 4] [--threads 1] [--dir /tmp/ckloops]
+
+The state is made with iobench's maker before the clock (the same tensors on both sides); the timed calls and the
+loop's own fsync and eviction are the documentation's, with no iobench import among them.
 """
 
 from __future__ import annotations
@@ -14,81 +19,132 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 from pathlib import Path
 
+from iobench.checkpoint.job import CheckpointJob
+from iobench.checkpoint.state import StateSpec
+from iobench.storage.checkpoints import LocalCheckpoints, Place
 from iobench.system.processes import python_code, python_module
 from iobench.units import parse_size
 
-# The state is made as iobench makes it (the same tensors); the calls timed are the documentation's.
-MAKE = "from iobench.checkpoint.state import StateSpec, make_state, flat_tensors\nstate = make_state(StateSpec({p}))\n"
+# Each process makes what iobench's trial makes before its clock, and nothing more: a 1 GiB state made and dropped
+# before a restore slowed torch.load threefold (2.8 s against 0.9 s warm). The save makes the state; a DCP restore the
+# initialised state it loads into (another seed); a torch or safetensors restore nothing.
+IMPORT = "from iobench.checkpoint.state import StateSpec, make_state, flat_tensors\n"
+MAKE_STATE = IMPORT + "state = make_state(StateSpec({p}))\n"
+MAKE_TARGET = IMPORT + "target = make_state(StateSpec({p}, seed=7))\n"
+DURABLE = """
+def durable(folder):
+    for root, dirs, files in os.walk(folder, topdown=False):
+        for name in files:
+            fd = os.open(os.path.join(root, name), os.O_RDONLY)
+            os.fsync(fd); os.close(fd)
+        fd = os.open(root, os.O_RDONLY)
+        os.fsync(fd); os.close(fd)
+    fd = os.open(os.path.dirname(folder), os.O_RDONLY)
+    os.fsync(fd); os.close(fd)
+"""
 OWN = {
-    "torch": ("import torch", "torch.save(state, f'{d}/state.pt')", "torch.load(f'{d}/state.pt', weights_only=True)"),
+    "torch": ("import torch", "torch.save(state, '{d}/state.pt')", "torch.load('{d}/state.pt', weights_only=True)"),
     "safetensors": ("from safetensors.torch import save_file, load_file",
-                    "save_file({{k: v.contiguous() for k, v in flat_tensors(state).items()}}, f'{d}/m.safetensors')",
-                    "{{k: v.clone() for k, v in load_file(f'{d}/m.safetensors').items()}}"),  # copied into a model
+                    "save_file({{k: v.contiguous() for k, v in flat_tensors(state).items()}}, '{d}/m.safetensors')",
+                    "{{k: v.clone() for k, v in load_file('{d}/m.safetensors').items()}}"),  # copied into a model
     "dcp": ("import torch.distributed.checkpoint as dcp",
             "dcp.save(state, storage_writer=dcp.FileSystemWriter('{d}', thread_count=1, sync_files=True))",
-            "dcp.load(state, storage_reader=dcp.FileSystemReader('{d}'))"),
+            "dcp.load(target, storage_reader=dcp.FileSystemReader('{d}'))"),
     "dcp-threads": ("import torch.distributed.checkpoint as dcp",
                     "dcp.save(state, storage_writer=dcp.FileSystemWriter('{d}', thread_count=4, sync_files=True))",
-                    "dcp.load(state, storage_reader=dcp.FileSystemReader('{d}'))"),
-    # timed until its future is done (iobench's done_seconds), what a loop waiting for the checkpoint waits
+                    "dcp.load(target, storage_reader=dcp.FileSystemReader('{d}'))"),
     "dcp-async": ("import torch.distributed.checkpoint as dcp",
                   "dcp.async_save(state, storage_writer=dcp.FileSystemWriter('{d}', thread_count=1, "
                   "sync_files=True)).result()",
-                  "dcp.load(state, storage_reader=dcp.FileSystemReader('{d}'))"),
+                  "dcp.load(target, storage_reader=dcp.FileSystemReader('{d}'))"),
 }  # fmt: skip
+WHAT = ("durable save", "warm restore", "cold restore")
 
 
-def own_loop(library: str, params: int, folder: Path) -> tuple[float, float]:
-    """The save in one process, the load in a fresh one (a resuming job's process loads first thing: a load right
-    after a save in the same process found DCP's machinery warm, 0.62-0.74x of iobench's fresh-process figure)."""
+def _run(imports: str, make: str, threads: int, body: str) -> float:
+    code = (f"import os, time, warnings\nwarnings.filterwarnings('ignore')\nimport torch\n"
+            f"torch.set_num_threads({threads})\n{imports}\n{DURABLE}\n{make}{body}")  # fmt: skip
+    done = subprocess.run(python_code(code), capture_output=True, text=True, check=True)
+    return float(done.stdout.split()[-1])
+
+
+def own_loop(library: str, params: int, folder: Path, threads: int) -> list[float]:
+    """The library's save twice in one process (the second timed until durable), then a fresh process loading warm,
+    then one loading cold (the files evicted with POSIX_FADV_DONTNEED)."""
     imports, save, load = OWN[library]
-    seconds = []
-    for call in (save, load):
-        code = (f"import time, warnings\nwarnings.filterwarnings('ignore')\n{imports}\n{MAKE.format(p=params)}"
-                f"t = time.perf_counter()\n{call.format(d=folder)}\nprint(time.perf_counter() - t)\n")  # fmt: skip
-        done = subprocess.run(python_code(code), capture_output=True, text=True, check=True)
-        seconds.append(float(done.stdout.split()[-1]))
-    return seconds[0], seconds[1]
+    d = folder / "current"
+    seconds = [
+        _run(
+            imports,
+            MAKE_STATE.format(p=params),
+            threads,
+            f"os.makedirs('{d}', exist_ok=True)\n{save.format(d=d)}\ndurable('{d}')\n"
+            f"t = time.perf_counter()\n{save.format(d=d)}\ndurable('{d}')\nprint(time.perf_counter() - t)\n",
+        )
+    ]
+    for cold in (False, True):
+        if cold:
+            for root, _, files in os.walk(d):
+                for name in files:
+                    fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    os.close(fd)
+        make = MAKE_TARGET.format(p=params) if library.startswith("dcp") else IMPORT
+        seconds.append(_run(imports, make, threads, f"t = time.perf_counter()\n{load.format(d=d)}\n"
+                            "print(time.perf_counter() - t)\n"))  # fmt: skip
+    return seconds
 
 
-def iobench_trials(library: str, params: int, folder: Path) -> tuple[float, float]:
-    job = {"library": library, "params": params, "layout": "llama", "seed": 0, "folder": str(folder)}
-    out = []
-    for op in ("save", "restore"):
-        done = subprocess.run(python_module("iobench.checkpoint.trial", json.dumps({**job, "op": op, "check": False})),
-                              capture_output=True, text=True, check=True)  # fmt: skip
-        measured = json.loads(done.stdout.splitlines()[-1])
-        out.append(measured.get("done_seconds", measured["seconds"]))  # an async save: until its future is done
-    return out[0], out[1]
+def iobench_trials(library: str, params: int, folder: Path, threads: int) -> list[float]:
+    """iobench's trial processes on the same folder: the save (first and steady), the warm restore, the cold one (made
+    cold by iobench's target)."""
+    place = Place(folder=str(folder))
+    job = CheckpointJob(library, "save", StateSpec(params), place, torch_threads=threads, check=False)
+    out = [_trial(job)["durable_seconds"]]
+    target = LocalCheckpoints(folder.parent)
+    for cold in (False, True):
+        if cold:
+            target.make_cold(place.child("current"))
+        out.append(_trial(job.with_(op="restore"))["seconds"])
+    return out
+
+
+def _trial(job: CheckpointJob) -> dict:
+    done = subprocess.run(python_module("iobench.checkpoint.trial", json.dumps(job.to_json())), capture_output=True,
+                          text=True, check=True)  # fmt: skip
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--params", default="5e7")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--params", default="7.7e7")  # about 1 GiB of state
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--dir", type=Path, default=Path("/tmp/ckloops"))
-    parser.add_argument("--libraries", default="torch,safetensors,dcp")
+    parser.add_argument("--libraries", default="torch,safetensors,dcp,dcp-threads")
     a = parser.parse_args()
     params = parse_size(a.params)
+    print(f"{params:,} parameters ({params * 14 / 2**30:.2f} GiB), {a.threads} torch threads, {a.rounds} rounds; "
+          f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     for library in a.libraries.split(","):
         own, ours = [], []
         for k in range(a.rounds):
             pairs = [(own_loop, own), (iobench_trials, ours)]
-            for runner, kept in pairs if k % 2 == 0 else pairs[::-1]:  # who goes first alternates
+            for runner, kept in pairs if k % 2 == 0 else pairs[::-1]:
                 folder = a.dir / library
                 shutil.rmtree(folder, ignore_errors=True)
                 folder.mkdir(parents=True)
                 os.sync()  # the previous side's dirty pages written before this side's save
-                kept.append(runner(library, params, folder))  # the save leaves the files warm for the load
+                kept.append(runner(library, params, folder, a.threads))
         shutil.rmtree(a.dir / library, ignore_errors=True)
-        for k, what in enumerate(("save", "warm load")):
+        for k, what in enumerate(WHAT):
             mine, theirs = statistics.median(x[k] for x in ours), statistics.median(x[k] for x in own)
-            print(f"{library} {what}: its own loop {theirs:.3f} s, iobench {mine:.3f} s: iobench's rate "
-                  f"{theirs / mine:.2f}x its own ({a.rounds} rounds, {params:,} parameters)")  # fmt: skip
-        sys.stdout.flush()
+            print(f"{library} {what}: its own loop {theirs:.3f} s [{min(x[k] for x in own):.3f}-"
+                  f"{max(x[k] for x in own):.3f}], iobench {mine:.3f} s [{min(x[k] for x in ours):.3f}-"
+                  f"{max(x[k] for x in ours):.3f}]: ratio {theirs / mine:.2f}", flush=True)  # fmt: skip
+    print(f"load after {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":
