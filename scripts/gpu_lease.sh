@@ -8,6 +8,8 @@
 #      ... one call a part ...
 #   7. bash scripts/gpu_lease.sh finish part-05 S carry the last part: DALI installed, the smoke awaited (S seconds
 #                                                 at most), the dali step run, everything packed into $OUT/gpu.tgz
+# or, once the parts are there (part calls first, the first of them starting the machine), in one call:
+#      bash scripts/gpu_lease.sh steps STEPS      carry .wheels: both installed, those steps run here, packed
 set -uo pipefail
 cd "$(dirname "$0")/.."
 src=/tmp/iobench-src results=/tmp/iobench-gpu parts=/tmp/iobench-dali
@@ -21,6 +23,15 @@ case "${1:?start, part FILE or finish FILE SECONDS}" in
     echo $! >"$results/session"  # setsid's: the session's leader (a background job is no group leader: no fork)
     sleep 20
     progress ;;
+  steps)
+    rm -rf "$src" && cp -a . "$src" && cd "$src" || exit 1
+    bash scripts/gpu_wheels.sh --install || exit 1
+    bash scripts/gpu_wheels.sh --install-dali "$parts" || echo "DALI not installed: the dali step refuses"
+    rm -rf "$results" && mkdir -p "$results"
+    bash scripts/gpu_smoke.sh "$results" "${2:?STEPS}" >"$results/run.log" 2>&1
+    progress
+    tar -czf "${OUT:?}/gpu.tgz" -C "$(dirname "$results")" "$(basename "$results")"
+    cp "$results/steps.log" "$OUT/" ;;
   part)
     mkdir -p "$parts" && cp ".dali/$2" "$parts/" && ls -l "$parts"
     progress ;;

@@ -17,6 +17,7 @@
 # smoke        the rest: pageable and blocking copies, workers, the prefetch thread's side stream, gpu-resident, a
 #              training step, what-if, the profiler, ranks where there are two GPUs
 #
+# CK_PARAMS, CK_TRIALS, PRELOAD_ROUNDS and CRASH_SECONDS shorten it to a lease's minutes.
 # DEVICE=cpu and SMALL=1 run the same steps on a machine without a GPU, small (a check of this script itself).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +33,8 @@ preload_loaders=preload,device-read
 mkdir -p "$data"  # doctor refuses a --data-dir that does not exist
 export PYTHONUNBUFFERED=1 COLUMNS=160
 if [ -n "$small" ]; then rows=2e4 preload_rows=2e5 photos=200 ck_params=2e6
-else rows=2e5 preload_rows=3e6 photos=4000 ck_params=1e8; fi
+else rows=2e5 preload_rows=3e6 photos=4000 ck_params=${CK_PARAMS:-1e8}; fi
+ck_trials=${CK_TRIALS:-2} preload_rounds=${PRELOAD_ROUNDS:-3}
 
 step() {  # step NAME SECONDS FUNCTION: its output in OUT/NAME.log, its rc and seconds in OUT/steps.log
   local name=$1 seconds=$2 start rc
@@ -57,8 +59,12 @@ print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, available {torch.c
 if torch.cuda.is_available():
     print(f"{torch.cuda.device_count()} GPU(s): {torch.cuda.get_device_name(0)}")
 try:
-    import kvikio, kvikio.defaults
-    print(f"kvikio {kvikio.__version__}, compat mode {kvikio.defaults.compat_mode()}")
+    import kvikio
+    from iobench.loaders.device_read import kvikio_mode
+    d = kvikio.defaults
+    print(f"kvikio {kvikio.__version__}: {kvikio_mode(kvikio).value}; compat_mode setting "
+          f"{d.get('compat_mode') if hasattr(d, 'get') else '?'}, compat preferred "
+          f"{d.is_compat_mode_preferred() if hasattr(d, 'is_compat_mode_preferred') else '?'}")
 except Exception as exc:  # recorded, not fatal: device-read then refuses in one line
     print(f"kvikio: {type(exc).__name__}: {exc}")
 PY
@@ -79,7 +85,7 @@ crash_step() {
 
 preload_step() {
   python scripts/bench_preload.py --data-dir "$data/preload" --size "$preload_rows" --read-limit 0 \
-    --reference odirect --device "$device" --loaders "$preload_loaders" --rounds 3 --results "$out/preload.jsonl"
+    --reference odirect --device "$device" --loaders "$preload_loaders" --rounds "$preload_rounds" --results "$out/preload.jsonl"
 }
 
 photos_step() {
@@ -120,7 +126,7 @@ PY
 }
 
 checkpoints_step() {
-  iobench checkpoint --params "$ck_params" --device "$device" --trials 2 --save-mode inplace \
+  iobench checkpoint --params "$ck_params" --device "$device" --trials "$ck_trials" --save-mode inplace \
     --dir "$data/checkpoints" --results "$out/checkpoints.jsonl"
 }
 
@@ -144,11 +150,11 @@ smoke_step() {
   fi
 }
 
-export out data device rows preload_rows photos ck_params preload_loaders
+export out data device rows preload_rows photos ck_params ck_trials preload_rounds preload_loaders
 export -f iobench env_step doctor_step crash_step preload_step photos_step checkpoints_step dali_step smoke_step
 step env 60 env_step
 step doctor 120 doctor_step
-step crash 240 crash_step
+step crash "${CRASH_SECONDS:-240}" crash_step
 step preload 240 preload_step
 step photos 240 photos_step
 step checkpoints 300 checkpoints_step

@@ -143,6 +143,8 @@ def restore(job: CheckpointJob) -> dict:
     lib = loaded(job.library)
     prepared = lib.before_restore(job.spec) if lib.before_restore is not None else None
     device = None if job.device == "cpu" or lib.ceiling else torch.device(job.device)
+    if device is not None and device.type == "cuda" and device.index is None:  # fastsafetensors wants cuda:N
+        device = torch.device("cuda", torch.cuda.current_device())
     straight = device is not None and lib.onto_device is not None
     on_device = _moved(make_state_shapes(job.spec), device) if device is not None and not straight else None
     place = save_modes.current(job.place, job.save_mode)

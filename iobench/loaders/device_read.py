@@ -33,7 +33,10 @@ def kvikio_mode(kvikio: object) -> ReadMethod:
         compat = defaults.get("compat_mode") if hasattr(defaults, "get") else defaults.compat_mode()  # type: ignore
     except Exception:  # noqa: BLE001 - an API this version lacks: say what is known
         return ReadMethod.DEVICE_KVIKIO
-    on = str(getattr(compat, "name", compat)).upper() in ("ON", "TRUE", "1")
+    name = str(getattr(compat, "name", compat)).upper()
+    if name == "AUTO" and hasattr(defaults, "is_compat_mode_preferred"):  # AUTO: what kvikio found (GDS or not)
+        name = "ON" if defaults.is_compat_mode_preferred() else "OFF"  # type: ignore[union-attr]
+    on = name in ("ON", "TRUE", "1")
     return ReadMethod.DEVICE_KVIKIO_COMPAT if on else ReadMethod.DEVICE_KVIKIO_GDS
 
 

@@ -63,6 +63,11 @@ def test_built_without_cuda_it_refuses_and_closes_its_reader(dataset_dir):
     (types.SimpleNamespace(compat_mode=lambda: True), ReadMethod.DEVICE_KVIKIO_COMPAT),
     (types.SimpleNamespace(compat_mode=lambda: False), ReadMethod.DEVICE_KVIKIO_GDS),
     (types.SimpleNamespace(), ReadMethod.DEVICE_KVIKIO),
+    # AUTO (kvikio 26.10's default): what kvikio found, GDS or not
+    (types.SimpleNamespace(get=lambda name: types.SimpleNamespace(name="AUTO"), is_compat_mode_preferred=lambda: True),
+     ReadMethod.DEVICE_KVIKIO_COMPAT),
+    (types.SimpleNamespace(get=lambda name: types.SimpleNamespace(name="AUTO"), is_compat_mode_preferred=lambda: False),
+     ReadMethod.DEVICE_KVIKIO_GDS),
 ])  # fmt: skip
 def test_the_record_names_the_mode_kvikio_read_in(defaults, mode):
     assert kvikio_mode(types.SimpleNamespace(defaults=defaults)) is mode
