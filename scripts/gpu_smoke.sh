@@ -53,6 +53,7 @@ env_step() {
   lscpu | grep -E "Model name|^CPU\(s\)"
   free -g | head -2
   findmnt -T "$data" -o TARGET,SOURCE,FSTYPE,OPTIONS || true
+  python -m pip list 2>/dev/null | grep -i -E "^(typer|click|torch|numpy|kvikio|tensordict|nvidia-dali|safetensors) "
   python - <<'PY'
 import torch
 print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, available {torch.cuda.is_available()}")
