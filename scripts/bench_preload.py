@@ -101,10 +101,14 @@ def main() -> None:
                                          args.reference], check=True, capture_output=True, text=True
                                         ).stdout.split()[-1])  # fmt: skip
             results = scratch / f"r{k}.jsonl"
-            subprocess.run([*iobench, "run", "--format", "npy,memmap", "--loader", args.loaders, "--cache", "cold",
-                            *limit, "--runs", "1", "--epochs", "1", "--device", args.device,
-                            "--data-dir", str(args.data_dir), "--dataset", name, "--results", str(results), "-q"],
-                           check=True, capture_output=True)  # fmt: skip
+            done = subprocess.run([*iobench, "run", "--format", "npy,memmap", "--loader", args.loaders, "--cache",
+                                   "cold", *limit, "--runs", "1", "--epochs", "1", "--device", args.device,
+                                   "--data-dir", str(args.data_dir), "--dataset", name, "--results", str(results),
+                                   "-q"], capture_output=True, text=True)  # fmt: skip
+            if done.returncode:  # said, with what it measured before (a loader refused, or one that failed)
+                print(f"round {k + 1}: iobench run ended with {done.returncode}:\n{done.stderr[-3000:]}", flush=True)
+            if not results.exists():
+                sys.exit(f"round {k + 1}: no record")
             records = [json.loads(line) for line in results.read_text().splitlines()]
             if args.results is not None:
                 with args.results.open("a") as kept:

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -274,7 +274,9 @@ def main() -> None:
         return run_case(*item, dataset, a.checkout, a.timeout, a.sigint_after, a.device)
 
     with a.out.open("a") as out, ThreadPoolExecutor(max(1, a.jobs)) as pool:
-        for k, ((case, _), outcome) in enumerate(zip(todo, pool.map(one, todo), strict=True)):
+        futures = {pool.submit(one, item): item[0] for item in todo}
+        for k, future in enumerate(as_completed(futures)):  # each written as it ends: a cut-short matrix keeps them
+            case, outcome = futures[future], future.result()
             out.write(json.dumps(asdict(outcome)) + "\n")
             out.flush()
             print(f"[{k + 1}/{len(todo)}] {case.name} {case.mode} {','.join(case.formats)}: {outcome.result} "

@@ -10,6 +10,7 @@ failed: file descriptor is not registered"). The record's `read_method` names th
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
 
@@ -28,7 +29,10 @@ NEEDS_CUDA = "reads into device memory: needs CUDA"
 def kvikio_mode(kvikio: object) -> ReadMethod:
     """kvikio's mode as it reads: compatibility (POSIX through a bounce buffer) or GDS (its settings API moved in
     25.x: `defaults.get("compat_mode")`, earlier `defaults.compat_mode()`)."""
-    defaults = getattr(kvikio, "defaults", None)
+    try:  # a submodule: `import kvikio` alone leaves kvikio.defaults unset (kvikio 26.10)
+        defaults = importlib.import_module(f"{kvikio.__name__}.defaults")
+    except (ImportError, AttributeError):
+        defaults = getattr(kvikio, "defaults", None)
     try:
         compat = defaults.get("compat_mode") if hasattr(defaults, "get") else defaults.compat_mode()  # type: ignore
     except Exception:  # noqa: BLE001 - an API this version lacks: say what is known

@@ -61,7 +61,7 @@ def place_of(params: dict[str, Any], results: Path, *, nproc: int | None = None,
     named = flags or {}
     typed = tuple((named.get(k, "--" + k.replace("_", "-")), str(params[k])) for k in (*REMOTE_FLAGS, "data_dir",
                   "dataset") if params.get(k) is not None)  # fmt: skip
-    # Path() again: older typer (0.15 on the lent GPU machine) leaves a path option's value a str in ctx.params
+    # Path() again: on the lent GPU machine (typer 0.27.2, click 8.5.0) a path option's value was a str in ctx.params
     return RunPlace(Path(params.get("data_dir") or "data"), params.get("dataset"), params.get("device", "auto"),
                     results, remote=network, endpoint_url=params.get("endpoint_url"), fuse=fuse, typed=typed,
                     **more)  # fmt: skip
