@@ -24,19 +24,19 @@ pip_download() {
     --platform manylinux_2_27_x86_64 --platform manylinux_2_28_x86_64 --no-deps "$@"
 }
 case "${1:-}" in
-  --install)
+  "--install")
     python -m pip install --no-index --no-deps --quiet "$wheels"/*.whl
     python -m pip install --no-index --no-deps --no-build-isolation --quiet -e .
     python -c "import tensordict, lmdb, lz4.frame, torchdata, iobench; print('tensordict', tensordict.__version__, 'ok')"
     exit 0 ;;
-  --install-dali)
+  "--install-dali")
     parts=${2:?--install-dali FOLDER (where the parts were copied)}
     mkdir -p "$parts/wheels"
     cat "$parts"/part-* | tar -x -C "$parts/wheels"
     python -m pip install --no-index --no-deps --quiet "$parts"/wheels/*.whl
     python -c "import nvidia.dali as d; print('DALI', d.__version__, 'ok')"
     exit 0 ;;
-  --dali)
+  "--dali")
     rm -rf .dali && mkdir -p .dali/wheels
     # DALI for CUDA 13 and what it needs beside what the machine has (DESIGN.md: 260 MB in all)
     pip_download --dest .dali/wheels "nvidia-dali-cuda130==2.4.0" "nvidia-nvimgcodec-cu13==0.9.0.20" \
