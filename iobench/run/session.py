@@ -129,11 +129,22 @@ def _one_after_another(todo: list[ResolvedRun], limits: Limits, profile_dir: Pat
             finished.append(finished_of(result.records[-1], time.monotonic() - began))
             if world.is_main:
                 save(where.results, result.records[-1], events)
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not _interruption(exc):
+            raise
         if result.records:
             raise RunInterrupted(result, f"interrupted after {len(result.records)} of {len(todo)} configurations; "
                                  "their records are kept") from None  # fmt: skip
         raise
+
+
+def _interruption(exc: BaseException) -> bool:
+    """Ctrl-C or SIGTERM, also where a library turned it into a failure of its own once the signal came (the command
+    line then says "interrupted"): the records finished before it are kept and said so. Under load, a test's Ctrl-C in
+    the second configuration ended with "nothing half-written was kept" though the first's record was."""
+    from iobench.system.signals import ENDING
+
+    return isinstance(exc, KeyboardInterrupt) or (isinstance(exc, Exception) and ENDING.is_set())
 
 
 def run_one(resolved: ResolvedRun, limits: Limits, profile_dir: Path | None, events: Events, place: str = ""
@@ -175,7 +186,9 @@ def run_interleaved(todo: list[ResolvedRun], limits: Limits, profile_dir: Path |
                     if k < m.resolved.config.runs:
                         bar.running(m.resolved.config.label)
                         m.one_run()
-        except KeyboardInterrupt:
+        except BaseException as exc:
+            if not _interruption(exc):
+                raise
             result.records = [m.record() for m in measuring if m.runs_done]
             if world.is_main:
                 for record in result.records:
