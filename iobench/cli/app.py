@@ -147,10 +147,12 @@ def main(argv: list[str] | None = None) -> None:
             # and raised inside the interpreter's exit callbacks it would only print a traceback.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        else:  # called in-process (tests): the caller gets its handlers back
+        else:  # called in-process (tests): the caller gets its handlers back, and a later command is not ending
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             sys.excepthook, sys.unraisablehook = hook, unraisable
+            _signals_received.clear()
+            ENDING.clear()
 
 
 def _exit_now(code: int) -> None:
