@@ -25,14 +25,15 @@ def failure(exc: Exception, config: RunConfig) -> RunFailed:
         if "DataLoader worker" in text:
             return RunFailed(f"a DataLoader worker died during {label}: {text}")
         return RunFailed(f"{label} failed: {text}")
-    if not isinstance(exc, (OSError, EOFError, ValueError, KeyError, IndexError)):
-        raise exc
-    # a batch's handover broken mid-way (its worker's socket reset) can be seen before the killed worker is
-    # a zombie: wait for it a moment then, and not for an error of the read itself
-    handover = isinstance(exc, (ConnectionError, EOFError))
+    expected = isinstance(exc, (OSError, EOFError, ValueError, KeyError, IndexError))
+    # a batch's handover broken mid-way (its worker's socket reset, half a pickle read: any error) can be seen
+    # before the killed worker is a zombie: wait for it a moment then, and not for an error of the read itself
+    handover = isinstance(exc, (ConnectionError, EOFError)) or not expected
     killed = killed_child(HANDOVER_WAIT_S if handover else 0.0)
     if killed:  # the read broke because the worker handing the batch over was killed
         return RunFailed(f"a DataLoader worker died during {label}: {killed}")
+    if not expected:  # no worker died: an error of iobench's or a library's, shown whole
+        raise exc
     said = refused()  # an answer a library read through a file object, refused in its own words
     return RunFailed(f"reading {config.format} failed: {said or reason(exc)}")
 

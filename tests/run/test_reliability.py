@@ -613,3 +613,21 @@ def test_an_interrupt_raised_inside_a_finaliser_stops_the_main_thread_instead_of
         for _ in range(1000):  # the interrupt lands at one of the next instructions of this thread
             time.sleep(0.001)
     assert reported == [ValueError]
+
+
+def test_half_a_batch_from_a_killed_worker_is_the_workers_death_in_one_line(monkeypatch):
+    """A worker killed while handing a batch over can leave the main process any error (half a pickle): CI once saw
+    a 109-line traceback where the death of the worker is the one line to say."""
+    import pickle
+
+    from iobench.errors import RunFailed
+    from iobench.plan.config import RunConfig
+    from iobench.run import failures
+
+    config = RunConfig(format="npy", loader="dataloader")
+    monkeypatch.setattr(failures, "killed_child", lambda wait_s=0.0: "pid 7 killed by SIGKILL")
+    said = failures.failure(pickle.UnpicklingError("pickle data was truncated"), config)
+    assert isinstance(said, RunFailed) and str(said).startswith("a DataLoader worker died during npy/dataloader")
+    monkeypatch.setattr(failures, "killed_child", lambda wait_s=0.0: None)
+    with pytest.raises(pickle.UnpicklingError):  # no worker died: not the worker's line, the error itself
+        failures.failure(pickle.UnpicklingError("pickle data was truncated"), config)
