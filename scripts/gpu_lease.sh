@@ -14,6 +14,11 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 src=/tmp/iobench-src results=/tmp/iobench-gpu parts=/tmp/iobench-dali
 progress() { cat "$results/steps.log" 2>/dev/null; tail -n 3 "$results/run.log" 2>/dev/null; }
+pack() {  # what the device tool brings back: the folder whole, and the steps' lines beside it
+  progress
+  tar -czf "${OUT:?}/gpu.tgz" -C "$(dirname "$results")" "$(basename "$results")"
+  cp "$results/steps.log" "$OUT/"
+}
 case "${1:?start, part FILE or finish FILE SECONDS}" in
   start)
     rm -rf "$src" && cp -a . "$src" && cd "$src" || exit 1
@@ -29,9 +34,7 @@ case "${1:?start, part FILE or finish FILE SECONDS}" in
     bash scripts/gpu_wheels.sh --install-dali "$parts" || echo "DALI not installed: the dali step refuses"
     rm -rf "$results" && mkdir -p "$results"
     bash scripts/gpu_smoke.sh "$results" "${2:?STEPS}" >"$results/run.log" 2>&1
-    progress
-    tar -czf "${OUT:?}/gpu.tgz" -C "$(dirname "$results")" "$(basename "$results")"
-    cp "$results/steps.log" "$OUT/" ;;
+    pack ;;
   part)
     mkdir -p "$parts" && cp ".dali/$2" "$parts/" && ls -l "$parts"
     progress ;;
@@ -43,7 +46,5 @@ case "${1:?start, part FILE or finish FILE SECONDS}" in
     while [ ! -e "$results/DONE" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 5; done
     pkill -KILL -s "$(cat "$results/session")" || true  # what is still running when the wait ends
     bash scripts/gpu_smoke.sh "$results" dali >>"$results/run.log" 2>&1
-    progress
-    tar -czf "${OUT:?}/gpu.tgz" -C "$(dirname "$results")" "$(basename "$results")"
-    cp "$results/steps.log" "$OUT/" ;;
+    pack ;;
 esac
