@@ -137,6 +137,10 @@ def _stop_local(ray: Any) -> None:
     from iobench.system.signals import ENDING
 
     reaper, _Local.reaper = _Local.reaper, None
+    if reaper is not None:  # interrupted inside `ray.init`, its processes were never named: named before they go
+        from iobench.system.reaper import descendants
+
+        reaper.watch(descendants(os.getpid()))
     try:
         ray.shutdown()
     finally:

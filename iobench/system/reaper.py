@@ -81,11 +81,17 @@ def descendants(root: int) -> list[int]:
 
 
 def _mentions(pid: int, text: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return text.encode() in f.read()
-    except OSError:
-        return False
+    """Whether the process's command line or its environment names `text`: Ray's agents rename themselves
+    (`ray::DashboardAgent`), and when iobench is interrupted inside `ray.init` they were never named to the guard,
+    but they inherit the environment that points Ray at the folder (`RAY_AUTH_TOKEN_PATH`)."""
+    for part in ("cmdline", "environ"):
+        try:
+            with open(f"/proc/{pid}/{part}", "rb") as f:
+                if text.encode() in f.read():
+                    return True
+        except OSError:
+            continue
+    return False
 
 
 def _ours(pid: int) -> bool:
@@ -95,18 +101,35 @@ def _ours(pid: int) -> bool:
         return False
 
 
+def _naming(folder: Path) -> set[int]:
+    """The processes of ours whose command line or environment names the folder, this one and the one it guards
+    (still running when it closed the pipe itself) left out."""
+    spared = {os.getpid(), os.getppid()}
+    pids = (int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit())
+    return {pid for pid in pids if pid not in spared and _ours(pid) and _mentions(pid, str(folder))}
+
+
 def _end(watched: set[tuple[int, int]], folder: Path) -> None:
     """SIGTERM to every watched process still the one it was (PID and start time), and to any process of ours
-    whose command line names the folder (started after the last `watch`); SIGKILL to those left after a wait."""
+    naming the folder (started after the last `watch`); SIGKILL to those left after a wait. Ray's raylet starts its
+    agents while it comes up: those it started between the scan and its own end are found by a second scan."""
     me = os.getpid()
-    targets = {pid for pid, start in watched if pid != me and start_time(pid) == start and _ours(pid)}
-    for entry in os.scandir("/proc"):
-        if entry.name.isdigit() and int(entry.name) != me and _ours(int(entry.name)):
-            if _mentions(int(entry.name), str(folder)):
-                targets.add(int(entry.name))
-    targets = {pid: start_time(pid) for pid in targets}  # type: ignore[assignment]
+    found = {pid for pid, start in watched if pid != me and start_time(pid) == start and _ours(pid)}
+    targets: dict[int, int | None] = {}
+    for _ in range(3):
+        new = (found | _naming(folder)) - set(targets)
+        found = set()
+        if not new:
+            break
+        targets.update({pid: start_time(pid) for pid in new})
+        _signal_until_gone({pid: start for pid, start in targets.items() if pid in new})
+
+
+def _signal_until_gone(targets: dict[int, int | None]) -> None:
+    """SIGTERM, then SIGKILL to those still alive after a wait; a process is signalled only while it is still the
+    one it was (its start time)."""
     for sig, wait in ((signal.SIGTERM, TERM_WAIT_S), (signal.SIGKILL, 0.5)):
-        alive = [pid for pid, start in targets.items() if process_alive(pid) and start_time(pid) == start]  # type: ignore[union-attr]
+        alive = [pid for pid, start in targets.items() if process_alive(pid) and start_time(pid) == start]
         for pid in alive:
             try:
                 os.kill(pid, sig)

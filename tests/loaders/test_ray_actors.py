@@ -272,3 +272,53 @@ def test_a_ray_instance_iobench_starts_listens_on_loopback_and_leaves_nothing(da
         time.sleep(0.2)
     assert not left, [open(f"/proc/{p}/cmdline", "rb").read()[:80] for p in left]
     assert not os.path.exists(os.path.join(state, folders[0]))
+
+
+def _orphans_naming_ray() -> set[int]:
+    """Processes of ours reparented to init whose command line names Ray (its servers, `ray::` agents)."""
+    found = set()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            pid = int(entry.name)
+            try:
+                ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
+                ours = os.stat(f"/proc/{pid}").st_uid == os.geteuid()
+            except (OSError, IndexError, ValueError):
+                continue
+            if ppid == 1 and ours and process_alive(pid) and b"ray" in _cmdline(pid):
+                found.add(pid)
+    return found
+
+
+def test_ctrl_c_while_ray_starts_leaves_nothing(dataset_dir, tmp_path):
+    """Interrupted inside `ray.init` (the crash matrix's SIGINT at 4-6 s), the driver had named nothing to the
+    guard yet: `ray::DashboardAgent` and `ray::RuntimeEnvAgent` outlived it, reparented to init."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from iobench.system.reaper import descendants
+
+    pytest.importorskip("ray")
+    before = _orphans_naming_ray()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "iobench", "run", "--format", "npy", "--loader", "ray-data", "--num-workers", "1",
+         "--runs", "100000", "--data-dir", str(dataset_dir.parent), "--results", str(tmp_path / "r.jsonl"), "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+            b"ray::DashboardAgent" in _cmdline(p) for p in descendants(proc.pid)
+        ):
+            assert proc.poll() is None, proc.communicate()[1][-3000:]
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.communicate(timeout=60)
+    deadline = time.monotonic() + 15
+    while (left := _orphans_naming_ray() - before) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not left, [_cmdline(p).rstrip(b"\0")[:80] for p in left]
