@@ -223,14 +223,39 @@ def _cmdline(pid: int) -> bytes:
         return b""
 
 
+def _endless_run(dataset_dir, tmp_path, loader: str, workers: int):
+    """`iobench run` with a local Ray instance until it is signalled (SIGINT as a terminal gives it)."""
+    import signal
+    import subprocess
+    import sys
+
+    return subprocess.Popen(
+        [sys.executable, "-m", "iobench", "run", "--format", "npy", "--loader", loader, "--num-workers", str(workers),
+         "--runs", "100000", "--data-dir", str(dataset_dir.parent), "--results", str(tmp_path / "r.jsonl"), "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+
+
+def _wait_for_descendant(proc, marker: bytes, timeout_s: float = 120) -> None:
+    """Until a process below `proc` has `marker` in its command line (the run still going)."""
+    import time
+
+    from iobench.system.reaper import descendants
+
+    deadline = time.monotonic() + timeout_s
+    while not any(marker in _cmdline(p) for p in descendants(proc.pid) if process_alive(p)):
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, f"no {marker!r} process after {timeout_s} s"
+        time.sleep(0.05)
+
+
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
 def test_a_ray_instance_iobench_starts_listens_on_loopback_and_leaves_nothing(dataset_dir, tmp_path, sig):
     """`ray.init()` with no address made raylet, gcs_server, the workers and the driver listen on every interface;
     /tmp/ray was left behind, 0777, and ~/.ray/auth_token 0644; after SIGINT or SIGKILL `ray::DashboardAgent` and
     `ray::RuntimeEnvAgent` lived on for more than a minute, reparented to init."""
     import signal
-    import subprocess
-    import sys
     import tempfile
     import time
 
@@ -239,19 +264,9 @@ def test_a_ray_instance_iobench_starts_listens_on_loopback_and_leaves_nothing(da
 
     pytest.importorskip("ray")
     state = os.path.join(tempfile.gettempdir(), f"iobench-{os.geteuid()}")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "iobench", "run", "--format", "npy", "--loader", "ray", "--num-workers", "2", "--runs",
-         "100000", "--data-dir", str(dataset_dir.parent), "--results", str(tmp_path / "r.jsonl"), "-q"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    proc = _endless_run(dataset_dir, tmp_path, "ray", 2)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any(
-            b"BatchReader" in _cmdline(p) for p in descendants(proc.pid) if process_alive(p)
-        ):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            time.sleep(0.5)
+        _wait_for_descendant(proc, b"BatchReader")
         tree = {pid: start_time(pid) for pid in [proc.pid, *descendants(proc.pid)]}
         folders = [n for n in os.listdir(state) if n.startswith(f"ray-{proc.pid}-")]
         listening = _listening(set(tree))
@@ -294,27 +309,13 @@ def test_ctrl_c_while_ray_starts_leaves_nothing(dataset_dir, tmp_path):
     """Interrupted inside `ray.init` (the crash matrix's SIGINT at 4-6 s), the driver had named nothing to the
     guard yet: `ray::DashboardAgent` and `ray::RuntimeEnvAgent` outlived it, reparented to init."""
     import signal
-    import subprocess
-    import sys
     import time
-
-    from iobench.system.reaper import descendants
 
     pytest.importorskip("ray")
     before = _orphans_naming_ray()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "iobench", "run", "--format", "npy", "--loader", "ray-data", "--num-workers", "1",
-         "--runs", "100000", "--data-dir", str(dataset_dir.parent), "--results", str(tmp_path / "r.jsonl"), "-q"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    proc = _endless_run(dataset_dir, tmp_path, "ray-data", 1)
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not any(
-            b"ray::DashboardAgent" in _cmdline(p) for p in descendants(proc.pid)
-        ):
-            assert proc.poll() is None, proc.communicate()[1][-3000:]
-            time.sleep(0.05)
+        _wait_for_descendant(proc, b"ray::DashboardAgent")
     finally:
         proc.send_signal(signal.SIGINT)
         proc.communicate(timeout=60)
