@@ -130,7 +130,7 @@ def test_an_asynchronous_save_is_timed_until_it_returns_until_done_and_until_dur
     assert differences(LIBRARIES["dcp-async"].restore(place, SPEC, None), make_state(SPEC)) == []
 
 
-def test_the_command_prints_tables_against_size_and_an_answer(cli, tmp_path):
+def test_the_command_prints_tables_against_size_and_an_answer(cli, tmp_path, quiet_machine):
     r = cli("checkpoint", "--params", "2e5,3e5", "--trials", "1", "--libraries", "torch,raw", "--dir", tmp_path / "c",
             "--results", tmp_path / "r.jsonl", "--kill-test", "2", "--kill-params", "1e5", "--device", "cpu",
             "--save-mode", "safe")  # fmt: skip

@@ -34,13 +34,9 @@ def step(features, labels):
 
 
 @pytest.fixture
-def place(tmp_path, monkeypatch):
+def place(tmp_path, monkeypatch, quiet_machine):
     """The user's folder, on a machine the runs take as quiet: beside other programs an answer names no configuration
     and suggests nothing (tests/report/test_answer.py), and the commands suggested are what this test runs."""
-    from iobench.run import dataset_factory, runner
-
-    for module in (runner, dataset_factory):
-        monkeypatch.setattr(module, "other_cores_busy", lambda *args, **kwargs: 0.0)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "suggest_pipeline.py").write_text(textwrap.dedent(PIPELINE))
     invoke("prepare", "--size", 512, "--shape", 4, "--formats", "npy,memmap", "--data-dir", tmp_path / "mine", "-q")
