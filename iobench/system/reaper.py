@@ -121,8 +121,9 @@ def _end(watched: set[tuple[int, int]], folder: Path) -> None:
         found = set()
         if not new:
             break
-        targets.update({pid: start_time(pid) for pid in new})
-        _signal_until_gone({pid: start for pid, start in targets.items() if pid in new})
+        batch = {pid: start_time(pid) for pid in new}
+        targets.update(batch)
+        _signal_until_gone(batch)
 
 
 def _signal_until_gone(targets: dict[int, int | None]) -> None:
