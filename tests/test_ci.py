@@ -59,3 +59,15 @@ def test_an_unmarked_test_that_fills_its_folder_is_told_to_shrink_or_be_marked_s
     assert too_big(tmp_path, slow=True) is None
     (tmp_path / "data.bin").write_bytes(bytes(1024))
     assert too_big(tmp_path, slow=False) is None
+
+
+def test_what_a_plain_pytest_leaves_out_ci_runs():
+    """addopts leaves the crash matrix and the long tests out of the README's command (to stay under 20 minutes); a
+    marker left out there and run by no step of CI would be tests that never run."""
+    import tomllib
+
+    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    left_out = re.findall(r"not (\w+)", addopts)
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    run = re.findall(r"^python -m pytest -q -m '?(\w+)", ci, re.M)
+    assert set(left_out) >= {"crash", "long"} and set(left_out) <= set(run)

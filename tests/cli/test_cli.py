@@ -194,6 +194,7 @@ MOMENTS = (0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.1, 0.15, 0.2,
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_ctrl_c_at_any_moment_never_hangs_and_never_leaves_an_unrecoverable_folder(tmp_path, cli):
     """Each prepare is interrupted at another moment, in the same folder, and must end within the
     timeout (a deadlock would not); the next prepare must always be able to carry on from there."""

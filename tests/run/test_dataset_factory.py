@@ -221,6 +221,7 @@ def test_a_pipeline_that_fails_mid_epoch_is_named_in_one_line(cli, tmp_path, use
     assert not (tmp_path / "r.jsonl").exists()
 
 
+@pytest.mark.long
 def test_tune_searches_a_users_dataset_and_its_script_reproduces_the_delivery(cli, tmp_path, user):
     results = tmp_path / "t.jsonl"
     r = cli("tune", "--dataset-factory", f"{user}:make", "--budget-minutes", "60", "--rounds", "2", "--batch-size",

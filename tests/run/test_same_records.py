@@ -89,6 +89,7 @@ def grid_configs(data_dir: Path, results: Path) -> dict[str, list[dict]]:
     return found
 
 
+@pytest.mark.long
 def test_a_sweep_and_a_tune_store_the_same_configurations(tmp_path):
     if not GRIDS_BEFORE.is_file():
         pytest.fail(f"{GRIDS_BEFORE} is missing: it is written once, by the code before the sessions moved")

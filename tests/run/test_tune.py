@@ -94,6 +94,7 @@ def test_within_noise_needs_an_interval_that_overlaps():
     assert low < 100 < high and high - low < 3
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     ("fmt", "loader", "extra"),
     [
@@ -155,6 +156,7 @@ def test_the_pasted_batches_are_the_datasets_samples(tmp_path):
     assert [len(b) for b in Batches(300, 64, shuffle=False)] == [64, 64, 64, 64, 44]
 
 
+@pytest.mark.long
 def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, cli, monkeypatch):
     real = importlib.util.find_spec  # worker processes only: the DataLoader's paste is what this test reads
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torchdata" else real(name, *a))
