@@ -28,6 +28,17 @@ from iobench.system.world import SINGLE, World
 
 ROOT = Path(__file__).resolve().parents[1]
 
+
+def pyproject() -> dict:
+    """The repository's pyproject.toml, parsed (skipped where Python is older than 3.11's tomllib: pyproject allows
+    3.10)."""
+    try:
+        import tomllib
+    except ImportError:
+        pytest.skip("reading pyproject.toml needs Python 3.11's tomllib")
+    return tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
 # The user's cache (limits measured once per machine) is the test session's own, never ~/.cache: tests that measure
 # limits on purpose give each test one of its own (monkeypatch.setenv("XDG_CACHE_HOME", ...)).
 if "IOBENCH_TEST_CACHE" not in os.environ:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, pyproject
 
 NEEDS_AN_EXTRA = re.compile(
     r"format_param|every_format|NEEDS_TORCHDATA|NEEDS_SPDL|importorskip|FORMATS\.installed|pip install 'iobench\["
@@ -40,9 +40,7 @@ def test_a_file_that_needs_an_extra_without_the_mark_is_found(tmp_path):
 def test_every_package_is_installed_by_a_plain_install():
     """`pip install .` installs the packages pyproject lists, not what the folder holds: a package left off
     works in the editable install of the tests and breaks the README's first command."""
-    import tomllib
-
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    listed = set(pyproject()["tool"]["setuptools"]["packages"])
     found = {
         ".".join(("iobench", *p.parent.relative_to(ROOT / "iobench").parts))
         for p in (ROOT / "iobench").rglob("__init__.py")
@@ -64,9 +62,7 @@ def test_an_unmarked_test_that_fills_its_folder_is_told_to_shrink_or_be_marked_s
 def test_what_a_plain_pytest_leaves_out_ci_runs():
     """addopts leaves the crash matrix and the long tests out of the README's command (to stay under 20 minutes); a
     marker left out there and run by no step of CI would be tests that never run."""
-    import tomllib
-
-    addopts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+    addopts = pyproject()["tool"]["pytest"]["ini_options"]["addopts"]
     left_out = re.findall(r"not (\w+)", addopts)
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     run = re.findall(r"^python -m pytest -q -m '?(\w+)", ci, re.M)

@@ -6,17 +6,11 @@ name is an option of an iobench command, of one of its scripts, or of the other 
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    tomllib = None
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, pyproject
 
 # it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
 pytestmark = pytest.mark.extras
@@ -43,9 +37,7 @@ def _sources() -> list[Path]:
 
 
 def _extras() -> set[str]:
-    if tomllib is None:
-        pytest.skip("reading pyproject.toml needs Python 3.11's tomllib")
-    return set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
+    return set(pyproject()["project"]["optional-dependencies"])
 
 
 def extras_named(text: str) -> set[str]:
