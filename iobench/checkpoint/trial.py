@@ -7,7 +7,8 @@ A save is timed twice in the process: the first save (a job's first checkpoint: 
 inside it) and the steady one after it (a job's next checkpoint, from the process it trains in), each until the call
 returned, until done (an asynchronous save's future) and until durable (every file, folder and the checkpoint's entry
 in its parent fsynced; safe mode: the pointer swapped and durable too). A restore is timed to the last byte, on the
-device when it is one (the clock stopped when the device is done), and checked bit for bit after the clock."""
+device when it is one (the clock stopped when the device is done), and checked bit for bit after the clock. Every
+clock runs with what existed before it out of Python's garbage collector, as a run's timed epoch does."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from iobench.checkpoint import save_modes
 from iobench.checkpoint.job import CheckpointJob
 from iobench.checkpoint.libraries import LIBRARIES, Library
 from iobench.checkpoint.state import differences, make_state, make_state_shapes
+from iobench.measuring.collector import harness_out_of_the_collector
 from iobench.system.sysmetrics import peak_rss_bytes
 
 TRIAL_PID = "IOBENCH_TRIAL_PID"
@@ -76,25 +78,26 @@ def save(job: CheckpointJob) -> dict:
 
 
 def _save_once(job: CheckpointJob, lib: Library, state: dict, step: int) -> dict[str, float]:
-    rank = _barrier()
     target = save_modes.save_place(job.place, job.save_mode)
     if target.local:
         os.makedirs(target.folder, mode=0o700, exist_ok=True)
-    if job.announce and step == job.saves:  # the kill test kills a moment of the save itself
-        print("saving", flush=True)
-    start = time.perf_counter()
-    pending = lib.save(state, target)
-    returned = time.perf_counter() - start
-    if pending is not None:  # an asynchronous save: its future
-        pending.result()
-    done = time.perf_counter() - start
-    _barrier()
-    if rank == 0:
-        save_modes.make_durable(target)
-        if job.save_mode == save_modes.SAFE:
-            save_modes.publish(job.place, target)
-    _barrier()
-    durable = time.perf_counter() - start
+    with harness_out_of_the_collector():  # collected before the ranks meet: their clocks start together
+        rank = _barrier()
+        if job.announce and step == job.saves:  # the kill test kills a moment of the save itself
+            print("saving", flush=True)
+        start = time.perf_counter()
+        pending = lib.save(state, target)
+        returned = time.perf_counter() - start
+        if pending is not None:  # an asynchronous save: its future
+            pending.result()
+        done = time.perf_counter() - start
+        _barrier()
+        if rank == 0:
+            save_modes.make_durable(target)
+            if job.save_mode == save_modes.SAFE:
+                save_modes.publish(job.place, target)
+        _barrier()
+        durable = time.perf_counter() - start
     if rank == 0 and job.save_mode == save_modes.SAFE:
         save_modes.remove_before(job.place, target)  # outside the clock: the old step is no longer needed
     return {"seconds": returned, "done_seconds": done, "durable_seconds": durable}
@@ -148,19 +151,20 @@ def restore(job: CheckpointJob) -> dict:
     straight = device is not None and lib.onto_device is not None
     on_device = _moved(make_state_shapes(job.spec), device) if device is not None and not straight else None
     place = save_modes.current(job.place, job.save_mode)
-    rank = _barrier()
-    before = read_bytes()
-    start = time.perf_counter()
-    if straight:
-        state = lib.onto_device(place, job.spec, str(device))
-    else:
-        state = lib.restore(place, job.spec, prepared)
-    if on_device is not None:
-        state = _copied_into(on_device, state)
-    if device is not None:
-        torch.cuda.synchronize(device)
-    seconds = time.perf_counter() - start
-    after = read_bytes()
+    with harness_out_of_the_collector():
+        rank = _barrier()
+        before = read_bytes()
+        start = time.perf_counter()
+        if straight:
+            state = lib.onto_device(place, job.spec, str(device))
+        else:
+            state = lib.restore(place, job.spec, prepared)
+        if on_device is not None:
+            state = _copied_into(on_device, state)
+        if device is not None:
+            torch.cuda.synchronize(device)
+        seconds = time.perf_counter() - start
+        after = read_bytes()
     out = {"seconds": seconds, **memory(), "read_bytes": after - before if None not in (before, after) else None,
            "onto_device": straight}  # fmt: skip
     out = _slowest(out)

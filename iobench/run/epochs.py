@@ -10,8 +10,8 @@ timed epoch (residency, counters, the order's score) it does in its hooks; the e
 from __future__ import annotations
 
 import gc
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable
+from contextlib import nullcontext
 
 import torch
 
@@ -19,23 +19,9 @@ from iobench.errors import RunFailed, UserExit
 from iobench.events import QUIET, Events
 from iobench.loaders.base import DeviceBatch, Loader
 from iobench.measuring.clocks import EpochTiming, time_epoch
+from iobench.measuring.collector import harness_out_of_the_collector
 
 DeviceTransform = Callable[[torch.Tensor], torch.Tensor] | None  # batched, after the copy
-
-
-@contextmanager
-def harness_out_of_the_collector() -> Iterator[None]:
-    """The objects that exist before the clock starts (iobench's own: its modules, its records, its CLI; and the
-    pipeline's setup) frozen out of Python's garbage collector for the timed epoch (`gc.freeze`), which collects what
-    the epoch allocates as it would in any loop. Without it a full collection inside the epoch scanned iobench's heap:
-    LitData's remote path, whose chunk download builds a boto3 client, took 0.26 s instead of 0.08 s for that client
-    and ran at 0.67-0.79x of its own loop's samples/s (1.2x with the collector off in both)."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 class EpochLoop:
