@@ -3,7 +3,9 @@ against iobench's trial of the same library on the same state at the same torch 
 goes first alternates): the steady save until durable (a first save in the same process made durable, untimed, then
 the timed one over it, as a job's next checkpoint; durable: every file, the folder and its entry in its parent
 fsynced), a warm restore and a cold one (the files evicted with fadvise first), each restore in a fresh process. The
-medians of each and their ratio (its own loop's seconds over iobench's: above 1, iobench is faster).
+medians of each and their ratio (its own loop's seconds over iobench's: above 1, iobench is faster), and the median
+of each round's pair's ratio (the two sides of a round run seconds apart: the disk's drift between minutes
+cancels there).
 
     python scripts/bench_checkpoint_loops.py [--params 7.7e7] [--rounds 4] [--threads 1] [--dir /tmp/ckloops]
 
@@ -146,9 +148,11 @@ def main() -> None:
         shutil.rmtree(a.dir / library, ignore_errors=True)
         for k, what in enumerate(WHAT):
             mine, theirs = statistics.median(x[k] for x in ours), statistics.median(x[k] for x in own)
+            paired = [a[k] / b[k] for a, b in zip(own, ours, strict=True)]
             print(f"{library} {what}: its own loop {theirs:.3f} s [{min(x[k] for x in own):.3f}-"
                   f"{max(x[k] for x in own):.3f}], iobench {mine:.3f} s [{min(x[k] for x in ours):.3f}-"
-                  f"{max(x[k] for x in ours):.3f}]: ratio {theirs / mine:.2f}", flush=True)  # fmt: skip
+                  f"{max(x[k] for x in ours):.3f}]: ratio {theirs / mine:.2f}; a round's pair "
+                  f"{statistics.median(paired):.2f} [{min(paired):.2f}-{max(paired):.2f}]", flush=True)  # fmt: skip
     print(f"load after {os.getloadavg()[0]:.2f}")
 
 
