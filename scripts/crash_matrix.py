@@ -129,18 +129,18 @@ def prepare(data_dir: Path, size: str, formats: list[str] | None) -> Path:
 
 def our_orphans() -> set[int]:
     """Processes of this user whose parent is init (what a run left behind), by PID."""
+    from iobench.system.processes import parent_of
+
     found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
             if os.stat(entry).st_uid != os.getuid():
                 continue
         except OSError:
             continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        if ppid == 1:
+        if parent_of(int(entry.name)) == 1:
             found.add(int(entry.name))
     return found
 

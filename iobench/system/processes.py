@@ -57,14 +57,25 @@ def python_code(code: str) -> list[str]:
     return [sys.executable, "-I", "-c", f"import sys\nsys.path[:] = {json.dumps(import_path())}\n{code}"]
 
 
-def start_time(pid: int) -> int | None:
-    """When the process started, in clock ticks after boot (/proc/PID/stat field 22): with the PID, it names one
-    process, where a PID alone may have been reused. None where there is no such process (or no /proc)."""
+def _stat_field(pid: int, field: int) -> int | None:
+    """A numeric field of /proc/PID/stat (numbered as proc(5) does, from 1), read after the command name (which may
+    hold spaces and parentheses). None where there is no such process (or no /proc)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return int(f.read().rsplit(")", 1)[1].split()[19])
+            return int(f.read().rsplit(")", 1)[1].split()[field - 3])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def start_time(pid: int) -> int | None:
+    """When the process started, in clock ticks after boot (field 22): with the PID, it names one process, where a
+    PID alone may have been reused. None where there is no such process."""
+    return _stat_field(pid, 22)
+
+
+def parent_of(pid: int) -> int | None:
+    """The process's parent's PID (field 4; 1 once it is reparented to init). None where there is no such process."""
+    return _stat_field(pid, 4)
 
 
 def die_with_parent(signum: int = signal.SIGTERM) -> None:

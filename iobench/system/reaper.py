@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from iobench.system.processes import process_alive, python_module, start_time
+from iobench.system.processes import parent_of, process_alive, python_module, start_time
 
 TERM_WAIT_S = 2.0  # after SIGTERM, before SIGKILL
 
@@ -66,12 +66,9 @@ def descendants(root: int) -> list[int]:
     for entry in os.scandir("/proc"):
         if not entry.name.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry.name}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children.setdefault(ppid, []).append(int(entry.name))
+        ppid = parent_of(int(entry.name))
+        if ppid is not None:
+            children.setdefault(ppid, []).append(int(entry.name))
     found, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), []):

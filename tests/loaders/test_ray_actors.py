@@ -19,7 +19,7 @@ from iobench.plan.resolve import check_world
 from iobench.plan.selection import parse_pairs
 from iobench.run.building import build_loader
 from iobench.settings import LoaderSettings
-from iobench.system.processes import process_alive
+from iobench.system.processes import parent_of, process_alive
 from iobench.system.world import World
 from tests.conftest import format_param, invoke, resolved_run, run_config, stored_records
 
@@ -296,11 +296,10 @@ def _orphans_naming_ray() -> set[int]:
         if entry.name.isdigit():
             pid = int(entry.name)
             try:
-                ppid = int(open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[1])
                 ours = os.stat(f"/proc/{pid}").st_uid == os.geteuid()
-            except (OSError, IndexError, ValueError):
+            except OSError:
                 continue
-            if ppid == 1 and ours and process_alive(pid) and b"ray" in _cmdline(pid):
+            if parent_of(pid) == 1 and ours and process_alive(pid) and b"ray" in _cmdline(pid):
                 found.add(pid)
     return found
 
