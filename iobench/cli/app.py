@@ -66,8 +66,6 @@ def _root(
 _CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
-_signals_received: list[int] = []
-
 ARGV: list[str] = sys.argv[1:]  # the command line as given, for --nproc to pass on to torchrun
 
 
@@ -89,14 +87,13 @@ def plain_words(message: str) -> str:
 
 def _terminate(signum: int, _frame: object) -> None:
     # typer swallows KeyboardInterrupt into a bare exit code; remember why we stop to say so.
-    _signals_received.append(signum)
-    ENDING.set()
+    ENDING.set(signum)
     raise KeyboardInterrupt(f"signal {signum}")
 
 
 def _interrupted_code() -> int:
     """128 + the signal that stopped the command (130 for Ctrl-C, 143 for SIGTERM), as a shell reports it."""
-    return 128 + (_signals_received[0] if _signals_received else signal.SIGINT)
+    return 128 + (ENDING.signum or signal.SIGINT)
 
 
 def _rank_tag() -> str:
@@ -129,7 +126,7 @@ def main(argv: list[str] | None = None) -> None:
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
     hook, unraisable = sys.excepthook, sys.unraisablehook
     sys.excepthook = quiet_interrupted_handover(hook)
-    sys.unraisablehook = redeliver_lost_interrupt(unraisable, lambda: bool(_signals_received))
+    sys.unraisablehook = redeliver_lost_interrupt(unraisable, ENDING.is_set)
     signal.signal(signal.SIGTERM, _terminate)
     if previous[signal.SIGINT] is signal.default_int_handler:
         signal.signal(signal.SIGINT, _terminate)
@@ -151,7 +148,6 @@ def main(argv: list[str] | None = None) -> None:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
             sys.excepthook, sys.unraisablehook = hook, unraisable
-            _signals_received.clear()
             ENDING.clear()
 
 
@@ -185,14 +181,14 @@ def _main(argv: list[str] | None) -> None:
         _ending(_INTERRUPTED, in_process=argv is not None)
         sys.exit(_interrupted_code())
     except Exception as exc:
-        if _signals_received:  # a library turned the interruption into a failure of its own: it is the interruption
+        if ENDING.is_set():  # a library turned the interruption into a failure of its own: it is the interruption
             _ending(_INTERRUPTED, in_process=argv is not None)
             sys.exit(_interrupted_code())
         if not isinstance(exc, IobenchError):
             raise
         _ending(f"iobench: error: {_rank_tag()}{exc}", in_process=argv is not None)
         sys.exit(exc.exit_code)
-    if _signals_received or rc == 130:  # typer returns 130 for a KeyboardInterrupt it caught, saying nothing
+    if ENDING.is_set() or rc == 130:  # typer returns 130 for a KeyboardInterrupt it caught, saying nothing
         _interrupted()
         sys.exit(_interrupted_code())
     sys.exit(rc if isinstance(rc, int) else 0)

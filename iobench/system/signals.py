@@ -20,9 +20,31 @@ from typing import Any
 
 HELD = (signal.SIGINT, signal.SIGTERM)
 
-# Set once the command is being ended by SIGINT or SIGTERM (the command line's handler sets it): what stops at exit
-# takes its quick way then (servers ended by their guard, not waited for), so the run ends within seconds.
-ENDING = threading.Event()
+
+class Ending:
+    """Whether the command is being ended by SIGINT or SIGTERM, and by which first (the command line's handler says
+    so): what stops at exit takes its quick way then (servers ended by their guard, not waited for), so the run ends
+    within seconds; a failure a library made of the interruption is read as the interruption; the exit code is 128
+    plus the signal, as a shell reports it."""
+
+    def __init__(self) -> None:
+        self._set = threading.Event()
+        self.signum: int | None = None
+
+    def set(self, signum: int = signal.SIGINT) -> None:
+        if self.signum is None:
+            self.signum = signum
+        self._set.set()
+
+    def is_set(self) -> bool:
+        return self._set.is_set()
+
+    def clear(self) -> None:
+        self.signum = None
+        self._set.clear()
+
+
+ENDING = Ending()
 REDELIVER_AFTER_S = 0.01  # an interrupt lost in a finaliser comes back once the finaliser has returned
 
 
