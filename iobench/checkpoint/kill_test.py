@@ -8,16 +8,14 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from iobench.checkpoint.job import CheckpointJob
-from iobench.checkpoint.processes import in_a_process, timeout_of, trial, trial_argv
+from iobench.checkpoint.processes import Started, in_a_process, timeout_of, trial
+from iobench.errors import IobenchError
 from iobench.results.checkpoint_record import KILL_OUTCOMES
-from iobench.system.ranks import child_env
 
 N, N_PLUS_1 = 1, 2  # the seeds of step N's state and of step N+1's
 
@@ -44,16 +42,14 @@ def kill_test(job: CheckpointJob, kills: int, env: Mapping[str, str], seed: int 
 
 
 def _killed_save(job: CheckpointJob, env: Mapping[str, str], after_s: float) -> None:
-    """The save started in a fresh process and SIGKILLed `after_s` seconds into it (or just after it ended)."""
-    child = subprocess.Popen(trial_argv(job), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                             env=child_env(None, **env))  # fmt: skip
-    try:
-        child.stdout.readline()  # "saving": its state made, its clock about to start
+    """The save started as a trial is (in a fresh process, or as ranks) and SIGKILLed `after_s` seconds into it (or
+    just after it ended). A save that failed by itself is not a kill: said in one line."""
+    with Started(job, env) as save:
+        if save.readline().strip() != "saving":  # its state made, its clock about to start
+            raise IobenchError(f"kill test: {job.library}'s save ended before it began; nothing was killed")
         time.sleep(after_s)
-    finally:
-        child.send_signal(signal.SIGKILL)
-        child.wait()
-        child.stdout.close()
+        if save.failed():
+            raise IobenchError(f"kill test: {job.library}'s save failed by itself before its kill")
 
 
 def _classified(job: CheckpointJob, env: Mapping[str, str]) -> str:

@@ -5,6 +5,7 @@ JSON line, or its failure in one line."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 from collections.abc import Mapping
 from pathlib import Path
@@ -15,7 +16,7 @@ from iobench.checkpoint.state import StateSpec
 from iobench.errors import IobenchError
 from iobench.system.fsutil import free_bytes
 from iobench.system.processes import python_module
-from iobench.system.ranks import child_env, run_ranks
+from iobench.system.ranks import Ranks, child_env, run_ranks
 
 TRIAL_MODULE = "iobench.checkpoint.trial"
 FULL_DISK_BYTES = 64 * 2**20  # less free than this after a failed save: the disk filled
@@ -25,10 +26,15 @@ def trial_argv(job: CheckpointJob) -> list[str]:
     return python_module(TRIAL_MODULE, json.dumps(job.to_json()))
 
 
+def as_ranks(job: CheckpointJob) -> bool:
+    """Whether the job runs as ranks: more than one, or a library that needs a process group even alone."""
+    return job.nproc > 1 or LIBRARIES[job.library].group
+
+
 def in_a_process(job: CheckpointJob, timeout_s: float, env: Mapping[str, str]) -> subprocess.CompletedProcess:
     """The job in a fresh process, or in `job.nproc` ranks (rank 0's output, or the first failed rank's)."""
     argv = trial_argv(job)
-    if job.nproc > 1 or LIBRARIES[job.library].group:
+    if as_ranks(job):
         try:
             exits = run_ranks(argv, job.nproc, capture=True, timeout_s=timeout_s, env=child_env(None, **env))
         except TimeoutError:
@@ -44,6 +50,41 @@ def in_a_process(job: CheckpointJob, timeout_s: float, env: Mapping[str, str]) -
             proc.wait()
             raise
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+class Started:
+    """The job started as `in_a_process` starts it (alone, or as ranks), for the kill test: rank 0's output read as
+    it comes, and every process of it SIGKILLed at once by `kill` (or on leaving the block). A save that needs a
+    group, started alone, failed at once (DCP's process checkpointer): its kills measured nothing."""
+
+    def __init__(self, job: CheckpointJob, env: Mapping[str, str]) -> None:
+        argv, env = trial_argv(job), child_env(None, **env)
+        self._ranks = Ranks(argv, job.nproc, env=env, pipe=True) if as_ranks(job) else None
+        self._procs = self._ranks.procs if self._ranks is not None else [
+            subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)]  # fmt: skip
+
+    def readline(self) -> str:
+        return self._procs[0].stdout.readline().decode(errors="replace")
+
+    def failed(self) -> bool:
+        """Some process of it has already exited with a failure (before any kill)."""
+        return any(p.poll() not in (None, 0) for p in self._procs)
+
+    def kill(self) -> None:
+        if self._ranks is not None:
+            self._ranks.stop(wait_s=5.0, first=signal.SIGKILL)
+            self._ranks.close()
+            return
+        proc = self._procs[0]
+        proc.kill()
+        proc.wait()
+        proc.stdout.close()
+
+    def __enter__(self) -> Started:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill()
 
 
 def trial(job: CheckpointJob, env: Mapping[str, str], disk: Path | None = None) -> dict:

@@ -95,7 +95,9 @@ class Ranks:
     rank still running, and their group."""
 
     def __init__(self, argv: Sequence[str], nproc: int, *, env: Mapping[str, str] | None = None,
-                 capture: bool = False) -> None:  # fmt: skip
+                 capture: bool = False, pipe: bool = False) -> None:  # fmt: skip
+        """`capture`: each rank's output kept for `wait`'s answer; `pipe`: rank 0's standard output readable as it
+        comes (`procs[0].stdout`, bytes), the rest of every rank's output dropped."""
         import datetime as dt
 
         import torch.distributed as dist
@@ -116,11 +118,13 @@ class Ranks:
             for rank in range(nproc):
                 files = (tempfile.TemporaryFile(), tempfile.TemporaryFile()) if capture else None
                 self._outputs.append(files)
+                if pipe:
+                    out, err = (subprocess.PIPE if rank == 0 else subprocess.DEVNULL), subprocess.DEVNULL
+                else:
+                    out, err = (files[0], files[1]) if files else (None, None)
                 self.procs.append(
-                    subprocess.Popen(
-                        list(argv), env=rank_env(rank, nproc, port, env), start_new_session=True,
-                        stdout=files[0] if files else None, stderr=files[1] if files else None,
-                    )
+                    subprocess.Popen(list(argv), env=rank_env(rank, nproc, port, env), start_new_session=True,
+                                     stdout=out, stderr=err)
                 )  # fmt: skip
         except BaseException:
             self.stop()
@@ -156,9 +160,10 @@ class Ranks:
             texts.append(f.read().decode(errors="replace"))
         return texts[0], texts[1]
 
-    def stop(self, wait_s: float = STOP_WAIT_S) -> None:
-        """SIGTERM to every rank's group, SIGKILL to what is left after `wait_s`; every rank reaped."""
-        for sig, wait in ((signal.SIGTERM, wait_s), (signal.SIGKILL, 5.0)):
+    def stop(self, wait_s: float = STOP_WAIT_S, first: signal.Signals = signal.SIGTERM) -> None:
+        """`first` (SIGTERM; SIGKILL for a crash) to every rank's group, SIGKILL to what is left after `wait_s`; every
+        rank reaped."""
+        for sig, wait in ((first, wait_s), (signal.SIGKILL, 5.0)):
             if not self._left():
                 return
             for pgid in self._left():
@@ -184,6 +189,9 @@ class Ranks:
 
     def close(self) -> None:
         self.stop()
+        for p in self.procs:
+            if p.stdout is not None:
+                p.stdout.close()
         for files in self._outputs:
             for f in files or ():
                 f.close()

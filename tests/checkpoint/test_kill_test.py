@@ -8,11 +8,12 @@ import os
 
 import pytest
 
-from iobench.checkpoint import save_modes, trial
+from iobench.checkpoint import processes, save_modes, trial
 from iobench.checkpoint.job import CheckpointJob
-from iobench.checkpoint.kill_test import kill_test
+from iobench.checkpoint.kill_test import N_PLUS_1, N, _killed_save, kill_test
 from iobench.checkpoint.libraries import LIBRARIES
 from iobench.checkpoint.state import StateSpec, make_state
+from iobench.errors import IobenchError
 from iobench.storage.checkpoints import Place
 
 pytestmark = pytest.mark.extras
@@ -74,3 +75,21 @@ def test_killed_safe_saves_never_lose_a_step(tmp_path, library):
     job = CheckpointJob(library, "save", SPEC, Place(folder=str(tmp_path / "k")), "safe", torch_threads=1)
     counts = kill_test(job, 4, {}, seed=3)
     assert counts["N intact"] + counts["N+1 intact"] == 4, counts
+
+
+def test_a_save_that_needs_a_group_is_killed_as_its_trial_runs_it(tmp_path):
+    """dcp-async-process saves in a process group even alone: the killed save starts as its trial does (as ranks).
+    Started alone it failed at once, so even a kill long after the save's own time read "N intact", every time."""
+    (tmp_path / "k").mkdir()
+    place = Place(folder=str(tmp_path / "k"))
+    job = CheckpointJob("dcp-async-process", "save", SPEC.with_seed(N), place, saves=1, torch_threads=1, check=False)
+    took = processes.trial(job, {})["durable_seconds"]  # step N, and the save's own time
+    _killed_save(job.with_(spec=SPEC.with_seed(N_PLUS_1), announce=True), {}, after_s=3 * took + 1.0)
+    assert _classify("dcp-async-process", tmp_path / "k") == "N+1 intact"
+
+
+def test_a_save_that_fails_by_itself_is_said_not_counted_as_a_kill(tmp_path):
+    (tmp_path / "k").write_text("a file where the checkpoint's folder goes")
+    job = CheckpointJob("torch", "save", SPEC, Place(folder=str(tmp_path / "k")), saves=1, announce=True)
+    with pytest.raises(IobenchError, match="torch's save ended before it began; nothing was killed"):
+        _killed_save(job, {}, after_s=0.0)
