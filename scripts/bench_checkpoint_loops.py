@@ -97,7 +97,9 @@ def own_restore(library: str, params: int, folder: Path, threads: int, cold: boo
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
                 os.close(fd)
     make = MAKE_TARGET.format(p=params) if library.startswith("dcp") else IMPORT
-    return _run(imports, make, threads, f"{COLLECTED}t = time.perf_counter()\n{load.format(d=d)}\n"
+    # the restored state kept past the clock, as a job keeps it (dropped inside, 1 GiB freed counted: torch's warm
+    # restore read 0.659 s here against 0.576 s in iobench's trial, which keeps it for its check)
+    return _run(imports, make, threads, f"{COLLECTED}t = time.perf_counter()\nrestored = {load.format(d=d)}\n"
                 "print(time.perf_counter() - t)\n")  # fmt: skip
 
 
