@@ -1,11 +1,11 @@
 """Is `iobench checkpoint` costing a library nothing? Each library's own minimal loop, written from its documentation,
-against iobench's trial of the same library on the same state at the same torch threads: the steady save until
-durable (a first save in the same process made durable, untimed, then the timed one over it, as a job's next
-checkpoint; durable: every file, the folder and its entry in its parent fsynced), a warm restore and a cold one (the
-files evicted with fadvise first), each restore in a fresh process. Each side keeps its own folder; in a round each
-measure is taken on both sides back to back, who goes first alternating, so that the disk's drift between minutes
-falls on both alike. The medians of each and their ratio (its own loop's seconds over iobench's: above 1, iobench is
-faster), and the median of each round's pair's ratio.
+against iobench's trial of the same library on the same state at the same torch threads, in alternating rounds (who
+goes first alternates): the steady save until durable (a first save in the same process made durable, untimed, then
+the timed one over it, as a job's next checkpoint; durable: every file, the folder and its entry in its parent
+fsynced), a warm restore and a cold one (the files evicted with fadvise first), each restore in a fresh process. The
+medians of each and their ratio (its own loop's seconds over iobench's: above 1, iobench is faster), and the median
+of each round's pair's ratio. (Each measure taken on both sides back to back, in folders of their own, did not
+narrow the spread: the second side's save paid the first's writeback, torch's durable save reading 0.72-1.18.)
 
     python scripts/bench_checkpoint_loops.py [--params 7.7e7] [--rounds 4] [--threads 1] [--dir /tmp/ckloops]
 
@@ -77,51 +77,47 @@ def _run(imports: str, make: str, threads: int, body: str) -> float:
     return float(done.stdout.split()[-1])
 
 
-def own_save(library: str, params: int, folder: Path, threads: int) -> float:
-    """The library's save twice in one process, the second timed until durable."""
-    imports, save, _ = OWN[library]
+def own_loop(library: str, params: int, folder: Path, threads: int) -> list[float]:
+    """The library's save twice in one process (the second timed until durable), then a fresh process loading warm,
+    then one loading cold (the files evicted with POSIX_FADV_DONTNEED)."""
+    imports, save, load = OWN[library]
     d = folder / "current"
-    first = f"os.makedirs('{d}', exist_ok=True)\n{save.format(d=d)}\ndurable('{d}')\n"
-    timed = f"{COLLECTED}t = time.perf_counter()\n{save.format(d=d)}\ndurable('{d}')\nprint(time.perf_counter() - t)\n"
-    return _run(imports, MAKE_STATE.format(p=params), threads, first + timed)
+    seconds = [
+        _run(
+            imports,
+            MAKE_STATE.format(p=params),
+            threads,
+            f"os.makedirs('{d}', exist_ok=True)\n{save.format(d=d)}\ndurable('{d}')\n"
+            f"{COLLECTED}t = time.perf_counter()\n{save.format(d=d)}\ndurable('{d}')\nprint(time.perf_counter() - t)\n",
+        )
+    ]
+    for cold in (False, True):
+        if cold:
+            for root, _, files in os.walk(d):
+                for name in files:
+                    fd = os.open(os.path.join(root, name), os.O_RDONLY)
+                    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                    os.close(fd)
+        make = MAKE_TARGET.format(p=params) if library.startswith("dcp") else IMPORT
+        # the restored state kept past the clock, as a job keeps it (dropped inside, 1 GiB freed counted: torch's
+        # warm restore read 0.659 s here against 0.576 s in iobench's trial, which keeps it for its check)
+        timed = f"{COLLECTED}t = time.perf_counter()\nrestored = {load.format(d=d)}\nprint(time.perf_counter() - t)\n"
+        seconds.append(_run(imports, make, threads, timed))
+    return seconds
 
 
-def own_restore(library: str, params: int, folder: Path, threads: int, cold: bool) -> float:
-    """A fresh process loading, warm or cold (the files evicted with POSIX_FADV_DONTNEED first)."""
-    imports, _, load = OWN[library]
-    d = folder / "current"
-    if cold:
-        for root, _, files in os.walk(d):
-            for name in files:
-                fd = os.open(os.path.join(root, name), os.O_RDONLY)
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-                os.close(fd)
-    make = MAKE_TARGET.format(p=params) if library.startswith("dcp") else IMPORT
-    # the restored state kept past the clock, as a job keeps it (dropped inside, 1 GiB freed counted: torch's warm
-    # restore read 0.659 s here against 0.576 s in iobench's trial, which keeps it for its check)
-    return _run(imports, make, threads, f"{COLLECTED}t = time.perf_counter()\nrestored = {load.format(d=d)}\n"
-                "print(time.perf_counter() - t)\n")  # fmt: skip
-
-
-def _job(library: str, params: int, folder: Path, threads: int) -> CheckpointJob:
-    return CheckpointJob(library, "save", StateSpec(params), Place(folder=str(folder)), torch_threads=threads,
-                         check=False)  # fmt: skip
-
-
-def iobench_save(library: str, params: int, folder: Path, threads: int) -> float:
-    """iobench's trial process: the first save and the steady one, its durable seconds."""
-    return _trial(_job(library, params, folder, threads))["durable_seconds"]
-
-
-def iobench_restore(library: str, params: int, folder: Path, threads: int, cold: bool) -> float:
-    """iobench's restore trial, warm or cold (made cold by iobench's target)."""
-    job = _job(library, params, folder, threads)
-    if cold:
-        LocalCheckpoints(folder.parent).make_cold(job.place.child("current"))
-    return _trial(job.with_(op="restore"))["seconds"]
-
-
-SIDES = {"its own loop": (own_save, own_restore), "iobench": (iobench_save, iobench_restore)}
+def iobench_trials(library: str, params: int, folder: Path, threads: int) -> list[float]:
+    """iobench's trial processes on the same folder: the save (first and steady), the warm restore, the cold one (made
+    cold by iobench's target)."""
+    place = Place(folder=str(folder))
+    job = CheckpointJob(library, "save", StateSpec(params), place, torch_threads=threads, check=False)
+    out = [_trial(job)["durable_seconds"]]
+    target = LocalCheckpoints(folder.parent)
+    for cold in (False, True):
+        if cold:
+            target.make_cold(place.child("current"))
+        out.append(_trial(job.with_(op="restore"))["seconds"])
+    return out
 
 
 def _trial(job: CheckpointJob) -> dict:
@@ -142,21 +138,16 @@ def main() -> None:
     print(f"{params:,} parameters ({params * 14 / 2**30:.2f} GiB), {a.threads} torch threads, {a.rounds} rounds; "
           f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     for library in a.libraries.split(","):
-        seconds: dict[str, list[list[float]]] = {side: [] for side in SIDES}
+        own, ours = [], []
         for k in range(a.rounds):
-            for side in SIDES:
-                shutil.rmtree(a.dir / library / side, ignore_errors=True)
-                (a.dir / library / side).mkdir(parents=True)
-                seconds[side].append([])
-            os.sync()  # the last round's writes on the disk before this round's saves
-            for step, what in enumerate(WHAT):  # the two sides back to back, who goes first alternating
-                order = list(SIDES) if (k + step) % 2 == 0 else list(SIDES)[::-1]
-                for side in order:
-                    save, restore = SIDES[side]
-                    args = (library, params, a.dir / library / side, a.threads)
-                    seconds[side][k].append(save(*args) if step == 0 else restore(*args, cold=what == "cold restore"))
+            pairs = [(own_loop, own), (iobench_trials, ours)]
+            for runner, kept in pairs if k % 2 == 0 else pairs[::-1]:
+                folder = a.dir / library
+                shutil.rmtree(folder, ignore_errors=True)
+                folder.mkdir(parents=True)
+                os.sync()  # the previous side's dirty pages written before this side's save
+                kept.append(runner(library, params, folder, a.threads))
         shutil.rmtree(a.dir / library, ignore_errors=True)
-        own, ours = seconds["its own loop"], seconds["iobench"]
         for k, what in enumerate(WHAT):
             mine, theirs = statistics.median(x[k] for x in ours), statistics.median(x[k] for x in own)
             paired = [x[k] / y[k] for x, y in zip(own, ours, strict=True)]
