@@ -365,8 +365,8 @@ def test_writing_stops_before_the_disk_is_full(tmp_path, cli, monkeypatch, forma
 
 
 def test_a_killed_worker_ends_the_run_in_one_line(workspace, tmp_path):
-    """The run's loaders start and end their workers (the estimate's, warm-up's, each run's): a kill that lands as one
-    ends hits a worker already leaving (once in CI the run went on past 60 s), so the next loader's is killed then."""
+    """The run's loaders start and end their workers every 2 s or so (the estimate's, warm-up's, each run's): a kill
+    that lands as one ends hits a worker already leaving, so the next live loader's is killed then."""
     proc = _run_with_two_workers(workspace, tmp_path)
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline:
