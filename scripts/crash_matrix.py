@@ -151,10 +151,10 @@ def our_orphans() -> set[int]:
 
 def grace_s(loader: str) -> float:
     """How long after SIGINT a run of `loader` may take to be gone: iobench's part and its library's shutdown."""
-    from iobench.loaders import LOADERS
+    from iobench.loaders import kind_of
 
-    extra = next((k.extra for k in LOADERS.values() if k.name.value == loader), None)
-    return INTERRUPT_GRACE_S + SHUTDOWN_S.get(extra or "", 0.0)
+    kind = kind_of(loader)
+    return INTERRUPT_GRACE_S + SHUTDOWN_S.get((kind.extra if kind is not None else None) or "", 0.0)
 
 
 def classify(rc: int | None, output: str, mode: str, after_signal: float | None,
