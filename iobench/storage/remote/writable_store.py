@@ -5,22 +5,24 @@ client then fails ("A previous write operation did not complete successfully", r
 s3torchconnector 1.5), so the emulator's rclone serves reads and moto serves writes.
 
 Both listen on 127.0.0.1 only, on free ports, with keys made for this start that reach the clients through their
-environment; both die with this process and are stopped on every exit path (the emulator's state folder and stale
+environment. Loopback is no boundary on a shared host (moto itself checks no signature): moto runs behind
+`signed_gate`, which answers only requests signed with those keys, whichever port they come to. Both die with this
+process and are stopped on every exit path (the emulator's state folder and stale
 removal: moto's command line names the state folder)."""
 
 from __future__ import annotations
 
+import os
 import secrets
-import sys
 import time
 from dataclasses import dataclass
 
 from iobench.errors import IobenchError
 from iobench.storage.remote.emulator import ShapedStore, free_port, nginx_binary, wait_listening
 from iobench.storage.remote.endpoint import Endpoint
+from iobench.storage.remote.signed_gate import KEYS_VARIABLE
+from iobench.system.processes import python_module
 
-# moto's server started with the state folder on its command line (what stale removal matches a process by)
-MOTO = "import sys; from moto.server import main; main(sys.argv[1:5])"
 MOTO_INSTALL = "pip install 'iobench[checkpoint-s3]'"
 
 
@@ -34,10 +36,14 @@ class WritableStore(ShapedStore):
         check_moto()
         nginx_binary()  # both found before anything starts
         upstream = free_port()
-        self._spawn("moto", [sys.executable, "-c", MOTO, "-H", "127.0.0.1", "-p", str(upstream), str(self.state)])
+        access, secret = "IOBENCH" + secrets.token_hex(8).upper(), secrets.token_hex(20)
+        # the keys through the environment (never the command line); the state folder named for stale removal
+        env = {**os.environ, KEYS_VARIABLE: f"{access}:{secret}"}
+        argv = python_module("iobench.storage.remote.signed_gate", "127.0.0.1", str(upstream), str(self.state))
+        self._spawn("moto", argv, env)
         wait_listening(upstream, self._processes[-1], self.state / "moto.out")
-        self.endpoint = Endpoint(f"http://127.0.0.1:{self._shaper(upstream)}", "IOBENCH" + secrets.token_hex(8).upper(),
-                                 secrets.token_hex(20), bucket=self.bucket)  # fmt: skip
+        port = self._shaper(upstream)
+        self.endpoint = Endpoint(f"http://127.0.0.1:{port}", access, secret, bucket=self.bucket)
         make_bucket(self.endpoint, self.bucket)
 
     @property
