@@ -7,7 +7,7 @@ medians of each and their ratio (its own loop's seconds over iobench's: above 1,
 of each round's pair's ratio. (Each measure taken on both sides back to back, in folders of their own, did not
 narrow the spread: the second side's save paid the first's writeback, torch's durable save reading 0.72-1.18.)
 
-    python scripts/bench_checkpoint_loops.py [--params 7.7e7] [--rounds 4] [--threads 1] [--dir /tmp/ckloops]
+    python scripts/bench_checkpoint_loops.py [--params 7.7e7] [--rounds 4] [--threads 1] [--dir FOLDER]
 
 The state is made with iobench's maker before the clock (the same tensors on both sides); the timed calls and the
 loop's own fsync and eviction are the documentation's, with no iobench import among them. Each clock starts, on both
@@ -19,10 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 from pathlib import Path
+
+from workdir import remove_tree, remove_work, work_dir
 
 from iobench.checkpoint.job import CheckpointJob
 from iobench.checkpoint.state import StateSpec
@@ -131,10 +132,18 @@ def main() -> None:
     parser.add_argument("--params", default="7.7e7")  # about 1 GiB of state
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--dir", type=Path, default=Path("/tmp/ckloops"))
+    parser.add_argument("--dir", type=Path, help="where the checkpoints go (default: a fresh temporary folder)")
     parser.add_argument("--libraries", default="torch,safetensors,dcp,dcp-threads")
     a = parser.parse_args()
     params = parse_size(a.params)
+    a.dir = work_dir(a.dir, "ckloops-")
+    try:
+        compare(a, params)
+    finally:
+        remove_work(a.dir)
+
+
+def compare(a: argparse.Namespace, params: int) -> None:
     print(f"{params:,} parameters ({params * 14 / 2**30:.2f} GiB), {a.threads} torch threads, {a.rounds} rounds; "
           f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
     for library in a.libraries.split(","):
@@ -143,11 +152,11 @@ def main() -> None:
             pairs = [(own_loop, own), (iobench_trials, ours)]
             for runner, kept in pairs if k % 2 == 0 else pairs[::-1]:
                 folder = a.dir / library
-                shutil.rmtree(folder, ignore_errors=True)
-                folder.mkdir(parents=True)
+                remove_tree(folder)
+                folder.mkdir()
                 os.sync()  # the previous side's dirty pages written before this side's save
                 kept.append(runner(library, params, folder, a.threads))
-        shutil.rmtree(a.dir / library, ignore_errors=True)
+        remove_tree(a.dir / library)
         for k, what in enumerate(WHAT):
             mine, theirs = statistics.median(x[k] for x in ours), statistics.median(x[k] for x in own)
             paired = [x[k] / y[k] for x, y in zip(own, ours, strict=True)]

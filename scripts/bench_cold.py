@@ -27,8 +27,9 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from workdir import remove_work, work_dir
 
 OWN_LOOP = r"""
 import json, os, sys, time
@@ -119,7 +120,7 @@ def main() -> None:
         sys.exit(f"no prepared dataset with memmap in {args.data_dir}")
     prefix = dataset / "memmap"
     features = max((p for p in prefix.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
-    scratch = Path(tempfile.mkdtemp(prefix="bench-cold-"))
+    scratch = work_dir(None, "bench-cold-")
     rows: dict[str, list[dict]] = {"iobench": [], "own loop": [], "fio": []}
     try:
         for k in range(args.rounds):
@@ -130,7 +131,7 @@ def main() -> None:
             print(f"round {k + 1}: " + ", ".join(f"{name} {r[-1]['mb_per_s']:.0f} MB/s" for name, r in rows.items()
                                                  if r), flush=True)  # fmt: skip
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_work(scratch)
     median = {name: statistics.median(r["mb_per_s"] for r in runs) for name, runs in rows.items() if runs}
     print(f"\n{dataset.name}, memmap in order, batch {args.batch_size}, read limit {args.read_limit:g} MB/s, "
           f"{args.rounds} rounds, uid {os.geteuid()}")  # fmt: skip

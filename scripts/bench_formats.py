@@ -23,7 +23,6 @@ import argparse
 import io
 import os
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -34,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
+from workdir import MARKER, remove_tree, remove_work, work_dir
 
 FORMATS = ("webdataset", "arrow", "zarr", "tfrecord", "litdata", "lance")
 # Where a library documents more than one loop: Lance's bare take() loop, and the DataLoader over take() it hands
@@ -275,7 +275,7 @@ def library_write(fmt: str, features: np.ndarray, labels: np.ndarray, out: Path,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--data-dir", type=Path, help="the scratch folder (default: a fresh temporary folder)")
     parser.add_argument("--size", default="2e4")
     parser.add_argument("--write-size", default="2e5")
     parser.add_argument("--workers", default="0,2")
@@ -292,11 +292,16 @@ def main() -> None:
         parser.error("--cache: warm, cold or warm,cold")
     if "cold" in args.cache and os.geteuid() != 0:
         parser.error("--cache cold drops the page cache: run as root")
-    shutil.rmtree(args.data_dir, ignore_errors=True)
-    args.data_dir.mkdir(parents=True)
-    if not args.write_only:
-        read(args, chosen)
-    write(args, chosen)
+    args.data_dir = work_dir(args.data_dir, "bench-formats-")
+    try:
+        for entry in list(args.data_dir.iterdir()):
+            if entry.name != MARKER:
+                remove_tree(entry)
+        if not args.write_only:
+            read(args, chosen)
+        write(args, chosen)
+    finally:
+        remove_work(args.data_dir)
 
 
 def read(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
@@ -370,7 +375,7 @@ def write(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
         # interleaved rounds, medians: this disk's speed moves by 30% between minutes
         for _ in range(args.write_rounds):
             folder = args.data_dir / f"write-{fmt}"
-            shutil.rmtree(folder, ignore_errors=True)
+            remove_tree(folder)
             folder.mkdir()
             # the format alone: a second format's writer would share the 2 cores with the one measured
             written, fmt_rss = prepare(folder, args.write_size, fmt, source)
@@ -379,7 +384,7 @@ def write(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
             peaks.append(fmt_rss)
             # write_mb_per_s counts bytes on disk (PNG, padding); the library's side counts samples
             ours.append(manifest.spec.payload_bytes / 1e6 / entry.write_seconds)
-            shutil.rmtree(folder)
+            remove_tree(folder)
             with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
                 alone.append(library_write(fmt, big_f, big_l, Path(tmp)))
             if fmt == "litdata":  # optimize runs a process per core by default; prepare writes with one
@@ -393,7 +398,7 @@ def write(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
             c = statistics.median(one)
             spread = f"{min(one):,.1f}-{max(one):,.1f}"
             print(f"| litdata, optimize with 1 worker | | | {c:,.1f} ({spread}) | {a / c:.2f}x | |")
-    shutil.rmtree(source)
+    remove_tree(source)
     print(f"max RSS of this script {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:,.0f} MiB")
 
 

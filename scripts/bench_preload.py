@@ -28,8 +28,9 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
+
+from workdir import remove_work, work_dir
 
 DISK = (
     "import json, subprocess, sys\n"
@@ -80,7 +81,7 @@ def main() -> None:
         subprocess.run([*iobench, "prepare", "--size", args.size, "--formats", "npy,memmap", "--data-dir",
                         str(args.data_dir), "-q"], check=True)  # fmt: skip
     features = args.data_dir / name / "npy" / "features.npy"
-    scratch = Path(tempfile.mkdtemp(prefix="bench-preload-"))
+    scratch = work_dir(None, "bench-preload-")
     rows = []
     try:
         for k in range(args.rounds):
@@ -106,7 +107,7 @@ def main() -> None:
             print(f"round {k + 1}: disk {disk:.1f} MB/s, " + ", ".join(f"{f}/{lo} {v:.1f} ({v / disk:.3f}x)"
                   for (lo, f), v in rate.items()), flush=True)  # fmt: skip
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        remove_work(scratch)
     limit_text = f"read limit {args.read_limit:g} MB/s" if args.read_limit else "no read limit"
     print(f"\n{name}, shuffled, cold, {limit_text}, device {args.device}, {cpu_model()}, uid {os.geteuid()}")
     keys = [(lo, f) for lo in loaders for f in ("npy", "memmap")]

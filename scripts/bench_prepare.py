@@ -15,12 +15,13 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import NamedTuple
+
+from workdir import remove_tree, remove_work, work_dir
 
 BLOCK = 8 * 2**20
 
@@ -74,11 +75,11 @@ def timed_iobench(args: list[object], quiet: bool = False) -> Timed:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--size", default="1e7")
-    ap.add_argument("--data-dir", type=Path, default=Path("data"))
+    ap.add_argument("--data-dir", type=Path, help="where prepare writes (default: a fresh temporary folder)")
     ap.add_argument("--keep", action="store_true", help="keep the prepared dataset")
     ap.add_argument("extra", nargs="*", help="more `iobench prepare` options, after --")
     args = ap.parse_args()
-    args.data_dir.mkdir(parents=True, exist_ok=True)
+    args.data_dir = work_dir(args.data_dir, "bench-prepare-")
     print(f"machine: {platform.node()} {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
     print(subprocess.run(["findmnt", "-T", str(args.data_dir)], capture_output=True, text=True).stdout.strip())
 
@@ -109,7 +110,8 @@ def main() -> None:
     seq_before *= total / int(guess)
     seq_s = min(seq_before, seq_after)
     if not args.keep:
-        shutil.rmtree(dataset_dir)
+        remove_tree(dataset_dir)
+        remove_work(args.data_dir)
 
     print(f"\npage cache before each stream: {cache0}, {cache2}; before prepare: {cache}")
     print(f"{'format':<8} {'MB':>10} {'write s':>9} {'write MB/s':>11} {'checksum s':>11}")

@@ -17,7 +17,6 @@ import json
 import os
 import platform
 import resource
-import shutil
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 from bench_prepare import Timed, timed_iobench  # scripts/ is on sys.path when a script runs
+from workdir import remove_tree, remove_work, work_dir
 
 
 def iobench(*args: object) -> Timed:
@@ -66,7 +66,7 @@ def prepare_pair(data: Path, n: int, repeats: int) -> None:
     for _ in range(repeats):
         for kind in ("generated", "from"):
             out = data / kind
-            shutil.rmtree(out, ignore_errors=True)
+            remove_tree(out)
             args = ["--size", n] if kind == "generated" else ["--from", source, "--labels", labels]
             seconds, peak, *_ = iobench("prepare", *args, "--data-dir", out, "-q")
             times[kind].append(seconds)
@@ -79,8 +79,8 @@ def prepare_pair(data: Path, n: int, repeats: int) -> None:
     print(f"  ratio --from / generated: {src / gen:.2f}x (goal <= 1.5x)")
     for kind in ("generated", "from"):
         print(f"  peak RSS, {kind}: {rss[kind] / 2**20:,.0f} MiB (goal for --from < 1024 MiB)")
-    shutil.rmtree(data / "generated", ignore_errors=True)
-    shutil.rmtree(data / "from", ignore_errors=True)
+    remove_tree(data / "generated")
+    remove_tree(data / "from")
     source.unlink()
     source.with_name("labels.npy").unlink()
 
@@ -93,7 +93,7 @@ def files_writing(data: Path, n: int, repeats: int) -> None:
     print(f"files, small-image, {n:,} samples, {cores} cores, {repeats} repeats (file systems drift):")
     for repeat in range(repeats):
         out = data / "files"
-        shutil.rmtree(out, ignore_errors=True)
+        remove_tree(out)
         os.sync()
         args = ["--workload", "small-image", "--size", n, "--formats", "files", "--data-dir", out, "-q"]
         timed = iobench("prepare", *args)
@@ -113,7 +113,7 @@ def files_writing(data: Path, n: int, repeats: int) -> None:
             f"      encode only, {cores} threads: {encode:,.0f} samples/s;"
             f" create+write of {mean_file:,.0f}-byte files, 1 thread: {files:,.0f} files/s, {kernel:.0f} µs kernel each"
         )  # fmt: skip
-    shutil.rmtree(data / "files", ignore_errors=True)
+    remove_tree(data / "files")
 
 
 def encode_only(n: int) -> float:
@@ -134,7 +134,7 @@ def encode_only(n: int) -> float:
 
 def create_files(folder: Path, n: int, size: int) -> tuple[float, float]:
     """Files/s and kernel µs per file of creating n files of `size` bytes in folders of 1,000."""
-    shutil.rmtree(folder, ignore_errors=True)
+    remove_tree(folder)
     os.sync()
     for k in range(0, n, 1000):
         (folder / str(k // 1000)).mkdir(parents=True)
@@ -145,13 +145,13 @@ def create_files(folder: Path, n: int, size: int) -> tuple[float, float]:
         os.write(fd, data)
         os.close(fd)
     seconds, after = time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF)
-    shutil.rmtree(folder)
+    remove_tree(folder)
     return n / seconds, (after.ru_stime - before.ru_stime) / n * 1e6
 
 
 def transform_workers(data: Path, n: int) -> None:
     out = data / "augment"
-    shutil.rmtree(out, ignore_errors=True)
+    remove_tree(out)
     iobench("prepare", "--workload", "small-image", "--size", n, "--formats", "npy,files", "--data-dir", out, "-q")
     results = out / "sweep.jsonl"
     iobench(
@@ -173,7 +173,7 @@ def transform_workers(data: Path, n: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--data-dir", type=Path, required=True)
+    parser.add_argument("--data-dir", type=Path, help="the scratch folder (default: a fresh temporary folder)")
     parser.add_argument("--gb", type=float, default=2.0, help="size of the --from source (GB)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--files-samples", type=int, default=100_000)
@@ -181,14 +181,17 @@ def main() -> None:
     parser.add_argument("--parts", default="prepare,files,augment", help="which measurements, comma list")
     args = parser.parse_args()
     parts = args.parts.split(",")
-    args.data_dir.mkdir(parents=True, exist_ok=True)
+    args.data_dir = work_dir(args.data_dir, "bench-workloads-")
     print(f"machine: {platform.node()}, {os.cpu_count()} cores, {platform.processor() or platform.machine()}")
-    if "prepare" in parts:
-        prepare_pair(args.data_dir, int(args.gb * 1e9 / 512), args.repeats)
-    if "files" in parts:
-        files_writing(args.data_dir, args.files_samples, args.repeats)
-    if "augment" in parts:
-        transform_workers(args.data_dir, args.augment_samples)
+    try:
+        if "prepare" in parts:
+            prepare_pair(args.data_dir, int(args.gb * 1e9 / 512), args.repeats)
+        if "files" in parts:
+            files_writing(args.data_dir, args.files_samples, args.repeats)
+        if "augment" in parts:
+            transform_workers(args.data_dir, args.augment_samples)
+    finally:
+        remove_work(args.data_dir)
 
 
 if __name__ == "__main__":

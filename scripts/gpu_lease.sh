@@ -12,7 +12,14 @@
 #      bash scripts/gpu_lease.sh steps STEPS      carry .wheels: both installed, those steps run here, packed
 set -uo pipefail
 cd "$(dirname "$0")/.."
+# fixed names (a later call finds them), kept only while they are this user's folders and not links: another user
+# of a shared /tmp could plant one (the seventh probe's S2)
 src=/tmp/iobench-src results=/tmp/iobench-gpu parts=/tmp/iobench-dali
+for d in "$src" "$results" "$parts"; do
+  if [ -L "$d" ] || { [ -e "$d" ] && { [ ! -d "$d" ] || [ ! -O "$d" ]; }; }; then
+    echo "$d is not a folder of this user's (a link, a file or someone else's): remove it first" >&2; exit 1
+  fi
+done
 progress() { cat "$results/steps.log" 2>/dev/null; tail -n 3 "$results/run.log" 2>/dev/null; }
 pack() {  # what the device tool brings back: the folder whole, and the steps' lines beside it
   progress

@@ -27,7 +27,7 @@ device=${DEVICE:-cuda}
 small=${SMALL:-}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-data=${DATA:-/tmp/iobench-gpu-data}
+data=${DATA:-$(mktemp -d /tmp/iobench-gpu-data.XXXXXX)}  # a fresh folder unless named
 preload_loaders=preload,device-read
 [ "$device" = cpu ] && preload_loaders=preload  # device-read reads into device memory: CUDA only
 mkdir -p "$data"  # doctor refuses a --data-dir that does not exist

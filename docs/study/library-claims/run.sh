@@ -3,7 +3,8 @@
 # 3 timed epochs after a warm-up, warm, shuffled unless said)
 set -euo pipefail
 out=$1; mkdir -p "$out"
-rows=/tmp/claims-rows; images=/tmp/claims-images
+work=$(mktemp -d); trap 'rm -rf -- "$work"' EXIT  # a fresh folder (0700), never a fixed name under /tmp
+rows=$work/rows; images=$work/images
 python -m iobench prepare --size 100000 --formats npy,arrow,litdata,lance --data-dir "$rows" -q
 python -m iobench prepare --workload small-image --size 5000 --formats files,npy --data-dir "$images" -q
 common=(--runs 1 --epochs 3 --cache warm --device cpu -q)
@@ -22,7 +23,7 @@ python -m iobench sweep --data-dir "$images" --format files --loader dataloader,
   --transform augment "${common[@]}" --results "$out/ray-data.jsonl"
 # Lance's own client from object storage (S3 on loopback, 30 ms to the first byte, 90 MB/s a connection), cold,
 # against Arrow (datasets' streaming), LitData's own s3:// path and npy's ranged reads through the DataLoader
-remote=/tmp/claims-remote
+remote=$work/remote
 python -m iobench prepare --size 20000 --formats npy,arrow,litdata,lance --data-dir "$remote" -q
 python -m iobench sweep --data-dir "$remote" --remote s3-like --format lance,arrow,litdata --loader native \
   --num-workers 0 --runs 1 --epochs 1 --cache cold --device cpu -q --results "$out/remote.jsonl"
