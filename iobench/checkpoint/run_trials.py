@@ -45,6 +45,7 @@ def run_trials(request: CheckpointRequest, steps: list[Step], target: Checkpoint
             places[key] = target.place(f"{step.library}-{len(places)}")
         started = time.monotonic()
         record = _trial(request, step, places[key], target, env)
+        target.check()  # its folder removed under it (a shared --dir swept by another run): no record of it
         append_line(request.results, json.dumps(record.to_json()))
         records.append(record)
         events.trial_done(f"{step.label}: {_said(record)}", estimate.finished(time.monotonic() - started))
@@ -144,6 +145,7 @@ def run_kills(request: CheckpointRequest, kills: list[tuple[str, str]], events: 
             counts = kill_test(job, request.kill_test, {}, each=_KillSaid(events, estimate, f"{name} {mode}",
                                                                         request.kill_test))  # fmt: skip
             after = (os.getloadavg()[0], other_cores_busy())
+            target.check()
             record = CheckpointKills(
                 library=name, save_mode=mode, params=spec.params, layout=spec.layout, state_bytes=spec.state_bytes,
                 kills=sum(counts.values()), counts=counts, timestamp=_now(),

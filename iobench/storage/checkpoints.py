@@ -1,5 +1,7 @@
-"""Where `iobench checkpoint` writes: a target. A local folder of iobench's own under `--dir` (0700, removed on every
-exit path with the parents made for it; what a killed run left is swept first), or a prefix of a bucket at an S3
+"""Where `iobench checkpoint` writes: a target. A local folder of iobench's own under `--dir` (0700, marked as this
+process's, removed on every exit path with the parents made for it; what a killed run of this host left is swept
+first, never a folder merely named like one, nor one of a run in another container or on another node sharing the
+folder; a run whose folder vanishes says so and stops), or a prefix of a bucket at an S3
 store (iobench's own writable store on loopback with `--remote PROFILE`, or the store at `--endpoint-url`), emptied
 at the end and checked empty.
 
@@ -24,6 +26,7 @@ from typing import Any
 from iobench.errors import IobenchError
 from iobench.storage.remote.endpoint import REGION, Endpoint
 from iobench.storage.remote.requests_log import Requests
+from iobench.system import ownership
 from iobench.system.private import owner_tag, stale_dirs
 
 WORK_KIND = ".iobench-checkpoint"  # `<kind>-<pid>-<start>-XXXX`: whose work folder it is, after a PID is reused
@@ -94,6 +97,10 @@ class CheckpointTarget(ABC):
     @abstractmethod
     def remove(self, place: Place) -> None: ...
 
+    def check(self) -> None:
+        """One line where the target is no longer iobench's (its folder removed under the run)."""
+        return None  # an object store's prefix: what removes it fails the next request, in one line
+
     @abstractmethod
     def read_small(self, place: Place, name: str, limit: int) -> bytes:
         """At most `limit` bytes of a small file of the checkpoint (a pointer); OSError where it is not there."""
@@ -115,11 +122,19 @@ class LocalCheckpoints(CheckpointTarget):
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        self._identity = _identity(root)
 
     def where(self) -> str:
         return "local"
 
+    def check(self) -> None:
+        if _identity(self.root) != self._identity or not ownership.is_ours(self.root):
+            raise IobenchError(f"checkpoint: iobench's folder {self.root} was removed or replaced during the run "
+                               "(another run's sweep of a shared --dir, or a user); what was measured in it since is "
+                               "void")  # fmt: skip
+
     def place(self, name: str) -> Place:
+        self.check()
         folder = self.root / name
         folder.mkdir(mode=0o700)
         return Place(folder=str(folder))
@@ -254,16 +269,28 @@ def work_folder(directory: Path) -> Iterator[Path]:
             shutil.rmtree(stale, ignore_errors=True)
         try:
             folder = Path(tempfile.mkdtemp(prefix=f"{WORK_KIND}-{owner_tag()}-", dir=directory))
+            ownership.mark(folder)
         except OSError as exc:
             raise IobenchError(f"--dir {directory}: cannot write there: {exc.strerror or exc}") from None
+        identity = _identity(folder)
         try:
             yield folder
         finally:
-            shutil.rmtree(folder, ignore_errors=True)
+            if _identity(folder) == identity and ownership.is_ours(folder):  # never one that replaced it
+                shutil.rmtree(folder, ignore_errors=True)
     finally:
         for parent in made:  # deepest first; a folder something else now holds stays
             with contextlib.suppress(OSError):
                 parent.rmdir()
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    """The folder's device and inode (lstat), None where it is gone: a folder removed and made again is another."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
 
 
 def check_directory(directory: Path) -> None:

@@ -3,8 +3,9 @@ caches, an unsaved record. Another user of the machine can create names in /tmp 
 holding a `pids` file that names someone else's process, a link to a file root would then overwrite); so the
 folder is used only once `lstat` says it is a directory, owned by this user, mode 0700, not a link, and every
 file made in it is created `O_EXCL | O_NOFOLLOW`. Each folder made inside it is named after the process that
-made it and that process's start time, so a later start can tell what a killed run left behind even after its
-PID was reused.
+made it and holds its marker (`ownership`: host, boot, PID namespace, PID and start time), so a later start can tell
+what a killed run left behind even after its PID was reused, and never takes a live run's folder in another
+container sharing the temp folder for one of its own.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from iobench.errors import IobenchError
+from iobench.system import ownership
 from iobench.system.processes import start_time
 
 CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -68,7 +70,9 @@ def private_dir(kind: str) -> Path:
     What a process of the same kind left behind when it was killed is removed first."""
     root = state_root()
     remove_stale(kind, root)
-    return Path(tempfile.mkdtemp(prefix=f"{kind}-{owner_tag()}-", dir=root))
+    folder = Path(tempfile.mkdtemp(prefix=f"{kind}-{owner_tag()}-", dir=root))
+    ownership.mark(folder)
+    return folder
 
 
 @contextlib.contextmanager
@@ -85,23 +89,14 @@ def library_temp(kind: str) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def made_by_live_process(name: str, kind: str) -> bool | None:
-    """Whether the folder `name` of `kind` was made by a process still running (its PID and start time match);
-    None for a name that is not of that kind."""
-    rest = name.removeprefix(f"{kind}-")
-    parts = rest.split("-", 2)
-    if rest == name or len(parts) < 3 or not parts[0].isdigit() or not parts[1].isdigit():
-        return None
-    return start_time(int(parts[0])) == int(parts[1])
-
-
 def stale_dirs(kind: str, root: Path | None = None) -> list[Path]:
-    """The folders of `kind` whose process is gone."""
+    """The folders of `kind` whose marker names a process of this host that is gone (`ownership.stale`): never a
+    folder that merely has such a name."""
     root = state_root() if root is None else root
     found = []
     with contextlib.suppress(OSError):
         for entry in os.scandir(root):
-            if entry.is_dir(follow_symlinks=False) and made_by_live_process(entry.name, kind) is False:
+            if entry.name.startswith(f"{kind}-") and ownership.stale(Path(entry.path)):
                 found.append(Path(entry.path))
     return found
 

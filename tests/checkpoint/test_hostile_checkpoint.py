@@ -367,3 +367,64 @@ def test_a_memory_cgroup_smaller_than_the_state_is_refused_in_one_line(tmp_path)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
     assert "left under the memory cgroup" in lines[0] and not (tmp_path / "c").exists()
+
+
+# A live run's work folder, made in another PID namespace (a container sharing --dir): the process makes its folder,
+# says where, and keeps it until its stdin closes.
+HOLD_FOLDER = """
+import sys
+from pathlib import Path
+from iobench.storage.checkpoints import local_target
+with local_target(Path(sys.argv[1])) as target:
+    print(target.root, flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_sweep_keeps_a_live_runs_folder_from_another_pid_namespace_and_folders_named_like_ours(tmp_path):
+    """S3: run B's sweep removed run A's live folder (A in another PID namespace, where its PID meant another
+    process) and the user's `.iobench-checkpoint-1-1-abcdefgh/precious`; a folder is swept only where its marker
+    names a process of this host, boot and namespace that is gone."""
+    import shutil
+
+    from iobench.system.processes import python_code
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare for a PID namespace of its own")
+    shared = tmp_path / "c"
+    shared.mkdir()
+    for name in (".iobench-checkpoint-1-1-abcdefgh", ".iobench-checkpoint-99999-5-zz"):
+        (shared / name).mkdir()
+        (shared / name / "precious").write_text("the user's")
+    argv = ["unshare", "--pid", "--fork", "--mount-proc", *python_code(HOLD_FOLDER), str(shared)]
+    other = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        live = other.stdout.readline().strip()
+        assert live and os.path.isdir(live), live
+        done = _checkpoint(tmp_path, "--params", "1e5", "--libraries", "torch", "--trials", "1", "--save-mode",
+                           "safe")  # fmt: skip
+        _, err = done.communicate(timeout=120)
+        assert done.returncode == 0, err[-2000:]
+        assert os.path.isdir(live), "the other namespace's live folder was swept"
+        for name in (".iobench-checkpoint-1-1-abcdefgh", ".iobench-checkpoint-99999-5-zz"):
+            assert (shared / name / "precious").read_text() == "the user's"
+    finally:
+        other.communicate("", timeout=30)
+    assert not os.path.exists(live)  # its own run removed it at its end
+
+
+def test_a_run_whose_folder_is_removed_under_it_says_so_and_makes_no_record_of_it(tmp_path):
+    import shutil
+
+    from iobench.storage.checkpoints import local_target
+
+    with local_target(tmp_path / "c") as target:
+        mode = os.stat(target.root).st_mode
+        target.place("torch-0")
+        shutil.rmtree(target.root)
+        with pytest.raises(IobenchError, match="was removed or replaced during the run"):
+            target.place("torch-1")
+        target.root.mkdir(mode=0o755)  # what a library's makedirs did: made again, another folder
+        with pytest.raises(IobenchError, match="was removed or replaced during the run"):
+            target.check()
+    assert target.root.exists() and os.stat(target.root).st_mode != mode  # not ours: left where it was

@@ -42,7 +42,8 @@ def test_a_planted_link_is_refused_and_what_it_points_to_is_kept(shared):
     """The probe's case: `/tmp/ckloops` planted by another user as a link to their folder holding `torch/precious`;
     the loops script refuses in one line before it removes or writes anything."""
     victim, planted = shared / "victim", shared / "ckloops"
-    _as_nobody("sh", "-c", f"mkdir -p {victim}/torch && echo mine > {victim}/torch/precious && ln -s {victim} {planted}")
+    plant = f"mkdir -p {victim}/torch && echo mine > {victim}/torch/precious && ln -s {victim} {planted}"
+    _as_nobody("sh", "-c", plant)
     done = subprocess.run(
         [sys.executable, str(SCRIPTS / "bench_checkpoint_loops.py"), "--params", "1e5", "--rounds", "1",
          "--libraries", "torch", "--dir", str(planted)],

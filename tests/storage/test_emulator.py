@@ -205,6 +205,9 @@ def test_a_killed_run_leaves_nothing_listening_and_its_state_is_removed(data, tm
 def test_a_stale_state_never_signals_a_process_that_took_its_pid(recorded):
     """a killed run's state names PIDs; the next start killed any process whose command line began `nginx: `.
     A process that took a recorded PID (here one calling itself an nginx master, in a group of its own) lives."""
+    from dataclasses import replace
+
+    from iobench.system.ownership import Owner, mark
     from iobench.system.private import state_root
     from iobench.system.processes import start_time
 
@@ -215,6 +218,7 @@ def test_a_stale_state_never_signals_a_process_that_took_its_pid(recorded):
         started = start_time(impostor.pid)
         stale = state_root() / "s3-999999999-5-planted"
         stale.mkdir()
+        mark(stale, replace(Owner.this_process(), pid=999999999, start=5))  # a killed start's, by its marker
         when = started - 1 if recorded == "another start time" else started
         (stale / "pids").write_text(f"{impostor.pid}:{when}")
         assert impostor.pid not in remove_stale()

@@ -138,17 +138,31 @@ def _any_record() -> dict:
     pytest.skip("no committed record to copy")
 
 
-def test_stale_folders_are_told_apart_by_start_time(shared_tmp):
-    """A folder whose PID now names another process (reused) is stale; one of a live process is not."""
+def test_stale_folders_are_told_apart_by_their_marker(shared_tmp):
+    """A folder whose marker's PID now names another process (reused) or none is stale; one of a live process, one
+    with no marker (a name alone proves nothing) and one made in another PID namespace or on another host are not."""
+    from dataclasses import replace
+
+    from iobench.system.ownership import Owner, mark
+
     root = private.state_root()
+    me = Owner.this_process()
     mine = private.private_dir("pinned")
-    reused = root / f"pinned-{os.getpid()}-{(start_time(os.getpid()) or 0) + 1}-abc"
-    gone = root / "pinned-999999999-5-abc"
-    reused.mkdir()
-    gone.mkdir()
-    assert sorted(private.stale_dirs("pinned")) == sorted([reused, gone])
+    planted = {
+        "reused": replace(me, start=me.start + 1),
+        "gone": replace(me, pid=999999999, start=5),
+        "other-namespace": replace(me, pid=999999999, start=5, pid_ns="pid:[1]"),
+        "other-host": replace(me, pid=999999999, start=5, host=me.host + "-b"),
+    }
+    for name, owner in planted.items():
+        (root / f"pinned-{name}").mkdir()
+        mark(root / f"pinned-{name}", owner)
+    (root / "pinned-999999999-5-unmarked").mkdir()
+    assert sorted(private.stale_dirs("pinned")) == [root / "pinned-gone", root / "pinned-reused"]
     private.remove_stale("pinned")
-    assert mine.is_dir() and not reused.exists() and not gone.exists()
+    assert sorted(p.name for p in root.iterdir() if p.name.startswith("pinned-")) == sorted(
+        [mine.name, "pinned-999999999-5-unmarked", "pinned-other-host", "pinned-other-namespace"]
+    )
 
 
 def test_what_a_killed_run_pinned_is_removed_by_the_next(tmp_path):
