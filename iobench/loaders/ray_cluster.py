@@ -10,7 +10,8 @@ starts, which keeps iobench's rules for the servers it starts.
   (0644); the dashboard is off.
 - **Gone on every exit path.** `ray.shutdown()` at exit, and a guard process (`iobench.system.reaper`) that ends
   what Ray started and removes the folder when this process ends, SIGKILL included (Ray's agents outlived a
-  SIGKILLed driver for more than a minute).
+  SIGKILLed driver for more than a minute): what this process started, and what holds the run's owner token in its
+  environment (set before Ray starts), never a process that merely names the folder.
 """
 
 from __future__ import annotations
@@ -65,17 +66,21 @@ class _Local:
     """The local instance's folder, and its guard once started."""
 
     folder: Path | None = None
+    token: str = ""
     reaper: Any = None
 
 
 def _local_settings() -> None:
     """The folder, the token and the environment of a local instance, before Ray is imported."""
     from iobench.system.private import create_exclusive, private_dir
+    from iobench.system.reaper import OWNER_VARIABLE, new_token
 
     folder = _Local.folder = private_dir("ray")
     token = folder / "auth_token"
     create_exclusive(token, secrets.token_hex(32).encode())
-    os.environ.update({LOCAL_ONLY: "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token)})
+    _Local.token = new_token()
+    os.environ.update({LOCAL_ONLY: "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token),
+                       OWNER_VARIABLE: _Local.token})  # fmt: skip
 
 
 def _start_local(ray: Any) -> None:
@@ -84,7 +89,8 @@ def _start_local(ray: Any) -> None:
     if _Local.folder is None:
         _local_settings()
     _reread(ray)
-    reaper = _Local.reaper = Reaper(_Local.folder)  # before Ray starts anything: a kill during its start is covered
+    # before Ray starts anything: a kill during its start is covered
+    reaper = _Local.reaper = Reaper(_Local.folder, _Local.token)
     atexit.register(_stop_local, ray)  # after ray's own (registered when it was imported): runs before it
     with _own_sigterm():
         ray.init(

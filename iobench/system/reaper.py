@@ -5,12 +5,17 @@ Ray's agents (`ray::DashboardAgent`, `ray::RuntimeEnvAgent`) outlived a SIGKILLe
 reparented to init. The guard runs in a session of its own (a Ctrl-C to the terminal's process group does not reach
 it) and reads a pipe whose only writer is the process that started it: end of file means that process has closed
 it or is gone. Each process it is told of is named by PID and start time, so a PID reused meanwhile is never
-signalled. Run as `python -m iobench.system.reaper FOLDER` with the pipe on its stdin.
+signalled. A process it was not told of (started while iobench was being stopped) is one of ours only where its own
+environment holds the owner token iobench set before starting what it guards (`OWNER_VARIABLE=<token>`, a secret
+of this run told to the guard through the pipe): never by a path in its command line or a variable anyone can copy
+(the seventh probe's S4: `env RAY_AUTH_TOKEN_PATH=<the run's folder>/auth_token sleep` and `tail -f` of that file,
+both the user's, were ended with the run). Run as `python -m iobench.system.reaper FOLDER` with the pipe on its stdin.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import signal
 import subprocess
@@ -21,22 +26,33 @@ from pathlib import Path
 from iobench.system.processes import parent_of, process_alive, python_module, start_time
 
 TERM_WAIT_S = 2.0  # after SIGTERM, before SIGKILL
+OWNER_VARIABLE = "IOBENCH_OWNER_TOKEN"
+
+
+def new_token() -> str:
+    """A run's owner token: set in the environment of what the guard will end (`{OWNER_VARIABLE: token}`)."""
+    return secrets.token_hex(16)
 
 
 class Reaper:
     """The guard, seen from the process it guards: `watch` names processes, `close` (or this process's end) ends
-    them and removes the folder."""
+    them, and those whose environment holds `token`, and removes the folder."""
 
-    def __init__(self, folder: Path) -> None:
+    def __init__(self, folder: Path, token: str) -> None:
         self.folder = folder
         read, self._write = os.pipe()  # not inherited by what this process execs (Ray's servers)
+        env = {k: v for k, v in os.environ.items() if k != OWNER_VARIABLE}  # the guard is not one it ends
         try:
             self._proc = subprocess.Popen(
                 python_module("iobench.system.reaper", str(folder)),
-                stdin=read, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+                stdin=read, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env,
             )  # fmt: skip
         finally:
             os.close(read)
+        try:
+            os.write(self._write, f"token {token}\n".encode())
+        except OSError:  # the guard ended at its start: nothing it could end
+            pass
 
     def watch(self, pids: list[int]) -> None:
         """These processes are ended when this process ends (or `close` is called)."""
@@ -77,18 +93,17 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def _mentions(pid: int, text: str) -> bool:
-    """Whether the process's command line or its environment names `text`: Ray's agents rename themselves
-    (`ray::DashboardAgent`), and when iobench is interrupted inside `ray.init` they were never named to the guard,
-    but they inherit the environment that points Ray at the folder (`RAY_AUTH_TOKEN_PATH`)."""
-    for part in ("cmdline", "environ"):
-        try:
-            with open(f"/proc/{pid}/{part}", "rb") as f:
-                if text.encode() in f.read():
-                    return True
-        except OSError:
-            continue
-    return False
+def _holds_token(pid: int, token: str) -> bool:
+    """Whether the process's environment holds `OWNER_VARIABLE=token` as one of its entries: Ray's agents rename
+    themselves (`ray::DashboardAgent`), and when iobench is interrupted inside `ray.init` they were never named to
+    the guard, but they inherit the environment iobench gave Ray."""
+    if not token:
+        return False
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"{OWNER_VARIABLE}={token}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
 
 
 def _ours(pid: int) -> bool:
@@ -98,23 +113,23 @@ def _ours(pid: int) -> bool:
         return False
 
 
-def _naming(folder: Path) -> set[int]:
-    """The processes of ours whose command line or environment names the folder, this one and the one it guards
-    (still running when it closed the pipe itself) left out."""
+def _holding(token: str) -> set[int]:
+    """The processes of ours whose environment holds the run's token, this one and the one it guards (still running
+    when it closed the pipe itself) left out."""
     spared = {os.getpid(), os.getppid()}
     pids = (int(entry.name) for entry in os.scandir("/proc") if entry.name.isdigit())
-    return {pid for pid in pids if pid not in spared and _ours(pid) and _mentions(pid, str(folder))}
+    return {pid for pid in pids if pid not in spared and _ours(pid) and _holds_token(pid, token)}
 
 
-def _end(watched: set[tuple[int, int]], folder: Path) -> None:
+def _end(watched: set[tuple[int, int]], token: str) -> None:
     """SIGTERM to every watched process still the one it was (PID and start time), and to any process of ours
-    naming the folder (started after the last `watch`); SIGKILL to those left after a wait. Ray's raylet starts its
-    agents while it comes up: those it started between the scan and its own end are found by a second scan."""
+    holding the run's token (started after the last `watch`); SIGKILL to those left after a wait. Ray's raylet starts
+    its agents while it comes up: those it started between the scan and its own end are found by a second scan."""
     me = os.getpid()
     found = {pid for pid, start in watched if pid != me and start_time(pid) == start and _ours(pid)}
     targets: dict[int, int | None] = {}
     for _ in range(3):
-        new = (found | _naming(folder)) - set(targets)
+        new = (found | _holding(token)) - set(targets)
         found = set()
         if not new:
             break
@@ -142,12 +157,15 @@ def _signal_until_gone(targets: dict[int, int | None]) -> None:
 def main(folder: str) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # only the end of the pipe ends the guard's wait
     watched: set[tuple[int, int]] = set()
+    token = ""
     for line in sys.stdin:
         pid, _, start = line.strip().partition(" ")
-        if pid.isdigit() and start.isdigit():
+        if pid == "token":
+            token = start
+        elif pid.isdigit() and start.isdigit():
             watched.add((int(pid), int(start)))
     path = Path(folder)
-    _end(watched, path)
+    _end(watched, token)
     from iobench.system.private import state_root
 
     if path.parent == state_root() and not path.is_symlink():  # only a folder of iobench's own

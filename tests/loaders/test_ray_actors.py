@@ -322,3 +322,39 @@ def test_ctrl_c_while_ray_starts_leaves_nothing(dataset_dir, tmp_path):
     while (left := _orphans_naming_ray() - before) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not left, [_cmdline(p).rstrip(b"\0")[:80] for p in left]
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGKILL"])
+def test_the_users_processes_that_name_the_runs_ray_folder_outlive_the_run(dataset_dir, tmp_path, sig):
+    """S4: during a Ray run the user started `env RAY_AUTH_TOKEN_PATH=F/auth_token sleep` and `tail -f
+    F/auth_token` (F: the run's Ray folder); Ctrl-C or SIGKILL to iobench ended both. They are not iobench's."""
+    import signal
+    import subprocess
+    import tempfile
+    import time
+
+    from iobench.system.processes import start_time
+
+    pytest.importorskip("ray")
+    state = os.path.join(tempfile.gettempdir(), f"iobench-{os.geteuid()}")
+    proc = _endless_run(dataset_dir, tmp_path, "ray", 1)
+    bystanders = []
+    try:
+        _wait_for_descendant(proc, b"BatchReader")
+        (folder,) = [os.path.join(state, n) for n in os.listdir(state) if n.startswith(f"ray-{proc.pid}-")]
+        token = os.path.join(folder, "auth_token")
+        for argv, env in ((["sleep", "300"], {**os.environ, "RAY_AUTH_TOKEN_PATH": token}),
+                          (["tail", "-f", token], dict(os.environ))):  # fmt: skip
+            p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True)  # fmt: skip
+            bystanders.append((p, start_time(p.pid)))
+    finally:
+        proc.send_signal(getattr(signal, sig))
+        proc.communicate(timeout=60)
+    try:
+        time.sleep(6)  # the guard's SIGTERM, wait and SIGKILL are over by now
+        assert all(p.poll() is None and start_time(p.pid) == t for p, t in bystanders)
+    finally:
+        for p, _ in bystanders:
+            p.kill()
+            p.wait()
