@@ -14,8 +14,13 @@ from iobench.checkpoint.libraries import LIBRARIES, OBJECT, Library
 from iobench.checkpoint.state import StateSpec
 from iobench.errors import IobenchError
 from iobench.storage.remote.profiles import Profile
+from iobench.system.ranks import MAX_RANKS, RANK_FIXED_BYTES
 
 CACHES = ("warm", "cold")
+
+
+MAX_TRIALS = 1000  # rounds: each is every library's saves and restores, a process a trial (seconds at the least)
+MAX_KILLS = 10_000  # kills per library and save mode
 
 
 @dataclass(frozen=True)
@@ -115,7 +120,8 @@ def check_fits(spec: StateSpec, libraries: list[Library], nproc: int = 1, free: 
                what: str = "--params") -> None:  # fmt: skip
     """Refuse in one line a state that a library's save or restore would not fit in memory: a save holds the state,
     a non-mapped load about twice it (torch.load, safetensors' load_file), each rank of a library that takes ranks
-    its own copy. The memory is what this process can take: MemAvailable, or less under a memory cgroup."""
+    its own copy and a rank's own memory (`RANK_FIXED_BYTES`). The memory is what this process can take: MemAvailable,
+    or less under a memory cgroup."""
     from iobench.system.memory import MemoryRoom, memory_room
 
     room = memory_room() if free is None else MemoryRoom(free, free, "")
@@ -123,12 +129,20 @@ def check_fits(spec: StateSpec, libraries: list[Library], nproc: int = 1, free: 
         return
 
     def need(lib: Library) -> int:
-        return int(spec.state_bytes * lib.memory_factor * 1.1) * (nproc if lib.ranks else 1)
+        ranks = nproc if lib.ranks else 1
+        fixed = RANK_FIXED_BYTES * ranks if ranks > 1 else 0
+        return int(spec.state_bytes * lib.memory_factor * 1.1) * ranks + fixed
 
     worst = max(libraries, key=need)
     if need(worst) > room.available:
-        ranks = f" in each of {nproc} ranks" if worst.ranks and nproc > 1 else ""
+        ranks = (
+            f" in each of {nproc} ranks ({RANK_FIXED_BYTES / 1e6:,.0f} MB a rank besides)"
+            if worst.ranks and nproc > 1
+            else ""
+        )
         smaller = f"give a smaller {what}" if not spec.source else "give a smaller model"
+        if worst.ranks and nproc > 1:
+            smaller += ", fewer --nproc"
         raise IobenchError(f"checkpoint: a {spec.state_bytes / 2**30:.2f} GiB state{ranks} needs about "
                            f"{need(worst) / 2**30:.1f} GiB of memory for {worst.name} and "
                            f"{room.available / 2**30:.1f} GiB is {room.says()}; {smaller} or leave {worst.name} out "
@@ -166,12 +180,21 @@ def request_of(values: Mapping[str, Any]) -> CheckpointRequest:
     return CheckpointRequest(
         specs=specs, libraries=tuple(library_names(values.get("libraries", "all"))),
         directory=Path(values.get("directory", "checkpoints")), caches=caches_of(values.get("cache")),
-        trials=values.get("trials", 3), results=Path(values.get("results", "results/checkpoints.jsonl")),
-        device=values.get("device") or "auto", nproc=values.get("nproc") or 1,
+        trials=count_of(values.get("trials", 3), "--trials", 1, MAX_TRIALS),
+        results=Path(values.get("results", "results/checkpoints.jsonl")), device=values.get("device") or "auto",
+        nproc=count_of(1 if values.get("nproc") is None else values["nproc"], "--nproc", 1, MAX_RANKS),
         torch_threads=RUN_OPTIONS["torch_threads"].value(values.get("torch_threads")),
-        save_modes=modes_of(values.get("save_mode", "inplace,safe")), kill_test=values.get("kill_test", 0),
+        save_modes=modes_of(values.get("save_mode", "inplace,safe")),
+        kill_test=count_of(values.get("kill_test", 0), "--kill-test", 0, MAX_KILLS),
         kill_spec=kill, remote=_profile(values), endpoint_url=values.get("endpoint_url"),
     )  # fmt: skip
+
+
+def count_of(value: object, option: str, low: int, high: int) -> int:
+    """A count checked against its bounds in one line (the command line's parser checks the same bounds first)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise IobenchError(f"{option}: a whole number from {low:,} to {high:,}, got {value!r}")
+    return value
 
 
 def sizes_of(text: str, option: str) -> list[int]:

@@ -10,6 +10,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from iobench.checkpoint.libraries import libraries_help
+from iobench.checkpoint.request import MAX_KILLS, MAX_TRIALS
 from iobench.cli.app import app
 from iobench.cli.bars import CheckpointEvents
 from iobench.cli.console import out
@@ -56,7 +57,7 @@ Directory = Annotated[
         "the kill test's too.",
     ),  # fmt: skip
 ]
-Trials = Annotated[int, typer.Option(min=1, help="Rounds: each library's saves and restores, in turn.")]
+Trials = Annotated[int, typer.Option(min=1, max=MAX_TRIALS, help="Rounds: each library's saves and restores, in turn.")]
 SaveMode = Annotated[
     str,
     typer.Option(
@@ -69,6 +70,7 @@ KillTest = Annotated[
     int,
     typer.Option(
         min=0,
+        max=MAX_KILLS,
         help="Also kill a save of step N+1 over step N this many times per library and save mode at random moments, "
         "then restore and count; the answer leaves out what a kill lost.",
     ),

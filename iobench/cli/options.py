@@ -13,6 +13,7 @@ from iobench.choices import Choice
 from iobench.plan.run_options import RUN_OPTIONS, SWEEP, RunOption, swept_lists, taken_by
 from iobench.plan.selection import DEFAULT_FORMAT_NAMES, FORMAT_NAMES, loader_help
 from iobench.settings import SETTINGS, Setting, swept
+from iobench.system.ranks import MAX_RANKS
 from iobench.units import DEFAULT_SIZE  # the registry only: no torch
 
 # Help texts are rich markup: a literal "[" is written "\\[" ("[ray]" and "[default: 0]" vanished).
@@ -164,10 +165,12 @@ Wide = Annotated[
 Nproc = Annotated[
     OptInt,
     typer.Option(
+        min=1,
+        max=MAX_RANKS,
         help="Launch N ranks on this machine, as torchrun would (its variables; the store on 127.0.0.1, every rank "
         "ended with iobench). run: each reads its shard (or run under torchrun yourself: `torchrun --nproc-per-node N "
         "-m iobench run ...`); checkpoint: the DCP entries save and restore together, each rank holding the state, "
-        "the slowest rank's seconds counted (the other libraries run in one process)."
+        "the slowest rank's seconds counted (the other libraries run in one process).",
     ),
 ]
 RankTimeout = Annotated[

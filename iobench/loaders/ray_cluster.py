@@ -8,6 +8,10 @@ starts, which keeps iobench's rules for the servers it starts.
 - **Its files in iobench's folder.** `_temp_dir` is a fresh private folder (0700) in iobench's state folder, not
   `/tmp/ray` (left behind, mode 0777); the token its servers check is a 0600 file there, not `~/.ray/auth_token`
   (0644); the dashboard is off.
+- **A cluster that answers, or one line.** `--ray-address` (or `RAY_ADDRESS` in the environment, which Ray follows
+  when no address is given) is checked to accept a connection within `CONNECT_TIMEOUT_S` at the address Ray will
+  use: Ray turns a loopback address into the node's (127.0.0.1:6390 became 192.0.2.2:6390) and then printed its C++
+  warnings for minutes against a cluster that listens on loopback only.
 - **Gone on every exit path.** `ray.shutdown()` at exit, and a guard process (`iobench.system.reaper`) that ends
   what Ray started and removes the folder when this process ends, SIGKILL included (Ray's agents outlived a
   SIGKILLed driver for more than a minute): what this process started, and what holds the run's owner token in its
@@ -32,6 +36,7 @@ from iobench.errors import IobenchError
 from iobench.system.reaper import TERM_WAIT_S
 
 LOCAL_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+CONNECT_TIMEOUT_S = 5.0
 
 
 def import_ray() -> Any:
@@ -43,7 +48,11 @@ def import_ray() -> Any:
 
 
 def connect(address: str | None) -> Any:
-    """Ray, initialised once per process: the cluster at `address`, or a local instance on loopback."""
+    """Ray, initialised once per process: the cluster at `address` (or `RAY_ADDRESS`'s), or a local instance on
+    loopback."""
+    source = "--ray-address"
+    if address is None and os.environ.get("RAY_ADDRESS"):
+        address, source = os.environ["RAY_ADDRESS"], "RAY_ADDRESS in the environment"
     running = "ray" in sys.modules and sys.modules["ray"].is_initialized()
     if address is None and _Local.folder is None and not running:
         _local_settings()  # read when Ray is imported (its constants, its token loader): set before where possible
@@ -54,12 +63,38 @@ def connect(address: str | None) -> Any:
         if address is None:
             _start_local(ray)
         else:
+            check_answers(address, source)
             with _own_sigterm():
                 ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        where = address or "a local instance"
+        where = f"{address} (from {source})" if address else "a local instance"
         raise IobenchError(f"cannot start Ray on {where}: {str(exc).splitlines()[0]}") from None
     return ray
+
+
+def check_answers(address: str, source: str) -> None:
+    """The cluster accepts a connection at the address Ray will connect to (its rewriting of a loopback address
+    applied), within CONNECT_TIMEOUT_S; else one line naming both addresses and where the address came from. A Ray
+    client address (ray://) is left to Ray."""
+    import socket
+
+    if address.startswith("ray://"):
+        return
+    from ray._private.services import canonicalize_bootstrap_address
+
+    target = canonicalize_bootstrap_address(address)
+    if target is None:  # "local": a local instance
+        return
+    host, _, port = target.rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except (OSError, ValueError) as exc:
+        why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        turned = f" (Ray turns {address} into {target}: a cluster on loopback only is not reachable so)" if (
+            target != address) else ""  # fmt: skip
+        raise IobenchError(f"the Ray cluster at {target}, from {source}, does not answer within "
+                           f"{CONNECT_TIMEOUT_S:g} s: {why}{turned}; start it on the node's address, or leave "
+                           "--ray-address and RAY_ADDRESS out for a local instance") from None  # fmt: skip
 
 
 class _Local:

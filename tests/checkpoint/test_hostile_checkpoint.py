@@ -428,3 +428,33 @@ def test_a_run_whose_folder_is_removed_under_it_says_so_and_makes_no_record_of_i
         with pytest.raises(IobenchError, match="was removed or replaced during the run"):
             target.check()
     assert target.root.exists() and os.stat(target.root).st_mode != mode  # not ours: left where it was
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--kill-test", "99999999999999999999999"], "--kill-test"),
+        (["--kill-test", "1000000000000"], "--kill-test"),
+        (["--trials", "100000000"], "--trials"),
+        (["--nproc", "0"], "--nproc"),
+        (["--nproc", "-1"], "--nproc"),
+        (["--nproc", "100000"], "--nproc"),
+    ],
+)
+def test_every_count_is_bounded_where_it_is_parsed(cli, tmp_path, args, said):
+    """C1: an OverflowError and a MemoryError traceback, 5.2 GB planning, 1.1 GB before a trial; --nproc 0 and -1
+    taken silently."""
+    r = cli("checkpoint", "--params", "1e4", "--libraries", "torch", "--dir", tmp_path / "c", *args)
+    assert_one_line_error(r, said)
+    assert not (tmp_path / "c").exists()
+
+
+def test_the_memory_check_counts_each_ranks_own_memory():
+    """C1: `--nproc 64` (about 42 GB across its ranks) passed a check that counted the ranks' state alone."""
+    from iobench.system.ranks import RANK_FIXED_BYTES
+
+    spec = StateSpec(10_000)
+    check_fits(spec, [LIBRARIES["dcp"]], nproc=2, free=4 * RANK_FIXED_BYTES)
+    with pytest.raises(IobenchError, match=r"64 ranks .*fewer --nproc"):
+        check_fits(spec, [LIBRARIES["dcp"]], nproc=64, free=40 * RANK_FIXED_BYTES)
+    check_fits(spec, [LIBRARIES["torch"]], nproc=64, free=4 * RANK_FIXED_BYTES)  # one process: no ranks

@@ -358,3 +358,33 @@ def test_the_users_processes_that_name_the_runs_ray_folder_outlive_the_run(datas
         for p, _ in bystanders:
             p.kill()
             p.wait()
+
+
+@pytest.mark.parametrize("given", ["option", "environment"])
+def test_a_ray_cluster_that_does_not_answer_is_one_line_naming_the_address_and_where_it_came_from(
+    dataset_dir, tmp_path, given
+):
+    """C2: `--ray-address 127.0.0.1:6390` against the user's loopback cluster hung for 200 s of Ray's C++ warnings
+    (Ray turned it into the node's address); with `RAY_ADDRESS` set and no option the error named a local instance."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    pytest.importorskip("ray")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        address = f"127.0.0.1:{s.getsockname()[1]}"
+    args = ["--ray-address", address] if given == "option" else []
+    env = {**os.environ, **({"RAY_ADDRESS": address} if given == "environment" else {})}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "iobench", "run", "--format", "npy", "--loader", "ray", "--num-workers", "1", "--runs",
+         "1", "--data-dir", str(dataset_dir.parent), "--results", str(tmp_path / "r.jsonl"), "-q", *args],
+        capture_output=True, text=True, env=env, timeout=120,
+    )  # fmt: skip
+    last = done.stderr.strip().splitlines()[-1]
+    assert done.returncode == 2 and time.monotonic() - started < 60, done.stderr[-2000:]
+    source = "--ray-address" if given == "option" else "RAY_ADDRESS in the environment"
+    assert last.startswith("iobench: error: the Ray cluster at ") and f"from {source}" in last, last
+    assert "does not answer" in last and "Traceback" not in done.stderr
