@@ -63,6 +63,8 @@ def checked(request: CheckpointRequest) -> tuple[CheckpointRequest, list[Library
         check_fits(spec, libraries, request.nproc)  # a refusal is its one line, before anything else is said
     if request.kill_test and request.kill_spec is not None:
         check_fits(request.kill_spec, [lib for lib in libraries if lib.killed], what="--kill-params")
+    if request.remote is None and request.endpoint_url is None:
+        check_disk(request)
     threads = request.torch_threads or default_threads()
     caches = request.caches
     if (request.remote is not None or request.endpoint_url is not None) and "warm" in caches:
@@ -96,24 +98,19 @@ def default_threads() -> int:
 
 def device_of(text: str, state_bytes: int, nproc: int = 1) -> str:
     """cpu, or a CUDA device that exists here and has room for the state (auto: CUDA where there is one and the
-    trials run in one process); one line otherwise."""
-    if text == "auto":
-        import torch
-
-        text = "cuda" if torch.cuda.is_available() and nproc == 1 else "cpu"
-    if text == "cpu":
-        return text
-    if text != "cuda" and not text.startswith("cuda:"):
-        raise IobenchError(f"--device: cpu, cuda or cuda:N, got {text!r}")
+    trials run in one process); one line otherwise. Parsed as `run` parses --device."""
     import torch
 
-    if not torch.cuda.is_available():
-        raise IobenchError(f"checkpoint --device {text}: no CUDA device here (torch {torch.__version__})")
-    free, _ = torch.cuda.mem_get_info(torch.device(text))
+    from iobench.loaders.device import resolve_device
+
+    device = torch.device("cpu") if text == "auto" and nproc > 1 else resolve_device(text)
+    if device.type == "cpu":
+        return "cpu"
+    free, _ = torch.cuda.mem_get_info(device)
     if state_bytes * 1.1 > free:
         raise IobenchError(f"checkpoint --device {text}: a {state_bytes / 2**30:.2f} GiB state and "
                            f"{free / 2**30:.1f} GiB free on the device; give a smaller --params")  # fmt: skip
-    return str(torch.device(text))
+    return str(device)
 
 
 def check_fits(spec: StateSpec, libraries: list[Library], nproc: int = 1, free: int | None = None,
@@ -149,6 +146,28 @@ def check_fits(spec: StateSpec, libraries: list[Library], nproc: int = 1, free: 
                            "with --libraries")  # fmt: skip
 
 
+DISK_MARGIN = 1.1  # a checkpoint's bytes on disk beside the state's: headers, metadata, the file system's blocks
+
+
+def check_disk(request: CheckpointRequest, free: int | None = None) -> None:
+    """Refuse in one line, before the first save, a --dir without room for the largest checkpoint a save holds there
+    at once: two steps side by side in safe mode (step N kept until N+1 is durable), one in place; the kill test's
+    likewise. One library's checkpoints exist at a time (each is removed after its last trial)."""
+    from iobench.system.fsutil import free_bytes
+
+    steps = 2 if "safe" in request.save_modes else 1
+    sizes = [s.state_bytes for s in request.specs]
+    if request.kill_test and request.kill_spec is not None:
+        sizes.append(request.kill_spec.state_bytes)
+    need = int(max(sizes) * steps * DISK_MARGIN)
+    free = free_bytes(request.directory) if free is None else free
+    if need > free:
+        why = "a safe save keeps step N beside step N+1" if steps == 2 else "a save holds the checkpoint"
+        hint = ", --save-mode inplace" if steps == 2 else ""
+        raise IobenchError(f"checkpoint --dir {request.directory}: {why}: about {need / 1e9:,.2f} GB needed there and "
+                           f"{free / 1e9:,.2f} GB is free; give a smaller --params{hint} or another --dir")  # fmt: skip
+
+
 def environment_of(request: CheckpointRequest, libraries: list[Library]) -> dict:
     """Where it was measured, as plain values (the checkpoint folder's file system, the libraries' versions)."""
     import torch
@@ -181,7 +200,8 @@ def request_of(values: Mapping[str, Any]) -> CheckpointRequest:
         specs=specs, libraries=tuple(library_names(values.get("libraries", "all"))),
         directory=Path(values.get("directory", "checkpoints")), caches=caches_of(values.get("cache")),
         trials=count_of(values.get("trials", 3), "--trials", 1, MAX_TRIALS),
-        results=Path(values.get("results", "results/checkpoints.jsonl")), device=values.get("device") or "auto",
+        results=Path(values.get("results", "results/checkpoints.jsonl")),
+        device="auto" if values.get("device") is None else values["device"],
         nproc=count_of(1 if values.get("nproc") is None else values["nproc"], "--nproc", 1, MAX_RANKS),
         torch_threads=RUN_OPTIONS["torch_threads"].value(values.get("torch_threads")),
         save_modes=modes_of(values.get("save_mode", "inplace,safe")),
@@ -229,7 +249,7 @@ def library_names(text: str) -> list[str]:
 
 
 def caches_of(text: str | None) -> tuple[str, ...]:
-    caches = tuple(c.strip() for c in str(text or "warm,cold").split(",") if c.strip())
+    caches = tuple(c.strip() for c in str("warm,cold" if text is None else text).split(",") if c.strip())
     if not caches or any(c not in CACHES for c in caches):
         raise IobenchError(f"--cache: a checkpoint restores warm, cold or warm,cold, got {text!r}")
     return caches

@@ -134,7 +134,7 @@ def _safetensors_header(source: str) -> list[tuple[str, tuple[int, ...], torch.d
         raise bad(str(exc).rpartition(": ")[2][:100]) from None
     if not isinstance(meta, dict):
         raise bad("its header is not a JSON object")
-    data, found = size - 8 - length, []
+    data, found, spans = size - 8 - length, [], []
     for name, entry in meta.items():
         if name == "__metadata__":
             continue
@@ -150,6 +150,11 @@ def _safetensors_header(source: str) -> list[tuple[str, tuple[int, ...], torch.d
         if math.prod(shape) * DTYPE_BYTES[entry["dtype"]] != offsets[1] - offsets[0]:
             raise bad(f"tensor {name[:60]!r}: its shape does not match its bytes")
         found.append((name, tuple(shape), _dtype(entry["dtype"], source)))
+        spans.append((offsets[0], offsets[1], name))
+    spans.sort()
+    for (_, end, before), (start, _, name) in zip(spans, spans[1:], strict=False):
+        if start != end:  # safetensors reads the tensors back to back: an overlap or a gap is refused by it, later
+            raise bad(f"tensors {before[:40]!r} and {name[:40]!r} {'overlap' if start < end else 'leave a gap'}")
     return found
 
 

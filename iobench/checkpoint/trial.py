@@ -23,6 +23,7 @@ from iobench.checkpoint import save_modes
 from iobench.checkpoint.job import CheckpointJob
 from iobench.checkpoint.libraries import LIBRARIES, Library
 from iobench.checkpoint.state import differences, make_state, make_state_shapes
+from iobench.errors import IobenchError
 from iobench.measuring.collector import harness_out_of_the_collector
 from iobench.system.sysmetrics import peak_rss_bytes
 
@@ -249,4 +250,8 @@ if __name__ == "__main__":
     import warnings
 
     warnings.filterwarnings("ignore")  # DCP's without-a-process-group notice is not the trial's output
-    main()
+    try:
+        main()
+    except IobenchError as exc:  # its one line, as the parent says it (not "iobench.errors.IobenchError: ...")
+        print(exc, file=sys.stderr, flush=True)
+        sys.exit(2)

@@ -130,11 +130,32 @@ def check_writable(path: Path, *, records: bool = True) -> None:
         raise IobenchError(f"cannot write results to {path}: permission denied")
 
 
+def check_readable_file(path: Path, what: str) -> None:
+    """A regular file (through a link or not), or one line saying what it is instead: a FIFO would block the read
+    and /dev/zero never end it."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise IobenchError(f"{path}: no such {what}") from None
+    except OSError as exc:
+        raise IobenchError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(st.st_mode):
+        kind = (
+            "a folder"
+            if stat.S_ISDIR(st.st_mode)
+            else "a FIFO"
+            if stat.S_ISFIFO(st.st_mode)
+            else "a device"
+            if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+            else "a socket or other"
+        )
+        raise IobenchError(f"{path}: {kind}, not a {what}")
+
+
 def json_lines(path: Path) -> Iterator[tuple[int, Any, str]]:
     """(line number, value, "") of each non-empty line of a JSONL file; a line that is not JSON is (number, None,
     why it is skipped). Refused in one line: a file that is not there or cannot be read."""
-    if not path.is_file():
-        raise IobenchError(f"{path}: no such results file")
+    check_readable_file(path, "results file")
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             for number, line in enumerate(f, 1):

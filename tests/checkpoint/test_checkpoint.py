@@ -240,7 +240,7 @@ def test_a_device_that_is_not_here_is_refused_in_one_line(cli, tmp_path):
         pytest.skip("a CUDA device is here")
     r = cli("checkpoint", "--params", "2e5", "--device", "cuda", "--dir", tmp_path / "c", "--results",
             tmp_path / "r.jsonl")  # fmt: skip
-    assert_one_line_error(r, "no CUDA device here")
+    assert_one_line_error(r, "no CUDA GPU is available")
 
 
 def test_what_needs_cuda_or_a_local_folder_is_skipped_saying_why(tmp_path):

@@ -181,6 +181,11 @@ DAMAGED = {
     "empty": b"",
     "JSON nested 100,000 deep": struct.pack("<Q", 200_000) + b"[" * 100_000 + b"]" * 100_000,
     "a pickle under the name": b"\x80\x04\x95" + bytes(40),
+    # C3: two tensors over the same bytes passed the header's check and failed inside the save trial, its line
+    # carrying "iobench.errors.IobenchError:"
+    "overlapping offsets": _header(
+        {**_tensor(), "v": {"dtype": "F32", "shape": [2, 2], "data_offsets": [8, 24]}}, bytes(24)
+    ),  # fmt: skip
 }
 
 
@@ -458,3 +463,41 @@ def test_the_memory_check_counts_each_ranks_own_memory():
     with pytest.raises(IobenchError, match=r"64 ranks .*fewer --nproc"):
         check_fits(spec, [LIBRARIES["dcp"]], nproc=64, free=40 * RANK_FIXED_BYTES)
     check_fits(spec, [LIBRARIES["torch"]], nproc=64, free=4 * RANK_FIXED_BYTES)  # one process: no ranks
+
+
+def test_an_empty_cache_or_device_is_refused_not_taken_for_the_default(cli, tmp_path):
+    """C3: `--cache ""` and `--device ""` silently meant the default."""
+    for option, said in (("--cache", "--cache"), ("--device", "unknown device")):
+        r = cli("checkpoint", "--params", "1e4", "--libraries", "torch", option, "", "--dir", tmp_path / "c")
+        assert_one_line_error(r, said)
+
+
+def test_a_dir_without_room_for_two_steps_is_refused_before_the_first_save(tmp_path):
+    """C3: a safe save that needs room for step N and N+1 failed only at the save; the check counts both steps in
+    safe mode and one in place (a fake free-space figure: a test about a full disk never reads the machine's)."""
+    from iobench.checkpoint.request import CheckpointRequest, check_disk
+
+    spec = StateSpec(10**6)  # 14 MB of state
+    safe = CheckpointRequest(specs=(spec,), libraries=("torch",), directory=tmp_path, save_modes=("inplace", "safe"))
+    with pytest.raises(IobenchError, match=r"a safe save keeps step N beside step N\+1: about 0.03 GB"):
+        check_disk(safe, free=20 * 10**6)
+    check_disk(safe, free=31 * 10**6)
+    inplace = CheckpointRequest(specs=(spec,), libraries=("torch",), directory=tmp_path, save_modes=("inplace",))
+    check_disk(inplace, free=16 * 10**6)
+    with pytest.raises(IobenchError, match="a save holds the checkpoint"):
+        check_disk(inplace, free=14 * 10**6)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to mount a small file system of its own")
+def test_a_small_file_system_is_refused_before_anything_is_saved(cli, tmp_path):
+    """The same on a disk of its own: a 24 MB tmpfs, a 14 MB state, safe mode."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)], check=True)
+    try:
+        r = cli("checkpoint", "--params", "1e6", "--libraries", "torch", "--save-mode", "safe", "--dir", disk / "c",
+                "--results", tmp_path / "r.jsonl")  # fmt: skip
+        assert_one_line_error(r, "a safe save keeps step N beside step N+1")
+        assert not (tmp_path / "r.jsonl").exists() and list(disk.iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(disk)], check=True)

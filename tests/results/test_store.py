@@ -87,3 +87,15 @@ def test_tune_and_sweep_print_commands_a_shell_reads_as_they_are(capsys, tmp_pat
     _records_line(tmp_path / "r $(touch x)" / "res.jsonl")
     said = capsys.readouterr().out
     assert "`iobench report '" in said and "$(touch x)/res.jsonl'`" in said, said
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder", "missing"])
+def test_compare_and_report_say_what_a_path_is_when_it_is_not_a_results_file(cli, tmp_path, kind):
+    """C3: `compare` called a FIFO, /dev/zero and `.` "no such results file" (and a FIFO would block the read)."""
+    path = {"fifo": tmp_path / "fifo", "device": "/dev/zero", "folder": tmp_path, "missing": tmp_path / "nope"}[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    said = {"fifo": "a FIFO, not a results file", "device": "a device, not a results file",
+            "folder": "a folder, not a results file", "missing": "no such results file"}[kind]  # fmt: skip
+    for command in (("compare", path, path), ("report", path, "--out", tmp_path / "out")):
+        assert_one_line_error(cli(*command), said)
