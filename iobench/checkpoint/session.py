@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from iobench.checkpoint.libraries import libraries_help
 from iobench.checkpoint.plan import estimate_of, planned
-from iobench.checkpoint.request import CheckpointRequest, checked, request_of
+from iobench.checkpoint.request import MAX_KILLS, MAX_TRIALS, CheckpointRequest, checked, request_of
 from iobench.checkpoint.state import StateSpec
 from iobench.events import Events
 from iobench.results.checkpoint_record import CheckpointKills, CheckpointTrial
@@ -20,7 +20,15 @@ from iobench.results.checkpoint_summary import LibraryRow, answer, kill_counts, 
 from iobench.storage.checkpoints import CheckpointTarget
 
 STORE_BUCKET = "iobench-checkpoints"
-__all__ = ["CheckpointOutcome", "CheckpointRequest", "checkpoint_session", "libraries_help", "request_of"]
+__all__ = [
+    "MAX_KILLS",
+    "MAX_TRIALS",
+    "CheckpointOutcome",
+    "CheckpointRequest",
+    "checkpoint_session",
+    "libraries_help",
+    "request_of",
+]
 
 
 @dataclass

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 from iobench.loaders import kind_of
 from iobench.measuring.ceiling_rule import device_resident
-from iobench.report.tables import au_text, settings_label
+from iobench.plan.labels import settings_label
+from iobench.report.tables import au_text
 from iobench.report.warnings import RunWarning, md_text
 from iobench.results.ceilings import ceiling_words
 from iobench.results.record import RunRecord

@@ -9,7 +9,8 @@ that shuffle as well as a uniform shuffle.
 from __future__ import annotations
 
 from iobench.measuring.ceiling_rule import device_resident
-from iobench.report.tables import settings_label, shuffle_text
+from iobench.plan.labels import settings_label
+from iobench.report.tables import shuffle_text
 from iobench.report.warnings import md_text
 from iobench.results.record import RunRecord
 

@@ -17,8 +17,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from iobench.plan.labels import settings_label  # noqa: E402
 from iobench.plan.selection import SETTINGS_LOADER  # noqa: E402
-from iobench.report.tables import settings_label  # noqa: E402
 from iobench.results.record import RunRecord  # noqa: E402
 from iobench.settings import HEATMAP_AXES, HEATMAP_PANELS, SETTINGS, held_fixed  # noqa: E402
 from iobench.system.fsutil import atomic_write_bytes  # noqa: E402

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.measuring.ceiling_rule import with_limits
+from iobench.plan.labels import settings_label
 from iobench.plan.run_options import option_words
 from iobench.report import plots
 from iobench.report.answer import answer_lines, collapsed, sorted_for_table
 from iobench.report.exports import write_csv, write_html
 from iobench.report.formats_table import format_lines
-from iobench.report.tables import au_text, settings_label, shuffle_text
+from iobench.report.tables import au_text, shuffle_text
 from iobench.report.warnings import md_text, record_warnings
 from iobench.results.ceilings import LOOPBACK, limits_key, remote_limits_key
 from iobench.results.record import RecordedConfig, RunRecord

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from iobench.choices import Choice
 from iobench.loaders import kind_of
-from iobench.report.tables import settings_label
+from iobench.plan.labels import settings_label
 from iobench.results.ceilings import ceiling_words
 from iobench.results.record import STORED_THREADS_READ, RunRecord
 from iobench.results.stats import BUSY_CORES, CV_LIMIT, first_run_slow, outliers, summary, two_groups

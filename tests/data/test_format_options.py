@@ -284,7 +284,7 @@ def test_a_format_written_otherwise_is_another_configuration_and_says_how(tmp_pa
     again = cli("sweep", "--format", "lmdb", "--loader", "dataloader", "--runs", 1, "--cache", "as-is", "--device",
                 "cpu", "-q", "--data-dir", custom, "--results", results)  # fmt: skip
     assert again.code == 0 and len(stored_records(results)) == 2  # that one is measured already
-    from iobench.report.tables import settings_label
+    from iobench.plan.labels import settings_label
 
     labels = [settings_label(RunRecord.from_json(x)) for x in records]
     assert "written" not in labels[0] and labels[1].endswith("written(samples_per_record=4)"), labels

@@ -108,8 +108,9 @@ def test_each_run_option_declares_its_label(option):
 
 
 def test_the_tables_and_the_report_say_the_options_as_declared():
+    from iobench.plan.labels import settings_label
     from iobench.report.report import workload_of_record
-    from iobench.report.tables import _residency, settings_label
+    from iobench.report.tables import _residency
     from tests.conftest import record_of
 
     r = record_of(cache="cold", cache_budget="20%", read_limit_mb_per_s=400.0, transform="augment",

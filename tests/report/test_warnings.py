@@ -3,7 +3,7 @@ one, a bimodal series named as two regimes, ceilings in words, and the decoder t
 
 from __future__ import annotations
 
-from iobench.report.tables import settings_label
+from iobench.plan.labels import settings_label
 from iobench.report.warnings import Kind, record_warnings, series_warnings
 from iobench.results.ceilings import ceiling_words
 from tests.report.test_answer import record

@@ -93,7 +93,7 @@ def test_a_padding_sampler_on_three_ranks_records_its_repeats(tmp_path, cli):
 
 
 def test_the_sampler_tail_names_its_configuration_in_the_tables():
-    from iobench.report.tables import settings_label
+    from iobench.plan.labels import settings_label
 
     padded = record_of(world_size=3, backend="gloo", sampler_tail="pad")
     assert "sampler=pad" in settings_label(padded) and "sampler=pad" in settings_label(padded, measured=False)
