@@ -84,10 +84,10 @@ def main() -> None:
     import torch
 
     from iobench.cli import main as iobench
+    from iobench.judge.intervals import record_interval as interval
     from iobench.plan.config import RunConfig
     from iobench.plan.paste import best_script, factory_script
     from iobench.plan.resolve import RunTarget, resolve
-    from iobench.report.verdict import interval
     from iobench.run.dataset_factory import FactoryRequest, FactoryTrials, plan
     from iobench.run.paste_check import check_paste
     from iobench.run.runner import run

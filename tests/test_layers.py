@@ -25,6 +25,7 @@ LAYERS = [
     {"iobench.loaders"},
     {"iobench.measuring"},
     {"iobench.plan"},
+    {"iobench.judge"},
     {"iobench.run", "iobench.checkpoint"},
     {"iobench.report"},
     {"iobench.api", "iobench.cli"},
@@ -166,10 +167,11 @@ def test_the_checkpoint_command_parses_and_prints_only():
 # the data commands' own sessions (prepare, verify, info) and `system.signals`/`system.ranks` the entry point's signal
 # and lifeline plumbing.
 CLI_MAY_IMPORT = ("iobench.cli", "iobench.plan", "iobench.run", "iobench.report", "iobench.results",
-                  "iobench.checkpoint.session", "iobench.checkpoint.libraries", "iobench.data",
+                  "iobench.checkpoint.session", "iobench.checkpoint.libraries", "iobench.checkpoint.bounds",
+                  "iobench.data",
                   "iobench.system.signals", "iobench.system.ranks", "iobench.choices", "iobench.errors",
                   "iobench.units", "iobench.progress", "iobench.events", "iobench.settings",
-                  "iobench.torchrun_env")  # fmt: skip
+                  "iobench.torchrun_env", "iobench.judge")  # fmt: skip
 
 
 def cli_imports_outside(graph: dict[str, set[str]]) -> list[str]:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from iobench.checkpoint.bounds import MAX_KILLS, MAX_TRIALS
 from iobench.checkpoint.libraries import LIBRARIES, OBJECT, Library
 from iobench.checkpoint.state import StateSpec
 from iobench.errors import IobenchError
@@ -17,10 +18,6 @@ from iobench.storage.remote.profiles import Profile
 from iobench.system.ranks import MAX_RANKS, RANK_FIXED_BYTES
 
 CACHES = ("warm", "cold")
-
-
-MAX_TRIALS = 1000  # rounds: each is every library's saves and restores, a process a trial (seconds at the least)
-MAX_KILLS = 10_000  # kills per library and save mode
 
 
 @dataclass(frozen=True)

@@ -12,17 +12,16 @@ from dataclasses import dataclass, field
 
 from iobench.checkpoint.libraries import libraries_help
 from iobench.checkpoint.plan import estimate_of, planned
-from iobench.checkpoint.request import MAX_KILLS, MAX_TRIALS, CheckpointRequest, checked, request_of
+from iobench.checkpoint.request import CheckpointRequest, checked, request_of
 from iobench.checkpoint.state import StateSpec
 from iobench.events import Events
+from iobench.judge.checkpoints import checkpoint_answer
 from iobench.results.checkpoint_record import CheckpointKills, CheckpointTrial
-from iobench.results.checkpoint_summary import LibraryRow, answer, kill_counts, rows_of
+from iobench.results.checkpoint_summary import LibraryRow, kill_counts, rows_of
 from iobench.storage.checkpoints import CheckpointTarget
 
 STORE_BUCKET = "iobench-checkpoints"
 __all__ = [
-    "MAX_KILLS",
-    "MAX_TRIALS",
     "CheckpointOutcome",
     "CheckpointRequest",
     "checkpoint_session",
@@ -67,7 +66,7 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
         rows = rows_of([t for t in outcome.trials if t.params == spec.params and t.layout == spec.layout])
         outcome.rows[spec] = rows
     largest = max(request.specs, key=lambda s: s.state_bytes)
-    outcome.answer = answer(outcome.rows[largest], counts)
+    outcome.answer = checkpoint_answer(outcome.rows[largest], counts)
     return outcome
 
 

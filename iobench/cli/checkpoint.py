@@ -9,8 +9,8 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from iobench.checkpoint.bounds import MAX_KILLS, MAX_TRIALS
 from iobench.checkpoint.libraries import libraries_help
-from iobench.checkpoint.session import MAX_KILLS, MAX_TRIALS  # the bounds, declared with the request
 from iobench.cli.app import app
 from iobench.cli.bars import CheckpointEvents
 from iobench.cli.console import out

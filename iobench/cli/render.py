@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import shlex
 from pathlib import Path
 from typing import Any
@@ -10,9 +9,9 @@ from typing import Any
 from rich.table import Table
 
 from iobench.cli.console import out, say
+from iobench.judge.warnings import record_warnings, summarised
 from iobench.report.answer import console_answer
 from iobench.report.tables import au_text, compact_table, profile_summary, results_table, split_table
-from iobench.report.warnings import record_warnings, summarised
 from iobench.results.record import RunRecord
 from iobench.run.tune import settings_text
 from iobench.run.tune_session import TuneOutcome
@@ -67,7 +66,7 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
         out.print(f"fastest at any shuffle: {fastest.config.label} {settings_text(fastest.config)}: "
                   f"{fastest.median:,.0f} samples/s, shuffle {_shuffle_text(fastest, outcome.min_shuffle)} "
                   "(--min-shuffle 0 would recommend it)")  # fmt: skip
-    low, high = best.interval()
+    shown = best.interval()
     if tuned.figure is None:  # fewer than two epochs of the leader: no interval, no recommendation
         measured = sum(1 for c in outcome.ranked if c.rates)
         out.print(
@@ -79,7 +78,7 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
         return
     spread = f"{min(best.rates):,.0f}-{max(best.rates):,.0f}"
     out.print(f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s in the search "
-              f"(epochs {spread}; {best.coverage:.0%} CI of the median {low:,.0f}-{high:,.0f}); "
+              f"(epochs {spread}; {shown.coverage:.0%} CI of the median {shown.low:,.0f}-{shown.high:,.0f}); "
               f"{_stopped_text(outcome)}")  # fmt: skip
     _print_confirmed(best)
     if best.epoch_seconds < SHORT_EPOCH_S:
@@ -133,8 +132,8 @@ def _print_ranking(outcome: Any, results: Path) -> None:
                 "shuffle"):  # fmt: skip
         table.add_column(col, justify="left" if col in ("loader", "settings", "shuffle") else "right")
     for i, c in enumerate(shown, 1):
-        low, high = c.interval()
-        ci = f"{low:,.0f}-{high:,.0f} ({c.coverage:.0%})" if math.isfinite(high) else "-"
+        shown = c.interval()
+        ci = f"{shown.low:,.0f}-{shown.high:,.0f} ({shown.coverage:.0%})" if shown.finite else "-"
         last = c.records[-1]
         table.add_row(str(i), c.config.loader.value, settings_text(c.config), f"{c.median:,.0f}", ci,
                       str(len(c.rates)), au_text(last), _shuffle_text(c, outcome.min_shuffle))  # fmt: skip
@@ -145,9 +144,9 @@ def _print_confirmed(best: Any) -> None:
     """The winner's fresh run after the search, beside the search's median, with that run's warnings."""
     if best.confirmed is None or not best.confirmed_rates:
         return
-    from iobench.report.verdict import interval
+    from iobench.judge.intervals import record_interval
 
-    confirmed = interval(best.confirmed)
+    confirmed = record_interval(best.confirmed)
     out.print(f"confirmed in a fresh run after the search: {confirmed.text()} samples/s, "
               f"{confirmed.median / best.median:.2f}x the search's median (the best of many noisy "
               "measurements reads high): the figure to expect")  # fmt: skip
@@ -168,10 +167,10 @@ def _stopped_text(outcome: Any) -> str:
 
 def print_paste_check(check: Any, best: Any) -> None:
     """The pasted script's figure beside tune's confirmed one, with their ratio."""
-    from iobench.report.verdict import interval
+    from iobench.judge.intervals import record_interval
     from iobench.run.paste_check import GOAL
 
-    figure = interval(best.confirmed).median
+    figure = record_interval(best.confirmed).median
     ratio = check.ratio(figure)
     if ratio is None:
         say(f"the pasted script could not be checked: {check.said}")
@@ -187,25 +186,13 @@ def print_paste_check(check: Any, best: Any) -> None:
 
 
 def deciding_budget(outcome: Any, rival: Any) -> str:
-    """What would tell the best from its nearest rival, from what was measured: an interval of the median narrows
-    about as 1/sqrt(epochs), so the epochs each needs for the two to separate, and at this search's pace the
-    minutes that costs (a gap within the machine's noise no budget closes: said so)."""
-    best = outcome.best
-    b_low, r_high = best.interval()[0], rival.interval()[1]
-    gap = best.median - rival.median
-    widths = (best.median - b_low) + (r_high - rival.median)
-    if gap <= 0 or widths <= 0:
-        return "not decidable here: the two medians are the same within the timer's resolution"
-    factor = (widths / gap) ** 2  # epochs needed over epochs had, for the half-widths to fit in the gap
-    epochs = max(len(best.rates), len(rival.rates))
-    more = max(1, round(epochs * factor) - epochs)
-    per_epoch = max(best.epoch_seconds, rival.epoch_seconds) * 2  # both candidates, each epoch
-    minutes = more * per_epoch / 60
-    if factor > 100:
-        return (f"not decided: {best.config.label} and {rival.config.label} are {gap / rival.median:.1%} apart, "
-                "within this machine's noise; any budget would leave them tied")  # fmt: skip
-    return (f"to decide between them: about {more} more epochs each ({minutes:.1f} more --budget-minutes at this "
-            "pace)")  # fmt: skip
+    """What would tell the best from its nearest rival (the judgement's words)."""
+    from iobench.judge.search import Contender, deciding_budget
+
+    def contender(c: Any) -> Contender:
+        return Contender(f"{c.config.label} {settings_text(c.config)}", c.interval(), len(c.rates), c.epoch_seconds)
+
+    return deciding_budget(contender(outcome.best), contender(rival))
 
 
 def _shuffle_text(c: Any, floor: float) -> str:

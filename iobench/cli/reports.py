@@ -49,14 +49,15 @@ def compare_cmd(
     a: Annotated[Path, typer.Argument(help="Baseline results JSONL.")],
     b: Annotated[Path, typer.Argument(help="Results to compare with the baseline.")],
 ) -> None:
-    """Per configuration present in both files, B's samples/s against A's, decided with their noise: "no change"
-    where the medians' intervals overlap, "not comparable" where the runs saw different load, else the change."""
+    """Per configuration present in both files, B's samples/s against A's, decided with their noise: faster or slower
+    only where their intervals are apart and the change exceeds the drift between minutes; "no decidable difference"
+    otherwise (always beside other programs), "not comparable" where the runs saw different load."""
     from iobench.results.checkpoint_file import holds_checkpoints
 
     if holds_checkpoints(a) or holds_checkpoints(b):
         return _compare_checkpoints(a, b)
+    from iobench.judge.change import KINDS, compare_change
     from iobench.report.report import compare, describe
-    from iobench.report.verdict import compare_verdict, run_interval
     from iobench.results.store import load_records
 
     for path in (a, b):
@@ -69,19 +70,18 @@ def compare_cmd(
                         ("configuration", "A samples/s", "B samples/s", "verdict"))  # fmt: skip
     kinds = []
     for ra, rb, _change in pairs:
-        verdict = compare_verdict(ra, rb)
+        verdict = compare_change(ra, rb)
         kinds.append(verdict.kind)
-        table.add_row(describe(ra), run_interval(ra).text(), run_interval(rb).text(), verdict.text)
+        table.add_row(describe(ra), verdict.a.text(), verdict.b.text(), verdict.text)
     out.print(table)
-    kinds_said = ("change", "same", "not decidable", "not comparable")
-    counts = ", ".join(f"{kinds.count(k)} {k}" for k in kinds_said if kinds.count(k))
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in KINDS if kinds.count(k))
     out.print(f"{len(pairs)} matching configuration(s) ({counts}); {only_a} only in A, {only_b} only in B",
               highlight=False)  # fmt: skip
 
 
 def _compare_checkpoints(a: Path, b: Path) -> None:
     """Per save or restore both checkpoint files measured (a library, a state size, a cache, a save mode), B against
-    A by each round's GB/s, decided as run records are (`report.verdict`): not comparable across different loads."""
+    A by each round's GB/s, decided as run records are (`iobench.judge.change`): not comparable across loads."""
     from iobench.report.checkpoints import checkpoint_changes, range_text
     from iobench.results.checkpoint_file import load_checkpoints
 

@@ -23,8 +23,9 @@ def settings_label(r: RunRecord, measured: bool = True) -> str:
     transform = transform_parts(r) if measured else [transform_label(r)] if transform_label(r) else []
     options = [c.format_options] if c.format_options else []
     written = [f"written({c.format_written})"] if c.format_written else []
-    if measured and r.system.decoder:  # what decoded, and where, as the record says: not what was asked
-        rest = [decode_label(r.system.decoder) if part == DECODE_ASKED else part for part in rest]
+    # what decoded, and where, as the record says (not what was asked): `decode@device` is a key, never prose
+    said = decode_label(r.system.decoder) if r.system.decoder else "decode asked on the device"
+    rest = [said if part == DECODE_ASKED else part for part in rest]
     return " ".join(parts + rest + option_labels(c) + transform + options + written)
 
 

@@ -160,6 +160,7 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
     """Decide what 'auto' means here and check the config against the device, dataset and ranks."""
     config = settle_device(config, target.device)
     manifest = check_dataset(target.dataset_dir, config.format)
+    config = fitted_batch(config, manifest.spec.n_samples // max(1, world.size))
     check_world(config, manifest, world)
     entry = manifest.formats[config.format]
     if target.remote is not None:
@@ -180,6 +181,15 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
     check_decode_on(resolved)
     check_loader_reads(resolved)
     return resolved
+
+
+def fitted_batch(config: RunConfig, samples: int) -> RunConfig:
+    """A batch larger than the samples a process reads in an epoch made every epoch one batch, which says little of a
+    loader's steady state (a 500-sample dataset kept 1,024 and warned once per configuration): the largest power of
+    two that gives the epoch 8 batches or more (`batch_notes` says so once)."""
+    if config.settings.batch_size <= samples or samples < 1:
+        return config
+    return config.with_settings(batch_size=1 << max(0, (max(1, samples // 8)).bit_length() - 1))
 
 
 def check_loader_reads(resolved: ResolvedRun) -> None:

@@ -1,8 +1,9 @@
 """`report` and `compare` of `iobench checkpoint`'s records, and the tables the console prints of a session: per state
 size, each library's and save mode's medians (the first save and the steady one, until returned, done and durable;
 restores warm and cold), GB/s, peak memory, bytes stored, whether it came back exact; seconds and GB/s against size;
-the kill test's counts; the answer. One builder of each table's cells serves the console and the report; `compare`
-decides each measurement with `report.verdict`'s rule, as it decides run records."""
+the kill test's counts; the answer (the judgement's). One builder of each table's cells serves the console and the
+report; `compare` decides each measurement with the judgement's rule (`iobench.judge.change`), as it decides run
+records."""
 
 from __future__ import annotations
 
@@ -13,20 +14,19 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.report import verdict
+from iobench.judge.change import ROUND_UNITS, Change, change_of
+from iobench.judge.checkpoints import checkpoint_answer
 from iobench.report.exports import csv_cell
-from iobench.report.verdict import Units, Verdict
-from iobench.report.warnings import md_text
 from iobench.results.checkpoint_file import CheckpointFile, load_checkpoints
 from iobench.results.checkpoint_record import KILL_OUTCOMES, CheckpointTrial
-from iobench.results.checkpoint_summary import LibraryRow, answer, kill_counts, rows_of
+from iobench.results.checkpoint_summary import LibraryRow, kill_counts, rows_of
+from iobench.results.markdown import md_text
 from iobench.system.fsutil import atomic_write_text, output_folder
 
 CSV_FIELDS = ("library", "save_mode", "target", "params", "layout", "op", "cache", "trial", "seconds", "done_seconds",
               "durable_seconds", "first_seconds", "first_durable_seconds", "gb_per_s", "bytes_on_disk",
               "peak_rss_bytes", "anon_bytes", "file_bytes", "read_bytes", "resident_before", "exact", "torch_threads",
               "load_before", "load_after", "other_cpu_before", "other_cpu_after", "timestamp")  # fmt: skip
-ROUND_UNITS = Units("GB/s", "measurement", "rounds", "one round has no interval (use --trials 3 or more)")
 
 
 def summary_head(caches: tuple[str, ...]) -> list[str]:
@@ -101,7 +101,7 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
         rows[mine[0].state_bytes] = size_rows = rows_of(mine)
         caches = tuple(c for c in ("warm", "cold") if any(r.cache == c for r in mine))
         lines += [f"## {mine[0].state_bytes / 1e9:.2f} GB state ({params:,} parameters, {md_text(layout)})", ""]
-        lines += [md_text(said), ""] if (said := answer(size_rows, kills)) else []
+        lines += [md_text(said), ""] if (said := checkpoint_answer(size_rows, kills)) else []
         lines += [*_markdown(summary_head(caches), [summary_cells(r, caches) for r in size_rows]), ""]
     if len(rows) > 1:
         sizes = sorted(rows)
@@ -132,11 +132,13 @@ def _csv(loaded: CheckpointFile) -> str:
 
 
 @dataclass(frozen=True)
-class Change:
+class Measured:
+    """One measurement both files hold, and the judgement's verdict of B against A."""
+
     key: tuple
     a: list[float]  # each round's seconds (a save until durable, a restore until its last byte)
     b: list[float]
-    verdict: Verdict
+    verdict: Change
 
     @property
     def label(self) -> str:
@@ -146,13 +148,13 @@ class Change:
         return f"{library}{f' x{ranks} ranks' if ranks > 1 else ''} {params:.3g} params {layout} {what}{where}"
 
 
-def checkpoint_changes(a: CheckpointFile, b: CheckpointFile) -> tuple[list[Change], int, int]:
-    """The measurements both files hold, each decided as `compare` decides run records (`verdict_of`, on each
+def checkpoint_changes(a: CheckpointFile, b: CheckpointFile) -> tuple[list[Measured], int, int]:
+    """The measurements both files hold, each decided as `compare` decides run records (`change_of`, on each
     round's GB/s); how many only A and only B hold."""
     ka, kb = _by_key(a.trials), _by_key(b.trials)
     common = [k for k in ka if k in kb]
-    changes = [Change(k, [r.timed_seconds for r in ka[k]], [r.timed_seconds for r in kb[k]],
-                      verdict.verdict_of(_rates(ka[k]), _rates(kb[k]), _busy(ka[k]), _busy(kb[k]), ROUND_UNITS))
+    changes = [Measured(k, [r.timed_seconds for r in ka[k]], [r.timed_seconds for r in kb[k]],
+                        change_of(_rates(ka[k]), _rates(kb[k]), _busy(ka[k]), _busy(kb[k]), ROUND_UNITS))
                for k in common]  # fmt: skip
     return changes, len(ka) - len(common), len(kb) - len(common)
 

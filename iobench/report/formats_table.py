@@ -11,7 +11,7 @@ from __future__ import annotations
 from iobench.measuring.ceiling_rule import device_resident
 from iobench.plan.labels import settings_label
 from iobench.report.tables import shuffle_text
-from iobench.report.warnings import md_text
+from iobench.results.markdown import md_text
 from iobench.results.record import RunRecord
 
 UNIFORM = 0.95  # spread and order both at least this: as good as a global shuffle, within scoring noise

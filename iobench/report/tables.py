@@ -8,12 +8,11 @@ from pathlib import Path
 
 from rich.table import Table
 
+from iobench.judge.labels import vs_fastest
 from iobench.plan.labels import settings_label
 from iobench.plan.run_options import CACHE_LABEL, option_labels
-from iobench.report.verdict import tied_with
 from iobench.results.ceilings import LOOPBACK, PAGE, MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
-from iobench.results.stats import relative_to_fastest
 
 
 def _residency(r: RunRecord) -> str:
@@ -25,8 +24,8 @@ def _residency(r: RunRecord) -> str:
 
 def compact_table(records: list[RunRecord], title: str) -> Table:
     """The ranking in under 100 columns: what differs between the configurations, their samples/s and MB/s, how far
-    behind the fastest (or tied with it: intervals that overlap), the shuffle's quality and the cache. The settings
-    every row shares go in the title; `--wide` shows every column and the per-batch split."""
+    behind the fastest (with the judgement's mark where they cannot be told apart), the shuffle's quality and the
+    cache. The settings every row shares go in the title; `--wide` shows every column and the per-batch split."""
     labels = [settings_label(r) for r in records]
     shared = labels[0] if records and len(set(labels)) == 1 else None
     table = Table(title=f"{title}\n{shared}" if shared else title)
@@ -40,13 +39,11 @@ def compact_table(records: list[RunRecord], title: str) -> Table:
                ("cache", "left")]  # fmt: skip
     for col, justify in columns:  # the figures whole; a long settings label folds onto a second line
         table.add_column(col, justify=justify, no_wrap=col != "settings", overflow="fold")
-    ratios = relative_to_fastest([r.epochs.epoch_seconds_median for r in records])
-    best = records[min(range(len(records)), key=lambda k: ratios[k])] if records else None
-    for r, rel, label in zip(records, ratios, labels, strict=True):
+    for r, standing, label in zip(records, vs_fastest(records), labels, strict=True):
         e = r.epochs
         cells = [r.config.format, r.config.loader, *(() if shared else (label,)),
                  f"{e.samples_per_s:,.0f}" + (" (partial)" if e.partial else ""), f"{e.mb_per_s:,.1f}",
-                 f"{rel:.2f}x" + (" tied" if best is not None and tied_with(r, best) else ""),
+                 standing,
                  *((au_text(r),) if au else ()), *((shuffle_text(r),) if scored else ()), r.config.cache]  # fmt: skip
         table.add_row(*cells)
     return table
@@ -66,9 +63,7 @@ def results_table(records: list[RunRecord], title: str) -> Table:
         columns = (*columns[:8], ("AU (step)", "right"), *columns[8:])
     for col, justify in columns:  # the settings name the configuration: kept on one line
         table.add_column(col, justify=justify, no_wrap=col == "settings")
-    ratios = relative_to_fastest([r.epochs.epoch_seconds_median for r in records])
-    best = records[min(range(len(records)), key=lambda k: ratios[k])] if records else None
-    for r, rel in zip(records, ratios, strict=True):
+    for r, standing in zip(records, vs_fastest(records), strict=True):
         e = r.epochs
         partial = " (partial)" if e.partial else ""
         limit = r.limit.percent_of_limit
@@ -83,7 +78,7 @@ def results_table(records: list[RunRecord], title: str) -> Table:
             f"{e.samples_per_s:,.0f}",
             f"{e.mb_per_s:,.1f}",
             f"{limit:.0f}%" if limit is not None else "-",
-            f"{rel:.2f}x" + (" (tied)" if best is not None and tied_with(r, best) else ""),
+            standing,
         ]
         if au:
             cells.insert(8, au_text(r))

@@ -1,17 +1,14 @@
 """What `iobench checkpoint`'s records say, per library and save mode: medians of the rounds (the first save and the
 steady one, until returned, done and durable; restores warm and cold), GB/s, peak memory, bytes stored, whether it came
-back exact; and the answer, which rests on the kill test: a library and mode whose kills ever lost the checkpoint (a
-clean error loses step N too) or corrupted it is never recommended, and a ranking taken beside other programs is no
-answer. Read by the session (the console) and by `report` alike."""
+back exact, and what the kill tests counted (a clean error loses step N too). The answer they give is the judgement's
+(`iobench.judge.checkpoints`). Read by the session (the console) and by `report` alike."""
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 
 from iobench.results.checkpoint_record import KILL_OUTCOMES, LOST, CheckpointKills, CheckpointTrial
-from iobench.results.stats import BUSY_CORES, median_interval
 
 
 @dataclass(frozen=True)
@@ -103,75 +100,3 @@ def kill_counts(records: list[CheckpointKills]) -> dict[tuple[str, str], dict[st
 
 def lost(counts: dict[str, int]) -> int:
     return sum(counts.get(o, 0) for o in LOST)
-
-
-def answer(rows: list[LibraryRow], kills: dict[tuple[str, str], dict[str, int]] | None = None) -> str | None:
-    """Which library and save mode to use: the fastest durable (steady) save plus restore (cold where measured) among
-    those that restored exactly and whose kills, where the kill test ran, never lost or corrupted the checkpoint; the
-    ceiling is not a choice. None without a candidate."""
-    kills = kills or {}
-    exact = [r for r in rows if not r.ceiling and r.exact and r.durable_s and r.restore_s]
-    unsafe = [r for r in exact if lost(kills.get((r.saver, r.save_mode), {})) > 0]
-    candidates = sorted((r for r in exact if r not in unsafe), key=_total)
-    left_out = _left_out(unsafe, kills)
-    if not candidates:
-        return f"answer: none: {left_out}" if unsafe else None
-    best = candidates[0]
-    what = (f"{best.label}: durable in {best.durable_s:.2f} s (the steady save; the first in a process "
-            f"{_s(best.first_durable_s)}), restored {best.restore_word} in {best.restore_s:.2f} s")  # fmt: skip
-    busy = [r.busy for r in rows if r.busy is not None]
-    if busy and max(busy) > BUSY_CORES:
-        return (f"answer: none: other programs used {max(busy):.1f} cores beside the trials, and a ranking taken there "
-                f"may not hold on a quiet machine (fastest measured: {what})")  # fmt: skip
-    parts = [f"answer: save with {what}", _kills_said(best, kills)]
-    if len(candidates) > 1:
-        parts.append(_against(best, candidates[1]))
-    ceiling = next((r for r in rows if r.ceiling and r.restore_s), None)
-    if ceiling is not None:
-        parts.append(f"{ceiling.restore_s / best.restore_s:.2f}x the raw read")
-    if unsafe:
-        parts.append(left_out)
-    return "; ".join(parts)
-
-
-def _total(r: LibraryRow) -> float:
-    return (r.durable_s or 0.0) + (r.restore_s or 0.0)
-
-
-def _s(seconds: float | None) -> str:
-    return f"{seconds:.2f} s" if seconds is not None else "not timed"
-
-
-def _kills_said(row: LibraryRow, kills: dict[tuple[str, str], dict[str, int]]) -> str:
-    counts = kills.get((row.saver, row.save_mode))
-    if not counts:
-        return "not kill-tested (--kill-test N tells what a killed save leaves)"
-    n = sum(counts.values())
-    return f"{n} of {n} kills left step N or N+1 intact ({row.saver} {row.save_mode})"
-
-
-def _left_out(unsafe: list[LibraryRow], kills: dict[tuple[str, str], dict[str, int]]) -> str:
-    said = []
-    for r in unsafe:
-        counts = kills[(r.saver, r.save_mode)]
-        said.append(f"{r.label} ({lost(counts)} of {sum(counts.values())} kills lost the checkpoint)")
-    return "left out: " + ", ".join(said)
-
-
-def _against(best: LibraryRow, second: LibraryRow) -> str:
-    """How sure the ranking is: the rounds' totals (durable save + restore) of the two, by their intervals."""
-    a, b = _round_totals(best), _round_totals(second)
-    ratio = _total(second) / _total(best)
-    if len(a) < 2 or len(b) < 2:
-        return f"{ratio:.2f}x the next, {second.label} (one round: no interval)"
-    (la, ha, _), (lb, hb, _) = median_interval(a), median_interval(b)
-    if math.isfinite(ha) and math.isfinite(hb) and la <= hb and lb <= ha:
-        return (
-            f"not settled against {second.label}: its total is {ratio:.2f}x longer, but its rounds span "
-            f"{lb:.2f}-{hb:.2f} s against {la:.2f}-{ha:.2f} s, which overlap; more --trials would tell them apart"
-        )
-    return f"{ratio:.2f}x the next, {second.label} (their rounds apart)"
-
-
-def _round_totals(r: LibraryRow) -> list[float]:
-    return [r.durable_rounds[k] + r.restore_rounds[k] for k in r.durable_rounds if k in r.restore_rounds]

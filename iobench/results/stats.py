@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -12,7 +11,6 @@ OUTLIER_Z = 3.5  # modified z-score (Iglewicz and Hoaglin) above which a value i
 OUTLIER_MIN_N = 4  # with fewer values the MAD says nothing
 OUTLIER_MIN_REL = 0.05  # and a value within 5% of the median is not worth a warning
 FIRST_RUN_RATIO = 1.25  # a first run this much slower than the median of the rest is a caching effect
-CONFIDENCE = 0.95  # the coverage asked of a median's interval
 
 
 @dataclass(frozen=True)
@@ -22,9 +20,6 @@ class Summary:
     max: float
     mad: float  # median absolute deviation
     cv: float  # coefficient of variation (population standard deviation over the mean)
-
-
-BUSY_CORES = 0.25  # other programs' cores beside a run above which its figures are a shared machine's
 
 
 def summary(values: Sequence[float]) -> Summary:
@@ -53,10 +48,14 @@ def outliers(values: Sequence[float], threshold: float = OUTLIER_Z) -> list[int]
 
 
 def first_run_slow(values: Sequence[float], ratio: float = FIRST_RUN_RATIO) -> bool:
-    """The first epoch much slower than the median of the rest and slower than every one of them: a cache warming.
-    Epochs of 0.995, 0.062 and 1.308 s are not that (the third is the slowest): a machine shared with others."""
+    """The first timed epoch much slower than the median of the rest and apart from them by more than they spread
+    among themselves: a cache warming. Epochs of 0.995, 0.062 and 1.308 s are not that (the third is the slowest): a
+    machine shared with others; nor is a first epoch 1.3x the median of others that spread 1.0-1.25x (every default
+    warm run was said to have "a caching effect")."""
     rest = values[1:]
-    return len(values) >= 3 and values[0] > ratio * statistics.median(rest) and values[0] > max(rest)
+    if len(rest) < 2:
+        return False
+    return values[0] > ratio * statistics.median(rest) and values[0] - max(rest) > max(rest) - min(rest)
 
 
 BIMODAL_GAP = 2.0  # sorted epoch times that jump by this factor fall into two groups
@@ -71,26 +70,3 @@ def two_groups(values: Sequence[float]) -> tuple[list[float], list[float]] | Non
     steps = [(b / a, k) for k, (a, b) in enumerate(zip(ordered, ordered[1:], strict=False), 1)]
     factor, at = max(steps)
     return (ordered[:at], ordered[at:]) if factor >= BIMODAL_GAP else None
-
-
-def relative_to_fastest(seconds: Sequence[float]) -> list[float]:
-    """Each median epoch time over the fastest's (1.0 = fastest)."""
-    best = min(seconds)
-    return [s / best for s in seconds]
-
-
-def median_interval(values: list[float]) -> tuple[float, float, float]:
-    """(low, high, coverage): the median's confidence interval by order statistics, which assumes nothing about
-    the distribution (a loaded machine's epochs are skewed: the mean's interval missed the median). The
-    narrowest pair x_(j), x_(n+1-j) covering the median with CONFIDENCE; fewer than 6 values cannot reach it,
-    and get their whole range with its lower coverage. Fewer than 2: no interval."""
-    xs, n = sorted(values), len(values)
-    if n < 2:
-        return 0.0, math.inf, 0.0
-    j, coverage = 1, 1 - 2 * 0.5**n  # [min, max] misses the median only when every value falls on one side
-    for k in range(2, n // 2 + 1):
-        wider = 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2**n
-        if wider < CONFIDENCE:
-            break
-        j, coverage = k, wider
-    return xs[j - 1], xs[n - j], coverage

@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 from iobench.choices import Choice
+from iobench.judge.evidence import BUSY_CORES
 from iobench.measuring.machine_ceilings import write_probe
-from iobench.results.stats import BUSY_CORES
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.page_cache import Eviction
 from iobench.system.contention import other_cores_busy

@@ -81,6 +81,19 @@ def resolve_all(configs: list[RunConfig], target: RunTarget, world: World = SING
     return [resolve(c, target, world) for c in configs]
 
 
+def batch_notes(configs: list[RunConfig], todo: list[ResolvedRun]) -> list[str]:
+    """One line for the batch sizes fitted to a dataset smaller than them (`fitted_batch`), whatever the count of
+    configurations."""
+    fitted = {(c.settings.batch_size, r.config.settings.batch_size) for c, r in zip(configs, todo, strict=True)
+              if c.settings.batch_size != r.config.settings.batch_size}  # fmt: skip
+    if not fitted:
+        return []
+    n = todo[0].manifest.spec.n_samples
+    said = ", ".join(f"{asked:,} -> {got:,}" for asked, got in sorted(fitted))
+    return [f"batch size {said}: the dataset holds {n:,} samples, and a batch larger than an epoch's share makes every "
+            "epoch one batch (a larger --size measures a loader's steady state)"]  # fmt: skip
+
+
 def launch_torchrun(
     nproc: int,
     argv: list[str],

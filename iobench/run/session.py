@@ -20,7 +20,7 @@ from iobench.results.ceilings import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.run.estimates import Estimate, Finished, finished_of, standing, time_range
 from iobench.run.place import RunPlace
-from iobench.run.preparing import dataset_for_run, launch_torchrun, resolve_all
+from iobench.run.preparing import batch_notes, dataset_for_run, launch_torchrun, resolve_all
 from iobench.run.runner import Measuring, run
 from iobench.run.saving import save
 from iobench.run.serving import limits_of, served
@@ -83,6 +83,7 @@ def measure_session(
         dataset_dir = dataset_for_run(world, where.data_dir, where.dataset, formats, events, where.size)
         with served(where.remote, where.endpoint_url, dataset_dir, where.fuse) as remote:
             todo = resolve_all(configs, RunTarget(dataset_dir, target_device, remote), world)
+            notes = [*notes, *batch_notes(configs, todo)]
             limits: Limits = None
             if world.is_main:
                 for note in notes:

@@ -19,13 +19,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from iobench.events import QUIET, Events
+from iobench.judge.intervals import Interval, interval_of
 from iobench.loaders import LOADERS
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
 from iobench.results.ceilings import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.results.shuffle_quality import MAX_POINTS
-from iobench.results.stats import median_interval
 from iobench.results.store import append_record, load_records
 from iobench.run.isolated import run_isolated
 from iobench.run.runner import run
@@ -70,15 +70,10 @@ class Candidate:
     def median(self) -> float:
         return statistics.median(self.rates) if self.rates else 0.0
 
-    def interval(self) -> tuple[float, float]:
-        """The confidence interval of the median samples/s, the figure tune ranks and prints (`median_interval`)."""
-        low, high, _ = median_interval(self.rates)
-        return low, high
-
-    @property
-    def coverage(self) -> float:
-        """How sure `interval` is: 0.95 or more from 6 epochs on, less with fewer (the whole range)."""
-        return median_interval(self.rates)[2]
+    def interval(self) -> Interval:
+        """The interval of the median samples/s, the figure tune ranks and prints (the judgement's `interval_of`:
+        0.95 or more from 6 epochs on, the whole range, less sure, with fewer)."""
+        return interval_of(self.rates)
 
     @property
     def epoch_seconds(self) -> float:
@@ -134,8 +129,8 @@ class TuneResult:
     def within_noise(self) -> list[Candidate]:
         """Candidates (with an interval: two epochs or more) whose interval overlaps the best's: this search
         cannot tell them from it."""
-        low = self.best.interval()[0]
-        near = [c for c in self.ranked[1:] if len(c.rates) >= 2 and c.interval()[1] >= low]
+        low = self.best.interval().low
+        near = [c for c in self.ranked[1:] if len(c.rates) >= 2 and c.interval().high >= low]
         return [c for c in near if c.meets(self.min_shuffle)]
 
 
@@ -221,8 +216,8 @@ class _Search:
 
 def _settled(leader: Candidate, second: Candidate) -> bool:
     """The leader's interval is tight and clear of the runner-up's."""
-    low, high = leader.interval()
-    return high - low < 2 * TIGHT * leader.median and low > second.interval()[1]
+    mine = leader.interval()
+    return mine.high - mine.low < 2 * TIGHT * leader.median and mine.apart(second.interval())
 
 
 def tune(

@@ -109,7 +109,7 @@ def recommendable(result: TuneResult) -> bool:
     """A winner that meets the shuffle floor and has an interval (two epochs or more)."""
     if not result.ranked or not result.best.meets(result.min_shuffle):
         return False
-    return math.isfinite(result.best.interval()[1])
+    return result.best.interval().finite
 
 
 def pasted_figure(best: Candidate) -> str:

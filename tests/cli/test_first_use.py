@@ -63,7 +63,7 @@ def test_help_and_argument_errors_load_no_heavy_library(args):
 
 def test_a_figure_above_its_ceiling_is_called_a_broken_ceiling():
     """Warm shuffled npy showed 142% and 213% of its memory-gather limit without a word."""
-    from iobench.report.warnings import Kind, record_warnings
+    from iobench.judge.warnings import Kind, record_warnings
     from iobench.results.ceilings import LimitShare
     from tests.conftest import record_of
 
@@ -138,7 +138,7 @@ def test_a_runs_before_sample_is_the_last_after_sample_when_it_just_ended(monkey
 
 
 def test_a_busy_machine_is_warned_about_and_sharing_settings_are_part_of_a_runs_identity():
-    from iobench.report.warnings import Kind, record_warnings
+    from iobench.judge.warnings import Kind, record_warnings
     from iobench.results.record_base import HostLoad
     from tests.conftest import record_of
 
@@ -183,7 +183,7 @@ def test_tune_tries_one_thread_beside_the_loading_whoever_loads():
 
 def test_a_batch_larger_than_the_dataset_is_warned_about():
     """1024 on 400 samples ran one batch per epoch without a word."""
-    from iobench.report.warnings import Kind, record_warnings
+    from iobench.judge.warnings import Kind, record_warnings
     from tests.conftest import record_of
 
     assert Kind.ONE_BATCH in [w.kind for w in record_warnings([record_of(batch_size=1024, n_samples=400)])]
@@ -229,10 +229,10 @@ def test_compare_decides_with_the_noise_and_refuses_files_with_nothing_in_common
     faster = [s / 1.2 for s in FLAT_RECORD["epoch_seconds"]]
     b.write_text(json.dumps({**FLAT_RECORD, "epoch_seconds": faster}) + "\n")
     r = cli("compare", a, b)
-    assert r.code == 0 and "no change: the intervals overlap" in r.out and "1 same" in r.out, r.out
+    assert r.code == 0 and "their intervals overlap" in r.out and "1 no decidable difference" in r.out, r.out
     b.write_text(json.dumps({**FLAT_RECORD, "epoch_seconds": [s / 4 for s in FLAT_RECORD["epoch_seconds"]]}) + "\n")
     r = cli("compare", a, b)
-    assert r.code == 0 and "+300.0%" in r.out and "1 change" in r.out, r.out
+    assert r.code == 0 and "+300.0%" in r.out and "1 faster" in r.out, r.out
     other.write_text(json.dumps({**FLAT_RECORD, "format": "hdf5"}) + "\n")
     r = cli("compare", a, other)
     assert r.code == 2 and "no configuration in common" in r.err

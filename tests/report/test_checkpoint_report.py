@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from iobench.report import verdict
+from iobench.judge import change as judged
 from iobench.results.checkpoint_record import KILL_OUTCOMES, CheckpointKills
 from tests.results.test_checkpoint_summary import QUIET, _trials
 from tests.results.test_record_base import _run_record
@@ -39,18 +39,20 @@ def test_the_report_holds_each_size_against_size_the_kills_and_the_answer(cli, t
 
 def test_compare_of_checkpoints_and_of_runs_go_through_one_verdict(cli, tmp_path, monkeypatch):
     seen = []
-    real = verdict.verdict_of
+    real = judged.change_of
 
     def spy(*args, **kwargs):
         seen.append(args[-1].rate)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(verdict, "verdict_of", spy)
+    monkeypatch.setattr(judged, "change_of", spy)
+    monkeypatch.setattr("iobench.report.checkpoints.change_of", spy)
     _write(tmp_path / "a.jsonl", _trials("torch", "safe", [1.0, 1.1, 1.0], [1.0, 1.1, 1.0]))
     _write(tmp_path / "b.jsonl", _trials("torch", "safe", [2.0, 2.1, 2.0], [1.0, 1.1, 1.0]))
     r = cli("compare", tmp_path / "a.jsonl", tmp_path / "b.jsonl")
     assert r.code == 0, r.err
-    assert "-5" in r.out and "no change: the intervals overlap" in r.out and "2 matching" in r.out
+    assert "no decidable difference: their intervals overlap" in r.out and "2 matching" in r.out
+    assert "-50.0%" in r.out and "slower" in r.out  # the save: 1.0 s against 2.0 s, beyond the disk drift
     _write(tmp_path / "runs.jsonl", [_run_record()])
     assert cli("compare", tmp_path / "runs.jsonl", tmp_path / "runs.jsonl").code == 0
     _write(tmp_path / "runs2.jsonl", [_run_record()])
@@ -75,7 +77,7 @@ def test_checkpoint_files_measured_at_different_loads_are_not_comparable(cli, tm
 
 @pytest.mark.parametrize("rate", ["GB/s"])
 def test_the_verdict_words_name_rounds_for_checkpoints(rate):
-    from iobench.report.checkpoints import ROUND_UNITS
+    from iobench.judge.change import ROUND_UNITS
 
-    said = verdict.verdict_of([1.0], [2.0], None, None, ROUND_UNITS)
+    said = judged.change_of([1.0], [2.0], None, None, ROUND_UNITS)
     assert ROUND_UNITS.rate == rate and "one round has no interval (use --trials 3 or more)" in said.text

@@ -114,7 +114,9 @@ def test_the_report_opens_with_the_answer_sorts_rows_and_collapses_warnings(tmp_
     text = write_report(results, tmp_path / "out").read_text()
     assert text.index("## Answer") < text.index("## Where these were measured") < text.index("## Results")
     answer = text[text.index("## Answer") : text.index("## Where")]
-    assert "npy/dataloader bs=16 w=1" in answer and "900 samples/s" in answer and "1.29x the next of 3" in answer
+    # the judgement's answer (the console's words): the three share their epochs' interval, so nothing is settled
+    assert "npy/dataloader (bs=16 w=1" in answer and "900 \\[" in answer
+    assert "not settled against npy/dataloader (bs=16 w=2" in answer
     assert "bounded by waiting for the loader" in answer
     table = [line for line in text.splitlines() if line.startswith("| n100")]
     assert [" w=1 " in table[0], " w=2 " in table[1], " w=0 " in table[2]] == [True] * 3, table
@@ -189,7 +191,7 @@ def test_figures_from_object_storage_are_kept_apart_from_local_ones_and_per_prof
                      ", from object storage (express-like: 5 ms first byte, 90 MB/s per connection)": 1,
                      ", from object storage (an endpoint as it is)": 1}  # fmt: skip
     answer = "\n".join(answer_lines(groups))
-    assert "9,000 samples/s" in answer and "3,500 samples/s" in answer and "4,500 samples/s" in answer
+    assert "9,000 " in answer and "3,500 " in answer and "4,500 " in answer
     tables = "\n".join(format_lines(groups))
     assert tables.count("## Formats") == 2, "local and s3-like each have two formats; express-like one"
     s3_table = tables[tables.index("object storage (s3-like") :]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from iobench.report.warnings import Kind, record_warnings, series_warnings
+from iobench.judge.warnings import Kind, record_warnings, series_warnings
 from iobench.results.stats import first_run_slow, outliers, summary
 from tests.conftest import prepare_with_limits, record_of, stored_records
 
@@ -237,7 +237,7 @@ def test_report_and_compare(workspace, cli):
     # % of the ceiling: drawn only when a run comes within 10% of its ceiling, and then linked
     assert (out / "limit.png").exists() == ("](limit.png)" in text)
     r = cli("compare", results, results)
-    assert r.code == 0 and "6 matching configuration(s) (6 same)" in r.out
+    assert r.code == 0 and "6 matching configuration(s) (6 no decidable difference)" in r.out
 
 
 def test_presets_expand_to_valid_configurations():

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from iobench.judge.warnings import Kind, coverage_warnings
 from iobench.measuring.clocks import EpochTiming
-from iobench.report.warnings import Kind, coverage_warnings
 from iobench.results.record import RunRecord
 from iobench.run.format_epochs import rank_coverage
 from tests.conftest import prepare_with_limits, record_of, stored_records

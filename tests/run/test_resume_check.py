@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from iobench.formats import FORMATS
+from iobench.judge.warnings import Kind, resume_warnings
 from iobench.loaders.base import Loader, LoaderContext
 from iobench.loaders.order import indices_of
-from iobench.report.warnings import Kind, resume_warnings
 from iobench.run import building, runner
 from iobench.run.resume_check import checkpointed, cuts, resume_check
 from tests.conftest import NEEDS_TORCHDATA, format_param, invoke, record_of, resolved_run, stored_records

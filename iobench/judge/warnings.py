@@ -1,4 +1,6 @@
-"""What makes a figure suspect, as typed values made once; the console and Markdown only format them."""
+"""What makes a figure suspect, as typed values made once per run; the console and Markdown only format them. A
+finding that repeats across a run's configurations is said once, with how many it concerns (a 500-sample dataset's
+batch warning was printed six times, once per configuration)."""
 
 from __future__ import annotations
 
@@ -7,11 +9,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iobench.choices import Choice
+from iobench.judge.evidence import BUSY_CORES
 from iobench.loaders import kind_of
 from iobench.plan.labels import settings_label
 from iobench.results.ceilings import ceiling_words
+from iobench.results.markdown import md_text
 from iobench.results.record import STORED_THREADS_READ, RunRecord
-from iobench.results.stats import BUSY_CORES, CV_LIMIT, first_run_slow, outliers, summary, two_groups
+from iobench.results.stats import CV_LIMIT, first_run_slow, outliers, summary, two_groups
 
 # Above this share of its ceiling a figure says the ceiling is wrong (5%: the noise of these disks and VMs).
 ABOVE_CEILING_PERCENT = 105.0
@@ -52,16 +56,6 @@ class RunWarning:
 
     def markdown(self) -> str:
         return f"- **{self.severity}** {md_text(self.subject)}: {md_text(self.finding)}; {md_text(self.advice)}"
-
-
-_MD_ESCAPES = str.maketrans({"|": "\\|", "<": "&lt;", ">": "&gt;", "\n": " ", "\r": " ", "[": "\\[", "]": "\\]"})
-
-
-def md_text(value: object) -> str:
-    """A value from a record as Markdown text: a pipe cannot split a table cell, a newline cannot end a
-    line, `<script>` stays text, and brackets cannot open a link or an image (`![x](http://...)`: records may come
-    from someone else)."""
-    return str(value).translate(_MD_ESCAPES)
 
 
 def _span(values: list[float]) -> str:
@@ -274,14 +268,19 @@ SUMMARISED = (Kind.BUSY, Kind.SPREAD, Kind.OUTLIER)
 
 def summarised(found: list[RunWarning], configurations: int) -> list[RunWarning]:
     """The warnings with each kind in SUMMARISED said once when it concerns several configurations (a run of 12
-    configurations on a shared machine printed 7-12 long contention warnings and still ranked them)."""
+    configurations on a shared machine printed 7-12 long contention warnings and still ranked them), and any other
+    finding said in the same words for several configurations said once, with their count."""
     kept: list[RunWarning] = []
     grouped: dict[Kind, list[RunWarning]] = {}
+    same: dict[tuple[Kind, str, str], list[RunWarning]] = {}
     for w in found:
         if w.kind in SUMMARISED:
             grouped.setdefault(w.kind, []).append(w)
         else:
-            kept.append(w)
+            same.setdefault((w.kind, w.finding, w.advice), []).append(w)
+    for (kind, finding, advice), ws in same.items():
+        subject = ws[0].subject if len(ws) == 1 else f"{len(ws)} of {configurations} configurations"
+        kept.append(RunWarning(kind, subject, finding, advice))
     for kind, ws in grouped.items():
         if len(ws) == 1:
             kept.append(ws[0])

@@ -3,8 +3,8 @@ one, a bimodal series named as two regimes, ceilings in words, and the decoder t
 
 from __future__ import annotations
 
+from iobench.judge.warnings import Kind, record_warnings, series_warnings
 from iobench.plan.labels import settings_label
-from iobench.report.warnings import Kind, record_warnings, series_warnings
 from iobench.results.ceilings import ceiling_words
 from tests.report.test_answer import record
 
@@ -38,7 +38,9 @@ def test_a_decode_label_says_what_decoded_and_where():
     pillow = record([0.1, 0.1, 0.1], format="files", decode_on="device",
                     decoder="Pillow 12.0.0 on the host, after the hand-over (torchvision does not import)")  # fmt: skip
     assert "decode: Pillow on host" in settings_label(pillow) and "decode@device" not in settings_label(pillow)
-    assert "decode@device" in settings_label(pillow, measured=False)  # the configuration as asked, its identity
+    # in prose too (warnings, answers, compare): `decode@device` is a key, never said (issue 79)
+    assert "decode: Pillow on host" in settings_label(pillow, measured=False)
+    assert "decode@device" not in " ".join(w.console() for w in record_warnings([pillow]))
     nvjpeg = record([0.1, 0.1, 0.1], format="files", decode_on="device", device="cuda:0",
                     decoder="torchvision 0.28.0 decode_jpeg on cuda:0 (nvJPEG; PNG on the host)")  # fmt: skip
     assert "decode: torchvision on cuda:0" in settings_label(nvjpeg)

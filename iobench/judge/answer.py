@@ -1,0 +1,122 @@
+"""Which configuration to use, per access pattern: the answer `run`, `sweep` and `report` print from the same
+records, decided once. Figures of one pattern (cache, order, device, step) answer the same question; a ranking taken
+beside other programs is no answer (a loaded machine promoted npy/preload at 82-620 samples/s, 4,374 with one torch
+thread), and a winner whose interval overlaps the runner-up's is not settled."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from iobench.judge.evidence import Load, records_load
+from iobench.judge.intervals import Interval, record_interval
+from iobench.measuring.ceiling_rule import device_resident
+from iobench.plan.labels import settings_label
+from iobench.results.record import RunRecord
+
+
+def pattern_of(r: RunRecord) -> str:
+    """The access pattern a figure belongs to: only figures of one pattern answer the same question. The step is part
+    of it: a run with the user's step and the same pipeline without it are not competing loaders (one was ranked
+    '3.96x the next' against the other)."""
+    c = r.config
+    step = f", step {c.step}" if c.step != "none" else ""
+    return f"{c.cache} {c.order} on {c.device}{step}"
+
+
+def named(r: RunRecord) -> str:
+    """A configuration as an answer names it: format/loader and the settings that tell it apart."""
+    return f"{r.config.label} ({settings_label(r, measured=False)})"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The answer for one access pattern: the fastest measured, and whether it is the one to use (`refused`: why
+    not), how far ahead of the runner-up and whether that is settled (their intervals apart)."""
+
+    pattern: str
+    fastest: RunRecord
+    interval: Interval
+    count: int  # configurations ranked
+    runner_up: RunRecord | None = None
+    rival: Interval | None = None
+    refused: str = ""  # why no configuration is the answer ("": one is)
+    load: Load | None = None
+
+    @property
+    def winner(self) -> RunRecord | None:
+        return None if self.refused else self.fastest
+
+    @property
+    def ratio(self) -> float | None:
+        """The fastest's samples/s over the runner-up's."""
+        if self.runner_up is None or self.runner_up.epochs.samples_per_s <= 0:
+            return None
+        return self.fastest.epochs.samples_per_s / self.runner_up.epochs.samples_per_s
+
+    @property
+    def settled(self) -> bool:
+        """Told apart from the runner-up (their intervals apart), or alone."""
+        return self.rival is None or self.interval.apart(self.rival)
+
+    def verdict(self) -> str:
+        """The answer in words, the same in the console and in a report."""
+        figure = figure_text(self.fastest, self.interval)
+        if self.refused:
+            return f"none: {self.refused} (fastest measured: {named(self.fastest)}, {figure})"
+        if self.runner_up is None or self.rival is None:
+            return f"{named(self.fastest)}, {figure} (nothing else measured to rank it against)"
+        rival = named(self.runner_up)
+        if self.settled:
+            return (f"use {named(self.fastest)}: {figure}, {self.ratio:.2f}x the next, {rival} (their intervals "
+                    f"apart, {self.interval.coverage:.0%} each)")  # fmt: skip
+        why = ("one of them has a single run: no interval" if not (self.interval.finite and self.rival.finite)
+               else f"its interval spans {self.rival.low:,.0f}-{self.rival.high:,.0f}, which overlaps")  # fmt: skip
+        return (f"{named(self.fastest)} leads: {figure}, not settled against {rival}: its median is "
+                f"{self.ratio:.2f}x lower, but {why}; more --runs would tell them apart")  # fmt: skip
+
+
+def figure_text(r: RunRecord, interval: Interval) -> str:
+    """The record's samples/s (the figure its table row shows) with the interval it is judged by."""
+    shown = f"{r.epochs.samples_per_s:,.0f}"
+    if not interval.finite:
+        return f"{shown} samples/s (one run: no interval)"
+    return f"{shown} [{interval.low:,.0f}-{interval.high:,.0f}, {interval.coverage:.0%}] samples/s"
+
+
+def answer_for(pattern: str, records: Sequence[RunRecord]) -> Answer:
+    """The answer among records of one pattern (at least one)."""
+    ranked = sorted(records, key=lambda r: -r.epochs.samples_per_s)
+    best = ranked[0]
+    load = records_load(ranked)
+    refused = ""
+    if load is not None and load.busy:
+        refused = (f"other programs used {load.text()} cores beside the runs, and a ranking taken there may not hold "
+                   "on a quiet machine; measure again with the machine quiet, or on purpose with --cpu-contention N "
+                   "--torch-threads 1")  # fmt: skip
+    second = ranked[1] if len(ranked) > 1 else None
+    return Answer(pattern, best, record_interval(best), len(ranked), second,
+                  record_interval(second) if second is not None else None, refused, load)  # fmt: skip
+
+
+def by_pattern(records: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:
+    """Records by access pattern, the gpu-resident baseline (data already in device memory) left out."""
+    found: dict[str, list[RunRecord]] = {}
+    for r in records:
+        if not device_resident(r):
+            found.setdefault(pattern_of(r), []).append(r)
+    return found
+
+
+def answers(records: Sequence[RunRecord]) -> list[Answer]:
+    """One answer per access pattern, in the patterns' order."""
+    return [answer_for(pattern, rs) for pattern, rs in sorted(by_pattern(records).items())]
+
+
+def main_answer(records: Sequence[RunRecord]) -> Answer | None:
+    """The answer for the pattern measured most (a run's last line); None where nothing is ranked."""
+    groups = by_pattern(records)
+    if not groups:
+        return None
+    pattern, rs = max(groups.items(), key=lambda kv: len(kv[1]))
+    return answer_for(pattern, rs)

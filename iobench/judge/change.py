@@ -1,0 +1,108 @@
+"""Whether B changed against A: faster, slower, no decidable difference, or not comparable, with the reason.
+
+Every rule is about what the evidence can bound. Two measurements taken beside different loads are not comparable.
+A measurement's own units (its runs, or a checkpoint's rounds) are taken inside one minute and share its drift, so
+their spread does not bound the next minute's: on a shared 2-core machine `compare` called identical configurations
+a minute apart +103.7% and +126.5% (and -39.5%, +145.6% before). So a change is called only where the two intervals
+are apart **and** the ratio is beyond the drift this kind of measurement shows between minutes on a quiet machine
+(`Units.drift`, measured by scripts/bench_false_changes.py); beside other programs (both loaded) no change is
+called at all, since the drift there has no bound: the answer is to measure quiet, or to interleave the two.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from iobench.judge.evidence import BUSY_CORES
+from iobench.judge.intervals import Interval, interval_of, units_of
+from iobench.results.record import RunRecord
+
+FASTER, SLOWER = "faster", "slower"
+NO_DIFFERENCE = "no decidable difference"
+NOT_COMPARABLE = "not comparable"
+KINDS = (FASTER, SLOWER, NO_DIFFERENCE, NOT_COMPARABLE)
+
+
+@dataclass(frozen=True)
+class Units:
+    """What a change is decided with, in words, and how far that measurement drifts between minutes on a quiet
+    machine (a ratio within `drift` of 1 is not a change, whatever the intervals say)."""
+
+    rate: str
+    measured: str
+    units: str
+    alone: str
+    drift: float
+
+
+# Drift between minutes, measured by scripts/bench_false_changes.py (docs/study/judgement/): the same run
+# configuration at spaced times on a quiet 2-core AMD EPYC guest; a checkpoint's rounds ride the virtio disk's
+# writeback and cold reads, which move +-30% between minutes (DESIGN.md).
+RUN_DRIFT = 0.15
+DISK_DRIFT = 0.30
+RUN_UNITS = Units("samples/s", "configuration", "runs", "one run has no interval (use --runs 3 or more)", RUN_DRIFT)
+ROUND_UNITS = Units("GB/s", "measurement", "rounds", "one round has no interval (use --trials 3 or more)", DISK_DRIFT)
+
+
+@dataclass(frozen=True)
+class Change:
+    """B against A: `kind` (one of KINDS), B's median over A's (None where there is no ratio), why, and each side's
+    interval."""
+
+    kind: str
+    ratio: float | None
+    reason: str
+    a: Interval
+    b: Interval
+
+    @property
+    def decided(self) -> bool:
+        return self.kind in (FASTER, SLOWER)
+
+    @property
+    def text(self) -> str:
+        """The verdict as printed: the change where there is one; else the kind, why, and the ratio labelled as no
+        verdict."""
+        if self.decided:
+            return f"{self.ratio - 1:+.1%}: {self.kind}"  # type: ignore[operator]
+        shown = f" (B/A {self.ratio:.2f}x, not a verdict)" if self.ratio is not None else ""
+        return f"{self.kind}: {self.reason}{shown}"
+
+
+def change_of(units_a: list[float], units_b: list[float], load_a: float | None, load_b: float | None,
+              words: Units) -> Change:  # fmt: skip
+    """B against A from each one's units (rates: higher is faster) and the cores other programs used beside each."""
+    ia, ib = interval_of(units_a), interval_of(units_b)
+
+    def verdict(kind: str, reason: str, ratio: float | None = None) -> Change:
+        return Change(kind, ratio, reason, ia, ib)
+
+    if ia.median <= 0 or ib.median <= 0:  # a measurement that delivered nothing: there is no ratio
+        return verdict(NOT_COMPARABLE, f"{'A' if ia.median <= 0 else 'B'} is 0 {words.rate}")
+    ratio = ib.median / ia.median
+    loaded = [x for x in (load_a, load_b) if x is not None]
+    if len(loaded) == 2 and max(loaded) > BUSY_CORES and abs(loaded[0] - loaded[1]) > BUSY_CORES:
+        return verdict(NOT_COMPARABLE, f"other programs used {load_a:.1f} cores beside A, {load_b:.1f} beside B", ratio)
+    if not ia.finite or not ib.finite:
+        return verdict(NOT_COMPARABLE, words.alone, ratio)
+    if len(loaded) == 2 and min(loaded) > BUSY_CORES:
+        return verdict(NO_DIFFERENCE, f"both shared the machine ({load_a:.1f} and {load_b:.1f} cores busy beside "
+                       f"them), where {words.units} taken inside one minute do not bound the next minute's drift; "
+                       "measure both on a quiet machine, or interleaved", ratio)  # fmt: skip
+    if ia.overlaps(ib):
+        return verdict(NO_DIFFERENCE, "their intervals overlap", ratio)
+    if abs(math.log(ratio)) <= math.log1p(words.drift):
+        return verdict(NO_DIFFERENCE, f"within the {words.drift:.0%} a {words.measured} drifts between minutes here, "
+                       f"which {words.units} taken inside one minute do not bound; interleave them to decide",
+                       ratio)  # fmt: skip
+    return verdict(FASTER if ratio > 1 else SLOWER, "their intervals apart, beyond the drift between minutes", ratio)
+
+
+def compare_change(a: RunRecord, b: RunRecord) -> Change:
+    """B's record against A's, by their runs (`units_of`)."""
+    units_a, units_b = units_of(a), units_of(b)
+    if a.timestamp and a.timestamp == b.timestamp and units_a == units_b:  # a file compared with itself
+        same = interval_of(units_a)
+        return Change(NO_DIFFERENCE, 1.0, "the very same runs (one record, read twice)", same, same)
+    return change_of(units_a, units_b, a.host.busy, b.host.busy, RUN_UNITS)

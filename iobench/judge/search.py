@@ -1,0 +1,55 @@
+"""What `tune` may say of its leader against its nearest rival: how many more epochs would tell them apart, or that
+no budget would (their gap within this machine's noise). Each is named by what sets it apart: "hdf5/dataloader and
+hdf5/dataloader are 0.4% apart" named two candidates by what they share."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from iobench.judge.intervals import Interval
+
+# epochs needed over epochs had beyond which no budget is worth spending: the gap is within the noise
+HOPELESS_FACTOR = 100
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A candidate as the judgement sees it: its name (format/loader and settings), its epochs' interval and rates,
+    and how long one of its epochs takes."""
+
+    name: str
+    interval: Interval
+    epochs: int
+    epoch_seconds: float
+
+
+def differing(a: str, b: str) -> tuple[str, str]:
+    """Two names with what they share left out (`hdf5/dataloader bs=1024 w=2` against `... w=0`: `w=2`, `w=0`); the
+    shared start kept where nothing else tells them apart."""
+    ta, tb = a.split(), b.split()
+    only_a = [t for t in ta if t not in tb]
+    only_b = [t for t in tb if t not in ta]
+    if not only_a and not only_b:
+        return a, b
+    head = ta[0] if ta and tb and ta[0] == tb[0] else ""
+    return " ".join([head, *only_a]).strip() or a, " ".join([head, *only_b]).strip() or b
+
+
+def deciding_budget(best: Contender, rival: Contender) -> str:
+    """What would tell the best from its rival: an interval of the median narrows about as 1/sqrt(epochs), so the
+    epochs each needs for the two to separate, and at this pace the minutes that costs; a gap within the machine's
+    noise no budget closes, said so."""
+    mine, theirs = differing(best.name, rival.name)
+    gap = best.interval.median - rival.interval.median
+    widths = (best.interval.median - best.interval.low) + (rival.interval.high - rival.interval.median)
+    if gap <= 0 or widths <= 0:
+        return f"not decidable here: {mine} and {theirs} have the same median within the timer's resolution"
+    factor = (widths / gap) ** 2  # epochs needed over epochs had, for the half-widths to fit in the gap
+    if factor > HOPELESS_FACTOR:
+        return (f"not decided: {mine} and {theirs} are {gap / rival.interval.median:.1%} apart, within this "
+                "machine's noise; any budget would leave them unsettled")  # fmt: skip
+    epochs = max(best.epochs, rival.epochs)
+    more = max(1, round(epochs * factor) - epochs)
+    minutes = more * max(best.epoch_seconds, rival.epoch_seconds) * 2 / 60  # both candidates, each epoch
+    return (f"to decide between {mine} and {theirs}: about {more} more epochs each ({minutes:.1f} more "
+            "--budget-minutes at this pace)")  # fmt: skip
