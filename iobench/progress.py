@@ -54,6 +54,14 @@ class LiveSpeed(TransferSpeedColumn):
         return Text("") if task.finished else super().render(task)
 
 
+class DataDone(DownloadColumn):
+    """The bytes of data done of the total while the bar runs; once done, nothing: the finished line says the bytes
+    stored, and "files 32 MB, 25 MB/s ... 75.3/75.3 MB" put stored bytes and data bytes side by side unnamed."""
+
+    def render(self, task: Task) -> Text:
+        return Text("") if task.finished else super().render(task)
+
+
 class RichReporter:
     """One bar per key, with bytes done, MB/s (10^6 bytes) and time left."""
 
@@ -61,7 +69,7 @@ class RichReporter:
         self._progress = Progress(
             TextColumn("{task.description:<28}", markup=False),
             BarColumn(),
-            DownloadColumn(),
+            DataDone(),
             LiveSpeed(),
             TimeRemainingColumn(),
             console=console,

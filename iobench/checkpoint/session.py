@@ -49,7 +49,7 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
         events.say(line)
     steps = planned(request, libraries)
     kills = kill_libraries(request, libraries)
-    estimate = estimate_of(steps, request, len(kills))
+    estimate = estimate_of(steps, request, kills)
     remote = f"object storage ({request.remote.name})" if request.remote else None
     where = request.endpoint_url or remote or str(request.directory)
     events.say(f"checkpoint: {', '.join(_sizes(request.specs))}; {', '.join(lib.name for lib in libraries)}; "
@@ -71,7 +71,7 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
 
 
 def _sizes(specs: tuple[StateSpec, ...]) -> list[str]:
-    return [f"a {s.state_bytes / 2**30:.2f} GiB state ({s.params:,} parameters, {s.layout})" for s in specs]
+    return [f"a {s.state_bytes / 2**30:.2f} GiB state ({s.params:,} parameters, {s.described})" for s in specs]
 
 
 @contextmanager

@@ -48,6 +48,11 @@ class StateSpec:
         source = str(path.resolve())
         return cls(sum(math.prod(shape) for _, shape, _ in file_weights(source)), FROM, seed, source)
 
+    @property
+    def described(self) -> str:
+        """Where its weights come from, in words: the layout, or the user's file by name (`from model.pt`)."""
+        return f"from {Path(self.source).name}" if self.source else self.layout
+
     def with_seed(self, seed: int) -> StateSpec:
         return StateSpec(self.params, self.layout, seed, self.source)
 

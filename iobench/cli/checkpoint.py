@@ -46,7 +46,7 @@ Source = Annotated[
         "--from",
         help="Your model's weights instead of generated ones: a safetensors file or a torch state dict (.pt, .pth, "
         ".bin, read with weights_only=True), in their own dtypes, with fp32 master weights and Adam moments beside "
-        "them (--params and --kill-params then come from it).",
+        "them (--params then comes from it; the kill test keeps --kill-params: what it tests is a save's commit).",
     ),
 ]
 Directory = Annotated[

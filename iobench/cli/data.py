@@ -41,10 +41,13 @@ def prepare_cmd(
     from iobench.data.prepare import PrepareRequest, options_of, parse_formats, plan, prepare
     from iobench.data.spec_options import SpecOptions, build_spec
 
+    notes: list[str] = []
     spec = build_spec(
         SpecOptions(size=size, workload=workload, shape=shape, dtype=dtype, classes=classes, seed=seed,
-                    source=source, labels=labels, features_key=features_key, labels_key=labels_key)
+                    source=source, labels=labels, features_key=features_key, labels_key=labels_key), notes
     )  # fmt: skip
+    for note in notes:
+        say(note)
     skipped: list[str] = []
     broken: list[str] = []
     names = parse_formats(formats, skipped, broken)

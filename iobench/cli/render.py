@@ -11,7 +11,7 @@ from rich.table import Table
 from iobench.cli.console import out, say
 from iobench.judge.warnings import record_warnings, summarised
 from iobench.report.answer import console_answer
-from iobench.report.tables import au_text, compact_table, profile_summary, results_table, split_table
+from iobench.report.tables import au_text, run_view
 from iobench.results.record import RunRecord
 from iobench.run.tune import settings_text
 from iobench.run.tune_session import TuneOutcome
@@ -21,22 +21,8 @@ def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au
               wide: bool = False, place: list[str] | None = None) -> None:  # fmt: skip
     """The table, the warnings and the answer line; `place`: the options that found the dataset, as typed (for the
     commands the answer suggests)."""
-    r0 = records[0]
-    c = r0.config
-    ranks = f", {c.world_size} processes on {r0.ranks.nodes} node(s)" if c.world_size > 1 else ""
-    title = (
-        f"{dataset_name} on {c.device} ({r0.environment.gpu_name or r0.environment.cpu_model}){ranks}, "
-        f"{r0.epochs.samples_per_epoch:,} samples/epoch, step {c.step}"
-    )
-    if wide:
-        out.print(results_table(records, title))
-        out.print(split_table(records))
-    else:
-        out.print(compact_table(records, title))
-    for r in records:
-        if r.system.profile_path:
-            out.print(f"profile of {r.label}: {r.system.profile_path}", highlight=False, soft_wrap=True, markup=False)
-            out.print(profile_summary(Path(r.system.profile_path)), highlight=False, markup=False)
+    for part in run_view(records, dataset_name, wide):
+        out.print(part, highlight=False, soft_wrap=isinstance(part, str), markup=False)
     for w in summarised(record_warnings(records, min_au), len(records)):
         say(w.console())
     out.print(f"{len(records)} record(s) appended to {results}", highlight=False, soft_wrap=True, markup=False)
@@ -67,14 +53,19 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
                   f"{fastest.median:,.0f} samples/s, shuffle {_shuffle_text(fastest, outcome.min_shuffle)} "
                   "(--min-shuffle 0 would recommend it)")  # fmt: skip
     shown = best.interval()
-    if tuned.figure is None:  # fewer than two epochs of the leader: no interval, no recommendation
+    if not tuned.settled:  # fewer than two epochs of the leader: no interval, no recommendation
         measured = sum(1 for c in outcome.ranked if c.rates)
         out.print(
             f"inconclusive: after {outcome.rounds} round(s) {measured} of {outcome.candidates or len(outcome.ranked)} "
             "candidates were measured and the leader has fewer than two epochs; give more --budget-minutes (or a "
             "smaller dataset)"
         )
-        out.print(f"records of every round in {results}", highlight=False, soft_wrap=True, markup=False)
+        if tuned.figure is None:
+            out.print(f"records of every round in {results}", highlight=False, soft_wrap=True, markup=False)
+            return
+        out.print(f"the best measured so far, not settled (one epoch: no interval): {best.config.label} "
+                  f"{settings_text(best.config)}, {tuned.figure}")  # fmt: skip
+        _print_paste(tuned, results)
         return
     spread = f"{min(best.rates):,.0f}-{max(best.rates):,.0f}"
     out.print(f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s in the search "

@@ -27,9 +27,10 @@ class SpecOptions:
     labels_key: str | None = None
 
 
-def build_spec(o: SpecOptions) -> DatasetSpec:
+def build_spec(o: SpecOptions, notes: list[str] | None = None) -> DatasetSpec:
+    """The dataset to prepare; `notes` gets what was chosen for the user (a source's sample shape) in a sentence."""
     if o.source is not None:
-        return _from_source(o)
+        return _from_source(o, notes if notes is not None else [])
     if o.labels is not None or o.features_key is not None or o.labels_key is not None:
         raise IobenchError("--labels, --features-key and --labels-key go with --from")
     preset = PRESETS[Workload.parse(o.workload, "--workload")]
@@ -42,7 +43,7 @@ def build_spec(o: SpecOptions) -> DatasetSpec:
     return DatasetSpec(size, shape, dtype, classes, o.seed or 0, content)
 
 
-def _from_source(o: SpecOptions) -> DatasetSpec:
+def _from_source(o: SpecOptions, notes: list[str]) -> DatasetSpec:
     given = [
         name
         for name, value in (("--size", o.size), ("--dtype", o.dtype), ("--classes", o.classes), ("--seed", o.seed))
@@ -54,4 +55,6 @@ def _from_source(o: SpecOptions) -> DatasetSpec:
         raise IobenchError(f"--from takes the samples, dtype and classes from the source; drop {', '.join(given)}")
     shape = parse_shape(o.shape) if o.shape is not None else None
     opened = open_source(o.source, o.labels, o.features_key, o.labels_key, shape)
+    if opened.said:
+        notes.append(f"--from {o.source}: {opened.said}")
     return DatasetSpec(opened.n_samples, opened.shape, opened.dtype, opened.n_classes, 0, source=opened.info)

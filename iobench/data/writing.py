@@ -92,7 +92,8 @@ def write_one(
         checksum_seconds=time.perf_counter() - t,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     )
-    reporter.finish(key, f"{name} {entry.bytes / 1e6:,.0f} MB, {entry.write_mb_per_s:,.0f} MB/s")
+    # the bar counted the data's bytes; what is stored can be fewer (PNG) or more (padding): the line says which
+    reporter.finish(key, f"{name} {entry.bytes / 1e6:,.1f} MB stored, {entry.write_mb_per_s:,.0f} MB/s")
     return entry
 
 

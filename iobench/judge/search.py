@@ -23,6 +23,17 @@ class Contender:
     epoch_seconds: float
 
 
+def settled(leader: Interval, rival: Interval, tight: float) -> bool:
+    """The search may stop: the leader's interval is tight (its width under 2 x `tight` of its median) and apart from
+    the runner-up's."""
+    return leader.high - leader.low < 2 * tight * leader.median and leader.apart(rival)
+
+
+def near(best: Interval, other: Interval) -> bool:
+    """`other` cannot be told from the best: it has an interval and that interval reaches the best's."""
+    return other.finite and other.high >= best.low
+
+
 def differing(a: str, b: str) -> tuple[str, str]:
     """Two names with what they share left out (`hdf5/dataloader bs=1024 w=2` against `... w=0`: `w=2`, `w=0`); the
     shared start kept where nothing else tells them apart."""

@@ -99,7 +99,8 @@ def timing_main(epochs: int, measured: str, unpack: str, move: str, on_device: s
     allocator settles: its first few hundred batches of 1 MB read 3x slower, glibc trimming and growing its heap for
     each), at least one and at least WARM_UP_S, then a few epochs timed as tune timed them (the step it ran with
     included), the clock stopped after the device is done, and their median beside tune's figure (one epoch alone
-    falls outside tune's spread of several by chance)."""
+    falls outside tune's spread of several by chance). The warm-up is said in one line (a short epoch's script printed
+    about 100 "warm-up:" lines)."""
     return [
         "def one_epoch(loader) -> tuple[int, float]:",
         '    """Samples delivered and seconds, the clock stopped once the device is done."""',
@@ -120,12 +121,13 @@ def timing_main(epochs: int, measured: str, unpack: str, move: str, on_device: s
         "    loader = make_loader()",
         *([f"    augment = device_transform(DATASET, {py_literal(on_device)})"] if on_device else []),
         "    # untimed, as tune's were: workers start, the page cache fills, the allocator settles",
-        f"    warm_until = time.perf_counter() + {WARM_UP_S:g}",
+        f"    warm_until, warmed = time.perf_counter() + {WARM_UP_S:g}, 0",
         "    while True:",
         "        seen, seconds = one_epoch(loader)",
-        '        print(f"warm-up: {seen} samples, {seconds:.2f} s, {seen / seconds:,.0f}/s")',
+        "        warmed += 1",
         "        if time.perf_counter() >= warm_until:",
         "            break",
+        '    print(f"warm-up: {warmed} untimed epoch(s), the last {seconds:.2f} s")',
         "    rates = []",
         f"    for epoch in range(1, {max(3, epochs) + 1}):",
         "        seen, seconds = one_epoch(loader)",

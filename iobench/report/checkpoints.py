@@ -100,7 +100,8 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
         mine = [r for r in loaded.trials if r.params == params and r.layout == layout]
         rows[mine[0].state_bytes] = size_rows = rows_of(mine)
         caches = tuple(c for c in ("warm", "cold") if any(r.cache == c for r in mine))
-        lines += [f"## {mine[0].state_bytes / 1e9:.2f} GB state ({params:,} parameters, {md_text(layout)})", ""]
+        described = f"from {mine[0].source}" if mine[0].source else layout  # a record keeps the file's name
+        lines += [f"## {mine[0].state_bytes / 1e9:.2f} GB state ({params:,} parameters, {md_text(described)})", ""]
         lines += [md_text(said), ""] if (said := checkpoint_answer(size_rows, kills)) else []
         lines += [*_markdown(summary_head(caches), [summary_cells(r, caches) for r in size_rows]), ""]
     if len(rows) > 1:

@@ -189,6 +189,22 @@ def limits_table(limits: MachineLimits) -> Table:
     return table
 
 
+def run_view(records: list[RunRecord], dataset: str, wide: bool = False) -> list[Table | str]:
+    """What `run` prints of its records, in order: the ranking (compact, or every column and the per-batch split with
+    `wide`), then each profiled record's profile. Its title names the dataset, the device and the step."""
+    r0 = records[0]
+    c = r0.config
+    ranks = f", {c.world_size} processes on {r0.ranks.nodes} node(s)" if c.world_size > 1 else ""
+    title = (f"{dataset} on {c.device} ({r0.environment.gpu_name or r0.environment.cpu_model}){ranks}, "
+             f"{r0.epochs.samples_per_epoch:,} samples/epoch, step {c.step}")  # fmt: skip
+    parts: list[Table | str] = [results_table(records, title), split_table(records)] if wide else [
+        compact_table(records, title)]  # fmt: skip
+    for r in records:
+        if r.system.profile_path:
+            parts += [f"profile of {r.label}: {r.system.profile_path}", profile_summary(Path(r.system.profile_path))]
+    return parts
+
+
 def profile_summary(path: Path, top: int = 15) -> str:
     buf = io.StringIO()
     pstats.Stats(str(path), stream=buf).sort_stats("cumulative").print_stats(top)

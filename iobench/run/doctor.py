@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from iobench.choices import Choice
-from iobench.judge.evidence import BUSY_CORES
+from iobench.judge.evidence import busy as shared
 from iobench.measuring.machine_ceilings import write_probe
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.page_cache import Eviction
@@ -59,7 +59,7 @@ def sharing(sample_seconds: float = 1.0) -> Finding:
     load = os.getloadavg()[0]
     if busy is None:
         return Finding("other programs", Status.SKIPPED, "no /proc/stat to ask")
-    if busy > BUSY_CORES:
+    if shared(busy):
         return Finding(
             "other programs",
             Status.WARN,

@@ -18,6 +18,7 @@ import signal
 import sys
 from collections.abc import Iterator
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any
 
 from iobench.errors import IobenchError
@@ -101,15 +102,29 @@ def run_isolated(resolved: ResolvedRun, limits: Any) -> RunRecord:
                 process.join(STOP_WAIT_S)
 
 
+def _remove_marked_empty(folder: Path) -> None:
+    """The forkserver's folder at this process's exit: its marker and the folder, when nothing else is in it (a
+    long pytest session left one per process in the state folder)."""
+    from iobench.system.ownership import MARKER
+
+    with contextlib.suppress(OSError):
+        if sorted(os.listdir(folder)) == [MARKER]:
+            os.unlink(folder / MARKER)
+            os.rmdir(folder)
+
+
 @contextlib.contextmanager
 def _safe_start() -> Iterator[None]:
     """While the forkserver starts: PYTHONSAFEPATH set and an empty private folder as the working directory (kept:
     the forkserver imports its preload after it has started, and torch's libraries do not load from a folder that
-    is gone; iobench's next start removes it once this process has ended)."""
+    is gone; removed, still empty, when this process exits, and by iobench's next start if it was killed)."""
+    import atexit
+
     from iobench.system.private import private_dir
 
     cwd, before = os.getcwd(), os.environ.get("PYTHONSAFEPATH")
     empty = private_dir("forkserver")
+    atexit.register(_remove_marked_empty, empty)
     os.environ["PYTHONSAFEPATH"] = "1"
     os.chdir(empty)
     try:

@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 from iobench.events import QUIET, Events
 from iobench.judge.intervals import Interval, interval_of
+from iobench.judge.search import near, settled
 from iobench.loaders import LOADERS
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
@@ -129,9 +130,8 @@ class TuneResult:
     def within_noise(self) -> list[Candidate]:
         """Candidates (with an interval: two epochs or more) whose interval overlaps the best's: this search
         cannot tell them from it."""
-        low = self.best.interval().low
-        near = [c for c in self.ranked[1:] if len(c.rates) >= 2 and c.interval().high >= low]
-        return [c for c in near if c.meets(self.min_shuffle)]
+        best = self.best.interval()
+        return [c for c in self.ranked[1:] if near(best, c.interval()) and c.meets(self.min_shuffle)]
 
 
 class Trials(Protocol):
@@ -216,8 +216,7 @@ class _Search:
 
 def _settled(leader: Candidate, second: Candidate) -> bool:
     """The leader's interval is tight and clear of the runner-up's."""
-    mine = leader.interval()
-    return mine.high - mine.low < 2 * TIGHT * leader.median and mine.apart(second.interval())
+    return settled(leader.interval(), second.interval(), TIGHT)
 
 
 def tune(

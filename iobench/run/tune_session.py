@@ -59,6 +59,7 @@ class TuneOutcome:
     command: str | None = None  # no script (object storage through iobench's readers): the run to paste
     figure: str | None = None  # the recommendation's figure as pasted
     paste_check: PasteCheck | None = None
+    settled: bool = False  # the best has an interval: a recommendation; else the best measured so far, unsettled
 
 
 def tune_session(request: TuneRequest, events: Events) -> TuneOutcome:
@@ -86,8 +87,11 @@ def _searched(search: TuneSearch, request: TuneRequest, events: Events) -> TuneO
         result = tune(search.found, search.trials, budget * (1 - CONFIRM_SHARE), results, bar, floor, request.rounds)
         confirm(result, search.trials, results, bar)
     outcome = TuneOutcome(search.what, len(search.found), result)
-    if not recommendable(result):
+    if not result.ranked or not result.best.rates or not result.best.meets(floor):
         return outcome
+    # an unsettled best (fewer than two epochs) is still printed as code, with its caveat: the user leaves with
+    # something runnable (`--budget-minutes 2` said "inconclusive" and printed nothing)
+    outcome.settled = recommendable(result)
     best = result.best
     outcome.figure = pasted_figure(best)
     if search.script is None:
@@ -96,7 +100,7 @@ def _searched(search: TuneSearch, request: TuneRequest, events: Events) -> TuneO
     outcome.script_text = search.script(best.config, outcome.figure)
     outcome.script = results.with_name(f"{results.stem}-best.py")
     atomic_write_text(outcome.script, outcome.script_text)
-    if request.check_paste and best.confirmed is not None:
+    if request.check_paste and best.confirmed is not None and outcome.settled:
         from iobench.run.paste_check import check_paste
 
         epoch = best.confirmed.epochs.epoch_seconds_median

@@ -44,3 +44,24 @@ def test_a_decode_label_says_what_decoded_and_where():
     nvjpeg = record([0.1, 0.1, 0.1], format="files", decode_on="device", device="cuda:0",
                     decoder="torchvision 0.28.0 decode_jpeg on cuda:0 (nvJPEG; PNG on the host)")  # fmt: skip
     assert "decode: torchvision on cuda:0" in settings_label(nvjpeg)
+
+
+def test_the_first_epoch_warning_fires_only_beyond_the_others_spread():
+    """Every default warm run printed "the first epoch ... is much slower than the rest: a caching effect": a first
+    timed epoch 1.3x the median of others that spread as far is no caching effect."""
+    from iobench.results.stats import first_run_slow
+
+    assert not first_run_slow([0.13, 0.10, 0.126])  # within the others' own spread (1.0-1.26x)
+    assert not first_run_slow([0.2, 0.1])  # one other epoch says nothing of a spread
+    assert first_run_slow([0.3, 0.10, 0.11, 0.105])  # far beyond it
+    kinds = [w.kind for w in record_warnings([record([0.13, 0.10, 0.126])])]
+    assert Kind.FIRST_SLOW not in kinds
+
+
+def test_a_finding_repeated_across_configurations_is_said_once_with_its_count():
+    from iobench.judge.warnings import summarised
+
+    found = [w for k in range(6) for w in record_warnings([record([0.1, 0.1, 0.1], batch_size=1024, num_workers=k)])]
+    said = summarised(found, 6)
+    one_batch = [w for w in said if w.kind is Kind.ONE_BATCH]
+    assert len(one_batch) == 1 and one_batch[0].subject == "6 of 6 configurations"

@@ -108,6 +108,7 @@ def test_a_record_that_cannot_be_saved_is_kept_elsewhere(workspace, cli, monkeyp
         real(path, record)
 
     monkeypatch.setattr(iobench.run.saving, "append_record", disk_full)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the rescue file in this test's folder, not the user's
     shutil.copy(workspace / "limits.json", tmp_path / "limits.json")
     r = _run(cli, workspace, results)
     assert r.code == 2 and "No space left on device; the record was saved to" in r.err
@@ -117,8 +118,9 @@ def test_a_record_that_cannot_be_saved_is_kept_elsewhere(workspace, cli, monkeyp
     assert record["format"] == "npy" and record["samples_per_epoch"] == 600
 
 
-def test_a_full_file_system_keeps_the_measurement(workspace, cli, tmp_path):
+def test_a_full_file_system_keeps_the_measurement(workspace, cli, tmp_path, monkeypatch):
     """The same on a real full file system (a 1 MiB tmpfs), where the machine lets us mount one."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the rescue file in this test's folder
     mount = tmp_path / "small"
     mount.mkdir()
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True).returncode:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +42,7 @@ class Opened:
     shape: tuple[int, ...]
     dtype: str
     n_classes: int
+    said: str = ""  # how the source's sample shape was chosen, where the user did not give it
 
 
 def kind_of(path: Path, text: str) -> SourceKind:
@@ -68,7 +69,9 @@ def open_source(
     if not os.access(path, os.R_OK):
         raise IobenchError(f"--from {text}: not readable")
     kind = kind_of(path, text)
+    given = shape is not None
     shape = kind.shape_of(path, shape, text)
+    said = "" if given or shape is None else kind.shape_words(path, shape)
     feat, lab = kind.keys(path, inner, features_key, labels_key, text)
     if labels is not None:
         if not kind.takes_labels_file:
@@ -77,7 +80,7 @@ def open_source(
         lab = str(Path(label_path).expanduser().resolve()) + colon + name  # the writers may run elsewhere
     size, mtime = kind.footprint(path, feat, lab)
     info = SourceInfo(kind.name, str(path), feat, lab, size, mtime, tuple(shape or ()))
-    return check(info, text)
+    return replace(check(info, text), said=said)
 
 
 def check(info: SourceInfo, text: str) -> Opened:

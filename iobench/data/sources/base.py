@@ -42,6 +42,10 @@ class SourceKind(ABC):
             raise IobenchError(f"--from {text}: --shape applies to image folders; an array keeps its own shape")
         return None
 
+    def shape_words(self, path: Path, shape: tuple[int, ...]) -> str:
+        """How `shape_of` chose the shape when none was given, in a sentence (the kinds that choose one say)."""
+        return ""
+
     @abstractmethod
     def open(self, info: SourceInfo, closing: list[Any]) -> tuple[Any, Any]:
         """(features, labels or None); whatever must be closed afterwards is appended to `closing`."""

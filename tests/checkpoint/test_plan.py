@@ -1,0 +1,22 @@
+"""The checkpoint session's time left: what the steps ahead cost as measured, by kind (issue 80: one pace for all said
+"about 8 min" of a session that took 17, "about 49 min left" ten minutes into one estimated at 38)."""
+
+from __future__ import annotations
+
+from iobench.checkpoint.plan import Estimate
+
+
+def test_a_step_of_a_kind_measured_costs_what_it_measured():
+    est = Estimate([5.0, 5.0, 5.0, 1.0, 1.0], ["trial:a", "trial:a", "trial:a", "kill:t inplace", "kill:t inplace"])
+    assert est.finished(20.0) == "about 42 s left"  # two more a-steps at 20 s each; the kills as estimated
+    est.finished(22.0)
+    est.finished(18.0)
+    assert est.seconds_left() == 2 * 1.0  # kills are their own family: no kill measured, their estimate as it is
+    est.finished(30.0)
+    assert est.seconds_left() == 30.0  # the second kill of the same test costs what the first did
+    assert est.finished(29.0) == ""
+
+
+def test_without_kinds_it_is_one_family():
+    est = Estimate([10.0, 10.0])
+    assert est.finished(10.0) == "about 10 s left"
