@@ -41,9 +41,20 @@ def workspace(tmp_path_factory):
 
 def _run(cli, workspace, results, *extra):
     return cli(
-        "run", "--data-dir", workspace / "data", "--format", "npy", "--device", "cpu", "--runs", "1", "-q",
-        "--results", results, *extra,
-    )  # fmt: skip
+        "run",
+        "--data-dir",
+        workspace / "data",
+        "--format",
+        "npy",
+        "--device",
+        "cpu",
+        "--runs",
+        "1",
+        "-q",
+        "--results",
+        results,
+        *extra,
+    )
 
 
 def test_a_torn_line_is_skipped_by_readers_and_never_glued_to_the_next_record(workspace, cli):
@@ -355,12 +366,12 @@ def test_closing_a_loader_twice_is_harmless(workspace, loader):
 
 @pytest.mark.parametrize("formats", ["hdf5,npy", "lmdb,memmap"])
 def test_writing_stops_before_the_disk_is_full(tmp_path, cli, monkeypatch, formats):
-    """HDF5 crashes when a write meets a full disk: prepare stops, in one line, while room is left
-    (here the file system is made to look nearly full from the start)."""
+    """HDF5 crashes when a write meets a full disk: prepare stops, in one line, while room is left (here the file
+    system reads nearly full from the start: a fake free-space reader, never the machine's free space, which another
+    program changed between the test's reading and prepare's, so that prepare exited 0)."""
     import iobench.data.writing as writing
-    from iobench.system.fsutil import free_bytes
 
-    monkeypatch.setattr(writing, "MIN_FREE_BYTES", free_bytes(tmp_path) + 1)
+    monkeypatch.setattr(writing, "free_bytes", lambda path: writing.MIN_FREE_BYTES - 1)
     r = cli("prepare", "--size", "5000", "--formats", formats, "--data-dir", tmp_path, "-q")
     assert_one_line_error(r, "disk full while writing", "MiB left on the file system", "nothing was kept")
     assert list(tmp_path.iterdir()) == [], "the dataset folder this prepare created is removed again"
@@ -406,7 +417,7 @@ def test_a_workers_broken_descriptor_handover_is_dropped_and_nothing_else(monkey
     ]:
         try:
             thrower(kind)
-        except BaseException:  # noqa: BLE001 - handed to the hook as the sharer's thread does
+        except BaseException:  # handed to the hook as the sharer's thread does
             sys.excepthook(*sys.exc_info())
     assert seen == [ValueError, ConnectionResetError]
 
@@ -468,11 +479,36 @@ def _corrupt_npz(path: Path, n: int) -> Path:
 def test_a_failed_force_over_another_dataset_keeps_the_old_one_byte_for_byte(tmp_path, cli):
     """`prepare --from corrupt.npz --force` deleted every format first, then failed on a bad CRC."""
     data = tmp_path / "data"
-    invoke("prepare", "--size", "300", "--shape", "16", "--formats", "npy,hdf5,memmap", "--data-dir", data,
-           "--dataset", "X", "-q")  # fmt: skip
+    invoke(
+        "prepare",
+        "--size",
+        "300",
+        "--shape",
+        "16",
+        "--formats",
+        "npy,hdf5,memmap",
+        "--data-dir",
+        data,
+        "--dataset",
+        "X",
+        "-q",
+    )
     before = _files(data / "X")
-    r = cli("prepare", "--from", _corrupt_npz(tmp_path / "corrupt.npz", 300), "--features-key", "features",
-            "--labels-key", "labels", "--data-dir", data, "--dataset", "X", "--force", "-q")  # fmt: skip
+    r = cli(
+        "prepare",
+        "--from",
+        _corrupt_npz(tmp_path / "corrupt.npz", 300),
+        "--features-key",
+        "features",
+        "--labels-key",
+        "labels",
+        "--data-dir",
+        data,
+        "--dataset",
+        "X",
+        "--force",
+        "-q",
+    )
     assert_one_line_error(r, "--from", "X is unchanged")
     assert _files(data / "X") == before
     assert [p.name for p in data.iterdir()] == ["X"], "the dataset being built beside it is gone"
@@ -485,8 +521,22 @@ def test_an_interrupted_force_over_another_dataset_keeps_the_old_one_byte_for_by
     invoke("prepare", "--size", "300", "--formats", "npy,memmap", "--data-dir", data, "--dataset", "X", "-q")
     before = _files(data / "X")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    cmd = [sys.executable, "-m", "iobench", "prepare", "--size", "400000", "--formats", "npy,memmap", "--data-dir",
-           str(data), "--dataset", "X", "--force", "-q"]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "prepare",
+        "--size",
+        "400000",
+        "--formats",
+        "npy,memmap",
+        "--data-dir",
+        str(data),
+        "--dataset",
+        "X",
+        "--force",
+        "-q",
+    ]
     forced = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not list(data.glob(".partial-dataset-*/.partial-*")):  # the new dataset's formats are being written
@@ -517,8 +567,20 @@ def test_a_killed_force_leaves_a_partial_dataset_the_next_prepare_removes(tmp_pa
     (stale / "npy").mkdir(parents=True)
     shutil.copy(data / "X" / "manifest.json", stale / "manifest.json")
     assert cli("info", "--data-dir", data).code == 0  # a partial dataset is not listed as one
-    r = cli("run", "--data-dir", data, "--format", "npy", "--device", "cpu", "--runs", "1", "-q",
-            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        data,
+        "--format",
+        "npy",
+        "--device",
+        "cpu",
+        "--runs",
+        "1",
+        "-q",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 0, r.err
     invoke("prepare", "--size", "300", "--formats", "hdf5", "--data-dir", data, "--dataset", "X", "-q")
     assert not stale.exists()
@@ -562,7 +624,8 @@ def test_a_disk_full_when_listing_a_forced_format_keeps_the_old_one(tmp_path, cl
     assert_one_line_error(r, "disk full")
     monkeypatch.undo()
     assert {k: v for k, v in _files(data / "X").items() if k != "manifest.json"} == {
-        k: v for k, v in before.items() if k != "manifest.json"}  # fmt: skip
+        k: v for k, v in before.items() if k != "manifest.json"
+    }
     if good == 0:  # the old entry was never removed
         assert _files(data / "X") == before and cli("verify", "--data-dir", data, "-q").code == 0
 
