@@ -20,8 +20,18 @@ from iobench.formats.registry import (
     plug_ins,
 )
 
-__all__ = ["DEFAULT_FORMATS", "ENTRY_POINT_GROUP", "FIXED_LAYOUT", "FORMATS", "PIPELINE", "Registered", "Registry",
-           "capabilities", "missing", "plug_ins"]  # fmt: skip
+__all__ = [
+    "DEFAULT_FORMATS",
+    "ENTRY_POINT_GROUP",
+    "FIXED_LAYOUT",
+    "FORMATS",
+    "PIPELINE",
+    "Registered",
+    "Registry",
+    "capabilities",
+    "missing",
+    "plug_ins",
+]
 
 FORMATS = Registry(
     (

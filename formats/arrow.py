@@ -54,8 +54,10 @@ class ArrowOptions:
             raise IobenchError(f"arrow shuffle_buffer is a whole number >= 1, got {self.shuffle_buffer!r}")
         text = str(self.max_shard_size).strip()
         if not SHARD_SIZE.fullmatch(text) or int(re.match(r"\d+", text).group()) == 0:
-            raise IobenchError(f"arrow max_shard_size is a size as datasets reads one (500MB, 64MiB or a number of "
-                               f"bytes), got {self.max_shard_size!r}")  # fmt: skip
+            raise IobenchError(
+                f"arrow max_shard_size is a size as datasets reads one (500MB, 64MiB or a number of "
+                f"bytes), got {self.max_shard_size!r}"
+            )
 
     @property
     def shard_size(self) -> int | str:

@@ -50,8 +50,9 @@ def _uncompressed_rows(metadata: bytes) -> int:
         raise ValueError("a record batch message whose header is not a record batch")
     batch = message.table(2)
     if batch.has(3):
-        raise ValueError("a compressed record batch (the writer's are uncompressed; a compressed one is inflated "
-                         "into memory whole)")  # fmt: skip
+        raise ValueError(
+            "a compressed record batch (the writer's are uncompressed; a compressed one is inflated into memory whole)"
+        )
     return batch.long(0)
 
 

@@ -29,6 +29,12 @@ def stream(storage: Any, features: Any, cache: Path) -> Any:
     import datasets
 
     datasets.disable_progress_bars()
-    return datasets.load_dataset("arrow", data_files=data_urls(storage), split="train", streaming=True,
-                                 features=features, storage_options=storage.s3fs_options(),
-                                 cache_dir=str(cache))  # fmt: skip
+    return datasets.load_dataset(
+        "arrow",
+        data_files=data_urls(storage),
+        split="train",
+        streaming=True,
+        features=features,
+        storage_options=storage.s3fs_options(),
+        cache_dir=str(cache),
+    )

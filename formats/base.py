@@ -380,8 +380,9 @@ class StorageFormat(ABC):
     def writer(self, directory: Path, spec: DatasetSpec, options: Any) -> FormatWriter:
         return self.writer_type(directory, spec, options)
 
-    def reader(self, where: Storage | Path, spec: DatasetSpec, options: Any, hints: ReadHints = NO_HINTS
-               ) -> FormatReader:  # fmt: skip
+    def reader(
+        self, where: Storage | Path, spec: DatasetSpec, options: Any, hints: ReadHints = NO_HINTS
+    ) -> FormatReader:
         """A reader of the files `where` holds (a storage, or a folder of this machine)."""
         if isinstance(where, Storage) and where.kind == "object":
             remote = self.object_reader(options)

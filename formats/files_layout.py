@@ -94,8 +94,10 @@ def decode_image(data: io.BufferedReader, spec: DatasetSpec, axes: str, name: st
     return pixels.reshape(spec.shape)
 
 
-KEPT_AS_IS = ("source keeps every file as it is, so every image must already have the dataset's shape (photos keeps "
-              "images of any size and crops them at each read; png re-encodes them)")  # fmt: skip
+KEPT_AS_IS = (
+    "source keeps every file as it is, so every image must already have the dataset's shape (photos keeps "
+    "images of any size and crops them at each read; png re-encodes them)"
+)
 
 
 def source_images(spec: DatasetSpec) -> list[Path]:
@@ -110,8 +112,9 @@ def source_images(spec: DatasetSpec) -> list[Path]:
     return files
 
 
-def decode_sample(f: BinaryIO, spec: DatasetSpec, options: FilesOptions, relative: str,
-                  rng: np.random.Generator | None = None) -> np.ndarray:  # fmt: skip
+def decode_sample(
+    f: BinaryIO, spec: DatasetSpec, options: FilesOptions, relative: str, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """One sample file's features: its image or .npy header checked against the spec before its data is read; a
     kept photo decoded and cropped to the spec's shape (`rng` draws a random crop)."""
     if options.encoding == "photos":

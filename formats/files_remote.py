@@ -47,14 +47,16 @@ def open_objects(storage: Any, names: list[str]) -> tuple[Any, bytes]:
     try:
         from s3torchconnector import S3ClientConfig, S3MapDataset
     except ImportError:
-        raise IobenchError("files from object storage read through s3torchconnector: pip install "
-                           "'iobench[remote]'") from None  # fmt: skip
+        raise IobenchError(
+            "files from object storage read through s3torchconnector: pip install 'iobench[remote]'"
+        ) from None
     from iobench.storage.remote.bounds import ATTEMPTS
 
     e = storage.target.endpoint
     config = S3ClientConfig(force_path_style=True, max_attempts=ATTEMPTS)  # it has no timeout of its own to set
-    dataset = S3MapDataset.from_objects([storage.url(name) for name in names], region=e.region, endpoint=e.url,
-                                        s3client_config=config)  # fmt: skip
+    dataset = S3MapDataset.from_objects(
+        [storage.url(name) for name in names], region=e.region, endpoint=e.url, s3client_config=config
+    )
     with endpoint_keys(e):
         first = dataset[0].read()
     from iobench.storage.remote import client_counts

@@ -52,8 +52,9 @@ def schema_of(spec: DatasetSpec) -> Any:
     import pyarrow as pa
 
     values = pa.from_numpy_dtype(spec.np_dtype)
-    return pa.schema([("features", pa.list_(values, spec.features_per_sample)), ("label", pa.int64()),
-                      ("index", pa.int64())])  # fmt: skip
+    return pa.schema(
+        [("features", pa.list_(values, spec.features_per_sample)), ("label", pa.int64()), ("index", pa.int64())]
+    )
 
 
 def _batch(chunk: Chunk, spec: DatasetSpec) -> Any:
@@ -62,8 +63,9 @@ def _batch(chunk: Chunk, spec: DatasetSpec) -> Any:
     flat = pa.array(np.ascontiguousarray(chunk.features).reshape(-1))
     features = pa.FixedSizeListArray.from_arrays(flat, spec.features_per_sample)
     labels = pa.array(chunk.labels.astype(np.int64))
-    return pa.RecordBatch.from_arrays([features, labels, pa.array(np.arange(chunk.start, chunk.stop))],
-                                      schema=schema_of(spec))  # fmt: skip
+    return pa.RecordBatch.from_arrays(
+        [features, labels, pa.array(np.arange(chunk.start, chunk.stop))], schema=schema_of(spec)
+    )
 
 
 class LanceWriter(FormatWriter):
@@ -86,8 +88,13 @@ class LanceWriter(FormatWriter):
             with ExitStack() as stack:
                 reader = pa.RecordBatchReader.from_batches(schema_of(self.spec), self._batches())
                 o, name = self.options, library_name(self.directory / "data.lance", stack)
-                lance.write_dataset(reader, name, mode="create", max_rows_per_group=o.max_rows_per_group,
-                                    max_rows_per_file=o.max_rows_per_file)  # fmt: skip
+                lance.write_dataset(
+                    reader,
+                    name,
+                    mode="create",
+                    max_rows_per_group=o.max_rows_per_group,
+                    max_rows_per_file=o.max_rows_per_file,
+                )
         except BaseException as exc:  # said by close(), in the writing process
             self._failed = exc
             while self._queue.get() is not None:  # never leave write() blocked on a full queue
@@ -148,8 +155,10 @@ def check_opened(ds: Any, spec: DatasetSpec, own: set[str], where: str, whose: s
             if "/" in name or name not in own:
                 raise IobenchError(f"{where}: its manifest names a data file {name!r} that is not {whose}")
     if ds.count_rows() != spec.n_samples or ds.schema.remove_metadata() != schema_of(spec):
-        raise IobenchError(f"{where}: {ds.count_rows():,} rows of {fields_of(ds.schema)}; the spec says "
-                           f"{spec.n_samples:,} of {fields_of(schema_of(spec))}")  # fmt: skip
+        raise IobenchError(
+            f"{where}: {ds.count_rows():,} rows of {fields_of(ds.schema)}; the spec says "
+            f"{spec.n_samples:,} of {fields_of(schema_of(spec))}"
+        )
     return ds
 
 
@@ -220,11 +229,18 @@ class LanceObjectReader(LanceReader):
         times = bounds.obstore_client_options(e.url)
         # object_store's keys (it ignores a key it does not know: a store that stalls ended the open in 39 s with
         # read_timeout 3s and timeout 600s, checked by hand)
-        options = {"access_key_id": e.access_key, "secret_access_key": e.secret_key, "region": e.region,
-                   "endpoint": e.url, "allow_http": str(times["allow_http"]).lower(),
-                   "virtual_hosted_style_request": "false", "connect_timeout": times["connect_timeout"],
-                   "read_timeout": times["read_timeout"], "timeout": times["timeout"],
-                   "client_max_retries": str(bounds.ATTEMPTS - 1)}  # fmt: skip
+        options = {
+            "access_key_id": e.access_key,
+            "secret_access_key": e.secret_key,
+            "region": e.region,
+            "endpoint": e.url,
+            "allow_http": str(times["allow_http"]).lower(),
+            "virtual_hosted_style_request": "false",
+            "connect_timeout": times["connect_timeout"],
+            "read_timeout": times["read_timeout"],
+            "timeout": times["timeout"],
+            "client_max_retries": str(bounds.ATTEMPTS - 1),
+        }
         ds = lance.dataset(f"s3://{folder}", storage_options=options)
         own = {name.removeprefix("data.lance/data/") for name in storage.files() if name.startswith("data.lance/data/")}
         check_opened(ds, self.spec, own, storage.where, "one of the format's objects")
@@ -286,16 +302,24 @@ class LanceFormat(StorageFormat):
         """Shuffled: `take` of each shuffled batch in a DataLoader; in order: `LanceDataset` with a
         `FullScanSampler`, its own read-ahead threads yielding whole batches. No worker processes (not fork-safe)."""
         if read.num_workers:
-            raise IobenchError("lance is not fork-safe (its documentation asks for spawn): its pipeline reads with its "
-                               "own threads; drop --num-workers")  # fmt: skip
+            raise IobenchError(
+                "lance is not fork-safe (its documentation asks for spawn): its pipeline reads with its "
+                "own threads; drop --num-workers"
+            )
         if read.shuffle:
             return Pipeline(_Taken(reader, read.transform), read.batch_size, shuffle=True, collate_fn=_one_batch)
         from lance.sampler import FullScanSampler
         from lance.torch.data import LanceDataset
 
         ds = reader.handle[0]
-        scan = LanceDataset(ds, read.batch_size, columns=["features", "label", "index"], sampler=FullScanSampler(),
-                            batch_readahead=reader.options.batch_readahead, auto_detect_rank=False)  # fmt: skip
+        scan = LanceDataset(
+            ds,
+            read.batch_size,
+            columns=["features", "label", "index"],
+            sampler=FullScanSampler(),
+            batch_readahead=reader.options.batch_readahead,
+            auto_detect_rank=False,
+        )
         return Pipeline(scan, None, as_batch=_Scanned(reader.spec, read.transform), seeded=False)
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:

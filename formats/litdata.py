@@ -131,22 +131,35 @@ def _add(sink: Any, chunk: Chunk, stop: int) -> None:
 class _Share:
     """One other writer process (`python -m iobench.data.shares`), its stderr kept for a one-line error."""
 
-    def __init__(self, directory: Path, spec: DatasetSpec, options: LitDataOptions, rank: int, start: int,
-                 stop: int) -> None:  # fmt: skip
+    def __init__(
+        self, directory: Path, spec: DatasetSpec, options: LitDataOptions, rank: int, start: int, stop: int
+    ) -> None:
         from iobench import spec as spec_module
 
-        job = {"format": "litdata", "directory": str(directory), "spec": spec.to_json(), "options": asdict(options),
-               "start": start, "stop": stop, "parent": os.getpid(),
-               "chunk_bytes": spec_module.GENERATION_CHUNK_BYTES}  # fmt: skip
+        job = {
+            "format": "litdata",
+            "directory": str(directory),
+            "spec": spec.to_json(),
+            "options": asdict(options),
+            "start": start,
+            "stop": stop,
+            "parent": os.getpid(),
+            "chunk_bytes": spec_module.GENERATION_CHUNK_BYTES,
+        }
         # the variables optimize sets in its workers: BinaryWriter names its chunks and index by the rank
-        env = dict(os.environ, DATA_OPTIMIZER_GLOBAL_RANK=str(rank), DATA_OPTIMIZER_NUM_WORKERS=str(options.processes),
-                   DATA_OPTIMIZER_NUM_NODES="1")  # fmt: skip
+        env = dict(
+            os.environ,
+            DATA_OPTIMIZER_GLOBAL_RANK=str(rank),
+            DATA_OPTIMIZER_NUM_WORKERS=str(options.processes),
+            DATA_OPTIMIZER_NUM_NODES="1",
+        )
         self.rank, self.stderr = rank, tempfile.TemporaryFile()
         # the data layer's entry point, named rather than imported: it regenerates the share and calls
         # LitDataFormat.write_share
         command = python_module("iobench.data.shares", json.dumps(job))
-        self.process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                        stderr=self.stderr)  # fmt: skip
+        self.process = subprocess.Popen(
+            command, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=self.stderr
+        )
 
     def wait(self) -> None:
         code = self.process.wait()
@@ -275,8 +288,13 @@ class LitDataObjectReader(CacheFolderReader, LitDataReader):
     def _open(self) -> Any:
         from iobench.formats.litdata_remote import open_remote
 
-        return open_remote(self.storage, self.spec, self.cache, batch_decode="auto" if self.sequential else False,
-                           **remote_knobs(self.options))  # fmt: skip
+        return open_remote(
+            self.storage,
+            self.spec,
+            self.cache,
+            batch_decode="auto" if self.sequential else False,
+            **remote_knobs(self.options),
+        )
 
 
 class _PerSample:
@@ -326,10 +344,18 @@ class LitDataFormat(StorageFormat):
         found = ds.distributed_env
         if (found.world_size, found.global_rank) != (read.world, read.rank):
             release(ds)
-            raise IobenchError(f"litdata sees rank {found.global_rank} of {found.world_size}; the run is rank "
-                               f"{read.rank} of {read.world}")  # fmt: skip
-        return Pipeline(ds, read.batch_size, loader_class=StreamingDataLoader, seeded=False, as_batch=_as_tuple,
-                        release=partial(release, ds))  # fmt: skip
+            raise IobenchError(
+                f"litdata sees rank {found.global_rank} of {found.world_size}; the run is rank "
+                f"{read.rank} of {read.world}"
+            )
+        return Pipeline(
+            ds,
+            read.batch_size,
+            loader_class=StreamingDataLoader,
+            seeded=False,
+            as_batch=_as_tuple,
+            release=partial(release, ds),
+        )
 
     def object_reader(self, options: Any = None) -> type[FormatReader]:
         return LitDataObjectReader
@@ -342,8 +368,9 @@ class LitDataFormat(StorageFormat):
         one_chunk = spec.payload_bytes <= parse_bytes(options.chunk_bytes)
         return replace(options, processes=1 if one_chunk else min(os.cpu_count() or 1, spec.n_samples))
 
-    def write_share(self, directory: Path, spec: DatasetSpec, options: LitDataOptions, chunks: Iterable[Chunk],
-                    stop: int) -> None:  # fmt: skip
+    def write_share(
+        self, directory: Path, spec: DatasetSpec, options: LitDataOptions, chunks: Iterable[Chunk], stop: int
+    ) -> None:
         """One other writer process's share (LitDataWriter starts it): its BinaryWriter takes the rank from
         optimize's variables, and its index waits for the first process's merge."""
         sink = binary_writer(directory, options)
@@ -353,9 +380,11 @@ class LitDataFormat(StorageFormat):
 
     def check_native_world(self, spec: DatasetSpec, options: LitDataOptions, world: int, batch_size: int) -> None:
         if spec.n_samples // batch_size < world:  # every rank alike: LitData would give each one no batch
-            raise ValueError(f"litdata deals each of {world} ranks whole batches of {batch_size}: "
-                             f"{spec.n_samples:,} samples give none; use a smaller --batch-size or fewer "
-                             "ranks")  # fmt: skip
+            raise ValueError(
+                f"litdata deals each of {world} ranks whole batches of {batch_size}: "
+                f"{spec.n_samples:,} samples give none; use a smaller --batch-size or fewer "
+                "ranks"
+            )
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: Any) -> None:
         check_index(directory, spec)

@@ -15,12 +15,19 @@ from iobench.system.fsutil import parse_json, read_json
 INDEX = "index.json"
 CHUNK_NAME = re.compile(r"chunk-\d+-\d+\.bin")
 FIELDS = ["features", "label", "index"]
-TREE = [1, {"type": "builtins.dict", "context": json.dumps(FIELDS),
-            "children_spec": [{"type": None, "context": None, "children_spec": []}] * 3}]  # fmt: skip
+TREE = [
+    1,
+    {
+        "type": "builtins.dict",
+        "context": json.dumps(FIELDS),
+        "children_spec": [{"type": None, "context": None, "children_spec": []}] * 3,
+    },
+]
 
 
-def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = False, seed: int = 42,
-                **options: Any) -> Any:  # fmt: skip
+def open_remote(
+    storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = False, seed: int = 42, **options: Any
+) -> Any:
     """The StreamingDataset its users open on an S3 URL (`storage_options` naming the endpoint and keys, a local
     `cache_dir`), its index checked as a local one is before any item is read: LitData fetches `index.json` into
     the cache as it is made and reads chunks only when iterated (no request of iobench's own)."""
@@ -33,8 +40,12 @@ def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = Fa
         _chunks_through_boto3()
     bounded_s3transfer()
     quiet_crash_reports()
-    s3 = {"endpoint_url": endpoint.url, "aws_access_key_id": endpoint.access_key,
-          "aws_secret_access_key": endpoint.secret_key, "region_name": endpoint.region}  # fmt: skip
+    s3 = {
+        "endpoint_url": endpoint.url,
+        "aws_access_key_id": endpoint.access_key,
+        "aws_secret_access_key": endpoint.secret_key,
+        "region_name": endpoint.region,
+    }
     s3["config"] = client_config(options.pop("max_pool_connections", None))
     url = f"s3://{storage.bucket}/{storage.prefix}" if storage.prefix else f"s3://{storage.bucket}"
     # LitData makes its client from `boto3.Session(**session_options)`: through a botocore session of iobench's, its
@@ -43,8 +54,15 @@ def open_remote(storage: Any, spec: DatasetSpec, cache: Path, shuffle: bool = Fa
     from iobench.system.private import library_temp
 
     with library_temp("litdata-tmp"):  # it fetches the index into a TemporaryDirectory first
-        ds = StreamingDataset(url, cache_dir=str(cache), shuffle=shuffle, seed=seed, storage_options=s3,
-                              session_options=FreshSessions(storage.bound), **options)  # fmt: skip
+        ds = StreamingDataset(
+            url,
+            cache_dir=str(cache),
+            shuffle=shuffle,
+            seed=seed,
+            storage_options=s3,
+            session_options=FreshSessions(storage.bound),
+            **options,
+        )
     try:
         check_fetched_index(cache, storage.url(INDEX), spec)
     except BaseException:
@@ -121,8 +139,9 @@ def index_chunks(index: Any, where: str, spec: DatasetSpec) -> list[tuple[str, i
             raise ValueError(f"{where}: chunk {name}: sizes {size!r}, {items!r} are not whole numbers")
         found.append((name, size, items))
     if sum(items for _, _, items in found) != spec.n_samples:
-        raise ValueError(f"{where}: {sum(i for _, _, i in found)} samples in its chunks; the spec says "
-                         f"{spec.n_samples}")  # fmt: skip
+        raise ValueError(
+            f"{where}: {sum(i for _, _, i in found)} samples in its chunks; the spec says {spec.n_samples}"
+        )
     return found
 
 

@@ -205,8 +205,9 @@ def open_env(directory: Path, readahead: bool = True) -> tuple[lmdb.Environment,
     pinned = Pinned(files={DATA: directory / DATA})
     try:
         with lmdb_verdict(f"LMDB cannot open {directory.name}"):
-            env = lmdb.open(str(pinned.folder), readonly=True, lock=False, readahead=readahead, subdir=True,
-                            max_readers=1)  # fmt: skip
+            env = lmdb.open(
+                str(pinned.folder), readonly=True, lock=False, readahead=readahead, subdir=True, max_readers=1
+            )
         return env, pinned
     except BaseException:
         pinned.close()

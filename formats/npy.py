@@ -290,8 +290,9 @@ class S3fsNpyReader(RangedNpyReader):
                 storage.fsspec_path(FEATURES), "rb", block_size=parse_bytes(self.options.s3fs_block)
             )
             try:
-                handle[2] = checked_header(storage.url(FEATURES), features, features.size, spec.np_dtype,
-                                           (spec.n_samples, *spec.shape))  # fmt: skip
+                handle[2] = checked_header(
+                    storage.url(FEATURES), features, features.size, spec.np_dtype, (spec.n_samples, *spec.shape)
+                )
             except BaseException:
                 features.close()
                 raise

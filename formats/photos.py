@@ -49,14 +49,16 @@ def opened(f: BinaryIO, name: str) -> Any:
     try:
         image = Image.open(f, formats=PILLOW_FORMATS)
     except Image.DecompressionBombError:  # above Pillow's own limit (179 M pixels): above iobench's too
-        raise ValueError(f"{name}: more pixels than Pillow's limit, more than the {MAX_IMAGE_PIXELS:,} iobench "
-                         "decodes") from None  # fmt: skip
+        raise ValueError(
+            f"{name}: more pixels than Pillow's limit, more than the {MAX_IMAGE_PIXELS:,} iobench decodes"
+        ) from None
     except (OSError, SyntaxError, ValueError) as exc:
         raise ValueError(f"{name}: not a readable JPEG or PNG ({exc})") from None
     if image.width * image.height > MAX_IMAGE_PIXELS:
         image.close()
-        raise ValueError(f"{name}: {image.width}x{image.height} pixels, more than the {MAX_IMAGE_PIXELS:,} iobench "
-                         "decodes")  # fmt: skip
+        raise ValueError(
+            f"{name}: {image.width}x{image.height} pixels, more than the {MAX_IMAGE_PIXELS:,} iobench decodes"
+        )
     return image
 
 

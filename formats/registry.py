@@ -134,8 +134,9 @@ def _build(entry: Registered) -> StorageFormat:
     try:
         fmt = getattr(importlib.import_module(module), cls)()
     except (Exception, SystemExit) as exc:  # a plug-in's own failure (even sys.exit): named, in one line
-        raise IobenchError(f"format {entry.name!r} ({entry.target}) could not be loaded: "
-                           f"{type(exc).__name__}: {exc}") from None  # fmt: skip
+        raise IobenchError(
+            f"format {entry.name!r} ({entry.target}) could not be loaded: {type(exc).__name__}: {exc}"
+        ) from None
     if not isinstance(fmt, StorageFormat) or fmt.name != entry.name:
         raise IobenchError(f"format {entry.name!r} ({entry.target}) is not a StorageFormat named {entry.name!r}")
     return fmt
@@ -144,8 +145,9 @@ def _build(entry: Registered) -> StorageFormat:
 PLUG_IN_NAME = re.compile(r"[a-z][a-z0-9_-]{0,63}")
 
 
-def plug_ins(points: Iterable[metadata.EntryPoint] | None = None, refused: list[str] | None = None
-             ) -> tuple[Registered, ...]:  # fmt: skip
+def plug_ins(
+    points: Iterable[metadata.EntryPoint] | None = None, refused: list[str] | None = None
+) -> tuple[Registered, ...]:
     """Formats other packages registered (entry points are read, nothing is imported). A name that a command
     line could not name alone (`all`, `a,b`) is left out, with the reason in `refused`."""
     found = metadata.entry_points(group=ENTRY_POINT_GROUP) if points is None else points
@@ -154,6 +156,8 @@ def plug_ins(points: Iterable[metadata.EntryPoint] | None = None, refused: list[
         if PLUG_IN_NAME.fullmatch(p.name) and p.name != "all":
             accepted.append(Registered(p.name, p.value, default=False, declares=None))
         elif refused is not None:
-            refused.append(f"plug-in format {p.name!r} ({p.value}): a format's name is lowercase letters, digits, "
-                           "- and _, and not 'all'")  # fmt: skip
+            refused.append(
+                f"plug-in format {p.name!r} ({p.value}): a format's name is lowercase letters, digits, "
+                "- and _, and not 'all'"
+            )
     return tuple(accepted)

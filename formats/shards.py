@@ -32,8 +32,10 @@ class WholeShardsPerRank:
 
     def check_native_world(self, spec: DatasetSpec, options: Any, world: int, batch_size: int) -> None:
         if options.shards < world:
-            raise ValueError(f"{options.shards} shard(s) cannot be shared by {world} ranks (each rank reads whole "
-                             f"shards): prepare with a smaller {self.name}.shard_samples")  # fmt: skip
+            raise ValueError(
+                f"{options.shards} shard(s) cannot be shared by {world} ranks (each rank reads whole "
+                f"shards): prepare with a smaller {self.name}.shard_samples"
+            )
 
 
 def extension(spec: DatasetSpec) -> str:

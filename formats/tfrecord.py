@@ -294,17 +294,27 @@ class TFRecordFormat(WholeShardsPerRank, StorageFormat):
                 bounds = shard_bounds(reader.spec, reader.options.shards)
                 splits = {f"{k:06d}": bounds[k + 1] - bounds[k] for k in shards}
                 ds: Any = MultiTFRecordDataset(
-                    pinned.pattern("shard-{}.tfrecord"), pinned.pattern("shard-{}.index"), splits,
-                    description=parsed, shuffle_queue_size=reader.options.shuffle_queue, transform=decode_one,
+                    pinned.pattern("shard-{}.tfrecord"),
+                    pinned.pattern("shard-{}.index"),
+                    splits,
+                    description=parsed,
+                    shuffle_queue_size=reader.options.shuffle_queue,
+                    transform=decode_one,
                     infinite=False,
-                )  # fmt: skip
+                )
             else:
                 indexed = read.num_workers > 0
-                ds = torch.utils.data.ChainDataset([
-                    TFRecordDataset(pinned.path(SHARD % k), pinned.path(SHARD_INDEX % k) if indexed else None,
-                                    description=parsed, transform=decode_one)
-                    for k in shards
-                ])  # fmt: skip
+                ds = torch.utils.data.ChainDataset(
+                    [
+                        TFRecordDataset(
+                            pinned.path(SHARD % k),
+                            pinned.path(SHARD_INDEX % k) if indexed else None,
+                            description=parsed,
+                            transform=decode_one,
+                        )
+                        for k in shards
+                    ]
+                )
         except BaseException:
             pinned.close()
             raise

@@ -183,9 +183,21 @@ class _FetchShards:
         from iobench.storage.remote import bounds
 
         size = self.storage.sizes.get(name)
-        argv = ["curl", "--silent", "--show-error", "--fail", "--connect-timeout", f"{bounds.CONNECT_TIMEOUT_S:g}",
-                "--speed-limit", "1", "--speed-time", f"{bounds.read_timeout_s():g}",
-                *(["--max-filesize", str(size)] if size is not None else []), "--config", "-"]  # fmt: skip
+        argv = [
+            "curl",
+            "--silent",
+            "--show-error",
+            "--fail",
+            "--connect-timeout",
+            f"{bounds.CONNECT_TIMEOUT_S:g}",
+            "--speed-limit",
+            "1",
+            "--speed-time",
+            f"{bounds.read_timeout_s():g}",
+            *(["--max-filesize", str(size)] if size is not None else []),
+            "--config",
+            "-",
+        ]
         try:
             curl = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except FileNotFoundError:
@@ -218,8 +230,12 @@ def signed_urls(storage: Any, names: list[str], seconds: int = 3600) -> dict[str
     """A GET URL per shard, presigned for an hour with the storage's keys (by boto3: obstore in the process that
     forks the workers would leave theirs waiting)."""
     client = storage.client()
-    return {n: client.generate_presigned_url("get_object", Params={"Bucket": storage.bucket, "Key": storage.key(n)},
-                                             ExpiresIn=seconds) for n in names}  # fmt: skip
+    return {
+        n: client.generate_presigned_url(
+            "get_object", Params={"Bucket": storage.bucket, "Key": storage.key(n)}, ExpiresIn=seconds
+        )
+        for n in names
+    }
 
 
 class WebDatasetObjectReader(PipelineOnlyReader):

@@ -114,8 +114,12 @@ def check_store(directory: Path, spec: DatasetSpec, options: ZarrOptions | None 
     n, shape = spec.n_samples, tuple(spec.shape)
     meta = _array(directory, "features", spec.dtype, (n, *shape))
     shard, codecs = _grid(meta, directory / "features", shape), meta.get("codecs")
-    if not (isinstance(codecs, list) and len(codecs) == 1 and isinstance(codecs[0], dict)
-            and codecs[0].get("name") == "sharding_indexed"):  # fmt: skip
+    if not (
+        isinstance(codecs, list)
+        and len(codecs) == 1
+        and isinstance(codecs[0], dict)
+        and codecs[0].get("name") == "sharding_indexed"
+    ):
         raise ValueError(f"{directory / 'features/zarr.json'}: not one sharding codec, as the writer uses")
     config = codecs[0].get("configuration") or {}
     chunk = _samples(config.get("chunk_shape"), shape, directory / "features")
@@ -126,8 +130,10 @@ def check_store(directory: Path, spec: DatasetSpec, options: ZarrOptions | None 
     if chunk * spec.feature_bytes > MAX_CHUNK_BYTES:
         raise ValueError(f"{directory / 'features/zarr.json'}: chunks of {chunk * spec.feature_bytes:,} bytes")
     if options is not None and (chunk, shard) != shard_layout(spec, options):
-        raise ValueError(f"{directory / 'features/zarr.json'}: chunks of {chunk} and shards of {shard} samples; "
-                         f"the manifest's options give {shard_layout(spec, options)}")  # fmt: skip
+        raise ValueError(
+            f"{directory / 'features/zarr.json'}: chunks of {chunk} and shards of {shard} samples; "
+            f"the manifest's options give {shard_layout(spec, options)}"
+        )
     labels = _array(directory, "labels", "int64", (n,))
     label_chunk = _grid(labels, directory / "labels", ())
     if label_chunk != min(n, LABEL_CHUNK):
@@ -194,8 +200,9 @@ def _samples(chunk_shape: Any, sample_shape: tuple[int, ...], where: Path) -> in
 def _codecs(codecs: Any, allowed: set[str], where: Path) -> None:
     names = {c.get("name") if isinstance(c, dict) else c for c in codecs} if isinstance(codecs, list) else {None}
     if not names <= allowed:
-        raise ValueError(f"{where / 'zarr.json'}: codecs {sorted(map(str, names - allowed))} are not read "
-                         f"(only {sorted(allowed)})")  # fmt: skip
+        raise ValueError(
+            f"{where / 'zarr.json'}: codecs {sorted(map(str, names - allowed))} are not read (only {sorted(allowed)})"
+        )
 
 
 def open_arrays(directory: Path, spec: DatasetSpec, options: ZarrOptions | None = None) -> tuple[Any, Any]:

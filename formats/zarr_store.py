@@ -126,8 +126,9 @@ def fetch(store: Any, keys: list[str]) -> list[bytes | None]:
     return [None if b is None else b.to_bytes() for b in sync(all_of())]
 
 
-def checked_remote_arrays(store: Any, prefix: str, metadata: dict[str, bytes], counted: bool = False
-                          ) -> tuple[Any, Any]:  # fmt: skip
+def checked_remote_arrays(
+    store: Any, prefix: str, metadata: dict[str, bytes], counted: bool = False
+) -> tuple[Any, Any]:
     """The group under `prefix` of a remote zarr store, read-only, with the checked codec. `metadata` is the
     documents the caller fetched and checked, by key: zarr reads those bytes, never a second fetch (which a server
     could answer differently, and which costs a first byte's wait each). `counted`: each of zarr's reads is one

@@ -104,8 +104,9 @@ class Batches(Sampler):
         return -(-self.n // self.batch_size)
 
 
-def _opened(path: str | Path, format: str, transform: str, read_options: dict[str, Any] | None = None,
-            hints: Any = None) -> tuple:  # fmt: skip
+def _opened(
+    path: str | Path, format: str, transform: str, read_options: dict[str, Any] | None = None, hints: Any = None
+) -> tuple:
     """The format's reader (its read options set, checked; told how it will be read) and iobench's host transform
     (None: none)."""
     from iobench.data.format_options import check_read_options
@@ -146,8 +147,9 @@ class NativeBatches:
     """A format's own library pipeline, as `--loader native` read it: each pass over it is one epoch (a new
     shuffle each, seeded as iobench seeds it) of (features, labels) batches."""
 
-    def __init__(self, reader: Any, format: str, transform: Any, batch_size: int, shuffle: bool, seed: int,
-                 settings: Any) -> None:  # fmt: skip
+    def __init__(
+        self, reader: Any, format: str, transform: Any, batch_size: int, shuffle: bool, seed: int, settings: Any
+    ) -> None:
         from iobench.loaders.native import format_of
 
         self.reader, self.transform, self.settings = reader, transform, settings
@@ -158,17 +160,25 @@ class NativeBatches:
         from iobench.loaders.native import epoch_batches, native_read
         from iobench.settings import dataloader_arguments
 
-        read = native_read(self.batch_size, self.shuffle, self.seed, self.epoch, self.settings.num_workers,
-                           self.transform)  # fmt: skip
+        read = native_read(
+            self.batch_size, self.shuffle, self.seed, self.epoch, self.settings.num_workers, self.transform
+        )
         self.epoch += 1
         for features, labels, _ in epoch_batches(self.format, self.reader, read, dataloader_arguments(self.settings)):
             yield features, labels
 
 
 def native_loader(
-    path: str | Path, format: str, *, batch_size: int, shuffle: bool = True, options: dict[str, Any] | None = None,
-    transform: str = "none", seed: int = 0, **dataloader: Any,
-) -> NativeBatches:  # fmt: skip
+    path: str | Path,
+    format: str,
+    *,
+    batch_size: int,
+    shuffle: bool = True,
+    options: dict[str, Any] | None = None,
+    transform: str = "none",
+    seed: int = 0,
+    **dataloader: Any,
+) -> NativeBatches:
     """A prepared dataset read by its format's own library (WebDataset's shards, shuffle buffer and DataLoader;
     LitData's StreamingDataLoader; TFRecord's shuffle queue): what `tune` pastes when `--loader native` won.
     `options` are the library's knobs, the format's read options (`iobench info` lists them); `dataloader` the

@@ -41,8 +41,9 @@ def parse_choices(text: str, known: tuple[str, ...], what: str) -> tuple[str, ..
         return known
     for name in names:
         if name not in known:
-            raise IobenchError(f"unknown {what} {name!r}{did_you_mean(name, known)}; choose from {', '.join(known)} "
-                               "or all")  # fmt: skip
+            raise IobenchError(
+                f"unknown {what} {name!r}{did_you_mean(name, known)}; choose from {', '.join(known)} or all"
+            )
     return tuple(dict.fromkeys(names))
 
 

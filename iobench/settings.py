@@ -141,8 +141,16 @@ SETTINGS: dict[str, Setting] = {
 # What torch's own DataLoader over a user's Dataset takes of them: its keywords, the batch and the copy
 TORCH_DATALOADER = frozenset({"batch_size", "non_blocking", *(s.name for s in SETTINGS.values() if s.dataloader)})
 # Orders other than the declaration's, kept as tables, pasted scripts and tune have always written them
-LABEL_ORDER = ("batch_size", "num_workers", "prefetch_factor", "pin_memory", "prefetch_thread", "fetch_threads",
-               "persistent_workers", "in_order")  # fmt: skip
+LABEL_ORDER = (
+    "batch_size",
+    "num_workers",
+    "prefetch_factor",
+    "pin_memory",
+    "prefetch_thread",
+    "fetch_threads",
+    "persistent_workers",
+    "in_order",
+)
 ARGUMENT_ORDER = ("num_workers", "prefetch_factor", "persistent_workers", "in_order", "pin_memory")
 COMMAND_ORDER = ("fetch", "fetch_threads", "prefetch_factor", "persistent_workers", "in_order", "pin_memory")
 
@@ -173,7 +181,7 @@ LoaderSettings = make_dataclass(
         "__post_init__": _post_init,
         "__module__": __name__,
         "__doc__": "The knobs users turn, one frozen value per run: a field per declared setting.",
-    },  # fmt: skip
+    },
 )
 
 
@@ -201,8 +209,10 @@ def check_workers(values: Any) -> None:
         known = inspect.signature(DataLoader).parameters
         for s in missing:
             if s.dataloader not in known:
-                raise IobenchError(f"{s.shown(getattr(values, s.name))} needs a torch whose DataLoader has "
-                                   f"{s.dataloader} (this is {torch.__version__})")  # fmt: skip
+                raise IobenchError(
+                    f"{s.shown(getattr(values, s.name))} needs a torch whose DataLoader has "
+                    f"{s.dataloader} (this is {torch.__version__})"
+                )
 
 
 def refused(values: Any, honours: Iterable[str], loader: str, notes: dict[str, str]) -> str | None:
@@ -264,8 +274,10 @@ def command_flags(values: Any, cuda: bool) -> list[str]:
 
 def held_fixed(values: Any) -> str:
     """What a settings heatmap holds fixed beside its axes and panels, as its title says it."""
-    return (f"fetch {values.fetch} x{values.fetch_threads}, persistent {values.persistent_workers}, "
-            f"in order {values.in_order}")  # fmt: skip
+    return (
+        f"fetch {values.fetch} x{values.fetch_threads}, persistent {values.persistent_workers}, "
+        f"in order {values.in_order}"
+    )
 
 
 def batches_ahead(values: Any) -> int:

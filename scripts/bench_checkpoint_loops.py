@@ -50,20 +50,27 @@ def durable(folder):
 """
 OWN = {
     "torch": ("import torch", "torch.save(state, '{d}/state.pt')", "torch.load('{d}/state.pt', weights_only=True)"),
-    "safetensors": ("from safetensors.torch import save_file, load_file",
-                    "save_file({{k: v.contiguous() for k, v in flat_tensors(state).items()}}, '{d}/m.safetensors')",
-                    "{{k: v.clone() for k, v in load_file('{d}/m.safetensors').items()}}"),  # copied into a model
-    "dcp": ("import torch.distributed.checkpoint as dcp",
-            "dcp.save(state, storage_writer=dcp.FileSystemWriter('{d}', thread_count=1, sync_files=True))",
-            "dcp.load(target, storage_reader=dcp.FileSystemReader('{d}'))"),
-    "dcp-threads": ("import torch.distributed.checkpoint as dcp",
-                    "dcp.save(state, storage_writer=dcp.FileSystemWriter('{d}', thread_count=4, sync_files=True))",
-                    "dcp.load(target, storage_reader=dcp.FileSystemReader('{d}'))"),
-    "dcp-async": ("import torch.distributed.checkpoint as dcp",
-                  "dcp.async_save(state, storage_writer=dcp.FileSystemWriter('{d}', thread_count=1, "
-                  "sync_files=True)).result()",
-                  "dcp.load(target, storage_reader=dcp.FileSystemReader('{d}'))"),
-}  # fmt: skip
+    "safetensors": (
+        "from safetensors.torch import save_file, load_file",
+        "save_file({{k: v.contiguous() for k, v in flat_tensors(state).items()}}, '{d}/m.safetensors')",
+        "{{k: v.clone() for k, v in load_file('{d}/m.safetensors').items()}}",
+    ),  # copied into a model
+    "dcp": (
+        "import torch.distributed.checkpoint as dcp",
+        "dcp.save(state, storage_writer=dcp.FileSystemWriter('{d}', thread_count=1, sync_files=True))",
+        "dcp.load(target, storage_reader=dcp.FileSystemReader('{d}'))",
+    ),
+    "dcp-threads": (
+        "import torch.distributed.checkpoint as dcp",
+        "dcp.save(state, storage_writer=dcp.FileSystemWriter('{d}', thread_count=4, sync_files=True))",
+        "dcp.load(target, storage_reader=dcp.FileSystemReader('{d}'))",
+    ),
+    "dcp-async": (
+        "import torch.distributed.checkpoint as dcp",
+        "dcp.async_save(state, storage_writer=dcp.FileSystemWriter('{d}', thread_count=1, sync_files=True)).result()",
+        "dcp.load(target, storage_reader=dcp.FileSystemReader('{d}'))",
+    ),
+}
 # Before each clock, on both sides, what exists is collected and frozen out of Python's garbage collector (iobench's
 # trial does it as its runner does for a timed epoch): otherwise whether a full collection of torch's heap falls
 # inside a steady torch.save decided a 0.07 s gap at 0.25 GiB (0.25 s here, 0.33 s there: one more module imported).
@@ -72,8 +79,10 @@ WHAT = ("durable save", "warm restore", "cold restore")
 
 
 def _run(imports: str, make: str, threads: int, body: str) -> float:
-    code = (f"import os, time, warnings\nwarnings.filterwarnings('ignore')\nimport torch\n"
-            f"torch.set_num_threads({threads})\n{imports}\n{DURABLE}\n{make}{body}")  # fmt: skip
+    code = (
+        f"import os, time, warnings\nwarnings.filterwarnings('ignore')\nimport torch\n"
+        f"torch.set_num_threads({threads})\n{imports}\n{DURABLE}\n{make}{body}"
+    )
     done = subprocess.run(python_code(code), capture_output=True, text=True, check=True)
     return float(done.stdout.split()[-1])
 
@@ -122,8 +131,9 @@ def iobench_trials(library: str, params: int, folder: Path, threads: int) -> lis
 
 
 def _trial(job: CheckpointJob) -> dict:
-    done = subprocess.run(python_module("iobench.checkpoint.trial", json.dumps(job.to_json())), capture_output=True,
-                          text=True, check=True)  # fmt: skip
+    done = subprocess.run(
+        python_module("iobench.checkpoint.trial", json.dumps(job.to_json())), capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.splitlines()[-1])
 
 
@@ -144,8 +154,11 @@ def main() -> None:
 
 
 def compare(a: argparse.Namespace, params: int) -> None:
-    print(f"{params:,} parameters ({params * 14 / 2**30:.2f} GiB), {a.threads} torch threads, {a.rounds} rounds; "
-          f"load {os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+    print(
+        f"{params:,} parameters ({params * 14 / 2**30:.2f} GiB), {a.threads} torch threads, {a.rounds} rounds; "
+        f"load {os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     for library in a.libraries.split(","):
         own, ours = [], []
         for k in range(a.rounds):
@@ -160,10 +173,13 @@ def compare(a: argparse.Namespace, params: int) -> None:
         for k, what in enumerate(WHAT):
             mine, theirs = statistics.median(x[k] for x in ours), statistics.median(x[k] for x in own)
             paired = [x[k] / y[k] for x, y in zip(own, ours, strict=True)]
-            print(f"{library} {what}: its own loop {theirs:.3f} s [{min(x[k] for x in own):.3f}-"
-                  f"{max(x[k] for x in own):.3f}], iobench {mine:.3f} s [{min(x[k] for x in ours):.3f}-"
-                  f"{max(x[k] for x in ours):.3f}]: ratio {theirs / mine:.2f}; a round's pair "
-                  f"{statistics.median(paired):.2f} [{min(paired):.2f}-{max(paired):.2f}]", flush=True)  # fmt: skip
+            print(
+                f"{library} {what}: its own loop {theirs:.3f} s [{min(x[k] for x in own):.3f}-"
+                f"{max(x[k] for x in own):.3f}], iobench {mine:.3f} s [{min(x[k] for x in ours):.3f}-"
+                f"{max(x[k] for x in ours):.3f}]: ratio {theirs / mine:.2f}; a round's pair "
+                f"{statistics.median(paired):.2f} [{min(paired):.2f}-{max(paired):.2f}]",
+                flush=True,
+            )
     print(f"load after {os.getloadavg()[0]:.2f}")
 
 

@@ -62,26 +62,65 @@ with confined(Confinement(read_limit_mb_per_s=read_limit), Path(prefix)):
 
 
 def run_iobench(args: argparse.Namespace, results: Path) -> dict:
-    cmd = [sys.executable, "-m", "iobench", "run", "--format", "memmap", "--loader", "tensorclass", "--no-shuffle",
-           "--cache", "cold", "--warmup", "0", "--runs", "1", "--epochs", "1", "--device", "cpu", "-q",
-           "--batch-size", str(args.batch_size), "--read-limit", str(args.read_limit), "--data-dir", str(args.data_dir),
-           "--results", str(results)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "run",
+        "--format",
+        "memmap",
+        "--loader",
+        "tensorclass",
+        "--no-shuffle",
+        "--cache",
+        "cold",
+        "--warmup",
+        "0",
+        "--runs",
+        "1",
+        "--epochs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        "--batch-size",
+        str(args.batch_size),
+        "--read-limit",
+        str(args.read_limit),
+        "--data-dir",
+        str(args.data_dir),
+        "--results",
+        str(results),
+    ]
     if args.dataset:
         cmd += ["--dataset", args.dataset]
     subprocess.run(cmd, check=True, capture_output=True)
     record = json.loads(results.read_text().splitlines()[-1])
-    return {"mb_per_s": record["mb_per_s"], "first": record["first_batch_seconds"][0],
-            "read": record["device_read_bytes"][0], "bytes": record["dataset_bytes"],
-            "method": record["eviction_method"]}  # fmt: skip
+    return {
+        "mb_per_s": record["mb_per_s"],
+        "first": record["first_batch_seconds"][0],
+        "read": record["device_read_bytes"][0],
+        "bytes": record["dataset_bytes"],
+        "method": record["eviction_method"],
+    }
 
 
 def run_own_loop(args: argparse.Namespace, prefix: Path) -> dict:
     eviction = args.own_eviction
-    done = subprocess.run([sys.executable, "-c", OWN_LOOP, str(prefix), str(args.batch_size), str(args.read_limit),
-                           eviction], check=True, capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", OWN_LOOP, str(prefix), str(args.batch_size), str(args.read_limit), eviction],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     out = json.loads(done.stdout.strip().splitlines()[-1])
-    return {"mb_per_s": out["bytes"] / 1e6 / out["seconds"], "first": out["first"], "read": out["read"],
-            "bytes": out["bytes"], "method": out["method"]}  # fmt: skip
+    return {
+        "mb_per_s": out["bytes"] / 1e6 / out["seconds"],
+        "first": out["first"],
+        "read": out["read"],
+        "bytes": out["bytes"],
+        "method": out["method"],
+    }
 
 
 def run_fio(args: argparse.Namespace, path: Path) -> dict:
@@ -98,8 +137,9 @@ def run_fio(args: argparse.Namespace, path: Path) -> dict:
         "        capture_output=True, text=True, check=True)\n"
         "print(json.loads(out.stdout)['jobs'][0]['read']['bw_bytes'] / 1e6)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code, str(path), str(args.read_limit)], check=True,
-                          capture_output=True, text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path), str(args.read_limit)], check=True, capture_output=True, text=True
+    )
     return {"mb_per_s": float(done.stdout.strip().splitlines()[-1])}
 
 
@@ -128,13 +168,17 @@ def main() -> None:
             rows["own loop"].append(run_own_loop(args, prefix))
             if shutil.which("fio"):
                 rows["fio"].append(run_fio(args, features))
-            print(f"round {k + 1}: " + ", ".join(f"{name} {r[-1]['mb_per_s']:.0f} MB/s" for name, r in rows.items()
-                                                 if r), flush=True)  # fmt: skip
+            print(
+                f"round {k + 1}: " + ", ".join(f"{name} {r[-1]['mb_per_s']:.0f} MB/s" for name, r in rows.items() if r),
+                flush=True,
+            )
     finally:
         remove_work(scratch)
     median = {name: statistics.median(r["mb_per_s"] for r in runs) for name, runs in rows.items() if runs}
-    print(f"\n{dataset.name}, memmap in order, batch {args.batch_size}, read limit {args.read_limit:g} MB/s, "
-          f"{args.rounds} rounds, uid {os.geteuid()}")  # fmt: skip
+    print(
+        f"\n{dataset.name}, memmap in order, batch {args.batch_size}, read limit {args.read_limit:g} MB/s, "
+        f"{args.rounds} rounds, uid {os.geteuid()}"
+    )
     print("| path | MB/s (min-max) | first batch s | disk read / dataset bytes | eviction |")
     print("| --- | --- | --- | --- | --- |")
     for name, runs in rows.items():
@@ -143,8 +187,10 @@ def main() -> None:
         rates = [r["mb_per_s"] for r in runs]
         first = ", ".join(f"{r['first']:.3f}" for r in runs if "first" in r) or "-"
         read = ", ".join(f"{r['read'] / r['bytes']:.4f}" for r in runs if r.get("read") is not None) or "-"
-        print(f"| {name} | {median[name]:.0f} ({min(rates):.0f}-{max(rates):.0f}) | {first} | {read} | "
-              f"{runs[0].get('method', 'O_DIRECT')} |")  # fmt: skip
+        print(
+            f"| {name} | {median[name]:.0f} ({min(rates):.0f}-{max(rates):.0f}) | {first} | {read} | "
+            f"{runs[0].get('method', 'O_DIRECT')} |"
+        )
     print(
         f"\niobench / own loop: {median['iobench'] / median['own loop']:.3f}"
         + (f"; iobench / fio: {median['iobench'] / median['fio']:.3f}" if "fio" in median else "")

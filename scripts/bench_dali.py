@@ -28,8 +28,9 @@ from iobench.run.building import build_loader
 from iobench.settings import LoaderSettings
 
 
-def dalis_own_loop(files: list[str], shape: tuple[int, ...], batch: int, threads: int, device: torch.device,
-                   epochs: int) -> list[float]:  # fmt: skip
+def dalis_own_loop(
+    files: list[str], shape: tuple[int, ...], batch: int, threads: int, device: torch.device, epochs: int
+) -> list[float]:
     """DALI's documentation's loop: a pipeline_def, build, DALIGenericIterator, iterate; images/s per epoch."""
     from nvidia.dali import fn, pipeline_def, types
     from nvidia.dali.plugin.pytorch import DALIGenericIterator, LastBatchPolicy
@@ -38,16 +39,18 @@ def dalis_own_loop(files: list[str], shape: tuple[int, ...], batch: int, threads
 
     @pipeline_def(batch_size=batch, num_threads=threads, device_id=(device.index or 0) if cuda else None, seed=0)
     def images():
-        jpegs, labels = fn.readers.file(files=files, labels=list(range(len(files))), random_shuffle=True,
-                                        pad_last_batch=True, name="Reader")  # fmt: skip
+        jpegs, labels = fn.readers.file(
+            files=files, labels=list(range(len(files))), random_shuffle=True, pad_last_batch=True, name="Reader"
+        )
         decoded = fn.decoders.image(jpegs, device="mixed" if cuda else "cpu", output_type=types.RGB)
         decoded = fn.random_resized_crop(decoded, size=shape[1:])
         return fn.transpose(decoded, perm=[2, 0, 1]), labels
 
     pipe = images()
     pipe.build()
-    loader = DALIGenericIterator(pipe, ["data", "label"], reader_name="Reader",
-                                 last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)  # fmt: skip
+    loader = DALIGenericIterator(
+        pipe, ["data", "label"], reader_name="Reader", last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True
+    )
     rates = []
     for _ in range(epochs + 1):  # the first epoch untimed, as iobench's warm-up
         start, seen = time.perf_counter(), 0
@@ -93,11 +96,15 @@ def main() -> None:
     for k in range(a.rounds):  # alternating: a shared machine's drift falls on both
         own += dalis_own_loop(files, spec.shape, a.batch_size, a.threads, device, a.epochs)
         ours += harness(a.dataset, a.batch_size, a.threads, device, a.epochs)
-        print(f"round {k + 1}: DALI's loop {statistics.median(own):,.0f} images/s, "
-              f"iobench {statistics.median(ours):,.0f} images/s")  # fmt: skip
+        print(
+            f"round {k + 1}: DALI's loop {statistics.median(own):,.0f} images/s, "
+            f"iobench {statistics.median(ours):,.0f} images/s"
+        )
     ratio = statistics.median(ours) / statistics.median(own)
-    print(f"iobench --loader dali / DALI's own loop: {ratio:.2f}x ({len(ours)} epochs each, {spec.n_samples} photos, "
-          f"batch {a.batch_size}, {a.threads} threads, {device})")  # fmt: skip
+    print(
+        f"iobench --loader dali / DALI's own loop: {ratio:.2f}x ({len(ours)} epochs each, {spec.n_samples} photos, "
+        f"batch {a.batch_size}, {a.threads} threads, {device})"
+    )
 
 
 if __name__ == "__main__":

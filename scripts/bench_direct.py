@@ -93,9 +93,12 @@ def main() -> None:
     parser.add_argument("--batch-size", default="64,1024", help="comma list; each round runs every size")
     parser.add_argument("--tensorclass", action="store_true", help="also time memmap tensorclass each round")
     parser.add_argument(
-        "--sequential-limit", type=float, default=None, metavar="MB/s",
+        "--sequential-limit",
+        type=float,
+        default=None,
+        metavar="MB/s",
         help="instead: cold sequential direct and tensorclass under this read throttle, against fio",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     if shutil.which("fio") is None:
         raise SystemExit("fio is not installed (apt-get install fio)")
@@ -129,8 +132,10 @@ def main() -> None:
                     line += f"; tensorclass {tc['samples_per_s']:,.0f} samples/s (direct {speedups[-1]:,.0f}x)"
                 print(line, flush=True)
     for batch, got in ratios.items():
-        print(f"batch {batch}: direct / fio random 4 KiB QD32 median {statistics.median(got):.2f}x over {len(got)}"
-              f" rounds (min {min(got):.2f}, max {max(got):.2f}; goal >= 0.8)")  # fmt: skip
+        print(
+            f"batch {batch}: direct / fio random 4 KiB QD32 median {statistics.median(got):.2f}x over {len(got)}"
+            f" rounds (min {min(got):.2f}, max {max(got):.2f}; goal >= 0.8)"
+        )
     if speedups:
         print(f"direct / memmap tensorclass: median {statistics.median(speedups):,.0f}x")
 

@@ -71,8 +71,10 @@ def main() -> None:
 
     rounds = f"{args.rounds} rounds, torch {torch.__version__}"
     print(f"{args.samples:,} rows of 64 float32, batch {args.batch_size}, {rounds}")
-    print(f"{'workers':>7} {'bare samples/s':>24} {'measure samples/s':>24} {'factory samples/s':>24} "
-          f"{'measure/bare':>12} {'factory/bare':>12}")  # fmt: skip
+    print(
+        f"{'workers':>7} {'bare samples/s':>24} {'measure samples/s':>24} {'factory samples/s':>24} "
+        f"{'measure/bare':>12} {'factory/bare':>12}"
+    )
     for workers in [int(w) for w in args.workers.split(",")]:
         settings = LoaderSettings(batch_size=args.batch_size, num_workers=workers)
         request = FactoryRequest(factory="bench_factory:make_rows", settings=settings, runs=1, epochs=1, warmup=1)
@@ -86,8 +88,10 @@ def main() -> None:
             rates["factory"].append(run_factory(planned).epochs.samples_per_s)
         med = {k: statistics.median(v) for k, v in rates.items()}
         cells = [f"{med[k]:,.0f} ({min(v):,.0f}-{max(v):,.0f})" for k, v in rates.items()]
-        print(f"{workers:>7} {cells[0]:>24} {cells[1]:>24} {cells[2]:>24} "
-              f"{med['measure'] / med['bare']:>12.2f} {med['factory'] / med['bare']:>12.2f}")  # fmt: skip
+        print(
+            f"{workers:>7} {cells[0]:>24} {cells[1]:>24} {cells[2]:>24} "
+            f"{med['measure'] / med['bare']:>12.2f} {med['factory'] / med['bare']:>12.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -34,9 +34,31 @@ from iobench.results.record import RunRecord
 
 
 def run_once(data: Path, results: Path, transform: str, args: argparse.Namespace) -> RunRecord:
-    argv = [sys.executable, "-m", "iobench", "run", "--format", args.format, "--loader", "dataloader",
-            "--num-workers", "0", "--runs", str(args.runs), "--epochs", str(args.epochs), "--device", "cpu",
-            "--transform", transform, "--data-dir", str(data), "--results", str(results), "-q"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "run",
+        "--format",
+        args.format,
+        "--loader",
+        "dataloader",
+        "--num-workers",
+        "0",
+        "--runs",
+        str(args.runs),
+        "--epochs",
+        str(args.epochs),
+        "--device",
+        "cpu",
+        "--transform",
+        transform,
+        "--data-dir",
+        str(data),
+        "--results",
+        str(results),
+        "-q",
+    ]
     done = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
     if done.returncode != 0:
         sys.exit(f"iobench run failed: {done.stderr.strip()[-500:]}")
@@ -73,17 +95,40 @@ def main() -> None:
         return
     if not 2 <= args.repeats <= 100:
         parser.error("--repeats: 2 to 100")
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), "?")  # fmt: skip
+    cpu = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ),
+        "?",
+    )
     data = work_dir(args.data_dir, "false-changes-")
     loops: list[subprocess.Popen] = []
     try:
-        subprocess.run([sys.executable, "-m", "iobench", "prepare", "--size", args.size, "--formats", args.format,
-                        "--data-dir", str(data), "-q"], check=True, capture_output=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "iobench",
+                "prepare",
+                "--size",
+                args.size,
+                "--formats",
+                args.format,
+                "--data-dir",
+                str(data),
+                "-q",
+            ],
+            check=True,
+            capture_output=True,
+        )
         loops = busy_loops(args.busy)
-        print(f"{cpu}, {os.cpu_count()} cores; {args.busy} busy loops; {args.format} {args.size} samples, "
-              f"{args.runs} runs x {args.epochs} epochs a record; {args.repeats} records each, {args.gap_s:g} s apart",
-              flush=True)  # fmt: skip
+        print(
+            f"{cpu}, {os.cpu_count()} cores; {args.busy} busy loops; {args.format} {args.size} samples, "
+            f"{args.runs} runs x {args.epochs} epochs a record; {args.repeats} records each, {args.gap_s:g} s apart",
+            flush=True,
+        )
         base: list[RunRecord] = []
         planted: list[RunRecord] = []
         step = None
@@ -94,8 +139,11 @@ def main() -> None:
             if args.planted:
                 planted.append(run_once(data, data / f"planted-{k}.jsonl", step, args))
             said = f", planted {planted[-1].epochs.samples_per_s:,.0f}" if planted else ""
-            print(f"[{k + 1}/{args.repeats}] load {os.getloadavg()[0]:.2f}: base {base[-1].epochs.samples_per_s:,.0f} "
-                  f"samples/s (other cores {base[-1].host.busy}){said}", flush=True)  # fmt: skip
+            print(
+                f"[{k + 1}/{args.repeats}] load {os.getloadavg()[0]:.2f}: base {base[-1].epochs.samples_per_s:,.0f} "
+                f"samples/s (other cores {base[-1].host.busy}){said}",
+                flush=True,
+            )
             if k + 1 < args.repeats:
                 time.sleep(args.gap_s)
         report(base, planted, step)
@@ -119,12 +167,16 @@ def report(base: list[RunRecord], planted: list[RunRecord], step: str | None) ->
     false = [v for v in verdicts if v.kind in (FASTER, SLOWER)]
     drift = sorted(abs(v.ratio - 1) for v in verdicts if v.ratio is not None)
     kinds = {k: sum(v.kind == k for v in verdicts) for k in dict.fromkeys(v.kind for v in verdicts)}
-    print(f"\nidentical configurations: {len(pairs)} pairs; called a change: {len(false)} "
-          f"({len(false) / len(pairs):.1%}); verdicts {kinds}")  # fmt: skip
+    print(
+        f"\nidentical configurations: {len(pairs)} pairs; called a change: {len(false)} "
+        f"({len(false) / len(pairs):.1%}); verdicts {kinds}"
+    )
     if drift:
         q = statistics.quantiles(drift, n=20) if len(drift) > 1 else drift
-        print(f"  |B/A - 1| between identical records: median {statistics.median(drift):.1%}, 95th percentile "
-              f"{q[-1]:.1%}, largest {drift[-1]:.1%}")  # fmt: skip
+        print(
+            f"  |B/A - 1| between identical records: median {statistics.median(drift):.1%}, 95th percentile "
+            f"{q[-1]:.1%}, largest {drift[-1]:.1%}"
+        )
     if not planted:
         return
     found = [compare_change(a, b) for a, b in itertools.product(base, planted)]
@@ -133,9 +185,11 @@ def report(base: list[RunRecord], planted: list[RunRecord], step: str | None) ->
         if v.kind != SLOWER:
             print(f"  not found: {v.text}")
     ratios = [v.ratio for v in found if v.ratio is not None]
-    print(f"planted ({step}): {len(found)} pairs; found slower: {slower} ({slower / len(found):.1%}); B/A median "
-          f"{statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]; verdicts "
-          f"{ {k: sum(v.kind == k for v in found) for k in dict.fromkeys(v.kind for v in found)} }")  # fmt: skip
+    print(
+        f"planted ({step}): {len(found)} pairs; found slower: {slower} ({slower / len(found):.1%}); B/A median "
+        f"{statistics.median(ratios):.3f} [{min(ratios):.3f}-{max(ratios):.3f}]; verdicts "
+        f"{ {k: sum(v.kind == k for v in found) for k in dict.fromkeys(v.kind for v in found)} }"
+    )
 
 
 if __name__ == "__main__":

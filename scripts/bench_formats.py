@@ -54,8 +54,17 @@ def prepare(data_dir: Path, size: str, formats: str, source: Path | None = None)
     )
     args = ["prepare", "--size", size, "--workload", "small-image", "--data-dir", str(data_dir), "--formats", formats]
     if source is not None:
-        args = ["prepare", "--from", str(source / "x.npy"), "--labels", str(source / "y.npy"),
-                "--data-dir", str(data_dir), "--formats", formats]  # fmt: skip
+        args = [
+            "prepare",
+            "--from",
+            str(source / "x.npy"),
+            "--labels",
+            str(source / "y.npy"),
+            "--data-dir",
+            str(data_dir),
+            "--formats",
+            formats,
+        ]
     done = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, check=True)
     rss = [int(line.split()[1]) for line in done.stdout.splitlines() if line.startswith("RSS")][0] / 1024
     dataset = next(p for p in data_dir.iterdir() if p.is_dir())
@@ -70,9 +79,13 @@ def snippet_epoch(fmt: str, folder: Path, workers: int, seed: int) -> tuple[int,
         import webdataset as wds
 
         urls = sorted(str(p) for p in folder.glob("*.tar"))
-        ds = (wds.WebDataset(urls, shardshuffle=100, detshuffle=True, seed=seed, nodesplitter=None,
-                             empty_check=False)
-              .shuffle(1000).decode("rgb8").to_tuple("png", "cls").batched(BATCH))  # fmt: skip
+        ds = (
+            wds.WebDataset(urls, shardshuffle=100, detshuffle=True, seed=seed, nodesplitter=None, empty_check=False)
+            .shuffle(1000)
+            .decode("rgb8")
+            .to_tuple("png", "cls")
+            .batched(BATCH)
+        )
         for _images, labels in DataLoader(ds, batch_size=None, num_workers=workers):
             n += len(labels)
     elif fmt == "arrow":
@@ -90,9 +103,15 @@ def snippet_epoch(fmt: str, folder: Path, workers: int, seed: int) -> tuple[int,
 
         np.random.seed(seed)
         shards = sorted(p.stem.removeprefix("shard-") for p in folder.glob("*.tfrecord"))
-        ds = MultiTFRecordDataset(str(folder / "shard-{}.tfrecord"), str(folder / "shard-{}.index"),
-                                  dict.fromkeys(shards, 1.0), description={"image": "byte", "label": "int"},
-                                  shuffle_queue_size=1024, transform=decode_tfrecord, infinite=False)  # fmt: skip
+        ds = MultiTFRecordDataset(
+            str(folder / "shard-{}.tfrecord"),
+            str(folder / "shard-{}.index"),
+            dict.fromkeys(shards, 1.0),
+            description={"image": "byte", "label": "int"},
+            shuffle_queue_size=1024,
+            transform=decode_tfrecord,
+            infinite=False,
+        )
         for _images, labels in DataLoader(ds, batch_size=BATCH, num_workers=workers):
             n += len(labels)
     elif fmt == "litdata":
@@ -116,14 +135,26 @@ def snippet_epoch(fmt: str, folder: Path, workers: int, seed: int) -> tuple[int,
         # each batch of the DataLoader's shuffled indices, get_safe_loader is the DataLoader), tensors for its
         # to_pylist (what a tensor user writes)
         g = torch.Generator().manual_seed(seed)
-        loader = DataLoader(LanceTaken(folder / "data.lance"), batch_size=BATCH, shuffle=True, num_workers=workers,
-                            collate_fn=lambda b: b, generator=g)  # fmt: skip
+        loader = DataLoader(
+            LanceTaken(folder / "data.lance"),
+            batch_size=BATCH,
+            shuffle=True,
+            num_workers=workers,
+            collate_fn=lambda b: b,
+            generator=g,
+        )
         for _x, labels in loader:
             n += len(labels)
     else:
         g = torch.Generator().manual_seed(seed)
-        loader = DataLoader(ZarrBatches(folder), batch_size=BATCH, shuffle=True, num_workers=workers,
-                            collate_fn=lambda b: b, generator=g)  # fmt: skip
+        loader = DataLoader(
+            ZarrBatches(folder),
+            batch_size=BATCH,
+            shuffle=True,
+            num_workers=workers,
+            collate_fn=lambda b: b,
+            generator=g,
+        )
         for _x, y in loader:
             n += len(y)
     return n, time.perf_counter() - start
@@ -200,8 +231,15 @@ def iobench_rate(dataset: Path, fmt: str, workers: int, warmup: int = 0, cache: 
     from iobench.run.runner import run
     from iobench.settings import LoaderSettings
 
-    config = RunConfig(format=fmt, loader="native", settings=LoaderSettings(batch_size=BATCH, num_workers=workers),
-                       runs=1, epochs=1, warmup=warmup, cache=cache)  # fmt: skip
+    config = RunConfig(
+        format=fmt,
+        loader="native",
+        settings=LoaderSettings(batch_size=BATCH, num_workers=workers),
+        runs=1,
+        epochs=1,
+        warmup=warmup,
+        cache=cache,
+    )
     return run(resolve(config, RunTarget(dataset, torch.device("cpu")))).epochs.samples_per_s
 
 
@@ -221,8 +259,9 @@ def library_write(fmt: str, features: np.ndarray, labels: np.ndarray, out: Path,
         import datasets
 
         shape = features.shape[1:]
-        feats = datasets.Features({"features": datasets.Array3D(shape=shape, dtype="uint8"),
-                                   "label": datasets.Value("int64")})  # fmt: skip
+        feats = datasets.Features(
+            {"features": datasets.Array3D(shape=shape, dtype="uint8"), "label": datasets.Value("int64")}
+        )
 
         def rows():
             for x, y in zip(features, labels, strict=True):
@@ -250,23 +289,38 @@ def library_write(fmt: str, features: np.ndarray, labels: np.ndarray, out: Path,
         start = time.perf_counter()  # optimize reads its inputs from files, as its users' functions do
         step = 10_000
         inputs = [(str(out), k, min(k + step, len(labels))) for k in range(0, len(labels), step)]
-        litdata.optimize(fn=litdata_samples, inputs=inputs, output_dir=str(out / "optimized"), chunk_bytes="64MB",
-                         num_workers=workers, verbose=False)  # fmt: skip
+        litdata.optimize(
+            fn=litdata_samples,
+            inputs=inputs,
+            output_dir=str(out / "optimized"),
+            chunk_bytes="64MB",
+            num_workers=workers,
+            verbose=False,
+        )
     elif fmt == "lance":
         import lance
         import pyarrow as pa
 
         flat = pa.array(features.reshape(-1))
-        table = pa.table({"features": pa.FixedSizeListArray.from_arrays(flat, int(np.prod(features.shape[1:]))),
-                          "label": pa.array(labels.astype(np.int64))})  # fmt: skip
+        table = pa.table(
+            {
+                "features": pa.FixedSizeListArray.from_arrays(flat, int(np.prod(features.shape[1:]))),
+                "label": pa.array(labels.astype(np.int64)),
+            }
+        )
         lance.write_dataset(table, str(out / "data.lance"))
     else:
         import zarr
 
         group = zarr.open_group(str(out), mode="w", zarr_format=3)
         c = max(1, 2**20 // int(np.prod(features.shape[1:])))
-        arr = group.create_array("features", shape=features.shape, dtype="uint8",
-                                 chunks=(c, *features.shape[1:]), shards=(c * 64, *features.shape[1:]))  # fmt: skip
+        arr = group.create_array(
+            "features",
+            shape=features.shape,
+            dtype="uint8",
+            chunks=(c, *features.shape[1:]),
+            shards=(c * 64, *features.shape[1:]),
+        )
         arr[:] = features
         group.create_array("labels", shape=labels.shape, dtype="int64", chunks=(len(labels),))[:] = labels
     os.sync()  # durable, as prepare's figure is (it fsyncs every file)
@@ -310,8 +364,10 @@ def read(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
     from iobench.storage.local.page_cache import evict
 
     manifest = Manifest.load(dataset)
-    print(f"{manifest.spec.n_samples:,} samples of {manifest.spec.shape} uint8; prepare's peak RSS {rss:,.0f} MiB "
-          f"(npy and the formats measured); batch {BATCH}")  # fmt: skip
+    print(
+        f"{manifest.spec.n_samples:,} samples of {manifest.spec.shape} uint8; prepare's peak RSS {rss:,.0f} MiB "
+        f"(npy and the formats measured); batch {BATCH}"
+    )
     # A run's first epoch, like the snippet's, pays the one-off opening (iobench's reader checks every file
     # first); the second column is an epoch after a warm-up one, as `iobench run` times by default. Cold,
     # every epoch is a first one: the files evicted, the reader opened afresh.
@@ -391,9 +447,11 @@ def write(args: argparse.Namespace, chosen: tuple[str, ...]) -> None:
                 with tempfile.TemporaryDirectory(dir=args.data_dir) as tmp:
                     one.append(library_write(fmt, big_f, big_l, Path(tmp), workers=1))
         a, b = statistics.median(ours), statistics.median(alone)
-        print(f"| {fmt} | {a:,.1f} ({min(ours):,.1f}-{max(ours):,.1f}) | {max(peaks):,.0f} MiB | "
-              f"{b:,.1f} ({min(alone):,.1f}-{max(alone):,.1f}) | {a / b:.2f}x | {entry.bytes / 1e6:,.1f} MB |",
-              flush=True)  # fmt: skip
+        print(
+            f"| {fmt} | {a:,.1f} ({min(ours):,.1f}-{max(ours):,.1f}) | {max(peaks):,.0f} MiB | "
+            f"{b:,.1f} ({min(alone):,.1f}-{max(alone):,.1f}) | {a / b:.2f}x | {entry.bytes / 1e6:,.1f} MB |",
+            flush=True,
+        )
         if one:
             c = statistics.median(one)
             spread = f"{min(one):,.1f}-{max(one):,.1f}"

@@ -100,8 +100,20 @@ def main() -> None:
     dataset = data / spec.name
     if not (dataset / "manifest.json").is_file():
         try:
-            iobench(["prepare", "--size", a.size, "--shape", a.shape, "--formats", "npy,memmap", "--data-dir",
-                     str(data), "-q"])  # fmt: skip
+            iobench(
+                [
+                    "prepare",
+                    "--size",
+                    a.size,
+                    "--shape",
+                    a.shape,
+                    "--formats",
+                    "npy,memmap",
+                    "--data-dir",
+                    str(data),
+                    "-q",
+                ]
+            )
         except SystemExit as done:
             assert done.code == 0
     folder = Path(tempfile.mkdtemp(prefix="bench-paste-"))
@@ -112,13 +124,18 @@ def main() -> None:
     b = a.batch_size
     formats = {
         "npy/dataloader w=0": RunConfig(format="npy", loader="dataloader", settings=LoaderSettings(batch_size=b)),
-        "memmap/tensorclass w=0": RunConfig(format="memmap", loader="tensorclass",
-                                            settings=LoaderSettings(batch_size=b)),
-        f"npy/dataloader w={a.workers}": RunConfig(format="npy", loader="dataloader",
-                                                   settings=LoaderSettings(batch_size=b, num_workers=a.workers)),
-    }  # fmt: skip
-    request = FactoryRequest(factory="paste_pipeline:make", settings=LoaderSettings(batch_size=256,
-                             num_workers=a.workers), step="paste_pipeline:step")  # fmt: skip
+        "memmap/tensorclass w=0": RunConfig(
+            format="memmap", loader="tensorclass", settings=LoaderSettings(batch_size=b)
+        ),
+        f"npy/dataloader w={a.workers}": RunConfig(
+            format="npy", loader="dataloader", settings=LoaderSettings(batch_size=b, num_workers=a.workers)
+        ),
+    }
+    request = FactoryRequest(
+        factory="paste_pipeline:make",
+        settings=LoaderSettings(batch_size=256, num_workers=a.workers),
+        step="paste_pipeline:step",
+    )
     planned = plan(request, cpu)
     trials = FactoryTrials(planned)
 
@@ -148,21 +165,29 @@ def main() -> None:
                     print(f"{name}: {pasted.said}", file=sys.stderr)
                     continue
                 rows[name].append((ours, pasted.samples_per_s))
-                print(f"round {k + 1} {name}: iobench {ours:,.0f}, pasted {pasted.samples_per_s:,.0f} "
-                      f"({pasted.samples_per_s / ours:.2f}x)", file=sys.stderr, flush=True)  # fmt: skip
+                print(
+                    f"round {k + 1} {name}: iobench {ours:,.0f}, pasted {pasted.samples_per_s:,.0f} "
+                    f"({pasted.samples_per_s / ours:.2f}x)",
+                    file=sys.stderr,
+                    flush=True,
+                )
     finally:
         for p in loops:
             p.terminate()
-    print(f"\n{spec.name}, {a.rounds} rounds, {a.busy} busy loop(s) beside (load average {load:.1f} at the start, "
-          f"{os.getloadavg()[0]:.1f} at the end), {os.cpu_count()} cores\n")  # fmt: skip
+    print(
+        f"\n{spec.name}, {a.rounds} rounds, {a.busy} busy loop(s) beside (load average {load:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end), {os.cpu_count()} cores\n"
+    )
     print("| case | iobench samples/s (median) | pasted script (median) | ratio median | ratio range |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for name, got in rows.items():
         if not got:
             continue
         ratios = [p / o for o, p in got]
-        print(f"| {name} | {statistics.median(o for o, _ in got):,.0f} | {statistics.median(p for _, p in got):,.0f} "
-              f"| {statistics.median(ratios):.2f} | {min(ratios):.2f}-{max(ratios):.2f} |")  # fmt: skip
+        print(
+            f"| {name} | {statistics.median(o for o, _ in got):,.0f} | {statistics.median(p for _, p in got):,.0f} "
+            f"| {statistics.median(ratios):.2f} | {min(ratios):.2f}-{max(ratios):.2f} |"
+        )
     time.sleep(0)
 
 

@@ -78,21 +78,62 @@ def main() -> None:
 
     name = DatasetSpec(parse_size(args.size)).name
     if not (args.data_dir / name / "memmap").is_dir():
-        subprocess.run([*iobench, "prepare", "--size", args.size, "--formats", "npy,memmap", "--data-dir",
-                        str(args.data_dir), "-q"], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                *iobench,
+                "prepare",
+                "--size",
+                args.size,
+                "--formats",
+                "npy,memmap",
+                "--data-dir",
+                str(args.data_dir),
+                "-q",
+            ],
+            check=True,
+        )
     features = args.data_dir / name / "npy" / "features.npy"
     scratch = work_dir(None, "bench-preload-")
     rows = []
     try:
         for k in range(args.rounds):
-            disk = float(subprocess.run([sys.executable, "-c", DISK, str(features), str(args.read_limit),
-                                         args.reference], check=True, capture_output=True, text=True
-                                        ).stdout.split()[-1])  # fmt: skip
+            disk = float(
+                subprocess.run(
+                    [sys.executable, "-c", DISK, str(features), str(args.read_limit), args.reference],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                ).stdout.split()[-1]
+            )
             results = scratch / f"r{k}.jsonl"
-            done = subprocess.run([*iobench, "run", "--format", "npy,memmap", "--loader", args.loaders, "--cache",
-                                   "cold", *limit, "--runs", "1", "--epochs", "1", "--device", args.device,
-                                   "--data-dir", str(args.data_dir), "--dataset", name, "--results", str(results),
-                                   "-q"], capture_output=True, text=True)  # fmt: skip
+            done = subprocess.run(
+                [
+                    *iobench,
+                    "run",
+                    "--format",
+                    "npy,memmap",
+                    "--loader",
+                    args.loaders,
+                    "--cache",
+                    "cold",
+                    *limit,
+                    "--runs",
+                    "1",
+                    "--epochs",
+                    "1",
+                    "--device",
+                    args.device,
+                    "--data-dir",
+                    str(args.data_dir),
+                    "--dataset",
+                    name,
+                    "--results",
+                    str(results),
+                    "-q",
+                ],
+                capture_output=True,
+                text=True,
+            )
             if done.returncode:  # said, with what it measured before (a loader refused, or one that failed)
                 print(f"round {k + 1}: iobench run ended with {done.returncode}:\n{done.stderr[-3000:]}", flush=True)
             if not results.exists():
@@ -104,23 +145,31 @@ def main() -> None:
             rate = {(r["loader"], r["format"]): r["mb_per_s"] for r in records}
             busy = max(r.get("other_cpu_before") or 0.0 for r in records)  # other programs' cores before each run
             rows.append((disk, rate, busy))
-            print(f"round {k + 1}: disk {disk:.1f} MB/s, " + ", ".join(f"{f}/{lo} {v:.1f} ({v / disk:.3f}x)"
-                  for (lo, f), v in rate.items()), flush=True)  # fmt: skip
+            print(
+                f"round {k + 1}: disk {disk:.1f} MB/s, "
+                + ", ".join(f"{f}/{lo} {v:.1f} ({v / disk:.3f}x)" for (lo, f), v in rate.items()),
+                flush=True,
+            )
     finally:
         remove_work(scratch)
     limit_text = f"read limit {args.read_limit:g} MB/s" if args.read_limit else "no read limit"
     print(f"\n{name}, shuffled, cold, {limit_text}, device {args.device}, {cpu_model()}, uid {os.geteuid()}")
     keys = [(lo, f) for lo in loaders for f in ("npy", "memmap")]
-    print(f"| round | {args.reference} sequential | " + " | ".join(f"{f}/{lo}" for lo, f in keys)
-          + " | other programs' cores |")  # fmt: skip
+    print(
+        f"| round | {args.reference} sequential | "
+        + " | ".join(f"{f}/{lo}" for lo, f in keys)
+        + " | other programs' cores |"
+    )
     print("| --- | ---: | " + "---: | " * len(keys) + "---: |")
     for k, (disk, rate, load) in enumerate(rows, 1):
         cells = " | ".join(f"{rate[key]:.1f} ({rate[key] / disk:.3f}x)" if key in rate else "-" for key in keys)
         print(f"| {k} | {disk:.1f} MB/s | {cells} | {load:.2f} |")
     for loader in loaders:
         best = [max(rate.get((loader, "npy"), 0.0), rate.get((loader, "memmap"), 0.0)) / disk for disk, rate, _ in rows]
-        print(f"best of npy and memmap by {loader} against {args.reference}: median {statistics.median(best):.3f}x "
-              f"({min(best):.3f}-{max(best):.3f})")  # fmt: skip
+        print(
+            f"best of npy and memmap by {loader} against {args.reference}: median {statistics.median(best):.3f}x "
+            f"({min(best):.3f}-{max(best):.3f})"
+        )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ CONFIGS = {
         "--cache",
         "warm",
         "--no-shuffle",
-    ],  # fmt: skip
+    ],
     "memmap/tensorclass shuffle cold": ["--format", "memmap", "--loader", "tensorclass", "--cache", "cold"],
     "memmap/tensorclass sequential cold": [
         "--format",
@@ -42,7 +42,7 @@ CONFIGS = {
         "--cache",
         "cold",
         "--no-shuffle",
-    ],  # fmt: skip
+    ],
     "npy/dataloader shuffle warm": ["--format", "npy", "--loader", "dataloader", "--cache", "warm"],
     "npy/dataloader shuffle cold": ["--format", "npy", "--loader", "dataloader", "--cache", "cold"],
 }
@@ -74,9 +74,11 @@ def main() -> None:
             subprocess.run(command, env=env, check=True, stdout=subprocess.DEVNULL)
     records = [r.to_json() for r in read_records(args.results)[start:]]  # flat, as stored
     r0 = records[0]
-    print(f"\n{r0['hostname']}: {r0['cpu_model']}, {r0['cpu_count']} CPUs, {r0['gpu_name'] or 'no GPU'}; "
-          f"dataset {r0['dataset']} ({r0['dataset_bytes'] / 1e9:.2f} GB), {r0['data_filesystem']} on "
-          f"{r0['data_device']}; median of {args.runs} epochs each")  # fmt: skip
+    print(
+        f"\n{r0['hostname']}: {r0['cpu_model']}, {r0['cpu_count']} CPUs, {r0['gpu_name'] or 'no GPU'}; "
+        f"dataset {r0['dataset']} ({r0['dataset_bytes'] / 1e9:.2f} GB), {r0['data_filesystem']} on "
+        f"{r0['data_device']}; median of {args.runs} epochs each"
+    )
     header = f"{'configuration':38} {'way':8} {'threads':>7} {'MB/s':>9} {'vs ranks=1':>10} "
     header += f"{'rank MB/s min-max':>19} {'straggler':>9} {'disk MB/epoch':>13}"
     print(header)

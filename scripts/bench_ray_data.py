@@ -43,8 +43,13 @@ def ray_data_epoch(folder: Path, batch: int, actors: int, seed: int) -> float:
     start = time.perf_counter()
     windows = [{"indices": order[k : k + batch]} for k in range(0, n, batch)]
     ds = ray.data.from_items(windows, override_num_blocks=len(windows))
-    ds = ds.map_batches(Read, fn_constructor_args=(str(folder),), batch_size=1,
-                        compute=ray.data.ActorPoolStrategy(size=actors), batch_format="numpy")  # fmt: skip
+    ds = ds.map_batches(
+        Read,
+        fn_constructor_args=(str(folder),),
+        batch_size=1,
+        compute=ray.data.ActorPoolStrategy(size=actors),
+        batch_format="numpy",
+    )
     seen = 0
     for b in ds.iter_torch_batches(batch_size=None, prefetch_batches=2, device="cpu"):
         seen += len(b["labels"])

@@ -77,8 +77,25 @@ def fidelity(dataset: Path, name: str) -> dict:
 
 def run(dataset: Path, results: Path, *options: str) -> dict:
     results.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "iobench", "run", "--data-dir", str(dataset.parent), "--dataset", dataset.name,
-           "--format", "npy", "--loader", "dataloader", "--device", "cpu", "-q", "--results", str(results)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "run",
+        "--data-dir",
+        str(dataset.parent),
+        "--dataset",
+        dataset.name,
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+        "--device",
+        "cpu",
+        "-q",
+        "--results",
+        str(results),
+    ]
     cmd += options
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     (record,) = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]
@@ -105,9 +122,12 @@ def main() -> None:
         f = fidelity(args.dataset, name)
         base = f["median_ms"] if base is None else base
         cap = f"{f['cap']:g}" if f["cap"] else "none"
-        print(f"| {name} | {f['median_ms']:.2f} / {f['p99_ms']:.2f} | {f['median_ms'] - base:+.2f} ({f['latency']:g}) "
-              f"| {f['mb_per_s_one_connection']:.1f} ({cap}) | {f['gets_per_s_64']:,.0f} "
-              f"| {f['server_cpu_per_get_ms']:.3f} |", flush=True)  # fmt: skip
+        print(
+            f"| {name} | {f['median_ms']:.2f} / {f['p99_ms']:.2f} | {f['median_ms'] - base:+.2f} ({f['latency']:g}) "
+            f"| {f['mb_per_s_one_connection']:.1f} ({cap}) | {f['gets_per_s_64']:,.0f} "
+            f"| {f['server_cpu_per_get_ms']:.3f} |",
+            flush=True,
+        )
     print("\nnpy through the DataLoader (batch 1024, no workers), one warm-up and one timed epoch per run")
     print("| storage | order | samples/s | MB/s | requests/epoch | bytes moved per byte | server CPU s | epoch s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
@@ -117,12 +137,18 @@ def main() -> None:
             for name in ["local", *names]:
                 remote = [] if name == "local" else ["--remote", name]
                 r = run(args.dataset, results, "--runs", args.runs, order, *remote)
-                moved = statistics.median(x for x in r["device_read_bytes"] if x is not None) if any(
-                    x is not None for x in r["device_read_bytes"]) else float("nan")  # fmt: skip
+                moved = (
+                    statistics.median(x for x in r["device_read_bytes"] if x is not None)
+                    if any(x is not None for x in r["device_read_bytes"])
+                    else float("nan")
+                )
                 requests = statistics.median(r["requests"]) if r.get("requests") else float("nan")
-                print(f"| {name} | {r['order']} | {r['samples_per_s']:,.0f} | {r['mb_per_s']:,.1f} | {requests:,.0f} "
-                      f"| {moved / r['dataset_bytes']:.2f} | {r.get('server_cpu_seconds') or 0:.1f} "
-                      f"| {r['epoch_seconds_median']:.2f} |", flush=True)  # fmt: skip
+                print(
+                    f"| {name} | {r['order']} | {r['samples_per_s']:,.0f} | {r['mb_per_s']:,.1f} | {requests:,.0f} "
+                    f"| {moved / r['dataset_bytes']:.2f} | {r.get('server_cpu_seconds') or 0:.1f} "
+                    f"| {r['epoch_seconds_median']:.2f} |",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

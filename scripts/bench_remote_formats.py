@@ -46,14 +46,16 @@ BATCH = 256
 SNIPPET, IOBENCH = "snippet", "iobench"
 SAME_HEAP = "snippet-in-iobench-heap"  # the snippet after importing what iobench's run imports (--same-heap)
 IOBENCH_RUN = ("torch", "iobench.loaders.base", "iobench.plan.config", "iobench.plan.resolve", "iobench.run.runner")
-LIBRARIES = {"litdata": ("litdata", "litdata.streaming.downloader", "torch.utils.data"),
-             "webdataset": ("webdataset", "boto3", "botocore.config", "torch.utils.data"),
-             "zarr": ("zarr", "zarr.storage", "obstore.store", "torch.utils.data"),
-             "zarr-fsspec": ("zarr", "zarr.storage", "s3fs", "torch.utils.data"),
-             "npy-s3fs": ("s3fs", "torch.utils.data"),
-             "hdf5": ("h5py", "s3fs", "torch.utils.data"),
-             "files": ("s3torchconnector", "torch.utils.data"),
-             "arrow": ("datasets", "s3fs", "torch.utils.data")}  # fmt: skip
+LIBRARIES = {
+    "litdata": ("litdata", "litdata.streaming.downloader", "torch.utils.data"),
+    "webdataset": ("webdataset", "boto3", "botocore.config", "torch.utils.data"),
+    "zarr": ("zarr", "zarr.storage", "obstore.store", "torch.utils.data"),
+    "zarr-fsspec": ("zarr", "zarr.storage", "s3fs", "torch.utils.data"),
+    "npy-s3fs": ("s3fs", "torch.utils.data"),
+    "hdf5": ("h5py", "s3fs", "torch.utils.data"),
+    "files": ("s3torchconnector", "torch.utils.data"),
+    "arrow": ("datasets", "s3fs", "torch.utils.data"),
+}
 NATIVE = ("litdata", "webdataset", "zarr", "arrow")  # the formats with a pipeline of their own; hdf5, files by index
 READ_OPTIONS = {
     "zarr-fsspec": ("zarr", (("remote_store", "fsspec"),)),
@@ -81,11 +83,22 @@ def one(kind: str, name: str, dataset: Path, endpoint: dict, log: str, profile_n
         loader = "native" if fmt in NATIVE else "dataloader"
         fetch = "batch" if loader == "native" else "item"  # the by-index snippets read a sample per __getitem__
         settings = LoaderSettings(batch_size=BATCH, num_workers=workers, fetch=fetch)
-        config = RunConfig(format=fmt, loader=loader, settings=settings, runs=1, epochs=1, warmup=0, cache="cold",
-                           format_options=options)  # fmt: skip
+        config = RunConfig(
+            format=fmt,
+            loader=loader,
+            settings=settings,
+            runs=1,
+            epochs=1,
+            warmup=0,
+            cache="cold",
+            format_options=options,
+        )
         record = run(resolve(config, RunTarget(dataset, torch.device("cpu"), target)))
-        return {"samples_per_s": record.epochs.samples_per_s, "requests": record.system.requests[0],
-                "bytes": record.system.device_read_bytes[0]}  # fmt: skip
+        return {
+            "samples_per_s": record.epochs.samples_per_s,
+            "requests": record.system.requests[0],
+            "bytes": record.system.device_read_bytes[0],
+        }
     for module in LIBRARIES[name] + (IOBENCH_RUN if kind == SAME_HEAP else ()):  # before the clock, as iobench's are
         importlib.import_module(module)
     # the dataset and its loader made before the clock and its requests, as iobench's run prepares its pipeline
@@ -123,32 +136,59 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
         import litdata.streaming.downloader as downloader
 
         downloader._OBSTORE_AVAILABLE = False  # its boto3 path: LitData's obstore store cannot use http:// endpoints
-        options = {"endpoint_url": e.url, "aws_access_key_id": e.access_key, "aws_secret_access_key": e.secret_key,
-                   "region_name": e.region}  # fmt: skip
-        ds = litdata.StreamingDataset(f"s3://{bucket}/litdata", cache_dir=tempfile.mkdtemp(), shuffle=True, seed=0,
-                                      storage_options=options)  # fmt: skip
+        options = {
+            "endpoint_url": e.url,
+            "aws_access_key_id": e.access_key,
+            "aws_secret_access_key": e.secret_key,
+            "region_name": e.region,
+        }
+        ds = litdata.StreamingDataset(
+            f"s3://{bucket}/litdata", cache_dir=tempfile.mkdtemp(), shuffle=True, seed=0, storage_options=options
+        )
         return lazily(litdata.StreamingDataLoader(ds, batch_size=BATCH, num_workers=workers), lambda b: len(b["label"]))
     if fmt == "webdataset":
         import boto3
         import webdataset as wds
         from botocore.config import Config
 
-        s3 = boto3.client("s3", endpoint_url=e.url, aws_access_key_id=e.access_key, region_name=e.region,
-                          aws_secret_access_key=e.secret_key, config=Config(signature_version="s3v4"))  # fmt: skip
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=e.url,
+            aws_access_key_id=e.access_key,
+            region_name=e.region,
+            aws_secret_access_key=e.secret_key,
+            config=Config(signature_version="s3v4"),
+        )
         shards = sorted(p.name for p in (dataset / "webdataset").glob("*.tar"))  # the names its user knows
-        urls = [s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": f"webdataset/{k}"},
-                                          ExpiresIn=3600) for k in shards]  # fmt: skip
-        ds = (wds.WebDataset(urls, shardshuffle=100, detshuffle=True, seed=0, nodesplitter=None, empty_check=False)
-              .shuffle(1000).decode().to_tuple("npy", "cls").batched(BATCH))  # fmt: skip
+        urls = [
+            s3.generate_presigned_url("get_object", Params={"Bucket": bucket, "Key": f"webdataset/{k}"}, ExpiresIn=3600)
+            for k in shards
+        ]
+        ds = (
+            wds.WebDataset(urls, shardshuffle=100, detshuffle=True, seed=0, nodesplitter=None, empty_check=False)
+            .shuffle(1000)
+            .decode()
+            .to_tuple("npy", "cls")
+            .batched(BATCH)
+        )
         return lazily(DataLoader(ds, batch_size=None, num_workers=workers), lambda b: len(b[1]))
     if fmt == "arrow":
         import datasets
 
-        options = {"key": e.access_key, "secret": e.secret_key, "client_kwargs": {"endpoint_url": e.url,
-                   "region_name": e.region}}  # fmt: skip
+        options = {
+            "key": e.access_key,
+            "secret": e.secret_key,
+            "client_kwargs": {"endpoint_url": e.url, "region_name": e.region},
+        }
         files = sorted(f"s3://{bucket}/arrow/{p.name}" for p in (dataset / "arrow").glob("*.arrow"))
-        ds = datasets.load_dataset("arrow", data_files=files, split="train", streaming=True, storage_options=options,
-                                   cache_dir=tempfile.mkdtemp())  # fmt: skip
+        ds = datasets.load_dataset(
+            "arrow",
+            data_files=files,
+            split="train",
+            streaming=True,
+            storage_options=options,
+            cache_dir=tempfile.mkdtemp(),
+        )
         ds = ds.shuffle(seed=0, buffer_size=1000).with_format("torch")
         return lazily(DataLoader(ds, batch_size=BATCH, num_workers=workers), lambda b: len(b["label"]))
     if fmt == "files":
@@ -175,14 +215,16 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
             def __getitem__(self, i):
                 return ds[i + 1], labels[i]
 
-        loader = DataLoader(Rows(), batch_size=BATCH, shuffle=True, num_workers=workers,
-                            generator=torch.Generator().manual_seed(0))  # fmt: skip
+        loader = DataLoader(
+            Rows(), batch_size=BATCH, shuffle=True, num_workers=workers, generator=torch.Generator().manual_seed(0)
+        )
         return lazily(loader, lambda b: len(b[1]))
     if fmt == "npy-s3fs":
         import s3fs
 
-        fs = s3fs.S3FileSystem(key=e.access_key, secret=e.secret_key, endpoint_url=e.url,
-                               client_kwargs={"region_name": e.region})  # fmt: skip
+        fs = s3fs.S3FileSystem(
+            key=e.access_key, secret=e.secret_key, endpoint_url=e.url, client_kwargs={"region_name": e.region}
+        )
 
         class Samples(torch.utils.data.Dataset):
             def __init__(self) -> None:
@@ -202,15 +244,17 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
 
         with fs.open(f"{bucket}/npy/labels.npy", "rb") as f:
             labels = np.load(f, allow_pickle=False)
-        loader = DataLoader(Samples(), batch_size=BATCH, shuffle=True, num_workers=workers,
-                            generator=torch.Generator().manual_seed(0))  # fmt: skip
+        loader = DataLoader(
+            Samples(), batch_size=BATCH, shuffle=True, num_workers=workers, generator=torch.Generator().manual_seed(0)
+        )
         return lazily(loader, lambda b: len(b[1]))
     if fmt == "hdf5":
         import h5py
         import s3fs
 
-        fs = s3fs.S3FileSystem(key=e.access_key, secret=e.secret_key, endpoint_url=e.url,
-                               client_kwargs={"region_name": e.region})  # fmt: skip
+        fs = s3fs.S3FileSystem(
+            key=e.access_key, secret=e.secret_key, endpoint_url=e.url, client_kwargs={"region_name": e.region}
+        )
 
         class Rows(torch.utils.data.Dataset):
             def __init__(self) -> None:
@@ -226,21 +270,31 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
                 return self.x[i], self.y[i]
 
         n = json.loads((dataset / "manifest.json").read_text())["spec"]["n_samples"]
-        loader = DataLoader(Rows(), batch_size=BATCH, shuffle=True, num_workers=workers,
-                            generator=torch.Generator().manual_seed(0))  # fmt: skip
+        loader = DataLoader(
+            Rows(), batch_size=BATCH, shuffle=True, num_workers=workers, generator=torch.Generator().manual_seed(0)
+        )
         return lazily(loader, lambda b: len(b[1]))
     import zarr
 
     def opened():
         if fmt == "zarr-fsspec":  # zarr's documented way to a URL: an FsspecStore over s3fs
-            options = {"key": e.access_key, "secret": e.secret_key, "client_kwargs": {"endpoint_url": e.url,
-                       "region_name": e.region}}  # fmt: skip
+            options = {
+                "key": e.access_key,
+                "secret": e.secret_key,
+                "client_kwargs": {"endpoint_url": e.url, "region_name": e.region},
+            }
             return zarr.open_group(f"s3://{bucket}/zarr", mode="r", zarr_format=3, storage_options=options)
         from obstore.store import S3Store
         from zarr.storage import ObjectStore
 
-        store = S3Store(bucket, endpoint=e.url, access_key_id=e.access_key, secret_access_key=e.secret_key,
-                        region=e.region, client_options={"allow_http": True})  # fmt: skip
+        store = S3Store(
+            bucket,
+            endpoint=e.url,
+            access_key_id=e.access_key,
+            secret_access_key=e.secret_key,
+            region=e.region,
+            client_options={"allow_http": True},
+        )
         return zarr.open_group(ObjectStore(store, read_only=True), path="zarr", mode="r", zarr_format=3)
 
     class Batches(torch.utils.data.Dataset):
@@ -260,15 +314,30 @@ def snippet(fmt: str, dataset: Path, target, workers: int):
 
     n = json.loads((dataset / "manifest.json").read_text())["spec"]["n_samples"]
     g = torch.Generator().manual_seed(0)
-    loader = DataLoader(Batches(), batch_size=BATCH, shuffle=True, num_workers=workers, collate_fn=lambda b: b,
-                        generator=g)  # fmt: skip
+    loader = DataLoader(
+        Batches(), batch_size=BATCH, shuffle=True, num_workers=workers, collate_fn=lambda b: b, generator=g
+    )
     return lazily(loader, lambda b: len(b[1]))
 
 
 def child(kind: str, fmt: str, args: argparse.Namespace, endpoint, log: Path) -> dict:
-    argv = [sys.executable, __file__, str(args.dataset), "--one", kind, fmt, "--profile", args.profile,
-            "--workers", str(args.workers), "--endpoint", json.dumps(endpoint.__dict__), "--log", str(log),
-            *(["--no-gc"] if args.no_gc else [])]  # fmt: skip
+    argv = [
+        sys.executable,
+        __file__,
+        str(args.dataset),
+        "--one",
+        kind,
+        fmt,
+        "--profile",
+        args.profile,
+        "--workers",
+        str(args.workers),
+        "--endpoint",
+        json.dumps(endpoint.__dict__),
+        "--log",
+        str(log),
+        *(["--no-gc"] if args.no_gc else []),
+    ]
     r = subprocess.run(argv, capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
         raise SystemExit(f"{kind} {fmt} failed: {r.stderr[-2000:]}")
@@ -280,10 +349,15 @@ def fairness(args: argparse.Namespace) -> None:
     from iobench.storage.remote.profiles import profile
 
     emulator = Emulator(args.dataset.parent, profile(args.profile))
-    print(f"\nfairness: one cold epoch, {args.profile}, batch {BATCH}, {args.workers} workers, medians of "
-          f"{args.rounds} interleaved rounds{', garbage collector off' if args.no_gc else ''}")  # fmt: skip
-    print(f"{'format':<11} {'snippet/s':>10} {'iobench/s':>10} {'ratio':>6}  {'requests (snippet | iobench)':<34} "
-          f"{'MB moved':>17}", flush=True)  # fmt: skip
+    print(
+        f"\nfairness: one cold epoch, {args.profile}, batch {BATCH}, {args.workers} workers, medians of "
+        f"{args.rounds} interleaved rounds{', garbage collector off' if args.no_gc else ''}"
+    )
+    print(
+        f"{'format':<11} {'snippet/s':>10} {'iobench/s':>10} {'ratio':>6}  {'requests (snippet | iobench)':<34} "
+        f"{'MB moved':>17}",
+        flush=True,
+    )
     with emulator as endpoint:
         for fmt in args.fairness.split(","):
             kinds = (SNIPPET, IOBENCH, SAME_HEAP) if args.same_heap else (SNIPPET, IOBENCH)
@@ -305,34 +379,71 @@ def _rounds(reference: str, got: dict[str, list[dict]]) -> None:
     rounds = list(zip(got[reference], got[IOBENCH], strict=True))
     pairs = [f"{a['samples_per_s']:,.0f}/{b['samples_per_s']:,.0f}" for a, b in rounds]
     ratios = sorted(b["samples_per_s"] / a["samples_per_s"] for a, b in rounds)
-    print(f"{'':<11} rounds ({reference}/iobench): {', '.join(pairs)}; ratios {ratios[0]:.3f}-{ratios[-1]:.3f}, "
-          f"median {statistics.median(ratios):.3f}", flush=True)  # fmt: skip
+    print(
+        f"{'':<11} rounds ({reference}/iobench): {', '.join(pairs)}; ratios {ratios[0]:.3f}-{ratios[-1]:.3f}, "
+        f"median {statistics.median(ratios):.3f}",
+        flush=True,
+    )
 
 
 def formats_table(args: argparse.Namespace) -> None:
     results = Path(tempfile.mkdtemp()) / "formats.jsonl"
     for pair in args.formats_table.split(","):
         fmt, loader = pair.split(":")
-        argv = [sys.executable, "-m", "iobench", "run", "--remote", args.profile, "--format", fmt, "--loader", loader,
-                "--num-workers", str(args.workers), "--cache", "cold", "--runs", "1", "--epochs", "1",
-                "--batch-size", str(BATCH), "--fuse-chunk", args.fuse_chunk, "--device", "cpu", "-q",
-                "--data-dir", str(args.dataset.parent), "--dataset", args.dataset.name,
-                "--results", str(results)]  # fmt: skip
+        argv = [
+            sys.executable,
+            "-m",
+            "iobench",
+            "run",
+            "--remote",
+            args.profile,
+            "--format",
+            fmt,
+            "--loader",
+            loader,
+            "--num-workers",
+            str(args.workers),
+            "--cache",
+            "cold",
+            "--runs",
+            "1",
+            "--epochs",
+            "1",
+            "--batch-size",
+            str(BATCH),
+            "--fuse-chunk",
+            args.fuse_chunk,
+            "--device",
+            "cpu",
+            "-q",
+            "--data-dir",
+            str(args.dataset.parent),
+            "--dataset",
+            args.dataset.name,
+            "--results",
+            str(results),
+        ]
         r = subprocess.run(argv, capture_output=True, text=True, timeout=3600)
         if r.returncode != 0:
             print(f"{fmt}:{loader}: {r.stderr.strip().splitlines()[-1] if r.stderr.strip() else r.returncode}")
     records = [json.loads(line) for line in results.read_text().splitlines()] if results.exists() else []
-    print(f"\nformats: one cold epoch each, {args.profile}, batch {BATCH}, {args.workers} workers, "
-          f"FUSE chunk {args.fuse_chunk}; records in {results}")  # fmt: skip
-    print(f"{'format':<11} {'loader':<11} {'path':<7} {'samples/s':>10} {'GETs':>7} {'HEADs':>6} {'MB moved':>9} "
-          f"{'x data':>7} {'first batch s':>13}")  # fmt: skip
+    print(
+        f"\nformats: one cold epoch each, {args.profile}, batch {BATCH}, {args.workers} workers, "
+        f"FUSE chunk {args.fuse_chunk}; records in {results}"
+    )
+    print(
+        f"{'format':<11} {'loader':<11} {'path':<7} {'samples/s':>10} {'GETs':>7} {'HEADs':>6} {'MB moved':>9} "
+        f"{'x data':>7} {'first batch s':>13}"
+    )
     for x in records:
         by = x.get("requests_by_method") or {}
         moved = (x.get("device_read_bytes") or [0])[0]
         payload = json.loads((args.dataset / "manifest.json").read_text())["formats"][x["format"]]["bytes"]
-        print(f"{x['format']:<11} {x['loader']:<11} {x['storage']:<7} {x['samples_per_s']:>10,.0f} "
-              f"{by.get('GET', 0):>7,} {by.get('HEAD', 0):>6,} {moved / 1e6:>9.1f} {moved / payload:>7.2f} "
-              f"{x['first_batch_seconds'][0]:>13.3f}")  # fmt: skip
+        print(
+            f"{x['format']:<11} {x['loader']:<11} {x['storage']:<7} {x['samples_per_s']:>10,.0f} "
+            f"{by.get('GET', 0):>7,} {by.get('HEAD', 0):>6,} {moved / 1e6:>9.1f} {moved / payload:>7.2f} "
+            f"{x['first_batch_seconds'][0]:>13.3f}"
+        )
 
 
 def main() -> None:

@@ -39,9 +39,11 @@ def main() -> None:
         score(delivered, n, args.batch_size)
         costs.append(time.perf_counter() - start)
     epoch, cost = record.epochs.epoch_seconds_median, statistics.median(costs)
-    print(f"{n:,} samples, batch {args.batch_size}: warm shuffled npy epoch {epoch:.3f} s (median of 3), "
-          f"scoring {cost * 1000:.1f} ms (median of 5): {100 * cost / epoch:.2f}% of the epoch; "
-          f"scores {record.epochs.shuffle_spread:.3f}/{record.epochs.shuffle_order:.3f}")  # fmt: skip
+    print(
+        f"{n:,} samples, batch {args.batch_size}: warm shuffled npy epoch {epoch:.3f} s (median of 3), "
+        f"scoring {cost * 1000:.1f} ms (median of 5): {100 * cost / epoch:.2f}% of the epoch; "
+        f"scores {record.epochs.shuffle_spread:.3f}/{record.epochs.shuffle_order:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -39,8 +39,13 @@ def spdl_epoch(folder: Path, batch: int, concurrency: int, seed: int) -> float:
 
     start = time.perf_counter()
     source = batches()
-    pipeline = (PipelineBuilder().add_source(source).pipe(read, concurrency=concurrency, output_order="input")
-                .add_sink(2).build(num_threads=concurrency))  # fmt: skip
+    pipeline = (
+        PipelineBuilder()
+        .add_source(source)
+        .pipe(read, concurrency=concurrency, output_order="input")
+        .add_sink(2)
+        .build(num_threads=concurrency)
+    )
     n = 0
     with pipeline.auto_stop():
         for _x, y in pipeline.get_iterator(timeout=None):

@@ -33,20 +33,50 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         data, results = Path(tmp) / "data", Path(tmp) / "r.jsonl"
         iobench = [sys.executable, "-m", "iobench"]
-        subprocess.run([*iobench, "prepare", "--size", args.samples, "--formats", "npy", "--data-dir", str(data),
-                        "-q"], check=True, cwd=ROOT)  # fmt: skip
-        subprocess.run([*iobench, "run", "--data-dir", str(data), "--format", "npy", "--device", "cpu",
-                        "--batch-size", "16", "--step", f"sleep:{args.step:g}", "--what-if", args.what_if, "--runs",
-                        args.runs, "-q", "--results", str(results)], check=True, cwd=ROOT,
-                       env=dict(os.environ, COLUMNS="200"), stdout=subprocess.DEVNULL)  # fmt: skip
+        subprocess.run(
+            [*iobench, "prepare", "--size", args.samples, "--formats", "npy", "--data-dir", str(data), "-q"],
+            check=True,
+            cwd=ROOT,
+        )
+        subprocess.run(
+            [
+                *iobench,
+                "run",
+                "--data-dir",
+                str(data),
+                "--format",
+                "npy",
+                "--device",
+                "cpu",
+                "--batch-size",
+                "16",
+                "--step",
+                f"sleep:{args.step:g}",
+                "--what-if",
+                args.what_if,
+                "--runs",
+                args.runs,
+                "-q",
+                "--results",
+                str(results),
+            ],
+            check=True,
+            cwd=ROOT,
+            env=dict(os.environ, COLUMNS="200"),
+            stdout=subprocess.DEVNULL,
+        )
         base, *measured = [RunRecord.from_json(json.loads(line)) for line in results.read_text().splitlines()]
-    print(f"load {os.getloadavg()[0]:.2f}; measured sleep:{args.step:g}: {base.epochs.samples_per_s:,.0f} samples/s, "
-          f"AU {base.epochs.accelerator_utilisation:.0%}")  # fmt: skip
+    print(
+        f"load {os.getloadavg()[0]:.2f}; measured sleep:{args.step:g}: {base.epochs.samples_per_s:,.0f} samples/s, "
+        f"AU {base.epochs.accelerator_utilisation:.0%}"
+    )
     for m in measured:
         ms = float(m.config.step.split(":")[1])
         predicted = predict(base, ms)
-        print(f"sleep:{ms:g}: predicted {predicted.samples_per_s:,.0f}, measured {m.epochs.samples_per_s:,.0f} "
-              f"samples/s, error {error(predicted, m):+.1%}")  # fmt: skip
+        print(
+            f"sleep:{ms:g}: predicted {predicted.samples_per_s:,.0f}, measured {m.epochs.samples_per_s:,.0f} "
+            f"samples/s, error {error(predicted, m):+.1%}"
+        )
 
 
 if __name__ == "__main__":

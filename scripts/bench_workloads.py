@@ -112,7 +112,7 @@ def files_writing(data: Path, n: int, repeats: int) -> None:
         print(
             f"      encode only, {cores} threads: {encode:,.0f} samples/s;"
             f" create+write of {mean_file:,.0f}-byte files, 1 thread: {files:,.0f} files/s, {kernel:.0f} µs kernel each"
-        )  # fmt: skip
+        )
     remove_tree(data / "files")
 
 
@@ -155,9 +155,25 @@ def transform_workers(data: Path, n: int) -> None:
     iobench("prepare", "--workload", "small-image", "--size", n, "--formats", "npy,files", "--data-dir", out, "-q")
     results = out / "sweep.jsonl"
     iobench(
-        "sweep", "--data-dir", out, "--format", "npy,files", "--loader", "dataloader", "--num-workers", "0,2",
-        "--transform", "augment", "--runs", "3", "--device", "cpu", "--results", results, "-q",
-    )  # fmt: skip
+        "sweep",
+        "--data-dir",
+        out,
+        "--format",
+        "npy,files",
+        "--loader",
+        "dataloader",
+        "--num-workers",
+        "0,2",
+        "--transform",
+        "augment",
+        "--runs",
+        "3",
+        "--device",
+        "cpu",
+        "--results",
+        results,
+        "-q",
+    )
     print(f"--transform augment, small-image, {n:,} samples, warm, shuffled, DataLoader, one sweep:")
     print(f"  {'format':<7} {'workers':>7} {'samples/s':>10} {'transform µs/sample':>20}")
     rows = [json.loads(line) for line in results.read_text().splitlines() if line.strip()]

@@ -126,8 +126,22 @@ def prepare(data_dir: Path, size: str, formats: list[str] | None) -> Path:
     have = json.loads(manifest.read_text())["formats"] if manifest.is_file() else {}
     missing = [f for f in names if f not in have]
     if missing:
-        subprocess.run([sys.executable, "-m", "iobench", "prepare", "--size", size, "--formats", ",".join(missing),
-                        "--data-dir", str(data_dir), "-q"], check=True)  # fmt: skip
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "iobench",
+                "prepare",
+                "--size",
+                size,
+                "--formats",
+                ",".join(missing),
+                "--data-dir",
+                str(data_dir),
+                "-q",
+            ],
+            check=True,
+        )
     return dataset
 
 
@@ -157,8 +171,9 @@ def grace_s(loader: str) -> float:
     return INTERRUPT_GRACE_S + SHUTDOWN_S.get((kind.extra if kind is not None else None) or "", 0.0)
 
 
-def classify(rc: int | None, output: str, mode: str, after_signal: float | None,
-             grace: float = INTERRUPT_GRACE_S) -> str:  # fmt: skip
+def classify(
+    rc: int | None, output: str, mode: str, after_signal: float | None, grace: float = INTERRUPT_GRACE_S
+) -> str:
     lines = [line for line in output.splitlines() if line.strip()]
     last = lines[-1] if lines else ""
     if rc is None:
@@ -181,19 +196,53 @@ def _default_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def run_case(case: Case, args: list[str], dataset: Path, checkout: Path | None, timeout: float,
-             sigint_after: float, device: str = "cpu") -> Outcome:  # fmt: skip
+def run_case(
+    case: Case,
+    args: list[str],
+    dataset: Path,
+    checkout: Path | None,
+    timeout: float,
+    sigint_after: float,
+    device: str = "cpu",
+) -> Outcome:
     results = dataset.parent / "crash-matrix-results.jsonl"  # one file: the machine's limits are measured once
-    command = [sys.executable, "-X", "faulthandler", "-m", "iobench", "run", "--format", ",".join(case.formats),
-               "--loader", case.loader, "--device", device, "--data-dir", str(dataset.parent), "--dataset",
-               dataset.name, "--results", str(results), "--batch-size", "1024", *args,
-               *MODE_ARGS[case.mode]]  # fmt: skip
+    command = [
+        sys.executable,
+        "-X",
+        "faulthandler",
+        "-m",
+        "iobench",
+        "run",
+        "--format",
+        ",".join(case.formats),
+        "--loader",
+        case.loader,
+        "--device",
+        device,
+        "--data-dir",
+        str(dataset.parent),
+        "--dataset",
+        dataset.name,
+        "--results",
+        str(results),
+        "--batch-size",
+        "1024",
+        *args,
+        *MODE_ARGS[case.mode],
+    ]
     before = our_orphans()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "COLUMNS": "200"}
     started = time.monotonic()
     # SIGINT as a terminal gives it (this script may run as a background job, whose SIGINT is ignored and inherited)
-    proc = subprocess.Popen(command, cwd=checkout or None, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True, preexec_fn=_default_sigint)  # fmt: skip
+    proc = subprocess.Popen(
+        command,
+        cwd=checkout or None,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        preexec_fn=_default_sigint,
+    )
     after_signal = None
     try:
         if case.mode == "sigint":
@@ -267,9 +316,14 @@ def main() -> None:
     parser.add_argument("--sigint-after", type=float, default=8.0)
     parser.add_argument("--out", type=Path, default=Path("crash-matrix.jsonl"))
     parser.add_argument("--device", default="cpu", help="the runs' --device (cuda on a GPU machine)")
-    parser.add_argument("--jobs", type=int, default=1, help="cases at a time (a case's 'left' then counts the "
-                        "orphans of the cases beside it too: a lead, not a verdict; sigint's 2 s holds on an idle "
-                        "machine only)")  # fmt: skip
+    parser.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="cases at a time (a case's 'left' then counts the "
+        "orphans of the cases beside it too: a lead, not a verdict; sigint's 2 s holds on an idle "
+        "machine only)",
+    )
     parser.add_argument("--table", nargs="+", type=Path, help="print the Markdown table of these result files")
     a = parser.parse_args()
     if a.table:
@@ -292,8 +346,11 @@ def main() -> None:
             case, outcome = futures[future], future.result()
             out.write(json.dumps(asdict(outcome)) + "\n")
             out.flush()
-            print(f"[{k + 1}/{len(todo)}] {case.name} {case.mode} {','.join(case.formats)}: {outcome.result} "
-                  f"({outcome.seconds:.1f} s) {outcome.last_line[:120]}", file=sys.stderr)  # fmt: skip
+            print(
+                f"[{k + 1}/{len(todo)}] {case.name} {case.mode} {','.join(case.formats)}: {outcome.result} "
+                f"({outcome.seconds:.1f} s) {outcome.last_line[:120]}",
+                file=sys.stderr,
+            )
     print(table([a.out]))
 
 

@@ -19,8 +19,15 @@ WIDTH = "110"
 def _help(*command: str) -> str:
     env = {k: v for k, v in os.environ.items() if k != "FORCE_COLOR"}
     env.update(COLUMNS=WIDTH, LINES="50", NO_COLOR="1", TERM="dumb")
-    done = subprocess.run([sys.executable, "-m", "iobench", *command, "--help"], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=60, check=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "iobench", *command, "--help"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=60,
+        check=True,
+    )
     return "\n".join(line.rstrip() for line in done.stdout.strip("\n").splitlines())
 
 

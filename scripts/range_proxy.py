@@ -39,8 +39,9 @@ class Forward(BaseHTTPRequestHandler):
             if name.lower() not in HOP_BY_HOP | OWN:
                 self.send_header(name, value)
         # a HEAD's length is the object's, not its (empty) body's
-        self.send_header("Content-Length", reply.getheader("Content-Length", "0") if self.command == "HEAD"
-                         else str(len(data)))  # fmt: skip
+        self.send_header(
+            "Content-Length", reply.getheader("Content-Length", "0") if self.command == "HEAD" else str(len(data))
+        )
         self.end_headers()
         if self.command != "HEAD":
             self.wfile.write(data)

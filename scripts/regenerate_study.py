@@ -63,8 +63,12 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         target = (args.into or STUDY) / out
         source = (STUDY / records).relative_to(ROOT)  # as the report names it, wherever the checkout is
-        done = subprocess.run([sys.executable, "-m", "iobench", "report", str(source), "--out", str(target)],
-                              capture_output=True, text=True, cwd=ROOT)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "iobench", "report", str(source), "--out", str(target)],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+        )
         if done.returncode != 0:
             print(f"{records}: {done.stderr.strip()}", file=sys.stderr)
             return 1

@@ -69,8 +69,11 @@ def too_big(folder: Path, slow: bool) -> str | None:
         return None
     # the disk it takes (a sparse file of 40 GB holds no blocks)
     held = sum(f.stat().st_blocks * 512 for f in folder.rglob("*") if f.is_file() and not f.is_symlink())
-    return f"left {held / 2**20:.0f} MiB in its folder: shrink its data, or mark it @pytest.mark.slow" if (
-        held > SMALL_BYTES) else None  # fmt: skip
+    return (
+        f"left {held / 2**20:.0f} MiB in its folder: shrink its data, or mark it @pytest.mark.slow"
+        if (held > SMALL_BYTES)
+        else None
+    )
 
 
 # Where iobench measures the cores other programs use (each imports `other_cores_busy` by name);
@@ -207,15 +210,40 @@ def resolved_run(dataset_dir: Path, fmt: str, loader: str, world: World = SINGLE
 
 # A complete stored record of schema 1 (no schema_version): what tests vary one field at a time.
 FLAT_RECORD = {
-    "dataset": "n100_3-4_float32_c1000_s0", "format": "npy", "loader": "dataloader", "batch_size": 16,
-    "num_workers": 0, "order": "shuffle", "shuffle": True, "epochs": 1, "warmup": 1, "runs": 3,
-    "device": "cpu", "cache": "warm", "n_samples": 100, "sample_shape": [3, 4], "dtype": "float32",
-    "sample_bytes": 56, "dataset_bytes": 5600, "epoch_seconds": [0.1, 0.2, 0.3], "epoch_seconds_median": 0.2,
-    "epoch_seconds_min": 0.1, "epoch_seconds_max": 0.3, "epoch_seconds_cv": 0.4, "epoch_seconds_mad": 0.1,
-    "first_batch_seconds": [0.01, 0.01, 0.01], "first_batch_seconds_median": 0.01, "samples_per_epoch": 100,
-    "batches_per_epoch": 7, "samples_per_s": 500.0, "mb_per_s": 0.028, "wait_ms_per_batch": 1.0,
-    "h2d_ms_per_batch": 0.1, "step_ms_per_batch": 0.0, "partial": False,
-}  # fmt: skip
+    "dataset": "n100_3-4_float32_c1000_s0",
+    "format": "npy",
+    "loader": "dataloader",
+    "batch_size": 16,
+    "num_workers": 0,
+    "order": "shuffle",
+    "shuffle": True,
+    "epochs": 1,
+    "warmup": 1,
+    "runs": 3,
+    "device": "cpu",
+    "cache": "warm",
+    "n_samples": 100,
+    "sample_shape": [3, 4],
+    "dtype": "float32",
+    "sample_bytes": 56,
+    "dataset_bytes": 5600,
+    "epoch_seconds": [0.1, 0.2, 0.3],
+    "epoch_seconds_median": 0.2,
+    "epoch_seconds_min": 0.1,
+    "epoch_seconds_max": 0.3,
+    "epoch_seconds_cv": 0.4,
+    "epoch_seconds_mad": 0.1,
+    "first_batch_seconds": [0.01, 0.01, 0.01],
+    "first_batch_seconds_median": 0.01,
+    "samples_per_epoch": 100,
+    "batches_per_epoch": 7,
+    "samples_per_s": 500.0,
+    "mb_per_s": 0.028,
+    "wait_ms_per_batch": 1.0,
+    "h2d_ms_per_batch": 0.1,
+    "step_ms_per_batch": 0.0,
+    "partial": False,
+}
 
 
 def record_of(**changes) -> RunRecord:
@@ -229,8 +257,9 @@ def format_param(name: str, *values: object) -> object:
     entry = FORMATS._entries[name]
     missing = not FORMATS.installed(name)
     reason = f"{entry.needs} is not installed (pip install 'iobench[{entry.needs}]')" if missing else ""
-    return pytest.param(name, *values, marks=pytest.mark.skipif(missing, reason=reason), id="-".join(
-        [name, *(str(v) for v in values)]))  # fmt: skip
+    return pytest.param(
+        name, *values, marks=pytest.mark.skipif(missing, reason=reason), id="-".join([name, *(str(v) for v in values)])
+    )
 
 
 # --loader nodes and tune's threads need torchdata (the `[torchdata]` extra): skipped with the reason without it
@@ -252,8 +281,10 @@ def every_format() -> list[object]:
 def run_pasted(script: Path, start_method: str) -> subprocess.CompletedProcess:
     """The pasted script in a fresh interpreter whose workers start with `start_method` (spawn pickles the
     dataset and the collate function: a lambda there fails), from outside the checkout."""
-    code = (f"import multiprocessing, runpy; multiprocessing.set_start_method({start_method!r}); "
-            f"runpy.run_path({str(script)!r}, run_name='__main__')")  # fmt: skip
+    code = (
+        f"import multiprocessing, runpy; multiprocessing.set_start_method({start_method!r}); "
+        f"runpy.run_path({str(script)!r}, run_name='__main__')"
+    )
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=script.parent, env=env)
 
@@ -282,8 +313,14 @@ def run_with_peak_memory(*args: object, timeout: float = 300) -> tuple[CliResult
     """`iobench ARGS...` in a process of its own; its result and the peak RSS in bytes of it and its children
     (a fresh parent between, so that no earlier child of the test session counts)."""
     env = dict(os.environ, COLUMNS="200")
-    done = subprocess.run([sys.executable, "-c", _PEAK, sys.executable, "-m", "iobench", *map(str, args)],
-                          capture_output=True, text=True, env=env, cwd=ROOT, timeout=timeout)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", _PEAK, sys.executable, "-m", "iobench", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=timeout,
+    )
     *err, peak = done.stderr.rstrip("\n").split("\n")
     return CliResult(done.returncode, done.stdout, "\n".join(err) + "\n" if err else ""), int(peak)
 
@@ -295,8 +332,13 @@ def planted(folder: Path) -> Path:
     marker = folder / "planted-code-ran"
     leave = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\n"
     (folder / "iobench" / "data").mkdir(parents=True)
-    for module in ("iobench/__init__.py", "iobench/__main__.py", "iobench/data/__init__.py", "iobench/data/shares.py",
-                   "numpy.py"):  # fmt: skip
+    for module in (
+        "iobench/__init__.py",
+        "iobench/__main__.py",
+        "iobench/data/__init__.py",
+        "iobench/data/shares.py",
+        "numpy.py",
+    ):
         (folder / module).write_text(leave)
     return marker
 
@@ -380,7 +422,7 @@ def run_beside_a_fifo(resolved: ResolvedRun, fifo: Path) -> BaseException | None
     def measure() -> None:
         try:
             run(resolved)
-        except BaseException as exc:  # noqa: BLE001 - the caller examines it
+        except BaseException as exc:  # the caller examines it
             outcome["error"] = exc
 
     thread = threading.Thread(target=measure, daemon=True)

@@ -42,8 +42,11 @@ def test_every_imported_name_exists(path):
 
 
 def _missing_names(path: Path) -> list[str]:
-    return [f"{path.name}:{line}: {module} has no {name}" for line, module, name in _imports(path)
-            if not _exists(module, name)]  # fmt: skip
+    return [
+        f"{path.name}:{line}: {module} has no {name}"
+        for line, module, name in _imports(path)
+        if not _exists(module, name)
+    ]
 
 
 def test_a_name_that_does_not_exist_is_found(tmp_path):

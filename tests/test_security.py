@@ -268,8 +268,20 @@ def test_a_manifest_nested_too_deep_is_one_line_and_skipped_beside_a_good_datase
     (data / "bad" / "manifest.json").write_text(DEEP)
     r = cli("info", "--data-dir", data)
     assert r.code == 0 and clean.name in r.out and "skipped" in r.err and "nested too deeply" in r.err, r.err
-    r = cli("run", "--data-dir", data, "--format", "npy", "--device", "cpu", "--runs", "1", "-q",
-            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        data,
+        "--format",
+        "npy",
+        "--device",
+        "cpu",
+        "--runs",
+        "1",
+        "-q",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 0 and "skipped" in r.err and "nested too deeply" in r.err and "Traceback" not in r.err, r.err
     r = cli("verify", "--data-dir", data, "-q")
     assert r.code == 1 and "nested too deeply" in r.out and "Traceback" not in r.out + r.err
@@ -279,8 +291,20 @@ def test_a_manifest_nested_too_deep_is_one_line_and_skipped_beside_a_good_datase
 def test_memmaps_meta_json_nested_too_deep_is_one_line(dataset, tmp_path, cli):
     (dataset / "memmap" / "meta.json").write_text(DEEP)
     _rewrite_manifest(dataset, "memmap")
-    r = cli("run", "--data-dir", dataset.parent, "--format", "memmap", "--loader", "tensorclass", "--device", "cpu",
-            "-q", "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        dataset.parent,
+        "--format",
+        "memmap",
+        "--loader",
+        "tensorclass",
+        "--device",
+        "cpu",
+        "-q",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert_one_line_error(r, "nested too deeply")
 
 
@@ -291,5 +315,6 @@ def test_a_manifest_count_that_is_not_a_whole_number_is_refused(dataset, cli, va
     manifest = json.loads(path.read_text())
     manifest["spec"]["n_samples"] = value
     path.write_text(json.dumps(manifest))
-    assert_one_line_error(cli("info", "--data-dir", dataset.parent, "--dataset", dataset.name),
-                          "n_samples must be a whole number")  # fmt: skip
+    assert_one_line_error(
+        cli("info", "--data-dir", dataset.parent, "--dataset", dataset.name), "n_samples must be a whole number"
+    )

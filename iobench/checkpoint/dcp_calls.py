@@ -45,8 +45,11 @@ def dcp_async_pinned_save(state: dict, place: Place) -> Any:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.staging import DefaultStager, StagingOptions
 
-    stager = DefaultStager(StagingOptions(use_pinned_memory=True, use_shared_memory=False, use_async_staging=True,
-                                          use_non_blocking_copy=True))  # fmt: skip
+    stager = DefaultStager(
+        StagingOptions(
+            use_pinned_memory=True, use_shared_memory=False, use_async_staging=True, use_non_blocking_copy=True
+        )
+    )
     return future(dcp.async_save(state, storage_writer=dcp_writer(place, 1), async_stager=stager))
 
 
@@ -56,8 +59,11 @@ def dcp_async_process_save(state: dict, place: Place) -> Any:
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict_saver import AsyncCheckpointerType
 
-    return future(dcp.async_save(state, storage_writer=dcp_writer(place, 1),
-                                  async_checkpointer_type=AsyncCheckpointerType.PROCESS))  # fmt: skip
+    return future(
+        dcp.async_save(
+            state, storage_writer=dcp_writer(place, 1), async_checkpointer_type=AsyncCheckpointerType.PROCESS
+        )
+    )
 
 
 def future(response: Any) -> Any:

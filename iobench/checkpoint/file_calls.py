@@ -53,8 +53,10 @@ def torch_load_mmap(place: Place, spec: StateSpec, prepared: Any = None) -> dict
 
 def materialised(state: dict) -> dict:
     """Every tensor copied out of its mapping (a model's `load_state_dict` copies it so)."""
-    return {k: materialised(v) if isinstance(v, dict) else v.clone() if isinstance(v, torch.Tensor) else v
-            for k, v in state.items()}  # fmt: skip
+    return {
+        k: materialised(v) if isinstance(v, dict) else v.clone() if isinstance(v, torch.Tensor) else v
+        for k, v in state.items()
+    }
 
 
 def safetensors_save(state: dict, place: Place) -> None:
@@ -103,8 +105,9 @@ def safetensors_onto(place: Place, spec: StateSpec, device: str) -> dict:
     return unflatten(flat, step)
 
 
-def fastsafetensors_load(place: Place, spec: StateSpec, prepared: Any = None, device: str = "cpu",
-                          gds: bool = False) -> dict:  # fmt: skip
+def fastsafetensors_load(
+    place: Place, spec: StateSpec, prepared: Any = None, device: str = "cpu", gds: bool = False
+) -> dict:
     """fastsafe_open as its README opens a file: the file read whole into its buffer (nogds on the host), tensors
     that share it (no copy needed: they keep the buffer alive)."""
     from fastsafetensors import fastsafe_open

@@ -20,8 +20,13 @@ from iobench.results.checkpoint_record import KILL_OUTCOMES
 N, N_PLUS_1 = 1, 2  # the seeds of step N's state and of step N+1's
 
 
-def kill_test(job: CheckpointJob, kills: int, env: Mapping[str, str], seed: int = 0,
-              each: Callable[[int, str], None] | None = None) -> dict[str, int]:  # fmt: skip
+def kill_test(
+    job: CheckpointJob,
+    kills: int,
+    env: Mapping[str, str],
+    seed: int = 0,
+    each: Callable[[int, str], None] | None = None,
+) -> dict[str, int]:
     """`job`: the library's save in one mode, to a place of its own (a local folder, emptied before each kill).
     `each(k, outcome)` is told after every kill."""
     rng = random.Random(seed)

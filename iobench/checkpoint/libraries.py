@@ -81,42 +81,102 @@ class Library:
         return self.saves_as is None and not self.ceiling
 
 
-DCP = {"modules": ("torch.distributed.checkpoint",), "prepares": "state.initialised_state", "ranks": True,
-       "targets": (LOCAL, OBJECT), "restores": "dcp_calls.dcp_load"}  # fmt: skip
+DCP = {
+    "modules": ("torch.distributed.checkpoint",),
+    "prepares": "state.initialised_state",
+    "ranks": True,
+    "targets": (LOCAL, OBJECT),
+    "restores": "dcp_calls.dcp_load",
+}
 SAFETENSORS = {"needs": "safetensors", "modules": ("safetensors.torch",)}
-FASTSAFETENSORS = {"needs": "fastsafetensors", "saves_as": "safetensors", "modules": ("safetensors.torch",),
-                   "saves": "file_calls.safetensors_save", "restores": "file_calls.fastsafetensors_load"}  # fmt: skip
+FASTSAFETENSORS = {
+    "needs": "fastsafetensors",
+    "saves_as": "safetensors",
+    "modules": ("safetensors.torch",),
+    "saves": "file_calls.safetensors_save",
+    "restores": "file_calls.fastsafetensors_load",
+}
 DCP_THREADS = 4  # FileSystemWriter's thread_count for `dcp-threads` (its default is 1)
 
 LIBRARIES: dict[str, Library] = {
     lib.name: lib
     for lib in (
-        Library("torch", "torch.save, torch.load(weights_only=True); S3Checkpoint on object storage",
-                "file_calls.torch_save", "file_calls.torch_load", targets=(LOCAL, OBJECT)),
-        Library("torch-mmap", "torch.load(mmap=True), copied out", "file_calls.torch_save",
-                "file_calls.torch_load_mmap", saves_as="torch"),
-        Library("safetensors", "save_file, load_file copied out, safe_open(device=...) onto a device; bytes put and "
-                "got on object storage", "file_calls.safetensors_save", "file_calls.safetensors_load",
-                targets=(LOCAL, OBJECT), onto="file_calls.safetensors_onto", **SAFETENSORS),
-        Library("fastsafetensors", "fastsafe_open(nogds=True) of safetensors' file",
-                onto="file_calls.fastsafetensors_onto", **FASTSAFETENSORS),
-        Library("fastsafetensors-gds", "fastsafe_open with GPUDirect Storage, straight to the device",
-                onto="file_calls.fastsafetensors_gds_onto", needs_cuda="GPUDirect Storage reads to a CUDA device",
-                **FASTSAFETENSORS),
-        Library("dcp", "torch.distributed.checkpoint, thread_count 1; S3StorageWriter/Reader on object storage",
-                "dcp_calls.dcp_save", **DCP),
+        Library(
+            "torch",
+            "torch.save, torch.load(weights_only=True); S3Checkpoint on object storage",
+            "file_calls.torch_save",
+            "file_calls.torch_load",
+            targets=(LOCAL, OBJECT),
+        ),
+        Library(
+            "torch-mmap",
+            "torch.load(mmap=True), copied out",
+            "file_calls.torch_save",
+            "file_calls.torch_load_mmap",
+            saves_as="torch",
+        ),
+        Library(
+            "safetensors",
+            "save_file, load_file copied out, safe_open(device=...) onto a device; bytes put and got on object storage",
+            "file_calls.safetensors_save",
+            "file_calls.safetensors_load",
+            targets=(LOCAL, OBJECT),
+            onto="file_calls.safetensors_onto",
+            **SAFETENSORS,
+        ),
+        Library(
+            "fastsafetensors",
+            "fastsafe_open(nogds=True) of safetensors' file",
+            onto="file_calls.fastsafetensors_onto",
+            **FASTSAFETENSORS,
+        ),
+        Library(
+            "fastsafetensors-gds",
+            "fastsafe_open with GPUDirect Storage, straight to the device",
+            onto="file_calls.fastsafetensors_gds_onto",
+            needs_cuda="GPUDirect Storage reads to a CUDA device",
+            **FASTSAFETENSORS,
+        ),
+        Library(
+            "dcp",
+            "torch.distributed.checkpoint, thread_count 1; S3StorageWriter/Reader on object storage",
+            "dcp_calls.dcp_save",
+            **DCP,
+        ),
         Library("dcp-threads", f"DCP, thread_count {DCP_THREADS}", "dcp_calls.dcp_save_threads", **DCP),
         Library("dcp-async", "DCP async_save, staged and written by a thread", "dcp_calls.dcp_async_save", **DCP),
-        Library("dcp-async-pinned", "DCP async_save with pinned-memory staging", "dcp_calls.dcp_async_pinned_save",
-                needs_cuda="pinned staging needs a CUDA device", **DCP),
-        Library("dcp-async-process", "DCP async_save written by its background process",
-                "dcp_calls.dcp_async_process_save", group=True, **DCP),
-        Library("tensordict", "TensorDict.memmap, load_memmap copied out", "file_calls.tensordict_save",
-                "file_calls.tensordict_load", needs="tensordict", modules=("tensordict",)),
-        Library("raw", "a reference: one write and fsync, one O_DIRECT read in 8 MiB pieces on 4 threads",
-                "file_calls.raw_save", "file_calls.raw_load", ceiling=True, memory_factor=1.1),
+        Library(
+            "dcp-async-pinned",
+            "DCP async_save with pinned-memory staging",
+            "dcp_calls.dcp_async_pinned_save",
+            needs_cuda="pinned staging needs a CUDA device",
+            **DCP,
+        ),
+        Library(
+            "dcp-async-process",
+            "DCP async_save written by its background process",
+            "dcp_calls.dcp_async_process_save",
+            group=True,
+            **DCP,
+        ),
+        Library(
+            "tensordict",
+            "TensorDict.memmap, load_memmap copied out",
+            "file_calls.tensordict_save",
+            "file_calls.tensordict_load",
+            needs="tensordict",
+            modules=("tensordict",),
+        ),
+        Library(
+            "raw",
+            "a reference: one write and fsync, one O_DIRECT read in 8 MiB pieces on 4 threads",
+            "file_calls.raw_save",
+            "file_calls.raw_load",
+            ceiling=True,
+            memory_factor=1.1,
+        ),
     )
-}  # fmt: skip
+}
 
 
 def libraries_help() -> str:

@@ -41,8 +41,9 @@ def in_a_process(job: CheckpointJob, timeout_s: float, env: Mapping[str, str]) -
             raise subprocess.TimeoutExpired(argv, timeout_s) from None
         shown = next((e for e in exits if e.code != 0), exits[0])
         return subprocess.CompletedProcess(argv, shown.code, shown.stdout, shown.stderr)
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=child_env(None, **env)) as proc:  # fmt: skip
+    with subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(None, **env)
+    ) as proc:
         try:
             out, err = proc.communicate(timeout=timeout_s)
         except BaseException:  # a timeout or an interrupt: the trial is not left running
@@ -60,8 +61,11 @@ class Started:
     def __init__(self, job: CheckpointJob, env: Mapping[str, str]) -> None:
         argv, env = trial_argv(job), child_env(None, **env)
         self._ranks = Ranks(argv, job.nproc, env=env, pipe=True) if as_ranks(job) else None
-        self._procs = self._ranks.procs if self._ranks is not None else [
-            subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)]  # fmt: skip
+        self._procs = (
+            self._ranks.procs
+            if self._ranks is not None
+            else [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)]
+        )
 
     def readline(self) -> str:
         return self._procs[0].stdout.readline().decode(errors="replace")
@@ -100,8 +104,10 @@ def trial(job: CheckpointJob, env: Mapping[str, str], disk: Path | None = None) 
         lines = [x for x in done.stderr.splitlines() if x.strip()]
         why = lines[-1][:300] if lines else f"exit status {done.returncode}"
         if disk is not None and job.op == "save" and (left := free_bytes(disk)) < FULL_DISK_BYTES:
-            why = (f"the disk is full ({free_before / 1e6:,.0f} MB free under --dir before the save, {left / 1e6:,.0f}"
-                   f" MB after; the library said: {why})")  # fmt: skip
+            why = (
+                f"the disk is full ({free_before / 1e6:,.0f} MB free under --dir before the save, {left / 1e6:,.0f}"
+                f" MB after; the library said: {why})"
+            )
         raise IobenchError(f"checkpoint: {job.library} {job.op} failed: {why}")
     return json.loads(done.stdout.strip().splitlines()[-1])
 

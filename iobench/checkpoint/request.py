@@ -66,8 +66,10 @@ def checked(request: CheckpointRequest) -> tuple[CheckpointRequest, list[Library
     caches = request.caches
     if (request.remote is not None or request.endpoint_url is not None) and "warm" in caches:
         caches = ("cold",)  # an object store's answers come over the network: nothing is cached here
-        skipped.append("object storage: a restore reads from the store (nothing of it is cached here): one a round, "
-                       "recorded as cold")  # fmt: skip
+        skipped.append(
+            "object storage: a restore reads from the store (nothing of it is cached here): one a round, "
+            "recorded as cold"
+        )
     return replace(request, device=device, torch_threads=threads, caches=caches), libraries, skipped
 
 
@@ -105,13 +107,16 @@ def device_of(text: str, state_bytes: int, nproc: int = 1) -> str:
         return "cpu"
     free, _ = torch.cuda.mem_get_info(device)
     if state_bytes * 1.1 > free:
-        raise IobenchError(f"checkpoint --device {text}: a {state_bytes / 2**30:.2f} GiB state and "
-                           f"{free / 2**30:.1f} GiB free on the device; give a smaller --params")  # fmt: skip
+        raise IobenchError(
+            f"checkpoint --device {text}: a {state_bytes / 2**30:.2f} GiB state and "
+            f"{free / 2**30:.1f} GiB free on the device; give a smaller --params"
+        )
     return str(device)
 
 
-def check_fits(spec: StateSpec, libraries: list[Library], nproc: int = 1, free: int | None = None,
-               what: str = "--params") -> None:  # fmt: skip
+def check_fits(
+    spec: StateSpec, libraries: list[Library], nproc: int = 1, free: int | None = None, what: str = "--params"
+) -> None:
     """Refuse in one line a state that a library's save or restore would not fit in memory: a save holds the state,
     a non-mapped load about twice it (torch.load, safetensors' load_file), each rank of a library that takes ranks
     its own copy and a rank's own memory (`RANK_FIXED_BYTES`). The memory is what this process can take: MemAvailable,
@@ -137,10 +142,12 @@ def check_fits(spec: StateSpec, libraries: list[Library], nproc: int = 1, free: 
         smaller = f"give a smaller {what}" if not spec.source else "give a smaller model"
         if worst.ranks and nproc > 1:
             smaller += ", fewer --nproc"
-        raise IobenchError(f"checkpoint: a {spec.state_bytes / 2**30:.2f} GiB state{ranks} needs about "
-                           f"{need(worst) / 2**30:.1f} GiB of memory for {worst.name} and "
-                           f"{room.available / 2**30:.1f} GiB is {room.says()}; {smaller} or leave {worst.name} out "
-                           "with --libraries")  # fmt: skip
+        raise IobenchError(
+            f"checkpoint: a {spec.state_bytes / 2**30:.2f} GiB state{ranks} needs about "
+            f"{need(worst) / 2**30:.1f} GiB of memory for {worst.name} and "
+            f"{room.available / 2**30:.1f} GiB is {room.says()}; {smaller} or leave {worst.name} out "
+            "with --libraries"
+        )
 
 
 DISK_MARGIN = 1.1  # a checkpoint's bytes on disk beside the state's: headers, metadata, the file system's blocks
@@ -161,8 +168,10 @@ def check_disk(request: CheckpointRequest, free: int | None = None) -> None:
     if need > free:
         why = "a safe save keeps step N beside step N+1" if steps == 2 else "a save holds the checkpoint"
         hint = ", --save-mode inplace" if steps == 2 else ""
-        raise IobenchError(f"checkpoint --dir {request.directory}: {why}: about {need / 1e9:,.2f} GB needed there and "
-                           f"{free / 1e9:,.2f} GB is free; give a smaller --params{hint} or another --dir")  # fmt: skip
+        raise IobenchError(
+            f"checkpoint --dir {request.directory}: {why}: about {need / 1e9:,.2f} GB needed there and "
+            f"{free / 1e9:,.2f} GB is free; give a smaller --params{hint} or another --dir"
+        )
 
 
 def environment_of(request: CheckpointRequest, libraries: list[Library]) -> dict:
@@ -171,8 +180,9 @@ def environment_of(request: CheckpointRequest, libraries: list[Library]) -> dict
 
     from iobench.system.environment import environment
 
-    names = [n for lib in libraries for n in (lib.needs,) if n] + (["s3torchconnector"] if request.remote or
-                                                                   request.endpoint_url else [])  # fmt: skip
+    names = [n for lib in libraries for n in (lib.needs,) if n] + (
+        ["s3torchconnector"] if request.remote or request.endpoint_url else []
+    )
     folder = request.directory if request.directory.exists() else Path(os.getcwd())
     return environment(folder, torch.device(request.device), names)
 
@@ -195,8 +205,10 @@ def request_of(values: Mapping[str, Any]) -> CheckpointRequest:
     except ValueError as exc:
         raise IobenchError(str(exc)) from None
     return CheckpointRequest(
-        specs=specs, libraries=tuple(library_names(values.get("libraries", "all"))),
-        directory=Path(values.get("directory", "checkpoints")), caches=caches_of(values.get("cache")),
+        specs=specs,
+        libraries=tuple(library_names(values.get("libraries", "all"))),
+        directory=Path(values.get("directory", "checkpoints")),
+        caches=caches_of(values.get("cache")),
         trials=count_of(values.get("trials", 3), "--trials", 1, MAX_TRIALS),
         results=Path(values.get("results", "results/checkpoints.jsonl")),
         device="auto" if values.get("device") is None else values["device"],
@@ -204,8 +216,10 @@ def request_of(values: Mapping[str, Any]) -> CheckpointRequest:
         torch_threads=RUN_OPTIONS["torch_threads"].value(values.get("torch_threads")),
         save_modes=modes_of(values.get("save_mode", "inplace,safe")),
         kill_test=count_of(values.get("kill_test", 0), "--kill-test", 0, MAX_KILLS),
-        kill_spec=kill, remote=_profile(values), endpoint_url=values.get("endpoint_url"),
-    )  # fmt: skip
+        kill_spec=kill,
+        remote=_profile(values),
+        endpoint_url=values.get("endpoint_url"),
+    )
 
 
 def count_of(value: object, option: str, low: int, high: int) -> int:

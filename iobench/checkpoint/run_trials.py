@@ -27,13 +27,26 @@ from iobench.storage.checkpoints import CheckpointTarget, Place, local_target
 from iobench.system.contention import RECENT_SECONDS, other_cores_busy
 
 WARM_ENOUGH = 0.95  # a warm restore's checkpoint at least this resident in the page cache
-MEASURED_KEYS = ("seconds", "done_seconds", "durable_seconds", "first_seconds", "first_durable_seconds",
-                 "peak_rss_bytes", "anon_bytes", "file_bytes", "read_bytes", "exact", "differences", "ranks",
-                 "onto_device")  # fmt: skip
+MEASURED_KEYS = (
+    "seconds",
+    "done_seconds",
+    "durable_seconds",
+    "first_seconds",
+    "first_durable_seconds",
+    "peak_rss_bytes",
+    "anon_bytes",
+    "file_bytes",
+    "read_bytes",
+    "exact",
+    "differences",
+    "ranks",
+    "onto_device",
+)
 
 
-def run_trials(request: CheckpointRequest, steps: list[Step], target: CheckpointTarget, events: Events,
-               estimate: Estimate) -> list[CheckpointTrial]:  # fmt: skip
+def run_trials(
+    request: CheckpointRequest, steps: list[Step], target: CheckpointTarget, events: Events, estimate: Estimate
+) -> list[CheckpointTrial]:
     """Every step on `target`; a library's place of a round made at its first step and removed after its last."""
     env = environment_of(request, [LIBRARIES[s.library] for s in steps])
     last = {(s.spec, s.round, s.library): k for k, s in enumerate(steps)}
@@ -56,11 +69,20 @@ def run_trials(request: CheckpointRequest, steps: list[Step], target: Checkpoint
     return records
 
 
-def _trial(request: CheckpointRequest, step: Step, place: Place, target: CheckpointTarget,
-           env: dict) -> CheckpointTrial:  # fmt: skip
+def _trial(
+    request: CheckpointRequest, step: Step, place: Place, target: CheckpointTarget, env: dict
+) -> CheckpointTrial:
     lib = LIBRARIES[step.library]
-    job = CheckpointJob(step.library, step.op, step.spec, place, step.save_mode, request.device,
-                        request.nproc if lib.ranks else 1, request.torch_threads or 1)  # fmt: skip
+    job = CheckpointJob(
+        step.library,
+        step.op,
+        step.spec,
+        place,
+        step.save_mode,
+        request.device,
+        request.nproc if lib.ranks else 1,
+        request.torch_threads or 1,
+    )
     resident = None
     if step.op == "restore":
         current = save_modes.current(place, step.save_mode, target.read_small)
@@ -76,18 +98,34 @@ def _trial(request: CheckpointRequest, step: Step, place: Place, target: Checkpo
     environment = Environment(**{**env, "torch_threads": measured.get("torch_threads")})
     seconds, durable = measured["seconds"], measured.get("durable_seconds")
     return CheckpointTrial(
-        library=lib.name, saver=lib.saves_as or "", ceiling=lib.ceiling, op=step.op, cache=step.cache,
-        trial=step.round, params=step.spec.params, layout=step.spec.layout, device=request.device,
-        nproc=job.nproc, state_bytes=step.spec.state_bytes, seed=step.spec.seed,
-        source=Path(step.spec.source).name if step.spec.source else None, target=target.kind, store=target.where(),
-        save_mode=step.save_mode, bytes_on_disk=size, gb_per_s=size / seconds / 1e9 if seconds > 0 else None,
-        durable_gb_per_s=size / durable / 1e9 if durable else None, resident_before=resident,
+        library=lib.name,
+        saver=lib.saves_as or "",
+        ceiling=lib.ceiling,
+        op=step.op,
+        cache=step.cache,
+        trial=step.round,
+        params=step.spec.params,
+        layout=step.spec.layout,
+        device=request.device,
+        nproc=job.nproc,
+        state_bytes=step.spec.state_bytes,
+        seed=step.spec.seed,
+        source=Path(step.spec.source).name if step.spec.source else None,
+        target=target.kind,
+        store=target.where(),
+        save_mode=step.save_mode,
+        bytes_on_disk=size,
+        gb_per_s=size / seconds / 1e9 if seconds > 0 else None,
+        durable_gb_per_s=size / durable / 1e9 if durable else None,
+        resident_before=resident,
         requests=requests.by_method if requests is not None else None,
         bytes_sent=requests.bytes_sent if requests is not None else None,
         bytes_received=requests.bytes_received if requests is not None else None,
-        environment=environment, host=host, timestamp=_now(),
+        environment=environment,
+        host=host,
+        timestamp=_now(),
         **{k: measured[k] for k in MEASURED_KEYS if k in measured},
-    )  # fmt: skip
+    )
 
 
 def _made_ready(target: CheckpointTarget, place: Place, cold: bool) -> float | None:
@@ -104,9 +142,11 @@ def _made_ready(target: CheckpointTarget, place: Place, cold: bool) -> float | N
                         pass
         resident = target.residency(place)
         if resident is not None and resident < WARM_ENOUGH:
-            raise IobenchError(f"checkpoint: only {resident:.0%} of the checkpoint stays in the page cache after it "
-                               "is read: a warm restore needs the memory; give a smaller --params or --cache "
-                               "cold")  # fmt: skip
+            raise IobenchError(
+                f"checkpoint: only {resident:.0%} of the checkpoint stays in the page cache after it "
+                "is read: a warm restore needs the memory; give a smaller --params or --cache "
+                "cold"
+            )
     return resident
 
 
@@ -130,8 +170,9 @@ def kill_libraries(request: CheckpointRequest, libraries: list[Library]) -> list
     return [(lib.name, mode) for lib in libraries if lib.killed for mode in request.save_modes]
 
 
-def run_kills(request: CheckpointRequest, kills: list[tuple[str, str]], events: Events,
-              estimate: Estimate) -> list[CheckpointKills]:  # fmt: skip
+def run_kills(
+    request: CheckpointRequest, kills: list[tuple[str, str]], events: Events, estimate: Estimate
+) -> list[CheckpointKills]:
     """Each kill test in a local folder of its own under --dir (a kill of a save to object storage is not tested);
     its counts appended as a record."""
     spec = request.kill_spec or request.specs[0]
@@ -139,20 +180,29 @@ def run_kills(request: CheckpointRequest, kills: list[tuple[str, str]], events: 
     records = []
     with local_target(request.directory) as target:
         for name, mode in kills:
-            job = CheckpointJob(name, "save", spec, target.place(f"kill-{name}-{mode}"), mode,
-                                torch_threads=request.torch_threads or 1)  # fmt: skip
+            job = CheckpointJob(
+                name, "save", spec, target.place(f"kill-{name}-{mode}"), mode, torch_threads=request.torch_threads or 1
+            )
             before = (os.getloadavg()[0], other_cores_busy(recent=RECENT_SECONDS))
-            counts = kill_test(job, request.kill_test, {}, each=_KillSaid(events, estimate, f"{name} {mode}",
-                                                                        request.kill_test))  # fmt: skip
+            counts = kill_test(
+                job, request.kill_test, {}, each=_KillSaid(events, estimate, f"{name} {mode}", request.kill_test)
+            )
             after = (os.getloadavg()[0], other_cores_busy())
             target.check()
             record = CheckpointKills(
-                library=name, save_mode=mode, params=spec.params, layout=spec.layout, state_bytes=spec.state_bytes,
-                kills=sum(counts.values()), counts=counts, timestamp=_now(),
+                library=name,
+                save_mode=mode,
+                params=spec.params,
+                layout=spec.layout,
+                state_bytes=spec.state_bytes,
+                kills=sum(counts.values()),
+                counts=counts,
+                timestamp=_now(),
                 environment=Environment(**{**env, "torch_threads": job.torch_threads}),
-                host=HostLoad(load_before=before[0], other_cpu_before=before[1], load_after=after[0],
-                              other_cpu_after=after[1]),
-            )  # fmt: skip
+                host=HostLoad(
+                    load_before=before[0], other_cpu_before=before[1], load_after=after[0], other_cpu_after=after[1]
+                ),
+            )
             append_line(request.results, json.dumps(record.to_json()))
             records.append(record)
     return records

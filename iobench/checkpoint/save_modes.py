@@ -101,7 +101,7 @@ def read_pointer(place: Place, name: str, limit: int) -> bytes:
     client, (bucket, key) = _client(place), place.bucket_key
     try:
         return client.get_object(bucket, f"{key}/{name}").read(limit)
-    except Exception as exc:  # noqa: BLE001 - the S3 client's error for a missing object
+    except Exception as exc:  # the S3 client's error for a missing object
         raise OSError(str(exc)[:100]) from None
 
 

@@ -52,9 +52,11 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
     estimate = estimate_of(steps, request, kills)
     remote = f"object storage ({request.remote.name})" if request.remote else None
     where = request.endpoint_url or remote or str(request.directory)
-    events.say(f"checkpoint: {', '.join(_sizes(request.specs))}; {', '.join(lib.name for lib in libraries)}; "
-               f"{request.trials} round(s), {'/'.join(request.save_modes)} saves, {request.torch_threads} torch "
-               f"threads, under {where}; about {estimate.total_words()}")  # fmt: skip
+    events.say(
+        f"checkpoint: {', '.join(_sizes(request.specs))}; {', '.join(lib.name for lib in libraries)}; "
+        f"{request.trials} round(s), {'/'.join(request.save_modes)} saves, {request.torch_threads} torch "
+        f"threads, under {where}; about {estimate.total_words()}"
+    )
     outcome = CheckpointOutcome(skipped=skipped, caches=request.caches)
     with events.trials(len(steps) + len(kills) * request.kill_test) as progress:
         with target_of(request) as target:
@@ -84,8 +86,10 @@ def target_of(request: CheckpointRequest) -> Iterator[CheckpointTarget]:
         from iobench.storage.remote.writable_store import WritableStore
 
         store = WritableStore(request.remote, STORE_BUCKET)
-        with store as endpoint, object_target(endpoint, f"iobench's store ({request.remote.name})",
-                                              store.access_log) as target:  # fmt: skip
+        with (
+            store as endpoint,
+            object_target(endpoint, f"iobench's store ({request.remote.name})", store.access_log) as target,
+        ):
             yield target
     elif request.endpoint_url is not None:
         from urllib.parse import urlsplit

@@ -104,14 +104,27 @@ def file_weights(source: str) -> tuple[tuple[str, tuple[int, ...], torch.dtype],
     """(name, shape, dtype) of every floating-point tensor of the user's file, in its order, read without loading the
     weights: a safetensors header (a 40 GB file is sized, not mapped), or a mapped torch.load."""
     if Path(source).suffix == ".safetensors":
-        return tuple((n, shape, d) for n, shape, d in _safetensors_header(source) if d.is_floating_point
-                     and math.prod(shape) > 0)  # fmt: skip
+        return tuple(
+            (n, shape, d) for n, shape, d in _safetensors_header(source) if d.is_floating_point and math.prod(shape) > 0
+        )
     return tuple((n, tuple(t.shape), t.dtype) for n, t in _file_tensors(source).items())
 
 
 MAX_HEADER_BYTES = 100 * 2**20  # safetensors' own bound on its JSON header
-DTYPE_BYTES = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1, "I64": 8, "I32": 4, "I16": 2,
-               "I8": 1, "U8": 1, "BOOL": 1}  # fmt: skip
+DTYPE_BYTES = {
+    "F64": 8,
+    "F32": 4,
+    "F16": 2,
+    "BF16": 2,
+    "F8_E4M3": 1,
+    "F8_E5M2": 1,
+    "I64": 8,
+    "I32": 4,
+    "I16": 2,
+    "I8": 1,
+    "U8": 1,
+    "BOOL": 1,
+}
 
 
 def _safetensors_header(source: str) -> list[tuple[str, tuple[int, ...], torch.dtype]]:
@@ -146,11 +159,16 @@ def _safetensors_header(source: str) -> list[tuple[str, tuple[int, ...], torch.d
         if not isinstance(entry, dict) or entry.get("dtype") not in DTYPE_BYTES:
             raise bad(f"tensor {name[:60]!r} has no dtype iobench reads")
         shape, offsets = entry.get("shape"), entry.get("data_offsets")
-        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                                  for d in shape):  # fmt: skip
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape
+        ):
             raise bad(f"tensor {name[:60]!r} has a shape that is not a list of sizes")
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)
-                and 0 <= offsets[0] <= offsets[1] <= data):  # fmt: skip
+        if not (
+            isinstance(offsets, list)
+            and len(offsets) == 2
+            and all(isinstance(o, int) for o in offsets)
+            and 0 <= offsets[0] <= offsets[1] <= data
+        ):
             raise bad(f"tensor {name[:60]!r} lies outside the file's data")
         if math.prod(shape) * DTYPE_BYTES[entry["dtype"]] != offsets[1] - offsets[0]:
             raise bad(f"tensor {name[:60]!r}: its shape does not match its bytes")
@@ -164,10 +182,20 @@ def _safetensors_header(source: str) -> list[tuple[str, tuple[int, ...], torch.d
 
 
 def _dtype(text: str, source: str) -> torch.dtype:
-    names = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-             "F8_E4M3": getattr(torch, "float8_e4m3fn", None), "F8_E5M2": getattr(torch, "float8_e5m2", None),
-             "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
-             "BOOL": torch.bool}  # fmt: skip
+    names = {
+        "F64": torch.float64,
+        "F32": torch.float32,
+        "F16": torch.float16,
+        "BF16": torch.bfloat16,
+        "F8_E4M3": getattr(torch, "float8_e4m3fn", None),
+        "F8_E5M2": getattr(torch, "float8_e5m2", None),
+        "I64": torch.int64,
+        "I32": torch.int32,
+        "I16": torch.int16,
+        "I8": torch.int8,
+        "U8": torch.uint8,
+        "BOOL": torch.bool,
+    }
     dtype = names.get(text)
     if dtype is None:
         raise IobenchError(f"--from {source}: a tensor of dtype {text[:20]!r}, which iobench does not read")
@@ -227,7 +255,7 @@ def _torch_weights(path: Path) -> dict[str, torch.Tensor]:
                 if "mmap can only be used" not in str(exc):
                     raise
                 loaded = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:  # noqa: BLE001 - a file torch cannot read safely, in one line
+    except Exception as exc:  # a file torch cannot read safely, in one line
         raise IobenchError(f"--from {path}: torch.load(weights_only=True) refused it: {_why(exc)}") from None
     if isinstance(loaded, dict):
         loaded = loaded.get("model", loaded.get("state_dict", loaded))
@@ -242,8 +270,9 @@ def _why(exc: Exception) -> str:
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
     found = re.search(r"GLOBAL ([\w.]+)", text)  # "Unsupported global: GLOBAL x.y", "unsupported GLOBAL x.y whose..."
     if found:
-        return (f"it holds {found.group(1)}, which is not a tensor: loading it any other way would run what the file "
-                "names")  # fmt: skip
+        return (
+            f"it holds {found.group(1)}, which is not a tensor: loading it any other way would run what the file names"
+        )
     operand = re.search(r"Unsupported operand (\d+)", text)
     if operand:
         return f"not a file of plain weights (its pickle uses opcode {operand.group(1)}, refused)"
@@ -270,8 +299,12 @@ def make_state(spec: StateSpec) -> dict:
         exp_avg[name] = torch.rand(shape, generator=g, dtype=torch.float32).mul_(1e-3)
         exp_avg_sq[name] = torch.rand(shape, generator=g, dtype=torch.float32).mul_(1e-6)
     rng = torch.Generator().manual_seed(spec.seed + 1).get_state()
-    return {"model": model, "optimizer": {"master": master, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq},
-            "step": 1000 + spec.seed, "rng": rng}  # fmt: skip
+    return {
+        "model": model,
+        "optimizer": {"master": master, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq},
+        "step": 1000 + spec.seed,
+        "rng": rng,
+    }
 
 
 def flat_tensors(state: dict, prefix: str = "") -> dict[str, torch.Tensor]:
@@ -332,8 +365,12 @@ def make_state_shapes(spec: StateSpec) -> dict:
         model[name] = torch.zeros(shape, dtype=weight_dtype(spec, name))
         master[name], exp_avg[name], exp_avg_sq[name] = (torch.zeros(shape) for _ in range(3))
     rng = torch.Generator().get_state()
-    return {"model": model, "optimizer": {"master": master, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq},
-            "step": 0, "rng": torch.zeros_like(rng)}  # fmt: skip
+    return {
+        "model": model,
+        "optimizer": {"master": master, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq},
+        "step": 0,
+        "rng": torch.zeros_like(rng),
+    }
 
 
 def initialised_state(spec: StateSpec) -> dict:

@@ -48,8 +48,11 @@ def memory() -> dict[str, int]:
     out = {"peak_rss_bytes": peak_rss_bytes()["peak_rss_bytes"]}
     try:
         with open("/proc/self/smaps_rollup") as f:
-            fields = {k.strip(): int(v.split()[0]) * 1024 for k, v in (line.split(":", 1) for line in f if ":" in line)
-                      if v.strip().endswith("kB")}  # fmt: skip
+            fields = {
+                k.strip(): int(v.split()[0]) * 1024
+                for k, v in (line.split(":", 1) for line in f if ":" in line)
+                if v.strip().endswith("kB")
+            }
         out["anon_bytes"] = fields.get("Anonymous", 0)
         out["file_bytes"] = fields.get("Rss", 0) - fields.get("Anonymous", 0)
     except OSError:
@@ -166,8 +169,12 @@ def restore(job: CheckpointJob) -> dict:
             torch.cuda.synchronize(device)
         seconds = time.perf_counter() - start
         after = read_bytes()
-    out = {"seconds": seconds, **memory(), "read_bytes": after - before if None not in (before, after) else None,
-           "onto_device": straight}  # fmt: skip
+    out = {
+        "seconds": seconds,
+        **memory(),
+        "read_bytes": after - before if None not in (before, after) else None,
+        "onto_device": straight,
+    }
     out = _slowest(out)
     if job.check and not lib.ceiling and rank == 0:
         found = differences(state, make_state(job.spec))
@@ -178,8 +185,14 @@ def restore(job: CheckpointJob) -> dict:
 def _moved(state: dict, device: object) -> dict:
     import torch
 
-    return {k: _moved(v, device) if isinstance(v, dict) else v.to(device) if isinstance(v, torch.Tensor) and k != "rng"
-            else v for k, v in state.items()}  # fmt: skip
+    return {
+        k: _moved(v, device)
+        if isinstance(v, dict)
+        else v.to(device)
+        if isinstance(v, torch.Tensor) and k != "rng"
+        else v
+        for k, v in state.items()
+    }
 
 
 def _copied_into(target: dict, source: dict) -> dict:
@@ -205,7 +218,7 @@ def classify(job: CheckpointJob) -> dict:
         state = lib.restore(save_modes.current(job.place, job.save_mode), job.spec, None)
     except (KeyboardInterrupt, SystemExit):
         raise
-    except BaseException as exc:  # noqa: BLE001 - a refusal of the torn files (DCP's CheckpointException is a
+    except BaseException as exc:  # a refusal of the torn files (DCP's CheckpointException is a
         return {"outcome": "clean error", "error": type(exc).__name__}  # BaseException) is the clean outcome
     for name, seed in job.candidates.items():
         if not differences(state, make_state(job.spec.with_seed(seed))):

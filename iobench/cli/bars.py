@@ -85,8 +85,13 @@ class SweepEvents(ConsoleEvents):
 
     @contextmanager
     def configurations(self, total: int) -> Iterator[Events]:
-        columns = (TextColumn("{task.description:<60}", markup=False), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), TimeRemainingColumn())  # fmt: skip
+        columns = (
+            TextColumn("{task.description:<60}", markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+        )
         with Progress(*columns, console=err, disable=self.quiet) as progress:
             task = progress.add_task("sweep", total=total)
             yield _SweepBar(progress, task)
@@ -124,8 +129,12 @@ class CheckpointEvents(ConsoleEvents):
         if self.quiet or not err.is_terminal:
             yield _StepLines(self.quiet)
             return
-        columns = (TextColumn("{task.description:<70}", markup=False), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn())  # fmt: skip
+        columns = (
+            TextColumn("{task.description:<70}", markup=False),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+        )
         with Progress(*columns, console=err) as progress:
             yield _StepBar(progress, progress.add_task("checkpoint", total=total))
 

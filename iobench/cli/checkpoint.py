@@ -55,7 +55,7 @@ Directory = Annotated[
         "--dir",
         help="Where the checkpoints are written (in a folder of iobench's own, removed at the end); "
         "the kill test's too.",
-    ),  # fmt: skip
+    ),
 ]
 Trials = Annotated[int, typer.Option(min=1, max=MAX_TRIALS, help="Rounds: each library's saves and restores, in turn.")]
 SaveMode = Annotated[
@@ -103,7 +103,7 @@ def checkpoint_cmd(
     connection_mb_per_s: ConnectionMbPerS = None,
     quiet: Quiet = False,
     **options: Any,
-) -> None:  # fmt: skip
+) -> None:
     """Save and restore a model's training state with each library as its documentation does, every trial in a
     fresh process at the same torch threads: the first save and the steady one until returned, done and durable,
     restores warm and cold, GB/s, peak memory, bytes stored, the round trip checked bit for bit; with --kill-test,
@@ -134,8 +134,11 @@ def _print_outcome(outcome: Any, results: Path) -> None:
     if len(outcome.rows) > 1:
         rows = {spec.state_bytes: r for spec, r in outcome.rows.items()}
         sizes = sorted(rows)
-        _print_table("seconds and GB/s against size", size_head(sizes),
-                     [size_cells(k, v, sizes) for k, v in by_size(rows).items()])  # fmt: skip
+        _print_table(
+            "seconds and GB/s against size",
+            size_head(sizes),
+            [size_cells(k, v, sizes) for k, v in by_size(rows).items()],
+        )
     if outcome.kills:
         kills = kill_counts(outcome.kills)
         title = f"a save of step N+1 over step N killed {outcome.kills[0].kills} times"

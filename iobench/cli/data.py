@@ -43,9 +43,20 @@ def prepare_cmd(
 
     notes: list[str] = []
     spec = build_spec(
-        SpecOptions(size=size, workload=workload, shape=shape, dtype=dtype, classes=classes, seed=seed,
-                    source=source, labels=labels, features_key=features_key, labels_key=labels_key), notes
-    )  # fmt: skip
+        SpecOptions(
+            size=size,
+            workload=workload,
+            shape=shape,
+            dtype=dtype,
+            classes=classes,
+            seed=seed,
+            source=source,
+            labels=labels,
+            features_key=features_key,
+            labels_key=labels_key,
+        ),
+        notes,
+    )
     for note in notes:
         say(note)
     skipped: list[str] = []
@@ -56,8 +67,11 @@ def prepare_cmd(
     for reason in broken:
         say(f"skipped {reason}")
     hdf5 = dict(chunk_rows=hdf5_chunk_rows, compression=hdf5_compression.lower(), compression_level=hdf5_gzip_level)
-    given = {"hdf5": hdf5, "lmdb": dict(samples_per_record=lmdb_samples_per_record),
-             "files": dict(encoding=files_encoding.lower())}  # fmt: skip
+    given = {
+        "hdf5": hdf5,
+        "lmdb": dict(samples_per_record=lmdb_samples_per_record),
+        "files": dict(encoding=files_encoding.lower()),
+    }
     for name, values in parse_format_options(format_option or [], names).items():
         given[name] = {**given.get(name, {}), **values}
     options = options_of(names, given)

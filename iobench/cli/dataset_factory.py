@@ -13,10 +13,37 @@ from iobench.settings import TORCH_DATALOADER
 
 # What a run of the user's own pipeline takes from `run`'s options; the rest are about formats, datasets
 # iobench prepared, the page cache or ranks, and are refused when typed.
-APPLIES = {"dataset_factory", "device", "shuffle", "epochs", "warmup", "runs", "max_seconds", "step", "min_au", "seed",
-           "cache", "torch_threads", "results", "quiet", "wide", *TORCH_DATALOADER}  # fmt: skip
-TUNE_APPLIES = {"dataset_factory", "step", "budget_minutes", "rounds", "batch_size", "device", "shuffle", "cache",
-                "torch_threads", "results", "quiet"}  # fmt: skip
+APPLIES = {
+    "dataset_factory",
+    "device",
+    "shuffle",
+    "epochs",
+    "warmup",
+    "runs",
+    "max_seconds",
+    "step",
+    "min_au",
+    "seed",
+    "cache",
+    "torch_threads",
+    "results",
+    "quiet",
+    "wide",
+    *TORCH_DATALOADER,
+}
+TUNE_APPLIES = {
+    "dataset_factory",
+    "step",
+    "budget_minutes",
+    "rounds",
+    "batch_size",
+    "device",
+    "shuffle",
+    "cache",
+    "torch_threads",
+    "results",
+    "quiet",
+}
 # what the factory's own DataLoader would set itself: refused beside one
 LOADER_OPTIONS = (*(TORCH_DATALOADER - {"non_blocking"}), "shuffle")
 
@@ -82,5 +109,11 @@ def factory_request(p: dict, batch: int) -> object:
     from iobench.run.dataset_factory import FactoryRequest
     from iobench.settings import LoaderSettings
 
-    return FactoryRequest(factory=p["dataset_factory"], settings=LoaderSettings(batch_size=batch), shuffle=p["shuffle"],
-                          step=p["step"], cache=p["cache"], torch_threads=p["torch_threads"])  # fmt: skip
+    return FactoryRequest(
+        factory=p["dataset_factory"],
+        settings=LoaderSettings(batch_size=batch),
+        shuffle=p["shuffle"],
+        step=p["step"],
+        cache=p["cache"],
+        torch_threads=p["torch_threads"],
+    )

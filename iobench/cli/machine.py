@@ -73,20 +73,35 @@ def limits_cmd(
     out.print(f"stored in {path}", highlight=False, soft_wrap=True, markup=False)
 
 
-def _remote_limits(data_dir: Path, dataset: str | None, results: Path, remote: str | None, endpoint_url: str | None,
-                   latency_ms: float | None, connection_mb_per_s: float | None, connections: int) -> None:  # fmt: skip
+def _remote_limits(
+    data_dir: Path,
+    dataset: str | None,
+    results: Path,
+    remote: str | None,
+    endpoint_url: str | None,
+    latency_ms: float | None,
+    connection_mb_per_s: float | None,
+    connections: int,
+) -> None:
     from iobench.report.tables import remote_limits_table
     from iobench.run.limits_session import store_limits
 
-    limits, path = store_limits(data_dir, dataset, results, remote, endpoint_url, latency_ms, connection_mb_per_s,
-                                connections, say)  # fmt: skip
+    limits, path = store_limits(
+        data_dir, dataset, results, remote, endpoint_url, latency_ms, connection_mb_per_s, connections, say
+    )
     out.print(remote_limits_table(limits))
     if limits.short_of_profile:
-        say(f"the profile asks {limits.profile_asks_mb_per_s:,.0f} MB/s of {limits.connections} connections; this "
+        say(
+            f"the profile asks {limits.profile_asks_mb_per_s:,.0f} MB/s of {limits.connections} connections; this "
             f"machine's emulator delivered {limits.shaped.mb_per_s_n:,.0f}: runs with that many requests in flight "
-            "meet the emulator's limit, not the profile's")  # fmt: skip
-    out.print(f"read {limits.probe_object} ({limits.probe_bytes / 2**20:,.1f} MiB); stored in {path}",
-              highlight=False, soft_wrap=True, markup=False)  # fmt: skip
+            "meet the emulator's limit, not the profile's"
+        )
+    out.print(
+        f"read {limits.probe_object} ({limits.probe_bytes / 2**20:,.1f} MiB); stored in {path}",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 @app.command("doctor")

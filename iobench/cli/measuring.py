@@ -35,8 +35,17 @@ def step_times(text: str, ranks: bool) -> list[float]:
 def print_what_if(checks: list[WhatIfCheck]) -> None:
     """Each configuration predicted at other step times from its run, beside what was measured with that step."""
     table = Table(title="what-if: predicted from the run above, then measured with that step")
-    for col in ("configuration", "step now", "samples/s now", "what-if step", "predicted samples/s",
-                "predicted AU", "bound", "measured samples/s", "error"):  # fmt: skip
+    for col in (
+        "configuration",
+        "step now",
+        "samples/s now",
+        "what-if step",
+        "predicted samples/s",
+        "predicted AU",
+        "bound",
+        "measured samples/s",
+        "error",
+    ):
         table.add_column(col, justify="left" if col in ("configuration", "bound") else "right")
     for check in checks:
         record, ms, measured = check.record, check.step_ms, check.measured
@@ -48,9 +57,16 @@ def print_what_if(checks: list[WhatIfCheck]) -> None:
             f"-{p.utilisation_high:.0%}" if p.utilisation_high > p.utilisation_low + 0.005 else ""
         )
         table.add_row(
-            record.label, record.config.step, f"{record.epochs.samples_per_s:,.0f}", f"sleep:{ms:g}", rate, au,
-            p.bound, f"{measured.epochs.samples_per_s:,.0f}", f"{error(p, measured):+.1%}",
-        )  # fmt: skip
+            record.label,
+            record.config.step,
+            f"{record.epochs.samples_per_s:,.0f}",
+            f"sleep:{ms:g}",
+            rate,
+            au,
+            p.bound,
+            f"{measured.epochs.samples_per_s:,.0f}",
+            f"{error(p, measured):+.1%}",
+        )
     out.print(table)
 
 
@@ -70,8 +86,17 @@ def measure_run(
     its results, or, interrupted, what had finished before the interruption's line."""
     events = RunEvents(quiet)
     try:
-        result = measure_session(configs, notes, where, events, argv=ARGV, nproc=nproc, loaders_named=loaders_named,
-                                 estimate=not quiet, what_if_ms=what_if_ms)  # fmt: skip
+        result = measure_session(
+            configs,
+            notes,
+            where,
+            events,
+            argv=ARGV,
+            nproc=nproc,
+            loaders_named=loaders_named,
+            estimate=not quiet,
+            what_if_ms=what_if_ms,
+        )
     except RunInterrupted as stopped:
         if stopped.result.main:
             _print(stopped.result, where, min_au, wide)

@@ -49,7 +49,7 @@ Formats = Annotated[
         "--formats",
         help=f"Comma list of {', '.join(FORMAT_NAMES)}, or all (default: the standard comparison).",
         show_default=False,
-    ),  # fmt: skip
+    ),
 ]
 Loaders = Annotated[OptStr, typer.Option(help=loader_help())]
 Device = Annotated[
@@ -146,13 +146,15 @@ ConnectionMbPerS = Annotated[
     OptFloat, typer.Option(help="With --remote: the bandwidth of one connection, in MB/s (10^6 bytes).")
 ]
 # serve's own: the profile is always given there
-ServeLatencyMs = Annotated[OptFloat, typer.Option("--latency-ms", help="The first-byte latency of every request, in ms "
-                                                  "(overrides the profile's).")]  # fmt: skip
+ServeLatencyMs = Annotated[
+    OptFloat,
+    typer.Option("--latency-ms", help="The first-byte latency of every request, in ms (overrides the profile's)."),
+]
 ServeConnectionMbPerS = Annotated[
     OptFloat,
     typer.Option(
         "--connection-mb-per-s", help="The bandwidth of one connection, in MB/s (10^6 bytes; overrides the profile's)."
-    ),  # fmt: skip
+    ),
 ]
 Results = Annotated[Path, typer.Option(help="JSONL file the records are appended to.")]
 Wide = Annotated[
@@ -160,7 +162,7 @@ Wide = Annotated[
     typer.Option(
         help="Every column of the results (settings, epoch times, % of the ceiling) and the per-batch split "
         "(wait, copy, step, first batch, reads, CPU); by default a table that fits 100 columns."
-    ),  # fmt: skip
+    ),
 ]
 Nproc = Annotated[
     OptInt,
@@ -238,8 +240,10 @@ def takes_place(after: str | None = None, first: bool = False) -> Callable[[Call
     its `**options`, and `iobench.run.place.place_of` makes them a RunPlace."""
     from iobench.run.place import PLACE
 
-    options = [inspect.Parameter(name, _KEYWORD, default=PLACE_OPTIONS[name][1], annotation=PLACE_OPTIONS[name][0])
-               for name in PLACE]  # fmt: skip
+    options = [
+        inspect.Parameter(name, _KEYWORD, default=PLACE_OPTIONS[name][1], annotation=PLACE_OPTIONS[name][0])
+        for name in PLACE
+    ]
     return _spliced(options, after, first)
 
 
@@ -254,13 +258,16 @@ def takes_run_options(command: str, after: str) -> Callable[[Callable], Callable
     list of those its declaration lists (`--cache cold,warm`)."""
     options = [_run_option(o) for o in taken_by(command)]
     if command == SWEEP:
-        options += [inspect.Parameter(o.name, _KEYWORD, default=None, annotation=List(o.option, o.sweep_list))
-                    for o in swept_lists()]  # fmt: skip
+        options += [
+            inspect.Parameter(o.name, _KEYWORD, default=None, annotation=List(o.option, o.sweep_list))
+            for o in swept_lists()
+        ]
     return _spliced(options, after)
 
 
-def _spliced(options: list[inspect.Parameter], after: str | None, first: bool = False
-             ) -> Callable[[Callable], Callable]:  # fmt: skip
+def _spliced(
+    options: list[inspect.Parameter], after: str | None, first: bool = False
+) -> Callable[[Callable], Callable]:
     def wrap(function: Callable) -> Callable:
         signature = inspect.signature(function, eval_str=True)  # Typer reads it as it is
         own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
@@ -273,10 +280,16 @@ def _spliced(options: list[inspect.Parameter], after: str | None, first: bool = 
 
 
 PLACE_OPTIONS.update(
-    data_dir=(DataDir, Path("data")), dataset=(DatasetName, None), device=(Device, "auto"), remote=(Remote, None),
-    endpoint_url=(EndpointUrl, None), latency_ms=(LatencyMs, None), connection_mb_per_s=(ConnectionMbPerS, None),
-    fuse_chunk=(FuseChunk, None), fuse_read_ahead=(FuseReadAhead, None),
-)  # fmt: skip
+    data_dir=(DataDir, Path("data")),
+    dataset=(DatasetName, None),
+    device=(Device, "auto"),
+    remote=(Remote, None),
+    endpoint_url=(EndpointUrl, None),
+    latency_ms=(LatencyMs, None),
+    connection_mb_per_s=(ConnectionMbPerS, None),
+    fuse_chunk=(FuseChunk, None),
+    fuse_read_ahead=(FuseReadAhead, None),
+)
 
 # checkpoint's --cache: a list, as sweep's (a checkpoint restores warm or cold)
 CacheList = List("--cache", RUN_OPTIONS["cache"].sweep_list)

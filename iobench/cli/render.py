@@ -17,8 +17,14 @@ from iobench.run.tune import settings_text
 from iobench.run.tune_session import TuneOutcome
 
 
-def print_run(records: list[RunRecord], dataset_name: str, results: Path, min_au: float | None = None,
-              wide: bool = False, place: list[str] | None = None) -> None:  # fmt: skip
+def print_run(
+    records: list[RunRecord],
+    dataset_name: str,
+    results: Path,
+    min_au: float | None = None,
+    wide: bool = False,
+    place: list[str] | None = None,
+) -> None:
     """The table, the warnings and the answer line; `place`: the options that found the dataset, as typed (for the
     commands the answer suggests)."""
     for part in run_view(records, dataset_name, wide):
@@ -43,15 +49,19 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
         return
     best = outcome.best
     if not best.meets(outcome.min_shuffle):
-        out.print(f"no candidate shuffled to --min-shuffle {outcome.min_shuffle:g}: nothing to recommend; "
-                  "lower it knowingly (0: speed alone), or choose a format that shuffles globally")  # fmt: skip
+        out.print(
+            f"no candidate shuffled to --min-shuffle {outcome.min_shuffle:g}: nothing to recommend; "
+            "lower it knowingly (0: speed alone), or choose a format that shuffles globally"
+        )
         out.print(f"records of every round in {results}", highlight=False, soft_wrap=True, markup=False)
         return
     fastest = max((c for c in outcome.ranked if c.rates), key=lambda c: c.median)
     if fastest is not best:
-        out.print(f"fastest at any shuffle: {fastest.config.label} {settings_text(fastest.config)}: "
-                  f"{fastest.median:,.0f} samples/s, shuffle {_shuffle_text(fastest, outcome.min_shuffle)} "
-                  "(--min-shuffle 0 would recommend it)")  # fmt: skip
+        out.print(
+            f"fastest at any shuffle: {fastest.config.label} {settings_text(fastest.config)}: "
+            f"{fastest.median:,.0f} samples/s, shuffle {_shuffle_text(fastest, outcome.min_shuffle)} "
+            "(--min-shuffle 0 would recommend it)"
+        )
     shown = best.interval()
     if not tuned.settled:  # fewer than two epochs of the leader: no interval, no recommendation
         measured = sum(1 for c in outcome.ranked if c.rates)
@@ -63,18 +73,24 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
         if tuned.figure is None:
             out.print(f"records of every round in {results}", highlight=False, soft_wrap=True, markup=False)
             return
-        out.print(f"the best measured so far, not settled (one epoch: no interval): {best.config.label} "
-                  f"{settings_text(best.config)}, {tuned.figure}")  # fmt: skip
+        out.print(
+            f"the best measured so far, not settled (one epoch: no interval): {best.config.label} "
+            f"{settings_text(best.config)}, {tuned.figure}"
+        )
         _print_paste(tuned, results)
         return
     spread = f"{min(best.rates):,.0f}-{max(best.rates):,.0f}"
-    out.print(f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s in the search "
-              f"(epochs {spread}; {shown.coverage:.0%} CI of the median {shown.low:,.0f}-{shown.high:,.0f}); "
-              f"{_stopped_text(outcome)}")  # fmt: skip
+    out.print(
+        f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s in the search "
+        f"(epochs {spread}; {shown.coverage:.0%} CI of the median {shown.low:,.0f}-{shown.high:,.0f}); "
+        f"{_stopped_text(outcome)}"
+    )
     _print_confirmed(best)
     if best.epoch_seconds < SHORT_EPOCH_S:
-        out.print(f"not decidable: its epochs last {best.epoch_seconds * 1000:.0f} ms, within this machine's timer and "
-                  "scheduling noise; a larger dataset (more samples per epoch) ranks these settings")  # fmt: skip
+        out.print(
+            f"not decidable: its epochs last {best.epoch_seconds * 1000:.0f} ms, within this machine's timer and "
+            "scheduling noise; a larger dataset (more samples per epoch) ranks these settings"
+        )
     near = outcome.within_noise()
     if near:
         out.print("within noise of it: " + "; ".join(f"{c.config.label} {settings_text(c.config)}" for c in near[:4]))
@@ -83,8 +99,10 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
     eligible = [c for c in outcome.ranked if c.meets(outcome.min_shuffle)]
     for c in sorted(eligible, key=lambda c: (c.threads, c.config.settings.num_workers)):
         by_loading[c.loading] = max(by_loading.get(c.loading, 0.0), c.median)
-    out.print("best throughput by what loads: " + ", ".join(
-        f"{what}: {rate:,.0f} samples/s" for what, rate in by_loading.items()))  # fmt: skip
+    out.print(
+        "best throughput by what loads: "
+        + ", ".join(f"{what}: {rate:,.0f} samples/s" for what, rate in by_loading.items())
+    )
     _print_paste(tuned, results)
 
 
@@ -95,8 +113,12 @@ def _print_paste(tuned: TuneOutcome, results: Path) -> None:
             print(tuned.command, file=out.file, flush=True)
         _records_line(results)
         return
-    out.print(f"paste (saved as {tuned.script}; `{shlex.join(['python', str(tuned.script)])}` runs it):",
-              highlight=False, soft_wrap=True, markup=False)  # fmt: skip
+    out.print(
+        f"paste (saved as {tuned.script}; `{shlex.join(['python', str(tuned.script)])}` runs it):",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
     print(tuned.script_text, end="", file=out.file, flush=True)
     _records_line(results)
     if tuned.paste_check is not None:
@@ -105,8 +127,12 @@ def _print_paste(tuned: TuneOutcome, results: Path) -> None:
 
 def _records_line(results: Path) -> None:
     """Where the rounds are, and the command that reports them (quoted: a path may hold `$(...)` or spaces)."""
-    out.print(f"records of every round in {results}; `{shlex.join(['iobench', 'report', str(results)])}` shows the "
-              "search", highlight=False, soft_wrap=True, markup=False)  # fmt: skip
+    out.print(
+        f"records of every round in {results}; `{shlex.join(['iobench', 'report', str(results)])}` shows the search",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def _print_ranking(outcome: Any, results: Path) -> None:
@@ -119,15 +145,22 @@ def _print_ranking(outcome: Any, results: Path) -> None:
     table = Table(title=title)
     if outcome.reused:
         say(f"resumed: {outcome.reused} candidate round(s) taken from {results}, not run again")
-    for col in ("rank", "loader", "settings", "samples/s median", "CI of the median", "epochs", "AU (step)",
-                "shuffle"):  # fmt: skip
+    for col in ("rank", "loader", "settings", "samples/s median", "CI of the median", "epochs", "AU (step)", "shuffle"):
         table.add_column(col, justify="left" if col in ("loader", "settings", "shuffle") else "right")
     for i, c in enumerate(shown, 1):
         shown = c.interval()
         ci = f"{shown.low:,.0f}-{shown.high:,.0f} ({shown.coverage:.0%})" if shown.finite else "-"
         last = c.records[-1]
-        table.add_row(str(i), c.config.loader.value, settings_text(c.config), f"{c.median:,.0f}", ci,
-                      str(len(c.rates)), au_text(last), _shuffle_text(c, outcome.min_shuffle))  # fmt: skip
+        table.add_row(
+            str(i),
+            c.config.loader.value,
+            settings_text(c.config),
+            f"{c.median:,.0f}",
+            ci,
+            str(len(c.rates)),
+            au_text(last),
+            _shuffle_text(c, outcome.min_shuffle),
+        )
     out.print(table)
 
 
@@ -138,9 +171,11 @@ def _print_confirmed(best: Any) -> None:
     from iobench.judge.intervals import record_interval
 
     confirmed = record_interval(best.confirmed)
-    out.print(f"confirmed in a fresh run after the search: {confirmed.text()} samples/s, "
-              f"{confirmed.median / best.median:.2f}x the search's median (the best of many noisy "
-              "measurements reads high): the figure to expect")  # fmt: skip
+    out.print(
+        f"confirmed in a fresh run after the search: {confirmed.text()} samples/s, "
+        f"{confirmed.median / best.median:.2f}x the search's median (the best of many noisy "
+        "measurements reads high): the figure to expect"
+    )
     for w in summarised(record_warnings([best.confirmed]), 1):
         say(w.console())
 
@@ -151,8 +186,9 @@ def _stopped_text(outcome: Any) -> str:
         return "the search stopped once its interval was tight and apart from the next's"
     if outcome.stopped == "time budget":
         near = outcome.within_noise()
-        return ("the search stopped at its time budget, its interval " +
-                ("still overlapping the next's" if near else "apart from the others'"))  # fmt: skip
+        return "the search stopped at its time budget, its interval " + (
+            "still overlapping the next's" if near else "apart from the others'"
+        )
     return f"the search stopped: {outcome.stopped}"
 
 
@@ -172,8 +208,13 @@ def print_paste_check(check: Any, best: Any) -> None:
         verdict = "faster than tune measured it: epochs this short are within the harness's and timer's noise"
     else:
         verdict = "as measured"
-    out.print(f"the pasted script, run in a fresh process: {check.samples_per_s:,.0f} samples/s, {ratio:.2f}x tune's "
-              f"{figure:,.0f} ({verdict})", highlight=False, soft_wrap=True, markup=False)  # fmt: skip
+    out.print(
+        f"the pasted script, run in a fresh process: {check.samples_per_s:,.0f} samples/s, {ratio:.2f}x tune's "
+        f"{figure:,.0f} ({verdict})",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def deciding_budget(outcome: Any, rival: Any) -> str:

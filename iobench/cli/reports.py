@@ -23,7 +23,7 @@ def report_cmd(
         typer.Option(
             "--out", help="Folder for report.md, its PNG plots, report.html (one file, plots inside) and results.csv."
         ),
-    ] = Path("report"),  # fmt: skip
+    ] = Path("report"),
     dataset: Annotated[str | None, typer.Option(help="Only this dataset's records.")] = None,
 ) -> None:
     """Write a report from result records: Markdown with its plots, the same as one HTML file, and a CSV of the
@@ -66,8 +66,12 @@ def compare_cmd(
     pairs, only_a, only_b = compare(a, b)
     if not pairs:
         raise IobenchError(f"{a} and {b} have no configuration in common ({only_a} in A, {only_b} in B)")
-    table = _comparison(a, b, "samples/s: the median of the runs [its interval, how sure]",
-                        ("configuration", "A samples/s", "B samples/s", "verdict"))  # fmt: skip
+    table = _comparison(
+        a,
+        b,
+        "samples/s: the median of the runs [its interval, how sure]",
+        ("configuration", "A samples/s", "B samples/s", "verdict"),
+    )
     kinds = []
     for ra, rb, _change in pairs:
         verdict = compare_change(ra, rb)
@@ -75,8 +79,9 @@ def compare_cmd(
         table.add_row(describe(ra), verdict.a.text(), verdict.b.text(), verdict.text)
     out.print(table)
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in KINDS if kinds.count(k))
-    out.print(f"{len(pairs)} matching configuration(s) ({counts}); {only_a} only in A, {only_b} only in B",
-              highlight=False)  # fmt: skip
+    out.print(
+        f"{len(pairs)} matching configuration(s) ({counts}); {only_a} only in A, {only_b} only in B", highlight=False
+    )
 
 
 def _compare_checkpoints(a: Path, b: Path) -> None:
@@ -92,8 +97,9 @@ def _compare_checkpoints(a: Path, b: Path) -> None:
     changes, only_a, only_b = checkpoint_changes(*files)
     if not changes:
         raise IobenchError(f"{a} and {b} have no checkpoint measurement in common ({only_a} in A, {only_b} in B)")
-    table = _comparison(a, b, "seconds: the median of the rounds [min-max]; a save until durable",
-                        ("measurement", "A", "B", "verdict"))  # fmt: skip
+    table = _comparison(
+        a, b, "seconds: the median of the rounds [min-max]; a save until durable", ("measurement", "A", "B", "verdict")
+    )
     from rich.markup import escape
 
     for change in changes:

@@ -51,8 +51,15 @@ def run_cmd(
     _check_share(min_au)
     if dataset_factory is not None:
         return _run_factory(ctx)
-    where = place_of(ctx.params, results, nproc=nproc, flags=o.place_flags(ctx), cprofile=profile,
-                     size=_size_of(size, ctx.params["dataset"]), rank_timeout=rank_timeout)  # fmt: skip
+    where = place_of(
+        ctx.params,
+        results,
+        nproc=nproc,
+        flags=o.place_flags(ctx),
+        cprofile=profile,
+        size=_size_of(size, ctx.params["dataset"]),
+        rank_timeout=rank_timeout,
+    )
     if nproc is None:
         check_writable(results)
     pairs, notes = parse_pairs(format, loader, remote=where.object_storage)
@@ -67,8 +74,17 @@ def run_cmd(
     options.update(run_options_of(ctx.params, RUN))
     read = read_options_of(format_option or [], pairs)
     configs = [config_of(f, ld, settings_of(ctx.params), read_options=read, **options) for f, ld in pairs]
-    measure_run(configs, notes, where, nproc=nproc, quiet=quiet, min_au=min_au, what_if_ms=what_if_ms, wide=wide,
-                loaders_named=loader)  # fmt: skip
+    measure_run(
+        configs,
+        notes,
+        where,
+        nproc=nproc,
+        quiet=quiet,
+        min_au=min_au,
+        what_if_ms=what_if_ms,
+        wide=wide,
+        loaders_named=loader,
+    )
 
 
 def _check_share(min_au: float | None) -> None:

@@ -32,8 +32,12 @@ def serve_cmd(
             out.print(f"export {name}={value}", highlight=False, soft_wrap=True, markup=False)
         out.print(f"# buckets: {', '.join(buckets) or 'none'}", highlight=False, soft_wrap=True, markup=False)
         for bucket in buckets:
-            out.print(f"# iobench run --endpoint-url {endpoint.url}/{bucket} --dataset {bucket}", highlight=False,
-                      soft_wrap=True, markup=False)  # fmt: skip
+            out.print(
+                f"# iobench run --endpoint-url {endpoint.url}/{bucket} --dataset {bucket}",
+                highlight=False,
+                soft_wrap=True,
+                markup=False,
+            )
         signal.pause()  # until a signal ends the command (Ctrl-C, SIGTERM); the emulator stops on the way out
 
 

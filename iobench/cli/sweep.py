@@ -53,9 +53,19 @@ def sweep_cmd(
     check_writable(results)
     target = device_of(ctx.params["device"])
     base = config_of(  # as-is: the grid's caches (warm unless --cache says) decide; a cold one needs no warm-up
-        "memmap", DEFAULT_LOADER_NAME, LoaderSettings(), shuffle=shuffle, block_size=0, epochs=epochs, warmup=warmup,
-        cache="as-is", runs=runs, max_seconds=max_seconds, step=step, **run_options_of(ctx.params, SWEEP),
-    )  # fmt: skip
+        "memmap",
+        DEFAULT_LOADER_NAME,
+        LoaderSettings(),
+        shuffle=shuffle,
+        block_size=0,
+        epochs=epochs,
+        warmup=warmup,
+        cache="as-is",
+        runs=runs,
+        max_seconds=max_seconds,
+        step=step,
+        **run_options_of(ctx.params, SWEEP),
+    )
     swept_options = {o.name: ctx.params[o.name] for o in swept_lists()}  # --cache
     lists = dict(
         format=format, loader=loader, size=size, **swept_options, **{s.name: ctx.params[s.name] for s in swept()}
@@ -63,5 +73,9 @@ def sweep_cmd(
     done = sweep_session(SweepRequest(base, preset, lists, where), target, SweepEvents(quiet))
     if done.records:
         report = shlex.join(["iobench", "report", str(results)])
-        out.print(f"{len(done.records)} record(s) appended to {results}; `{report}` makes the report", highlight=False,
-                  soft_wrap=True, markup=False)  # fmt: skip
+        out.print(
+            f"{len(done.records)} record(s) appended to {results}; `{report}` makes the report",
+            highlight=False,
+            soft_wrap=True,
+            markup=False,
+        )

@@ -78,8 +78,16 @@ def tune_cmd(
     sizes = parse_ints(batch_size, "batch-size")
     if not 0 <= min_shuffle <= 1:
         raise IobenchError(f"--min-shuffle is a score between 0 and 1, got {min_shuffle}")
-    request = TuneRequest(where or place_of({}, results), target, sizes, "," in batch_size, budget_minutes, rounds,
-                          min_shuffle if shuffle else 0.0, check_paste)  # fmt: skip
+    request = TuneRequest(
+        where or place_of({}, results),
+        target,
+        sizes,
+        "," in batch_size,
+        budget_minutes,
+        rounds,
+        min_shuffle if shuffle else 0.0,
+        check_paste,
+    )
     request = _with_what(ctx, request, sizes[0])
     print_tune(tune_session(request, TuneEvents(quiet)), results)
 
@@ -97,5 +105,6 @@ def _with_what(ctx: typer.Context, request: object, batch: int) -> object:
     from iobench.plan.run_options import TUNE, run_options_of
     from iobench.run.tune_session import format_base
 
-    return replace(request, base=format_base(p["format"].lower(), batch, p["shuffle"], p["step"],
-                                             run_options_of(p, TUNE)))  # fmt: skip
+    return replace(
+        request, base=format_base(p["format"].lower(), batch, p["shuffle"], p["step"], run_options_of(p, TUNE))
+    )

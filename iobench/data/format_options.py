@@ -77,8 +77,11 @@ def parse_format_options(
         if not equals or not dot or not field:
             raise IobenchError(f"--format-option {text!r}: write FORMAT.NAME=VALUE, e.g. webdataset.shard_samples=5000")
         if fmt not in names and fmt not in by_index:
-            among = f"the formats read natively (--loader native: {', '.join(names) or 'none'})" if reading else (
-                f"the formats written ({', '.join(names)})")  # fmt: skip
+            among = (
+                f"the formats read natively (--loader native: {', '.join(names) or 'none'})"
+                if reading
+                else (f"the formats written ({', '.join(names)})")
+            )
             if by_index:
                 among += f" or with read options for any loader ({', '.join(by_index)})"
             raise IobenchError(f"--format-option {text}: {fmt} is not among {among}")

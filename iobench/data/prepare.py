@@ -98,8 +98,10 @@ DATASET_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 
 def check_dataset_name(name: str) -> None:
     if not DATASET_NAME.fullmatch(name):
-        raise IobenchError(f"--dataset {name!r}: a dataset's name travels to object storage as it is; use at most 200 "
-                           "letters, digits, '.', '_' and '-', beginning with a letter or digit")  # fmt: skip
+        raise IobenchError(
+            f"--dataset {name!r}: a dataset's name travels to object storage as it is; use at most 200 "
+            "letters, digits, '.', '_' and '-', beginning with a letter or digit"
+        )
 
 
 def plan(request: PrepareRequest) -> PreparePlan:
@@ -173,8 +175,9 @@ def _prepare_locked(p: PreparePlan, reporter: Reporter) -> Manifest:
     return manifest
 
 
-def _write_into(dataset_dir: Path, manifest: Manifest, request: PrepareRequest, reporter: Reporter,
-                kept: str) -> Manifest:  # fmt: skip
+def _write_into(
+    dataset_dir: Path, manifest: Manifest, request: PrepareRequest, reporter: Reporter, kept: str
+) -> Manifest:
     """Write the formats into partial folders of dataset_dir and rename each into place once complete;
     `kept` ends the line of a failure (what is left as it was)."""
     if not (dataset_dir / MANIFEST).is_file():

@@ -68,12 +68,19 @@ class Answer:
             return f"{named(self.fastest)}, {figure} (nothing else measured to rank it against)"
         rival = named(self.runner_up)
         if self.settled:
-            return (f"use {named(self.fastest)}: {figure}, {self.ratio:.2f}x the next, {rival} (their intervals "
-                    f"apart, {self.interval.coverage:.0%} each)")  # fmt: skip
-        why = ("one of them has a single run: no interval" if not (self.interval.finite and self.rival.finite)
-               else f"its interval spans {self.rival.low:,.0f}-{self.rival.high:,.0f}, which overlaps")  # fmt: skip
-        return (f"{named(self.fastest)} leads: {figure}, not settled against {rival}: its median is "
-                f"{self.ratio:.2f}x lower, but {why}; more --runs would tell them apart")  # fmt: skip
+            return (
+                f"use {named(self.fastest)}: {figure}, {self.ratio:.2f}x the next, {rival} (their intervals "
+                f"apart, {self.interval.coverage:.0%} each)"
+            )
+        why = (
+            "one of them has a single run: no interval"
+            if not (self.interval.finite and self.rival.finite)
+            else f"its interval spans {self.rival.low:,.0f}-{self.rival.high:,.0f}, which overlaps"
+        )
+        return (
+            f"{named(self.fastest)} leads: {figure}, not settled against {rival}: its median is "
+            f"{self.ratio:.2f}x lower, but {why}; more --runs would tell them apart"
+        )
 
 
 def figure_text(r: RunRecord, interval: Interval) -> str:
@@ -91,12 +98,22 @@ def answer_for(pattern: str, records: Sequence[RunRecord]) -> Answer:
     load = records_load(ranked)
     refused = ""
     if load is not None and load.busy:
-        refused = (f"other programs used {load.text()} cores beside the runs, and a ranking taken there may not hold "
-                   "on a quiet machine; measure again with the machine quiet, or on purpose with --cpu-contention N "
-                   "--torch-threads 1")  # fmt: skip
+        refused = (
+            f"other programs used {load.text()} cores beside the runs, and a ranking taken there may not hold "
+            "on a quiet machine; measure again with the machine quiet, or on purpose with --cpu-contention N "
+            "--torch-threads 1"
+        )
     second = ranked[1] if len(ranked) > 1 else None
-    return Answer(pattern, best, record_interval(best), len(ranked), second,
-                  record_interval(second) if second is not None else None, refused, load)  # fmt: skip
+    return Answer(
+        pattern,
+        best,
+        record_interval(best),
+        len(ranked),
+        second,
+        record_interval(second) if second is not None else None,
+        refused,
+        load,
+    )
 
 
 def by_pattern(records: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:

@@ -71,8 +71,9 @@ class Change:
         return f"{self.kind}: {self.reason}{shown}"
 
 
-def change_of(units_a: list[float], units_b: list[float], load_a: float | None, load_b: float | None,
-              words: Units) -> Change:  # fmt: skip
+def change_of(
+    units_a: list[float], units_b: list[float], load_a: float | None, load_b: float | None, words: Units
+) -> Change:
     """B against A from each one's units (rates: higher is faster) and the cores other programs used beside each."""
     ia, ib = interval_of(units_a), interval_of(units_b)
 
@@ -88,15 +89,22 @@ def change_of(units_a: list[float], units_b: list[float], load_a: float | None, 
     if not ia.finite or not ib.finite:
         return verdict(NOT_COMPARABLE, words.alone, ratio)
     if len(loaded) == 2 and min(loaded) > BUSY_CORES:
-        return verdict(NO_DIFFERENCE, f"both shared the machine ({load_a:.1f} and {load_b:.1f} cores busy beside "
-                       f"them), where {words.units} taken inside one minute do not bound the next minute's drift; "
-                       "measure both on a quiet machine, or interleaved", ratio)  # fmt: skip
+        return verdict(
+            NO_DIFFERENCE,
+            f"both shared the machine ({load_a:.1f} and {load_b:.1f} cores busy beside "
+            f"them), where {words.units} taken inside one minute do not bound the next minute's drift; "
+            "measure both on a quiet machine, or interleaved",
+            ratio,
+        )
     if ia.overlaps(ib):
         return verdict(NO_DIFFERENCE, "their intervals overlap", ratio)
     if abs(math.log(ratio)) <= math.log1p(words.drift):
-        return verdict(NO_DIFFERENCE, f"within the {words.drift:.0%} a {words.measured} drifts between minutes here, "
-                       f"which {words.units} taken inside one minute do not bound; interleave them to decide",
-                       ratio)  # fmt: skip
+        return verdict(
+            NO_DIFFERENCE,
+            f"within the {words.drift:.0%} a {words.measured} drifts between minutes here, "
+            f"which {words.units} taken inside one minute do not bound; interleave them to decide",
+            ratio,
+        )
     return verdict(FASTER if ratio > 1 else SLOWER, "their intervals apart, beyond the drift between minutes", ratio)
 
 

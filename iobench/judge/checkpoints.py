@@ -21,8 +21,10 @@ def _s(seconds: float | None) -> str:
 
 
 def _what(r: LibraryRow) -> str:
-    return (f"{r.label}: durable in {r.durable_s:.2f} s (the steady save; the first in a process "
-            f"{_s(r.first_durable_s)}), restored {r.restore_word} in {r.restore_s:.2f} s")  # fmt: skip
+    return (
+        f"{r.label}: durable in {r.durable_s:.2f} s (the steady save; the first in a process "
+        f"{_s(r.first_durable_s)}), restored {r.restore_word} in {r.restore_s:.2f} s"
+    )
 
 
 def checkpoint_answer(rows: list[LibraryRow], kills: dict[tuple[str, str], dict[str, int]] | None = None) -> str | None:
@@ -37,9 +39,11 @@ def checkpoint_answer(rows: list[LibraryRow], kills: dict[tuple[str, str], dict[
     load = load_of(r.busy for r in rows)
     if load is not None and load.busy:
         fastest = candidates[0] if candidates else exact[0]
-        return (f"answer: none: other programs used {load.high:.1f} cores beside the trials, and a ranking taken there "
-                f"may not hold on a quiet machine (fastest measured among the safe: {_what(fastest)})"
-                + (f"; {left_out}" if left_out else ""))  # fmt: skip
+        return (
+            f"answer: none: other programs used {load.high:.1f} cores beside the trials, and a ranking taken there "
+            f"may not hold on a quiet machine (fastest measured among the safe: {_what(fastest)})"
+            + (f"; {left_out}" if left_out else "")
+        )
     if not candidates:
         return f"answer: none: {left_out}"
     best = candidates[0]
@@ -62,14 +66,16 @@ def _kills_said(row: LibraryRow, kills: dict[tuple[str, str], dict[str, int]]) -
     return f"{n} of {n} kills left step N or N+1 intact ({row.saver} {row.save_mode})"
 
 
-def _left_out(unsafe: list[LibraryRow], chosen: LibraryRow | None,
-              kills: dict[tuple[str, str], dict[str, int]]) -> str:  # fmt: skip
+def _left_out(unsafe: list[LibraryRow], chosen: LibraryRow | None, kills: dict[tuple[str, str], dict[str, int]]) -> str:
     """Each library and mode left out, with its kills, and whether it was faster than the one chosen."""
     said = []
     for r in unsafe:
         counts = kills[(r.saver, r.save_mode)]
-        faster = f", faster ({_total(r):.2f} s save and restore)" if chosen is not None and _total(r) < _total(
-            chosen) else ""  # fmt: skip
+        faster = (
+            f", faster ({_total(r):.2f} s save and restore)"
+            if chosen is not None and _total(r) < _total(chosen)
+            else ""
+        )
         said.append(f"{r.label}{faster}: {lost(counts)} of {sum(counts.values())} kills lost the checkpoint")
     return ("left out: " + "; ".join(said)) if said else ""
 
@@ -81,9 +87,11 @@ def _against(best: LibraryRow, second: LibraryRow) -> str:
     if not (a.finite and b.finite):
         return f"{ratio:.2f}x the next, {second.label} (one round: no interval)"
     if a.overlaps(b):
-        return (f"not settled against {second.label}: its total is {ratio:.2f}x longer, but its rounds span "
-                f"{b.low:.2f}-{b.high:.2f} s against {a.low:.2f}-{a.high:.2f} s, which overlap; more --trials would "
-                "tell them apart")  # fmt: skip
+        return (
+            f"not settled against {second.label}: its total is {ratio:.2f}x longer, but its rounds span "
+            f"{b.low:.2f}-{b.high:.2f} s against {a.low:.2f}-{a.high:.2f} s, which overlap; more --trials would "
+            "tell them apart"
+        )
     return f"{ratio:.2f}x the next, {second.label} (their rounds apart)"
 
 

@@ -57,10 +57,14 @@ def deciding_budget(best: Contender, rival: Contender) -> str:
         return f"not decidable here: {mine} and {theirs} have the same median within the timer's resolution"
     factor = (widths / gap) ** 2  # epochs needed over epochs had, for the half-widths to fit in the gap
     if factor > HOPELESS_FACTOR:
-        return (f"not decided: {mine} and {theirs} are {gap / rival.interval.median:.1%} apart, within this "
-                "machine's noise; any budget would leave them unsettled")  # fmt: skip
+        return (
+            f"not decided: {mine} and {theirs} are {gap / rival.interval.median:.1%} apart, within this "
+            "machine's noise; any budget would leave them unsettled"
+        )
     epochs = max(best.epochs, rival.epochs)
     more = max(1, round(epochs * factor) - epochs)
     minutes = more * max(best.epoch_seconds, rival.epoch_seconds) * 2 / 60  # both candidates, each epoch
-    return (f"to decide between {mine} and {theirs}: about {more} more epochs each ({minutes:.1f} more "
-            "--budget-minutes at this pace)")  # fmt: skip
+    return (
+        f"to decide between {mine} and {theirs}: about {more} more epochs each ({minutes:.1f} more "
+        "--budget-minutes at this pace)"
+    )

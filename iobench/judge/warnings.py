@@ -219,12 +219,24 @@ def resume_warnings(subject: str, r: RunRecord) -> list[RunWarning]:
     a note in the record (resume_supported), not a warning."""
     e = r.epochs
     if e.resume_error:
-        return [RunWarning(Kind.RESUME, subject, f"resuming mid-epoch failed: {e.resume_error}",
-                           "a preempted job with this pipeline cannot continue its epoch")]  # fmt: skip
+        return [
+            RunWarning(
+                Kind.RESUME,
+                subject,
+                f"resuming mid-epoch failed: {e.resume_error}",
+                "a preempted job with this pipeline cannot continue its epoch",
+            )
+        ]
     if e.resume_lost_samples or e.resume_repeated_samples:
-        return [RunWarning(Kind.RESUME, subject, f"resumed twice mid-epoch, it lost {e.resume_lost_samples:,} samples "
-                           f"and repeated {e.resume_repeated_samples:,}",
-                           "a preempted job trains on another epoch than the one it started")]  # fmt: skip
+        return [
+            RunWarning(
+                Kind.RESUME,
+                subject,
+                f"resumed twice mid-epoch, it lost {e.resume_lost_samples:,} samples "
+                f"and repeated {e.resume_repeated_samples:,}",
+                "a preempted job trains on another epoch than the one it started",
+            )
+        ]
     return []
 
 
@@ -234,13 +246,25 @@ def coverage_warnings(subject: str, r: RunRecord) -> list[RunWarning]:
     k = r.ranks
     found = []
     if len(set(k.rank_batches)) > 1:
-        found.append(RunWarning(Kind.RANK_COVERAGE, subject, f"the ranks got {'/'.join(map(str, k.rank_batches))} "
-                                "batches in an epoch", "DDP hangs at the last all-reduce of a rank with fewer: "
-                                "even the shares (drop_last, or the library's own equalising)"))  # fmt: skip
+        found.append(
+            RunWarning(
+                Kind.RANK_COVERAGE,
+                subject,
+                f"the ranks got {'/'.join(map(str, k.rank_batches))} batches in an epoch",
+                "DDP hangs at the last all-reduce of a rank with fewer: "
+                "even the shares (drop_last, or the library's own equalising)",
+            )
+        )
     if k.duplicated_samples or k.missing_samples:
-        found.append(RunWarning(Kind.RANK_COVERAGE, subject, f"across the ranks {k.duplicated_samples:,} samples "
-                                f"arrived more than once and {k.missing_samples:,} never",
-                                "see rank_samples in the record: the shards cover the dataset unevenly"))  # fmt: skip
+        found.append(
+            RunWarning(
+                Kind.RANK_COVERAGE,
+                subject,
+                f"across the ranks {k.duplicated_samples:,} samples "
+                f"arrived more than once and {k.missing_samples:,} never",
+                "see rank_samples in the record: the shards cover the dataset unevenly",
+            )
+        )
     return found
 
 
@@ -252,8 +276,10 @@ def delivery_warnings(subject: str, r: RunRecord) -> list[RunWarning]:
     cut = r.config.max_batches is not None or r.config.max_seconds is not None
     if delivered != held and not cut:
         what = "dropped" if delivered < held else "repeated"
-        finding = (f"the pipeline delivered {delivered:,} samples per epoch of the {held:,} the dataset holds "
-                   f"({abs(held - delivered):,} {what} by the library)")  # fmt: skip
+        finding = (
+            f"the pipeline delivered {delivered:,} samples per epoch of the {held:,} the dataset holds "
+            f"({abs(held - delivered):,} {what} by the library)"
+        )
         advice = "samples/s counts what was delivered; docs/formats.md says why this format does so"
         return [RunWarning(Kind.DELIVERY, subject, finding, advice)]
     if r.epochs.partial:
@@ -287,8 +313,14 @@ def summarised(found: list[RunWarning], configurations: int) -> list[RunWarning]
             continue
         worst = max(ws, key=lambda w: _first_number(w.finding))
         subject = f"{len(ws)} of {configurations} configurations"
-        kept.append(RunWarning(kind, subject, f"{_SUMMARY[kind]}; the worst, {worst.subject}: {worst.finding}",
-                               f"their figures and their order are not settled: {worst.advice}"))  # fmt: skip
+        kept.append(
+            RunWarning(
+                kind,
+                subject,
+                f"{_SUMMARY[kind]}; the worst, {worst.subject}: {worst.finding}",
+                f"their figures and their order are not settled: {worst.advice}",
+            )
+        )
     return kept
 
 

@@ -35,8 +35,10 @@ IMAGE_SUFFIXES = ("img", "png", "jpg")  # the files' encodings that hold images 
 def dali_refusal(spec: Any, options: Any) -> str | None:
     """Why DALI's image pipeline cannot read this `files` dataset; None if it can."""
     if options.file_suffix not in IMAGE_SUFFIXES or png_axes(spec.shape) is None or spec.dtype != "uint8":
-        return ("--loader dali reads files of images (photos, PNG, JPEG) with DALI's image decoder; this dataset's "
-                "samples are .npy files")  # fmt: skip
+        return (
+            "--loader dali reads files of images (photos, PNG, JPEG) with DALI's image decoder; this dataset's "
+            "samples are .npy files"
+        )
     return None
 
 
@@ -76,15 +78,26 @@ class DaliLoader(Loader):
             raise IobenchError(f"--loader dali decodes RGB or grayscale images, not {channels} channels")
         photos = self.options.encoding == "photos"
 
-        @pipeline_def(batch_size=s.batch_size, num_threads=max(1, s.num_workers), seed=o.seed,
-                      device_id=(self.device.index or 0) if cuda else None,
-                      prefetch_queue_depth=s.prefetch_factor or 2)  # fmt: skip
+        @pipeline_def(
+            batch_size=s.batch_size,
+            num_threads=max(1, s.num_workers),
+            seed=o.seed,
+            device_id=(self.device.index or 0) if cuda else None,
+            prefetch_queue_depth=s.prefetch_factor or 2,
+        )
         def images() -> Any:
-            encoded, index = fn.readers.file(files=self.files, labels=list(range(len(self.files))),
-                                             random_shuffle=o.shuffle, pad_last_batch=True, shard_id=o.rank,
-                                             num_shards=o.world, name="Reader")  # fmt: skip
-            decoded = fn.decoders.image(encoded, device="mixed" if cuda else "cpu",
-                                        output_type=types.RGB if channels == 3 else types.GRAY)  # fmt: skip
+            encoded, index = fn.readers.file(
+                files=self.files,
+                labels=list(range(len(self.files))),
+                random_shuffle=o.shuffle,
+                pad_last_batch=True,
+                shard_id=o.rank,
+                num_shards=o.world,
+                name="Reader",
+            )
+            decoded = fn.decoders.image(
+                encoded, device="mixed" if cuda else "cpu", output_type=types.RGB if channels == 3 else types.GRAY
+            )
             if photos and self.options.crop == "random":
                 decoded = fn.random_resized_crop(decoded, size=(height, width))
             elif photos:
@@ -103,8 +116,13 @@ class DaliLoader(Loader):
         pipe = self._pipeline()
         pipe.build()
         self._pipe = pipe
-        self._iterator = DALIGenericIterator(pipe, ["features", "index"], reader_name="Reader",
-                                             last_batch_policy=LastBatchPolicy.PARTIAL, auto_reset=True)  # fmt: skip
+        self._iterator = DALIGenericIterator(
+            pipe,
+            ["features", "index"],
+            reader_name="Reader",
+            last_batch_policy=LastBatchPolicy.PARTIAL,
+            auto_reset=True,
+        )
         self._fresh = True
 
     def prepare(self, epoch: int) -> None:

@@ -28,9 +28,13 @@ class ReaderDataset(Dataset):
     """
 
     def __init__(
-        self, reader: FormatReader, transform: Transform | None = None, carry: bool = False, threads: int = 1,
+        self,
+        reader: FormatReader,
+        transform: Transform | None = None,
+        carry: bool = False,
+        threads: int = 1,
         encoded: bool = False,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.reader = reader
         self.transform = transform
         # --decode-on device: a batch is its files as they are (`iobench.loaders.encoded`), decoded after the copy
@@ -204,17 +208,24 @@ class DataLoaderLoader(CarriedWhenNeeded, Resumable, Loader):
         reader, order, settings, transform = ctx.reader, ctx.order, ctx.settings, ctx.transform
         super().__init__(ctx.order, ctx.settings, ctx.device)
         if settings.num_workers and not reader.traits.fork_safe:
-            raise IobenchError(f"{ctx.format_name} is not fork-safe: the DataLoader's workers are forked; drop "
-                               "--num-workers, or read with threads (--loader nodes or spdl)")  # fmt: skip
+            raise IobenchError(
+                f"{ctx.format_name} is not fork-safe: the DataLoader's workers are forked; drop "
+                "--num-workers, or read with threads (--loader nodes or spdl)"
+            )
         self.reader = reader
         item = settings.fetch is Fetch.ITEM
         self.sampler = EpochBatchSampler(order, as_lists=item)
-        dataset = self.dataset = ReaderDataset(reader, transform, carry=self._carries(ctx),
-                                               threads=settings.fetch_threads,
-                                               encoded=settings.decode_on is DecodeOn.DEVICE)  # fmt: skip
+        dataset = self.dataset = ReaderDataset(
+            reader,
+            transform,
+            carry=self._carries(ctx),
+            threads=settings.fetch_threads,
+            encoded=settings.decode_on is DecodeOn.DEVICE,
+        )
         if ctx.stateful and stateful_dataloader() is None:  # the resume check records this as its error
-            raise IobenchError("resuming a DataLoader mid-epoch takes torchdata's StatefulDataLoader: "
-                               "pip install 'iobench[torchdata]'")  # fmt: skip
+            raise IobenchError(
+                "resuming a DataLoader mid-epoch takes torchdata's StatefulDataLoader: pip install 'iobench[torchdata]'"
+            )
         if item:  # one __getitem__ per sample, default collate
             self.loader = make_dataloader(dataset, settings, ctx.stateful, batch_sampler=self.sampler)
         else:  # the dataset is indexed with a whole batch of indices

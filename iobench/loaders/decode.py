@@ -32,7 +32,7 @@ def torchvision_io() -> Any | None:
     another torch: `operator torchvision::nms does not exist`)."""
     try:
         import torchvision.io as tio
-    except Exception:  # noqa: BLE001 - a broken build raises RuntimeError (and others) at import
+    except Exception:  # a broken build raises RuntimeError (and others) at import
         return None
     return tio
 
@@ -41,8 +41,9 @@ def is_jpeg(data: torch.Tensor) -> bool:
     return len(data) > 2 and (int(data[0]), int(data[1])) == JPEG_MAGIC
 
 
-def crop_box(crop: str, width: int, height: int, shape: tuple[int, ...], rng: np.random.Generator
-             ) -> tuple[int, int, int, int]:  # fmt: skip
+def crop_box(
+    crop: str, width: int, height: int, shape: tuple[int, ...], rng: np.random.Generator
+) -> tuple[int, int, int, int]:
     """(left, top, right, bottom) of the photo that becomes the sample: RandomResizedCrop's draw
     (`formats.photos.random_box`), or the region the host path's centre crop keeps of it (`photos.cover_crop`
     resizes to cover, then crops: the same region, in the photo's own pixels)."""
@@ -64,8 +65,9 @@ def crop_resized(image: torch.Tensor, box: tuple[int, int, int, int], height: in
     region = image[:, top:bottom, left:right]
     if region.shape[-2:] == (height, width):
         return region
-    resized = F.interpolate(region[None].float(), size=(height, width), mode="bilinear", antialias=True,
-                            align_corners=False)  # fmt: skip
+    resized = F.interpolate(
+        region[None].float(), size=(height, width), mode="bilinear", antialias=True, align_corners=False
+    )
     return resized[0].round_().clamp_(0, 255).to(torch.uint8)
 
 
@@ -73,8 +75,9 @@ class Decoder:
     """The batch's files decoded to the samples' features, stacked on `device` (the stage between the copy and the
     step). `describe` is what the record keeps as `decoder`."""
 
-    def __init__(self, spec: Any, options: Any, device: torch.device, seed: int = 0, tio: Any | None = None,
-                 pillow: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, spec: Any, options: Any, device: torch.device, seed: int = 0, tio: Any | None = None, pillow: bool = False
+    ) -> None:
         self.spec, self.options, self.device = spec, options, device
         self.rng = np.random.default_rng([spec.seed, seed, 7])
         self.tio = None if pillow else (tio or torchvision_io())
@@ -104,8 +107,9 @@ class Decoder:
 
         out = torch.empty((len(files), *self.spec.shape), dtype=torch.uint8)  # images: uint8 (prepare checks)
         for k, data in enumerate(files):
-            sample = decode_sample(io.BytesIO(data.numpy().tobytes()), self.spec, self.options,
-                                   f"file {k} of the batch", self.rng)  # fmt: skip
+            sample = decode_sample(
+                io.BytesIO(data.numpy().tobytes()), self.spec, self.options, f"file {k} of the batch", self.rng
+            )
             out[k].numpy()[...] = sample
         return out
 

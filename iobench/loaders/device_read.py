@@ -35,7 +35,7 @@ def kvikio_mode(kvikio: object) -> ReadMethod:
         defaults = getattr(kvikio, "defaults", None)
     try:
         compat = defaults.get("compat_mode") if hasattr(defaults, "get") else defaults.compat_mode()  # type: ignore
-    except Exception:  # noqa: BLE001 - an API this version lacks: say what is known
+    except Exception:  # an API this version lacks: say what is known
         return ReadMethod.DEVICE_KVIKIO
     name = str(getattr(compat, "name", compat)).upper()
     if name == "AUTO" and hasattr(defaults, "is_compat_mode_preferred"):  # AUTO: what kvikio found (GDS or not)

@@ -30,15 +30,28 @@ def format_of(name: str) -> StorageFormat:
     return FORMATS[name]
 
 
-def native_read(batch_size: int, shuffle: bool, seed: int, epoch: int, num_workers: int, transform: Any,
-                rank: int = 0, world: int = 1) -> NativeRead:  # fmt: skip
+def native_read(
+    batch_size: int,
+    shuffle: bool,
+    seed: int,
+    epoch: int,
+    num_workers: int,
+    transform: Any,
+    rank: int = 0,
+    world: int = 1,
+) -> NativeRead:
     """One epoch's request: a new shuffle each epoch, the same for the same seed (on every rank, so that
     the library's split of it between ranks leaves none out)."""
     return NativeRead(batch_size, shuffle, seed * 1_000_003 + epoch, num_workers, transform, rank, world)
 
 
-def epoch_batches(fmt: StorageFormat, reader: FormatReader, read: NativeRead, keywords: dict[str, Any],
-                  pipeline: Pipeline | None = None) -> Iterator[Any]:  # fmt: skip
+def epoch_batches(
+    fmt: StorageFormat,
+    reader: FormatReader,
+    read: NativeRead,
+    keywords: dict[str, Any],
+    pipeline: Pipeline | None = None,
+) -> Iterator[Any]:
     """The format's pipeline (built here unless given) in its library's loader with the run's keywords: (features,
     labels, indices) batches; what the pipeline holds open is released when the epoch ends or is cut short."""
     pipeline = fmt.pipeline(reader, read) if pipeline is None else pipeline
@@ -92,7 +105,7 @@ def _library(batches: Iterator[Any], name: str) -> Iterator[Any]:
         yield from batches
     except WORDED_BY_THE_RUNNER:
         raise
-    except Exception as exc:  # noqa: BLE001 - the library's own failure, on data it was handed
+    except Exception as exc:  # the library's own failure, on data it was handed
         raise RunFailed(f"{name}'s own pipeline failed: {reason(exc)}") from None
 
 
@@ -109,8 +122,16 @@ class NativeLoader(Resumable, Loader):
 
     def _read(self, epoch: int) -> NativeRead:
         o = self.order
-        return native_read(self.settings.batch_size, o.shuffle, o.seed, epoch, self.settings.num_workers,
-                           self.transform, o.rank, o.world)  # fmt: skip
+        return native_read(
+            self.settings.batch_size,
+            o.shuffle,
+            o.seed,
+            epoch,
+            self.settings.num_workers,
+            self.transform,
+            o.rank,
+            o.world,
+        )
 
     def prepare(self, epoch: int) -> None:
         """The epoch's pipeline built before the clock, as its user's script builds it before the loop (LitData's
@@ -132,8 +153,9 @@ class NativeLoader(Resumable, Loader):
         else:
             pipeline = self.format.pipeline(self.reader, read)
         try:
-            self._loader = self._restored(library_loader(pipeline, read, dataloader_arguments(self.settings),
-                                                         self.stateful))  # fmt: skip
+            self._loader = self._restored(
+                library_loader(pipeline, read, dataloader_arguments(self.settings), self.stateful)
+            )
         except BaseException:
             _release_pipeline(pipeline)
             raise

@@ -36,8 +36,9 @@ from iobench.settings import DecodeOn, Fetch, batches_ahead
 class ThreadDatasets:
     """A ReaderDataset per thread over that thread's reader (`ThreadReaders`)."""
 
-    def __init__(self, reader: FormatReader, transform: Transform | None, carry: bool = True,
-                 encoded: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self, reader: FormatReader, transform: Transform | None, carry: bool = True, encoded: bool = False
+    ) -> None:
         self._readers = ThreadReaders(reader)
         self._transform, self._carry, self._encoded = transform, carry, encoded
         self._local = threading.local()
@@ -47,8 +48,9 @@ class ThreadDatasets:
         with self._readers.reading():
             dataset = getattr(self._local, "dataset", None)
             if dataset is None:
-                dataset = ReaderDataset(self._readers.reader(), self._transform, carry=self._carry,
-                                        encoded=self._encoded)  # fmt: skip
+                dataset = ReaderDataset(
+                    self._readers.reader(), self._transform, carry=self._carry, encoded=self._encoded
+                )
                 self._local.dataset = dataset
             return dataset[key]
 
@@ -133,8 +135,9 @@ class NodesLoader(CarriedWhenNeeded, Resumable, Loader):
         _quiet_self_joins()
         self.reader = ctx.reader
         # carrying in order cost a stack per batch in the reading thread: 3.5% of SPDL's rows/s (1,024 rows of 512 B)
-        self.readers = ThreadDatasets(ctx.reader, ctx.transform, carry=self._carries(ctx),
-                                      encoded=ctx.settings.decode_on is DecodeOn.DEVICE)  # fmt: skip
+        self.readers = ThreadDatasets(
+            ctx.reader, ctx.transform, carry=self._carries(ctx), encoded=ctx.settings.decode_on is DecodeOn.DEVICE
+        )
         self._loader: Any = None
 
     def _keys(self, epoch: int) -> Iterator[Any]:
@@ -150,8 +153,9 @@ class NodesLoader(CarriedWhenNeeded, Resumable, Loader):
         self.readers.restart()
         s = self.settings
         node: Any = nodes.IterableWrapper(self._keys(epoch))
-        node = nodes.ParallelMapper(node, self.readers.read, num_workers=s.num_workers, in_order=s.in_order,
-                                    method="thread")  # fmt: skip
+        node = nodes.ParallelMapper(
+            node, self.readers.read, num_workers=s.num_workers, in_order=s.in_order, method="thread"
+        )
         if s.fetch is Fetch.ITEM:
             node = nodes.Mapper(nodes.Batcher(node, batch_size=s.batch_size, drop_last=False), default_collate)
         if s.pin_memory:

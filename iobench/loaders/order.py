@@ -101,9 +101,13 @@ class DistributedSamplerOrder:
         from torch.utils.data import DistributedSampler
 
         sampler = DistributedSampler(
-            range(self.n_samples), num_replicas=self.world, rank=self.rank, shuffle=self.shuffle, seed=self.seed,
+            range(self.n_samples),
+            num_replicas=self.world,
+            rank=self.rank,
+            shuffle=self.shuffle,
+            seed=self.seed,
             drop_last=self.tail == "drop",
-        )  # fmt: skip
+        )
         sampler.set_epoch(epoch)
         return np.fromiter(sampler, dtype=np.int64, count=self._share())
 

@@ -40,9 +40,11 @@ class PreloadLoader(Loader):
         spec = self.spec = reader.spec
         need, have = spec.n_samples * (spec.feature_bytes + 8), available_bytes(torch.device("cpu"))
         if need > HEADROOM * have:
-            raise IobenchError(f"--loader preload holds the dataset in memory: it needs {need / 1e9:.2f} GB and "
-                               f"{have / 1e9:.2f} GB are {free_words(torch.device('cpu'))}; read it with --loader "
-                               "direct or dataloader")  # fmt: skip
+            raise IobenchError(
+                f"--loader preload holds the dataset in memory: it needs {need / 1e9:.2f} GB and "
+                f"{have / 1e9:.2f} GB are {free_words(torch.device('cpu'))}; read it with --loader "
+                "direct or dataloader"
+            )
         self.layout, self.cold = layout, ctx.cold
         self.pin = bool(settings.pin_memory) and device.type == "cuda"
         self.threads = settings.num_workers or READ_THREADS
@@ -125,12 +127,16 @@ class PreloadLoader(Loader):
         spec, n = self.spec, self.spec.n_samples
         try:
             data = torch.empty((n, *spec.shape), dtype=self.dtype, pin_memory=self.pin)
-            self.slots = [torch.empty((self.order.batch_size, *spec.shape), dtype=self.dtype, pin_memory=self.pin)
-                          for _ in range(SLOTS)]  # fmt: skip
+            self.slots = [
+                torch.empty((self.order.batch_size, *spec.shape), dtype=self.dtype, pin_memory=self.pin)
+                for _ in range(SLOTS)
+            ]
         except RuntimeError as exc:  # pinned memory the driver would not give
-            raise IobenchError(f"--loader preload: {n * spec.feature_bytes / 1e9:.2f} GB of "
-                               f"{'pinned ' if self.pin else ''}memory refused ({exc}); use --no-pin-memory or "
-                               "--loader direct") from None  # fmt: skip
+            raise IobenchError(
+                f"--loader preload: {n * spec.feature_bytes / 1e9:.2f} GB of "
+                f"{'pinned ' if self.pin else ''}memory refused ({exc}); use --no-pin-memory or "
+                "--loader direct"
+            ) from None
         self.data = data
         return data.view(n, -1).view(torch.uint8)
 

@@ -37,8 +37,15 @@ class RayLoader(Loader):
         started = time.perf_counter()
         actor = self.ray.remote(BatchReader).options(scheduling_strategy="SPREAD")
         name = transform.name if transform is not None else "none"
-        args = (format_name, str(reader.directory), reader.spec.to_json(), options, reader.sequential, name,
-                reader.larger_than_memory)  # fmt: skip
+        args = (
+            format_name,
+            str(reader.directory),
+            reader.spec.to_json(),
+            options,
+            reader.sequential,
+            name,
+            reader.larger_than_memory,
+        )
         self.actors = [actor.remote(*args) for _ in range(settings.num_workers)]
         try:  # started before any epoch is timed
             here = platform.node()

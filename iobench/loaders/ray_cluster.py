@@ -90,11 +90,16 @@ def check_answers(address: str, source: str) -> None:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except (OSError, ValueError) as exc:
         why = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        turned = f" (Ray turns {address} into {target}: a cluster on loopback only is not reachable so)" if (
-            target != address) else ""  # fmt: skip
-        raise IobenchError(f"the Ray cluster at {target}, from {source}, does not answer within "
-                           f"{CONNECT_TIMEOUT_S:g} s: {why}{turned}; start it on the node's address, or leave "
-                           "--ray-address and RAY_ADDRESS out for a local instance") from None  # fmt: skip
+        turned = (
+            f" (Ray turns {address} into {target}: a cluster on loopback only is not reachable so)"
+            if (target != address)
+            else ""
+        )
+        raise IobenchError(
+            f"the Ray cluster at {target}, from {source}, does not answer within "
+            f"{CONNECT_TIMEOUT_S:g} s: {why}{turned}; start it on the node's address, or leave "
+            "--ray-address and RAY_ADDRESS out for a local instance"
+        ) from None
 
 
 class _Local:
@@ -114,8 +119,9 @@ def _local_settings() -> None:
     token = folder / "auth_token"
     create_exclusive(token, secrets.token_hex(32).encode())
     _Local.token = new_token()
-    os.environ.update({LOCAL_ONLY: "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token),
-                       OWNER_VARIABLE: _Local.token})  # fmt: skip
+    os.environ.update(
+        {LOCAL_ONLY: "0", "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN_PATH": str(token), OWNER_VARIABLE: _Local.token}
+    )
 
 
 def _start_local(ray: Any) -> None:

@@ -45,8 +45,15 @@ class RayDataLoader(Loader):
         self.data = ray.data
         reader, transform = ctx.reader, ctx.transform
         name = transform.name if transform is not None else "none"
-        self._args = (ctx.format_name, str(reader.directory), reader.spec.to_json(), ctx.format_options,
-                      reader.sequential, name, reader.larger_than_memory)  # fmt: skip
+        self._args = (
+            ctx.format_name,
+            str(reader.directory),
+            reader.spec.to_json(),
+            ctx.format_options,
+            reader.sequential,
+            name,
+            reader.larger_than_memory,
+        )
         self._carried: list[torch.Tensor] = []
         self._pids: list[int] = []
         self._node = platform.node()  # actors on another node are not waited for

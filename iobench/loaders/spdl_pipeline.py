@@ -52,7 +52,7 @@ class SpdlLoader(NodesLoader):
     def _read(self, key: Any) -> Any:
         try:
             return self.readers.read(key)
-        except Exception as exc:  # noqa: BLE001 - handed on, raised by the epoch's iterator
+        except Exception as exc:  # handed on, raised by the epoch's iterator
             return _Failed(exc)
 
     def state_dict(self) -> dict[str, Any] | None:

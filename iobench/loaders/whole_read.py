@@ -74,8 +74,10 @@ class WholeRead:
 
     def start(self) -> None:
         """The reading threads started: the caller may work meanwhile (the epoch's order), then `wait`."""
-        self._workers = [threading.Thread(target=self._work, name=f"iobench-whole-read-{k}", daemon=True)
-                         for k in range(min(self.threads, len(self.pieces)))]  # fmt: skip
+        self._workers = [
+            threading.Thread(target=self._work, name=f"iobench-whole-read-{k}", daemon=True)
+            for k in range(min(self.threads, len(self.pieces)))
+        ]
         for worker in self._workers:
             worker.start()
 
@@ -121,7 +123,7 @@ class WholeRead:
                     first, end = self.pieces[self._next]
                     self._next += 1
                 self._piece(first, end, staging)
-        except BaseException as exc:  # noqa: BLE001 - carried to run(), which raises it in the reading thread
+        except BaseException as exc:  # carried to run(), which raises it in the reading thread
             self._failed = self._failed or exc.with_traceback(None)
             self._stopping.set()
 

@@ -19,11 +19,31 @@ from iobench.system.world import World
 
 # A rank's row is a flat float tensor (gathered without pickle): these fields per timed epoch, then these of the
 # rank, then its setup times. Read back by name (`_epochs`, `_rank`), never by position.
-EPOCH_FIELDS = ("seconds", "first_batch_seconds", "batches", "samples", "wait_seconds", "h2d_seconds", "step_seconds",
-                "partial", "device_read_bytes", "process_read_bytes", "resident_before", "resident_after",
-                "transform_seconds")  # fmt: skip
-RANK_FIELDS = ("node_main", "node_rank", "cpu_utilisation", "cpu_iowait", "peak_rss_bytes", "peak_rss_children_bytes",
-               "cuda_allocated", "cuda_reserved")  # fmt: skip
+EPOCH_FIELDS = (
+    "seconds",
+    "first_batch_seconds",
+    "batches",
+    "samples",
+    "wait_seconds",
+    "h2d_seconds",
+    "step_seconds",
+    "partial",
+    "device_read_bytes",
+    "process_read_bytes",
+    "resident_before",
+    "resident_after",
+    "transform_seconds",
+)
+RANK_FIELDS = (
+    "node_main",
+    "node_rank",
+    "cpu_utilisation",
+    "cpu_iowait",
+    "peak_rss_bytes",
+    "peak_rss_children_bytes",
+    "cuda_allocated",
+    "cuda_reserved",
+)
 
 
 @dataclass
@@ -161,8 +181,9 @@ def _node_mean(values: list[float]) -> float | None:
     return statistics.fmean(known) if known else None
 
 
-def epoch_stats(timings: Sequence[Timed], sample_bytes: int, n_samples: int, has_step: bool = False,
-                ranks: int = 1) -> EpochStats:  # fmt: skip
+def epoch_stats(
+    timings: Sequence[Timed], sample_bytes: int, n_samples: int, has_step: bool = False, ranks: int = 1
+) -> EpochStats:
     """The timed epochs as a record keeps them: median with min and max, the spread, where each batch's time went,
     the share of the time in the step (a rank's step over its epoch, under torchrun)."""
     seconds = [t.seconds for t in timings]

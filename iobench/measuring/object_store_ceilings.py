@@ -63,8 +63,7 @@ def find_probes(dataset_dir: Path) -> list[Probe]:
         raise IobenchError(f"{dataset_dir} holds no prepared format to read; run `iobench prepare` first")
     largest.sort(key=lambda pair: pair[1].bytes, reverse=True)
     sample = manifest.spec.sample_bytes
-    return [Probe(dataset_dir.parent, dataset_dir.name, folder, f.path, f.bytes, sample)
-            for folder, f in largest]  # fmt: skip
+    return [Probe(dataset_dir.parent, dataset_dir.name, folder, f.path, f.bytes, sample) for folder, f in largest]
 
 
 def _first_stored(probes: list[Probe], target: RemoteTarget) -> Probe:
@@ -79,15 +78,17 @@ def _first_stored(probes: list[Probe], target: RemoteTarget) -> Probe:
             try:
                 obstore.head(storage.store(), storage.key(probe.name))
                 return probe
-            except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release
+            except Exception as exc:  # obstore's exception classes vary by release
                 if not isinstance(exc, FileNotFoundError) and type(exc).__name__ != "NotFoundError":
                     raise
     first = probes[0]
     keyed = first.prefix.rpartition("/")[0]  # the dataset's name, in a bucket the URL names
     where = f"s3://{first.bucket}/" + (f"{keyed}/" if keyed else "")
     formats = ", ".join(p.prefix.rpartition("/")[2] for p in probes)
-    raise IobenchError(f"none of the dataset's formats ({formats}) is at {where} at {target.endpoint.url}: "
-                       "`iobench upload --endpoint-url URL` puts them there")  # fmt: skip
+    raise IobenchError(
+        f"none of the dataset's formats ({formats}) is at {where} at {target.endpoint.url}: "
+        "`iobench upload --endpoint-url URL` puts them there"
+    )
 
 
 def target_key(target: RemoteTarget) -> str:
@@ -125,8 +126,13 @@ def measure_remote_limits(
         endpoint = store_at(endpoint_url)
         endpoint_url = endpoint.url  # the store's entry, whichever of its buckets held the probe
         target = RemoteTarget(endpoint, None)
-        probe = _first_stored([replace(p, bucket=endpoint.bucket_for(p.bucket), prefix=endpoint.prefix_for(p.bucket)
-                                       + p.prefix) for p in probes], target)  # fmt: skip
+        probe = _first_stored(
+            [
+                replace(p, bucket=endpoint.bucket_for(p.bucket), prefix=endpoint.prefix_for(p.bucket) + p.prefix)
+                for p in probes
+            ],
+            target,
+        )
         say(f"reading s3://{probe.bucket}/{probe.prefix}/{probe.name} at {endpoint_url} ...")
         shaped = _rates(target, probe, connections)
     else:

@@ -35,8 +35,10 @@ def parse_step(text: str) -> str:
             values = []
         if len(values) in (1, 2) and all(math.isfinite(v) and v >= 0 for v in values):
             return "sleep:" + ":".join(f"{v:g}" for v in values)
-    raise IobenchError(f"unknown step {text!r}; use none, sleep:MS, sleep:MS:SD (normal, ms), mlp or module:function "
-                       "(your own step, called with the batch's features and labels on the device)")  # fmt: skip
+    raise IobenchError(
+        f"unknown step {text!r}; use none, sleep:MS, sleep:MS:SD (normal, ms), mlp or module:function "
+        "(your own step, called with the batch's features and labels on the device)"
+    )
 
 
 def sleep_ms(name: str) -> tuple[float, float] | None:
@@ -86,9 +88,10 @@ def user_function(function: Callable[..., object], name: str) -> Step:
             function(*batch)
         except SystemExit as exc:  # the user's code ending the process: a failure of the run, named
             raise StepFailed(f"the step {name} {exited(exc)} at batch {calls[0]}") from None
-        except Exception as exc:  # noqa: BLE001 - the user's code: its reason, in one line
-            raise StepFailed(f"the step {name} raised at batch {calls[0]}: {type(exc).__name__}: "
-                             f"{one_line(exc)}") from None  # fmt: skip
+        except Exception as exc:  # the user's code: its reason, in one line
+            raise StepFailed(
+                f"the step {name} raised at batch {calls[0]}: {type(exc).__name__}: {one_line(exc)}"
+            ) from None
 
     return step
 

@@ -34,8 +34,9 @@ def load_callable(text: str, option: str) -> Callable[..., Any]:
     except SystemExit as exc:  # the user's module ending the process as it loads: a failure, named
         raise IobenchError(f"{option} {text}: importing {module_name} {exited(exc)}") from None
     except Exception as exc:  # the user's module failed while it loaded: its reason in one line
-        raise IobenchError(f"{option} {text}: importing {module_name} failed: {type(exc).__name__}: "
-                           f"{one_line(exc)}") from None  # fmt: skip
+        raise IobenchError(
+            f"{option} {text}: importing {module_name} failed: {type(exc).__name__}: {one_line(exc)}"
+        ) from None
     function = getattr(module, attribute, None)
     if not callable(function):
         raise IobenchError(f"{option} {text}: {module_name} has no function {attribute}")

@@ -24,9 +24,15 @@ def read_options_of(texts: list[str], pairs: list[tuple[str, str]]) -> dict[str,
 
 
 def config_of(
-    fmt: str, loader: str, settings: LoaderSettings, *, shuffle: bool, block_size: int,
-    read_options: dict[str, dict[str, Any]] | None = None, **kw: Any,
-) -> RunConfig:  # fmt: skip
+    fmt: str,
+    loader: str,
+    settings: LoaderSettings,
+    *,
+    shuffle: bool,
+    block_size: int,
+    read_options: dict[str, dict[str, Any]] | None = None,
+    **kw: Any,
+) -> RunConfig:
     """A run configuration from command-line values (shared by run and sweep): strings become enums.
     `read_options` (--format-option, per format) apply to the formats' own pipelines (--loader native), and
     those every loader reads through (npy's object-storage client) to any loader."""
@@ -36,9 +42,14 @@ def config_of(
     if not LOADERS[LoaderName.parse(loader, "--loader")].own_pipeline and own:
         own = {k: v for k, v in own.items() if k in settable_fields(fmt, reading=True, native=False)}
     return RunConfig(
-        format=fmt, loader=loader, settings=settings, order=order_of(shuffle, block_size), block_size=block_size,
-        format_options=tuple(sorted(own.items())), **kw,
-    )  # fmt: skip
+        format=fmt,
+        loader=loader,
+        settings=settings,
+        order=order_of(shuffle, block_size),
+        block_size=block_size,
+        format_options=tuple(sorted(own.items())),
+        **kw,
+    )
 
 
 def settings_of(params: dict[str, Any]) -> LoaderSettings:

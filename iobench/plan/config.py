@@ -100,8 +100,10 @@ def _check(config: RunConfig) -> None:
     """Refuse knobs that do not go together, with the reason, before any work starts: the run's own here, a
     setting against the loader by what the loader declares it honours (`iobench.loaders.LoaderKind`)."""
     if config.format not in FORMATS:
-        raise IobenchError(f"unknown format {config.format!r}{did_you_mean(config.format, list(FORMATS))}; choose "
-                           f"from {', '.join(FORMATS)}")  # fmt: skip
+        raise IobenchError(
+            f"unknown format {config.format!r}{did_you_mean(config.format, list(FORMATS))}; choose "
+            f"from {', '.join(FORMATS)}"
+        )
     kind = LOADERS[config.loader]
     check_installed(config.loader)  # before its settings: `--loader ray` first complained about --num-workers
     check_reads(config.loader, config.format)
@@ -116,8 +118,9 @@ def _check(config: RunConfig) -> None:
     if config.transform.startswith("cpu:") and config.transform_on is TransformOn.DEVICE:
         raise IobenchError("--transform cpu:US is a CPU cost per sample in the loader; use --transform-on host")
     if config.transform != "none" and config.transform_on is TransformOn.HOST and kind.raw_batches:
-        raise IobenchError(f"--loader {config.loader} hands over raw batches ({kind.raw_batches}): use "
-                           "--transform-on device")  # fmt: skip
+        raise IobenchError(
+            f"--loader {config.loader} hands over raw batches ({kind.raw_batches}): use --transform-on device"
+        )
     if config.max_batches is not None and config.max_batches < 1:
         raise IobenchError(f"--max-batches must be >= 1, got {config.max_batches}")
 

@@ -69,7 +69,7 @@ def _nodes_loader(c: RunConfig, opened: list[str], on_device: str | None) -> tup
                 f"in_order={s.in_order}",
                 'method="thread"',
             ],
-        ),  # fmt: skip
+        ),
         *(["    node = nodes.PinMemory(node)"] if s.pin_memory else []),
         f"    node = nodes.Prefetcher(node, prefetch_factor={batches_ahead(s)})",
         "    return nodes.Loader(node)",
@@ -183,16 +183,31 @@ def _plain_loader(c: RunConfig, on_device: str | None) -> tuple[list[str], list[
     sampler, the batches read in one call and the DataLoader's keywords as tune measured them."""
     s = c.settings
     tensorclass = c.loader is LoaderName.TENSORCLASS
-    args = ["sampler=Batches(len(dataset), " + f"{s.batch_size}, shuffle={c.shuffle})", "batch_size=None",
-            *loader_arguments(c)[2:-1]]  # fmt: skip
+    args = [
+        "sampler=Batches(len(dataset), " + f"{s.batch_size}, shuffle={c.shuffle})",
+        "batch_size=None",
+        *loader_arguments(c)[2:-1],
+    ]
     if tensorclass:  # tensordict's own loading: whole batches of the memmap by index, passed through as they are
         dataset = [*_WHOLE, "", ""]
-        body = ["    dataset = Whole(DATASET)", "    return DataLoader(", "        dataset,",
-                *(f"        {arg}," for arg in args), "        collate_fn=whole,", "    )"]  # fmt: skip
+        body = [
+            "    dataset = Whole(DATASET)",
+            "    return DataLoader(",
+            "        dataset,",
+            *(f"        {arg}," for arg in args),
+            "        collate_fn=whole,",
+            "    )",
+        ]
         unpack = 'features, labels = batch["features"], batch["labels"]'
     else:
-        body = ["    dataset = Rows(DATASET)", "    return DataLoader(", "        dataset,",
-                *(f"        {arg}," for arg in args), "        collate_fn=as_read,", "    )"]  # fmt: skip
+        body = [
+            "    dataset = Rows(DATASET)",
+            "    return DataLoader(",
+            "        dataset,",
+            *(f"        {arg}," for arg in args),
+            "        collate_fn=as_read,",
+            "    )",
+        ]
         dataset, unpack = [*_PLAIN_DATASETS[c.format], "", "", *_AS_READ, "", ""], "features, labels = batch"
     imports = ["from torch.utils.data import DataLoader", "import numpy as np", "from collections.abc import Iterator"]
     imports += ["from tensordict import TensorDict"] if tensorclass or c.format == "memmap" else []
@@ -264,8 +279,9 @@ def best_script(c: RunConfig, measured: str, dataset_dir: Path, device: str, fol
         imports, make = build(c, opened, on_device)
         needs = "iobench must be installed: its readers check the files"
     spec = Manifest.load(dataset_dir).spec
-    step_imports, step_lines, step_call = step_parts(c.step, folder or Path.cwd(), spec.features_per_sample,
-                                                     spec.n_classes, c.settings.non_blocking)  # fmt: skip
+    step_imports, step_lines, step_call = step_parts(
+        c.step, folder or Path.cwd(), spec.features_per_sample, spec.n_classes, c.settings.non_blocking
+    )
     lines = [
         f'"""iobench tune\'s best configuration: {c.format} through {c.loader.value}, {measured}.',
         "",
@@ -297,11 +313,16 @@ def factory_script(request: Any, measured: str, folder: Path, device: str, featu
     threads = [f"torch.set_num_threads({request.torch_threads})"] if request.torch_threads is not None else []
     from iobench.measuring.user_loader import N_CLASSES
 
-    step_imports, step_lines, step_call = step_parts(request.step, folder, max(1, features_per_sample), N_CLASSES,
-                                                     s.non_blocking)  # fmt: skip
+    step_imports, step_lines, step_call = step_parts(
+        request.step, folder, max(1, features_per_sample), N_CLASSES, s.non_blocking
+    )
     if step_call:  # a user's labels may be anything: the stand-in takes them modulo its classes, as the run did
-        step_call = [step_call[0].replace("labels.to(", f"(labels % {N_CLASSES}).to(") if request.step == "mlp"
-                     else step_call[0], step_call[1]]  # fmt: skip
+        step_call = [
+            step_call[0].replace("labels.to(", f"(labels % {N_CLASSES}).to(")
+            if request.step == "mlp"
+            else step_call[0],
+            step_call[1],
+        ]
     lines = [
         f'"""iobench tune\'s best DataLoader settings for {request.factory}, {measured}.',
         "",
@@ -318,7 +339,7 @@ def factory_script(request: Any, measured: str, folder: Path, device: str, featu
                 "from iobench.api import split_batch",
                 *step_imports,
             ]
-        ),  # fmt: skip
+        ),
         "",
         f"# where {module} was imported from",
         f"sys.path.insert(0, {py_literal(str(folder.resolve()))})",
@@ -342,7 +363,7 @@ def factory_script(request: Any, measured: str, folder: Path, device: str, featu
             "features, labels = split_batch(batch)",
             f"features = features.to(DEVICE, non_blocking={s.non_blocking})",
             step=step_call,
-        ),  # fmt: skip
+        ),
     ]
     return tidy(lines)
 
@@ -351,9 +372,23 @@ def run_command(c: RunConfig, place: list[str], device: str) -> str:
     """The `iobench run` that measures configuration `c` again where the search measured it (`place`: the
     options naming the data and the store, as typed)."""
     s = c.settings
-    args = ["iobench", "run", *place, "--format", c.format, "--loader", c.loader.value, "--device", device,
-            "--batch-size", str(s.batch_size), "--num-workers", str(s.num_workers),
-            "--cache", c.cache.value]  # fmt: skip
+    args = [
+        "iobench",
+        "run",
+        *place,
+        "--format",
+        c.format,
+        "--loader",
+        c.loader.value,
+        "--device",
+        device,
+        "--batch-size",
+        str(s.batch_size),
+        "--num-workers",
+        str(s.num_workers),
+        "--cache",
+        c.cache.value,
+    ]
     args += command_flags(s, device.startswith("cuda"))
     args += ["--no-shuffle"] if not c.shuffle else []
     args += ["--step", c.step] if c.step != "none" else []

@@ -90,8 +90,9 @@ class ResolvedRun:
         c, w = self.config, self.world
         n, batch = self.manifest.spec.n_samples, c.settings.batch_size
         if w.size > 1 and LOADERS[c.loader].ranks is RankShare.SAMPLER:
-            return DistributedSamplerOrder(n, batch, c.shuffle, c.seed, c.max_batches, w.rank, w.size,
-                                           c.sampler_tail.value)  # fmt: skip
+            return DistributedSamplerOrder(
+                n, batch, c.shuffle, c.seed, c.max_batches, w.rank, w.size, c.sampler_tail.value
+            )
         return EpochOrder(n, batch, c.shuffle, c.block_size, c.seed, c.max_batches, rank=w.rank, world=w.size)
 
     def recorded(self) -> RecordedConfig:
@@ -118,8 +119,9 @@ class ResolvedRun:
 
 
 # RunConfig's fields a record stores as they are (the run options, the loader, settings and order have their own way)
-PLAIN_FIELDS = frozenset({"format", "block_size", "epochs", "warmup", "runs", "max_batches", "max_seconds", "step",
-                          "seed"})  # fmt: skip
+PLAIN_FIELDS = frozenset(
+    {"format", "block_size", "epochs", "warmup", "runs", "max_batches", "max_seconds", "step", "seed"}
+)
 
 
 def _remote_fields(remote: RemoteTarget | None, storage: Storage) -> dict:
@@ -171,9 +173,13 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
         return resolved
     check_local_read_options(config)
     budget = config.cache_budget.of(entry.bytes) if config.cache_budget is not None else None
-    storage = LocalStorage(entry.file_paths(target.dataset_dir), entry.folder(target.dataset_dir),
-                           target.dataset_dir, eviction=config.eviction,
-                           confinement=Confinement(config.read_limit_mb_per_s, budget))  # fmt: skip
+    storage = LocalStorage(
+        entry.file_paths(target.dataset_dir),
+        entry.folder(target.dataset_dir),
+        target.dataset_dir,
+        eviction=config.eviction,
+        confinement=Confinement(config.read_limit_mb_per_s, budget),
+    )
     storage.check(cold=config.cache is Cache.COLD)
     resolved = ResolvedRun(config, target, world, manifest, storage)
     FORMATS[config.format].options_from_json(resolved.entry.options)  # a read option's value is checked here
@@ -221,8 +227,10 @@ def check_local_read_options(config: RunConfig) -> None:
 
     only = object_storage_fields(config.format)
     if given := [k for k, _ in config.format_options if k in only]:
-        raise IobenchError(f"{config.label}: --format-option {config.format}.{given[0]} sets how object storage is "
-                           "read: give --remote PROFILE or --endpoint-url")  # fmt: skip
+        raise IobenchError(
+            f"{config.label}: --format-option {config.format}.{given[0]} sets how object storage is "
+            "read: give --remote PROFILE or --endpoint-url"
+        )
 
 
 def reads_objects(fmt: StorageFormat, loader: LoaderName) -> bool:
@@ -245,8 +253,9 @@ def check_remote(config: RunConfig) -> None:
             for k in LOADERS.values()
             if k.objects is ObjectReach.READER or (k.objects is ObjectReach.LIBRARY and fmt.has_pipeline)
         ]
-        raise IobenchError(f"{config.label}: --remote reads {config.format} through --loader {' or '.join(can)} "
-                           "in this release")  # fmt: skip
+        raise IobenchError(
+            f"{config.label}: --remote reads {config.format} through --loader {' or '.join(can)} in this release"
+        )
     refuse_local_controls(config.read_limit_mb_per_s, config.cache_budget)
 
 
@@ -278,8 +287,9 @@ def object_storage(config: RunConfig, target: RunTarget, entry: FormatEntry, wor
 
         reason = fuse_reason()
         if reason is not None:
-            raise IobenchError(f"{config.label}: {config.format} is read from object storage through FUSE here; "
-                               f"{reason}")  # fmt: skip
+            raise IobenchError(
+                f"{config.label}: {config.format} is read from object storage through FUSE here; {reason}"
+            )
         storage = MountedStorage(*where, at_random=config.shuffle and not LOADERS[config.loader].own_pipeline)
     else:
         storage = ObjectStorage(*where)
@@ -317,8 +327,11 @@ def check_dataset(dataset_dir: Path, fmt: str) -> Manifest:
 
         prepared = ", ".join(manifest.formats) or "none"
         elsewhere = datasets_with(dataset_dir.parent, fmt)
-        hint = (f"`--dataset {elsewhere[0]}` has it, or run `iobench prepare --formats {fmt}`" if elsewhere
-                else f"run `iobench prepare --formats {fmt}`")  # fmt: skip
+        hint = (
+            f"`--dataset {elsewhere[0]}` has it, or run `iobench prepare --formats {fmt}`"
+            if elsewhere
+            else f"run `iobench prepare --formats {fmt}`"
+        )
         raise IobenchError(f"{fmt} is not prepared in {dataset_dir} (prepared: {prepared}); {hint}")
     for f, path in zip(entry.files, entry.file_paths(dataset_dir), strict=True):
         if not path.is_file():

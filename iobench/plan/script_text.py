@@ -73,28 +73,38 @@ def tidy(lines: list[str]) -> str:
     return "\n".join(out) + "\n"
 
 
-def step_parts(step: str, folder: Path, features_per_sample: int, n_classes: int,
-               non_blocking: bool) -> tuple[list[str], list[str], list[str]]:  # fmt: skip
+def step_parts(
+    step: str, folder: Path, features_per_sample: int, n_classes: int, non_blocking: bool
+) -> tuple[list[str], list[str], list[str]]:
     """The step tune measured with, as the script's (imports, definitions, lines in the loop): the user's own
     function imported from where tune imported it, iobench's stand-in, or none (the photos' search measured 137
     images/s with the user's step; its script left the step out)."""
     if step == "none":
         return [], [], []
-    call = [f"            labels = labels.to(DEVICE, non_blocking={non_blocking})",
-            "            step(features, labels)"]  # fmt: skip
+    call = [
+        f"            labels = labels.to(DEVICE, non_blocking={non_blocking})",
+        "            step(features, labels)",
+    ]
     if ":" in step and not step.startswith("sleep:"):
         module, _, function = step.partition(":")
-        lines = [f"# your step, from where {module} was imported",
-                 f"sys.path.insert(0, {py_literal(str(folder.resolve()))})",
-                 f"from {module} import {function} as step  # noqa: E402", ""]  # fmt: skip
+        lines = [
+            f"# your step, from where {module} was imported",
+            f"sys.path.insert(0, {py_literal(str(folder.resolve()))})",
+            f"from {module} import {function} as step  # noqa: E402",
+            "",
+        ]
         return ["import sys"], lines, call
-    lines = [f"# iobench's stand-in step {step}, as tune ran it",
-             f"step = stand_in_step({py_literal(step)}, {features_per_sample}, {n_classes}, DEVICE)", ""]  # fmt: skip
+    lines = [
+        f"# iobench's stand-in step {step}, as tune ran it",
+        f"step = stand_in_step({py_literal(step)}, {features_per_sample}, {n_classes}, DEVICE)",
+        "",
+    ]
     return ["from iobench.api import stand_in_step"], lines, call
 
 
-def timing_main(epochs: int, measured: str, unpack: str, move: str, on_device: str | None = None,
-                 step: list[str] | None = None) -> list[str]:  # fmt: skip
+def timing_main(
+    epochs: int, measured: str, unpack: str, move: str, on_device: str | None = None, step: list[str] | None = None
+) -> list[str]:
     """The script's `__main__`: untimed warm-up epochs (workers start, the page cache fills, and a fresh process's
     allocator settles: its first few hundred batches of 1 MB read 3x slower, glibc trimming and growing its heap for
     each), at least one and at least WARM_UP_S, then a few epochs timed as tune timed them (the step it ran with

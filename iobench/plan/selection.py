@@ -37,17 +37,24 @@ def loader_help() -> str:
         if kind.extra is not None:
             needing.setdefault(kind.extra, []).append(name.value)
     extras = "; ".join(f"{', '.join(names)}: `pip install 'iobench\\[{extra}]'`" for extra, names in needing.items())
-    return (f"Comma list of {', '.join(n.value for n in LOADERS)}, or all (default: dataloader, plus tensorclass on "
-            "memmap, or from object storage each format's own pipeline where it has one). all leaves out the loaders "
-            f"that need an extra unless named ({extras}).")  # fmt: skip
+    return (
+        f"Comma list of {', '.join(n.value for n in LOADERS)}, or all (default: dataloader, plus tensorclass on "
+        "memmap, or from object storage each format's own pipeline where it has one). all leaves out the loaders "
+        f"that need an extra unless named ({extras})."
+    )
 
 
 def tuned_loaders(fmt: str, remote: bool = False) -> tuple[LoaderName, ...]:
     """The loaders tune searches for a format: each installed that reads it (from object storage, each that
     reaches it there)."""
     order = TUNED_REMOTE if remote else TUNED_LOCAL
-    return tuple(n for n in order if LOADERS[n].installed and fmt in LOADERS[n].reads
-                 and (LOADERS[n].objects is not ObjectReach.NONE or not remote))  # fmt: skip
+    return tuple(
+        n
+        for n in order
+        if LOADERS[n].installed
+        and fmt in LOADERS[n].reads
+        and (LOADERS[n].objects is not ObjectReach.NONE or not remote)
+    )
 
 
 def parse_loaders(text: str) -> tuple[LoaderName, ...]:
@@ -105,8 +112,10 @@ def without_memory_resident(configs: list, named: str | None, cpu: bool) -> tupl
     notes = []
     if left:
         names = ", ".join(dict.fromkeys(c.loader.value for c in left))
-        notes.append(f"skipped {names}: on the CPU it holds the dataset in RAM, not a way from storage (--loader "
-                     f"{names} measures it)")  # fmt: skip
+        notes.append(
+            f"skipped {names}: on the CPU it holds the dataset in RAM, not a way from storage (--loader "
+            f"{names} measures it)"
+        )
     if cuda:
         names = ", ".join(dict.fromkeys(c.loader.value for c in cuda))
         notes.append(f"skipped {names}: it reads into device memory, which needs CUDA")

@@ -30,8 +30,12 @@ class Timing:
         for name in TIMING_OPTIONS:  # each as its declaration checks and holds it
             object.__setattr__(self, name, RUN_OPTIONS[name].value(getattr(self, name)))
         object.__setattr__(self, "step", parse_step(self.step))
-        at_least(("--epochs", self.epochs, 1), ("--runs", self.runs, 1), ("--warmup", self.warmup, 0),
-                 ("--seed", self.seed, 0))  # fmt: skip
+        at_least(
+            ("--epochs", self.epochs, 1),
+            ("--runs", self.runs, 1),
+            ("--warmup", self.warmup, 0),
+            ("--seed", self.seed, 0),
+        )
         if self.cache is Cache.WARM and self.warmup < 1:
             raise IobenchError(
                 "--cache warm (the default) needs --warmup >= 1: the untimed epoch is what warms the cache; "

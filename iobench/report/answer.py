@@ -54,8 +54,9 @@ def answer_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
                 ceiling = f", {share:.0f}% of {ceiling_words(best.limit.limit_name)}" if share is not None else ""
                 au = f", AU {au_text(best)}" if best.epochs.accelerator_utilisation is not None else ""
                 extra = f"; {best.epochs.mb_per_s:,.1f} MB/s, {bounding_stage(best)}{ceiling}{au}"
-            lines.append(f"- **{md_text(workload)}, {md_text(answer.pattern)}**: {md_text(answer.verdict())}"
-                         f"{md_text(extra)}")  # fmt: skip
+            lines.append(
+                f"- **{md_text(workload)}, {md_text(answer.pattern)}**: {md_text(answer.verdict())}{md_text(extra)}"
+            )
     return lines + [""]
 
 
@@ -109,6 +110,8 @@ def console_answer(records: Sequence[RunRecord], place: Sequence[str] = ()) -> s
         return line
     kind = kind_of(best.config.loader)
     if kind is not None and kind.holds_dataset:  # read whole, then gathered: what tune's loaders cannot beat
-        return (f"{line}; {best.config.loader} holds the whole dataset in memory (read once inside the first epoch): "
-                "for a dataset that fits, with room left for the step")  # fmt: skip
+        return (
+            f"{line}; {best.config.loader} holds the whole dataset in memory (read once inside the first epoch): "
+            "for a dataset that fits, with room left for the step"
+        )
     return f"{line}; `{tune_command(best, place)}` searches its settings"

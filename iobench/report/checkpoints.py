@@ -23,25 +23,72 @@ from iobench.results.checkpoint_summary import LibraryRow, kill_counts, rows_of
 from iobench.results.markdown import md_text
 from iobench.system.fsutil import atomic_write_text, output_folder
 
-CSV_FIELDS = ("library", "save_mode", "target", "params", "layout", "op", "cache", "trial", "seconds", "done_seconds",
-              "durable_seconds", "first_seconds", "first_durable_seconds", "gb_per_s", "bytes_on_disk",
-              "peak_rss_bytes", "anon_bytes", "file_bytes", "read_bytes", "resident_before", "exact", "torch_threads",
-              "load_before", "load_after", "other_cpu_before", "other_cpu_after", "timestamp")  # fmt: skip
+CSV_FIELDS = (
+    "library",
+    "save_mode",
+    "target",
+    "params",
+    "layout",
+    "op",
+    "cache",
+    "trial",
+    "seconds",
+    "done_seconds",
+    "durable_seconds",
+    "first_seconds",
+    "first_durable_seconds",
+    "gb_per_s",
+    "bytes_on_disk",
+    "peak_rss_bytes",
+    "anon_bytes",
+    "file_bytes",
+    "read_bytes",
+    "resident_before",
+    "exact",
+    "torch_threads",
+    "load_before",
+    "load_after",
+    "other_cpu_before",
+    "other_cpu_after",
+    "timestamp",
+)
 
 
 def summary_head(caches: tuple[str, ...]) -> list[str]:
-    return ["library", "mode", "first durable s", "save s", "done s", "durable s", *(f"restore {c} s" for c in caches),
-            "GB/s durable", "GB/s restore", "restore peak GB", "stored GB", "exact"]  # fmt: skip
+    return [
+        "library",
+        "mode",
+        "first durable s",
+        "save s",
+        "done s",
+        "durable s",
+        *(f"restore {c} s" for c in caches),
+        "GB/s durable",
+        "GB/s restore",
+        "restore peak GB",
+        "stored GB",
+        "exact",
+    ]
 
 
 def summary_cells(r: LibraryRow, caches: tuple[str, ...]) -> list[str]:
     """One row's cells, as text (the console escapes them for rich, the report for Markdown)."""
     restore = {"warm": r.warm_s, "cold": r.cold_s}
     exact = "-" if r.exact is None else "yes" if r.exact else "NO"
-    return [r.who + (" (reference)" if r.ceiling else ""), r.save_mode, _s(r.first_durable_s), _s(r.save_s),
-            _s(r.done_s), _s(r.durable_s), *(_s(restore[c]) for c in caches), _rate(r.gb_per_s(r.durable_s)),
-            _rate(r.gb_per_s(r.restore_s)), f"{r.restore_peak / 1e9:.2f}" if r.restore_peak else "-",
-            f"{r.bytes_stored / 1e9:.2f}", exact]  # fmt: skip
+    return [
+        r.who + (" (reference)" if r.ceiling else ""),
+        r.save_mode,
+        _s(r.first_durable_s),
+        _s(r.save_s),
+        _s(r.done_s),
+        _s(r.durable_s),
+        *(_s(restore[c]) for c in caches),
+        _rate(r.gb_per_s(r.durable_s)),
+        _rate(r.gb_per_s(r.restore_s)),
+        f"{r.restore_peak / 1e9:.2f}" if r.restore_peak else "-",
+        f"{r.bytes_stored / 1e9:.2f}",
+        exact,
+    ]
 
 
 def size_head(sizes: list[int]) -> list[str]:
@@ -91,9 +138,14 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
     if not loaded.trials:
         raise IobenchError(f"{results}: no checkpoint records")
     output_folder(out, "--out")
-    lines = [f"# iobench checkpoint report: {md_text(results.name)}", "", f"{len(loaded.trials)} trials from "
-             f"`{md_text(str(results))}`; seconds are the medians of the rounds (a save: the steady one, a job's "
-             "next checkpoint; the first in a process beside it), GB = 10^9 bytes.", ""]  # fmt: skip
+    lines = [
+        f"# iobench checkpoint report: {md_text(results.name)}",
+        "",
+        f"{len(loaded.trials)} trials from "
+        f"`{md_text(str(results))}`; seconds are the medians of the rounds (a save: the steady one, a job's "
+        "next checkpoint; the first in a process beside it), GB = 10^9 bytes.",
+        "",
+    ]
     kills = kill_counts(loaded.kills)  # a library and mode whose kills ever lost the checkpoint is no answer
     rows: dict[int, list[LibraryRow]] = {}
     for params, layout in sorted({(r.params, r.layout) for r in loaded.trials}):
@@ -110,9 +162,14 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
         lines += ["## Against size", "", *_markdown(size_head(sizes), table), ""]
     if kills:
         states = sorted({f"{r.state_bytes / 1e6:.0f} MB" for r in loaded.kills})
-        lines += [f"## What survives a kill ({', '.join(states)} state)", "", "A save of step N+1 over step N killed "
-                  "at random moments, then restored:", "",
-                  *_markdown(kill_head(), [kill_cells(k, c) for k, c in kills.items()]), ""]  # fmt: skip
+        lines += [
+            f"## What survives a kill ({', '.join(states)} state)",
+            "",
+            "A save of step N+1 over step N killed at random moments, then restored:",
+            "",
+            *_markdown(kill_head(), [kill_cells(k, c) for k, c in kills.items()]),
+            "",
+        ]
     path = out / "report.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
     atomic_write_text(out / "results.csv", _csv(loaded))
@@ -120,8 +177,11 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
 
 
 def _markdown(head: list[str], rows: list[list[str]]) -> list[str]:
-    return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head),
-            *("| " + " | ".join(md_text(c) for c in cells) + " |" for cells in rows)]  # fmt: skip
+    return [
+        "| " + " | ".join(head) + " |",
+        "|" + " --- |" * len(head),
+        *("| " + " | ".join(md_text(c) for c in cells) + " |" for cells in rows),
+    ]
 
 
 def _csv(loaded: CheckpointFile) -> str:
@@ -154,9 +214,15 @@ def checkpoint_changes(a: CheckpointFile, b: CheckpointFile) -> tuple[list[Measu
     round's GB/s); how many only A and only B hold."""
     ka, kb = _by_key(a.trials), _by_key(b.trials)
     common = [k for k in ka if k in kb]
-    changes = [Measured(k, [r.timed_seconds for r in ka[k]], [r.timed_seconds for r in kb[k]],
-                        change_of(_rates(ka[k]), _rates(kb[k]), _busy(ka[k]), _busy(kb[k]), ROUND_UNITS))
-               for k in common]  # fmt: skip
+    changes = [
+        Measured(
+            k,
+            [r.timed_seconds for r in ka[k]],
+            [r.timed_seconds for r in kb[k]],
+            change_of(_rates(ka[k]), _rates(kb[k]), _busy(ka[k]), _busy(kb[k]), ROUND_UNITS),
+        )
+        for k in common
+    ]
     return changes, len(ka) - len(common), len(kb) - len(common)
 
 

@@ -57,9 +57,13 @@ def write_html(markdown: str, folder: Path, path: Path) -> Path:
             head, *rows = [
                 [c.strip() for c in line.strip().strip("|").split(" | ")] for line in table if "---" not in line
             ]
-            body.append("<table><tr>" + "".join(f"<th>{_inline(c)}</th>" for c in head) + "</tr>"
-                        + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in rows)
-                        + "</table>")  # fmt: skip
+            body.append(
+                "<table><tr>"
+                + "".join(f"<th>{_inline(c)}</th>" for c in head)
+                + "</tr>"
+                + "".join("<tr>" + "".join(f"<td>{_inline(c)}</td>" for c in row) + "</tr>" for row in rows)
+                + "</table>"
+            )
             table.clear()
 
     for line in markdown.splitlines():
@@ -78,10 +82,16 @@ def write_html(markdown: str, folder: Path, path: Path) -> Path:
         elif line.strip():
             body.append(f"<p>{_inline(line)}</p>")
     flush()
-    style = ("body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:12px}"
-             "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}")  # fmt: skip
-    atomic_write_text(path, f"<!doctype html><html><head><meta charset='utf-8'><style>{style}</style></head><body>"
-                      + "\n".join(body) + "</body></html>\n")  # fmt: skip
+    style = (
+        "body{font-family:sans-serif;max-width:1200px;margin:auto}table{border-collapse:collapse;font-size:12px}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}img{max-width:100%}"
+    )
+    atomic_write_text(
+        path,
+        f"<!doctype html><html><head><meta charset='utf-8'><style>{style}</style></head><body>"
+        + "\n".join(body)
+        + "</body></html>\n",
+    )
     return path
 
 

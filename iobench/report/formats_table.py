@@ -51,27 +51,39 @@ def format_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
             write = next((r.dataset.format_write_seconds for r in mine if r.dataset.format_write_seconds), None)
             written = f"{write:.2f} ({d.dataset_bytes / 1e6 / write:,.1f} MB/s)" if write else "-"
             rows.append((warm.epochs.samples_per_s if warm else 0.0, name, warm, cold, d.dataset_bytes, written))
-        lines += [f"## Formats: speed, shuffle quality, bytes on disk, write time ({md_text(workload)})", "",
-                  "Each format and loader at its fastest shuffled configuration (settings in brackets); shuffle "
-                  "is spread/order of the order delivered, 1.00/1.00 = a uniform shuffle "
-                  "(iobench's docs/shuffle-quality.md).",
-                  "", "| format/loader | warm samples/s | shuffle | cold samples/s | shuffle | on disk MB "
-                  "| write s (MB/s) |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
+        lines += [
+            f"## Formats: speed, shuffle quality, bytes on disk, write time ({md_text(workload)})",
+            "",
+            "Each format and loader at its fastest shuffled configuration (settings in brackets); shuffle "
+            "is spread/order of the order delivered, 1.00/1.00 = a uniform shuffle "
+            "(iobench's docs/shuffle-quality.md).",
+            "",
+            "| format/loader | warm samples/s | shuffle | cold samples/s | shuffle | on disk MB | write s (MB/s) |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for _, name, warm, cold, size, written in sorted(rows, key=lambda row: -row[0]):
-            lines.append(f"| {md_text(name)} | {' | '.join(_cell(warm))} | {' | '.join(_cell(cold))} | "
-                         f"{size / 1e6:,.1f} | {written} |")  # fmt: skip
+            lines.append(
+                f"| {md_text(name)} | {' | '.join(_cell(warm))} | {' | '.join(_cell(cold))} | "
+                f"{size / 1e6:,.1f} | {written} |"
+            )
         lines.append("")
         for cache in ("warm", "cold"):
             pool = [r for r in shuffled if (r.config.cache == "cold") == (cache == "cold")]
             best, best_uniform = _best(pool), _best([r for r in pool if uniform(r)])
             if best is None or best_uniform is None:
                 continue
-            same = " (also the fastest of all)" if best is best_uniform else (
-                f"; the fastest of all, {md_text(best.config.label)} at {best.epochs.samples_per_s:,.0f}, "
-                f"shuffles {shuffle_text(best)}")  # fmt: skip
-            lines.append(f"- **Fastest {cache} at a uniform shuffle** (spread and order >= {UNIFORM}): "
-                         f"{md_text(best_uniform.config.label)} {md_text(settings_label(best_uniform))}, "
-                         f"{best_uniform.epochs.samples_per_s:,.0f} samples/s{same}")  # fmt: skip
+            same = (
+                " (also the fastest of all)"
+                if best is best_uniform
+                else (
+                    f"; the fastest of all, {md_text(best.config.label)} at {best.epochs.samples_per_s:,.0f}, "
+                    f"shuffles {shuffle_text(best)}"
+                )
+            )
+            lines.append(
+                f"- **Fastest {cache} at a uniform shuffle** (spread and order >= {UNIFORM}): "
+                f"{md_text(best_uniform.config.label)} {md_text(settings_label(best_uniform))}, "
+                f"{best_uniform.epochs.samples_per_s:,.0f} samples/s{same}"
+            )
         lines.append("")
     return lines

@@ -38,8 +38,10 @@ def distinct(names: list[str], records: list[RunRecord]) -> list[str]:
     dataset's name where two differ by that, then a counter."""
     counts = Counter(names)
     steps = {n: {r.config.step for m, r in zip(names, records, strict=True) if m == n} for n in counts}
-    names = [f"{n} step {r.config.step}" if counts[n] > 1 and len(steps[n]) > 1 else n
-             for n, r in zip(names, records, strict=True)]  # fmt: skip
+    names = [
+        f"{n} step {r.config.step}" if counts[n] > 1 and len(steps[n]) > 1 else n
+        for n, r in zip(names, records, strict=True)
+    ]
     counts = Counter(names)
     names = [f"{n} {r.config.dataset}" if counts[n] > 1 else n for n, r in zip(names, records, strict=True)]
     seen: Counter = Counter()
@@ -96,8 +98,9 @@ def throughput_figure(records: list[RunRecord]) -> Figure:
         keys = list(dict.fromkeys(configuration(r) for r in rows))  # fastest first
         panels.append((order, rows, note, keys, sorted({r.config.cache for r in rows})))
     heights = [0.28 * len(keys) * len(caches) + 1.2 for _, _, _, keys, caches in panels]
-    fig, axes = plt.subplots(len(panels), 1, figsize=(12, sum(heights) + 0.5), squeeze=False,
-                             gridspec_kw={"height_ratios": heights})  # fmt: skip
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(12, sum(heights) + 0.5), squeeze=False, gridspec_kw={"height_ratios": heights}
+    )
     for ax, (order, rows, note, keys, caches) in zip(axes[:, 0], panels, strict=True):
         first = {k: next(r for r in rows if configuration(r) == k) for k in keys}
         names = distinct([k[0] for k in keys], [first[k] for k in keys])
@@ -113,8 +116,15 @@ def throughput_figure(records: list[RunRecord]) -> Figure:
                 lo, hi = _mb(r, r.epochs.epoch_seconds_max), _mb(r, r.epochs.epoch_seconds_min)
                 y = i + k * width
                 spread = [[max(0.0, mid - lo)], [max(0.0, hi - mid)]]
-                ax.barh(y, mid, width, color=CACHE_COLOURS.get(cache, "grey"), xerr=spread,
-                        capsize=2, label=None if labelled else cache)  # fmt: skip
+                ax.barh(
+                    y,
+                    mid,
+                    width,
+                    color=CACHE_COLOURS.get(cache, "grey"),
+                    xerr=spread,
+                    capsize=2,
+                    label=None if labelled else cache,
+                )
                 labelled = True
                 ax.text(hi, y, f" {_rate(r.epochs.samples_per_s)} samples/s, {mid:,.0f} MB/s", va="center", fontsize=6)
         ax.set_yticks([i + width * (len(caches) - 1) / 2 for i in range(len(keys))], names, fontsize=7)
@@ -172,8 +182,13 @@ def sample_size_figure(records: list[RunRecord]) -> Figure | None:
     series = defaultdict(list)
     for r in records:  # one line per configuration over datasets that differ in their samples' size alone
         d = r.dataset
-        key = (f"{r.config.format}/{r.config.loader} w={r.config.settings.num_workers}", r.config.cache, r.config.order,
-               str(d.workload or "custom"), *(() if d.source is None else (Path(d.source).name,)))  # fmt: skip
+        key = (
+            f"{r.config.format}/{r.config.loader} w={r.config.settings.num_workers}",
+            r.config.cache,
+            r.config.order,
+            str(d.workload or "custom"),
+            *(() if d.source is None else (Path(d.source).name,)),
+        )
         series[key].append((r.dataset.sample_bytes, r.epochs.samples_per_s, r.epochs.mb_per_s))
     series = {k: sorted(v) for k, v in series.items() if len({p[0] for p in v}) > 1}
     if not series:
@@ -216,8 +231,22 @@ def _heatmap_group(rows: list[RunRecord]) -> list[RunRecord]:
     for r in rows:  # everything but the heatmap's four knobs held fixed: one figure per cell, never one of several
         c = r.config
         held = tuple(getattr(c.settings, name) for name in SETTINGS if name not in mapped)
-        groups[(c.dataset, c.format, c.cache, c.order, c.device, c.transform, c.step, c.torch_threads_asked,
-                c.format_options, c.storage, c.remote_profile, *held)].append(r)  # fmt: skip
+        groups[
+            (
+                c.dataset,
+                c.format,
+                c.cache,
+                c.order,
+                c.device,
+                c.transform,
+                c.step,
+                c.torch_threads_asked,
+                c.format_options,
+                c.storage,
+                c.remote_profile,
+                *held,
+            )
+        ].append(r)
     return max(groups.values(), key=len) if groups else []
 
 
@@ -255,9 +284,12 @@ def settings_figure(records: list[RunRecord]) -> Figure | None:
         fig.colorbar(image, ax=ax, label="samples/s")
     c = rows[0].config
     others = len([r for r in records if r.config.loader == SETTINGS_LOADER]) - len(rows)
-    fig.suptitle(f"samples/s; held fixed: {c.format}, batch size {c.settings.batch_size}, {c.cache} {c.order}, "
-                 f"{c.device}, {held_fixed(c.settings)}, dataset {c.dataset}" + (f"; {others} other DataLoader records "
-                 "(other fixed settings) in the tables" if others else ""), fontsize=8)  # fmt: skip
+    fig.suptitle(
+        f"samples/s; held fixed: {c.format}, batch size {c.settings.batch_size}, {c.cache} {c.order}, "
+        f"{c.device}, {held_fixed(c.settings)}, dataset {c.dataset}"
+        + (f"; {others} other DataLoader records (other fixed settings) in the tables" if others else ""),
+        fontsize=8,
+    )
     return fig
 
 
@@ -273,8 +305,9 @@ def limit_figure(records: list[RunRecord]) -> Figure | None:
     ax.barh(range(len(rows)), shares, color=[CACHE_COLOURS.get(r.config.cache, "grey") for r in rows])
     for i, share in enumerate(shares):
         ax.text(share, i, f" {share:.0f}%", va="center", fontsize=6)
-    ax.set_yticks(range(len(rows)), distinct([f"{label(r)} {r.config.cache} {r.config.order}" for r in rows], rows),
-                  fontsize=7)  # fmt: skip
+    ax.set_yticks(
+        range(len(rows)), distinct([f"{label(r)} {r.config.cache} {r.config.order}" for r in rows], rows), fontsize=7
+    )
     ax.invert_yaxis()
     ax.axvline(100, color="black", linewidth=0.8)
     ax.set_xlabel("% of the ceiling of its pattern (storage or random reads when cold, page-cache copy or gather warm)")

@@ -22,9 +22,24 @@ from iobench.results.record import RecordedConfig, RunRecord
 from iobench.results.store import load_all_limits, load_all_remote_limits, load_records
 from iobench.system.fsutil import atomic_write_text, output_folder
 
-ENVIRONMENT = ("hostname", "cpu_model", "cpu_count", "ram_bytes", "gpu_name", "kernel", "data_filesystem",
-               "data_device", "python_version", "torch_version", "tensordict_version", "numpy_version",
-               "h5py_version", "lmdb_version", "lz4_version", "git_sha")  # fmt: skip
+ENVIRONMENT = (
+    "hostname",
+    "cpu_model",
+    "cpu_count",
+    "ram_bytes",
+    "gpu_name",
+    "kernel",
+    "data_filesystem",
+    "data_device",
+    "python_version",
+    "torch_version",
+    "tensordict_version",
+    "numpy_version",
+    "h5py_version",
+    "lmdb_version",
+    "lz4_version",
+    "git_sha",
+)
 
 
 def latest_per_config(records: list[RunRecord]) -> list[RunRecord]:
@@ -46,11 +61,15 @@ def _left_out(gone: list[RunRecord]) -> list[str]:
     """The report's line on the records it does not show, and why."""
     if not gone:
         return []
-    names = "; ".join(f"{md_text(r.label)} {md_text(settings_label(r, measured=False))} of {r.timestamp}"
-                      for r in gone[:5])  # fmt: skip
+    names = "; ".join(
+        f"{md_text(r.label)} {md_text(settings_label(r, measured=False))} of {r.timestamp}" for r in gone[:5]
+    )
     more = f" and {len(gone) - 5} more" if len(gone) > 5 else ""
-    return [f"Left out: {len(gone)} earlier record(s) of a configuration measured again, the latest of each shown "
-            f"(results.csv has them all, `superseded` true): {names}{more}.", ""]  # fmt: skip
+    return [
+        f"Left out: {len(gone)} earlier record(s) of a configuration measured again, the latest of each shown "
+        f"(results.csv has them all, `superseded` true): {names}{more}.",
+        "",
+    ]
 
 
 def _with_limits(records: list[RunRecord], results: Path) -> list[RunRecord]:
@@ -59,8 +78,10 @@ def _with_limits(records: list[RunRecord], results: Path) -> list[RunRecord]:
     stored, remote = load_all_limits(results), load_all_remote_limits(results)
     if not stored and not remote:
         return records
-    return [with_limits(r, stored.get(_limits_key(r)) if r.config.storage == "local" else remote.get(_remote_key(r)))
-            for r in records]  # fmt: skip
+    return [
+        with_limits(r, stored.get(_limits_key(r)) if r.config.storage == "local" else remote.get(_remote_key(r)))
+        for r in records
+    ]
 
 
 def _limits_key(r: RunRecord) -> str:
@@ -92,8 +113,13 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None, dat
         raise IobenchError(f"{results}: no records")
     output_folder(out, "--out")
     images = [(title, plots.render(name, records, out)) for name, (title, _) in plots.PLOTS.items()]
-    lines = [f"# iobench report: {results.name}", "", f"{len(records)} configurations from `{results}`.", "",
-             *_left_out(gone)]  # fmt: skip
+    lines = [
+        f"# iobench report: {results.name}",
+        "",
+        f"{len(records)} configurations from `{results}`.",
+        "",
+        *_left_out(gone),
+    ]
     groups = workload_groups(records)
     lines += answer_lines(groups)
     lines += format_lines(groups)
@@ -174,8 +200,19 @@ def _environment(records: list[dict]) -> list[str]:
 
 
 def _table(records: list[RunRecord]) -> list[str]:
-    head = ("dataset", "format", "loader", "settings", "order", "cache", "device", "epoch s median [min-max] (MAD)",
-            "samples/s", "MB/s", "% of limit")  # fmt: skip
+    head = (
+        "dataset",
+        "format",
+        "loader",
+        "settings",
+        "order",
+        "cache",
+        "device",
+        "epoch s median [min-max] (MAD)",
+        "samples/s",
+        "MB/s",
+        "% of limit",
+    )
     au = any(r.epochs.accelerator_utilisation is not None for r in records)
     if au:
         head = (*head[:9], "AU (step)", *head[9:])
@@ -186,11 +223,20 @@ def _table(records: list[RunRecord]) -> list[str]:
     for r in records:
         c, e = r.config, r.epochs
         limit = r.limit.percent_of_limit
-        cells = (c.dataset, c.format, c.loader, settings_label(r), c.order, c.cache, c.device,
-                 f"{e.epoch_seconds_median:.3f} [{e.epoch_seconds_min:.3f}-{e.epoch_seconds_max:.3f}] "
-                 f"({e.epoch_seconds_mad:.3f})" + (" partial" if e.partial else ""),
-                 f"{e.samples_per_s:,.0f}", f"{e.mb_per_s:,.1f}",
-                 f"{limit:.0f}%" if limit is not None else "-")  # fmt: skip
+        cells = (
+            c.dataset,
+            c.format,
+            c.loader,
+            settings_label(r),
+            c.order,
+            c.cache,
+            c.device,
+            f"{e.epoch_seconds_median:.3f} [{e.epoch_seconds_min:.3f}-{e.epoch_seconds_max:.3f}] "
+            f"({e.epoch_seconds_mad:.3f})" + (" partial" if e.partial else ""),
+            f"{e.samples_per_s:,.0f}",
+            f"{e.mb_per_s:,.1f}",
+            f"{limit:.0f}%" if limit is not None else "-",
+        )
         if au:
             cells = (*cells[:9], au_text(r), *cells[9:])
         if shuffled:

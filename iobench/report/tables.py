@@ -33,18 +33,32 @@ def compact_table(records: list[RunRecord], title: str) -> Table:
     au = any(r.epochs.accelerator_utilisation is not None for r in records)  # against the step in the title
     if au:
         table.title = f"{table.title}, AU against step {records[0].config.step}"
-    columns = [("format", "left"), ("loader", "left"), *(() if shared else (("settings", "left"),)),
-               ("samples/s", "right"), ("MB/s", "right"), ("vs fastest", "right"),
-               *((("AU", "right"),) if au else ()), *((("shuffle", "right"),) if scored else ()),
-               ("cache", "left")]  # fmt: skip
+    columns = [
+        ("format", "left"),
+        ("loader", "left"),
+        *(() if shared else (("settings", "left"),)),
+        ("samples/s", "right"),
+        ("MB/s", "right"),
+        ("vs fastest", "right"),
+        *((("AU", "right"),) if au else ()),
+        *((("shuffle", "right"),) if scored else ()),
+        ("cache", "left"),
+    ]
     for col, justify in columns:  # the figures whole; a long settings label folds onto a second line
         table.add_column(col, justify=justify, no_wrap=col != "settings", overflow="fold")
     for r, standing, label in zip(records, vs_fastest(records), labels, strict=True):
         e = r.epochs
-        cells = [r.config.format, r.config.loader, *(() if shared else (label,)),
-                 f"{e.samples_per_s:,.0f}" + (" (partial)" if e.partial else ""), f"{e.mb_per_s:,.1f}",
-                 standing,
-                 *((au_text(r),) if au else ()), *((shuffle_text(r),) if scored else ()), r.config.cache]  # fmt: skip
+        cells = [
+            r.config.format,
+            r.config.loader,
+            *(() if shared else (label,)),
+            f"{e.samples_per_s:,.0f}" + (" (partial)" if e.partial else ""),
+            f"{e.mb_per_s:,.1f}",
+            standing,
+            *((au_text(r),) if au else ()),
+            *((shuffle_text(r),) if scored else ()),
+            r.config.cache,
+        ]
         table.add_row(*cells)
     return table
 
@@ -54,10 +68,18 @@ def results_table(records: list[RunRecord], title: str) -> Table:
     caption = "shuffle: spread/order of the delivered order, 1.00/1.00 = a uniform shuffle" if scored else None
     table = Table(title=title, caption=caption)
     columns = (
-        ("format", "left"), ("loader", "left"), ("settings", "left"), ("order", "left"),
-        ("shuffle", "right"), ("cache (max resident)", "left"), ("epoch s (median, min-max)", "right"),
-        ("samples/s", "right"), ("MB/s", "right"), ("% of limit", "right"), ("time vs fastest", "right"),
-    )  # fmt: skip
+        ("format", "left"),
+        ("loader", "left"),
+        ("settings", "left"),
+        ("order", "left"),
+        ("shuffle", "right"),
+        ("cache (max resident)", "left"),
+        ("epoch s (median, min-max)", "right"),
+        ("samples/s", "right"),
+        ("MB/s", "right"),
+        ("% of limit", "right"),
+        ("time vs fastest", "right"),
+    )
     au = any(r.epochs.accelerator_utilisation is not None for r in records)
     if au:  # next to samples/s, with the step it was measured against
         columns = (*columns[:8], ("AU (step)", "right"), *columns[8:])
@@ -108,9 +130,11 @@ def split_table(records: list[RunRecord]) -> Table:
     # as such (a CPU run showed 12-25 ms a batch of "host-to-device")
     copy = "h2d" if any(r.config.device.startswith("cuda") for r in records) else "hand-over"
     stage = "host-to-device" if copy == "h2d" else "hand-over (no copy on the CPU)"
-    table = Table(title=f"per batch (ms): waiting for the loader / {stage} / step; storage reads per epoch",
-                  caption="read MB/epoch: by this run's processes (/proc/PID/io), or the store's count; the "
-                  "device's, every process on the machine, in brackets")  # fmt: skip
+    table = Table(
+        title=f"per batch (ms): waiting for the loader / {stage} / step; storage reads per epoch",
+        caption="read MB/epoch: by this run's processes (/proc/PID/io), or the store's count; the "
+        "device's, every process on the machine, in brackets",
+    )
     ranks = any(r.config.world_size > 1 for r in records)
     columns = ["format", "loader", "wait", copy, "step", "first batch s", "read MB/epoch", "CPU %", "iowait %"]
     on_device = any(r.config.transform_on == "device" for r in records)
@@ -195,10 +219,13 @@ def run_view(records: list[RunRecord], dataset: str, wide: bool = False) -> list
     r0 = records[0]
     c = r0.config
     ranks = f", {c.world_size} processes on {r0.ranks.nodes} node(s)" if c.world_size > 1 else ""
-    title = (f"{dataset} on {c.device} ({r0.environment.gpu_name or r0.environment.cpu_model}){ranks}, "
-             f"{r0.epochs.samples_per_epoch:,} samples/epoch, step {c.step}")  # fmt: skip
-    parts: list[Table | str] = [results_table(records, title), split_table(records)] if wide else [
-        compact_table(records, title)]  # fmt: skip
+    title = (
+        f"{dataset} on {c.device} ({r0.environment.gpu_name or r0.environment.cpu_model}){ranks}, "
+        f"{r0.epochs.samples_per_epoch:,} samples/epoch, step {c.step}"
+    )
+    parts: list[Table | str] = (
+        [results_table(records, title), split_table(records)] if wide else [compact_table(records, title)]
+    )
     for r in records:
         if r.system.profile_path:
             parts += [f"profile of {r.label}: {r.system.profile_path}", profile_summary(Path(r.system.profile_path))]

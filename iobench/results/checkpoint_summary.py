@@ -74,18 +74,27 @@ def _row(who: str, mode: str, saves: list[CheckpointTrial], restores: list[Check
     seen = [r.host.busy for r in (*saves, *restores)]
     cache = "cold" if any(r.cache == "cold" for r in restores) else "warm"
     return LibraryRow(
-        who=who, library=first.library, saver=first.saver or first.library, save_mode=mode, ceiling=first.ceiling,
-        target=first.target, state_bytes=first.state_bytes, bytes_stored=first.bytes_on_disk,
-        first_durable_s=_median(of(saves, "first_durable_seconds")), save_s=_median(of(saves, "seconds")),
-        done_s=_median(of(saves, "done_seconds")), durable_s=_median(of(saves, "durable_seconds")),
-        warm_s=_median(of(restores, "seconds", "warm")), cold_s=_median(of(restores, "seconds", "cold")),
+        who=who,
+        library=first.library,
+        saver=first.saver or first.library,
+        save_mode=mode,
+        ceiling=first.ceiling,
+        target=first.target,
+        state_bytes=first.state_bytes,
+        bytes_stored=first.bytes_on_disk,
+        first_durable_s=_median(of(saves, "first_durable_seconds")),
+        save_s=_median(of(saves, "seconds")),
+        done_s=_median(of(saves, "done_seconds")),
+        durable_s=_median(of(saves, "durable_seconds")),
+        warm_s=_median(of(restores, "seconds", "warm")),
+        cold_s=_median(of(restores, "seconds", "cold")),
         restore_peak=max((r.peak_rss_bytes for r in restores if r.peak_rss_bytes), default=None),
         exact=all(checked) if checked else None,
         busy=None if any(b is None for b in seen) else max(seen, default=None),  # type: ignore[type-var]
         onto_device=next((r.onto_device for r in restores if r.onto_device is not None), None),
         durable_rounds={r.trial: r.timed_seconds for r in saves},
         restore_rounds={r.trial: r.seconds for r in restores if r.cache == cache},
-    )  # fmt: skip
+    )
 
 
 def kill_counts(records: list[CheckpointKills]) -> dict[tuple[str, str], dict[str, int]]:

@@ -286,8 +286,11 @@ STORED_SETTINGS = ("batch_size", "num_workers")  # in every record since the fir
 # samples and a million workers were ranked in a report)
 SETTING_BOUNDS = {
     **{s.name: (s.minimum, s.recorded_at_most) for s in SETTINGS.values() if s.recorded_at_most is not None},
-    "epochs": (0, 10**6), "warmup": (0, 10**6), "runs": (1, 10**6), "world_size": (1, 10**6),
-}  # fmt: skip
+    "epochs": (0, 10**6),
+    "warmup": (0, 10**6),
+    "runs": (1, 10**6),
+    "world_size": (1, 10**6),
+}
 MAX_SAMPLES = 10**13
 
 

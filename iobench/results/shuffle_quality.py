@@ -45,9 +45,11 @@ def expected_distinct(n_samples: int, block: int, batch: int) -> float:
             untouched = 0.0
         else:  # C(N - k, B) / C(N, B), in logs
             untouched = math.exp(
-                math.lgamma(n_samples - k + 1) - math.lgamma(n_samples - k - batch + 1)
-                - math.lgamma(n_samples + 1) + math.lgamma(n_samples - batch + 1)
-            )  # fmt: skip
+                math.lgamma(n_samples - k + 1)
+                - math.lgamma(n_samples - k - batch + 1)
+                - math.lgamma(n_samples + 1)
+                + math.lgamma(n_samples - batch + 1)
+            )
         total += sizes.count(k) * (1.0 - untouched)
     return total
 

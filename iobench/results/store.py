@@ -111,8 +111,10 @@ def _check_results_fd(fd: int, path: Path) -> None:
                 values.append(None)  # torn, or not JSON at all
     found = [v for v in values if v is not None]
     if not found or not all(is_record(v) for v in found):
-        raise IobenchError(f"--results {path} holds something other than iobench records; give another file (records "
-                           "are appended only to a results file of iobench's, or to a new one)")  # fmt: skip
+        raise IobenchError(
+            f"--results {path} holds something other than iobench records; give another file (records "
+            "are appended only to a results file of iobench's, or to a new one)"
+        )
 
 
 def check_writable(path: Path, *, records: bool = True) -> None:

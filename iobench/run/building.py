@@ -36,9 +36,16 @@ def _build_loader(resolved: ResolvedRun, stateful: bool) -> Loader:
     reader = open_reader(resolved)
     host = transform_on(resolved, TransformOn.HOST)
     ctx = LoaderContext(
-        reader, resolved.epoch_order(), c.settings, resolved.device, transform=host,
-        cold=c.cache is Cache.COLD, format_name=c.format, format_options=resolved.entry.options, stateful=stateful,
-    )  # fmt: skip
+        reader,
+        resolved.epoch_order(),
+        c.settings,
+        resolved.device,
+        transform=host,
+        cold=c.cache is Cache.COLD,
+        format_name=c.format,
+        format_options=resolved.entry.options,
+        stateful=stateful,
+    )
     return make_loader(c.loader, ctx)
 
 

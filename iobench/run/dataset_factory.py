@@ -148,8 +148,9 @@ def _check(r: FactoryRequest) -> None:
     check_workers(s)
     if (refusal := refused(s, TORCH_DATALOADER, FACTORY_LOADER.value, {})) is not None:
         own = refusal.removeprefix(f"--loader {FACTORY_LOADER} ")
-        raise IobenchError(f"--dataset-factory: {own}: iobench builds a DataLoader over your Dataset with torch's "
-                           "own keywords")  # fmt: skip
+        raise IobenchError(
+            f"--dataset-factory: {own}: iobench builds a DataLoader over your Dataset with torch's own keywords"
+        )
     check_parallelism(s.num_workers, r.torch_threads)
 
 

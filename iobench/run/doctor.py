@@ -72,8 +72,12 @@ def sharing(sample_seconds: float = 1.0) -> Finding:
 
 def drop_caches() -> Finding:
     if can_drop_caches():
-        return Finding("drop_caches", Status.OK, "permitted: --eviction drop_caches drops the whole page cache (cold "
-                       "runs evict the dataset's files alone by default)")  # fmt: skip
+        return Finding(
+            "drop_caches",
+            Status.OK,
+            "permitted: --eviction drop_caches drops the whole page cache (cold "
+            "runs evict the dataset's files alone by default)",
+        )
     return Finding(
         "drop_caches",
         Status.WARN,
@@ -99,10 +103,13 @@ def torchvision() -> Finding:
     if done.returncode == 0:
         return Finding("torchvision", Status.OK, f"torchvision {version} imports beside torch {torch.__version__}")
     lines = [line for line in done.stderr.splitlines() if line.strip()]
-    return Finding("torchvision", Status.WARN,
-                   f"torchvision {version} is installed but does not import beside torch {torch.__version__} "
-                   f"({lines[-1] if lines else 'it failed'}): a build for another torch (a CUDA one beside a CPU "
-                   "torch); images decode with Pillow, and LitData's image helpers fail")  # fmt: skip
+    return Finding(
+        "torchvision",
+        Status.WARN,
+        f"torchvision {version} is installed but does not import beside torch {torch.__version__} "
+        f"({lines[-1] if lines else 'it failed'}): a build for another torch (a CUDA one beside a CPU "
+        "torch); images decode with Pillow, and LitData's image helpers fail",
+    )
 
 
 def cgroups(root: Path = Path("/sys/fs/cgroup")) -> Finding:

@@ -72,9 +72,15 @@ def record_of(
     )
     total = log.delta(log.first, log.last)
     measured = RankMeasurements(
-        log.timings, log.system, log.resident_before, log.resident_after, log.setup, total, peak_rss_bytes(),
+        log.timings,
+        log.system,
+        log.resident_before,
+        log.resident_after,
+        log.setup,
+        total,
+        peak_rss_bytes(),
         cuda_memory,
-    )  # fmt: skip
+    )
     shard = resolved.shard
     combined = combine(measured, world, world.hostnames(), spec.sample_bytes, shard)
     cold = config.cache is Cache.COLD

@@ -76,8 +76,13 @@ class Finished:
     runs: int
 
 
-def standing(k: int, n: int, elapsed: float, estimates: list[Estimate | None] | None = None,
-             finished: list[Finished] | None = None) -> str:  # fmt: skip
+def standing(
+    k: int,
+    n: int,
+    elapsed: float,
+    estimates: list[Estimate | None] | None = None,
+    finished: list[Finished] | None = None,
+) -> str:
     """Where a run of several configurations stands, with the time left after the first has finished (before it, the
     line that gave the total said it). The time left is each configuration ahead's estimated epochs at the pace the
     finished epochs kept against theirs, plus the fixed cost per run the finished configurations showed: scaling the

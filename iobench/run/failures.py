@@ -49,8 +49,10 @@ def check_delivered(loader: Loader, timing: EpochTiming, label: str) -> None:
     if timing.partial or order.max_batches is not None or order.world > 1:
         return
     if timing.samples < order.n_samples:
-        raise RunFailed(f"{label} delivered {timing.samples:,} of the {order.n_samples:,} samples of an epoch (a file "
-                        "its library could not read and skipped?); `iobench verify` checks the dataset")  # fmt: skip
+        raise RunFailed(
+            f"{label} delivered {timing.samples:,} of the {order.n_samples:,} samples of an epoch (a file "
+            "its library could not read and skipped?); `iobench verify` checks the dataset"
+        )
 
 
 def killed_child(wait_s: float = 0.0) -> str | None:

@@ -48,7 +48,7 @@ def _measure(resolved: ResolvedRun, limits: Any, out: Connection, path: list[str
         _answer(out, ("record", run(resolved, limits).to_json()))
     except IobenchError as exc:
         _answer(out, ("error", str(exc)))
-    except Exception as exc:  # noqa: BLE001 - said in one line in the search's process
+    except Exception as exc:  # said in one line in the search's process
         _answer(out, ("error", f"{type(exc).__name__}: {exc}"))
     finally:
         out.close()
@@ -77,8 +77,9 @@ def run_isolated(resolved: ResolvedRun, limits: Any) -> RunRecord:
     with _safe_start():
         multiprocessing.forkserver.ensure_running()
     receive, send = context.Pipe(duplex=False)
-    process = context.Process(target=_measure, args=(resolved, limits, send, import_path(), os.getcwd()),
-                              name="iobench-trial")  # fmt: skip
+    process = context.Process(
+        target=_measure, args=(resolved, limits, send, import_path(), os.getcwd()), name="iobench-trial"
+    )
     process.start()
     send.close()
     answered = False

@@ -12,8 +12,15 @@ from iobench.events import Events
 from iobench.results.ceilings import MachineLimits, RemoteLimits
 
 
-def machine_limits(data_dir: Path, device: str, results: Path, probe_size: str, read_limit: float | None,
-                   keep_best: bool, events: Events) -> tuple[MachineLimits, Path]:  # fmt: skip
+def machine_limits(
+    data_dir: Path,
+    device: str,
+    results: Path,
+    probe_size: str,
+    read_limit: float | None,
+    keep_best: bool,
+    events: Events,
+) -> tuple[MachineLimits, Path]:
     """This machine's ceilings, measured with a probe of `probe_size` in `data_dir` (under the read throttle), and
     where they were stored."""
     from iobench.loaders.device import resolve_device
@@ -33,9 +40,17 @@ def machine_limits(data_dir: Path, device: str, results: Path, probe_size: str, 
     return limits, save_limits(results, data_dir, limits)
 
 
-def store_limits(data_dir: Path, dataset: str | None, results: Path, remote: str | None, endpoint_url: str | None,
-                 latency_ms: float | None, connection_mb_per_s: float | None, connections: int,
-                 say: Callable[[str], None]) -> tuple[RemoteLimits, Path]:  # fmt: skip
+def store_limits(
+    data_dir: Path,
+    dataset: str | None,
+    results: Path,
+    remote: str | None,
+    endpoint_url: str | None,
+    latency_ms: float | None,
+    connection_mb_per_s: float | None,
+    connections: int,
+    say: Callable[[str], None],
+) -> tuple[RemoteLimits, Path]:
     """Object storage's ceilings: GETs/s and MB/s with one connection and with `connections`, and where they were
     stored."""
     from iobench.data.manifest import find_run_dataset

@@ -13,8 +13,17 @@ from iobench.storage.remote import FUSE_CHUNK, FuseOptions
 from iobench.storage.remote.profiles import Profile
 
 # the place's options, by parameter name: every measuring command takes them (iobench.cli.options.takes_place)
-PLACE = ("data_dir", "dataset", "device", "remote", "endpoint_url", "latency_ms", "connection_mb_per_s",
-         "fuse_chunk", "fuse_read_ahead")  # fmt: skip
+PLACE = (
+    "data_dir",
+    "dataset",
+    "device",
+    "remote",
+    "endpoint_url",
+    "latency_ms",
+    "connection_mb_per_s",
+    "fuse_chunk",
+    "fuse_read_ahead",
+)
 REMOTE_FLAGS = ("remote", "endpoint_url", "latency_ms", "connection_mb_per_s", "fuse_chunk", "fuse_read_ahead")
 
 
@@ -50,21 +59,41 @@ class RunPlace:
         return self.remote is not None or self.endpoint_url is not None
 
 
-def place_of(params: dict[str, Any], results: Path, *, nproc: int | None = None, flags: dict[str, str] | None = None,
-             **more: Any) -> RunPlace:  # fmt: skip
+def place_of(
+    params: dict[str, Any], results: Path, *, nproc: int | None = None, flags: dict[str, str] | None = None, **more: Any
+) -> RunPlace:
     """The place from a command's values (`params`, by parameter name), every check made once: --remote's profile
     and its overrides, --endpoint-url, the FUSE options. `flags`: each place option's flag, for `remote_flags`."""
-    network = _network(params.get("remote"), params.get("latency_ms"), params.get("connection_mb_per_s"), nproc,
-                       params.get("endpoint_url"))  # fmt: skip
-    fuse = _fuse(params.get("fuse_chunk"), params.get("fuse_read_ahead"),
-                 network is not None or params.get("endpoint_url") is not None)  # fmt: skip
+    network = _network(
+        params.get("remote"),
+        params.get("latency_ms"),
+        params.get("connection_mb_per_s"),
+        nproc,
+        params.get("endpoint_url"),
+    )
+    fuse = _fuse(
+        params.get("fuse_chunk"),
+        params.get("fuse_read_ahead"),
+        network is not None or params.get("endpoint_url") is not None,
+    )
     named = flags or {}
-    typed = tuple((named.get(k, "--" + k.replace("_", "-")), str(params[k])) for k in (*REMOTE_FLAGS, "data_dir",
-                  "dataset") if params.get(k) is not None)  # fmt: skip
+    typed = tuple(
+        (named.get(k, "--" + k.replace("_", "-")), str(params[k]))
+        for k in (*REMOTE_FLAGS, "data_dir", "dataset")
+        if params.get(k) is not None
+    )
     # Path() again: on the lent GPU machine (typer 0.27.2, click 8.5.0) a path option's value was a str in ctx.params
-    return RunPlace(Path(params.get("data_dir") or "data"), params.get("dataset"), params.get("device", "auto"),
-                    results, remote=network, endpoint_url=params.get("endpoint_url"), fuse=fuse, typed=typed,
-                    **more)  # fmt: skip
+    return RunPlace(
+        Path(params.get("data_dir") or "data"),
+        params.get("dataset"),
+        params.get("device", "auto"),
+        results,
+        remote=network,
+        endpoint_url=params.get("endpoint_url"),
+        fuse=fuse,
+        typed=typed,
+        **more,
+    )
 
 
 def _fuse(chunk: str | None, read_ahead: str | None, remote: bool) -> FuseOptions | None:
@@ -78,8 +107,13 @@ def _fuse(chunk: str | None, read_ahead: str | None, remote: bool) -> FuseOption
     )
 
 
-def _network(remote: str | None, latency_ms: float | None, connection_mb_per_s: float | None,
-             nproc: int | None, endpoint_url: str | None) -> Profile | None:  # fmt: skip
+def _network(
+    remote: str | None,
+    latency_ms: float | None,
+    connection_mb_per_s: float | None,
+    nproc: int | None,
+    endpoint_url: str | None,
+) -> Profile | None:
     """--remote's profile with its overrides; the overrides alone are refused (they shape nothing)."""
     if endpoint_url is not None and (remote is not None or nproc is not None):
         raise IobenchError("--endpoint-url reads a store as it is: not with --remote (iobench's own) or --nproc")

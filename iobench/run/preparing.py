@@ -45,8 +45,9 @@ def dataset_for_run(
             events.say(f"warning: skipped {reason}")
     if world.all_true(found is not None):
         if dataset is None and world.is_main and (n := len(dataset_dirs(data_dir))) > 1:  # a choice: say which
-            events.say(f"dataset: {found.name}, the most recently prepared of {n} in {data_dir} (--dataset picks "
-                       "another)")  # fmt: skip
+            events.say(
+                f"dataset: {found.name}, the most recently prepared of {n} in {data_dir} (--dataset picks another)"
+            )
         return found
     return _prepared(world, data_dir, DatasetSpec(DEFAULT_SIZE), formats, events, dataset)
 
@@ -84,14 +85,19 @@ def resolve_all(configs: list[RunConfig], target: RunTarget, world: World = SING
 def batch_notes(configs: list[RunConfig], todo: list[ResolvedRun]) -> list[str]:
     """One line for the batch sizes fitted to a dataset smaller than them (`fitted_batch`), whatever the count of
     configurations."""
-    fitted = {(c.settings.batch_size, r.config.settings.batch_size) for c, r in zip(configs, todo, strict=True)
-              if c.settings.batch_size != r.config.settings.batch_size}  # fmt: skip
+    fitted = {
+        (c.settings.batch_size, r.config.settings.batch_size)
+        for c, r in zip(configs, todo, strict=True)
+        if c.settings.batch_size != r.config.settings.batch_size
+    }
     if not fitted:
         return []
     n = todo[0].manifest.spec.n_samples
     said = ", ".join(f"{asked:,} -> {got:,}" for asked, got in sorted(fitted))
-    return [f"batch size {said}: the dataset holds {n:,} samples, and a batch larger than an epoch's share makes every "
-            "epoch one batch (a larger --size measures a loader's steady state)"]  # fmt: skip
+    return [
+        f"batch size {said}: the dataset holds {n:,} samples, and a batch larger than an epoch's share makes every "
+        "epoch one batch (a larger --size measures a loader's steady state)"
+    ]
 
 
 def launch_torchrun(

@@ -73,8 +73,9 @@ def checkpointed(state: dict[str, Any]) -> dict[str, Any]:
     return torch.load(buffer, weights_only=True)
 
 
-def segment(build: Build, resolved: ResolvedRun, epoch: int, state: dict[str, Any] | None,
-            stop_after: int | None) -> Segment:  # fmt: skip
+def segment(
+    build: Build, resolved: ResolvedRun, epoch: int, state: dict[str, Any] | None, stop_after: int | None
+) -> Segment:
     """A fresh loader (restored from `state`), `stop_after` batches of the epoch (None: the rest)."""
     started = time.perf_counter()
     loader = build(resolved, True)
@@ -103,7 +104,7 @@ def resume_check(resolved: ResolvedRun, epoch: int, build: Build) -> ResumeResul
     never raises for the pipeline's failure: it is the result."""
     try:
         return _check(build, resolved, epoch)
-    except Exception as exc:  # noqa: BLE001 - the library's failure to resume is what is measured
+    except Exception as exc:  # the library's failure to resume is what is measured
         return ResumeResult(resume_supported=True, resume_error=f"{type(exc).__name__}: {one_line(exc)}")
 
 
@@ -119,7 +120,7 @@ def _check(build: Build, resolved: ResolvedRun, epoch: int) -> ResumeResult:
     for k, stop in enumerate([*stops, None]):
         try:
             part = segment(build, resolved, epoch, state, None if stop is None else stop - (stops[k - 1] if k else 0))
-        except Exception as exc:  # noqa: BLE001 - which resume failed, in the record
+        except Exception as exc:  # which resume failed, in the record
             if k == 0:
                 raise
             said = f"{type(exc).__name__}: {one_line(exc)}".rstrip(": ")

@@ -53,8 +53,13 @@ class Measuring:
     configurations' runs (A, B, A, B ...) so that a minute's drift of a shared machine is in each one's interval,
     not between them, and an interruption keeps a record of the runs each had finished."""
 
-    def __init__(self, resolved: ResolvedRun, limits: MachineLimits | RemoteLimits | None = None,
-                 profile_dir: Path | None = None, events: Events = QUIET) -> None:  # fmt: skip
+    def __init__(
+        self,
+        resolved: ResolvedRun,
+        limits: MachineLimits | RemoteLimits | None = None,
+        profile_dir: Path | None = None,
+        events: Events = QUIET,
+    ) -> None:
         config, device = resolved.config, resolved.device
         spec = resolved.manifest.spec
         self.resolved, self.limits, self.events = resolved, limits, events
@@ -82,8 +87,16 @@ class Measuring:
                 self.before = (os.getloadavg()[0], other_cores_busy(rivals=rivals, recent=RECENT_SECONDS))
             with self.resolved.storage.controls() as applied:
                 started = time.perf_counter()
-                self.subject.run(1, config.warmup, config.epochs, self.step, self.transform, config.max_seconds,
-                                 self.events, first_run=self.runs_done)  # fmt: skip
+                self.subject.run(
+                    1,
+                    config.warmup,
+                    config.epochs,
+                    self.step,
+                    self.transform,
+                    config.max_seconds,
+                    self.events,
+                    first_run=self.runs_done,
+                )
                 self.seconds += time.perf_counter() - started
             self.after = (os.getloadavg()[0], other_cores_busy(rivals=rivals))
         self.runs_done += 1
@@ -105,15 +118,23 @@ class Measuring:
         cost = possible_cost(self.transform_cost, self.log, config)
         record = record_of(resolved, self.log, cost, self.seconds, self.subject.profile_path)
         (load_before, other_before), (load_after, other_after) = self.before, self.after  # type: ignore[misc]
-        host = HostLoad(load_before=load_before, load_after=load_after, other_cpu_before=other_before,
-                        other_cpu_after=other_after)  # fmt: skip
+        host = HostLoad(
+            load_before=load_before, load_after=load_after, other_cpu_before=other_before, other_cpu_after=other_after
+        )
         decoder = self.decoder.describe if self.decoder is not None else None
-        record = replace(record, system=replace(record.system, decoder=decoder), host=host,
-                         environment=replace(record.environment, torch_threads=self.threads))  # fmt: skip
+        record = replace(
+            record,
+            system=replace(record.system, decoder=decoder),
+            host=host,
+            environment=replace(record.environment, torch_threads=self.threads),
+        )
         if self.resolved.confinement:
             budget = self.resolved.confinement.cache_budget_bytes
-            system = replace(record.system, cache_budget_bytes=budget,
-                             cache_peak_bytes=self.peak_cache if budget is not None else None,
-                             confinement_method=self.method)  # fmt: skip
+            system = replace(
+                record.system,
+                cache_budget_bytes=budget,
+                cache_peak_bytes=self.peak_cache if budget is not None else None,
+                confinement_method=self.method,
+            )
             record = replace(record, system=system)
         return with_limits(record, self.limits)

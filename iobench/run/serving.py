@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 
 @contextmanager
-def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path, fuse: FuseOptions | None = None
-           ) -> Iterator[RemoteTarget | None]:  # fmt: skip
+def served(
+    profile: Profile | None, endpoint_url: str | None, dataset_dir: Path, fuse: FuseOptions | None = None
+) -> Iterator[RemoteTarget | None]:
     """With a profile: the data folder served as S3 on loopback, behind the shaper, for as long as the block
     runs (stopped on every exit); with an endpoint: that store, as it is; without either: nothing."""
     from iobench.storage.remote.emulator import Emulator
@@ -40,13 +41,15 @@ def served(profile: Profile | None, endpoint_url: str | None, dataset_dir: Path,
 
     emulator = Emulator(dataset_dir.parent, profile, served=served_files([dataset_dir]))
     with emulator as endpoint:
-        yield RemoteTarget(endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent, fuse,
-                           emulator.settings)  # fmt: skip
+        yield RemoteTarget(
+            endpoint, profile, emulator.access_log, emulator.pids, dataset_dir.parent, fuse, emulator.settings
+        )
 
 
 @contextmanager
-def serving_folder(data_dir: Path, profile: str, latency_ms: float | None, connection_mb_per_s: float | None
-                   ) -> Iterator[tuple[Any, Profile, list[str]]]:  # fmt: skip
+def serving_folder(
+    data_dir: Path, profile: str, latency_ms: float | None, connection_mb_per_s: float | None
+) -> Iterator[tuple[Any, Profile, list[str]]]:
     """`iobench serve`: every prepared dataset of `data_dir` served as S3 on loopback through the profile, for as
     long as the block runs (stopped on every exit): its endpoint, the profile and the buckets (one per dataset)."""
     from iobench.data.manifest import dataset_dirs, served_files
@@ -61,8 +64,14 @@ def serving_folder(data_dir: Path, profile: str, latency_ms: float | None, conne
         yield endpoint, chosen, [p.name for p in datasets]
 
 
-def limits_of(remote: RemoteTarget | None, dataset_dir: Path, device: torch.device, results: Path, events: Events,
-              read_limit: float | None = None) -> MachineLimits | RemoteLimits | None:  # fmt: skip
+def limits_of(
+    remote: RemoteTarget | None,
+    dataset_dir: Path,
+    device: torch.device,
+    results: Path,
+    events: Events,
+    read_limit: float | None = None,
+) -> MachineLimits | RemoteLimits | None:
     """The ceilings the records are held to: this machine's (measured once, then stored beside the results), or,
     reading object storage, the stored ones of that store and profile."""
     if remote is None:
@@ -83,6 +92,7 @@ def remote_limits(remote: RemoteTarget, dataset_dir: Path, results: Path, events
     limits = stored_remote_limits(results, remote)
     if limits is None:
         how = remote.profile.options() if remote.profile is not None else f"--endpoint-url {remote.endpoint.given}"
-        events.say(f"no ceilings stored for this store and profile (% of limit: -); `iobench limits {how}` measures "
-                   "them")  # fmt: skip
+        events.say(
+            f"no ceilings stored for this store and profile (% of limit: -); `iobench limits {how}` measures them"
+        )
     return limits

@@ -117,9 +117,16 @@ def _measured_and_saved(resolved: ResolvedRun, limits: Limits, where: RunPlace, 
     return record
 
 
-def _one_after_another(todo: list[ResolvedRun], limits: Limits, profile_dir: Path | None, world: World,
-                       where: RunPlace, events: Events, result: SessionResult, estimates: list[Estimate | None]
-                       ) -> None:  # fmt: skip
+def _one_after_another(
+    todo: list[ResolvedRun],
+    limits: Limits,
+    profile_dir: Path | None,
+    world: World,
+    where: RunPlace,
+    events: Events,
+    result: SessionResult,
+    estimates: list[Estimate | None],
+) -> None:
     started = time.monotonic()
     finished: list[Finished] = []
     try:
@@ -134,8 +141,9 @@ def _one_after_another(todo: list[ResolvedRun], limits: Limits, profile_dir: Pat
         if not _interruption(exc):
             raise
         if result.records:
-            raise RunInterrupted(result, f"interrupted after {len(result.records)} of {len(todo)} configurations; "
-                                 "their records are kept") from None  # fmt: skip
+            raise RunInterrupted(
+                result, f"interrupted after {len(result.records)} of {len(todo)} configurations; their records are kept"
+            ) from None
         raise
 
 
@@ -148,8 +156,9 @@ def _interruption(exc: BaseException) -> bool:
     return isinstance(exc, KeyboardInterrupt) or (isinstance(exc, Exception) and ENDING.is_set())
 
 
-def run_one(resolved: ResolvedRun, limits: Limits, profile_dir: Path | None, events: Events, place: str = ""
-            ) -> RunRecord:  # fmt: skip
+def run_one(
+    resolved: ResolvedRun, limits: Limits, profile_dir: Path | None, events: Events, place: str = ""
+) -> RunRecord:
     """One configuration with its own progress; `place` ("configuration 2 of 5, about 3 min left") heads it."""
     c = resolved.config
     label = f"{place}: {c.label}" if place else c.label
@@ -164,9 +173,16 @@ def interleaved(todo: list[ResolvedRun]) -> bool:
     return len(todo) > 1 and all(r.config.runs > 1 for r in todo)
 
 
-def run_interleaved(todo: list[ResolvedRun], limits: Limits, profile_dir: Path | None, world: World, where: RunPlace,
-                    events: Events, result: SessionResult, estimates: list[Estimate | None]
-                    ) -> list[RunRecord]:  # fmt: skip
+def run_interleaved(
+    todo: list[ResolvedRun],
+    limits: Limits,
+    profile_dir: Path | None,
+    world: World,
+    where: RunPlace,
+    events: Events,
+    result: SessionResult,
+    estimates: list[Estimate | None],
+) -> list[RunRecord]:
     """Run k of every configuration before run k + 1 of any (hyperfine's and pyperf's way: a shared machine's drift
     over minutes then falls inside each configuration's runs, not between two configurations, which two identical runs
     90 s apart had called -16.4%); each configuration's record once its last run is done. Interrupted, each
@@ -195,8 +211,10 @@ def run_interleaved(todo: list[ResolvedRun], limits: Limits, profile_dir: Path |
                 for record in result.records:
                     save(where.results, record, events)
             if result.records:
-                raise RunInterrupted(result, f"interrupted in run {k + 1} of {runs}; the runs each configuration had "
-                                     "finished are recorded") from None  # fmt: skip
+                raise RunInterrupted(
+                    result,
+                    f"interrupted in run {k + 1} of {runs}; the runs each configuration had finished are recorded",
+                ) from None
             raise
     records = [m.record() for m in measuring]
     if world.is_main:

@@ -94,8 +94,9 @@ def settings_extras(base: RunConfig, fmt: str, cache: str, remote: bool = False)
     return extras + ([] if remote else [replace(base, loader=RESIDENT_BASELINE)])
 
 
-def still_to_run(points: list[Point], dirs: dict, device: torch.device, results: Path,
-                 remote: RemoteTarget | None = None) -> list:  # fmt: skip
+def still_to_run(
+    points: list[Point], dirs: dict, device: torch.device, results: Path, remote: RemoteTarget | None = None
+) -> list:
     """Every point resolved against its dataset, read from `remote` when given (so a bad one fails before any
     work), minus the configurations the results file already holds."""
     already = done_identities(results)
@@ -103,8 +104,13 @@ def still_to_run(points: list[Point], dirs: dict, device: torch.device, results:
     return [r for r in resolved if r.recorded().identity() not in already]
 
 
-def run_sweep(todo: list, results: Path, limits: MachineLimits | RemoteLimits | None, events: Events = QUIET,
-              isolated: bool = False) -> list[RunRecord]:  # fmt: skip
+def run_sweep(
+    todo: list,
+    results: Path,
+    limits: MachineLimits | RemoteLimits | None,
+    events: Events = QUIET,
+    isolated: bool = False,
+) -> list[RunRecord]:
     """Run each resolved configuration and append its record at once (a stopped sweep resumes). `isolated`: each
     in a process of its own (run.isolated), as object storage needs when some configurations fork workers.
 
@@ -123,7 +129,9 @@ def run_sweep(todo: list, results: Path, limits: MachineLimits | RemoteLimits | 
         records.append(record)
         append_record(results, record)
     if failed:
-        raise IobenchError(f"{len(failed)} of {len(todo)} configuration(s) failed and were not recorded (the "
-                           f"{len(records)} others were; the sweep tries the failed again when run again), first: "
-                           f"{failed[0]}")  # fmt: skip
+        raise IobenchError(
+            f"{len(failed)} of {len(todo)} configuration(s) failed and were not recorded (the "
+            f"{len(records)} others were; the sweep tries the failed again when run again), first: "
+            f"{failed[0]}"
+        )
     return records

@@ -60,13 +60,21 @@ def sweep_session(request: SweepRequest, device: torch.device, events: Events) -
     if notes:
         events.say(f"{len(notes)} combination(s) skipped because they do not go together, e.g. {notes[0]}")
     result = SweepResult(len(points), 0, skipped=notes)
-    measure_sweep(points, sweep_datasets(points, where.data_dir, where.dataset, events), device, where, events,
-                  base.read_limit_mb_per_s, result)  # fmt: skip
+    measure_sweep(
+        points,
+        sweep_datasets(points, where.data_dir, where.dataset, events),
+        device,
+        where,
+        events,
+        base.read_limit_mb_per_s,
+        result,
+    )
     return result
 
 
-def sweep_grid(name: str | None, base: RunConfig, device: torch.device, remote: bool = False,
-               **lists: str | None) -> tuple[dict, list]:  # fmt: skip
+def sweep_grid(
+    name: str | None, base: RunConfig, device: torch.device, remote: bool = False, **lists: str | None
+) -> tuple[dict, list]:
     """The grid (option -> values) and the dataset sizes: a preset's, overridden by explicit lists. From object
     storage (`remote`) the loaders default to the DataLoader and each format's own pipeline, and the local storage
     controls are refused."""
@@ -125,20 +133,29 @@ def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, eve
     return dirs
 
 
-def measure_sweep(points: list[Point], dirs: dict, device: torch.device, where: RunPlace, events: Events,
-                  read_limit: float | None, result: SweepResult) -> None:  # fmt: skip
+def measure_sweep(
+    points: list[Point],
+    dirs: dict,
+    device: torch.device,
+    where: RunPlace,
+    events: Events,
+    read_limit: float | None,
+    result: SweepResult,
+) -> None:
     """What is left of the sweep, measured: from the folder, or with the folder served as S3 (or the store at
     --endpoint-url) for as long as it runs, each configuration then in a process of its own."""
     parents = {d.parent for d in dirs.values()}
     if where.object_storage and len(parents) > 1:
-        raise IobenchError(f"--remote serves one folder; this sweep's datasets are in {len(parents)}: "
-                           "give them one --data-dir")  # fmt: skip
+        raise IobenchError(
+            f"--remote serves one folder; this sweep's datasets are in {len(parents)}: give them one --data-dir"
+        )
     first = next(iter(dirs.values()))
     with served(where.remote, where.endpoint_url, first, where.fuse) as remote:
         todo = still_to_run(points, dirs, device, where.results, remote)
         result.done_before = len(points) - len(todo)
-        events.say(f"{len(points)} configuration(s), {result.done_before} already in {where.results}, "
-                   f"{len(todo)} to run")  # fmt: skip
+        events.say(
+            f"{len(points)} configuration(s), {result.done_before} already in {where.results}, {len(todo)} to run"
+        )
         if not todo:
             return
         limits = limits_of(remote, todo[0].dataset_dir, device, where.results, events, read_limit)

@@ -263,8 +263,9 @@ def tune(
         alive = alive[: math.ceil(len(alive) / 2)]
     # a candidate with an interval (two epochs or more: it ran beyond the first round) before one without: a single
     # epoch's figure cannot be confirmed, and a winner of one epoch left a search with no script to paste
-    ranked = sorted((c for c in every if c.rates), key=lambda c: (not c.meets(min_shuffle), len(c.rates) < 2,
-                                                                   -c.median))  # fmt: skip
+    ranked = sorted(
+        (c for c in every if c.rates), key=lambda c: (not c.meets(min_shuffle), len(c.rates) < 2, -c.median)
+    )
     return TuneResult(ranked, rounds, search.elapsed(), stopped, search.reused, len(every), min_shuffle)
 
 

@@ -39,8 +39,9 @@ def candidates(
     return [c for name in names for c in _searched(base, fmt, LOADERS[name], batches, cuda, remote)]
 
 
-def _searched(base: RunConfig, fmt: str, kind: LoaderKind, batches: list[int], cuda: bool,
-              remote: bool) -> list[RunConfig]:  # fmt: skip
+def _searched(
+    base: RunConfig, fmt: str, kind: LoaderKind, batches: list[int], cuda: bool, remote: bool
+) -> list[RunConfig]:
     knobs = knob_combinations(fmt) if kind.own_pipeline else [()]
     start = replace(base, format=fmt, loader=kind.name, format_options=())
     out = []
@@ -67,8 +68,9 @@ def worker_counts(kind: LoaderKind, remote: bool, cores: int | None = None) -> l
     return sorted(counts)
 
 
-def setting_grid(kind: LoaderKind, batch: int, workers: int, cuda: bool, torch_threads: int | None,
-                 remote: bool = False) -> list[tuple[int | None, dict]]:  # fmt: skip
+def setting_grid(
+    kind: LoaderKind, batch: int, workers: int, cuda: bool, torch_threads: int | None, remote: bool = False
+) -> list[tuple[int | None, dict]]:
     """(torch threads, settings) of one loader's search at one batch size and worker count: the values of every
     setting it searches (a setting that needs workers at its default without them). torch's threads compete for the
     cores with loading in the main process, and with the workers too (2 threads fought 2 decode workers on 2 cores:
@@ -91,8 +93,9 @@ def worker_grid(
 ) -> list[tuple[int | None, dict]]:
     """(torch threads, settings) of torch's DataLoader over a user's Dataset: the DataLoader loader's search."""
     kind = LOADERS[FACTORY_LOADER]
-    return [g for batch in batch_sizes for w in range(cores + 1) for g in setting_grid(kind, batch, w, cuda,
-                                                                                        torch_threads)]  # fmt: skip
+    return [
+        g for batch in batch_sizes for w in range(cores + 1) for g in setting_grid(kind, batch, w, cuda, torch_threads)
+    ]
 
 
 def knob_combinations(fmt: str) -> list[tuple[tuple[str, Any], ...]]:

@@ -80,8 +80,10 @@ def _searched(search: TuneSearch, request: TuneRequest, events: Events) -> TuneO
     """The search (within most of the budget), the winner measured again in a fresh run (the rest of it), its script
     written and checked."""
     results, floor = request.place.results, request.min_shuffle
-    events.say(f"tuning {search.what} on {request.device}: {len(search.found)} candidate settings, at most "
-               f"{request.budget_minutes:g} min")  # fmt: skip
+    events.say(
+        f"tuning {search.what} on {request.device}: {len(search.found)} candidate settings, at most "
+        f"{request.budget_minutes:g} min"
+    )
     budget = request.budget_minutes * 60
     with events.search(budget) as bar:
         result = tune(search.found, search.trials, budget * (1 - CONFIRM_SHARE), results, bar, floor, request.rounds)
@@ -120,8 +122,10 @@ def pasted_figure(best: Candidate) -> str:
     """The figure pasted: the winner's fresh run after the search where it has one, else the search's median."""
     spread = f"{min(best.rates):,.0f}-{max(best.rates):,.0f}"
     if best.confirmed is not None and (again := best.confirmed_rates):
-        return (f"{statistics.median(again):,.0f} samples/s measured again after the search (epochs "
-                f"{min(again):,.0f}-{max(again):,.0f})")  # fmt: skip
+        return (
+            f"{statistics.median(again):,.0f} samples/s measured again after the search (epochs "
+            f"{min(again):,.0f}-{max(again):,.0f})"
+        )
     return f"{best.median:,.0f} samples/s measured (epochs {spread})"
 
 
@@ -136,8 +140,9 @@ def format_search(request: TuneRequest, dataset_dir: Path, remote: Any, events: 
     base, target = request.base, request.device
     fmt = base.format
     sizes = request.batch_sizes if request.searched_sizes else None
-    found = candidates(base, fmt, target.type == "cuda", sizes, tuned_loaders(fmt, remote is not None),
-                       remote=remote is not None)  # fmt: skip
+    found = candidates(
+        base, fmt, target.type == "cuda", sizes, tuned_loaders(fmt, remote is not None), remote=remote is not None
+    )
     limits = limits_of(remote, dataset_dir, target, request.place.results, events)
     trials = FormatTrials(RunTarget(dataset_dir, target, remote), limits)
     if remote is None:

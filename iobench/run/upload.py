@@ -12,8 +12,9 @@ from typing import Any
 from iobench.errors import IobenchError, reason
 
 
-def upload_dataset(endpoint_url: str, data_dir: Path, dataset: str | None, formats: str | None,
-                   say: Callable[[str], None]) -> None:  # fmt: skip
+def upload_dataset(
+    endpoint_url: str, data_dir: Path, dataset: str | None, formats: str | None, say: Callable[[str], None]
+) -> None:
     """Each named format (every prepared one by default) of the dataset under `data_dir` put into the store."""
     from iobench.data.manifest import Manifest, find_run_dataset
     from iobench.data.prepare import check_dataset_name
@@ -67,8 +68,9 @@ def check_sendable(path: Path, size: int) -> None:
     finally:
         os.close(fd)
     if found != size:
-        raise IobenchError(f"{path} holds {found:,} bytes, not the {size:,} its manifest lists; `iobench verify` "
-                           "checks the dataset")  # fmt: skip
+        raise IobenchError(
+            f"{path} holds {found:,} bytes, not the {size:,} its manifest lists; `iobench verify` checks the dataset"
+        )
 
 
 class _Hashed:
@@ -104,13 +106,15 @@ def put_files(storage: Any, root: Path, files: list[tuple[Any, Path]], done: lis
             hashed = _Hashed(f)
             try:
                 obstore.put(storage.store(), storage.key(name), hashed)
-            except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release: one line
+            except Exception as exc:  # obstore's exception classes vary by release: one line
                 said = obstore_reason(exc) or reason(exc)
                 raise IobenchError(f"upload of {name} to {storage.url(name)} failed: {said}") from None
             done.append((storage, name))
             if hashed.hash.hexdigest() != entry.sha256:
-                raise IobenchError(f"{path} changed since it was prepared (its SHA-256 is not the manifest's); "
-                                   "`iobench verify` checks the dataset")  # fmt: skip
+                raise IobenchError(
+                    f"{path} changed since it was prepared (its SHA-256 is not the manifest's); "
+                    "`iobench verify` checks the dataset"
+                )
             sent += os.fstat(f.fileno()).st_size
     return sent
 
@@ -127,7 +131,7 @@ def _remove_sent(done: list[tuple[Any, str]]) -> str:
             places.append(where)
         try:
             obstore.delete(storage.store(), storage.key(name))
-        except Exception:  # noqa: BLE001 - said in the line
+        except Exception:  # said in the line
             left.append(f"{where}{name}")
     if not done:
         return ""

@@ -129,8 +129,12 @@ def user_record(
 def measured_system(started: float, load_before: float, other_before: float | None) -> tuple[SystemStats, HostLoad]:
     """The machine around a user's run: its time and peak memory; the load before and after."""
     system = SystemStats(total_seconds=time.perf_counter() - started, **peak_rss_bytes())
-    return system, HostLoad(load_before=load_before, load_after=os.getloadavg()[0], other_cpu_before=other_before,
-                            other_cpu_after=other_cores_busy())  # fmt: skip
+    return system, HostLoad(
+        load_before=load_before,
+        load_after=os.getloadavg()[0],
+        other_cpu_before=other_before,
+        other_cpu_after=other_cores_busy(),
+    )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -248,7 +252,8 @@ def measure(
         seed=seed,
         options={"cache": timing.cache},
     )
-    record = user_record(config, what, timings, dev, "iobench.measure", measured_system(started, load_before,
-                                                                                           other_before))  # fmt: skip
+    record = user_record(
+        config, what, timings, dev, "iobench.measure", measured_system(started, load_before, other_before)
+    )
     fields = {name: getattr(record, name) for name in record.__dataclass_fields__}
     return Measurement(**fields, timings=tuple(timings))

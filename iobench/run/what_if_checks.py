@@ -17,8 +17,12 @@ class WhatIfCheck:
     measured: RunRecord  # the same configuration run with that step
 
 
-def what_if_checks(todo: list[ResolvedRun], records: list[RunRecord], steps_ms: list[float],
-                   measure: Callable[[ResolvedRun], RunRecord]) -> list[WhatIfCheck]:  # fmt: skip
+def what_if_checks(
+    todo: list[ResolvedRun],
+    records: list[RunRecord],
+    steps_ms: list[float],
+    measure: Callable[[ResolvedRun], RunRecord],
+) -> list[WhatIfCheck]:
     """Every configuration at every step time, measured by `measure` (the session's, which saves each record)."""
     checks = []
     for resolved, record in zip(todo, records, strict=True):

@@ -129,9 +129,11 @@ class LocalCheckpoints(CheckpointTarget):
 
     def check(self) -> None:
         if _identity(self.root) != self._identity or not ownership.is_ours(self.root):
-            raise IobenchError(f"checkpoint: iobench's folder {self.root} was removed or replaced during the run "
-                               "(another run's sweep of a shared --dir, or a user); what was measured in it since is "
-                               "void")  # fmt: skip
+            raise IobenchError(
+                f"checkpoint: iobench's folder {self.root} was removed or replaced during the run "
+                "(another run's sweep of a shared --dir, or a user); what was measured in it since is "
+                "void"
+            )
 
     def place(self, name: str) -> Place:
         self.check()
@@ -152,8 +154,9 @@ class LocalCheckpoints(CheckpointTarget):
         evict(files, "fadvise")
         left = resident_fraction(files)
         if left > COLD_LEFT:
-            raise IobenchError(f"checkpoint: {left:.0%} of the checkpoint stayed cached after eviction; cold is not "
-                               "cold")  # fmt: skip
+            raise IobenchError(
+                f"checkpoint: {left:.0%} of the checkpoint stayed cached after eviction; cold is not cold"
+            )
         return left
 
     def residency(self, place: Place) -> float | None:
@@ -185,8 +188,9 @@ class ObjectCheckpoints(CheckpointTarget):
         return self.what
 
     def place(self, name: str) -> Place:
-        return Place(url=f"s3://{self.bucket}/{self.prefix}{name}", endpoint=self.endpoint.url,
-                     region=self.endpoint.region)  # fmt: skip
+        return Place(
+            url=f"s3://{self.bucket}/{self.prefix}{name}", endpoint=self.endpoint.url, region=self.endpoint.region
+        )
 
     def objects(self, prefix: str) -> dict[str, int]:
         """Every object under `prefix`, with its size."""
@@ -209,9 +213,10 @@ class ObjectCheckpoints(CheckpointTarget):
 
     def read_small(self, place: Place, name: str, limit: int) -> bytes:
         try:
-            answer = self.client.get_object(Bucket=self.bucket, Key=f"{place.bucket_key[1]}/{name}",
-                                            Range=f"bytes=0-{limit - 1}")  # fmt: skip
-        except Exception as exc:  # noqa: BLE001 - botocore's ClientError for a missing key
+            answer = self.client.get_object(
+                Bucket=self.bucket, Key=f"{place.bucket_key[1]}/{name}", Range=f"bytes=0-{limit - 1}"
+            )
+        except Exception as exc:  # botocore's ClientError for a missing key
             raise OSError(str(exc)[:100]) from None
         return answer["Body"].read(limit)
 

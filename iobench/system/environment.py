@@ -149,5 +149,7 @@ def check_parallelism(num_workers: int, torch_threads: int | None) -> None:
     """Workers and torch threads within reason for this machine's cores (100,000 threads crashed torch at exit)."""
     for option, value in (("--num-workers", num_workers), ("--torch-threads", torch_threads)):
         if value is not None and value > max_workers():
-            raise IobenchError(f"{option} {value} is far above this machine's {os.cpu_count()} cores; the limit "
-                               f"is {max_workers()} (8 per core)")  # fmt: skip
+            raise IobenchError(
+                f"{option} {value} is far above this machine's {os.cpu_count()} cores; the limit "
+                f"is {max_workers()} (8 per core)"
+            )

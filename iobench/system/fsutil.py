@@ -355,8 +355,9 @@ def plain_alias(folder: Path) -> Iterator[Path]:
     try:
         alias = holder / "d" / folder.name
         if not PLAIN_PATH.fullmatch(str(alias)):
-            raise IobenchError(f"{alias}: a name a library could read as a URL or a pattern (set TMPDIR to a plain "
-                               "path)")  # fmt: skip
+            raise IobenchError(
+                f"{alias}: a name a library could read as a URL or a pattern (set TMPDIR to a plain path)"
+            )
         os.symlink(folder.resolve().parent, holder / "d")
         yield alias
     finally:

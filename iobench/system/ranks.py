@@ -84,11 +84,22 @@ def rank_env(rank: int, nproc: int, port: int, base: Mapping[str, str] | None = 
     env = child_env(base)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update(
-        RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_WORLD_SIZE=str(nproc),
-        GROUP_RANK="0", GROUP_WORLD_SIZE="1", ROLE_RANK=str(rank), ROLE_WORLD_SIZE=str(nproc), ROLE_NAME="default",
-        MASTER_ADDR=LOOPBACK, MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True",
-        TORCHELASTIC_RESTART_COUNT="0", TORCHELASTIC_MAX_RESTARTS="0", GLOO_SOCKET_IFNAME="lo",
-    )  # fmt: skip
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(nproc),
+        LOCAL_WORLD_SIZE=str(nproc),
+        GROUP_RANK="0",
+        GROUP_WORLD_SIZE="1",
+        ROLE_RANK=str(rank),
+        ROLE_WORLD_SIZE=str(nproc),
+        ROLE_NAME="default",
+        MASTER_ADDR=LOOPBACK,
+        MASTER_PORT=str(port),
+        TORCHELASTIC_USE_AGENT_STORE="True",
+        TORCHELASTIC_RESTART_COUNT="0",
+        TORCHELASTIC_MAX_RESTARTS="0",
+        GLOO_SOCKET_IFNAME="lo",
+    )
     return env
 
 
@@ -98,8 +109,15 @@ class Ranks:
     does); an interrupt here stops them all before it propagates. Use as a context manager: leaving it ends every
     rank still running, and their group."""
 
-    def __init__(self, argv: Sequence[str], nproc: int, *, env: Mapping[str, str] | None = None,
-                 capture: bool = False, pipe: bool = False) -> None:  # fmt: skip
+    def __init__(
+        self,
+        argv: Sequence[str],
+        nproc: int,
+        *,
+        env: Mapping[str, str] | None = None,
+        capture: bool = False,
+        pipe: bool = False,
+    ) -> None:
         """`capture`: each rank's output kept for `wait`'s answer; `pipe`: rank 0's standard output readable as it
         comes (`procs[0].stdout`, bytes), the rest of every rank's output dropped."""
         import datetime as dt
@@ -110,8 +128,16 @@ class Ranks:
         listener = loopback_listener()
         port = listener.getsockname()[1]
         try:
-            self._store = dist.TCPStore(LOOPBACK, port, nproc, True, dt.timedelta(seconds=300), wait_for_workers=False,
-                                        multi_tenant=True, master_listen_fd=listener.fileno())  # fmt: skip
+            self._store = dist.TCPStore(
+                LOOPBACK,
+                port,
+                nproc,
+                True,
+                dt.timedelta(seconds=300),
+                wait_for_workers=False,
+                multi_tenant=True,
+                master_listen_fd=listener.fileno(),
+            )
         except BaseException:
             listener.close()
             raise
@@ -127,9 +153,10 @@ class Ranks:
                 else:
                     out, err = (files[0], files[1]) if files else (None, None)
                 self.procs.append(
-                    subprocess.Popen(list(argv), env=rank_env(rank, nproc, port, env), start_new_session=True,
-                                     stdout=out, stderr=err)
-                )  # fmt: skip
+                    subprocess.Popen(
+                        list(argv), env=rank_env(rank, nproc, port, env), start_new_session=True, stdout=out, stderr=err
+                    )
+                )
         except BaseException:
             self.stop()
             raise
@@ -209,8 +236,14 @@ class Ranks:
         self.close()
 
 
-def run_ranks(argv: Sequence[str], nproc: int, *, env: Mapping[str, str] | None = None, capture: bool = False,
-              timeout_s: float | None = None) -> list[RankExit]:  # fmt: skip
+def run_ranks(
+    argv: Sequence[str],
+    nproc: int,
+    *,
+    env: Mapping[str, str] | None = None,
+    capture: bool = False,
+    timeout_s: float | None = None,
+) -> list[RankExit]:
     """`argv` as N ranks on this machine (see `Ranks`), until every one has exited."""
     with Ranks(argv, nproc, env=env, capture=capture) as ranks:
         return ranks.wait(timeout_s)

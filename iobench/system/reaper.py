@@ -45,8 +45,12 @@ class Reaper:
         try:
             self._proc = subprocess.Popen(
                 python_module("iobench.system.reaper", str(folder)),
-                stdin=read, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env,
-            )  # fmt: skip
+                stdin=read,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
         finally:
             os.close(read)
         try:

@@ -98,8 +98,9 @@ def quiet_interrupted_handover(
     return hook
 
 
-def redeliver_lost_interrupt(previous: Callable[[Any], object], ending: Callable[[], bool] = lambda: False
-                             ) -> Callable[[Any], object]:  # fmt: skip
+def redeliver_lost_interrupt(
+    previous: Callable[[Any], object], ending: Callable[[], bool] = lambda: False
+) -> Callable[[Any], object]:
     """A `sys.unraisablehook`: an interrupt raised by the signal handler while a finaliser ran (a multiprocessing
     Connection's `__del__`, called by the garbage collector) cannot propagate. Python would print it as "Exception
     ignored" with a traceback and carry on with the work; instead it is delivered again to the main thread, where it

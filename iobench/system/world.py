@@ -37,8 +37,10 @@ def _collective(timeout: dt.timedelta) -> Iterator[None]:
     except RuntimeError as exc:  # torch's DistBackendError is one
         text = str(exc).lower()
         if "timed out" in text or "timeout" in text:
-            raise RankLost(f"the other ranks did not arrive within {timeout.total_seconds():g} s (one hung, in its "
-                           "step or its reads?); --rank-timeout sets the wait") from None  # fmt: skip
+            raise RankLost(
+                f"the other ranks did not arrive within {timeout.total_seconds():g} s (one hung, in its "
+                "step or its reads?); --rank-timeout sets the wait"
+            ) from None
         raise RankLost("another rank ended mid-run (its own line says why)") from None
 
 
@@ -140,8 +142,9 @@ def rank_device(text: str, local_rank: int) -> str:
 
 
 @contextmanager
-def joined(device_text: str, env: Mapping[str, str] = os.environ, timeout_s: float | None = None
-           ) -> Iterator[tuple[World, str]]:  # fmt: skip
+def joined(
+    device_text: str, env: Mapping[str, str] = os.environ, timeout_s: float | None = None
+) -> Iterator[tuple[World, str]]:
     """This process's World and device while inside; the process group is torn down on the way out.
 
     Outside torchrun: the world of one and the device as given. Under torchrun: gloo for CPU ranks,

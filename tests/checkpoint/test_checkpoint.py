@@ -30,13 +30,22 @@ pytestmark = pytest.mark.extras
 
 SPEC = StateSpec(1_000_000)  # a layer of hidden size 256 and a part of the next: 14 MB
 NEEDS = "is not installed (pip install 'iobench[checkpoint]')"
-HERE = [pytest.param(n, marks=pytest.mark.skipif(not lib.installed, reason=f"{lib.needs} {NEEDS}"))
-        for n, lib in LIBRARIES.items() if not lib.ceiling and not lib.needs_cuda and not lib.group]  # fmt: skip
+HERE = [
+    pytest.param(n, marks=pytest.mark.skipif(not lib.installed, reason=f"{lib.needs} {NEEDS}"))
+    for n, lib in LIBRARIES.items()
+    if not lib.ceiling and not lib.needs_cuda and not lib.group
+]
 
 
 def session(tmp_path, **asked) -> object:
-    base = {"specs": (StateSpec(200_000),), "libraries": ("torch",), "directory": tmp_path / "ck", "trials": 1,
-            "results": tmp_path / "r.jsonl", "device": "cpu"}  # fmt: skip
+    base = {
+        "specs": (StateSpec(200_000),),
+        "libraries": ("torch",),
+        "directory": tmp_path / "ck",
+        "trials": 1,
+        "results": tmp_path / "r.jsonl",
+        "device": "cpu",
+    }
     request = CheckpointRequest(**{**base, **asked})
     return checkpoint_session(request, Events())
 
@@ -167,9 +176,27 @@ def test_every_clock_of_a_trial_runs_with_the_harness_out_of_the_collector(tmp_p
 
 
 def test_the_command_prints_tables_against_size_and_an_answer(cli, tmp_path, quiet_machine):
-    r = cli("checkpoint", "--params", "2e5,3e5", "--trials", "1", "--libraries", "torch,raw", "--dir", tmp_path / "c",
-            "--results", tmp_path / "r.jsonl", "--kill-test", "2", "--kill-params", "1e5", "--device", "cpu",
-            "--save-mode", "safe")  # fmt: skip
+    r = cli(
+        "checkpoint",
+        "--params",
+        "2e5,3e5",
+        "--trials",
+        "1",
+        "--libraries",
+        "torch,raw",
+        "--dir",
+        tmp_path / "c",
+        "--results",
+        tmp_path / "r.jsonl",
+        "--kill-test",
+        "2",
+        "--kill-params",
+        "1e5",
+        "--device",
+        "cpu",
+        "--save-mode",
+        "safe",
+    )
     assert r.code == 0, r.err
     assert "answer: save with torch safe" in r.out and "raw (reference)" in r.out and "killed 2 times" in r.out
     assert "against size" in r.out and "2 of 2 kills left step N or N+1 intact" in r.out
@@ -179,8 +206,12 @@ def test_the_command_prints_tables_against_size_and_an_answer(cli, tmp_path, qui
 
 def _own_weights() -> dict:
     g = torch.Generator().manual_seed(5)
-    return {"embed.weight": torch.randn(300, 64, generator=g).half(), "layers.0.attn.weight": torch.randn(64, 64),
-            "layers.0.norm.bias": torch.randn(64, generator=g).bfloat16(), "step": torch.tensor(3)}  # fmt: skip
+    return {
+        "embed.weight": torch.randn(300, 64, generator=g).half(),
+        "layers.0.attn.weight": torch.randn(64, 64),
+        "layers.0.norm.bias": torch.randn(64, generator=g).bfloat16(),
+        "step": torch.tensor(3),
+    }
 
 
 @pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
@@ -238,8 +269,9 @@ def test_a_restore_onto_a_device_copies_into_the_state_already_there():
 def test_a_device_that_is_not_here_is_refused_in_one_line(cli, tmp_path):
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is here")
-    r = cli("checkpoint", "--params", "2e5", "--device", "cuda", "--dir", tmp_path / "c", "--results",
-            tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "checkpoint", "--params", "2e5", "--device", "cuda", "--dir", tmp_path / "c", "--results", tmp_path / "r.jsonl"
+    )
     assert_one_line_error(r, "no CUDA GPU is available")
 
 
@@ -261,9 +293,29 @@ def test_what_needs_cuda_or_a_local_folder_is_skipped_saying_why(tmp_path):
 def test_dcps_process_checkpointer_listens_on_loopback_and_dies_with_iobench(tmp_path, stop):
     """dcp-async-process: DCP's background process joins the trial's group through the store iobench hosts on
     127.0.0.1 (no store of its own on every interface), and nothing of it outlives iobench, ended or killed."""
-    argv = [sys.executable, "-m", "iobench", "checkpoint", "--params", "2e5", "--trials", "2", "--libraries",
-            "dcp-async-process", "--save-mode", "inplace", "--cache", "cold", "--device", "cpu", "--dir",
-            str(tmp_path / "c"), "--results", str(tmp_path / "r.jsonl"), "-q"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "checkpoint",
+        "--params",
+        "2e5",
+        "--trials",
+        "2",
+        "--libraries",
+        "dcp-async-process",
+        "--save-mode",
+        "inplace",
+        "--cache",
+        "cold",
+        "--device",
+        "cpu",
+        "--dir",
+        str(tmp_path / "c"),
+        "--results",
+        str(tmp_path / "r.jsonl"),
+        "-q",
+    ]
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     watched = Watched(proc)
     watched.until(lambda w: len(w.seen) >= 3, timeout_s=180)  # the trial, its rank and DCP's process

@@ -25,16 +25,30 @@ from tests.conftest import ROOT, assert_last_line_error, assert_one_line_error
 from tests.process_tree import Watched, off_loopback
 
 pytestmark = [pytest.mark.hostile, pytest.mark.extras]
-SAFETENSORS = pytest.mark.skipif(not LIBRARIES["safetensors"].installed, reason="safetensors is not installed "
-                                 "(pip install 'iobench[checkpoint]')")  # fmt: skip
+SAFETENSORS = pytest.mark.skipif(
+    not LIBRARIES["safetensors"].installed, reason="safetensors is not installed (pip install 'iobench[checkpoint]')"
+)
 
 
 def _checkpoint(tmp_path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "iobench", "checkpoint", "--dir", str(tmp_path / "c"), "--results",
-         str(tmp_path / "r.jsonl"), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=dict(os.environ, COLUMNS="200"),
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "iobench",
+            "checkpoint",
+            "--dir",
+            str(tmp_path / "c"),
+            "--results",
+            str(tmp_path / "r.jsonl"),
+            *args,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, COLUMNS="200"),
+    )
 
 
 def _trials(w: Watched) -> list[int]:
@@ -77,8 +91,21 @@ def test_dir_parents_made_for_the_checkpoints_are_removed_and_the_users_are_kept
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "keep.txt").write_text("the user's")
     for target in (tmp_path / "a" / "b" / "c", tmp_path / "mine" / "d"):
-        r = cli("checkpoint", "--params", "2e5", "--libraries", "torch", "--trials", "1", "--cache", "warm", "--dir",
-                target, "--results", tmp_path / "r.jsonl")  # fmt: skip
+        r = cli(
+            "checkpoint",
+            "--params",
+            "2e5",
+            "--libraries",
+            "torch",
+            "--trials",
+            "1",
+            "--cache",
+            "warm",
+            "--dir",
+            target,
+            "--results",
+            tmp_path / "r.jsonl",
+        )
         assert r.code == 0, r.err
     assert not (tmp_path / "a").exists()
     assert sorted(p.name for p in (tmp_path / "mine").iterdir()) == ["keep.txt"]
@@ -89,8 +116,12 @@ def test_dir_that_cannot_hold_checkpoints_is_one_line(cli, tmp_path):
     common = ["--params", "2e5", "--libraries", "torch", "--trials", "1", "--results", tmp_path / "r.jsonl"]
     (tmp_path / "file").write_text("x")
     os.symlink(tmp_path, tmp_path / "link")
-    cases = [(tmp_path / "file", "is not a folder"), ("/proc/self", "is a link"), (tmp_path / "link", "is a link"),
-             (tmp_path / "file" / "below", "is not a folder")]  # fmt: skip
+    cases = [
+        (tmp_path / "file", "is not a folder"),
+        ("/proc/self", "is a link"),
+        (tmp_path / "link", "is a link"),
+        (tmp_path / "file" / "below", "is not a folder"),
+    ]
     for target, fragment in cases:
         r = cli("checkpoint", "--dir", target, *common)
         assert_one_line_error(r, "--dir", fragment)
@@ -104,8 +135,19 @@ def test_dir_on_a_read_only_file_system_is_one_line(cli, tmp_path):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(mount)]).returncode != 0:
         pytest.skip("mount is not allowed here")
     try:
-        r = cli("checkpoint", "--params", "2e5", "--libraries", "torch", "--trials", "1", "--dir", mount / "c",
-                "--results", tmp_path / "r.jsonl")  # fmt: skip
+        r = cli(
+            "checkpoint",
+            "--params",
+            "2e5",
+            "--libraries",
+            "torch",
+            "--trials",
+            "1",
+            "--dir",
+            mount / "c",
+            "--results",
+            tmp_path / "r.jsonl",
+        )
         assert_one_line_error(r, "--dir", "Read-only file system")
     finally:
         subprocess.run(["umount", str(mount)])
@@ -185,7 +227,7 @@ DAMAGED = {
     # carrying "iobench.errors.IobenchError:"
     "overlapping offsets": _header(
         {**_tensor(), "v": {"dtype": "F32", "shape": [2, 2], "data_offsets": [8, 24]}}, bytes(24)
-    ),  # fmt: skip
+    ),
 }
 
 
@@ -233,9 +275,12 @@ def test_names_holding_double_underscores_come_back_from_tensordict(tmp_path):
     """iobench's own `.` <-> `__` renaming made tensordict's restore differ ("exact NO")."""
     from iobench.checkpoint.state import differences
 
-    state = {"model": {"blocks.0.attn__qkv.weight": torch.ones(3), "x%2E.y": torch.zeros(2)},
-             "optimizer": {"master": {"a__b": torch.ones(1)}}, "step": 4,
-             "rng": torch.zeros(3, dtype=torch.uint8)}  # fmt: skip
+    state = {
+        "model": {"blocks.0.attn__qkv.weight": torch.ones(3), "x%2E.y": torch.zeros(2)},
+        "optimizer": {"master": {"a__b": torch.ones(1)}},
+        "step": 4,
+        "rng": torch.zeros(3, dtype=torch.uint8),
+    }
     place = Place(folder=str(tmp_path))
     LIBRARIES["tensordict"].save(state, place)
     assert differences(LIBRARIES["tensordict"].restore(place, None, None), state) == []
@@ -253,13 +298,35 @@ def test_a_full_disk_is_said_as_such(cli, tmp_path, monkeypatch):
     if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)]).returncode != 0:
         pytest.skip("mount is not allowed here")
     try:
-        r = cli("checkpoint", "--params", "2e6", "--libraries", "torch", "--trials", "1", "--dir", mount / "c",
-                "--results", tmp_path / "r.jsonl")  # fmt: skip
+        r = cli(
+            "checkpoint",
+            "--params",
+            "2e6",
+            "--libraries",
+            "torch",
+            "--trials",
+            "1",
+            "--dir",
+            mount / "c",
+            "--results",
+            tmp_path / "r.jsonl",
+        )
         assert_one_line_error(r, "0.06 GB needed there")
         monkeypatch.setattr(request, "check_disk", lambda *a, **k: None)
         for library in ("torch", "dcp"):
-            r = cli("checkpoint", "--params", "2e6", "--libraries", library, "--trials", "1", "--dir", mount / "c",
-                    "--results", tmp_path / "r.jsonl")  # fmt: skip
+            r = cli(
+                "checkpoint",
+                "--params",
+                "2e6",
+                "--libraries",
+                library,
+                "--trials",
+                "1",
+                "--dir",
+                mount / "c",
+                "--results",
+                tmp_path / "r.jsonl",
+            )
             assert_last_line_error(r, f"{library} save failed: the disk is full", "MB free under --dir")
         assert not (mount / "c").exists()
     finally:
@@ -277,16 +344,39 @@ def test_results_through_a_link_or_into_a_users_file_is_refused(cli, tmp_path):
     model = tmp_path / "model.safetensors"
     model.write_bytes(_header(_tensor(), bytes(16)))
     for results, fragment in ((tmp_path / "link.jsonl", "is a link"), (model, "other than iobench records")):
-        r = cli("checkpoint", "--params", "2e5", "--libraries", "torch", "--trials", "1", "--dir", tmp_path / "c",
-                "--results", results)  # fmt: skip
+        r = cli(
+            "checkpoint",
+            "--params",
+            "2e5",
+            "--libraries",
+            "torch",
+            "--trials",
+            "1",
+            "--dir",
+            tmp_path / "c",
+            "--results",
+            results,
+        )
         assert_one_line_error(r, fragment)
     assert victim.read_text() == "root:x:0:0:root:/root:/bin/bash\n"
     assert model.read_bytes() == _header(_tensor(), bytes(16))
 
 
-GOOD_TRIAL = {"kind": "checkpoint", "library": "torch", "op": "restore", "cache": "cold", "params": 200000,
-              "state_bytes": 2800000, "seconds": 0.5, "bytes_on_disk": 2800000, "peak_rss_bytes": 10**8,
-              "exact": True, "durable_seconds": None, "layout": "llama", "trial": 0}  # fmt: skip
+GOOD_TRIAL = {
+    "kind": "checkpoint",
+    "library": "torch",
+    "op": "restore",
+    "cache": "cold",
+    "params": 200000,
+    "state_bytes": 2800000,
+    "seconds": 0.5,
+    "bytes_on_disk": 2800000,
+    "peak_rss_bytes": 10**8,
+    "exact": True,
+    "durable_seconds": None,
+    "layout": "llama",
+    "trial": 0,
+}
 GOOD_SAVE = {**GOOD_TRIAL, "op": "save", "cache": None, "durable_seconds": 0.6, "done_seconds": 0.5}
 HOSTILE = [
     {"seconds": 0},
@@ -348,8 +438,9 @@ def test_the_checkpoint_report_escapes_what_records_hold(cli, tmp_path):
     results = tmp_path / "r.jsonl"
     name = "<script>x</script>|[a](javascript:b)"
     formula = '=HYPERLINK("http://x")'
-    _write(results, [{**GOOD_SAVE, "library": name}, {**GOOD_TRIAL, "library": name},
-                     {**GOOD_SAVE, "library": formula}])  # fmt: skip
+    _write(
+        results, [{**GOOD_SAVE, "library": name}, {**GOOD_TRIAL, "library": name}, {**GOOD_SAVE, "library": formula}]
+    )
     r = cli("report", results, "--out", tmp_path / "out")
     assert r.code == 0, r.err
     text = (tmp_path / "out" / "report.md").read_text()
@@ -373,8 +464,22 @@ def test_a_memory_cgroup_smaller_than_the_state_is_refused_in_one_line(tmp_path)
     from tests.memory_cgroup import memory_home, run_in_memory_cgroup
 
     memory_home()
-    argv = [sys.executable, "-m", "iobench", "checkpoint", "--params", "1e7", "--libraries", "torch", "--trials", "1",
-            "--dir", str(tmp_path / "c"), "--results", str(tmp_path / "r.jsonl")]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "checkpoint",
+        "--params",
+        "1e7",
+        "--libraries",
+        "torch",
+        "--trials",
+        "1",
+        "--dir",
+        str(tmp_path / "c"),
+        "--results",
+        str(tmp_path / "r.jsonl"),
+    ]
     done, _ = run_in_memory_cgroup(argv, 350 * 2**20, cwd=ROOT, timeout=300)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == 2 and len(lines) == 1, done.stderr[-2000:]
@@ -413,8 +518,7 @@ def test_a_sweep_keeps_a_live_runs_folder_from_another_pid_namespace_and_folders
     try:
         live = other.stdout.readline().strip()
         assert live and os.path.isdir(live), live
-        done = _checkpoint(tmp_path, "--params", "1e5", "--libraries", "torch", "--trials", "1", "--save-mode",
-                           "safe")  # fmt: skip
+        done = _checkpoint(tmp_path, "--params", "1e5", "--libraries", "torch", "--trials", "1", "--save-mode", "safe")
         _, err = done.communicate(timeout=120)
         assert done.returncode == 0, err[-2000:]
         assert os.path.isdir(live), "the other namespace's live folder was swept"
@@ -502,8 +606,19 @@ def test_a_small_file_system_is_refused_before_anything_is_saved(cli, tmp_path):
     disk.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", str(disk)], check=True)
     try:
-        r = cli("checkpoint", "--params", "1e6", "--libraries", "torch", "--save-mode", "safe", "--dir", disk / "c",
-                "--results", tmp_path / "r.jsonl")  # fmt: skip
+        r = cli(
+            "checkpoint",
+            "--params",
+            "1e6",
+            "--libraries",
+            "torch",
+            "--save-mode",
+            "safe",
+            "--dir",
+            disk / "c",
+            "--results",
+            tmp_path / "r.jsonl",
+        )
         assert_one_line_error(r, "a safe save keeps step N beside step N+1")
         assert not (tmp_path / "r.jsonl").exists() and list(disk.iterdir()) == []
     finally:

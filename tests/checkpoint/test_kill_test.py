@@ -31,8 +31,9 @@ def _saved(library: str, folder, seed: int, mode: str = "inplace") -> Place:
 
 
 def _classify(library: str, folder, mode: str = "inplace") -> str:
-    job = CheckpointJob(library, "classify", SPEC.with_seed(1), Place(folder=str(folder)), mode,
-                        candidates={"N": 1, "N+1": 2})  # fmt: skip
+    job = CheckpointJob(
+        library, "classify", SPEC.with_seed(1), Place(folder=str(folder)), mode, candidates={"N": 1, "N+1": 2}
+    )
     return trial.classify(job)["outcome"]
 
 

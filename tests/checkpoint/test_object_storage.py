@@ -40,8 +40,23 @@ LIBRARIES = ("torch", "dcp", "safetensors")
 @pytest.mark.skipif(_nginx() is not None, reason=_nginx() or "")
 def test_remote_saves_and_restores_exact_and_counts_what_moved(cli, tmp_path):
     results = tmp_path / "r.jsonl"
-    r = cli("checkpoint", "--remote", "s3-like", "--params", "2e5", "--trials", "1", "--libraries",
-            ",".join(LIBRARIES), "--device", "cpu", "--dir", tmp_path / "c", "--results", results)  # fmt: skip
+    r = cli(
+        "checkpoint",
+        "--remote",
+        "s3-like",
+        "--params",
+        "2e5",
+        "--trials",
+        "1",
+        "--libraries",
+        ",".join(LIBRARIES),
+        "--device",
+        "cpu",
+        "--dir",
+        tmp_path / "c",
+        "--results",
+        results,
+    )
     assert r.code == 0, r.err
     records = [json.loads(line) for line in results.read_text().splitlines()]
     assert {x["library"] for x in records} == set(LIBRARIES) and {x["target"] for x in records} == {"object"}
@@ -59,8 +74,13 @@ def test_a_store_at_an_endpoint_holds_nothing_of_the_run_after(moto_url, tmp_pat
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")  # moto takes any keys
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
-    client = boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1", aws_access_key_id="testing",
-                          aws_secret_access_key="testing")  # fmt: skip
+    client = boto3.client(
+        "s3",
+        endpoint_url=moto_url,
+        region_name="us-east-1",
+        aws_access_key_id="testing",
+        aws_secret_access_key="testing",
+    )
     client.create_bucket(Bucket="ckpt")
     done = session(tmp_path, libraries=LIBRARIES, endpoint_url=f"{moto_url}/ckpt", caches=("cold",))
     assert all(r.exact for r in done.trials if r.op == "restore") and len(done.trials) == 9

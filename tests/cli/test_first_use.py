@@ -19,8 +19,20 @@ pytestmark = pytest.mark.e2e
 def test_a_default_sweep_runs_over_what_a_default_prepare_writes(tmp_path, cli):
     """`prepare` then `sweep --batch-size 256,1024` stopped at "files is not prepared"."""
     invoke("prepare", "--size", "400", "--data-dir", tmp_path / "data", "-q")
-    r = cli("sweep", "--batch-size", "64,128", "--runs", "1", "--device", "cpu", "-q",
-            "--data-dir", tmp_path / "data", "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "sweep",
+        "--batch-size",
+        "64,128",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        tmp_path / "data",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 0, r.err
     records = stored_records(tmp_path / "r.jsonl")
     assert {x["format"] for x in records} == {"npy", "hdf5", "lmdb", "memmap"}
@@ -29,8 +41,22 @@ def test_a_default_sweep_runs_over_what_a_default_prepare_writes(tmp_path, cli):
 
 def test_a_sweep_prepares_the_formats_its_dataset_lacks(tmp_path, cli):
     invoke("prepare", "--size", "300", "--formats", "npy", "--data-dir", tmp_path / "data", "-q")
-    r = cli("sweep", "--format", "npy,hdf5", "--loader", "dataloader", "--runs", "1", "--device", "cpu", "-q",
-            "--data-dir", tmp_path / "data", "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "sweep",
+        "--format",
+        "npy,hdf5",
+        "--loader",
+        "dataloader",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        tmp_path / "data",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 0, r.err
     assert "preparing" in r.err and "hdf5" in r.err
     (dataset,) = (tmp_path / "data").iterdir()
@@ -89,8 +115,11 @@ def test_the_ceilings_are_the_best_of_several_methods_and_say_which(tmp_path):
     for sample in (520, 150_528):  # the large rows try a copy per row as well
         rate, method = memory_gather_mb_per_s(path, sample)
         assert rate > 0 and method in (
-            "torch index_select", "numpy take into a preallocated batch", "numpy fancy index", "a copy per row"
-        )  # fmt: skip
+            "torch index_select",
+            "numpy take into a preallocated batch",
+            "numpy fancy index",
+            "a copy per row",
+        )
     rate, method = storage_read_mb_per_s(path)
     assert rate > 0 and ("O_DIRECT" in method or "buffered" in method), method
     if "also" in method:  # O_DIRECT worked: every way was tried, the best named, the others with their rates
@@ -155,9 +184,26 @@ def test_a_busy_machine_is_warned_about_and_sharing_settings_are_part_of_a_runs_
 
 def test_runs_record_the_threads_the_rivals_and_the_load(tmp_path, cli):
     invoke("prepare", "--size", "300", "--formats", "memmap", "--data-dir", tmp_path / "data", "-q")
-    r = cli("run", "--format", "memmap", "--loader", "tensorclass", "--torch-threads", "1", "--cpu-contention", "1",
-            "--runs", "1", "--device", "cpu", "-q", "--data-dir", tmp_path / "data",
-            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--format",
+        "memmap",
+        "--loader",
+        "tensorclass",
+        "--torch-threads",
+        "1",
+        "--cpu-contention",
+        "1",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        tmp_path / "data",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 0, r.err
     (x,) = stored_records(tmp_path / "r.jsonl")
     assert x["torch_threads_asked"] == 1 == x["torch_threads"] == x["cpu_contention"]
@@ -250,8 +296,20 @@ def test_several_datasets_run_the_most_recently_prepared_and_say_so(tmp_path, cl
     invoke("prepare", "--size", "200", "--formats", "npy,hdf5", "--data-dir", data, "-q")
     older, newer = data / "n300_128_float32_c1000_s0", data / "n200_128_float32_c1000_s0"
     os.utime(older / "manifest.json", (1, 1))
-    r = cli("run", "--format", "npy", "--runs", "1", "--device", "cpu", "-q", "--data-dir", data,
-            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--format",
+        "npy",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        data,
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 0 and r.err.splitlines()[0].startswith(f"dataset: {newer.name}, the most recently prepared"), r.err
     assert stored_records(tmp_path / "r.jsonl")[0]["n_samples"] == 200
     os.utime(newer / "manifest.json", (0, 0))
@@ -265,12 +323,28 @@ def test_keep_best_keeps_each_ceilings_best_measurement():
     from iobench.measuring.machine_ceilings import best_of
     from iobench.results.ceilings import MachineLimits
 
-    a = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=900.0, storage_read_method="A",
-                      page_cache_read_mb_per_s=8000.0, memory_gather_mb_per_s=5000.0, memory_gather_method="x",
-                      random_read_4k_qd32_iops=100.0, measured_at="t1")  # fmt: skip
-    b = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=1500.0, storage_read_method="B",
-                      page_cache_read_mb_per_s=7000.0, memory_gather_mb_per_s=6000.0, memory_gather_method="y",
-                      random_read_4k_qd32_iops=None, measured_at="t2")  # fmt: skip
+    a = MachineLimits(
+        hostname="h",
+        data_device="d",
+        storage_read_mb_per_s=900.0,
+        storage_read_method="A",
+        page_cache_read_mb_per_s=8000.0,
+        memory_gather_mb_per_s=5000.0,
+        memory_gather_method="x",
+        random_read_4k_qd32_iops=100.0,
+        measured_at="t1",
+    )
+    b = MachineLimits(
+        hostname="h",
+        data_device="d",
+        storage_read_mb_per_s=1500.0,
+        storage_read_method="B",
+        page_cache_read_mb_per_s=7000.0,
+        memory_gather_mb_per_s=6000.0,
+        memory_gather_method="y",
+        random_read_4k_qd32_iops=None,
+        measured_at="t2",
+    )
     best = best_of(a, b)
     assert (best.storage_read_mb_per_s, best.storage_read_method) == (1500.0, "B")
     assert best.page_cache_read_mb_per_s == 8000.0 and best.random_read_4k_qd32_iops == 100.0
@@ -300,8 +374,20 @@ def test_an_empty_folder_says_what_it_will_write_and_offers_a_small_one(tmp_path
     monkeypatch.setattr(session, "QUICK_SIZE", 500)
     empty = tmp_path / "empty"
     empty.mkdir()
-    common = ("--format", "npy", "--loader", "dataloader", "--runs", "1", "--device", "cpu",
-              "--results", tmp_path / "r.jsonl", "--data-dir", empty)  # fmt: skip
+    common = (
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "--results",
+        tmp_path / "r.jsonl",
+        "--data-dir",
+        empty,
+    )
     r = cli("run", *common)
     assert r.code == 0, r.err
     assert "preparing it first (3,000 samples, 2 MB on disk for npy); `--size 5e2` makes a smaller one" in r.err
@@ -353,8 +439,14 @@ def test_ctrl_c_keeps_the_finished_records_and_prints_their_table(tmp_path):
         "--results",
         str(results),
     ]
-    proc = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, COLUMNS="200", PYTHONUNBUFFERED="1"))  # fmt: skip
+    proc = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, COLUMNS="200", PYTHONUNBUFFERED="1"),
+    )
     said: list[str] = []
     import threading
 

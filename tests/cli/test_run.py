@@ -236,8 +236,21 @@ def test_mlp_step_learns():
 def test_loader_all_on_the_cpu_leaves_gpu_resident_out_saying_so(data, cli, tmp_path):
     """`--loader all` on a CPU machine ran gpu-resident (the dataset held in RAM, npy 169,510 samples/s) as if it were
     a way from storage; named, it still runs."""
-    common = ["run", "--data-dir", data, "--format", "npy", "--device", "cpu", "--runs", "1", "--max-batches", "2",
-              "--results", tmp_path / "r.jsonl"]  # fmt: skip
+    common = [
+        "run",
+        "--data-dir",
+        data,
+        "--format",
+        "npy",
+        "--device",
+        "cpu",
+        "--runs",
+        "1",
+        "--max-batches",
+        "2",
+        "--results",
+        tmp_path / "r.jsonl",
+    ]
     r = cli(*common, "--loader", "all")
     assert r.code == 0, r.err
     assert "skipped gpu-resident: on the CPU it holds the dataset in RAM" in r.err

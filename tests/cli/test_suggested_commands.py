@@ -45,13 +45,31 @@ def place(tmp_path, monkeypatch, quiet_machine):
 
 
 ANSWER_PATHS = {
-    "one configuration": ["run", "--data-dir", "mine", "--dataset", "n512_4_float32_c1000_s0", "--format", "npy",
-                          "--loader", "dataloader"],
-    "several configurations": ["run", "--data-dir", "mine", "--dataset", "n512_4_float32_c1000_s0", "--format",
-                               "npy,memmap", "--step", "suggest_pipeline:step"],
+    "one configuration": [
+        "run",
+        "--data-dir",
+        "mine",
+        "--dataset",
+        "n512_4_float32_c1000_s0",
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+    ],
+    "several configurations": [
+        "run",
+        "--data-dir",
+        "mine",
+        "--dataset",
+        "n512_4_float32_c1000_s0",
+        "--format",
+        "npy,memmap",
+        "--step",
+        "suggest_pipeline:step",
+    ],
     "by size": ["run", "--data-dir", "mine", "--size", "600", "--format", "npy", "--no-shuffle"],
     "a user's pipeline": ["run", "--dataset-factory", "suggest_pipeline:make", "--step", "suggest_pipeline:step"],
-}  # fmt: skip
+}
 
 
 @pytest.mark.parametrize("path", list(ANSWER_PATHS))

@@ -17,9 +17,22 @@ pytestmark = pytest.mark.extras
 
 
 def test_options_reach_the_writer_and_the_manifest(tmp_path, cli):
-    r = cli("prepare", "--size", "100", "--formats", "hdf5,lmdb", "--data-dir", tmp_path, "-q",
-            "--format-option", "lmdb.samples_per_record=8", "--format-option", "HDF5.chunk_rows=16",
-            "--format-option", "hdf5.compression = lzf")  # fmt: skip
+    r = cli(
+        "prepare",
+        "--size",
+        "100",
+        "--formats",
+        "hdf5,lmdb",
+        "--data-dir",
+        tmp_path,
+        "-q",
+        "--format-option",
+        "lmdb.samples_per_record=8",
+        "--format-option",
+        "HDF5.chunk_rows=16",
+        "--format-option",
+        "hdf5.compression = lzf",
+    )
     assert r.code == 0, r.err
     (dataset,) = tmp_path.iterdir()
     formats = Manifest.load(dataset).formats
@@ -33,8 +46,18 @@ def test_options_reach_the_writer_and_the_manifest(tmp_path, cli):
 
 @pytest.mark.parametrize("name", [format_param("webdataset")])
 def test_a_shard_size_sets_the_shard_count(tmp_path, cli, name):
-    r = cli("prepare", "--size", "100", "--formats", name, "--data-dir", tmp_path, "-q",
-            "--format-option", "webdataset.shard_samples=30")  # fmt: skip
+    r = cli(
+        "prepare",
+        "--size",
+        "100",
+        "--formats",
+        name,
+        "--data-dir",
+        tmp_path,
+        "-q",
+        "--format-option",
+        "webdataset.shard_samples=30",
+    )
     assert r.code == 0, r.err
     (dataset,) = tmp_path.iterdir()
     options = Manifest.load(dataset).formats[name].options
@@ -62,8 +85,18 @@ def test_a_wrong_option_is_one_line_and_writes_nothing(tmp_path, cli, option, fr
 
 @pytest.mark.parametrize("name", [format_param("tfrecord")])
 def test_a_derived_field_is_the_writers(tmp_path, cli, name):
-    r = cli("prepare", "--size", "50", "--formats", name, "--data-dir", tmp_path, "-q",
-            "--format-option", "tfrecord.shards=3")  # fmt: skip
+    r = cli(
+        "prepare",
+        "--size",
+        "50",
+        "--formats",
+        name,
+        "--data-dir",
+        tmp_path,
+        "-q",
+        "--format-option",
+        "tfrecord.shards=3",
+    )
     assert_one_line_error(r, "tfrecord has no option 'shards'", "shard_samples, shuffle_queue")
 
 
@@ -75,15 +108,42 @@ def shards(tmp_path_factory):
     if not FORMATS.installed("webdataset"):
         pytest.skip("webdataset is not installed (pip install 'iobench[webdataset]')")
     root = tmp_path_factory.mktemp("shards")
-    invoke("prepare", "--size", "200", "--formats", "webdataset", "--data-dir", root, "-q",
-           "--format-option", "webdataset.shard_samples=50")  # fmt: skip
+    invoke(
+        "prepare",
+        "--size",
+        "200",
+        "--formats",
+        "webdataset",
+        "--data-dir",
+        root,
+        "-q",
+        "--format-option",
+        "webdataset.shard_samples=50",
+    )
     return root
 
 
 def native_run(cli, root, results, *options):
     args = [f"--format-option={o}" for o in options]
-    r = cli("run", "--format", "webdataset", "--loader", "native", "--data-dir", root, "--results", results,
-            "--runs", "1", "--batch-size", "20", "--device", "cpu", "-q", *args)  # fmt: skip
+    r = cli(
+        "run",
+        "--format",
+        "webdataset",
+        "--loader",
+        "native",
+        "--data-dir",
+        root,
+        "--results",
+        results,
+        "--runs",
+        "1",
+        "--batch-size",
+        "20",
+        "--device",
+        "cpu",
+        "-q",
+        *args,
+    )
     assert r.code == 0, r.err
     return stored_records(results)[-1]
 
@@ -109,16 +169,41 @@ def test_a_read_option_changes_how_the_pipeline_shuffles_and_is_recorded(shards,
 )
 def test_a_read_option_that_cannot_apply_is_one_line(shards, tmp_path, cli, options, loader, fragments):
     args = [f"--format-option={o}" for o in options]
-    r = cli("run", "--format", "webdataset", "--loader", loader, "--data-dir", shards, "--results",
-            tmp_path / "r.jsonl", "--runs", "1", "--device", "cpu", "-q", *args)  # fmt: skip
+    r = cli(
+        "run",
+        "--format",
+        "webdataset",
+        "--loader",
+        loader,
+        "--data-dir",
+        shards,
+        "--results",
+        tmp_path / "r.jsonl",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        *args,
+    )
     assert_one_line_error(r, *fragments)
     assert not (tmp_path / "r.jsonl").exists()
 
 
 @pytest.mark.parametrize("name", [format_param("litdata")])
 def test_litdata_knobs_are_checked_before_litdata_reads_an_unknown_word_as_its_default(tmp_path, cli, name):
-    r = cli("prepare", "--size", "50", "--formats", name, "--data-dir", tmp_path / "data", "-q",
-            "--format-option", "litdata.batch_decode=sometimes")  # fmt: skip
+    r = cli(
+        "prepare",
+        "--size",
+        "50",
+        "--formats",
+        name,
+        "--data-dir",
+        tmp_path / "data",
+        "-q",
+        "--format-option",
+        "litdata.batch_decode=sometimes",
+    )
     assert_one_line_error(r, "litdata batch_decode is auto, all or a whole number, got 'sometimes'")
     knobs = ("--format-option", "litdata.item_shuffle_window=full", "--format-option", "litdata.batch_decode=0")
     r = cli("prepare", "--size", "50", "--formats", name, "--data-dir", tmp_path / "data", "-q", *knobs)
@@ -133,10 +218,16 @@ def test_litdata_cache_knobs_are_checked_and_handed_to_litdata_in_bytes():
 
     assert remote_knobs(LitDataOptions()) == {"max_cache_size": None, "max_pre_download": 2}, "LitData's defaults"
     assert remote_knobs(LitDataOptions(max_cache_size="64M", max_pre_download=1)) == {
-        "max_cache_size": 64 * 2**20, "max_pre_download": 1}  # fmt: skip
+        "max_cache_size": 64 * 2**20,
+        "max_pre_download": 1,
+    }
     assert remote_knobs(LitDataOptions(max_pool_connections=32))["max_pool_connections"] == 32
-    for bad in ({"max_cache_size": "lots"}, {"max_pre_download": 0}, {"max_pre_download": True},
-                {"max_pool_connections": 0}):  # fmt: skip
+    for bad in (
+        {"max_cache_size": "lots"},
+        {"max_pre_download": 0},
+        {"max_pre_download": True},
+        {"max_pool_connections": 0},
+    ):
         with pytest.raises(IobenchError):
             LitDataOptions(**bad)
 
@@ -189,8 +280,11 @@ def test_npy_read_options_apply_to_any_loader_and_others_stay_the_pipelines():
     from iobench.plan.config import RunConfig
     from iobench.settings import LoaderSettings
 
-    assert settable_fields("npy", reading=True, native=False) == {"remote_reader": str, "s3fs_block": str,
-                                                                  "remote_in_flight": int}  # fmt: skip
+    assert settable_fields("npy", reading=True, native=False) == {
+        "remote_reader": str,
+        "s3fs_block": str,
+        "remote_in_flight": int,
+    }
     assert settable_fields("hdf5", reading=True, native=False) == {}
     given = ["npy.remote_reader=s3fs", "npy.s3fs_block=1M"]
     read = parse_format_options(given, (), True, by_index=("npy",))
@@ -200,8 +294,10 @@ def test_npy_read_options_apply_to_any_loader_and_others_stay_the_pipelines():
         RunConfig(format="hdf5", loader="dataloader", format_options=(("chunk_rows", 5),))
     with pytest.raises(IobenchError, match="npy has no read option 'shuffle_buffer'"):
         RunConfig(format="npy", loader="dataloader", format_options=(("shuffle_buffer", 5),))
-    with pytest.raises(IobenchError, match="webdataset is not among the formats read natively .* or with read "
-                                           "options for any loader \\(npy\\)"):  # fmt: skip
+    with pytest.raises(
+        IobenchError,
+        match="webdataset is not among the formats read natively .* or with read options for any loader \\(npy\\)",
+    ):
         parse_format_options(["webdataset.shuffle_buffer=5"], (), True, by_index=("npy",))
 
 
@@ -224,8 +320,9 @@ def test_npy_remote_reader_is_checked_and_picks_the_reader_of_objects():
         NpyOptions(remote_reader="s3fs", remote_in_flight=8)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("obstore") is None, reason="obstore is not installed (pip install "
-                    "'iobench[remote]')")  # fmt: skip
+@pytest.mark.skipif(
+    importlib.util.find_spec("obstore") is None, reason="obstore is not installed (pip install 'iobench[remote]')"
+)
 @pytest.mark.parametrize("in_flight", [1, 3])
 def test_the_ranged_reader_keeps_at_most_remote_in_flight_gets_open(monkeypatch, in_flight):
     import asyncio
@@ -251,9 +348,24 @@ def test_the_ranged_reader_keeps_at_most_remote_in_flight_gets_open(monkeypatch,
 
 def test_an_object_storage_option_on_local_files_is_one_line_and_measures_nothing(tmp_path, cli):
     invoke("prepare", "--size", "50", "--formats", "npy", "--data-dir", tmp_path / "data", "-q")
-    r = cli("run", "--format", "npy", "--loader", "dataloader", "--data-dir", tmp_path / "data", "--results",
-            tmp_path / "r.jsonl", "--runs", "1", "--device", "cpu", "-q",
-            "--format-option", "npy.remote_reader=s3fs")  # fmt: skip
+    r = cli(
+        "run",
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+        "--data-dir",
+        tmp_path / "data",
+        "--results",
+        tmp_path / "r.jsonl",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        "--format-option",
+        "npy.remote_reader=s3fs",
+    )
     assert_one_line_error(r, "npy.remote_reader sets how object storage is read", "--remote PROFILE or --endpoint-url")
     assert not (tmp_path / "r.jsonl").exists()
 
@@ -266,23 +378,69 @@ def test_a_format_written_otherwise_is_another_configuration_and_says_how(tmp_pa
 
     default, custom, results = tmp_path / "default", tmp_path / "custom", tmp_path / "r.jsonl"
     invoke("prepare", "--size", 64, "--shape", "4", "--formats", "lmdb,hdf5", "--data-dir", default, "-q")
-    invoke("prepare", "--size", 64, "--shape", "4", "--formats", "lmdb", "--data-dir", custom, "-q",
-           "--format-option", "lmdb.samples_per_record=4")  # fmt: skip
+    invoke(
+        "prepare",
+        "--size",
+        64,
+        "--shape",
+        "4",
+        "--formats",
+        "lmdb",
+        "--data-dir",
+        custom,
+        "-q",
+        "--format-option",
+        "lmdb.samples_per_record=4",
+    )
     (written,) = custom.iterdir()
     (plain,) = default.iterdir()
     assert plain.name == written.name
     manifest = Manifest.load(plain)
     assert {f: written_options(f, e.options, manifest.spec) for f, e in manifest.formats.items()} == {
-        "lmdb": "", "hdf5": ""}  # fmt: skip
+        "lmdb": "",
+        "hdf5": "",
+    }
     for folder in (default, custom):
-        r = cli("sweep", "--format", "lmdb", "--loader", "dataloader", "--runs", 1, "--cache", "as-is", "--device",
-                "cpu", "-q", "--data-dir", folder, "--results", results)  # fmt: skip
+        r = cli(
+            "sweep",
+            "--format",
+            "lmdb",
+            "--loader",
+            "dataloader",
+            "--runs",
+            1,
+            "--cache",
+            "as-is",
+            "--device",
+            "cpu",
+            "-q",
+            "--data-dir",
+            folder,
+            "--results",
+            results,
+        )
         assert r.code == 0, r.err
     records = stored_records(results)
     assert [x["format_written"] for x in records] == ["", "samples_per_record=4"]
     assert [x["samples_per_epoch"] for x in records] == [64, 64]
-    again = cli("sweep", "--format", "lmdb", "--loader", "dataloader", "--runs", 1, "--cache", "as-is", "--device",
-                "cpu", "-q", "--data-dir", custom, "--results", results)  # fmt: skip
+    again = cli(
+        "sweep",
+        "--format",
+        "lmdb",
+        "--loader",
+        "dataloader",
+        "--runs",
+        1,
+        "--cache",
+        "as-is",
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        custom,
+        "--results",
+        results,
+    )
     assert again.code == 0 and len(stored_records(results)) == 2  # that one is measured already
     from iobench.plan.labels import settings_label
 

@@ -171,17 +171,37 @@ def test_a_forced_prepare_from_inside_the_dataset_it_replaces_deletes_nothing(tm
     before = _snapshot(data / "X")
     npy = data / "X" / "npy"
     r = cli(
-        "prepare", "--from", npy / "features.npy", "--labels", npy / "labels.npy",
-        "--data-dir", data, "--dataset", "X", "--formats", "npy", "--force", "-q",
-    )  # fmt: skip
+        "prepare",
+        "--from",
+        npy / "features.npy",
+        "--labels",
+        npy / "labels.npy",
+        "--data-dir",
+        data,
+        "--dataset",
+        "X",
+        "--formats",
+        "npy",
+        "--force",
+        "-q",
+    )
     assert_one_line_error(r, "inside the dataset being written")
     assert _snapshot(data / "X") == before
     # through a link to the dataset folder too: real paths are compared
     (tmp_path / "alias").symlink_to(data / "X")
     r = cli(
-        "prepare", "--from", tmp_path / "alias/npy/features.npy", "--data-dir", data, "--dataset", "X",
-        "--formats", "npy", "--force", "-q",
-    )  # fmt: skip
+        "prepare",
+        "--from",
+        tmp_path / "alias/npy/features.npy",
+        "--data-dir",
+        data,
+        "--dataset",
+        "X",
+        "--formats",
+        "npy",
+        "--force",
+        "-q",
+    )
     assert_one_line_error(r, "inside the dataset being written")
     assert _snapshot(data / "X") == before
 

@@ -19,10 +19,17 @@ EXTRA = re.compile(r"(?:iobench|\.)\[([a-z][a-z0-9._-]*(?:,\s*[a-z][a-z0-9._-]*)
 OPTION = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 # options of the other tools the docs speak of, each with its tool
 FOREIGN = {
-    "--help": "every command", "--upgrade": "pip", "--check": "ruff format", "--buffer-size": "rclone mount",
-    "--vfs-cache-mode": "rclone mount", "--standalone": "torchrun", "--nproc-per-node": "torchrun",
-    "--rdzv-endpoint": "torchrun", "--master-addr": "torchrun", "--memory": "scripts/confine.sh",
-}  # fmt: skip
+    "--help": "every command",
+    "--upgrade": "pip",
+    "--check": "ruff format",
+    "--buffer-size": "rclone mount",
+    "--vfs-cache-mode": "rclone mount",
+    "--standalone": "torchrun",
+    "--nproc-per-node": "torchrun",
+    "--rdzv-endpoint": "torchrun",
+    "--master-addr": "torchrun",
+    "--memory": "scripts/confine.sh",
+}
 
 
 def _docs() -> list[Path]:
@@ -46,14 +53,22 @@ def extras_named(text: str) -> set[str]:
 
 def test_every_extra_named_anywhere_is_one_pyproject_provides():
     extras = _extras()
-    wrong = {f"{p.relative_to(ROOT)}: [{name}]" for p in _sources() if p.name != "test_names.py"
-             for name in extras_named(p.read_text(errors="replace")) if name not in extras}  # fmt: skip
+    wrong = {
+        f"{p.relative_to(ROOT)}: [{name}]"
+        for p in _sources()
+        if p.name != "test_names.py"
+        for name in extras_named(p.read_text(errors="replace"))
+        if name not in extras
+    }
     assert not wrong, sorted(wrong)
 
 
 def test_the_check_finds_an_extra_that_does_not_exist():
     assert extras_named("pip install 'iobench[nvidia.dali]'; pip install '.[formats,ray-data]'") == {
-        "nvidia.dali", "formats", "ray-data"}  # fmt: skip
+        "nvidia.dali",
+        "formats",
+        "ray-data",
+    }
     assert not {"nvidia.dali", "ray-data"} <= _extras()
 
 
@@ -83,8 +98,12 @@ def _iobench_options() -> set[str]:
 def test_every_option_the_docs_name_exists():
     known = _iobench_options() | set(FOREIGN)
     scripts = "\n".join(p.read_text(errors="replace") for p in (ROOT / "scripts").glob("*") if p.is_file())
-    unknown = {f"{p.relative_to(ROOT)}: {m.group()}" for p in _docs() for m in OPTION.finditer(p.read_text())
-               if m.group() not in known and f'"{m.group()}"' not in scripts}  # fmt: skip
+    unknown = {
+        f"{p.relative_to(ROOT)}: {m.group()}"
+        for p in _docs()
+        for m in OPTION.finditer(p.read_text())
+        if m.group() not in known and f'"{m.group()}"' not in scripts
+    }
     assert not unknown, sorted(unknown)
     assert "--nproc" in known and "--no-such-option" not in known  # the check can fail
 

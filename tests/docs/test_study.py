@@ -130,8 +130,10 @@ def test_the_script_regenerates_a_committed_report_from_its_records(tmp_path):
 
     done = subprocess.run(
         [sys.executable, "scripts/regenerate_study.py", "--only", "accelerator-utilisation", "--into", str(tmp_path)],
-        capture_output=True, text=True, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     made = (tmp_path / "accelerator-utilisation" / "report.md").read_text(encoding="utf-8")
     assert made == (STUDY / "accelerator-utilisation" / "report.md").read_text(encoding="utf-8")

@@ -38,8 +38,20 @@ def source_files(root):
 def test_source_encoding_keeps_each_file_and_reads_back_the_shared_samples(tmp_path, cli, kind):
     photos = photo_folder(tmp_path / "photos", kind)
     shape = f"3,{SIZE[1]},{SIZE[0]}"  # the images' own size (a greyscale one makes the channels ambiguous)
-    r = cli("prepare", "--from", photos, "--shape", shape, "--formats", "npy,files", "--files-encoding", "source",
-            "--data-dir", tmp_path / "data", "-q")  # fmt: skip
+    r = cli(
+        "prepare",
+        "--from",
+        photos,
+        "--shape",
+        shape,
+        "--formats",
+        "npy,files",
+        "--files-encoding",
+        "source",
+        "--data-dir",
+        tmp_path / "data",
+        "-q",
+    )
     assert r.code == 0, r.err
     (dataset,) = (tmp_path / "data").iterdir()
     manifest = Manifest.load(dataset)
@@ -63,8 +75,21 @@ def test_source_encoding_keeps_each_file_and_reads_back_the_shared_samples(tmp_p
 
 def test_a_kept_jpeg_that_changes_is_caught_by_verify(tmp_path, cli):
     photos = photo_folder(tmp_path / "photos", "jpg", modes=("RGB", "RGB"))
-    assert cli("prepare", "--from", photos, "--formats", "files", "--files-encoding", "source",
-               "--data-dir", tmp_path / "data", "-q").code == 0  # fmt: skip
+    assert (
+        cli(
+            "prepare",
+            "--from",
+            photos,
+            "--formats",
+            "files",
+            "--files-encoding",
+            "source",
+            "--data-dir",
+            tmp_path / "data",
+            "-q",
+        ).code
+        == 0
+    )
     (dataset,) = (tmp_path / "data").iterdir()
     (kept,) = [p for p in (dataset / "files/samples").rglob("1.jpg")]
     data = bytearray(kept.read_bytes())

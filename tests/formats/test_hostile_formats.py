@@ -42,8 +42,20 @@ def clean(tmp_path_factory):
     """Small images (8x8x3 uint8: PNG in the shard formats) in every new format whose library is installed."""
     root = tmp_path_factory.mktemp("hostile-formats")
     wanted = ",".join(["npy", *(n for n in NEW if FORMATS.installed(n))])
-    invoke("prepare", "--size", N, "--shape", "8,8,3", "--dtype", "uint8", "--data-dir", root / "data", "-q",
-           "--formats", wanted)  # fmt: skip
+    invoke(
+        "prepare",
+        "--size",
+        N,
+        "--shape",
+        "8,8,3",
+        "--dtype",
+        "uint8",
+        "--data-dir",
+        root / "data",
+        "-q",
+        "--formats",
+        wanted,
+    )
     invoke("limits", "--data-dir", root / "data", "--results", root / "r.jsonl", "--probe-size", "16M")
     return next((root / "data").iterdir())
 
@@ -61,22 +73,51 @@ def rewrite_manifest(dataset: Path, fmt: str) -> None:
     entry = manifest["formats"][fmt]
     folder = dataset / entry["directory"]
     entry["files"] = [
-        {"path": p.relative_to(folder).as_posix(), "bytes": p.stat().st_size,
-         "sha256": hashlib.sha256(p.read_bytes()).hexdigest()}
-        for p in sorted(folder.rglob("*")) if p.is_file() and not p.is_symlink()
-    ]  # fmt: skip
+        {
+            "path": p.relative_to(folder).as_posix(),
+            "bytes": p.stat().st_size,
+            "sha256": hashlib.sha256(p.read_bytes()).hexdigest(),
+        }
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    ]
     path.write_text(json.dumps(manifest))
 
 
 def run_args(data_dir: Path | str, fmt: str, loader: str, results: Path, *extra: str) -> list:
-    return ["run", "--data-dir", data_dir, "--dataset", "ds", "--format", fmt, "--loader", loader, "--runs", "1",
-            "--epochs", "1", "--device", "cpu", "--results", results, "-q", *extra]  # fmt: skip
+    return [
+        "run",
+        "--data-dir",
+        data_dir,
+        "--dataset",
+        "ds",
+        "--format",
+        fmt,
+        "--loader",
+        loader,
+        "--runs",
+        "1",
+        "--epochs",
+        "1",
+        "--device",
+        "cpu",
+        "--results",
+        results,
+        "-q",
+        *extra,
+    ]
 
 
 # N1: a data folder's name is handed to no library as a URL, a pattern or a command. Relative, as the probe
 # gave it: `pipe:touch X;echo /ds/webdataset/shard-000000.tar` is what webdataset's opener ran.
-HOSTILE_NAMES = {"pipe": "pipe:touch {marker};echo ", "hash": "p#q", "query": "p?q", "braces": "p{}q",
-                 "newline": "p\nq", "fsspec-chain": "a::b"}  # fmt: skip
+HOSTILE_NAMES = {
+    "pipe": "pipe:touch {marker};echo ",
+    "hash": "p#q",
+    "query": "p?q",
+    "braces": "p{}q",
+    "newline": "p\nq",
+    "fsspec-chain": "a::b",
+}
 
 
 @pytest.mark.parametrize(("name", "kind"), [format_param(f, kind) for f in NEW for kind in HOSTILE_NAMES])
@@ -101,8 +142,22 @@ def test_every_writer_and_reader_takes_a_folder_name_as_a_path(tmp_path, monkeyp
     monkeypatch.chdir(tmp_path)
     Path(folder).mkdir(parents=True)
     installed = [name for name in FORMATS if FORMATS.installed(name)]
-    r = cli("prepare", "--size", 40, "--shape", "4,4,3", "--dtype", "uint8", "--formats", ",".join(installed),
-            "--data-dir", folder, "--dataset", "ds", "-q")  # fmt: skip
+    r = cli(
+        "prepare",
+        "--size",
+        40,
+        "--shape",
+        "4,4,3",
+        "--dtype",
+        "uint8",
+        "--formats",
+        ",".join(installed),
+        "--data-dir",
+        folder,
+        "--dataset",
+        "ds",
+        "-q",
+    )
     assert r.code == 0, r.err
     assert not marker.exists(), "a shell ran a command made of the folder's name"
     assert sorted(p.name for p in (Path(folder) / "ds").iterdir()) == sorted([*installed, "manifest.json"])
@@ -115,9 +170,13 @@ def test_every_writer_and_reader_takes_a_folder_name_as_a_path(tmp_path, monkeyp
 
 
 # N6: a data file swapped for a FIFO after the run's checks blocked open() forever (webdataset, tfrecord, zarr)
-DATA_FILE = {"webdataset": "webdataset/shard-000000.tar", "tfrecord": "tfrecord/shard-000000.tfrecord",
-             "zarr": "zarr/features/c/0/0/0/0", "arrow": "arrow/data-00000-of-00001.arrow",
-             "litdata": "litdata/chunk-0-0.bin"}  # fmt: skip
+DATA_FILE = {
+    "webdataset": "webdataset/shard-000000.tar",
+    "tfrecord": "tfrecord/shard-000000.tfrecord",
+    "zarr": "zarr/features/c/0/0/0/0",
+    "arrow": "arrow/data-00000-of-00001.arrow",
+    "litdata": "litdata/chunk-0-0.bin",
+}
 
 
 @pytest.mark.parametrize(("name", "loader"), [format_param(f, lo) for f in NEW for lo in ("native", "dataloader")])
@@ -150,8 +209,12 @@ def test_zarr_consolidated_metadata_is_refused_not_read(clean, tmp_path, results
     features = json.loads((dataset / "zarr/features/zarr.json").read_text())
     features["codecs"][0]["configuration"]["codecs"] = [{"name": "bytes"}, {"name": "numcodecs.lzma"}]
     features["shape"][0] = 1000
-    edit_json(dataset / "zarr/zarr.json", lambda group: group.update(consolidated_metadata={
-        "kind": "inline", "must_understand": False, "metadata": {"features": features}}))  # fmt: skip
+    edit_json(
+        dataset / "zarr/zarr.json",
+        lambda group: group.update(
+            consolidated_metadata={"kind": "inline", "must_understand": False, "metadata": {"features": features}}
+        ),
+    )
     rewrite_manifest(dataset, "zarr")
     for loader in ("native", "dataloader"):
         r = cli(*run_args(dataset.parent, "zarr", loader, results))
@@ -169,8 +232,9 @@ def test_zarr_consolidated_metadata_is_refused_not_read(clean, tmp_path, results
     ],
     ids=["zero-chunk", "tiny-chunk-grid", "other-keys"],
 )
-def test_zarr_a_chunk_grid_other_than_the_writers_is_refused_in_one_line(clean, tmp_path, results, cli, change,
-                                                                           fragment):  # fmt: skip
+def test_zarr_a_chunk_grid_other_than_the_writers_is_refused_in_one_line(
+    clean, tmp_path, results, cli, change, fragment
+):
     """a zero chunk size gave ZeroDivisionError; a tiny grid ran 55 s, then FileNotFoundError."""
     dataset = zarr_copy(clean, tmp_path)
     edit_json(dataset / "zarr/features/zarr.json", change)
@@ -309,11 +373,28 @@ def test_litdatas_writer_processes_import_the_running_iobench(tmp_path):
     pytest.importorskip("litdata")
     marker = planted(tmp_path)
     r = subprocess.run(
-        [console_script(), "prepare", "--size", "3000", "--shape", "64", "--formats", "litdata", "--format-option",
-         "litdata.processes=2", "--format-option", "litdata.chunk_bytes=64KB", "--data-dir", tmp_path / "data",
-         "-q"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300,
-    )  # fmt: skip
+        [
+            console_script(),
+            "prepare",
+            "--size",
+            "3000",
+            "--shape",
+            "64",
+            "--formats",
+            "litdata",
+            "--format-option",
+            "litdata.processes=2",
+            "--format-option",
+            "litdata.chunk_bytes=64KB",
+            "--data-dir",
+            tmp_path / "data",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert not marker.exists(), f"planted code ran: {marker.read_text()}"
     assert json.loads(next((tmp_path / "data").glob("*/litdata/index.json")).read_text())["chunks"]
@@ -370,8 +451,9 @@ def test_arrow_a_compressed_column_is_refused_before_it_is_inflated(clean, tmp_p
     ],
     ids=["compressed", "changed-schema", "rows-missing"],
 )
-def test_arrow_a_data_file_other_than_the_writers_is_refused_in_one_line(clean, tmp_path, results, cli, change,
-                                                                          compression, fragment):  # fmt: skip
+def test_arrow_a_data_file_other_than_the_writers_is_refused_in_one_line(
+    clean, tmp_path, results, cli, change, compression, fragment
+):
     dataset, data = arrow_copy(clean, tmp_path)
     rewrite_arrow(data, change, compression)
     rewrite_manifest(dataset, "arrow")
@@ -456,8 +538,7 @@ TFRECORD_LOADERS = ["native", "dataloader", pytest.param("nodes", marks=NEEDS_TO
     ],
     ids=["garbage", "float-label", "huge-index", "negative-label"],
 )
-def test_tfrecord_a_hostile_record_is_one_line(clean, tmp_path, results, cli, loader, edit, fragment,
-                                               native_fragment):  # fmt: skip
+def test_tfrecord_a_hostile_record_is_one_line(clean, tmp_path, results, cli, loader, edit, fragment, native_fragment):
     dataset = tfrecord_copy(clean, tmp_path)
     rewrite_tfrecord(dataset, edit)
     r = cli(*run_args(dataset.parent, "tfrecord", loader, results))
@@ -546,8 +627,20 @@ def test_a_library_metadata_file_nested_too_deep_is_one_line(clean, tmp_path, re
 def test_arrow_max_shard_size_is_read_as_datasets_reads_it(tmp_path, cli, value, shards):
     """`--format-option arrow.max_shard_size=1` passed iobench's check and was a traceback in datasets."""
     pytest.importorskip("datasets")
-    r = cli("prepare", "--size", N, "--shape", "16", "--formats", "arrow", "--format-option",
-            f"arrow.max_shard_size={value}", "--data-dir", tmp_path, "-q")  # fmt: skip
+    r = cli(
+        "prepare",
+        "--size",
+        N,
+        "--shape",
+        "16",
+        "--formats",
+        "arrow",
+        "--format-option",
+        f"arrow.max_shard_size={value}",
+        "--data-dir",
+        tmp_path,
+        "-q",
+    )
     if shards == 0:
         assert_one_line_error(r, "max_shard_size is a size as datasets reads one")
         return
@@ -579,8 +672,24 @@ def test_a_shard_cut_short_at_a_member_boundary_is_a_failed_run_not_a_partial_re
     labelled partial as if --max-batches had been given. An epoch not cut short by the user delivers them all."""
     pytest.importorskip("webdataset")
     data = tmp_path / "data"
-    invoke("prepare", "--size", N, "--shape", "8,8,3", "--dtype", "uint8", "--formats", "webdataset",
-           "--format-option", "webdataset.shard_samples=50", "--data-dir", data, "--dataset", "ds", "-q")  # fmt: skip
+    invoke(
+        "prepare",
+        "--size",
+        N,
+        "--shape",
+        "8,8,3",
+        "--dtype",
+        "uint8",
+        "--formats",
+        "webdataset",
+        "--format-option",
+        "webdataset.shard_samples=50",
+        "--data-dir",
+        data,
+        "--dataset",
+        "ds",
+        "-q",
+    )
     shard = data / "ds" / "webdataset" / "shard-000003.tar"
     with open(shard, "rb") as f:  # the first 25 of its 50 samples kept: a cut at a member boundary, no end block
         import tarfile
@@ -599,7 +708,19 @@ def test_a_shard_cut_short_at_a_member_boundary_is_a_failed_run_not_a_partial_re
 def test_a_dataset_name_that_cannot_travel_to_object_storage_is_refused_at_prepare(tmp_path, cli, name):
     """'a b' panicked obstore (InvalidUri), `x#y`, `q?z` and `p%20q` asked for other objects, 300 characters were a
     file name too long: refused before anything is written."""
-    r = cli("prepare", "--size", 10, "--shape", 4, "--formats", "npy", "--data-dir", tmp_path / "data",
-            "--dataset", name, "-q")  # fmt: skip
+    r = cli(
+        "prepare",
+        "--size",
+        10,
+        "--shape",
+        4,
+        "--formats",
+        "npy",
+        "--data-dir",
+        tmp_path / "data",
+        "--dataset",
+        name,
+        "-q",
+    )
     assert_one_line_error(r, "a dataset's name travels to object storage as it is")
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())

@@ -29,8 +29,20 @@ def _data_files(dataset):
 
 def test_a_link_in_the_lance_folder_is_refused_in_one_line(dataset, tmp_path, cli):
     os.symlink("/etc/passwd", dataset / "lance" / "data.lance" / "data" / "extra.lance")
-    r = cli("run", "--data-dir", dataset.parent, "--format", "lance", "--loader", "native", "--runs", "1", "-q",
-            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        dataset.parent,
+        "--format",
+        "lance",
+        "--loader",
+        "native",
+        "--runs",
+        "1",
+        "-q",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert_one_line_error(r, "not a regular file or folder of the lance dataset")
 
 
@@ -48,13 +60,28 @@ def test_a_data_file_the_manifest_names_must_be_its_own(dataset):
 
 
 def test_its_pipeline_takes_no_worker_processes(dataset, tmp_path, cli):
-    r = cli("run", "--data-dir", dataset.parent, "--format", "lance", "--loader", "native", "--num-workers", "1",
-            "--runs", "1", "-q", "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        dataset.parent,
+        "--format",
+        "lance",
+        "--loader",
+        "native",
+        "--num-workers",
+        "1",
+        "--runs",
+        "1",
+        "-q",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert_one_line_error(r, "lance is not fork-safe")
 
 
-def test_a_reader_not_fork_safe_is_refused_by_the_dataloaders_forked_workers_and_read_by_threads(dataset, tmp_path,
-                                                                                                  cli):  # fmt: skip
+def test_a_reader_not_fork_safe_is_refused_by_the_dataloaders_forked_workers_and_read_by_threads(
+    dataset, tmp_path, cli
+):
     """Lance's runtime does not survive a fork (a forked child that reopened it died now and then in CI): the
     DataLoader's workers refuse it in one line, and its reads with no workers are unchanged."""
     common = ("--data-dir", dataset.parent, "--format", "lance", "--runs", "1", "--epochs", "1", "-q")

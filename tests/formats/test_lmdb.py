@@ -34,8 +34,9 @@ def test_lmdb_reads_ahead_unless_the_run_is_larger_than_memory(tmp_path, monkeyp
         """As resolve() builds it, without its check that a budget this small holds a batch in flight."""
         config = run_config("lmdb", "dataloader", **kw)
         budget = config.cache_budget.of(entry.bytes) if config.cache_budget is not None else None
-        storage = LocalStorage(entry.file_paths(dataset), entry.folder(dataset), dataset,
-                               confinement=Confinement(None, budget))  # fmt: skip
+        storage = LocalStorage(
+            entry.file_paths(dataset), entry.folder(dataset), dataset, confinement=Confinement(None, budget)
+        )
         return ResolvedRun(config, RunTarget(dataset, torch.device("cpu")), SINGLE, manifest, storage)
 
     assert resolved(cache_budget="20%").storage.larger_than_memory  # a budget below the files' size

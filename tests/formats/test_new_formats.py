@@ -34,8 +34,20 @@ def images(tmp_path_factory):
     """A small-image dataset (3x8x8 uint8, PNG in WebDataset) with npy beside it as the reference."""
     root = tmp_path_factory.mktemp("new")
     wanted = ",".join(["npy", *(n for n in NEW if FORMATS.installed(n))])
-    invoke("prepare", "--size", str(N), "--shape", "3,8,8", "--dtype", "uint8", "--data-dir", root, "-q",
-           "--formats", wanted)  # fmt: skip
+    invoke(
+        "prepare",
+        "--size",
+        str(N),
+        "--shape",
+        "3,8,8",
+        "--dtype",
+        "uint8",
+        "--data-dir",
+        root,
+        "-q",
+        "--formats",
+        wanted,
+    )
     dataset = next(p for p in root.iterdir() if p.is_dir())
     return dataset, np.load(dataset / "npy/features.npy"), np.load(dataset / "npy/labels.npy")
 
@@ -62,8 +74,12 @@ def test_each_format_reads_back_with_its_own_library_alone(images, name):
         from tfrecord.torch.dataset import MultiTFRecordDataset
 
         shards = sorted(p.stem.removeprefix("shard-") for p in folder.glob("*.tfrecord"))
-        ds = MultiTFRecordDataset(str(folder / "shard-{}.tfrecord"), str(folder / "shard-{}.index"),
-                                  dict.fromkeys(shards, 1.0), infinite=False)  # fmt: skip
+        ds = MultiTFRecordDataset(
+            str(folder / "shard-{}.tfrecord"),
+            str(folder / "shard-{}.index"),
+            dict.fromkeys(shards, 1.0),
+            infinite=False,
+        )
         got = {int.from_bytes(e["index"], "little"): e for e in ds}
         assert sorted(got) == list(range(N))
         for i in (0, 17, N - 1):
@@ -83,12 +99,14 @@ def test_each_format_reads_back_with_its_own_library_alone(images, name):
         assert np.array_equal(group["features"][:], features) and np.array_equal(group["labels"][:], labels)
 
 
-@pytest.mark.parametrize(("name", "workers", "shuffle"),
-                         [format_param(n, w, s) for n in NEW for w in (0, 2) for s in (True, False)])  # fmt: skip
+@pytest.mark.parametrize(
+    ("name", "workers", "shuffle"), [format_param(n, w, s) for n in NEW for w in (0, 2) for s in (True, False)]
+)
 def test_the_native_pipeline_delivers_every_sample_once_and_is_scored(images, name, workers, shuffle):
     dataset, _, _ = images
-    resolved = resolved_run(dataset, name, "native", batch_size=32, num_workers=workers, shuffle=shuffle,
-                            runs=1, epochs=2)  # fmt: skip
+    resolved = resolved_run(
+        dataset, name, "native", batch_size=32, num_workers=workers, shuffle=shuffle, runs=1, epochs=2
+    )
     from iobench.run.building import build_loader
 
     loader = build_loader(resolved)
@@ -265,8 +283,22 @@ def test_tfrecord_written_with_an_int_index_is_still_read_and_a_bad_index_refuse
         self.index[index] = (self.shard, offset, self.sink.file.tell() - offset)
 
     monkeypatch.setattr(tfrecord.TFRecordWriter, "put", put_int)
-    invoke("prepare", "--size", "60", "--shape", "3,4,4", "--dtype", "uint8", "--data-dir", tmp_path, "-q",
-           "--formats", "npy,tfrecord", "--format-option", "tfrecord.shard_samples=20")  # fmt: skip
+    invoke(
+        "prepare",
+        "--size",
+        "60",
+        "--shape",
+        "3,4,4",
+        "--dtype",
+        "uint8",
+        "--data-dir",
+        tmp_path,
+        "-q",
+        "--formats",
+        "npy,tfrecord",
+        "--format-option",
+        "tfrecord.shard_samples=20",
+    )
     dataset = next(p for p in tmp_path.iterdir() if p.is_dir())
     manifest_path = dataset / "manifest.json"
     manifest = json.loads(manifest_path.read_text())
@@ -297,9 +329,24 @@ def test_litdata_written_by_several_processes_reads_back_in_order(tmp_path):
 
     from iobench.data.manifest import Manifest
 
-    invoke("prepare", "--size", "500", "--shape", "3,8,8", "--dtype", "uint8", "--data-dir", tmp_path, "-q",
-           "--formats", "npy,litdata", "--format-option", "litdata.processes=3",
-           "--format-option", "litdata.chunk_bytes=40kB")  # fmt: skip
+    invoke(
+        "prepare",
+        "--size",
+        "500",
+        "--shape",
+        "3,8,8",
+        "--dtype",
+        "uint8",
+        "--data-dir",
+        tmp_path,
+        "-q",
+        "--formats",
+        "npy,litdata",
+        "--format-option",
+        "litdata.processes=3",
+        "--format-option",
+        "litdata.chunk_bytes=40kB",
+    )
     dataset = next(p for p in tmp_path.iterdir() if p.is_dir())
     assert Manifest.load(dataset).formats["litdata"].options["processes"] == 3
     ranks = {int(p.name.split("-")[1]) for p in (dataset / "litdata").glob("chunk-*.bin")}
@@ -337,8 +384,19 @@ def test_litdata_under_torchrun_refuses_a_world_its_whole_batches_leave_empty(im
     """Refused by --nproc before torchrun starts (every rank would time empty epochs); 120 a batch is fine."""
     pytest.importorskip("litdata")
     dataset, _, _ = images
-    common = ["--data-dir", dataset.parent, "--results", dataset.parent / "refused.jsonl", "-q", "--format",
-              "litdata", "--loader", "native", "--nproc", "2"]  # fmt: skip
+    common = [
+        "--data-dir",
+        dataset.parent,
+        "--results",
+        dataset.parent / "refused.jsonl",
+        "-q",
+        "--format",
+        "litdata",
+        "--loader",
+        "native",
+        "--nproc",
+        "2",
+    ]
     r = cli("run", *common, "--batch-size", "128")
     assert_one_line_error(r, "240 samples give none; use a smaller --batch-size")
     assert "launching" not in r.out + r.err
@@ -359,8 +417,22 @@ def test_a_failing_litdata_writer_process_is_one_line_and_leaves_nothing(tmp_pat
         return real([sys.executable, "-c", "import sys; sys.exit('no space left for the chunk')"], **kw)
 
     monkeypatch.setattr(module.subprocess, "Popen", failing)
-    r = cli("prepare", "--size", "300", "--shape", "3,8,8", "--dtype", "uint8", "--data-dir", tmp_path, "-q",
-            "--formats", "litdata", "--format-option", "litdata.processes=2")  # fmt: skip
+    r = cli(
+        "prepare",
+        "--size",
+        "300",
+        "--shape",
+        "3,8,8",
+        "--dtype",
+        "uint8",
+        "--data-dir",
+        tmp_path,
+        "-q",
+        "--formats",
+        "litdata",
+        "--format-option",
+        "litdata.processes=2",
+    )
     assert_one_line_error(r, "litdata writer process 1 failed: no space left for the chunk")
     assert not [p for p in tmp_path.rglob("*") if "litdata" in p.name], "no partial folder left"
 
@@ -380,8 +452,10 @@ def test_litdata_refuses_a_pickle_serializer_and_a_chunk_outside_the_folder(imag
     shutil.copytree(dataset / "litdata", copy)
     check_index(copy, spec)  # the copy as written passes
     index = json.loads((copy / INDEX).read_text())
-    for key, value, message in (("data_format", ["pickle", "int", "int"], "fields"),
-                                ("compression", "zstd", "compression")):  # fmt: skip
+    for key, value, message in (
+        ("data_format", ["pickle", "int", "int"], "fields"),
+        ("compression", "zstd", "compression"),
+    ):
         bad = json.loads(json.dumps(index))
         bad["config"][key] = value
         (copy / INDEX).write_text(json.dumps(bad))

@@ -43,8 +43,24 @@ def test_a_photo_folder_prepares_as_files_kept_as_they_are_and_reads_by_decode_a
     assert sorted(kept.values()) == originals, "every photo kept byte for byte"
     assert cli("verify", "--data-dir", data, "-q").code == 0  # read as prepare read them: their centres
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--data-dir", data, "--format", "files,npy", "--loader", "dataloader", "--batch-size", 6,
-            "--runs", 1, "--device", "cpu", "--results", results, "-q")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        data,
+        "--format",
+        "files,npy",
+        "--loader",
+        "dataloader",
+        "--batch-size",
+        6,
+        "--runs",
+        1,
+        "--device",
+        "cpu",
+        "--results",
+        results,
+        "-q",
+    )
     assert r.code == 0, r.err
     by_format = {x["format"]: x for x in stored_records(results)}
     assert by_format["files"]["samples_per_epoch"] == by_format["npy"]["samples_per_epoch"] == 18
@@ -123,14 +139,41 @@ def test_a_photo_that_does_not_decode_is_one_line_naming_it_whatever_reads_it(tm
 
     if not LOADERS[LoaderName(loader)].installed:
         pytest.skip(f"{loader} is not installed")
-    cli("prepare", "--from", photo_folder(tmp_path), "--formats", "files", "--files-encoding", "photos",
-        "--data-dir", tmp_path / "data", "-q")  # fmt: skip
+    cli(
+        "prepare",
+        "--from",
+        photo_folder(tmp_path),
+        "--formats",
+        "files",
+        "--files-encoding",
+        "photos",
+        "--data-dir",
+        tmp_path / "data",
+        "-q",
+    )
     bad = sorted((tmp_path / "data").rglob("samples/*/*.img"))[5]
     raw = bad.read_bytes()
     bad.write_bytes(raw[:100] + bytes(len(raw) - 100))  # its size kept: the run checks sizes before reading
     threads = ["--num-workers", "2"] if loader != "dataloader" else []
-    r = cli("run", "--format", "files", "--loader", loader, *threads, "--fetch", fetch, "--batch-size", 4,
-            "--data-dir", tmp_path / "data", "--runs", 1, "--results", tmp_path / "r.jsonl", "-q")  # fmt: skip
+    r = cli(
+        "run",
+        "--format",
+        "files",
+        "--loader",
+        loader,
+        *threads,
+        "--fetch",
+        fetch,
+        "--batch-size",
+        4,
+        "--data-dir",
+        tmp_path / "data",
+        "--runs",
+        1,
+        "--results",
+        tmp_path / "r.jsonl",
+        "-q",
+    )
     assert r.code == 1 and "Traceback" not in r.err, r.err[-3000:]
     lines = [line for line in r.err.splitlines() if line.startswith("iobench:")]
     assert len(lines) == 1 and bad.relative_to(bad.parents[2]).as_posix() in lines[0], lines

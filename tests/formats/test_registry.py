@@ -55,8 +55,22 @@ def test_a_plug_in_format_is_prepared_verified_and_read(toy_registered, tmp_path
     (dataset,) = data.iterdir()
     assert np.array_equal(np.load(dataset / "toy/features.npy"), np.load(dataset / "npy/features.npy"))
     assert cli("verify", "--data-dir", data).code == 0
-    r = cli("run", "--format", "toy", "--loader", "dataloader", "--runs", "1", "--device", "cpu", "-q",
-            "--data-dir", data, "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--format",
+        "toy",
+        "--loader",
+        "dataloader",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        data,
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 0, r.err
     (record,) = stored_records(tmp_path / "r.jsonl")
     assert record["format"] == "toy" and record["samples_per_epoch"] == 300
@@ -72,14 +86,22 @@ def test_an_installed_plug_in_appears_in_prepare_help():
         "from iobench.cli import main\n"
         "main(['prepare', '--help'])\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60,
-                          env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"})  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+        env={"COLUMNS": "250", "PATH": "/usr/bin:/bin"},
+    )
     built_in = ", ".join(n for n in FORMATS if n != "toy")  # the registry's names, then the plug-in's
     assert f"{built_in}, toy" in done.stdout, done.stdout + done.stderr
 
 
-BROKEN = [metadata.EntryPoint(name, f"tests.toy_format:{cls}", ENTRY_POINT_GROUP)
-          for name, cls in (("raises", "Raises"), ("exits", "Exits"))]  # fmt: skip
+BROKEN = [
+    metadata.EntryPoint(name, f"tests.toy_format:{cls}", ENTRY_POINT_GROUP)
+    for name, cls in (("raises", "Raises"), ("exits", "Exits"))
+]
 
 
 @pytest.fixture
@@ -136,14 +158,44 @@ def test_a_plug_in_brings_its_own_pipeline_and_loaders_read_it_by_capability(toy
     assert "hdf5" not in LOADERS[LoaderName.DIRECT].reads
     data = tmp_path / "data"
     invoke("prepare", "--size", "300", "--shape", "3,4", "--formats", "toy,piped", "--data-dir", data, "-q")
-    r = cli("run", "--format", "piped", "--loader", "native", "--runs", "1", "--device", "cpu", "-q",
-            "--batch-size", "64", "--data-dir", data, "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--format",
+        "piped",
+        "--loader",
+        "native",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        "--batch-size",
+        "64",
+        "--data-dir",
+        data,
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 0, r.err
     (record,) = stored_records(tmp_path / "r.jsonl")
     assert (record["format"], record["loader"], record["samples_per_epoch"]) == ("piped", "native", 300)
     assert record["shuffle_spread"] is not None  # the delivered order came back with the batches
-    refused = cli("run", "--format", "toy", "--loader", "native", "--runs", "1", "--device", "cpu", "-q",
-                  "--data-dir", data, "--results", tmp_path / "r.jsonl")  # fmt: skip
+    refused = cli(
+        "run",
+        "--format",
+        "toy",
+        "--loader",
+        "native",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        data,
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert_one_line_error(refused, "--loader native does not read --format toy")
 
 

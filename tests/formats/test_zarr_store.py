@@ -39,8 +39,9 @@ def test_zarr_reads_the_checked_metadata_not_what_the_store_says_later(tmp_path,
         store = zarr.storage.ObjectStore(store, read_only=True)
     else:
         objects = {p["path"]: bytes(store.get(p["path"]).bytes()) for page in store.list() for p in page}
-        store = zarr.storage.MemoryStore({k: zarr.core.buffer.cpu.Buffer.from_bytes(v) for k, v in objects.items()},
-                                         read_only=True)  # fmt: skip
+        store = zarr.storage.MemoryStore(
+            {k: zarr.core.buffer.cpu.Buffer.from_bytes(v) for k, v in objects.items()}, read_only=True
+        )
     features, labels = checked_remote_arrays(store, "zarr", {"zarr/features/zarr.json": honest})
     assert features.shape == (64, 3, 4) and labels.shape == (64,)
     assert np.isfinite(features[:8]).all()

@@ -15,16 +15,25 @@ from tests.conftest import FLAT_RECORD
 
 def record(seconds: list[float], busy: float | None = 0.0, **extra) -> RunRecord:
     n = FLAT_RECORD["samples_per_epoch"]
-    return RunRecord.from_json({
-        **FLAT_RECORD, "epoch_seconds": seconds, "epoch_seconds_median": sorted(seconds)[len(seconds) // 2],
-        "epoch_seconds_min": min(seconds), "epoch_seconds_max": max(seconds), "epochs": len(seconds),
-        "samples_per_s": n / sorted(seconds)[len(seconds) // 2], "other_cpu_before": busy, "other_cpu_after": busy,
-        **extra,
-    })  # fmt: skip
+    return RunRecord.from_json(
+        {
+            **FLAT_RECORD,
+            "epoch_seconds": seconds,
+            "epoch_seconds_median": sorted(seconds)[len(seconds) // 2],
+            "epoch_seconds_min": min(seconds),
+            "epoch_seconds_max": max(seconds),
+            "epochs": len(seconds),
+            "samples_per_s": n / sorted(seconds)[len(seconds) // 2],
+            "other_cpu_before": busy,
+            "other_cpu_after": busy,
+            **extra,
+        }
+    )
 
 
-def runs_record(run_medians: list[float], per_run: int = 3, spread: float = 0.01, busy: float | None = 0.0,
-                **extra) -> RunRecord:  # fmt: skip
+def runs_record(
+    run_medians: list[float], per_run: int = 3, spread: float = 0.01, busy: float | None = 0.0, **extra
+) -> RunRecord:
     """A record of len(run_medians) runs of `per_run` epochs each, each run's epochs within `spread` of its median
     (samples/s of a dataset of FLAT_RECORD's samples)."""
     n = FLAT_RECORD["samples_per_epoch"]

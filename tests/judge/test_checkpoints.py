@@ -14,10 +14,12 @@ from tests.results.test_checkpoint_summary import _kills, _trials
 def test_a_library_whose_kills_lost_the_checkpoint_is_never_the_checkpoint_answer():
     """torch in place is fastest, but 9 of 10 kills left a clean error (step N gone too): the answer is the next one
     that never lost a step, it names the kills it rests on and what it left out."""
-    trials = (_trials("torch", "inplace", [1.0, 1.0, 1.1], [1.0, 1.0, 1.1])
-              + _trials("safetensors", "safe", [1.5, 1.5, 1.6], [1.2, 1.2, 1.3]))  # fmt: skip
-    kills = kill_counts([_kills("torch", "inplace", N_intact=1, clean_error=9),
-                         _kills("safetensors", "safe", N_intact=6, N1_intact=4)])  # fmt: skip
+    trials = _trials("torch", "inplace", [1.0, 1.0, 1.1], [1.0, 1.0, 1.1]) + _trials(
+        "safetensors", "safe", [1.5, 1.5, 1.6], [1.2, 1.2, 1.3]
+    )
+    kills = kill_counts(
+        [_kills("torch", "inplace", N_intact=1, clean_error=9), _kills("safetensors", "safe", N_intact=6, N1_intact=4)]
+    )
     said = checkpoint_answer(rows_of(trials), kills)
     assert said.startswith("answer: save with safetensors safe")
     assert "10 of 10 kills left step N or N+1 intact" in said
@@ -43,8 +45,9 @@ def test_a_ranking_taken_beside_other_programs_is_no_checkpoint_answer():
 
 
 def test_two_libraries_whose_rounds_overlap_are_not_settled():
-    trials = (_trials("torch", "safe", [1.0, 1.3, 1.1], [1.0, 1.2, 1.0])
-              + _trials("dcp", "safe", [1.2, 1.0, 1.4], [1.1, 1.3, 1.0]))  # fmt: skip
+    trials = _trials("torch", "safe", [1.0, 1.3, 1.1], [1.0, 1.2, 1.0]) + _trials(
+        "dcp", "safe", [1.2, 1.0, 1.4], [1.1, 1.3, 1.0]
+    )
     said = checkpoint_answer(rows_of(trials), {})
     assert "not settled against" in said
     apart = _trials("torch", "safe", [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]) + _trials("dcp", "safe", [3.0] * 3, [3.0] * 3)
@@ -60,10 +63,12 @@ def test_a_faster_library_left_out_is_named_with_why_also_beside_other_programs(
     """`--kill-test 5` named safetensors fastest at 4.87 s while torch in place (2.25 s) stood in the table: 1 of
     its 5 kills had lost the checkpoint, and the line, taken beside other programs, did not say so."""
     busy = HostLoad(load_before=4.0, other_cpu_before=1.6, load_after=4.0, other_cpu_after=1.6)
-    trials = (_trials("torch", "inplace", [2.25] * 2, [0.5] * 2, busy)
-              + _trials("safetensors", "inplace", [4.87] * 2, [0.5] * 2, busy))  # fmt: skip
-    kills = kill_counts([_kills("torch", "inplace", N_intact=4, clean_error=1),
-                         _kills("safetensors", "inplace", N_intact=5)])  # fmt: skip
+    trials = _trials("torch", "inplace", [2.25] * 2, [0.5] * 2, busy) + _trials(
+        "safetensors", "inplace", [4.87] * 2, [0.5] * 2, busy
+    )
+    kills = kill_counts(
+        [_kills("torch", "inplace", N_intact=4, clean_error=1), _kills("safetensors", "inplace", N_intact=5)]
+    )
     said = checkpoint_answer(rows_of(trials), kills)
     assert said.startswith("answer: none: other programs used 1.6 cores")
     assert "fastest measured among the safe: safetensors inplace" in said

@@ -77,8 +77,9 @@ def test_compare_judges_the_same_files_by_the_same_rules(cli, tmp_path):
 def test_the_checkpoint_answer_is_the_same_in_the_console_and_the_report(cli, tmp_path):
     busy = HostLoad(load_before=4.0, other_cpu_before=1.6, load_after=4.0, other_cpu_after=1.6)
     for host in (QUIET, busy):
-        trials = (_trials("torch", "inplace", [1.0, 1.0], [0.5, 0.5], host)
-                  + _trials("safetensors", "inplace", [2.0, 2.0], [0.5, 0.5], host))  # fmt: skip
+        trials = _trials("torch", "inplace", [1.0, 1.0], [0.5, 0.5], host) + _trials(
+            "safetensors", "inplace", [2.0, 2.0], [0.5, 0.5], host
+        )
         losses = [_kills("torch", "inplace", N_intact=4, clean_error=1), _kills("safetensors", "inplace", N_intact=5)]
         said = checkpoint_answer(rows_of(trials), kill_counts(losses))  # what the session hands the console
         results = _write(tmp_path / "ck.jsonl", [*trials, *losses])

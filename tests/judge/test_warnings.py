@@ -35,14 +35,23 @@ def test_ceilings_are_named_in_words():
 def test_a_decode_label_says_what_decoded_and_where():
     """--decode-on device on a CPU machine without torchvision was labelled decode@device while Pillow decoded on the
     host."""
-    pillow = record([0.1, 0.1, 0.1], format="files", decode_on="device",
-                    decoder="Pillow 12.0.0 on the host, after the hand-over (torchvision does not import)")  # fmt: skip
+    pillow = record(
+        [0.1, 0.1, 0.1],
+        format="files",
+        decode_on="device",
+        decoder="Pillow 12.0.0 on the host, after the hand-over (torchvision does not import)",
+    )
     assert "decode: Pillow on host" in settings_label(pillow) and "decode@device" not in settings_label(pillow)
     # in prose too (warnings, answers, compare): `decode@device` is a key, never said (issue 79)
     assert "decode: Pillow on host" in settings_label(pillow, measured=False)
     assert "decode@device" not in " ".join(w.console() for w in record_warnings([pillow]))
-    nvjpeg = record([0.1, 0.1, 0.1], format="files", decode_on="device", device="cuda:0",
-                    decoder="torchvision 0.28.0 decode_jpeg on cuda:0 (nvJPEG; PNG on the host)")  # fmt: skip
+    nvjpeg = record(
+        [0.1, 0.1, 0.1],
+        format="files",
+        decode_on="device",
+        device="cuda:0",
+        decoder="torchvision 0.28.0 decode_jpeg on cuda:0 (nvJPEG; PNG on the host)",
+    )
     assert "decode: torchvision on cuda:0" in settings_label(nvjpeg)
 
 

@@ -54,8 +54,11 @@ def dataset(tmp_path_factory):
     return matrix.prepare(tmp_path_factory.mktemp("crash") / "data", SIZE, FORMATS)
 
 
-@pytest.mark.parametrize(("case", "args"), _chosen(), ids=lambda x: getattr(x, "mode", None) and
-                         f"{x.name}-{x.mode}-{'+'.join(x.formats)}".replace(" ", ""))  # fmt: skip
+@pytest.mark.parametrize(
+    ("case", "args"),
+    _chosen(),
+    ids=lambda x: getattr(x, "mode", None) and f"{x.name}-{x.mode}-{'+'.join(x.formats)}".replace(" ", ""),
+)
 def test_a_loader_ends_in_an_answer_a_refusal_or_an_interruption(dataset, case, args):
     outcome = matrix.run_case(case, args, dataset, None, timeout=240, sigint_after=6)
     assert outcome.result in ("ok", "refused", "interrupted"), outcome

@@ -19,17 +19,21 @@ from iobench.run.building import build_loader
 from tests.conftest import assert_one_line_error, invoke, resolved_run, stored_records
 from tests.formats.test_photos import photo_folder
 
-pytestmark = [pytest.mark.skipif(not LOADERS[LoaderName.DALI].installed,
-                                 reason="NVIDIA DALI is not installed (pip install 'iobench[dali]')"),
-              pytest.mark.extras]  # fmt: skip
+pytestmark = [
+    pytest.mark.skipif(
+        not LOADERS[LoaderName.DALI].installed, reason="NVIDIA DALI is not installed (pip install 'iobench[dali]')"
+    ),
+    pytest.mark.extras,
+]
 N = 70  # PNG samples of 3x16x12: batches of 16 end with a partial one
 
 
 @pytest.fixture(scope="module")
 def png_dataset(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("dali")
-    invoke("prepare", "--size", N, "--shape", "3,16,12", "--dtype", "uint8", "--formats", "files", "--data-dir", root,
-           "-q")  # fmt: skip
+    invoke(
+        "prepare", "--size", N, "--shape", "3,16,12", "--dtype", "uint8", "--formats", "files", "--data-dir", root, "-q"
+    )
     (d,) = root.iterdir()
     return d
 
@@ -37,8 +41,18 @@ def png_dataset(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def photos_dataset(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("dali_photos")
-    invoke("prepare", "--from", photo_folder(root, per_class=8), "--shape", "3,48,40", "--formats", "files",
-           "--data-dir", root / "data", "-q")  # fmt: skip
+    invoke(
+        "prepare",
+        "--from",
+        photo_folder(root, per_class=8),
+        "--shape",
+        "3,48,40",
+        "--formats",
+        "files",
+        "--data-dir",
+        root / "data",
+        "-q",
+    )
     (d,) = (root / "data").iterdir()
     return d
 
@@ -99,12 +113,37 @@ def test_an_epoch_cut_short_is_followed_by_whole_ones(png_dataset):
 
 def test_a_run_records_it_and_npy_samples_are_one_line(png_dataset, tmp_path, cli):
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--data-dir", png_dataset.parent, "--format", "files", "--loader", "dali", "--batch-size", "16",
-            "--runs", "1", "--epochs", "2", "--results", results, "-q")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        png_dataset.parent,
+        "--format",
+        "files",
+        "--loader",
+        "dali",
+        "--batch-size",
+        "16",
+        "--runs",
+        "1",
+        "--epochs",
+        "2",
+        "--results",
+        results,
+        "-q",
+    )
     assert r.code == 0, r.err
     (record,) = stored_records(results)
     assert record["loader"] == "dali" and record["samples_per_epoch"] == N
     invoke("prepare", "--size", 50, "--shape", "8", "--formats", "files", "--data-dir", tmp_path / "rows", "-q")
-    r = cli("run", "--data-dir", tmp_path / "rows", "--format", "files", "--loader", "dali", "--results",
-            tmp_path / "rows.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        tmp_path / "rows",
+        "--format",
+        "files",
+        "--loader",
+        "dali",
+        "--results",
+        tmp_path / "rows.jsonl",
+    )
     assert_one_line_error(r, "--loader dali reads files of images")

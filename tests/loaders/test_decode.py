@@ -27,8 +27,18 @@ SHAPE = (3, 48, 40)
 @pytest.fixture(scope="module")
 def photos_dataset(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("decode")
-    invoke("prepare", "--from", photo_folder(root, per_class=8), "--shape", ",".join(map(str, SHAPE)),
-            "--formats", "files,npy", "--data-dir", root / "data", "-q")  # fmt: skip
+    invoke(
+        "prepare",
+        "--from",
+        photo_folder(root, per_class=8),
+        "--shape",
+        ",".join(map(str, SHAPE)),
+        "--formats",
+        "files,npy",
+        "--data-dir",
+        root / "data",
+        "-q",
+    )
     (dataset,) = (root / "data").iterdir()
     return dataset
 
@@ -94,8 +104,11 @@ class _StandInIo:
     def _decode(data: torch.Tensor, mode: str) -> torch.Tensor:
         with Image.open(io.BytesIO(data.numpy().tobytes())) as image:
             pixels = np.asarray(image.convert(mode)).copy()
-        return torch.from_numpy(pixels[None] if pixels.ndim == 2 else pixels).permute(2, 0, 1) \
-            if pixels.ndim == 3 else torch.from_numpy(pixels[None])  # fmt: skip
+        return (
+            torch.from_numpy(pixels[None] if pixels.ndim == 2 else pixels).permute(2, 0, 1)
+            if pixels.ndim == 3
+            else torch.from_numpy(pixels[None])
+        )
 
     def decode_jpeg(self, files: list[torch.Tensor], mode: str, device: str) -> list[torch.Tensor]:
         assert device == "cpu"
@@ -134,18 +147,46 @@ def test_torchvision_decodes_the_batch_on_the_cpu_close_to_the_host_path(photos_
     assert np.abs(decoder(pack(files)).numpy().astype(np.int16) - host).mean() < 3.0
 
 
-@pytest.mark.parametrize("loader", [
-    "dataloader",
-    pytest.param("nodes", marks=pytest.mark.skipif(not LOADERS[LoaderName.NODES].installed,
-                                                    reason="torchdata is not installed (iobench[torchdata])")),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    "loader",
+    [
+        "dataloader",
+        pytest.param(
+            "nodes",
+            marks=pytest.mark.skipif(
+                not LOADERS[LoaderName.NODES].installed, reason="torchdata is not installed (iobench[torchdata])"
+            ),
+        ),
+    ],
+)
 def test_run_with_decoding_after_the_copy_delivers_every_sample_and_records_the_decoder(
     photos_dataset, cli, tmp_path, loader
 ):
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--dataset", photos_dataset, "--format", "files", "--loader", loader, "--decode-on", "device",
-            "--num-workers", 2, "--batch-size", 5, "--runs", 1, "--epochs", 1, "--device", "cpu",
-            "--results", results, "-q")  # fmt: skip
+    r = cli(
+        "run",
+        "--dataset",
+        photos_dataset,
+        "--format",
+        "files",
+        "--loader",
+        loader,
+        "--decode-on",
+        "device",
+        "--num-workers",
+        2,
+        "--batch-size",
+        5,
+        "--runs",
+        1,
+        "--epochs",
+        1,
+        "--device",
+        "cpu",
+        "--results",
+        results,
+        "-q",
+    )
     assert r.code == 0, r.err
     (record,) = stored_records(results)
     assert record["samples_per_epoch"] == 24
@@ -163,8 +204,22 @@ def test_run_with_decoding_after_the_copy_delivers_every_sample_and_records_the_
         (("--loader", "tensorclass", "--format", "memmap"), "--loader tensorclass"),
     ],
 )
-def test_what_cannot_go_with_decoding_after_the_copy_is_refused_in_one_line(photos_dataset, cli, tmp_path, args,
-                                                                            fragment):  # fmt: skip
-    r = cli("run", "--dataset", photos_dataset, "--format", "files", "--decode-on", "device", *args, "--device",
-            "cpu", "--results", tmp_path / "r.jsonl", "-q")  # fmt: skip
+def test_what_cannot_go_with_decoding_after_the_copy_is_refused_in_one_line(
+    photos_dataset, cli, tmp_path, args, fragment
+):
+    r = cli(
+        "run",
+        "--dataset",
+        photos_dataset,
+        "--format",
+        "files",
+        "--decode-on",
+        "device",
+        *args,
+        "--device",
+        "cpu",
+        "--results",
+        tmp_path / "r.jsonl",
+        "-q",
+    )
     assert_one_line_error(r, fragment)

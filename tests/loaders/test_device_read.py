@@ -28,15 +28,43 @@ def dataset_dir(tmp_path_factory):
 
 
 def test_named_on_the_cpu_it_is_one_line(dataset_dir, cli, tmp_path):
-    r = cli("run", "--data-dir", dataset_dir.parent, "--format", "npy", "--loader", "device-read", "--device", "cpu",
-            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        dataset_dir.parent,
+        "--format",
+        "npy",
+        "--loader",
+        "device-read",
+        "--device",
+        "cpu",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert_one_line_error(r, "reads into device memory: needs CUDA")
     assert not (tmp_path / "r.jsonl").exists()
 
 
 def test_all_on_the_cpu_leaves_it_out_and_says_why(dataset_dir, cli, tmp_path):
-    r = cli("run", "--data-dir", dataset_dir.parent, "--format", "npy", "--loader", "all", "--device", "cpu",
-            "--max-batches", "1", "--runs", "1", "--epochs", "1", "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        dataset_dir.parent,
+        "--format",
+        "npy",
+        "--loader",
+        "all",
+        "--device",
+        "cpu",
+        "--max-batches",
+        "1",
+        "--runs",
+        "1",
+        "--epochs",
+        "1",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 0, r.err
     assert "skipped device-read: it reads into device memory, which needs CUDA" in r.err + r.out
 
@@ -56,18 +84,31 @@ def test_built_without_cuda_it_refuses_and_closes_its_reader(dataset_dir):
     assert reader._handle is None, "the refusal closed the reader it was given"
 
 
-@pytest.mark.parametrize(("defaults", "mode"), [
-    (types.SimpleNamespace(get=lambda name: {"compat_mode": types.SimpleNamespace(name="ON")}[name]),
-     ReadMethod.DEVICE_KVIKIO_COMPAT),
-    (types.SimpleNamespace(get=lambda name: types.SimpleNamespace(name="OFF")), ReadMethod.DEVICE_KVIKIO_GDS),
-    (types.SimpleNamespace(compat_mode=lambda: True), ReadMethod.DEVICE_KVIKIO_COMPAT),
-    (types.SimpleNamespace(compat_mode=lambda: False), ReadMethod.DEVICE_KVIKIO_GDS),
-    (types.SimpleNamespace(), ReadMethod.DEVICE_KVIKIO),
-    # AUTO (kvikio 26.10's default): what kvikio found, GDS or not
-    (types.SimpleNamespace(get=lambda name: types.SimpleNamespace(name="AUTO"), is_compat_mode_preferred=lambda: True),
-     ReadMethod.DEVICE_KVIKIO_COMPAT),
-    (types.SimpleNamespace(get=lambda name: types.SimpleNamespace(name="AUTO"), is_compat_mode_preferred=lambda: False),
-     ReadMethod.DEVICE_KVIKIO_GDS),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("defaults", "mode"),
+    [
+        (
+            types.SimpleNamespace(get=lambda name: {"compat_mode": types.SimpleNamespace(name="ON")}[name]),
+            ReadMethod.DEVICE_KVIKIO_COMPAT,
+        ),
+        (types.SimpleNamespace(get=lambda name: types.SimpleNamespace(name="OFF")), ReadMethod.DEVICE_KVIKIO_GDS),
+        (types.SimpleNamespace(compat_mode=lambda: True), ReadMethod.DEVICE_KVIKIO_COMPAT),
+        (types.SimpleNamespace(compat_mode=lambda: False), ReadMethod.DEVICE_KVIKIO_GDS),
+        (types.SimpleNamespace(), ReadMethod.DEVICE_KVIKIO),
+        # AUTO (kvikio 26.10's default): what kvikio found, GDS or not
+        (
+            types.SimpleNamespace(
+                get=lambda name: types.SimpleNamespace(name="AUTO"), is_compat_mode_preferred=lambda: True
+            ),
+            ReadMethod.DEVICE_KVIKIO_COMPAT,
+        ),
+        (
+            types.SimpleNamespace(
+                get=lambda name: types.SimpleNamespace(name="AUTO"), is_compat_mode_preferred=lambda: False
+            ),
+            ReadMethod.DEVICE_KVIKIO_GDS,
+        ),
+    ],
+)
 def test_the_record_names_the_mode_kvikio_read_in(defaults, mode):
     assert kvikio_mode(types.SimpleNamespace(defaults=defaults)) is mode

@@ -102,8 +102,13 @@ def _threaded_variants() -> list[Any]:
 
 def _loader(name: Any, settings: dict, watch: Watch, share: bool) -> Any:
     reader = WatchedReader(watch, share)
-    ctx = LoaderContext(reader, EpochOrder(N, BATCH, shuffle=True), LoaderSettings(batch_size=BATCH, **settings),
-                        torch.device("cpu"), format_name="watched")  # fmt: skip
+    ctx = LoaderContext(
+        reader,
+        EpochOrder(N, BATCH, shuffle=True),
+        LoaderSettings(batch_size=BATCH, **settings),
+        torch.device("cpu"),
+        format_name="watched",
+    )
     try:
         return make_loader(name, ctx)
     except (IobenchError, ValueError, NotImplementedError, KeyError, TypeError) as exc:

@@ -146,8 +146,9 @@ def test_workers_deliver_every_sample_once_and_say_which(dataset_dir, expected, 
     that arrived, whether it is the sampler's (a DataLoader in order carries nothing) or carried with the batches
     (under the labels)."""
     features, labels = expected
-    resolved = _config(dataset_dir, fmt, kind, num_workers=2, fetch=fetch, in_order=in_order, shuffle=True,
-                       fetch_threads=threads)  # fmt: skip
+    resolved = _config(
+        dataset_dir, fmt, kind, num_workers=2, fetch=fetch, in_order=in_order, shuffle=True, fetch_threads=threads
+    )
     loader = build_loader(resolved)
     try:
         for epoch in (0, 1):
@@ -200,8 +201,9 @@ def test_nodes_without_torchdata_is_one_line(monkeypatch):
 @pytest.mark.parametrize("fmt", [format_param(f) for f in ("npy", "lmdb", "hdf5", "files", "zarr")])
 @pytest.mark.parametrize("fetch", ["batch", "item"])
 @pytest.mark.parametrize("shuffle", [False, True], ids=["sequential", "shuffle"])
-def test_fetch_threads_without_workers_deliver_each_batch_whole_and_in_order(dataset_dir, expected, fmt, fetch,
-                                                                             shuffle):  # fmt: skip
+def test_fetch_threads_without_workers_deliver_each_batch_whole_and_in_order(
+    dataset_dir, expected, fmt, fetch, shuffle
+):
     """This process's threads share each batch (a run of samples in order, an index array shuffled): the
     batches are the ones one thread reads, sample for sample, and closing ends the threads and their readers."""
     arrived, _ = _collect(_config(dataset_dir, fmt, "dataloader", fetch=fetch, shuffle=shuffle, fetch_threads=4))

@@ -59,18 +59,26 @@ def _epochs(resolved, epochs=3):
 
 @pytest.mark.parametrize("fmt", ["npy", "memmap"])
 @pytest.mark.parametrize("cache", ["cold", "warm"])
-@pytest.mark.parametrize("order", [{"shuffle": False}, {"shuffle": True}, {"shuffle": True, "max_batches": 5}],
-                         ids=["sequential", "shuffle", "short"])  # fmt: skip
-def test_every_batch_is_the_orders_samples_the_first_epoch_and_after(dataset_dir, expected, small_pieces, fmt,
-                                                                     cache, order):  # fmt: skip
+@pytest.mark.parametrize(
+    "order",
+    [{"shuffle": False}, {"shuffle": True}, {"shuffle": True, "max_batches": 5}],
+    ids=["sequential", "shuffle", "short"],
+)
+def test_every_batch_is_the_orders_samples_the_first_epoch_and_after(
+    dataset_dir, expected, small_pieces, fmt, cache, order
+):
     features, labels = expected
     resolved = resolved_run(dataset_dir, fmt, "preload", cache=cache, num_workers=3, **order)
     epochs, method = _epochs(resolved)
-    assert method == ("the whole file in 8 MiB O_DIRECT reads" if cache == "cold" else
-                      "the whole file in 8 MiB reads through the page cache")  # fmt: skip
+    assert method == (
+        "the whole file in 8 MiB O_DIRECT reads"
+        if cache == "cold"
+        else "the whole file in 8 MiB reads through the page cache"
+    )
     for epoch, arrived in enumerate(epochs):  # the first epoch's views, then the later epochs' gathers
-        wanted = np.concatenate([np.arange(w.start, w.stop) if isinstance(w, slice) else w
-                                 for w in resolved.epoch_order().batches(epoch)])  # fmt: skip
+        wanted = np.concatenate(
+            [np.arange(w.start, w.stop) if isinstance(w, slice) else w for w in resolved.epoch_order().batches(epoch)]
+        )
         got_f = torch.cat([b[0] for b in arrived]).numpy()
         got_l = torch.cat([b[1] for b in arrived]).numpy()
         np.testing.assert_array_equal(got_f, features[wanted])
@@ -126,8 +134,26 @@ def test_a_cold_epoch_reads_the_dataset_inside_its_clock_once(tmp_path, cli, loa
     reads the dataset's bytes once, within 2%. gpu-resident read it before the clock (0 bytes in its epochs)."""
     invoke("prepare", "--size", "20000", "--shape", "256", "--formats", "npy", "--data-dir", tmp_path / "data", "-q")
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--data-dir", tmp_path / "data", "--format", "npy", "--loader", loader, "--cache", "cold",
-            "--runs", 1, "--epochs", 2, "--device", "cpu", "--results", results, "-q")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        tmp_path / "data",
+        "--format",
+        "npy",
+        "--loader",
+        loader,
+        "--cache",
+        "cold",
+        "--runs",
+        1,
+        "--epochs",
+        2,
+        "--device",
+        "cpu",
+        "--results",
+        results,
+        "-q",
+    )
     assert r.code == 0, r.err
     (record,) = stored_records(results)
     assert record["read_method"] == "the whole file in 8 MiB O_DIRECT reads"
@@ -148,9 +174,27 @@ def test_a_memory_cgroup_smaller_than_the_dataset_is_refused_in_one_line(tmp_pat
     memory_home()  # skips here, with the reason, where no cgroup can be made
     invoke("prepare", "--size", "100000", "--shape", "128", "--formats", "npy", "--data-dir", tmp_path / "d", "-q")
     dataset = sum(p.stat().st_size for p in (tmp_path / "d").rglob("*.npy"))  # 52 MB
-    common = [sys.executable, "-m", "iobench", "run", "--format", "npy", "--data-dir", str(tmp_path / "d"), "--runs",
-              "1", "--epochs", "1", "--warmup", "0", "--cache", "as-is", "--results", str(tmp_path / "r.jsonl"),
-              "-q"]  # fmt: skip
+    common = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "run",
+        "--format",
+        "npy",
+        "--data-dir",
+        str(tmp_path / "d"),
+        "--runs",
+        "1",
+        "--epochs",
+        "1",
+        "--warmup",
+        "0",
+        "--cache",
+        "as-is",
+        "--results",
+        str(tmp_path / "r.jsonl"),
+        "-q",
+    ]
     peaks = []
     for _ in range(2):  # the first may measure this machine's limits, which the second finds stored
         done, peak = run_in_memory_cgroup([*common, "--loader", "dataloader", "--max-batches", "1"], 2**31, cwd=ROOT)

@@ -77,8 +77,26 @@ def test_ray_actors_deliver_the_exact_dataset(ray, dataset_dir, fmt, shuffle):
 
 def test_ray_run_writes_a_record(ray, dataset_dir, cli, tmp_path):
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--loader", "ray", "--format", "npy", "--num-workers", "2", "--device", "cpu", "--runs", "2",
-            "--data-dir", dataset_dir.parent, "--results", results, "--cache", "cold", "-q")  # fmt: skip
+    r = cli(
+        "run",
+        "--loader",
+        "ray",
+        "--format",
+        "npy",
+        "--num-workers",
+        "2",
+        "--device",
+        "cpu",
+        "--runs",
+        "2",
+        "--data-dir",
+        dataset_dir.parent,
+        "--results",
+        results,
+        "--cache",
+        "cold",
+        "-q",
+    )
     assert r.code == 0, r.err
     (record,) = stored_records(results)
     assert record["loader"] == "ray" and record["num_workers"] == 2 and record["ray_address"] is None
@@ -146,8 +164,7 @@ def test_ray_data_delivers_the_exact_dataset_and_says_in_which_order(ray, datase
     reader = FORMATS["npy"].reader(dataset_dir / "npy", manifest.spec, None)
     features, labels = reader.read_range(0, N)
     reader.close()
-    loader = build_loader(resolved_run(dataset_dir, fmt, "ray-data", num_workers=2, shuffle=shuffle,
-                                       in_order=in_order))  # fmt: skip
+    loader = build_loader(resolved_run(dataset_dir, fmt, "ray-data", num_workers=2, shuffle=shuffle, in_order=in_order))
     try:
         for epoch in (0, 1):
             arrived = []
@@ -170,8 +187,24 @@ def test_ray_data_delivers_the_exact_dataset_and_says_in_which_order(ray, datase
 
 def test_ray_data_run_writes_a_record_naming_ray(ray, dataset_dir, cli, tmp_path):
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--loader", "ray-data", "--format", "npy", "--num-workers", "1", "--device", "cpu", "--runs", "1",
-            "--data-dir", dataset_dir.parent, "--results", results, "-q")  # fmt: skip
+    r = cli(
+        "run",
+        "--loader",
+        "ray-data",
+        "--format",
+        "npy",
+        "--num-workers",
+        "1",
+        "--device",
+        "cpu",
+        "--runs",
+        "1",
+        "--data-dir",
+        dataset_dir.parent,
+        "--results",
+        results,
+        "-q",
+    )
     assert r.code == 0, r.err
     assert "Traceback" not in r.err and "WARNING" not in r.err, r.err
     (record,) = stored_records(results)
@@ -230,11 +263,31 @@ def _endless_run(dataset_dir, tmp_path, loader: str, workers: int):
     import sys
 
     return subprocess.Popen(
-        [sys.executable, "-m", "iobench", "run", "--format", "npy", "--loader", loader, "--num-workers", str(workers),
-         "--runs", "100000", "--data-dir", str(dataset_dir.parent), "--results", str(tmp_path / "r.jsonl"), "-q"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "iobench",
+            "run",
+            "--format",
+            "npy",
+            "--loader",
+            loader,
+            "--num-workers",
+            str(workers),
+            "--runs",
+            "100000",
+            "--data-dir",
+            str(dataset_dir.parent),
+            "--results",
+            str(tmp_path / "r.jsonl"),
+            "-q",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    )
 
 
 def _wait_for_descendant(proc, marker: bytes, timeout_s: float = 120) -> None:
@@ -343,10 +396,13 @@ def test_the_users_processes_that_name_the_runs_ray_folder_outlive_the_run(datas
         _wait_for_descendant(proc, b"BatchReader")
         (folder,) = [os.path.join(state, n) for n in os.listdir(state) if n.startswith(f"ray-{proc.pid}-")]
         token = os.path.join(folder, "auth_token")
-        for argv, env in ((["sleep", "300"], {**os.environ, "RAY_AUTH_TOKEN_PATH": token}),
-                          (["tail", "-f", token], dict(os.environ))):  # fmt: skip
-            p = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)  # fmt: skip
+        for argv, env in (
+            (["sleep", "300"], {**os.environ, "RAY_AUTH_TOKEN_PATH": token}),
+            (["tail", "-f", token], dict(os.environ)),
+        ):
+            p = subprocess.Popen(
+                argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+            )
             bystanders.append((p, start_time(p.pid)))
     finally:
         proc.send_signal(getattr(signal, sig))
@@ -379,10 +435,31 @@ def test_a_ray_cluster_that_does_not_answer_is_one_line_naming_the_address_and_w
     env = {**os.environ, **({"RAY_ADDRESS": address} if given == "environment" else {})}
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "iobench", "run", "--format", "npy", "--loader", "ray", "--num-workers", "1", "--runs",
-         "1", "--data-dir", str(dataset_dir.parent), "--results", str(tmp_path / "r.jsonl"), "-q", *args],
-        capture_output=True, text=True, env=env, timeout=120,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "iobench",
+            "run",
+            "--format",
+            "npy",
+            "--loader",
+            "ray",
+            "--num-workers",
+            "1",
+            "--runs",
+            "1",
+            "--data-dir",
+            str(dataset_dir.parent),
+            "--results",
+            str(tmp_path / "r.jsonl"),
+            "-q",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     last = done.stderr.strip().splitlines()[-1]
     assert done.returncode == 2 and time.monotonic() - started < 60, done.stderr[-2000:]
     source = "--ray-address" if given == "option" else "RAY_ADDRESS in the environment"

@@ -106,9 +106,25 @@ def images(tmp_path_factory):
 def test_files_with_augment_and_two_workers_runs_and_records_the_transform(images, cli):
     results = images / "r.jsonl"
     r = cli(
-        "run", "--data-dir", images, "--format", "files", "--transform", "augment", "--num-workers", "2",
-        "--batch-size", "64", "--runs", "1", "--device", "cpu", "-q", "--results", results,
-    )  # fmt: skip
+        "run",
+        "--data-dir",
+        images,
+        "--format",
+        "files",
+        "--transform",
+        "augment",
+        "--num-workers",
+        "2",
+        "--batch-size",
+        "64",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        "--results",
+        results,
+    )
     assert r.code == 0, r.err
     assert "augment@host" in r.out and "µs/sample" in r.out
     record = stored_records(results)[-1]
@@ -120,10 +136,28 @@ def test_files_with_augment_and_two_workers_runs_and_records_the_transform(image
 def test_a_device_transform_is_its_own_stage(images, cli):
     results = images / "device.jsonl"
     r = cli(
-        "run", "--data-dir", images, "--format", "memmap", "--loader", "tensorclass", "--transform", "augment",
-        "--transform-on", "device", "--batch-size", "64", "--runs", "1", "--device", "cpu", "-q",
-        "--results", results, "--wide",
-    )  # fmt: skip
+        "run",
+        "--data-dir",
+        images,
+        "--format",
+        "memmap",
+        "--loader",
+        "tensorclass",
+        "--transform",
+        "augment",
+        "--transform-on",
+        "device",
+        "--batch-size",
+        "64",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        "--results",
+        results,
+        "--wide",
+    )
     assert r.code == 0, r.err
     record = stored_records(results)[-1]
     assert record["transform_on"] == "device" and record["transform_ms_per_batch"] > 0

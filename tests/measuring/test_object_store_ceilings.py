@@ -17,16 +17,41 @@ from iobench.results.checked import RecordError
 from iobench.results.store import append_record, load_all_remote_limits, remote_limits_path
 from tests.conftest import assert_one_line_error, invoke, record_of, stored_records
 
-RATES = RemoteRates(gets_sample_1=30.0, gets_sample_n=480.0, gets_4k_1=31.0, gets_4k_n=470.0, first_byte_ms=31.0,
-                    mb_per_s_1=85.0, mb_per_s_n=900.0)  # fmt: skip
-REMOTE = {"storage": "object", "remote_profile": "s3-like", "remote_latency_ms": 30.0,
-          "remote_connection_mb_per_s": 90.0, "cache": "cold", "sample_bytes": 56, "hostname": "h"}  # fmt: skip
+RATES = RemoteRates(
+    gets_sample_1=30.0,
+    gets_sample_n=480.0,
+    gets_4k_1=31.0,
+    gets_4k_n=470.0,
+    first_byte_ms=31.0,
+    mb_per_s_1=85.0,
+    mb_per_s_n=900.0,
+)
+REMOTE = {
+    "storage": "object",
+    "remote_profile": "s3-like",
+    "remote_latency_ms": 30.0,
+    "remote_connection_mb_per_s": 90.0,
+    "cache": "cold",
+    "sample_bytes": 56,
+    "hostname": "h",
+}
 
 
 def _limits(**changes) -> RemoteLimits:
-    values = dict(measured_at="t", hostname="h", endpoint=LOOPBACK, profile="s3-like", latency_ms=30.0,
-                  connection_mb_per_s=90.0, connections=16, probe_object="d/npy/features.npy", probe_bytes=2**20,
-                  sample_bytes=56, shaped=RATES, unshaped=RATES)  # fmt: skip
+    values = dict(
+        measured_at="t",
+        hostname="h",
+        endpoint=LOOPBACK,
+        profile="s3-like",
+        latency_ms=30.0,
+        connection_mb_per_s=90.0,
+        connections=16,
+        probe_object="d/npy/features.npy",
+        probe_bytes=2**20,
+        sample_bytes=56,
+        shaped=RATES,
+        unshaped=RATES,
+    )
     return RemoteLimits(**{**values, **changes})
 
 
@@ -97,8 +122,19 @@ def _server_missing() -> str | None:
 def test_limits_remote_measures_the_profile_and_a_run_reports_its_share(cli, tmp_path):
     data, results = tmp_path / "data", tmp_path / "r.jsonl"
     invoke("prepare", "--size", 300, "--shape", "3,4", "--formats", "npy", "--data-dir", data, "-q")
-    measured = cli("limits", "--remote", "s3-like", "--latency-ms", "20", "--connections", "4", "--data-dir", data,
-                   "--results", results)  # fmt: skip
+    measured = cli(
+        "limits",
+        "--remote",
+        "s3-like",
+        "--latency-ms",
+        "20",
+        "--connections",
+        "4",
+        "--data-dir",
+        data,
+        "--results",
+        results,
+    )
     assert measured.code == 0, measured.err
     (limits,) = load_all_remote_limits(results).values()
     assert limits.key.endswith(":loopback@20ms,90MB/s") and limits.sample_bytes == 56
@@ -106,14 +142,50 @@ def test_limits_remote_measures_the_profile_and_a_run_reports_its_share(cli, tmp
     assert 20 <= limits.shaped.first_byte_ms < 40 and limits.unshaped is not None
     assert limits.unshaped.first_byte_ms < limits.shaped.first_byte_ms - 15
     assert limits.shaped.gets_4k_n > 2 * limits.shaped.gets_4k_1, "four connections in flight, not one"
-    run = cli("run", "--remote", "s3-like", "--latency-ms", "20", "--format", "npy", "--loader", "dataloader", "-q",
-              "--cache", "cold", "--runs", 1, "--device", "cpu", "--data-dir", data, "--results", results)  # fmt: skip
+    run = cli(
+        "run",
+        "--remote",
+        "s3-like",
+        "--latency-ms",
+        "20",
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+        "-q",
+        "--cache",
+        "cold",
+        "--runs",
+        1,
+        "--device",
+        "cpu",
+        "--data-dir",
+        data,
+        "--results",
+        results,
+    )
     assert run.code == 0, run.err
     (record,) = stored_records(results)
     assert record["limit_name"] == "remote_large_object_4_connections"
     assert record["percent_of_limit"] == pytest.approx(100 * record["mb_per_s"] / limits.shaped.mb_per_s_n)
-    other = cli("run", "--remote", "express-like", "--format", "npy", "--loader", "dataloader", "-q", "--runs", 1,
-                "--device", "cpu", "--data-dir", data, "--results", tmp_path / "other.jsonl")  # fmt: skip
+    other = cli(
+        "run",
+        "--remote",
+        "express-like",
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+        "-q",
+        "--runs",
+        1,
+        "--device",
+        "cpu",
+        "--data-dir",
+        data,
+        "--results",
+        tmp_path / "other.jsonl",
+    )
     assert other.code == 0 and "iobench limits --remote express-like" in other.err
     assert stored_records(tmp_path / "other.jsonl")[0].get("percent_of_limit") is None
 

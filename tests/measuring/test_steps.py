@@ -65,8 +65,24 @@ def test_run_times_the_users_step_and_says_when_it_raises(own_module, tmp_path, 
     from tests.conftest import invoke, stored_records
 
     invoke("prepare", "--size", 300, "--shape", 4, "--formats", "npy", "--data-dir", tmp_path / "data", "-q")
-    common = ["run", "--data-dir", tmp_path / "data", "--format", "npy", "--loader", "dataloader", "--runs", 1,
-              "--batch-size", 64, "--device", "cpu", "--results", tmp_path / "r.jsonl", "-q"]  # fmt: skip
+    common = [
+        "run",
+        "--data-dir",
+        tmp_path / "data",
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+        "--runs",
+        1,
+        "--batch-size",
+        64,
+        "--device",
+        "cpu",
+        "--results",
+        tmp_path / "r.jsonl",
+        "-q",
+    ]
     r = cli(*common, "--step", "mytrain:step")
     assert r.code == 0, r.err
     (record,) = stored_records(tmp_path / "r.jsonl")
@@ -84,9 +100,26 @@ def test_a_step_that_calls_sys_exit_is_a_failure_and_the_finished_records_are_ke
     from tests.conftest import invoke, stored_records
 
     invoke("prepare", "--size", 300, "--shape", 4, "--formats", "npy,memmap", "--data-dir", tmp_path / "data", "-q")
-    r = cli("run", "--data-dir", tmp_path / "data", "--format", "npy,memmap", "--loader", "dataloader", "--runs", 1,
-            "--batch-size", 64, "--device", "cpu", "--results", tmp_path / "r.jsonl", "-q", "--step",
-            "mytrain:quits_later")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        tmp_path / "data",
+        "--format",
+        "npy,memmap",
+        "--loader",
+        "dataloader",
+        "--runs",
+        1,
+        "--batch-size",
+        64,
+        "--device",
+        "cpu",
+        "--results",
+        tmp_path / "r.jsonl",
+        "-q",
+        "--step",
+        "mytrain:quits_later",
+    )
     assert r.code == 1, r.err
     lines = [line for line in r.err.splitlines() if line.strip()]
     assert lines[-1] == "iobench: error: the step mytrain:quits_later called sys.exit(0) at batch 1", r.err

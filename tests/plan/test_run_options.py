@@ -47,19 +47,33 @@ def test_each_command_offers_the_run_options_it_takes_and_no_other(command):
 
 @pytest.mark.parametrize(
     ("name", "bad", "says"),
-    [("cache", "tepid", "--cache"), ("eviction", "nope", "--eviction"), ("transform", "blur", "transform"),
-     ("transform_on", "gpu", "--transform-on"), ("torch_threads", 0, "--torch-threads"),
-     ("cpu_contention", -1, "--cpu-contention"), ("sampler_tail", "cut", "--distributed-sampler"),
-     ("cache_budget", "lots", "budget"), ("read_limit_mb_per_s", -5.0, "read")],
-)  # fmt: skip
+    [
+        ("cache", "tepid", "--cache"),
+        ("eviction", "nope", "--eviction"),
+        ("transform", "blur", "transform"),
+        ("transform_on", "gpu", "--transform-on"),
+        ("torch_threads", 0, "--torch-threads"),
+        ("cpu_contention", -1, "--cpu-contention"),
+        ("sampler_tail", "cut", "--distributed-sampler"),
+        ("cache_budget", "lots", "budget"),
+        ("read_limit_mb_per_s", -5.0, "read"),
+    ],
+)
 def test_a_wrong_value_is_refused_by_its_declaration_in_one_line(name, bad, says):
     with pytest.raises(IobenchError, match=says):
         RunConfig(format="npy", **{name: bad})
 
 
 def test_the_record_stores_each_option_as_declared():
-    c = RunConfig(format="npy", cache="cold", cache_budget="20%", transform="none", transform_on="device",
-                  torch_threads=2, sampler_tail="pad")  # fmt: skip
+    c = RunConfig(
+        format="npy",
+        cache="cold",
+        cache_budget="20%",
+        transform="none",
+        transform_on="device",
+        torch_threads=2,
+        sampler_tail="pad",
+    )
     stored = recorded_options({o.name: getattr(c, o.name) for o in OPTIONS})
     assert stored["cache"] == "cold" and stored["cache_budget"] == "20%" and stored["sampler_tail"] == "pad"
     assert stored["transform_on"] is None  # where a transform ran: none ran
@@ -68,9 +82,22 @@ def test_the_record_stores_each_option_as_declared():
 
 
 def test_labels_come_from_the_declarations():
-    record = RecordedConfig(dataset="d", format="npy", loader="dataloader", order="shuffle", shuffle=True, epochs=1,
-                            warmup=1, runs=1, device="cpu", cache="warm", torch_threads_asked=1, cpu_contention=2,
-                            backend="gloo", sampler_tail="pad")  # fmt: skip
+    record = RecordedConfig(
+        dataset="d",
+        format="npy",
+        loader="dataloader",
+        order="shuffle",
+        shuffle=True,
+        epochs=1,
+        warmup=1,
+        runs=1,
+        device="cpu",
+        cache="warm",
+        torch_threads_asked=1,
+        cpu_contention=2,
+        backend="gloo",
+        sampler_tail="pad",
+    )
     assert option_labels(record) == ["rivals=2", "sampler=pad"]  # under torchrun the threads are shown as had
 
 
@@ -113,8 +140,14 @@ def test_the_tables_and_the_report_say_the_options_as_declared():
     from iobench.report.tables import _residency
     from tests.conftest import record_of
 
-    r = record_of(cache="cold", cache_budget="20%", read_limit_mb_per_s=400.0, transform="augment",
-                  transform_on="device", residency_before=[0.0])  # fmt: skip
+    r = record_of(
+        cache="cold",
+        cache_budget="20%",
+        read_limit_mb_per_s=400.0,
+        transform="augment",
+        transform_on="device",
+        residency_before=[0.0],
+    )
     assert _residency(r) == "cold (0%) read<=400MB/s budget=20%"
     assert "augment@device" in settings_label(r)
     assert workload_of_record(r).endswith(

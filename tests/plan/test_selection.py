@@ -42,8 +42,13 @@ MISSING = textwrap.dedent("""
     ],
 )
 def test_a_missing_loader_is_refused_first_naming_its_extra_without_importing_torch(tmp_path, module, args, extra):
-    done = subprocess.run([sys.executable, "-c", MISSING, module, "run", *args, "--data-dir", str(tmp_path / "none")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", MISSING, module, "run", *args, "--data-dir", str(tmp_path / "none")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     outcome = json.loads(done.stdout.strip().splitlines()[-1])
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert outcome["code"] == 2 and len(lines) == 1, done.stderr

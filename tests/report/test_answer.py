@@ -11,12 +11,19 @@ from tests.conftest import FLAT_RECORD
 
 
 def record(rate_seconds: list[float], busy: float = 0.0, **config) -> RunRecord:
-    return RunRecord.from_json({
-        **FLAT_RECORD, "epoch_seconds": rate_seconds, "epoch_seconds_median": sorted(rate_seconds)[1],
-        "epoch_seconds_min": min(rate_seconds), "epoch_seconds_max": max(rate_seconds),
-        "samples_per_s": FLAT_RECORD["samples_per_epoch"] / sorted(rate_seconds)[1], "other_cpu_before": busy,
-        "other_cpu_after": busy, **config,
-    })  # fmt: skip
+    return RunRecord.from_json(
+        {
+            **FLAT_RECORD,
+            "epoch_seconds": rate_seconds,
+            "epoch_seconds_median": sorted(rate_seconds)[1],
+            "epoch_seconds_min": min(rate_seconds),
+            "epoch_seconds_max": max(rate_seconds),
+            "samples_per_s": FLAT_RECORD["samples_per_epoch"] / sorted(rate_seconds)[1],
+            "other_cpu_before": busy,
+            "other_cpu_after": busy,
+            **config,
+        }
+    )
 
 
 def test_a_ranking_taken_beside_other_programs_is_no_answer_and_says_so():
@@ -45,8 +52,19 @@ def test_the_suggested_tune_is_a_command_that_names_the_data_it_measured():
     assert tune_command(factory) == "iobench tune --dataset-factory mypipe:make --step mypipe:step"
     own = record([0.1, 0.1, 0.1], step="sleep:2", order="sequential")
     command = tune_command(own, ["--data-dir", "my data", "--dataset", "n1"])
-    assert shlex.split(command) == ["iobench", "tune", "--format", "npy", "--data-dir", "my data", "--dataset", "n1",
-                                    "--step", "sleep:2", "--no-shuffle"]  # fmt: skip
+    assert shlex.split(command) == [
+        "iobench",
+        "tune",
+        "--format",
+        "npy",
+        "--data-dir",
+        "my data",
+        "--dataset",
+        "n1",
+        "--step",
+        "sleep:2",
+        "--no-shuffle",
+    ]
 
 
 def test_a_cpu_run_shows_no_copy_to_a_device():

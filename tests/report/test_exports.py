@@ -33,8 +33,9 @@ def test_report_writes_csv_and_one_html_file_and_filters_by_dataset(tmp_path, cl
 
 def test_a_line_joins_only_figures_of_one_kind_of_data():
     table = RunRecord.from_json(FLAT_RECORD)
-    photos = RunRecord.from_json({**FLAT_RECORD, "source": "/data/photos", "sample_shape": [3, 224, 224],
-                                  "dtype": "uint8", "n_samples": 2002})  # fmt: skip
+    photos = RunRecord.from_json(
+        {**FLAT_RECORD, "source": "/data/photos", "sample_shape": [3, 224, 224], "dtype": "uint8", "n_samples": 2002}
+    )
     assert kind_of_data(table) != kind_of_data(photos)
     assert kind_of_data(RunRecord.from_json({**FLAT_RECORD, "n_samples": 5000})) == kind_of_data(table)
 

@@ -23,10 +23,20 @@ def _records():
             for cache in ("warm", "cold"):
                 for shuffle in (True, False):
                     rate = 1000.0 * bs / 256 + 100 * workers + (50 if cache == "warm" else 0) + (7 if shuffle else 0)
-                    out.append(record_of(batch_size=bs, num_workers=workers, cache=cache, shuffle=shuffle,
-                                         order="shuffle" if shuffle else "sequential", samples_per_s=rate,
-                                         mb_per_s=rate * 56 / 1e6, storage_read_mb_per_s=1.0,
-                                         page_cache_read_mb_per_s=1.0, memory_gather_mb_per_s=1.0))  # fmt: skip
+                    out.append(
+                        record_of(
+                            batch_size=bs,
+                            num_workers=workers,
+                            cache=cache,
+                            shuffle=shuffle,
+                            order="shuffle" if shuffle else "sequential",
+                            samples_per_s=rate,
+                            mb_per_s=rate * 56 / 1e6,
+                            storage_read_mb_per_s=1.0,
+                            page_cache_read_mb_per_s=1.0,
+                            memory_gather_mb_per_s=1.0,
+                        )
+                    )
     out.append(record_of(dataset="n1000_3-4_float32_c1000_s0", n_samples=1000, samples_per_s=777.0))
     out.append(record_of(transform="augment", transform_us_per_sample=760.0, samples_per_s=333.0))
     return out
@@ -87,8 +97,13 @@ def test_percent_of_limit_is_skipped_when_every_run_is_far_below_its_ceiling():
     """Transform-bound runs drew bars of 1% each: a plot with nothing to see."""
     from iobench.results.ceilings import MachineLimits
 
-    limits = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=1000.0, page_cache_read_mb_per_s=1000.0,
-                           memory_gather_mb_per_s=1000.0)  # fmt: skip
+    limits = MachineLimits(
+        hostname="h",
+        data_device="d",
+        storage_read_mb_per_s=1000.0,
+        page_cache_read_mb_per_s=1000.0,
+        memory_gather_mb_per_s=1000.0,
+    )
     low = [with_limits(record_of(mb_per_s=10.0), limits)]
     assert low[0].limit.percent_of_limit == pytest.approx(1.0)
     assert plots.limit_figure(low) is None
@@ -108,8 +123,10 @@ def test_the_heatmap_shows_exact_values_and_what_was_held_fixed():
 
 def test_the_report_opens_with_the_answer_sorts_rows_and_collapses_warnings(tmp_path):
     results = tmp_path / "r.jsonl"
-    rows = [dict(FLAT_RECORD, num_workers=w, samples_per_s=rate, epoch_seconds=[0.1, 0.1, 0.1], partial=True)
-            for w, rate in ((0, 500.0), (1, 900.0), (2, 700.0))]  # fmt: skip
+    rows = [
+        dict(FLAT_RECORD, num_workers=w, samples_per_s=rate, epoch_seconds=[0.1, 0.1, 0.1], partial=True)
+        for w, rate in ((0, 500.0), (1, 900.0), (2, 700.0))
+    ]
     results.write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = write_report(results, tmp_path / "out").read_text()
     assert text.index("## Answer") < text.index("## Where these were measured") < text.index("## Results")
@@ -132,13 +149,36 @@ def test_the_formats_table_sets_speed_beside_shuffle_bytes_and_write_time():
 
     common = {"order": "shuffle", "shuffle": True}
     records = [
-        record_of(format="webdataset", loader="native", samples_per_s=9000.0, shuffle_spread=0.22,
-                  shuffle_order=0.51, dataset_bytes=121_500_000, format_write_seconds=12.5, **common),
-        record_of(format="npy", samples_per_s=5000.0, shuffle_spread=1.0, shuffle_order=0.99,
-                  dataset_bytes=61_600_000, format_write_seconds=0.5, **common),
-        record_of(format="npy", samples_per_s=4000.0, cache="cold", shuffle_spread=1.0, shuffle_order=0.99,
-                  dataset_bytes=61_600_000, format_write_seconds=0.5, **common),
-    ]  # fmt: skip
+        record_of(
+            format="webdataset",
+            loader="native",
+            samples_per_s=9000.0,
+            shuffle_spread=0.22,
+            shuffle_order=0.51,
+            dataset_bytes=121_500_000,
+            format_write_seconds=12.5,
+            **common,
+        ),
+        record_of(
+            format="npy",
+            samples_per_s=5000.0,
+            shuffle_spread=1.0,
+            shuffle_order=0.99,
+            dataset_bytes=61_600_000,
+            format_write_seconds=0.5,
+            **common,
+        ),
+        record_of(
+            format="npy",
+            samples_per_s=4000.0,
+            cache="cold",
+            shuffle_spread=1.0,
+            shuffle_order=0.99,
+            dataset_bytes=61_600_000,
+            format_write_seconds=0.5,
+            **common,
+        ),
+    ]
     text = "\n".join(format_lines(workload_groups(records)))
     rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines() if line.startswith("| ")}
     assert "0.22/0.51" in rows["webdataset/native"] and "121.5" in rows["webdataset/native"]
@@ -174,22 +214,33 @@ def test_figures_from_object_storage_are_kept_apart_from_local_ones_and_per_prof
     from iobench.report.report import workload_groups
 
     common = {"order": "shuffle", "shuffle": True, "cache": "cold"}
-    s3 = {"storage": "object", "remote_profile": "s3-like", "remote_latency_ms": 30.0,
-          "remote_connection_mb_per_s": 90.0}  # fmt: skip
+    s3 = {
+        "storage": "object",
+        "remote_profile": "s3-like",
+        "remote_latency_ms": 30.0,
+        "remote_connection_mb_per_s": 90.0,
+    }
     records = [
         record_of(format="npy", samples_per_s=9000.0, **common),
         record_of(format="memmap", samples_per_s=8000.0, **common),
         record_of(format="npy", samples_per_s=1500.0, **common, **s3),
         record_of(format="lmdb", samples_per_s=3500.0, **common, **{**s3, "storage": "fuse"}),
-        record_of(format="npy", samples_per_s=4500.0, **common, **{**s3, "remote_profile": "express-like",
-                                                                   "remote_latency_ms": 5.0}),
+        record_of(
+            format="npy",
+            samples_per_s=4500.0,
+            **common,
+            **{**s3, "remote_profile": "express-like", "remote_latency_ms": 5.0},
+        ),
         record_of(format="npy", samples_per_s=2500.0, **common, storage="object", remote_profile="external"),
-    ]  # fmt: skip
+    ]
     groups = workload_groups(records)
     sizes = {name.partition("B/sample")[2]: len(g) for name, g in groups.items()}
-    assert sizes == {"": 2, ", from object storage (s3-like: 30 ms first byte, 90 MB/s per connection)": 2,
-                     ", from object storage (express-like: 5 ms first byte, 90 MB/s per connection)": 1,
-                     ", from object storage (an endpoint as it is)": 1}  # fmt: skip
+    assert sizes == {
+        "": 2,
+        ", from object storage (s3-like: 30 ms first byte, 90 MB/s per connection)": 2,
+        ", from object storage (express-like: 5 ms first byte, 90 MB/s per connection)": 1,
+        ", from object storage (an endpoint as it is)": 1,
+    }
     answer = "\n".join(answer_lines(groups))
     assert "9,000 " in answer and "3,500 " in answer and "4,500 " in answer
     tables = "\n".join(format_lines(groups))
@@ -220,9 +271,11 @@ def test_the_report_says_what_it_left_out_and_does_not_rank_a_step_against_none(
 
     results = tmp_path / "r.jsonl"
     base = dict(FLAT_RECORD, format="factory", loader="dataloader", dataset="mypipe:make", epoch_seconds=[0.1] * 3)
-    rows = [dict(base, step="mypipe:step", samples_per_s=100.0, timestamp="2026-11-26T08:00:00+00:00"),
-            dict(base, step="mypipe:step", samples_per_s=120.0, timestamp="2026-11-26T08:05:00+00:00"),
-            dict(base, step="none", samples_per_s=400.0, timestamp="2026-11-26T08:10:00+00:00")]  # fmt: skip
+    rows = [
+        dict(base, step="mypipe:step", samples_per_s=100.0, timestamp="2026-11-26T08:00:00+00:00"),
+        dict(base, step="mypipe:step", samples_per_s=120.0, timestamp="2026-11-26T08:05:00+00:00"),
+        dict(base, step="none", samples_per_s=400.0, timestamp="2026-11-26T08:10:00+00:00"),
+    ]
     results.write_text("".join(json.dumps(r) + "\n" for r in rows))
     text = write_report(results, tmp_path / "out").read_text()
     assert "Left out: 1 earlier record(s) of a configuration measured again" in text and "08:00:00" in text

@@ -105,8 +105,26 @@ def test_sweep_skips_what_does_not_go_together_and_resumes(workspace, cli, monke
     r = cli("sweep", "--data-dir", workspace / "data", "--results", results, *SWEEP)
     assert r.code == 0 and "0 to run" in r.err
     cold_results = workspace / "cold.jsonl"  # a cold grid needs no warm-up: the default cache is not in the way
-    cold = cli("sweep", "--data-dir", workspace / "data", "--results", cold_results, "--format", "npy", "--loader",
-               "dataloader", "--cache", "cold", "--warmup", "0", "--runs", "1", "--device", "cpu", "-q")  # fmt: skip
+    cold = cli(
+        "sweep",
+        "--data-dir",
+        workspace / "data",
+        "--results",
+        cold_results,
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+        "--cache",
+        "cold",
+        "--warmup",
+        "0",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+    )
     assert cold.code == 0, cold.err
     assert [(x["cache"], x["warmup"]) for x in stored_records(cold_results)] == [("cold", 0)]
 
@@ -116,11 +134,14 @@ def test_the_settings_presets_extra_rows_take_the_grids_cache_and_none_resident_
     from iobench.run.sweep import settings_extras
     from iobench.settings import LoaderSettings
 
-    base = config_of("memmap", "dataloader", LoaderSettings(), shuffle=True, block_size=0, epochs=1, warmup=1,
-                     runs=1, cache="as-is")  # fmt: skip
+    base = config_of(
+        "memmap", "dataloader", LoaderSettings(), shuffle=True, block_size=0, epochs=1, warmup=1, runs=1, cache="as-is"
+    )
     local = settings_extras(base, "npy", "warm")
-    assert [(c.format, c.loader, c.cache) for c in local] == [("npy", "dataloader", "warm"),
-                                                               ("npy", "gpu-resident", "warm")]  # fmt: skip
+    assert [(c.format, c.loader, c.cache) for c in local] == [
+        ("npy", "dataloader", "warm"),
+        ("npy", "gpu-resident", "warm"),
+    ]
     assert local[0].settings.prefetch_thread == 4
     remote = settings_extras(base, "npy", "cold", remote=True)
     assert [(c.loader, c.cache) for c in remote] == [("dataloader", "cold")]
@@ -141,8 +162,24 @@ def test_a_failed_configuration_is_one_line_and_the_sweep_goes_on(workspace, cli
         return real_run(resolved, *args, **kwargs)
 
     monkeypatch.setattr(iobench.run.sweep, "run", second_fails)
-    args = ("sweep", "--data-dir", workspace / "data", "--results", results, "--format", "npy", "--loader",
-            "dataloader", "--batch-size", "32,64,128", "--runs", "1", "--device", "cpu", "-q")  # fmt: skip
+    args = (
+        "sweep",
+        "--data-dir",
+        workspace / "data",
+        "--results",
+        results,
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+        "--batch-size",
+        "32,64,128",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+    )
     r = cli(*args)
     last = r.err.strip().splitlines()[-1]
     assert r.code == 2 and "Traceback" not in r.err and "(the 2 others were" in last
@@ -191,11 +228,13 @@ def test_a_grid_from_object_storage_skips_what_it_cannot_read_there_and_threads_
     from iobench.run.sweep_session import sweep_grid
     from iobench.settings import LoaderSettings
 
-    base = config_of("memmap", "dataloader", LoaderSettings(), shuffle=True, block_size=0, epochs=1, warmup=1,
-                     runs=1, cache="cold")  # fmt: skip
+    base = config_of(
+        "memmap", "dataloader", LoaderSettings(), shuffle=True, block_size=0, epochs=1, warmup=1, runs=1, cache="cold"
+    )
     cpu = torch.device("cpu")
-    grid, sizes = sweep_grid(None, base, cpu, True, format="memmap", loader="dataloader,tensorclass",
-                             fetch_threads="1,4")  # fmt: skip
+    grid, sizes = sweep_grid(
+        None, base, cpu, True, format="memmap", loader="dataloader,tensorclass", fetch_threads="1,4"
+    )
     local, _ = expand(base, grid, sizes, cpu)
     remote, notes = expand(base, grid, sizes, cpu, remote=True)
     pairs = [(p.config.loader, p.config.settings.fetch_threads) for p in local]

@@ -39,9 +39,15 @@ def test_a_step_time_drawn_from_a_normal_distribution_repeats_for_a_seed(monkeyp
 
 def _rec(wait, h2d, step, epoch_s, workers=0, batches=10, batch=100, name="sleep:4"):
     return record_of(
-        step=name, num_workers=workers, wait_ms_per_batch=wait, h2d_ms_per_batch=h2d, step_ms_per_batch=step,
-        epoch_seconds_median=epoch_s, batches_per_epoch=batches, samples_per_epoch=batches * batch,
-    )  # fmt: skip
+        step=name,
+        num_workers=workers,
+        wait_ms_per_batch=wait,
+        h2d_ms_per_batch=h2d,
+        step_ms_per_batch=step,
+        epoch_seconds_median=epoch_s,
+        batches_per_epoch=batches,
+        samples_per_epoch=batches * batch,
+    )
 
 
 def test_synchronous_loading_adds_its_time_to_every_batch():
@@ -79,10 +85,28 @@ def test_au_is_recorded_and_shown_and_the_what_if_is_checked_by_measuring(tmp_pa
     prepare_with_limits(tmp_path, "800", "npy")
     results = tmp_path / "r.jsonl"
     r = cli(
-        "run", "--data-dir", tmp_path / "data", "--format", "npy", "--device", "cpu", "--batch-size", "16",
-        "--step", "sleep:4", "--what-if", "2,8", "--min-au", "0.999", "--runs", "3", "-q", "--wide",
-        "--results", results,
-    )  # fmt: skip
+        "run",
+        "--data-dir",
+        tmp_path / "data",
+        "--format",
+        "npy",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "16",
+        "--step",
+        "sleep:4",
+        "--what-if",
+        "2,8",
+        "--min-au",
+        "0.999",
+        "--runs",
+        "3",
+        "-q",
+        "--wide",
+        "--results",
+        results,
+    )
     assert r.code == 0, r.err
     assert "AU (step)" in r.out and "(sleep:4)" in r.out and "below --min-au 100%" in r.err
     a, at2, at8 = stored_records(results)

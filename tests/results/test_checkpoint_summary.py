@@ -13,10 +13,18 @@ QUIET = HostLoad(load_before=0.1, other_cpu_before=0.0, load_after=0.1, other_cp
 def _trials(library: str, mode: str, durable: list[float], cold: list[float], host: HostLoad = QUIET) -> list:
     made = []
     for k, (d, c) in enumerate(zip(durable, cold, strict=True)):
-        common = {"library": library, "params": 10**6, "state_bytes": 14 * 10**6, "bytes_on_disk": 14 * 10**6,
-                  "trial": k, "save_mode": mode, "host": host}  # fmt: skip
-        made.append(CheckpointTrial(op="save", seconds=d / 2, durable_seconds=d, first_durable_seconds=d * 1.5,
-                                    **common))  # fmt: skip
+        common = {
+            "library": library,
+            "params": 10**6,
+            "state_bytes": 14 * 10**6,
+            "bytes_on_disk": 14 * 10**6,
+            "trial": k,
+            "save_mode": mode,
+            "host": host,
+        }
+        made.append(
+            CheckpointTrial(op="save", seconds=d / 2, durable_seconds=d, first_durable_seconds=d * 1.5, **common)
+        )
         made.append(CheckpointTrial(op="restore", cache="cold", seconds=c, exact=True, **common))
     return made
 

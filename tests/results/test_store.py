@@ -45,8 +45,11 @@ def test_a_file_that_holds_no_records_is_refused(tmp_path, content):
 def test_a_fifo_a_folder_and_a_second_name_are_refused(tmp_path, victim):
     os.mkfifo(tmp_path / "fifo")
     os.link(victim, tmp_path / "hard.jsonl")
-    for path, why in ((tmp_path / "fifo", "not a regular file"), (tmp_path, "is a directory"),
-                      (tmp_path / "hard.jsonl", "2 names")):  # fmt: skip
+    for path, why in (
+        (tmp_path / "fifo", "not a regular file"),
+        (tmp_path, "is a directory"),
+        (tmp_path / "hard.jsonl", "2 names"),
+    ):
         with pytest.raises(IobenchError, match=why):
             append_line(path, RECORD)
 
@@ -95,7 +98,11 @@ def test_compare_and_report_say_what_a_path_is_when_it_is_not_a_results_file(cli
     path = {"fifo": tmp_path / "fifo", "device": "/dev/zero", "folder": tmp_path, "missing": tmp_path / "nope"}[kind]
     if kind == "fifo":
         os.mkfifo(path)
-    said = {"fifo": "a FIFO, not a results file", "device": "a device, not a results file",
-            "folder": "a folder, not a results file", "missing": "no such results file"}[kind]  # fmt: skip
+    said = {
+        "fifo": "a FIFO, not a results file",
+        "device": "a device, not a results file",
+        "folder": "a folder, not a results file",
+        "missing": "no such results file",
+    }[kind]
     for command in (("compare", path, path), ("report", path, "--out", tmp_path / "out")):
         assert_one_line_error(cli(*command), said)

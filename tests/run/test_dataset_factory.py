@@ -126,8 +126,19 @@ def user(tmp_path, monkeypatch):
 
 
 def run_factory(cli, tmp_path, factory: str, *args: str):
-    return cli("run", "--dataset-factory", factory, "--results", tmp_path / "r.jsonl", "-q", "--runs", "1",
-               "--epochs", "2", *args)  # fmt: skip
+    return cli(
+        "run",
+        "--dataset-factory",
+        factory,
+        "--results",
+        tmp_path / "r.jsonl",
+        "-q",
+        "--runs",
+        "1",
+        "--epochs",
+        "2",
+        *args,
+    )
 
 
 def test_a_users_dataset_is_timed_with_the_settings_given_and_recorded(cli, tmp_path, user):
@@ -148,8 +159,9 @@ def test_a_users_dataset_is_timed_with_the_settings_given_and_recorded(cli, tmp_
 
 
 def test_workers_and_a_batch_fetching_dataset(cli, tmp_path, user):
-    result = run_factory(cli, tmp_path, f"{user}:make_batched", "--num-workers", "2", "--prefetch-factor", "3",
-                         "--no-shuffle")  # fmt: skip
+    result = run_factory(
+        cli, tmp_path, f"{user}:make_batched", "--num-workers", "2", "--prefetch-factor", "3", "--no-shuffle"
+    )
     assert result.code == 0, result.err
     [record] = stored_records(tmp_path / "r.jsonl")
     assert (record["num_workers"], record["prefetch_factor"], record["fetch"]) == (2, 3, "batch")
@@ -200,10 +212,13 @@ def test_mistakes_are_one_line_and_nothing_is_recorded(cli, tmp_path, user, fact
     assert not (tmp_path / "r.jsonl").exists()
 
 
-@pytest.mark.parametrize(("factory", "said"), [
-    ("quits", "{user}:quits() called sys.exit(0)"),
-    ("make_quitting", "{user}:make_quitting called sys.exit(3) during epoch 0"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("factory", "said"),
+    [
+        ("quits", "{user}:quits() called sys.exit(0)"),
+        ("make_quitting", "{user}:make_quitting called sys.exit(3) during epoch 0"),
+    ],
+)
 def test_a_pipeline_that_calls_sys_exit_is_a_failure_in_one_line(cli, tmp_path, user, factory, said):
     """sys.exit(0) in a factory or its dataset ended the run with rc 0, saying nothing and recording nothing."""
     result = run_factory(cli, tmp_path, f"{user}:{factory}")
@@ -224,8 +239,20 @@ def test_a_pipeline_that_fails_mid_epoch_is_named_in_one_line(cli, tmp_path, use
 @pytest.mark.long
 def test_tune_searches_a_users_dataset_and_its_script_reproduces_the_delivery(cli, tmp_path, user):
     results = tmp_path / "t.jsonl"
-    r = cli("tune", "--dataset-factory", f"{user}:make", "--budget-minutes", "60", "--rounds", "2", "--batch-size",
-            "64", "--results", results, "-q")  # fmt: skip
+    r = cli(
+        "tune",
+        "--dataset-factory",
+        f"{user}:make",
+        "--budget-minutes",
+        "60",
+        "--rounds",
+        "2",
+        "--batch-size",
+        "64",
+        "--results",
+        results,
+        "-q",
+    )
     assert r.code == 0, r.err
     records = stored_records(results)
     assert records and {x["format"] for x in records} == {"factory"}

@@ -117,9 +117,25 @@ def _check_aggregated(record: dict, world: int, nodes: int) -> None:
 def test_torchrun_writes_one_aggregated_record(dataset_dir, tmp_path):
     results = dataset_dir.parent.parent / "torchrun.jsonl"
     r = _torchrun(
-        "-m", "iobench", "run", "--format", "memmap", "--loader", "tensorclass", "--device", "cpu",
-        "--data-dir", dataset_dir.parent, "--results", results, "--runs", "2", "--cache", "cold", "-q",
-    )  # fmt: skip
+        "-m",
+        "iobench",
+        "run",
+        "--format",
+        "memmap",
+        "--loader",
+        "tensorclass",
+        "--device",
+        "cpu",
+        "--data-dir",
+        dataset_dir.parent,
+        "--results",
+        results,
+        "--runs",
+        "2",
+        "--cache",
+        "cold",
+        "-q",
+    )
     (record,) = stored_records(results)
     _check_aggregated(record, world=2, nodes=1)
     assert record["shard"] == "contiguous" and record["cache"] == "cold"
@@ -134,10 +150,33 @@ def test_nproc_launches_torchrun_with_the_distributed_sampler(dataset_dir):
     results = dataset_dir.parent.parent / "nproc.jsonl"
     env = dict(os.environ, COLUMNS="200", OMP_NUM_THREADS="1")
     r = subprocess.run(
-        [sys.executable, "-m", "iobench", "run", "--nproc", "2", "--format", "npy", "--loader", "dataloader",
-         "--device", "cpu", "--data-dir", str(dataset_dir.parent), "--results", str(results), "--runs", "2", "-q"],
-        capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "iobench",
+            "run",
+            "--nproc",
+            "2",
+            "--format",
+            "npy",
+            "--loader",
+            "dataloader",
+            "--device",
+            "cpu",
+            "--data-dir",
+            str(dataset_dir.parent),
+            "--results",
+            str(results),
+            "--runs",
+            "2",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "launching: 2 ranks on this machine (store on 127.0.0.1): iobench run" in r.stderr
     (record,) = stored_records(results)
@@ -151,11 +190,33 @@ def test_nproc_ranks_and_rivals_import_the_running_iobench_not_the_working_direc
     results = dataset_dir.parent.parent / "planted.jsonl"  # beside the module's limits
     env = dict(os.environ, COLUMNS="200", OMP_NUM_THREADS="1")
     r = subprocess.run(
-        [console_script(), "run", "--nproc", "2", "--format", "npy", "--loader", "dataloader", "--device", "cpu",
-         "--data-dir", str(dataset_dir.parent), "--results", str(results), "--runs", "1", "--cpu-contention", "1",
-         "-q"],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
-    )  # fmt: skip
+        [
+            console_script(),
+            "run",
+            "--nproc",
+            "2",
+            "--format",
+            "npy",
+            "--loader",
+            "dataloader",
+            "--device",
+            "cpu",
+            "--data-dir",
+            str(dataset_dir.parent),
+            "--results",
+            str(results),
+            "--runs",
+            "1",
+            "--cpu-contention",
+            "1",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert not marker.exists(), f"planted code ran: {marker.read_text()}"
     (record,) = stored_records(results)
@@ -171,11 +232,39 @@ def test_nproc_listens_on_loopback_only_and_no_rank_outlives_iobench(dataset_dir
 
     env = dict(os.environ, COLUMNS="200")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "iobench", "run", "--nproc", "2", "--format", "npy", "--loader", "dataloader",
-         "--num-workers", "1", "--device", "cpu", "--data-dir", str(dataset_dir.parent), "--batch-size", "4",
-         "--results", str(tmp_path / "r.jsonl"), "--runs", "50", "--step", "sleep:50", "-q"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "iobench",
+            "run",
+            "--nproc",
+            "2",
+            "--format",
+            "npy",
+            "--loader",
+            "dataloader",
+            "--num-workers",
+            "1",
+            "--device",
+            "cpu",
+            "--data-dir",
+            str(dataset_dir.parent),
+            "--batch-size",
+            "4",
+            "--results",
+            str(tmp_path / "r.jsonl"),
+            "--runs",
+            "50",
+            "--step",
+            "sleep:50",
+            "-q",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=ROOT,
+    )
     watched = Watched(proc)
     ranks = lambda w: [p for p in w.seen if _cmdline(p).endswith("--step\0sleep:50\0-q")]  # noqa: E731
     watched.until(lambda w: len(ranks(w)) == 2 and len({pid for pid, _, _ in w.listened}) >= 3)
@@ -207,13 +296,32 @@ def test_multinode_script_joins_two_nodes_on_loopback(dataset_dir):
     """Two torchrun agents, one 'node' each, meet through c10d rendezvous on 127.0.0.1."""
     results = dataset_dir.parent.parent / "multinode.jsonl"
     env = dict(
-        os.environ, NNODES="2", NPROC_PER_NODE="1", RDZV_ENDPOINT=f"127.0.0.1:{_free_port()}",
-        JOB_ID="iobench-test", PYTHON=sys.executable, OMP_NUM_THREADS="1", COLUMNS="200",
-    )  # fmt: skip
+        os.environ,
+        NNODES="2",
+        NPROC_PER_NODE="1",
+        RDZV_ENDPOINT=f"127.0.0.1:{_free_port()}",
+        JOB_ID="iobench-test",
+        PYTHON=sys.executable,
+        OMP_NUM_THREADS="1",
+        COLUMNS="200",
+    )
     args = [
-        "bash", str(ROOT / "scripts" / "launch_multinode.sh"), "--format", "memmap", "--loader", "tensorclass",
-        "--device", "cpu", "--data-dir", str(dataset_dir.parent), "--results", str(results), "--runs", "2", "-q",
-    ]  # fmt: skip
+        "bash",
+        str(ROOT / "scripts" / "launch_multinode.sh"),
+        "--format",
+        "memmap",
+        "--loader",
+        "tensorclass",
+        "--device",
+        "cpu",
+        "--data-dir",
+        str(dataset_dir.parent),
+        "--results",
+        str(results),
+        "--runs",
+        "2",
+        "-q",
+    ]
     pipes = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE, "text": True}
     nodes = [subprocess.Popen(args, env=env, cwd=ROOT, **pipes) for _ in range(2)]
     outputs = [node.communicate(timeout=300) for node in nodes]
@@ -281,8 +389,24 @@ def test_the_libraries_own_rank_splitting_delivers_every_sample_once(sharded_dir
 def test_a_native_run_under_torchrun_records_the_librarys_split(sharded_dir):
     results = sharded_dir.parent / "native.jsonl"
     fmt = SPLITTING[0]
-    _torchrun("-m", "iobench", "run", "--format", fmt, "--loader", "native", "--device", "cpu", "--data-dir",
-              sharded_dir.parent, "--results", results, "--runs", "1", "-q")  # fmt: skip
+    _torchrun(
+        "-m",
+        "iobench",
+        "run",
+        "--format",
+        fmt,
+        "--loader",
+        "native",
+        "--device",
+        "cpu",
+        "--data-dir",
+        sharded_dir.parent,
+        "--results",
+        results,
+        "--runs",
+        "1",
+        "-q",
+    )
     (record,) = stored_records(results)
     assert record["world_size"] == 2 and record["samples_per_epoch"] == N
     assert record["shard"] == FORMATS[fmt].native_rank_split
@@ -293,8 +417,25 @@ def test_a_native_run_under_torchrun_records_the_librarys_split(sharded_dir):
 )
 def test_litdatas_dropped_samples_under_torchrun_are_recorded_and_warned(sharded_dir):
     results = sharded_dir.parent / "litdata.jsonl"
-    r = _torchrun("-m", "iobench", "run", "--format", "litdata", "--loader", "native", "--device", "cpu", "--data-dir",
-                  sharded_dir.parent, "--results", results, "--runs", "1", "--batch-size", "16")  # fmt: skip
+    r = _torchrun(
+        "-m",
+        "iobench",
+        "run",
+        "--format",
+        "litdata",
+        "--loader",
+        "native",
+        "--device",
+        "cpu",
+        "--data-dir",
+        sharded_dir.parent,
+        "--results",
+        results,
+        "--runs",
+        "1",
+        "--batch-size",
+        "16",
+    )
     (record,) = stored_records(results)
     assert record["samples_per_epoch"] == LITDATA_DELIVERED
     assert record["shard"] == FORMATS["litdata"].native_rank_split
@@ -345,8 +486,9 @@ def _measured(seconds: list[float], samples: int, node_main_reads: float | None,
     system = [{"device_read_bytes": node_main_reads, "process_read_bytes": 1000} for _ in seconds]
     total = {"cpu_utilisation": 0.5, "cpu_iowait": 0.1}
     peak = {"peak_rss_bytes": rss, "peak_rss_children_bytes": 0}
-    return RankMeasurements(timings, system, [0.0] * len(seconds), [1.0] * len(seconds), [0.5], total, peak,
-                            (math.nan, math.nan))  # fmt: skip
+    return RankMeasurements(
+        timings, system, [0.0] * len(seconds), [1.0] * len(seconds), [0.5], total, peak, (math.nan, math.nan)
+    )
 
 
 def test_combine_takes_the_slowest_rank_and_sums_samples():
@@ -445,12 +587,37 @@ def test_a_rank_that_fails_or_hangs_ends_the_nproc_run_in_a_line_per_rank(datase
     (tmp_path / "rank_steps.py").write_text(RANK_STEPS)
     started = time.monotonic()
     r = subprocess.run(
-        [sys.executable, "-m", "iobench", "run", "--nproc", "2", "--format", "npy", "--loader", "dataloader",
-         "--device", "cpu", "--data-dir", str(dataset_dir.parent), "--results", str(dataset_dir.parents[1] / "r.jsonl"),
-         "-q",
-         "--runs", "1", "--step", f"rank_steps:{step}", "--rank-timeout", "15"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=240, env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "iobench",
+            "run",
+            "--nproc",
+            "2",
+            "--format",
+            "npy",
+            "--loader",
+            "dataloader",
+            "--device",
+            "cpu",
+            "--data-dir",
+            str(dataset_dir.parent),
+            "--results",
+            str(dataset_dir.parents[1] / "r.jsonl"),
+            "-q",
+            "--runs",
+            "1",
+            "--step",
+            f"rank_steps:{step}",
+            "--rank-timeout",
+            "15",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=240,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert r.returncode != 0 and "Traceback" not in r.stderr, r.stderr[-3000:]
     lines = [line for line in r.stderr.splitlines() if line.startswith("iobench:")]
     assert lines[-1].startswith("iobench: error: ranks: rank"), lines

@@ -53,9 +53,23 @@ def test_warm_runs_build_once_per_run_and_time_only_the_timed_epochs():
     timings = subject.run(2, 1, 2, lambda batch: None)
     assert [t.samples for t in timings] == [12] * 4 and subject.built == 2
     assert subject.calls == [
-        "build", "starting 1", "started 1", "ended 1 12", "starting 2", "started 2", "ended 2 12", "done 0 3",
-        "build", "starting 4", "started 4", "ended 4 12", "starting 5", "started 5", "ended 5 12", "done 1 6",
-    ]  # fmt: skip
+        "build",
+        "starting 1",
+        "started 1",
+        "ended 1 12",
+        "starting 2",
+        "started 2",
+        "ended 2 12",
+        "done 0 3",
+        "build",
+        "starting 4",
+        "started 4",
+        "ended 4 12",
+        "starting 5",
+        "started 5",
+        "ended 5 12",
+        "done 1 6",
+    ]
 
 
 def test_a_cold_epoch_evicts_with_the_loader_closed_then_builds_a_fresh_one():

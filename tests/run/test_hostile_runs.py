@@ -143,8 +143,19 @@ def test_a_budget_below_what_the_run_keeps_in_flight_is_refused_before_measuring
     """a 1M budget with two workers lost a batch to ENOMEM and hung for more than 100 s."""
     root, _ = workspace
     shutil.copy(root / "limits.json", tmp_path / "limits.json")
-    r = cli("run", "--data-dir", root / "data", "--format", "npy", "--num-workers", "2", "--cache-budget", "1M",
-            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        root / "data",
+        "--format",
+        "npy",
+        "--num-workers",
+        "2",
+        "--cache-budget",
+        "1M",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert_one_line_error(r, "below what this run keeps in flight")
     assert not (tmp_path / "r.jsonl").exists()
 
@@ -155,8 +166,9 @@ def test_a_budget_without_a_unit_or_on_tmpfs_is_refused(workspace, cli, tmp_path
     assert_one_line_error(r, "give a unit")  # it meant 20 bytes
     monkeypatch.setattr("iobench.storage.local.folder.mount_of", lambda path: ("tmpfs", "tmpfs"))
     shutil.copy(root / "limits.json", tmp_path / "limits.json")
-    r = cli("run", "--data-dir", root / "data", "--format", "npy", "--cache-budget", "1G",
-            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run", "--data-dir", root / "data", "--format", "npy", "--cache-budget", "1G", "--results", tmp_path / "r.jsonl"
+    )
     assert_one_line_error(r, "files are memory, not cache")
 
 
@@ -285,7 +297,7 @@ def _returns_within(seconds: float, fn, fifo: Path):
     def target():
         try:
             result["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
+        except BaseException as exc:  # handed to the test
             result["error"] = exc
 
     thread = threading.Thread(target=target, daemon=True)
@@ -443,8 +455,11 @@ def test_a_governor_whose_run_was_killed_ends_without_a_traceback(tmp_path):
     read_end, write_end = os.pipe()
     governor = subprocess.Popen(
         [sys.executable, "-m", "iobench.storage.local.cache_governor", str(tmp_path), "1", "100"],
-        stdin=subprocess.PIPE, stdout=write_end, stderr=subprocess.PIPE, cwd=ROOT,
-    )  # fmt: skip
+        stdin=subprocess.PIPE,
+        stdout=write_end,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
     os.close(write_end)
     line = b""
     while not line.endswith(b"\n"):  # print may write "ready" and its newline apart (PYTHONUNBUFFERED)
@@ -466,16 +481,39 @@ def test_the_cache_budgets_governor_imports_the_running_iobench(workspace, tmp_p
     root, _ = workspace
     marker = planted(tmp_path)
     r = subprocess.run(
-        [console_script(), "run", "--data-dir", root / "data", "--format", "npy", "--cache-budget", "64M",
-         "--runs", "1", "--device", "cpu", "--results", root / "planted.jsonl", "-q"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=300,
-    )  # fmt: skip
+        [
+            console_script(),
+            "run",
+            "--data-dir",
+            root / "data",
+            "--format",
+            "npy",
+            "--cache-budget",
+            "64M",
+            "--runs",
+            "1",
+            "--device",
+            "cpu",
+            "--results",
+            root / "planted.jsonl",
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert not marker.exists(), f"planted code ran: {marker.read_text()}"
 
 
-CORE_DATA_FILE = {"npy": "npy/features.npy", "memmap": "memmap/features.memmap", "hdf5": "hdf5/data.h5",
-                  "lmdb": "lmdb/data.mdb", "files": "files/labels.npy"}  # fmt: skip
+CORE_DATA_FILE = {
+    "npy": "npy/features.npy",
+    "memmap": "memmap/features.memmap",
+    "hdf5": "hdf5/data.h5",
+    "lmdb": "lmdb/data.mdb",
+    "files": "files/labels.npy",
+}
 
 
 @pytest.mark.parametrize(

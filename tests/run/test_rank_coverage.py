@@ -35,16 +35,20 @@ def test_a_pipeline_that_repeats_and_drops_samples_across_ranks_is_counted():
     mine = np.arange(0, 50)
     planted = np.concatenate([np.arange(40, 90), [89]])  # 40-49 repeated, 90-99 never, one sample twice in a rank
     coverage = rank_coverage(TwoRanks(planted, _timing(51, 4)), mine, 100, _timing(50, 4))
-    assert coverage == {"rank_samples": [50, 51], "rank_batches": [4, 4], "duplicated_samples": 11,
-                        "missing_samples": 10}  # fmt: skip
+    assert coverage == {
+        "rank_samples": [50, 51],
+        "rank_batches": [4, 4],
+        "duplicated_samples": 11,
+        "missing_samples": 10,
+    }
 
 
 def test_unequal_batches_and_gaps_are_warnings_and_an_even_split_is_not():
-    even = record_of(world_size=2, rank_samples=[50, 50], rank_batches=[4, 4], duplicated_samples=0,
-                     missing_samples=0)  # fmt: skip
+    even = record_of(world_size=2, rank_samples=[50, 50], rank_batches=[4, 4], duplicated_samples=0, missing_samples=0)
     assert coverage_warnings("x", even) == []
-    uneven = record_of(world_size=2, rank_samples=[60, 40], rank_batches=[4, 3], duplicated_samples=0,
-                       missing_samples=5)  # fmt: skip
+    uneven = record_of(
+        world_size=2, rank_samples=[60, 40], rank_batches=[4, 3], duplicated_samples=0, missing_samples=5
+    )
     found = coverage_warnings("x", uneven)
     assert [w.kind for w in found] == [Kind.RANK_COVERAGE] * 2
     assert "4/3 batches" in found[0].finding and "DDP hangs" in found[0].advice and "5 never" in found[1].finding
@@ -53,8 +57,22 @@ def test_unequal_batches_and_gaps_are_warnings_and_an_even_split_is_not():
 def test_two_ranks_under_torchrun_record_their_coverage(tmp_path, cli):
     prepare_with_limits(tmp_path, "1000", "npy")
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--data-dir", tmp_path / "data", "--format", "npy", "--nproc", "2", "--batch-size", "64",
-            "--runs", "1", "-q", "--results", results)  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        tmp_path / "data",
+        "--format",
+        "npy",
+        "--nproc",
+        "2",
+        "--batch-size",
+        "64",
+        "--runs",
+        "1",
+        "-q",
+        "--results",
+        results,
+    )
     assert r.code == 0, r.err
     record = stored_records(results)[-1]
     assert record["rank_samples"] == [500, 500] and record["rank_batches"] == [8, 8]
@@ -69,8 +87,11 @@ def test_the_distributed_sampler_trims_pads_or_drops_the_tail_as_asked():
     def ranks(tail: str) -> list[np.ndarray]:
         return [DistributedSamplerOrder(100, 16, True, 0, None, r, 3, tail).indices(1) for r in range(3)]
 
-    for tail, shares, twice, never in (("trim", [34, 33, 33], 0, 0), ("pad", [34, 34, 34], 2, 0),
-                                       ("drop", [33, 33, 33], 0, 1)):  # fmt: skip
+    for tail, shares, twice, never in (
+        ("trim", [34, 33, 33], 0, 0),
+        ("pad", [34, 34, 34], 2, 0),
+        ("drop", [33, 33, 33], 0, 1),
+    ):
         got = ranks(tail)
         counts = np.bincount(np.concatenate(got), minlength=100)
         assert [len(g) for g in got] == shares, tail
@@ -82,8 +103,24 @@ def test_the_distributed_sampler_trims_pads_or_drops_the_tail_as_asked():
 def test_a_padding_sampler_on_three_ranks_records_its_repeats(tmp_path, cli):
     prepare_with_limits(tmp_path, "1000", "npy")
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--data-dir", tmp_path / "data", "--format", "npy", "--nproc", "3", "--batch-size", "64",
-            "--distributed-sampler", "pad", "--runs", "1", "-q", "--results", results)  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        tmp_path / "data",
+        "--format",
+        "npy",
+        "--nproc",
+        "3",
+        "--batch-size",
+        "64",
+        "--distributed-sampler",
+        "pad",
+        "--runs",
+        "1",
+        "-q",
+        "--results",
+        results,
+    )
     assert r.code == 0, r.err
     record = stored_records(results)[-1]
     assert record["sampler_tail"] == "pad" and record["rank_samples"] == [334, 334, 334]
@@ -102,6 +139,16 @@ def test_the_sampler_tail_names_its_configuration_in_the_tables():
 
 def test_the_sampler_tail_is_refused_where_there_is_no_distributed_sampler(tmp_path, cli):
     prepare_with_limits(tmp_path, "100", "npy")
-    r = cli("run", "--data-dir", tmp_path / "data", "--format", "npy", "--distributed-sampler", "drop", "-q",
-            "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        tmp_path / "data",
+        "--format",
+        "npy",
+        "--distributed-sampler",
+        "drop",
+        "-q",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 2 and "--distributed-sampler is the DataLoader's DistributedSampler" in r.err, r.err

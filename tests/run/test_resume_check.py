@@ -88,10 +88,10 @@ def test_a_state_goes_through_a_checkpoint_with_weights_only():
     assert back["n"] == 3 and back["names"] == ["a"] and torch.equal(back["nested"]["t"], torch.arange(4))
 
 
-@pytest.mark.parametrize("skew, lost, repeated", [(0, 0, 0), (-1, 0, 32), (1, 32, 0)],
-                         ids=["exact", "repeats", "loses"])  # fmt: skip
-def test_a_planted_pipeline_that_repeats_or_loses_on_resume_is_recorded_so(dataset_dir, planted, skew, lost,
-                                                                          repeated):  # fmt: skip
+@pytest.mark.parametrize(
+    "skew, lost, repeated", [(0, 0, 0), (-1, 0, 32), (1, 32, 0)], ids=["exact", "repeats", "loses"]
+)
+def test_a_planted_pipeline_that_repeats_or_loses_on_resume_is_recorded_so(dataset_dir, planted, skew, lost, repeated):
     """Two resumes, each one batch (16 samples) off when skewed: the record counts them, the order differs, and
     the report warns."""
     planted.skew = skew
@@ -173,12 +173,42 @@ def test_the_libraries_state_resumes_an_epoch_exactly(dataset_dir, fmt, loader, 
 
 def test_the_command_line_records_the_four_fields_and_refuses_ranks(dataset_dir, cli, tmp_path):
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--format", "npy", "--loader", "direct", "--resume-check", "--runs", "1", "--device", "cpu",
-            "--batch-size", "16", "--data-dir", dataset_dir.parent, "--results", results, "-q")  # fmt: skip
+    r = cli(
+        "run",
+        "--format",
+        "npy",
+        "--loader",
+        "direct",
+        "--resume-check",
+        "--runs",
+        "1",
+        "--device",
+        "cpu",
+        "--batch-size",
+        "16",
+        "--data-dir",
+        dataset_dir.parent,
+        "--results",
+        results,
+        "-q",
+    )
     assert r.code == 0, r.err
     (stored,) = stored_records(results)
     assert stored["resume_supported"] is False
     assert {"resume_seconds", "resume_lost_samples", "resume_repeated_samples", "resume_same_order"} <= set(stored)
-    r = cli("run", "--format", "npy", "--resume-check", "--nproc", "2", "--device", "cpu",
-            "--data-dir", dataset_dir.parent, "--results", results, "-q")  # fmt: skip
+    r = cli(
+        "run",
+        "--format",
+        "npy",
+        "--resume-check",
+        "--nproc",
+        "2",
+        "--device",
+        "cpu",
+        "--data-dir",
+        dataset_dir.parent,
+        "--results",
+        results,
+        "-q",
+    )
     assert r.code == 2 and "--resume-check restores one process's pipeline" in r.err, r.err

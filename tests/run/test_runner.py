@@ -125,9 +125,16 @@ def test_the_ceiling_rule_reads_the_stored_spellings_of_the_choices():
 
 def test_the_recorded_config_carries_every_value_given(dataset_dir):
     resolved = resolved_run(
-        dataset_dir, "npy", "dataloader", batch_size=8, eviction="fadvise", torch_threads=1, cpu_contention=2,
-        cache="cold", runs=1,
-    )  # fmt: skip
+        dataset_dir,
+        "npy",
+        "dataloader",
+        batch_size=8,
+        eviction="fadvise",
+        torch_threads=1,
+        cpu_contention=2,
+        cache="cold",
+        runs=1,
+    )
     c = resolved.recorded()
     assert (c.eviction, c.torch_threads_asked, c.cpu_contention, c.settings.batch_size) == ("fadvise", 1, 2, 8)
 

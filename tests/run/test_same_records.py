@@ -117,8 +117,11 @@ def test_the_same_runs_store_the_same_configurations(tmp_path):
     now = configs(prepared(tmp_path), tmp_path)
     assert set(now) == set(before)
     for name in RUNS:
-        changed = {k: (before[name].get(k), now[name].get(k)) for k in before[name].keys() | now[name].keys()
-                   if before[name].get(k) != now[name].get(k)}  # fmt: skip
+        changed = {
+            k: (before[name].get(k), now[name].get(k))
+            for k in before[name].keys() | now[name].keys()
+            if before[name].get(k) != now[name].get(k)
+        }
         assert not changed, (name, changed)
 
 

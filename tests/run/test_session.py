@@ -32,8 +32,22 @@ def _calls(monkeypatch, stop_at: int | None = None) -> list[tuple[str, int]]:
 
 def test_the_runs_of_several_configurations_are_measured_in_turn(data, cli, tmp_path, monkeypatch):
     seen = _calls(monkeypatch)
-    r = cli("run", "--data-dir", data, "--format", "npy,memmap", "--loader", "dataloader", "--runs", 3, "--batch-size",
-            64, "-q", "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        data,
+        "--format",
+        "npy,memmap",
+        "--loader",
+        "dataloader",
+        "--runs",
+        3,
+        "--batch-size",
+        64,
+        "-q",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 0, r.err
     assert seen == [(label, k) for k in range(3) for label in ("npy/dataloader", "memmap/dataloader")]
     records = stored_records(tmp_path / "r.jsonl")
@@ -42,8 +56,22 @@ def test_the_runs_of_several_configurations_are_measured_in_turn(data, cli, tmp_
 
 def test_an_interrupted_interleaved_run_keeps_the_runs_each_configuration_finished(data, cli, tmp_path, monkeypatch):
     _calls(monkeypatch, stop_at=4)  # A1, B1, A2 done; B2 interrupted
-    r = cli("run", "--data-dir", data, "--format", "npy,memmap", "--loader", "dataloader", "--runs", 3, "--batch-size",
-            64, "-q", "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "run",
+        "--data-dir",
+        data,
+        "--format",
+        "npy,memmap",
+        "--loader",
+        "dataloader",
+        "--runs",
+        3,
+        "--batch-size",
+        64,
+        "-q",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 130, r.err
     records = stored_records(tmp_path / "r.jsonl")
     assert sorted((x["format"], x["runs"], len(x["epoch_seconds"])) for x in records) == [

@@ -37,8 +37,11 @@ def test_the_candidates_cover_workers_up_to_the_cores_and_pinning_only_on_cuda()
     found = candidates(base, "npy", cuda=False, batch_sizes=None, loaders=(L.DATALOADER,))
     assert sorted({c.settings.num_workers for c in found}) == list(range(CORES + 1))
     assert not any(c.settings.pin_memory for c in found)
-    assert all(c.settings.prefetch_factor is None and not c.settings.persistent_workers
-               for c in found if c.settings.num_workers == 0)  # fmt: skip
+    assert all(
+        c.settings.prefetch_factor is None and not c.settings.persistent_workers
+        for c in found
+        if c.settings.num_workers == 0
+    )
     assert {c.settings.in_order for c in found if c.settings.num_workers} == {True, False}
     on_cuda = candidates(base, "memmap", cuda=True, batch_sizes=[256, 1024], loaders=(L.DATALOADER, L.TENSORCLASS))
     # per batch size and pinning: the DataLoader's 8 per worker count, tensorclass's 4 (no in_order), each with
@@ -221,8 +224,24 @@ def test_an_unsettled_search_still_prints_the_best_measured_code_with_its_caveat
 def test_tune_searches_with_the_users_transform(tmp_path, cli):
     """On photos with augmentation tune recommended 0 workers while 2 were faster with the augmentation."""
     prepare_with_limits(tmp_path, "256", "npy")
-    r = cli("tune", "--format", "npy", "--transform", "cpu:20", "--budget-minutes", "60", "--rounds", "1", "--device",
-            "cpu", "-q", "--data-dir", tmp_path / "data", "--results", tmp_path / "r.jsonl")  # fmt: skip
+    r = cli(
+        "tune",
+        "--format",
+        "npy",
+        "--transform",
+        "cpu:20",
+        "--budget-minutes",
+        "60",
+        "--rounds",
+        "1",
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        tmp_path / "data",
+        "--results",
+        tmp_path / "r.jsonl",
+    )
     assert r.code == 0, r.err
     records = stored_records(tmp_path / "r.jsonl")
     assert records and {x["transform"] for x in records} == {"cpu:20"}
@@ -273,8 +292,10 @@ def test_the_command_to_measure_again_names_every_setting_the_search_changed():
 
     c = run_config("npy", "dataloader", num_workers=2, fetch_threads=16, batch_size=256, shuffle=False)
     typed = run_command(c, ["--remote", "s3-like", "--data-dir", "my data"], "cpu")
-    assert typed == ("iobench run --remote s3-like --data-dir 'my data' --format npy --loader dataloader --device cpu "
-                     "--batch-size 256 --num-workers 2 --cache warm --fetch-threads 16 --no-shuffle")  # fmt: skip
+    assert typed == (
+        "iobench run --remote s3-like --data-dir 'my data' --format npy --loader dataloader --device cpu "
+        "--batch-size 256 --num-workers 2 --cache warm --fetch-threads 16 --no-shuffle"
+    )
     item = run_command(run_config("files", "dataloader", fetch="item", num_workers=1), [], "cpu")
     assert item.endswith("--num-workers 1 --cache warm --fetch item")
 
@@ -316,10 +337,15 @@ def step(features, labels):
 """
 
 
-@pytest.mark.parametrize(("fmt", "loader", "step"), [
-    ("npy", "dataloader", "paste_step:step"), ("memmap", "tensorclass", "paste_step:step"),
-    ("npy", "dataloader", "sleep:1"), ("npy", "dataloader", "mlp"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fmt", "loader", "step"),
+    [
+        ("npy", "dataloader", "paste_step:step"),
+        ("memmap", "tensorclass", "paste_step:step"),
+        ("npy", "dataloader", "sleep:1"),
+        ("npy", "dataloader", "mlp"),
+    ],
+)
 def test_the_pasted_script_samples_and_steps_as_tune_measured(tmp_path, monkeypatch, fmt, loader, step):
     """The pasted script sampled with RandomSampler and BatchSampler (a Python list per batch: 0.07 s an epoch on its
     own, the script at 0.64-0.74 of tune's figure beside load) where iobench draws a numpy array per batch, and it left

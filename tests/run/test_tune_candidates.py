@@ -61,9 +61,13 @@ class FakeTrials:
     def trial(self, config, epochs, max_seconds):
         self.caps.add((epochs, max_seconds))
         rate, spread, order = self.figures[config.settings.num_workers]
-        record = record_of(num_workers=config.settings.num_workers, samples_per_epoch=50_000,
-                           epoch_seconds=[50_000 / rate * (1 + 0.001 * k) for k in range(epochs)],
-                           shuffle_spread=spread, shuffle_order=order)  # fmt: skip
+        record = record_of(
+            num_workers=config.settings.num_workers,
+            samples_per_epoch=50_000,
+            epoch_seconds=[50_000 / rate * (1 + 0.001 * k) for k in range(epochs)],
+            shuffle_spread=spread,
+            shuffle_order=order,
+        )
         return (config.settings.num_workers, epochs), lambda: record
 
 
@@ -190,7 +194,9 @@ def test_the_library_is_imported_before_workers_fork(tmp_path, fmt):
 
     invoke("prepare", "--size", "64", "--data-dir", tmp_path / "data", "-q", "--formats", fmt)
     folder = next((tmp_path / "data").iterdir())
-    code = (f"import sys; from iobench.api import open_dataset; assert {fmt!r} not in sys.modules; "
-            f"open_dataset({str(folder)!r}, {fmt!r}); assert {fmt!r} in sys.modules, 'not imported'")  # fmt: skip
+    code = (
+        f"import sys; from iobench.api import open_dataset; assert {fmt!r} not in sys.modules; "
+        f"open_dataset({str(folder)!r}, {fmt!r}); assert {fmt!r} in sys.modules, 'not imported'"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert done.returncode == 0, done.stderr

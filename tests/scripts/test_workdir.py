@@ -45,10 +45,23 @@ def test_a_planted_link_is_refused_and_what_it_points_to_is_kept(shared):
     plant = f"mkdir -p {victim}/torch && echo mine > {victim}/torch/precious && ln -s {victim} {planted}"
     _as_nobody("sh", "-c", plant)
     done = subprocess.run(
-        [sys.executable, str(SCRIPTS / "bench_checkpoint_loops.py"), "--params", "1e5", "--rounds", "1",
-         "--libraries", "torch", "--dir", str(planted)],
-        capture_output=True, text=True, timeout=120, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            str(SCRIPTS / "bench_checkpoint_loops.py"),
+            "--params",
+            "1e5",
+            "--rounds",
+            "1",
+            "--libraries",
+            "torch",
+            "--dir",
+            str(planted),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert done.returncode != 0 and "it is a link" in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert (victim / "torch" / "precious").read_text() == "mine\n"
     assert sorted(p.name for p in victim.iterdir()) == ["torch"]  # nothing written under the link's target

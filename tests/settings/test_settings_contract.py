@@ -70,8 +70,9 @@ def test_run_has_its_option_and_sweep_its_comma_list(setting, helps):
     assert setting.option in helps["run"]
     assert (setting.option in helps["sweep"]) == bool(setting.sweep)
     if setting.sweep:
-        values = setting.parse_list(",".join(str(v).lower() for v in (setting.default, other_value(setting))
-                                             if v is not None))  # fmt: skip
+        values = setting.parse_list(
+            ",".join(str(v).lower() for v in (setting.default, other_value(setting)) if v is not None)
+        )
         assert other_value(setting) in values or str(other_value(setting)) in map(str, values)
 
 
@@ -79,8 +80,9 @@ def test_run_has_its_option_and_sweep_its_comma_list(setting, helps):
 def test_the_record_keeps_it_flat_on_disk_and_reads_it_back(setting):
     value = other_value(setting)
     record = RunRecord.from_json({**FLAT_RECORD, "batch_size": 16, "num_workers": 2})
-    record = replace(record, config=replace(record.config, settings=replace(record.config.settings,
-                                                                             **{setting.name: value})))  # fmt: skip
+    record = replace(
+        record, config=replace(record.config, settings=replace(record.config.settings, **{setting.name: value}))
+    )
     stored = record.to_json()
     assert "settings" not in stored and stored[setting.name] == (value.value if isinstance(value, Choice) else value)
     assert getattr(RunRecord.from_json(stored).config.settings, setting.name) == value
@@ -99,8 +101,11 @@ def test_every_loader_takes_it_only_where_it_declares_it(setting, kind):
         return
     fmt = "memmap" if "memmap" in kind.reads else kind.reads[0]
     workers = max(kind.min_workers, 2 if setting.needs_workers else 0)
-    values = {"num_workers": workers, setting.name: value} if setting.name != "num_workers" else {
-        "num_workers": max(value, kind.min_workers)}  # fmt: skip
+    values = (
+        {"num_workers": workers, setting.name: value}
+        if setting.name != "num_workers"
+        else {"num_workers": max(value, kind.min_workers)}
+    )
     settings = LoaderSettings(**values)
     if setting.name in kind.honours:
         assert kind.refusal(settings) is None, (kind.name, setting.name)

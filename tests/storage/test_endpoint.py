@@ -33,8 +33,11 @@ pytestmark = [
 def moto_url() -> Iterator[str]:
     """moto's S3 server on 127.0.0.1 at a free port, stopped when the module ends."""
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while not _listening(port):
@@ -55,8 +58,9 @@ def keys(monkeypatch) -> None:
 def _make_bucket(url: str, name: str) -> None:
     import boto3
 
-    boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
-                 aws_secret_access_key="testing").create_bucket(Bucket=name)  # fmt: skip
+    boto3.client(
+        "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    ).create_bucket(Bucket=name)
 
 
 def test_every_format_uploaded_to_another_s3_server_is_read_through_its_remote_path(moto_url, keys, tmp_path, cli):
@@ -70,8 +74,24 @@ def test_every_format_uploaded_to_another_s3_server_is_read_through_its_remote_p
     up = cli("upload", "--endpoint-url", named, "--data-dir", data)
     assert up.code == 0, up.err
     results = tmp_path / "r.jsonl"
-    r = cli("run", "--endpoint-url", named, "--format", ",".join(present), "--runs", 1, "--batch-size", 16,
-            "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+    r = cli(
+        "run",
+        "--endpoint-url",
+        named,
+        "--format",
+        ",".join(present),
+        "--runs",
+        1,
+        "--batch-size",
+        16,
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        data,
+        "--results",
+        results,
+    )
     assert r.code == 0, r.err
     records = stored_records(results)
     # with no --loader, each format is read by the DataLoader and by its own pipeline where it has one
@@ -111,18 +131,66 @@ def test_what_the_store_does_not_hold_is_one_line_before_a_run_reads(moto_url, k
     _make_bucket(moto_url, "small-bucket")
     results = tmp_path / "r.jsonl"
     for fmt in formats.split(","):
-        r = cli("run", "--endpoint-url", f"{moto_url}/small-bucket", "--format", fmt, "--loader", "dataloader",
-                "--runs", 1, "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+        r = cli(
+            "run",
+            "--endpoint-url",
+            f"{moto_url}/small-bucket",
+            "--format",
+            fmt,
+            "--loader",
+            "dataloader",
+            "--runs",
+            1,
+            "--device",
+            "cpu",
+            "-q",
+            "--data-dir",
+            data,
+            "--results",
+            results,
+        )
         assert_one_line_error(r, f"{fmt} is not at s3://small-bucket/{name}/{fmt}/")
         assert f"iobench upload --endpoint-url {moto_url}/small-bucket --formats {fmt}" in r.err
     assert cli("upload", "--endpoint-url", f"{moto_url}/small-bucket", "--data-dir", other).code == 0
-    r = cli("run", "--endpoint-url", f"{moto_url}/small-bucket", "--format", "npy", "--loader", "dataloader",
-            "--runs", 1, "--device", "cpu", "-q", "--data-dir", data, "--results", results)  # fmt: skip
+    r = cli(
+        "run",
+        "--endpoint-url",
+        f"{moto_url}/small-bucket",
+        "--format",
+        "npy",
+        "--loader",
+        "dataloader",
+        "--runs",
+        1,
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        data,
+        "--results",
+        results,
+    )
     assert_one_line_error(r, f"npy is not at s3://small-bucket/{name}/npy/")  # the other dataset's is its own
     assert cli("upload", "--endpoint-url", f"{moto_url}/small-bucket", "--data-dir", data, "--formats", "npy").code == 0
     for folder in (data, other):
-        r = cli("run", "--endpoint-url", f"{moto_url}/small-bucket", "--format", "npy", "--loader", "dataloader",
-                "--runs", 1, "--device", "cpu", "-q", "--data-dir", folder, "--results", results)  # fmt: skip
+        r = cli(
+            "run",
+            "--endpoint-url",
+            f"{moto_url}/small-bucket",
+            "--format",
+            "npy",
+            "--loader",
+            "dataloader",
+            "--runs",
+            1,
+            "--device",
+            "cpu",
+            "-q",
+            "--data-dir",
+            folder,
+            "--results",
+            results,
+        )
         assert r.code == 0, r.err
     assert [rec["samples_per_epoch"] for rec in stored_records(results)] == [N, 2 * N]
     s3 = boto3.client("s3", endpoint_url=moto_url, region_name="us-east-1")

@@ -25,10 +25,12 @@ pytestmark = [
 ]
 N = 400
 BUCKET = "dset"
-_PEAK = "import resource, subprocess, sys\n" \
-        "done = subprocess.run(sys.argv[1:])\n" \
-        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, file=sys.stderr)\n" \
-        "sys.exit(done.returncode)\n"  # fmt: skip
+_PEAK = (
+    "import resource, subprocess, sys\n"
+    "done = subprocess.run(sys.argv[1:])\n"
+    "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, file=sys.stderr)\n"
+    "sys.exit(done.returncode)\n"
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,26 +41,64 @@ def served(tmp_path_factory):
 
     data = tmp_path_factory.mktemp("hostile-stores") / "data"
     wanted = [f for f in ("npy", "hdf5", "lmdb", "webdataset", "arrow", "litdata", "files") if FORMATS.installed(f)]
-    invoke("prepare", "--size", N, "--shape", "4,4,3", "--dtype", "uint8", "--formats", ",".join(wanted),
-           "--data-dir", data, "--dataset", BUCKET, "-q")  # fmt: skip
+    invoke(
+        "prepare",
+        "--size",
+        N,
+        "--shape",
+        "4,4,3",
+        "--dtype",
+        "uint8",
+        "--formats",
+        ",".join(wanted),
+        "--data-dir",
+        data,
+        "--dataset",
+        BUCKET,
+        "-q",
+    )
     with Emulator(data, profile("none")) as endpoint:
         yield data, endpoint
 
 
-def run(served, store: HostileStore, fmt: str, loader: str, timeout_s: float | None = 2.0, peak: bool = False,
-        **popen) -> subprocess.Popen:  # fmt: skip
+def run(
+    served, store: HostileStore, fmt: str, loader: str, timeout_s: float | None = 2.0, peak: bool = False, **popen
+) -> subprocess.Popen:
     data, endpoint = served
     env = {**os.environ, **endpoint.environment(), "AWS_ENDPOINT_URL": store.url, "COLUMNS": "200"}
     env.pop("IOBENCH_REMOTE_TIMEOUT_S", None)
     if timeout_s is not None:
         env["IOBENCH_REMOTE_TIMEOUT_S"] = str(timeout_s)
-    argv = [sys.executable, "-m", "iobench", "run", "--endpoint-url", f"{store.url}/{BUCKET}", "--format", fmt,
-            "--loader", loader, "--runs", "1", "--epochs", "1", "--warmup", "0", "--cache", "cold", "--device", "cpu",
-            "-q", "--data-dir", str(data), "--results", str(data.parent / f"{fmt}.jsonl")]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "iobench",
+        "run",
+        "--endpoint-url",
+        f"{store.url}/{BUCKET}",
+        "--format",
+        fmt,
+        "--loader",
+        loader,
+        "--runs",
+        "1",
+        "--epochs",
+        "1",
+        "--warmup",
+        "0",
+        "--cache",
+        "cold",
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        str(data),
+        "--results",
+        str(data.parent / f"{fmt}.jsonl"),
+    ]
     if peak:
         argv = [sys.executable, "-c", _PEAK, *argv]
-    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            **popen)  # fmt: skip
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
 
 
 def one_line(proc: subprocess.Popen, timeout: float) -> tuple[str, float, str]:
@@ -80,12 +120,15 @@ def upstream(served) -> str:
     return served[1].url.removeprefix("http://")
 
 
-@pytest.mark.parametrize(("fmt", "loader", "key"), [
-    format_param("npy", "dataloader", "npy/features"),  # obstore's ranged GETs
-    format_param("hdf5", "dataloader", "hdf5/"),  # s3fs
-    format_param("webdataset", "native", "webdataset/shard"),  # curl
-    format_param("lmdb", "dataloader", "lmdb/data"),  # FUSE (rclone mount)
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fmt", "loader", "key"),
+    [
+        format_param("npy", "dataloader", "npy/features"),  # obstore's ranged GETs
+        format_param("hdf5", "dataloader", "hdf5/"),  # s3fs
+        format_param("webdataset", "native", "webdataset/shard"),  # curl
+        format_param("lmdb", "dataloader", "lmdb/data"),  # FUSE (rclone mount)
+    ],
+)
 @pytest.mark.parametrize("mode", ["stall", "drip"])
 def test_a_store_that_stalls_or_drips_ends_the_run_in_one_line(served, fmt, loader, key, mode):
     """curl ran with no time limit (90 s on one byte every 5 s), obstore ignored SIGTERM for 3 minutes, a FUSE
@@ -122,10 +165,13 @@ def test_sigterm_ends_a_run_stuck_in_a_library_promptly(served):
     assert proc.returncode in (130, 143) and "Traceback" not in err, err
 
 
-@pytest.mark.parametrize(("fmt", "loader", "key"), [
-    format_param("litdata", "native", "litdata/chunk"),  # LitData's own boto3 client
-    format_param("files", "dataloader", "files/"),  # s3torchconnector, a GET per sample
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fmt", "loader", "key"),
+    [
+        format_param("litdata", "native", "litdata/chunk"),  # LitData's own boto3 client
+        format_param("files", "dataloader", "files/"),  # s3torchconnector, a GET per sample
+    ],
+)
 def test_a_stalled_store_holds_litdatas_pipeline_and_files_to_the_bound(served, fmt, loader, key):
     """LitData's own pipeline (RetriesExceededError after 125 s) and one file per sample through s3torchconnector
     (S3Exception after 102 s) did not honour IOBENCH_REMOTE_TIMEOUT_S=5: one line within twice the bound's tries."""

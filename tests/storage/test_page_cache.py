@@ -184,14 +184,56 @@ def test_a_cold_command_reads_the_dataset_once_per_timed_epoch(tmp_path, fmt, lo
     common = ["--format", fmt, "--loader", loader, "--data-dir", str(tmp_path / "data"), "--device", "cpu", "-q"]
     # the program's own files read in first (an earlier test's drop_caches, or another program's, evicts torch's
     # libraries: reading them back is not this command reading its dataset twice)
-    subprocess.run([sys.executable, "-m", "iobench", "run", *common, "--runs", "1", "--max-batches", "2", "--results",
-                    str(tmp_path / "warm.jsonl")], check=True, capture_output=True, cwd=ROOT, timeout=300)  # fmt: skip
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iobench",
+            "run",
+            *common,
+            "--runs",
+            "1",
+            "--max-batches",
+            "2",
+            "--results",
+            str(tmp_path / "warm.jsonl"),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     done = subprocess.run(
-        [sys.executable, "-c", _COMMAND_READS, "run", "--format", fmt, "--loader", loader, "--cache", "cold",
-         "--runs", "1", "--warmup", "0", "--epochs", "2", "--data-dir", str(tmp_path / "data"), "--device", "cpu",
-         "--results", str(tmp_path / "r.jsonl"), "-q"],
-        capture_output=True, text=True, cwd=ROOT, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-c",
+            _COMMAND_READS,
+            "run",
+            "--format",
+            fmt,
+            "--loader",
+            loader,
+            "--cache",
+            "cold",
+            "--runs",
+            "1",
+            "--warmup",
+            "0",
+            "--epochs",
+            "2",
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--device",
+            "cpu",
+            "--results",
+            str(tmp_path / "r.jsonl"),
+            "-q",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     read = int(done.stderr.split("COMMAND_READ_BYTES")[1].split()[0])
     (record,) = stored_records(tmp_path / "r.jsonl")

@@ -29,8 +29,14 @@ from tests.storage.test_emulator import _missing, importlib_missing
 
 pytestmark = [pytest.mark.skipif(_missing() is not None, reason=_missing() or ""), pytest.mark.extras]
 N = 200
-LIBRARY = {"litdata": "litdata", "webdataset": "webdataset", "zarr": "zarr", "tfrecord": "tfrecord",
-           "arrow": "datasets", "lance": "lance"}  # fmt: skip
+LIBRARY = {
+    "litdata": "litdata",
+    "webdataset": "webdataset",
+    "zarr": "zarr",
+    "tfrecord": "tfrecord",
+    "arrow": "datasets",
+    "lance": "lance",
+}
 FORMAT_NAMES = ("npy", "lmdb", "hdf5", "files", "litdata", "webdataset", "zarr", "tfrecord", "arrow", "lance")
 NEEDS_FUSE = pytest.mark.skipif(fuse_reason() is not None, reason=fuse_reason() or "")
 NEEDS_S3TC = pytest.mark.skipif(
@@ -60,38 +66,56 @@ ROUTES = [
     pytest.param("litdata", "native", "object", marks=_needs("litdata"), id="litdata-native-s3"),
     pytest.param("webdataset", "native", "object", marks=_needs("webdataset"), id="webdataset-native-http"),
     pytest.param("zarr", "native", "object", marks=_needs("zarr"), id="zarr-native-objectstore"),
-    pytest.param("zarr", "native", "object", (("remote_store", "fsspec"),), marks=[_needs("zarr"), NEEDS_S3FS],
-                 id="zarr-native-fsspecstore"),
+    pytest.param(
+        "zarr",
+        "native",
+        "object",
+        (("remote_store", "fsspec"),),
+        marks=[_needs("zarr"), NEEDS_S3FS],
+        id="zarr-native-fsspecstore",
+    ),
     pytest.param("zarr", "dataloader", "object", marks=_needs("zarr"), id="zarr-dataloader-objectstore"),
     pytest.param("litdata", "dataloader", "object", marks=_needs("litdata"), id="litdata-dataloader-s3"),
     pytest.param("tfrecord", "native", "fuse", marks=[_needs("tfrecord"), NEEDS_FUSE], id="tfrecord-native-fuse"),
     pytest.param("lmdb", "dataloader", "fuse", marks=NEEDS_FUSE, id="lmdb-dataloader-fuse"),
     pytest.param("hdf5", "dataloader", "object", marks=NEEDS_S3FS, id="hdf5-dataloader-s3fs"),
     pytest.param("npy", "dataloader", "object", id="npy-dataloader-ranges"),
-    pytest.param("npy", "dataloader", "object", (("remote_reader", "s3fs"), ("s3fs_block", "1K")), marks=NEEDS_S3FS,
-                 id="npy-dataloader-s3fs"),
+    pytest.param(
+        "npy",
+        "dataloader",
+        "object",
+        (("remote_reader", "s3fs"), ("s3fs_block", "1K")),
+        marks=NEEDS_S3FS,
+        id="npy-dataloader-s3fs",
+    ),
     pytest.param("files", "dataloader", "object", marks=NEEDS_S3TC, id="files-dataloader-s3torchconnector"),
-    pytest.param("webdataset", "dataloader", "fuse", marks=[_needs("webdataset"), NEEDS_FUSE],
-                 id="webdataset-dataloader-fuse"),
+    pytest.param(
+        "webdataset", "dataloader", "fuse", marks=[_needs("webdataset"), NEEDS_FUSE], id="webdataset-dataloader-fuse"
+    ),
     pytest.param("arrow", "native", "object", marks=[_needs("arrow"), NEEDS_S3FS], id="arrow-native-hf-streaming"),
     pytest.param("arrow", "dataloader", "fuse", marks=[_needs("arrow"), NEEDS_FUSE], id="arrow-dataloader-fuse"),
     pytest.param("lance", "native", "object", marks=_needs("lance"), id="lance-native-its-own-client"),
     pytest.param("lance", "dataloader", "object", marks=_needs("lance"), id="lance-dataloader-its-own-client"),
-]  # fmt: skip
+]
 
 
-@pytest.mark.parametrize(("fmt", "loader", "kind", "options"), [p if len(p.values) == 4 else pytest.param(
-    *p.values, (), marks=p.marks, id=p.id) for p in ROUTES])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fmt", "loader", "kind", "options"),
+    [p if len(p.values) == 4 else pytest.param(*p.values, (), marks=p.marks, id=p.id) for p in ROUTES],
+)
 def test_each_remote_path_delivers_every_sample_once_with_its_own_features(data, fmt, loader, kind, options):
     _delivers_every_sample_once(data, fmt, loader, kind, options)
 
 
-@pytest.mark.parametrize(("fmt", "kind", "fetch"), [
-    pytest.param("files", "object", "item", marks=NEEDS_S3TC, id="files-s3torchconnector-item"),
-    pytest.param("npy", "object", "batch", id="npy-ranges-batch"),
-    pytest.param("hdf5", "object", "batch", marks=NEEDS_S3FS, id="hdf5-s3fs-batch"),
-    pytest.param("lmdb", "fuse", "item", marks=NEEDS_FUSE, id="lmdb-fuse-item"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fmt", "kind", "fetch"),
+    [
+        pytest.param("files", "object", "item", marks=NEEDS_S3TC, id="files-s3torchconnector-item"),
+        pytest.param("npy", "object", "batch", id="npy-ranges-batch"),
+        pytest.param("hdf5", "object", "batch", marks=NEEDS_S3FS, id="hdf5-s3fs-batch"),
+        pytest.param("lmdb", "fuse", "item", marks=NEEDS_FUSE, id="lmdb-fuse-item"),
+    ],
+)
 def test_fetch_threads_read_each_batch_through_their_own_clients_every_sample_once(data, fmt, kind, fetch):
     """--fetch-threads: each thread's copy of the reader opens its own client (LMDB over FUSE: one shared
     opening, a transaction per thread), and the batch comes back whole, in its order."""
@@ -122,8 +146,17 @@ def _delivers_every_sample_once(data, fmt, loader, kind, options, **settings):
         remote = RemoteTarget(endpoint, profile("none"), served=data.parent)
         # no workers here: this process has used obstore (other tests), whose runtime a forked worker would lack;
         # workers are exercised by a run of their own below
-        config = run_config(fmt, loader, batch_size=32, num_workers=0, shuffle=True, runs=1, epochs=1,
-                            format_options=options, **settings)  # fmt: skip
+        config = run_config(
+            fmt,
+            loader,
+            batch_size=32,
+            num_workers=0,
+            shuffle=True,
+            runs=1,
+            epochs=1,
+            format_options=options,
+            **settings,
+        )
         resolved = resolve(config, RunTarget(data, torch.device("cpu"), remote))
         assert resolved.storage.kind == kind
         with resolved.storage.controls():
@@ -149,17 +182,58 @@ def _delivers_every_sample_once(data, fmt, loader, kind, options, **settings):
 def test_run_remote_with_workers_records_each_formats_path_and_leaves_no_mount(data, tmp_path):
     """In a process of its own, as a user runs it: the workers fork from a process that never started obstore."""
     results = tmp_path / "r.jsonl"
-    r = subprocess.run([sys.executable, "-m", "iobench", "run", "--remote", "s3-like", "--latency-ms", "2",
-                        "--fuse-chunk", "256K", "--format", "lmdb,hdf5,files,litdata,webdataset,zarr,arrow", "--loader",
-                        "dataloader,native", "--num-workers", "2", "--runs", "1", "--cache", "cold", "--batch-size",
-                        "64", "--device", "cpu", "-q", "--data-dir", str(data.parent), "--results", str(results)],
-                       capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iobench",
+            "run",
+            "--remote",
+            "s3-like",
+            "--latency-ms",
+            "2",
+            "--fuse-chunk",
+            "256K",
+            "--format",
+            "lmdb,hdf5,files,litdata,webdataset,zarr,arrow",
+            "--loader",
+            "dataloader,native",
+            "--num-workers",
+            "2",
+            "--runs",
+            "1",
+            "--cache",
+            "cold",
+            "--batch-size",
+            "64",
+            "--device",
+            "cpu",
+            "-q",
+            "--data-dir",
+            str(data.parent),
+            "--results",
+            str(results),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     records = {(x["format"], x["loader"]): x for x in stored_records(results)}
-    assert set(records) == {("lmdb", "dataloader"), ("hdf5", "dataloader"), ("files", "dataloader"),
-                            ("litdata", "dataloader"), ("litdata", "native"), ("webdataset", "dataloader"),
-                            ("webdataset", "native"), ("zarr", "dataloader"), ("zarr", "native"),
-                            ("arrow", "dataloader"), ("arrow", "native")}  # fmt: skip
+    assert set(records) == {
+        ("lmdb", "dataloader"),
+        ("hdf5", "dataloader"),
+        ("files", "dataloader"),
+        ("litdata", "dataloader"),
+        ("litdata", "native"),
+        ("webdataset", "dataloader"),
+        ("webdataset", "native"),
+        ("zarr", "dataloader"),
+        ("zarr", "native"),
+        ("arrow", "dataloader"),
+        ("arrow", "native"),
+    }
     for (fmt, loader), x in records.items():
         fuse = fmt == "lmdb" or (fmt in ("webdataset", "arrow") and loader == "dataloader")
         assert x["storage"] == ("fuse" if fuse else "object"), (fmt, loader)
@@ -191,11 +265,41 @@ def test_run_remote_with_workers_records_each_formats_path_and_leaves_no_mount(d
 def test_zarr_through_its_fsspec_store_with_workers_names_s3fs_and_closes_its_sessions(data, tmp_path):
     """zarr's FsspecStore (s3fs on zarr's own event loop) in forked workers, each closing its client."""
     results = tmp_path / "r.jsonl"
-    r = subprocess.run([sys.executable, "-m", "iobench", "run", "--remote", "none", "--format", "zarr", "--loader",
-                        "native", "--format-option", "zarr.remote_store=fsspec", "--num-workers", "2", "--runs", "1",
-                        "--cache", "cold", "--batch-size", "64", "--device", "cpu", "-q", "--data-dir",
-                        str(data.parent), "--results", str(results)], capture_output=True, text=True, timeout=300,
-                       cwd=ROOT)  # fmt: skip
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "iobench",
+            "run",
+            "--remote",
+            "none",
+            "--format",
+            "zarr",
+            "--loader",
+            "native",
+            "--format-option",
+            "zarr.remote_store=fsspec",
+            "--num-workers",
+            "2",
+            "--runs",
+            "1",
+            "--cache",
+            "cold",
+            "--batch-size",
+            "64",
+            "--device",
+            "cpu",
+            "-q",
+            "--data-dir",
+            str(data.parent),
+            "--results",
+            str(results),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert r.returncode == 0, r.stderr[-3000:]
     assert "Unclosed" not in r.stderr, r.stderr[-3000:]
     (x,) = stored_records(results)
@@ -228,8 +332,9 @@ def test_fuse_sizes_are_checked_in_one_line(data, tmp_path, cli):
     with pytest.raises(IobenchError, match="expected 0 or a size"):
         check_size("--fuse-read-ahead", "4 MB; rm", True, 0)
     for option in ("--fuse-chunk", "--fuse-read-ahead"):
-        alone = cli("run", option, "4M", "--format", "lmdb", "--data-dir", data.parent,
-                    "--results", tmp_path / "r.jsonl")  # fmt: skip
+        alone = cli(
+            "run", option, "4M", "--format", "lmdb", "--data-dir", data.parent, "--results", tmp_path / "r.jsonl"
+        )
         assert_one_line_error(alone, f"{option} sets how a FUSE mount reads object storage: give --remote")
 
 
@@ -289,11 +394,18 @@ def test_streamed_arrow_is_handed_plain_names_only():
         return ObjectStorage(SimpleNamespace(endpoint=SimpleNamespace(url="http://127.0.0.1:9")), bucket, prefix, files)
 
     names = ["data-00001-of-00002.arrow", "state.json", "data-00000-of-00002.arrow"]
-    assert data_urls(storage("ds", "arrow", names)) == ["s3://ds/arrow/data-00000-of-00002.arrow",
-                                                        "s3://ds/arrow/data-00001-of-00002.arrow"]  # fmt: skip
-    for bucket, prefix, name in [("ds", "arrow", "data-*.arrow"), ("ds", "arrow", "a::b.arrow"), ("ds", "arrow",
-                                 "x#frag.arrow"), ("d?s", "arrow", "x.arrow"), ("ds", "a/../b", "x.arrow"),
-                                 ("ds", "arrow", "[0-9].arrow")]:  # fmt: skip
+    assert data_urls(storage("ds", "arrow", names)) == [
+        "s3://ds/arrow/data-00000-of-00002.arrow",
+        "s3://ds/arrow/data-00001-of-00002.arrow",
+    ]
+    for bucket, prefix, name in [
+        ("ds", "arrow", "data-*.arrow"),
+        ("ds", "arrow", "a::b.arrow"),
+        ("ds", "arrow", "x#frag.arrow"),
+        ("d?s", "arrow", "x.arrow"),
+        ("ds", "a/../b", "x.arrow"),
+        ("ds", "arrow", "[0-9].arrow"),
+    ]:
         with pytest.raises(ValueError, match="plain name"):
             data_urls(storage(bucket, prefix, [name]))
     with pytest.raises(ValueError, match="no .arrow data files"):
@@ -351,17 +463,52 @@ def test_a_litdata_cache_smaller_than_the_dataset_fetches_every_chunk_again_each
     """LitData deletes each chunk once read when the dataset does not fit its max_cache_size: a warm epoch then
     downloads everything again, and the cache at the epoch's end is far below what it held on the way."""
     root = tmp_path / "data"
-    invoke("prepare", "--size", 400, "--shape", "3,4", "--formats", "litdata", "--format-option",
-           "litdata.chunk_bytes=2K", "--data-dir", root, "-q")  # fmt: skip
+    invoke(
+        "prepare",
+        "--size",
+        400,
+        "--shape",
+        "3,4",
+        "--formats",
+        "litdata",
+        "--format-option",
+        "litdata.chunk_bytes=2K",
+        "--data-dir",
+        root,
+        "-q",
+    )
     (dataset,) = root.iterdir()
     chunks = sorted((dataset / "litdata").glob("chunk-*.bin"))
     assert len(chunks) >= 5
     records = {}
     for size in ("auto", "4K"):
         results = tmp_path / f"{size}.jsonl"
-        r = cli("run", "--remote", "none", "--format", "litdata", "--loader", "native", "--runs", 1, "--epochs", 2,
-                "--warmup", 1, "--batch-size", 32, "--device", "cpu", "-q", "--data-dir", root, "--format-option",
-                f"litdata.max_cache_size={size}", "--results", results)  # fmt: skip
+        r = cli(
+            "run",
+            "--remote",
+            "none",
+            "--format",
+            "litdata",
+            "--loader",
+            "native",
+            "--runs",
+            1,
+            "--epochs",
+            2,
+            "--warmup",
+            1,
+            "--batch-size",
+            32,
+            "--device",
+            "cpu",
+            "-q",
+            "--data-dir",
+            root,
+            "--format-option",
+            f"litdata.max_cache_size={size}",
+            "--results",
+            results,
+        )
         assert r.code == 0, r.err
         (records[size],) = stored_records(results)
     whole = sum(p.stat().st_size for p in chunks)
@@ -373,8 +520,9 @@ def test_a_litdata_cache_smaller_than_the_dataset_fetches_every_chunk_again_each
     assert all(b >= whole for b in evicts["device_read_bytes"])
     assert all(c >= whole for c in fits["library_cache_bytes"]) and fits["library_cache_peak_bytes"][0] >= whole
     assert all(c < whole / 2 for c in evicts["library_cache_bytes"])
-    assert all(end <= peak for end, peak in zip(evicts["library_cache_bytes"], evicts["library_cache_peak_bytes"],
-                                                  strict=True))  # fmt: skip
+    assert all(
+        end <= peak for end, peak in zip(evicts["library_cache_bytes"], evicts["library_cache_peak_bytes"], strict=True)
+    )
 
 
 @_needs("litdata")
@@ -383,9 +531,32 @@ def test_a_sweeps_trials_fork_their_workers_as_run_does(data, tmp_path, cli):
     the forkserver too: fresh interpreters without what the reader set up (LitData's chunks through boto3, so an
     http:// endpoint failed in its workers) and a slower start than `run`'s forked workers. They fork."""
     results = tmp_path / "r.jsonl"
-    r = cli("sweep", "--remote", "none", "--format", "litdata", "--loader", "native", "--num-workers", "0,2",
-            "--cache", "cold", "--warmup", 0, "--runs", 1, "--batch-size", 64, "--device", "cpu", "-q",
-            "--data-dir", data.parent, "--results", results)  # fmt: skip
+    r = cli(
+        "sweep",
+        "--remote",
+        "none",
+        "--format",
+        "litdata",
+        "--loader",
+        "native",
+        "--num-workers",
+        "0,2",
+        "--cache",
+        "cold",
+        "--warmup",
+        0,
+        "--runs",
+        1,
+        "--batch-size",
+        64,
+        "--device",
+        "cpu",
+        "-q",
+        "--data-dir",
+        data.parent,
+        "--results",
+        results,
+    )
     assert r.code == 0, r.err[-2000:]
     records = stored_records(results)
     assert sorted(x["num_workers"] for x in records) == [0, 2]

@@ -30,8 +30,13 @@ ACCESS, SECRET = "IOBENCHABCDEF0123456789", "s" * 40
 NOBODY = 65534
 
 
-def _environ(method: str = "GET", uri: str = "/bucket/key?list-type=2", secret: str = SECRET, access: str = ACCESS,
-             body: bytes = b"") -> dict:  # fmt: skip
+def _environ(
+    method: str = "GET",
+    uri: str = "/bucket/key?list-type=2",
+    secret: str = SECRET,
+    access: str = ACCESS,
+    body: bytes = b"",
+) -> dict:
     """A WSGI environment of a request botocore's S3 signer signed, as a server receives it."""
     from botocore.auth import S3SigV4Auth
     from botocore.awsrequest import AWSRequest
@@ -166,8 +171,13 @@ def test_the_checkpoint_store_refuses_another_users_requests_on_every_port():
         rows = json.loads(_as_nobody(PROBE, json.dumps([ports, "iobench-checkpoints", "ck/state"])))
         _refused_everywhere(rows, ports)
         for port in ports:
-            other = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=endpoint.access_key,
-                                 aws_secret_access_key="w" * 40, region_name="us-east-1")  # fmt: skip
+            other = boto3.client(
+                "s3",
+                endpoint_url=f"http://127.0.0.1:{port}",
+                aws_access_key_id=endpoint.access_key,
+                aws_secret_access_key="w" * 40,
+                region_name="us-east-1",
+            )
             with pytest.raises(Exception, match="AccessDenied|SignatureDoesNotMatch"):
                 other.list_objects_v2(Bucket="iobench-checkpoints")
         listed = client.list_objects_v2(Bucket="iobench-checkpoints")["Contents"]
@@ -219,7 +229,12 @@ def test_the_read_only_store_of_run_remote_and_serve_refuses_another_users_reque
         rows = json.loads(_as_nobody(PROBE, json.dumps([ports, "ds", "x.npy"])))
         _refused_everywhere(rows, ports)
         for port in ports:
-            other = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{port}", aws_access_key_id=endpoint.access_key,
-                                 aws_secret_access_key="w" * 40, region_name="us-east-1")  # fmt: skip
+            other = boto3.client(
+                "s3",
+                endpoint_url=f"http://127.0.0.1:{port}",
+                aws_access_key_id=endpoint.access_key,
+                aws_secret_access_key="w" * 40,
+                region_name="us-east-1",
+            )
             with pytest.raises(Exception, match="AccessDenied|SignatureDoesNotMatch|Forbidden"):
                 other.get_object(Bucket="ds", Key="x.npy")

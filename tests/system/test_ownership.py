@@ -24,10 +24,16 @@ def test_a_marked_folder_is_ours_while_we_run_and_stale_once_its_process_is_gone
 
 @pytest.mark.parametrize(
     "marker",
-    [b"", b"not json", b"[]", json.dumps({"host": "h"}).encode(), b"x" * 5000,
-     json.dumps({"host": "h", "boot": "b", "pid_ns": "n", "pid": -1, "start": 5}).encode()],
+    [
+        b"",
+        b"not json",
+        b"[]",
+        json.dumps({"host": "h"}).encode(),
+        b"x" * 5000,
+        json.dumps({"host": "h", "boot": "b", "pid_ns": "n", "pid": -1, "start": 5}).encode(),
+    ],
     ids=["empty", "garbage", "a-list", "missing-fields", "too-large", "negative-pid"],
-)  # fmt: skip
+)
 def test_a_damaged_marker_proves_nothing(tmp_path, marker):
     (tmp_path / MARKER).write_bytes(marker)
     assert ownership.owner_of(tmp_path) is None and not ownership.stale(tmp_path)

@@ -200,7 +200,13 @@ def test_what_a_killed_run_pinned_is_removed_by_the_next(tmp_path):
     proc.kill()
     proc.wait()
     assert list(root.glob(f"pinned-{proc.pid}-*"))
-    again = subprocess.run([*argv[:argv.index("--runs") + 1], "1", *argv[argv.index("--runs") + 2:]], cwd=ROOT,
-                           env=env, capture_output=True, text=True, timeout=120)  # fmt: skip
+    again = subprocess.run(
+        [*argv[: argv.index("--runs") + 1], "1", *argv[argv.index("--runs") + 2 :]],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0, again.stderr
     assert not list(root.glob(f"pinned-{proc.pid}-*"))

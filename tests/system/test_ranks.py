@@ -72,8 +72,9 @@ PARENT = textwrap.dedent("""
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_no_rank_outlives_its_parent_whatever_ends_it(sig):
     """The parent alone is signalled (not its group): its ranks end with it."""
-    proc = subprocess.Popen([*python_code(PARENT), *_rank_argv("120")], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [*python_code(PARENT), *_rank_argv("120")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     watched = Watched(proc)
     watched.until(lambda w: len(w.seen) >= 2 and all(listeners({pid}) for pid in w.seen))
     proc.send_signal(sig)

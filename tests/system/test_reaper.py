@@ -27,8 +27,9 @@ def _detached(env: dict[str, str], argv: list[str]) -> tuple[int, int | None]:
     """A process reparented to init, with `env` added to its environment."""
     import json
 
-    done = subprocess.run([sys.executable, "-c", DETACHED, json.dumps(env), json.dumps(argv)], capture_output=True,
-                          text=True, timeout=30)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", DETACHED, json.dumps(env), json.dumps(argv)], capture_output=True, text=True, timeout=30
+    )
     pid = int(done.stdout)
     return pid, start_time(pid)
 
@@ -67,7 +68,8 @@ def test_the_guard_spares_the_process_it_guards_though_its_environment_holds_the
         "Reaper(Path(sys.argv[1]), sys.argv[2]).close(); print('alive')"
     )
     env = {**os.environ, OWNER_VARIABLE: token}
-    done = subprocess.run([sys.executable, "-c", code, str(folder), token], env=env, capture_output=True, text=True,
-                          timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(folder), token], env=env, capture_output=True, text=True, timeout=60
+    )
     assert done.returncode == 0 and done.stdout.strip() == "alive", done.stderr
     assert not folder.exists()

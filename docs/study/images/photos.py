@@ -23,7 +23,7 @@ def photos() -> dict[str, np.ndarray]:
     for name in NAMES:
         try:
             image = getattr(skimage.data, name)()
-        except Exception:  # noqa: BLE001 - some need a download; this machine has no network for them
+        except Exception:  # some need a download; this machine has no network for them
             continue
         if image.ndim == 3 and image.shape[2] == 3:
             found[name] = image

@@ -38,8 +38,12 @@ def main() -> None:
 
     downloader._OBSTORE_AVAILABLE = False
     with Emulator(dataset.parent, profile("s3-like")) as ep, tempfile.TemporaryDirectory() as cache:
-        s3 = {"endpoint_url": ep.url, "aws_access_key_id": ep.access_key, "aws_secret_access_key": ep.secret_key,
-              "region_name": ep.region}  # fmt: skip
+        s3 = {
+            "endpoint_url": ep.url,
+            "aws_access_key_id": ep.access_key,
+            "aws_secret_access_key": ep.secret_key,
+            "region_name": ep.region,
+        }
         url = f"s3://{dataset.name}/litdata"
         print(count(litdata.StreamingDataset(url, cache_dir=cache, shuffle=True, storage_options=s3), workers, cap))
 

@@ -77,8 +77,17 @@ def table(cells: dict[str, dict[tuple, dict]], shuffled: bool, gets_per_s: dict[
     for name, by in ranked:
         first = by.get((shuffled, "s3-like", 0))
         row = [name] + [rate(by.get((shuffled, p, w))) for p, w in columns]
-        row += [gets(first), moved(first), first_batch(first), cache_peak(first),
-                f"{first['shuffle_spread']:.2f}/{first['shuffle_order']:.2f}"] if first else ["-"] * 5  # fmt: skip
+        row += (
+            [
+                gets(first),
+                moved(first),
+                first_batch(first),
+                cache_peak(first),
+                f"{first['shuffle_spread']:.2f}/{first['shuffle_order']:.2f}",
+            ]
+            if first
+            else ["-"] * 5
+        )
         if gets_per_s:
             two = [by.get((shuffled, p, 2)) for p in PROFILES]
             row += [" / ".join(get_shares(r, gets_per_s) if r else "-" for r in two)]
@@ -104,8 +113,10 @@ def main(path: str, limits: str | None = None) -> None:
     table(cells, True, gets_per_s)
     table(cells, False, gets_per_s)
     loads = [r["load_before"] for r in records]
-    print(f"\n{len(records)} records; load_before {min(loads):.1f}-{max(loads):.1f}; {records[0]['cpu_model']}, "
-          f"{records[0]['cpu_count']} cores; git {sorted({r['git_sha'][:7] for r in records})}")  # fmt: skip
+    print(
+        f"\n{len(records)} records; load_before {min(loads):.1f}-{max(loads):.1f}; {records[0]['cpu_model']}, "
+        f"{records[0]['cpu_count']} cores; git {sorted({r['git_sha'][:7] for r in records})}"
+    )
 
 
 if __name__ == "__main__":

@@ -31,11 +31,20 @@ _SYSCALLS = {  # io_setup, io_destroy, io_getevents, io_submit
 }
 IOCB = np.dtype(  # struct iocb, little-endian (both architectures above)
     [
-        ("data", "<u8"), ("key", "<u4"), ("rw_flags", "<i4"), ("opcode", "<u2"), ("reqprio", "<i2"),
-        ("fildes", "<u4"), ("buf", "<u8"), ("nbytes", "<u8"), ("offset", "<i8"), ("reserved2", "<u8"),
-        ("flags", "<u4"), ("resfd", "<u4"),
+        ("data", "<u8"),
+        ("key", "<u4"),
+        ("rw_flags", "<i4"),
+        ("opcode", "<u2"),
+        ("reqprio", "<i2"),
+        ("fildes", "<u4"),
+        ("buf", "<u8"),
+        ("nbytes", "<u8"),
+        ("offset", "<i8"),
+        ("reserved2", "<u8"),
+        ("flags", "<u4"),
+        ("resfd", "<u4"),
     ]
-)  # fmt: skip
+)
 # The 64-bit words of an iocb that hold the opcode and file (opcode u16 | reqprio i16 | fildes u32),
 # the buffer, the length and the offset.
 _FD_WORD, _BUF_WORD, _LEN_WORD, _AT_WORD = (IOCB.fields[k][1] // 8 for k in ("opcode", "buf", "nbytes", "offset"))
@@ -254,8 +263,12 @@ class AioReader:
             index = data & _INDEX_MASK
             if result < batch.needed_bytes[index] and batch.error is None:
                 at = int(batch.offsets[index])
-                self._fail(batch, f"read at byte {at}: {os.strerror(-result)}" if result < 0 else
-                           f"unexpected end of file at byte {at + result}")  # fmt: skip
+                self._fail(
+                    batch,
+                    f"read at byte {at}: {os.strerror(-result)}"
+                    if result < 0
+                    else f"unexpected end of file at byte {at + result}",
+                )
             batch.remaining -= 1
             if batch.remaining == 0:
                 del flying[batch.number]

@@ -54,8 +54,11 @@ class Janitor:
     def __init__(self, groups: list[Path]) -> None:
         self.process = subprocess.Popen(
             python_module("iobench.storage.local.cgroup_janitor", *map(str, groups)),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, start_new_session=True,
-        )  # fmt: skip
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         if self.process.stdout.readline().strip() != "ready":
             self.done()
             raise IobenchError("the cgroups' janitor process did not start")

@@ -87,8 +87,10 @@ class Confinement:
     def __post_init__(self) -> None:
         limit = self.read_limit_mb_per_s
         if limit is not None and not (READ_LIMIT_RANGE[0] <= limit <= READ_LIMIT_RANGE[1]):
-            raise IobenchError(f"--read-limit must be a number of MB/s from {READ_LIMIT_RANGE[0]:g} to "
-                               f"{READ_LIMIT_RANGE[1]:,.0f}, got {limit:g}")  # fmt: skip
+            raise IobenchError(
+                f"--read-limit must be a number of MB/s from {READ_LIMIT_RANGE[0]:g} to "
+                f"{READ_LIMIT_RANGE[1]:,.0f}, got {limit:g}"
+            )
 
     def __bool__(self) -> bool:
         return self.read_limit_mb_per_s is not None or self.cache_budget_bytes is not None
@@ -238,7 +240,7 @@ def _release(groups: list[Group], governor: _Governor | None, janitor: Janitor |
     for step in steps:
         try:
             step()
-        except BaseException as exc:  # noqa: BLE001 - re-raised once the others have run
+        except BaseException as exc:  # re-raised once the others have run
             raised = raised or exc
     if governor is not None:
         applied.peak_cache_bytes = governor.peak_cache

@@ -33,8 +33,15 @@ class LocalStorage(Storage):
 
     kind = "local"
 
-    def __init__(self, paths: list[Path] | None, folder: Path, dataset_dir: Path | None = None, *,
-                 eviction: Eviction = Eviction.AUTO, confinement: Confinement | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        paths: list[Path] | None,
+        folder: Path,
+        dataset_dir: Path | None = None,
+        *,
+        eviction: Eviction = Eviction.AUTO,
+        confinement: Confinement | None = None,
+    ) -> None:
         """`paths`: the format's files, checked to lie inside `folder` (the manifest's `inside`); None: every
         regular file in the folder, listed when first asked for (a reader alone never asks)."""
         self._paths, self.folder = paths, folder
@@ -66,8 +73,9 @@ class LocalStorage(Storage):
         if self.confinement.cache_budget_bytes is not None:
             fstype, _ = mount_of(self.dataset_dir)
             if fstype in ("tmpfs", "ramfs"):
-                raise IobenchError(f"--cache-budget: {self.dataset_dir} is on {fstype}, whose files are memory, "
-                                   "not cache")  # fmt: skip
+                raise IobenchError(
+                    f"--cache-budget: {self.dataset_dir} is on {fstype}, whose files are memory, not cache"
+                )
         from iobench.storage.local.confine import check_can_confine
 
         check_can_confine(self.confinement, self.dataset_dir)

@@ -88,5 +88,4 @@ class Traffic(Counters):
         if a.device_sectors is not None and b.device_sectors is not None:
             device = (b.device_sectors - a.device_sectors) * 512
         tree = b.tree_read - a.tree_read if a.tree_read is not None and b.tree_read is not None else None
-        return {"data_block_device": self.device or "unknown", "device_read_bytes": device,
-                "process_read_bytes": tree}  # fmt: skip
+        return {"data_block_device": self.device or "unknown", "device_read_bytes": device, "process_read_bytes": tree}

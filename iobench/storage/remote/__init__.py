@@ -9,5 +9,14 @@ from __future__ import annotations
 from iobench.storage.remote.objects import ObjectStorage, RequestCounters, check_fork_safe, obstore_started_here
 from iobench.storage.remote.targets import FUSE_CHUNK, FUSE_READ_AHEAD, PLAIN, FuseOptions, RemoteTarget
 
-__all__ = ["FUSE_CHUNK", "FUSE_READ_AHEAD", "PLAIN", "FuseOptions", "ObjectStorage", "RemoteTarget",
-           "RequestCounters", "check_fork_safe", "obstore_started_here"]  # fmt: skip
+__all__ = [
+    "FUSE_CHUNK",
+    "FUSE_READ_AHEAD",
+    "PLAIN",
+    "FuseOptions",
+    "ObjectStorage",
+    "RemoteTarget",
+    "RequestCounters",
+    "check_fork_safe",
+    "obstore_started_here",
+]

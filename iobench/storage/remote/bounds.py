@@ -61,8 +61,12 @@ def refuse(message: str) -> AnswerTooLarge:
 
 
 def obstore_client_options(url: str) -> dict:
-    return {"allow_http": url.startswith("http://"), "connect_timeout": f"{CONNECT_TIMEOUT_S:g}s",
-            "read_timeout": f"{read_timeout_s():g}s", "timeout": f"{REQUEST_TIMEOUT_S:g}s"}  # fmt: skip
+    return {
+        "allow_http": url.startswith("http://"),
+        "connect_timeout": f"{CONNECT_TIMEOUT_S:g}s",
+        "read_timeout": f"{read_timeout_s():g}s",
+        "timeout": f"{REQUEST_TIMEOUT_S:g}s",
+    }
 
 
 def obstore_retry_config() -> dict:
@@ -109,8 +113,10 @@ class Deadline:
                 ok, value = done.get(timeout=limit)
             except queue.Empty:
                 self._pid = None  # the thread is stuck in the call: the next call starts another
-                raise TimeoutError(f"{what}: no answer within {limit:g} s ({ATTEMPTS} attempts of "
-                                   f"{CONNECT_TIMEOUT_S:g} + {read_timeout_s():g} s)") from None  # fmt: skip
+                raise TimeoutError(
+                    f"{what}: no answer within {limit:g} s ({ATTEMPTS} attempts of "
+                    f"{CONNECT_TIMEOUT_S:g} + {read_timeout_s():g} s)"
+                ) from None
         if not ok:
             raise value
         return value
@@ -121,7 +127,7 @@ class Deadline:
             function, done = jobs.get()
             try:
                 done.put((True, function()))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller, raised there
+            except BaseException as exc:  # handed to the caller, raised there
                 done.put((False, exc))
 
     def __getstate__(self) -> dict:
@@ -169,16 +175,27 @@ def bounded_s3fs() -> type:
 
 
 def s3fs_config_kwargs() -> dict:
-    return {"connect_timeout": CONNECT_TIMEOUT_S, "read_timeout": read_timeout_s(),
-            "retries": {"max_attempts": ATTEMPTS, "mode": "standard"}}  # fmt: skip
+    return {
+        "connect_timeout": CONNECT_TIMEOUT_S,
+        "read_timeout": read_timeout_s(),
+        "retries": {"max_attempts": ATTEMPTS, "mode": "standard"},
+    }
 
 
 def rclone_flags() -> list[str]:
     """rclone's own bounds for a FUSE mount's reads: its --timeout is the idle time of a transfer, and a read the
     kernel asks again is another attempt (with rclone's 10 low-level retries, a library's open of a stalled file
     took minutes)."""
-    return ["--contimeout", f"{CONNECT_TIMEOUT_S:g}s", "--timeout", f"{read_timeout_s():g}s",
-            "--low-level-retries", "1", "--retries", "1"]  # fmt: skip
+    return [
+        "--contimeout",
+        f"{CONNECT_TIMEOUT_S:g}s",
+        "--timeout",
+        f"{read_timeout_s():g}s",
+        "--low-level-retries",
+        "1",
+        "--retries",
+        "1",
+    ]
 
 
 def bound_answers(events: Any, bound: Callable[[str, str], int | None]) -> None:
@@ -197,12 +214,14 @@ def bound_answers(events: Any, bound: Callable[[str, str], int | None]) -> None:
             return
         length = http_response.headers.get("content-length")
         if length is None or not length.isdigit():
-            raise refuse(f"{context['iobench_object']}: the store answered without a length (the manifest lists "
-                         f"{limit:,} bytes)")  # fmt: skip
+            raise refuse(
+                f"{context['iobench_object']}: the store answered without a length (the manifest lists {limit:,} bytes)"
+            )
         head = getattr(model, "name", "") == "HeadObject"
         if int(length) > limit or (head and int(length) != limit):
-            raise refuse(f"{context['iobench_object']}: the store announced {int(length):,} bytes; the manifest "
-                         f"lists {limit:,}")  # fmt: skip
+            raise refuse(
+                f"{context['iobench_object']}: the store announced {int(length):,} bytes; the manifest lists {limit:,}"
+            )
 
     for operation in ("GetObject", "HeadObject"):
         events.register(f"before-parameter-build.s3.{operation}", remember)  # the call's own Bucket and Key

@@ -17,8 +17,15 @@ from iobench.storage.remote.requests_log import Requests
 KINDS = ("GET", "HEAD", "LIST", "PUT", "DELETE", "OTHER")
 BYTES, RETRIES, CLIENT_ERRORS, SERVER_ERRORS = range(len(KINDS), len(KINDS) + 4)
 CELLS = len(KINDS) + 4
-OPERATIONS = {"GetObject": "GET", "HeadObject": "HEAD", "HeadBucket": "HEAD", "ListObjectsV2": "LIST",
-              "ListObjects": "LIST", "PutObject": "PUT", "DeleteObject": "DELETE"}  # fmt: skip
+OPERATIONS = {
+    "GetObject": "GET",
+    "HeadObject": "HEAD",
+    "HeadBucket": "HEAD",
+    "ListObjectsV2": "LIST",
+    "ListObjects": "LIST",
+    "PutObject": "PUT",
+    "DeleteObject": "DELETE",
+}
 
 
 class ClientCounts:

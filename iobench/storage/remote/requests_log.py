@@ -58,5 +58,12 @@ def read(log: Path, start: int, stop: int | None = None) -> Requests:
         server += status.startswith("5")
         connections.add(connection)
         seconds.append(float(request_time))
-    return Requests(dict(methods), sent, client, server, len(connections),
-                    statistics.median(seconds) if seconds else None, bytes_received=received)  # fmt: skip
+    return Requests(
+        dict(methods),
+        sent,
+        client,
+        server,
+        len(connections),
+        statistics.median(seconds) if seconds else None,
+        bytes_received=received,
+    )

@@ -66,7 +66,7 @@ def make_bucket(endpoint: Endpoint, bucket: str, timeout_s: float = 10.0) -> Non
         try:
             client.create_bucket(Bucket=bucket)
             return
-        except Exception as exc:  # noqa: BLE001 - botocore's errors: said in one line once the time is up
+        except Exception as exc:  # botocore's errors: said in one line once the time is up
             if time.monotonic() > deadline:
                 raise IobenchError(f"the checkpoint store did not make its bucket: {str(exc)[:200]}") from None
             time.sleep(0.1)
@@ -78,7 +78,11 @@ def s3_client(endpoint: Endpoint) -> object:
 
     from iobench.storage.remote import bounds
 
-    return boto3.client("s3", endpoint_url=endpoint.url, aws_access_key_id=endpoint.access_key,
-                        aws_secret_access_key=endpoint.secret_key, region_name=endpoint.region,
-                        config=bounds.botocore_config(s3={"addressing_style": "path"},
-                                                      signature_version="s3v4"))  # fmt: skip
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint.url,
+        aws_access_key_id=endpoint.access_key,
+        aws_secret_access_key=endpoint.secret_key,
+        region_name=endpoint.region,
+        config=bounds.botocore_config(s3={"addressing_style": "path"}, signature_version="s3v4"),
+    )
