@@ -7,7 +7,7 @@ import sys
 from importlib.machinery import ModuleSpec
 from pathlib import Path
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 __all__ = ["measure", "open_dataset", "Measurement"]
 
 # The Python API, imported on first use: `import iobench` (and `iobench --help`) stays free of torch.

@@ -17,7 +17,7 @@ STUDY = ROOT / "docs" / "study"
 # (records, report folder), both relative to docs/study/
 REPORTS = [
     ("accelerator-utilisation/results.jsonl", "accelerator-utilisation"),
-    ("checkpoints/checkpoint-records.ndjson", "checkpoints/first-report"),
+    ("checkpoints/checkpoint-records.ndjson", "checkpoints/every-library-3.5gb-report"),
     ("checkpoints/dcp-variants-and-kills.ndjson", "checkpoints/report"),
     ("checkpoints/safe-kills-28mb.ndjson", "checkpoints/safe-kills-28mb-report"),
     ("checkpoints/safe-kills-1gib.ndjson", "checkpoints/safe-kills-1gib-report"),

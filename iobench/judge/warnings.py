@@ -152,8 +152,7 @@ def _run_warnings(subject: str, r: RunRecord, min_au: float | None) -> list[RunW
             RunWarning(
                 Kind.BUSY,
                 subject,
-                f"other programs used {busy:.1f} cores around the run (load average "
-                f"{r.host.load_before:.1f} before, {r.host.load_after:.1f} after) on "
+                f"other programs used {busy:.1f} cores around the run{_load_average(r)} on "
                 f"{r.environment.cpu_count or '?'} cores: torch's threaded paths slow down sharply when they "
                 "share cores (up to 9.5x), numpy's single thread hardly",
                 "close other programs and measure again, or measure it on purpose with --cpu-contention N "
@@ -172,6 +171,14 @@ def _run_warnings(subject: str, r: RunRecord, min_au: float | None) -> list[RunW
             )
         )
     return found
+
+
+def _load_average(r: RunRecord) -> str:
+    """` (load average 2.1 before, 2.3 after)`, where the record has them."""
+    h = r.host
+    if h.load_before is None or h.load_after is None:
+        return ""
+    return f" (load average {h.load_before:.1f} before, {h.load_after:.1f} after)"
 
 
 def _reading_warnings(subject: str, r: RunRecord) -> list[RunWarning]:

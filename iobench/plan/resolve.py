@@ -190,10 +190,14 @@ def resolve(config: RunConfig, target: RunTarget, world: World = SINGLE) -> Reso
 
 
 def fitted_batch(config: RunConfig, samples: int) -> RunConfig:
-    """A batch larger than the samples a process reads in an epoch made every epoch one batch, which says little of a
-    loader's steady state (a 500-sample dataset kept 1,024 and warned once per configuration): the largest power of
-    two that gives the epoch 8 batches or more (`batch_notes` says so once)."""
-    if config.settings.batch_size <= samples or samples < 1:
+    """The default batch larger than the samples a process reads in an epoch made every epoch one batch, which says
+    little of a loader's steady state (a 500-sample dataset kept 1,024 and warned once per configuration): the largest
+    power of two that gives the epoch 8 batches or more (`batch_notes` says so once). A batch size other than the
+    default is the user's and is kept (the one-batch warning says what it means)."""
+    from iobench.settings import SETTINGS
+
+    default = SETTINGS["batch_size"].default
+    if config.settings.batch_size != default or config.settings.batch_size <= samples or samples < 1:
         return config
     return config.with_settings(batch_size=1 << max(0, (max(1, samples // 8)).bit_length() - 1))
 

@@ -103,6 +103,8 @@ def run_args(data_dir: Path | str, fmt: str, loader: str, results: Path, *extra:
         "cpu",
         "--results",
         results,
+        "--batch-size",
+        "16",
         "-q",
         *extra,
     ]

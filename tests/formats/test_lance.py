@@ -72,6 +72,8 @@ def test_its_pipeline_takes_no_worker_processes(dataset, tmp_path, cli):
         "1",
         "--runs",
         "1",
+        "--batch-size",
+        "64",
         "-q",
         "--results",
         tmp_path / "r.jsonl",
@@ -84,7 +86,19 @@ def test_a_reader_not_fork_safe_is_refused_by_the_dataloaders_forked_workers_and
 ):
     """Lance's runtime does not survive a fork (a forked child that reopened it died now and then in CI): the
     DataLoader's workers refuse it in one line, and its reads with no workers are unchanged."""
-    common = ("--data-dir", dataset.parent, "--format", "lance", "--runs", "1", "--epochs", "1", "-q")
+    common = (
+        "--data-dir",
+        dataset.parent,
+        "--format",
+        "lance",
+        "--runs",
+        "1",
+        "--epochs",
+        "1",
+        "--batch-size",
+        "64",
+        "-q",
+    )
     r = cli("run", *common, "--loader", "dataloader", "--num-workers", "2", "--results", tmp_path / "r.jsonl")
     assert_one_line_error(r, "lance is not fork-safe: the DataLoader's workers are forked")
     assert not (tmp_path / "r.jsonl").exists()

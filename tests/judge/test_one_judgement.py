@@ -68,7 +68,7 @@ def test_compare_judges_the_same_files_by_the_same_rules(cli, tmp_path):
     later = [RunRecord.from_json({**r.to_json(), "timestamp": "2026-11-27T12:00:00+00:00"}) for r in CASES["busy"]]
     busy = _write(tmp_path / "busy.jsonl", later)
     r = cli("compare", quiet, busy)
-    assert r.code == 0 and r.out.count("not comparable") == 3 and "3 not comparable" in r.out
+    assert r.code == 0 and r.out.count("not comparable: other programs used") == 3 and "3 not comparable" in r.out
     again = [RunRecord.from_json({**r.to_json(), "timestamp": "2026-11-27T13:00:00+00:00"}) for r in CASES["busy"]]
     r = cli("compare", busy, _write(tmp_path / "busy2.jsonl", again))
     assert r.code == 0 and "3 no decidable difference" in r.out  # beside other programs, never a change

@@ -11,8 +11,8 @@ def test_two_candidates_are_named_by_the_settings_that_differ():
     a, b = "hdf5/dataloader bs=1024 w=2 fetch=batch", "hdf5/dataloader bs=1024 w=0 fetch=batch"
     assert differing(a, b) == ("hdf5/dataloader w=2", "hdf5/dataloader w=0")
     assert differing("npy/dataloader bs=16", "memmap/tensorclass bs=16") == ("npy/dataloader", "memmap/tensorclass")
-    best = Contender(a, interval_of([100.0, 100.4, 99.8, 100.2]), 4, 0.5)
-    rival = Contender(b, interval_of([99.6, 100.1, 99.5, 100.0]), 4, 0.5)
+    best = Contender(a, interval_of([100.0, 110.0, 90.0, 105.0]), 4, 0.5)  # 0.4% apart, each spread 20%
+    rival = Contender(b, interval_of([99.6, 109.5, 90.5, 104.0]), 4, 0.5)
     said = deciding_budget(best, rival)
     assert said.startswith("not decided: hdf5/dataloader w=2 and hdf5/dataloader w=0 are 0.") and "w=0" in said
 

@@ -8,8 +8,9 @@ from tests.conftest import run_config
 
 
 def test_a_batch_larger_than_the_samples_is_fitted_to_eight_batches_or_more():
-    config = run_config("npy", "dataloader")
-    assert config.settings.batch_size == 1024
+    config = run_config("npy", "dataloader", batch_size=1024)  # the default
     assert fitted_batch(config, 500).settings.batch_size == 32  # 500 // 8 = 62 -> 32
     assert fitted_batch(config, 5).settings.batch_size == 1
     assert fitted_batch(config, 1024) is config and fitted_batch(config, 200_000) is config
+    given = run_config("npy", "dataloader", batch_size=4096)  # the user's own: kept, with the one-batch warning
+    assert fitted_batch(given, 500) is given

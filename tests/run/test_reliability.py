@@ -50,6 +50,8 @@ def _run(cli, workspace, results, *extra):
         "cpu",
         "--runs",
         "1",
+        "--batch-size",
+        "64",
         "-q",
         "--results",
         results,

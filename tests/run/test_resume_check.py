@@ -126,7 +126,7 @@ def test_a_failing_resume_is_recorded_with_the_timed_figures_kept(dataset_dir, p
 
 
 def test_an_epoch_of_one_batch_says_whether_it_has_state_and_that_nothing_was_interrupted(dataset_dir, planted):
-    one = resolved_run(dataset_dir, "npy", "dataloader", batch_size=1024, runs=1, epochs=1, resume_check=True)
+    one = resolved_run(dataset_dir, "npy", "dataloader", batch_size=4096, runs=1, epochs=1, resume_check=True)
     assert resume_check(one, 1, building.build_loader).resume_error == "the epoch is one batch: nothing to interrupt"
 
 

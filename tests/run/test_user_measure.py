@@ -98,7 +98,7 @@ def test_what_measure_returns_is_a_record_that_report_and_compare_read(tmp_path,
     r = cli("report", results, "--out", tmp_path / "report")
     assert r.code == 0 and "Squares" in (tmp_path / "report" / "report.md").read_text(), r.err
     r = cli("compare", results, results)
-    assert r.code == 0 and "1 matching configuration(s) (1 same)" in r.out, r.out
+    assert r.code == 0 and "1 matching configuration(s) (1 no decidable difference)" in r.out, r.out
 
 
 @pytest.mark.parametrize("empty", [[], iter(()), "dataset"])

@@ -65,7 +65,7 @@ class ImageFolderSource(SourceKind):
     def shape_words(self, path: Path, shape: tuple[int, ...]) -> str:
         """`prepare --from photos` without --shape chose 3x224x224 and said only "500 samples of (3, 224, 224)"."""
         if tuple(shape) != DEFAULT_SHAPE:
-            return f"every image is {shape[1]}x{shape[2]} with {shape[0]} channel(s): none is resized"
+            return ""  # every image has this size: nothing was chosen for the user
         return (
             f"the images differ in size: each is resized and centre-cropped to {shape[1]}x{shape[2]}, the usual "
             "training size (--shape C,H,W chooses another; the files format keeps them as they are, each read "

@@ -10,6 +10,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
+from iobench.system.ownership import MARKER
+
 INTERVAL_S = 0.05
 
 
@@ -20,7 +22,7 @@ def folder_bytes(folder: Path) -> int:
     with suppress(OSError):
         for path in folder.rglob("*") if folder.is_dir() else ():
             with suppress(OSError):
-                if path.is_file() and not path.is_symlink():
+                if path.is_file() and not path.is_symlink() and path.name != MARKER:  # iobench's own marker
                     total += path.stat().st_size
     return total
 
