@@ -193,7 +193,7 @@ class RangedNpyReader(FormatReader):
     FEATURES, LABELS = FEATURES, LABELS  # the objects; a format with the same fixed layout names its own
 
     def _open(self) -> tuple[Any, int, np.ndarray]:
-        from iobench.storage.remote.emulator import worded  # light: only a remote read loads it
+        from iobench.storage.remote.client_errors import worded  # light: only a remote read loads it
 
         with worded(self.storage.url(self.FEATURES)):
             return self._opened()
@@ -246,7 +246,7 @@ class RangedNpyReader(FormatReader):
         ends = np.append(begins[1:], len(wanted)) - 1
         starts = (offset + wanted[begins] * row).tolist()
         stops = (offset + (wanted[ends] + 1) * row).tolist()
-        from iobench.storage.remote.emulator import worded  # light: only a remote read loads it
+        from iobench.storage.remote.client_errors import worded  # light: only a remote read loads it
 
         with worded(self.storage.url(self.FEATURES)):
             parts = asyncio.run(_ranges(store, self.storage.key(self.FEATURES), starts, stops, self.in_flight))

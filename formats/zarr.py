@@ -275,7 +275,7 @@ class ZarrObjectReader(ZarrReader):
     def _checked_metadata(self, store: Any) -> dict[str, bytes]:
         """The group's and arrays' metadata through `store`, checked as a local store's: by key."""
         from iobench.formats.zarr_store import fetch
-        from iobench.storage.remote.emulator import worded
+        from iobench.storage.remote.client_errors import worded
 
         with worded(self.storage.url("")):
             fetched = fetch(store, [self.storage.key(name) for name in METADATA])

@@ -70,7 +70,7 @@ def _first_stored(probes: list[Probe], target: RemoteTarget) -> Probe:
     """The largest probe object the store has (a HEAD each, one per format at most)."""
     import obstore
 
-    from iobench.storage.remote.emulator import worded
+    from iobench.storage.remote.client_errors import worded
 
     for probe in probes:
         storage = ObjectStorage(target, probe.bucket, probe.prefix, [probe.name])
@@ -169,7 +169,7 @@ def _served_rates(probe: Probe, profile: Profile, connections: int) -> RemoteRat
 
 
 def _rates(target: RemoteTarget, probe: Probe, connections: int) -> RemoteRates:
-    from iobench.storage.remote.emulator import worded
+    from iobench.storage.remote.client_errors import worded
 
     storage = ObjectStorage(target, probe.bucket, probe.prefix, [probe.name])
     storage.make_cold()  # the server's file read through: its disk never adds to the profile

@@ -96,7 +96,7 @@ def put_files(storage: Any, root: Path, files: list[tuple[Any, Path]], done: lis
     finish); bytes sent."""
     import obstore
 
-    from iobench.storage.remote.emulator import obstore_reason
+    from iobench.storage.remote.client_errors import obstore_reason
     from iobench.system.fsutil import open_regular
 
     sent = 0

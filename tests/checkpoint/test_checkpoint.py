@@ -102,6 +102,7 @@ def test_the_command_refuses_a_size_that_does_not_fit(cli, tmp_path):
     assert not (tmp_path / "r.jsonl").exists() or not (tmp_path / "r.jsonl").read_text()
 
 
+@pytest.mark.long
 def test_a_cold_restore_reads_the_checkpoints_bytes_from_the_disk(tmp_path):
     """Each record's restore read what its process had read from storage: cold, the checkpoint's bytes (within 2%);
     warm, nearly nothing; every restore checked exact. Everything iobench wrote under --dir is gone afterwards."""
@@ -119,6 +120,7 @@ def test_a_cold_restore_reads_the_checkpoints_bytes_from_the_disk(tmp_path):
     assert not (tmp_path / "ck").exists(), "the folder made for the checkpoints is removed with them"
 
 
+@pytest.mark.long
 def test_a_save_is_timed_first_and_steady_and_every_trial_has_the_threads_asked(tmp_path):
     """The trial's first save (a job's first checkpoint) and the steady one after it are both recorded; the torch
     threads asked are the ones every trial had, and the record says them."""
@@ -129,6 +131,7 @@ def test_a_save_is_timed_first_and_steady_and_every_trial_has_the_threads_asked(
     assert {r.environment.torch_threads for r in done.trials} == {1}
 
 
+@pytest.mark.long
 def test_ranks_record_the_same_threads_as_one_process(tmp_path):
     """--nproc 2 --torch-threads 1: each rank has the one thread a single process has (torchrun would have set 1 for
     the ranks whatever one process had); DCP's two ranks save and restore together, the slowest rank's seconds kept."""
@@ -175,6 +178,7 @@ def test_every_clock_of_a_trial_runs_with_the_harness_out_of_the_collector(tmp_p
     assert seen == [("save", True), ("save", True), ("restore", True)] and gc.get_freeze_count() == 0
 
 
+@pytest.mark.long
 def test_the_command_prints_tables_against_size_and_an_answer(cli, tmp_path, quiet_machine):
     r = cli(
         "checkpoint",
@@ -214,6 +218,7 @@ def _own_weights() -> dict:
     }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
 def test_a_state_around_the_users_own_weights_round_trips(tmp_path, suffix):
     """--from: the file's floating-point tensors in their own dtypes (an int counter left out), fp32 optimizer groups
@@ -289,6 +294,7 @@ def test_what_needs_cuda_or_a_local_folder_is_skipped_saying_why(tmp_path):
     assert "torch" in [lib.name for lib in libraries] and any("local folder only" in s for s in skipped)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("stop", ["end", signal.SIGKILL])
 def test_dcps_process_checkpointer_listens_on_loopback_and_dies_with_iobench(tmp_path, stop):
     """dcp-async-process: DCP's background process joins the trial's group through the store iobench hosts on

@@ -63,6 +63,7 @@ def _trials(w: Watched) -> list[int]:
     return found
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
 def test_no_rank_or_trial_outlives_a_stopped_checkpoint_and_every_listener_is_on_loopback(tmp_path, sig):
     """SIGINT/SIGTERM to iobench's PID alone exited in 0.32 s while its two ranks ran on (one for 1,484 s), re-made
@@ -87,6 +88,7 @@ def test_no_rank_or_trial_outlives_a_stopped_checkpoint_and_every_listener_is_on
     assert list((tmp_path / "c").iterdir()) == [], "the next run swept the killed run's folder, then its own"
 
 
+@pytest.mark.long
 def test_dir_parents_made_for_the_checkpoints_are_removed_and_the_users_are_kept(cli, tmp_path):
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "keep.txt").write_text("the user's")
@@ -286,6 +288,7 @@ def test_names_holding_double_underscores_come_back_from_tensordict(tmp_path):
     assert differences(LIBRARIES["tensordict"].restore(place, None, None), state) == []
 
 
+@pytest.mark.long
 @pytest.mark.skipif(os.geteuid() != 0, reason="a small tmpfs needs root")
 def test_a_full_disk_is_said_as_such(cli, tmp_path, monkeypatch):
     """tensordict said "save failed: -7" (SIGBUS), torch and dcp "[enforce fail at inline_container.cc:672] .
@@ -498,6 +501,7 @@ with local_target(Path(sys.argv[1])) as target:
 """
 
 
+@pytest.mark.long
 def test_a_sweep_keeps_a_live_runs_folder_from_another_pid_namespace_and_folders_named_like_ours(tmp_path):
     """S3: run B's sweep removed run A's live folder (A in another PID namespace, where its PID meant another
     process) and the user's `.iobench-checkpoint-1-1-abcdefgh/precious`; a folder is swept only where its marker

@@ -69,6 +69,7 @@ def test_a_safe_save_leaves_step_n_until_the_pointer_moves(tmp_path):
     assert _classify("torch", tmp_path, "safe") == "clean error"
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("library", ["torch", "dcp"])
 def test_killed_safe_saves_never_lose_a_step(tmp_path, library):
     """Kills at random moments of a safe save: every restore finds step N or step N+1 whole."""
@@ -78,6 +79,7 @@ def test_killed_safe_saves_never_lose_a_step(tmp_path, library):
     assert counts["N intact"] + counts["N+1 intact"] == 4, counts
 
 
+@pytest.mark.long
 def test_a_save_that_needs_a_group_is_killed_as_its_trial_runs_it(tmp_path):
     """dcp-async-process saves in a process group even alone: the killed save starts as its trial does (as ranks).
     Started alone it failed at once, so even a kill long after the save's own time read "N intact", every time."""

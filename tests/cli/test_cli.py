@@ -159,6 +159,7 @@ def _start_prepare(tmp_path, size, formats):
     )
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_interrupted_prepare_leaves_nothing_complete_looking(tmp_path, cli, sig):

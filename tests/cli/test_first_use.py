@@ -16,6 +16,7 @@ from tests.conftest import ROOT, assert_one_line_error, invoke, stored_records
 pytestmark = pytest.mark.e2e
 
 
+@pytest.mark.long
 def test_a_default_sweep_runs_over_what_a_default_prepare_writes(tmp_path, cli):
     """`prepare` then `sweep --batch-size 256,1024` stopped at "files is not prepared"."""
     invoke("prepare", "--size", "400", "--data-dir", tmp_path / "data", "-q")
@@ -410,6 +411,7 @@ def test_a_run_of_several_configurations_says_where_it_stands():
     assert _place(1, 5, 600.0) == "configuration 2 of 5, about 40 min left"
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_ctrl_c_keeps_the_finished_records_and_prints_their_table(tmp_path):
     """An interrupted run said only 'interrupted'; what finished is kept and shown."""

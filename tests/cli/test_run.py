@@ -29,6 +29,7 @@ def data(tmp_path_factory):
     return root
 
 
+@pytest.mark.long
 def test_default_comparison_writes_one_record_per_row(data, cli, results):
     r = cli(
         "run",
@@ -233,6 +234,7 @@ def test_mlp_step_learns():
     assert model_loss(step.model(features), labels).item() < 0.5
 
 
+@pytest.mark.long
 def test_loader_all_on_the_cpu_leaves_gpu_resident_out_saying_so(data, cli, tmp_path):
     """`--loader all` on a CPU machine ran gpu-resident (the dataset held in RAM, npy 169,510 samples/s) as if it were
     a way from storage; named, it still runs."""

@@ -72,6 +72,7 @@ ANSWER_PATHS = {
 }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("path", list(ANSWER_PATHS))
 def test_every_command_an_answer_suggests_runs_as_printed(place, cli, path):
     r = cli(*ANSWER_PATHS[path], "--runs", 2, "--results", place / "r.jsonl")

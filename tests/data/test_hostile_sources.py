@@ -315,6 +315,7 @@ def test_npz_labels_are_checked_before_they_are_read(tmp_path):
     assert rss < RSS_BOUND_MB, rss
 
 
+@pytest.mark.long
 def test_deflated_labels_are_streamed_not_inflated_whole(tmp_path):
     """a 1.9 MB zip of labels that inflates to gigabytes reached 4.2 GB of RSS. Here 1 GiB of
     labels (a negative one first, so that the check refuses them; it reads them all before it does)."""
@@ -336,6 +337,7 @@ def _npy_bytes(array: np.ndarray) -> bytes:
     return buf.getvalue()
 
 
+@pytest.mark.long
 def test_a_huge_image_is_refused_from_its_header(tmp_path):
     """a 13000x13000 PNG of about 20 KB cost 0.8-1.3 GB per decoding thread."""
     source = _photos(tmp_path / "photos")

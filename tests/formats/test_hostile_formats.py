@@ -135,6 +135,7 @@ def test_a_folder_name_is_never_a_url_pattern_or_command(clean, results, tmp_pat
     assert record["samples_per_epoch"] == N and record["shuffle_spread"] > 0
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("kind", list(HOSTILE_NAMES))
 def test_every_writer_and_reader_takes_a_folder_name_as_a_path(tmp_path, monkeypatch, cli, kind):
     """a data folder named like a URL or a command reaches no writer (`prepare`: webdataset's ShardWriter ran

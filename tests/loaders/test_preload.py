@@ -128,6 +128,7 @@ def test_a_failing_piece_is_raised_where_the_read_was_asked_for(tmp_path):
     assert not [t for t in threading.enumerate() if t.name.startswith("iobench-whole-read")]
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("loader", ["preload", "gpu-resident"])
 def test_a_cold_epoch_reads_the_dataset_inside_its_clock_once(tmp_path, cli, loader):
     """The reads are counted per timed epoch (this process's own, /proc/self/io): each cold epoch of a fresh loader
@@ -161,6 +162,7 @@ def test_a_cold_epoch_reads_the_dataset_inside_its_clock_once(tmp_path, cli, loa
         assert abs(read / record["dataset_bytes"] - 1) < 0.02, (read, record["dataset_bytes"])
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_a_memory_cgroup_smaller_than_the_dataset_is_refused_in_one_line(tmp_path):
     """In a 1.5 GB memory cgroup, preload of a 2.08 GB dataset was SIGKILLed by the OOM killer with no message: the

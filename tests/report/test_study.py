@@ -79,6 +79,7 @@ SWEEP = [
 ]
 
 
+@pytest.mark.long
 def test_sweep_skips_what_does_not_go_together_and_resumes(workspace, cli, monkeypatch):
     import iobench.run.sweep
 

@@ -78,6 +78,7 @@ def test_a_loader_that_never_made_the_step_wait_gives_a_range():
     assert error(p, record_of(samples_per_s=100_000.0)) == pytest.approx(0.5 - 1)
 
 
+@pytest.mark.long
 def test_au_is_recorded_and_shown_and_the_what_if_is_checked_by_measuring(tmp_path, cli):
     """sleep:4 predicts sleep:2 and sleep:8; both are then measured and the error of each is shown beside them. How
     small the error is is a timing on a shared machine (bounded here at 25%, it was -40.4% on a busy host):

@@ -267,6 +267,7 @@ def test_tune_searches_a_users_dataset_and_its_script_reproduces_the_delivery(cl
     assert re.findall(r"epoch \d: (\d+) samples", done.stdout) == ["300"] * 3, done.stdout
 
 
+@pytest.mark.long
 def test_the_factory_script_with_workers_runs_under_spawn_and_forkserver(tmp_path, user):
     from iobench.plan.paste import factory_script
     from iobench.run.dataset_factory import FactoryRequest
@@ -284,6 +285,7 @@ def test_the_factory_script_with_workers_runs_under_spawn_and_forkserver(tmp_pat
         assert re.findall(r"epoch \d: (\d+) samples", done.stdout) == ["300"] * 3, done.stdout
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     ("args", "fragments"),
     [

@@ -86,6 +86,7 @@ def test_a_sequential_rank_reads_one_contiguous_run():
     assert batches[0].start == N // 2 and batches[-1].stop == N
 
 
+@pytest.mark.long
 def test_two_gloo_ranks_deliver_every_sample_exactly_once(dataset_dir, tmp_path):
     """Every (format, loader, order) through torchrun and gloo: the ranks' deliveries are the dataset."""
     _torchrun("-m", "tests.rank_delivery", str(dataset_dir), str(tmp_path))
@@ -114,6 +115,7 @@ def _check_aggregated(record: dict, world: int, nodes: int) -> None:
     assert record["torch_threads"] >= 1
 
 
+@pytest.mark.long
 def test_torchrun_writes_one_aggregated_record(dataset_dir, tmp_path):
     results = dataset_dir.parent.parent / "torchrun.jsonl"
     r = _torchrun(
@@ -146,6 +148,7 @@ def test_torchrun_writes_one_aggregated_record(dataset_dir, tmp_path):
     assert r.stdout.count("record(s) appended") == 1
 
 
+@pytest.mark.long
 def test_nproc_launches_torchrun_with_the_distributed_sampler(dataset_dir):
     results = dataset_dir.parent.parent / "nproc.jsonl"
     env = dict(os.environ, COLUMNS="200", OMP_NUM_THREADS="1")
@@ -184,6 +187,7 @@ def test_nproc_launches_torchrun_with_the_distributed_sampler(dataset_dir):
     assert record["shard"] == "distributed-sampler"
 
 
+@pytest.mark.long
 def test_nproc_ranks_and_rivals_import_the_running_iobench_not_the_working_directorys(dataset_dir, tmp_path):
     """a folder `iobench/` in the working directory ran its code in every torchrun process."""
     marker = planted(tmp_path)
@@ -223,6 +227,7 @@ def test_nproc_ranks_and_rivals_import_the_running_iobench_not_the_working_direc
     assert record["world_size"] == 2
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM", "SIGKILL"])
 def test_nproc_listens_on_loopback_only_and_no_rank_outlives_iobench(dataset_dir, tmp_path, sig):
     """Under torchrun --standalone the rendezvous store listened on `*:PORT`, and a stopped iobench left its ranks
@@ -292,6 +297,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.long
 def test_multinode_script_joins_two_nodes_on_loopback(dataset_dir):
     """Two torchrun agents, one 'node' each, meet through c10d rendezvous on 127.0.0.1."""
     results = dataset_dir.parent.parent / "multinode.jsonl"
@@ -578,6 +584,7 @@ def hangs(features, labels):
 """
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("step", ["fails", "hangs"])
 def test_a_rank_that_fails_or_hangs_ends_the_nproc_run_in_a_line_per_rank(dataset_dir, tmp_path, step):
     """One rank failing printed rank 0's 60-line gloo traceback ("Connection closed by peer") beside iobench's line;

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import sys
 
+import pytest
+
 from iobench.run.doctor import Status, cgroups, clock_verdict, overlap_verdict, page_cache, pinned_verdict
 
 
+@pytest.mark.long
 def test_doctor_runs_here_and_says_what_it_found(tmp_path, cli):
     r = cli("doctor", "--data-dir", tmp_path, "--idle-seconds", "1", "--device", "cpu")
     assert r.code == 0, r.err

@@ -97,6 +97,7 @@ def _pymp(tmp_path: Path) -> set[str]:
     return {p.name for p in (tmp_path / "tmp").glob("pymp-*")}
 
 
+@pytest.mark.long
 @needs_memory_cgroup
 def test_ctrl_c_ends_a_budgeted_run_with_workers_at_once(workspace, tmp_path):
     """forked workers held the governor's stdin: a 60 s stall, then a TimeoutExpired traceback."""
@@ -126,6 +127,7 @@ def test_ctrl_c_ends_a_budgeted_run_with_workers_at_once(workspace, tmp_path):
     assert _pymp(tmp_path) == set(), "multiprocessing's temporary folders were left"
 
 
+@pytest.mark.long
 @needs_memory_cgroup
 def test_a_killed_governor_fails_the_run_instead_of_claiming_the_budget_held(workspace, tmp_path):
     """rc 0, cache_peak_bytes 0, the limit frozen and the group's OOM killer off."""
@@ -172,6 +174,7 @@ def test_a_budget_without_a_unit_or_on_tmpfs_is_refused(workspace, cli, tmp_path
     assert_one_line_error(r, "files are memory, not cache")
 
 
+@pytest.mark.long
 @needs_memory_cgroup
 @pytest.mark.skipif(not _cgroups_here("blkio"), reason="needs root and a cgroup v1 blkio hierarchy")
 def test_a_killed_runs_groups_and_throttle_are_removed_without_another_run(workspace, tmp_path):
@@ -475,6 +478,7 @@ def test_a_governor_whose_run_was_killed_ends_without_a_traceback(tmp_path):
     assert (tmp_path / "memory.limit_in_bytes").read_text() == "-1", "the limit was lifted"
 
 
+@pytest.mark.long
 @needs_memory_cgroup
 def test_the_cache_budgets_governor_imports_the_running_iobench(workspace, tmp_path):
     """the governor was started as `python -m iobench.storage.local.cache_governor` from the working directory."""
@@ -516,6 +520,7 @@ CORE_DATA_FILE = {
 }
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     ("fmt", "loader"),
     [

@@ -4,6 +4,7 @@ reached two ranks or none), scored after the clock and recorded; unequal batch c
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from iobench.judge.warnings import Kind, coverage_warnings
 from iobench.measuring.clocks import EpochTiming
@@ -54,6 +55,7 @@ def test_unequal_batches_and_gaps_are_warnings_and_an_even_split_is_not():
     assert "4/3 batches" in found[0].finding and "DDP hangs" in found[0].advice and "5 never" in found[1].finding
 
 
+@pytest.mark.long
 def test_two_ranks_under_torchrun_record_their_coverage(tmp_path, cli):
     prepare_with_limits(tmp_path, "1000", "npy")
     results = tmp_path / "r.jsonl"
@@ -100,6 +102,7 @@ def test_the_distributed_sampler_trims_pads_or_drops_the_tail_as_asked():
         assert sum(len(b) for b in order.batches(1)) == shares[0] and order.n_batches() == -(-shares[0] // 16)
 
 
+@pytest.mark.long
 def test_a_padding_sampler_on_three_ranks_records_its_repeats(tmp_path, cli):
     prepare_with_limits(tmp_path, "1000", "npy")
     results = tmp_path / "r.jsonl"

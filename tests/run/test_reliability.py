@@ -192,6 +192,7 @@ def test_format_folders_without_a_manifest_are_recoverable_with_force(tmp_path, 
     assert cli("verify", "--data-dir", tmp_path, "-q").code == 0
 
 
+@pytest.mark.long
 @pytest.mark.slow
 def test_two_prepares_of_one_dataset_do_not_both_run(tmp_path, cli):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -287,6 +288,7 @@ def _run_with_two_workers(workspace, tmp_path) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.long
 def test_sigterm_ends_a_run_and_its_workers(workspace, tmp_path):
     proc = _run_with_two_workers(workspace, tmp_path)
     workers = descendants(proc.pid)
@@ -303,6 +305,7 @@ def _as_nobody(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd="/", capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.long
 def test_unprivileged_cold_runs_refuse_drop_caches_and_fall_back_to_fadvise(workspace):
     if os.geteuid() != 0 or shutil.which("setpriv") is None:
         pytest.skip("needs root to become an unprivileged user (setpriv)")
@@ -379,6 +382,7 @@ def test_writing_stops_before_the_disk_is_full(tmp_path, cli, monkeypatch, forma
     assert list(tmp_path.iterdir()) == [], "the dataset folder this prepare created is removed again"
 
 
+@pytest.mark.long
 def test_a_killed_worker_ends_the_run_in_one_line(workspace, tmp_path):
     proc = _run_with_two_workers(workspace, tmp_path)
     os.kill(min(descendants(proc.pid)), 9)
@@ -517,6 +521,7 @@ def test_a_failed_force_over_another_dataset_keeps_the_old_one_byte_for_byte(tmp
     assert cli("verify", "--data-dir", data, "-q").code == 0
 
 
+@pytest.mark.long
 def test_an_interrupted_force_over_another_dataset_keeps_the_old_one_byte_for_byte(tmp_path):
     """Ctrl-C two seconds into `prepare --force` over another spec left a manifest without formats."""
     data = tmp_path / "data"

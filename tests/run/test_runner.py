@@ -51,6 +51,7 @@ def fake(monkeypatch):
     monkeypatch.setattr(format_epochs, "build_loader", FakeLoader)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("cache", ["warm", "cold"])
 def test_the_runner_times_the_epochs_it_should_and_records_them(dataset_dir, fake, cache):
     resolved = resolved_run(dataset_dir, "npy", "dataloader", batch_size=BATCH, runs=2, warmup=1, epochs=3, cache=cache)

@@ -110,6 +110,7 @@ def prepared(root: Path) -> Path:
     return root / "data"
 
 
+@pytest.mark.long
 def test_the_same_runs_store_the_same_configurations(tmp_path):
     if not BEFORE.is_file():
         pytest.fail(f"{BEFORE} is missing: it is written once, by the code before the redesign")

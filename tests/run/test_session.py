@@ -30,6 +30,7 @@ def _calls(monkeypatch, stop_at: int | None = None) -> list[tuple[str, int]]:
     return seen
 
 
+@pytest.mark.long
 def test_the_runs_of_several_configurations_are_measured_in_turn(data, cli, tmp_path, monkeypatch):
     seen = _calls(monkeypatch)
     r = cli(

@@ -221,6 +221,7 @@ def test_an_unsettled_search_still_prints_the_best_measured_code_with_its_caveat
     assert "paste (saved as" in printed and "print('the loop')" in printed
 
 
+@pytest.mark.long
 def test_tune_searches_with_the_users_transform(tmp_path, cli):
     """On photos with augmentation tune recommended 0 workers while 2 were faster with the augmentation."""
     prepare_with_limits(tmp_path, "256", "npy")
@@ -300,6 +301,7 @@ def test_the_command_to_measure_again_names_every_setting_the_search_changed():
     assert item.endswith("--num-workers 1 --cache warm --fetch item")
 
 
+@pytest.mark.long
 def test_a_trial_in_a_process_of_its_own_gives_the_record_or_one_line(tmp_path):
     """tune --remote's trials: the record comes back whole; an error in the trial is one line here, and the
     trial's process is gone either way."""
@@ -337,6 +339,7 @@ def step(features, labels):
 """
 
 
+@pytest.mark.long
 @pytest.mark.parametrize(
     ("fmt", "loader", "step"),
     [

@@ -86,6 +86,7 @@ def test_measure_cold_evicts_the_files_it_is_given(tmp_path):
     assert m.cache == "cold" and m.timings[0].samples == 4096
 
 
+@pytest.mark.long
 def test_what_measure_returns_is_a_record_that_report_and_compare_read(tmp_path, cli):
     from iobench.results.store import append_record, load_records
 

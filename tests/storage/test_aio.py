@@ -214,6 +214,7 @@ def test_copying_out_of_staging_gathers_or_slices_to_the_same_bytes(unit, width)
         np.testing.assert_array_equal(out[k], rows[k, skip[k] : skip[k] + width])
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("aio_here", [True, False])
 def test_the_record_says_how_direct_read_and_warns_when_cold_epochs_went_through_the_cache(
     tmp_path, cli, monkeypatch, aio_here

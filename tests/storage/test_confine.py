@@ -106,6 +106,7 @@ def budget_data(tmp_path_factory):
     return root
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.skipif(not _cgroups_here("memory"), reason="needs root and a cgroup v1 memory hierarchy")
 def test_a_cache_budget_caps_the_page_cache_of_the_run_and_its_workers(budget_data, cli):
@@ -155,6 +156,7 @@ def test_a_cache_budget_caps_the_page_cache_of_the_run_and_its_workers(budget_da
     assert not list(memory_root.rglob(f"iobench-{os.getpid()}")), "the run's cgroup was left behind"
 
 
+@pytest.mark.long
 @pytest.mark.skipif(not _cgroups_here("blkio"), reason="needs root and a cgroup v1 blkio hierarchy")
 def test_a_read_limit_throttles_cold_reads_and_names_its_own_limits(confined_data, cli):
     results = confined_data / "throttle.jsonl"

@@ -64,6 +64,7 @@ def prepared(tmp_path_factory):
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="drop_caches needs root")
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("eviction", ["fadvise", "auto", pytest.param("drop_caches", marks=ROOT_ONLY)])
 @pytest.mark.parametrize("fmt, loader, workers", [("memmap", "tensorclass", "0"), ("npy", "dataloader", "2")])
 def test_cold_run_reads_the_dataset_and_warm_reads_nothing(prepared, cli, eviction, fmt, loader, workers):
@@ -168,6 +169,7 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.long
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt, loader", [("memmap", "tensorclass"), ("npy", "dataloader")])
 def test_a_cold_command_reads_the_dataset_once_per_timed_epoch(tmp_path, fmt, loader):

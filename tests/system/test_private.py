@@ -165,6 +165,7 @@ def test_stale_folders_are_told_apart_by_their_marker(shared_tmp):
     )
 
 
+@pytest.mark.long
 def test_what_a_killed_run_pinned_is_removed_by_the_next(tmp_path):
     """SIGKILL left `iobench-pinned-*` folders in TMPDIR forever; they live in iobench's own folder now, named by
     their process, and the next reader's start removes those of processes that are gone."""

@@ -36,6 +36,7 @@ def _rank_argv(*args: str) -> list[str]:
     return [*argv, *args]
 
 
+@pytest.mark.long
 def test_ranks_join_through_a_store_on_loopback_and_gloo_on_loopback():
     with Ranks(_rank_argv("3"), 2, capture=True) as ranks:
         seen: set = set()
@@ -57,6 +58,7 @@ def test_the_first_failed_rank_stops_the_others():
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.long
 def test_a_rank_past_the_timeout_is_stopped():
     with pytest.raises(TimeoutError):
         run_ranks(_rank_argv("60"), 2, capture=True, timeout_s=8)
@@ -69,6 +71,7 @@ PARENT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.long
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_no_rank_outlives_its_parent_whatever_ends_it(sig):
     """The parent alone is signalled (not its group): its ranks end with it."""

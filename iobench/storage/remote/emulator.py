@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -205,28 +205,6 @@ def spawn(name: str, argv: list[str], state: Path, env: dict[str, str] | None = 
     # DataLoader worker killed mid-epoch (it looks for any killed child of this process)
     threading.Thread(target=process.wait, name=f"iobench-{name}-reaper", daemon=True).start()
     return process
-
-
-def obstore_reason(exc: BaseException) -> str | None:
-    """An obstore error (a refused key, a server gone, a missing object) as its first line; obstore's message
-    goes on for a page of debug output. None for an exception that is not obstore's."""
-    if type(exc).__module__.split(".")[0] != "obstore":
-        return None
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:300]
-
-
-@contextlib.contextmanager
-def worded(url: str) -> Iterator[None]:
-    """obstore's errors (a refused key, a server gone) as one OSError line naming the object: the runner words
-    OSError, and obstore's own message runs to a page of debug output."""
-    try:
-        yield
-    except Exception as exc:  # obstore's exception classes vary by release
-        said = obstore_reason(exc)
-        if said is None:
-            raise
-        raise OSError(f"{url}: {said}") from None
 
 
 def rclone_binary() -> str:
