@@ -60,7 +60,7 @@ def test_an_unmarked_test_that_fills_its_folder_is_told_to_shrink_or_be_marked_s
 
 
 def test_what_a_plain_pytest_leaves_out_ci_runs():
-    """addopts leaves the crash matrix and the long tests out of the README's command (to stay under 20 minutes); a
+    """addopts leaves the crash matrix and the long tests out of the README's command (to take minutes); a
     marker left out there and run by no step of CI would be tests that never run."""
     addopts = pyproject()["tool"]["pytest"]["ini_options"]["addopts"]
     left_out = re.findall(r"not (\w+)", addopts)

@@ -40,6 +40,7 @@ def test_a_default_sweep_runs_over_what_a_default_prepare_writes(tmp_path, cli):
     assert {x["batch_size"] for x in records} == {64, 128}
 
 
+@pytest.mark.long
 def test_a_sweep_prepares_the_formats_its_dataset_lacks(tmp_path, cli):
     invoke("prepare", "--size", "300", "--formats", "npy", "--data-dir", tmp_path / "data", "-q")
     r = cli(

@@ -301,6 +301,7 @@ def test_tune_refusals(cli, tmp_path, user, args, fragments):
     assert not (tmp_path / "t.jsonl").exists()
 
 
+@pytest.mark.long
 def test_wide_shows_a_users_pipelines_split(cli, tmp_path, user):
     """--wide (the per-batch split the README points to) was refused with --dataset-factory: the user needed it."""
     result = run_factory(cli, tmp_path, f"{user}:make", "--wide", "--step", "sleep:1")
