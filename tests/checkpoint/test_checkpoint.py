@@ -241,6 +241,7 @@ def test_a_state_around_the_users_own_weights_round_trips(tmp_path, suffix):
     done = session(tmp_path, specs=(spec,), libraries=("torch", "dcp"), caches=("warm",), save_modes=("inplace",))
     assert [r.exact for r in done.trials if r.op == "restore"] == [True, True]
     assert {r.source for r in done.trials} == {own.name}
+    assert spec.described == f"from {own.name}"  # the console's and the report's heading name the file (issue 80)
 
 
 def test_a_file_that_is_not_plain_weights_is_refused_in_one_line(cli, tmp_path):

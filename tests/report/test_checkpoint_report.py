@@ -81,3 +81,13 @@ def test_the_verdict_words_name_rounds_for_checkpoints(rate):
 
     said = judged.change_of([1.0], [2.0], None, None, ROUND_UNITS)
     assert ROUND_UNITS.rate == rate and "one round has no interval (use --trials 3 or more)" in said.text
+
+
+def test_the_heading_of_a_state_from_the_users_file_names_the_file(cli, tmp_path):
+    """`## 0.93 GB state (57,987,072 parameters, from)`: the file's name was missing (issue 80)."""
+    from dataclasses import replace
+
+    own = [replace(r, layout="from", source="model.pt") for r in _trials("torch", "safe", [1.0, 1.1], [1.0, 1.1])]
+    _write(tmp_path / "r.jsonl", own)
+    assert cli("report", tmp_path / "r.jsonl", "--out", tmp_path / "out").code == 0
+    assert "parameters, from model.pt)" in (tmp_path / "out" / "report.md").read_text()
