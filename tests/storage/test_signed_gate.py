@@ -158,8 +158,6 @@ def _refused_everywhere(rows: list, ports: list[int]) -> None:
 def test_the_checkpoint_store_refuses_another_users_requests_on_every_port():
     """S1: the listing, the checkpoint, a write and moto's own API, unsigned or signed with other keys, from another
     user, on the shaper's port and moto's: refused; the run's own client still reads and writes."""
-    import boto3
-
     from iobench.storage.remote.profiles import profile
     from iobench.storage.remote.writable_store import WritableStore, s3_client
 
@@ -170,18 +168,27 @@ def test_the_checkpoint_store_refuses_another_users_requests_on_every_port():
         ports = _listening_ports(_store_pids(endpoint))
         rows = json.loads(_as_nobody(PROBE, json.dumps([ports, "iobench-checkpoints", "ck/state"])))
         _refused_everywhere(rows, ports)
-        for port in ports:
-            other = boto3.client(
-                "s3",
-                endpoint_url=f"http://127.0.0.1:{port}",
-                aws_access_key_id=endpoint.access_key,
-                aws_secret_access_key="w" * 40,
-                region_name="us-east-1",
-            )
+        for other in _wrongly_signed(endpoint, ports):
             with pytest.raises(Exception, match="AccessDenied|SignatureDoesNotMatch"):
                 other.list_objects_v2(Bucket="iobench-checkpoints")
         listed = client.list_objects_v2(Bucket="iobench-checkpoints")["Contents"]
         assert [x["Key"] for x in listed] == ["ck/state"]  # nothing of the probe's was written
+
+
+def _wrongly_signed(endpoint, ports: list[int]) -> list:
+    """A boto3 client per port, with the run's access key and another secret: requests signed, but wrongly."""
+    import boto3
+
+    return [
+        boto3.client(
+            "s3",
+            endpoint_url=f"http://127.0.0.1:{port}",
+            aws_access_key_id=endpoint.access_key,
+            aws_secret_access_key="w" * 40,
+            region_name="us-east-1",
+        )
+        for port in ports
+    ]
 
 
 def _store_pids(endpoint) -> tuple[int, ...]:
@@ -215,8 +222,6 @@ def _emulator_missing() -> str | None:
 def test_the_read_only_store_of_run_remote_and_serve_refuses_another_users_requests(tmp_path):
     """`run --remote` and `serve` (rclone behind the shaper): unsigned and wrongly signed requests refused on both
     ports."""
-    import boto3
-
     from iobench.storage.remote.emulator import Emulator
     from iobench.storage.remote.profiles import profile
 
@@ -228,13 +233,6 @@ def test_the_read_only_store_of_run_remote_and_serve_refuses_another_users_reque
         ports = _listening_ports(_store_pids(endpoint))
         rows = json.loads(_as_nobody(PROBE, json.dumps([ports, "ds", "x.npy"])))
         _refused_everywhere(rows, ports)
-        for port in ports:
-            other = boto3.client(
-                "s3",
-                endpoint_url=f"http://127.0.0.1:{port}",
-                aws_access_key_id=endpoint.access_key,
-                aws_secret_access_key="w" * 40,
-                region_name="us-east-1",
-            )
+        for other in _wrongly_signed(endpoint, ports):
             with pytest.raises(Exception, match="AccessDenied|SignatureDoesNotMatch|Forbidden"):
                 other.get_object(Bucket="ds", Key="x.npy")
