@@ -19,6 +19,9 @@ class Events:
     def say(self, text: str) -> None:
         """A message for the person waiting (what will be written, which dataset was picked)."""
 
+    def heading(self, text: str) -> None:
+        """What a long step is about to do, and how much (left out where the user asked for quiet)."""
+
     def progress(self) -> AbstractContextManager[Reporter]:
         """A fresh progress reporter (one bar per file or format) for one long step, as a context."""
         return NullReporter()

@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 from iobench.storage.local.confine import Confinement, confined
-from iobench.storage.local.disk_ceilings import direct_read_mb_per_s, random_read_iops
+from iobench.storage.local.disk_limits import direct_read_mb_per_s, random_read_iops
 
 FIO_JOBS = {
     "sequential MB/s": ["--rw=read", "--bs=1M", "--ioengine=libaio", "--iodepth=32"],

@@ -35,7 +35,7 @@ from workdir import remove_work, work_dir
 DISK = (
     "import json, subprocess, sys\n"
     "from pathlib import Path\n"
-    "from iobench.storage.local.disk_ceilings import direct_read_mb_per_s\n"
+    "from iobench.storage.local.disk_limits import direct_read_mb_per_s\n"
     "from iobench.storage.local.confine import Confinement, confined\n"
     "from iobench.storage.local.page_cache import evict\n"
     "p, limit, how = Path(sys.argv[1]), float(sys.argv[2]), sys.argv[3]\n"

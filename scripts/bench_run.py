@@ -31,7 +31,7 @@ from iobench.measuring.read_rates import page_cache_mb_per_s
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
 from iobench.run.building import build_loader
-from iobench.storage.local.disk_ceilings import direct_read_mb_per_s
+from iobench.storage.local.disk_limits import direct_read_mb_per_s
 from iobench.storage.local.page_cache import evict, resident_fraction
 
 BLOCK = 8 * 2**20

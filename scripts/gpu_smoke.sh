@@ -127,7 +127,7 @@ PY
 }
 
 checkpoints_step() {
-  iobench checkpoint --params "$ck_params" --device "$device" --trials "$ck_trials" --save-mode inplace \
+  iobench checkpoint --params "$ck_params" --device "$device" --rounds "$ck_trials" --save-mode inplace \
     --dir "$data/checkpoints" --results "$out/checkpoints.jsonl"
 }
 

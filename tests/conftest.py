@@ -81,7 +81,7 @@ def too_big(folder: Path, slow: bool) -> str | None:
 MEASURES_OTHER_CORES = (
     "iobench.checkpoint.run_trials",
     "iobench.run.dataset_factory",
-    "iobench.run.doctor",
+    "iobench.sessions.doctor",
     "iobench.run.runner",
     "iobench.run.user_measure",
 )

@@ -51,8 +51,8 @@ def _missing_names(path: Path) -> list[str]:
 
 def test_a_name_that_does_not_exist_is_found(tmp_path):
     bad = tmp_path / "test_bad.py"
-    bad.write_text("def f():\n    from iobench.run.session import no_such_session\n")
-    assert _missing_names(bad) == ["test_bad.py:2: iobench.run.session has no no_such_session"]
+    bad.write_text("def f():\n    from iobench.sessions.run import no_such_session\n")
+    assert _missing_names(bad) == ["test_bad.py:2: iobench.sessions.run has no no_such_session"]
 
 
 def _exists(module: str, name: str) -> bool:

@@ -7,11 +7,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from iobench.checkpoint.save_modes import INPLACE, SAVE_MODES
+from iobench.checkpoint.save_modes import INPLACE
 from iobench.checkpoint.state import StateSpec
+from iobench.results.checkpoint_record import OPS, SAVE_MODES
 from iobench.storage.checkpoints import Place
 
-OPS = ("save", "restore", "classify")
+JOB_OPS = (*OPS, "classify")  # a kill's restore that says which step it found
 
 
 @dataclass(frozen=True)
@@ -30,7 +31,7 @@ class CheckpointJob:
     candidates: dict[str, int] = field(default_factory=dict)  # classify: outcome name -> the seed that saved it
 
     def __post_init__(self) -> None:
-        if self.op not in OPS or self.save_mode not in SAVE_MODES or not 1 <= self.saves <= 2:
+        if self.op not in JOB_OPS or self.save_mode not in SAVE_MODES or not 1 <= self.saves <= 2:
             raise ValueError(f"not a checkpoint job: {self.op}, {self.save_mode}, {self.saves} saves")
 
     def with_(self, **changes: Any) -> CheckpointJob:

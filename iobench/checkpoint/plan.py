@@ -47,7 +47,7 @@ class Step:
 def planned(request: CheckpointRequest, libraries: list[Library]) -> list[Step]:
     steps = []
     for spec in request.specs:
-        for round_ in range(request.trials):
+        for round_ in range(request.rounds):
             for lib in libraries:
                 steps += [Step(spec, round_, lib.name, "save", mode) for mode in request.save_modes]
                 steps += [Step(spec, round_, lib.name, "restore", request.save_modes[-1], c) for c in request.caches]
@@ -55,8 +55,10 @@ def planned(request: CheckpointRequest, libraries: list[Library]) -> list[Step]:
 
 
 @dataclass
-class Estimate:
-    """Each step's estimated seconds and kind in order (trials, then kills), and how the finished ones went."""
+class TimeLeft:
+    """Each step's estimated seconds and kind in order (trials, then kills), and how the finished ones went: the
+    time left said as each step ends (a run's `iobench.run.estimates.Estimate` is one configuration's range, another
+    thing)."""
 
     ahead: list[float]
     kinds: list[str] = field(default_factory=list)  # "trial:..." or "kill:...": the family before the colon
@@ -103,7 +105,7 @@ class Estimate:
         return known
 
 
-def estimate_of(steps: list[Step], request: CheckpointRequest, kills: list[tuple[str, str]]) -> Estimate:
+def estimate_of(steps: list[Step], request: CheckpointRequest, kills: list[tuple[str, str]]) -> TimeLeft:
     def gb(spec: StateSpec) -> float:
         return spec.state_bytes / 1e9
 
@@ -115,4 +117,4 @@ def estimate_of(steps: list[Step], request: CheckpointRequest, kills: list[tuple
     # a kill: step N saved (a process), N+1 killed within a save's time, then a restore in a third process
     per_kill = 3 * PROCESS_S + gb(kill) * (3 * MAKE_S_PER_GB + 1.55 * SAVE_S_PER_GB + RESTORE_S_PER_GB)
     kill_kinds = [f"kill:{name} {mode}" for name, mode in kills for _ in range(request.kill_test)]
-    return Estimate(seconds + [per_kill] * len(kill_kinds), [s.kind for s in steps] + kill_kinds)
+    return TimeLeft(seconds + [per_kill] * len(kill_kinds), [s.kind for s in steps] + kill_kinds)

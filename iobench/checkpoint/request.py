@@ -10,29 +10,30 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from iobench.checkpoint.bounds import MAX_KILLS, MAX_TRIALS
+from iobench.checkpoint import defaults as default
+from iobench.checkpoint.defaults import MAX_KILLS, MAX_ROUNDS
 from iobench.checkpoint.libraries import LIBRARIES, OBJECT, Library
 from iobench.checkpoint.state import StateSpec
 from iobench.errors import IobenchError
+from iobench.plan.place import RunPlace
+from iobench.results.checkpoint_record import CACHES
 from iobench.storage.remote.profiles import Profile
 from iobench.system.ranks import MAX_RANKS, RANK_FIXED_BYTES
-
-CACHES = ("warm", "cold")
 
 
 @dataclass(frozen=True)
 class CheckpointRequest:
     specs: tuple[StateSpec, ...]  # the state sizes, in order
     libraries: tuple[str, ...]  # asked for (those not installed or not able here are skipped, each said)
-    directory: Path = Path("checkpoints")
+    directory: Path = default.DIRECTORY
     caches: tuple[str, ...] = CACHES
-    trials: int = 3
-    results: Path = Path("results/checkpoints.jsonl")
+    rounds: int = default.ROUNDS
+    results: Path = default.RESULTS
     device: str = "cpu"
     nproc: int = 1
     torch_threads: int | None = None  # None: what a job here has (torch's default in one process), recorded
-    save_modes: tuple[str, ...] = ("inplace", "safe")
-    kill_test: int = 0
+    save_modes: tuple[str, ...] = default.SAVE_MODES
+    kill_test: int = default.KILL_TEST
     kill_spec: StateSpec | None = None
     remote: Profile | None = None  # object storage: iobench's writable store on loopback, shaped so
     endpoint_url: str | None = None  # object storage: this store's bucket
@@ -52,7 +53,7 @@ def checked(request: CheckpointRequest) -> tuple[CheckpointRequest, list[Library
     if request.remote is not None and request.endpoint_url is not None:
         raise IobenchError("checkpoint: --remote (iobench's store) or --endpoint-url (yours), not both")
     largest = max(request.specs, key=lambda s: s.state_bytes)
-    device = device_of(request.device, largest.state_bytes, request.nproc)
+    device = device_with_room(request.device, largest.state_bytes, request.nproc)
     libraries, skipped = usable(request, device)
     if not libraries:
         raise IobenchError("checkpoint: none of --libraries runs here: " + "; ".join(skipped))
@@ -95,14 +96,14 @@ def default_threads() -> int:
     return torch.get_num_threads()
 
 
-def device_of(text: str, state_bytes: int, nproc: int = 1) -> str:
+def device_with_room(text: str, state_bytes: int, nproc: int = 1) -> str:
     """cpu, or a CUDA device that exists here and has room for the state (auto: CUDA where there is one and the
-    trials run in one process); one line otherwise. Parsed as `run` parses --device."""
+    trials run in one process); one line otherwise. Parsed by `run`'s parser (`iobench.plan.resolve.device_of`)."""
     import torch
 
-    from iobench.loaders.device import resolve_device
+    from iobench.plan.resolve import device_of
 
-    device = torch.device("cpu") if text == "auto" and nproc > 1 else resolve_device(text)
+    device = torch.device("cpu") if text == "auto" and nproc > 1 else device_of(text)
     if device.type == "cpu":
         return "cpu"
     free, _ = torch.cuda.mem_get_info(device)
@@ -187,38 +188,39 @@ def environment_of(request: CheckpointRequest, libraries: list[Library]) -> dict
     return environment(folder, torch.device(request.device), names)
 
 
-def request_of(values: Mapping[str, Any]) -> CheckpointRequest:
-    """The request from a command's values as typed (by parameter name), each checked in one line: the sizes, the
-    libraries, the caches, the save modes, the object store and its profile."""
+def request_of(values: Mapping[str, Any], place: RunPlace) -> CheckpointRequest:
+    """The request from a command's values as typed (by parameter name), each checked in one line (the sizes, the
+    libraries, the caches, the save modes), and the place converted once as every measuring command's is
+    (`iobench.plan.place.place_of`: the folder, the device, the object store and its profile)."""
     from iobench.plan.run_options import RUN_OPTIONS
 
-    source = values.get("source")
+    source = values["source"]
     try:
-        layout = values.get("layout", "llama")
+        layout = values["layout"]
         if source is not None:
             specs = (StateSpec.of_file(Path(source)),)
         else:
             specs = tuple(StateSpec(n, layout) for n in sizes_of(values["params"], "--params"))
         # the kill test tests a save's commit, not the weights: it runs at --kill-params, generated, as the docs say
         # (with the user's 928 MB file it killed saves of the whole state, 35 s a kill)
-        kill = StateSpec(sizes_of(values.get("kill_params", "2e6"), "--kill-params")[0], layout)
+        kill = StateSpec(sizes_of(values["kill_params"], "--kill-params")[0], layout)
     except ValueError as exc:
         raise IobenchError(str(exc)) from None
     return CheckpointRequest(
         specs=specs,
-        libraries=tuple(library_names(values.get("libraries", "all"))),
-        directory=Path(values.get("directory", "checkpoints")),
-        caches=caches_of(values.get("cache")),
-        trials=count_of(values.get("trials", 3), "--trials", 1, MAX_TRIALS),
-        results=Path(values.get("results", "results/checkpoints.jsonl")),
-        device="auto" if values.get("device") is None else values["device"],
-        nproc=count_of(1 if values.get("nproc") is None else values["nproc"], "--nproc", 1, MAX_RANKS),
-        torch_threads=RUN_OPTIONS["torch_threads"].value(values.get("torch_threads")),
-        save_modes=modes_of(values.get("save_mode", "inplace,safe")),
-        kill_test=count_of(values.get("kill_test", 0), "--kill-test", 0, MAX_KILLS),
+        libraries=tuple(library_names(values["libraries"])),
+        directory=place.data_dir,
+        caches=caches_of(values["cache"]),
+        rounds=count_of(values["rounds"], "--rounds", 1, MAX_ROUNDS),
+        results=place.results,
+        device=place.device,
+        nproc=count_of(1 if values["nproc"] is None else values["nproc"], "--nproc", 1, MAX_RANKS),
+        torch_threads=RUN_OPTIONS["torch_threads"].value(values["torch_threads"]),
+        save_modes=modes_of(values["save_mode"]),
+        kill_test=count_of(values["kill_test"], "--kill-test", 0, MAX_KILLS),
         kill_spec=kill,
-        remote=_profile(values),
-        endpoint_url=values.get("endpoint_url"),
+        remote=place.remote,
+        endpoint_url=place.endpoint_url,
     )
 
 
@@ -268,20 +270,9 @@ def caches_of(text: str | None) -> tuple[str, ...]:
 
 
 def modes_of(text: str) -> tuple[str, ...]:
-    from iobench.checkpoint.save_modes import SAVE_MODES
+    from iobench.results.checkpoint_record import SAVE_MODES
 
     modes = tuple(dict.fromkeys(m.strip() for m in str(text).split(",") if m.strip()))
     if not modes or any(m not in SAVE_MODES for m in modes):
         raise IobenchError(f"--save-mode: inplace, safe or inplace,safe, got {text!r}")
     return modes
-
-
-def _profile(values: Mapping[str, Any]) -> Profile | None:
-    remote, latency, rate = values.get("remote"), values.get("latency_ms"), values.get("connection_mb_per_s")
-    if remote is None:
-        if latency is not None or rate is not None:
-            raise IobenchError("--latency-ms and --connection-mb-per-s shape --remote: give --remote PROFILE too")
-        return None
-    from iobench.storage.remote.profiles import profile
-
-    return profile(remote, latency, rate)

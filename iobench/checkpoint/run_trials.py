@@ -14,7 +14,7 @@ from iobench.checkpoint import save_modes
 from iobench.checkpoint.job import CheckpointJob
 from iobench.checkpoint.kill_test import kill_test
 from iobench.checkpoint.libraries import LIBRARIES, Library
-from iobench.checkpoint.plan import Estimate, Step
+from iobench.checkpoint.plan import Step, TimeLeft
 from iobench.checkpoint.processes import trial
 from iobench.checkpoint.request import CheckpointRequest, environment_of
 from iobench.errors import IobenchError
@@ -45,7 +45,7 @@ MEASURED_KEYS = (
 
 
 def run_trials(
-    request: CheckpointRequest, steps: list[Step], target: CheckpointTarget, events: Events, estimate: Estimate
+    request: CheckpointRequest, steps: list[Step], target: CheckpointTarget, events: Events, estimate: TimeLeft
 ) -> list[CheckpointTrial]:
     """Every step on `target`; a library's place of a round made at its first step and removed after its last."""
     env = environment_of(request, [LIBRARIES[s.library] for s in steps])
@@ -171,7 +171,7 @@ def kill_libraries(request: CheckpointRequest, libraries: list[Library]) -> list
 
 
 def run_kills(
-    request: CheckpointRequest, kills: list[tuple[str, str]], events: Events, estimate: Estimate
+    request: CheckpointRequest, kills: list[tuple[str, str]], events: Events, estimate: TimeLeft
 ) -> list[CheckpointKills]:
     """Each kill test in a local folder of its own under --dir (a kill of a save to object storage is not tested);
     its counts appended as a record."""
@@ -211,7 +211,7 @@ def run_kills(
 class _KillSaid:
     """Each kill of one test told as it ends, with the time left."""
 
-    def __init__(self, events: Events, estimate: Estimate, what: str, kills: int) -> None:
+    def __init__(self, events: Events, estimate: TimeLeft, what: str, kills: int) -> None:
         self.events, self.estimate, self.what, self.kills = events, estimate, what, kills
         self.started = time.monotonic()
 

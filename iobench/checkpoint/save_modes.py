@@ -15,11 +15,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from iobench.results.checkpoint_record import SAVE_MODES
 from iobench.storage.checkpoints import Place
 from iobench.system.fsutil import fsync_path, fsync_tree
 
-INPLACE, SAFE = "inplace", "safe"
-SAVE_MODES = (INPLACE, SAFE)
+INPLACE, SAFE = SAVE_MODES  # the record's names, kept there once
 CURRENT = "current"  # an in-place checkpoint's folder
 POINTER = "latest"
 STEP = re.compile(r"step-[0-9]{1,12}")

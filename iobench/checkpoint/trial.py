@@ -243,10 +243,10 @@ def main() -> None:
     job = CheckpointJob.from_json(json.loads(sys.argv[1]))
     os.environ[TRIAL_PID] = str(os.getpid())  # what a process DCP spawns ends with
     if "MASTER_PORT" in os.environ:  # started as ranks (iobench.system.ranks): every rank in one group
-        import torch.distributed as dist
+        from iobench.system.world import join_group
 
         os.environ.setdefault("DCP_USE_PREFIX_STORE", "1")  # DCP's background process joins this group's store
-        dist.init_process_group("gloo")
+        join_group("gloo", int(os.environ.get("RANK", "0")))
     result = run(job)
     if _barrier() == 0:
         print(json.dumps(result), flush=True)

@@ -1,15 +1,16 @@
 """`checkpoint`: how fast each library saves and restores a model's training state on this machine, cold and warm,
 durable, in place or safely, locally or on object storage, with its peak memory, and what survives a kill. The
-command parses and prints; `iobench.checkpoint.session` measures."""
+command parses and prints; `iobench.sessions.checkpoint` measures."""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
-from iobench.checkpoint.bounds import MAX_KILLS, MAX_TRIALS
+from iobench.checkpoint import defaults as default
+from iobench.checkpoint.defaults import MAX_KILLS, MAX_ROUNDS
 from iobench.checkpoint.libraries import libraries_help
 from iobench.cli.app import app
 from iobench.cli.bars import CheckpointEvents
@@ -27,6 +28,9 @@ from iobench.cli.options import (
     takes_run_options,
 )
 from iobench.plan.run_options import CHECKPOINT
+
+if TYPE_CHECKING:
+    from iobench.sessions.checkpoint import CheckpointRequest
 
 # checkpoint's own options (run takes none of them); the shared ones come from iobench.cli.options
 Params = Annotated[
@@ -57,7 +61,16 @@ Directory = Annotated[
         "the kill test's too.",
     ),
 ]
-Trials = Annotated[int, typer.Option(min=1, max=MAX_TRIALS, help="Rounds: each library's saves and restores, in turn.")]
+Rounds = Annotated[
+    int,
+    typer.Option(
+        "--rounds",
+        "--trials",
+        min=1,
+        max=MAX_ROUNDS,
+        help="Rounds: each library's saves and restores, in turn (--trials: its old name, still taken).",
+    ),
+]
 SaveMode = Annotated[
     str,
     typer.Option(
@@ -79,24 +92,26 @@ KillParams = Annotated[str, typer.Option(help="The kill test's state size (param
 
 
 Libraries = Annotated[str, typer.Option(help=libraries_help())]
+SAVE_MODES_TEXT = ",".join(default.SAVE_MODES)
 
 
 @app.command("checkpoint")
 @takes_run_options(CHECKPOINT, after="kill_params")
 def checkpoint_cmd(
-    params: Params = "2.5e7",
-    layout: Layout = "llama",
+    ctx: typer.Context,
+    params: Params = default.PARAMS,
+    layout: Layout = default.LAYOUT,
     source: Source = None,
-    libraries: Libraries = "all",
-    directory: Directory = Path("checkpoints"),
+    libraries: Libraries = default.LIBRARIES,
+    directory: Directory = default.DIRECTORY,
     cache: CacheList = None,
     device: Device = "auto",
     nproc: Nproc = None,
-    trials: Trials = 3,
-    save_mode: SaveMode = "inplace,safe",
-    kill_test: KillTest = 0,
-    kill_params: KillParams = "2e6",
-    results: Results = Path("results/checkpoints.jsonl"),
+    rounds: Rounds = default.ROUNDS,
+    save_mode: SaveMode = SAVE_MODES_TEXT,
+    kill_test: KillTest = default.KILL_TEST,
+    kill_params: KillParams = default.KILL_PARAMS,
+    results: Results = default.RESULTS,
     remote: Remote = None,
     endpoint_url: EndpointUrl = None,
     latency_ms: LatencyMs = None,
@@ -108,11 +123,22 @@ def checkpoint_cmd(
     fresh process at the same torch threads: the first save and the steady one until returned, done and durable,
     restores warm and cold, GB/s, peak memory, bytes stored, the round trip checked bit for bit; with --kill-test,
     what a killed save leaves; the answer rests on it."""
-    from iobench.checkpoint.session import checkpoint_session, request_of
+    from iobench.sessions.checkpoint import checkpoint_session
 
-    request = request_of({**locals(), **options})
+    request = checkpoint_request(ctx)
     outcome = checkpoint_session(request, CheckpointEvents(quiet))
     _print_outcome(outcome, request.results)
+
+
+def checkpoint_request(ctx: typer.Context) -> CheckpointRequest:
+    """The one converter from `checkpoint`'s parsed options to its session's Request: the place as every measuring
+    command's (the folder --dir, the device, object storage), the rest checked by the request's own converter."""
+    from iobench.plan.place import place_of
+    from iobench.sessions.checkpoint import request_of
+
+    p = ctx.params
+    place = place_of({**p, "data_dir": p["directory"]}, Path(p["results"]))
+    return request_of(p, place)
 
 
 def _print_outcome(outcome: Any, results: Path) -> None:

@@ -44,6 +44,10 @@ class ConsoleEvents(Events):
     def say(self, text: str) -> None:
         say(text)
 
+    def heading(self, text: str) -> None:
+        if not self.quiet:
+            say(text)
+
     def progress(self) -> AbstractContextManager[Reporter]:
         from iobench.progress import make_reporter
 

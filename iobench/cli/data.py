@@ -8,7 +8,7 @@ import typer
 
 from iobench.cli import options as o
 from iobench.cli.app import app
-from iobench.cli.console import ConsoleEvents, err, out, say
+from iobench.cli.console import ConsoleEvents, err, out
 from iobench.errors import IobenchError
 
 
@@ -37,59 +37,34 @@ def prepare_cmd(
     quiet: o.Quiet = False,
 ) -> None:
     """Generate the shared dataset, or read yours (--from), and write it in each format (atomically)."""
-    from iobench.data.format_options import parse_format_options
-    from iobench.data.prepare import PrepareRequest, options_of, parse_formats, plan, prepare
-    from iobench.data.spec_options import SpecOptions, build_spec
+    from iobench.data.spec_options import SpecOptions
+    from iobench.sessions.prepare import PrepareOptions, prepare_session
 
-    notes: list[str] = []
-    spec = build_spec(
-        SpecOptions(
-            size=size,
-            workload=workload,
-            shape=shape,
-            dtype=dtype,
-            classes=classes,
-            seed=seed,
-            source=source,
-            labels=labels,
-            features_key=features_key,
-            labels_key=labels_key,
-        ),
-        notes,
+    spec = SpecOptions(
+        size=size,
+        workload=workload,
+        shape=shape,
+        dtype=dtype,
+        classes=classes,
+        seed=seed,
+        source=source,
+        labels=labels,
+        features_key=features_key,
+        labels_key=labels_key,
     )
-    for note in notes:
-        say(note)
-    skipped: list[str] = []
-    broken: list[str] = []
-    names = parse_formats(formats, skipped, broken)
-    if skipped:
-        say(f"skipped {', '.join(skipped)}: not installed (pip install 'iobench[formats]')")
-    for reason in broken:
-        say(f"skipped {reason}")
-    hdf5 = dict(chunk_rows=hdf5_chunk_rows, compression=hdf5_compression.lower(), compression_level=hdf5_gzip_level)
-    given = {
-        "hdf5": hdf5,
+    named = {
+        "hdf5": dict(
+            chunk_rows=hdf5_chunk_rows, compression=hdf5_compression.lower(), compression_level=hdf5_gzip_level
+        ),
         "lmdb": dict(samples_per_record=lmdb_samples_per_record),
         "files": dict(encoding=files_encoding.lower()),
     }
-    for name, values in parse_format_options(format_option or [], names).items():
-        given[name] = {**given.get(name, {}), **values}
-    options = options_of(names, given)
-    request = PrepareRequest(spec, data_dir, names, options, dataset, force)
-    checked = plan(request)
-    if not quiet:
-        err.print(
-            f"preparing {request.dataset_dir}: {spec.n_samples:,} samples of {spec.shape} {spec.dtype}, "
-            f"{spec.payload_bytes / 1e6:,.1f} MB per format, about {checked.estimated_bytes / 1e9:,.2f} GB in all",
-            soft_wrap=True,
-            highlight=False,
-        )
-    with ConsoleEvents(quiet).progress() as progress:
-        manifest = prepare(checked, progress)
-    for name in names:
-        e = manifest.formats[name]
+    request = PrepareOptions(spec, formats, data_dir, dataset, force, named, tuple(format_option or []))
+    outcome = prepare_session(request, ConsoleEvents(quiet))
+    for name in outcome.formats:
+        e = outcome.manifest.formats[name]
         out.print(f"{name:<10} {e.bytes / 1e6:>10,.1f} MB  {e.write_seconds:8.2f} s  {e.write_mb_per_s:8,.1f} MB/s")
-    out.print(f"manifest: {request.dataset_dir / 'manifest.json'}", soft_wrap=True, highlight=False)
+    out.print(f"manifest: {outcome.dataset_dir / 'manifest.json'}", soft_wrap=True, highlight=False)
 
 
 @app.command("verify")

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from iobench.errors import IobenchError
 from iobench.settings import TORCH_DATALOADER
+
+if TYPE_CHECKING:
+    from iobench.sessions.factory import FactoryRunRequest
 
 # What a run of the user's own pipeline takes from `run`'s options; the rest are about formats, datasets
 # iobench prepared, the page cache or ranks, and are refused when typed.
@@ -67,41 +70,31 @@ def refuse_others(ctx: typer.Context, applies: set[str]) -> None:
 
 def run_factory_cmd(ctx: typer.Context) -> None:
     """Time the user's pipeline: one record, printed as `run` prints, appended to --results."""
-    from iobench.cli.bars import run_progress
-    from iobench.cli.console import ConsoleEvents
+    from iobench.cli.bars import RunEvents
     from iobench.cli.render import print_run
+    from iobench.sessions.factory import factory_session
+
+    request = factory_run_request(ctx)
+    p = ctx.params
+    outcome = factory_session(request, RunEvents(p["quiet"]))
+    print_run([outcome.record], outcome.label, request.results, p["min_au"], wide=p["wide"])
+
+
+def factory_run_request(ctx: typer.Context) -> FactoryRunRequest:
+    """The one converter from `run --dataset-factory`'s parsed options to its session's Request (the options a
+    pipeline of the user's cannot honour refused here)."""
     from iobench.plan.command_values import settings_of
-    from iobench.plan.resolve import device_of
-    from iobench.results.store import check_writable
-    from iobench.run.dataset_factory import FactoryRequest, plan, run_factory
-    from iobench.run.saving import save
-    from iobench.settings import pinning_for
+    from iobench.run.dataset_factory import FactoryRequest
+    from iobench.sessions.factory import FactoryRunRequest
 
     p, given = ctx.params, typed(ctx)
     refuse_others(ctx, APPLIES)
-    results = Path(p["results"])
-    check_writable(results)
-    device = device_of(p["device"])
-    settings = replace(settings_of(p), pin_memory=pinning_for(p["pin_memory"], device.type == "cuda"))
-    request = FactoryRequest(
-        factory=p["dataset_factory"],
-        settings=settings,
-        shuffle=p["shuffle"],
-        epochs=p["epochs"],
-        warmup=p["warmup"],
-        runs=p["runs"],
-        max_seconds=p["max_seconds"],
-        step=p["step"],
-        seed=p["seed"],
-        cache=p["cache"],
-        torch_threads=p["torch_threads"],
+    timing = {k: p[k] for k in ("shuffle", "epochs", "warmup", "runs", "max_seconds", "step", "seed", "cache")}
+    factory = FactoryRequest(
+        factory=p["dataset_factory"], settings=settings_of(p), torch_threads=p["torch_threads"], **timing
     )
-    planned = plan(request, device, tuple(flag(ctx, n) for n in given if n in LOADER_OPTIONS))
-    total = request.runs * (request.warmup + request.epochs)
-    with run_progress(request.factory, total, p["quiet"]) as events:
-        record = run_factory(planned, events)
-    save(results, record, ConsoleEvents())
-    print_run([record], request.factory, results, p["min_au"], wide=p["wide"])
+    flags = tuple(flag(ctx, n) for n in given if n in LOADER_OPTIONS)
+    return FactoryRunRequest(factory, p["device"], Path(p["results"]), flags)
 
 
 def factory_request(p: dict, batch: int) -> object:

@@ -10,9 +10,7 @@ import typer
 from iobench.cli import options as o
 from iobench.cli.app import app
 from iobench.cli.console import ConsoleEvents, out, say
-from iobench.errors import IobenchError
-
-MAX_IDLE_SECONDS = 3600.0
+from iobench.results.limits import MachineLimits, RemoteLimits
 
 
 @app.command("limits")
@@ -57,38 +55,36 @@ def limits_cmd(
 ) -> None:
     """Measure this machine's ceilings: storage and page-cache read bandwidth, host-to-device, device copies;
     with --remote, object storage's: GETs/s and MB/s with one connection and with N."""
-    if remote is not None or endpoint_url is not None:
-        _remote_limits(data_dir, dataset, results, remote, endpoint_url, latency_ms, connection_mb_per_s, connections)
-        return
-    if latency_ms is not None or connection_mb_per_s is not None or dataset is not None:
-        raise IobenchError("--latency-ms, --connection-mb-per-s and --dataset go with --remote or --endpoint-url")
-    from iobench.report.tables import limits_table
-    from iobench.run.limits_session import machine_limits
+    from iobench.plan.place import place_of
+    from iobench.sessions.limits import LimitsRequest, limits_session
 
-    events = ConsoleEvents(limits_message=f"measuring in {data_dir} ...")
-    limits, path = machine_limits(data_dir, device, results, probe_size, read_limit, keep_best, events)
-    out.print(limits_table(limits))
-    read = limits.probe_file if limits.probe_file.startswith("/") else "a fresh probe file"
-    out.print(f"read {read} ({limits.probe_bytes / 2**20:,.0f} MiB)", highlight=False, soft_wrap=True, markup=False)
-    out.print(f"stored in {path}", highlight=False, soft_wrap=True, markup=False)
-
-
-def _remote_limits(
-    data_dir: Path,
-    dataset: str | None,
-    results: Path,
-    remote: str | None,
-    endpoint_url: str | None,
-    latency_ms: float | None,
-    connection_mb_per_s: float | None,
-    connections: int,
-) -> None:
-    from iobench.report.tables import remote_limits_table
-    from iobench.run.limits_session import store_limits
-
-    limits, path = store_limits(
-        data_dir, dataset, results, remote, endpoint_url, latency_ms, connection_mb_per_s, connections, say
+    place = place_of(
+        dict(
+            data_dir=data_dir,
+            dataset=dataset,
+            device=device,
+            remote=remote,
+            endpoint_url=endpoint_url,
+            latency_ms=latency_ms,
+            connection_mb_per_s=connection_mb_per_s,
+        ),
+        results,
     )
+    request = LimitsRequest(place, probe_size, read_limit, keep_best, connections)
+    outcome = limits_session(request, ConsoleEvents(limits_message=f"measuring in {data_dir} ..."))
+    _print_limits(outcome.limits, outcome.stored)
+
+
+def _print_limits(limits: MachineLimits | RemoteLimits, path: Path) -> None:
+    from iobench.report.tables import limits_table, remote_limits_table
+
+    if isinstance(limits, MachineLimits):
+        out.print(limits_table(limits))
+        read = limits.probe_file if limits.probe_file.startswith("/") else "a fresh probe file"
+        what = f"read {read} ({limits.probe_bytes / 2**20:,.0f} MiB)"
+        out.print(what, highlight=False, soft_wrap=True, markup=False)
+        out.print(f"stored in {path}", highlight=False, soft_wrap=True, markup=False)
+        return
     out.print(remote_limits_table(limits))
     if limits.short_of_profile:
         say(
@@ -118,20 +114,13 @@ def doctor_cmd(
     """Check what iobench's numbers rest on here: eviction, page-cache reclaim, cgroups, cores, the GPU path."""
     from rich.table import Table
 
-    from iobench.plan.resolve import device_of
-    from iobench.run.doctor import examine
+    from iobench.sessions.doctor import DoctorRequest, doctor_session
 
-    if not 0 <= idle_seconds <= MAX_IDLE_SECONDS:  # also refuses nan
-        raise IobenchError(f"--idle-seconds must be 0..{MAX_IDLE_SECONDS:g}, got {idle_seconds:g}")
-    if not data_dir.is_dir():  # a mistyped folder is named, not created
-        raise IobenchError(f"--data-dir {data_dir}: no such folder")
-    target = device_of(device)
-    if idle_seconds > 0:
-        say(f"checking; this leaves a file idle for {idle_seconds:g} s (--idle-seconds 0 skips that) ...")
-    findings = examine(data_dir, target, idle_seconds)
-    table = Table(title=f"iobench doctor: {data_dir} on {target}")
+    request = DoctorRequest(data_dir, device, idle_seconds)
+    outcome = doctor_session(request, ConsoleEvents())
+    table = Table(title=f"iobench doctor: {data_dir} on {outcome.device}")
     for col in ("check", "result", "what it means"):
         table.add_column(col)
-    for f in findings:
+    for f in outcome.findings:
         table.add_row(f.check, f.status.value, f.detail)
     out.print(table)

@@ -21,7 +21,6 @@ from iobench.units import DEFAULT_SIZE  # the registry only: no torch
 OptInt = Optional[int]  # noqa: UP045
 OptStr = Optional[str]  # noqa: UP045
 OptFloat = Optional[float]  # noqa: UP045
-OptBool = Optional[bool]  # noqa: UP045
 
 DataDir = Annotated[
     Path, typer.Option("--data-dir", help="Root folder of prepared datasets (or one dataset's folder).")
@@ -230,15 +229,15 @@ def takes_settings(after: str, sweep: bool = False) -> Callable[[Callable], Call
     return _spliced(options, after)
 
 
-# the place every measuring command shares (iobench.run.place.PLACE), its options in this order
+# the place every measuring command shares (iobench.plan.place.PLACE), its options in this order
 PLACE_OPTIONS: dict[str, tuple[object, object]] = {}  # name -> (annotation, default), filled below
 
 
 def takes_place(after: str | None = None, first: bool = False) -> Callable[[Callable], Callable]:
-    """A measuring command's place options (`iobench.run.place.PLACE`: the data folder, the dataset, the device and
+    """A measuring command's place options (`iobench.plan.place.PLACE`: the data folder, the dataset, the device and
     object storage), declared once here, placed after its option `after` (or first); the function receives them in
-    its `**options`, and `iobench.run.place.place_of` makes them a RunPlace."""
-    from iobench.run.place import PLACE
+    its `**options`, and `iobench.plan.place.place_of` makes them a RunPlace."""
+    from iobench.plan.place import PLACE
 
     options = [
         inspect.Parameter(name, _KEYWORD, default=PLACE_OPTIONS[name][1], annotation=PLACE_OPTIONS[name][0])

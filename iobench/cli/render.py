@@ -14,7 +14,7 @@ from iobench.report.answer import console_answer
 from iobench.report.tables import au_text, run_view
 from iobench.results.record import RunRecord
 from iobench.run.tune import settings_text
-from iobench.run.tune_session import TuneOutcome
+from iobench.sessions.tune import TuneOutcome
 
 
 def print_run(

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from iobench.cli import options as o
 from iobench.cli.app import app
 from iobench.errors import IobenchError
+
+if TYPE_CHECKING:
+    from iobench.sessions.run import RunRequest
 
 
 @app.command("run")
@@ -43,48 +48,84 @@ def run_cmd(
 ) -> None:
     """Time loading from storage to the device: by default each core format through the DataLoader, and tensorclass.
     Under torchrun each rank reads its share; --dataset-factory times your Dataset; --remote reads object storage."""
-    from iobench.plan.selection import parse_pairs
-    from iobench.results.store import check_writable
-    from iobench.run.place import place_of
-
-    # Everything that can be refused without torch first: a mistake is named in a fraction of a second.
-    _check_share(min_au)
+    _check_share(min_au)  # what can be refused without torch first: a mistake is named in a fraction of a second
     if dataset_factory is not None:
         return _run_factory(ctx)
-    where = place_of(
-        ctx.params,
-        results,
-        nproc=nproc,
-        flags=o.place_flags(ctx),
-        cprofile=profile,
-        size=_size_of(size, ctx.params["dataset"]),
-        rank_timeout=rank_timeout,
-    )
-    if nproc is None:
-        check_writable(results)
-    pairs, notes = parse_pairs(format, loader, remote=where.object_storage)
-    from iobench.cli.measuring import measure_run, step_times
-    from iobench.plan.command_values import config_of, read_options_of, settings_of
-    from iobench.plan.run_options import RUN, run_options_of
+    request = run_request(ctx)
+    from iobench.cli.bars import RunEvents
+    from iobench.cli.run_output import print_interrupted, print_outcome
+    from iobench.sessions.run import RunInterrupted, run_session
+
+    try:
+        outcome = run_session(request, RunEvents(quiet))
+    except RunInterrupted as stopped:
+        print_interrupted(stopped, request.place, min_au, wide)
+        raise
+    if outcome is not None:  # None: torchrun was launched, and its ranks print
+        print_outcome(outcome, request.place, min_au, wide)
+
+
+def run_request(ctx: typer.Context) -> RunRequest:
+    """The one converter from `run`'s parsed options to its session's Request (checked here: a mistake is named
+    before torch is imported)."""
+    from iobench.cli.app import ARGV
+    from iobench.plan.place import place_of
+    from iobench.plan.selection import parse_pairs
+    from iobench.results.store import check_writable
     from iobench.torchrun_env import launched_by_torchrun
 
-    what_if_ms = step_times(what_if, nproc is not None or launched_by_torchrun()) if what_if else None
-    options = dict(shuffle=shuffle, block_size=block_shuffle, epochs=epochs, warmup=warmup, runs=runs)
-    options.update(max_batches=max_batches, max_seconds=max_seconds, step=step, seed=seed)
-    options.update(run_options_of(ctx.params, RUN))
-    read = read_options_of(format_option or [], pairs)
-    configs = [config_of(f, ld, settings_of(ctx.params), read_options=read, **options) for f, ld in pairs]
-    measure_run(
-        configs,
-        notes,
-        where,
+    p = ctx.params
+    nproc = p["nproc"]
+    where = place_of(
+        p,
+        p["results"],
         nproc=nproc,
-        quiet=quiet,
-        min_au=min_au,
-        what_if_ms=what_if_ms,
-        wide=wide,
-        loaders_named=loader,
+        flags=o.place_flags(ctx),
+        cprofile=p["profile"],
+        size=_size_of(p["size"], p["dataset"]),
+        rank_timeout=p["rank_timeout"],
     )
+    if nproc is None:
+        check_writable(p["results"])
+    pairs, notes = parse_pairs(p["format"], p["loader"], remote=where.object_storage)
+    from iobench.plan.command_values import config_of, read_options_of, settings_of  # torch: after the refusals
+    from iobench.plan.run_options import RUN, run_options_of
+
+    what_if = p["what_if"]
+    what_if_ms = step_times(what_if, nproc is not None or launched_by_torchrun()) if what_if else []
+    timing = {k: p[k] for k in ("shuffle", "epochs", "warmup", "runs", "max_batches", "max_seconds", "step", "seed")}
+    timing["block_size"] = p["block_shuffle"]
+    read = read_options_of(p["format_option"] or [], pairs)
+    settings = settings_of(p)
+    options = {**timing, **run_options_of(p, RUN)}
+    configs = tuple(config_of(f, ld, settings, read_options=read, **options) for f, ld in pairs)
+    from iobench.sessions.run import RunRequest
+
+    return RunRequest(
+        configs,
+        where,
+        tuple(ARGV),
+        notes=tuple(notes),
+        nproc=nproc,
+        loaders_named=p["loader"],
+        estimate=not p["quiet"],
+        what_if_ms=tuple(what_if_ms),
+    )
+
+
+def step_times(text: str, ranks: bool) -> list[float]:
+    """--what-if's step times in ms, checked."""
+    from iobench.choices import split_list
+
+    if ranks:
+        raise IobenchError("--what-if measures its checks in one process; run it without torchrun or --nproc")
+    try:
+        values = [float(x) for x in split_list(text, "--what-if step time")]
+    except ValueError:
+        raise IobenchError(f"--what-if takes step times in ms, e.g. 2.5,10; got {text!r}") from None
+    if not all(math.isfinite(v) and v >= 0 for v in values):
+        raise IobenchError(f"--what-if step times must be >= 0 ms, got {text!r}")
+    return values
 
 
 def _check_share(min_au: float | None) -> None:

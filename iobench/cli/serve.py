@@ -54,9 +54,11 @@ def upload_cmd(
     names: two datasets share it), as `run --endpoint-url` reads them. Only the files
     the manifest lists are sent, each checked inside its folder, a regular file of the manifest's size and content
     (hashed as it is sent); an upload interrupted or refused removes what it had sent."""
-    from iobench.run.upload import upload_dataset
+    from iobench.cli.console import ConsoleEvents
+    from iobench.sessions.upload import UploadRequest, upload_session
 
-    upload_dataset(endpoint_url, data_dir, dataset, formats, say)
+    outcome = upload_session(UploadRequest(endpoint_url, data_dir, dataset, formats), ConsoleEvents())
+    say(f"{outcome.sent_bytes / 1e6:,.1f} MB in all to s3://{outcome.bucket}")
 
 
 def _stop(signum: int, _frame: object) -> None:

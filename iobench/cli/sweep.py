@@ -41,17 +41,15 @@ def sweep_cmd(
     from iobench.cli.bars import SweepEvents
     from iobench.cli.console import out
     from iobench.plan.command_values import config_of
-    from iobench.plan.resolve import device_of
+    from iobench.plan.place import place_of
     from iobench.plan.run_options import SWEEP, run_options_of, swept_lists
     from iobench.plan.selection import DEFAULT_LOADER_NAME
     from iobench.results.store import check_writable
-    from iobench.run.place import place_of
-    from iobench.run.sweep_session import SweepRequest, sweep_session
+    from iobench.sessions.sweep import SweepRequest, sweep_session
     from iobench.settings import LoaderSettings, swept
 
     where = place_of(ctx.params, results, flags=o.place_flags(ctx))
     check_writable(results)
-    target = device_of(ctx.params["device"])
     base = config_of(  # as-is: the grid's caches (warm unless --cache says) decide; a cold one needs no warm-up
         "memmap",
         DEFAULT_LOADER_NAME,
@@ -70,7 +68,7 @@ def sweep_cmd(
     lists = dict(
         format=format, loader=loader, size=size, **swept_options, **{s.name: ctx.params[s.name] for s in swept()}
     )
-    done = sweep_session(SweepRequest(base, preset, lists, where), target, SweepEvents(quiet))
+    done = sweep_session(SweepRequest(base, preset, lists, where), SweepEvents(quiet))
     if done.records:
         report = shlex.join(["iobench", "report", str(results)])
         out.print(

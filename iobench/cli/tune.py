@@ -63,10 +63,10 @@ def tune_cmd(
     from iobench.choices import parse_ints
     from iobench.cli.bars import TuneEvents
     from iobench.cli.render import print_tune
+    from iobench.plan.place import place_of
     from iobench.plan.resolve import device_of
     from iobench.results.store import check_writable
-    from iobench.run.place import place_of
-    from iobench.run.tune_session import TuneRequest, tune_session
+    from iobench.sessions.tune import TuneRequest, tune_session
 
     if (format is None) == (dataset_factory is None):
         raise IobenchError("tune needs --format FORMAT, or --dataset-factory module:function for your own Dataset")
@@ -103,7 +103,7 @@ def _with_what(ctx: typer.Context, request: object, batch: int) -> object:
         refuse_others(ctx, TUNE_APPLIES)
         return replace(request, factory=factory_request(p, batch))
     from iobench.plan.run_options import TUNE, run_options_of
-    from iobench.run.tune_session import format_base
+    from iobench.sessions.tune import format_base
 
     return replace(
         request, base=format_base(p["format"].lower(), batch, p["shuffle"], p["step"], run_options_of(p, TUNE))

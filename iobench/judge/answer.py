@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from iobench.judge.evidence import Load, records_load
 from iobench.judge.intervals import Interval, record_interval
-from iobench.measuring.ceiling_rule import device_resident
+from iobench.measuring.limit_rule import device_resident
 from iobench.plan.labels import settings_label
 from iobench.results.record import RunRecord
 

@@ -43,7 +43,7 @@ class Units:
 RUN_DRIFT = 0.30
 DISK_DRIFT = 0.30
 RUN_UNITS = Units("samples/s", "configuration", "runs", "one run has no interval (use --runs 3 or more)", RUN_DRIFT)
-ROUND_UNITS = Units("GB/s", "measurement", "rounds", "one round has no interval (use --trials 3 or more)", DISK_DRIFT)
+ROUND_UNITS = Units("GB/s", "measurement", "rounds", "one round has no interval (use --rounds 3 or more)", DISK_DRIFT)
 
 
 @dataclass(frozen=True)

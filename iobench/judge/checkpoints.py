@@ -89,7 +89,7 @@ def _against(best: LibraryRow, second: LibraryRow) -> str:
     if a.overlaps(b):
         return (
             f"not settled against {second.label}: its total is {ratio:.2f}x longer, but its rounds span "
-            f"{b.low:.2f}-{b.high:.2f} s against {a.low:.2f}-{a.high:.2f} s, which overlap; more --trials would "
+            f"{b.low:.2f}-{b.high:.2f} s against {a.low:.2f}-{a.high:.2f} s, which overlap; more --rounds would "
             "tell them apart"
         )
     return f"{ratio:.2f}x the next, {second.label} (their rounds apart)"

@@ -12,7 +12,7 @@ from iobench.choices import Choice
 from iobench.judge.evidence import BUSY_CORES
 from iobench.loaders import kind_of
 from iobench.plan.labels import settings_label
-from iobench.results.ceilings import ceiling_words
+from iobench.results.limits import ceiling_words
 from iobench.results.markdown import md_text
 from iobench.results.record import STORED_THREADS_READ, RunRecord
 from iobench.results.stats import CV_LIMIT, first_run_slow, outliers, summary, two_groups

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from iobench.storage.local.disk_ceilings import BLOCK
+from iobench.storage.local.disk_limits import BLOCK
 
 LARGE_ROW = 64 * 2**10  # rows this large are copied one by one as well: per-row overhead no longer matters
 

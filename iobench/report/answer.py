@@ -13,7 +13,7 @@ from iobench.judge.answer import answers, main_answer, pattern_of
 from iobench.judge.warnings import RunWarning
 from iobench.loaders import kind_of
 from iobench.report.tables import au_text
-from iobench.results.ceilings import ceiling_words
+from iobench.results.limits import ceiling_words
 from iobench.results.markdown import md_text
 from iobench.results.record import RunRecord
 

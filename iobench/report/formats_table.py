@@ -8,7 +8,7 @@ that shuffle as well as a uniform shuffle.
 
 from __future__ import annotations
 
-from iobench.measuring.ceiling_rule import device_resident
+from iobench.measuring.limit_rule import device_resident
 from iobench.plan.labels import settings_label
 from iobench.report.tables import shuffle_text
 from iobench.results.markdown import md_text

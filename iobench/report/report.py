@@ -8,7 +8,7 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.judge.warnings import record_warnings
-from iobench.measuring.ceiling_rule import with_limits
+from iobench.measuring.limit_rule import with_limits
 from iobench.plan.labels import settings_label
 from iobench.plan.run_options import option_words
 from iobench.report import plots
@@ -16,7 +16,7 @@ from iobench.report.answer import answer_lines, collapsed, sorted_for_table
 from iobench.report.exports import write_csv, write_html
 from iobench.report.formats_table import format_lines
 from iobench.report.tables import au_text, shuffle_text
-from iobench.results.ceilings import LOOPBACK, limits_key, remote_limits_key
+from iobench.results.limits import LOOPBACK, limits_key, remote_limits_key
 from iobench.results.markdown import md_text
 from iobench.results.record import RecordedConfig, RunRecord
 from iobench.results.store import load_all_limits, load_all_remote_limits, load_records

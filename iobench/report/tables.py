@@ -11,7 +11,7 @@ from rich.table import Table
 from iobench.judge.labels import vs_fastest
 from iobench.plan.labels import settings_label
 from iobench.plan.run_options import CACHE_LABEL, option_labels
-from iobench.results.ceilings import LOOPBACK, PAGE, MachineLimits, RemoteLimits
+from iobench.results.limits import LOOPBACK, PAGE, MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 
 

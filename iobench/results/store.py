@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from iobench.errors import IobenchError
-from iobench.results.ceilings import MachineLimits, RemoteLimits
+from iobench.results.limits import MachineLimits, RemoteLimits
 from iobench.results.checked import RecordError
 from iobench.results.record import RunRecord
 

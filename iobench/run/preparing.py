@@ -11,9 +11,9 @@ from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.formats import FORMATS
 from iobench.plan.config import RunConfig
+from iobench.plan.place import RunPlace
 from iobench.plan.resolve import ResolvedRun, RunTarget, check_dataset, check_world, resolve
 from iobench.run.launch import launch, shown
-from iobench.run.place import RunPlace
 from iobench.spec import DatasetSpec
 from iobench.system.world import SINGLE, World, launched_by_torchrun, rank_device
 from iobench.units import DEFAULT_SIZE, QUICK_SIZE

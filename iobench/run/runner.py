@@ -11,10 +11,10 @@ from pathlib import Path
 import torch
 
 from iobench.events import QUIET, Events
-from iobench.measuring.ceiling_rule import with_limits
+from iobench.measuring.limit_rule import with_limits
 from iobench.measuring.steps import make_step
 from iobench.plan.resolve import ResolvedRun
-from iobench.results.ceilings import MachineLimits, RemoteLimits
+from iobench.results.limits import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.results.record_base import HostLoad
 from iobench.run.building import build_loader

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from iobench.errors import IobenchError
 from iobench.events import Events
-from iobench.measuring.machine_ceilings import stored_or_measured
-from iobench.results.ceilings import MachineLimits, RemoteLimits
+from iobench.measuring.machine_limits import stored_or_measured
+from iobench.results.limits import MachineLimits, RemoteLimits
 from iobench.storage.remote import FuseOptions, RemoteTarget
 from iobench.storage.remote.profiles import Profile
 
@@ -82,7 +82,7 @@ def limits_of(
 def remote_limits(remote: RemoteTarget, dataset_dir: Path, results: Path, events: Events) -> RemoteLimits | None:
     """The stored ceilings of this store and profile (measured by `iobench limits --remote` in a process of its
     own: measuring here would start obstore's runtime before the workers fork)."""
-    from iobench.measuring.object_store_ceilings import stored_remote_limits
+    from iobench.measuring.object_store_limits import stored_remote_limits
 
     if remote.profile is not None:
         events.say(f"serving {dataset_dir.parent} at {remote.endpoint.url} (S3, {remote.profile.describe()})")

@@ -15,7 +15,7 @@ from iobench.loaders import CORE_LOADERS, LOADERS
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, check_remote, resolve, settle_device
 from iobench.plan.selection import RESIDENT_BASELINE, SCALING_LOADERS, SETTINGS_LOADER
-from iobench.results.ceilings import MachineLimits, RemoteLimits
+from iobench.results.limits import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.results.store import append_record, done_identities
 from iobench.run.isolated import run_isolated

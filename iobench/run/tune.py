@@ -24,7 +24,7 @@ from iobench.judge.search import near, settled
 from iobench.loaders import LOADERS
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
-from iobench.results.ceilings import MachineLimits, RemoteLimits
+from iobench.results.limits import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.results.shuffle_quality import MAX_POINTS
 from iobench.results.store import append_record, load_records

@@ -141,6 +141,16 @@ def rank_device(text: str, local_rank: int) -> str:
     return f"cuda:{local_rank}"
 
 
+def join_group(backend: str, rank: int, timeout: dt.timedelta = TIMEOUT) -> None:
+    """Join the process group from the variables torchrun or `iobench.system.ranks` set (every rank of a run, and of a
+    checkpoint trial started as ranks, joins here); a failure in one line."""
+    try:
+        dist.init_process_group(backend, timeout=timeout)
+    except (RuntimeError, ValueError) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise IobenchError(f"rank {rank}: joining the {backend} process group failed: {text}") from None
+
+
 @contextmanager
 def joined(
     device_text: str, env: Mapping[str, str] = os.environ, timeout_s: float | None = None
@@ -160,11 +170,7 @@ def joined(
         torch.cuda.set_device(local_rank)
     backend = "nccl" if cuda else "gloo"
     timeout = TIMEOUT if timeout_s is None else dt.timedelta(seconds=timeout_s)
-    try:
-        dist.init_process_group(backend, timeout=timeout)
-    except (RuntimeError, ValueError) as exc:
-        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise IobenchError(f"rank {rank}: joining the {backend} process group failed: {text}") from None
+    join_group(backend, rank, timeout)
     world = World(
         rank=rank,
         size=size,

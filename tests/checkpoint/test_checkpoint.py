@@ -17,10 +17,10 @@ from iobench.checkpoint import save_modes, trial
 from iobench.checkpoint.job import CheckpointJob
 from iobench.checkpoint.libraries import LIBRARIES, libraries_help
 from iobench.checkpoint.request import CheckpointRequest, check_fits
-from iobench.checkpoint.session import checkpoint_session
 from iobench.checkpoint.state import BYTES_PER_PARAM, StateSpec, differences, flat_tensors, make_state
 from iobench.errors import IobenchError
 from iobench.events import Events
+from iobench.sessions.checkpoint import checkpoint_session
 from iobench.storage.checkpoints import Place
 from tests.conftest import assert_one_line_error
 from tests.process_tree import Watched, off_loopback
@@ -42,7 +42,7 @@ def session(tmp_path, **asked) -> object:
         "specs": (StateSpec(200_000),),
         "libraries": ("torch",),
         "directory": tmp_path / "ck",
-        "trials": 1,
+        "rounds": 1,
         "results": tmp_path / "r.jsonl",
         "device": "cpu",
     }
@@ -184,7 +184,7 @@ def test_the_command_prints_tables_against_size_and_an_answer(cli, tmp_path, qui
         "checkpoint",
         "--params",
         "2e5,3e5",
-        "--trials",
+        "--rounds",
         "1",
         "--libraries",
         "torch,raw",
@@ -307,7 +307,7 @@ def test_dcps_process_checkpointer_listens_on_loopback_and_dies_with_iobench(tmp
         "checkpoint",
         "--params",
         "2e5",
-        "--trials",
+        "--rounds",
         "2",
         "--libraries",
         "dcp-async-process",

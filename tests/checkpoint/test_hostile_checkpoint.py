@@ -69,7 +69,7 @@ def test_no_rank_or_trial_outlives_a_stopped_checkpoint_and_every_listener_is_on
     """SIGINT/SIGTERM to iobench's PID alone exited in 0.32 s while its two ranks ran on (one for 1,484 s), re-made
     the removed folder and left 668 MB; torchrun's store listened on `*:PORT`. Nothing of it is left here, and a
     SIGKILLed run's work folder is swept by the next run."""
-    proc = _checkpoint(tmp_path, "--params", "4e6", "--libraries", "dcp", "--nproc", "2", "--trials", "20")
+    proc = _checkpoint(tmp_path, "--params", "4e6", "--libraries", "dcp", "--nproc", "2", "--rounds", "20")
     watched = Watched(proc)
     watched.until(lambda w: len(_trials(w)) >= 2 and len({pid for pid, _, _ in w.listened}) >= 3)
     proc.send_signal(getattr(signal, sig))
@@ -82,7 +82,7 @@ def test_no_rank_or_trial_outlives_a_stopped_checkpoint_and_every_listener_is_on
         return
     left = list((tmp_path / "c").iterdir())
     assert len(left) == 1 and left[0].name.startswith(".iobench-checkpoint-"), left  # what SIGKILL leaves
-    done = _checkpoint(tmp_path, "--params", "2e5", "--libraries", "torch", "--trials", "1")
+    done = _checkpoint(tmp_path, "--params", "2e5", "--libraries", "torch", "--rounds", "1")
     _, err = done.communicate(timeout=120)
     assert done.returncode == 0, err[-2000:]
     assert list((tmp_path / "c").iterdir()) == [], "the next run swept the killed run's folder, then its own"
@@ -99,7 +99,7 @@ def test_dir_parents_made_for_the_checkpoints_are_removed_and_the_users_are_kept
             "2e5",
             "--libraries",
             "torch",
-            "--trials",
+            "--rounds",
             "1",
             "--cache",
             "warm",
@@ -115,7 +115,7 @@ def test_dir_parents_made_for_the_checkpoints_are_removed_and_the_users_are_kept
 
 def test_dir_that_cannot_hold_checkpoints_is_one_line(cli, tmp_path):
     """--dir a regular file (FileExistsError), /proc/self (FileNotFoundError) and a link were tracebacks or followed."""
-    common = ["--params", "2e5", "--libraries", "torch", "--trials", "1", "--results", tmp_path / "r.jsonl"]
+    common = ["--params", "2e5", "--libraries", "torch", "--rounds", "1", "--results", tmp_path / "r.jsonl"]
     (tmp_path / "file").write_text("x")
     os.symlink(tmp_path, tmp_path / "link")
     cases = [
@@ -143,7 +143,7 @@ def test_dir_on_a_read_only_file_system_is_one_line(cli, tmp_path):
             "2e5",
             "--libraries",
             "torch",
-            "--trials",
+            "--rounds",
             "1",
             "--dir",
             mount / "c",
@@ -307,7 +307,7 @@ def test_a_full_disk_is_said_as_such(cli, tmp_path, monkeypatch):
             "2e6",
             "--libraries",
             "torch",
-            "--trials",
+            "--rounds",
             "1",
             "--dir",
             mount / "c",
@@ -323,7 +323,7 @@ def test_a_full_disk_is_said_as_such(cli, tmp_path, monkeypatch):
                 "2e6",
                 "--libraries",
                 library,
-                "--trials",
+                "--rounds",
                 "1",
                 "--dir",
                 mount / "c",
@@ -353,7 +353,7 @@ def test_results_through_a_link_or_into_a_users_file_is_refused(cli, tmp_path):
             "2e5",
             "--libraries",
             "torch",
-            "--trials",
+            "--rounds",
             "1",
             "--dir",
             tmp_path / "c",
@@ -476,7 +476,7 @@ def test_a_memory_cgroup_smaller_than_the_state_is_refused_in_one_line(tmp_path)
         "1e7",
         "--libraries",
         "torch",
-        "--trials",
+        "--rounds",
         "1",
         "--dir",
         str(tmp_path / "c"),
@@ -522,7 +522,7 @@ def test_a_sweep_keeps_a_live_runs_folder_from_another_pid_namespace_and_folders
     try:
         live = other.stdout.readline().strip()
         assert live and os.path.isdir(live), live
-        done = _checkpoint(tmp_path, "--params", "1e5", "--libraries", "torch", "--trials", "1", "--save-mode", "safe")
+        done = _checkpoint(tmp_path, "--params", "1e5", "--libraries", "torch", "--rounds", "1", "--save-mode", "safe")
         _, err = done.communicate(timeout=120)
         assert done.returncode == 0, err[-2000:]
         assert os.path.isdir(live), "the other namespace's live folder was swept"
@@ -555,7 +555,8 @@ def test_a_run_whose_folder_is_removed_under_it_says_so_and_makes_no_record_of_i
     [
         (["--kill-test", "99999999999999999999999"], "--kill-test"),
         (["--kill-test", "1000000000000"], "--kill-test"),
-        (["--trials", "100000000"], "--trials"),
+        (["--rounds", "100000000"], "--rounds"),
+        (["--trials", "0"], "--trials"),  # the old name, still taken and bounded alike
         (["--nproc", "0"], "--nproc"),
         (["--nproc", "-1"], "--nproc"),
         (["--nproc", "100000"], "--nproc"),

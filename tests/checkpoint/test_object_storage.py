@@ -46,7 +46,7 @@ def test_remote_saves_and_restores_exact_and_counts_what_moved(cli, tmp_path):
         "s3-like",
         "--params",
         "2e5",
-        "--trials",
+        "--rounds",
         "1",
         "--libraries",
         ",".join(LIBRARIES),

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-from iobench.checkpoint.plan import Estimate
+from iobench.checkpoint.plan import TimeLeft
 
 
 def test_a_step_of_a_kind_measured_costs_what_it_measured():
-    est = Estimate([5.0, 5.0, 5.0, 1.0, 1.0], ["trial:a", "trial:a", "trial:a", "kill:t inplace", "kill:t inplace"])
+    est = TimeLeft([5.0, 5.0, 5.0, 1.0, 1.0], ["trial:a", "trial:a", "trial:a", "kill:t inplace", "kill:t inplace"])
     assert est.finished(20.0) == "about 42 s left"  # two more a-steps at 20 s each; the kills as estimated
     est.finished(22.0)
     est.finished(18.0)
@@ -18,5 +18,5 @@ def test_a_step_of_a_kind_measured_costs_what_it_measured():
 
 
 def test_without_kinds_it_is_one_family():
-    est = Estimate([10.0, 10.0])
+    est = TimeLeft([10.0, 10.0])
     assert est.finished(10.0) == "about 10 s left"

@@ -92,7 +92,7 @@ def test_help_and_argument_errors_load_no_heavy_library(args):
 def test_a_figure_above_its_ceiling_is_called_a_broken_ceiling():
     """Warm shuffled npy showed 142% and 213% of its memory-gather limit without a word."""
     from iobench.judge.warnings import Kind, record_warnings
-    from iobench.results.ceilings import LimitShare
+    from iobench.results.limits import LimitShare
     from tests.conftest import record_of
 
     def share(percent):
@@ -110,7 +110,7 @@ def test_a_figure_above_its_ceiling_is_called_a_broken_ceiling():
 
 def test_the_ceilings_are_the_best_of_several_methods_and_say_which(tmp_path):
     from iobench.measuring.read_rates import memory_gather_mb_per_s, page_cache_mb_per_s
-    from iobench.storage.local.disk_ceilings import BUFFERED_CHUNKS, DIRECT_SHAPES, storage_read_mb_per_s
+    from iobench.storage.local.disk_limits import BUFFERED_CHUNKS, DIRECT_SHAPES, storage_read_mb_per_s
 
     path = tmp_path / "probe.bin"
     path.write_bytes(np.random.default_rng(0).integers(0, 255, 16 * 2**20, dtype=np.uint8).tobytes())
@@ -322,8 +322,8 @@ def test_several_datasets_run_the_most_recently_prepared_and_say_so(tmp_path, cl
 def test_keep_best_keeps_each_ceilings_best_measurement():
     """On a virtual disk the speed moves by 2x between minutes: limits measured before and after a study
     keep the best of each, so no figure of the study beats its ceiling by a lucky minute."""
-    from iobench.measuring.machine_ceilings import best_of
-    from iobench.results.ceilings import MachineLimits
+    from iobench.measuring.machine_limits import best_of
+    from iobench.results.limits import MachineLimits
 
     a = MachineLimits(
         hostname="h",

@@ -167,8 +167,8 @@ def test_no_dataset_prepares_a_small_default_one(tmp_path, cli, monkeypatch, res
 
 def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tmp_path, monkeypatch):
     """Once per machine, whatever the results' folder: they were measured again for every new --results path."""
-    import iobench.measuring.machine_ceilings
-    from iobench.measuring.machine_ceilings import measure_limits
+    import iobench.measuring.machine_limits
+    from iobench.measuring.machine_limits import measure_limits
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     calls = []
@@ -177,7 +177,7 @@ def test_run_measures_the_limits_once_and_reports_percent_of_limit(data, cli, tm
         calls.append(data_dir)
         return measure_limits(data_dir, device, 16 * 2**20, events=events, read_limit=read_limit)
 
-    monkeypatch.setattr(iobench.measuring.machine_ceilings, "measure_limits", small_probe)
+    monkeypatch.setattr(iobench.measuring.machine_limits, "measure_limits", small_probe)
     for folder in ("fresh", "another"):
         results = tmp_path / folder / "r.jsonl"
         r = cli(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from iobench.judge.warnings import Kind, record_warnings, series_warnings
 from iobench.plan.labels import settings_label
-from iobench.results.ceilings import ceiling_words
+from iobench.results.limits import ceiling_words
 from tests.report.test_answer import record
 
 

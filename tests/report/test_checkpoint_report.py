@@ -80,7 +80,7 @@ def test_the_verdict_words_name_rounds_for_checkpoints(rate):
     from iobench.judge.change import ROUND_UNITS
 
     said = judged.change_of([1.0], [2.0], None, None, ROUND_UNITS)
-    assert ROUND_UNITS.rate == rate and "one round has no interval (use --trials 3 or more)" in said.text
+    assert ROUND_UNITS.rate == rate and "one round has no interval (use --rounds 3 or more)" in said.text
 
 
 def test_the_heading_of_a_state_from_the_users_file_names_the_file(cli, tmp_path):

@@ -9,7 +9,7 @@ import matplotlib.pyplot as plt
 import pytest
 from matplotlib.ticker import FixedLocator
 
-from iobench.measuring.ceiling_rule import with_limits
+from iobench.measuring.limit_rule import with_limits
 from iobench.report import plots
 from iobench.report.report import write_report
 from tests.conftest import FLAT_RECORD, record_of
@@ -95,7 +95,7 @@ def test_the_split_is_linear_and_its_legend_sits_beside_the_bars():
 
 def test_percent_of_limit_is_skipped_when_every_run_is_far_below_its_ceiling():
     """Transform-bound runs drew bars of 1% each: a plot with nothing to see."""
-    from iobench.results.ceilings import MachineLimits
+    from iobench.results.limits import MachineLimits
 
     limits = MachineLimits(
         hostname="h",

@@ -226,7 +226,7 @@ def test_a_grid_from_object_storage_skips_what_it_cannot_read_there_and_threads_
 
     from iobench.plan.command_values import config_of
     from iobench.run.sweep import expand
-    from iobench.run.sweep_session import sweep_grid
+    from iobench.sessions.sweep import sweep_grid
     from iobench.settings import LoaderSettings
 
     base = config_of(

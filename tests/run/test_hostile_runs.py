@@ -20,7 +20,7 @@ import pytest
 
 from iobench.errors import RunFailed
 from iobench.formats.files_layout import sample_path
-from iobench.measuring.ceiling_rule import with_limits
+from iobench.measuring.limit_rule import with_limits
 from iobench.storage.local import cgroups
 from tests.conftest import (
     FLAT_RECORD,
@@ -222,7 +222,7 @@ def test_a_ceiling_that_is_not_a_positive_rate_is_refused_before_measuring(works
 def test_a_record_never_divides_by_a_ceiling_of_zero():
     from dataclasses import replace
 
-    from iobench.results.ceilings import MachineLimits
+    from iobench.results.limits import MachineLimits
     from tests.conftest import record_of
 
     limits = MachineLimits(hostname="h", data_device="d", storage_read_mb_per_s=1.0, page_cache_read_mb_per_s=1.0)

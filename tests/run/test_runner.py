@@ -106,12 +106,12 @@ def test_every_setting_of_a_run_is_recorded_and_nothing_else():
     assert recorded - asked - where == set(), "recorded fields no setting fills"
 
 
-def test_the_ceiling_rule_reads_the_stored_spellings_of_the_choices():
+def test_the_limit_rule_reads_the_stored_spellings_of_the_choices():
     """The ceiling rule reads stored strings through RecordedConfig's cold/shuffled, and asks the loader whether it
     holds the dataset in device memory; a renamed choice would silently change which ceiling applies."""
     from iobench.loaders import LOADERS, LoaderName
     from iobench.loaders.base import ReadMethod
-    from iobench.measuring.ceiling_rule import device_resident
+    from iobench.measuring.limit_rule import device_resident
     from iobench.plan.config import Cache, Order
     from iobench.results import record
     from tests.conftest import record_of

@@ -111,9 +111,9 @@ def _searched(tmp_path, name: str, figures: dict, script) -> object:
     """tune's session over fake trials, as far as its outcome (the search, the confirmation, the script written)."""
     import torch
 
-    from iobench.run.place import RunPlace
+    from iobench.plan.place import RunPlace
     from iobench.run.tune import TuneSearch
-    from iobench.run.tune_session import TuneRequest, _searched
+    from iobench.sessions.tune import TuneRequest, _searched
 
     configs = [run_config("npy", "dataloader", num_workers=w) for w in figures]
     place = RunPlace(tmp_path, None, "cpu", tmp_path / name)

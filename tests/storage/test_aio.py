@@ -128,7 +128,7 @@ def test_closing_with_reads_queued_returns_and_fails_what_was_never_read(tmp_pat
 
 
 def test_the_random_read_ceiling_uses_aio_for_depth_and_threads_without_it(tmp_path, monkeypatch):
-    from iobench.storage.local import disk_ceilings as limits
+    from iobench.storage.local import disk_limits as limits
 
     path = tmp_path / "probe.bin"
     path.write_bytes(bytes(4096 * 256))

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from iobench.errors import IobenchError
-from iobench.measuring.ceiling_rule import ceiling
-from iobench.results.ceilings import MachineLimits
+from iobench.measuring.limit_rule import ceiling
+from iobench.results.limits import MachineLimits
 from iobench.storage.local import cgroups, confine
 from iobench.storage.local.cache_governor import HEADROOM
 from iobench.storage.local.confine import CacheBudget, Confinement, confined

@@ -519,9 +519,9 @@ def test_a_store_named_by_endpoint_url_is_uploaded_to_and_read_the_same_way(data
 def test_a_server_that_dies_between_configurations_ends_in_one_line_keeping_the_finished_record(
     data, tmp_path, cli, monkeypatch
 ):
-    from iobench.run import session as measuring
+    from iobench.sessions import run as run_session
 
-    real, ports = measuring.run_one, []
+    real, ports = run_session.run_one, []
 
     def then_kill(resolved, *args, **kwargs):
         record = real(resolved, *args, **kwargs)
@@ -530,7 +530,7 @@ def test_a_server_that_dies_between_configurations_ends_in_one_line_keeping_the_
             os.kill(pid, signal.SIGKILL)
         return record
 
-    monkeypatch.setattr(measuring, "run_one", then_kill)
+    monkeypatch.setattr(run_session, "run_one", then_kill)
     results = tmp_path / "r.jsonl"
     r = cli(
         "run",
@@ -710,9 +710,9 @@ def test_a_server_that_dies_mid_epoch_ends_in_one_line_keeping_the_finished_reco
     """The server and the shaper killed after memmap's third batch was asked for: the run ends in one line naming
     the object (obstore's retries included), npy's record is kept, nothing listening."""
     from iobench.formats import npy
-    from iobench.run import session as measuring
+    from iobench.sessions import run as run_session
 
-    real_run, real_ranges, targets, batches = measuring.run_one, npy._ranges, [], []
+    real_run, real_ranges, targets, batches = run_session.run_one, npy._ranges, [], []
 
     def remember(resolved, *args, **kwargs):
         targets.append(resolved.target.remote)
@@ -726,7 +726,7 @@ def test_a_server_that_dies_mid_epoch_ends_in_one_line_keeping_the_finished_reco
                     os.kill(pid, signal.SIGKILL)
         return await real_ranges(store, key, *args)
 
-    monkeypatch.setattr(measuring, "run_one", remember)
+    monkeypatch.setattr(run_session, "run_one", remember)
     monkeypatch.setattr(npy, "_ranges", then_kill)
     results = tmp_path / "r.jsonl"
     started = time.monotonic()

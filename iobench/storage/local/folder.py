@@ -112,7 +112,7 @@ class LocalStorage(Storage):
     def probe_ceilings(self, probe: Path, blocks: tuple[int, ...]) -> StorageCeilings:
         """The disk's sequential read and random reads of each block size at queue depths 1 and 32, on `probe`
         (a large file on the same disk, evicted first), under this storage's read throttle."""
-        from iobench.storage.local.disk_ceilings import random_read_iops, storage_read_mb_per_s
+        from iobench.storage.local.disk_limits import random_read_iops, storage_read_mb_per_s
 
         evict([probe], "fadvise")  # an unmapped, fsynced file: fadvise is enough, no root needed
         from iobench.storage.local.confine import Confinement, confined

@@ -17,10 +17,10 @@ from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.formats import DEFAULT_FORMATS, FORMATS
 from iobench.plan.config import Cache, RunConfig
+from iobench.plan.place import RunPlace
 from iobench.plan.resolve import refuse_local_controls
 from iobench.plan.selection import default_loaders, parse_loaders
 from iobench.results.record import RunRecord
-from iobench.run.place import RunPlace
 from iobench.run.serving import limits_of, served
 from iobench.run.sweep import Point, expand, preset, run_sweep, settings_extras, still_to_run
 from iobench.settings import swept
@@ -40,16 +40,19 @@ class SweepRequest:
 
 
 @dataclass
-class SweepResult:
+class SweepOutcome:
     points: int  # configurations in the grid
     done_before: int  # of them, already in the results file
     records: list[RunRecord] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # combinations that do not go together
 
 
-def sweep_session(request: SweepRequest, device: torch.device, events: Events) -> SweepResult:
+def sweep_session(request: SweepRequest, events: Events) -> SweepOutcome:
     """The grid expanded and measured (see the module's docstring); combinations that do not go together said."""
+    from iobench.plan.resolve import device_of
+
     where, base = request.place, request.base
+    device = device_of(where.device)
     grid, sizes = sweep_grid(request.preset, base, device, where.object_storage, **request.lists)
     points, notes = expand(base, grid, sizes, device, where.object_storage)
     if request.preset == "settings":
@@ -59,7 +62,7 @@ def sweep_session(request: SweepRequest, device: torch.device, events: Events) -
         raise IobenchError(f"every combination was skipped, e.g. {notes[0]}" if notes else "the grid is empty")
     if notes:
         events.say(f"{len(notes)} combination(s) skipped because they do not go together, e.g. {notes[0]}")
-    result = SweepResult(len(points), 0, skipped=notes)
+    outcome = SweepOutcome(len(points), 0, skipped=notes)
     measure_sweep(
         points,
         sweep_datasets(points, where.data_dir, where.dataset, events),
@@ -67,9 +70,9 @@ def sweep_session(request: SweepRequest, device: torch.device, events: Events) -
         where,
         events,
         base.read_limit_mb_per_s,
-        result,
+        outcome,
     )
-    return result
+    return outcome
 
 
 def sweep_grid(
@@ -140,7 +143,7 @@ def measure_sweep(
     where: RunPlace,
     events: Events,
     read_limit: float | None,
-    result: SweepResult,
+    outcome: SweepOutcome,
 ) -> None:
     """What is left of the sweep, measured: from the folder, or with the folder served as S3 (or the store at
     --endpoint-url) for as long as it runs, each configuration then in a process of its own."""
@@ -152,12 +155,12 @@ def measure_sweep(
     first = next(iter(dirs.values()))
     with served(where.remote, where.endpoint_url, first, where.fuse) as remote:
         todo = still_to_run(points, dirs, device, where.results, remote)
-        result.done_before = len(points) - len(todo)
+        outcome.done_before = len(points) - len(todo)
         events.say(
-            f"{len(points)} configuration(s), {result.done_before} already in {where.results}, {len(todo)} to run"
+            f"{len(points)} configuration(s), {outcome.done_before} already in {where.results}, {len(todo)} to run"
         )
         if not todo:
             return
         limits = limits_of(remote, todo[0].dataset_dir, device, where.results, events, read_limit)
         with events.configurations(len(todo)) as bar:
-            result.records = run_sweep(todo, where.results, limits, bar, isolated=remote is not None)
+            outcome.records = run_sweep(todo, where.results, limits, bar, isolated=remote is not None)

@@ -14,12 +14,12 @@ from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.loaders.device import resolve_device
 from iobench.plan.config import RunConfig
+from iobench.plan.place import RunPlace
 from iobench.plan.resolve import ResolvedRun, RunTarget, settle_device
 from iobench.plan.selection import without_memory_resident
-from iobench.results.ceilings import MachineLimits, RemoteLimits
+from iobench.results.limits import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.run.estimates import Estimate, Finished, finished_of, standing, time_range
-from iobench.run.place import RunPlace
 from iobench.run.preparing import batch_notes, dataset_for_run, launch_torchrun, resolve_all
 from iobench.run.runner import Measuring, run
 from iobench.run.saving import save
@@ -31,8 +31,25 @@ from iobench.units import QUICK_SIZE
 Limits = MachineLimits | RemoteLimits | None
 
 
+@dataclass(frozen=True)
+class RunRequest:
+    """`iobench run` once its values are checked: the configurations, where they run, and how.
+
+    `estimate`: time a few batches of each configuration first, for the time left (not worth it unseen).
+    `what_if_ms`: after the runs, each configuration measured again with each of these step times (`--what-if`)."""
+
+    configs: tuple[RunConfig, ...]
+    place: RunPlace
+    argv: tuple[str, ...]  # the command as typed: torchrun starts each rank with it
+    notes: tuple[str, ...] = ()
+    nproc: int | None = None
+    loaders_named: str | None = None
+    estimate: bool = True
+    what_if_ms: tuple[float, ...] = ()
+
+
 @dataclass
-class SessionResult:
+class RunOutcome:
     """What a session measured, for the command line to print (rank 0's; other ranks print nothing)."""
 
     records: list[RunRecord]
@@ -47,29 +64,18 @@ class SessionResult:
 class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM during the runs: the records of what had finished (saved already) and where it stood."""
 
-    def __init__(self, result: SessionResult, said: str) -> None:
+    def __init__(self, outcome: RunOutcome, said: str) -> None:
         super().__init__(said)
-        self.result, self.said = result, said
+        self.outcome, self.said = outcome, said
 
 
-def measure_session(
-    configs: list[RunConfig],
-    notes: list[str],
-    where: RunPlace,
-    events: Events,
-    *,
-    argv: list[str],
-    nproc: int | None = None,
-    loaders_named: str | None = None,
-    estimate: bool = True,
-    what_if_ms: list[float] | None = None,
-) -> SessionResult | None:
-    """`iobench run` once its values are checked: launch torchrun (None: the ranks report), or find the dataset,
-    resolve every configuration, measure the limits once, run each configuration and save its record as it ends.
-    `estimate`: time a few batches of each configuration first, for the time left (not worth it unseen). `what_if_ms`:
-    after the runs, each configuration measured again with each of these step times (`--what-if`)."""
-    if nproc is not None:
-        launch_torchrun(nproc, argv, where, configs, events)
+def run_session(request: RunRequest, events: Events) -> RunOutcome | None:
+    """Launch torchrun (None: the ranks report), or find the dataset, resolve every configuration, measure the
+    limits once, run each configuration and save its record as it ends."""
+    configs, notes, where = list(request.configs), list(request.notes), request.place
+    loaders_named, estimate, what_if_ms = request.loaders_named, request.estimate, list(request.what_if_ms)
+    if request.nproc is not None:
+        launch_torchrun(request.nproc, list(request.argv), where, configs, events)
         return None
     with joined(where.device, timeout_s=where.rank_timeout) as (world, own_device):
         events = events if world.is_main else Events()  # one progress and one set of messages, from rank 0
@@ -97,18 +103,18 @@ def measure_session(
                 read_limit = configs[0].read_limit_mb_per_s  # a run option: every configuration has the same
                 limits = limits_of(remote, dataset_dir, target_device, where.results, events, read_limit)
             world.barrier()  # no rank reads while rank 0 measures the machine's limits
-            result = SessionResult([], todo, dataset_dir.name, limits, world.is_main)
+            outcome = RunOutcome([], todo, dataset_dir.name, limits, world.is_main)
             profile_dir = where.results.parent / "profiles" if where.cprofile else None
             estimates = _estimates(todo, events, skip=not estimate or not world.is_main or world.size > 1)
             if interleaved(todo):
-                result.records = run_interleaved(todo, limits, profile_dir, world, where, events, result, estimates)
+                outcome.records = run_interleaved(todo, limits, profile_dir, world, where, events, outcome, estimates)
             else:
-                _one_after_another(todo, limits, profile_dir, world, where, events, result, estimates)
+                _one_after_another(todo, limits, profile_dir, world, where, events, outcome, estimates)
             if what_if_ms and world.is_main:
                 events.say(f"what-if: {len(todo)} configuration(s) measured again at {len(what_if_ms)} step time(s)")
                 again = lambda check: _measured_and_saved(check, limits, where, events)  # noqa: E731
-                result.what_ifs = what_if_checks(todo, result.records, what_if_ms, again)
-    return result
+                outcome.what_ifs = what_if_checks(todo, outcome.records, what_if_ms, again)
+    return outcome
 
 
 def _measured_and_saved(resolved: ResolvedRun, limits: Limits, where: RunPlace, events: Events) -> RunRecord:
@@ -124,7 +130,7 @@ def _one_after_another(
     world: World,
     where: RunPlace,
     events: Events,
-    result: SessionResult,
+    outcome: RunOutcome,
     estimates: list[Estimate | None],
 ) -> None:
     started = time.monotonic()
@@ -133,16 +139,17 @@ def _one_after_another(
         for k, resolved in enumerate(todo):
             at = standing(k, len(todo), time.monotonic() - started, estimates, finished)
             began = time.monotonic()
-            result.records.append(run_one(resolved, limits, profile_dir, events, at))
-            finished.append(finished_of(result.records[-1], time.monotonic() - began))
+            outcome.records.append(run_one(resolved, limits, profile_dir, events, at))
+            finished.append(finished_of(outcome.records[-1], time.monotonic() - began))
             if world.is_main:
-                save(where.results, result.records[-1], events)
+                save(where.results, outcome.records[-1], events)
     except BaseException as exc:
         if not _interruption(exc):
             raise
-        if result.records:
+        if outcome.records:
             raise RunInterrupted(
-                result, f"interrupted after {len(result.records)} of {len(todo)} configurations; their records are kept"
+                outcome,
+                f"interrupted after {len(outcome.records)} of {len(todo)} configurations; their records are kept",
             ) from None
         raise
 
@@ -180,7 +187,7 @@ def run_interleaved(
     world: World,
     where: RunPlace,
     events: Events,
-    result: SessionResult,
+    outcome: RunOutcome,
     estimates: list[Estimate | None],
 ) -> list[RunRecord]:
     """Run k of every configuration before run k + 1 of any (hyperfine's and pyperf's way: a shared machine's drift
@@ -206,13 +213,13 @@ def run_interleaved(
         except BaseException as exc:
             if not _interruption(exc):
                 raise
-            result.records = [m.record() for m in measuring if m.runs_done]
+            outcome.records = [m.record() for m in measuring if m.runs_done]
             if world.is_main:
-                for record in result.records:
+                for record in outcome.records:
                     save(where.results, record, events)
-            if result.records:
+            if outcome.records:
                 raise RunInterrupted(
-                    result,
+                    outcome,
                     f"interrupted in run {k + 1} of {runs}; the runs each configuration had finished are recorded",
                 ) from None
             raise

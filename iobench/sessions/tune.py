@@ -19,11 +19,11 @@ from iobench.events import Events
 from iobench.loaders import DEFAULT_LOADER
 from iobench.plan.command_values import config_of
 from iobench.plan.config import RunConfig
+from iobench.plan.place import RunPlace
 from iobench.plan.resolve import RunTarget, settle_device
 from iobench.plan.selection import tuned_loaders
 from iobench.run.dataset_factory import FactoryRequest
 from iobench.run.paste_check import PasteCheck
-from iobench.run.place import RunPlace
 from iobench.run.tune import CONFIRM_SHARE, Candidate, TuneResult, TuneSearch, confirm, tune
 from iobench.settings import LoaderSettings
 from iobench.system.fsutil import atomic_write_text

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from iobench.run.doctor import Status, cgroups, clock_verdict, overlap_verdict, page_cache, pinned_verdict
+from iobench.sessions.doctor import Status, cgroups, clock_verdict, overlap_verdict, page_cache, pinned_verdict
 
 
 @pytest.mark.long
@@ -58,7 +58,7 @@ def test_a_torchvision_that_does_not_import_beside_torch_is_one_line(monkeypatch
     import importlib.util
     import subprocess
 
-    from iobench.run import doctor
+    from iobench.sessions import doctor
 
     found = doctor.torchvision()
     assert found.check == "torchvision" and "\n" not in found.detail

@@ -84,7 +84,7 @@ def test_an_interrupted_interleaved_run_keeps_the_runs_each_configuration_finish
 def test_a_failure_a_library_raised_once_the_signal_came_is_the_interruption():
     """Under load, Ctrl-C in the second configuration reached the loader as a failure of its own (not
     KeyboardInterrupt): the session said nothing of the first configuration's record, kept on disk."""
-    from iobench.run.session import _interruption
+    from iobench.sessions.run import _interruption
     from iobench.system.signals import ENDING
 
     assert _interruption(KeyboardInterrupt()) and not _interruption(RuntimeError("DataLoader worker exited"))

@@ -10,9 +10,9 @@ import re
 import pytest
 
 from iobench.errors import IobenchError
-from iobench.measuring.ceiling_rule import ceiling, with_limits
+from iobench.measuring.limit_rule import ceiling, with_limits
 from iobench.report.report import write_report
-from iobench.results.ceilings import LOOPBACK, MachineLimits, RemoteLimits, RemoteRates, remote_limits_key
+from iobench.results.limits import LOOPBACK, MachineLimits, RemoteLimits, RemoteRates, remote_limits_key
 from iobench.results.checked import RecordError
 from iobench.results.store import append_record, load_all_remote_limits, remote_limits_path
 from tests.conftest import assert_one_line_error, invoke, record_of, stored_records
@@ -105,9 +105,9 @@ def test_a_damaged_remote_limits_file_is_one_line(tmp_path):
 
 def test_remote_limits_refuse_what_they_cannot_measure_in_one_line(cli, tmp_path):
     both = cli("limits", "--remote", "s3-like", "--endpoint-url", "http://127.0.0.1:9", "--data-dir", tmp_path)
-    assert_one_line_error(both, "--endpoint-url measures a store as it is")
+    assert_one_line_error(both, "--endpoint-url reads a store as it is")  # as run's, said in one place
     shaped = cli("limits", "--latency-ms", "5", "--data-dir", tmp_path)
-    assert_one_line_error(shaped, "go with --remote or --endpoint-url")
+    assert_one_line_error(shaped, "shape --remote: give --remote PROFILE too")
     empty = cli("limits", "--remote", "none", "--data-dir", tmp_path / "nothing", "--results", tmp_path / "r.jsonl")
     assert_one_line_error(empty, "no prepared dataset")
 

@@ -54,7 +54,7 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
     where = request.endpoint_url or remote or str(request.directory)
     events.say(
         f"checkpoint: {', '.join(_sizes(request.specs))}; {', '.join(lib.name for lib in libraries)}; "
-        f"{request.trials} round(s), {'/'.join(request.save_modes)} saves, {request.torch_threads} torch "
+        f"{request.rounds} round(s), {'/'.join(request.save_modes)} saves, {request.torch_threads} torch "
         f"threads, under {where}; about {estimate.total_words()}"
     )
     outcome = CheckpointOutcome(skipped=skipped, caches=request.caches)

@@ -3,7 +3,7 @@ remote_limits.json), and a run's share of one: `MachineLimits` of one host and d
 object storage under one network profile, GETs per second at the dataset's sample size and at 4 KiB and MB/s
 of one large object read in ranges, with one connection and with `connections`, through the profile and, for
 iobench's own server, without it (what the emulator itself delivers here: a profile that asks more than that
-is not what a run gets). What measures them: `iobench.measuring.machine_ceilings` and `.object_store_ceilings`.
+is not what a run gets). What measures them: `iobench.measuring.machine_limits` and `.object_store_limits`.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Where a measuring command runs and keeps its records: the values every measuring command shares (the data folder,
-the dataset, the device, object storage and how a FUSE mount reads it), checked once here for run, sweep, tune and
-checkpoint (`place_of`); the command line declares their options once (`iobench.cli.options.takes_place`)."""
+the dataset, the device, object storage and how a FUSE mount reads it), checked once here for run, sweep, tune,
+checkpoint and limits (`place_of`); the command line declares their options once (`iobench.cli.options.takes_place`)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError
 from iobench.events import QUIET, Events
 from iobench.measuring.read_rates import BLOCK, cuda_limits, memory_gather_mb_per_s, page_cache_mb_per_s
-from iobench.results.ceilings import PAGE, MachineLimits, limits_key, read_block
+from iobench.results.limits import PAGE, MachineLimits, limits_key, read_block
 from iobench.results.store import cached_limits_path, limits_path, load_all_limits, load_cached_limits
 from iobench.spec import DatasetSpec
 from iobench.storage.local import LocalStorage

@@ -22,8 +22,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.measuring.machine_ceilings import save_entry
-from iobench.results.ceilings import LOOPBACK, RemoteLimits, RemoteRates, remote_limits_key
+from iobench.events import QUIET, Events
+from iobench.measuring.machine_limits import save_entry
+from iobench.results.limits import LOOPBACK, RemoteLimits, RemoteRates, remote_limits_key
 from iobench.results.store import load_all_remote_limits, remote_limits_path
 from iobench.storage.remote import ObjectStorage, RemoteTarget
 from iobench.storage.remote.profiles import PROFILES, Profile
@@ -112,7 +113,7 @@ def measure_remote_limits(
     profile: Profile | None,
     endpoint_url: str | None = None,
     connections: int = DEFAULT_CONNECTIONS,
-    say: Callable[[str], None] = lambda _: None,
+    events: Events = QUIET,
 ) -> RemoteLimits:
     """Through the profile (iobench's server) or the store at endpoint_url as it is; for iobench's server, also
     without the shaper. The object read is the first of `probes` (find_probes) the server holds."""
@@ -133,16 +134,16 @@ def measure_remote_limits(
             ],
             target,
         )
-        say(f"reading s3://{probe.bucket}/{probe.prefix}/{probe.name} at {endpoint_url} ...")
+        events.say(f"reading s3://{probe.bucket}/{probe.prefix}/{probe.name} at {endpoint_url} ...")
         shaped = _rates(target, probe, connections)
     else:
         probe = probes[0]
         if profile is None:
             raise IobenchError("iobench limits needs --remote PROFILE or --endpoint-url for object storage")
-        say(f"through {profile.describe()} ...")
+        events.say(f"through {profile.describe()} ...")
         shaped = _served_rates(probe, profile, connections)
         if profile.shaped:
-            say("through the server alone (no shaper) ...")
+            events.say("through the server alone (no shaper) ...")
             unshaped = _served_rates(probe, PROFILES["none"], connections)
     return RemoteLimits(
         measured_at=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

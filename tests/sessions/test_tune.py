@@ -191,7 +191,7 @@ def test_tune_ends_with_a_line_to_paste_and_resumes_from_its_records(tmp_path, c
 def test_a_search_without_an_interval_says_inconclusive_and_pastes_nothing(capsys, tmp_path):
     """On 1e6 samples a 2-minute budget ended after 0 rounds and still printed a best, '95% CI 0-inf' and a paste."""
     from iobench.cli.render import print_tune
-    from iobench.run.tune_session import TuneOutcome, recommendable
+    from iobench.sessions.tune import TuneOutcome, recommendable
     from tests.conftest import record_of
 
     once = Candidate(run_config("npy", "dataloader"), rates=[100.0], records=[record_of()])
@@ -208,7 +208,7 @@ def test_an_unsettled_search_still_prints_the_best_measured_code_with_its_caveat
     """`tune --format memmap --budget-minutes 2` said "inconclusive" and printed no code (issue 80): the user leaves
     with the best measured so far, as code, said to be unsettled."""
     from iobench.cli.render import print_tune
-    from iobench.run.tune_session import TuneOutcome
+    from iobench.sessions.tune import TuneOutcome
     from tests.conftest import record_of
 
     once = Candidate(run_config("npy", "dataloader"), rates=[100.0], records=[record_of()])

@@ -5,17 +5,31 @@ and what was sent removed again if the upload does not finish."""
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from iobench.errors import IobenchError, reason
+from iobench.events import Events
 
 
-def upload_dataset(
-    endpoint_url: str, data_dir: Path, dataset: str | None, formats: str | None, say: Callable[[str], None]
-) -> None:
+@dataclass(frozen=True)
+class UploadRequest:
+    endpoint_url: str  # http(s)://host:port/bucket: the store, and the bucket where the path names one
+    data_dir: Path
+    dataset: str | None = None  # the only one under data_dir where None
+    formats: str | None = None  # a comma list; every prepared format where None
+
+
+@dataclass(frozen=True)
+class UploadOutcome:
+    bucket: str
+    sent_bytes: int
+
+
+def upload_session(request: UploadRequest, events: Events) -> UploadOutcome:
     """Each named format (every prepared one by default) of the dataset under `data_dir` put into the store."""
+    endpoint_url, data_dir, dataset, formats = request.endpoint_url, request.data_dir, request.dataset, request.formats
     from iobench.data.manifest import Manifest, find_run_dataset
     from iobench.data.prepare import check_dataset_name
     from iobench.storage.remote import ObjectStorage, RemoteTarget
@@ -38,6 +52,7 @@ def upload_dataset(
     for entry in entries:  # every file checked before any is sent: a missing or truncated one sends nothing
         for f, path in zip(entry.files, entry.file_paths(folder), strict=True):
             check_sendable(path, f.bytes)
+    total = 0
     done: list[tuple[Any, str]] = []  # (storage, name) of every object sent, every format: removed if one fails
     try:
         for entry in entries:
@@ -46,13 +61,17 @@ def upload_dataset(
             storage = ObjectStorage(RemoteTarget(endpoint, None), bucket, prefix, [])
             files = [(f, path) for f, path in zip(entry.files, entry.file_paths(folder), strict=True)]
             sent = put_files(storage, root, files, done)
-            say(f"{entry.name}: {len(entry.files)} file(s), {sent / 1e6:,.1f} MB to s3://{bucket}/{storage.prefix}/")
+            total += sent
+            events.say(
+                f"{entry.name}: {len(entry.files)} file(s), {sent / 1e6:,.1f} MB to s3://{bucket}/{storage.prefix}/"
+            )
     except IobenchError as exc:
         raise IobenchError(f"{exc}{_remove_sent(done)}") from None
     except BaseException:  # interrupted: the generic line says nothing half-written was kept, which must be true
         if left := _remove_sent(done):
-            say(f"upload interrupted{left}")
+            events.say(f"upload interrupted{left}")
         raise
+    return UploadOutcome(bucket, total)
 
 
 def check_sendable(path: Path, size: int) -> None:

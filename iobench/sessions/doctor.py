@@ -15,13 +15,17 @@ from pathlib import Path
 import torch
 
 from iobench.choices import Choice
+from iobench.errors import IobenchError
+from iobench.events import Events
 from iobench.judge.evidence import busy as shared
-from iobench.measuring.machine_ceilings import write_probe
+from iobench.measuring.machine_limits import write_probe
 from iobench.storage.local import LocalStorage
 from iobench.storage.local.page_cache import Eviction
 from iobench.system.contention import other_cores_busy
 from iobench.system.environment import can_drop_caches, max_workers, usable_cores
 from iobench.system.fsutil import PARTIAL_PREFIX, free_bytes, remove_stale_probes
+
+MAX_IDLE_SECONDS = 3600.0
 
 PROBE_BYTES = 64 * 2**20
 RECLAIMED = 0.05  # a warm file losing more than this while idle: the machine reclaims page cache
@@ -264,3 +268,32 @@ def examine(folder: Path, device: torch.device, idle_seconds: float, wait: Calla
     """Every check, in the order a reader wants them."""
     checks = [cores(), sharing(), drop_caches(), cgroups(), torchvision()]
     return [*checks, *page_cache(folder, idle_seconds, wait), *cuda_checks(device)]
+
+
+@dataclass(frozen=True)
+class DoctorRequest:
+    data_dir: Path  # where the page-cache checks write their file
+    device: str  # as given: auto, cpu, cuda, cuda:N
+    idle_seconds: float = 75.0  # how long a warm file is left idle (0: that check skipped)
+
+
+@dataclass(frozen=True)
+class DoctorOutcome:
+    device: torch.device
+    findings: list[Finding]
+
+
+def doctor_session(request: DoctorRequest, events: Events) -> DoctorOutcome:
+    """Every check on the data folder and the device, the idle wait said first (it takes a minute)."""
+    from iobench.plan.resolve import device_of
+
+    if not 0 <= request.idle_seconds <= MAX_IDLE_SECONDS:  # also refuses nan
+        raise IobenchError(f"--idle-seconds must be 0..{MAX_IDLE_SECONDS:g}, got {request.idle_seconds:g}")
+    if not request.data_dir.is_dir():  # a mistyped folder is named, not created
+        raise IobenchError(f"--data-dir {request.data_dir}: no such folder")
+    target = device_of(request.device)
+    if request.idle_seconds > 0:
+        events.say(
+            f"checking; this leaves a file idle for {request.idle_seconds:g} s (--idle-seconds 0 skips that) ..."
+        )
+    return DoctorOutcome(target, examine(request.data_dir, target, request.idle_seconds))

@@ -1,8 +1,8 @@
-"""The place every measuring command shares (iobench.run.place)."""
+"""The place every measuring command shares (iobench.plan.place)."""
 
 from pathlib import Path
 
-from iobench.run.place import place_of
+from iobench.plan.place import place_of
 
 
 def test_a_data_folder_given_as_text_is_a_path():

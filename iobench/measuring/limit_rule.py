@@ -9,7 +9,7 @@ import math
 from dataclasses import replace
 
 from iobench.loaders import kind_of
-from iobench.results.ceilings import LimitShare, MachineLimits, RemoteLimits
+from iobench.results.limits import LimitShare, MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 
 
