@@ -1,7 +1,7 @@
 """files: one file per sample, the layout of ImageFolder datasets and of DLIO's png/npz workloads.
 
 Image-shaped uint8 samples (H,W; C,H,W or H,W,C with 1, 3 or 4 channels) are lossless PNG; other
-samples are one .npy each. With `encoding="source"` (prepare --from an image folder, --files-encoding
+samples are one .npy each. With `encoding="source"` (prepare --from an image folder, --format-option
 source) each sample is its source image file copied byte for byte, so a JPEG folder stays JPEG: the
 writer decodes every copy and checks it equals the shared sample, so only folders whose images already
 have the dataset's shape qualify (resized images would not be the files kept). Samples are spread over
@@ -89,10 +89,10 @@ class FilesWriter(FormatWriter):
         try:
             decoded = decode_image(io.BytesIO(data), self.spec, self.axes or "", str(path), self.suffix)
         except ValueError as exc:
-            raise IobenchError(f"--files-encoding source: {exc}; {KEPT_AS_IS}") from None
+            raise IobenchError(f"--format-option files.encoding=source: {exc}; {KEPT_AS_IS}") from None
         if not np.array_equal(decoded, sample):
             raise IobenchError(
-                f"--files-encoding source: {path} decodes to other pixels than prepare read; {KEPT_AS_IS}"
+                f"--format-option files.encoding=source: {path} decodes to other pixels than prepare read; {KEPT_AS_IS}"
             )
         return data
 
@@ -280,7 +280,7 @@ class FilesFormat(StorageFormat):
 
     def encoded_refusal(self, options: FilesOptions) -> str | None:
         if options.file_suffix == "npy":
-            return "files holds .npy samples here (--files-encoding npy): nothing is left to decode"
+            return "files holds .npy samples here (files.encoding=npy): nothing is left to decode"
         return None
 
     def check_layout(self, directory: Path, spec: DatasetSpec, options: FilesOptions) -> None:

@@ -9,16 +9,16 @@ from typing import Any
 
 from iobench.checkpoint.save_modes import INPLACE
 from iobench.checkpoint.state import StateSpec
-from iobench.results.checkpoint_record import OPS, SAVE_MODES
+from iobench.results.checkpoint_record import MAX_KEEP, OPS, is_save_mode
 from iobench.storage.checkpoints import Place
 
-JOB_OPS = (*OPS, "classify")  # a kill's restore that says which step it found
+JOB_OPS = (*OPS, "classify")  # classify: a kill's restore that says which step it found
 
 
 @dataclass(frozen=True)
 class CheckpointJob:
     library: str
-    op: str  # save | restore | classify (the kill test's restore)
+    op: str  # save | restore | restart | classify (the kill test's restore)
     spec: StateSpec
     place: Place  # the checkpoint's place on the target
     save_mode: str = INPLACE
@@ -27,11 +27,13 @@ class CheckpointJob:
     torch_threads: int = 1  # torch's intra-op threads in every process of the trial (each rank's)
     check: bool = True  # a restore: compare the state with a fresh one, bit for bit (after the clock)
     announce: bool = False  # the kill test: say "saving" as the save's clock starts
-    saves: int = 2  # a save: the first in the process, then the steady one (a job's next checkpoint)
+    saves: int = 2  # a save: the first in the process, then the steady one (keep:K: K+1, `save_modes.saves_of`)
+    step: str = "none"  # a save: the training step run beside it (--step: sleep:MS, mlp, module:function); a restart's
+    started: float = 0.0  # a restart: when its process was started (time.time(), the parent's clock)
     candidates: dict[str, int] = field(default_factory=dict)  # classify: outcome name -> the seed that saved it
 
     def __post_init__(self) -> None:
-        if self.op not in JOB_OPS or self.save_mode not in SAVE_MODES or not 1 <= self.saves <= 2:
+        if self.op not in JOB_OPS or not is_save_mode(self.save_mode) or not 1 <= self.saves <= MAX_KEEP + 1:
             raise ValueError(f"not a checkpoint job: {self.op}, {self.save_mode}, {self.saves} saves")
 
     def with_(self, **changes: Any) -> CheckpointJob:

@@ -11,6 +11,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from iobench.checkpoint.save_modes import saves_of
 from iobench.checkpoint.state import StateSpec
 from iobench.progress import minutes, pace_of
 
@@ -51,6 +52,10 @@ def planned(request: CheckpointRequest, libraries: list[Library]) -> list[Step]:
             for lib in libraries:
                 steps += [Step(spec, round_, lib.name, "save", mode) for mode in request.save_modes]
                 steps += [Step(spec, round_, lib.name, "restore", request.save_modes[-1], c) for c in request.caches]
+                if request.restart:
+                    steps += [
+                        Step(spec, round_, lib.name, "restart", request.save_modes[-1], c) for c in request.caches
+                    ]
     return steps
 
 
@@ -111,7 +116,10 @@ def estimate_of(steps: list[Step], request: CheckpointRequest, kills: list[tuple
 
     seconds = []
     for s in steps:
-        saves = 2 * SAVE_S_PER_GB if s.op == "save" else RESTORE_S_PER_GB + MAKE_S_PER_GB
+        if s.op == "save":
+            saves = saves_of(s.save_mode) * SAVE_S_PER_GB
+        else:  # a restore; a restart also allocates the state and takes a step over it
+            saves = (RESTORE_S_PER_GB + MAKE_S_PER_GB) * (2 if s.op == "restart" else 1)
         seconds.append(PROCESS_S + gb(s.spec) * (MAKE_S_PER_GB + saves))
     kill = request.kill_spec or request.specs[0]
     # a kill: step N saved (a process), N+1 killed within a save's time, then a restore in a third process

@@ -34,6 +34,8 @@ class CheckpointRequest:
     torch_threads: int | None = None  # None: what a job here has (torch's default in one process), recorded
     save_modes: tuple[str, ...] = default.SAVE_MODES
     kill_test: int = default.KILL_TEST
+    step: str = "none"  # the training step run beside each save (`--step`), and a restart's first step
+    restart: bool = False  # each round also a restart: a fresh process to its first training step (`--restart`)
     kill_spec: StateSpec | None = None
     remote: Profile | None = None  # object storage: iobench's writable store on loopback, shaped so
     endpoint_url: str | None = None  # object storage: this store's bucket
@@ -156,19 +158,27 @@ DISK_MARGIN = 1.1  # a checkpoint's bytes on disk beside the state's: headers, m
 
 def check_disk(request: CheckpointRequest, free: int | None = None) -> None:
     """Refuse in one line, before the first save, a --dir without room for the largest checkpoint a save holds there
-    at once: two steps side by side in safe mode (step N kept until N+1 is durable), one in place; the kill test's
-    likewise. One library's checkpoints exist at a time (each is removed after its last trial)."""
+    at once: two steps side by side in safe mode (step N kept until N+1 is durable), K+1 keeping K, one in place; the
+    kill test's likewise. One library's checkpoints exist at a time (each is removed after its last trial)."""
+    from iobench.checkpoint.save_modes import saves_of
     from iobench.system.fsutil import free_bytes
 
-    steps = 2 if "safe" in request.save_modes else 1
+    # what a save holds there at once: the step being written beside the ones kept (safe: N; keep:K: K)
+    steps = max(1 if m == "inplace" else saves_of(m) for m in request.save_modes)
     sizes = [s.state_bytes for s in request.specs]
     if request.kill_test and request.kill_spec is not None:
         sizes.append(request.kill_spec.state_bytes)
     need = int(max(sizes) * steps * DISK_MARGIN)
     free = free_bytes(request.directory) if free is None else free
     if need > free:
-        why = "a safe save keeps step N beside step N+1" if steps == 2 else "a save holds the checkpoint"
-        hint = ", --save-mode inplace" if steps == 2 else ""
+        why = (
+            "a safe save keeps step N beside step N+1"
+            if steps == 2 and "safe" in request.save_modes
+            else f"a keep save holds {steps} steps side by side"
+            if steps > 1
+            else "a save holds the checkpoint"
+        )
+        hint = ", --save-mode inplace" if steps > 1 else ""
         raise IobenchError(
             f"checkpoint --dir {request.directory}: {why}: about {need / 1e9:,.2f} GB needed there and "
             f"{free / 1e9:,.2f} GB is free; give a smaller --params{hint} or another --dir"
@@ -192,6 +202,7 @@ def request_of(values: Mapping[str, Any], place: RunPlace) -> CheckpointRequest:
     """The request from a command's values as typed (by parameter name), each checked in one line (the sizes, the
     libraries, the caches, the save modes), and the place converted once as every measuring command's is
     (`iobench.plan.place.place_of`: the folder, the device, the object store and its profile)."""
+    from iobench.measuring.steps import parse_step
     from iobench.plan.run_options import RUN_OPTIONS
 
     source = values["source"]
@@ -219,6 +230,8 @@ def request_of(values: Mapping[str, Any], place: RunPlace) -> CheckpointRequest:
         save_modes=modes_of(values["save_mode"]),
         kill_test=count_of(values["kill_test"], "--kill-test", 0, MAX_KILLS),
         kill_spec=kill,
+        step=parse_step(values["step"]),
+        restart=bool(values["restart"]),
         remote=place.remote,
         endpoint_url=place.endpoint_url,
     )
@@ -270,9 +283,12 @@ def caches_of(text: str | None) -> tuple[str, ...]:
 
 
 def modes_of(text: str) -> tuple[str, ...]:
-    from iobench.results.checkpoint_record import SAVE_MODES
+    """inplace, safe and keep:K (K from 1 to MAX_KEEP), a comma list; each checked in one line."""
+    from iobench.results.checkpoint_record import KEEP, MAX_KEEP, is_save_mode
 
     modes = tuple(dict.fromkeys(m.strip() for m in str(text).split(",") if m.strip()))
-    if not modes or any(m not in SAVE_MODES for m in modes):
-        raise IobenchError(f"--save-mode: inplace, safe or inplace,safe, got {text!r}")
+    if not modes or any(not is_save_mode(m) for m in modes):
+        bad = next((m for m in modes if m.startswith(KEEP)), None)
+        why = f": keep:K keeps K from 1 to {MAX_KEEP}" if bad is not None else ""
+        raise IobenchError(f"--save-mode: inplace, safe or keep:K, a comma list, got {text!r}{why}")
     return modes

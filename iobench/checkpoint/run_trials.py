@@ -33,6 +33,15 @@ MEASURED_KEYS = (
     "durable_seconds",
     "first_seconds",
     "first_durable_seconds",
+    "removed_seconds",
+    "blocked_seconds",
+    "background_seconds",
+    "step_rate",
+    "step_rate_during",
+    "started_seconds",
+    "allocated_seconds",
+    "restored_seconds",
+    "stepped_seconds",
     "peak_rss_bytes",
     "anon_bytes",
     "file_bytes",
@@ -82,15 +91,22 @@ def _trial(
         request.device,
         request.nproc if lib.ranks else 1,
         request.torch_threads or 1,
+        saves=save_modes.saves_of(step.save_mode),
+        step=request.step if step.op == "save" else "none",
     )
     resident = None
-    if step.op == "restore":
+    if step.op != "save":  # a restore, or a restart: the checkpoint made cold or warm first
         current = save_modes.current(place, step.save_mode, target.read_small)
         resident = _made_ready(target, current, step.cache == "cold")
     before = (os.getloadavg()[0], other_cores_busy(recent=RECENT_SECONDS))
     mark = target.requests_mark()
     disk = request.directory if target.kind == "local" else None
-    measured = trial(job, target.environment(), disk)
+    if step.op == "restart":  # one process, from its start to its end: the whole the parts add up to
+        job = job.with_(nproc=1, step=request.step, started=time.time())
+        measured = trial(job, target.environment(), disk)
+        measured["seconds"] = time.time() - job.started
+    else:
+        measured = trial(job, target.environment(), disk)
     requests = target.requests_since(mark)
     after = (os.getloadavg()[0], other_cores_busy())
     size = target.size(save_modes.current(place, step.save_mode, target.read_small))
@@ -114,6 +130,7 @@ def _trial(
         target=target.kind,
         store=target.where(),
         save_mode=step.save_mode,
+        step=job.step,
         bytes_on_disk=size,
         gb_per_s=size / seconds / 1e9 if seconds > 0 else None,
         durable_gb_per_s=size / durable / 1e9 if durable else None,
@@ -181,7 +198,12 @@ def run_kills(
     with local_target(request.directory) as target:
         for name, mode in kills:
             job = CheckpointJob(
-                name, "save", spec, target.place(f"kill-{name}-{mode}"), mode, torch_threads=request.torch_threads or 1
+                name,
+                "save",
+                spec,
+                target.place(f"kill-{name}-{mode.replace(':', '-')}"),
+                mode,
+                torch_threads=request.torch_threads or 1,
             )
             before = (os.getloadavg()[0], other_cores_busy(recent=RECENT_SECONDS))
             counts = kill_test(

@@ -1,7 +1,9 @@
 """How a job saves a checkpoint over its last one: in place (the same folder or prefix written again, as every library
-here does when a job names one path), or safely (step N+1 written beside step N, made durable, then a `latest` pointer
-swapped to it and its folder's entry made durable; step N removed after). A kill during a safe save leaves step N
-whole; a kill during an in-place save can leave neither.
+here does when a job names one path), safely (step N+1 written beside step N, made durable, then a `latest` pointer
+swapped to it and its folder's entry made durable; step N removed after), or keeping the last K (`keep:K`: saved and
+published as safely, in a folder of its own, the oldest removed once more than K exist, as Lightning's `save_top_k`
+and torchtitan's `keep_latest_k` do: each save new files beside the K kept, not written over the step just freed). A kill during a safe or
+keep save leaves step N whole; a kill during an in-place save can leave neither.
 
 Locally the pointer is a file written `O_EXCL | O_NOFOLLOW`, fsynced and renamed over the old one, the folder then
 fsynced; on object storage it is one small object (a PUT replaces an object whole). A pointer is read as data: at most
@@ -15,7 +17,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from iobench.results.checkpoint_record import SAVE_MODES
+from iobench.results.checkpoint_record import SAVE_MODES, kept_of
 from iobench.storage.checkpoints import Place
 from iobench.system.fsutil import fsync_path, fsync_tree
 
@@ -30,15 +32,29 @@ class NoCheckpoint(Exception):
     """No checkpoint where one was looked for (a pointer missing, unreadable or naming something else)."""
 
 
+def root_of(place: Place, mode: str) -> Place:
+    """Where a mode's steps and pointer live: the library's place, or, for keep:K, a folder of its own in it."""
+    k = kept_of(mode)
+    return place if k is None else place.child(f"keep-{k}")
+
+
+def saves_of(mode: str) -> int:
+    """The saves a trial makes: the first, then the steady one; keep:K's steady save is the (K+1)th, made while K
+    checkpoints are kept."""
+    k = kept_of(mode)
+    return 2 if k is None else k + 1
+
+
 def save_place(place: Place, mode: str) -> Place:
     """Where the next save writes: the in-place folder, or the step after the one `latest` names."""
     if mode == INPLACE:
         return place.child(CURRENT)
+    root = root_of(place, mode)
     try:
-        step = int(_name(current(place, SAFE)).removeprefix("step-")) + 1
+        step = int(_name(current(place, mode)).removeprefix("step-")) + 1
     except NoCheckpoint:
         step = 1
-    return place.child(f"step-{step}")
+    return root.child(f"step-{step}")
 
 
 def _name(place: Place) -> str:
@@ -79,6 +95,7 @@ def current(place: Place, mode: str, read: Callable[[Place, str, int], bytes] | 
     how the pointer's first bytes are read (the trial's own way by default; the session's target has its own)."""
     if mode == INPLACE:
         return place.child(CURRENT)
+    place = root_of(place, mode)
     try:
         text = (read or read_pointer)(place, POINTER, POINTER_BYTES + 1)
     except OSError as exc:
@@ -105,19 +122,27 @@ def read_pointer(place: Place, name: str, limit: int) -> bytes:
         raise OSError(str(exc)[:100]) from None
 
 
-def remove_before(place: Place, keep: Place) -> None:
-    """Safe mode, after the pointer moved: the steps other than `keep` removed (outside the clock)."""
-    keep_name = _name(keep)
-    if place.local:
-        for entry in Path(place.folder).iterdir():
-            if STEP.fullmatch(entry.name) and entry.name != keep_name and not entry.is_symlink():
-                shutil.rmtree(entry, ignore_errors=True)
-        return
-    client, (bucket, key) = _client(place), place.bucket_key
+def remove_beyond(root: Place, keep: int) -> int:
+    """After the pointer moved (outside the clock): the steps in `root` older than its newest `keep` removed (safe
+    keeps 1, keep:K K); how many were removed."""
+    if root.local:
+        steps = [e for e in Path(root.folder).iterdir() if STEP.fullmatch(e.name) and not e.is_symlink()]
+        old = sorted(steps, key=lambda e: int(e.name.removeprefix("step-")))[:-keep]
+        for entry in old:
+            shutil.rmtree(entry, ignore_errors=True)
+        return len(old)
+    client, (bucket, key) = _client(root), root.bucket_key
+    by_step: dict[str, list[str]] = {}
     for info in client.list_objects(bucket, f"{key}/step-"):
         for item in info.object_info:
-            if not item.key.startswith(f"{key}/{keep_name}/"):
-                client.delete_object(bucket, item.key)
+            name = item.key.removeprefix(f"{key}/").split("/", 1)[0]
+            if STEP.fullmatch(name):
+                by_step.setdefault(name, []).append(item.key)
+    old = sorted(by_step, key=lambda n: int(n.removeprefix("step-")))[:-keep]
+    for name in old:
+        for object_key in by_step[name]:
+            client.delete_object(bucket, object_key)
+    return len(old)
 
 
 def _client(place: Place) -> object:

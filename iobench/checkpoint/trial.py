@@ -23,8 +23,10 @@ from iobench.checkpoint import save_modes
 from iobench.checkpoint.job import CheckpointJob
 from iobench.checkpoint.libraries import LIBRARIES, Library
 from iobench.checkpoint.state import differences, make_state, make_state_shapes
+from iobench.checkpoint.training_step import TrainingLoop
 from iobench.errors import IobenchError
 from iobench.measuring.collector import harness_out_of_the_collector
+from iobench.results.checkpoint_record import kept_of
 from iobench.system.sysmetrics import peak_rss_bytes
 
 TRIAL_PID = "IOBENCH_TRIAL_PID"
@@ -70,21 +72,30 @@ def loaded(library: str) -> Library:
 
 def save(job: CheckpointJob) -> dict:
     """Under ranks (`--nproc`), every rank holds the state (data parallel) and saves it together (DCP splits the
-    writes); rank 0 makes it durable once every rank's writes are done."""
+    writes); rank 0 makes it durable once every rank's writes are done. With a training step (`job.step`), its rate
+    is taken first, then the loop runs beside the steady save (`training_step`)."""
     state = make_state(job.spec)  # before the clock: the job has its state
     lib = loaded(job.library)
-    timed = [_save_once(job, lib, state, step) for step in range(1, job.saves + 1)]
+    loop = TrainingLoop(job.step, job.device) if job.step != "none" else None
+    rate = loop.rate() if loop is not None else None
+    timed = [_save_once(job, lib, state, n, loop if n == job.saves else None) for n in range(1, job.saves + 1)]
     first, steady = timed[0], timed[-1]
     out = {**steady, **memory()}
+    if rate is not None:
+        out["step_rate"] = rate
     if job.saves > 1:
         out.update(first_seconds=first["seconds"], first_durable_seconds=first["durable_seconds"])
     return _slowest(out)
 
 
-def _save_once(job: CheckpointJob, lib: Library, state: dict, step: int) -> dict[str, float]:
+def _save_once(
+    job: CheckpointJob, lib: Library, state: dict, step: int, loop: TrainingLoop | None = None
+) -> dict[str, float]:
     target = save_modes.save_place(job.place, job.save_mode)
+    stepped = job.save_mode != save_modes.INPLACE  # safe and keep:K: a new step, published by the pointer
     if target.local:
         os.makedirs(target.folder, mode=0o700, exist_ok=True)
+    beside: dict[str, float] = {}
     with harness_out_of_the_collector():  # collected before the ranks meet: their clocks start together
         rank = _barrier()
         if job.announce and step == job.saves:  # the kill test kills a moment of the save itself
@@ -92,19 +103,31 @@ def _save_once(job: CheckpointJob, lib: Library, state: dict, step: int) -> dict
         start = time.perf_counter()
         pending = lib.save(state, target)
         returned = time.perf_counter() - start
-        if pending is not None:  # an asynchronous save: its future
+        if pending is not None and loop is not None:  # training goes on while the save works in the background
+            steps, seconds, done_at = loop.until_done(pending)
+            done = done_at - start
+            beside = {"background_seconds": done - returned, "step_rate_during": steps / seconds}
+        elif pending is not None:  # an asynchronous save: its future
             pending.result()
-        done = time.perf_counter() - start
+            done = time.perf_counter() - start
+        else:
+            done = time.perf_counter() - start
         _barrier()
         if rank == 0:
             save_modes.make_durable(target)
-            if job.save_mode == save_modes.SAFE:
-                save_modes.publish(job.place, target)
+            if stepped:
+                save_modes.publish(save_modes.root_of(job.place, job.save_mode), target)
         _barrier()
         durable = time.perf_counter() - start
-    if rank == 0 and job.save_mode == save_modes.SAFE:
-        save_modes.remove_before(job.place, target)  # outside the clock: the old step is no longer needed
-    return {"seconds": returned, "done_seconds": done, "durable_seconds": durable}
+    if loop is not None:  # an asynchronous save blocks the loop until it returns; a synchronous one, whole
+        beside = {"background_seconds": 0.0, **beside, "blocked_seconds": returned if pending is not None else durable}
+    removed = 0.0  # every rank reports it (the slowest rank's figures are reduced key by key)
+    if rank == 0 and stepped:  # outside the clock, as a job's cleanup: the steps beyond those kept
+        began = time.perf_counter()
+        save_modes.remove_beyond(save_modes.root_of(job.place, job.save_mode), kept_of(job.save_mode) or 1)
+        removed = time.perf_counter() - began
+    timed = {"seconds": returned, "done_seconds": done, "durable_seconds": durable, **beside}
+    return {**timed, "removed_seconds": removed} if stepped else timed
 
 
 def _barrier() -> int:
@@ -230,7 +253,12 @@ def run(job: CheckpointJob) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(job.torch_threads)
-    result = {"save": save, "restore": restore, "classify": classify}[job.op](job)
+    if job.op == "restart":
+        from iobench.checkpoint.restart import restart
+
+        result = restart(job, loaded, _copied_into, _moved)
+    else:
+        result = {"save": save, "restore": restore, "classify": classify}[job.op](job)
     return {**result, "torch_threads": torch.get_num_threads()}
 
 
@@ -255,6 +283,9 @@ def main() -> None:
     if dist.is_initialized():  # every rank leaves the group together, then the process without its C++ teardown:
         _barrier()  # gloo's threads aborted 1 exit in 8 after dcp.load ("terminate called without an active
         dist.destroy_process_group()  # exception"), whatever the order of the ranks' exits
+        sys.stdout.flush()
+        os._exit(0)
+    if job.op == "restart":  # a restarted job trains on: no teardown of torch and the state belongs to its restart
         sys.stdout.flush()
         os._exit(0)
 

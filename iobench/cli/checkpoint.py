@@ -75,8 +75,9 @@ SaveMode = Annotated[
     str,
     typer.Option(
         help="inplace (each save over the last, as every library does given one path), safe (step N+1 beside step "
-        "N, fsynced, then a `latest` pointer swapped and its folder fsynced: a kill never loses step N), or "
-        "inplace,safe: both timed."
+        "N, fsynced, then a `latest` pointer swapped and its folder fsynced: a kill never loses step N), keep:K (as "
+        "safe, the last K kept, the oldest removed after the clock, as a job's save_top_k: each save new files beside "
+        "the K kept, the timed one the (K+1)th), or a comma list: each timed."
     ),
 ]
 KillTest = Annotated[
@@ -86,6 +87,24 @@ KillTest = Annotated[
         max=MAX_KILLS,
         help="Also kill a save of step N+1 over step N this many times per library and save mode at random moments, "
         "then restore and count; the answer leaves out what a kill lost.",
+    ),
+]
+TrainingStep = Annotated[
+    str,
+    typer.Option(
+        "--step",
+        help="A training loop beside each steady save: none, sleep:MS, mlp (a small training step on the device) or "
+        "module:function (yours, called with a batch of 256x1024 features and labels): the time the save blocks it, "
+        "an asynchronous save's background time, and the loop's steps/s while it runs against without a save.",
+    ),
+]
+Restart = Annotated[
+    bool,
+    typer.Option(
+        "--restart",
+        help="Each round also restarts as a preempted job does, in a fresh process, warm and cold: its start and "
+        "imports, the state allocated, the checkpoint restored into it, the first training step (--step, or an "
+        "optimizer step over the state), each part timed.",
     ),
 ]
 KillParams = Annotated[str, typer.Option(help="The kill test's state size (parameters, or bytes: 1GiB).")]
@@ -111,6 +130,8 @@ def checkpoint_cmd(
     save_mode: SaveMode = SAVE_MODES_TEXT,
     kill_test: KillTest = default.KILL_TEST,
     kill_params: KillParams = default.KILL_PARAMS,
+    step: TrainingStep = "none",
+    restart: Restart = False,
     results: Results = default.RESULTS,
     remote: Remote = None,
     endpoint_url: EndpointUrl = None,
@@ -143,9 +164,13 @@ def checkpoint_request(ctx: typer.Context) -> CheckpointRequest:
 
 def _print_outcome(outcome: Any, results: Path) -> None:
     from iobench.report.checkpoints import (
+        beside_cells,
+        beside_head,
         by_size,
         kill_cells,
         kill_head,
+        restart_head,
+        restart_rows,
         size_cells,
         size_head,
         summary_cells,
@@ -157,6 +182,8 @@ def _print_outcome(outcome: Any, results: Path) -> None:
         caches = outcome.caches
         title = f"checkpoint: {spec.state_bytes / 1e9:.2f} GB state, medians of the rounds"
         _print_table(title, summary_head(caches), [summary_cells(r, caches) for r in rows])
+        if stepped := [r for r in rows if r.step != "none"]:
+            _print_table("the training loop beside each steady save", beside_head(), [beside_cells(r) for r in stepped])
     if len(outcome.rows) > 1:
         rows = {spec.state_bytes: r for spec, r in outcome.rows.items()}
         sizes = sorted(rows)
@@ -165,6 +192,8 @@ def _print_outcome(outcome: Any, results: Path) -> None:
             size_head(sizes),
             [size_cells(k, v, sizes) for k, v in by_size(rows).items()],
         )
+    if restarts := [t for t in outcome.trials if t.op == "restart"]:
+        _print_table("restart: a fresh process to its first training step", restart_head(), restart_rows(restarts))
     if outcome.kills:
         kills = kill_counts(outcome.kills)
         title = f"a save of step N+1 over step N killed {outcome.kills[0].kills} times"

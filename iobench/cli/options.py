@@ -352,15 +352,20 @@ LabelsKey = Annotated[
     OptStr, typer.Option(help="With --from D.npz or a TensorDict: the labels' key \\[default: labels].")
 ]
 Force = Annotated[bool, typer.Option("--force", help="Overwrite formats (or a different dataset) already there.")]
-Hdf5ChunkRows = Annotated[int, typer.Option(help="HDF5 rows per chunk; 0 = about 64 KiB of features.")]
-Hdf5Compression = Annotated[str, typer.Option(help="HDF5 compression: none, lzf or gzip.")]
-Hdf5GzipLevel = Annotated[int, typer.Option(help="gzip level 0..9 when --hdf5-compression gzip.")]
-LmdbSamplesPerRecord = Annotated[int, typer.Option(help="Samples in one LMDB record.")]
+# The old spellings of four formats' write options, still taken (hidden from --help): `--format-option` is the one way
+# (`hdf5.chunk_rows`, `hdf5.compression`, `hdf5.compression_level`, `lmdb.samples_per_record`, `files.encoding`).
+_OLD = "Old spelling of --format-option {}=VALUE (still taken)."
+Hdf5ChunkRows = Annotated[int, typer.Option(hidden=True, help=_OLD.format("hdf5.chunk_rows"))]
+Hdf5Compression = Annotated[str, typer.Option(hidden=True, help=_OLD.format("hdf5.compression"))]
+Hdf5GzipLevel = Annotated[int, typer.Option(hidden=True, help=_OLD.format("hdf5.compression_level"))]
+LmdbSamplesPerRecord = Annotated[int, typer.Option(hidden=True, help=_OLD.format("lmdb.samples_per_record"))]
 FormatOption = Annotated[
     Optional[list[str]],  # noqa: UP045 - typer reads the annotation at runtime
     typer.Option(
-        help="A format's option, FORMAT.NAME=VALUE, repeatable: e.g. webdataset.shard_samples=5000, "
-        "zarr.shard_chunks=16, litdata.chunk_bytes=16MB (a wrong NAME lists the format's options).",
+        help="A format's option, FORMAT.NAME=VALUE, repeatable: e.g. hdf5.chunk_rows=1024 (0: about 64 KiB), "
+        "hdf5.compression=none|lzf|gzip, hdf5.compression_level=4, lmdb.samples_per_record=1, "
+        "files.encoding=auto|png|npy|source|photos, webdataset.shard_samples=5000, zarr.shard_chunks=16, "
+        "litdata.chunk_bytes=16MB (a wrong NAME lists the format's options; docs/formats.md says each).",
     ),
 ]
 ReadOption = Annotated[
@@ -373,12 +378,4 @@ ReadOption = Annotated[
         "with any loader, how npy is read from object storage: npy.remote_reader=s3fs, npy.s3fs_block=1M.",
     ),
 ]
-FilesEncoding = Annotated[
-    str,
-    typer.Option(
-        help="How files stores a sample: auto (PNG for uint8 images, else .npy; photos of --from FOLDER whose sizes "
-        "differ: photos), png, npy, source (each image of --from FOLDER kept as it is, already the dataset's shape), "
-        "or photos: each image kept as it is (JPEG and PNG, any size) and decoded and cropped to the dataset's shape "
-        "at each read (RandomResizedCrop; --format-option files.crop=centre for prepare's centre crop)."
-    ),
-]
+FilesEncoding = Annotated[str, typer.Option(hidden=True, help=_OLD.format("files.encoding"))]

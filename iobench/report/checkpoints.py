@@ -37,6 +37,16 @@ CSV_FIELDS = (
     "durable_seconds",
     "first_seconds",
     "first_durable_seconds",
+    "removed_seconds",
+    "step",
+    "blocked_seconds",
+    "background_seconds",
+    "step_rate",
+    "step_rate_during",
+    "started_seconds",
+    "allocated_seconds",
+    "restored_seconds",
+    "stepped_seconds",
     "gb_per_s",
     "bytes_on_disk",
     "peak_rss_bytes",
@@ -89,6 +99,50 @@ def summary_cells(r: LibraryRow, caches: tuple[str, ...]) -> list[str]:
         f"{r.bytes_stored / 1e9:.2f}",
         exact,
     ]
+
+
+def beside_head() -> list[str]:
+    return ["library", "mode", "step", "blocked s", "background s", "steps/s alone", "steps/s beside", "step rate lost"]
+
+
+def beside_cells(r: LibraryRow) -> list[str]:
+    """The training loop beside one library's steady save (`--step`): how long the save blocked it, an asynchronous
+    save's background time, and the loop's rate beside it against alone."""
+    lost = f"{1 - r.step_rate_during / r.step_rate:.0%}" if r.step_rate and r.step_rate_during is not None else "-"
+    during = f"{r.step_rate_during:,.1f}" if r.step_rate_during is not None else "-"
+    alone = f"{r.step_rate:,.1f}" if r.step_rate is not None else "-"
+    return [r.who, r.save_mode, r.step, _s(r.blocked_s), _s(r.background_s), alone, during, lost]
+
+
+RESTART_PARTS = ("started_seconds", "allocated_seconds", "restored_seconds", "stepped_seconds")
+
+
+def restart_head() -> list[str]:
+    return [
+        "library",
+        "state GB",
+        "cache",
+        "start+import s",
+        "allocate s",
+        "restore s",
+        "first step s",
+        "exit s",
+        "whole s",
+    ]
+
+
+def restart_rows(trials: list[CheckpointTrial]) -> list[list[str]]:
+    """Each library's restart per state and cache, medians of the rounds: the parts, what is left of the whole
+    (the process's exit), the whole."""
+    rows = []
+    for who, size, cache in dict.fromkeys((t.who, t.state_bytes, t.cache) for t in trials if t.op == "restart"):
+        mine = [t for t in trials if t.op == "restart" and (t.who, t.state_bytes, t.cache) == (who, size, cache)]
+        parts = [statistics.median(getattr(t, k) or 0.0 for t in mine) for k in RESTART_PARTS]
+        whole = statistics.median(t.seconds for t in mine)
+        rows.append(
+            [who, f"{size / 1e9:.2f}", cache or "-", *(_s(p) for p in parts), _s(whole - sum(parts)), _s(whole)]
+        )
+    return rows
 
 
 def size_head(sizes: list[int]) -> list[str]:
@@ -156,6 +210,12 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
         lines += [f"## {mine[0].state_bytes / 1e9:.2f} GB state ({params:,} parameters, {md_text(described)})", ""]
         lines += [md_text(said), ""] if (said := checkpoint_answer(size_rows, kills)) else []
         lines += [*_markdown(summary_head(caches), [summary_cells(r, caches) for r in size_rows]), ""]
+        if stepped := [r for r in size_rows if r.step != "none"]:
+            lines += ["The training loop beside each steady save:", ""]
+            lines += [*_markdown(beside_head(), [beside_cells(r) for r in stepped]), ""]
+        if any(r.op == "restart" for r in mine):
+            lines += ["A restart, a fresh process to its first training step:", ""]
+            lines += [*_markdown(restart_head(), restart_rows(mine)), ""]
     if len(rows) > 1:
         sizes = sorted(rows)
         table = [size_cells(k, v, sizes) for k, v in by_size(rows).items()]
@@ -203,8 +263,8 @@ class Measured:
 
     @property
     def label(self) -> str:
-        library, params, layout, op, cache, ranks, mode, target = self.key
-        what = f"{op} {cache}" if cache else f"{op} {mode}"
+        library, params, layout, op, cache, ranks, mode, target, step = self.key
+        what = (f"{op} {cache}" if cache else f"{op} {mode}") + (f" beside {step}" if step != "none" else "")
         where = f" on {target}" if target != "local" else ""
         return f"{library}{f' x{ranks} ranks' if ranks > 1 else ''} {params:.3g} params {layout} {what}{where}"
 

@@ -20,15 +20,29 @@ MEASURED = "checkpoint"
 KILLED = "checkpoint-kill"
 KINDS = (MEASURED, KILLED)
 KILL_OUTCOMES = ("N intact", "N+1 intact", "clean error", "silent corruption", "restore crashed")
-OPS = ("save", "restore")
+OPS = ("save", "restore", "restart")  # restart: a fresh process to its first training step
 CACHES = ("warm", "cold")
-SAVE_MODES = ("inplace", "safe")
+SAVE_MODES = ("inplace", "safe")  # and keep:K (`is_save_mode`)
+KEEP = "keep:"  # keep:K: each save a new step, published as safe's, the oldest removed beyond the newest K
+MAX_KEEP = 16
 TARGETS = ("local", "object")
 LOST = ("clean error", "silent corruption", "restore crashed")  # a kill's outcomes that leave no step to resume from
 SCHEMA_VERSION = 2
 MAX_PARAMS = 10**15  # a quadrillion parameters: no state a machine holds
 MAX_NAME = 200
 FREE_TEXT = ("differences", "packages", "cpu_model", "kernel", "hostname", "data_device")  # escaped where shown
+
+
+def kept_of(mode: str) -> int | None:
+    """K of `keep:K` (1..MAX_KEEP); None for any other text."""
+    digits = mode.removeprefix(KEEP) if mode.startswith(KEEP) else ""
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 2 and 1 <= int(digits) <= MAX_KEEP):
+        return None
+    return int(digits)
+
+
+def is_save_mode(mode: object) -> bool:
+    return isinstance(mode, str) and (mode in SAVE_MODES or kept_of(mode) is not None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,13 +66,24 @@ class CheckpointTrial(RecordBase):
     source: str | None = None
     target: str = "local"  # local | object
     store: str = ""  # the object store, in words (iobench's on loopback with its profile, or --endpoint-url's host)
-    save_mode: str = "inplace"  # a save's: inplace | safe (a restore's: the mode of the checkpoint it read)
+    save_mode: str = "inplace"  # a save's: inplace | safe | keep:K (a restore's: the mode of the checkpoint it read)
     bytes_on_disk: int  # what the checkpoint holds (files, or objects)
     seconds: float  # the steady save until the call returned, a restore until the last byte
     done_seconds: float | None = None  # a save: until an asynchronous save's future completed
     durable_seconds: float | None = None  # a save: until every file, folder and its entry were fsynced
     first_seconds: float | None = None  # the process's first save until it returned (set-up and planning inside)
     first_durable_seconds: float | None = None  # the first save until durable
+    removed_seconds: float | None = None  # safe, keep:K: the old steps' removal after the steady save's clock
+    step: str = "none"  # a save: the training step run beside it (--step)
+    blocked_seconds: float | None = None  # with a step: how long the save kept the loop from stepping
+    background_seconds: float | None = None  # with a step: an asynchronous save's time after it returned, until done
+    step_rate: float | None = None  # with a step: steps a second with no save running
+    step_rate_during: float | None = None  # with a step: steps a second while the save ran in the background
+    # a restart's parts (its whole is `seconds`, the process's start to its end, as iobench saw it):
+    started_seconds: float | None = None  # the process started, Python, torch and the library imported
+    allocated_seconds: float | None = None  # the model's and optimizer's state allocated
+    restored_seconds: float | None = None  # the checkpoint read into it
+    stepped_seconds: float | None = None  # its first training step (--step, or an optimizer step over the state)
     gb_per_s: float | None = None
     durable_gb_per_s: float | None = None
     peak_rss_bytes: int | None = None
@@ -94,7 +119,7 @@ class CheckpointTrial(RecordBase):
         """What makes two trials the same measurement: the library, the state, the operation and its cache, the ranks,
         how it saved and where."""
         mode = self.save_mode if self.op == "save" else None
-        return (self.library, self.params, self.layout, self.op, self.cache, self.ranks, mode, self.target)
+        return (self.library, self.params, self.layout, self.op, self.cache, self.ranks, mode, self.target, self.step)
 
     def to_json(self) -> dict[str, Any]:
         return _flat(self)
@@ -105,10 +130,10 @@ class CheckpointTrial(RecordBase):
         if not record.seconds > 0:
             raise RecordError(f"'seconds' holds {record.seconds!r}: a save or restore takes time")
         if record.op not in OPS:
-            raise RecordError(f"'op' holds {record.op!r}, not save or restore")
+            raise RecordError(f"'op' holds {record.op!r}, not save, restore or restart")
         if record.cache not in (None, *CACHES):
             raise RecordError(f"'cache' holds {record.cache!r}, not warm or cold")
-        if record.save_mode not in SAVE_MODES or record.target not in TARGETS:
+        if not is_save_mode(record.save_mode) or record.target not in TARGETS:
             raise RecordError(f"'save_mode' or 'target' holds {record.save_mode!r:.20}/{record.target!r:.20}")
         if not 1 <= record.params <= MAX_PARAMS or not 1 <= record.ranks <= 10**6 or not 1 <= record.nproc <= 10**6:
             raise RecordError("'params', 'ranks' or 'nproc' is outside what a run can have")
@@ -146,7 +171,7 @@ class CheckpointKills(RecordBase):
             raise RecordError(f"'counts' names {sorted(unknown)[0]!r:.40}, not an outcome of the kill test")
         if any(not 0 <= n <= 10**6 for n in record.counts.values()) or sum(record.counts.values()) != record.kills:
             raise RecordError("'counts' do not add up to 'kills'")
-        if record.save_mode not in SAVE_MODES:
+        if not is_save_mode(record.save_mode):
             raise RecordError(f"'save_mode' holds {record.save_mode!r:.20}")
         return record
 

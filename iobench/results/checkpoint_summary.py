@@ -31,6 +31,11 @@ class LibraryRow:
     exact: bool | None
     busy: float | None  # the most cores other programs used around any of its trials
     onto_device: bool | None = None
+    step: str = "none"  # the training step run beside the saves (--step)
+    blocked_s: float | None = None
+    background_s: float | None = None
+    step_rate: float | None = None  # steps/s with no save
+    step_rate_during: float | None = None  # steps/s while an asynchronous save ran
     durable_rounds: dict[int, float] = field(default_factory=dict)
     restore_rounds: dict[int, float] = field(default_factory=dict)  # cold where measured, else warm
 
@@ -58,8 +63,8 @@ def rows_of(trials: list[CheckpointTrial]) -> list[LibraryRow]:
     """One row per library and save mode, in the order first measured; a restore row of the library is shared by its
     save modes (a restore reads the same files whichever way they were put in place)."""
     rows = []
-    for who, mode in dict.fromkeys((r.who, r.save_mode) for r in trials if r.op == "save"):
-        saves = [r for r in trials if r.who == who and r.op == "save" and r.save_mode == mode]
+    for who, mode, step in dict.fromkeys((r.who, r.save_mode, r.step) for r in trials if r.op == "save"):
+        saves = [r for r in trials if r.who == who and r.op == "save" and r.save_mode == mode and r.step == step]
         restores = [r for r in trials if r.who == who and r.op == "restore"]
         rows.append(_row(who, mode, saves, restores))
     return rows
@@ -92,6 +97,11 @@ def _row(who: str, mode: str, saves: list[CheckpointTrial], restores: list[Check
         exact=all(checked) if checked else None,
         busy=None if any(b is None for b in seen) else max(seen, default=None),  # type: ignore[type-var]
         onto_device=next((r.onto_device for r in restores if r.onto_device is not None), None),
+        step=first.step,
+        blocked_s=_median(of(saves, "blocked_seconds")),
+        background_s=_median(of(saves, "background_seconds")),
+        step_rate=_median(of(saves, "step_rate")),
+        step_rate_during=_median(of(saves, "step_rate_during")),
         durable_rounds={r.trial: r.timed_seconds for r in saves},
         restore_rounds={r.trial: r.seconds for r in restores if r.cache == cache},
     )

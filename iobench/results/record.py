@@ -14,8 +14,8 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, Protocol
 
 from iobench.choices import Choice
-from iobench.results.limits import LimitShare
 from iobench.results.checked import IN_PLACE, MAX_MEASURED, RecordError, mapping, numbers, parsed
+from iobench.results.limits import LimitShare
 from iobench.results.record_base import RecordBase, base_field_names, base_json, base_of
 from iobench.results.record_parts import RankStats, SystemStats
 from iobench.results.stats import summary

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from iobench.errors import IobenchError
-from iobench.results.limits import MachineLimits, RemoteLimits
 from iobench.results.checked import RecordError
+from iobench.results.limits import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 
 T = TypeVar("T")

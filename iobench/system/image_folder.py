@@ -1,5 +1,5 @@
 """An image folder in class sub-folders (the ImageFolder layout) listed without following links: the
-`--from` source reads it, and `files --files-encoding source` copies its files (a format may list it, not
+`--from` source reads it, and `files --format-option files.encoding=source` copies its files (a format may list it, not
 import the data layer)."""
 
 from __future__ import annotations

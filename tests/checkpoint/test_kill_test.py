@@ -70,11 +70,11 @@ def test_a_safe_save_leaves_step_n_until_the_pointer_moves(tmp_path):
 
 
 @pytest.mark.long
-@pytest.mark.parametrize("library", ["torch", "dcp"])
-def test_killed_safe_saves_never_lose_a_step(tmp_path, library):
-    """Kills at random moments of a safe save: every restore finds step N or step N+1 whole."""
+@pytest.mark.parametrize(("library", "mode"), [("torch", "safe"), ("dcp", "safe"), ("torch", "keep:2")])
+def test_killed_safe_saves_never_lose_a_step(tmp_path, library, mode):
+    """Kills at random moments of a safe or keep save: every restore finds step N or step N+1 whole."""
     (tmp_path / "k").mkdir()
-    job = CheckpointJob(library, "save", SPEC, Place(folder=str(tmp_path / "k")), "safe", torch_threads=1)
+    job = CheckpointJob(library, "save", SPEC, Place(folder=str(tmp_path / "k")), mode, torch_threads=1)
     counts = kill_test(job, 4, {}, seed=3)
     assert counts["N intact"] + counts["N+1 intact"] == 4, counts
 

@@ -12,8 +12,8 @@ import pytest
 from iobench.errors import IobenchError
 from iobench.measuring.limit_rule import ceiling, with_limits
 from iobench.report.report import write_report
-from iobench.results.limits import LOOPBACK, MachineLimits, RemoteLimits, RemoteRates, remote_limits_key
 from iobench.results.checked import RecordError
+from iobench.results.limits import LOOPBACK, MachineLimits, RemoteLimits, RemoteRates, remote_limits_key
 from iobench.results.store import append_record, load_all_remote_limits, remote_limits_path
 from tests.conftest import assert_one_line_error, invoke, record_of, stored_records
 

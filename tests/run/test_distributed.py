@@ -18,8 +18,8 @@ from iobench.errors import IobenchError
 from iobench.formats import FORMATS
 from iobench.loaders.order import DistributedSamplerOrder, EpochOrder, indices_of
 from iobench.measuring.aggregate import RankMeasurements, combine
-from iobench.measuring.limit_rule import ceiling, with_limits
 from iobench.measuring.clocks import EpochTiming
+from iobench.measuring.limit_rule import ceiling, with_limits
 from iobench.results.limits import MachineLimits
 from iobench.run.launch import rank_argv, shown
 from iobench.system.world import World, launched_by_torchrun, rank_device

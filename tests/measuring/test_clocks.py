@@ -1,0 +1,64 @@
+"""The epoch clock (`iobench.measuring.clocks`): each stage's time where it was spent, the clock stopped by
+--max-seconds, and the loader's epoch ended whatever way the epoch ends. A fake loader whose waits are known."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from iobench.measuring.clocks import time_bare_epoch, time_epoch
+
+
+class _Sleepy:
+    """A loader of `batches` batches of 4 samples, each `wait` s to arrive; it counts its ended epochs."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, batches: int, wait: float, fail_at: int | None = None) -> None:
+        self.batches, self.wait, self.fail_at, self.ended = batches, wait, fail_at, 0
+
+    def epoch(self, epoch: int):
+        for k in range(self.batches):
+            time.sleep(self.wait)
+            if k == self.fail_at:
+                raise OSError("disk gone")
+            yield torch.zeros(4, 2), torch.zeros(4, dtype=torch.long)
+
+    def to_device(self, batch):
+        return batch
+
+    def end_epoch(self) -> None:
+        self.ended += 1
+
+
+def test_the_wait_and_the_step_are_each_counted_where_they_were_spent():
+    loader = _Sleepy(5, 0.02)
+    timing = time_epoch(loader, 0, lambda b: time.sleep(0.01))
+    assert (timing.batches, timing.samples, timing.partial, loader.ended) == (5, 20, False, 1)
+    assert 0.09 <= timing.wait_seconds < timing.seconds and 0.045 <= timing.step_seconds < 0.2
+    assert timing.wait_seconds + timing.step_seconds <= timing.seconds
+    assert timing.first_batch_seconds < timing.seconds
+
+
+def test_max_seconds_stops_the_clock_and_marks_the_epoch_partial():
+    loader = _Sleepy(100, 0.01)
+    timing = time_epoch(loader, 0, lambda b: None, max_seconds=0.05)
+    assert timing.partial and 0 < timing.batches < 100 and loader.ended == 1
+
+
+def test_a_failing_epoch_still_ends_the_loaders_epoch():
+    loader = _Sleepy(5, 0.0, fail_at=2)
+    with pytest.raises(OSError, match="disk gone"):
+        time_epoch(loader, 0, lambda b: None)
+    assert loader.ended == 1
+    with pytest.raises(OSError, match="disk gone"):
+        time_bare_epoch(loader, 0, lambda b: None)
+    assert loader.ended == 2
+
+
+def test_the_bare_epoch_times_the_same_work_without_bookkeeping():
+    loader = _Sleepy(4, 0.02)
+    seconds = time_bare_epoch(loader, 0, lambda b: None)
+    assert 0.08 <= seconds < 1.0 and loader.ended == 1
