@@ -35,7 +35,7 @@ PATTERNS = ("new-kept", "keep", "after-removal", "inplace")
 # The timed process: no iobench import. The state: bf16 weights and fp32 master weights and Adam moments, 14 bytes a
 # parameter, in tensors of a Llama-like layer's size, made before any clock.
 LOOP = r"""
-import json, os, shutil, subprocess, sys, time, gc
+import json, os, subprocess, sys, time, gc
 import torch
 torch.set_num_threads(1)
 pattern, folder, params, keep = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
@@ -53,6 +53,10 @@ def fsync(path, directory=False):
     fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
     os.fsync(fd); os.close(fd)
 
+def remove(step):  # the one file this loop wrote in a folder it made, then the folder (a link: unlinked)
+    os.unlink(os.path.join(step, "state.pt"))
+    os.rmdir(step)
+
 def blocks(path):
     out = subprocess.run(["filefrag", "-e", path], capture_output=True, text=True).stdout.splitlines()
     found = []
@@ -69,7 +73,7 @@ for n in range(1, keep + 2):
     if pattern == "after-removal" and n > 1:
         old = os.path.join(folder, f"step-{n - 1}")
         removed += blocks(os.path.join(old, "state.pt"))
-        shutil.rmtree(old)
+        remove(old)
     os.makedirs(step, exist_ok=True)
     gc.collect(); gc.freeze()
     t = time.perf_counter()
@@ -83,7 +87,7 @@ for n in range(1, keep + 2):
         steps = sorted((s for s in os.listdir(folder) if s.startswith("step-")), key=lambda s: int(s[5:]))
         for s in steps[:-keep]:
             removed += blocks(os.path.join(folder, s, "state.pt"))
-            shutil.rmtree(os.path.join(folder, s))
+            remove(os.path.join(folder, s))
 size = os.path.getsize(os.path.join(step, "state.pt"))
 print(json.dumps({"seconds": seconds, "bytes": size, "reused": reused}))
 """
@@ -126,8 +130,11 @@ def main() -> None:
 
 
 def compare(a: argparse.Namespace, params: int) -> None:
-    print(f"{params * BYTES_PER_PARAM / 2**30:.2f} GiB state, keep {a.keep}, {a.rounds} rounds; load "
-          f"{os.getloadavg()[0]:.2f}", flush=True)  # fmt: skip
+    print(
+        f"{params * BYTES_PER_PARAM / 2**30:.2f} GiB state, keep {a.keep}, {a.rounds} rounds; load "
+        f"{os.getloadavg()[0]:.2f}",
+        flush=True,
+    )
     times: dict[str, list[float]] = {p: [] for p in (*PATTERNS, "iobench keep")}
     reused: dict[str, list[bool]] = {p: [] for p in PATTERNS}
     size = 0
@@ -150,13 +157,18 @@ def compare(a: argparse.Namespace, params: int) -> None:
     for name, seconds in times.items():
         median = statistics.median(seconds)
         where = f"; its last save in a removed step's blocks {sum(reused[name])}/{a.rounds}" if name in reused else ""
-        print(f"{name}: steady save durable {median:.3f} s [{min(seconds):.3f}-{max(seconds):.3f}], "
-              f"{size / median / 1e9:.3f} GB/s{where}", flush=True)  # fmt: skip
+        print(
+            f"{name}: steady save durable {median:.3f} s [{min(seconds):.3f}-{max(seconds):.3f}], "
+            f"{size / median / 1e9:.3f} GB/s{where}",
+            flush=True,
+        )
     ours, theirs = times["iobench keep"], times["new-kept"]
     paired = [t / o for t, o in zip(theirs, ours, strict=True)]
-    print(f"iobench keep:{a.keep} against new-kept (DLIO's pattern): its loop's seconds over iobench's "
-          f"{statistics.median(theirs) / statistics.median(ours):.2f}; a round's pair {statistics.median(paired):.2f} "
-          f"[{min(paired):.2f}-{max(paired):.2f}]; load after {os.getloadavg()[0]:.2f}")  # fmt: skip
+    print(
+        f"iobench keep:{a.keep} against new-kept (DLIO's pattern): its loop's seconds over iobench's "
+        f"{statistics.median(theirs) / statistics.median(ours):.2f}; a round's pair {statistics.median(paired):.2f} "
+        f"[{min(paired):.2f}-{max(paired):.2f}]; load after {os.getloadavg()[0]:.2f}"
+    )
 
 
 if __name__ == "__main__":

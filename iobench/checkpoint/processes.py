@@ -5,6 +5,7 @@ JSON line, or its failure in one line."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from collections.abc import Mapping
@@ -41,16 +42,45 @@ def in_a_process(job: CheckpointJob, timeout_s: float, env: Mapping[str, str]) -
             raise subprocess.TimeoutExpired(argv, timeout_s) from None
         shown = next((e for e in exits if e.code != 0), exits[0])
         return subprocess.CompletedProcess(argv, shown.code, shown.stdout, shown.stderr)
-    with subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(None, **env)
-    ) as proc:
+    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(None, **env)) as proc:
         try:
-            out, err = proc.communicate(timeout=timeout_s)
+            out, err, first_line_at = _read_both(proc, timeout_s)
         except BaseException:  # a timeout or an interrupt: the trial is not left running
             proc.kill()
             proc.wait()
             raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+    done = subprocess.CompletedProcess(
+        argv, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
+    )
+    done.first_line_at = first_line_at  # type: ignore[attr-defined]  # a restart's whole ends at its line
+    return done
+
+
+def _read_both(proc: subprocess.Popen, timeout_s: float) -> tuple[bytes, bytes, float | None]:
+    """Both pipes read to their end (as `communicate` reads them), and when the first line of stdout arrived (a
+    restart prints its line as its first step is done: the moment its whole ends, the process's exit left out)."""
+    import selectors
+    import time
+
+    out, err, first_line_at = bytearray(), bytearray(), None
+    deadline = time.monotonic() + timeout_s
+    with selectors.DefaultSelector() as selector:
+        selector.register(proc.stdout, selectors.EVENT_READ, out)
+        selector.register(proc.stderr, selectors.EVENT_READ, err)
+        while selector.get_map():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise subprocess.TimeoutExpired(proc.args, timeout_s)
+            for key, _ in selector.select(timeout=left):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                key.data.extend(chunk)
+                if key.data is out and first_line_at is None and b"\n" in chunk:
+                    first_line_at = time.time()
+    proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+    return bytes(out), bytes(err), first_line_at
 
 
 class Started:
@@ -109,7 +139,10 @@ def trial(job: CheckpointJob, env: Mapping[str, str], disk: Path | None = None) 
                 f" MB after; the library said: {why})"
             )
         raise IobenchError(f"checkpoint: {job.library} {job.op} failed: {why}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    if (line_at := getattr(done, "first_line_at", None)) is not None:
+        measured["line_at"] = line_at
+    return measured
 
 
 def timeout_of(spec: StateSpec, saves: int = 1) -> float:

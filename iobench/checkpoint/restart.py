@@ -33,6 +33,8 @@ def restart(job: CheckpointJob, loaded: Any, copied_into: Any, moved: Any) -> di
     allocated = time.time()
     restored_state = lib.restore(save_modes.current(job.place, job.save_mode), job.spec, prepared)
     state = restored_state if prepared is not None and device is None else copied_into(allocated_state, restored_state)
+    if state is not restored_state:  # what was read, freed once copied in (a job's load_state_dict(torch.load(...)))
+        del restored_state
     _synchronized(device)
     restored = time.time()
     if loop is not None:

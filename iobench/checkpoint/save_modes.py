@@ -2,8 +2,8 @@
 here does when a job names one path), safely (step N+1 written beside step N, made durable, then a `latest` pointer
 swapped to it and its folder's entry made durable; step N removed after), or keeping the last K (`keep:K`: saved and
 published as safely, in a folder of its own, the oldest removed once more than K exist, as Lightning's `save_top_k`
-and torchtitan's `keep_latest_k` do: each save new files beside the K kept, not written over the step just freed). A kill during a safe or
-keep save leaves step N whole; a kill during an in-place save can leave neither.
+and torchtitan's `keep_latest_k` do: each save new files beside the K kept, not written over the step just freed). A
+kill during a safe or keep save leaves step N whole; a kill during an in-place save can leave neither.
 
 Locally the pointer is a file written `O_EXCL | O_NOFOLLOW`, fsynced and renamed over the old one, the folder then
 fsynced; on object storage it is one small object (a PUT replaces an object whole). A pointer is read as data: at most

@@ -126,22 +126,21 @@ def restart_head() -> list[str]:
         "allocate s",
         "restore s",
         "first step s",
-        "exit s",
+        "unaccounted s",
         "whole s",
     ]
 
 
 def restart_rows(trials: list[CheckpointTrial]) -> list[list[str]]:
-    """Each library's restart per state and cache, medians of the rounds: the parts, what is left of the whole
-    (the process's exit), the whole."""
+    """Each library's restart per state and cache, medians of the rounds: the parts, what each round's whole holds
+    beyond its parts (its line's printing; under ranks, the processes' exit), the whole."""
     rows = []
     for who, size, cache in dict.fromkeys((t.who, t.state_bytes, t.cache) for t in trials if t.op == "restart"):
         mine = [t for t in trials if t.op == "restart" and (t.who, t.state_bytes, t.cache) == (who, size, cache)]
         parts = [statistics.median(getattr(t, k) or 0.0 for t in mine) for k in RESTART_PARTS]
+        left = statistics.median(t.seconds - sum(getattr(t, k) or 0.0 for k in RESTART_PARTS) for t in mine)
         whole = statistics.median(t.seconds for t in mine)
-        rows.append(
-            [who, f"{size / 1e9:.2f}", cache or "-", *(_s(p) for p in parts), _s(whole - sum(parts)), _s(whole)]
-        )
+        rows.append([who, f"{size / 1e9:.2f}", cache or "-", *(_s(p) for p in parts), _s(left), _s(whole)])
     return rows
 
 
