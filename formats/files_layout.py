@@ -104,7 +104,8 @@ def source_images(spec: DatasetSpec) -> list[Path]:
     """The image files of the --from folder, in the order its samples were read."""
     if spec.source is None or spec.source.kind != "images":
         raise IobenchError(
-            "files: --format-option files.encoding=source keeps the files of --from an image folder; this dataset has none"
+            "files: --format-option files.encoding=source keeps the files of --from an image folder; "
+            "this dataset has none"
         )
     files = [p for p, _ in image_files(Path(spec.source.path))]
     if len(files) != spec.n_samples:
@@ -144,7 +145,8 @@ def kept_suffix(spec: DatasetSpec) -> str:
     kinds = {SOURCE_SUFFIXES[p.suffix.lower()] for p in files}
     if len(kinds) > 1:
         raise IobenchError(
-            "--format-option files.encoding=source: the folder mixes PNG and JPEG files; keep one kind, or re-encode with png"
+            "--format-option files.encoding=source: the folder mixes PNG and JPEG files; keep one kind, "
+            "or re-encode with png"
         )
     with open(open_regular(files[0]), "rb") as f, photos.opened(f, str(files[0])) as image:
         if (image.height, image.width) != spec.shape[1:]:
