@@ -212,3 +212,13 @@ def stand_in_step(name: str, features_per_sample: int, n_classes: int, device: A
 
     step = make_step(name, features_per_sample, n_classes, torch.device(device), seed)
     return lambda features, labels: step((features, labels))
+
+
+def training_state(params: int, layout: str = "llama", source: str | None = None, seed: int = 0) -> dict:
+    """The training state `iobench checkpoint` saves (bf16 weights, fp32 master weights and Adam moments, the step,
+    the RNG state), as `checkpoint --tune`'s script makes it to check its figure: your own state_dicts take its
+    place."""
+    from iobench.checkpoint.state import StateSpec, make_state
+
+    spec = StateSpec.of_file(Path(source), seed) if source else StateSpec(params, layout, seed)
+    return make_state(spec)

@@ -16,3 +16,10 @@ RESULTS = Path("results/checkpoints.jsonl")
 SAVE_MODES = ("inplace", "safe")
 KILL_TEST = 0
 KILL_PARAMS = "2e6"  # 28 MB: what a kill tests is a save's commit, not the weights
+
+# `checkpoint --tune`: the save modes it searches unless --save-mode names some (keep:3: a job's pattern, the last
+# three kept), the kills it runs per library and mode unless --kill-test names more, the time it may take
+TUNE_SAVE_MODES = ("inplace", "safe", "keep:3")
+TUNE_KILLS = 5
+TUNE_BUDGET_MINUTES = 30.0
+MAX_BUDGET_MINUTES = 7 * 24 * 60.0

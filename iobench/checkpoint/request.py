@@ -4,6 +4,7 @@ is said in one line: not installed, no way to the target, needs CUDA), the torch
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -39,6 +40,8 @@ class CheckpointRequest:
     kill_spec: StateSpec | None = None
     remote: Profile | None = None  # object storage: iobench's writable store on loopback, shaped so
     endpoint_url: str | None = None  # object storage: this store's bucket
+    tune: bool = False  # `--tune`: the libraries with code to paste, searched within `budget_minutes`; the code printed
+    budget_minutes: float = default.TUNE_BUDGET_MINUTES
 
 
 def checked(request: CheckpointRequest) -> tuple[CheckpointRequest, list[Library], list[str]]:
@@ -74,6 +77,28 @@ def checked(request: CheckpointRequest) -> tuple[CheckpointRequest, list[Library
             "recorded as cold"
         )
     return replace(request, device=device, torch_threads=threads, caches=caches), libraries, skipped
+
+
+def for_tune(request: CheckpointRequest) -> tuple[CheckpointRequest, list[str]]:
+    """`--tune`'s request: the libraries it can hand over as code, each killed (TUNE_KILLS times unless --kill-test
+    says more: it never recommends what a kill lost), in a local folder by one process; a line for each left out."""
+    from iobench.checkpoint.paste import PASTED
+
+    if request.remote is not None or request.endpoint_url is not None:
+        raise IobenchError(
+            "checkpoint --tune hands over code for a local folder (--dir): leave out --remote and --endpoint-url"
+        )
+    if request.nproc > 1:
+        raise IobenchError("checkpoint --tune saves in one process: leave out --nproc")
+    kept = tuple(n for n in request.libraries if n in PASTED)
+    said = [
+        f"left out of --tune: {name} (no code to hand over; `checkpoint --libraries {name}` measures it)"
+        for name in request.libraries
+        if name not in PASTED and not LIBRARIES[name].ceiling
+    ]
+    if not kept:
+        raise IobenchError(f"checkpoint --tune: --libraries names none of {', '.join(PASTED)}")
+    return replace(request, libraries=kept, kill_test=request.kill_test or default.TUNE_KILLS), said
 
 
 def usable(request: CheckpointRequest, device: str) -> tuple[list[Library], list[str]]:
@@ -234,7 +259,20 @@ def request_of(values: Mapping[str, Any], place: RunPlace) -> CheckpointRequest:
         restart=bool(values["restart"]),
         remote=place.remote,
         endpoint_url=place.endpoint_url,
+        tune=bool(values["tune"]),
+        budget_minutes=budget_of(values["budget_minutes"]),
     )
+
+
+def budget_of(value: object) -> float:
+    """--budget-minutes: a number of minutes above 0, at most a week."""
+    try:
+        minutes = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        minutes = math.nan
+    if not (math.isfinite(minutes) and 0 < minutes <= default.MAX_BUDGET_MINUTES):
+        raise IobenchError(f"--budget-minutes: a number of minutes above 0 and at most a week, got {value!r}")
+    return minutes
 
 
 def count_of(value: object, option: str, low: int, high: int) -> int:

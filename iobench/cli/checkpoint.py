@@ -27,6 +27,7 @@ from iobench.cli.options import (
     Results,
     takes_run_options,
 )
+from iobench.errors import IobenchError
 from iobench.plan.run_options import CHECKPOINT
 
 if TYPE_CHECKING:
@@ -108,6 +109,21 @@ Restart = Annotated[
     ),
 ]
 KillParams = Annotated[str, typer.Option(help="The kill test's state size (parameters, or bytes: 1GiB).")]
+Tune = Annotated[
+    bool,
+    typer.Option(
+        "--tune",
+        help="Search the libraries and settings iobench can hand over as code (torch, safetensors, DCP's thread "
+        f"count and async save, a TensorDict; save modes {','.join(default.TUNE_SAVE_MODES)} unless --save-mode "
+        f"names others), each kill-tested ({default.TUNE_KILLS} kills unless --kill-test says more), within "
+        "--budget-minutes; print a save and a restore function for the fastest that never lost a checkpoint, and "
+        "run them once in a fresh process to check the figure.",
+    ),
+]
+BudgetMinutes = Annotated[
+    float,
+    typer.Option(help="--tune's time: its rounds are cut to fit, or it refuses in one line if one round cannot."),
+]
 
 
 Libraries = Annotated[str, typer.Option(help=libraries_help())]
@@ -132,6 +148,8 @@ def checkpoint_cmd(
     kill_params: KillParams = default.KILL_PARAMS,
     step: TrainingStep = "none",
     restart: Restart = False,
+    tune: Tune = False,
+    budget_minutes: BudgetMinutes = default.TUNE_BUDGET_MINUTES,
     results: Results = default.RESULTS,
     remote: Remote = None,
     endpoint_url: EndpointUrl = None,
@@ -149,6 +167,8 @@ def checkpoint_cmd(
     request = checkpoint_request(ctx)
     outcome = checkpoint_session(request, CheckpointEvents(quiet))
     _print_outcome(outcome, request.results)
+    if outcome.tuned is not None:
+        _print_tuned(outcome.tuned)
 
 
 def checkpoint_request(ctx: typer.Context) -> CheckpointRequest:
@@ -157,7 +177,15 @@ def checkpoint_request(ctx: typer.Context) -> CheckpointRequest:
     from iobench.plan.place import place_of
     from iobench.sessions.checkpoint import request_of
 
-    p = ctx.params
+    p = dict(ctx.params)
+
+    def given(name: str) -> bool:  # typer's own click or click's: the source compared by name
+        return getattr(ctx.get_parameter_source(name), "name", None) != "DEFAULT"
+
+    if given("budget_minutes") and not p["tune"]:
+        raise IobenchError("--budget-minutes goes with --tune")
+    if p["tune"] and not given("save_mode"):
+        p["save_mode"] = ",".join(default.TUNE_SAVE_MODES)  # a job's patterns, keep:3 among them
     place = place_of({**p, "data_dir": p["directory"]}, Path(p["results"]))
     return request_of(p, place)
 
@@ -201,6 +229,41 @@ def _print_outcome(outcome: Any, results: Path) -> None:
     out.print(f"{len(outcome.trials)} trials measured; records in {results}", highlight=False, soft_wrap=True)
     if outcome.answer:
         out.print(outcome.answer, highlight=False, soft_wrap=True)
+
+
+def _print_tuned(tuned: Any) -> None:
+    """--tune's code and its check in a fresh process, judged by `iobench.judge.paste`."""
+    import shlex
+
+    from iobench.judge.paste import FASTER, GOAL, SLOWER
+
+    if tuned.script is None:
+        out.print(f"tune: no code: {tuned.why}", highlight=False, soft_wrap=True, markup=False)
+        return
+    out.print(
+        f"paste (saved as {tuned.script}; `{shlex.join(['python', str(tuned.script)])}` runs it):",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
+    print(tuned.text, end="", file=out.file, flush=True)  # as written: rich would wrap and style code
+    check = tuned.check
+    if check is None:
+        return
+    if check.figure is None:
+        out.print(f"the pasted code could not be checked: {check.said}", highlight=False, markup=False)
+        return
+    words = {
+        SLOWER: f"below {GOAL:g} of tune's speed: it does not save as tune measured",
+        FASTER: "faster than tune measured",
+    }.get(tuned.verdict, "as measured")
+    out.print(
+        f"the pasted code, run in a fresh process: the steady durable save in {check.figure:.3f} s against tune's "
+        f"{tuned.seconds:.3f} s, {tuned.speed_ratio:.2f}x its speed ({words})",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 def _print_table(title: str, head: list[str], rows: list[list[str]]) -> None:

@@ -7,7 +7,9 @@ The console and `report` print this same line."""
 
 from __future__ import annotations
 
-from iobench.judge.evidence import load_of
+from dataclasses import dataclass
+
+from iobench.judge.evidence import Load, load_of
 from iobench.judge.intervals import interval_of
 from iobench.results.checkpoint_summary import LibraryRow, lost
 
@@ -27,27 +29,55 @@ def _what(r: LibraryRow) -> str:
     )
 
 
+@dataclass(frozen=True)
+class CheckpointChoice:
+    """The fastest safe library and mode (None where nothing restored exactly with both figures, or every such one
+    lost a checkpoint to a kill), the others in order, those left out for their kills, and the load beside the
+    trials (a ranking taken beside other programs is not settled)."""
+
+    best: LibraryRow | None
+    candidates: list[LibraryRow]
+    unsafe: list[LibraryRow]
+    exact: list[LibraryRow]
+    load: Load | None
+
+    @property
+    def settled(self) -> bool:
+        return self.best is not None and not (self.load is not None and self.load.busy)
+
+
+def checkpoint_choice(
+    rows: list[LibraryRow], kills: dict[tuple[str, str], dict[str, int]] | None = None
+) -> CheckpointChoice:
+    """The one ranking of libraries and save modes: `checkpoint`'s answer and `checkpoint --tune`'s code rest on it."""
+    kills = kills or {}
+    exact = sorted((r for r in rows if not r.ceiling and r.exact and r.durable_s and r.restore_s), key=_total)
+    unsafe = [r for r in exact if lost(kills.get((r.saver, r.save_mode), {})) > 0]
+    candidates = [r for r in exact if r not in unsafe]
+    best = candidates[0] if candidates else None
+    return CheckpointChoice(best, candidates, unsafe, exact, load_of(r.busy for r in rows))
+
+
 def checkpoint_answer(rows: list[LibraryRow], kills: dict[tuple[str, str], dict[str, int]] | None = None) -> str | None:
     """The answer line (`answer: ...`); None where no library restored exactly with both figures measured."""
     kills = kills or {}
-    exact = sorted((r for r in rows if not r.ceiling and r.exact and r.durable_s and r.restore_s), key=_total)
-    if not exact:
+    choice = checkpoint_choice(rows, kills)
+    if not choice.exact:
         return None
-    unsafe = [r for r in exact if lost(kills.get((r.saver, r.save_mode), {})) > 0]
-    candidates = [r for r in exact if r not in unsafe]
-    left_out = _left_out(unsafe, candidates[0] if candidates else None, kills)
-    load = load_of(r.busy for r in rows)
+    candidates = choice.candidates
+    left_out = _left_out(choice.unsafe, choice.best, kills)
+    load = choice.load
     if load is not None and load.busy:
-        fastest = candidates[0] if candidates else exact[0]
+        fastest = candidates[0] if candidates else choice.exact[0]
         return (
             f"answer: none: other programs used {load.high:.1f} cores beside the trials, and a ranking taken there "
             f"may not hold on a quiet machine (fastest measured among the safe: {_what(fastest)})"
             + (f"; {left_out}" if left_out else "")
         )
-    if not candidates:
+    if choice.best is None:
         return f"answer: none: {left_out}"
-    best = candidates[0]
-    parts = [f"answer: save with {_what(best)}", _kills_said(best, kills)]
+    best = choice.best
+    parts = [f"answer: save with {_what(best)}", kills_said(best, kills)]
     if len(candidates) > 1:
         parts.append(_against(best, candidates[1]))
     ceiling = next((r for r in rows if r.ceiling and r.restore_s), None)
@@ -58,7 +88,7 @@ def checkpoint_answer(rows: list[LibraryRow], kills: dict[tuple[str, str], dict[
     return "; ".join(parts)
 
 
-def _kills_said(row: LibraryRow, kills: dict[tuple[str, str], dict[str, int]]) -> str:
+def kills_said(row: LibraryRow, kills: dict[tuple[str, str], dict[str, int]]) -> str:
     counts = kills.get((row.saver, row.save_mode))
     if not counts:
         return "not kill-tested (--kill-test N tells what a killed save leaves)"

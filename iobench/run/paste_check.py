@@ -13,27 +13,27 @@ from iobench.errors import one_line
 from iobench.system.processes import python_code
 
 MEDIAN = re.compile(r"median of the timed epochs: ([0-9,.]+) samples/s")
-GOAL = 0.9  # the pasted script's figure over tune's below this: said as a finding, not a pass
 
 
 @dataclass(frozen=True)
 class PasteCheck:
-    samples_per_s: float | None  # the script's median of its timed epochs; None: it failed (`said` says how)
+    figure: float | None  # the script's median (samples/s, or seconds); None: it failed (`said` says how)
     said: str  # its last line, or its failure in one line
 
     def ratio(self, tune_figure: float) -> float | None:
-        return None if self.samples_per_s is None or tune_figure <= 0 else self.samples_per_s / tune_figure
+        """The script's figure over tune's (a speed's; for seconds, take the inverse)."""
+        return None if self.figure is None or tune_figure <= 0 else self.figure / tune_figure
 
 
-def check_paste(script: Path, timeout_s: float) -> PasteCheck:
+def check_paste(script: Path, timeout_s: float, figure: re.Pattern[str] = MEDIAN) -> PasteCheck:
     """`python script` in a fresh process importing the running iobench (never the working directory's), at most
-    `timeout_s`; its median samples/s."""
+    `timeout_s`; the figure its output states (`figure`'s first group: by default its median samples/s)."""
     code = f"import runpy\nrunpy.run_path({str(script.resolve())!r}, run_name='__main__')"
     try:
         done = subprocess.run(python_code(code), capture_output=True, text=True, timeout=timeout_s, cwd=script.parent)
     except subprocess.TimeoutExpired:
         return PasteCheck(None, f"the script ran past {timeout_s:.0f} s")
-    found = MEDIAN.search(done.stdout)
+    found = figure.search(done.stdout)
     if done.returncode != 0 or found is None:
         lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
         return PasteCheck(

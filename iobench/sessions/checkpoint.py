@@ -6,23 +6,29 @@ the outcome."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 
-from iobench.checkpoint.libraries import libraries_help
-from iobench.checkpoint.plan import estimate_of, planned
-from iobench.checkpoint.request import CheckpointRequest, checked, request_of
+from iobench.checkpoint.libraries import Library, libraries_help
+from iobench.checkpoint.plan import Step, TimeLeft, estimate_of, planned
+from iobench.checkpoint.request import CheckpointRequest, checked, for_tune, request_of
 from iobench.checkpoint.state import StateSpec
+from iobench.errors import IobenchError
 from iobench.events import Events
-from iobench.judge.checkpoints import checkpoint_answer
+from iobench.judge.checkpoints import checkpoint_answer, checkpoint_choice, kills_said
+from iobench.judge.paste import paste_verdict
 from iobench.results.checkpoint_record import CheckpointKills, CheckpointTrial
 from iobench.results.checkpoint_summary import LibraryRow, kill_counts, rows_of
+from iobench.run.paste_check import PasteCheck
 from iobench.storage.checkpoints import CheckpointTarget
 
 STORE_BUCKET = "iobench-checkpoints"
 __all__ = [
     "CheckpointOutcome",
+    "TunedCheckpoint",
     "CheckpointRequest",
     "checkpoint_session",
     "libraries_help",
@@ -38,18 +44,48 @@ class CheckpointOutcome:
     skipped: list[str] = field(default_factory=list)
     caches: tuple[str, ...] = ()  # the restores measured (cold alone on object storage)
     answer: str | None = None
+    tuned: TunedCheckpoint | None = None  # --tune's code and its check
+
+
+@dataclass(frozen=True)
+class TunedCheckpoint:
+    """--tune's pick as code: the row it rests on, the script (written beside the results), tune's figure (the steady
+    durable save, seconds) and the script's own in a fresh process; `why` where there is no code."""
+
+    row: LibraryRow | None
+    script: Path | None = None
+    text: str = ""
+    seconds: float = 0.0
+    check: PasteCheck | None = None
+    why: str = ""
+
+    @property
+    def speed_ratio(self) -> float | None:
+        """The script's save speed over tune's (tune's seconds over the script's)."""
+        figure = self.check.figure if self.check is not None else None
+        return self.seconds / figure if figure else None
+
+    @property
+    def verdict(self) -> str | None:
+        return None if self.speed_ratio is None else paste_verdict(self.speed_ratio)
 
 
 def checkpoint_session(request: CheckpointRequest, events: Events) -> CheckpointOutcome:
     """Every trial and kill the request asks for, its records in `request.results`; the rows and the answer."""
     from iobench.checkpoint.run_trials import kill_libraries, run_kills, run_trials
 
+    left_out: list[str] = []
+    if request.tune:
+        request, left_out = for_tune(request)
     request, libraries, skipped = checked(request)
-    for line in skipped:
+    for line in [*left_out, *skipped]:
         events.say(line)
-    steps = planned(request, libraries)
     kills = kill_libraries(request, libraries)
-    estimate = estimate_of(steps, request, kills)
+    if request.tune:
+        request, steps, estimate = _within_budget(request, libraries, kills, events)
+    else:
+        steps = planned(request, libraries)
+        estimate = estimate_of(steps, request, kills)
     remote = f"object storage ({request.remote.name})" if request.remote else None
     where = request.endpoint_url or remote or str(request.directory)
     events.say(
@@ -69,7 +105,78 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
         outcome.rows[spec] = rows
     largest = max(request.specs, key=lambda s: s.state_bytes)
     outcome.answer = checkpoint_answer(outcome.rows[largest], counts)
+    if request.tune:
+        outcome.tuned = _tuned(request, largest, outcome.rows[largest], counts, events)
     return outcome
+
+
+def _within_budget(
+    request: CheckpointRequest, libraries: list[Library], kills: list[tuple[str, str]], events: Events
+) -> tuple[CheckpointRequest, list[Step], TimeLeft]:
+    """--tune's rounds cut until the estimate fits --budget-minutes; a refusal in one line where one round cannot."""
+    budget = request.budget_minutes * 60
+    for rounds in range(request.rounds, 0, -1):
+        fitted = replace(request, rounds=rounds)
+        steps = planned(fitted, libraries)
+        estimate = estimate_of(steps, fitted, kills)
+        if sum(estimate.ahead) <= budget:
+            if rounds < request.rounds:
+                events.say(f"tune: {rounds} round(s), not {request.rounds}, within --budget-minutes {budget / 60:g}")
+            return fitted, steps, estimate
+    raise IobenchError(
+        f"checkpoint --tune: one round of {len(libraries)} libraries in {len(request.save_modes)} save modes takes "
+        f"about {estimate.total_words()}, over --budget-minutes {request.budget_minutes:g}: give more minutes, or "
+        "fewer --libraries or --save-mode"
+    )
+
+
+def _existing(folder: Path) -> Path:
+    """--dir, or its nearest folder that still exists (iobench made the rest, and removed them at the end): where
+    the script makes its own folder."""
+    folder = folder.resolve()
+    while not folder.is_dir() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
+def _tuned(
+    request: CheckpointRequest,
+    spec: StateSpec,
+    rows: list[LibraryRow],
+    kills: dict[tuple[str, str], dict[str, int]],
+    events: Events,
+) -> TunedCheckpoint:
+    """The fastest safe choice (the judgement's) as code beside the results, run once in a fresh process."""
+    from iobench.checkpoint.paste import FIGURE_LINE, checkpoint_script
+    from iobench.run.paste_check import check_paste
+    from iobench.system.fsutil import atomic_write_text
+
+    choice = checkpoint_choice(rows, kills)
+    best = choice.best
+    if best is None or best.durable_s is None:
+        return TunedCheckpoint(None, why="no library and mode restored exactly without a kill losing a checkpoint")
+    figure = (
+        f"Measured by `iobench checkpoint --tune` on a {spec.state_bytes / 1e9:.2f} GB state: durable in "
+        f"{best.durable_s:.3f} s (the steady save, median of {len(best.durable_rounds)} round(s)), restored "
+        f"{best.restore_word} in {best.restore_s:.3f} s; "
+        + kills_said(best, kills)
+        + ("" if choice.settled else "; other programs ran beside the trials: the ranking may not hold")
+    )
+    text = checkpoint_script(
+        best.library,
+        best.save_mode,
+        spec,
+        figure,
+        best.durable_s,
+        str(_existing(request.directory)),
+        request.torch_threads or 1,
+    )
+    script = request.results.with_name(f"{request.results.stem}-tuned.py")
+    atomic_write_text(script, text)
+    events.say(f"checking the pasted code in a fresh process: {script}")
+    timeout = 120 + 10 * best.durable_s * 8 + 5 * (best.restore_s or 0)
+    check = check_paste(script, timeout, re.compile(re.escape(FIGURE_LINE) + r"([0-9.]+) s"))
+    return TunedCheckpoint(best, script, text, best.durable_s, check)
 
 
 def _sizes(specs: tuple[StateSpec, ...]) -> list[str]:

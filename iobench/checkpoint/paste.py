@@ -1,0 +1,334 @@
+"""The code `checkpoint --tune` hands over: a save and a restore of the library and save mode it picked, written as
+the trials call them (the same library calls, the same fsyncs and `latest` pointer), with a `__main__` block that
+saves a state of the measured size in a folder of its own and prints the steady save's median, so the figure can be
+checked on the spot (and is, by `--tune` itself, in a fresh process). The functions import nothing of iobench: they
+are meant for the user's training code."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from iobench.checkpoint.libraries import DCP_THREADS
+from iobench.checkpoint.save_modes import INPLACE, saves_of
+from iobench.checkpoint.state import StateSpec
+from iobench.results.checkpoint_record import kept_of
+
+FIGURE_LINE = "median steady durable save: "  # what the script prints before its figure, read by the check
+
+
+@dataclass(frozen=True)
+class Code:
+    """One library's lines: its imports, the body of a save into `folder` (an asynchronous one returns its future),
+    the body of a restore from `folder` into `state`."""
+
+    imports: tuple[str, ...]
+    save: tuple[str, ...]
+    restore: tuple[str, ...]
+    flat: bool = False  # uses the dotted-name helpers (a flat file of tensors)
+
+
+def _dcp(threads: int) -> Code:
+    return Code(
+        ("import torch.distributed.checkpoint as dcp",),
+        (f"dcp.save(state, storage_writer=dcp.FileSystemWriter(folder, thread_count={threads}, sync_files=True))",),
+        ("dcp.load(state, storage_reader=dcp.FileSystemReader(folder))",),
+    )
+
+
+TORCH_RESTORE = ("_copy_into(state, torch.load(os.path.join(folder, 'state.pt'), weights_only=True))",)
+CODE: dict[str, Code] = {
+    "torch": Code((), ("torch.save(state, os.path.join(folder, 'state.pt'))",), TORCH_RESTORE),
+    "torch-mmap": Code(
+        (),
+        ("torch.save(state, os.path.join(folder, 'state.pt'))",),
+        ("_copy_into(state, torch.load(os.path.join(folder, 'state.pt'), mmap=True, weights_only=True))",),
+    ),
+    "safetensors": Code(
+        ("from safetensors import safe_open", "from safetensors.torch import load_file, save_file"),
+        (
+            "tensors = {k: v.contiguous() for k, v in _flat(state).items()}",
+            "save_file(tensors, os.path.join(folder, 'state.safetensors'), metadata={'step': str(state['step'])})",
+        ),
+        (
+            "path = os.path.join(folder, 'state.safetensors')",
+            "with safe_open(path, framework='pt') as f:",
+            "    state['step'] = int(f.metadata()['step'])",
+            "loaded = load_file(path)",
+            "for name, tensor in _flat(state).items():",
+            "    tensor.copy_(loaded[name])",
+        ),
+        flat=True,
+    ),
+    "dcp": _dcp(1),
+    "dcp-threads": _dcp(DCP_THREADS),
+    "dcp-async": Code(
+        ("import torch.distributed.checkpoint as dcp",),
+        (
+            "writer = dcp.FileSystemWriter(folder, thread_count=1, sync_files=True)",
+            "return dcp.async_save(state, storage_writer=writer)",
+        ),
+        ("dcp.load(state, storage_reader=dcp.FileSystemReader(folder))",),
+    ),
+    "tensordict": Code(
+        ("from tensordict import TensorDict",),
+        (
+            "flat = {_td_key(k): v for k, v in _flat(state).items()}",
+            "flat['step'] = torch.tensor(state['step'])",
+            "TensorDict(flat, batch_size=[]).memmap(os.path.join(folder, 'state'), num_threads=4)",
+        ),
+        (
+            "loaded = TensorDict.load_memmap(os.path.join(folder, 'state'))",
+            "state['step'] = int(loaded['step'])",
+            "for name, tensor in _flat(state).items():",
+            "    tensor.copy_(loaded[_td_key(name)])",
+        ),
+        flat=True,
+    ),
+}
+PASTED = tuple(CODE)  # the libraries --tune can hand over as code (the others are measured by `checkpoint` alone)
+
+_HELPERS = '''
+def _fsync(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_tree(folder: str) -> None:
+    """Every file and folder of a checkpoint flushed to the disk, files first."""
+    for dirpath, _dirnames, filenames in os.walk(folder, topdown=False):
+        for name in filenames:
+            _fsync(os.path.join(dirpath, name))
+        _fsync(dirpath)
+
+
+def _copy_into(state: dict, loaded: dict) -> None:
+    """What load_state_dict does: every tensor copied into the state's own."""
+    for key, value in loaded.items():
+        if isinstance(value, dict):
+            _copy_into(state[key], value)
+        elif isinstance(value, torch.Tensor) and isinstance(state.get(key), torch.Tensor):
+            state[key].copy_(value)
+        else:
+            state[key] = value
+'''
+
+_FLAT = '''
+
+def _flat(state: dict, prefix: str = "") -> dict:
+    """Every tensor of the state by its dotted path (the same tensors, not copies)."""
+    out = {}
+    for key, value in state.items():
+        if isinstance(value, dict):
+            out.update(_flat(value, f"{prefix}{key}."))
+        elif isinstance(value, torch.Tensor):
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def _td_key(path: str) -> str:
+    return path.replace("%", "%25").replace(".", "%2E")
+'''
+
+_STEPS = '''
+
+STEP = re.compile(r"step-[0-9]{1,12}")
+
+
+def _folder(root: str, step: int) -> str:
+    return os.path.join(root, f"step-{step}")
+
+
+def _publish(root: str, folder: str) -> None:
+    """`latest` now names the new step, durably: a file written beside it, flushed, renamed over the old one."""
+    temp = os.path.join(root, f".latest-{os.getpid()}")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, os.path.basename(folder).encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(temp, os.path.join(root, "latest"))
+    _fsync(root)
+
+
+def _latest(root: str) -> str:
+    """The folder `latest` names (read as data: a step of this checkpoint, nothing else)."""
+    fd = os.open(os.path.join(root, "latest"), os.O_RDONLY | os.O_NOFOLLOW)
+    try:
+        name = os.read(fd, 65).decode("ascii", "replace")
+    finally:
+        os.close(fd)
+    if not STEP.fullmatch(name):
+        raise ValueError(f"latest names {name[:64]!r}, not a step of this checkpoint")
+    return os.path.join(root, name)
+
+
+def remove_old(root: str) -> None:
+    """The steps older than the newest KEEP removed: call after each save (a job's cleanup, not its save)."""
+    steps = sorted((e for e in os.listdir(root) if STEP.fullmatch(e)), key=lambda e: int(e[5:]))
+    for name in steps[:-KEEP]:
+        path = os.path.join(root, name)
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            shutil.rmtree(path)
+'''
+
+_INPLACE = """
+
+def _folder(root: str, step: int) -> str:
+    return os.path.join(root, "current")  # every save over the last
+
+
+def _latest(root: str) -> str:
+    return os.path.join(root, "current")
+"""
+
+
+def checkpoint_script(
+    library: str,
+    mode: str,
+    spec: StateSpec,
+    figure: str,
+    seconds: float,
+    folder: str,
+    torch_threads: int,
+    rounds: int = 3,
+) -> str:
+    """The whole script for `library` saving in `mode`; `figure`: what tune measured, in words, for the docstring;
+    `seconds`: its steady durable save, printed beside the script's own; it saves under a new folder in `folder`."""
+    code = CODE[library]
+    kept = 0 if mode == INPLACE else (kept_of(mode) or 1)
+    head = _head(library, mode, figure, seconds, code, kept)
+    main = _main(mode, spec, folder, torch_threads, rounds, kept)
+    body = "\n".join(head) + "\n" + _HELPERS + (_FLAT if code.flat else "") + (_STEPS if kept else _INPLACE)
+    return body + "\n".join(_functions(code, kept) + _TENSORS + main) + "\n"
+
+
+def _head(library: str, mode: str, figure: str, seconds: float, code: Code, kept: int) -> list[str]:
+    """The docstring, the imports and the constants."""
+    return [
+        f'"""Saving and restoring a training state as `iobench checkpoint --tune` picked it here: {library}, '
+        f"{mode} saves.",
+        *textwrap.wrap(f"{figure}.", 116),
+        "",
+        *textwrap.wrap(
+            "Paste save_checkpoint, finish_checkpoint"
+            + (", remove_old" if kept else "")
+            + " and restore_checkpoint (and the helpers above them) into your training code. Run this file to check "
+            'the figure: it saves a state of the measured size in a folder of its own, which it removes."""',
+            116,
+        ),
+        "",
+        "import os",
+        *(["import re"] if kept else []),
+        "import shutil",
+        "import stat",
+        "import statistics",
+        "import tempfile",
+        "import time",
+        "",
+        "import torch",
+        *code.imports,
+        "",
+        *([f"KEEP = {kept}  # checkpoints kept: the newest KEEP steps"] if kept else []),
+        f"TUNE_SECONDS = {seconds:.4f}  # tune's figure: the steady save, durable",
+    ]
+
+
+def _functions(code: Code, kept: int) -> list[str]:
+    """The functions to paste: the save, its finish (durable, published), the restore."""
+    asynchronous = any(line.startswith("return ") for line in code.save)
+    save_body = [f"    {line}" for line in code.save]
+    if not asynchronous:
+        save_body.append("    return None")
+    publish = ["    _publish(root, folder)"] if kept else []
+    return [
+        "",
+        "",
+        "def save_checkpoint(state: dict, root: str, step: int) -> object:",
+        '    """Starts saving `state` as step `step` under `root`; finish_checkpoint completes it (an asynchronous',
+        '    save writes beside training until then)."""',
+        "    folder = _folder(root, step)",
+        "    os.makedirs(folder, exist_ok=True)",
+        *save_body,
+        "",
+        "",
+        "def finish_checkpoint(root: str, step: int, pending: object) -> None:",
+        '    """The save durable and, where steps are kept, published: call it before the next save."""',
+        "    if pending is not None:",
+        "        pending.result()",
+        "    folder = _folder(root, step)",
+        "    _fsync_tree(folder)",
+        "    _fsync(root)",
+        *publish,
+        "",
+        "",
+        "def restore_checkpoint(root: str, state: dict) -> dict:",
+        '    """The latest checkpoint read into `state` (your model\'s and optimizer\'s state, as load_state_dict',
+        '    copies it)."""',
+        "    folder = _latest(root)",
+        *[f"    {line}" for line in code.restore],
+        "    return state",
+    ]
+
+
+def _main(mode: str, spec: StateSpec, folder: str, torch_threads: int, rounds: int, kept: int) -> list[str]:
+    """The check: the saves before the steady one, `rounds` steady saves timed, a restore checked bit for bit."""
+    warm = saves_of(mode) - 1
+    source = repr(spec.source or None)
+    return [
+        "",
+        "",
+        "def _like(state: dict) -> dict:",
+        "    return {k: _like(v) if isinstance(v, dict) else torch.empty_like(v) if isinstance(v, torch.Tensor) else 0",
+        "            for k, v in state.items()}",
+        "",
+        "",
+        'if __name__ == "__main__":',
+        "    from iobench.api import training_state",
+        "",
+        f"    torch.set_num_threads({torch_threads})",
+        f"    state = training_state({spec.params}, {spec.layout!r}, {source})  # a stand-in for your state",
+        f"    parent = tempfile.mkdtemp(prefix='iobench-tuned-', dir={folder!r})",
+        "    try:",
+        "        root = os.path.join(parent, 'checkpoint')",
+        "        os.mkdir(root)",
+        "        seconds = []",
+        f"        for step in range(1, {warm + rounds + 1}):  # the first {warm} as the trials' before the steady one",
+        "            start = time.perf_counter()",
+        "            finish_checkpoint(root, step, save_checkpoint(state, root, step))",
+        "            took = time.perf_counter() - start",
+        *(["            remove_old(root)"] if kept else []),
+        f"            if step > {warm}:",
+        "                seconds.append(took)",
+        "        start = time.perf_counter()",
+        "        restored = restore_checkpoint(root, _like(state))",
+        "        restore_s = time.perf_counter() - start",
+        "        same = restored['step'] == state['step'] and all(",
+        "            torch.equal(a, b) for a, b in zip(_tensors(restored), _tensors(state), strict=True))",
+        "    finally:",
+        "        if stat.S_ISDIR(os.lstat(parent).st_mode):  # made by mkdtemp above, never a link",
+        "            shutil.rmtree(parent)",
+        "    median = statistics.median(seconds)",
+        f'    print(f"{FIGURE_LINE}{{median:.3f}} s over {{len(seconds)}} saves; tune: {{TUNE_SECONDS:.3f}} s; "',
+        "          f\"restored {'exactly' if same else 'WITH DIFFERENCES'} in {restore_s:.3f} s (warm)\")",
+        "    if not same:",
+        "        raise SystemExit('the state restored differs from the state saved')",
+    ]
+
+
+_TENSORS = [
+    "",
+    "",
+    "def _tensors(state: dict) -> list:",
+    "    out = []",
+    "    for value in state.values():",
+    "        if isinstance(value, dict):",
+    "            out.extend(_tensors(value))",
+    "        elif isinstance(value, torch.Tensor):",
+    "            out.append(value)",
+    "    return out",
+]
