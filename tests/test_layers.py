@@ -26,7 +26,7 @@ LAYERS = [
     {"iobench.measuring"},
     {"iobench.plan"},
     {"iobench.judge"},
-    {"iobench.run", "iobench.checkpoint"},
+    {"iobench.run", "iobench.checkpoint", "iobench.feed"},
     {"iobench.sessions"},
     {"iobench.report"},
     {"iobench.api", "iobench.cli"},
@@ -167,7 +167,8 @@ def test_the_checkpoint_command_parses_and_prints_only():
 
 # What the command line may import: it converts values, calls one session and prints. The sessions, the plan, the
 # reports and the records are its to use, with the small shared modules; never what measures or reads (storage,
-# loaders, formats, measuring) nor checkpoint's insides (its session only, and its registry for --help). `data` holds
+# loaders, formats, measuring) nor checkpoint's insides (its session only, and its registry for --help; feed's
+# workloads likewise). `data` holds
 # the data commands' own sessions (prepare, verify, info) and `system.signals`/`system.ranks` the entry point's signal
 # and lifeline plumbing.
 CLI_MAY_IMPORT = (
@@ -179,6 +180,7 @@ CLI_MAY_IMPORT = (
     "iobench.sessions",
     "iobench.checkpoint.libraries",
     "iobench.checkpoint.defaults",
+    "iobench.feed.workloads",
     "iobench.data",
     "iobench.system.signals",
     "iobench.system.ranks",

@@ -6,6 +6,6 @@ One module per phase of commands; each imports what its command needs when the c
 
 # The order of these imports is the order of the commands in `iobench --help`: data, measuring, results, machine.
 from iobench.cli.app import app, main  # noqa: I001
-from iobench.cli import data, run, sweep, reports, machine, tune, serve, checkpoint  # noqa: F401 - they register the commands
+from iobench.cli import data, run, sweep, reports, machine, tune, serve, checkpoint, feed  # noqa: F401 - they register the commands
 
 __all__ = ["app", "main"]

@@ -151,6 +151,7 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
         rank_samples_per_s=rank_rates,
         rank_mb_per_s_min=min(rank_rates) * sample_bytes / 1e6,
         rank_mb_per_s_max=max(rank_rates) * sample_bytes / 1e6,
+        rank_au=[[x["step_seconds"] / x["seconds"] if x["seconds"] > 0 else 0.0 for x in e] for e in epochs],
         straggler_ratio=statistics.median(
             max(s[k] for s in rank_seconds) / min(s[k] for s in rank_seconds) for k in range(n)
         ),

@@ -18,6 +18,8 @@ class RankStats:
     rank_mb_per_s_min: float | None = None
     rank_mb_per_s_max: float | None = None
     straggler_ratio: float = 1.0
+    # each rank's share of each timed epoch spent in the step (its utilisation, AU): `feed` judges every rank's
+    rank_au: list[list[float]] = field(default_factory=list)
     # what the ranks delivered together in the last timed epoch (scored after the clock; none outside torchrun or
     # for an epoch cut short): each rank's samples and batches, samples delivered more than once across ranks
     # (DistributedSampler pads a share by repeating samples) and samples no rank delivered

@@ -26,6 +26,7 @@ COMMANDS = {
     "doctor": ("machine.py", "doctor_cmd"),
     "prepare": ("data.py", "prepare_cmd"),
     "upload": ("serve.py", "upload_cmd"),
+    "feed": ("feed.py", "feed_cmd"),
 }
 REQUEST_MAKER = re.compile(r"(Request|_request|Options)$")
 
@@ -104,6 +105,7 @@ def test_every_session_takes_a_request_and_events_and_returns_an_outcome():
         "doctor_session",
         "prepare_session",
         "upload_session",
+        "feed_session",
     }
     for name, function in sessions.items():
         signature = inspect.signature(function)

@@ -1,0 +1,140 @@
+"""`feed`: how many accelerators of a workload this storage keeps busy (MLPerf Storage's question) over the user's
+format and loader. The command parses and prints; `iobench.sessions.feed` measures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from iobench.cli.app import app
+from iobench.cli.console import ConsoleEvents, out
+from iobench.cli.options import DataDir, DatasetName, Quiet, Results
+from iobench.errors import IobenchError
+from iobench.feed.workloads import ACCELERATORS, CUSTOM, NAMES, WORKLOADS
+
+OptInt = Optional[int]  # noqa: UP045 - typer reads the annotation at runtime
+OptFloat = Optional[float]  # noqa: UP045
+OptStr = Optional[str]  # noqa: UP045
+MAX_SIZE = 10**9
+MAX_EPOCHS = 100
+MAX_BATCH = 1 << 20
+MAX_STEP_MS = 3_600_000.0
+MAX_WORKERS = 256
+MAX_SAMPLE_BYTES = 1 << 34
+
+
+def _workloads_help() -> str:
+    pairs = ", ".join(
+        f"{w.key} ({w.sample_bytes / 1e6:,.2f} MB a sample, batch {w.batch_size}, {w.compute_s * 1000:g} ms)"
+        for w in WORKLOADS.values()
+    )
+    return (
+        f"{', '.join(NAMES)} or {CUSTOM} (--step-ms, --batch-size, --sample-bytes or your --dataset). DLIO's: {pairs}."
+    )
+
+
+@app.command("feed")
+def feed_cmd(
+    workload: Annotated[str, typer.Option(help=_workloads_help())] = "resnet50",
+    accelerator: Annotated[str, typer.Option(help=f"One of {', '.join(ACCELERATORS)}.")] = "h100",
+    format: Annotated[str, typer.Option("--format", help="The format the ranks read.")] = "npy",
+    loader: Annotated[str, typer.Option(help="The loader each rank reads with (as `run --loader`).")] = "dataloader",
+    size: Annotated[OptInt, typer.Option(help="Samples of the dataset feed makes (default: about 4 GB).")] = None,
+    data_dir: DataDir = Path("data"),
+    dataset: DatasetName = None,
+    step_ms: Annotated[OptFloat, typer.Option(help="custom: one batch's compute time.")] = None,
+    batch_size: Annotated[OptInt, typer.Option(help="custom: the batch (a named workload has its own).")] = None,
+    sample_bytes: Annotated[OptInt, typer.Option(help="custom without --dataset: a sample's bytes.")] = None,
+    au: Annotated[float, typer.Option(help="custom: the utilisation every rank must keep.")] = 0.90,
+    num_workers: Annotated[OptInt, typer.Option(help="Each rank's workers (default: DLIO's read threads).")] = None,
+    epochs: Annotated[int, typer.Option(help="Epochs measured at each count, after a warm-up epoch.")] = 2,
+    cache: Annotated[
+        OptStr, typer.Option(help="cold (evicted before each epoch, root) or warm; default: cold where iobench can.")
+    ] = None,
+    max_accelerators: Annotated[int, typer.Option(help="The most ranks tried.")] = 16,
+    results: Results = Path("results/feed.jsonl"),
+    quiet: Quiet = False,
+) -> None:
+    """How many emulated accelerators this storage keeps at the workload's utilisation: N ranks each read their shard
+    with the workload's batch and step (a sleep of its compute time), N searched by doubling then halving; the
+    answer names N, the AU at N and N+1, what an accelerator needs and gets, and the bound (storage, CPU or the
+    loader's hand-over)."""
+    from iobench.sessions.feed import MAX_ACCELERATORS, FeedRequest, feed_session
+
+    chosen = _workload(workload, accelerator, step_ms, batch_size, sample_bytes, au, dataset, num_workers)
+    if cache not in (None, "warm", "cold"):
+        raise IobenchError(f"--cache: warm or cold, got {cache!r}")
+    request = FeedRequest(
+        workload=chosen,
+        format=format,
+        loader=loader,
+        data_dir=data_dir,
+        results=results,
+        dataset=dataset,
+        size=_bounded(size, "--size", 1, MAX_SIZE),
+        epochs=_bounded(epochs, "--epochs", 1, MAX_EPOCHS),
+        cache=cache,
+        most=_bounded(max_accelerators, "--max-accelerators", 1, MAX_ACCELERATORS),
+        num_workers=_bounded(num_workers, "--num-workers", 0, MAX_WORKERS),
+    )
+    outcome = feed_session(request, ConsoleEvents(quiet))
+    _print(outcome)
+
+
+def _bounded(value: int | None, option: str, low: int, high: int) -> int | None:
+    if value is not None and not low <= value <= high:
+        raise IobenchError(f"{option}: from {low} to {high:,}, got {value:,}")
+    return value
+
+
+def _workload(
+    name: str,
+    accelerator: str,
+    step_ms: float | None,
+    batch_size: int | None,
+    sample_bytes: int | None,
+    au: float,
+    dataset: str | None,
+    num_workers: int | None,
+):  # noqa: ANN202 - a Workload (imported here: --help imports nothing heavy)
+    from iobench.feed.workloads import custom, workload_of
+
+    if name == CUSTOM:
+        if step_ms is None or batch_size is None or (sample_bytes is None and dataset is None):
+            raise IobenchError("--workload custom needs --step-ms, --batch-size and --sample-bytes (or --dataset)")
+        if not (0 < step_ms <= MAX_STEP_MS) or not (0 < au <= 1):
+            raise IobenchError("--step-ms: above 0 and at most an hour; --au: above 0 and at most 1")
+        _bounded(batch_size, "--batch-size", 1, MAX_BATCH)
+        _bounded(sample_bytes, "--sample-bytes", 1, MAX_SAMPLE_BYTES)
+        return custom(sample_bytes or 1, batch_size, step_ms, au, num_workers if num_workers is not None else 4)
+    if step_ms is not None or batch_size is not None or sample_bytes is not None:
+        raise IobenchError(f"--step-ms, --batch-size and --sample-bytes go with --workload custom, not {name}")
+    found = workload_of(name, accelerator)
+    if found is None:
+        have = ", ".join(WORKLOADS)
+        raise IobenchError(f"--workload {name} --accelerator {accelerator}: DLIO gives no such workload ({have})")
+    return found
+
+
+def _print(outcome) -> None:  # noqa: ANN001 - a FeedOutcome
+    from rich.table import Table
+
+    table = Table(title=f"feed: {outcome.workload.key}, {outcome.cache} epochs over {outcome.dataset_dir.name}")
+    for col in ("accelerators", "least rank AU", "verdict", "MB/s together", "MB/s each", "ms waited a batch"):
+        table.add_column(col, justify="right")
+    from iobench.judge.feed import feed_verdict
+
+    for n, p in sorted(outcome.points.items()):
+        table.add_row(
+            str(n),
+            f"{p.au:.2f}",
+            feed_verdict(p, outcome.workload.au),
+            f"{p.mb_per_s:,.0f}",
+            f"{p.mb_per_s / n:,.0f}",
+            f"{p.wait_ms_per_batch:,.0f}",
+        )
+    out.print(table)
+    if outcome.answer is not None:
+        out.print(outcome.answer.line, highlight=False, soft_wrap=True, markup=False)

@@ -1,0 +1,56 @@
+"""The accelerators MLPerf Storage emulates, as DLIO's workload configurations give them: the bytes of a sample, the
+batch, the reader threads, the compute time of one batch on that accelerator, and the accelerator utilisation a run
+must keep. Values from argonne-lcf/dlio_benchmark, `dlio_benchmark/configs/workload/<name>_<accelerator>.yaml`, at
+the commits named beside each; the AU where a file gives none is MLPerf Storage's rule for the workload (v1.0: 90%
+for unet3d and resnet50, 70% for cosmoflow). A light module: `feed --help` is made from it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    accelerator: str
+    sample_bytes: int  # the mean of DLIO's record length (its stdev is not reproduced: every sample is the mean)
+    batch_size: int
+    read_threads: int  # DLIO's read_threads: the loader's workers
+    compute_s: float  # DLIO's computation_time: one batch's step on the accelerator
+    au: float  # the utilisation a run must keep, every rank
+    source: str  # the file and commit the values come from
+
+    @property
+    def demand_mb_per_s(self) -> float:
+        """What one accelerator reads at full utilisation: a batch's bytes every step."""
+        return self.sample_bytes * self.batch_size / self.compute_s / 1e6
+
+    @property
+    def key(self) -> str:
+        return f"{self.name}/{self.accelerator}"
+
+
+_DLIO = "argonne-lcf/dlio_benchmark dlio_benchmark/configs/workload/"
+WORKLOADS: dict[str, Workload] = {
+    w.key: w
+    for w in (
+        Workload("unet3d", "h100", 146_600_628, 7, 4, 0.323, 0.90, _DLIO + "unet3d_h100.yaml @898fd462"),
+        Workload("unet3d", "a100", 146_600_628, 7, 4, 0.636, 0.90, _DLIO + "unet3d_a100.yaml @898fd462"),
+        Workload("resnet50", "h100", 114_660, 64, 8, 0.103, 0.90, _DLIO + "resnet50_h100.yaml @499a4dc9"),
+        Workload("resnet50", "a100", 114_660, 400, 8, 0.435, 0.90, _DLIO + "resnet50_a100.yaml @2b5720db"),
+        Workload("cosmoflow", "h100", 2_828_486, 1, 4, 0.00350, 0.70, _DLIO + "cosmoflow_h100.yaml @158ac4a7"),
+    )
+}
+NAMES = tuple(dict.fromkeys(w.name for w in WORKLOADS.values()))
+ACCELERATORS = tuple(dict.fromkeys(w.accelerator for w in WORKLOADS.values()))
+CUSTOM = "custom"
+
+
+def workload_of(name: str, accelerator: str) -> Workload | None:
+    """The published workload, or None where DLIO gives none for that pair."""
+    return WORKLOADS.get(f"{name}/{accelerator}")
+
+
+def custom(sample_bytes: int, batch_size: int, step_ms: float, au: float, read_threads: int) -> Workload:
+    """The user's own: their data's sample bytes, their batch, their step."""
+    return Workload(CUSTOM, "custom", sample_bytes, batch_size, read_threads, step_ms / 1000, au, "--step-ms")

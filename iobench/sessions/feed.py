@@ -1,0 +1,199 @@
+"""`iobench feed`, whole: how many accelerators of a workload this storage keeps busy, MLPerf Storage's question on
+the user's own format and loader. N emulated accelerators are N ranks on this machine (`iobench run` started as ranks:
+their store on 127.0.0.1, every rank ended with this process), each with its own loader over its shard and the
+workload's step (a sleep of its compute time a batch); N is searched (`iobench.feed.search`) and judged
+(`iobench.judge.feed`) from each run's record. Prints nothing: the command line prints the outcome."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iobench.errors import IobenchError
+from iobench.events import Events
+from iobench.feed.search import search
+from iobench.feed.workloads import Workload
+from iobench.judge.feed import FeedAnswer, FeedPoint, feed_answer
+from iobench.results.record import RunRecord
+
+MAX_ACCELERATORS = 256  # --max-accelerators' bound: ranks of one machine
+RANK_MEMORY_SHARE = 0.6  # of the memory available, what the ranks and their batches in flight may hold
+PROCESS_BYTES = 150 * 2**20  # a rank or a worker's own memory (torch imported; a forked worker shares the rest)
+COLD_RAM_FACTOR = 5  # MLPerf's rule: a dataset under 5x the RAM is read from the page cache unless evicted
+
+
+@dataclass(frozen=True)
+class FeedRequest:
+    workload: Workload
+    format: str
+    loader: str
+    data_dir: Path
+    results: Path
+    dataset: str | None = None  # the user's prepared dataset; None: one of the workload's sample size, made here
+    size: int | None = None  # samples of the dataset made here (default: the workload's `default_size`)
+    epochs: int = 2  # measured, after a warm-up epoch
+    cache: str | None = None  # cold where iobench can evict (root), else warm; said either way
+    most: int = 16  # --max-accelerators
+    num_workers: int | None = None  # the workload's read threads unless given
+    timeout_s: float = 1800.0  # one count's run
+
+
+@dataclass
+class FeedOutcome:
+    workload: Workload
+    dataset_dir: Path
+    sample_bytes: int
+    cache: str
+    points: dict[int, FeedPoint] = field(default_factory=dict)
+    answer: FeedAnswer | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def demand_mb_per_s(self) -> float:
+        """One accelerator's need on this dataset: a batch of its samples every step."""
+        w = self.workload
+        return self.sample_bytes * w.batch_size / w.compute_s / 1e6
+
+
+def default_size(workload: Workload) -> int:
+    """Samples of the dataset feed makes: enough batches for 16 ranks' shards (two batches each and a warm-up), at
+    most about 4 GB (a unet3d sample is 147 MB: 28 of them, four batches)."""
+    batch = workload.batch_size
+    by_bytes = max(4 * batch, int(4e9 // workload.sample_bytes) // batch * batch)
+    return min(by_bytes, max(32 * batch, 20_000))
+
+
+def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
+    """The dataset found or made, the counts searched, the answer."""
+    dataset_dir, sample_bytes, n_samples = _dataset(request, events)
+    cache, notes = _cache(request, dataset_dir, n_samples * sample_bytes)
+    w = request.workload
+    batch_bytes = sample_bytes * w.batch_size
+    most, why_most = _most(request, batch_bytes, n_samples)
+    outcome = FeedOutcome(w, dataset_dir, sample_bytes, cache, notes=notes)
+    for note in notes:
+        events.say(note)
+    events.say(
+        f"feed: {w.name} on {w.accelerator} (batch {w.batch_size}, step {w.compute_s * 1000:g} ms, AU at least "
+        f"{w.au:.2f}: {outcome.demand_mb_per_s:,.0f} MB/s an accelerator) over {request.format} read by "
+        f"{request.loader}, {cache}; searching 1 to {most} accelerators"
+    )
+
+    def measure(n: int) -> FeedPoint:
+        point = _point(_run(request, dataset_dir, cache, n), n)
+        events.say(
+            f"{n} accelerator(s): least rank AU {point.au:.2f}, {point.mb_per_s:,.0f} MB/s together, "
+            f"{point.wait_ms_per_batch:,.0f} ms waited a batch"
+        )
+        return point
+
+    outcome.points = search(measure, w.au, most)
+    outcome.answer = feed_answer(outcome.points, w.au, w.accelerator, outcome.demand_mb_per_s, most, why_most)
+    return outcome
+
+
+def _dataset(request: FeedRequest, events: Events) -> tuple[Path, int, int]:
+    """The dataset's folder, its sample's bytes and its samples: the user's, or one made of the workload's sample
+    size (uint8 bytes, every sample the workload's mean)."""
+    from iobench.data.manifest import Manifest
+
+    if request.dataset is not None:
+        folder = request.data_dir / request.dataset
+    else:
+        size = request.size or default_size(request.workload)
+        folder = request.data_dir / f"feed-{request.workload.name}-{size}"
+        if not (folder / "manifest.json").is_file() or request.format not in Manifest.load(folder).formats:
+            from iobench.data.spec_options import SpecOptions
+            from iobench.sessions.prepare import PrepareOptions, prepare_session
+
+            spec = SpecOptions(size=str(size), shape=str(request.workload.sample_bytes), dtype="uint8", classes=2)
+            prepare_session(PrepareOptions(spec, request.format, request.data_dir, folder.name), events)
+    if not (folder / "manifest.json").is_file():
+        raise IobenchError(f"feed: {folder} is no prepared dataset (`iobench prepare --data-dir ... --dataset ...`)")
+    manifest = Manifest.load(folder)
+    if request.format not in manifest.formats:
+        raise IobenchError(f"feed: {folder} has no {request.format} (it has {', '.join(manifest.formats)})")
+    return folder, manifest.spec.sample_bytes, manifest.spec.n_samples
+
+
+def _cache(request: FeedRequest, folder: Path, dataset_bytes: int) -> tuple[str, list[str]]:
+    """Cold where iobench can evict (root) and the user did not ask for warm; a note where the epochs are warm and
+    the dataset is under COLD_RAM_FACTOR x the RAM (read from the page cache: not the storage's answer)."""
+    cache = request.cache or ("cold" if os.geteuid() == 0 else "warm")
+    notes = []
+    ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    if cache == "warm" and dataset_bytes < COLD_RAM_FACTOR * ram:
+        notes.append(
+            f"warm epochs over {dataset_bytes / 1e9:,.1f} GB, under {COLD_RAM_FACTOR}x the RAM ({ram / 1e9:,.0f} GB): "
+            "the page cache answers, not the storage (MLPerf's rule; `--cache cold` as root evicts it)"
+        )
+    return cache, notes
+
+
+def _most(request: FeedRequest, batch_bytes: int, n_samples: int) -> tuple[int, str]:
+    """The most ranks this machine can start: --max-accelerators, the memory each takes (its processes, and its
+    batches in flight: prefetch_factor 2 a worker, the rank's own and the one it steps on), and two batches a shard."""
+    workers = request.num_workers if request.num_workers is not None else request.workload.read_threads
+    per_rank = batch_bytes * (2 * workers + 2) + PROCESS_BYTES * (workers + 1)
+    available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    by_memory = max(1, int(available * RANK_MEMORY_SHARE // per_rank))
+    by_shards = max(1, n_samples // (2 * request.workload.batch_size))
+    most = min(request.most, by_memory, by_shards)
+    if most == by_memory and by_memory < request.most:
+        return most, (
+            f"a rank takes about {per_rank / 1e9:,.1f} GB (its {workers + 1} processes and batches in flight) and "
+            f"{available / 1e9:,.1f} GB is available"
+        )
+    if most == by_shards and by_shards < request.most:
+        return most, f"the dataset's {n_samples:,} samples give {by_shards} shards of two batches (a larger --size)"
+    return most, f"--max-accelerators {request.most}"
+
+
+def _run(request: FeedRequest, folder: Path, cache: str, n: int) -> RunRecord:
+    """`iobench run` as n ranks with the workload's step; its record, read back from the results file."""
+    from iobench.results.store import read_records
+    from iobench.run.launch import rank_argv
+    from iobench.system.ranks import run_ranks
+
+    w = request.workload
+    workers = request.num_workers if request.num_workers is not None else w.read_threads
+    argv = [
+        "run",
+        *("--format", request.format, "--loader", request.loader),
+        *("--data-dir", str(folder.parent), "--dataset", folder.name, "--device", "cpu"),
+        *("--batch-size", str(w.batch_size), "--num-workers", str(workers)),
+        *("--step", f"sleep:{w.compute_s * 1000:g}", "--runs", "1", "--epochs", str(request.epochs)),
+        *("--warmup", "1", "--cache", cache, "--results", str(request.results), "--quiet"),
+    ]
+    before = len(read_records(request.results)) if request.results.is_file() else 0
+    try:
+        exits = run_ranks(rank_argv(argv), n, capture=True, timeout_s=request.timeout_s)
+    except TimeoutError as exc:
+        raise IobenchError(f"feed: {exc}") from None
+    failed = [e for e in exits if e.code != 0]
+    if failed:
+        first = failed[0]
+        said = [line for line in (first.stderr or first.stdout).splitlines() if line.strip()]
+        raise IobenchError(
+            f"feed: rank {first.rank} of {n} exited {first.code}: {said[-1][:300] if said else 'nothing said'}"
+        )
+    records = read_records(request.results)
+    if len(records) <= before:
+        raise IobenchError(f"feed: the run of {n} rank(s) wrote no record to {request.results}")
+    return records[-1]
+
+
+def _point(record: RunRecord, n: int) -> FeedPoint:
+    e, limit = record.epochs, record.limit
+    return FeedPoint(
+        n,
+        tuple(tuple(r) for r in record.ranks.rank_au),
+        e.mb_per_s,
+        e.wait_ms_per_batch,
+        record.system.cpu_utilisation,
+        limit.limit_name,
+        limit.limit_mb_per_s,
+        limit.percent_of_limit,
+        record.config.cache,
+    )

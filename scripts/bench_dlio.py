@@ -1,0 +1,152 @@
+"""DLIO beside `iobench feed`'s runs: the same workload (DLIO's configuration, its samples all of the mean size), the
+same number of samples, the same number of emulated accelerators, alternating, and their AU and samples/s side by side.
+
+DLIO (argonne-lcf/dlio_benchmark) runs from a venv of its own (`--dlio`: its `dlio_benchmark` entry point; it needs an
+MPI's `mpirun`), reading npy files of its own generation with its PyTorch loader; iobench runs `iobench run --nproc N`
+over its npy format with the workload's batch, workers and step, as `feed` does at N. Both read warm (the dataset is
+far under the RAM here: each after a warm-up epoch of its own; DLIO's first epoch is left out of its mean as iobench's
+warm-up is). Everything is made in a fresh `mkdtemp` folder (or the --dir given, checked: `workdir`) and removed at
+the end.
+
+    python scripts/bench_dlio.py --dlio /opt/dlio/bin/dlio_benchmark --workload unet3d --size 28 --nproc 1 --rounds 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from workdir import remove_work, work_dir
+
+from iobench.feed.workloads import workload_of
+from iobench.results.store import read_records
+from iobench.system.processes import python_module
+
+
+def _dlio(args: argparse.Namespace, w, data: Path, out: Path, generate: bool, epochs: int) -> dict:
+    """One DLIO run (generation or training); its summary.json for training."""
+    overrides = [
+        f"workload={w.name}_{w.accelerator}",
+        f"++workload.workflow.generate_data={generate}",
+        f"++workload.workflow.train={not generate}",
+        "++workload.workflow.checkpoint=False",
+        "++workload.framework=pytorch",
+        "++workload.reader.data_loader=pytorch",
+        "++workload.dataset.format=npy",
+        f"++workload.dataset.data_folder={data}",
+        f"++workload.dataset.num_files_train={args.size}",
+        "++workload.dataset.num_samples_per_file=1",
+        f"++workload.dataset.record_length={w.sample_bytes}",
+        "++workload.dataset.record_length_stdev=0",
+        f"++workload.reader.batch_size={w.batch_size}",
+        f"++workload.reader.read_threads={w.read_threads}",
+        f"++workload.train.computation_time={w.compute_s}",
+        f"++workload.train.epochs={epochs}",
+        f"++hydra.run.dir={out}",
+    ]
+    mpirun = shutil.which("mpirun") or "mpirun"
+    argv = [mpirun, "--allow-run-as-root", "-np", str(args.nproc if not generate else 1), args.dlio, *overrides]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout)
+    if done.returncode != 0:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
+        raise SystemExit("DLIO failed: " + " | ".join(tail))
+    if generate:
+        return {}
+    return json.loads((out / "summary.json").read_text())["metric"]
+
+
+def _iobench(args: argparse.Namespace, w, data: Path, results: Path) -> dict:
+    argv = python_module(
+        "iobench",
+        "run",
+        *("--nproc", str(args.nproc), "--format", "npy", "--loader", "dataloader", "--device", "cpu"),
+        *("--data-dir", str(data.parent), "--dataset", data.name),
+        *("--batch-size", str(w.batch_size), "--num-workers", str(w.read_threads)),
+        *("--step", f"sleep:{w.compute_s * 1000:g}", "--epochs", str(args.epochs - 1), "--warmup", "1"),
+        *("--cache", "warm", "--results", str(results), "--quiet"),
+    )
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout)
+    if done.returncode != 0:
+        raise SystemExit("iobench failed: " + (done.stderr or done.stdout).strip().splitlines()[-1])
+    r = read_records(results)[-1]
+    rank_au = [statistics.median(epochs) for epochs in r.ranks.rank_au]
+    return {"au": statistics.fmean(rank_au) * 100, "least": min(rank_au) * 100, "samples_per_s": r.epochs.samples_per_s}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dlio", required=True, help="DLIO's dlio_benchmark entry point, in its own venv")
+    p.add_argument("--workload", default="unet3d")
+    p.add_argument("--accelerator", default="h100")
+    p.add_argument("--size", type=int, default=28, help="samples (files), both sides")
+    p.add_argument("--nproc", type=int, default=1, help="emulated accelerators, both sides")
+    p.add_argument("--epochs", type=int, default=3, help="epochs of each run, the first a warm-up on both sides")
+    p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--dir", type=Path, default=None, help="the work folder (default: a fresh one)")
+    p.add_argument("--timeout", type=float, default=1800.0)
+    args = p.parse_args()
+    w = workload_of(args.workload, args.accelerator)
+    if w is None:
+        raise SystemExit(f"no DLIO workload {args.workload}/{args.accelerator}")
+    if not (1 <= args.size <= 100_000 and 1 <= args.nproc <= 64 and 2 <= args.epochs <= 20 and 1 <= args.rounds <= 20):
+        raise SystemExit("--size 1..100000, --nproc 1..64, --epochs 2..20, --rounds 1..20")
+    work = work_dir(args.dir, "iobench-dlio-")
+    try:
+        iob_data = work / "data" / "feed"
+        (work / "data").mkdir()
+        prepare = python_module(
+            "iobench",
+            "prepare",
+            *("--size", str(args.size), "--shape", str(w.sample_bytes), "--dtype", "uint8", "--classes", "2"),
+            *("--formats", "npy", "--data-dir", str(work / "data"), "--dataset", "feed", "--quiet"),
+        )
+        subprocess.run(prepare, check=True, capture_output=True)
+        dlio_data = work / "dlio-data"
+        _dlio(args, w, dlio_data, work / "dlio-gen", True, 1)
+        print(
+            f"{w.key}: {args.size} samples of {w.sample_bytes:,} bytes, batch {w.batch_size}, {w.read_threads} "
+            f"workers, step {w.compute_s * 1000:g} ms, {args.nproc} accelerator(s), {args.epochs} epochs (the first a "
+            f"warm-up), warm; host load {os.getloadavg()[0]:.2f}",
+            flush=True,
+        )
+        rows = []
+        for k in range(args.rounds):
+            order = ("dlio", "iobench") if k % 2 == 0 else ("iobench", "dlio")
+            got = {}
+            for side in order:
+                began = time.perf_counter()
+                if side == "dlio":
+                    m = _dlio(args, w, dlio_data, work / f"dlio-run-{k}", False, args.epochs)
+                    aus = m["train_au_percentage"][1:] or m["train_au_percentage"]
+                    rates = m["train_throughput_samples_per_second"][1:] or m["train_throughput_samples_per_second"]
+                    got[side] = {"au": statistics.fmean(aus), "samples_per_s": statistics.fmean(rates)}
+                else:
+                    got[side] = _iobench(args, w, iob_data, work / "iobench.jsonl")
+                print(
+                    f"round {k + 1} {side}: AU {got[side]['au']:.1f}%, {got[side]['samples_per_s']:.2f} samples/s "
+                    f"({time.perf_counter() - began:.0f} s)",
+                    flush=True,
+                )
+            rows.append(got)
+        for side in ("dlio", "iobench"):
+            aus = [r[side]["au"] for r in rows]
+            rates = [r[side]["samples_per_s"] for r in rows]
+            print(
+                f"{side}: AU {statistics.median(aus):.1f}% [{min(aus):.1f}-{max(aus):.1f}], "
+                f"{statistics.median(rates):.2f} samples/s [{min(rates):.2f}-{max(rates):.2f}]"
+            )
+        diff = [r["iobench"]["au"] - r["dlio"]["au"] for r in rows]
+        print(f"AU difference (iobench - DLIO), points: median {statistics.median(diff):+.1f}, per round {diff}")
+    finally:
+        remove_work(work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

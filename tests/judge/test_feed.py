@@ -1,0 +1,49 @@
+"""`feed`'s judgement: fed only where every rank kept the threshold in every measured epoch, starved where a rank was
+below it in every epoch, undecided between (not counted fed); the bound named from the raw figures; a fraction of
+one accelerator where one was not fed, with what it needs against what it got."""
+
+from __future__ import annotations
+
+from iobench.judge.feed import FED, STARVED, UNDECIDED, FeedPoint, bound_of, feed_answer, feed_verdict
+
+
+def _point(n: int, *ranks: tuple[float, ...], **more) -> FeedPoint:
+    return FeedPoint(n, tuple(ranks), more.pop("mb", 100.0), more.pop("wait", 5.0), **more)
+
+
+def test_every_rank_in_every_epoch_decides_fed():
+    assert feed_verdict(_point(2, (0.95, 0.93), (0.91, 0.92)), 0.9) == FED
+    assert feed_verdict(_point(2, (0.95, 0.93), (0.89, 0.85)), 0.9) == STARVED  # one rank below in each epoch
+    assert feed_verdict(_point(2, (0.95, 0.93), (0.95, 0.85)), 0.9) == UNDECIDED
+    assert feed_verdict(_point(1), 0.9) == STARVED  # no rank measured is no evidence of feeding
+
+
+def test_the_bound_is_named_from_the_figures():
+    storage = _point(
+        3,
+        (0.5,),
+        mb=950.0,
+        percent_of_limit=92.0,
+        limit_name="the disk's sequential read",
+        limit_mb_per_s=1030.0,
+        cpu_utilisation=0.95,
+    )
+    assert bound_of(storage).startswith("the storage: 950 MB/s read, 92% of the disk's sequential read")
+    assert bound_of(_point(3, (0.5,), percent_of_limit=20.0, cpu_utilisation=0.97)).startswith("the CPU")
+    loader = bound_of(_point(3, (0.5,), percent_of_limit=20.0, cpu_utilisation=0.3, wait=40.0))
+    assert loader.startswith("the loader's hand-over: 40 ms waited a batch")
+
+
+def test_the_answer_names_n_the_next_and_a_fraction_where_one_is_not_fed():
+    points = {
+        1: _point(1, (0.99, 0.99), mb=70.0),
+        2: _point(2, (0.97, 0.96), (0.95, 0.95), mb=140.0),
+        3: _point(3, (0.7, 0.7), (0.6, 0.7), (0.7, 0.7), mb=150.0, cpu_utilisation=0.99),
+    }
+    said = feed_answer(points, 0.9, "h100", 71.0, 16, "--max-accelerators 16")
+    assert said.n == 2 and said.line.startswith("answer: 2 h100 accelerator(s) fed")
+    assert "least 0.95" in said.line and "at 3: AU 0.65 (starved), bound by the CPU" in said.line
+    one = feed_answer({1: _point(1, (0.3, 0.31), mb=950.0)}, 0.9, "h100", 3177.0, 16, "")
+    assert one.n == 0 and one.line.startswith("answer: 0.30 of one h100") and "needs 3,177 MB/s and got 950" in one.line
+    most = feed_answer({1: points[1], 2: points[2]}, 0.9, "h100", 71.0, 2, "a rank holds 9 GB of batches")
+    assert most.n == 2 and "3 not measured: a rank holds 9 GB" in most.line

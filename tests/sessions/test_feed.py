@@ -1,0 +1,80 @@
+"""`iobench feed` end to end on a tiny dataset of its own: each count measured as that many ranks, every rank's AU in
+the record, the answer from the judgement; and no rank outlives feed, whatever signal ends it."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from iobench.events import Events
+from iobench.feed.workloads import custom
+from iobench.judge.feed import feed_verdict
+from iobench.sessions.feed import FeedRequest, feed_session
+from iobench.system.processes import python_module
+from tests.process_tree import Watched, off_loopback
+
+pytestmark = pytest.mark.long
+
+
+def _request(tmp_path: Path, **more) -> FeedRequest:
+    base = {
+        "workload": custom(4096, 16, 20.0, 0.5, 0),
+        "format": "npy",
+        "loader": "dataloader",
+        "data_dir": tmp_path / "data",
+        "results": tmp_path / "r" / "feed.jsonl",
+        "size": 512,
+        "epochs": 1,
+        "cache": "warm",
+        "most": 2,
+        "num_workers": 0,
+    }
+    (tmp_path / "data").mkdir(exist_ok=True)
+    return FeedRequest(**{**base, **more})
+
+
+def test_each_count_is_that_many_ranks_and_the_answer_is_the_judgements(tmp_path):
+    done = feed_session(_request(tmp_path), Events())
+    assert 1 in done.points and done.answer is not None
+    for n, point in done.points.items():
+        assert len(point.rank_au) == n and all(len(epochs) == 1 for epochs in point.rank_au)
+        assert all(0 < au <= 1 for epochs in point.rank_au for au in epochs)
+    fed = [n for n, p in done.points.items() if feed_verdict(p, 0.5) == "fed"]
+    assert done.answer.n == (max(fed) if fed else 0)
+    assert done.answer.line.startswith("answer: ")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
+def test_no_rank_outlives_feed(tmp_path, signum):
+    """A long step keeps the ranks running; the signal goes to feed's PID alone; the ranks' store listened on
+    127.0.0.1 only."""
+    (tmp_path / "data").mkdir()
+    options = {
+        "--workload": "custom",
+        "--step-ms": "2000",
+        "--batch-size": "16",
+        "--sample-bytes": "4096",
+        "--size": "512",
+        "--data-dir": str(tmp_path / "data"),
+        "--results": str(tmp_path / "r.jsonl"),
+        "--cache": "warm",
+        "--epochs": "3",
+        "--num-workers": "1",
+        "--max-accelerators": "2",
+    }
+    argv = python_module("iobench", "feed", *(x for pair in options.items() for x in pair), "--quiet")
+    feed = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    watched = Watched(feed)
+    try:
+        watched.until(lambda w: len(w.seen) >= 2 and bool(w.listened))  # a rank and its worker, their store bound
+        assert not off_loopback(watched.listened), off_loopback(watched.listened)
+        feed.send_signal(signum)
+        feed.communicate(timeout=60)
+        assert not watched.survivors(), f"left running after {signal.Signals(signum).name}"
+    finally:
+        if feed.poll() is None:
+            feed.kill()
+            feed.communicate()
