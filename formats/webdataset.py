@@ -84,8 +84,10 @@ class WebDatasetWriter(IndexedShardsWriter):
         import webdataset as wds
 
         super().__init__(directory, spec, options)
+        # shard_samples a shard, never cut by size: the shard count is declared before writing (`resolve_options`),
+        # and ShardWriter's 3 GB cut added a shard the index did not know (28 samples of 147 MB: refused on read)
         self.sink = wds.ShardWriter(
-            str(directory / SHARD), maxcount=options.shard_samples, maxsize=3e9, verbose=0, post=self._indexed
+            str(directory / SHARD), maxcount=options.shard_samples, maxsize=float("inf"), verbose=0, post=self._indexed
         )
 
     def _indexed(self, fname: str) -> None:
