@@ -129,7 +129,7 @@ def _print(outcome) -> None:  # noqa: ANN001 - a FeedOutcome
     for n, p in sorted(outcome.points.items()):
         table.add_row(
             str(n),
-            f"{p.au:.2f}",
+            f"{p.au:.3f}",
             feed_verdict(p, outcome.workload.au),
             f"{p.mb_per_s:,.0f}",
             f"{p.mb_per_s / n:,.0f}",

@@ -11,6 +11,7 @@ import statistics
 from dataclasses import dataclass
 
 FED, STARVED, UNDECIDED = "fed", "starved", "undecided"
+START_SHARE = 0.03  # of an epoch, a first batch worth naming: a larger dataset would amortise it
 STORAGE_SHARE = 80.0  # percent of the access pattern's limit: the storage is the bound
 CPU_SHARE = 0.85  # of the machine's cores busy: the CPU is the bound
 
@@ -28,6 +29,7 @@ class FeedPoint:
     limit_mb_per_s: float | None = None
     percent_of_limit: float | None = None
     cache: str = "warm"
+    first_batch_share: float = 0.0  # of an epoch, its first batch (the workers starting, their first reads)
 
     @property
     def au(self) -> float:
@@ -78,21 +80,31 @@ def feed_answer(
         got = one.mb_per_s
         return FeedAnswer(
             0,
-            f"answer: {one.au:.2f} of one {accelerator} (AU {one.au:.2f} under {threshold:.2f}): it needs "
+            f"answer: {one.au:.2f} of one {accelerator} (AU {one.au:.3f} under {threshold:.2f}): it needs "
             f"{demand_mb_per_s:,.0f} MB/s and got {got:,.0f}; bound by {bound_of(one)}" + _undecided(one, threshold),
         )
     at = points[n]
     head = (
         f"answer: {n} {accelerator} accelerator(s) fed (every rank's AU at or above {threshold:.2f}: least "
-        f"{at.au:.2f}); each needs {demand_mb_per_s:,.0f} MB/s and got {at.mb_per_s / n:,.0f}"
+        f"{at.au:.3f}); each needs {demand_mb_per_s:,.0f} MB/s and got {at.mb_per_s / n:,.0f}"
     )
     after = points.get(n + 1)
     if after is None:
         return FeedAnswer(n, f"{head}; {n + 1} not measured: {why_most}" if n >= most else head)
     return FeedAnswer(
         n,
-        f"{head}; at {n + 1}: AU {after.au:.2f} ({feed_verdict(after, threshold)}), bound by {bound_of(after)}"
+        f"{head}; at {n + 1}: AU {after.au:.3f} ({feed_verdict(after, threshold)}), bound by {bound_of(after)}"
+        + _start(after)
         + _undecided(after, threshold),
+    )
+
+
+def _start(point: FeedPoint) -> str:
+    if point.first_batch_share < START_SHARE:
+        return ""
+    return (
+        f"; an epoch's first batch took {point.first_batch_share:.0%} of it (its workers starting: a dataset of the "
+        "workload's full size would amortise it)"
     )
 
 

@@ -7,6 +7,7 @@ workload's step (a sleep of its compute time a batch); N is searched (`iobench.f
 from __future__ import annotations
 
 import os
+import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -77,13 +78,13 @@ def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
     events.say(
         f"feed: {w.name} on {w.accelerator} (batch {w.batch_size}, step {w.compute_s * 1000:g} ms, AU at least "
         f"{w.au:.2f}: {outcome.demand_mb_per_s:,.0f} MB/s an accelerator) over {request.format} read by "
-        f"{request.loader}, {cache}; searching 1 to {most} accelerators"
+        f"{request.loader}, {cache}; searching 1 to {most} accelerators ({why_most})"
     )
 
     def measure(n: int) -> FeedPoint:
         point = _point(_run(request, dataset_dir, cache, n), n)
         events.say(
-            f"{n} accelerator(s): least rank AU {point.au:.2f}, {point.mb_per_s:,.0f} MB/s together, "
+            f"{n} accelerator(s): least rank AU {point.au:.3f}, {point.mb_per_s:,.0f} MB/s together, "
             f"{point.wait_ms_per_batch:,.0f} ms waited a batch"
         )
         return point
@@ -134,9 +135,11 @@ def _cache(request: FeedRequest, folder: Path, dataset_bytes: int) -> tuple[str,
 def _most(request: FeedRequest, batch_bytes: int, n_samples: int) -> tuple[int, str]:
     """The most ranks this machine can start: --max-accelerators, the memory each takes (its processes, and its
     batches in flight: prefetch_factor 2 a worker, the rank's own and the one it steps on), and two batches a shard."""
+    from iobench.system.memory import memory_room
+
     workers = request.num_workers if request.num_workers is not None else request.workload.read_threads
     per_rank = batch_bytes * (2 * workers + 2) + PROCESS_BYTES * (workers + 1)
-    available = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+    available = memory_room().available  # MemAvailable, or less where a memory cgroup above iobench leaves less
     by_memory = max(1, int(available * RANK_MEMORY_SHARE // per_rank))
     by_shards = max(1, n_samples // (2 * request.workload.batch_size))
     most = min(request.most, by_memory, by_shards)
@@ -163,6 +166,9 @@ def _run(request: FeedRequest, folder: Path, cache: str, n: int) -> RunRecord:
         *("--format", request.format, "--loader", request.loader),
         *("--data-dir", str(folder.parent), "--dataset", folder.name, "--device", "cpu"),
         *("--batch-size", str(w.batch_size), "--num-workers", str(workers)),
+        # workers kept between epochs, as DLIO's PyTorch loader keeps them and a training job does: an epoch's start
+        # is its first reads, not its workers starting again
+        *(["--persistent-workers"] if workers > 0 else []),
         *("--step", f"sleep:{w.compute_s * 1000:g}", "--runs", "1", "--epochs", str(request.epochs)),
         *("--warmup", "1", "--cache", cache, "--results", str(request.results), "--quiet"),
     ]
@@ -196,4 +202,5 @@ def _point(record: RunRecord, n: int) -> FeedPoint:
         limit.limit_mb_per_s,
         limit.percent_of_limit,
         record.config.cache,
+        statistics.median(f / s for f, s in zip(e.first_batch_seconds, e.epoch_seconds, strict=True) if s > 0),
     )

@@ -42,8 +42,16 @@ def test_the_answer_names_n_the_next_and_a_fraction_where_one_is_not_fed():
     }
     said = feed_answer(points, 0.9, "h100", 71.0, 16, "--max-accelerators 16")
     assert said.n == 2 and said.line.startswith("answer: 2 h100 accelerator(s) fed")
-    assert "least 0.95" in said.line and "at 3: AU 0.65 (starved), bound by the CPU" in said.line
+    assert "least 0.950" in said.line and "at 3: AU 0.650 (starved), bound by the CPU" in said.line
     one = feed_answer({1: _point(1, (0.3, 0.31), mb=950.0)}, 0.9, "h100", 3177.0, 16, "")
     assert one.n == 0 and one.line.startswith("answer: 0.30 of one h100") and "needs 3,177 MB/s and got 950" in one.line
     most = feed_answer({1: points[1], 2: points[2]}, 0.9, "h100", 71.0, 2, "a rank holds 9 GB of batches")
     assert most.n == 2 and "3 not measured: a rank holds 9 GB" in most.line
+
+
+def test_an_epochs_first_batch_is_named_where_it_weighs():
+    slow = _point(2, (0.85, 0.86), (0.85, 0.86), first_batch_share=0.08)
+    said = feed_answer({1: _point(1, (0.95, 0.95)), 2: slow}, 0.9, "h100", 71.0, 16, "").line
+    assert "an epoch's first batch took 8% of it" in said
+    quick = _point(2, (0.85, 0.86), (0.85, 0.86), first_batch_share=0.01)
+    assert "first batch" not in feed_answer({1: _point(1, (0.95, 0.95)), 2: quick}, 0.9, "h100", 71.0, 16, "").line
