@@ -29,7 +29,7 @@ class FeedPoint:
     limit_mb_per_s: float | None = None
     percent_of_limit: float | None = None
     cache: str = "warm"
-    first_batch_share: float = 0.0  # of an epoch, its first batch (the workers starting, their first reads)
+    first_batch_share: float = 0.0  # of an epoch, its first batch (its first reads, the prefetch filling)
 
     @property
     def au(self) -> float:
@@ -103,8 +103,8 @@ def _start(point: FeedPoint) -> str:
     if point.first_batch_share < START_SHARE:
         return ""
     return (
-        f"; an epoch's first batch took {point.first_batch_share:.0%} of it (its workers starting: a dataset of the "
-        "workload's full size would amortise it)"
+        f"; an epoch's first batch took {point.first_batch_share:.0%} of it (its first reads; a dataset of the "
+        "workload's full size would amortise them)"
     )
 
 
