@@ -233,20 +233,13 @@ def _print_outcome(outcome: Any, results: Path) -> None:
 
 def _print_tuned(tuned: Any) -> None:
     """--tune's code and its check in a fresh process, judged by `iobench.judge.paste`."""
-    import shlex
-
+    from iobench.cli.render import print_script
     from iobench.judge.paste import FASTER, GOAL, SLOWER
 
     if tuned.script is None:
         out.print(f"tune: no code: {tuned.why}", highlight=False, soft_wrap=True, markup=False)
         return
-    out.print(
-        f"paste (saved as {tuned.script}; `{shlex.join(['python', str(tuned.script)])}` runs it):",
-        highlight=False,
-        soft_wrap=True,
-        markup=False,
-    )
-    print(tuned.text, end="", file=out.file, flush=True)  # as written: rich would wrap and style code
+    print_script(tuned.script, tuned.text)
     check = tuned.check
     if check is None:
         return

@@ -113,16 +113,21 @@ def _print_paste(tuned: TuneOutcome, results: Path) -> None:
             print(tuned.command, file=out.file, flush=True)
         _records_line(results)
         return
+    print_script(tuned.script, tuned.script_text)
+    _records_line(results)
+    if tuned.paste_check is not None:
+        print_paste_check(tuned.paste_check, tuned.result.best)
+
+
+def print_script(script: Path, text: str) -> None:
+    """A script handed over: where it was saved, how to run it, then its text as written (rich would wrap it)."""
     out.print(
-        f"paste (saved as {tuned.script}; `{shlex.join(['python', str(tuned.script)])}` runs it):",
+        f"paste (saved as {script}; `{shlex.join(['python', str(script)])}` runs it):",
         highlight=False,
         soft_wrap=True,
         markup=False,
     )
-    print(tuned.script_text, end="", file=out.file, flush=True)
-    _records_line(results)
-    if tuned.paste_check is not None:
-        print_paste_check(tuned.paste_check, tuned.result.best)
+    print(text, end="", file=out.file, flush=True)
 
 
 def _records_line(results: Path) -> None:
