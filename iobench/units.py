@@ -52,3 +52,10 @@ def parse_shape(text: str) -> tuple[int, ...]:
     if not shape or any(d <= 0 for d in shape):
         raise IobenchError(f"shape must be positive integers, got {text!r}")
     return shape
+
+
+def count_of(value: object, option: str, low: int, high: int) -> int:
+    """A count checked against its bounds in one line (the command line's parser checks the same bounds first)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise IobenchError(f"{option}: a whole number from {low:,} to {high:,}, got {value!r}")
+    return value

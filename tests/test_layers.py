@@ -181,6 +181,7 @@ CLI_MAY_IMPORT = (
     "iobench.checkpoint.libraries",
     "iobench.checkpoint.defaults",
     "iobench.feed.workloads",
+    "iobench.feed.defaults",
     "iobench.data",
     "iobench.system.signals",
     "iobench.system.ranks",

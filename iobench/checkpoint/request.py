@@ -20,6 +20,7 @@ from iobench.plan.place import RunPlace
 from iobench.results.checkpoint_record import CACHES
 from iobench.storage.remote.profiles import Profile
 from iobench.system.ranks import MAX_RANKS, RANK_FIXED_BYTES
+from iobench.units import count_of
 
 
 @dataclass(frozen=True)
@@ -273,13 +274,6 @@ def budget_of(value: object) -> float:
     if not (math.isfinite(minutes) and 0 < minutes <= default.MAX_BUDGET_MINUTES):
         raise IobenchError(f"--budget-minutes: a number of minutes above 0 and at most a week, got {value!r}")
     return minutes
-
-
-def count_of(value: object, option: str, low: int, high: int) -> int:
-    """A count checked against its bounds in one line (the command line's parser checks the same bounds first)."""
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise IobenchError(f"{option}: a whole number from {low:,} to {high:,}, got {value!r}")
-    return value
 
 
 def sizes_of(text: str, option: str) -> list[int]:

@@ -12,17 +12,22 @@ from iobench.cli.app import app
 from iobench.cli.console import ConsoleEvents, out
 from iobench.cli.options import DataDir, DatasetName, Quiet, Results
 from iobench.errors import IobenchError
+from iobench.feed import defaults as default
+from iobench.feed.defaults import (
+    MAX_ACCELERATORS,
+    MAX_BATCH,
+    MAX_EPOCHS,
+    MAX_SAMPLE_BYTES,
+    MAX_SIZE,
+    MAX_STEP_MS,
+    MAX_WORKERS,
+)
 from iobench.feed.workloads import ACCELERATORS, CUSTOM, NAMES, WORKLOADS
+from iobench.units import count_of
 
 OptInt = Optional[int]  # noqa: UP045 - typer reads the annotation at runtime
 OptFloat = Optional[float]  # noqa: UP045
 OptStr = Optional[str]  # noqa: UP045
-MAX_SIZE = 10**9
-MAX_EPOCHS = 100
-MAX_BATCH = 1 << 20
-MAX_STEP_MS = 3_600_000.0
-MAX_WORKERS = 256
-MAX_SAMPLE_BYTES = 1 << 34
 
 
 def _workloads_help() -> str:
@@ -49,19 +54,19 @@ def feed_cmd(
     sample_bytes: Annotated[OptInt, typer.Option(help="custom without --dataset: a sample's bytes.")] = None,
     au: Annotated[float, typer.Option(help="custom: the utilisation every rank must keep.")] = 0.90,
     num_workers: Annotated[OptInt, typer.Option(help="Each rank's workers (default: DLIO's read threads).")] = None,
-    epochs: Annotated[int, typer.Option(help="Epochs measured at each count, after a warm-up epoch.")] = 2,
+    epochs: Annotated[int, typer.Option(help="Epochs measured at each count, after a warm-up epoch.")] = default.EPOCHS,
     cache: Annotated[
         OptStr, typer.Option(help="cold (evicted before each epoch, root) or warm; default: cold where iobench can.")
     ] = None,
-    max_accelerators: Annotated[int, typer.Option(help="The most ranks tried.")] = 16,
-    results: Results = Path("results/feed.jsonl"),
+    max_accelerators: Annotated[int, typer.Option(help="The most ranks tried.")] = default.MOST,
+    results: Results = default.RESULTS,
     quiet: Quiet = False,
 ) -> None:
     """How many emulated accelerators this storage keeps at the workload's utilisation: N ranks each read their shard
     with the workload's batch and step (a sleep of its compute time), N searched by doubling then halving; the
     answer names N, the AU at N and N+1, what an accelerator needs and gets, and the bound (storage, CPU or the
     loader's hand-over)."""
-    from iobench.sessions.feed import MAX_ACCELERATORS, FeedRequest, feed_session
+    from iobench.sessions.feed import FeedRequest, feed_session
 
     chosen = _workload(workload, accelerator, step_ms, batch_size, sample_bytes, au, dataset, num_workers)
     if cache not in (None, "warm", "cold"):
@@ -84,9 +89,8 @@ def feed_cmd(
 
 
 def _bounded(value: int | None, option: str, low: int, high: int) -> int | None:
-    if value is not None and not low <= value <= high:
-        raise IobenchError(f"{option}: from {low} to {high:,}, got {value:,}")
-    return value
+    """An optional count checked as every command's (`iobench.units.count_of`); None stays None."""
+    return None if value is None else count_of(value, option, low, high)
 
 
 def _workload(

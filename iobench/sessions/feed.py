@@ -13,12 +13,12 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.events import Events
+from iobench.feed import defaults as default
 from iobench.feed.search import search
 from iobench.feed.workloads import Workload
 from iobench.judge.feed import FeedAnswer, FeedPoint, feed_answer
 from iobench.results.record import RunRecord
 
-MAX_ACCELERATORS = 256  # --max-accelerators' bound: ranks of one machine
 RANK_MEMORY_SHARE = 0.6  # of the memory available, what the ranks and their batches in flight may hold
 PROCESS_BYTES = 150 * 2**20  # a rank or a worker's own memory (torch imported; a forked worker shares the rest)
 COLD_RAM_FACTOR = 5  # MLPerf's rule: a dataset under 5x the RAM is read from the page cache unless evicted
@@ -33,9 +33,9 @@ class FeedRequest:
     results: Path
     dataset: str | None = None  # the user's prepared dataset; None: one of the workload's sample size, made here
     size: int | None = None  # samples of the dataset made here (default: the workload's `default_size`)
-    epochs: int = 2  # measured, after a warm-up epoch
+    epochs: int = default.EPOCHS  # measured, after a warm-up epoch
     cache: str | None = None  # cold where iobench can evict (root), else warm; said either way
-    most: int = 16  # --max-accelerators
+    most: int = default.MOST  # --max-accelerators
     num_workers: int | None = None  # the workload's read threads unless given
     timeout_s: float = 1800.0  # one count's run
 
