@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from iobench.errors import IobenchError
-from iobench.system import private
+from iobench.system import ownership, private
 from iobench.system.processes import start_time
 
 NOBODY = 65534
@@ -195,8 +196,13 @@ def test_what_a_killed_run_pinned_is_removed_by_the_next(tmp_path):
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     root = tmp_path / f"iobench-{os.geteuid()}"
     deadline = time.monotonic() + 60
-    while not list(root.glob(f"pinned-{proc.pid}-*")):
+    while True:  # stopped while it holds a marked pinned folder: between its runs it closes one, opens the next
         assert proc.poll() is None and time.monotonic() < deadline, "the run pinned nothing"
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(0.05)  # the signal is delivered before the folder is looked at
+        if any(ownership.owner_of(p) for p in root.glob(f"pinned-{proc.pid}-*")):
+            break
+        proc.send_signal(signal.SIGCONT)
         time.sleep(0.05)
     proc.kill()
     proc.wait()
