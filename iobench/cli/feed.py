@@ -85,7 +85,7 @@ def feed_cmd(
         num_workers=_bounded(num_workers, "--num-workers", 0, MAX_WORKERS),
     )
     outcome = feed_session(request, ConsoleEvents(quiet))
-    _print(outcome)
+    _print(outcome, results)
 
 
 def _bounded(value: int | None, option: str, low: int, high: int) -> int | None:
@@ -122,23 +122,22 @@ def _workload(
     return found
 
 
-def _print(outcome) -> None:  # noqa: ANN001 - a FeedOutcome
+def _print(outcome, results: Path) -> None:  # noqa: ANN001 - a FeedOutcome
     from rich.table import Table
 
-    table = Table(title=f"feed: {outcome.workload.key}, {outcome.cache} epochs over {outcome.dataset_dir.name}")
-    for col in ("accelerators", "least rank AU", "verdict", "MB/s together", "MB/s each", "ms waited a batch"):
-        table.add_column(col, justify="right")
-    from iobench.judge.feed import feed_verdict
+    from iobench.report.feed import count_cells, count_head, title_of
 
-    for n, p in sorted(outcome.points.items()):
-        table.add_row(
-            str(n),
-            f"{p.au:.3f}",
-            feed_verdict(p, outcome.workload.au),
-            f"{p.mb_per_s:,.0f}",
-            f"{p.mb_per_s / n:,.0f}",
-            f"{p.wait_ms_per_batch:,.0f}",
-        )
+    if outcome.record is None:
+        return
+    table = Table(title=title_of(outcome.record))
+    for col in count_head():
+        table.add_column(col, justify="right")
+    for point in outcome.record.points:
+        table.add_row(*count_cells(point, outcome.record.threshold))
     out.print(table)
     if outcome.answer is not None:
         out.print(outcome.answer.line, highlight=False, soft_wrap=True, markup=False)
+    from iobench.results.feed_record import runs_path
+
+    said = f"records: {results} (`iobench report` or `compare` it); each count's run: {runs_path(results)}"
+    out.print(said, highlight=False, soft_wrap=True, markup=False)

@@ -29,12 +29,18 @@ def report_cmd(
     """Write a report from result records: Markdown with its plots, the same as one HTML file, and a CSV of the
     records for a spreadsheet."""
     from iobench.results.checkpoint_file import holds_checkpoints
+    from iobench.results.feed_record import FEED
+    from iobench.results.store import first_kind
 
     skipped: list[str] = []
     if holds_checkpoints(results):  # `iobench checkpoint`'s records
         from iobench.report.checkpoints import write_checkpoint_report
 
         path = write_checkpoint_report(results, out_dir, skipped)
+    elif first_kind(results) == FEED:  # `iobench feed`'s answers
+        from iobench.report.feed import write_feed_report
+
+        path = write_feed_report(results, out_dir, skipped)
     else:
         from iobench.report.report import write_report  # matplotlib loads only when a report is made
 
@@ -51,11 +57,16 @@ def compare_cmd(
 ) -> None:
     """Per configuration present in both files, B's samples/s against A's, decided with their noise: faster or slower
     only where their intervals are apart and the change exceeds the drift between minutes; "no decidable difference"
-    otherwise (always beside other programs), "not comparable" where the runs saw different load."""
+    otherwise (always beside other programs), "not comparable" where the runs saw different load. Checkpoint records:
+    per measurement, by its rounds; feed records: per question, B's number of accelerators against A's."""
     from iobench.results.checkpoint_file import holds_checkpoints
+    from iobench.results.feed_record import FEED
+    from iobench.results.store import first_kind
 
     if holds_checkpoints(a) or holds_checkpoints(b):
         return _compare_checkpoints(a, b)
+    if FEED in (first_kind(a), first_kind(b)):
+        return _compare_feed(a, b)
     from iobench.judge.change import KINDS, compare_change
     from iobench.report.report import compare, describe
     from iobench.results.store import load_records
@@ -106,6 +117,29 @@ def _compare_checkpoints(a: Path, b: Path) -> None:
         table.add_row(escape(change.label), range_text(change.a), range_text(change.b), escape(change.verdict.text))
     out.print(table)
     out.print(f"{len(changes)} matching measurement(s); {only_a} only in A, {only_b} only in B", highlight=False)
+
+
+def _compare_feed(a: Path, b: Path) -> None:
+    """Per question both files answered (a workload, format, loader and cache), B's accelerators against A's, decided
+    by the judgement (`iobench.judge.feed.feed_change`)."""
+    from rich.markup import escape
+
+    from iobench.report.feed import feed_changes, load_feed
+
+    files = [load_feed(path) for path in (a, b)]
+    for loaded in files:
+        for line in loaded.skipped:
+            say(f"warning: {line}")
+    pairs, only_a, only_b = feed_changes(*files)
+    if not pairs:
+        raise IobenchError(f"{a} and {b} have no feed question in common ({only_a} in A, {only_b} in B)")
+    caption = "accelerators fed at the workload's AU (the latest answer of each file)"
+    table = _comparison(a, b, caption, ("question", "A", "B", "verdict"))
+    for ra, _rb, change in pairs:
+        question = f"{ra.workload}, {ra.format} read by {ra.loader}, {ra.cache}"
+        table.add_row(escape(question), str(change.n_a), str(change.n_b), escape(change.text))
+    out.print(table)
+    out.print(f"{len(pairs)} matching question(s); {only_a} only in A, {only_b} only in B", highlight=False)
 
 
 def _comparison(a: Path, b: Path, caption: str, columns: tuple[str, ...]) -> Table:

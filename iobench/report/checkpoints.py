@@ -20,7 +20,7 @@ from iobench.report.exports import csv_cell
 from iobench.results.checkpoint_file import CheckpointFile, load_checkpoints
 from iobench.results.checkpoint_record import KILL_OUTCOMES, CheckpointTrial
 from iobench.results.checkpoint_summary import LibraryRow, kill_counts, rows_of
-from iobench.results.markdown import md_text
+from iobench.results.markdown import md_table, md_text
 from iobench.system.fsutil import atomic_write_text, output_folder
 
 CSV_FIELDS = (
@@ -208,17 +208,17 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
         described = f"from {mine[0].source}" if mine[0].source else layout  # a record keeps the file's name
         lines += [f"## {mine[0].state_bytes / 1e9:.2f} GB state ({params:,} parameters, {md_text(described)})", ""]
         lines += [md_text(said), ""] if (said := checkpoint_answer(size_rows, kills)) else []
-        lines += [*_markdown(summary_head(caches), [summary_cells(r, caches) for r in size_rows]), ""]
+        lines += [*md_table(summary_head(caches), [summary_cells(r, caches) for r in size_rows]), ""]
         if stepped := [r for r in size_rows if r.step != "none"]:
             lines += ["The training loop beside each steady save:", ""]
-            lines += [*_markdown(beside_head(), [beside_cells(r) for r in stepped]), ""]
+            lines += [*md_table(beside_head(), [beside_cells(r) for r in stepped]), ""]
         if any(r.op == "restart" for r in mine):
             lines += ["A restart, a fresh process to its first training step:", ""]
-            lines += [*_markdown(restart_head(), restart_rows(mine)), ""]
+            lines += [*md_table(restart_head(), restart_rows(mine)), ""]
     if len(rows) > 1:
         sizes = sorted(rows)
         table = [size_cells(k, v, sizes) for k, v in by_size(rows).items()]
-        lines += ["## Against size", "", *_markdown(size_head(sizes), table), ""]
+        lines += ["## Against size", "", *md_table(size_head(sizes), table), ""]
     if kills:
         states = sorted({f"{r.state_bytes / 1e6:.0f} MB" for r in loaded.kills})
         lines += [
@@ -226,21 +226,13 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
             "",
             "A save of step N+1 over step N killed at random moments, then restored:",
             "",
-            *_markdown(kill_head(), [kill_cells(k, c) for k, c in kills.items()]),
+            *md_table(kill_head(), [kill_cells(k, c) for k, c in kills.items()]),
             "",
         ]
     path = out / "report.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
     atomic_write_text(out / "results.csv", _csv(loaded))
     return path
-
-
-def _markdown(head: list[str], rows: list[list[str]]) -> list[str]:
-    return [
-        "| " + " | ".join(head) + " |",
-        "|" + " --- |" * len(head),
-        *("| " + " | ".join(md_text(c) for c in cells) + " |" for cells in rows),
-    ]
 
 
 def _csv(loaded: CheckpointFile) -> str:

@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from iobench.errors import IobenchError
 from iobench.results.checkpoint_record import KINDS, CheckpointKills, CheckpointTrial, checkpoint_record
-from iobench.results.store import json_lines, parsed_lines
+from iobench.results.store import first_kind, parsed_lines
 
 
 @dataclass
@@ -19,15 +18,8 @@ class CheckpointFile:
 
 
 def holds_checkpoints(path: Path) -> bool:
-    """Whether the file's first readable record is a checkpoint's (a results file holds one kind); a file that
-    cannot be read is not (the reader of run records then says why, in one line)."""
-    try:
-        for _, value, problem in json_lines(path):
-            if not problem:
-                return isinstance(value, dict) and value.get("kind") in KINDS
-    except IobenchError:
-        return False
-    return False
+    """Whether the file holds checkpoint records (`first_kind`)."""
+    return first_kind(path) in KINDS
 
 
 def load_checkpoints(path: Path) -> CheckpointFile:

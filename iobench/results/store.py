@@ -58,7 +58,7 @@ APPEND_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 
 OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
 HEAD_BYTES = 2**20  # the start of a file read to tell whether it holds iobench's records
 HEAD_LINES = 4
-RECORD_KINDS = ("checkpoint", "checkpoint-kill")
+RECORD_KINDS = ("checkpoint", "checkpoint-kill", "feed")
 
 
 def _cannot_write(path: Path, exc: OSError) -> str:
@@ -189,6 +189,19 @@ def parsed_lines(path: Path, parse: Callable[[object], T], what: str) -> Iterato
             yield None, f"{path}:{number}: not {what} ({reason}); skipped"
         except RecordError as exc:
             yield None, f"{path}:{number}: not {what} ({exc}); skipped"
+
+
+def first_kind(path: Path) -> str | None:
+    """The `kind` of the file's first readable record (a results file holds one kind; a run record has none): None
+    also for a file that cannot be read (the reader of run records then says why, in one line)."""
+    try:
+        for _, value, problem in json_lines(path):
+            if not problem:
+                kind = value.get("kind") if isinstance(value, dict) else None
+                return kind if isinstance(kind, str) else None
+    except IobenchError:
+        return None
+    return None
 
 
 def load_records(path: Path) -> RecordFile:

@@ -6,6 +6,8 @@ workload's step (a sleep of its compute time a batch); N is searched (`iobench.f
 
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
 import statistics
 from dataclasses import dataclass, field
@@ -16,8 +18,11 @@ from iobench.events import Events
 from iobench.feed import defaults as default
 from iobench.feed.search import search
 from iobench.feed.workloads import Workload
-from iobench.judge.feed import FeedAnswer, FeedPoint, feed_answer
+from iobench.judge.feed import FeedAnswer, record_answer
+from iobench.results.feed_record import FeedPoint, FeedRecord, runs_path
 from iobench.results.record import RunRecord
+from iobench.results.record_base import HostLoad
+from iobench.results.store import append_line, check_writable
 
 RANK_MEMORY_SHARE = 0.6  # of the memory available, what the ranks and their batches in flight may hold
 PROCESS_BYTES = 150 * 2**20  # a rank or a worker's own memory (torch imported; a forked worker shares the rest)
@@ -30,7 +35,7 @@ class FeedRequest:
     format: str
     loader: str
     data_dir: Path
-    results: Path
+    results: Path  # the feed record's file; each count's run records go beside it (`runs_path`)
     dataset: str | None = None  # the user's prepared dataset; None: one of the workload's sample size, made here
     size: int | None = None  # samples of the dataset made here (default: the workload's `default_size`)
     epochs: int = default.EPOCHS  # measured, after a warm-up epoch
@@ -46,8 +51,8 @@ class FeedOutcome:
     dataset_dir: Path
     sample_bytes: int
     cache: str
-    points: dict[int, FeedPoint] = field(default_factory=dict)
-    answer: FeedAnswer | None = None
+    record: FeedRecord | None = None  # what was measured, as stored in the results
+    answer: FeedAnswer | None = None  # the judgement's, from the record
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -55,6 +60,10 @@ class FeedOutcome:
         """One accelerator's need on this dataset: a batch of its samples every step."""
         w = self.workload
         return self.sample_bytes * w.batch_size / w.compute_s / 1e6
+
+    @property
+    def points(self) -> dict[int, FeedPoint]:
+        return self.record.point_map() if self.record else {}
 
 
 def default_size(workload: Workload) -> int:
@@ -66,7 +75,9 @@ def default_size(workload: Workload) -> int:
 
 
 def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
-    """The dataset found or made, the counts searched, the answer."""
+    """The dataset found or made, the counts searched, the record appended to the results, the answer."""
+    for path in (request.results, runs_path(request.results)):
+        check_writable(path)
     dataset_dir, sample_bytes, n_samples = _dataset(request, events)
     cache, notes = _cache(request, dataset_dir, n_samples * sample_bytes)
     w = request.workload
@@ -81,17 +92,58 @@ def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
         f"{request.loader}, {cache}; searching 1 to {most} accelerators ({why_most})"
     )
 
-    def measure(n: int) -> FeedPoint:
-        point = _point(_run(request, dataset_dir, cache, n), n)
+    def measure(n: int, runs: list[RunRecord]) -> FeedPoint:
+        runs.append(_run(request, dataset_dir, cache, n))
+        point = _point(runs[-1], n)
         events.say(
             f"{n} accelerator(s): least rank AU {point.au:.3f}, {point.mb_per_s:,.0f} MB/s together, "
             f"{point.wait_ms_per_batch:,.0f} ms waited a batch"
         )
         return point
 
-    outcome.points = search(measure, w.au, most)
-    outcome.answer = feed_answer(outcome.points, w.au, w.accelerator, outcome.demand_mb_per_s, most, why_most)
+    runs: list[RunRecord] = []
+    points = search(lambda n: measure(n, runs), w.au, most)
+    outcome.record = _record(request, outcome, n_samples, (most, why_most), points, runs)
+    append_line(request.results, json.dumps(outcome.record.to_json(), allow_nan=False))
+    outcome.answer = record_answer(outcome.record)
     return outcome
+
+
+def _record(
+    request: FeedRequest,
+    outcome: FeedOutcome,
+    n_samples: int,
+    most: tuple[int, str],
+    points: dict[int, FeedPoint],
+    runs: list[RunRecord],
+) -> FeedRecord:
+    """The answer's measurements as stored: the workload, where it was asked, every count; the machine's load from
+    before the first count's run to after the last's."""
+    w, first, last = request.workload, runs[0], runs[-1]
+    return FeedRecord(
+        workload=w.key,
+        accelerator=w.accelerator,
+        sample_bytes=outcome.sample_bytes,
+        batch_size=w.batch_size,
+        compute_s=w.compute_s,
+        threshold=w.au,
+        format=request.format,
+        loader=request.loader,
+        dataset=outcome.dataset_dir.name,
+        samples=n_samples,
+        cache=outcome.cache,
+        most=most[0],
+        why_most=most[1],
+        points=[points[n] for n in sorted(points)],
+        environment=last.environment,
+        host=HostLoad(
+            load_before=first.host.load_before,
+            other_cpu_before=first.host.other_cpu_before,
+            load_after=last.host.load_after,
+            other_cpu_after=last.host.other_cpu_after,
+        ),
+        timestamp=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    )
 
 
 def _dataset(request: FeedRequest, events: Events) -> tuple[Path, int, int]:
@@ -170,9 +222,10 @@ def _run(request: FeedRequest, folder: Path, cache: str, n: int) -> RunRecord:
         # is its first reads, not its workers starting again
         *(["--persistent-workers"] if workers > 0 else []),
         *("--step", f"sleep:{w.compute_s * 1000:g}", "--runs", "1", "--epochs", str(request.epochs)),
-        *("--warmup", "1", "--cache", cache, "--results", str(request.results), "--quiet"),
+        *("--warmup", "1", "--cache", cache, "--results", str(runs_path(request.results)), "--quiet"),
     ]
-    before = len(read_records(request.results)) if request.results.is_file() else 0
+    runs = runs_path(request.results)
+    before = len(read_records(runs)) if runs.is_file() else 0
     try:
         exits = run_ranks(rank_argv(argv), n, capture=True, timeout_s=request.timeout_s)
     except TimeoutError as exc:
@@ -184,9 +237,9 @@ def _run(request: FeedRequest, folder: Path, cache: str, n: int) -> RunRecord:
         raise IobenchError(
             f"feed: rank {first.rank} of {n} exited {first.code}: {said[-1][:300] if said else 'nothing said'}"
         )
-    records = read_records(request.results)
+    records = read_records(runs)
     if len(records) <= before:
-        raise IobenchError(f"feed: the run of {n} rank(s) wrote no record to {request.results}")
+        raise IobenchError(f"feed: the run of {n} rank(s) wrote no record to {runs}")
     return records[-1]
 
 
@@ -203,4 +256,5 @@ def _point(record: RunRecord, n: int) -> FeedPoint:
         limit.percent_of_limit,
         record.config.cache,
         statistics.median(f / s for f, s in zip(e.first_batch_seconds, e.epoch_seconds, strict=True) if s > 0),
+        record.host.busy,
     )

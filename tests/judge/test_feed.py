@@ -55,3 +55,29 @@ def test_an_epochs_first_batch_is_named_where_it_weighs():
     assert "an epoch's first batch took 8% of it" in said
     quick = _point(2, (0.85, 0.86), (0.85, 0.86), first_batch_share=0.01)
     assert "first batch" not in feed_answer({1: _point(1, (0.95, 0.95)), 2: quick}, 0.9, "h100", 71.0, 16, "").line
+
+
+def test_a_change_of_n_is_called_only_where_the_count_between_moved_beyond_the_drift():
+    from iobench.judge.change import NO_DIFFERENCE, NOT_COMPARABLE
+    from iobench.judge.feed import FEWER, MORE, feed_change
+    from tests.results.test_feed_record import planted
+
+    four = planted({1: (0.95, 0.95), 2: (0.94, 0.94), 4: (0.93, 0.92), 8: (0.6, 0.61), 6: (0.7, 0.71), 5: (0.8, 0.8)})
+    two = planted({1: (0.95, 0.95), 2: (0.93, 0.94), 4: (0.61, 0.62), 3: (0.7, 0.72)})
+    fewer = feed_change(four, two)
+    assert (fewer.kind, fewer.n_a, fewer.n_b) == (FEWER, 4, 2) and "at 4" in fewer.reason  # 0.925 -> 0.615
+    assert feed_change(two, four).kind == MORE
+    # one count apart on AU within the drift between minutes: noise, not a change
+    three = planted({1: (0.95, 0.95), 2: (0.93, 0.94), 4: (0.88, 0.87), 3: (0.91, 0.92)})
+    edge = feed_change(three, planted({1: (0.95, 0.95), 2: (0.93, 0.94), 3: (0.89, 0.88)}))
+    assert (edge.kind, edge.n_a, edge.n_b) == (NO_DIFFERENCE, 3, 2) and "within the 30%" in edge.reason
+    assert feed_change(two, two).kind == NO_DIFFERENCE and "both answer 2" in feed_change(two, two).reason
+    # beside other programs on one side only: not comparable; another loader: not the same question
+    busy = planted({1: (0.95, 0.95), 2: (0.93, 0.94), 4: (0.61, 0.62), 3: (0.7, 0.72)}, others=1.6)
+    assert feed_change(four, busy).kind == NOT_COMPARABLE and "cores beside A" in feed_change(four, busy).reason
+    from dataclasses import replace
+
+    assert feed_change(four, replace(two, loader="spdl")).kind == NOT_COMPARABLE
+    # B stopped at the most it could start: fewer is no evidence of slower storage
+    capped = replace(two, most=2, why_most="a rank takes about 9 GB")
+    assert feed_change(four, capped).kind == NOT_COMPARABLE and "no more than 2" in feed_change(four, capped).reason

@@ -11,7 +11,10 @@ import pytest
 
 from iobench.events import Events
 from iobench.feed.workloads import custom
-from iobench.judge.feed import feed_verdict
+from iobench.judge.feed import feed_verdict, record_answer
+from iobench.report.feed import load_feed
+from iobench.results.feed_record import runs_path
+from iobench.results.store import read_records
 from iobench.sessions.feed import FeedRequest, feed_session
 from iobench.system.processes import python_module
 from tests.process_tree import Watched, off_loopback
@@ -45,6 +48,10 @@ def test_each_count_is_that_many_ranks_and_the_answer_is_the_judgements(tmp_path
     fed = [n for n, p in done.points.items() if feed_verdict(p, 0.5) == "fed"]
     assert done.answer.n == (max(fed) if fed else 0)
     assert done.answer.line.startswith("answer: ")
+    # the answer's record, stored whole and decided again the same; each count's run beside it
+    stored = load_feed(tmp_path / "r" / "feed.jsonl")
+    assert stored.records == [done.record] and record_answer(stored.records[0]) == done.answer
+    assert len(read_records(runs_path(tmp_path / "r" / "feed.jsonl"))) == len(done.points)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])

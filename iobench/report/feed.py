@@ -1,0 +1,110 @@
+"""`report` and `compare` of `iobench feed`'s records, and the table the console prints of a session: per count of
+accelerators, the least rank's AU, its verdict, MB/s together and each, the wait; then the answer. Every verdict and
+the answer are the judgement's (`iobench.judge.feed`), decided from the record's raw values; one builder of the
+table's cells serves the console and the report."""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iobench.errors import IobenchError
+from iobench.judge.feed import FeedChange, feed_change, feed_verdict, record_answer
+from iobench.report.exports import csv_cell
+from iobench.results.feed_record import FeedPoint, FeedRecord
+from iobench.results.markdown import md_table, md_text
+from iobench.results.store import parsed_lines
+from iobench.system.fsutil import atomic_write_text, output_folder
+
+CSV_FIELDS = ("timestamp", "workload", "format", "loader", "cache", "dataset", "accelerators", "least_rank_au")
+CSV_FIELDS += ("verdict", "mb_per_s", "wait_ms_per_batch", "cpu_utilisation", "percent_of_limit", "first_batch_share")
+
+
+@dataclass
+class FeedFile:
+    records: list[FeedRecord] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def load_feed(path: Path) -> FeedFile:
+    """Every feed record of the file; other lines skipped with the reason."""
+    loaded = FeedFile()
+    for record, skipped in parsed_lines(path, FeedRecord.from_json, "a feed record"):
+        if record is None:
+            loaded.skipped.append(skipped)
+        else:
+            loaded.records.append(record)
+    return loaded
+
+
+def count_head() -> list[str]:
+    return ["accelerators", "least rank AU", "verdict", "MB/s together", "MB/s each", "ms waited a batch"]
+
+
+def count_cells(point: FeedPoint, threshold: float) -> list[str]:
+    return [
+        str(point.n),
+        f"{point.au:.3f}",
+        feed_verdict(point, threshold),
+        f"{point.mb_per_s:,.0f}",
+        f"{point.mb_per_s / point.n:,.0f}",
+        f"{point.wait_ms_per_batch:,.0f}",
+    ]
+
+
+def title_of(r: FeedRecord) -> str:
+    return f"{r.workload}: {r.format} read by {r.loader}, {r.cache} epochs over {r.dataset}"
+
+
+def write_feed_report(results: Path, out: Path, skipped: list[str] | None = None) -> Path:
+    """report.md (each answer: its counts and the judgement's answer) and results.csv (a row a count) in `out`."""
+    loaded = load_feed(results)
+    if skipped is not None:
+        skipped.extend(loaded.skipped)
+    if not loaded.records:
+        raise IobenchError(f"{results}: no feed records")
+    output_folder(out, "--out")
+    lines = [
+        f"# iobench feed report: {md_text(results.name)}",
+        "",
+        f"{len(loaded.records)} answer(s) from `{md_text(str(results))}`: each count of emulated accelerators is that "
+        "many ranks, each reading its shard with the workload's batch and step; MB = 10^6 bytes.",
+        "",
+    ]
+    for r in loaded.records:
+        lines += [f"## {md_text(title_of(r))} ({md_text(r.timestamp)})", ""]
+        lines += [
+            f"Batch {r.batch_size} of {r.sample_bytes:,} bytes every {r.compute_s * 1000:g} ms: "
+            f"{r.demand_mb_per_s:,.0f} MB/s an {md_text(r.accelerator)}; every rank's AU at least {r.threshold:.2f}.",
+            "",
+        ]
+        lines += [*md_table(count_head(), [count_cells(p, r.threshold) for p in r.points]), ""]
+        lines += [md_text(record_answer(r).line), ""]
+    path = out / "report.md"
+    atomic_write_text(path, "\n".join(lines))
+    atomic_write_text(out / "results.csv", _csv(loaded.records))
+    return path
+
+
+def _csv(records: list[FeedRecord]) -> str:
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(CSV_FIELDS)
+    for r in records:
+        for p in r.points:
+            row = (r.timestamp, r.workload, r.format, r.loader, r.cache, r.dataset, p.n, p.au)
+            row += (feed_verdict(p, r.threshold), p.mb_per_s, p.wait_ms_per_batch, p.cpu_utilisation)
+            writer.writerow([csv_cell(v) for v in (*row, p.percent_of_limit, p.first_batch_share)])
+    return text.getvalue()
+
+
+def feed_changes(a: FeedFile, b: FeedFile) -> tuple[list[tuple[FeedRecord, FeedRecord, FeedChange]], int, int]:
+    """Per question both files answered (a workload, format, loader and cache), the latest answer of each, B against
+    A; and how many questions only A, only B answered."""
+    latest_a = {r.identity(): r for r in a.records}
+    latest_b = {r.identity(): r for r in b.records}
+    common = [k for k in latest_a if k in latest_b]
+    pairs = [(latest_a[k], latest_b[k], feed_change(latest_a[k], latest_b[k])) for k in common]
+    return pairs, len(latest_a) - len(common), len(latest_b) - len(common)

@@ -1,0 +1,158 @@
+"""`iobench feed`'s record (`kind` "feed"): the workload asked about, the dataset, format and loader it was asked on,
+and every count of accelerators measured with its raw values (each rank's utilisation per measured epoch, MB/s, the
+wait, the cores busy, the access pattern's limit, the load beside it). No verdict is stored: `report` and `compare`
+decide them again from these values (`iobench.judge.feed`), so a file judged later is judged by the same rule.
+
+Read back like every record: each stored value checked against its type, finite, within what a measurement can be;
+a line that is not one is skipped with the reason. The run records of each count go to a file of their own beside it
+(`runs_path`): a results file holds one kind of record."""
+
+from __future__ import annotations
+
+import math
+import statistics
+import typing
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from iobench.results.checked import MAX_MEASURED, RecordError, checked, mapping, parsed
+from iobench.results.record_base import RecordBase, base_json, base_of
+
+FEED = "feed"
+SCHEMA_VERSION = 1
+MAX_COUNT = 4096  # accelerators of one answer
+MAX_NAME = 200
+CACHES = ("warm", "cold")
+
+
+@dataclass(frozen=True)
+class FeedPoint:
+    """One count of accelerators measured: each rank's utilisation per measured epoch, and the run's other figures."""
+
+    n: int
+    rank_au: tuple[tuple[float, ...], ...]
+    mb_per_s: float  # all ranks together, the median epoch
+    wait_ms_per_batch: float
+    cpu_utilisation: float | None = None
+    limit_name: str | None = None
+    limit_mb_per_s: float | None = None
+    percent_of_limit: float | None = None
+    cache: str = "warm"
+    first_batch_share: float = 0.0  # of an epoch, its first batch (its first reads, the prefetch filling)
+    others_cores: float | None = None  # cores other programs used beside the run (before or after it)
+
+    @property
+    def au(self) -> float:
+        """The least fed rank's median utilisation (MLPerf's rule is every rank's)."""
+        return min(statistics.median(r) for r in self.rank_au) if self.rank_au else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {"rank_au": [list(r) for r in self.rank_au]}
+
+    @classmethod
+    def from_json(cls, data: object) -> FeedPoint:
+        d = mapping(data, "feed count")
+        hints = typing.get_type_hints(cls)
+        values: dict[str, Any] = {"rank_au": tuple(map(tuple, checked(d.get("rank_au"), list[list[float]], "rank_au")))}
+        for f in fields(cls):
+            if f.name in d and f.name != "rank_au":
+                values[f.name] = checked(d[f.name], hints[f.name], f.name)
+        if "n" not in values:
+            raise RecordError("the field 'n' is missing")
+        point = cls(**values)
+        if not 1 <= point.n <= MAX_COUNT or len(point.rank_au) != point.n:
+            raise RecordError(f"count {point.n!r:.20} with {len(point.rank_au)} ranks' utilisation")
+        if any(not r or not all(0 <= x <= 1 for x in r) for r in point.rank_au):
+            raise RecordError("a rank's utilisation is not a fraction between 0 and 1")
+        _check_numbers(point, ("mb_per_s", "wait_ms_per_batch", "cpu_utilisation", "limit_mb_per_s"))
+        _check_numbers(point, ("percent_of_limit", "first_batch_share", "others_cores"))
+        if point.cache not in CACHES or (point.limit_name is not None and not _name(point.limit_name)):
+            raise RecordError(f"a count's cache or limit is {point.cache!r:.20}, {point.limit_name!r:.40}")
+        return point
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeedRecord(RecordBase):
+    """One feed answer's measurements: the workload (DLIO's parameters, or the user's custom ones), where it was asked
+    and every count measured; `most` and `why_most`: the most ranks this machine could start, and why."""
+
+    kind: str = FEED
+    workload: str  # the workload's key: resnet50_h100, custom
+    accelerator: str
+    sample_bytes: int  # the dataset's sample, what the demand is computed from
+    batch_size: int
+    compute_s: float  # a batch's emulated compute
+    threshold: float  # the utilisation every rank must keep
+    format: str
+    loader: str
+    dataset: str
+    samples: int
+    cache: str
+    most: int
+    why_most: str = ""
+    points: list[FeedPoint] = field(default_factory=list)
+    schema_version: int = SCHEMA_VERSION
+
+    @property
+    def demand_mb_per_s(self) -> float:
+        """One accelerator's need: a batch of the dataset's samples every step."""
+        return self.sample_bytes * self.batch_size / self.compute_s / 1e6
+
+    def point_map(self) -> dict[int, FeedPoint]:
+        return {p.n: p for p in self.points}
+
+    def identity(self) -> tuple[str, str, str, str]:
+        """What two answers must share to be compared: the workload, format, loader and cache."""
+        return (self.workload, self.format, self.loader, self.cache)
+
+    def to_json(self) -> dict[str, Any]:
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("environment", "host")}
+        return {**own, "points": [p.to_json() for p in self.points], **base_json(self)}
+
+    @classmethod
+    def from_json(cls, data: object) -> FeedRecord:
+        d = mapping(data, "feed record")
+        if d.get("kind") != FEED:
+            raise RecordError("no feed kind")
+        version = d.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise RecordError(f"schema_version {version!r:.20} is not one this iobench reads ({SCHEMA_VERSION})")
+        raw = checked(d.get("points"), list[dict], "points")
+        if len(raw) > MAX_COUNT:
+            raise RecordError(f"{len(raw)} counts measured")
+        required = ("workload", "accelerator", "sample_bytes", "batch_size", "compute_s", "threshold", "most")
+        record = parsed(cls, {k: v for k, v in d.items() if k != "points"}, required)
+        record = replace(record, **base_of(d), points=[FeedPoint.from_json(p) for p in raw])
+        _check_record(record)
+        return record
+
+
+def _check_record(record: FeedRecord) -> None:
+    if len({p.n for p in record.points}) != len(record.points):
+        raise RecordError("a count measured twice")
+    if not (0 < record.threshold <= 1) or not (0 < record.compute_s <= MAX_MEASURED):
+        raise RecordError(f"threshold {record.threshold!r:.20} or step {record.compute_s!r:.20} is not one")
+    if min(record.sample_bytes, record.batch_size, record.most) < 1 or record.samples < 0:
+        raise RecordError("a sample, batch or count below one")
+    if record.cache not in CACHES:
+        raise RecordError(f"'cache' holds {record.cache!r:.20}")
+    for name in ("workload", "accelerator", "format", "loader", "dataset"):
+        if not _name(getattr(record, name)):
+            raise RecordError(f"{name!r} holds {getattr(record, name)!r:.40}, not a name")
+
+
+def _name(text: str) -> bool:
+    return 0 < len(text) <= MAX_NAME and text.isprintable()
+
+
+def _check_numbers(point: FeedPoint, names: tuple[str, ...]) -> None:
+    for name in names:
+        x = getattr(point, name)
+        if x is not None and not (math.isfinite(x) and 0 <= x <= MAX_MEASURED):
+            raise RecordError(f"{name!r} holds {x!r}, not a measurement")
+
+
+def runs_path(results: Path) -> Path:
+    """Where feed's counts' run records go: beside its results, `<stem>-runs.jsonl`."""
+    return results.with_name(f"{results.stem}-runs.jsonl")
