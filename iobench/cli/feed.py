@@ -20,6 +20,7 @@ from iobench.feed.defaults import (
     MAX_SAMPLE_BYTES,
     MAX_SIZE,
     MAX_STEP_MS,
+    MAX_WHAT_IF,
     MAX_WORKERS,
 )
 from iobench.feed.workloads import ACCELERATORS, CUSTOM, NAMES, WORKLOADS
@@ -59,6 +60,13 @@ def feed_cmd(
         OptStr, typer.Option(help="cold (evicted before each epoch, root) or warm; default: cold where iobench can.")
     ] = None,
     max_accelerators: Annotated[int, typer.Option(help="The most ranks tried.")] = default.MOST,
+    what_if: Annotated[
+        OptStr,
+        typer.Option(
+            help="Comma list of step times in ms (a faster accelerator's compute a batch): N searched again with "
+            "each, measured, after the workload's own."
+        ),
+    ] = None,
     results: Results = default.RESULTS,
     quiet: Quiet = False,
 ) -> None:
@@ -83,9 +91,25 @@ def feed_cmd(
         cache=cache,
         most=_bounded(max_accelerators, "--max-accelerators", 1, MAX_ACCELERATORS),
         num_workers=_bounded(num_workers, "--num-workers", 0, MAX_WORKERS),
+        what_if=_steps(what_if),
     )
     outcome = feed_session(request, ConsoleEvents(quiet))
     _print(outcome, results)
+
+
+def _steps(text: str | None) -> tuple[float, ...]:
+    """--what-if's step times: each above 0 ms and at most an hour, at most MAX_WHAT_IF of them."""
+    if text is None:
+        return ()
+    try:
+        steps = tuple(float(x) for x in text.split(","))
+    except ValueError:
+        steps = ()
+    if not steps or len(steps) > MAX_WHAT_IF or not all(0 < x <= MAX_STEP_MS for x in steps):
+        raise IobenchError(
+            f"--what-if: 1 to {MAX_WHAT_IF} step times in ms, each above 0 and at most an hour; got {text!r}"
+        )
+    return steps
 
 
 def _bounded(value: int | None, option: str, low: int, high: int) -> int | None:
@@ -137,6 +161,10 @@ def _print(outcome, results: Path) -> None:  # noqa: ANN001 - a FeedOutcome
     out.print(table)
     if outcome.answer is not None:
         out.print(outcome.answer.line, highlight=False, soft_wrap=True, markup=False)
+    from iobench.judge.feed import what_if_line
+
+    for other in outcome.what_if:
+        out.print(what_if_line(outcome.record, other), highlight=False, soft_wrap=True, markup=False)
     from iobench.results.feed_record import runs_path
 
     said = f"records: {results} (`iobench report` or `compare` it); each count's run: {runs_path(results)}"

@@ -13,3 +13,4 @@ MAX_BATCH = 1 << 20
 MAX_STEP_MS = 3_600_000.0
 MAX_WORKERS = 256
 MAX_SAMPLE_BYTES = 1 << 34
+MAX_WHAT_IF = 4  # --what-if's steps: each is another search

@@ -108,6 +108,18 @@ def record_answer(record: FeedRecord) -> FeedAnswer:
     )
 
 
+def what_if_line(base: FeedRecord, other: FeedRecord) -> str:
+    """The answer searched again with another step (a faster accelerator), beside the workload's own."""
+    ratio = base.compute_s / other.compute_s
+    speed = f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
+    was = record_answer(base).n
+    now = record_answer(other)
+    return (
+        f"what if a batch's compute took {other.compute_s * 1000:g} ms ({speed} than {base.compute_s * 1000:g}): "
+        f"{now.line.removeprefix('answer: ')} (measured; {was} at the workload's step)"
+    )
+
+
 @dataclass(frozen=True)
 class FeedChange:
     """B's answer against A's: MORE, FEWER, NO_DIFFERENCE or NOT_COMPARABLE, why, and the count that decided it."""
@@ -134,7 +146,7 @@ def feed_change(a: FeedRecord, b: FeedRecord) -> FeedChange:
         return FeedChange(kind, reason, n_a, n_b, at)
 
     if a.identity() != b.identity() or a.threshold != b.threshold:
-        return verdict(NOT_COMPARABLE, "another workload, format, loader, cache or threshold")
+        return verdict(NOT_COMPARABLE, "another workload, format, loader, cache, step or threshold")
     if n_a == n_b:
         return verdict(NO_DIFFERENCE, f"both answer {n_a}")
     low, high = (a, b) if n_a < n_b else (b, a)

@@ -102,9 +102,9 @@ class FeedRecord(RecordBase):
     def point_map(self) -> dict[int, FeedPoint]:
         return {p.n: p for p in self.points}
 
-    def identity(self) -> tuple[str, str, str, str]:
-        """What two answers must share to be compared: the workload, format, loader and cache."""
-        return (self.workload, self.format, self.loader, self.cache)
+    def identity(self) -> tuple[str, str, str, str, float]:
+        """What two answers must share to be compared: the workload, format, loader, cache and step."""
+        return (self.workload, self.format, self.loader, self.cache, self.compute_s)
 
     def to_json(self) -> dict[str, Any]:
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("environment", "host")}

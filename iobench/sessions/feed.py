@@ -10,7 +10,7 @@ import datetime as dt
 import json
 import os
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from iobench.errors import IobenchError
@@ -42,6 +42,7 @@ class FeedRequest:
     cache: str | None = None  # cold where iobench can evict (root), else warm; said either way
     most: int = default.MOST  # --max-accelerators
     num_workers: int | None = None  # the workload's read threads unless given
+    what_if: tuple[float, ...] = ()  # other steps (ms) searched after the workload's: a faster accelerator
     timeout_s: float = 1800.0  # one count's run
 
 
@@ -53,6 +54,7 @@ class FeedOutcome:
     cache: str
     record: FeedRecord | None = None  # what was measured, as stored in the results
     answer: FeedAnswer | None = None  # the judgement's, from the record
+    what_if: list[FeedRecord] = field(default_factory=list)  # the same searched with each --what-if step
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -92,25 +94,35 @@ def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
         f"{request.loader}, {cache}; searching 1 to {most} accelerators ({why_most})"
     )
 
-    def measure(n: int, runs: list[RunRecord]) -> FeedPoint:
-        runs.append(_run(request, dataset_dir, cache, n))
-        point = _point(runs[-1], n)
-        events.say(
-            f"{n} accelerator(s): least rank AU {point.au:.3f}, {point.mb_per_s:,.0f} MB/s together, "
-            f"{point.wait_ms_per_batch:,.0f} ms waited a batch"
-        )
-        return point
+    def answered(workload: Workload) -> FeedRecord:
+        """The counts searched with this workload's step; its record appended to the results."""
+        runs: list[RunRecord] = []
 
-    runs: list[RunRecord] = []
-    points = search(lambda n: measure(n, runs), w.au, most)
-    outcome.record = _record(request, outcome, n_samples, (most, why_most), points, runs)
-    append_line(request.results, json.dumps(outcome.record.to_json(), allow_nan=False))
+        def measure(n: int) -> FeedPoint:
+            runs.append(_run(request, workload, dataset_dir, cache, n))
+            point = _point(runs[-1], n)
+            events.say(
+                f"{n} accelerator(s): least rank AU {point.au:.3f}, {point.mb_per_s:,.0f} MB/s together, "
+                f"{point.wait_ms_per_batch:,.0f} ms waited a batch"
+            )
+            return point
+
+        points = search(measure, workload.au, most)
+        record = _record(request, workload, outcome, n_samples, (most, why_most), points, runs)
+        append_line(request.results, json.dumps(record.to_json(), allow_nan=False))
+        return record
+
+    outcome.record = answered(w)
     outcome.answer = record_answer(outcome.record)
+    for ms in request.what_if:
+        events.say(f"what if a batch's compute took {ms:g} ms (a faster accelerator): searching again")
+        outcome.what_if.append(answered(replace(w, compute_s=ms / 1000)))
     return outcome
 
 
 def _record(
     request: FeedRequest,
+    w: Workload,
     outcome: FeedOutcome,
     n_samples: int,
     most: tuple[int, str],
@@ -119,7 +131,7 @@ def _record(
 ) -> FeedRecord:
     """The answer's measurements as stored: the workload, where it was asked, every count; the machine's load from
     before the first count's run to after the last's."""
-    w, first, last = request.workload, runs[0], runs[-1]
+    first, last = runs[0], runs[-1]
     return FeedRecord(
         workload=w.key,
         accelerator=w.accelerator,
@@ -205,13 +217,12 @@ def _most(request: FeedRequest, batch_bytes: int, n_samples: int) -> tuple[int, 
     return most, f"--max-accelerators {request.most}"
 
 
-def _run(request: FeedRequest, folder: Path, cache: str, n: int) -> RunRecord:
+def _run(request: FeedRequest, w: Workload, folder: Path, cache: str, n: int) -> RunRecord:
     """`iobench run` as n ranks with the workload's step; its record, read back from the results file."""
     from iobench.results.store import read_records
     from iobench.run.launch import rank_argv
     from iobench.system.ranks import run_ranks
 
-    w = request.workload
     workers = request.num_workers if request.num_workers is not None else w.read_threads
     argv = [
         "run",

@@ -81,3 +81,16 @@ def test_a_change_of_n_is_called_only_where_the_count_between_moved_beyond_the_d
     # B stopped at the most it could start: fewer is no evidence of slower storage
     capped = replace(two, most=2, why_most="a rank takes about 9 GB")
     assert feed_change(four, capped).kind == NOT_COMPARABLE and "no more than 2" in feed_change(four, capped).reason
+
+
+def test_what_if_says_the_answer_measured_with_the_other_step_beside_the_workloads():
+    from dataclasses import replace
+
+    from iobench.judge.feed import what_if_line
+    from tests.results.test_feed_record import planted
+
+    base = planted({1: (0.95, 0.95), 2: (0.93, 0.94), 4: (0.61, 0.62), 3: (0.7, 0.72)})
+    faster = replace(planted({1: (0.93, 0.93), 2: (0.7, 0.7)}), compute_s=0.0515)
+    said = what_if_line(base, faster)
+    assert said.startswith("what if a batch's compute took 51.5 ms (2.00x faster than 103): 1 h100")
+    assert said.endswith("(measured; 2 at the workload's step)")

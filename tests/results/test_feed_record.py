@@ -78,4 +78,5 @@ def test_the_runs_of_each_count_go_beside_the_answers():
     from pathlib import Path
 
     assert runs_path(Path("results/feed.jsonl")) == Path("results/feed-runs.jsonl")
-    assert replace(planted({1: (0.9, 0.9)}), cache="warm").identity() == ("resnet50_h100", "npy", "dataloader", "warm")
+    warm = replace(planted({1: (0.9, 0.9)}), cache="warm")
+    assert warm.identity() == ("resnet50_h100", "npy", "dataloader", "warm", 0.103)

@@ -40,7 +40,7 @@ def _request(tmp_path: Path, **more) -> FeedRequest:
 
 
 def test_each_count_is_that_many_ranks_and_the_answer_is_the_judgements(tmp_path):
-    done = feed_session(_request(tmp_path), Events())
+    done = feed_session(_request(tmp_path, what_if=(10.0,)), Events())
     assert 1 in done.points and done.answer is not None
     for n, point in done.points.items():
         assert len(point.rank_au) == n and all(len(epochs) == 1 for epochs in point.rank_au)
@@ -50,8 +50,13 @@ def test_each_count_is_that_many_ranks_and_the_answer_is_the_judgements(tmp_path
     assert done.answer.line.startswith("answer: ")
     # the answer's record, stored whole and decided again the same; each count's run beside it
     stored = load_feed(tmp_path / "r" / "feed.jsonl")
-    assert stored.records == [done.record] and record_answer(stored.records[0]) == done.answer
-    assert len(read_records(runs_path(tmp_path / "r" / "feed.jsonl"))) == len(done.points)
+    assert stored.records == [done.record, *done.what_if] and record_answer(stored.records[0]) == done.answer
+    # --what-if: the same search with the other step, its own record and runs
+    (faster,) = done.what_if
+    assert faster.compute_s == 0.01 and faster.identity()[:4] == done.record.identity()[:4]
+    runs = read_records(runs_path(tmp_path / "r" / "feed.jsonl"))
+    assert len(runs) == len(done.points) + len(faster.points)
+    assert {r.config.step for r in runs} == {"sleep:20", "sleep:10"}
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])

@@ -1,0 +1,27 @@
+"""`feed`'s command line: every count and step refused in one line where it is parsed, before a dataset is made or a
+rank started."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--what-if", "0"), "--what-if: 1 to 4 step times"),
+        (("--what-if", "fast"), "--what-if: 1 to 4 step times"),
+        (("--what-if", "10,20,30,40,50"), "--what-if: 1 to 4 step times"),
+        (("--max-accelerators", "0"), "--max-accelerators"),
+        (("--max-accelerators", "100000"), "--max-accelerators"),
+        (("--epochs", "0"), "--epochs"),
+        (("--workload", "custom", "--batch-size", "8"), "--workload custom needs --step-ms"),
+        (("--workload", "resnet50", "--step-ms", "5"), "go with --workload custom"),
+        (("--workload", "cosmoflow", "--accelerator", "a100"), "DLIO gives no such workload"),
+        (("--cache", "lukewarm"), "--cache: warm or cold"),
+    ],
+)
+def test_a_bad_option_is_one_line_before_anything_is_made(cli, tmp_path, args, said):
+    r = cli("feed", *args, "--data-dir", tmp_path / "data", "--results", tmp_path / "f.jsonl", "-q")
+    assert r.code != 0 and said in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert not (tmp_path / "data").exists() and not (tmp_path / "f.jsonl").exists()
