@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from iobench.results.checked import MAX_MEASURED, RecordError, checked, mapping, parsed
+from iobench.results.record import RunRecord
 from iobench.results.record_base import RecordBase, base_json, base_of
 
 FEED = "feed"
@@ -156,3 +157,22 @@ def _check_numbers(point: FeedPoint, names: tuple[str, ...]) -> None:
 def runs_path(results: Path) -> Path:
     """Where feed's counts' run records go: beside its results, `<stem>-runs.jsonl`."""
     return results.with_name(f"{results.stem}-runs.jsonl")
+
+
+def point_of_run(record: RunRecord, n: int) -> FeedPoint:
+    """One count as its run of n ranks measured it: every rank's AU per epoch, the median epoch's figures."""
+    e, limit = record.epochs, record.limit
+    starts = [f / s for f, s in zip(e.first_batch_seconds, e.epoch_seconds, strict=False) if s > 0]
+    return FeedPoint(
+        n,
+        tuple(tuple(r) for r in record.ranks.rank_au),
+        e.mb_per_s,
+        e.wait_ms_per_batch,
+        record.system.cpu_utilisation,
+        limit.limit_name,
+        limit.limit_mb_per_s,
+        limit.percent_of_limit,
+        record.config.cache,
+        statistics.median(starts) if starts else 0.0,
+        record.host.busy,
+    )

@@ -9,7 +9,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import statistics
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -19,7 +18,7 @@ from iobench.feed import defaults as default
 from iobench.feed.search import search
 from iobench.feed.workloads import Workload
 from iobench.judge.feed import FeedAnswer, record_answer
-from iobench.results.feed_record import FeedPoint, FeedRecord, runs_path
+from iobench.results.feed_record import FeedPoint, FeedRecord, point_of_run, runs_path
 from iobench.results.record import RunRecord
 from iobench.results.record_base import HostLoad
 from iobench.results.store import append_line, check_writable
@@ -100,7 +99,7 @@ def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
 
         def measure(n: int) -> FeedPoint:
             runs.append(_run(request, workload, dataset_dir, cache, n))
-            point = _point(runs[-1], n)
+            point = point_of_run(runs[-1], n)
             events.say(
                 f"{n} accelerator(s): least rank AU {point.au:.3f}, {point.mb_per_s:,.0f} MB/s together, "
                 f"{point.wait_ms_per_batch:,.0f} ms waited a batch"
@@ -252,20 +251,3 @@ def _run(request: FeedRequest, w: Workload, folder: Path, cache: str, n: int) ->
     if len(records) <= before:
         raise IobenchError(f"feed: the run of {n} rank(s) wrote no record to {runs}")
     return records[-1]
-
-
-def _point(record: RunRecord, n: int) -> FeedPoint:
-    e, limit = record.epochs, record.limit
-    return FeedPoint(
-        n,
-        tuple(tuple(r) for r in record.ranks.rank_au),
-        e.mb_per_s,
-        e.wait_ms_per_batch,
-        record.system.cpu_utilisation,
-        limit.limit_name,
-        limit.limit_mb_per_s,
-        limit.percent_of_limit,
-        record.config.cache,
-        statistics.median(f / s for f, s in zip(e.first_batch_seconds, e.epoch_seconds, strict=True) if s > 0),
-        record.host.busy,
-    )
