@@ -37,7 +37,8 @@ def _workloads_help() -> str:
         for w in WORKLOADS.values()
     )
     return (
-        f"{', '.join(NAMES)} or {CUSTOM} (--step-ms, --batch-size, --sample-bytes or your --dataset). DLIO's: {pairs}."
+        f"{', '.join(NAMES)} or {CUSTOM} (--step-ms, --batch-size, --sample-bytes or your --dataset). "
+        f"Published: {pairs}."
     )
 
 
@@ -142,7 +143,9 @@ def _workload(
     found = workload_of(name, accelerator)
     if found is None:
         have = ", ".join(WORKLOADS)
-        raise IobenchError(f"--workload {name} --accelerator {accelerator}: DLIO gives no such workload ({have})")
+        raise IobenchError(
+            f"--workload {name} --accelerator {accelerator}: no published workload is that pair ({have})"
+        )
     return found
 
 

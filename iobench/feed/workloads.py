@@ -1,8 +1,9 @@
 """The accelerators MLPerf Storage emulates, as DLIO's workload configurations give them: the bytes of a sample, the
 batch, the reader threads, the compute time of one batch on that accelerator, and the accelerator utilisation a run
-must keep. Values from argonne-lcf/dlio_benchmark, `dlio_benchmark/configs/workload/<name>_<accelerator>.yaml`, at
-the commits named beside each; the AU where a file gives none is MLPerf Storage's rule for the workload (v1.0: 90%
-for unet3d and resnet50, 70% for cosmoflow). A light module: `feed --help` is made from it."""
+must keep. Values from argonne-lcf/dlio_benchmark, `dlio_benchmark/configs/workload/<name>_<accelerator>.yaml`, and
+from mlcommons/storage, `configs/dlio/workload/<name>_<accelerator>.yaml` (v3.0's retinanet and B200), at the commits
+named beside each; the AU where a file gives none is MLPerf Storage's rule for the workload (v1.0: 90% for unet3d and
+resnet50, 70% for cosmoflow; retinanet's files give 85%). A light module: `feed --help` is made from it."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class Workload:
 
 
 _DLIO = "argonne-lcf/dlio_benchmark dlio_benchmark/configs/workload/"
+_MLC = "mlcommons/storage configs/dlio/workload/"
 WORKLOADS: dict[str, Workload] = {
     w.key: w
     for w in (
@@ -39,6 +41,12 @@ WORKLOADS: dict[str, Workload] = {
         Workload("resnet50", "h100", 114_660, 64, 8, 0.103, 0.90, _DLIO + "resnet50_h100.yaml @499a4dc9"),
         Workload("resnet50", "a100", 114_660, 400, 8, 0.435, 0.90, _DLIO + "resnet50_a100.yaml @2b5720db"),
         Workload("cosmoflow", "h100", 2_828_486, 1, 4, 0.00350, 0.70, _DLIO + "cosmoflow_h100.yaml @158ac4a7"),
+        Workload("cosmoflow", "a100", 2_828_486, 1, 4, 0.00551, 0.70, _MLC + "cosmoflow_a100.yaml @e3ffed05"),
+        # MLPerf Storage v3.0's: retinanet, and B200 (unet3d's B200 step is MLCommons' estimate, H100's halved)
+        Workload("unet3d", "b200", 146_600_628, 7, 4, 0.162, 0.90, _MLC + "unet3d_b200.yaml @0d75b417"),
+        Workload("retinanet", "h100", 153_600, 16, 8, 0.180, 0.85, _MLC + "retinanet_h100.yaml @fa240126"),
+        Workload("retinanet", "a100", 153_600, 16, 8, 0.210, 0.85, _MLC + "retinanet_a100.yaml @c8d70b66"),
+        Workload("retinanet", "b200", 322_957, 24, 8, 0.04755, 0.85, _MLC + "retinanet_b200.yaml @11460d00"),
     )
 }
 NAMES = tuple(dict.fromkeys(w.name for w in WORKLOADS.values()))

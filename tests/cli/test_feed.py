@@ -17,7 +17,7 @@ import pytest
         (("--epochs", "0"), "--epochs"),
         (("--workload", "custom", "--batch-size", "8"), "--workload custom needs --step-ms"),
         (("--workload", "resnet50", "--step-ms", "5"), "go with --workload custom"),
-        (("--workload", "cosmoflow", "--accelerator", "a100"), "DLIO gives no such workload"),
+        (("--workload", "resnet50", "--accelerator", "b200"), "no published workload is that pair"),
         (("--cache", "lukewarm"), "--cache: warm or cold"),
     ],
 )
