@@ -102,9 +102,7 @@ def _compare_checkpoints(a: Path, b: Path) -> None:
     from iobench.results.checkpoint_file import load_checkpoints
 
     files = [load_checkpoints(path) for path in (a, b)]
-    for loaded in files:
-        for line in loaded.skipped:
-            say(f"warning: {line}")
+    _warn_skipped(files)
     changes, only_a, only_b = checkpoint_changes(*files)
     if not changes:
         raise IobenchError(f"{a} and {b} have no checkpoint measurement in common ({only_a} in A, {only_b} in B)")
@@ -127,19 +125,24 @@ def _compare_feed(a: Path, b: Path) -> None:
     from iobench.report.feed import feed_changes, load_feed
 
     files = [load_feed(path) for path in (a, b)]
-    for loaded in files:
-        for line in loaded.skipped:
-            say(f"warning: {line}")
+    _warn_skipped(files)
     pairs, only_a, only_b = feed_changes(*files)
     if not pairs:
         raise IobenchError(f"{a} and {b} have no feed question in common ({only_a} in A, {only_b} in B)")
-    caption = "accelerators fed at the workload's AU (the latest answer of each file)"
+    caption = "accelerators fed at the workload's AU (the latest answer of each file, per step)"
     table = _comparison(a, b, caption, ("question", "A", "B", "verdict"))
     for ra, _rb, change in pairs:
-        question = f"{ra.workload}, {ra.format} read by {ra.loader}, {ra.cache}"
+        question = f"{ra.workload} ({ra.compute_s * 1000:g} ms), {ra.format} read by {ra.loader}, {ra.cache}"
         table.add_row(escape(question), str(change.n_a), str(change.n_b), escape(change.text))
     out.print(table)
     out.print(f"{len(pairs)} matching question(s); {only_a} only in A, {only_b} only in B", highlight=False)
+
+
+def _warn_skipped(files: list) -> None:
+    """Each line of the loaded files that was not a record, named (a file's `skipped`)."""
+    for loaded in files:
+        for line in loaded.skipped:
+            say(f"warning: {line}")
 
 
 def _comparison(a: Path, b: Path, caption: str, columns: tuple[str, ...]) -> Table:

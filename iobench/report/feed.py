@@ -15,7 +15,7 @@ from iobench.judge.feed import FeedChange, feed_change, feed_verdict, record_ans
 from iobench.report.exports import csv_cell
 from iobench.results.feed_record import FeedPoint, FeedRecord
 from iobench.results.markdown import md_table, md_text
-from iobench.results.store import parsed_lines
+from iobench.results.store import parsed_file
 from iobench.system.fsutil import atomic_write_text, output_folder
 
 CSV_FIELDS = ("timestamp", "workload", "format", "loader", "cache", "dataset", "accelerators", "least_rank_au")
@@ -30,13 +30,7 @@ class FeedFile:
 
 def load_feed(path: Path) -> FeedFile:
     """Every feed record of the file; other lines skipped with the reason."""
-    loaded = FeedFile()
-    for record, skipped in parsed_lines(path, FeedRecord.from_json, "a feed record"):
-        if record is None:
-            loaded.skipped.append(skipped)
-        else:
-            loaded.records.append(record)
-    return loaded
+    return FeedFile(*parsed_file(path, FeedRecord.from_json, "a feed record"))
 
 
 def count_head() -> list[str]:

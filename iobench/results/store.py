@@ -204,15 +204,21 @@ def first_kind(path: Path) -> str | None:
     return None
 
 
+def parsed_file(path: Path, parse: Callable[[object], T], what: str) -> tuple[list[T], list[str]]:
+    """Every line of the file that `parse` reads, and why each other line was skipped."""
+    records: list[T] = []
+    skipped: list[str] = []
+    for record, why in parsed_lines(path, parse, what):
+        if record is None:
+            skipped.append(why)
+        else:
+            records.append(record)
+    return records, skipped
+
+
 def load_records(path: Path) -> RecordFile:
     """Every readable record; a line that is not one (torn, edited) is skipped and named."""
-    loaded = RecordFile()
-    for record, skipped in parsed_lines(path, RunRecord.from_json, "an iobench record"):
-        if record is None:
-            loaded.skipped.append(skipped)
-        else:
-            loaded.records.append(record)
-    return loaded
+    return RecordFile(*parsed_file(path, RunRecord.from_json, "an iobench record"))
 
 
 def read_records(path: Path) -> list[RunRecord]:
