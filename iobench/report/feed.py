@@ -49,7 +49,8 @@ def count_cells(point: FeedPoint, threshold: float) -> list[str]:
 
 
 def title_of(r: FeedRecord) -> str:
-    return f"{r.workload}: {r.format} read by {r.loader}, {r.cache} epochs over {r.dataset}"
+    step = f"{r.compute_s * 1000:g} ms a batch"
+    return f"{r.workload}, {step}: {r.format} read by {r.loader}, {r.cache} epochs over {r.dataset}"
 
 
 def write_feed_report(results: Path, out: Path, skipped: list[str] | None = None) -> Path:
