@@ -204,6 +204,17 @@ def first_kind(path: Path) -> str | None:
     return None
 
 
+def check_kind(path: Path, kind: str | None, what: str) -> None:
+    """Refuse in one line, before anything is measured, appending `what` (records of `kind`; None: a run's) to a file
+    that holds another kind: `report` and `compare` read a file by its first record's kind."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    found = first_kind(path)
+    if found != kind:
+        holds = f"{found} records" if found else "run records"
+        raise IobenchError(f"--results {path} holds {holds}; give a file of its own for {what}")
+
+
 def parsed_file(path: Path, parse: Callable[[object], T], what: str) -> tuple[list[T], list[str]]:
     """Every line of the file that `parse` reads, and why each other line was skipped."""
     records: list[T] = []

@@ -3,6 +3,8 @@ rank started."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 
@@ -25,3 +27,18 @@ def test_a_bad_option_is_one_line_before_anything_is_made(cli, tmp_path, args, s
     r = cli("feed", *args, "--data-dir", tmp_path / "data", "--results", tmp_path / "f.jsonl", "-q")
     assert r.code != 0 and said in r.err and len(r.err.strip().splitlines()) == 1, r.err
     assert not (tmp_path / "data").exists() and not (tmp_path / "f.jsonl").exists()
+
+
+def test_answers_and_runs_are_never_appended_to_a_file_of_another_kind(cli, tmp_path):
+    """`report` and `compare` read a file by its first record's kind: feed's answers go to a file of their own, its
+    runs to another."""
+    from iobench.results.store import append_record
+    from tests.conftest import record_of
+    from tests.results.test_feed_record import planted
+
+    append_record(tmp_path / "runs.jsonl", record_of())
+    (tmp_path / "answers-runs.jsonl").write_text(json.dumps(planted({1: (0.9, 0.9)}).to_json()) + "\n")
+    for results, said in (("runs.jsonl", "holds run records"), ("answers.jsonl", "holds feed records")):
+        r = cli("feed", "--data-dir", tmp_path / "data", "--results", tmp_path / results, "-q")
+        assert r.code != 0 and said in r.err and len(r.err.strip().splitlines()) == 1, r.err
+    assert not (tmp_path / "data").exists()
