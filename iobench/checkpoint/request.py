@@ -49,10 +49,11 @@ def checked(request: CheckpointRequest) -> tuple[CheckpointRequest, list[Library
     """The request with its device and torch threads settled, the libraries that run here, and a line for each asked
     for that does not (not installed, no way to the target, needs CUDA); a refusal in one line before anything is
     made."""
+    from iobench.results.checkpoint_record import KINDS
     from iobench.results.store import check_writable
     from iobench.storage.checkpoints import check_directory
 
-    check_writable(request.results)
+    check_writable(request.results, kinds=KINDS)
     check_directory(request.directory)
     if request.nproc > 1 and request.device not in ("cpu", "auto"):
         raise IobenchError("checkpoint --nproc runs its ranks on the host (gloo); leave out --device")

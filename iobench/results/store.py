@@ -117,7 +117,7 @@ def _check_results_fd(fd: int, path: Path) -> None:
         )
 
 
-def check_writable(path: Path, *, records: bool = True) -> None:
+def check_writable(path: Path, *, records: bool = True, kinds: tuple[str | None, ...] = (None,)) -> None:
     """Refuse before measuring when the results could not be written afterwards, or must not be written there (a file
     of records: `check_results_file`; `records=False`, a file iobench replaces whole by a rename: limits.json)."""
     folder = path.parent
@@ -127,6 +127,7 @@ def check_writable(path: Path, *, records: bool = True) -> None:
         raise IobenchError(f"cannot create {folder} for the results: {exc.strerror or exc}") from None
     if records:
         check_results_file(path)
+        check_kind(path, kinds)
     target = path if path.exists() else folder
     if not os.access(target, os.W_OK):
         raise IobenchError(f"cannot write results to {path}: permission denied")
@@ -204,15 +205,20 @@ def first_kind(path: Path) -> str | None:
     return None
 
 
-def check_kind(path: Path, kind: str | None, what: str) -> None:
-    """Refuse in one line, before anything is measured, appending `what` (records of `kind`; None: a run's) to a file
-    that holds another kind: `report` and `compare` read a file by its first record's kind."""
+def check_kind(path: Path, kinds: tuple[str | None, ...]) -> None:
+    """Refuse in one line, before anything is measured, appending records of `kinds` (None: a run's) to a file whose
+    records are of another kind: `report` and `compare` read a file by its first record's kind."""
     if not path.is_file() or path.stat().st_size == 0:
         return
     found = first_kind(path)
-    if found != kind:
-        holds = f"{found} records" if found else "run records"
-        raise IobenchError(f"--results {path} holds {holds}; give a file of its own for {what}")
+    if found not in kinds:
+        wanted = " or ".join(dict.fromkeys(_kind_words(k) for k in kinds))
+        raise IobenchError(f"--results {path} holds {_kind_words(found)}; give a file of its own for {wanted}")
+
+
+def _kind_words(kind: str | None) -> str:
+    """A kind as the user reads it: run, feed or checkpoint records (a checkpoint's kill counts are its records)."""
+    return f"{kind.split('-')[0]} records" if kind else "run records"
 
 
 def parsed_file(path: Path, parse: Callable[[object], T], what: str) -> tuple[list[T], list[str]]:

@@ -21,7 +21,7 @@ from iobench.judge.feed import FeedAnswer, record_answer
 from iobench.results.feed_record import FEED, FeedPoint, FeedRecord, point_of_run, runs_path
 from iobench.results.record import RunRecord
 from iobench.results.record_base import HostLoad
-from iobench.results.store import append_line, check_kind, check_writable
+from iobench.results.store import append_line, check_writable
 
 RANK_MEMORY_SHARE = 0.6  # of the memory available, what the ranks and their batches in flight may hold
 PROCESS_BYTES = 150 * 2**20  # a rank or a worker's own memory (torch imported; a forked worker shares the rest)
@@ -77,9 +77,8 @@ def default_size(workload: Workload) -> int:
 
 def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
     """The dataset found or made, the counts searched, the record appended to the results, the answer."""
-    for path, kind, what in ((request.results, FEED, "feed's answers"), (runs_path(request.results), None, "runs")):
-        check_writable(path)
-        check_kind(path, kind, what)
+    check_writable(request.results, kinds=(FEED,))
+    check_writable(runs_path(request.results))
     dataset_dir, sample_bytes, n_samples = _dataset(request, events)
     cache, notes = _cache(request, dataset_dir, n_samples * sample_bytes)
     w = request.workload

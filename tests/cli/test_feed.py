@@ -38,7 +38,11 @@ def test_answers_and_runs_are_never_appended_to_a_file_of_another_kind(cli, tmp_
 
     append_record(tmp_path / "runs.jsonl", record_of())
     (tmp_path / "answers-runs.jsonl").write_text(json.dumps(planted({1: (0.9, 0.9)}).to_json()) + "\n")
-    for results, said in (("runs.jsonl", "holds run records"), ("answers.jsonl", "holds feed records")):
+    refusals = {
+        "runs.jsonl": "holds run records; give a file of its own for feed records",
+        "answers.jsonl": "holds feed records; give a file of its own for run records",  # its runs' file
+    }
+    for results, said in refusals.items():
         r = cli("feed", "--data-dir", tmp_path / "data", "--results", tmp_path / results, "-q")
         assert r.code != 0 and said in r.err and len(r.err.strip().splitlines()) == 1, r.err
     assert not (tmp_path / "data").exists()

@@ -10,7 +10,7 @@ import os
 import pytest
 
 from iobench.errors import IobenchError
-from iobench.results.store import append_line, check_results_file, check_writable
+from iobench.results.store import append_line, append_record, check_results_file, check_writable
 from tests.conftest import assert_one_line_error
 
 RECORD = json.dumps({"kind": "checkpoint", "library": "torch"})
@@ -68,7 +68,7 @@ def test_records_are_appended_to_a_new_file_an_empty_one_and_one_of_records_with
 def test_a_file_swapped_for_a_link_after_the_check_is_not_written_through(tmp_path, victim):
     path = tmp_path / "r.jsonl"
     append_line(path, RECORD)
-    check_writable(path)
+    check_writable(path, kinds=("checkpoint",))
     path.unlink()
     os.symlink(victim, path)  # between the check before the runs and the append after them
     with pytest.raises(IobenchError, match="is a link"):
@@ -106,3 +106,23 @@ def test_compare_and_report_say_what_a_path_is_when_it_is_not_a_results_file(cli
     }[kind]
     for command in (("compare", path, path), ("report", path, "--out", tmp_path / "out")):
         assert_one_line_error(cli(*command), said)
+
+
+def test_records_are_never_appended_to_a_file_of_another_kind(tmp_path):
+    """`report` and `compare` read a file by its first record's kind: run, feed and checkpoint records each go to
+    files of their own, refused in one line before anything is measured."""
+    from iobench.results.checkpoint_record import KINDS
+    from iobench.results.feed_record import FEED
+    from tests.conftest import record_of
+    from tests.results.test_feed_record import planted
+
+    runs, answers = tmp_path / "runs.jsonl", tmp_path / "answers.jsonl"
+    append_record(runs, record_of())
+    answers.write_text(json.dumps(planted({1: (0.9, 0.9)}).to_json()) + "\n")
+    check_writable(runs)
+    check_writable(answers, kinds=(FEED,))
+    check_writable(tmp_path / "new.jsonl", kinds=KINDS)
+    with pytest.raises(IobenchError, match="holds feed records; give a file of its own for run records"):
+        check_writable(answers)
+    with pytest.raises(IobenchError, match="holds run records; give a file of its own for checkpoint records$"):
+        check_writable(runs, kinds=KINDS)
