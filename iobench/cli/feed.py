@@ -100,10 +100,12 @@ def feed_cmd(
 
 def _steps(text: str | None) -> tuple[float, ...]:
     """--what-if's step times: each above 0 ms and at most an hour, at most MAX_WHAT_IF of them."""
+    from iobench.cli.run import ms_list
+
     if text is None:
         return ()
     try:
-        steps = tuple(float(x) for x in text.split(","))
+        steps = tuple(ms_list(text))
     except ValueError:
         steps = ()
     if not steps or len(steps) > MAX_WHAT_IF or not all(0 < x <= MAX_STEP_MS for x in steps):

@@ -118,8 +118,8 @@ def _compare_checkpoints(a: Path, b: Path) -> None:
 
 
 def _compare_feed(a: Path, b: Path) -> None:
-    """Per question both files answered (a workload, format, loader and cache), B's accelerators against A's, decided
-    by the judgement (`iobench.judge.feed.feed_change`)."""
+    """Per question both files answered (a workload, format, loader, cache and step), B's accelerators against A's,
+    decided by the judgement (`iobench.judge.feed.feed_change`)."""
     from rich.markup import escape
 
     from iobench.report.feed import feed_changes, load_feed

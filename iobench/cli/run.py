@@ -113,14 +113,20 @@ def run_request(ctx: typer.Context) -> RunRequest:
     )
 
 
-def step_times(text: str, ranks: bool) -> list[float]:
-    """--what-if's step times in ms, checked."""
+def ms_list(text: str) -> list[float]:
+    """A comma list of step times in ms (`--what-if` of run and feed); ValueError where one is not a number, each
+    command words its own refusal and bounds."""
     from iobench.choices import split_list
 
+    return [float(x) for x in split_list(text, "--what-if step time")]
+
+
+def step_times(text: str, ranks: bool) -> list[float]:
+    """--what-if's step times in ms, checked."""
     if ranks:
         raise IobenchError("--what-if measures its checks in one process; run it without torchrun or --nproc")
     try:
-        values = [float(x) for x in split_list(text, "--what-if step time")]
+        values = ms_list(text)
     except ValueError:
         raise IobenchError(f"--what-if takes step times in ms, e.g. 2.5,10; got {text!r}") from None
     if not all(math.isfinite(v) and v >= 0 for v in values):

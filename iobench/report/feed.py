@@ -96,8 +96,8 @@ def _csv(records: list[FeedRecord]) -> str:
 
 
 def feed_changes(a: FeedFile, b: FeedFile) -> tuple[list[tuple[FeedRecord, FeedRecord, FeedChange]], int, int]:
-    """Per question both files answered (a workload, format, loader and cache), the latest answer of each, B against
-    A; and how many questions only A, only B answered."""
+    """Per question both files answered (`FeedRecord.identity`: a workload, format, loader, cache and step), the
+    latest answer of each, B against A; and how many questions only A, only B answered."""
     latest_a = {r.identity(): r for r in a.records}
     latest_b = {r.identity(): r for r in b.records}
     common = [k for k in latest_a if k in latest_b]

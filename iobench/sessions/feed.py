@@ -59,8 +59,7 @@ class FeedOutcome:
     @property
     def demand_mb_per_s(self) -> float:
         """One accelerator's need on this dataset: a batch of its samples every step."""
-        w = self.workload
-        return self.sample_bytes * w.batch_size / w.compute_s / 1e6
+        return replace(self.workload, sample_bytes=self.sample_bytes).demand_mb_per_s
 
     @property
     def points(self) -> dict[int, FeedPoint]:
