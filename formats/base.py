@@ -301,19 +301,16 @@ class StorageFormat(ABC):
 
     name: ClassVar[str]
     options_type: ClassVar[type] = NoOptions
-    # True when writing costs Python work per sample: such a writer gets its own process.
-    python_bound_writer: ClassVar[bool] = False
-    # Files a writer may leave that are not part of the data (e.g. LMDB's lock file).
-    ignored_files: ClassVar[frozenset[str]] = frozenset()
+    python_bound_writer: ClassVar[bool] = False  # writing costs Python work a sample: its writer gets a process
+    ignored_files: ClassVar[frozenset[str]] = frozenset()  # files a writer leaves that are not data (LMDB's lock)
     writer_type: ClassVar[type[FormatWriter]]
     reader_type: ClassVar[type[FormatReader]]
-    # How the format's own pipeline (`--loader native`) splits an epoch between torchrun ranks, as records
-    # name it (e.g. "webdataset split_by_node"); None: it has no way of its own, and is refused there.
+    # How its own pipeline (`--loader native`) splits an epoch between torchrun ranks, as records name it (e.g.
+    # "webdataset split_by_node"); None: it has no way of its own, and is refused there.
     native_rank_split: ClassVar[str | None] = None
     # The libraries (distribution names) its writer, reader and pipeline read with: each record names their versions
     libraries: ClassVar[tuple[str, ...]] = ()
-    # Its reader (and library) reads files by local path: a storage that is not a folder on this machine
-    # must offer one (a mount) or is refused.
+    # Its reader (and library) reads files by local path: other storage must offer one (a mount) or is refused.
     needs_local_path: ClassVar[bool] = True
 
     def options(self, **values: Any) -> Any:
@@ -372,6 +369,10 @@ class StorageFormat(ABC):
         """Refuse (ValueError) a torchrun world the native pipeline cannot share (a rank left without data),
         before `--nproc` launches it."""
         return None
+
+    def read_bytes(self, spec: DatasetSpec, options: Any) -> int:
+        """A sample's read from the storage, on average (what MB/s counts): more than the sample where files pad it."""
+        return spec.sample_bytes
 
     @abstractmethod
     def estimate_bytes(self, spec: DatasetSpec, options: Any) -> int:

@@ -22,8 +22,9 @@ import hashlib
 import io
 import os
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -31,6 +32,8 @@ from iobench.errors import IobenchError
 from iobench.formats import photos
 from iobench.formats.base import FormatReader, FormatWriter, HashedFile, ReaderTraits, StorageFormat
 from iobench.formats.files_layout import (
+    FILLER_PIECE,
+    FILLER_STREAM,
     KEPT_AS_IS,
     LABELS,
     MAX_ENCODED_BYTES,
@@ -38,6 +41,7 @@ from iobench.formats.files_layout import (
     FilesOptions,
     decode_image,
     decode_sample,
+    file_sizes,
     kept_suffix,
     photos_of_other_sizes,
     png_axes,
@@ -64,6 +68,7 @@ class FilesWriter(FormatWriter):
         self._digests: dict[str, str] = {}
         self._folders: set[str] = set()
         self._pool = ThreadPoolExecutor(len(os.sched_getaffinity(0)), thread_name_prefix="files-write")
+        self.sizes = file_sizes(spec, options)
 
     def _encode(self, start: int, features: np.ndarray) -> list[bytes]:
         if self.sources:
@@ -104,10 +109,23 @@ class FilesWriter(FormatWriter):
             batch = self._encode(start + first, features[first : first + self.ENCODE_BATCH])
             for index, data in enumerate(batch, start + first):
                 relative = sample_path(index, self.spec, self.suffix)
+                digest = hashlib.sha256(data)
                 with open(self.directory / relative, "xb") as f:
                     f.write(data)
-                written.append((relative, hashlib.sha256(data).hexdigest()))
+                    if self.sizes is not None:
+                        self._fill(f, digest, index, int(self.sizes[index]) - len(data))
+                written.append((relative, digest.hexdigest()))
         return written
+
+    def _fill(self, f: BinaryIO, digest: Any, index: int, nbytes: int) -> None:
+        """Sample `index`'s filler: random bytes of its own stream of the seed (no file system compresses or
+        deduplicates them into less than the size drawn), written and hashed a piece at a time."""
+        rng = np.random.default_rng([self.spec.seed, FILLER_STREAM, index])
+        while nbytes > 0:
+            piece = rng.bytes(min(nbytes, FILLER_PIECE))
+            f.write(piece)
+            digest.update(piece)
+            nbytes -= len(piece)
 
     def write(self, chunk: Chunk) -> None:
         boundaries = range(chunk.start - chunk.start % PER_FOLDER + PER_FOLDER, chunk.stop, PER_FOLDER)
@@ -137,8 +155,8 @@ class _Handle:
     """The labels and the format folder, opened once: every sample is opened beneath it. Closes
     itself when dropped unclosed, as the file objects of the other readers do."""
 
-    def __init__(self, labels: np.ndarray, root: int) -> None:
-        self.labels, self.root = labels, root
+    def __init__(self, labels: np.ndarray, root: int, sizes: np.ndarray | None = None) -> None:
+        self.labels, self.root, self.sizes = labels, root, sizes
 
     def close(self) -> None:
         if self.root >= 0:
@@ -154,7 +172,7 @@ class FilesReader(FormatReader):
     def _open(self) -> _Handle:
         check_header(self.directory / LABELS, np.dtype(LABEL_DTYPE), (self.spec.n_samples,))
         labels = np.load(self.directory / LABELS, mmap_mode="r", allow_pickle=False)
-        return _Handle(labels, os.open(self.directory, FOLDER_OPEN_FLAGS))
+        return _Handle(labels, os.open(self.directory, FOLDER_OPEN_FLAGS), file_sizes(self.spec, self.options))
 
     def _close(self, handle: _Handle) -> None:
         handle.close()
@@ -166,8 +184,9 @@ class FilesReader(FormatReader):
         # sample or a sample folder swapped for a link (even mid-run) cannot lead outside; a FIFO
         # planted as a sample is refused instead of waited on.
         fd = open_beneath(self.handle.root, relative)
+        sizes = self.handle.sizes
         with open(fd, "rb") as f:
-            return decode_sample(f, spec, self.options, relative, self.rng)
+            return decode_sample(f, spec, self.options, relative, self.rng, 0 if sizes is None else int(sizes[index]))
 
     @property
     def rng(self) -> np.random.Generator:
@@ -198,8 +217,8 @@ class FilesReader(FormatReader):
 
 
 class _ObjectHandle:
-    def __init__(self, labels: np.ndarray, dataset: Any) -> None:
-        self.labels, self.dataset = labels, dataset
+    def __init__(self, labels: np.ndarray, dataset: Any, sizes: np.ndarray | None) -> None:
+        self.labels, self.dataset, self.sizes = labels, dataset, sizes
 
     def close(self) -> None:
         self.dataset = None
@@ -236,7 +255,8 @@ class FilesObjectReader(FilesReader):
         dataset, data = self._deadline.call(lambda: open_objects(self.storage, names), self.storage.url(LABELS))
         where = self.storage.url(LABELS)
         offset = checked_header(where, io.BytesIO(data), len(data), np.dtype(LABEL_DTYPE), (spec.n_samples,))
-        return _ObjectHandle(np.frombuffer(data, dtype=LABEL_DTYPE, offset=offset), dataset)
+        labels = np.frombuffer(data, dtype=LABEL_DTYPE, offset=offset)
+        return _ObjectHandle(labels, dataset, file_sizes(spec, self.options))
 
     def _close(self, handle: _ObjectHandle) -> None:
         handle.close()
@@ -252,7 +272,9 @@ class FilesObjectReader(FilesReader):
 
     def _features(self, index: int) -> np.ndarray:
         relative = sample_path(index, self.spec, self.options.file_suffix)
-        return decode_sample(io.BytesIO(self._file_bytes(index)), self.spec, self.options, relative, self.rng)
+        data, sizes = io.BytesIO(self._file_bytes(index)), self.handle.sizes
+        size = 0 if sizes is None else int(sizes[index])
+        return decode_sample(data, self.spec, self.options, relative, self.rng, size)
 
 
 class FilesFormat(StorageFormat):
@@ -273,7 +295,8 @@ class FilesFormat(StorageFormat):
         if options.encoding == "auto" and image and photos_of_other_sizes(spec):
             return FilesOptions("photos", crop=options.crop)
         if options.encoding == "auto":
-            return FilesOptions("png" if image else "npy", crop=options.crop)
+            encoding = "npy" if options.file_bytes or not image else "png"
+            return replace(options, encoding=encoding)
         if options.encoding == "source" and not options.suffix:
             return FilesOptions("source", kept_suffix(spec))
         return options
@@ -286,10 +309,14 @@ class FilesFormat(StorageFormat):
     def check_layout(self, directory: Path, spec: DatasetSpec, options: FilesOptions) -> None:
         check_header(directory / LABELS, np.dtype(LABEL_DTYPE), (spec.n_samples,))
 
+    def read_bytes(self, spec: DatasetSpec, options: FilesOptions) -> int:
+        """A sample file of a size distribution is read whole: the files' mean size and the label."""
+        if (sizes := file_sizes(spec, options)) is None:
+            return super().read_bytes(spec, options)
+        return round(float(sizes.mean())) + LABEL_DTYPE.itemsize
+
     def verify_options(self, options: FilesOptions) -> FilesOptions:
         """Kept photos read as prepare read them (their centres), so that verify compares them with the dataset."""
-        from dataclasses import replace
-
         return replace(options, crop="centre")
 
     def estimate_bytes(self, spec: DatasetSpec, options: FilesOptions) -> int:
@@ -297,6 +324,8 @@ class FilesFormat(StorageFormat):
             options.encoding in ("source", "photos") and spec.source is not None
         ):  # the files as they are, in 4 KiB blocks
             return spec.source.bytes + spec.n_samples * (4096 + LABEL_DTYPE.itemsize) + 4096
+        if (sizes := file_sizes(spec, options)) is not None:  # each file its drawn size, in 4 KiB blocks
+            return int((-(-sizes // 4096) * 4096).sum()) + spec.n_samples * LABEL_DTYPE.itemsize + 4096
         # PNG can exceed the raw size by a little on noise; npy adds a 128-byte header; 4 KiB blocks.
         per_sample = -(-(int(spec.feature_bytes * 1.01) + 256) // 4096) * 4096
         return spec.n_samples * per_sample + spec.n_samples * LABEL_DTYPE.itemsize + 4096

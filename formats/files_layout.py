@@ -5,6 +5,7 @@ the copy (`loaders/decode.py`), none of which it imports."""
 from __future__ import annotations
 
 import io
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -22,8 +23,12 @@ from iobench.system.image_folder import image_files
 
 LABELS = "labels.npy"
 PER_FOLDER = 1000
+MAX_FILE_BYTES = 2**32  # a sample file of a size distribution (files.file_bytes): DLIO's largest unet3d is 0.4 GB
+MAX_SIZED_SAMPLES = 1_000_000  # a size distribution's samples: their sizes are drawn in memory (16 bytes each)
+FILLER_PIECE = 8 * 2**20  # filler is written and read in pieces of this much, never a whole file in memory
 MAX_ENCODED_BYTES = 256 * 2**20  # a sample file handed over encoded is read whole up to this (a 64 MP JPEG is ~30 MB)
 PNG_MODES = {1: "L", 3: "RGB", 4: "RGBA"}
+SIZES_STREAM, FILLER_STREAM = 0x73697A65, 0x66696C6C  # the seed's streams of the files' sizes and their filler
 
 
 ENCODINGS = ("auto", "png", "npy", "source", "photos")
@@ -41,8 +46,19 @@ class FilesOptions:
     # photos: how a read crops a photo to the sample's shape (random: torchvision's RandomResizedCrop; centre: as
     # prepare cropped it for the pre-decoded formats, what verify reads)
     crop: str = field(default="random", metadata=READ_ANY_LOADER)
+    # DLIO's record_length and record_length_stdev (its npz workloads, unet3d's): each sample's file holds the sample
+    # (.npy) followed by filler to a size drawn as DLIO draws it (`file_sizes`), read whole at every access while the
+    # sample is what is handed over (DLIO's record_length_resize); 0: every file holds the sample alone
+    file_bytes: int = 0
+    file_bytes_stdev: int = 0
 
     def __post_init__(self) -> None:
+        if not 0 <= self.file_bytes <= MAX_FILE_BYTES or not 0 <= self.file_bytes_stdev <= MAX_FILE_BYTES:
+            raise IobenchError(f"files: file_bytes and file_bytes_stdev must be 0..{MAX_FILE_BYTES:,}")
+        if self.file_bytes_stdev and not self.file_bytes:
+            raise IobenchError("files: file_bytes_stdev needs file_bytes (the files' mean size)")
+        if self.file_bytes and self.encoding not in ("auto", "npy"):
+            raise IobenchError(f"files: file_bytes pads .npy samples (encoding npy), not {self.encoding}")
         if self.encoding not in ENCODINGS:
             raise IobenchError(f"files encoding must be {', '.join(ENCODINGS[:-1])} or photos, got {self.encoding!r}")
         if self.suffix not in ("", *PILLOW_FORMATS) or (self.suffix and self.encoding != "source"):
@@ -113,11 +129,57 @@ def source_images(spec: DatasetSpec) -> list[Path]:
     return files
 
 
+def file_sizes(spec: DatasetSpec, options: FilesOptions) -> np.ndarray | None:
+    """Each sample file's bytes where files.file_bytes is set, drawn as DLIO draws a record's (`DataGenerator.
+    get_dimension`: two sides from a normal of mean sqrt(file_bytes) and stdev file_bytes_stdev / 2 / sqrt(
+    file_bytes), each at least 1, their product), from the spec's seed; never less than the sample's own .npy. None:
+    each file is its sample."""
+    if not options.file_bytes:
+        return None
+    if spec.n_samples > MAX_SIZED_SAMPLES:
+        raise IobenchError(
+            f"files: file_bytes holds at most {MAX_SIZED_SAMPLES:,} samples' sizes, not {spec.n_samples:,}"
+        )
+    side = math.sqrt(options.file_bytes)
+    rng = np.random.default_rng([spec.seed, SIZES_STREAM])
+    sides = np.maximum(rng.normal(int(side), options.file_bytes_stdev / 2 / side, (spec.n_samples, 2)), 1)
+    sizes = sides.astype(np.int64).prod(axis=1)
+    return np.clip(sizes, npy_file_bytes(spec), MAX_FILE_BYTES)
+
+
+def npy_file_bytes(spec: DatasetSpec) -> int:
+    """Bytes of one sample's .npy file as the writer writes it (`np.lib.format.write_array`: a 1.0 header)."""
+    header = io.BytesIO()
+    fields = {"descr": np.lib.format.dtype_to_descr(spec.np_dtype), "fortran_order": False, "shape": spec.shape}
+    np.lib.format.write_array_header_1_0(header, fields)
+    return len(header.getvalue()) + spec.feature_bytes
+
+
+def read_filler(f: BinaryIO, expected: int, relative: str) -> None:
+    """The rest of a sample file of a size distribution read, as a training job reading the whole file does (in
+    pieces: the filler is not kept); refused where the file is not the size drawn for it."""
+    rest = expected - f.tell()
+    piece = bytearray(min(max(rest, 0), FILLER_PIECE) + 1)
+    while rest > 0:
+        got = f.readinto(memoryview(piece)[: min(rest, FILLER_PIECE)])
+        if not got:
+            raise ValueError(f"{relative}: ends {rest:,} bytes short of the {expected:,} drawn for it")
+        rest -= got
+    if f.readinto(memoryview(piece)[:1]):
+        raise ValueError(f"{relative}: longer than the {expected:,} bytes drawn for it")
+
+
 def decode_sample(
-    f: BinaryIO, spec: DatasetSpec, options: FilesOptions, relative: str, rng: np.random.Generator | None = None
+    f: BinaryIO,
+    spec: DatasetSpec,
+    options: FilesOptions,
+    relative: str,
+    rng: np.random.Generator | None = None,
+    file_bytes: int = 0,
 ) -> np.ndarray:
     """One sample file's features: its image or .npy header checked against the spec before its data is read; a
-    kept photo decoded and cropped to the spec's shape (`rng` draws a random crop)."""
+    kept photo decoded and cropped to the spec's shape (`rng` draws a random crop); a file of a size distribution
+    (`file_bytes`, its size) read to its end."""
     if options.encoding == "photos":
         return photos.decode(f, spec.shape, options.crop, rng or np.random.default_rng(), relative)
     if options.file_suffix != "npy":  # options.suffix is set only for a kept source file (FilesOptions checks it)
@@ -125,9 +187,11 @@ def decode_sample(
     shape, fortran, dtype = read_header(f)
     if tuple(shape) != spec.shape or dtype != spec.np_dtype or fortran:
         raise ValueError(f"{relative} declares {dtype} {tuple(shape)}; the spec says {spec.dtype} {spec.shape}")
-    data = np.frombuffer(f.read(spec.feature_bytes + 1), dtype=spec.np_dtype)
+    data = np.frombuffer(f.read(spec.feature_bytes + (0 if file_bytes else 1)), dtype=spec.np_dtype)
     if data.size != spec.features_per_sample:
         raise ValueError(f"{relative}: {data.nbytes} bytes of data; the spec says {spec.feature_bytes}")
+    if file_bytes:
+        read_filler(f, file_bytes, relative)
     return data.reshape(spec.shape)
 
 

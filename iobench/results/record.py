@@ -127,7 +127,7 @@ class DatasetInfo:
     n_samples: int
     sample_shape: list[int]
     dtype: str
-    sample_bytes: int
+    sample_bytes: int  # what a sample's read took: its features and label, or a files size distribution's mean file
     dataset_bytes: int
     workload: str | None = None  # tabular, image, small-image, tokens or custom (None: records before 0.2)
     source: str | None = None  # prepare --from: the source's path; None: generated

@@ -82,10 +82,12 @@ def record_of(
         cuda_memory,
     )
     shard = resolved.shard
-    combined = combine(measured, world, world.hostnames(), spec.sample_bytes, shard)
+    fmt = FORMATS[config.format]
+    sample_bytes = fmt.read_bytes(spec, fmt.options_from_json(resolved.entry.options))  # what a sample's read took
+    combined = combine(measured, world, world.hostnames(), sample_bytes, shard)
     cold = config.cache is Cache.COLD
     stats = epoch_stats(
-        combined.timings, spec.sample_bytes, spec.n_samples, has_step=config.step != "none", ranks=world.size
+        combined.timings, sample_bytes, spec.n_samples, has_step=config.step != "none", ranks=world.size
     )
     return RunRecord(
         timestamp=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
@@ -95,7 +97,7 @@ def record_of(
             n_samples=spec.n_samples,
             sample_shape=list(spec.shape),
             dtype=spec.dtype,
-            sample_bytes=spec.sample_bytes,
+            sample_bytes=sample_bytes,
             dataset_bytes=resolved.entry.bytes,
             format_write_seconds=resolved.entry.write_seconds,
             workload=workload_of(spec.shape, spec.dtype, spec.content) if spec.source is None else "custom",
