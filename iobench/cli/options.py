@@ -324,7 +324,8 @@ Workload = Annotated[
     str,
     typer.Option(
         help="What the samples look like: tabular (128 float32, random), image (3x224x224 uint8 photo-like), "
-        "small-image (3x32x32 uint8 photo-like) or tokens (2048 int32 ids). --shape/--dtype override it."
+        "small-image (3x32x32 uint8 photo-like), tokens (2048 int32 ids) or unet3d (DLIO's: --format files, a file "
+        "a sample of 147 MB mean and stdev drawn as DLIO draws them, 2 MiB handed over). --shape/--dtype override it."
     ),
 ]
 Shape = Annotated[OptStr, typer.Option(help="Per-sample shape, e.g. 128 or 3,32,32 (default: the workload's).")]

@@ -38,9 +38,30 @@ def build_spec(o: SpecOptions, notes: list[str] | None = None) -> DatasetSpec:
     dtype = o.dtype.lower() if o.dtype is not None else preset.dtype
     # Photo and token content only where the shape and dtype can hold it; anything else is random.
     content = preset.content if (shape, dtype) == (preset.shape, preset.dtype) else Content.RANDOM
-    size = parse_size(o.size) if o.size is not None else DEFAULT_SIZE
+    size = parse_size(o.size) if o.size is not None else (preset.size or DEFAULT_SIZE)
     classes = o.classes if o.classes is not None else 1000
     return DatasetSpec(size, shape, dtype, classes, o.seed or 0, content)
+
+
+def preset_formats(o: SpecOptions, formats: str) -> str:
+    """The formats to write: files alone for a preset of a size distribution where the default list was left."""
+    from iobench.formats import DEFAULT_FORMATS
+
+    preset = PRESETS[Workload.parse(o.workload, "--workload")] if o.source is None else None
+    return "files" if preset and preset.files_options and formats == ",".join(DEFAULT_FORMATS) else formats
+
+
+def preset_format_options(o: SpecOptions, formats: tuple[str, ...]) -> dict[str, dict[str, int]]:
+    """The write options a generated workload's preset sets (unet3d: files of DLIO's sizes); refused for formats
+    that cannot hold samples of a size distribution."""
+    if o.source is not None or not (options := PRESETS[Workload.parse(o.workload, "--workload")].files_options):
+        return {}
+    if others := [f for f in formats if f != "files"]:
+        raise IobenchError(
+            f"--workload {o.workload}: its samples' files vary in size as DLIO's do, which only --format files "
+            f"writes (a file a sample); not {', '.join(others)}"
+        )
+    return {"files": options}
 
 
 def _from_source(o: SpecOptions, notes: list[str]) -> DatasetSpec:

@@ -1,10 +1,12 @@
-"""Workload presets: the shapes, dtypes and content of the data people train on."""
+"""Workload presets: the shapes, dtypes and content of the data people train on; unet3d's, DLIO's files of a size
+distribution (`iobench.data.dlio_records`)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from iobench.choices import Choice
+from iobench.data.dlio_records import UNET3D, Records
 from iobench.spec import Content
 
 
@@ -13,6 +15,7 @@ class Workload(Choice):
     IMAGE = "image"
     SMALL_IMAGE = "small-image"
     TOKENS = "tokens"
+    UNET3D = "unet3d"
 
 
 @dataclass(frozen=True)
@@ -21,6 +24,13 @@ class Preset:
     dtype: str
     content: Content
     why: str
+    records: Records | None = None  # each sample a file of a size drawn as DLIO draws it (--format files only)
+    size: int | None = None  # the samples prepared unless --size is given (None: iobench's default)
+
+    @property
+    def files_options(self) -> dict[str, int]:
+        """The files format's options that write this preset's size distribution; empty where it has none."""
+        return self.records.files_options if self.records else {}
 
 
 PRESETS: dict[Workload, Preset] = {
@@ -28,6 +38,14 @@ PRESETS: dict[Workload, Preset] = {
     Workload.IMAGE: Preset((3, 224, 224), "uint8", Content.PHOTO, "ImageNet-sized photos, 150 KB raw"),
     Workload.SMALL_IMAGE: Preset((3, 32, 32), "uint8", Content.PHOTO, "CIFAR-sized photos, 3 KB raw"),
     Workload.TOKENS: Preset((2048,), "int32", Content.TOKENS, "2048 token ids of a 50,257-word vocabulary"),
+    Workload.UNET3D: Preset(
+        (UNET3D.handed_bytes,),
+        "uint8",
+        Content.RANDOM,
+        "DLIO's unet3d: a file a sample, 147 MB mean (--format files), 2 MiB handed over; 28 samples",
+        records=UNET3D,
+        size=28,
+    ),
 }
 
 

@@ -38,7 +38,7 @@ def prepare_session(request: PrepareOptions, events: Events) -> PrepareOutcome:
     """Build, choose, check, write (see the module's docstring)."""
     from iobench.data.format_options import parse_format_options
     from iobench.data.prepare import PrepareRequest, options_of, parse_formats, plan, prepare
-    from iobench.data.spec_options import build_spec
+    from iobench.data.spec_options import build_spec, preset_format_options, preset_formats
 
     notes: list[str] = []
     spec = build_spec(request.spec, notes)
@@ -46,12 +46,14 @@ def prepare_session(request: PrepareOptions, events: Events) -> PrepareOutcome:
         events.say(note)
     skipped: list[str] = []
     broken: list[str] = []
-    names = parse_formats(request.formats, skipped, broken)
+    names = parse_formats(preset_formats(request.spec, request.formats), skipped, broken)
     if skipped:
         events.say(f"skipped {', '.join(skipped)}: not installed (pip install 'iobench[formats]')")
     for why in broken:
         events.say(f"skipped {why}")
-    given = {name: dict(values) for name, values in request.format_options.items()}
+    given = {name: dict(values) for name, values in preset_format_options(request.spec, names).items()}
+    for name, values in request.format_options.items():
+        given[name] = {**given.get(name, {}), **values}
     for name, values in parse_format_options(list(request.typed_options), names).items():
         given[name] = {**given.get(name, {}), **values}
     checked = plan(
