@@ -9,17 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iobench.data.dlio_records import UNET3D, Records
+
 
 @dataclass(frozen=True)
 class Workload:
     name: str
     accelerator: str
-    sample_bytes: int  # the mean of DLIO's record length (its stdev is not reproduced: every sample is the mean)
+    sample_bytes: int  # the mean of DLIO's record length (its stdev reproduced by files only, where `records` says)
     batch_size: int
     read_threads: int  # DLIO's read_threads: the loader's workers
     compute_s: float  # DLIO's computation_time: one batch's step on the accelerator
     au: float  # the utilisation a run must keep, every rank
     source: str  # the file and commit the values come from
+    records: Records | None = None  # where DLIO's sizes vary: files of them are prepared for --format files
 
     @property
     def demand_mb_per_s(self) -> float:
@@ -36,14 +39,14 @@ _MLC = "mlcommons/storage configs/dlio/workload/"
 WORKLOADS: dict[str, Workload] = {
     w.key: w
     for w in (
-        Workload("unet3d", "h100", 146_600_628, 7, 4, 0.323, 0.90, _DLIO + "unet3d_h100.yaml @898fd462"),
-        Workload("unet3d", "a100", 146_600_628, 7, 4, 0.636, 0.90, _DLIO + "unet3d_a100.yaml @898fd462"),
+        Workload("unet3d", "h100", UNET3D.mean_bytes, 7, 4, 0.323, 0.90, _DLIO + "unet3d_h100.yaml @898fd462", UNET3D),
+        Workload("unet3d", "a100", UNET3D.mean_bytes, 7, 4, 0.636, 0.90, _DLIO + "unet3d_a100.yaml @898fd462", UNET3D),
         Workload("resnet50", "h100", 114_660, 64, 8, 0.103, 0.90, _DLIO + "resnet50_h100.yaml @499a4dc9"),
         Workload("resnet50", "a100", 114_660, 400, 8, 0.435, 0.90, _DLIO + "resnet50_a100.yaml @2b5720db"),
         Workload("cosmoflow", "h100", 2_828_486, 1, 4, 0.00350, 0.70, _DLIO + "cosmoflow_h100.yaml @158ac4a7"),
         Workload("cosmoflow", "a100", 2_828_486, 1, 4, 0.00551, 0.70, _MLC + "cosmoflow_a100.yaml @e3ffed05"),
         # MLPerf Storage v3.0's: retinanet, and B200 (unet3d's B200 step is MLCommons' estimate, H100's halved)
-        Workload("unet3d", "b200", 146_600_628, 7, 4, 0.162, 0.90, _MLC + "unet3d_b200.yaml @0d75b417"),
+        Workload("unet3d", "b200", UNET3D.mean_bytes, 7, 4, 0.162, 0.90, _MLC + "unet3d_b200.yaml @0d75b417", UNET3D),
         Workload("retinanet", "h100", 153_600, 16, 8, 0.180, 0.85, _MLC + "retinanet_h100.yaml @fa240126"),
         Workload("retinanet", "a100", 153_600, 16, 8, 0.210, 0.85, _MLC + "retinanet_a100.yaml @c8d70b66"),
         Workload("retinanet", "b200", 322_957, 24, 8, 0.04755, 0.85, _MLC + "retinanet_b200.yaml @11460d00"),

@@ -11,6 +11,7 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import NamedTuple
 
 from iobench.errors import IobenchError
 from iobench.events import Events
@@ -78,11 +79,11 @@ def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
     """The dataset found or made, the counts searched, the record appended to the results, the answer."""
     check_writable(request.results, kinds=(FEED,))
     check_writable(runs_path(request.results))
-    dataset_dir, sample_bytes, n_samples = _dataset(request, events)
+    data = _dataset(request, events)
+    dataset_dir, sample_bytes, n_samples = data.folder, data.read_bytes, data.n_samples
     cache, notes = _cache(request, dataset_dir, n_samples * sample_bytes)
     w = request.workload
-    batch_bytes = sample_bytes * w.batch_size
-    most, why_most = _most(request, batch_bytes, n_samples)
+    most, why_most = _most(request, data.handed_bytes * w.batch_size, n_samples)
     outcome = FeedOutcome(w, dataset_dir, sample_bytes, cache, notes=notes)
     for note in notes:
         events.say(note)
@@ -156,28 +157,54 @@ def _record(
     )
 
 
-def _dataset(request: FeedRequest, events: Events) -> tuple[Path, int, int]:
-    """The dataset's folder, its sample's bytes and its samples: the user's, or one made of the workload's sample
-    size (uint8 bytes, every sample the workload's mean)."""
-    from iobench.data.manifest import Manifest
+class FeedData(NamedTuple):
+    folder: Path
+    read_bytes: int  # what a sample's read takes from the storage: the demand and the MB/s delivered count these
+    handed_bytes: int  # what the loader hands over a sample: the batches in flight hold these
+    n_samples: int
 
+
+def _dataset(request: FeedRequest, events: Events) -> FeedData:
+    """The dataset's folder, what a sample's read takes (`read_bytes`) and its samples: the user's, or one made of
+    the workload's samples: files of DLIO's sizes where it draws them and the format is files, else uint8 samples
+    of the workload's mean."""
+    from iobench.data.manifest import Manifest
+    from iobench.formats import FORMATS
+
+    w = request.workload
     if request.dataset is not None:
         folder = request.data_dir / request.dataset
     else:
-        size = request.size or default_size(request.workload)
-        folder = request.data_dir / f"feed-{request.workload.name}-{size}"
+        sized = w.records is not None and request.format == "files"
+        size = request.size or default_size(w)
+        folder = request.data_dir / f"feed-{w.name}-{size}{'-dlio-sizes' if sized else ''}"
+        if w.records is not None and not sized:
+            events.say(
+                f"every {w.name} sample is its mean, {w.sample_bytes:,} bytes: DLIO's sizes (stdev "
+                f"{w.records.stdev_bytes:,}) are written by --format files (a file a sample, as DLIO's npz)"
+            )
         if not (folder / "manifest.json").is_file() or request.format not in Manifest.load(folder).formats:
-            from iobench.data.spec_options import SpecOptions
-            from iobench.sessions.prepare import PrepareOptions, prepare_session
-
-            spec = SpecOptions(size=str(size), shape=str(request.workload.sample_bytes), dtype="uint8", classes=2)
-            prepare_session(PrepareOptions(spec, request.format, request.data_dir, folder.name), events)
+            _prepare(request, folder, size, sized, events)
     if not (folder / "manifest.json").is_file():
         raise IobenchError(f"feed: {folder} is no prepared dataset (`iobench prepare --data-dir ... --dataset ...`)")
     manifest = Manifest.load(folder)
     if request.format not in manifest.formats:
         raise IobenchError(f"feed: {folder} has no {request.format} (it has {', '.join(manifest.formats)})")
-    return folder, manifest.spec.sample_bytes, manifest.spec.n_samples
+    fmt, spec = FORMATS[request.format], manifest.spec
+    read_bytes = fmt.read_bytes(spec, fmt.options_from_json(manifest.formats[request.format].options))
+    return FeedData(folder, read_bytes, spec.sample_bytes, spec.n_samples)
+
+
+def _prepare(request: FeedRequest, folder: Path, size: int, sized: bool, events: Events) -> None:
+    """The workload's dataset written: `sized`, DLIO's files (the sample it hands over, read with its filler)."""
+    from iobench.data.spec_options import SpecOptions
+    from iobench.sessions.prepare import PrepareOptions, prepare_session
+
+    w = request.workload
+    shape = w.records.handed_bytes if sized and w.records else w.sample_bytes
+    options = {"files": w.records.files_options} if sized and w.records else {}
+    spec = SpecOptions(size=str(size), shape=str(shape), dtype="uint8", classes=2)
+    prepare_session(PrepareOptions(spec, request.format, request.data_dir, folder.name, format_options=options), events)
 
 
 def _cache(request: FeedRequest, folder: Path, dataset_bytes: int) -> tuple[str, list[str]]:

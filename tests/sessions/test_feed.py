@@ -90,3 +90,35 @@ def test_no_rank_outlives_feed(tmp_path, signum):
         if feed.poll() is None:
             feed.kill()
             feed.communicate()
+
+
+def test_a_workload_of_dlio_sizes_reads_files_of_them_and_counts_their_bytes(tmp_path):
+    """unet3d's way, scaled: over files, a dataset of files of DLIO's sizes made for the workload (the small sample
+    handed over); the demand and every count's MB/s in the bytes read, as the record stores them; over npy, the mean
+    size, said."""
+    from dataclasses import replace
+
+    from iobench.data.dlio_records import Records
+    from iobench.formats.files_layout import FilesOptions, file_sizes
+    from iobench.spec import DatasetSpec
+
+    records = Records(20_000, 6_000, 64)
+    workload = replace(custom(20_000, 16, 20.0, 0.5, 0), records=records)
+    said: list[str] = []
+
+    class Said(Events):
+        def say(self, text: str) -> None:
+            said.append(text)
+
+    events = Said()
+    done = feed_session(_request(tmp_path, workload=workload, format="files", size=128, most=1), events)
+    assert done.dataset_dir.name == "feed-custom-128-dlio-sizes"
+    sizes = file_sizes(DatasetSpec(128, shape=(64,), dtype="uint8", n_classes=2), FilesOptions(**records.files_options))
+    assert done.sample_bytes == round(sizes.mean()) + 8 == done.record.sample_bytes
+    (run,) = read_records(runs_path(tmp_path / "r" / "feed.jsonl"))
+    assert run.dataset.sample_bytes == done.sample_bytes and run.dataset.sample_shape == [64]
+    assert done.points[1].mb_per_s == run.epochs.mb_per_s
+    assert not any("mean" in line for line in said)
+    mean = feed_session(_request(tmp_path, workload=workload, format="npy", size=128, most=1), events)
+    assert mean.dataset_dir.name == "feed-custom-128" and mean.sample_bytes == 20_000 + 8
+    assert any("every custom sample is its mean, 20,000 bytes" in line for line in said)
