@@ -1,9 +1,12 @@
-"""DLIO beside `iobench feed`'s runs: the same workload (DLIO's configuration, its samples all of the mean size), the
-same number of samples, the same number of emulated accelerators, alternating, and their AU and samples/s side by side.
+"""DLIO beside `iobench feed`'s runs: the same workload (DLIO's configuration), the same number of samples, the same
+number of emulated accelerators, alternating, and their AU and samples/s side by side.
 
 DLIO (argonne-lcf/dlio_benchmark) runs from a venv of its own (`--dlio`: its `dlio_benchmark` entry point; it needs an
 MPI's `mpirun`), reading npy files of its own generation with its PyTorch loader; iobench runs `iobench run --nproc N`
-over its npy format with the workload's batch, workers and step, as `feed` does at N. Both read warm (the dataset is
+with the workload's batch, workers and step, as `feed` does at N. `--records mean` (every record the mean size): DLIO's
+npy files of the mean against iobench's npy format; `--records dlio` (unet3d): both draw the sizes as DLIO does (its
+record_length_stdev) and hand over DLIO's 2 MiB array, DLIO's npy files against iobench's `prepare --workload unet3d`
+files. Both read warm (the dataset is
 far under the RAM here: each after a warm-up epoch of its own; DLIO's first epoch is left out of its mean as iobench's
 warm-up is). Everything is made in a fresh `mkdtemp` folder (or the --dir given, checked: `workdir`) and removed at
 the end.
@@ -47,7 +50,7 @@ def _dlio(args: argparse.Namespace, w, data: Path, out: Path, generate: bool, ep
         # what DLIO's reader hands the training loop: by default a fixed array of record_length_resize bytes (2 MiB
         # for unet3d) whatever it read; `--hand-over whole` makes it the sample's size, as iobench's loaders hand over
         *([f"++workload.dataset.record_length_resize={w.sample_bytes}"] if args.hand_over == "whole" else []),
-        "++workload.dataset.record_length_stdev=0",
+        f"++workload.dataset.record_length_stdev={w.records.stdev_bytes if args.records == 'dlio' else 0}",
         f"++workload.reader.batch_size={w.batch_size}",
         f"++workload.reader.read_threads={w.read_threads}",
         f"++workload.train.computation_time={w.compute_s}",
@@ -65,11 +68,25 @@ def _dlio(args: argparse.Namespace, w, data: Path, out: Path, generate: bool, ep
     return json.loads((out / "summary.json").read_text())["metric"]
 
 
+def _format(args: argparse.Namespace) -> str:
+    return "files" if args.records == "dlio" else "npy"
+
+
+def _prepare(args: argparse.Namespace, w, data: Path) -> None:
+    """iobench's dataset: npy of the mean size, or files of DLIO's sizes (`prepare --workload unet3d`)."""
+    if args.records == "dlio":
+        spec = ("--workload", w.name, "--size", str(args.size), "--classes", "2")
+    else:
+        spec = ("--size", str(args.size), "--shape", str(w.sample_bytes), "--dtype", "uint8", "--classes", "2")
+    where = ("--formats", _format(args), "--data-dir", str(data), "--dataset", "feed", "--quiet")
+    subprocess.run(python_module("iobench", "prepare", *spec, *where), check=True, capture_output=True)
+
+
 def _iobench(args: argparse.Namespace, w, data: Path, results: Path) -> dict:
     argv = python_module(
         "iobench",
         "run",
-        *("--nproc", str(args.nproc), "--format", "npy", "--loader", "dataloader", "--device", "cpu"),
+        *("--nproc", str(args.nproc), "--format", _format(args), "--loader", "dataloader", "--device", "cpu"),
         *("--data-dir", str(data.parent), "--dataset", data.name),
         *("--batch-size", str(w.batch_size), "--num-workers", str(w.read_threads), "--persistent-workers"),
         *("--step", f"sleep:{w.compute_s * 1000:g}", "--epochs", str(args.epochs - 1), "--warmup", "1"),
@@ -110,6 +127,7 @@ def main() -> None:
         default="resized",
         help="DLIO's batch: its default, or the whole sample",
     )
+    p.add_argument("--records", choices=("mean", "dlio"), default="mean", help="every record the mean, or DLIO's sizes")
     p.add_argument("--dir", type=Path, default=None, help="the work folder (default: a fresh one)")
     p.add_argument("--timeout", type=float, default=1800.0)
     args = p.parse_args()
@@ -118,23 +136,27 @@ def main() -> None:
         raise SystemExit(f"no DLIO workload {args.workload}/{args.accelerator}")
     if not (1 <= args.size <= 100_000 and 1 <= args.nproc <= 64 and 2 <= args.epochs <= 20 and 1 <= args.rounds <= 20):
         raise SystemExit("--size 1..100000, --nproc 1..64, --epochs 2..20, --rounds 1..20")
+    if args.records == "dlio" and (w.records is None or args.hand_over == "whole"):
+        raise SystemExit("--records dlio: a workload whose sizes vary (unet3d), handed over as DLIO does (resized)")
     work = work_dir(args.dir, "iobench-dlio-")
     try:
         iob_data = work / "data" / "feed"
         (work / "data").mkdir()
-        prepare = python_module(
-            "iobench",
-            "prepare",
-            *("--size", str(args.size), "--shape", str(w.sample_bytes), "--dtype", "uint8", "--classes", "2"),
-            *("--formats", "npy", "--data-dir", str(work / "data"), "--dataset", "feed", "--quiet"),
-        )
-        subprocess.run(prepare, check=True, capture_output=True)
+        _prepare(args, w, work / "data")
         dlio_data = work / "dlio-data"
         _dlio(args, w, dlio_data, work / "dlio-gen", True, 1)
+        for side, files in (("DLIO", dlio_data / "train"), ("iobench", work / "data" / "feed" / _format(args))):
+            sizes = [p.lstat().st_size for p in files.rglob("*.npy") if p.name != "labels.npy"]
+            print(
+                f"{side}'s {len(sizes)} files: {statistics.fmean(sizes) / 1e6:,.1f} MB mean, stdev "
+                f"{statistics.pstdev(sizes) / 1e6:,.1f} MB",
+                flush=True,
+            )
         print(
             f"{w.key}: {args.size} samples of {w.sample_bytes:,} bytes, batch {w.batch_size}, {w.read_threads} "
             f"workers, step {w.compute_s * 1000:g} ms, {args.nproc} accelerator(s), {args.epochs} epochs (the first a "
-            f"warm-up), warm, DLIO handing over {args.hand_over} samples; host load {os.getloadavg()[0]:.2f}",
+            f"warm-up), warm, DLIO handing over {args.hand_over} samples, records {args.records}; host load "
+            f"{os.getloadavg()[0]:.2f}",
             flush=True,
         )
         rows = []
