@@ -50,8 +50,8 @@ PRESETS: dict[Workload, Preset] = {
 
 
 def workload_of(shape: tuple[int, ...], dtype: str, content: Content) -> str:
-    """The preset a spec matches, or 'custom'."""
+    """The preset a spec matches, or 'custom' (unet3d's is its files' sizes, which a spec does not hold: custom)."""
     for name, p in PRESETS.items():
-        if (p.shape, p.dtype, p.content) == (shape, dtype, content):
+        if p.records is None and (p.shape, p.dtype, p.content) == (shape, dtype, content):
             return str(name)
     return "custom"
