@@ -50,6 +50,15 @@ def test_options_that_cannot_be_written_are_refused(options, said):
         FilesOptions(**options)
 
 
+def test_a_spec_of_unet3d_shape_is_not_called_unet3d():
+    """The preset is its files' sizes, which a spec does not hold: a 2 MiB uint8 dataset of any format is custom."""
+    from iobench.data.workloads import workload_of
+    from iobench.spec import Content
+
+    assert workload_of((UNET3D.handed_bytes,), "uint8", Content.RANDOM) == "custom"
+    assert workload_of((128,), "float32", Content.RANDOM) == "tabular"
+
+
 def test_too_many_samples_to_hold_their_sizes_is_refused():
     with pytest.raises(IobenchError, match="at most 1,000,000"):
         file_sizes(DatasetSpec(1_000_001, shape=(4,), dtype="uint8"), FilesOptions(file_bytes=100))
@@ -102,6 +111,5 @@ def test_prepare_workload_unet3d_writes_files_alone_and_a_run_counts_the_bytes_r
     spec = DatasetSpec(64, shape=(256,), dtype="uint8")
     mean = file_sizes(spec, FilesOptions(file_bytes=40_000, file_bytes_stdev=9_000)).mean()
     assert record.dataset.sample_bytes == round(mean) + 8 and record.dataset.sample_shape == [256]
-    assert record.dataset.workload == "custom"  # unet3d is its files' sizes, which the spec does not hold
     e = record.epochs
     assert e.mb_per_s == pytest.approx(e.samples_per_s * record.dataset.sample_bytes / 1e6, rel=0.02)
