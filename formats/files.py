@@ -155,7 +155,7 @@ class _Handle:
     """The labels and the format folder, opened once: every sample is opened beneath it. Closes
     itself when dropped unclosed, as the file objects of the other readers do."""
 
-    def __init__(self, labels: np.ndarray, root: int, sizes: np.ndarray | None = None) -> None:
+    def __init__(self, labels: np.ndarray, root: int, sizes: np.ndarray | None) -> None:
         self.labels, self.root, self.sizes = labels, root, sizes
 
     def close(self) -> None:
@@ -184,9 +184,13 @@ class FilesReader(FormatReader):
         # sample or a sample folder swapped for a link (even mid-run) cannot lead outside; a FIFO
         # planted as a sample is refused instead of waited on.
         fd = open_beneath(self.handle.root, relative)
-        sizes = self.handle.sizes
         with open(fd, "rb") as f:
-            return decode_sample(f, spec, self.options, relative, self.rng, 0 if sizes is None else int(sizes[index]))
+            return decode_sample(f, spec, self.options, relative, self.rng, self._drawn_bytes(index))
+
+    def _drawn_bytes(self, index: int) -> int:
+        """Sample `index`'s file size where the files are of a size distribution (`file_sizes`); 0 otherwise."""
+        sizes = self.handle.sizes
+        return 0 if sizes is None else int(sizes[index])
 
     @property
     def rng(self) -> np.random.Generator:
@@ -272,9 +276,8 @@ class FilesObjectReader(FilesReader):
 
     def _features(self, index: int) -> np.ndarray:
         relative = sample_path(index, self.spec, self.options.file_suffix)
-        data, sizes = io.BytesIO(self._file_bytes(index)), self.handle.sizes
-        size = 0 if sizes is None else int(sizes[index])
-        return decode_sample(data, self.spec, self.options, relative, self.rng, size)
+        data = io.BytesIO(self._file_bytes(index))
+        return decode_sample(data, self.spec, self.options, relative, self.rng, self._drawn_bytes(index))
 
 
 class FilesFormat(StorageFormat):

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
+from iobench.data.dlio_records import Records
 from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.feed import defaults as default
@@ -184,7 +185,7 @@ def _dataset(request: FeedRequest, events: Events) -> FeedData:
                 f"{w.records.stdev_bytes:,}) are written by --format files (a file a sample, as DLIO's npz)"
             )
         if not (folder / "manifest.json").is_file() or request.format not in Manifest.load(folder).formats:
-            _prepare(request, folder, size, sized, events)
+            _prepare(request, folder, size, w.records if sized else None, events)
     if not (folder / "manifest.json").is_file():
         raise IobenchError(f"feed: {folder} is no prepared dataset (`iobench prepare --data-dir ... --dataset ...`)")
     manifest = Manifest.load(folder)
@@ -195,14 +196,14 @@ def _dataset(request: FeedRequest, events: Events) -> FeedData:
     return FeedData(folder, read_bytes, spec.sample_bytes, spec.n_samples)
 
 
-def _prepare(request: FeedRequest, folder: Path, size: int, sized: bool, events: Events) -> None:
-    """The workload's dataset written: `sized`, DLIO's files (the sample it hands over, read with its filler)."""
+def _prepare(request: FeedRequest, folder: Path, size: int, records: Records | None, events: Events) -> None:
+    """The workload's dataset written: with `records`, DLIO's files of its sizes (the sample it hands over, read with
+    its filler); without, uint8 samples of the workload's mean."""
     from iobench.data.spec_options import SpecOptions
     from iobench.sessions.prepare import PrepareOptions, prepare_session
 
-    w = request.workload
-    shape = w.records.handed_bytes if sized and w.records else w.sample_bytes
-    options = {"files": w.records.files_options} if sized and w.records else {}
+    shape = records.handed_bytes if records else request.workload.sample_bytes
+    options = {"files": records.files_options} if records else {}
     spec = SpecOptions(size=str(size), shape=str(shape), dtype="uint8", classes=2)
     prepare_session(PrepareOptions(spec, request.format, request.data_dir, folder.name, format_options=options), events)
 
