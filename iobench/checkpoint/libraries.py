@@ -45,7 +45,9 @@ class Library:
     targets: tuple[str, ...] = (LOCAL,)  # where it writes: a local folder, object storage
     onto: str | None = None  # restores straight onto a CUDA device (no host copy first): (place, spec, device)
     needs_cuda: str | None = None  # why it runs only with a CUDA device (pinned staging, GDS)
-    group: bool = False  # runs in a process group even alone (DCP's background process joins the group's store)
+    # runs in a process group even alone, its ranks joined by a TCP store on loopback: DCP's background process joins
+    # the group's store through MASTER_ADDR and MASTER_PORT (`iobench.system.ranks.TCP_STORE_EXPOSURE`)
+    group: bool = False
 
     @property
     def save(self) -> Callable[..., Any]:

@@ -1,6 +1,6 @@
 """A trial run in a fresh process that imports the running iobench and dies with this one, or in N ranks
-(`iobench.system.ranks`: the store on loopback) for a library that saves with ranks or needs a process group; its
-JSON line, or its failure in one line."""
+(`iobench.system.ranks`: their store a file of this user's) for a library that saves with ranks or needs a process
+group; its JSON line, or its failure in one line."""
 
 from __future__ import annotations
 
@@ -32,12 +32,19 @@ def as_ranks(job: CheckpointJob) -> bool:
     return job.nproc > 1 or LIBRARIES[job.library].group
 
 
+def _tcp(job: CheckpointJob) -> bool:
+    """Whether its ranks join through a TCP store (DCP's checkpoint process needs one) rather than a file."""
+    return LIBRARIES[job.library].group
+
+
 def in_a_process(job: CheckpointJob, timeout_s: float, env: Mapping[str, str]) -> subprocess.CompletedProcess:
     """The job in a fresh process, or in `job.nproc` ranks (rank 0's output, or the first failed rank's)."""
     argv = trial_argv(job)
     if as_ranks(job):
         try:
-            exits = run_ranks(argv, job.nproc, capture=True, timeout_s=timeout_s, env=child_env(None, **env))
+            exits = run_ranks(
+                argv, job.nproc, capture=True, timeout_s=timeout_s, env=child_env(None, **env), tcp_store=_tcp(job)
+            )
         except TimeoutError:
             raise subprocess.TimeoutExpired(argv, timeout_s) from None
         shown = next((e for e in exits if e.code != 0), exits[0])
@@ -90,7 +97,7 @@ class Started:
 
     def __init__(self, job: CheckpointJob, env: Mapping[str, str]) -> None:
         argv, env = trial_argv(job), child_env(None, **env)
-        self._ranks = Ranks(argv, job.nproc, env=env, pipe=True) if as_ranks(job) else None
+        self._ranks = Ranks(argv, job.nproc, env=env, pipe=True, tcp_store=_tcp(job)) if as_ranks(job) else None
         self._procs = (
             self._ranks.procs
             if self._ranks is not None

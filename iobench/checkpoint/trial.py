@@ -265,12 +265,12 @@ def run(job: CheckpointJob) -> dict[str, Any]:
 def main() -> None:
     import signal
 
-    from iobench.system.ranks import tie_to_parent
+    from iobench.system.ranks import started_as_ranks, tie_to_parent
 
     tie_to_parent(signal.SIGKILL)  # no trial outlives the iobench that started it
     job = CheckpointJob.from_json(json.loads(sys.argv[1]))
     os.environ[TRIAL_PID] = str(os.getpid())  # what a process DCP spawns ends with
-    if "MASTER_PORT" in os.environ:  # started as ranks (iobench.system.ranks): every rank in one group
+    if started_as_ranks():  # every rank in one group
         from iobench.system.world import join_group
 
         os.environ.setdefault("DCP_USE_PREFIX_STORE", "1")  # DCP's background process joins this group's store

@@ -1,12 +1,12 @@
-"""`iobench run --nproc N`: the same command line run by N ranks on this machine (`iobench.system.ranks`: the store on
-127.0.0.1, every rank ended with this process), as torchrun --standalone would run it, without its store on every
-interface."""
+"""`iobench run --nproc N`: the same command line run by N ranks on this machine (`iobench.system.ranks`: the store a
+file of this user's, every rank ended with this process), as torchrun --standalone would run it, without its store on
+every interface."""
 
 from __future__ import annotations
 
 from iobench.errors import IobenchError, RunFailed
 from iobench.system.processes import python_module
-from iobench.system.ranks import LOOPBACK, run_ranks
+from iobench.system.ranks import run_ranks
 
 
 def rank_arguments(argv: list[str]) -> list[str]:
@@ -33,7 +33,9 @@ def shown(argv: list[str], nproc: int) -> str:
     """What is launched, as a user would read it (said before launching)."""
     import shlex
 
-    return f"{nproc} ranks on this machine (store on {LOOPBACK}): " + shlex.join(["iobench", *rank_arguments(argv)])
+    return f"{nproc} ranks on this machine (their store a file of this user's): " + shlex.join(
+        ["iobench", *rank_arguments(argv)]
+    )
 
 
 def launch(argv: list[str], nproc: int) -> None:

@@ -93,6 +93,10 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
         f"{request.rounds} round(s), {'/'.join(request.save_modes)} saves, {request.torch_threads} torch "
         f"threads, under {where}; about {estimate.total_words()}"
     )
+    if any(lib.group for lib in libraries):
+        from iobench.system.ranks import TCP_STORE_EXPOSURE
+
+        events.say(f"note: {TCP_STORE_EXPOSURE}")
     outcome = CheckpointOutcome(skipped=skipped, caches=request.caches)
     with events.trials(len(steps) + len(kills) * request.kill_test) as progress:
         with target_of(request) as target:

@@ -1,6 +1,6 @@
 """`iobench feed`, whole: how many accelerators of a workload this storage keeps busy, MLPerf Storage's question on
 the user's own format and loader. N emulated accelerators are N ranks on this machine (`iobench run` started as ranks:
-their store on 127.0.0.1, every rank ended with this process), each with its own loader over its shard and the
+their store a file of this user's, every rank ended with this process), each with its own loader over its shard and the
 workload's step (a sleep of its compute time a batch); N is searched (`iobench.feed.search`) and judged
 (`iobench.judge.feed`) from each run's record. Prints nothing: the command line prints the outcome."""
 

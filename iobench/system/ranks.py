@@ -1,5 +1,13 @@
-"""Ranks on this machine: N processes of one command joined by a store that nothing off this machine can reach, and
-that end with the process that started them, however it ends.
+"""Ranks on this machine: N processes of one command joined by a store that no other user can reach, and that end
+with the process that started them, however it ends.
+
+The store is a file in a folder of this user's (0700, `tempfile.mkdtemp`): torch's FileStore. torch's TCPStore has no
+authentication: on 127.0.0.1 another local user's raw client read and wrote its keys during a feed count, and by
+overwriting a rank's gloo address broke the group (the eighth probe). A trial of `dcp-async-process` alone still needs
+a TCP store (DCP's checkpoint process joins through MASTER_ADDR and MASTER_PORT): `tcp_store=True` hosts one on
+127.0.0.1 as before, and says so (`TCP_STORE_EXPOSURE`). gloo's own sockets listen on 127.0.0.1 at ports the kernel
+picks: another local user can connect to them (as to any loopback port) and disturb a collective, though the addresses
+and sequence numbers that pair ranks are in the store, which they cannot read.
 
 torchrun (`--standalone`, or given `--rdzv-endpoint 127.0.0.1:PORT` or `--master-addr 127.0.0.1`) hosts its store on
 every interface (`*:PORT` in `ss -ltnp`, torch 2.13: the TCP store binds the wildcard address whatever host it is
@@ -27,6 +35,11 @@ from typing import IO, Any
 from iobench.system.processes import die_with_parent, start_time
 
 LOOPBACK = "127.0.0.1"
+STORE_FILE = "IOBENCH_RANK_STORE"  # the FileStore every rank joins (a path in this user's 0700 folder)
+TCP_STORE_EXPOSURE = (
+    "dcp-async-process's checkpoint process joins its ranks through torch's TCPStore on 127.0.0.1, which has no "
+    "authentication: while its trials run, another user of this machine can read and change the store's keys"
+)
 LIFELINE = "IOBENCH_LIFELINE"  # "<pid>:<start time>" of the process that started this one
 STOP_WAIT_S = 10.0  # after SIGTERM to the ranks' group, before SIGKILL
 MAX_RANKS = 256  # `--nproc`'s bound where it is parsed (the memory check refuses what does not fit long before)
@@ -62,6 +75,11 @@ def tie_to_parent(signum: int = signal.SIGTERM) -> None:
         os._exit(128 + signum)
 
 
+def started_as_ranks(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether this process is a rank `Ranks` started (it joins the group through the store it was given)."""
+    return STORE_FILE in env or (env.get("TORCHELASTIC_USE_AGENT_STORE") == "True" and "MASTER_PORT" in env)
+
+
 def child_env(base: Mapping[str, str] | None = None, **extra: str) -> dict[str, str]:
     """The environment of a child that dies with this process (`tie_to_parent` reads it)."""
     env = dict(os.environ if base is None else base)
@@ -79,8 +97,9 @@ def loopback_listener() -> socket.socket:
     return sock
 
 
-def rank_env(rank: int, nproc: int, port: int, base: Mapping[str, str] | None = None) -> dict[str, str]:
-    """What torchrun sets for a worker on one node, the store and gloo on loopback."""
+def rank_env(rank: int, nproc: int, store: str | int, base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What torchrun sets for a worker on one node; `store`: the FileStore's path, or a TCP store's port on loopback
+    (`TCP_STORE_EXPOSURE`). gloo's sockets on loopback."""
     env = child_env(base)
     env.setdefault("OMP_NUM_THREADS", "1")
     env.update(
@@ -93,14 +112,43 @@ def rank_env(rank: int, nproc: int, port: int, base: Mapping[str, str] | None = 
         ROLE_RANK=str(rank),
         ROLE_WORLD_SIZE=str(nproc),
         ROLE_NAME="default",
-        MASTER_ADDR=LOOPBACK,
-        MASTER_PORT=str(port),
-        TORCHELASTIC_USE_AGENT_STORE="True",
         TORCHELASTIC_RESTART_COUNT="0",
         TORCHELASTIC_MAX_RESTARTS="0",
         GLOO_SOCKET_IFNAME="lo",
     )
+    for name in (STORE_FILE, "MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"):
+        env.pop(name, None)  # an inherited store is never this group's
+    if isinstance(store, str):
+        env[STORE_FILE] = store
+    else:
+        env.update(MASTER_ADDR=LOOPBACK, MASTER_PORT=str(store), TORCHELASTIC_USE_AGENT_STORE="True")
     return env
+
+
+def _tcp_store(nproc: int) -> tuple[Any, int]:
+    """torch's TCPStore hosted in this process on a socket bound to 127.0.0.1 (see `TCP_STORE_EXPOSURE`)."""
+    import datetime as dt
+
+    import torch.distributed as dist
+
+    listener = loopback_listener()
+    port = listener.getsockname()[1]
+    try:
+        store = dist.TCPStore(
+            LOOPBACK,
+            port,
+            nproc,
+            True,
+            dt.timedelta(seconds=300),
+            wait_for_workers=False,
+            multi_tenant=True,
+            master_listen_fd=listener.fileno(),
+        )
+    except BaseException:
+        listener.close()
+        raise
+    listener.detach()  # the store's server owns the socket now, and closes it
+    return store, port
 
 
 class Ranks:
@@ -117,31 +165,19 @@ class Ranks:
         env: Mapping[str, str] | None = None,
         capture: bool = False,
         pipe: bool = False,
+        tcp_store: bool = False,
     ) -> None:
         """`capture`: each rank's output kept for `wait`'s answer; `pipe`: rank 0's standard output readable as it
-        comes (`procs[0].stdout`, bytes), the rest of every rank's output dropped."""
-        import datetime as dt
-
-        import torch.distributed as dist
-
+        comes (`procs[0].stdout`, bytes), the rest of every rank's output dropped; `tcp_store`: the ranks join a TCP
+        store on loopback rather than a file of this user's (see the module's docstring)."""
         self.nproc = nproc
-        listener = loopback_listener()
-        port = listener.getsockname()[1]
-        try:
-            self._store = dist.TCPStore(
-                LOOPBACK,
-                port,
-                nproc,
-                True,
-                dt.timedelta(seconds=300),
-                wait_for_workers=False,
-                multi_tenant=True,
-                master_listen_fd=listener.fileno(),
-            )
-        except BaseException:
-            listener.close()
-            raise
-        listener.detach()  # the store's server owns the socket now, and closes it
+        self._store: Any = None
+        self._folder: str | None = None
+        if tcp_store:
+            self._store, store = _tcp_store(nproc)
+        else:
+            self._folder = tempfile.mkdtemp(prefix="iobench-ranks-")  # 0700: this user's alone
+            store = os.path.join(self._folder, "store")
         self._outputs: list[tuple[IO[bytes], IO[bytes]] | None] = []
         self.procs: list[subprocess.Popen] = []
         try:
@@ -154,7 +190,11 @@ class Ranks:
                     out, err = (files[0], files[1]) if files else (None, None)
                 self.procs.append(
                     subprocess.Popen(
-                        list(argv), env=rank_env(rank, nproc, port, env), start_new_session=True, stdout=out, stderr=err
+                        list(argv),
+                        env=rank_env(rank, nproc, store, env),
+                        start_new_session=True,
+                        stdout=out,
+                        stderr=err,
                     )
                 )
         except BaseException:
@@ -228,6 +268,9 @@ class Ranks:
                 f.close()
         self._outputs = []
         self._store = None  # the server stops with its last reference
+        if self._folder is not None:
+            _remove_own_folder(self._folder)
+            self._folder = None
 
     def __enter__(self) -> Ranks:
         return self
@@ -243,7 +286,19 @@ def run_ranks(
     env: Mapping[str, str] | None = None,
     capture: bool = False,
     timeout_s: float | None = None,
+    tcp_store: bool = False,
 ) -> list[RankExit]:
     """`argv` as N ranks on this machine (see `Ranks`), until every one has exited."""
-    with Ranks(argv, nproc, env=env, capture=capture) as ranks:
+    with Ranks(argv, nproc, env=env, capture=capture, tcp_store=tcp_store) as ranks:
         return ranks.wait(timeout_s)
+
+
+def _remove_own_folder(folder: str) -> None:
+    """The store's folder, made by mkdtemp above: removed if it is still a folder of this user's (never a link)."""
+    import shutil
+    import stat
+
+    with contextlib.suppress(OSError):
+        st = os.lstat(folder)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+            shutil.rmtree(folder, ignore_errors=True)

@@ -141,11 +141,19 @@ def rank_device(text: str, local_rank: int) -> str:
     return f"cuda:{local_rank}"
 
 
-def join_group(backend: str, rank: int, timeout: dt.timedelta = TIMEOUT) -> None:
+def join_group(backend: str, rank: int, timeout: dt.timedelta = TIMEOUT, env: Mapping[str, str] = os.environ) -> None:
     """Join the process group from the variables torchrun or `iobench.system.ranks` set (every rank of a run, and of a
-    checkpoint trial started as ranks, joins here); a failure in one line."""
+    checkpoint trial started as ranks, joins here): iobench's own ranks through the store file it names (a folder of
+    this user's), torchrun's through its store; a failure in one line."""
+    from iobench.system.ranks import STORE_FILE
+
     try:
-        dist.init_process_group(backend, timeout=timeout)
+        if STORE_FILE in env:
+            size = int(env["WORLD_SIZE"])
+            store = dist.FileStore(env[STORE_FILE], size)
+            dist.init_process_group(backend, store=store, rank=rank, world_size=size, timeout=timeout)
+        else:
+            dist.init_process_group(backend, timeout=timeout)
     except (RuntimeError, ValueError) as exc:
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise IobenchError(f"rank {rank}: joining the {backend} process group failed: {text}") from None
@@ -170,7 +178,7 @@ def joined(
         torch.cuda.set_device(local_rank)
     backend = "nccl" if cuda else "gloo"
     timeout = TIMEOUT if timeout_s is None else dt.timedelta(seconds=timeout_s)
-    join_group(backend, rank, timeout)
+    join_group(backend, rank, timeout, env)
     world = World(
         rank=rank,
         size=size,

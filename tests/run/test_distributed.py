@@ -181,7 +181,7 @@ def test_nproc_launches_torchrun_with_the_distributed_sampler(dataset_dir):
         timeout=300,
     )
     assert r.returncode == 0, r.stderr[-3000:]
-    assert "launching: 2 ranks on this machine (store on 127.0.0.1): iobench run" in r.stderr
+    assert "launching: 2 ranks on this machine (their store a file of this user's): iobench run" in r.stderr
     (record,) = stored_records(results)
     _check_aggregated(record, world=2, nodes=1)
     assert record["shard"] == "distributed-sampler"
@@ -463,7 +463,7 @@ def test_rank_arguments_drop_nproc():
     argv = ["run", "--nproc", "4", "--format", "npy", "--nproc=3", "-q"]
     args = rank_argv(argv)
     assert args[0] == sys.executable and args[-5:] == ["iobench", "run", "--format", "npy", "-q"]
-    assert shown(argv, 4) == "4 ranks on this machine (store on 127.0.0.1): iobench run --format npy -q"
+    assert shown(argv, 4) == "4 ranks on this machine (their store a file of this user's): iobench run --format npy -q"
     assert not launched_by_torchrun({"RANK": "0", "WORLD_SIZE": "2"})
     assert launched_by_torchrun({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0"})
 

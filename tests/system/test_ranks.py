@@ -20,7 +20,8 @@ RANK = textwrap.dedent("""
     from iobench.system.ranks import tie_to_parent
     tie_to_parent()
     import torch, torch.distributed as dist
-    dist.init_process_group("gloo")
+    from iobench.system.world import join_group
+    join_group("gloo", int(os.environ["RANK"]))
     t = torch.ones(1)
     dist.all_reduce(t)
     print("joined", int(t.item()), flush=True)
@@ -83,3 +84,31 @@ def test_no_rank_outlives_its_parent_whatever_ends_it(sig):
     proc.send_signal(sig)
     proc.communicate(timeout=60)
     assert not watched.survivors(), watched.survivors()
+
+
+NOBODY = 65534
+
+
+@pytest.mark.long
+def test_the_store_is_a_file_no_other_user_can_open_and_no_port():
+    """The eighth probe's S2: torch's TCPStore on 127.0.0.1 answered another user's raw client (keys read and written,
+    a rank's gloo address overwritten). The ranks' store is a file in a 0700 folder of this user's: iobench listens on
+    no port while they run, and a second user cannot open the file."""
+    import os
+    import shutil
+
+    with Ranks(_rank_argv("4"), 2, capture=True) as ranks:
+        deadline = time.monotonic() + 60
+        while not all(listeners({p.pid}) for p in ranks.procs) and time.monotonic() < deadline:
+            time.sleep(0.05)  # both ranks joined: gloo listens
+        assert not listeners({os.getpid()}), "iobench itself listens on no port for its ranks"
+        folder = ranks._folder
+        store = os.path.join(folder, "store")
+        assert os.path.isfile(store) and os.stat(folder).st_mode & 0o077 == 0
+        if os.geteuid() == 0 and shutil.which("setpriv"):
+            argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "cat", store]
+            denied = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+            assert denied.returncode != 0 and "Permission denied" in denied.stderr, denied
+        exits = ranks.wait(60)
+    assert [e.code for e in exits] == [0, 0], [e.stderr[-2000:] for e in exits]
+    assert not os.path.exists(folder), "the store's folder is removed with the ranks"
