@@ -170,8 +170,8 @@ Nproc = Annotated[
         max=MAX_RANKS,
         help="Launch N ranks on this machine, as torchrun would (its variables; their store a file only you can open, "
         "every rank ended with iobench). run: each reads its shard (or run under torchrun yourself: `torchrun "
-        "--nproc-per-node N -m iobench run ...`); checkpoint: the DCP entries save and restore together, each rank holding the state, "
-        "the slowest rank's seconds counted (the other libraries run in one process).",
+        "--nproc-per-node N -m iobench run ...`); checkpoint: the DCP entries save and restore together, each rank "
+        "holding the state, the slowest rank's seconds counted (the other libraries run in one process).",
     ),
 ]
 RankTimeout = Annotated[
