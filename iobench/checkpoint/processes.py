@@ -5,7 +5,6 @@ group; its JSON line, or its failure in one line."""
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ from iobench.checkpoint.job import CheckpointJob
 from iobench.checkpoint.libraries import LIBRARIES
 from iobench.checkpoint.state import StateSpec
 from iobench.errors import IobenchError
+from iobench.system.children import end_group, run_child
 from iobench.system.fsutil import free_bytes
 from iobench.system.processes import python_module
 from iobench.system.ranks import Ranks, child_env, run_ranks
@@ -49,45 +49,10 @@ def in_a_process(job: CheckpointJob, timeout_s: float, env: Mapping[str, str]) -
             raise subprocess.TimeoutExpired(argv, timeout_s) from None
         shown = next((e for e in exits if e.code != 0), exits[0])
         return subprocess.CompletedProcess(argv, shown.code, shown.stdout, shown.stderr)
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=child_env(None, **env)) as proc:
-        try:
-            out, err, first_line_at = _read_both(proc, timeout_s)
-        except BaseException:  # a timeout or an interrupt: the trial is not left running
-            proc.kill()
-            proc.wait()
-            raise
-    done = subprocess.CompletedProcess(
-        argv, proc.returncode, out.decode(errors="replace"), err.decode(errors="replace")
-    )
-    done.first_line_at = first_line_at  # type: ignore[attr-defined]  # a restart's whole ends at its line
-    return done
-
-
-def _read_both(proc: subprocess.Popen, timeout_s: float) -> tuple[bytes, bytes, float | None]:
-    """Both pipes read to their end (as `communicate` reads them), and when the first line of stdout arrived (a
-    restart prints its line as its first step is done: the moment its whole ends, the process's exit left out)."""
-    import selectors
-    import time
-
-    out, err, first_line_at = bytearray(), bytearray(), None
-    deadline = time.monotonic() + timeout_s
-    with selectors.DefaultSelector() as selector:
-        selector.register(proc.stdout, selectors.EVENT_READ, out)
-        selector.register(proc.stderr, selectors.EVENT_READ, err)
-        while selector.get_map():
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise subprocess.TimeoutExpired(proc.args, timeout_s)
-            for key, _ in selector.select(timeout=left):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    selector.unregister(key.fileobj)
-                    continue
-                key.data.extend(chunk)
-                if key.data is out and first_line_at is None and b"\n" in chunk:
-                    first_line_at = time.time()
-    proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-    return bytes(out), bytes(err), first_line_at
+    done = run_child(argv, timeout_s, env=child_env(None, **env))  # its group ended with it
+    completed = subprocess.CompletedProcess(argv, done.code, done.stdout, done.stderr)
+    completed.first_line_at = done.first_line_at  # type: ignore[attr-defined]  # a restart's whole ends at its line
+    return completed
 
 
 class Started:
@@ -101,7 +66,11 @@ class Started:
         self._procs = (
             self._ranks.procs
             if self._ranks is not None
-            else [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)]
+            else [
+                subprocess.Popen(
+                    argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, start_new_session=True
+                )
+            ]
         )
 
     def readline(self) -> str:
@@ -119,6 +88,7 @@ class Started:
         proc = self._procs[0]
         proc.kill()
         proc.wait()
+        end_group(proc.pid)  # what it started, if its watcher has not ended it yet
         proc.stdout.close()
 
     def __enter__(self) -> Started:
@@ -146,9 +116,23 @@ def trial(job: CheckpointJob, env: Mapping[str, str], disk: Path | None = None) 
                 f" MB after; the library said: {why})"
             )
         raise IobenchError(f"checkpoint: {job.library} {job.op} failed: {why}")
-    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    measured = _result(done.stdout, f"checkpoint: {job.library} {job.op}")
     if (line_at := getattr(done, "first_line_at", None)) is not None:
         measured["line_at"] = line_at
+    return measured
+
+
+def _result(stdout: str, what: str) -> dict:
+    """The trial's result, its last line of output: one JSON object (a step or an import that ended the process with
+    os._exit(0) left none)."""
+    lines = stdout.strip().splitlines()
+    try:
+        measured = json.loads(lines[-1]) if lines else None
+    except ValueError:
+        measured = None
+    if not isinstance(measured, dict):
+        said = f"; its last line: {lines[-1][:200]!r}" if lines else ""
+        raise IobenchError(f"{what} ended (exit status 0) without its result{said}")
     return measured
 
 

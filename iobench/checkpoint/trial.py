@@ -265,9 +265,10 @@ def run(job: CheckpointJob) -> dict[str, Any]:
 def main() -> None:
     import signal
 
-    from iobench.system.ranks import started_as_ranks, tie_to_parent
+    from iobench.system.children import tied
+    from iobench.system.ranks import started_as_ranks
 
-    tie_to_parent(signal.SIGKILL)  # no trial outlives the iobench that started it
+    tied(signal.SIGKILL)  # no trial outlives the iobench that started it, nothing it started outlives it
     job = CheckpointJob.from_json(json.loads(sys.argv[1]))
     os.environ[TRIAL_PID] = str(os.getpid())  # what a process DCP spawns ends with
     if started_as_ranks():  # every rank in one group

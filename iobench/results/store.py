@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -119,18 +120,55 @@ def _check_results_fd(fd: int, path: Path) -> None:
 
 def check_writable(path: Path, *, records: bool = True, kinds: tuple[str | None, ...] = (None,)) -> None:
     """Refuse before measuring when the results could not be written afterwards, or must not be written there (a file
-    of records: `check_results_file`; `records=False`, a file iobench replaces whole by a rename: limits.json)."""
+    of records: `check_results_file`; `records=False`, a file iobench replaces whole by a rename: limits.json). A
+    folder that does not exist yet is made when the first result is written, never by a run that is refused."""
     folder = path.parent
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise IobenchError(f"cannot create {folder} for the results: {exc.strerror or exc}") from None
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise IobenchError(f"cannot create {folder} for the results: {existing} is not a folder")
+    if existing != folder:
+        if not os.access(existing, os.W_OK | os.X_OK):
+            raise IobenchError(f"cannot create {folder} for the results: {existing} is not writable")
+        return
     if records:
         check_results_file(path)
         check_kind(path, kinds)
     target = path if path.exists() else folder
     if not os.access(target, os.W_OK):
         raise IobenchError(f"cannot write results to {path}: permission denied")
+
+
+def pasted_code_path(results: Path, tag: str) -> Path:
+    """Where a command writes the code it pastes (`<results stem>-<tag>.py`, beside the results), checked before it
+    measures: not a folder or anything but a file, and in a folder no other user can write (they could rename their
+    own file over it before the user runs it). A world-writable folder with the sticky bit (/tmp) lets no one replace
+    another's file: accepted."""
+    script = results.with_name(f"{results.stem}-{tag}.py")
+    with contextlib.suppress(FileNotFoundError):
+        st = os.lstat(script)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)):
+            raise IobenchError(
+                f"cannot write the pasted code to {script}: it is not a file (move it, or give another --results)"
+            )
+    folder = script.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent  # the results' folder is made later: the one it will be made in decides
+    st = os.stat(folder)
+    others = st.st_uid not in (os.geteuid(), 0)
+    shared = st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX
+    if others or shared:
+        who = (
+            f"belongs to uid {st.st_uid}"
+            if others
+            else f"is writable by other users (mode {stat.S_IMODE(st.st_mode):o})"
+        )
+        raise IobenchError(
+            f"cannot write the pasted code to {script}: {folder} {who}, who could replace it before you run it; give "
+            "--results in a folder of your own"
+        )
+    return script
 
 
 def check_readable_file(path: Path, what: str) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 from iobench.errors import one_line
 from iobench.system.processes import python_code
@@ -25,18 +24,33 @@ class PasteCheck:
         return None if self.figure is None or tune_figure <= 0 else self.figure / tune_figure
 
 
-def check_paste(script: Path, timeout_s: float, figure: re.Pattern[str] = MEDIAN) -> PasteCheck:
-    """`python script` in a fresh process importing the running iobench (never the working directory's), at most
-    `timeout_s`; the figure its output states (`figure`'s first group: by default its median samples/s)."""
-    code = f"import runpy\nrunpy.run_path({str(script.resolve())!r}, run_name='__main__')"
+# The check's process: tied to iobench and its group ended with it (`iobench.system.children.tied`), then the code
+# iobench holds, read from standard input (an unnamed file), run as a script: never re-read from a path, which anyone
+# who can write its folder could rename their own file over between the write and the run (the eighth probe did, and
+# root ran it).
+_RUN_FROM_STDIN = (
+    "from iobench.system.children import tied\n"
+    "tied()\n"
+    "import __main__, sys\n"
+    "sys.argv[:] = [{name!r}]\n"
+    "exec(compile(sys.stdin.read(), {name!r}, 'exec'), __main__.__dict__)\n"
+)
+
+
+def check_paste(text: str, name: str, timeout_s: float, figure: re.Pattern[str] = MEDIAN) -> PasteCheck:
+    """The code `text` (what iobench wrote to the file `name`) in a fresh process importing the running iobench (never
+    the working directory's), at most `timeout_s`; the figure its output states (`figure`'s first group: by default
+    its median samples/s). It runs from the text, not from the file."""
+    from iobench.system.children import run_child
+
     try:
-        done = subprocess.run(python_code(code), capture_output=True, text=True, timeout=timeout_s, cwd=script.parent)
+        done = run_child(python_code(_RUN_FROM_STDIN.format(name=name)), timeout_s, stdin_text=text, cwd="/")
     except subprocess.TimeoutExpired:
         return PasteCheck(None, f"the script ran past {timeout_s:.0f} s")
     found = figure.search(done.stdout)
-    if done.returncode != 0 or found is None:
+    if done.code != 0 or found is None:
         lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
         return PasteCheck(
-            None, f"the script failed (rc {done.returncode}): {one_line(Exception(lines[-1] if lines else ''))}"
+            None, f"the script failed (rc {done.code}): {one_line(Exception(lines[-1] if lines else ''))}"
         )
     return PasteCheck(float(found.group(1).replace(",", "")), done.stdout.strip().splitlines()[-1])

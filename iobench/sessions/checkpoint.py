@@ -26,6 +26,7 @@ from iobench.run.paste_check import PasteCheck
 from iobench.storage.checkpoints import CheckpointTarget
 
 STORE_BUCKET = "iobench-checkpoints"
+TUNED = "tuned"  # --tune's code: <results stem>-tuned.py
 __all__ = [
     "CheckpointOutcome",
     "TunedCheckpoint",
@@ -78,6 +79,10 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
     if request.tune:
         request, left_out = for_tune(request)
     request, libraries, skipped = checked(request)
+    if request.tune:
+        from iobench.results.store import pasted_code_path
+
+        pasted_code_path(request.results, TUNED)  # where its code goes, checked before anything is measured
     for line in [*left_out, *skipped]:
         events.say(line)
     kills = kill_libraries(request, libraries)
@@ -152,6 +157,7 @@ def _tuned(
 ) -> TunedCheckpoint:
     """The fastest safe choice (the judgement's) as code beside the results, run once in a fresh process."""
     from iobench.checkpoint.paste import FIGURE_LINE, checkpoint_script
+    from iobench.results.store import pasted_code_path
     from iobench.run.paste_check import check_paste
     from iobench.system.fsutil import atomic_write_text
 
@@ -175,11 +181,11 @@ def _tuned(
         str(_existing(request.directory)),
         request.torch_threads or 1,
     )
-    script = request.results.with_name(f"{request.results.stem}-tuned.py")
+    script = pasted_code_path(request.results, TUNED)
     atomic_write_text(script, text)
     events.say(f"checking the pasted code in a fresh process: {script}")
     timeout = 120 + 10 * best.durable_s * 8 + 5 * (best.restore_s or 0)
-    check = check_paste(script, timeout, re.compile(re.escape(FIGURE_LINE) + r"([0-9.]+) s"))
+    check = check_paste(text, str(script), timeout, re.compile(re.escape(FIGURE_LINE) + r"([0-9.]+) s"))
     return TunedCheckpoint(best, script, text, best.durable_s, check)
 
 

@@ -22,6 +22,7 @@ from iobench.plan.config import RunConfig
 from iobench.plan.place import RunPlace
 from iobench.plan.resolve import RunTarget, settle_device
 from iobench.plan.selection import tuned_loaders
+from iobench.results.store import pasted_code_path
 from iobench.run.dataset_factory import FactoryRequest
 from iobench.run.paste_check import PasteCheck
 from iobench.run.tune import CONFIRM_SHARE, Candidate, TuneResult, TuneSearch, confirm, tune
@@ -80,6 +81,7 @@ def _searched(search: TuneSearch, request: TuneRequest, events: Events) -> TuneO
     """The search (within most of the budget), the winner measured again in a fresh run (the rest of it), its script
     written and checked."""
     results, floor = request.place.results, request.min_shuffle
+    script_path = pasted_code_path(results, "best") if search.script is not None else None  # checked before the search
     events.say(
         f"tuning {search.what} on {request.device}: {len(search.found)} candidate settings, at most "
         f"{request.budget_minutes:g} min"
@@ -100,14 +102,14 @@ def _searched(search: TuneSearch, request: TuneRequest, events: Events) -> TuneO
         outcome.command = search.command(best.config) if search.command is not None else None
         return outcome
     outcome.script_text = search.script(best.config, outcome.figure)
-    outcome.script = results.with_name(f"{results.stem}-best.py")
+    outcome.script = script_path
     atomic_write_text(outcome.script, outcome.script_text)
     if request.check_paste and best.confirmed is not None and outcome.settled:
         from iobench.run.paste_check import check_paste
 
         epoch = best.confirmed.epochs.epoch_seconds_median
         events.say(f"checking the pasted script in a fresh process: {outcome.script}")
-        outcome.paste_check = check_paste(outcome.script, timeout_s=120 + 30 * epoch)
+        outcome.paste_check = check_paste(outcome.script_text, str(outcome.script), timeout_s=120 + 30 * epoch)
     return outcome
 
 

@@ -82,7 +82,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write via a fresh temporary file (mkstemp: O_EXCL), fsync, rename: readers see the old or the new file, never
-    half, and a link at `path` is replaced, never written through."""
+    half, and a link at `path` is replaced, never written through. Its folder is made if missing."""
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=PARTIAL_PREFIX + path.name + ".")
     try:
         shared_mode(Path(tmp), 0o666)

@@ -628,3 +628,45 @@ def test_a_small_file_system_is_refused_before_anything_is_saved(cli, tmp_path):
         assert not (tmp_path / "r.jsonl").exists() and list(disk.iterdir()) == []
     finally:
         subprocess.run(["umount", str(disk)], check=True)
+
+
+@pytest.mark.long
+def test_a_child_a_step_starts_is_ended_with_its_trial_and_never_waited_for(tmp_path, monkeypatch):
+    """The eighth probe's P2: a --step that started `sleep 1000` held the trial's pipes until its 121 s timeout
+    ("torch save ran past 121 s") and ran on under PID 1. Each trial runs in a session of its own, its group ended
+    when it ends."""
+    import time
+
+    from iobench.checkpoint.job import CheckpointJob
+    from iobench.checkpoint.processes import trial
+    from iobench.checkpoint.state import StateSpec
+    from iobench.storage.checkpoints import Place
+    from iobench.system.processes import process_alive
+
+    marker = tmp_path / "child.pid"
+    monkeypatch.setenv("IOBENCH_TEST_CHILD_PID", str(marker))
+    step = "tests.checkpoint.step_fixtures:starts_a_child"
+    job = CheckpointJob("torch", "save", StateSpec(10_000), Place(folder=str(tmp_path / "c")), step=step)
+    started = time.monotonic()
+    measured = trial(job, {})
+    assert measured["durable_seconds"] > 0 and measured["step_rate"] > 0, measured
+    assert time.monotonic() - started < 60, "the trial waited for its step's child"
+    pid = int(marker.read_text())
+    deadline = time.monotonic() + 5
+    while process_alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not process_alive(pid), "the step's child outlived its trial"
+
+
+def test_a_trial_that_exits_0_without_its_result_is_one_line(tmp_path):
+    """The eighth probe's T1: a --step (or an import) that calls os._exit(0) ended in `IndexError: list index out of
+    range` at the trial's result."""
+    from iobench.checkpoint.job import CheckpointJob
+    from iobench.checkpoint.processes import trial
+    from iobench.checkpoint.state import StateSpec
+    from iobench.storage.checkpoints import Place
+
+    step = "tests.checkpoint.step_fixtures:exits_at_once"
+    job = CheckpointJob("torch", "save", StateSpec(10_000), Place(folder=str(tmp_path / "c")), step=step)
+    with pytest.raises(IobenchError, match=r"^checkpoint: torch save ended \(exit status 0\) without its result$"):
+        trial(job, {})

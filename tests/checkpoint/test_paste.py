@@ -37,8 +37,8 @@ def test_every_library_and_mode_is_a_whole_script_with_the_functions_to_paste(tm
 
 @pytest.mark.parametrize(("library", "mode"), [("torch", "keep:2"), ("dcp-async", "safe"), ("dcp-threads", "inplace")])
 def test_the_script_saves_restores_exactly_and_leaves_nothing(tmp_path, library, mode):
-    path, _ = _script(tmp_path, library, mode)
-    check = check_paste(path, 120, FIGURE)
+    path, text = _script(tmp_path, library, mode)
+    check = check_paste(text, str(path), 120, FIGURE)
     assert check.figure is not None and check.figure > 0, check.said
     assert "restored exactly" in check.said
     assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # its checkpoint folder removed
@@ -46,6 +46,6 @@ def test_the_script_saves_restores_exactly_and_leaves_nothing(tmp_path, library,
 
 def test_a_restore_that_gives_back_other_bytes_fails_the_check(tmp_path):
     path, text = _script(tmp_path, "torch", "safe")
-    path.write_text(text.replace("    _copy_into(state, torch.load(", "    0 and _copy_into(state, torch.load(", 1))
-    check = check_paste(path, 120, FIGURE)
+    broken = text.replace("    _copy_into(state, torch.load(", "    0 and _copy_into(state, torch.load(", 1)
+    check = check_paste(broken, str(path), 120, FIGURE)
     assert check.figure is None and "differs from the state saved" in check.said

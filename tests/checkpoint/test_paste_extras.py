@@ -17,6 +17,6 @@ pytestmark = pytest.mark.extras
 def test_the_flat_libraries_scripts_restore_exactly(tmp_path, library):
     if importlib.util.find_spec(library) is None:
         pytest.skip(f"{library} is not installed (pip install 'iobench[checkpoint]')")
-    path, _ = _script(tmp_path, library, "keep:2")
-    check = check_paste(path, 120, FIGURE)
+    path, text = _script(tmp_path, library, "keep:2")
+    check = check_paste(text, str(path), 120, FIGURE)
     assert check.figure is not None and "restored exactly" in check.said, check.said

@@ -126,3 +126,40 @@ def test_records_are_never_appended_to_a_file_of_another_kind(tmp_path):
         check_writable(answers)
     with pytest.raises(IobenchError, match="holds run records; give a file of its own for checkpoint records$"):
         check_writable(runs, kinds=KINDS)
+
+
+def test_the_pasted_codes_path_is_checked_before_anything_is_measured(tmp_path):
+    """The eighth probe's T2 and S1: `<stem>-tuned.py` a folder ended a whole tune in a traceback; a results folder
+    another user can write let them replace the code before the user ran it."""
+    import os
+
+    from iobench.results.store import pasted_code_path
+
+    results = tmp_path / "ck.jsonl"
+    assert pasted_code_path(results, "tuned") == tmp_path / "ck-tuned.py"
+    (tmp_path / "ck-tuned.py").mkdir()
+    with pytest.raises(IobenchError, match="it is not a file"):
+        pasted_code_path(results, "tuned")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o777)
+    with pytest.raises(IobenchError, match="writable by other users"):
+        pasted_code_path(shared / "ck.jsonl", "tuned")
+    os.chmod(shared, 0o1777)  # sticky, as /tmp: no one replaces another's file
+    assert pasted_code_path(shared / "new" / "ck.jsonl", "tuned") == shared / "new" / "ck-tuned.py"
+    if os.geteuid() == 0:
+        os.chmod(shared, 0o755)
+        os.chown(shared, 65534, 65534)
+        with pytest.raises(IobenchError, match="belongs to uid 65534"):
+            pasted_code_path(shared / "ck.jsonl", "tuned")
+
+
+def test_a_refused_run_leaves_no_results_folder(tmp_path):
+    """check_writable no longer makes the folder: a run refused after it left an empty one behind."""
+    from iobench.results.store import check_writable
+
+    check_writable(tmp_path / "new" / "deeper" / "r.jsonl")
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(IobenchError, match="is not a folder"):
+        check_writable(tmp_path / "afile" / "r.jsonl")
