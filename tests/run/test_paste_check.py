@@ -1,6 +1,6 @@
-"""The pasted code's check (`tune`, `checkpoint --tune`): run from the text iobench holds, never re-read from the path it
-wrote (the eighth probe's S1: a second user renamed their own script over root's `ck-tuned.py` between the write and
-the run, and root ran it), tied to iobench, and nothing it starts outlives it."""
+"""The pasted code's check (`tune`, `checkpoint --tune`): run from the text iobench holds, never re-read from the path
+it wrote (the eighth probe's S1: a second user renamed their own script over root's `ck-tuned.py` between the write
+and the run, and root ran it), tied to iobench, and nothing it starts outlives it."""
 
 from __future__ import annotations
 
@@ -101,8 +101,8 @@ def test_what_the_checked_code_starts_does_not_outlive_it(tmp_path):
 KILLED = textwrap.dedent("""
     import os, subprocess, sys, time
     from iobench.run.paste_check import check_paste
-    code = "import subprocess, time\\nopen(%r, 'w').write(str(subprocess.Popen(['sleep', '1000']).pid))\\ntime.sleep(1000)\\n"
-    check_paste(code % (sys.argv[1],), "held.py", 600)
+    child = "open(%r, 'w').write(str(subprocess.Popen(['sleep', '1000']).pid))" % (sys.argv[1],)
+    check_paste("import subprocess, time\\n" + child + "\\ntime.sleep(1000)\\n", "held.py", 600)
 """)
 
 
