@@ -136,6 +136,7 @@ def _td_key(path: str) -> str:
 _STEPS = '''
 
 STEP = re.compile(r"step-[0-9]{1,12}")
+MARK = ".saved-by-save_checkpoint"  # in every step folder this code made: the only ones remove_old removes
 
 
 def _folder(root: str, step: int) -> str:
@@ -167,19 +168,54 @@ def _latest(root: str) -> str:
     return os.path.join(root, name)
 
 
+def _saved_here(path: str) -> bool:
+    """A step folder this code saved: a real folder (never a link) holding the mark it wrote."""
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode) and stat.S_ISREG(os.lstat(os.path.join(path, MARK)).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _new_step(root: str, folder: str) -> None:
+    """The step's folder, made new and marked as this code's. A link there is refused (it would lead the save
+    elsewhere); a folder this code saved and never published (a save cut short) is replaced; the step `latest` names,
+    or anything else of that name, is refused."""
+    if os.path.islink(folder):
+        raise FileExistsError(f"{folder} is a link: a checkpoint is never written through one")
+    if os.path.lexists(folder):
+        published = os.path.lexists(os.path.join(root, "latest")) and _latest(root) == folder
+        if published or not _saved_here(folder):
+            raise FileExistsError(f"{folder} exists and is not an unpublished save of this code: save another step")
+        shutil.rmtree(folder)
+    os.mkdir(folder)
+    fd = os.open(os.path.join(folder, MARK), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    os.close(fd)
+
+
 def remove_old(root: str) -> None:
-    """The steps older than the newest KEEP removed: call after each save (a job's cleanup, not its save)."""
-    steps = sorted((e for e in os.listdir(root) if STEP.fullmatch(e)), key=lambda e: int(e[5:]))
-    for name in steps[:-KEEP]:
-        path = os.path.join(root, name)
-        if stat.S_ISDIR(os.lstat(path).st_mode):
-            shutil.rmtree(path)
+    """The steps older than the newest KEEP removed: call after each save (a job's cleanup, not its save). Only folders
+    this code saved (its mark, never a link or another's file named like a step), never the step `latest` names or a
+    newer one (an earlier run's steps of higher numbers are kept)."""
+    current = int(os.path.basename(_latest(root))[5:])
+    steps = sorted(
+        n
+        for e in os.listdir(root)
+        if STEP.fullmatch(e) and (n := int(e[5:])) <= current and _saved_here(os.path.join(root, e))
+    )
+    for n in steps[:-KEEP]:
+        shutil.rmtree(_folder(root, n))
 '''
 
 _INPLACE = """
 
 def _folder(root: str, step: int) -> str:
     return os.path.join(root, "current")  # every save over the last
+
+
+def _new_step(root: str, folder: str) -> None:
+    if os.path.islink(folder):
+        raise FileExistsError(f"{folder} is a link: a checkpoint is never written through one")
+    os.makedirs(folder, exist_ok=True)
 
 
 def _latest(root: str) -> str:
@@ -252,7 +288,7 @@ def _functions(code: Code, kept: int) -> list[str]:
         '    """Starts saving `state` as step `step` under `root`; finish_checkpoint completes it (an asynchronous',
         '    save writes beside training until then)."""',
         "    folder = _folder(root, step)",
-        "    os.makedirs(folder, exist_ok=True)",
+        "    _new_step(root, folder)",
         *save_body,
         "",
         "",
@@ -275,23 +311,55 @@ def _functions(code: Code, kept: int) -> list[str]:
     ]
 
 
+def _weights(spec: StateSpec) -> list[str]:
+    """The measured state's weights as the script's table: name, shape, the model's dtype (the user's file's with
+    --from, else bf16)."""
+    from iobench.checkpoint.state import file_weights, weight_names
+
+    if spec.source:
+        rows = [(n, shape, str(dtype).removeprefix("torch.")) for n, shape, dtype in file_weights(spec.source)]
+    else:
+        rows = [(n, shape, "bfloat16") for n, shape in weight_names(spec)]
+    return [f"    ({name!r}, {tuple(shape)!r}, {dtype!r})," for name, shape, dtype in rows]
+
+
 def _main(mode: str, spec: StateSpec, folder: str, torch_threads: int, rounds: int, kept: int) -> list[str]:
-    """The check: the saves before the steady one, `rounds` steady saves timed, a restore checked bit for bit."""
+    """The check: a stand-in state of the measured size made here (the script needs no iobench), the saves before the
+    steady one, `rounds` steady saves timed, a restore into a state already in memory checked bit for bit."""
     warm = saves_of(mode) - 1
-    source = repr(spec.source or None)
     return [
         "",
         "",
+        "WEIGHTS = [  # the measured state's weights: name, shape, the model's dtype",
+        *_weights(spec),
+        "]",
+        "",
+        "",
+        "def stand_in_state(seed: int = 0) -> dict:",
+        '    """A state of the measured size as `iobench checkpoint` makes it (the model\'s weights, fp32 master weights',
+        '    and Adam moments, the step, the RNG state): your own state_dicts take its place."""',
+        "    g = torch.Generator().manual_seed(seed)",
+        "    model, master, exp_avg, exp_avg_sq = {}, {}, {}, {}",
+        "    for name, shape, dtype in WEIGHTS:",
+        "        weights = torch.randn(shape, generator=g, dtype=torch.float32)",
+        "        model[name] = weights.to(getattr(torch, dtype))",
+        "        master[name] = weights",
+        "        exp_avg[name] = torch.rand(shape, generator=g, dtype=torch.float32).mul_(1e-3)",
+        "        exp_avg_sq[name] = torch.rand(shape, generator=g, dtype=torch.float32).mul_(1e-6)",
+        "    optimizer = {'master': master, 'exp_avg': exp_avg, 'exp_avg_sq': exp_avg_sq}",
+        "    rng = torch.Generator().manual_seed(seed + 1).get_state()",
+        "    return {'model': model, 'optimizer': optimizer, 'step': 1000 + seed, 'rng': rng}",
+        "",
+        "",
         "def _like(state: dict) -> dict:",
-        "    return {k: _like(v) if isinstance(v, dict) else torch.empty_like(v) if isinstance(v, torch.Tensor) else 0",
+        '    """A state of the same shapes already in memory (every page touched), as a resuming job\'s model is."""',
+        "    return {k: _like(v) if isinstance(v, dict) else torch.zeros_like(v) if isinstance(v, torch.Tensor) else 0",
         "            for k, v in state.items()}",
         "",
         "",
         'if __name__ == "__main__":',
-        "    from iobench.api import training_state",
-        "",
         f"    torch.set_num_threads({torch_threads})",
-        f"    state = training_state({spec.params}, {spec.layout!r}, {source})  # a stand-in for your state",
+        f"    state = stand_in_state({spec.seed})  # a stand-in for your state",
         f"    parent = tempfile.mkdtemp(prefix='iobench-tuned-', dir={folder!r})",
         "    try:",
         "        root = os.path.join(parent, 'checkpoint')",
@@ -304,8 +372,9 @@ def _main(mode: str, spec: StateSpec, folder: str, torch_threads: int, rounds: i
         *(["            remove_old(root)"] if kept else []),
         f"            if step > {warm}:",
         "                seconds.append(took)",
+        "        into = _like(state)",
         "        start = time.perf_counter()",
-        "        restored = restore_checkpoint(root, _like(state))",
+        "        restored = restore_checkpoint(root, into)",
         "        restore_s = time.perf_counter() - start",
         "        same = restored['step'] == state['step'] and all(",
         "            torch.equal(a, b) for a, b in zip(_tensors(restored), _tensors(state), strict=True))",

@@ -49,3 +49,75 @@ def test_a_restore_that_gives_back_other_bytes_fails_the_check(tmp_path):
     broken = text.replace("    _copy_into(state, torch.load(", "    0 and _copy_into(state, torch.load(", 1)
     check = check_paste(broken, str(path), 120, FIGURE)
     assert check.figure is None and "differs from the state saved" in check.said
+
+
+def _functions(library: str, mode: str, tmp_path) -> dict:
+    """The script's functions, as a user pastes them (its __main__ block not run)."""
+    text = checkpoint_script(library, mode, StateSpec(20_000), "durable in 0.05 s", 0.05, str(tmp_path), 1, 2)
+    space: dict = {"__name__": "pasted"}
+    exec(compile(text, f"{library}-{mode}.py", "exec"), space)
+    return space
+
+
+def _installed(library: str) -> bool:
+    import importlib.util
+
+    needs = {"safetensors": "safetensors", "tensordict": "tensordict"}.get(library)
+    return needs is None or importlib.util.find_spec(needs) is not None
+
+
+@pytest.mark.parametrize("library", PASTED)
+def test_the_pasted_keep_code_never_removes_what_it_did_not_save_or_the_published_step(tmp_path, library):
+    """The eighth probe's D1: remove_old counted every entry named step-N (an earlier run's steps, the user's own files)
+    and removed the folder `latest` had just been pointed at; a planted link step-1 -> victim was written through. For
+    every library and mode, against those folders: the new run's steps restore, nothing of others' is touched."""
+    import os
+
+    import torch
+
+    from iobench.checkpoint.state import make_state
+
+    if not _installed(library):
+        pytest.skip(f"{library} is not installed (pip install 'iobench[checkpoint]')")
+    for mode in MODES:
+        root = tmp_path / mode.replace(":", "-") / "ck"
+        root.mkdir(parents=True)
+        fns = _functions(library, mode, tmp_path)
+        earlier = fns["stand_in_state"](7)
+        for step in (5000, 5001, 5002):  # an earlier run's steps, saved by this code (marked)
+            fns["finish_checkpoint"](str(root), step, fns["save_checkpoint"](earlier, str(root), step))
+        for name in ("step-100", "step-101", "step-102"):
+            (root / name).write_text("the user's own file")
+        victim = tmp_path / f"victim-{mode.replace(':', '-')}"
+        victim.mkdir()
+        (root / "step-2").symlink_to(victim)
+        state = fns["stand_in_state"](0)
+        assert all(
+            torch.equal(a, b)
+            for a, b in zip(fns["_tensors"](state), fns["_tensors"](make_state(StateSpec(20_000))), strict=True)
+        )
+        fns["finish_checkpoint"](str(root), 1, fns["save_checkpoint"](state, str(root), 1))
+        if "remove_old" in fns:
+            fns["remove_old"](str(root))
+            with pytest.raises(FileExistsError, match="is a link"):
+                fns["save_checkpoint"](state, str(root), 2)
+            assert (root / "latest").read_text() == "step-1"
+            assert {f"step-{n}" for n in (1, 5000, 5001, 5002)} <= set(os.listdir(root)), os.listdir(root)
+        restored = fns["restore_checkpoint"](str(root), fns["_like"](state))
+        assert all(torch.equal(a, b) for a, b in zip(fns["_tensors"](restored), fns["_tensors"](state), strict=True))
+        assert [p.name for p in victim.iterdir()] == [], "nothing written through the planted link"
+        assert all((root / f"step-{n}").read_text() == "the user's own file" for n in (100, 101, 102))
+
+
+def test_the_pasted_script_runs_without_iobench(tmp_path):
+    """A Python without iobench (92: `from iobench.api import training_state` failed with ModuleNotFoundError)."""
+    import subprocess
+    import sys
+
+    _, text = _script(tmp_path, "torch", "keep:2")
+    blocked = "import sys\nsys.modules['iobench'] = None  # `import iobench` fails from here on\n"
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", blocked + text], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    assert "restored exactly" in done.stdout
