@@ -10,7 +10,7 @@ import textwrap
 from dataclasses import dataclass
 
 from iobench.checkpoint.libraries import DCP_THREADS
-from iobench.checkpoint.paste_helpers import FLAT, HELPERS, INPLACE, STEPS, TENSORS
+from iobench.checkpoint.paste_helpers import FLAT, HELPERS, INPLACE_FOLDER, STEPS, TENSORS
 from iobench.checkpoint.save_modes import INPLACE, saves_of
 from iobench.checkpoint.state import StateSpec
 from iobench.results.checkpoint_record import kept_of
@@ -106,7 +106,7 @@ def checkpoint_script(
     kept = 0 if mode == INPLACE else (kept_of(mode) or 1)
     head = _head(library, mode, figure, seconds, code, kept)
     main = _main(mode, spec, folder, torch_threads, rounds, kept)
-    body = "\n".join(head) + "\n" + HELPERS + (FLAT if code.flat else "") + (STEPS if kept else INPLACE)
+    body = "\n".join(head) + "\n" + HELPERS + (FLAT if code.flat else "") + (STEPS if kept else INPLACE_FOLDER)
     return body + "\n".join(_functions(code, kept) + TENSORS + main) + "\n"
 
 

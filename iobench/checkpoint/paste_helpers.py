@@ -119,7 +119,7 @@ def remove_old(root: str) -> None:
         shutil.rmtree(_folder(root, n))
 '''
 
-INPLACE = """
+INPLACE_FOLDER = """
 
 def _folder(root: str, step: int) -> str:
     return os.path.join(root, "current")  # every save over the last
