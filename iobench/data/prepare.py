@@ -9,6 +9,7 @@ import fcntl
 import os
 import re
 import shutil
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -89,6 +90,7 @@ class PreparePlan:
     # one is then built beside it and swapped in whole once complete; the old one is removed after that.
     replaced: list[Path] = field(default_factory=list)
     created: bool = False  # the dataset folder is this prepare's: removed again if nothing lands in it
+    made: tuple[Path, ...] = ()  # the folders this prepare made (the dataset's, its parents), deepest first
 
 
 # A dataset's name becomes a bucket or a key prefix in object storage (`upload`, `run --remote`): plain characters
@@ -110,8 +112,8 @@ def plan(request: PrepareRequest) -> PreparePlan:
     _check_source_outside(request)
     resolved = {n: FORMATS[n].resolve_options(request.spec, request.options[n]) for n in request.formats}
     request = dataclasses.replace(request, options=resolved)  # a format's refusal of the spec comes first
-    created = not request.dataset_dir.exists()
-    dataset_dir = _make_dataset_dir(request)
+    dataset_dir, made = _make_dataset_dir(request)
+    created = bool(made)
     try:
         manifest, replaced = _existing_manifest(request, dataset_dir)
         existing = [n for n in request.formats if n in manifest.formats]
@@ -119,10 +121,9 @@ def plan(request: PrepareRequest) -> PreparePlan:
             raise IobenchError(f"{dataset_dir}: {', '.join(existing)} already prepared; use --force to overwrite")
         need = _check_free_space(request, dataset_dir)
     except BaseException:
-        if created:
-            shutil.rmtree(dataset_dir, ignore_errors=True)
+        remove_made(made)
         raise
-    return PreparePlan(request, dataset_dir, manifest, need, replaced, created)
+    return PreparePlan(request, dataset_dir, manifest, need, replaced, created, tuple(made))
 
 
 def prepare(request: PrepareRequest | PreparePlan, reporter: Reporter | None = None) -> Manifest:
@@ -132,8 +133,8 @@ def prepare(request: PrepareRequest | PreparePlan, reporter: Reporter | None = N
         try:
             return _prepare_locked(p, reporter or NullReporter())
         except BaseException:
-            if p.created and not p.manifest.formats:  # an empty dataset folder is not a dataset
-                shutil.rmtree(p.dataset_dir, ignore_errors=True)
+            if p.created and not p.manifest.formats:  # an empty dataset folder (and the data folder made) is none
+                remove_made(list(p.made))
             raise
 
 
@@ -284,15 +285,53 @@ def _check_source_outside(request: PrepareRequest) -> None:
             )
 
 
-def _make_dataset_dir(request: PrepareRequest) -> Path:
+def check_dataset_folder(folder: Path) -> None:
+    """A dataset's folder that iobench writes or measures, checked as --dir is: where it exists, a folder of this
+    user's, never a link (feed's dataset name is predictable: a link planted at `data/feed-custom-3000` to another
+    user's folder had root write its manifest there and measure what that user could change)."""
+    try:
+        st = os.lstat(folder)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise IobenchError(f"{folder}: {exc.strerror or exc}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise IobenchError(
+            f"{folder} is a link; give --data-dir the folder it points to (a dataset is never used through a link)"
+        )
+    if not stat.S_ISDIR(st.st_mode):
+        raise IobenchError(f"{folder} is not a folder")
+    if st.st_uid != os.geteuid():
+        raise IobenchError(f"{folder} belongs to uid {st.st_uid}, not to you; prepare a dataset of your own")
+
+
+def _make_dataset_dir(request: PrepareRequest) -> tuple[Path, list[Path]]:
+    """The dataset's folder, made if missing; the folders made (its missing parents and itself, deepest first), which
+    a refusal removes again."""
     dataset_dir = request.dataset_dir
+    check_dataset_folder(dataset_dir)
+    missing = []
+    for path in (dataset_dir, *dataset_dir.parents):
+        if os.path.lexists(path):
+            break
+        missing.append(path)
     try:
         dataset_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise IobenchError(f"cannot create {dataset_dir}: {exc.strerror or exc}") from None
     if not os.access(dataset_dir, os.W_OK | os.X_OK):
         raise IobenchError(f"{dataset_dir}: not writable")
-    return dataset_dir
+    return dataset_dir, missing
+
+
+def remove_made(folders: list[Path]) -> None:
+    """Folders a refused or failed prepare made, deepest first: the dataset's whole, its parents only while empty."""
+    for i, path in enumerate(folders):
+        with contextlib.suppress(OSError):
+            if i == 0:
+                shutil.rmtree(path)
+            else:
+                path.rmdir()
 
 
 def _existing_manifest(request: PrepareRequest, dataset_dir: Path) -> tuple[Manifest, list[Path]]:

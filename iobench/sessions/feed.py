@@ -170,15 +170,18 @@ def _dataset(request: FeedRequest, events: Events) -> FeedData:
     the workload's samples: files of DLIO's sizes where it draws them and the format is files, else uint8 samples
     of the workload's mean."""
     from iobench.data.manifest import Manifest
+    from iobench.data.prepare import check_dataset_folder
     from iobench.formats import FORMATS
 
     w = request.workload
     if request.dataset is not None:
         folder = request.data_dir / request.dataset
+        check_dataset_folder(folder)
     else:
         sized = w.records is not None and request.format == "files"
         size = request.size or default_size(w)
         folder = request.data_dir / f"feed-{w.name}-{size}{'-dlio-sizes' if sized else ''}"
+        check_dataset_folder(folder)  # a predictable name: a link planted there is refused, not written through
         if w.records is not None and not sized:
             events.say(
                 f"every {w.name} sample is its mean, {w.sample_bytes:,} bytes: DLIO's sizes (stdev "
