@@ -30,6 +30,7 @@ from workdir import remove_work, work_dir
 
 from iobench.feed.workloads import workload_of
 from iobench.results.store import read_records
+from iobench.system.children import ChildExit, run_child
 from iobench.system.processes import python_module
 
 
@@ -59,13 +60,22 @@ def _dlio(args: argparse.Namespace, w, data: Path, out: Path, generate: bool, ep
     ]
     mpirun = shutil.which("mpirun") or "mpirun"
     argv = [mpirun, "--allow-run-as-root", "-np", str(args.nproc if not generate else 1), args.dlio, *overrides]
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout)
-    if done.returncode != 0:
+    done = _run(argv, args.timeout, "DLIO")
+    if done.code != 0:
         tail = (done.stderr or done.stdout).strip().splitlines()[-5:]
         raise SystemExit("DLIO failed: " + " | ".join(tail))
     if generate:
         return {}
     return json.loads((out / "summary.json").read_text())["metric"]
+
+
+def _run(argv: list[str], timeout_s: float, what: str) -> ChildExit:
+    """`argv` in a session of its own, its whole group ended when it exits or runs past `timeout_s` (a DLIO that
+    outlived the timeout was left under PID 1, after a TimeoutExpired traceback); past it, one line."""
+    try:
+        return run_child(argv, timeout_s)
+    except subprocess.TimeoutExpired:
+        raise SystemExit(f"{what} ran past --timeout {timeout_s:g} s (stopped, with everything it started)") from None
 
 
 def _format(args: argparse.Namespace) -> str:
@@ -92,9 +102,9 @@ def _iobench(args: argparse.Namespace, w, data: Path, results: Path) -> dict:
         *("--step", f"sleep:{w.compute_s * 1000:g}", "--epochs", str(args.epochs - 1), "--warmup", "1"),
         *("--cache", "warm", "--results", str(results), "--quiet"),
     )
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=args.timeout)
-    if done.returncode != 0:
-        raise SystemExit("iobench failed: " + (done.stderr or done.stdout).strip().splitlines()[-1])
+    done = _run(argv, args.timeout, "iobench")
+    if done.code != 0:
+        raise SystemExit("iobench failed: " + ((done.stderr or done.stdout).strip().splitlines() or [""])[-1])
     r = read_records(results)[-1]
     rank_au = [statistics.median(epochs) for epochs in r.ranks.rank_au]
     # DLIO's AU counts each step's wait from the first batch on: the epoch's start (workers starting, the first
