@@ -322,6 +322,6 @@ def modes_of(text: str) -> tuple[str, ...]:
     modes = tuple(dict.fromkeys(m.strip() for m in str(text).split(",") if m.strip()))
     if not modes or any(not is_save_mode(m) for m in modes):
         bad = next((m for m in modes if m.startswith(KEEP)), None)
-        why = f": keep:K keeps K from 1 to {MAX_KEEP}" if bad is not None else ""
+        why = f": keep:K keeps K from 1 to {MAX_KEEP}, written without a leading zero" if bad is not None else ""
         raise IobenchError(f"--save-mode: inplace, safe or keep:K, a comma list, got {text!r}{why}")
     return modes

@@ -42,6 +42,9 @@ def _workloads_help() -> str:
     )
 
 
+CUSTOM_AU = 0.90
+
+
 @app.command("feed")
 def feed_cmd(
     workload: Annotated[str, typer.Option(help=_workloads_help())] = "resnet50",
@@ -54,7 +57,10 @@ def feed_cmd(
     step_ms: Annotated[OptFloat, typer.Option(help="custom: one batch's compute time.")] = None,
     batch_size: Annotated[OptInt, typer.Option(help="custom: the batch (a named workload has its own).")] = None,
     sample_bytes: Annotated[OptInt, typer.Option(help="custom without --dataset: a sample's bytes.")] = None,
-    au: Annotated[float, typer.Option(help="custom: the utilisation every rank must keep.")] = 0.90,
+    au: Annotated[
+        OptFloat,
+        typer.Option(help="custom: the utilisation every rank must keep (default 0.90; a named workload has its own)."),
+    ] = None,
     num_workers: Annotated[OptInt, typer.Option(help="Each rank's workers (default: DLIO's read threads).")] = None,
     epochs: Annotated[int, typer.Option(help="Epochs measured at each count, after a warm-up epoch.")] = default.EPOCHS,
     cache: Annotated[
@@ -126,13 +132,16 @@ def _workload(
     step_ms: float | None,
     batch_size: int | None,
     sample_bytes: int | None,
-    au: float,
+    au: float | None,
     dataset: str | None,
     num_workers: int | None,
 ):  # noqa: ANN202 - a Workload (imported here: --help imports nothing heavy)
+    from iobench.choices import did_you_mean
     from iobench.feed.workloads import custom, workload_of
 
+    name, accelerator = name.strip().lower(), accelerator.strip().lower()
     if name == CUSTOM:
+        au = CUSTOM_AU if au is None else au
         if step_ms is None or batch_size is None or (sample_bytes is None and dataset is None):
             raise IobenchError("--workload custom needs --step-ms, --batch-size and --sample-bytes (or --dataset)")
         if not (0 < step_ms <= MAX_STEP_MS) or not (0 < au <= 1):
@@ -140,13 +149,18 @@ def _workload(
         _bounded(batch_size, "--batch-size", 1, MAX_BATCH)
         _bounded(sample_bytes, "--sample-bytes", 1, MAX_SAMPLE_BYTES)
         return custom(sample_bytes or 1, batch_size, step_ms, au, num_workers if num_workers is not None else 4)
-    if step_ms is not None or batch_size is not None or sample_bytes is not None:
-        raise IobenchError(f"--step-ms, --batch-size and --sample-bytes go with --workload custom, not {name}")
+    if step_ms is not None or batch_size is not None or sample_bytes is not None or au is not None:
+        raise IobenchError(
+            f"--step-ms, --batch-size, --sample-bytes and --au go with --workload custom, not {name} (it has its own)"
+        )
     found = workload_of(name, accelerator)
     if found is None:
         have = ", ".join(WORKLOADS)
+        hint = (
+            did_you_mean(name, [*NAMES, CUSTOM]) if name not in NAMES else did_you_mean(accelerator, list(ACCELERATORS))
+        )
         raise IobenchError(
-            f"--workload {name} --accelerator {accelerator}: no published workload is that pair ({have})"
+            f"--workload {name} --accelerator {accelerator}: no published workload is that pair{hint} ({have})"
         )
     return found
 

@@ -291,7 +291,7 @@ def check_dataset_folder(folder: Path) -> None:
     user's folder had root write its manifest there and measure what that user could change)."""
     try:
         st = os.lstat(folder)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # missing, or below a file: making it says so
         return
     except OSError as exc:
         raise IobenchError(f"{folder}: {exc.strerror or exc}") from None

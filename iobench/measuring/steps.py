@@ -20,6 +20,9 @@ from iobench.measuring.user_code import is_reference, load_callable
 Step = Callable[[DeviceBatch], None]
 
 
+MAX_SLEEP_MS = 3_600_000.0  # a step of an hour a batch: bounded where it is parsed (`sleep:1e12` ran into timeouts)
+
+
 def parse_step(text: str) -> str:
     """none | sleep:MS | sleep:MS:SD | mlp | module:function (the user's own step), validated early so a typo fails
     before any work."""
@@ -33,10 +36,11 @@ def parse_step(text: str) -> str:
             values = [float(x) for x in name.split(":")[1:]]
         except ValueError:
             values = []
-        if len(values) in (1, 2) and all(math.isfinite(v) and v >= 0 for v in values):
+        if len(values) in (1, 2) and all(math.isfinite(v) and 0 <= v <= MAX_SLEEP_MS for v in values):
             return "sleep:" + ":".join(f"{v:g}" for v in values)
     raise IobenchError(
-        f"unknown step {text!r}; use none, sleep:MS, sleep:MS:SD (normal, ms), mlp or module:function "
+        f"unknown step {text!r}; use none, sleep:MS, sleep:MS:SD (normal, ms, each at most an hour), mlp or "
+        "module:function "
         "(your own step, called with the batch's features and labels on the device)"
     )
 

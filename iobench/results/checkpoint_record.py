@@ -34,9 +34,11 @@ FREE_TEXT = ("differences", "packages", "cpu_model", "kernel", "hostname", "data
 
 
 def kept_of(mode: str) -> int | None:
-    """K of `keep:K` (1..MAX_KEEP); None for any other text."""
+    """K of `keep:K` (1..MAX_KEEP, written without a leading zero: one spelling a mode); None for any other text."""
     digits = mode.removeprefix(KEEP) if mode.startswith(KEEP) else ""
-    if not (digits.isascii() and digits.isdigit() and len(digits) <= 2 and 1 <= int(digits) <= MAX_KEEP):
+    if not (digits.isascii() and digits.isdigit() and len(digits) <= 2 and digits[0] != "0"):
+        return None
+    if not 1 <= int(digits) <= MAX_KEEP:
         return None
     return int(digits)
 

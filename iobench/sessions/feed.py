@@ -78,6 +78,7 @@ def default_size(workload: Workload) -> int:
 
 def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
     """The dataset found or made, the counts searched, the record appended to the results, the answer."""
+    _check_names(request)
     check_writable(request.results, kinds=(FEED,))
     check_writable(runs_path(request.results))
     data = _dataset(request, events)
@@ -225,6 +226,29 @@ def _cache(request: FeedRequest, folder: Path, dataset_bytes: int) -> tuple[str,
     return cache, notes
 
 
+def _check_names(request: FeedRequest) -> None:
+    """The format and the loader known, installed and going together, before anything is made (`--loader dataloder`
+    wrote the dataset and started a rank before "unknown loader")."""
+    from iobench.choices import did_you_mean
+    from iobench.formats import FORMATS
+    from iobench.loaders import LoaderName, check_installed, check_reads
+
+    if request.format not in FORMATS:
+        known = list(FORMATS)
+        raise IobenchError(
+            f"unknown format {request.format!r}{did_you_mean(request.format, known)}; choose from {', '.join(known)}"
+        )
+    try:
+        loader = LoaderName(request.loader)
+    except ValueError:
+        known = [name.value for name in LoaderName]
+        raise IobenchError(
+            f"unknown loader {request.loader!r}{did_you_mean(request.loader, known)}; choose from {', '.join(known)}"
+        ) from None
+    check_installed(loader)
+    check_reads(loader, request.format)
+
+
 def _most(request: FeedRequest, batch_bytes: int, n_samples: int) -> tuple[int, str]:
     """The most ranks this machine can start: --max-accelerators, the memory each takes (its processes, and its
     batches in flight: prefetch_factor 2 a worker, the rank's own and the one it steps on), and two batches a shard."""
@@ -233,7 +257,12 @@ def _most(request: FeedRequest, batch_bytes: int, n_samples: int) -> tuple[int, 
     workers = request.num_workers if request.num_workers is not None else request.workload.read_threads
     per_rank = batch_bytes * (2 * workers + 2) + PROCESS_BYTES * (workers + 1)
     available = memory_room().available  # MemAvailable, or less where a memory cgroup above iobench leaves less
-    by_memory = max(1, int(available * RANK_MEMORY_SHARE // per_rank))
+    by_memory = int(available * RANK_MEMORY_SHARE // per_rank)
+    if by_memory < 1:
+        raise IobenchError(
+            f"feed: one rank takes about {per_rank / 1e9:,.1f} GB (its {workers + 1} processes and batches in flight) "
+            f"and {available / 1e9:,.1f} GB is available; give fewer --num-workers"
+        )
     by_shards = max(1, n_samples // (2 * request.workload.batch_size))
     most = min(request.most, by_memory, by_shards)
     if most == by_memory and by_memory < request.most:

@@ -52,7 +52,9 @@ def test_keep_k_is_a_save_mode_with_its_k(text, k):
     assert is_save_mode(text) and kept_of(text) == k and save_modes.saves_of(text) == k + 1
 
 
-@pytest.mark.parametrize("text", ["keep:0", f"keep:{MAX_KEEP + 1}", "keep:", "keep:x", "keep:03x", "keep:١", "all"])
+@pytest.mark.parametrize(
+    "text", ["keep:0", f"keep:{MAX_KEEP + 1}", "keep:", "keep:x", "keep:03x", "keep:١", "all", "keep:01"]
+)
 def test_a_keep_outside_its_bounds_is_refused_in_one_line(text):
     assert not is_save_mode(text)
     with pytest.raises(IobenchError, match="--save-mode") as caught:

@@ -46,7 +46,9 @@ def test_a_step_that_raises_is_one_line_naming_it(own_module):
         step((torch.zeros(3, 4), torch.zeros(3, dtype=torch.int64)))
 
 
-@pytest.mark.parametrize("text", ["sleep:x", "mytrain:1step", "a-b:step", "nope"])
+@pytest.mark.parametrize(
+    "text", ["sleep:x", "mytrain:1step", "a-b:step", "nope", "sleep:1e12", "sleep:5:1e12", "sleep:inf"]
+)
 def test_what_is_not_a_step_is_refused_before_any_work(text):
     with pytest.raises(IobenchError, match="unknown step"):
         parse_step(text)
