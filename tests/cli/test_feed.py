@@ -21,6 +21,10 @@ import pytest
         (("--workload", "resnet50", "--step-ms", "5"), "go with --workload custom"),
         (("--workload", "resnet50", "--accelerator", "b200"), "no published workload is that pair"),
         (("--cache", "lukewarm"), "--cache: warm or cold"),
+        (("--loader", "dataloder"), "unknown loader 'dataloder', did you mean dataloader?"),
+        (("--format", "nppy"), "unknown format 'nppy', did you mean npy?"),
+        (("--workload", "resnet50", "--au", "0.1"), "--au go with --workload custom, not resnet50 (it has its own)"),
+        (("--workload", "resnet"), "no published workload is that pair, did you mean resnet50?"),
     ],
 )
 def test_a_bad_option_is_one_line_before_anything_is_made(cli, tmp_path, args, said):
@@ -46,3 +50,9 @@ def test_answers_and_runs_are_never_appended_to_a_file_of_another_kind(cli, tmp_
         r = cli("feed", "--data-dir", tmp_path / "data", "--results", tmp_path / results, "-q")
         assert r.code != 0 and said in r.err and len(r.err.strip().splitlines()) == 1, r.err
     assert not (tmp_path / "data").exists()
+
+
+def test_the_accelerators_case_is_not_a_different_accelerator():
+    from iobench.cli.feed import _workload
+
+    assert _workload("ResNet50", "H100", None, None, None, None, None, None).accelerator == "h100"
