@@ -1,7 +1,9 @@
 """Which configuration to use, per access pattern: the answer `run`, `sweep` and `report` print from the same
-records, decided once. Figures of one pattern (cache, order, device, step) answer the same question; a ranking taken
-beside other programs is no answer (a loaded machine promoted npy/preload at 82-620 samples/s, 4,374 with one torch
-thread), and a winner whose interval overlaps the runner-up's is not settled."""
+records, decided once. Figures of one pattern (cache, order, device, step) answer the same question. A winner is
+settled against the runner-up where their intervals are apart, or where their runs were taken in turn and the paired
+ratio's interval lies above 1 (`iobench.judge.paired`). Beside other programs a ranking is the answer only when it was
+paired and contention fell alike (no configuration the winner beat waited for a CPU much more than it did); else no
+answer, naming why (a loaded machine promoted npy/preload at 82-620 samples/s, 4,374 with one torch thread)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from dataclasses import dataclass
 
 from iobench.judge.evidence import Load, records_load
 from iobench.judge.intervals import Interval, record_interval
+from iobench.judge.paired import Contention, contention_of, paired_runs
 from iobench.measuring.limit_rule import device_resident
 from iobench.plan.labels import settings_label
 from iobench.results.record import RunRecord
@@ -42,6 +45,8 @@ class Answer:
     rival: Interval | None = None
     refused: str = ""  # why no configuration is the answer ("": one is)
     load: Load | None = None
+    paired: Interval | None = None  # the fastest's samples/s over the runner-up's, round by round (taken in turn)
+    contention: Contention | None = None  # beside other programs: how contention fell on the configurations
 
     @property
     def winner(self) -> RunRecord | None:
@@ -55,9 +60,18 @@ class Answer:
         return self.fastest.epochs.samples_per_s / self.runner_up.epochs.samples_per_s
 
     @property
+    def paired_apart(self) -> bool:
+        """The paired ratio's interval lies wholly above 1: the fastest is ahead in the rounds' pairs."""
+        return self.paired is not None and self.paired.finite and self.paired.low > 1
+
+    @property
     def settled(self) -> bool:
-        """Told apart from the runner-up (their intervals apart), or alone."""
-        return self.rival is None or self.interval.apart(self.rival)
+        """Told apart from the runner-up (their intervals apart, or the paired ratio's above 1), or alone."""
+        return self.rival is None or self.interval.apart(self.rival) or self.paired_apart
+
+    def _paired_text(self) -> str:
+        p = self.paired
+        return f"{p.median:.2f}x [{p.low:.2f}-{p.high:.2f}] paired over {p.units} rounds in turn"  # type: ignore[union-attr]
 
     def verdict(self) -> str:
         """The answer in words, the same in the console and in a report."""
@@ -67,6 +81,13 @@ class Answer:
         if self.runner_up is None or self.rival is None:
             return f"{named(self.fastest)}, {figure} (nothing else measured to rank it against)"
         rival = named(self.runner_up)
+        if self.load is not None and self.load.busy and self.contention is not None:
+            return (
+                f"use {named(self.fastest)}: {figure}, {self._paired_text()} the next, {rival}; beside other "
+                f"programs using {self.load.text()} cores ({self.contention.shares_text()})"
+            )
+        if self.settled and not self.interval.apart(self.rival):
+            return f"use {named(self.fastest)}: {figure}, {self._paired_text()} the next, {rival}"
         if self.settled:
             return (
                 f"use {named(self.fastest)}: {figure}, {self.ratio:.2f}x the next, {rival} (their intervals "
@@ -95,15 +116,12 @@ def answer_for(pattern: str, records: Sequence[RunRecord]) -> Answer:
     """The answer among records of one pattern (at least one)."""
     ranked = sorted(records, key=lambda r: -r.epochs.samples_per_s)
     best = ranked[0]
-    load = records_load(ranked)
-    refused = ""
-    if load is not None and load.busy:
-        refused = (
-            f"other programs used {load.text()} cores beside the runs, and a ranking taken there may not hold "
-            "on a quiet machine; measure again with the machine quiet, or on purpose with --cpu-contention N "
-            "--torch-threads 1"
-        )
     second = ranked[1] if len(ranked) > 1 else None
+    load = records_load(ranked)
+    paired = paired_runs(best, second) if second is not None else None
+    refused, contention = "", None
+    if load is not None and load.busy:
+        refused, contention = _busy(best, ranked[1:], paired, load)
     return Answer(
         pattern,
         best,
@@ -113,7 +131,48 @@ def answer_for(pattern: str, records: Sequence[RunRecord]) -> Answer:
         record_interval(second) if second is not None else None,
         refused,
         load,
+        paired,
+        contention,
     )
+
+
+def _busy(
+    best: RunRecord, others: list[RunRecord], paired: Interval | None, load: Load
+) -> tuple[str, Contention | None]:
+    """Beside other programs: why there is no answer (""), and how contention fell where there is one. The ranking
+    stands where the fastest is ahead of the runner-up in the rounds' pairs and no configuration it beat waited for a
+    CPU much more than it did."""
+    if not others:
+        return "", None
+    if paired is None or not (paired.finite and paired.low > 1):
+        how = (
+            "its runs were not taken in turn with the runner-up's (run several configurations, --runs 2 or more)"
+            if paired is None
+            else f"the fastest is not ahead in every pair of runs ({paired.median:.2f}x [{paired.low:.2f}-"
+            f"{paired.high:.2f}] the runner-up, paired over {paired.units} rounds)"
+        )
+        return (
+            f"other programs used {load.text()} cores beside the runs and {how}: more --runs, or measure again with "
+            "the machine quiet",
+            None,
+        )
+    contention = contention_of(best, [(named(r), r) for r in others])
+    if contention.leader_share is None:
+        return (
+            f"other programs used {load.text()} cores beside the runs and what each run waited for was not recorded "
+            "(records made before 0.3.1): measure again",
+            None,
+        )
+    if contention.hit is not None:
+        return (
+            f"other programs used {load.text()} cores beside the runs and contention fell unevenly: "
+            f"{contention.hit} waited for a CPU {contention.hit_share:.0%} of its time, {named(best)} "
+            f"{contention.leader_share:.0%}, so its quiet figure may be higher; --torch-threads 1 and fewer "
+            "--num-workers keep a configuration from competing with other programs, or measure with the machine "
+            "quiet",
+            contention,
+        )
+    return "", contention
 
 
 def by_pattern(records: Sequence[RunRecord]) -> dict[str, list[RunRecord]]:

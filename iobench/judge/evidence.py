@@ -33,7 +33,14 @@ def load_of(cores: Iterable[float | None]) -> Load | None:
 
 
 def records_load(records: Iterable[RunRecord]) -> Load | None:
-    return load_of(r.host.busy for r in records)
+    """The cores other programs used around each record's runs (just before and after) and during them (each run's
+    waits, where recorded): the most of them."""
+    return load_of(_most(r.host.busy, *r.waits.unit_others_cores) for r in records)
+
+
+def _most(*cores: float | None) -> float | None:
+    seen = [c for c in cores if c is not None]
+    return max(seen) if seen else None
 
 
 def busy(cores: float | None) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 
 from iobench.results.checked import MAX_MEASURED, RecordError, checked, mapping, parsed
 from iobench.results.record import RunRecord
-from iobench.results.record_base import RecordBase, base_json, base_of
+from iobench.results.record_base import BASE_PARTS, RecordBase, base_json, base_of
 
 FEED = "feed"
 SCHEMA_VERSION = 1
@@ -108,7 +108,7 @@ class FeedRecord(RecordBase):
         return (self.workload, self.format, self.loader, self.cache, self.compute_s)
 
     def to_json(self) -> dict[str, Any]:
-        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("environment", "host")}
+        own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in BASE_PARTS}
         return {**own, "points": [p.to_json() for p in self.points], **base_json(self)}
 
     @classmethod

@@ -243,7 +243,7 @@ class RunRecord(RecordBase):
         required = {RecordedConfig: STORED_SETTINGS}
         built = {name: parsed(part, d, required.get(part, ())) for name, part in parts.items()}
         base = base_of(d)
-        for part in (*built.values(), base["environment"], base["host"]):
+        for part in (*built.values(), base["environment"], base["host"], base["waits"]):
             _check_finite(part)
         _check_measured(built["epochs"])
         _check_config(built["config"], built["dataset"])

@@ -31,14 +31,50 @@ class HostLoad:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Waits:
+    """What each unit of the measurement (a run, a checkpoint trial, a feed count) waited for, raw, one value a unit
+    in the order measured (`iobench.system.waits`): the wall time, the CPU time its processes used and the time they
+    were runnable but waited for a CPU, the cores other programs used meanwhile, the CPU and IO pressure (seconds some
+    task stalled: the machine's, or the job's own cgroup's, `psi_source`). Records measured in turn with others share
+    `turn_session` (an id of that session), and `turn_positions` holds this configuration's place in each round (its
+    unit k is in round k): the judgement pairs units of one round. Empty in records made before 0.3.1."""
+
+    unit_wall_s: list[float] = field(default_factory=list)
+    unit_cpu_s: list[float] = field(default_factory=list)
+    unit_cpu_wait_s: list[float] = field(default_factory=list)
+    unit_others_cores: list[float | None] = field(default_factory=list)
+    unit_psi_cpu_s: list[float | None] = field(default_factory=list)
+    unit_psi_io_s: list[float | None] = field(default_factory=list)
+    psi_source: str = ""
+    turn_session: str = ""
+    turn_positions: list[int] = field(default_factory=list)
+
+    def with_unit(self, figures: Any) -> Waits:
+        """These waits and one more unit's (`iobench.system.waits.WaitFigures`)."""
+        return Waits(
+            unit_wall_s=[*self.unit_wall_s, figures.wall_s],
+            unit_cpu_s=[*self.unit_cpu_s, figures.cpu_s],
+            unit_cpu_wait_s=[*self.unit_cpu_wait_s, figures.wait_s],
+            unit_others_cores=[*self.unit_others_cores, figures.others_cores],
+            unit_psi_cpu_s=[*self.unit_psi_cpu_s, figures.psi_cpu_s],
+            unit_psi_io_s=[*self.unit_psi_io_s, figures.psi_io_s],
+            psi_source=figures.psi_source or self.psi_source,
+            turn_session=self.turn_session,
+            turn_positions=self.turn_positions,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class RecordBase:
     environment: Environment = field(default_factory=Environment)
     host: HostLoad = field(default_factory=HostLoad)
+    waits: Waits = field(default_factory=Waits)
     timestamp: str = ""
     schema_version: int = 1
 
 
-BASE_PARTS = {"environment": Environment, "host": HostLoad}  # the base's parts, stored flat in a record's object
+# the base's parts, stored flat in a record's object
+BASE_PARTS = {"environment": Environment, "host": HostLoad, "waits": Waits}
 
 
 def base_json(record: RecordBase) -> dict[str, Any]:

@@ -16,13 +16,14 @@ from iobench.measuring.steps import make_step
 from iobench.plan.resolve import ResolvedRun
 from iobench.results.limits import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
-from iobench.results.record_base import HostLoad
+from iobench.results.record_base import HostLoad, Waits
 from iobench.run.building import build_loader
 from iobench.run.device_work import decoder_of, device_transform, possible_cost, transform_cost
 from iobench.run.epoch_log import EpochLog, record_of
 from iobench.run.format_epochs import FormatEpochs
 from iobench.system.contention import RECENT_SECONDS, contending, other_cores_busy, torch_threads
 from iobench.system.sysmetrics import CpuCounters
+from iobench.system.waits import WaitMeter
 
 
 def run(
@@ -77,15 +78,21 @@ class Measuring:
         self.peak_cache: int | None = None
         self.method: str | None = None
         self.threads = torch.get_num_threads()
+        self.waits = Waits()  # each run's waits; its place in each round where runs are taken in turn
+
+    def in_turn(self, session: str, position: int) -> None:
+        """The next run is taken in turn with others (`session`), at `position` in its round."""
+        self.waits = replace(self.waits, turn_session=session, turn_positions=[*self.waits.turn_positions, position])
 
     def one_run(self) -> None:
-        """The configuration's next run, under its storage's controls and the CPU contention it asked for."""
+        """The configuration's next run, under its storage's controls and the CPU contention it asked for; what its
+        processes waited for recorded (`iobench.system.waits`)."""
         config = self.resolved.config
         with contending(config.cpu_contention) as rivals, torch_threads(config.torch_threads) as threads:
             self.threads = threads  # what the runs had, for the record made after them
             if self.before is None:
                 self.before = (os.getloadavg()[0], other_cores_busy(rivals=rivals, recent=RECENT_SECONDS))
-            with self.resolved.storage.controls() as applied:
+            with self.resolved.storage.controls() as applied, WaitMeter(exclude=rivals) as meter:
                 started = time.perf_counter()
                 self.subject.run(
                     1,
@@ -98,6 +105,7 @@ class Measuring:
                     first_run=self.runs_done,
                 )
                 self.seconds += time.perf_counter() - started
+            self.waits = self.waits.with_unit(meter.figures)
             self.after = (os.getloadavg()[0], other_cores_busy(rivals=rivals))
         self.runs_done += 1
         if applied.peak_cache_bytes is not None:
@@ -126,6 +134,7 @@ class Measuring:
             record,
             system=replace(record.system, decoder=decoder),
             host=host,
+            waits=self.waits,
             environment=replace(record.environment, torch_threads=self.threads),
         )
         if self.resolved.confinement:

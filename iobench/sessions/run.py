@@ -204,11 +204,13 @@ def run_interleaved(
     )
     with events.configuration(f"{len(todo)} configurations, their runs in turn{ahead}", total) as bar:
         measuring = [Measuring(r, limits, profile_dir, bar) for r in todo]
+        session = turn_session(world)
         try:
             for k in range(runs):
-                for m in measuring:
+                for position, m in enumerate(round_order(measuring, session, k)):
                     if k < m.resolved.config.runs:
                         bar.running(m.resolved.config.label)
+                        m.in_turn(session, position)
                         m.one_run()
         except BaseException as exc:
             if not _interruption(exc):
@@ -228,6 +230,24 @@ def run_interleaved(
         for record in records:
             save(where.results, record, events)
     return records
+
+
+def turn_session(world: World) -> str:
+    """A fresh id for records measured in turn together, rank 0's on every rank (the rounds' order comes from it:
+    every rank must take the same configuration at the same time)."""
+    import secrets
+
+    return f"{int(world.gather([float(secrets.randbits(48))])[0][0]):012x}"
+
+
+def round_order(measuring: list[Measuring], session: str, k: int) -> list[Measuring]:
+    """Round k's order: a fresh random order each round (a configuration never always first after the warm-up of the
+    one before it), the same on every rank (seeded by the session and the round)."""
+    import random
+
+    order = list(measuring)
+    random.Random(f"{session}:{k}").shuffle(order)
+    return order
 
 
 def _estimates(todo: list[ResolvedRun], events: Events, skip: bool) -> list[Estimate | None]:

@@ -20,3 +20,11 @@ def test_the_flat_libraries_scripts_restore_exactly(tmp_path, library):
     path, text = _script(tmp_path, library, "keep:2")
     check = check_paste(text, str(path), 120, FIGURE)
     assert check.figure is not None and "restored exactly" in check.said, check.said
+
+
+def test_safetensors_pasted_keep_code_never_removes_what_it_did_not_save(tmp_path):
+    from tests.checkpoint.test_paste import pasted_keep_code_keeps_what_is_not_its_own
+
+    if importlib.util.find_spec("safetensors") is None:
+        pytest.skip("safetensors is not installed (pip install 'iobench[checkpoint]')")
+    pasted_keep_code_keeps_what_is_not_its_own(tmp_path, "safetensors")

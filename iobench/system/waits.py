@@ -1,0 +1,195 @@
+"""What a measurement's processes waited for, read raw: for every thread of this process and of its descendants
+(DataLoader workers, ranks, a trial's children), the CPU time it used and the time it was runnable but waited for a
+CPU (`/proc/<pid>/task/<tid>/schedstat`: nanoseconds on a CPU, nanoseconds on the run queue, time slices); the cores
+other programs used meanwhile (the machine's busy time less the tree's own); and the CPU and IO pressure over it
+(PSI: `/proc/pressure/{cpu,io}`, or this process's own cgroup's `cpu.pressure`/`io.pressure` where it runs in one).
+
+A worker that exits during the measurement takes its counters with it, so the tree is read every POLL_S by a thread
+(stopped and joined before the figures are taken): what a thread did after its last reading is lost, at most POLL_S of
+it. The judgement (`iobench.judge`) derives the rest: a wait share, whether contention fell evenly."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+POLL_S = 0.25
+JOIN_S = 2.0
+PSI_KINDS = ("cpu", "io")
+
+
+@dataclass(frozen=True)
+class WaitFigures:
+    """One unit's raw figures (a run, a trial, a count)."""
+
+    wall_s: float
+    cpu_s: float  # the tree's CPU time
+    wait_s: float  # the tree's time runnable but waiting for a CPU
+    others_cores: float | None  # the machine's busy cores less the tree's own, over the unit (None: no /proc/stat)
+    psi_cpu_s: float | None  # seconds some task waited for a CPU (PSI "some"), machine's or the cgroup's
+    psi_io_s: float | None  # seconds some task waited for IO
+    psi_source: str  # "machine", "cgroup" or "" (no PSI)
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _children(pid: int) -> list[int]:
+    """The children of `pid` (every thread's), from /proc/<pid>/task/*/children."""
+    found: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return found
+    for tid in tids:
+        text = _read(f"/proc/{pid}/task/{tid}/children")
+        if text:
+            found.extend(int(x) for x in text.split())
+    return found
+
+
+def tree(root: int, exclude: tuple[int, ...] = ()) -> list[int]:
+    """`root` and every descendant, but those of `exclude` (rivals started on purpose) and theirs."""
+    seen: list[int] = []
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        if pid in seen or pid in exclude:
+            continue
+        seen.append(pid)
+        todo.extend(_children(pid))
+    return seen
+
+
+def thread_counters(pids: list[int]) -> dict[tuple[int, int], tuple[int, int]]:
+    """(pid, tid) -> (ns on a CPU, ns waiting for one) of every thread of `pids`."""
+    out: dict[tuple[int, int], tuple[int, int]] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            text = _read(f"/proc/{pid}/task/{tid}/schedstat")
+            if text:
+                parts = text.split()
+                if len(parts) >= 2:
+                    out[(pid, int(tid))] = (int(parts[0]), int(parts[1]))
+    return out
+
+
+def _machine_busy_s() -> float | None:
+    """Seconds the machine's CPUs were busy since boot (/proc/stat's first line, idle and iowait left out)."""
+    text = _read("/proc/stat")
+    if not text:
+        return None
+    fields = [int(x) for x in text.splitlines()[0].split()[1:]]
+    busy = sum(fields[:8]) - fields[3] - (fields[4] if len(fields) > 4 else 0)
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def psi_files() -> tuple[dict[str, str], str]:
+    """The pressure files to read (kind -> path) and whose they are: this process's cgroup v2 folder where it is not
+    the root (a job's own cgroup), else the machine's; ({}, "") where the kernel has no PSI."""
+    cgroup = _own_cgroup_v2()
+    if cgroup is not None:
+        paths = {kind: str(cgroup / f"{kind}.pressure") for kind in PSI_KINDS}
+        if all(os.path.exists(p) for p in paths.values()):
+            return paths, "cgroup"
+    paths = {kind: f"/proc/pressure/{kind}" for kind in PSI_KINDS}
+    if all(os.path.exists(p) for p in paths.values()):
+        return paths, "machine"
+    return {}, ""
+
+
+def _own_cgroup_v2() -> Path | None:
+    """This process's cgroup v2 folder, where it is not the hierarchy's root."""
+    text = _read("/proc/self/cgroup") or ""
+    relative = next((line[3:] for line in text.splitlines() if line.startswith("0::")), None)
+    if not relative or relative == "/":
+        return None
+    for line in (_read("/proc/self/mountinfo") or "").splitlines():
+        left, _, right = line.partition(" - ")
+        if right.split(" ", 1)[0] == "cgroup2":
+            return Path(left.split()[4]) / relative.lstrip("/")
+    return None
+
+
+def _psi_some_s(path: str) -> float | None:
+    """The "some" line's total stall (µs) in seconds."""
+    text = _read(path)
+    for line in (text or "").splitlines():
+        if line.startswith("some "):
+            for part in line.split():
+                if part.startswith("total="):
+                    return int(part[6:]) / 1e6
+    return None
+
+
+class WaitMeter:
+    """The tree of `root` (this process by default) watched while inside, but `exclude`'s (--cpu-contention's
+    rivals, which are other programs on purpose): `figures` once left."""
+
+    def __init__(self, root: int | None = None, exclude: tuple[int, ...] = (), poll_s: float = POLL_S) -> None:
+        self.root = os.getpid() if root is None else root
+        self.exclude = tuple(exclude)
+        self.poll_s = poll_s
+        self._base: dict[tuple[int, int], tuple[int, int]] = {}
+        self._last: dict[tuple[int, int], tuple[int, int]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._psi, self._psi_source = psi_files()
+        self.figures: WaitFigures | None = None
+
+    def _sample(self) -> None:
+        seen = thread_counters(tree(self.root, self.exclude))
+        with self._lock:
+            for key, value in seen.items():
+                last = self._last.get(key)
+                if last is not None and (value[0] < last[0] or value[1] < last[1]):
+                    self._base[key] = (0, 0)  # a new thread of a reused id: counted from its start
+                self._last[key] = value
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            self._sample()
+
+    def __enter__(self) -> WaitMeter:
+        self._base = thread_counters(tree(self.root, self.exclude))
+        self._last = dict(self._base)
+        self._started = time.perf_counter()
+        self._machine = _machine_busy_s()
+        self._psi_start = {kind: _psi_some_s(path) for kind, path in self._psi.items()}
+        self._thread = threading.Thread(target=self._watch, name="iobench-waits", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(JOIN_S)  # bounded: a reading of /proc never blocks long
+        self._sample()
+        wall = time.perf_counter() - self._started
+        with self._lock:
+            cpu = sum(v[0] - self._base.get(k, (0, 0))[0] for k, v in self._last.items()) / 1e9
+            wait = sum(v[1] - self._base.get(k, (0, 0))[1] for k, v in self._last.items()) / 1e9
+        machine = _machine_busy_s()
+        others = None
+        if machine is not None and self._machine is not None and wall > 0:
+            others = max(0.0, (machine - self._machine - cpu) / wall)
+        psi = {}
+        for kind, path in self._psi.items():
+            end, start = _psi_some_s(path), self._psi_start.get(kind)
+            psi[kind] = None if end is None or start is None else max(0.0, end - start)
+        self.figures = WaitFigures(
+            wall, max(0.0, cpu), max(0.0, wait), others, psi.get("cpu"), psi.get("io"), self._psi_source
+        )

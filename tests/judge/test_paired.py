@@ -1,0 +1,103 @@
+"""Configurations measured in turn, judged in pairs (`iobench.judge.paired`) and the answer beside other programs
+(`iobench.judge.answer`): a drift that falls on both cancels; a paired lead decides where each interval is wide; beside
+other programs the paired ranking is the answer when contention fell alike, and a configuration it fell on more is
+named instead of a winner."""
+
+from __future__ import annotations
+
+from iobench.judge.answer import answer_for
+from iobench.judge.paired import WAIT_MARGIN, contention_of, paired_runs, wait_share
+from iobench.results.record_base import Waits
+from tests.conftest import record_of
+
+N = 1000  # samples an epoch in the planted records
+
+
+def _record(fmt: str, rates: list[float], share: float | None, session: str = "s1", others: float = 0.0):
+    """A record of len(rates) runs of one epoch each, at these samples/s, whose processes waited `share` of their
+    runnable time (None: not recorded), measured in turn in `session`."""
+    seconds = [N / r for r in rates]
+    waits = {}
+    if share is not None:
+        cpu = [1.0] * len(rates)
+        waits = {
+            "unit_wall_s": seconds,
+            "unit_cpu_s": cpu,
+            "unit_cpu_wait_s": [c * share / (1 - share) for c in cpu],
+            "unit_others_cores": [others] * len(rates),
+            "turn_session": session,
+            "turn_positions": [0] * len(rates),
+        }
+    median = sorted(seconds)[len(seconds) // 2]
+    return record_of(
+        format=fmt,
+        runs=len(rates),
+        epochs=1,
+        epoch_seconds=seconds,
+        epoch_seconds_median=median,
+        epoch_seconds_min=min(seconds),
+        epoch_seconds_max=max(seconds),
+        samples_per_epoch=N,
+        samples_per_s=N / median,
+        other_cpu_before=others,
+        other_cpu_after=others,
+        **waits,
+    )
+
+
+def test_a_drift_that_falls_on_both_cancels_in_the_pairs():
+    """Each configuration's runs drift 2x over the rounds (their intervals overlap); within each round A is 1.2x B."""
+    drift = [100.0, 140.0, 200.0, 120.0, 170.0, 110.0]
+    a = _record("npy", [1.2 * d for d in drift], 0.02)
+    b = _record("hdf5", drift, 0.02)
+    paired = paired_runs(a, b)
+    assert paired is not None and abs(paired.median - 1.2) < 1e-9 and paired.low > 1
+    answer = answer_for("warm shuffle on cpu", [a, b])
+    assert not answer.interval.apart(answer.rival) and answer.settled and answer.winner is a
+    assert "1.20x [1.20-1.20] paired over 6 rounds in turn" in answer.verdict()
+
+
+def test_records_of_different_sessions_are_not_paired():
+    a = _record("npy", [120.0, 130.0], 0.02, session="s1")
+    b = _record("hdf5", [100.0, 110.0], 0.02, session="s2")
+    assert paired_runs(a, b) is None
+
+
+def test_beside_other_programs_the_paired_ranking_answers_when_contention_fell_alike():
+    a = _record("npy", [120.0, 90.0, 150.0, 100.0, 130.0, 95.0], 0.33, others=1.8)
+    b = _record("hdf5", [100.0, 75.0, 125.0, 83.0, 108.0, 79.0], 0.36, others=1.8)
+    answer = answer_for("warm shuffle on cpu", [a, b])
+    assert answer.winner is a, answer.refused
+    said = answer.verdict()
+    assert "beside other programs using 1.8 cores" in said and "paired over 6 rounds in turn" in said
+    assert "each waited for a CPU 33%-36% of its time" in said
+
+
+def test_a_configuration_contention_fell_on_more_is_named_and_no_winner_given():
+    """tensorclass at torch's default threads lost 72x beside one rival: it waited far more than the leader."""
+    a = _record("npy", [120.0, 90.0, 150.0, 100.0, 130.0, 95.0], 0.30, others=1.8)
+    b = _record("memmap", [100.0, 75.0, 125.0, 83.0, 108.0, 79.0], 0.30 + WAIT_MARGIN + 0.25, others=1.8)
+    answer = answer_for("warm shuffle on cpu", [a, b])
+    assert answer.winner is None
+    assert "contention fell unevenly: memmap/dataloader" in answer.refused and "waited for a CPU 65%" in answer.refused
+    # the leader waiting more than the one it beat leaves the ranking standing: its quiet figure can only be higher
+    leader = _record("npy", [120.0, 90.0, 150.0, 100.0, 130.0, 95.0], 0.65, others=1.8)
+    flipped = answer_for("warm shuffle on cpu", [leader, _record("memmap", [100.0, 75.0, 125.0, 83.0, 108.0], 0.3)])
+    assert flipped.winner is not None
+
+
+def test_beside_other_programs_without_a_paired_lead_there_is_no_answer():
+    a = _record("npy", [120.0, 80.0, 150.0], 0.3, others=1.8)
+    b = _record("hdf5", [100.0, 110.0, 125.0], 0.3, others=1.8)  # B wins round 2
+    answer = answer_for("warm shuffle on cpu", [a, b])
+    assert answer.winner is None and "the fastest is not ahead in every pair of runs" in answer.refused
+    alone = [_record("npy", [120.0], None, others=1.8), _record("hdf5", [100.0], None, others=1.8)]
+    unpaired = answer_for("warm shuffle on cpu", alone)
+    assert unpaired.winner is None and "not taken in turn" in unpaired.refused
+
+
+def test_the_wait_share_is_the_waits_over_the_runnable_time():
+    waits = Waits(unit_cpu_s=[3.0, 1.0], unit_cpu_wait_s=[1.0, 3.0])
+    assert wait_share(waits) == 0.5 and wait_share(Waits()) is None
+    even = contention_of(_record("npy", [1.0], 0.3), [("b", _record("hdf5", [1.0], 0.3 + WAIT_MARGIN / 2))])
+    assert even.even and even.hit is None
