@@ -3,7 +3,9 @@ values: every rank's utilisation (its step's time over its epoch's) in every mea
 threshold. Fed: every rank at or above it in every epoch; starved: some rank below it in every epoch; undecided: a
 rank whose epochs fall on both sides (counted as not fed: N is the largest count seen fed). What bound the first
 count not fed: the storage where the ranks together read at 80% or more of the limit of their access pattern, the
-CPU where the cores were 85% busy, else the loader's hand-over (batches waited for with storage and cores to spare)."""
+CPU where the cores were 85% busy with the ranks' own work (other programs' CPU named as theirs, never the storage's or
+the ranks'), else the loader's hand-over (batches waited for with storage and cores to spare). Other programs beside a
+count are named in the answer."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ import math
 from dataclasses import dataclass
 
 from iobench.judge.change import NO_DIFFERENCE, NOT_COMPARABLE, RUN_DRIFT, Change, Units, change_of
+from iobench.judge.evidence import busy
 from iobench.results.feed_record import FeedPoint, FeedRecord
 
 FED, STARVED, UNDECIDED = "fed", "starved", "undecided"
@@ -40,7 +43,13 @@ def bound_of(point: FeedPoint) -> str:
             f"({point.limit_mb_per_s:,.0f} MB/s)"
         )
     if point.cpu_utilisation is not None and point.cpu_utilisation >= CPU_SHARE:
-        return f"the CPU: the cores {point.cpu_utilisation:.0%} busy"
+        if point.own_cores is not None and busy(point.others_cores):
+            return (
+                f"other programs' CPU: they used {point.others_cores:.1f} cores and the ranks {point.own_cores:.1f} "
+                f"(the cores {point.cpu_utilisation:.0%} busy{_waited(point)}); measure again with the machine quiet"
+            )
+        own = f"its processes used {point.own_cores:.1f} cores, " if point.own_cores is not None else ""
+        return f"the CPU: {own}the cores {point.cpu_utilisation:.0%} busy"
     limit = f"{point.percent_of_limit:.0f}% of its limit" if point.percent_of_limit is not None else "no limit known"
     cpu = f"{point.cpu_utilisation:.0%}" if point.cpu_utilisation is not None else "unknown"
     return (
@@ -68,7 +77,9 @@ def feed_answer(
         return FeedAnswer(
             0,
             f"answer: {one.au:.2f} of one {accelerator} (AU {one.au:.3f} under {threshold:.2f}): it needs "
-            f"{demand_mb_per_s:,.0f} MB/s and got {got:,.0f}; bound by {bound_of(one)}" + _undecided(one, threshold),
+            f"{demand_mb_per_s:,.0f} MB/s and got {got:,.0f}; bound by {bound_of(one)}"
+            + _undecided(one, threshold)
+            + _beside(points),
         )
     at = points[n]
     head = (
@@ -77,12 +88,30 @@ def feed_answer(
     )
     after = points.get(n + 1)
     if after is None:
-        return FeedAnswer(n, f"{head}; {n + 1} not measured: {why_most}" if n >= most else head)
+        return FeedAnswer(n, (f"{head}; {n + 1} not measured: {why_most}" if n >= most else head) + _beside(points))
     return FeedAnswer(
         n,
         f"{head}; at {n + 1}: AU {after.au:.3f} ({feed_verdict(after, threshold)}), bound by {bound_of(after)}"
         + _start(after)
-        + _undecided(after, threshold),
+        + _undecided(after, threshold)
+        + _beside(points),
+    )
+
+
+def _waited(point: FeedPoint) -> str:
+    share = point.cpu_wait_share
+    return f", the ranks waiting for a CPU {share:.0%} of their runnable time" if share is not None else ""
+
+
+def _beside(points: dict[int, FeedPoint]) -> str:
+    """Where other programs used the cores beside a count: the most of them, said with the answer."""
+    seen = [p for p in points.values() if busy(p.others_cores)]
+    if not seen:
+        return ""
+    worst = max(seen, key=lambda p: p.others_cores or 0.0)
+    return (
+        f"; beside other programs using up to {worst.others_cores:.1f} cores (at {worst.n}{_waited(worst)}): a quiet "
+        "machine may feed more"
     )
 
 

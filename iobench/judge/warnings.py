@@ -155,7 +155,9 @@ def _run_warnings(subject: str, r: RunRecord, min_au: float | None) -> list[RunW
                 f"other programs used {busy:.1f} cores around the run{_load_average(r)} on "
                 f"{r.environment.cpu_count or '?'} cores: torch's threaded paths slow down sharply when they "
                 "share cores (up to 9.5x), numpy's single thread hardly",
-                "close other programs and measure again, or measure it on purpose with --cpu-contention N "
+                IN_TURN_BUSY
+                if r.waits.turn_session
+                else "close other programs and measure again, or measure it on purpose with --cpu-contention N "
                 "and --torch-threads 1",
             )
         )
@@ -325,12 +327,19 @@ def summarised(found: list[RunWarning], configurations: int) -> list[RunWarning]
                 kind,
                 subject,
                 f"{_SUMMARY[kind]}; the worst, {worst.subject}: {worst.finding}",
-                f"their figures and their order are not settled: {worst.advice}",
+                worst.advice
+                if worst.advice == IN_TURN_BUSY
+                else f"their figures and their order are not settled: {worst.advice}",
             )
         )
     return kept
 
 
+# beside other programs, runs taken in turn: the figures are the shared machine's, the order is the answer's to decide
+IN_TURN_BUSY = (
+    "these figures are the shared machine's, not a quiet one's; their order is decided in pairs of runs taken in turn "
+    "(the answer says whether it holds); close other programs for quiet figures"
+)
 _SUMMARY = {
     Kind.BUSY: "other programs used the cores during the run",
     Kind.SPREAD: "epoch times spread more than 10%",

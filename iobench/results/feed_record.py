@@ -27,6 +27,9 @@ MAX_NAME = 200
 CACHES = ("warm", "cold")
 
 
+LATER = ("own_cores", "cpu_wait_share")  # a count's fields of 0.3.1
+
+
 @dataclass(frozen=True)
 class FeedPoint:
     """One count of accelerators measured: each rank's utilisation per measured epoch, and the run's other figures."""
@@ -41,7 +44,11 @@ class FeedPoint:
     percent_of_limit: float | None = None
     cache: str = "warm"
     first_batch_share: float = 0.0  # of an epoch, its first batch (its first reads, the prefetch filling)
-    others_cores: float | None = None  # cores other programs used beside the run (before or after it)
+    others_cores: float | None = None  # cores other programs used beside the run (during it where measured)
+    # the count's own processes (its ranks and their workers), measured by feed around them: the cores' worth of CPU
+    # they used, and the share of their runnable time they waited for a CPU (None in answers made before 0.3.1)
+    own_cores: float | None = None
+    cpu_wait_share: float | None = None
 
     @property
     def au(self) -> float:
@@ -49,7 +56,11 @@ class FeedPoint:
         return min(statistics.median(r) for r in self.rank_au) if self.rank_au else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)} | {"rank_au": [list(r) for r in self.rank_au]}
+        out = {f.name: getattr(self, f.name) for f in fields(self)} | {"rank_au": [list(r) for r in self.rank_au]}
+        for name in LATER:  # not measured: left out, as answers made before them stored them
+            if out[name] is None:
+                del out[name]
+        return out
 
     @classmethod
     def from_json(cls, data: object) -> FeedPoint:
@@ -67,7 +78,7 @@ class FeedPoint:
         if any(not r or not all(0 <= x <= 1 for x in r) for r in point.rank_au):
             raise RecordError("a rank's utilisation is not a fraction between 0 and 1")
         _check_numbers(point, ("mb_per_s", "wait_ms_per_batch", "cpu_utilisation", "limit_mb_per_s"))
-        _check_numbers(point, ("percent_of_limit", "first_batch_share", "others_cores"))
+        _check_numbers(point, ("percent_of_limit", "first_batch_share", "others_cores", "own_cores", "cpu_wait_share"))
         if point.cache not in CACHES or (point.limit_name is not None and not _name(point.limit_name)):
             raise RecordError(f"a count's cache or limit is {point.cache!r:.20}, {point.limit_name!r:.40}")
         return point
@@ -159,8 +170,9 @@ def runs_path(results: Path) -> Path:
     return results.with_name(f"{results.stem}-runs.jsonl")
 
 
-def point_of_run(record: RunRecord, n: int) -> FeedPoint:
-    """One count as its run of n ranks measured it: every rank's AU per epoch, the median epoch's figures."""
+def point_of_run(record: RunRecord, n: int, waits: Any = None) -> FeedPoint:
+    """One count as its run of n ranks measured it: every rank's AU per epoch, the median epoch's figures; `waits`
+    (`iobench.system.waits.WaitFigures` of the ranks' processes, measured around them): their CPU and its wait."""
     e, limit = record.epochs, record.limit
     starts = [f / s for f, s in zip(e.first_batch_seconds, e.epoch_seconds, strict=False) if s > 0]
     return FeedPoint(
@@ -174,5 +186,7 @@ def point_of_run(record: RunRecord, n: int) -> FeedPoint:
         limit.percent_of_limit,
         record.config.cache,
         statistics.median(starts) if starts else 0.0,
-        record.host.busy,
+        waits.others_cores if waits is not None and waits.others_cores is not None else record.host.busy,
+        waits.cpu_s / waits.wall_s if waits is not None and waits.wall_s > 0 else None,
+        waits.wait_s / (waits.cpu_s + waits.wait_s) if waits is not None and waits.cpu_s + waits.wait_s > 0 else None,
     )

@@ -100,8 +100,11 @@ def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
         runs: list[RunRecord] = []
 
         def measure(n: int) -> FeedPoint:
-            runs.append(_run(request, workload, dataset_dir, cache, n))
-            point = point_of_run(runs[-1], n)
+            from iobench.system.waits import WaitMeter
+
+            with WaitMeter() as meter:  # the ranks and their workers: what they used and waited for
+                runs.append(_run(request, workload, dataset_dir, cache, n))
+            point = point_of_run(runs[-1], n, meter.figures)
             events.say(
                 f"{n} accelerator(s): least rank AU {point.au:.3f}, {point.mb_per_s:,.0f} MB/s together, "
                 f"{point.wait_ms_per_batch:,.0f} ms waited a batch"

@@ -94,3 +94,17 @@ def test_what_if_says_the_answer_measured_with_the_other_step_beside_the_workloa
     said = what_if_line(base, faster)
     assert said.startswith("what if a batch's compute took 51.5 ms (2.00x faster than 103): 1 h100")
     assert said.endswith("(measured; 2 at the workload's step)")
+
+
+def test_other_programs_cpu_is_never_the_ranks_bound_and_is_named_in_the_answer():
+    """Issue 91: feed said "bound by the CPU: the cores 86% busy" while its records held other programs at 1.5-2.0 of
+    2 cores (the machine's /proc/stat, not its own processes)."""
+    theirs = _point(2, (0.5,), cpu_utilisation=0.95, others_cores=1.6, own_cores=0.3, cpu_wait_share=0.45)
+    assert bound_of(theirs).startswith("other programs' CPU: they used 1.6 cores and the ranks 0.3")
+    assert "the ranks waiting for a CPU 45%" in bound_of(theirs)
+    own = _point(2, (0.5,), cpu_utilisation=0.95, others_cores=0.1, own_cores=1.8, cpu_wait_share=0.05)
+    assert bound_of(own).startswith("the CPU: its processes used 1.8 cores")
+    answer = feed_answer(
+        {1: _point(1, (0.95,), others_cores=1.6, cpu_wait_share=0.4), 2: theirs}, 0.9, "h100", 50, 8, ""
+    )
+    assert "beside other programs using up to 1.6 cores (at 2, the ranks waiting for a CPU 45%" in answer.line

@@ -16,7 +16,7 @@ from iobench.results.record_base import RecordBase, base_field_names
 from iobench.results.record_parts import Environment
 from tests.conftest import ROOT
 
-BASE = {"schema_version", "timestamp", "environment", "host"}
+BASE = {"schema_version", "timestamp", "environment", "host", "waits"}
 
 
 def _run_record() -> RunRecord:
