@@ -105,6 +105,6 @@ def test_other_programs_cpu_is_never_the_ranks_bound_and_is_named_in_the_answer(
     own = _point(2, (0.5,), cpu_utilisation=0.95, others_cores=0.1, own_cores=1.8, cpu_wait_share=0.05)
     assert bound_of(own).startswith("the CPU: its processes used 1.8 cores")
     answer = feed_answer(
-        {1: _point(1, (0.95,), others_cores=1.6, cpu_wait_share=0.4), 2: theirs}, 0.9, "h100", 50, 8, ""
+        {1: _point(1, (0.95,), others_cores=1.2, cpu_wait_share=0.4), 2: theirs}, 0.9, "h100", 50, 8, ""
     )
     assert "beside other programs using up to 1.6 cores (at 2, the ranks waiting for a CPU 45%" in answer.line
