@@ -50,13 +50,23 @@ def test_the_runs_of_several_configurations_are_measured_in_turn(data, cli, tmp_
         tmp_path / "r.jsonl",
     )
     assert r.code == 0, r.err
-    assert seen == [(label, k) for k in range(3) for label in ("npy/dataloader", "memmap/dataloader")]
+    rounds = [seen[2 * k : 2 * k + 2] for k in range(3)]  # each round: both configurations' run k, in a fresh order
+    assert all(sorted(r) == [("memmap/dataloader", k), ("npy/dataloader", k)] for k, r in enumerate(rounds)), seen
     records = stored_records(tmp_path / "r.jsonl")
-    assert [(x["format"], x["runs"], len(x["epoch_seconds"])) for x in records] == [("npy", 3, 3), ("memmap", 3, 3)]
+    assert sorted((x["format"], x["runs"], len(x["epoch_seconds"])) for x in records) == [
+        ("memmap", 3, 3),
+        ("npy", 3, 3),
+    ]
+    # each run's waits, raw, and its place in its round: the judgement pairs runs of one round
+    assert all(len(x["unit_cpu_s"]) == len(x["unit_cpu_wait_s"]) == len(x["unit_others_cores"]) == 3 for x in records)
+    assert all(x["unit_cpu_s"][k] > 0 for x in records for k in range(3))
+    assert records[0]["turn_session"] and records[0]["turn_session"] == records[1]["turn_session"]
+    by_label = {f"{x['format']}/dataloader": x["turn_positions"] for x in records}
+    assert [by_label[label][k] for k, r in enumerate(rounds) for label, _ in r] == [0, 1] * 3
 
 
 def test_an_interrupted_interleaved_run_keeps_the_runs_each_configuration_finished(data, cli, tmp_path, monkeypatch):
-    _calls(monkeypatch, stop_at=4)  # A1, B1, A2 done; B2 interrupted
+    seen = _calls(monkeypatch, stop_at=4)  # round 1 done, round 2's first run done, its second interrupted
     r = cli(
         "run",
         "--data-dir",
@@ -75,10 +85,10 @@ def test_an_interrupted_interleaved_run_keeps_the_runs_each_configuration_finish
     )
     assert r.code == 130, r.err
     records = stored_records(tmp_path / "r.jsonl")
-    assert sorted((x["format"], x["runs"], len(x["epoch_seconds"])) for x in records) == [
-        ("memmap", 1, 1),
-        ("npy", 2, 2),
-    ]
+    second_round_first = seen[2][0].split("/")[0]
+    assert sorted((x["format"], x["runs"], len(x["epoch_seconds"])) for x in records) == sorted(
+        [(f, 2, 2) if f == second_round_first else (f, 1, 1) for f in ("memmap", "npy")]
+    )
 
 
 def test_a_failure_a_library_raised_once_the_signal_came_is_the_interruption():

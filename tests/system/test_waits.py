@@ -1,0 +1,58 @@
+"""What a measurement's processes waited for (`iobench.system.waits`): a thread spinning beside planted busy loops
+waits for a CPU a share of its runnable time that no quiet moment shows; its children are counted, rivals started on
+purpose are not; and every run record carries each run's figures."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from iobench.system.waits import WaitMeter, tree
+
+SPIN = "import time\nend = time.perf_counter() + {s}\nwhile time.perf_counter() < end: pass\n"
+
+
+def _spin(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _share(figures) -> float:
+    return figures.wait_s / (figures.cpu_s + figures.wait_s)
+
+
+def test_a_runs_wait_share_rises_beside_planted_busy_loops():
+    with WaitMeter() as quiet:
+        _spin(1.0)
+    loops = [subprocess.Popen([sys.executable, "-c", SPIN.format(s=30)]) for _ in range((os.cpu_count() or 2) + 1)]
+    try:
+        time.sleep(0.3)
+        with WaitMeter(exclude=tuple(p.pid for p in loops)) as busy:
+            _spin(1.5)
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    assert busy.figures.cpu_s < 1.5 * busy.figures.wall_s, "the rivals were left out of the tree's CPU"
+    assert _share(busy.figures) > 0.25 and _share(busy.figures) > _share(quiet.figures), (quiet.figures, busy.figures)
+    assert busy.figures.others_cores is not None and busy.figures.others_cores > 0.5
+
+
+def test_a_child_that_exits_during_the_measurement_is_counted():
+    with WaitMeter(poll_s=0.05) as meter:
+        subprocess.run([sys.executable, "-c", SPIN.format(s=0.6)], check=True)
+    assert meter.figures.cpu_s > 0.4, meter.figures  # the child's CPU, read before it exited
+
+
+def test_the_tree_is_this_process_and_its_descendants():
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        found = tree(os.getpid())
+        assert found[0] == os.getpid() and child.pid in found
+        assert child.pid not in tree(os.getpid(), exclude=(child.pid,))
+    finally:
+        child.kill()
+        child.wait()
