@@ -45,11 +45,18 @@ class Step:
         return f"trial:{self.spec.state_bytes} {self.library} {self.op} {self.save_mode} {self.cache}"
 
 
-def planned(request: CheckpointRequest, libraries: list[Library]) -> list[Step]:
+def planned(request: CheckpointRequest, libraries: list[Library], session: str = "") -> list[Step]:
+    """Each size's rounds, each round every library in turn, in a fresh order a round (from `session`: a library
+    never always first, after the same one), its saves then its restores."""
+    import random
+
     steps = []
     for spec in request.specs:
         for round_ in range(request.rounds):
-            for lib in libraries:
+            order = list(libraries)
+            if session:
+                random.Random(f"{session}:{spec.params}:{round_}").shuffle(order)
+            for lib in order:
                 steps += [Step(spec, round_, lib.name, "save", mode) for mode in request.save_modes]
                 steps += [Step(spec, round_, lib.name, "restore", request.save_modes[-1], c) for c in request.caches]
                 if request.restart:

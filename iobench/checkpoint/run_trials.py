@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from iobench.checkpoint import save_modes
@@ -20,11 +21,12 @@ from iobench.checkpoint.request import CheckpointRequest, environment_of
 from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.results.checkpoint_record import CheckpointKills, CheckpointTrial
-from iobench.results.record_base import HostLoad
+from iobench.results.record_base import HostLoad, Waits
 from iobench.results.record_parts import Environment
 from iobench.results.store import append_line
 from iobench.storage.checkpoints import CheckpointTarget, Place, local_target
 from iobench.system.contention import RECENT_SECONDS, other_cores_busy
+from iobench.system.waits import WaitMeter
 
 WARM_ENOUGH = 0.95  # a warm restore's checkpoint at least this resident in the page cache
 MEASURED_KEYS = (
@@ -54,19 +56,31 @@ MEASURED_KEYS = (
 
 
 def run_trials(
-    request: CheckpointRequest, steps: list[Step], target: CheckpointTarget, events: Events, estimate: TimeLeft
+    request: CheckpointRequest,
+    steps: list[Step],
+    target: CheckpointTarget,
+    events: Events,
+    estimate: TimeLeft,
+    session: str = "",
 ) -> list[CheckpointTrial]:
-    """Every step on `target`; a library's place of a round made at its first step and removed after its last."""
+    """Every step on `target`; a library's place of a round made at its first step and removed after its last. Each
+    trial's record holds what its processes waited for and its library's place in the round (`session`'s turns)."""
     env = environment_of(request, [LIBRARIES[s.library] for s in steps])
     last = {(s.spec, s.round, s.library): k for k, s in enumerate(steps)}
     places: dict[tuple, Place] = {}
     records = []
+    positions: dict[tuple, int] = {}
     for k, step in enumerate(steps):
         key = (step.spec, step.round, step.library)
         if key not in places:
             places[key] = target.place(f"{step.library}-{len(places)}")
+        turn = (step.spec, step.round)
+        position = positions.setdefault(key, sum(1 for p in positions if p[:2] == turn))
         started = time.monotonic()
-        record = _trial(request, step, places[key], target, env)
+        with WaitMeter() as meter:
+            record = _trial(request, step, places[key], target, env)
+        waits = Waits(turn_session=session, turn_positions=[position] if session else []).with_unit(meter.figures)
+        record = replace(record, waits=waits)
         target.check()  # its folder removed under it (a shared --dir swept by another run): no record of it
         append_line(request.results, json.dumps(record.to_json()))
         records.append(record)

@@ -2,15 +2,17 @@
 among those that restored exactly and whose kills, where the kill test ran, never lost or corrupted the checkpoint; the
 ceiling is not a choice. A library left out is named with why, and said to be faster where it was (`iobench checkpoint
 --kill-test 5` named safetensors fastest at 4.87 s while torch in place, durable in 2.25 s, stood in the table: 1 of its
-5 kills had lost the checkpoint, and the line did not say so). A ranking taken beside other programs is no answer.
-The console and `report` print this same line."""
+5 kills had lost the checkpoint, and the line did not say so). Beside other programs a ranking is the answer only where
+the libraries were taken in turn, the best ahead of the runner-up in every round's pair, and contention fell alike
+(`iobench.judge.paired`). The console and `report` print this same line."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from iobench.judge.evidence import Load, load_of
-from iobench.judge.intervals import interval_of
+from iobench.judge.intervals import Interval, interval_of
+from iobench.judge.paired import WAIT_MARGIN
 from iobench.results.checkpoint_summary import LibraryRow, lost
 
 
@@ -41,9 +43,12 @@ class CheckpointChoice:
     exact: list[LibraryRow]
     load: Load | None
 
+    paired: Interval | None = None  # the runner-up's round totals over the best's, round by round (taken in turn)
+    refused: str = ""  # beside other programs: why the ranking is no answer ("": it is, or the machine was quiet)
+
     @property
     def settled(self) -> bool:
-        return self.best is not None and not (self.load is not None and self.load.busy)
+        return self.best is not None and not self.refused
 
 
 def checkpoint_choice(
@@ -55,7 +60,49 @@ def checkpoint_choice(
     unsafe = [r for r in exact if lost(kills.get((r.saver, r.save_mode), {})) > 0]
     candidates = [r for r in exact if r not in unsafe]
     best = candidates[0] if candidates else None
-    return CheckpointChoice(best, candidates, unsafe, exact, load_of(r.busy for r in rows))
+    load = load_of(r.busy for r in rows)
+    paired = _paired(best, candidates[1]) if best is not None and len(candidates) > 1 else None
+    refused = _busy(best, candidates[1:], paired, load) if load is not None and load.busy else ""
+    return CheckpointChoice(best, candidates, unsafe, exact, load, paired, refused)
+
+
+def _paired(best: LibraryRow, second: LibraryRow) -> Interval | None:
+    """The runner-up's total (durable save + restore) over the best's, round by round, where their trials were taken
+    in turn in one session."""
+    if not best.turn_session or best.turn_session != second.turn_session:
+        return None
+    a, b = _round_map(best), _round_map(second)
+    ratios = [b[k] / a[k] for k in a if k in b and a[k] > 0]
+    return interval_of(ratios) if ratios else None
+
+
+def _share(r: LibraryRow) -> float | None:
+    return r.cpu_wait_s / (r.cpu_s + r.cpu_wait_s) if r.cpu_s + r.cpu_wait_s > 0 else None
+
+
+def _busy(best: LibraryRow | None, others: list[LibraryRow], paired: Interval | None, load: Load) -> str:
+    """Beside other programs, why the ranking is no answer: the best not ahead of the runner-up in every round's pair,
+    or contention fallen on one it beat more than on it (`iobench.judge.paired`'s rule); "" where it stands."""
+    if best is None or not others:
+        return ""
+    if paired is None or not (paired.finite and paired.low > 1):
+        how = (
+            "the trials were not paired round by round (--rounds 2 or more)"
+            if paired is None
+            else f"the fastest is not ahead in every round ({paired.median:.2f}x [{paired.low:.2f}-{paired.high:.2f}])"
+        )
+        return f"other programs used {load.text()} cores beside the trials and {how}"
+    mine = _share(best)
+    hit = max(others, key=lambda r: _share(r) or 0.0)
+    if mine is None or _share(hit) is None:
+        return f"other programs used {load.text()} cores beside the trials and what they waited for was not recorded"
+    if _share(hit) > mine + WAIT_MARGIN:  # type: ignore[operator]
+        return (
+            f"other programs used {load.text()} cores beside the trials and contention fell unevenly: {hit.label} "
+            f"waited for a CPU {_share(hit):.0%} of its time, {best.label} {mine:.0%}, so its quiet figure may be "
+            "better"
+        )
+    return ""
 
 
 def checkpoint_answer(rows: list[LibraryRow], kills: dict[tuple[str, str], dict[str, int]] | None = None) -> str | None:
@@ -67,19 +114,23 @@ def checkpoint_answer(rows: list[LibraryRow], kills: dict[tuple[str, str], dict[
     candidates = choice.candidates
     left_out = _left_out(choice.unsafe, choice.best, kills)
     load = choice.load
-    if load is not None and load.busy:
+    if choice.refused:
         fastest = candidates[0] if candidates else choice.exact[0]
         return (
-            f"answer: none: other programs used {load.high:.1f} cores beside the trials, and a ranking taken there "
-            f"may not hold on a quiet machine (fastest measured among the safe: {_what(fastest)})"
-            + (f"; {left_out}" if left_out else "")
+            f"answer: none: {choice.refused}: measure again with the machine quiet, or more --rounds (fastest "
+            f"measured among the kill-proof: {_what(fastest)})" + (f"; {left_out}" if left_out else "")
         )
     if choice.best is None:
         return f"answer: none: {left_out}"
     best = choice.best
     parts = [f"answer: save with {_what(best)}", kills_said(best, kills)]
     if len(candidates) > 1:
-        parts.append(_against(best, candidates[1]))
+        parts.append(_against(best, candidates[1], choice.paired))
+    if load is not None and load.busy:
+        shares = [x for x in (_share(r) for r in candidates) if x is not None]
+        waited = f"waited for a CPU {min(shares):.0%}-{max(shares):.0%} of its time" if shares else "waits not recorded"
+        alone = "nothing else to rank it against" if len(candidates) == 1 else "paired round by round"
+        parts.append(f"beside other programs using {load.text()} cores ({waited}; {alone}): its figures are theirs")
     ceiling = next((r for r in rows if r.ceiling and r.restore_s), None)
     if ceiling is not None:
         parts.append(f"{ceiling.restore_s / best.restore_s:.2f}x the raw read")
@@ -110,12 +161,18 @@ def _left_out(unsafe: list[LibraryRow], chosen: LibraryRow | None, kills: dict[t
     return ("left out: " + "; ".join(said)) if said else ""
 
 
-def _against(best: LibraryRow, second: LibraryRow) -> str:
-    """How sure the ranking is: the rounds' totals (durable save + restore) of the two, by their intervals."""
+def _against(best: LibraryRow, second: LibraryRow, paired: Interval | None = None) -> str:
+    """How sure the ranking is: the rounds' totals (durable save + restore) of the two, by their intervals, or round by
+    round where they were taken in turn and the pairs decide."""
     a, b = interval_of(_round_totals(best)), interval_of(_round_totals(second))
     ratio = _total(second) / _total(best)
     if not (a.finite and b.finite):
         return f"{ratio:.2f}x the next, {second.label} (one round: no interval)"
+    if a.overlaps(b) and paired is not None and paired.finite and paired.low > 1:
+        return (
+            f"{paired.median:.2f}x [{paired.low:.2f}-{paired.high:.2f}] the next, {second.label}, paired over "
+            f"{paired.units} rounds in turn"
+        )
     if a.overlaps(b):
         return (
             f"not settled against {second.label}: its total is {ratio:.2f}x longer, but its rounds span "
@@ -126,4 +183,8 @@ def _against(best: LibraryRow, second: LibraryRow) -> str:
 
 
 def _round_totals(r: LibraryRow) -> list[float]:
-    return [r.durable_rounds[k] + r.restore_rounds[k] for k in r.durable_rounds if k in r.restore_rounds]
+    return list(_round_map(r).values())
+
+
+def _round_map(r: LibraryRow) -> dict[int, float]:
+    return {k: r.durable_rounds[k] + r.restore_rounds[k] for k in r.durable_rounds if k in r.restore_rounds}

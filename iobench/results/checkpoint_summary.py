@@ -38,6 +38,11 @@ class LibraryRow:
     step_rate_during: float | None = None  # steps/s while an asynchronous save ran
     durable_rounds: dict[int, float] = field(default_factory=dict)
     restore_rounds: dict[int, float] = field(default_factory=dict)  # cold where measured, else warm
+    # what its trials' processes used and waited for a CPU (seconds, summed), and the session they were taken in turn
+    # in ("": not recorded): rows of one session pair by round
+    cpu_s: float = 0.0
+    cpu_wait_s: float = 0.0
+    turn_session: str = ""
 
     @property
     def restore_s(self) -> float | None:
@@ -104,7 +109,15 @@ def _row(who: str, mode: str, saves: list[CheckpointTrial], restores: list[Check
         step_rate_during=_median(of(saves, "step_rate_during")),
         durable_rounds={r.trial: r.timed_seconds for r in saves},
         restore_rounds={r.trial: r.seconds for r in restores if r.cache == cache},
+        cpu_s=sum(x for r in (*saves, *restores) for x in r.waits.unit_cpu_s),
+        cpu_wait_s=sum(x for r in (*saves, *restores) for x in r.waits.unit_cpu_wait_s),
+        turn_session=_one({r.waits.turn_session for r in (*saves, *restores)}),
     )
+
+
+def _one(sessions: set[str]) -> str:
+    """The session all of a row's trials were taken in turn in ("" where they were not, or not all in one)."""
+    return next(iter(sessions)) if len(sessions) == 1 else ""
 
 
 def kill_counts(records: list[CheckpointKills]) -> dict[tuple[str, str], dict[str, int]]:

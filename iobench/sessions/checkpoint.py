@@ -7,6 +7,7 @@ the outcome."""
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -86,10 +87,11 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
     for line in [*left_out, *skipped]:
         events.say(line)
     kills = kill_libraries(request, libraries)
+    session = secrets.token_hex(6)  # the trials' turns: their order each round, and how their records are paired
     if request.tune:
-        request, steps, estimate = _within_budget(request, libraries, kills, events)
+        request, steps, estimate = _within_budget(request, libraries, kills, events, session)
     else:
-        steps = planned(request, libraries)
+        steps = planned(request, libraries, session)
         estimate = estimate_of(steps, request, kills)
     remote = f"object storage ({request.remote.name})" if request.remote else None
     where = request.endpoint_url or remote or str(request.directory)
@@ -105,7 +107,7 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
     outcome = CheckpointOutcome(skipped=skipped, caches=request.caches)
     with events.trials(len(steps) + len(kills) * request.kill_test) as progress:
         with target_of(request) as target:
-            outcome.trials = run_trials(request, steps, target, progress, estimate)
+            outcome.trials = run_trials(request, steps, target, progress, estimate, session)
         if kills:
             outcome.kills = run_kills(request, kills, progress, estimate)
     counts = kill_counts(outcome.kills)
@@ -120,13 +122,13 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
 
 
 def _within_budget(
-    request: CheckpointRequest, libraries: list[Library], kills: list[tuple[str, str]], events: Events
+    request: CheckpointRequest, libraries: list[Library], kills: list[tuple[str, str]], events: Events, session: str
 ) -> tuple[CheckpointRequest, list[Step], TimeLeft]:
     """--tune's rounds cut until the estimate fits --budget-minutes; a refusal in one line where one round cannot."""
     budget = request.budget_minutes * 60
     for rounds in range(request.rounds, 0, -1):
         fitted = replace(request, rounds=rounds)
-        steps = planned(fitted, libraries)
+        steps = planned(fitted, libraries, session)
         estimate = estimate_of(steps, fitted, kills)
         if sum(estimate.ahead) <= budget:
             if rounds < request.rounds:
