@@ -25,6 +25,7 @@ from iobench.run.runner import Measuring, run
 from iobench.run.saving import save
 from iobench.run.serving import limits_of, served
 from iobench.run.what_if_checks import WhatIfCheck, what_if_checks
+from iobench.system.contention import other_cores_busy
 from iobench.system.world import World, joined
 from iobench.units import QUICK_SIZE
 
@@ -85,11 +86,11 @@ def run_session(request: RunRequest, events: Events) -> RunOutcome | None:
         if not configs:
             raise IobenchError(skipped[0])
         configs = [settle_device(c, target_device) for c in configs]  # machine checks before any dataset
-        configs = _alike_beside_others(configs, world, events)
         formats = tuple(dict.fromkeys(c.format for c in configs))
         dataset_dir = dataset_for_run(world, where.data_dir, where.dataset, formats, events, where.size)
         with served(where.remote, where.endpoint_url, dataset_dir, where.fuse) as remote:
             todo = resolve_all(configs, RunTarget(dataset_dir, target_device, remote), world)
+            todo = _alike_beside_others(todo, world, events)  # every check passed: about to measure
             notes = [*notes, *batch_notes(configs, todo)]
             limits: Limits = None
             if world.is_main:
@@ -118,25 +119,25 @@ def run_session(request: RunRequest, events: Events) -> RunOutcome | None:
     return outcome
 
 
-def _alike_beside_others(configs: list[RunConfig], world: World, events: Events) -> list[RunConfig]:
+def _alike_beside_others(todo: list[ResolvedRun], world: World, events: Events) -> list[ResolvedRun]:
     """Beside other programs, configurations ranked against each other each get one torch thread where --torch-threads
     was not given (as torchrun gives its workers): torch's intra-op threads compete with the other programs, and a
     ranking is decided only where contention falls alike (`iobench.judge.paired`). Beside two busy loops on 2 cores,
     tensorclass at the default threads waited for a CPU 49% of its time and lost 22x, npy 36% and 1.7x; at one thread
     each they waited 32-35%."""
     from iobench.judge.evidence import busy
-    from iobench.system.contention import other_cores_busy
 
-    if world.active or len(configs) < 2 or any(c.torch_threads is not None or c.cpu_contention for c in configs):
-        return configs
+    configs = [r.config for r in todo]
+    if world.active or len(todo) < 2 or any(c.torch_threads is not None or c.cpu_contention for c in configs):
+        return todo
     cores = other_cores_busy()
     if not busy(cores):
-        return configs
+        return todo
     events.say(
         f"other programs use {cores:.1f} cores: each configuration at one torch thread, so that contention falls "
         "alike on them (--torch-threads N to choose)"
     )
-    return [replace(c, torch_threads=1) for c in configs]
+    return [replace(r, config=replace(r.config, torch_threads=1)) for r in todo]
 
 
 def _measured_and_saved(resolved: ResolvedRun, limits: Limits, where: RunPlace, events: Events) -> RunRecord:
@@ -226,7 +227,7 @@ def run_interleaved(
     )
     with events.configuration(f"{len(todo)} configurations, their runs in turn{ahead}", total) as bar:
         measuring = [Measuring(r, limits, profile_dir, bar) for r in todo]
-        session = turn_session(world)
+        session = new_turns(world)
         try:
             for k in range(runs):
                 for position, m in enumerate(round_order(measuring, session, k)):
@@ -254,7 +255,7 @@ def run_interleaved(
     return records
 
 
-def turn_session(world: World) -> str:
+def new_turns(world: World) -> str:
     """A fresh id for records measured in turn together, rank 0's on every rank (the rounds' order comes from it:
     every rank must take the same configuration at the same time)."""
     import secrets

@@ -86,7 +86,7 @@ def thread_counters(pids: list[int]) -> dict[tuple[int, int], tuple[int, int]]:
     return out
 
 
-def _machine_busy_s() -> float | None:
+def machine_busy_s() -> float | None:
     """Seconds the machine's CPUs were busy since boot (/proc/stat's first line, idle and iowait left out)."""
     text = _read("/proc/stat")
     if not text:
@@ -167,7 +167,7 @@ class WaitMeter:
         self._base = thread_counters(tree(self.root, self.exclude))
         self._last = dict(self._base)
         self._started = time.perf_counter()
-        self._machine = _machine_busy_s()
+        self._machine = machine_busy_s()
         self._psi_start = {kind: _psi_some_s(path) for kind, path in self._psi.items()}
         self._thread = threading.Thread(target=self._watch, name="iobench-waits", daemon=True)
         self._thread.start()
@@ -182,7 +182,7 @@ class WaitMeter:
         with self._lock:
             cpu = sum(v[0] - self._base.get(k, (0, 0))[0] for k, v in self._last.items()) / 1e9
             wait = sum(v[1] - self._base.get(k, (0, 0))[1] for k, v in self._last.items()) / 1e9
-        machine = _machine_busy_s()
+        machine = machine_busy_s()
         others = None
         if machine is not None and self._machine is not None and wall > 0:
             others = max(0.0, (machine - self._machine - cpu) / wall)
