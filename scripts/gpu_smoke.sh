@@ -14,6 +14,9 @@
 # checkpoints  `checkpoint --device cuda`: every library's saves, restores onto the device warm and cold
 # dali         `--loader dali` on the same photos, and DALI's own loop against it (scripts/bench_dali.py); needs DALI
 #              (scripts/gpu_wheels.sh --dali, --install-dali)
+# ranks        `run --nproc 1 --device cuda`: a rank joined through the store file (nccl), its record
+# shared       `run`'s default comparison on the device quiet and beside as many busy loops as cores
+#              (scripts/bench_shared_machine.py): whether it answers, and the quiet answer's choice
 # smoke        the rest: pageable and blocking copies, workers, the prefetch thread's side stream, gpu-resident, a
 #              training step, what-if, the profiler, ranks where there are two GPUs
 #
@@ -131,6 +134,17 @@ checkpoints_step() {
     --dir "$data/checkpoints" --results "$out/checkpoints.jsonl"
 }
 
+ranks_step() {
+  iobench prepare --size "$rows" --data-dir "$data/smoke" -q
+  iobench run --format memmap --loader tensorclass,dataloader --data-dir "$data/smoke" --device "$device" --runs 2 \
+    --results "$out/ranks.jsonl" -q --nproc 1
+}
+
+shared_step() {
+  python scripts/bench_shared_machine.py --device "$device" --trials 1 --busy "$(nproc)" --questions run \
+    --size "$rows"
+}
+
 dali_step() {
   iobench run --data-dir "$data/photos" --format files --loader dali --device "$device" --runs 2 \
     --batch-size 128 --num-workers 12 --results "$out/photos.jsonl" -q
@@ -152,13 +166,16 @@ smoke_step() {
 }
 
 export out data device rows preload_rows photos ck_params ck_trials preload_rounds preload_loaders
-export -f iobench env_step doctor_step crash_step preload_step photos_step checkpoints_step dali_step smoke_step
+export -f iobench env_step doctor_step crash_step preload_step photos_step checkpoints_step dali_step smoke_step \
+  ranks_step shared_step
 step env 60 env_step
 step doctor 120 doctor_step
 step crash "${CRASH_SECONDS:-240}" crash_step
 step preload 240 preload_step
 step photos 240 photos_step
+step ranks 120 ranks_step
 step checkpoints 300 checkpoints_step
+step shared "${SHARED_SECONDS:-300}" shared_step
 step dali 240 dali_step
 step smoke 240 smoke_step
 date -u >"$out/DONE"

@@ -122,7 +122,11 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
 
 
 def _within_budget(
-    request: CheckpointRequest, libraries: list[Library], kills: list[tuple[str, str]], events: Events, session: str
+    request: CheckpointRequest,
+    libraries: list[Library],
+    kills: list[tuple[str, str]],
+    events: Events,
+    session: str = "",
 ) -> tuple[CheckpointRequest, list[Step], TimeLeft]:
     """--tune's rounds cut until the estimate fits --budget-minutes; a refusal in one line where one round cannot."""
     budget = request.budget_minutes * 60

@@ -1,0 +1,240 @@
+"""Does iobench answer on a shared machine, and is the answer the quiet machine's? The same questions asked quiet and
+beside other programs, alternating (quiet, busy, quiet, busy ...): `run`'s default comparison (the README's first
+command), a checkpoint comparison (`checkpoint --libraries torch,dcp`), and `feed` (a custom workload). Beside: N busy
+loops (`--busy N`, `yes` to /dev/null, as the issue had them) or a disk hog (`--busy disk`: 4 KiB O_DIRECT random
+reads of a file of its own on the same disk, by fio where it is installed, else by Python threads).
+
+It prints, for each question and condition: how often an answer was given, how often the answer's choice is the quiet
+runs' choice where the quiet answer decided one, how far the busy figures are from the quiet ones, and what each run
+waited for (its processes' wait share, other programs' cores), with the host's CPU and the load.
+
+    python scripts/bench_shared_machine.py [--trials 5] [--busy 2] [--questions run,checkpoint,feed]
+                                           [--device cpu] [--size 2e5] [--dir FOLDER]
+
+Each question is a fresh `iobench` process, as a user's is; the dataset is prepared once in a fresh folder (or the
+given one, checked), removed at the end with everything the script made.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from workdir import remove_work, work_dir
+
+from iobench.system.children import run_child
+from iobench.system.processes import python_module
+
+ANSWER = "answer"
+
+
+def _cpu() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        return platform.processor() or "unknown CPU"
+
+
+@contextmanager
+def beside(busy: str, folder: Path):
+    """N busy loops, or the disk hog, for the body's duration; nothing for "0"."""
+    procs: list[subprocess.Popen] = []
+    stop = threading.Event()
+    threads: list[threading.Thread] = []
+    try:
+        if busy == "disk":
+            procs, threads = _disk_hog(folder, stop)
+        else:
+            for _ in range(int(busy)):
+                procs.append(subprocess.Popen(["sh", "-c", "exec yes > /dev/null"], start_new_session=True))
+        time.sleep(0.5 if procs or threads else 0)
+        yield
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(5)
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def _disk_hog(folder: Path, stop: threading.Event) -> tuple[list[subprocess.Popen], list[threading.Thread]]:
+    hog = folder / "disk-hog.bin"
+    if not hog.exists():
+        with open(hog, "wb") as f:
+            for _ in range(256):
+                f.write(os.urandom(2**20))
+    if shutil.which("fio"):
+        argv = ["fio", "--name=hog", f"--filename={hog}", "--rw=randread", "--bs=4k", "--direct=1", "--iodepth=16"]
+        argv += ["--ioengine=libaio", "--time_based", "--runtime=3600", "--output=/dev/null"]
+        return [subprocess.Popen(argv, start_new_session=True)], []
+
+    def read() -> None:
+        import random
+
+        fd = os.open(hog, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+        import mmap
+
+        buf = mmap.mmap(-1, 4096)
+        try:
+            while not stop.is_set():
+                os.preadv(fd, [buf], random.randrange(256 * 256) * 4096)
+        finally:
+            os.close(fd)
+
+    threads = [threading.Thread(target=read, daemon=True) for _ in range(4)]
+    for t in threads:
+        t.start()
+    return [], threads
+
+
+def iobench(args: list[str], timeout_s: float) -> tuple[str, str]:
+    done = run_child(python_module("iobench", *args), timeout_s, env={**os.environ, "COLUMNS": "250"})
+    if done.code != 0:
+        return "", (done.stderr.strip().splitlines() or ["failed"])[-1]
+    return done.stdout, done.stderr
+
+
+def answer_line(stdout: str) -> str:
+    return next((line for line in stdout.splitlines() if line.startswith(ANSWER)), "")
+
+
+def chosen(line: str, question: str) -> str | None:
+    """The configuration the answer chose (None: no answer)."""
+    if ": none" in line or not line:
+        return None
+    text = line.split(": ", 1)[1]
+    if question == "run":
+        return text.removeprefix("use ").split(" (", 1)[0]
+    if question == "checkpoint":
+        return text.removeprefix("save with ").split(":", 1)[0]
+    return text.split(" accelerator", 1)[0].split(" of one", 1)[0]  # feed: N, or a fraction of one
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def run_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
+    results = work / f"run-{tag}.jsonl"
+    out, err = iobench(
+        ["run", "--device", args.device, "--data-dir", str(work / "data"), "--size", args.size, "--results",
+         str(results), "-q"], 1800,
+    )  # fmt: skip
+    line = answer_line(out)
+    rs = records(results)
+    rates = {f"{r['format']}/{r['loader']}": r["samples_per_s"] for r in rs}
+    shares = [_share(r) for r in rs]
+    others = [max((x for x in r.get("unit_others_cores", []) if x is not None), default=None) for r in rs]
+    return {"line": line or err, "choice": chosen(line, "run"), "rates": rates, "shares": shares, "others": others}
+
+
+def checkpoint_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
+    results = work / f"ck-{tag}.jsonl"
+    out, err = iobench(
+        ["checkpoint", "--params", args.params, "--libraries", "torch,dcp", "--rounds", "3", "--dir",
+         str(work / "ck"), "--results", str(results), "--device", "cpu", "-q"], 1800,
+    )  # fmt: skip
+    line = answer_line(out)
+    rs = [r for r in records(results) if r.get("op") == "save"]
+    rates = {}
+    for lib in ("torch", "dcp"):
+        durable = [r["durable_seconds"] for r in rs if r["library"] == lib and r.get("durable_seconds")]
+        if durable:
+            rates[lib] = 1 / statistics.median(durable)
+    return {"line": line or err, "choice": chosen(line, "checkpoint"), "rates": rates, "shares": [], "others": []}
+
+
+def feed_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
+    results = work / f"feed-{tag}.jsonl"
+    out, err = iobench(
+        ["feed", "--workload", "custom", "--step-ms", "20", "--batch-size", "64", "--sample-bytes", "100000",
+         "--size", "4096", "--max-accelerators", "4", "--num-workers", "1", "--epochs", "2", "--cache", "warm",
+         "--data-dir", str(work / "data"), "--results", str(results), "-q"], 1800,
+    )  # fmt: skip
+    line = answer_line(out)
+    return {"line": line or err, "choice": chosen(line, "feed"), "rates": {}, "shares": [], "others": []}
+
+
+QUESTIONS = {"run": run_question, "checkpoint": checkpoint_question, "feed": feed_question}
+
+
+def _share(r: dict) -> float | None:
+    cpu, wait = sum(r.get("unit_cpu_s", [])), sum(r.get("unit_cpu_wait_s", []))
+    return wait / (cpu + wait) if cpu + wait > 0 else None
+
+
+def summary(question: str, rows: list[tuple[str, dict]], busy: str) -> list[str]:
+    quiet = [r for c, r in rows if c == "quiet"]
+    loaded = [r for c, r in rows if c != "quiet"]
+    quiet_choices = [r["choice"] for r in quiet if r["choice"] is not None]
+    reference = statistics.mode(quiet_choices) if quiet_choices else None
+    out = [f"{question}: quiet answered {len(quiet_choices)} of {len(quiet)}, its choice {reference}"]
+    answered = [r for r in loaded if r["choice"] is not None]
+    agree = sum(1 for r in answered if r["choice"] == reference)
+    out.append(
+        f"{question}: beside {busy}: answered {len(answered)} of {len(loaded)}; the quiet choice in {agree} of "
+        f"{len(answered)}"
+    )
+    for name in sorted({k for r in quiet for k in r["rates"]}):
+        q = [r["rates"][name] for r in quiet if name in r["rates"]]
+        b = [r["rates"][name] for r in loaded if name in r["rates"]]
+        if q and b:
+            out.append(f"  {name}: busy/quiet {statistics.median(b) / statistics.median(q):.2f}")
+    shares = [s for r in loaded for s in r["shares"] if s is not None]
+    if shares:
+        out.append(f"  wait shares beside {busy}: {min(shares):.0%}-{max(shares):.0%}")
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trials", type=int, default=5, help="quiet/busy pairs, alternating")
+    p.add_argument("--busy", default="2", help="busy loops beside (a count), or disk")
+    p.add_argument("--questions", default="run,checkpoint,feed")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--size", default="2e5")
+    p.add_argument("--params", default="1e7")
+    p.add_argument("--dir", type=Path, default=None)
+    args = p.parse_args()
+    questions = [q for q in args.questions.split(",") if q]
+    if not (1 <= args.trials <= 100) or any(q not in QUESTIONS for q in questions):
+        raise SystemExit(f"--trials 1..100, --questions from {','.join(QUESTIONS)}")
+    if args.busy != "disk" and not (args.busy.isdigit() and int(args.busy) <= 256):
+        raise SystemExit("--busy: a count of busy loops (0..256) or disk")
+    work = work_dir(args.dir, "iobench-shared-")
+    try:
+        print(f"host: {_cpu()}, {os.cpu_count()} cores; load {os.getloadavg()[0]:.2f}; beside: {args.busy}", flush=True)
+        rows: dict[str, list[tuple[str, dict]]] = {q: [] for q in questions}
+        for k in range(args.trials):
+            order = ("quiet", "busy") if k % 2 == 0 else ("busy", "quiet")
+            for condition in order:
+                with beside(args.busy if condition == "busy" else "0", work):
+                    for q in questions:
+                        began = time.perf_counter()
+                        got = QUESTIONS[q](work, args, f"{k}-{condition}")
+                        rows[q].append((condition, got))
+                        print(
+                            f"trial {k + 1} {condition} {q} ({time.perf_counter() - began:.0f} s): {got['line'][:400]}",
+                            flush=True,
+                        )
+        for q in questions:
+            for line in summary(q, rows[q], args.busy if args.busy == "disk" else f"{args.busy} busy loops"):
+                print(line)
+    finally:
+        remove_work(work)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
