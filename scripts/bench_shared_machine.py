@@ -215,6 +215,7 @@ def main() -> None:
         raise SystemExit("--busy: a count of busy loops (0..256) or disk")
     work = work_dir(args.dir, "iobench-shared-")
     try:
+        (work / "data").mkdir(exist_ok=True)
         print(f"host: {_cpu()}, {os.cpu_count()} cores; load {os.getloadavg()[0]:.2f}; beside: {args.busy}", flush=True)
         rows: dict[str, list[tuple[str, dict]]] = {q: [] for q in questions}
         for k in range(args.trials):

@@ -79,7 +79,7 @@ def feed_answer(
             f"answer: {one.au:.2f} of one {accelerator} (AU {one.au:.3f} under {threshold:.2f}): it needs "
             f"{demand_mb_per_s:,.0f} MB/s and got {got:,.0f}; bound by {bound_of(one)}"
             + _undecided(one, threshold)
-            + _beside(points),
+            + _beside(points, bound_of(one)),
         )
     at = points[n]
     head = (
@@ -94,7 +94,7 @@ def feed_answer(
         f"{head}; at {n + 1}: AU {after.au:.3f} ({feed_verdict(after, threshold)}), bound by {bound_of(after)}"
         + _start(after)
         + _undecided(after, threshold)
-        + _beside(points),
+        + _beside(points, bound_of(after)),
     )
 
 
@@ -103,10 +103,11 @@ def _waited(point: FeedPoint) -> str:
     return f", the ranks waiting for a CPU {share:.0%} of their runnable time" if share is not None else ""
 
 
-def _beside(points: dict[int, FeedPoint]) -> str:
-    """Where other programs used the cores beside a count: the most of them, said with the answer."""
+def _beside(points: dict[int, FeedPoint], said: str = "") -> str:
+    """Where other programs used the cores beside a count: the most of them, said with the answer (unless its bound
+    already names them)."""
     seen = [p for p in points.values() if busy(p.others_cores)]
-    if not seen:
+    if not seen or "other programs' CPU" in said:
         return ""
     worst = max(seen, key=lambda p: p.others_cores or 0.0)
     return (
