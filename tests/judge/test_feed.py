@@ -4,6 +4,8 @@ one accelerator where one was not fed, with what it needs against what it got.""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from iobench.judge.feed import FED, STARVED, UNDECIDED, FeedPoint, bound_of, feed_answer, feed_verdict
 
 
@@ -104,7 +106,10 @@ def test_other_programs_cpu_is_never_the_ranks_bound_and_is_named_in_the_answer(
     assert "the ranks waiting for a CPU 45%" in bound_of(theirs)
     own = _point(2, (0.5,), cpu_utilisation=0.95, others_cores=0.1, own_cores=1.8, cpu_wait_share=0.05)
     assert bound_of(own).startswith("the CPU: its processes used 1.8 cores")
-    answer = feed_answer(
-        {1: _point(1, (0.95,), others_cores=1.2, cpu_wait_share=0.4), 2: theirs}, 0.9, "h100", 50, 8, ""
-    )
+    answer = feed_answer({1: _point(1, (0.95,), others_cores=1.2), 2: theirs}, 0.9, "h100", 50, 8, "")
+    assert "bound by other programs' CPU: they used 1.6 cores" in answer.line and "beside other" not in answer.line
+    storage = _point(2, (0.5,), percent_of_limit=95.0, limit_name="disk", limit_mb_per_s=100.0, others_cores=1.6)
+    storage = replace(storage, cpu_wait_share=0.45)
+    answer = feed_answer({1: _point(1, (0.95,), others_cores=1.2), 2: storage}, 0.9, "h100", 50, 8, "")
+    assert "bound by the storage" in answer.line
     assert "beside other programs using up to 1.6 cores (at 2, the ranks waiting for a CPU 45%" in answer.line
