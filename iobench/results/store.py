@@ -118,10 +118,12 @@ def _check_results_fd(fd: int, path: Path) -> None:
         )
 
 
-def check_writable(path: Path, *, records: bool = True, kinds: tuple[str | None, ...] = (None,)) -> None:
+def check_writable(path: Path | str, *, records: bool = True, kinds: tuple[str | None, ...] = (None,)) -> None:
     """Refuse before measuring when the results could not be written afterwards, or must not be written there (a file
     of records: `check_results_file`; `records=False`, a file iobench replaces whole by a rename: limits.json). A
-    folder that does not exist yet is made when the first result is written, never by a run that is refused."""
+    folder that does not exist yet is made when the first result is written, never by a run that is refused. (A str
+    too: typer 0.27 on the lent GPU machine left a path option's value a str in ctx.params.)"""
+    path = Path(path)
     folder = path.parent
     existing = folder
     while not existing.exists() and existing != existing.parent:
