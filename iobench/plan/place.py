@@ -87,7 +87,7 @@ def place_of(
         Path(params.get("data_dir") or "data"),
         params.get("dataset"),
         params.get("device", "auto"),
-        results,
+        Path(results),
         remote=network,
         endpoint_url=params.get("endpoint_url"),
         fuse=fuse,
