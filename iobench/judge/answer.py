@@ -2,8 +2,8 @@
 records, decided once. Figures of one pattern (cache, order, device, step) answer the same question. A winner is
 settled against the runner-up where their intervals are apart, or where their runs were taken in turn and the paired
 ratio's interval lies above 1 (`iobench.judge.paired`). Beside other programs a ranking is the answer only when it was
-paired and contention fell alike (no configuration the winner beat waited for a CPU much more than it did); else no
-answer, naming why (a loaded machine promoted npy/preload at 82-620 samples/s, 4,374 with one torch thread)."""
+paired and contention fell alike (every configuration's wait share for a CPU within 10 points of the others'); else
+no answer, naming why (a loaded machine promoted npy/preload at 82-620 samples/s, 4,374 with one torch thread)."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ def _busy(
             "the machine quiet",
             None,
         )
-    contention = contention_of(best, [(named(r), r) for r in others])
+    contention = contention_of(best, [(named(r), r) for r in others], named(best))
     if contention.leader_share is None:
         return (
             f"other programs used {load.text()} cores beside the runs and what each run waited for was not recorded "
@@ -166,10 +166,10 @@ def _busy(
     if contention.hit is not None:
         return (
             f"other programs used {load.text()} cores beside the runs and contention fell unevenly: "
-            f"{contention.hit} waited for a CPU {contention.hit_share:.0%} of its time, {named(best)} "
-            f"{contention.leader_share:.0%}, so its quiet figure may be higher; --torch-threads 1 and fewer "
-            "--num-workers keep a configuration from competing with other programs, or measure with the machine "
-            "quiet",
+            f"{contention.hit} waited for a CPU {contention.hit_share:.0%} of its time ({contention.low:.0%}-"
+            f"{contention.high:.0%} across the configurations), so the quiet ranking may differ; --torch-threads 1 "
+            "and fewer --num-workers keep a configuration from competing with other programs, or measure with the "
+            "machine quiet",
             contention,
         )
     return "", contention

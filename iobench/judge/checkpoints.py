@@ -82,7 +82,8 @@ def _share(r: LibraryRow) -> float | None:
 
 def _busy(best: LibraryRow | None, others: list[LibraryRow], paired: Interval | None, load: Load) -> str:
     """Beside other programs, why the ranking is no answer: the best not ahead of the runner-up in every round's pair,
-    or contention fallen on one it beat more than on it (`iobench.judge.paired`'s rule); "" where it stands."""
+    or contention fallen unevenly (wait shares spread more than `iobench.judge.paired`'s margin); "" where it
+    stands."""
     if best is None or not others:
         return ""
     if paired is None or not (paired.finite and paired.low > 1):
@@ -92,15 +93,16 @@ def _busy(best: LibraryRow | None, others: list[LibraryRow], paired: Interval | 
             else f"the fastest is not ahead in every round ({paired.median:.2f}x [{paired.low:.2f}-{paired.high:.2f}])"
         )
         return f"other programs used {load.text()} cores beside the trials and {how}"
-    mine = _share(best)
-    hit = max(others, key=lambda r: _share(r) or 0.0)
-    if mine is None or _share(hit) is None:
+    shares = [(r, _share(r)) for r in (best, *others)]
+    if any(x is None for _, x in shares):
         return f"other programs used {load.text()} cores beside the trials and what they waited for was not recorded"
-    if _share(hit) > mine + WAIT_MARGIN:  # type: ignore[operator]
+    values = [x for _, x in shares if x is not None]
+    if max(values) - min(values) > WAIT_MARGIN:
+        hit, most = max(shares, key=lambda rx: rx[1] or 0.0)
         return (
             f"other programs used {load.text()} cores beside the trials and contention fell unevenly: {hit.label} "
-            f"waited for a CPU {_share(hit):.0%} of its time, {best.label} {mine:.0%}, so its quiet figure may be "
-            "better"
+            f"waited for a CPU {most:.0%} of its time ({min(values):.0%}-{max(values):.0%} across the libraries), so "
+            "the quiet ranking may differ"
         )
     return ""
 

@@ -74,16 +74,18 @@ def test_beside_other_programs_the_paired_ranking_answers_when_contention_fell_a
 
 
 def test_a_configuration_contention_fell_on_more_is_named_and_no_winner_given():
-    """tensorclass at torch's default threads lost 72x beside one rival: it waited far more than the leader."""
+    """tensorclass at torch's default threads lost 72x beside one rival; on the lent 16-core machine beside 16 busy
+    loops the quiet leader lost 5x while waiting less than the new leader: shares that spread decide nothing, whichever
+    configuration waited most."""
     a = _record("npy", [120.0, 90.0, 150.0, 100.0, 130.0, 95.0], 0.30, others=1.8)
     b = _record("memmap", [100.0, 75.0, 125.0, 83.0, 108.0, 79.0], 0.30 + WAIT_MARGIN + 0.25, others=1.8)
     answer = answer_for("warm shuffle on cpu", [a, b])
     assert answer.winner is None
     assert "contention fell unevenly: memmap/dataloader" in answer.refused and "waited for a CPU 65%" in answer.refused
-    # the leader waiting more than the one it beat leaves the ranking standing: its quiet figure can only be higher
+    assert "(30%-65% across the configurations)" in answer.refused, answer.refused
     leader = _record("npy", [120.0, 90.0, 150.0, 100.0, 130.0, 95.0], 0.65, others=1.8)
     flipped = answer_for("warm shuffle on cpu", [leader, _record("memmap", [100.0, 75.0, 125.0, 83.0, 108.0], 0.3)])
-    assert flipped.winner is not None
+    assert flipped.winner is None and "contention fell unevenly: npy/dataloader" in flipped.refused
 
 
 def test_beside_other_programs_without_a_paired_lead_there_is_no_answer():
