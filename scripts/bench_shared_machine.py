@@ -138,7 +138,7 @@ def run_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
     shares = [_share(r) for r in rs]
     others = [max((x for x in r.get("unit_others_cores", []) if x is not None), default=None) for r in rs]
     said = ", ".join(
-        f"{n} {rate:,.0f}/s waited {s:.0%}" for (n, rate), s in zip(rates.items(), shares) if s is not None
+        f"{n} {rate:,.0f}/s waited {s:.0%}" for (n, rate), s in zip(rates.items(), shares, strict=False) if s is not None
     )
     return {"line": f"{line or err} [{said}]", "choice": chosen(line, "run"), "rates": rates, "shares": shares,
             "others": others}  # fmt: skip
