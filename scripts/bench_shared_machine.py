@@ -137,9 +137,8 @@ def run_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
     rates = {f"{r['format']}/{r['loader']}": r["samples_per_s"] for r in rs}
     shares = [_share(r) for r in rs]
     others = [max((x for x in r.get("unit_others_cores", []) if x is not None), default=None) for r in rs]
-    said = ", ".join(
-        f"{n} {rate:,.0f}/s waited {s:.0%}" for (n, rate), s in zip(rates.items(), shares, strict=False) if s is not None
-    )
+    pairs = zip(rates.items(), shares, strict=False)
+    said = ", ".join(f"{n} {rate:,.0f}/s waited {s:.0%}" for (n, rate), s in pairs if s is not None)
     return {"line": f"{line or err} [{said}]", "choice": chosen(line, "run"), "rates": rates, "shares": shares,
             "others": others}  # fmt: skip
 
@@ -231,7 +230,8 @@ def main() -> None:
                         got = QUESTIONS[q](work, args, f"{k}-{condition}")
                         rows[q].append((condition, got))
                         print(
-                            f"trial {k + 1} {condition} {q} ({time.perf_counter() - began:.0f} s): {got['line'][-700:]}",
+                            f"trial {k + 1} {condition} {q} ({time.perf_counter() - began:.0f} s): "
+                            f"{got['line'][-700:]}",
                             flush=True,
                         )
         for q in questions:
