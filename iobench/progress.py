@@ -62,18 +62,26 @@ class DataDone(DownloadColumn):
         return Text("") if task.finished else super().render(task)
 
 
+def _stderr() -> Console:
+    return Console(stderr=True)
+
+
 class RichReporter:
-    """One bar per key, with bytes done, MB/s (10^6 bytes) and time left."""
+    """One bar per key, with bytes done, MB/s (10^6 bytes) and time left; where the console is not a terminal (piped,
+    redirected), no bar is redrawn into the file: each finished line alone is written."""
 
     def __init__(self, console: Console | None = None) -> None:
+        self._console = console or _stderr()
+        self._lines = not self._console.is_terminal
         self._progress = Progress(
             TextColumn("{task.description:<28}", markup=False),
             BarColumn(),
             DataDone(),
             LiveSpeed(),
             TimeRemainingColumn(),
-            console=console,
+            console=self._console,
             transient=False,
+            disable=self._lines,
         )
         self._tasks: dict[str, TaskID] = {}
 
@@ -95,6 +103,8 @@ class RichReporter:
 
     def finish(self, key: str, description: str) -> None:
         self._progress.update(self._tasks[key], description=description)
+        if self._lines:
+            self._console.print(description, markup=False, highlight=False)
 
 
 def make_reporter(quiet: bool, console: Console) -> RichReporter | NullReporter:

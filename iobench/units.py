@@ -12,33 +12,33 @@ QUICK_SIZE = 10**5  # a first look in seconds: about 52 MB per format (the study
 _SIZE_SUFFIXES = {"": 1, "k": 10**3, "m": 10**6, "g": 10**9, "t": 10**12}
 
 
-def parse_size(text: str) -> int:
-    """Accept 1e7, 10000000, 10_000_000 and 10M (k/M/G/T are powers of 1000)."""
+def parse_size(text: str, option: str = "--size", unit: str = "samples") -> int:
+    """Accept 1e7, 10000000, 10_000_000 and 10M (k/M/G/T are powers of 1000); a refusal names `option`."""
     s = str(text).strip().replace("_", "")
     m = re.fullmatch(r"([0-9.eE+-]+)\s*([kKmMgGtT]?)", s)
     if not m:
-        raise IobenchError(f"cannot parse size {text!r}: use e.g. 1e7, 10000000, 10_000_000 or 10M")
+        raise IobenchError(f"{option}: cannot parse size {text!r}: use e.g. 1e7, 10000000, 10_000_000 or 10M")
     try:
         value = float(m.group(1)) * _SIZE_SUFFIXES[m.group(2).lower()]
     except ValueError:
-        raise IobenchError(f"cannot parse size {text!r}: use e.g. 1e7, 10000000, 10_000_000 or 10M") from None
+        raise IobenchError(f"{option}: cannot parse size {text!r}: use e.g. 1e7, 10000000, 10_000_000 or 10M") from None
     if not math.isfinite(value) or value != int(value):
-        raise IobenchError(f"size must be a whole number of samples, got {text!r}")
+        raise IobenchError(f"{option} must be a whole number of {unit}, got {text!r}")
     if value <= 0:
-        raise IobenchError(f"size must be positive, got {text!r}")
+        raise IobenchError(f"{option} must be positive, got {text!r}")
     return int(value)
 
 
-def parse_bytes(text: str) -> int:
+def parse_bytes(text: str, option: str = "size") -> int:
     """Sizes in bytes with binary suffixes: 1G = 2**30, 256M, 64K, or a plain number."""
     s = str(text).strip().upper().removesuffix("IB").removesuffix("B")
     units = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
     try:
         value = float(s[:-1]) * units[s[-1]] if s and s[-1] in units else float(s)
     except ValueError:
-        raise IobenchError(f"cannot parse size {text!r}: use e.g. 1G, 256M or 1048576") from None
+        raise IobenchError(f"{option}: cannot parse size {text!r}: use e.g. 1G, 256M or 1048576") from None
     if not math.isfinite(value) or value <= 0:
-        raise IobenchError(f"size must be positive, got {text!r}")
+        raise IobenchError(f"{option} must be positive, got {text!r}")
     return int(value)
 
 

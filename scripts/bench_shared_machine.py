@@ -9,7 +9,7 @@ runs' choice where the quiet answer decided one, how far the busy figures are fr
 waited for (its processes' wait share, other programs' cores), with the host's CPU and the load.
 
     python scripts/bench_shared_machine.py [--trials 5] [--busy 2] [--questions run,checkpoint,feed]
-                                           [--device cpu] [--size 2e5] [--dir FOLDER]
+                                           [--device cpu] [--size 2e5] [--dir FOLDER] [--keep RECORDS]
 
 Each question is a fresh `iobench` process, as a user's is; the dataset is prepared once in a fresh folder (or the
 given one, checked), removed at the end with everything the script made.
@@ -210,6 +210,7 @@ def main() -> None:
     p.add_argument("--size", default="2e5")
     p.add_argument("--params", default="1e7")
     p.add_argument("--dir", type=Path, default=None)
+    p.add_argument("--keep", type=Path, default=None, help="a folder to copy every question's records into")
     args = p.parse_args()
     questions = [q for q in args.questions.split(",") if q]
     if not (1 <= args.trials <= 100) or any(q not in QUESTIONS for q in questions):
@@ -237,6 +238,10 @@ def main() -> None:
         for q in questions:
             for line in summary(q, rows[q], args.busy if args.busy == "disk" else f"{args.busy} busy loops"):
                 print(line)
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for path in sorted(work.glob("*.jsonl")):
+                shutil.copyfile(path, args.keep / path.name)
     finally:
         remove_work(work)
 

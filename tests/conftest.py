@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from typing import Any
 
 # Console text is checked at one width whatever the terminal: the CLI's consoles read COLUMNS when they are made
 # (at the first import of iobench.cli), and every subprocess a test starts inherits it
@@ -273,6 +274,20 @@ NEEDS_TORCHDATA = pytest.mark.skipif(
 NEEDS_SPDL = pytest.mark.skipif(
     importlib.util.find_spec("spdl") is None, reason="spdl is not installed (pip install 'iobench[spdl]')"
 )
+
+
+# The extra that installs a module a test needs: every skip says it the same way (`needs_module`)
+EXTRA_OF = {"obstore": "remote", "pylance": "lance", "lance": "lance", "safetensors": "checkpoint"}
+
+
+def skip_reason(module: str) -> str:
+    """The one wording of a skip for a missing module: the module and the extra that installs it."""
+    return f"{module} is not installed (pip install 'iobench[{EXTRA_OF.get(module, module)}]')"
+
+
+def needs_module(module: str) -> Any:
+    """The module, or the test skipped with `skip_reason`."""
+    return pytest.importorskip(module, reason=skip_reason(module))
 
 
 def every_format() -> list[object]:

@@ -9,7 +9,8 @@ import re
 from tests.conftest import ROOT, pyproject
 
 NEEDS_AN_EXTRA = re.compile(
-    r"format_param|every_format|NEEDS_TORCHDATA|NEEDS_SPDL|importorskip|FORMATS\.installed|pip install 'iobench\["
+    r"format_param|every_format|NEEDS_TORCHDATA|NEEDS_SPDL|importorskip|needs_module|FORMATS\.installed|"
+    r"pip install 'iobench\["
 )
 
 

@@ -49,12 +49,15 @@ def checked(request: CheckpointRequest) -> tuple[CheckpointRequest, list[Library
     """The request with its device and torch threads settled, the libraries that run here, and a line for each asked
     for that does not (not installed, no way to the target, needs CUDA); a refusal in one line before anything is
     made."""
+    from iobench.measuring.user_code import is_reference, load_callable
     from iobench.results.checkpoint_record import KINDS
     from iobench.results.store import check_writable
     from iobench.storage.checkpoints import check_directory
 
     check_writable(request.results, kinds=KINDS)
     check_directory(request.directory)
+    if is_reference(request.step):  # the user's step imports here, before the plan is said (its trials import it too)
+        load_callable(request.step, "--step")
     if request.nproc > 1 and request.device not in ("cpu", "auto"):
         raise IobenchError("checkpoint --nproc runs its ranks on the host (gloo); leave out --device")
     if request.remote is not None and request.endpoint_url is not None:
@@ -138,7 +141,7 @@ def device_with_room(text: str, state_bytes: int, nproc: int = 1) -> str:
     free, _ = torch.cuda.mem_get_info(device)
     if state_bytes * 1.1 > free:
         raise IobenchError(
-            f"checkpoint --device {text}: a {state_bytes / 2**30:.2f} GiB state and "
+            f"checkpoint --device {text}: a {state_bytes / 1e9:.2f} GB state and "
             f"{free / 2**30:.1f} GiB free on the device; give a smaller --params"
         )
     return str(device)
@@ -173,9 +176,9 @@ def check_fits(
         if worst.ranks and nproc > 1:
             smaller += ", fewer --nproc"
         raise IobenchError(
-            f"checkpoint: a {spec.state_bytes / 2**30:.2f} GiB state{ranks} needs about "
-            f"{need(worst) / 2**30:.1f} GiB of memory for {worst.name} and "
-            f"{room.available / 2**30:.1f} GiB is {room.says()}; {smaller} or leave {worst.name} out "
+            f"checkpoint: a {spec.state_bytes / 1e9:.2f} GB state{ranks} needs about "
+            f"{need(worst) / 1e9:.1f} GB of memory for {worst.name} and "
+            f"{room.available / 1e9:.1f} GB is {room.says()}; {smaller} or leave {worst.name} out "
             "with --libraries"
         )
 
@@ -289,10 +292,10 @@ def sizes_of(text: str, option: str) -> list[int]:
             continue
         if item.upper().endswith("B"):
             decimal = not item.upper().endswith("IB")
-            value = parse_size(item[:-1]) if decimal else parse_bytes(item)
+            value = parse_size(item[:-1], option, "bytes") if decimal else parse_bytes(item, option)
             found.append(max(1, value // BYTES_PER_PARAM))
         else:
-            found.append(parse_size(item))
+            found.append(parse_size(item, option, "parameters"))
     if not found:
         raise IobenchError(f"{option}: give at least one size (2.5e7 parameters, or 1GiB of state)")
     return found

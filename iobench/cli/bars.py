@@ -92,7 +92,7 @@ class SweepEvents(ConsoleEvents):
             TimeElapsedColumn(),
             TimeRemainingColumn(),
         )
-        with Progress(*columns, console=err, disable=self.quiet) as progress:
+        with Progress(*columns, console=err, disable=self.quiet or not err.is_terminal) as progress:
             task = progress.add_task("sweep", total=total)
             yield _SweepBar(progress, task)
             progress.update(task, completed=total)
@@ -104,7 +104,7 @@ class TuneEvents(ConsoleEvents):
     @contextmanager
     def search(self, budget_seconds: float) -> Iterator[Events]:
         columns = (TextColumn("{task.description:<60}", markup=False), BarColumn(), TimeElapsedColumn())
-        with Progress(*columns, console=err, disable=self.quiet) as progress:
+        with Progress(*columns, console=err, disable=self.quiet or not err.is_terminal) as progress:
             yield RoundBar(progress, progress.add_task("tune", total=budget_seconds))
 
 

@@ -234,7 +234,7 @@ def _print_outcome(outcome: Any, results: Path) -> None:
 def _print_tuned(tuned: Any) -> None:
     """--tune's code and its check in a fresh process, judged by `iobench.judge.paste`."""
     from iobench.cli.render import print_script
-    from iobench.judge.paste import FASTER, GOAL, SLOWER
+    from iobench.judge.paste import verdict_words
 
     if tuned.script is None:
         out.print(f"tune: no code: {tuned.why}", highlight=False, soft_wrap=True, markup=False)
@@ -246,17 +246,18 @@ def _print_tuned(tuned: Any) -> None:
     if check.figure is None:
         out.print(f"the pasted code could not be checked: {check.said}", highlight=False, markup=False)
         return
-    words = {
-        SLOWER: f"below {GOAL:g} of tune's speed: it does not save as tune measured",
-        FASTER: "faster than tune measured",
-    }.get(tuned.verdict, "as measured")
-    out.print(
+    saved = verdict_words(tuned.verdict, "it does not save as tune measured")
+    line = (
         f"the pasted code, run in a fresh process: the steady durable save in {check.figure:.3f} s against tune's "
-        f"{tuned.seconds:.3f} s, {tuned.speed_ratio:.2f}x its speed ({words})",
-        highlight=False,
-        soft_wrap=True,
-        markup=False,
+        f"{tuned.seconds:.3f} s, {tuned.speed_ratio:.2f}x its speed ({saved})"
     )
+    if tuned.restore_ratio is not None:
+        restored = verdict_words(tuned.restore_verdict, "it does not restore as tune measured")
+        line += (
+            f"; the warm restore into a state already in memory in {tuned.script_restore:.3f} s against tune's "
+            f"{tuned.restore_seconds:.3f} s, {tuned.restore_ratio:.2f}x its speed ({restored})"
+        )
+    out.print(line, highlight=False, soft_wrap=True, markup=False)
 
 
 def _print_table(title: str, head: list[str], rows: list[list[str]]) -> None:

@@ -51,7 +51,13 @@ def feed_cmd(
     accelerator: Annotated[str, typer.Option(help=f"One of {', '.join(ACCELERATORS)}.")] = "h100",
     format: Annotated[str, typer.Option("--format", help="The format the ranks read.")] = "npy",
     loader: Annotated[str, typer.Option(help="The loader each rank reads with (as `run --loader`).")] = "dataloader",
-    size: Annotated[OptInt, typer.Option(help="Samples of the dataset feed makes (default: about 4 GB).")] = None,
+    size: Annotated[
+        OptInt,
+        typer.Option(
+            help="Samples of the dataset feed makes (default: four batches or more, at most about 4 GB and at most "
+            "20,000 samples or 32 batches, whichever is more)."
+        ),
+    ] = None,
     data_dir: DataDir = Path("data"),
     dataset: DatasetName = None,
     step_ms: Annotated[OptFloat, typer.Option(help="custom: one batch's compute time.")] = None,

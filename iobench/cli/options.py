@@ -63,6 +63,15 @@ BlockShuffle = Annotated[int, typer.Option(help="Shuffle runs of N contiguous sa
 Epochs = Annotated[int, typer.Option(help="Timed epochs per run.")]
 Warmup = Annotated[int, typer.Option(help="Untimed epochs before the timed ones, per run.")]
 Runs = Annotated[int, typer.Option(help="Repetitions (each with a fresh loader).")]
+UntilDecided = Annotated[
+    OptFloat,
+    typer.Option(
+        "--until-decided",
+        metavar="MINUTES",
+        help="Several configurations: after --runs rounds, more rounds in turn until the answer is decided (the "
+        "leader ahead of the runner-up in every round's pair, contention alike) or MINUTES have passed.",
+    ),
+]
 MaxBatches = Annotated[OptInt, typer.Option(help="Stop each epoch after N batches (the record says partial).")]
 MaxSeconds = Annotated[OptFloat, typer.Option(help="Stop each epoch after S seconds (the record says partial).")]
 Step = Annotated[

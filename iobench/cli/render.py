@@ -200,17 +200,14 @@ def _stopped_text(outcome: Any) -> str:
 def print_paste_check(check: Any, best: Any) -> None:
     """The pasted script's figure beside tune's confirmed one, with their ratio."""
     from iobench.judge.intervals import record_interval
-    from iobench.judge.paste import FASTER, GOAL, SLOWER, paste_verdict
+    from iobench.judge.paste import paste_verdict, verdict_words
 
     figure = record_interval(best.confirmed).median
     ratio = check.ratio(figure)
     if ratio is None:
         say(f"the pasted script could not be checked: {check.said}")
         return
-    verdict = {
-        SLOWER: f"below {GOAL:g} of it: it does not run as tune measured",
-        FASTER: "faster than tune measured it: epochs this short are within the harness's and timer's noise",
-    }.get(paste_verdict(ratio), "as measured")
+    verdict = verdict_words(paste_verdict(ratio))
     out.print(
         f"the pasted script, run in a fresh process: {check.figure:,.0f} samples/s, {ratio:.2f}x tune's "
         f"{figure:,.0f} ({verdict})",

@@ -36,18 +36,24 @@ def report_cmd(
     if holds_checkpoints(results):  # `iobench checkpoint`'s records
         from iobench.report.checkpoints import write_checkpoint_report
 
-        path = write_checkpoint_report(results, out_dir, skipped)
+        paths = write_checkpoint_report(results, out_dir, skipped)
     elif first_kind(results) == FEED:  # `iobench feed`'s answers
         from iobench.report.feed import write_feed_report
 
-        path = write_feed_report(results, out_dir, skipped)
+        paths = write_feed_report(results, out_dir, skipped)
     else:
         from iobench.report.report import write_report  # matplotlib loads only when a report is made
 
-        path = write_report(results, out_dir, skipped, dataset)
+        paths = write_report(results, out_dir, skipped, dataset)
     for line in skipped:
         say(f"warning: {line}")
-    out.print(f"report: {path}", highlight=False, soft_wrap=True, markup=False)
+    written = ", ".join(p.name for p in paths)
+    out.print(
+        f"report: {paths[0]} ({len(paths)} files in {out_dir}: {written})",
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )
 
 
 @app.command("compare")
@@ -63,6 +69,9 @@ def compare_cmd(
     from iobench.results.feed_record import FEED
     from iobench.results.store import first_kind
 
+    families = {path: _family(path) for path in (a, b)}
+    if families[a] != families[b]:  # refused before a line of either is read as the other's kind
+        raise IobenchError(f"{a} holds {families[a]} and {b} {families[b]}: compare two files of one kind")
     if holds_checkpoints(a) or holds_checkpoints(b):
         return _compare_checkpoints(a, b)
     if FEED in (first_kind(a), first_kind(b)):
@@ -136,6 +145,17 @@ def _compare_feed(a: Path, b: Path) -> None:
         table.add_row(escape(question), str(change.n_a), str(change.n_b), escape(change.text))
     out.print(table)
     out.print(f"{len(pairs)} matching question(s); {only_a} only in A, {only_b} only in B", highlight=False)
+
+
+def _family(path: Path) -> str:
+    """What a results file holds, by its records' kind, in words."""
+    from iobench.results.checkpoint_file import holds_checkpoints
+    from iobench.results.feed_record import FEED
+    from iobench.results.store import first_kind
+
+    if holds_checkpoints(path):
+        return "checkpoint records"
+    return "feed answers" if first_kind(path) == FEED else "run records"
 
 
 def _warn_skipped(files: list) -> None:

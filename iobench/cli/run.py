@@ -15,6 +15,8 @@ from iobench.errors import IobenchError
 if TYPE_CHECKING:
     from iobench.sessions.run import RunRequest
 
+MAX_UNTIL_MINUTES = 24 * 60.0  # --until-decided's bound where it is parsed: a day
+
 
 @app.command("run")
 @o.takes_run_options("run", after="seed")
@@ -31,6 +33,7 @@ def run_cmd(
     epochs: o.Epochs = 1,
     warmup: o.Warmup = 1,
     runs: o.Runs = 3,
+    until_decided: o.UntilDecided = None,
     max_batches: o.MaxBatches = None,
     max_seconds: o.MaxSeconds = None,
     step: o.Step = "none",
@@ -101,6 +104,9 @@ def run_request(ctx: typer.Context) -> RunRequest:
     configs = tuple(config_of(f, ld, settings, read_options=read, **options) for f, ld in pairs)
     from iobench.sessions.run import RunRequest
 
+    until = p["until_decided"]
+    if until is not None and not (math.isfinite(until) and 0 < until <= MAX_UNTIL_MINUTES):
+        raise IobenchError(f"--until-decided: minutes above 0 and at most {MAX_UNTIL_MINUTES:g}, got {until}")
     return RunRequest(
         configs,
         where,
@@ -110,6 +116,7 @@ def run_request(ctx: typer.Context) -> RunRequest:
         loaders_named=p["loader"],
         estimate=not p["quiet"],
         what_if_ms=tuple(what_if_ms),
+        until_decided_minutes=until,
     )
 
 

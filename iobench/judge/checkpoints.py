@@ -33,7 +33,7 @@ def _what(r: LibraryRow) -> str:
 
 @dataclass(frozen=True)
 class CheckpointChoice:
-    """The fastest safe library and mode (None where nothing restored exactly with both figures, or every such one
+    """The fastest kill-proof library and mode (None where nothing restored exactly with both figures, or every such one
     lost a checkpoint to a kill), the others in order, those left out for their kills, and the load beside the
     trials (a ranking taken beside other programs is not settled)."""
 

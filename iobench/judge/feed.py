@@ -78,17 +78,20 @@ def feed_answer(
             0,
             f"answer: {one.au:.2f} of one {accelerator} (AU {one.au:.3f} under {threshold:.2f}): it needs "
             f"{demand_mb_per_s:,.0f} MB/s and got {got:,.0f}; bound by {bound_of(one)}"
+            + _start(one)
             + _undecided(one, threshold)
             + _beside(points, bound_of(one)),
         )
     at = points[n]
     head = (
         f"answer: {n} {accelerator} accelerator(s) fed (every rank's AU at or above {threshold:.2f}: least "
-        f"{at.au:.3f}); each needs {demand_mb_per_s:,.0f} MB/s and got {at.mb_per_s / n:,.0f}"
+        f"{at.au:.3f}); each needs {demand_mb_per_s * threshold:,.0f} MB/s at AU {threshold:.2f} "
+        f"({demand_mb_per_s:,.0f} at 1.0) and got {at.mb_per_s / n:,.0f}"
     )
     after = points.get(n + 1)
     if after is None:
-        return FeedAnswer(n, (f"{head}; {n + 1} not measured: {why_most}" if n >= most else head) + _beside(points))
+        said = f"{head}; {n + 1} not measured: {why_most}" if n >= most else head
+        return FeedAnswer(n, said + _start(at) + _beside(points))
     return FeedAnswer(
         n,
         f"{head}; at {n + 1}: AU {after.au:.3f} ({feed_verdict(after, threshold)}), bound by {bound_of(after)}"

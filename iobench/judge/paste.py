@@ -15,3 +15,11 @@ def paste_verdict(ratio: float) -> str:
     if ratio > 1 / GOAL:
         return FASTER
     return AS_MEASURED
+
+
+def verdict_words(verdict: str, what: str = "it does not run as tune measured") -> str:
+    """A paste verdict in words, the same for every command (`what`: what SLOWER means for the figure judged)."""
+    return {
+        SLOWER: f"below {GOAL:g} of tune's speed: {what}",
+        FASTER: "faster than tune measured: a short figure's noise explains that before anything else",
+    }.get(verdict, AS_MEASURED)

@@ -16,7 +16,7 @@ from pathlib import Path
 from iobench.errors import IobenchError
 from iobench.judge.change import ROUND_UNITS, Change, change_of
 from iobench.judge.checkpoints import checkpoint_answer
-from iobench.report.exports import csv_cell
+from iobench.report.exports import csv_cell, write_html
 from iobench.results.checkpoint_file import CheckpointFile, load_checkpoints
 from iobench.results.checkpoint_record import KILL_OUTCOMES, CheckpointTrial
 from iobench.results.checkpoint_summary import LibraryRow, kill_counts, rows_of
@@ -108,7 +108,10 @@ def beside_head() -> list[str]:
 def beside_cells(r: LibraryRow) -> list[str]:
     """The training loop beside one library's steady save (`--step`): how long the save blocked it, an asynchronous
     save's background time, and the loop's rate beside it against alone."""
-    lost = f"{1 - r.step_rate_during / r.step_rate:.0%}" if r.step_rate and r.step_rate_during is not None else "-"
+    lost = "-"
+    if r.step_rate and r.step_rate_during is not None:
+        share = 1 - r.step_rate_during / r.step_rate
+        lost = f"{share:.0%}" if share >= 0.005 else "none"  # never "-0%": beside the save it kept its rate
     during = f"{r.step_rate_during:,.1f}" if r.step_rate_during is not None else "-"
     alone = f"{r.step_rate:,.1f}" if r.step_rate is not None else "-"
     return [r.who, r.save_mode, r.step, _s(r.blocked_s), _s(r.background_s), alone, during, lost]
@@ -183,8 +186,8 @@ def _rate(value: float | None) -> str:
     return f"{value:.2f}" if value is not None else "-"
 
 
-def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None = None) -> Path:
-    """report.md and results.csv in `out`."""
+def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None = None) -> list[Path]:
+    """report.md, the same as report.html and results.csv in `out`: the paths written."""
     loaded = load_checkpoints(results)
     if skipped is not None:
         skipped.extend(loaded.skipped)
@@ -231,8 +234,9 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
         ]
     path = out / "report.md"
     atomic_write_text(path, "\n".join(lines) + "\n")
+    write_html("\n".join(lines), out, out / "report.html")
     atomic_write_text(out / "results.csv", _csv(loaded))
-    return path
+    return [path, out / "report.html", out / "results.csv"]
 
 
 def _csv(loaded: CheckpointFile) -> str:

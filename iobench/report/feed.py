@@ -12,7 +12,7 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.judge.feed import FeedChange, feed_change, feed_verdict, record_answer
-from iobench.report.exports import csv_cell
+from iobench.report.exports import csv_cell, write_html
 from iobench.results.feed_record import FeedPoint, FeedRecord
 from iobench.results.markdown import md_table, md_text
 from iobench.results.store import parsed_file
@@ -53,8 +53,9 @@ def title_of(r: FeedRecord) -> str:
     return f"{r.workload}, {step}: {r.format} read by {r.loader}, {r.cache} epochs over {r.dataset}"
 
 
-def write_feed_report(results: Path, out: Path, skipped: list[str] | None = None) -> Path:
-    """report.md (each answer: its counts and the judgement's answer) and results.csv (a row a count) in `out`."""
+def write_feed_report(results: Path, out: Path, skipped: list[str] | None = None) -> list[Path]:
+    """report.md (each answer: its counts and the judgement's answer), the same as report.html and results.csv (a row
+    a count) in `out`: the paths written."""
     loaded = load_feed(results)
     if skipped is not None:
         skipped.extend(loaded.skipped)
@@ -79,8 +80,9 @@ def write_feed_report(results: Path, out: Path, skipped: list[str] | None = None
         lines += [md_text(record_answer(r).line), ""]
     path = out / "report.md"
     atomic_write_text(path, "\n".join(lines))
+    write_html("\n".join(lines), out, out / "report.html")
     atomic_write_text(out / "results.csv", _csv(loaded.records))
-    return path
+    return [path, out / "report.html", out / "results.csv"]
 
 
 def _csv(records: list[FeedRecord]) -> str:

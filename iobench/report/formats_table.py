@@ -8,6 +8,7 @@ that shuffle as well as a uniform shuffle.
 
 from __future__ import annotations
 
+from iobench.judge.answer import answers
 from iobench.measuring.limit_rule import device_resident
 from iobench.plan.labels import settings_label
 from iobench.report.tables import shuffle_text
@@ -80,10 +81,12 @@ def format_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
                     f"shuffles {shuffle_text(best)}"
                 )
             )
+            refused = any(a.refused for a in answers(pool))  # the judgement chose none: a figure, not a choice
+            caveat = "; measured only, not an answer: the answer above says why none is chosen" if refused else ""
             lines.append(
                 f"- **Fastest {cache} at a uniform shuffle** (spread and order >= {UNIFORM}): "
                 f"{md_text(best_uniform.config.label)} {md_text(settings_label(best_uniform))}, "
-                f"{best_uniform.epochs.samples_per_s:,.0f} samples/s{same}"
+                f"{best_uniform.epochs.samples_per_s:,.0f} samples/s{same}{caveat}"
             )
         lines.append("")
     return lines

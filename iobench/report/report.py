@@ -15,7 +15,7 @@ from iobench.report import plots
 from iobench.report.answer import answer_lines, collapsed, sorted_for_table
 from iobench.report.exports import write_csv, write_html
 from iobench.report.formats_table import format_lines
-from iobench.report.tables import au_text, shuffle_text
+from iobench.report.tables import au_text, percent_text, shuffle_text
 from iobench.results.limits import LOOPBACK, limits_key, remote_limits_key
 from iobench.results.markdown import md_text
 from iobench.results.record import RecordedConfig, RunRecord
@@ -95,9 +95,9 @@ def _remote_key(r: RunRecord) -> str:
     return remote_limits_key(r.environment.hostname, LOOPBACK, c.remote_latency_ms, c.remote_connection_mb_per_s)
 
 
-def write_report(results: Path, out: Path, skipped: list[str] | None = None, dataset: str | None = None) -> Path:
-    """report.md, its plots, report.html (the plots embedded) and results.csv in out; lines of the results file
-    that were not records go to skipped; `dataset` keeps that dataset's records alone."""
+def write_report(results: Path, out: Path, skipped: list[str] | None = None, dataset: str | None = None) -> list[Path]:
+    """report.md, its plots, report.html (the plots embedded) and results.csv in out, each path written; lines of the
+    results file that were not records go to skipped; `dataset` keeps that dataset's records alone."""
     loaded = load_records(results)
     if skipped is not None:
         skipped.extend(loaded.skipped)
@@ -145,7 +145,7 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None, dat
     atomic_write_text(path, "\n".join(lines) + "\n")
     write_html("\n".join(lines), out, out / "report.html")
     write_csv(records + gone, out / "results.csv", superseded=gone)
-    return path
+    return [path, out / "report.html", out / "results.csv", *(image for _, image in images if image is not None)]
 
 
 def workload_of_record(r: RunRecord) -> str:
@@ -235,7 +235,7 @@ def _table(records: list[RunRecord]) -> list[str]:
             f"({e.epoch_seconds_mad:.3f})" + (" partial" if e.partial else ""),
             f"{e.samples_per_s:,.0f}",
             f"{e.mb_per_s:,.1f}",
-            f"{limit:.0f}%" if limit is not None else "-",
+            percent_text(limit),
         )
         if au:
             cells = (*cells[:9], au_text(r), *cells[9:])

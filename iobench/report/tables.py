@@ -15,6 +15,13 @@ from iobench.results.limits import LOOPBACK, PAGE, MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 
 
+def percent_text(share: float | None) -> str:
+    """A % of limit as a table shows it: a share under 1% said as such, never "0%" for 41.7 MB/s of a fast disk."""
+    if share is None:
+        return "-"
+    return f"{share:.0f}%" if share >= 1 or share == 0 else ("<1%" if share < 0.1 else f"{share:.1f}%")
+
+
 def _residency(r: RunRecord) -> str:
     """The cache column: the cache (its residency before the timed epochs) and the run options shown there."""
     c, before = r.config, r.system.residency_before
@@ -99,7 +106,7 @@ def results_table(records: list[RunRecord], title: str) -> Table:
             f"{e.epoch_seconds_median:.3f} ({e.epoch_seconds_min:.3f}-{e.epoch_seconds_max:.3f}){partial}",
             f"{e.samples_per_s:,.0f}",
             f"{e.mb_per_s:,.1f}",
-            f"{limit:.0f}%" if limit is not None else "-",
+            percent_text(limit),
             standing,
         ]
         if au:

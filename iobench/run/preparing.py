@@ -34,6 +34,8 @@ def dataset_for_run(
     if not data_dir.exists() and data_dir != DEFAULT_DATA_DIR:
         # Most likely a typo: do not write half a gigabyte into a new folder of that name.
         raise IobenchError(f"{data_dir}: no such folder; check --data-dir, or create it with `iobench prepare`")
+    if data_dir.exists() and not data_dir.is_dir():  # said before "preparing it first", not after it
+        raise IobenchError(f"--data-dir {data_dir} is not a folder")
     if size is not None and dataset is None:
         dataset = DatasetSpec(size).name
         if not (data_dir / dataset / MANIFEST).is_file():
@@ -69,7 +71,7 @@ def _prepared(
         smaller = "" if spec.n_samples <= QUICK_SIZE else f"; `--size {quick}` makes a smaller one"
         events.say(
             f"no dataset {spec.name} in {data_dir}: preparing it first ({spec.n_samples:,} samples, "
-            f"{disk / 1e6:,.0f} MB on disk for {', '.join(formats)}){smaller}"
+            f"up to about {disk / 1e6:,.0f} MB on disk for {', '.join(formats)}){smaller}"
         )
         with events.progress() as reporter:
             prepare(request, reporter)

@@ -28,6 +28,7 @@ from iobench.storage.checkpoints import CheckpointTarget
 
 STORE_BUCKET = "iobench-checkpoints"
 TUNED = "tuned"  # --tune's code: <results stem>-tuned.py
+RESTORED = re.compile(r"restored exactly in ([0-9.]+) s")  # the pasted code's restore, from its line
 __all__ = [
     "CheckpointOutcome",
     "TunedCheckpoint",
@@ -60,6 +61,7 @@ class TunedCheckpoint:
     seconds: float = 0.0
     check: PasteCheck | None = None
     why: str = ""
+    restore_seconds: float | None = None  # tune's warm restore (None: tune measured none warm)
 
     @property
     def speed_ratio(self) -> float | None:
@@ -70,6 +72,22 @@ class TunedCheckpoint:
     @property
     def verdict(self) -> str | None:
         return None if self.speed_ratio is None else paste_verdict(self.speed_ratio)
+
+    @property
+    def script_restore(self) -> float | None:
+        """The script's own restore (warm, into a state already in memory), read from its line."""
+        found = RESTORED.search(self.check.said) if self.check is not None and self.check.figure else None
+        return float(found.group(1)) if found else None
+
+    @property
+    def restore_ratio(self) -> float | None:
+        """The script's restore speed over tune's warm restore (tune's seconds over the script's)."""
+        mine = self.script_restore
+        return self.restore_seconds / mine if mine and self.restore_seconds else None
+
+    @property
+    def restore_verdict(self) -> str | None:
+        return None if self.restore_ratio is None else paste_verdict(self.restore_ratio)
 
 
 def checkpoint_session(request: CheckpointRequest, events: Events) -> CheckpointOutcome:
@@ -105,7 +123,7 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
 
         events.say(f"note: {TCP_STORE_EXPOSURE}")
     outcome = CheckpointOutcome(skipped=skipped, caches=request.caches)
-    with events.trials(len(steps) + len(kills) * request.kill_test) as progress:
+    with events.trials(len(steps) + len(kills) * request.kill_test) as progress, trials_temp():
         with target_of(request) as target:
             outcome.trials = run_trials(request, steps, target, progress, estimate, session)
         if kills:
@@ -161,7 +179,7 @@ def _tuned(
     kills: dict[tuple[str, str], dict[str, int]],
     events: Events,
 ) -> TunedCheckpoint:
-    """The fastest safe choice (the judgement's) as code beside the results, run once in a fresh process."""
+    """The fastest kill-proof choice (the judgement's) as code beside the results, run once in a fresh process."""
     from iobench.checkpoint.paste import FIGURE_LINE, checkpoint_script
     from iobench.results.store import pasted_code_path
     from iobench.run.paste_check import check_paste
@@ -192,11 +210,35 @@ def _tuned(
     events.say(f"checking the pasted code in a fresh process: {script}")
     timeout = 120 + 10 * best.durable_s * 8 + 5 * (best.restore_s or 0)
     check = check_paste(text, str(script), timeout, re.compile(re.escape(FIGURE_LINE) + r"([0-9.]+) s"))
-    return TunedCheckpoint(best, script, text, best.durable_s, check)
+    return TunedCheckpoint(best, script, text, best.durable_s, check, restore_seconds=best.warm_s)
 
 
 def _sizes(specs: tuple[StateSpec, ...]) -> list[str]:
-    return [f"a {s.state_bytes / 2**30:.2f} GiB state ({s.params:,} parameters, {s.described})" for s in specs]
+    return [f"a {s.state_bytes / 1e9:.2f} GB state ({s.params:,} parameters, {s.described})" for s in specs]
+
+
+@contextmanager
+def trials_temp() -> Iterator[None]:
+    """The trials' TMPDIR: a folder of this session's (mkdtemp, 0700), removed with what they left there (DCP's process
+    checkpointer left a `pymp-*/listener-*` folder in the user's TMPDIR for every trial)."""
+    import os
+    import shutil
+    import stat
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="iobench-trials-")
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = folder
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
+        st = os.lstat(folder)
+        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager

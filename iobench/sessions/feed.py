@@ -92,7 +92,8 @@ def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
     events.say(
         f"feed: {w.name} on {w.accelerator} (batch {w.batch_size}, step {w.compute_s * 1000:g} ms, AU at least "
         f"{w.au:.2f}: {outcome.demand_mb_per_s:,.0f} MB/s an accelerator) over {request.format} read by "
-        f"{request.loader}, {cache}; searching 1 to {most} accelerators ({why_most})"
+        f"{request.loader}, {cache}; searching 1 to {most} accelerators ({why_most}); "
+        + estimate_words(w, n_samples, most, request.epochs, 1 + len(request.what_if))
     )
 
     def answered(workload: Workload) -> FeedRecord:
@@ -227,6 +228,32 @@ def _cache(request: FeedRequest, folder: Path, dataset_bytes: int) -> tuple[str,
             "the page cache answers, not the storage (MLPerf's rule; `--cache cold` as root evicts it)"
         )
     return cache, notes
+
+
+RANK_START_S = 8.0  # a count's ranks started, torch imported, the group joined: before its first epoch
+
+
+def estimate_words(w: Workload, n_samples: int, most: int, epochs: int, searches: int = 1) -> str:
+    """How long the search may take, from the step alone (a fed rank's epoch is its batches times the step; a starved
+    one's is longer): the doubling's counts, then up to as many again halving between, each a warm-up and `epochs`
+    epochs, and each --what-if a search of its own."""
+    import math
+
+    doubling = [min(2**k, most) for k in range(int(math.log2(most)) + 2)]
+    counts = sorted(set(doubling))
+
+    def seconds(n: int) -> float:
+        return RANK_START_S + (epochs + 1) * math.ceil(n_samples / n / w.batch_size) * w.compute_s
+
+    low = sum(seconds(n) for n in counts) * searches
+    high = (low + sum(seconds(n) for n in counts[1:]) * searches) * 1.5  # halving between, and starved epochs
+    return (
+        f"about {minutes_words(low)} to {minutes_words(high)} ({len(counts)} to {2 * len(counts) - 1} counts a search)"
+    )
+
+
+def minutes_words(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def _check_names(request: FeedRequest) -> None:

@@ -50,7 +50,7 @@ def machine_limits(request: LimitsRequest, events: Events) -> LimitsOutcome:
     from iobench.units import parse_bytes
 
     where, read_limit = request.place, request.read_limit
-    probe = parse_bytes(request.probe_size)
+    probe = parse_bytes(request.probe_size, "--probe-size")
     check_read_limit(read_limit)
     target = resolve_device(where.device)
     check_writable(limits_path(where.results), records=False)

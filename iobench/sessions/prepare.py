@@ -39,6 +39,7 @@ def prepare_session(request: PrepareOptions, events: Events) -> PrepareOutcome:
     from iobench.data.format_options import parse_format_options
     from iobench.data.prepare import PrepareRequest, options_of, parse_formats, plan, prepare
     from iobench.data.spec_options import build_spec, preset_format_options, preset_formats
+    from iobench.formats import FORMATS
 
     notes: list[str] = []
     spec = build_spec(request.spec, notes)
@@ -60,10 +61,17 @@ def prepare_session(request: PrepareOptions, events: Events) -> PrepareOutcome:
         PrepareRequest(spec, request.data_dir, names, options_of(names, given), request.dataset, request.force)
     )
     dataset_dir = checked.request.dataset_dir
+    each = ", ".join(
+        f"{n} {FORMATS[n].estimate_bytes(spec, checked.request.options[n]) / 1e6:,.0f} MB" for n in names
+    )  # a format's own size: files of DLIO's sizes are 70x the samples they hand over
     events.heading(
-        f"preparing {dataset_dir}: {spec.n_samples:,} samples of {spec.shape} {spec.dtype}, "
-        f"{spec.payload_bytes / 1e6:,.1f} MB per format, about {checked.estimated_bytes / 1e9:,.2f} GB in all"
+        f"preparing {dataset_dir}: {spec.n_samples:,} samples of {spec.shape} {spec.dtype}; up to about "
+        f"{_size(checked.estimated_bytes)} on disk ({each})"
     )
     with events.progress() as progress:
         manifest = prepare(checked, progress)
     return PrepareOutcome(dataset_dir, names, manifest)
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e9:,.2f} GB" if n >= 1e9 else f"{n / 1e6:,.0f} MB"

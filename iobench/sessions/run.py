@@ -47,6 +47,7 @@ class RunRequest:
     loaders_named: str | None = None
     estimate: bool = True
     what_if_ms: tuple[float, ...] = ()
+    until_decided_minutes: float | None = None  # more rounds in turn until the answer is decided, at most this long
 
 
 @dataclass
@@ -109,7 +110,9 @@ def run_session(request: RunRequest, events: Events) -> RunOutcome | None:
             profile_dir = where.results.parent / "profiles" if where.cprofile else None
             estimates = _estimates(todo, events, skip=not estimate or not world.is_main or world.size > 1)
             if interleaved(todo):
-                outcome.records = run_interleaved(todo, limits, profile_dir, world, where, events, outcome, estimates)
+                outcome.records = run_interleaved(
+                    todo, limits, profile_dir, world, where, events, outcome, estimates, request.until_decided_minutes
+                )
             else:
                 _one_after_another(todo, limits, profile_dir, world, where, events, outcome, estimates)
             if what_if_ms and world.is_main:
@@ -212,6 +215,7 @@ def run_interleaved(
     events: Events,
     outcome: RunOutcome,
     estimates: list[Estimate | None],
+    until_minutes: float | None = None,
 ) -> list[RunRecord]:
     """Run k of every configuration before run k + 1 of any (hyperfine's and pyperf's way: a shared machine's drift
     over minutes then falls inside each configuration's runs, not between two configurations, which two identical runs
@@ -225,16 +229,21 @@ def run_interleaved(
         if len(known) == len(todo)
         else ""
     )
+    if until_minutes is not None:
+        ahead += f", then rounds until the answer is decided, {until_minutes:g} min at most"
     with events.configuration(f"{len(todo)} configurations, their runs in turn{ahead}", total) as bar:
         measuring = [Measuring(r, limits, profile_dir, bar) for r in todo]
         session = new_turns(world)
+        started = time.monotonic()
         try:
-            for k in range(runs):
+            k = 0
+            while k < runs or _undecided(measuring, world, started, until_minutes, events):
                 for position, m in enumerate(round_order(measuring, session, k)):
-                    if k < m.resolved.config.runs:
+                    if k < m.resolved.config.runs or k >= runs:
                         bar.running(m.resolved.config.label)
                         m.in_turn(session, position)
                         m.one_run()
+                k += 1
         except BaseException as exc:
             if not _interruption(exc):
                 raise
@@ -253,6 +262,28 @@ def run_interleaved(
         for record in records:
             save(where.results, record, events)
     return records
+
+
+def _undecided(
+    measuring: list[Measuring], world: World, started: float, until_minutes: float | None, events: Events
+) -> bool:
+    """--until-decided: whether another round is run: the answer from the runs so far is not decided and the minutes
+    are not spent (the same on every rank: rank 0's decision)."""
+    if until_minutes is None:
+        return False
+    from iobench.judge.answer import main_answer
+
+    answer = main_answer([m.record() for m in measuring])
+    left = until_minutes * 60 - (time.monotonic() - started)
+    more = answer is not None and not (answer.winner is not None and answer.settled) and left > 0
+    more = bool(world.gather([1.0 if more else 0.0])[0][0])
+    if more:
+        events.say(
+            f"not decided after {measuring[0].runs_done} rounds: another round in turn ({left / 60:.1f} min left)"
+        )
+    elif answer is not None and not (answer.winner is not None and answer.settled):
+        events.say(f"not decided in {until_minutes:g} minutes: {answer.verdict()}")
+    return more
 
 
 def new_turns(world: World) -> str:
@@ -280,7 +311,7 @@ def _estimates(todo: list[ResolvedRun], events: Events, skip: bool) -> list[Esti
     from iobench.run.estimates import estimated_seconds
 
     found = [estimated_seconds(r) for r in todo]
-    if all(x is not None for x in found):
+    if all(x is not None for x in found) and not interleaved(todo):  # in turn: the runs' bar says it, once
         total = time_range(sum(x.low for x in found), sum(x.high for x in found))  # type: ignore[union-attr]
         events.say(f"{len(todo)} configurations, about {total} in all (from a few measured batches of each)")
     return found

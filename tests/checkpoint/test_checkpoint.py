@@ -91,7 +91,7 @@ def test_the_help_lists_the_registry():
 
 
 def test_a_state_that_does_not_fit_is_refused_in_one_line():
-    with pytest.raises(IobenchError, match=r"needs about .* GiB of memory for torch and 1.0 GiB is available"):
+    with pytest.raises(IobenchError, match=r"needs about .* GB of memory for torch and 1.1 GB is available"):
         check_fits(StateSpec(10**9), [LIBRARIES["torch"], LIBRARIES["raw"]], free=2**30)
     check_fits(StateSpec(10**6), [LIBRARIES["torch"]], free=2**30)  # 14 MB fits
 

@@ -253,7 +253,7 @@ def test_a_40_gb_sparse_safetensors_is_sized_from_its_header_and_refused(cli, tm
         f.write(_header({"w": {"dtype": "F32", "shape": [n], "data_offsets": [0, 4 * n]}}))
         f.truncate(f.tell() + 4 * n)
     r = cli("checkpoint", "--from", big, "--dir", tmp_path / "c", "--results", tmp_path / "r.jsonl")
-    assert_one_line_error(r, "GiB of memory", "smaller model")
+    assert_one_line_error(r, "GB of memory", "smaller model")
 
 
 def test_a_malicious_pt_names_the_blocked_global_and_never_advises_weights_only_false(cli, tmp_path):
@@ -272,7 +272,9 @@ class _Evil:
         return (os.system, ("true",))
 
 
-@pytest.mark.skipif(not LIBRARIES["tensordict"].installed, reason="tensordict is not installed")
+@pytest.mark.skipif(
+    not LIBRARIES["tensordict"].installed, reason="tensordict is not installed (pip install 'iobench[checkpoint]')"
+)
 def test_names_holding_double_underscores_come_back_from_tensordict(tmp_path):
     """iobench's own `.` <-> `__` renaming made tensordict's restore differ ("exact NO")."""
     from iobench.checkpoint.state import differences

@@ -392,7 +392,10 @@ def test_an_empty_folder_says_what_it_will_write_and_offers_a_small_one(tmp_path
     )
     r = cli("run", *common)
     assert r.code == 0, r.err
-    assert "preparing it first (3,000 samples, 2 MB on disk for npy); `--size 5e2` makes a smaller one" in r.err
+    assert (
+        "preparing it first (3,000 samples, up to about 2 MB on disk for npy); `--size 5e2` makes a smaller one"
+        in r.err
+    )
     r = cli("run", *common, "--size", "500")
     assert (
         r.code == 0 and "no dataset n500_128_float32_c1000_s0" in r.err and "smaller" not in r.err.split("preparing")[1]

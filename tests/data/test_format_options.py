@@ -10,7 +10,7 @@ import pytest
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError
 from iobench.results.record import RunRecord
-from tests.conftest import assert_one_line_error, format_param, invoke, stored_records
+from tests.conftest import assert_one_line_error, format_param, invoke, needs_module, stored_records
 
 # it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
 pytestmark = pytest.mark.extras
@@ -236,7 +236,7 @@ def test_litdatas_pool_reaches_its_boto3_client_with_its_own_retries(monkeypatch
     """A `config` in storage_options replaces LitData's whole botocore config: it is always given, with the
     storage's bounds (a connection within 5 s, a byte within 30 s, 3 attempts in LitData's adaptive mode), and the
     pool where one is asked for."""
-    pytest.importorskip("litdata")
+    needs_module("litdata")
     import litdata
 
     from iobench.formats.litdata_remote import open_remote

@@ -23,6 +23,7 @@ from tests.conftest import (
     console_script,
     format_param,
     invoke,
+    needs_module,
     planted,
     resolved_run,
     run_beside_a_fifo,
@@ -193,7 +194,7 @@ def test_a_data_file_swapped_for_a_fifo_mid_run_is_refused_not_waited_on(clean, 
 
 
 def zarr_copy(clean: Path, tmp_path: Path) -> Path:
-    pytest.importorskip("zarr")
+    needs_module("zarr")
     dataset = tmp_path / "data" / "ds"
     shutil.copytree(clean, dataset)
     return dataset
@@ -286,7 +287,7 @@ def gzip_tar_bomb(size: int) -> bytes:
 
 
 def webdataset_copy(clean: Path, tmp_path: Path) -> Path:
-    pytest.importorskip("webdataset")
+    needs_module("webdataset")
     dataset = tmp_path / "data" / "ds"
     shutil.copytree(clean, dataset)
     return dataset
@@ -373,7 +374,7 @@ def test_webdataset_a_pax_record_that_overrides_a_size_is_refused(clean, tmp_pat
 def test_litdatas_writer_processes_import_the_running_iobench(tmp_path):
     """`prepare --formats litdata` started `python -m iobench.data.shares`, which imported the working
     directory's `iobench/` (planted code ran; a harmless folder of that name broke the prepare)."""
-    pytest.importorskip("litdata")
+    needs_module("litdata")
     marker = planted(tmp_path)
     r = subprocess.run(
         [
@@ -404,7 +405,7 @@ def test_litdatas_writer_processes_import_the_running_iobench(tmp_path):
 
 
 def arrow_copy(clean: Path, tmp_path: Path) -> tuple[Path, Path]:
-    pytest.importorskip("datasets")
+    needs_module("datasets")
     dataset = tmp_path / "data" / "ds"
     shutil.copytree(clean, dataset)
     return dataset, dataset / "arrow/data-00000-of-00001.arrow"
@@ -465,7 +466,7 @@ def test_arrow_a_data_file_other_than_the_writers_is_refused_in_one_line(
 
 
 def tfrecord_copy(clean: Path, tmp_path: Path) -> Path:
-    pytest.importorskip("tfrecord")
+    needs_module("tfrecord")
     dataset = tmp_path / "data" / "ds"
     shutil.copytree(clean, dataset)
     return dataset
@@ -564,7 +565,7 @@ def test_tfrecord_a_record_whose_crc_does_not_match_is_refused_by_iobenchs_reade
 
 
 def litdata_copy(clean: Path, tmp_path: Path) -> Path:
-    pytest.importorskip("litdata")
+    needs_module("litdata")
     dataset = tmp_path / "data" / "ds"
     shutil.copytree(clean, dataset)
     return dataset
@@ -629,7 +630,7 @@ def test_a_library_metadata_file_nested_too_deep_is_one_line(clean, tmp_path, re
 @pytest.mark.parametrize(("value", "shards"), [("1", N), ("4KB", None), ("0", 0), ("5.5MB", 0), ("1e9", 0)])
 def test_arrow_max_shard_size_is_read_as_datasets_reads_it(tmp_path, cli, value, shards):
     """`--format-option arrow.max_shard_size=1` passed iobench's check and was a traceback in datasets."""
-    pytest.importorskip("datasets")
+    needs_module("datasets")
     r = cli(
         "prepare",
         "--size",
@@ -673,7 +674,7 @@ def test_every_pipeline_delivers_the_datasets_own_dtype(clean, name):
 def test_a_shard_cut_short_at_a_member_boundary_is_a_failed_run_not_a_partial_record(tmp_path, results, cli):
     """The fourth probe: a corrupted shard in the store gave exit 0 and a record of 1,500 of 2,000 samples,
     labelled partial as if --max-batches had been given. An epoch not cut short by the user delivers them all."""
-    pytest.importorskip("webdataset")
+    needs_module("webdataset")
     data = tmp_path / "data"
     invoke(
         "prepare",

@@ -8,12 +8,12 @@ import os
 import pytest
 
 from iobench.errors import IobenchError
-from tests.conftest import assert_one_line_error, prepare_with_limits
+from tests.conftest import assert_one_line_error, needs_module, prepare_with_limits
 
 # it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
 pytestmark = pytest.mark.extras
 
-pytest.importorskip("lance", reason="pylance is not installed (pip install 'iobench[lance]')")
+needs_module("lance")
 
 
 @pytest.fixture

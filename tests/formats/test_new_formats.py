@@ -20,7 +20,7 @@ from iobench.plan.resolve import check_dataset, check_world
 from iobench.run.runner import run
 from iobench.settings import LoaderSettings
 from iobench.system.world import World
-from tests.conftest import assert_one_line_error, format_param, invoke, resolved_run
+from tests.conftest import assert_one_line_error, format_param, invoke, needs_module, resolved_run
 
 # it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
 pytestmark = pytest.mark.extras
@@ -127,7 +127,7 @@ def test_the_native_pipeline_delivers_every_sample_once_and_is_scored(images, na
 
 
 def test_webdataset_shuffles_less_than_a_global_shuffle(tmp_path):
-    pytest.importorskip("webdataset")
+    needs_module("webdataset")
     invoke("prepare", "--size", "4000", "--shape", "16", "--data-dir", tmp_path, "-q", "--formats", "webdataset,npy")
     dataset = next(p for p in tmp_path.iterdir() if p.is_dir())
     # 4,000 samples in one 10,000-sample shard: only the 1,000-sample buffer mixes them
@@ -145,7 +145,7 @@ def test_a_missing_library_is_one_line_naming_the_extra_and_all_skips_it(tmp_pat
 
 
 def test_arrow_refuses_a_state_naming_a_file_outside_the_folder(images, tmp_path):
-    pytest.importorskip("datasets")
+    needs_module("datasets")
     from iobench.formats.arrow import check_state
 
     dataset, _, _ = images
@@ -160,7 +160,7 @@ def test_arrow_refuses_a_state_naming_a_file_outside_the_folder(images, tmp_path
 
 
 def test_zarr_refuses_a_pickle_codec_and_links(images, tmp_path):
-    pytest.importorskip("zarr")
+    needs_module("zarr")
     import shutil
 
     from iobench.data.manifest import Manifest
@@ -189,7 +189,7 @@ def test_zarr_refuses_a_pickle_codec_and_links(images, tmp_path):
 
 
 def test_webdataset_never_unpickles_a_member_and_refuses_an_index_outside_its_shard(images, tmp_path):
-    pytest.importorskip("webdataset")
+    needs_module("webdataset")
     import pickle
     import shutil
 
@@ -229,7 +229,7 @@ def test_webdataset_never_unpickles_a_member_and_refuses_an_index_outside_its_sh
 
 def test_a_library_failing_midway_never_leaves_half_a_dataset(tmp_path, cli, monkeypatch):
     """A writer that fails midway (here: the library raises) leaves no format folder behind."""
-    pytest.importorskip("zarr")
+    needs_module("zarr")
     import zarr
 
     def broken(*args, **kwargs):
@@ -245,7 +245,7 @@ def test_a_library_failing_midway_never_leaves_half_a_dataset(tmp_path, cli, mon
 def test_tfrecord_refuses_a_record_whose_length_field_lies_before_the_library_reads_it(images, tmp_path):
     """The tfrecord package grows its buffer to 1.5x a record's declared length and seeks by the text
     index: a crafted length (2^60) or index must be refused before the library sees either."""
-    pytest.importorskip("tfrecord")
+    needs_module("tfrecord")
     import shutil
     import struct
 
@@ -272,7 +272,7 @@ def test_tfrecord_refuses_a_record_whose_length_field_lies_before_the_library_re
 
 def test_tfrecord_written_with_an_int_index_is_still_read_and_a_bad_index_refused(tmp_path, monkeypatch):
     """Datasets prepared before the index became 8 bytes (the manifest has no index_bytes) still run."""
-    pytest.importorskip("tfrecord")
+    needs_module("tfrecord")
     from iobench.formats import tfrecord
 
     def put_int(self, index, payload, label):
@@ -324,7 +324,7 @@ def test_tfrecord_written_with_an_int_index_is_still_read_and_a_bad_index_refuse
 def test_litdata_written_by_several_processes_reads_back_in_order(tmp_path):
     """processes=3: this process and two others each write a contiguous share; LitData's merge joins the
     indexes in rank order, so its own library reads sample i as item i."""
-    pytest.importorskip("litdata")
+    needs_module("litdata")
     import litdata
 
     from iobench.data.manifest import Manifest
@@ -361,7 +361,7 @@ def test_litdata_written_by_several_processes_reads_back_in_order(tmp_path):
 
 def test_zarr_reads_a_run_of_consecutive_samples_as_a_slice(images):
     """A sequential batch is one range read, any order of it; a scattered batch stays an orthogonal selection."""
-    pytest.importorskip("zarr")
+    needs_module("zarr")
     from iobench.formats.zarr import open_arrays, sorted_read
 
     dataset, features, _ = images
@@ -382,7 +382,7 @@ def test_zarr_reads_a_run_of_consecutive_samples_as_a_slice(images):
 
 def test_litdata_under_torchrun_refuses_a_world_its_whole_batches_leave_empty(images, cli):
     """Refused by --nproc before torchrun starts (every rank would time empty epochs); 120 a batch is fine."""
-    pytest.importorskip("litdata")
+    needs_module("litdata")
     dataset, _, _ = images
     common = [
         "--data-dir",
@@ -405,7 +405,7 @@ def test_litdata_under_torchrun_refuses_a_world_its_whole_batches_leave_empty(im
 
 
 def test_a_failing_litdata_writer_process_is_one_line_and_leaves_nothing(tmp_path, cli, monkeypatch):
-    pytest.importorskip("litdata")
+    needs_module("litdata")
     import subprocess
     import sys
 
@@ -440,7 +440,7 @@ def test_a_failing_litdata_writer_process_is_one_line_and_leaves_nothing(tmp_pat
 def test_litdata_refuses_a_pickle_serializer_and_a_chunk_outside_the_folder(images, tmp_path):
     """LitData decodes each field with the serializer index.json names (it has a pickle one) and opens the
     chunk files it names: both are checked before the library reads the index."""
-    pytest.importorskip("litdata")
+    needs_module("litdata")
     import shutil
 
     from iobench.data.manifest import Manifest

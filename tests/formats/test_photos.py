@@ -13,7 +13,7 @@ import pytest
 from PIL import Image
 
 from iobench.formats import photos
-from tests.conftest import stored_records
+from tests.conftest import skip_reason, stored_records
 
 
 def photo_folder(root: Path, per_class: int = 6) -> Path:
@@ -138,7 +138,7 @@ def test_a_photo_that_does_not_decode_is_one_line_naming_it_whatever_reads_it(tm
     from iobench.loaders import LOADERS, LoaderName
 
     if not LOADERS[LoaderName(loader)].installed:
-        pytest.skip(f"{loader} is not installed")
+        pytest.skip(skip_reason(LOADERS[LoaderName(loader)].library or loader))
     cli(
         "prepare",
         "--from",

@@ -8,13 +8,13 @@ import json
 import numpy as np
 import pytest
 
-from tests.conftest import invoke
+from tests.conftest import invoke, needs_module
 
 # it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
 pytestmark = pytest.mark.extras
 
-pytest.importorskip("zarr")
-pytest.importorskip("obstore")
+needs_module("zarr")
+needs_module("obstore")
 
 
 @pytest.mark.parametrize("zarr_store", ["ObjectStore", "MemoryStore"])

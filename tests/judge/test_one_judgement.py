@@ -51,7 +51,7 @@ def test_the_console_and_the_report_print_the_same_answer(tmp_path, case):
     judged = main_answer(records)
     console = console_answer(records)
     results = _write(tmp_path / "r.jsonl", records, extra='{"format": "npy", "samples_per_s": "NaN"}\nnot json\n')
-    report = write_report(results, tmp_path / "out").read_text()
+    report = write_report(results, tmp_path / "out")[0].read_text()
     answer = report[report.index("## Answer") : report.index("## Where")]
     assert judged is not None and console.startswith(f"answer ({judged.pattern}): {judged.verdict()}")
     assert md_text(judged.verdict()) in answer
@@ -123,5 +123,5 @@ def test_a_hostile_record_is_skipped_and_changes_no_answer(tmp_path):
     records = CASES["quiet"]
     hostile = dict(FLAT_RECORD, samples_per_s=1e300, epoch_seconds=[-1.0, 0.0, float("nan")])
     results = _write(tmp_path / "r.jsonl", records, extra=json.dumps(hostile) + "\n")
-    report = write_report(results, tmp_path / "out").read_text()
+    report = write_report(results, tmp_path / "out")[0].read_text()
     assert md_text(main_answer(records).verdict()) in report

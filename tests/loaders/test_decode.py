@@ -18,7 +18,7 @@ from iobench.formats import photos
 from iobench.loaders import LOADERS, LoaderName
 from iobench.loaders.decode import Decoder, crop_box, crop_resized, torchvision_io
 from iobench.loaders.encoded import pack
-from tests.conftest import assert_one_line_error, invoke, stored_records
+from tests.conftest import assert_one_line_error, invoke, skip_reason, stored_records
 from tests.formats.test_photos import photo_folder
 
 SHAPE = (3, 48, 40)
@@ -154,7 +154,8 @@ def test_torchvision_decodes_the_batch_on_the_cpu_close_to_the_host_path(photos_
         pytest.param(
             "nodes",
             marks=pytest.mark.skipif(
-                not LOADERS[LoaderName.NODES].installed, reason="torchdata is not installed (iobench[torchdata])"
+                not LOADERS[LoaderName.NODES].installed,
+                reason=skip_reason("torchdata"),
             ),
         ),
     ],

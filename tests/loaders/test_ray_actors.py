@@ -21,7 +21,7 @@ from iobench.run.building import build_loader
 from iobench.settings import LoaderSettings
 from iobench.system.processes import parent_of, process_alive
 from iobench.system.world import World
-from tests.conftest import format_param, invoke, resolved_run, run_config, stored_records
+from tests.conftest import format_param, invoke, needs_module, resolved_run, run_config, stored_records
 
 # it needs an optional library (skipped, saying which, without it); CI's extras step runs it: pytest -m extras
 pytestmark = pytest.mark.extras
@@ -32,7 +32,7 @@ CPU = torch.device("cpu")
 
 @pytest.fixture(scope="module")
 def ray():
-    ray = pytest.importorskip("ray")
+    ray = needs_module("ray")
     yield ray
     ray.shutdown()
 
@@ -315,7 +315,7 @@ def test_a_ray_instance_iobench_starts_listens_on_loopback_and_leaves_nothing(da
     from iobench.system.processes import start_time
     from iobench.system.reaper import descendants
 
-    pytest.importorskip("ray")
+    needs_module("ray")
     state = os.path.join(tempfile.gettempdir(), f"iobench-{os.geteuid()}")
     proc = _endless_run(dataset_dir, tmp_path, "ray", 2)
     try:
@@ -363,7 +363,7 @@ def test_ctrl_c_while_ray_starts_leaves_nothing(dataset_dir, tmp_path):
     import signal
     import time
 
-    pytest.importorskip("ray")
+    needs_module("ray")
     before = _orphans_naming_ray()
     proc = _endless_run(dataset_dir, tmp_path, "ray-data", 1)
     try:
@@ -388,7 +388,7 @@ def test_the_users_processes_that_name_the_runs_ray_folder_outlive_the_run(datas
 
     from iobench.system.processes import start_time
 
-    pytest.importorskip("ray")
+    needs_module("ray")
     state = os.path.join(tempfile.gettempdir(), f"iobench-{os.geteuid()}")
     proc = _endless_run(dataset_dir, tmp_path, "ray", 1)
     bystanders = []
@@ -427,7 +427,7 @@ def test_a_ray_cluster_that_does_not_answer_is_one_line_naming_the_address_and_w
     import sys
     import time
 
-    pytest.importorskip("ray")
+    needs_module("ray")
     with socket.socket() as s:  # a port nothing listens on
         s.bind(("127.0.0.1", 0))
         address = f"127.0.0.1:{s.getsockname()[1]}"

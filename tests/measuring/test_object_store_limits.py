@@ -93,7 +93,7 @@ def test_the_report_finds_a_remote_records_ceiling_by_its_profile(tmp_path):
     results = tmp_path / "r.jsonl"
     append_record(results, record_of(**REMOTE, mb_per_s=90.0, data_block_device="http://127.0.0.1:1234"))
     remote_limits_path(results).write_text(json.dumps({_limits().key: _limits().to_json()}))
-    report = write_report(results, tmp_path / "report").read_text()
+    report = write_report(results, tmp_path / "report")[0].read_text()
     assert "10% of the store's large-object GETs on 16 connection(s)" in report
 
 

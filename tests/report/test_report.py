@@ -128,7 +128,7 @@ def test_the_report_opens_with_the_answer_sorts_rows_and_collapses_warnings(tmp_
         for w, rate in ((0, 500.0), (1, 900.0), (2, 700.0))
     ]
     results.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    text = write_report(results, tmp_path / "out").read_text()
+    text = write_report(results, tmp_path / "out")[0].read_text()
     assert text.index("## Answer") < text.index("## Where these were measured") < text.index("## Results")
     answer = text[text.index("## Answer") : text.index("## Where")]
     # the judgement's answer (the console's words): the three share their epochs' interval, so nothing is settled
@@ -277,7 +277,7 @@ def test_the_report_says_what_it_left_out_and_does_not_rank_a_step_against_none(
         dict(base, step="none", samples_per_s=400.0, timestamp="2026-11-26T08:10:00+00:00"),
     ]
     results.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    text = write_report(results, tmp_path / "out").read_text()
+    text = write_report(results, tmp_path / "out")[0].read_text()
     assert "Left out: 1 earlier record(s) of a configuration measured again" in text and "08:00:00" in text
     answer = text[text.index("## Answer") : text.index("## Where")]
     assert "x the next" not in answer, answer  # two patterns: with the step and without, each its own line

@@ -76,7 +76,11 @@ def test_every_record_carries_the_shuffle_quality_of_what_was_delivered(dataset,
     shuffled = run(resolved_run(dataset, fmt, loader, batch_size=100, runs=1, epochs=2, **kw))
     assert shuffled.epochs.shuffle_spread == pytest.approx(1.0, abs=0.1) and shuffled.epochs.shuffle_order > 0.9
     sequential = run(resolved_run(dataset, fmt, loader, batch_size=100, runs=1, shuffle=False, **kw))
-    assert sequential.epochs.shuffle_order < 0.05 and sequential.epochs.shuffle_spread < 0.2
+    # in_order=False hands batches over as two workers finish them: under load a sequential epoch arrives out of
+    # order (0.34 was seen), which is what the score is for; with two workers a batch moves one place at most, far
+    # from a shuffle's order
+    most = 0.6 if kw.get("in_order") is False else 0.05
+    assert sequential.epochs.shuffle_order < most and sequential.epochs.shuffle_spread < 0.2
 
 
 def test_the_dataloader_carries_what_its_workers_delivered_every_sample_once(dataset):

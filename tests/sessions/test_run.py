@@ -104,3 +104,33 @@ def test_a_failure_a_library_raised_once_the_signal_came_is_the_interruption():
         assert not _interruption(SystemExit(2))  # an exit is no interruption to say
     finally:
         ENDING.clear()
+
+
+@pytest.mark.long
+def test_until_decided_takes_more_rounds_in_turn_while_the_answer_is_not_decided(data, cli, tmp_path, monkeypatch):
+    """Issue 91: `--until-decided MINUTES`: rounds go on, every configuration in each, until the answer is decided or
+    the minutes are spent (an answer planted as never decided: they are spent), and the plan says so up front."""
+    import iobench.judge.answer as answer
+
+    class Never:
+        winner, settled = None, False
+
+        def verdict(self) -> str:
+            return "planted: never decided"
+
+    monkeypatch.setattr(answer, "main_answer", lambda records: Never())
+    args = ("run", "--data-dir", data, "--format", "npy,memmap", "--loader", "dataloader", "--runs", 2)
+    r = cli(*args, "--batch-size", 64, "--until-decided", 0.05, "--results", tmp_path / "r.jsonl")
+    assert r.code == 0, r.err
+    assert "then rounds until the answer is decided, 0.05 min at most" in r.err
+    assert "not decided in 0.05 minutes: planted: never decided" in r.err
+    records = stored_records(tmp_path / "r.jsonl")
+    runs = {x["format"]: x["runs"] for x in records}
+    assert runs["npy"] == runs["memmap"] > 2, runs  # every configuration in each extra round
+    assert all(len(x["turn_positions"]) == x["runs"] for x in records)
+
+
+@pytest.mark.parametrize("minutes", ["0", "-1", "nan", "1e9"])
+def test_until_decided_is_bounded_where_it_is_parsed(data, cli, tmp_path, minutes):
+    r = cli("run", "--data-dir", data, "--format", "npy,memmap", "--until-decided", minutes, "-q")
+    assert r.code != 0 and "--until-decided: minutes above 0 and at most 1440" in r.err, r.err

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from iobench.storage.remote.profiles import profile
-from tests.conftest import ROOT, descendants, format_param, invoke
+from tests.conftest import ROOT, descendants, format_param, invoke, needs_module
 from tests.hostile_store import HostileStore, Rule
 from tests.storage.test_emulator import _missing
 
@@ -228,7 +228,7 @@ def test_a_listing_that_announces_100_gib_is_refused_before_any_library_reads(se
 def test_a_missing_shard_names_the_object_and_status_and_no_signed_url_is_on_a_command_line(served):
     """a shard missing from the store ended in a traceback printing the presigned URL (a key for 7 days), said
     "empty file" for an HTTP 404, and the URL stood on curl's command line while it downloaded."""
-    pytest.importorskip("webdataset")
+    needs_module("webdataset")
     with HostileStore(upstream(served), [Rule("drip", "GET", "webdataset/shard")], drip_s=0.2) as store:
         proc = run(served, store, "webdataset", "native")
         deadline = time.monotonic() + 60

@@ -24,7 +24,7 @@ from iobench.storage.remote import ObjectStorage, RemoteTarget
 from iobench.storage.remote.emulator import Emulator
 from iobench.storage.remote.mount import MountedStorage, check_size, fuse_reason
 from iobench.storage.remote.profiles import profile
-from tests.conftest import ROOT, assert_one_line_error, invoke, run_config, stored_records
+from tests.conftest import ROOT, assert_one_line_error, invoke, run_config, skip_reason, stored_records
 from tests.storage.test_emulator import _missing, importlib_missing
 
 pytestmark = [pytest.mark.skipif(_missing() is not None, reason=_missing() or ""), pytest.mark.extras]
@@ -50,7 +50,7 @@ NEEDS_S3FS = pytest.mark.skipif(
 def _needs(fmt: str):
     library = LIBRARY.get(fmt)
     missing = library is not None and importlib_missing(library)
-    return pytest.mark.skipif(missing, reason=f"{library} is not installed (pip install 'iobench[formats]')")
+    return pytest.mark.skipif(missing, reason=skip_reason(library) if library else "")
 
 
 @pytest.fixture(scope="module")
@@ -359,7 +359,7 @@ def test_a_mounted_storage_has_no_folder_outside_its_run(data):
         storage.local_folder()
 
 
-@pytest.mark.skipif(importlib_missing("litdata"), reason="litdata is not installed")
+@pytest.mark.skipif(importlib_missing("litdata"), reason=skip_reason("litdata"))
 def test_a_litdata_index_in_the_store_naming_pickle_is_refused_before_litdata_reads_it(data, tmp_path):
     import json
     import shutil
