@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
+from iobench.system.private import private_dir
 from iobench.system.processes import die_with_parent, start_time
 
 LOOPBACK = "127.0.0.1"
@@ -176,7 +177,8 @@ class Ranks:
         if tcp_store:
             self._store, store = _tcp_store(nproc)
         else:
-            self._folder = tempfile.mkdtemp(prefix="iobench-ranks-")  # 0700: this user's alone
+            # 0700, this user's alone, marked as this process's: one a killed launcher left is removed by the next
+            self._folder = str(private_dir("ranks"))
             store = os.path.join(self._folder, "store")
         self._outputs: list[tuple[IO[bytes], IO[bytes]] | None] = []
         self.procs: list[subprocess.Popen] = []
