@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from iobench.judge.evidence import Load, records_load
 from iobench.judge.intervals import Interval, record_interval
-from iobench.judge.paired import Contention, contention_of, paired_runs
+from iobench.judge.paired import Contention, ahead, contention_of, paired_runs, ratio_text
 from iobench.measuring.limit_rule import device_resident
 from iobench.plan.labels import settings_label
 from iobench.results.record import RunRecord
@@ -60,18 +60,13 @@ class Answer:
         return self.fastest.epochs.samples_per_s / self.runner_up.epochs.samples_per_s
 
     @property
-    def paired_apart(self) -> bool:
-        """The paired ratio's interval lies wholly above 1: the fastest is ahead in the rounds' pairs."""
-        return self.paired is not None and self.paired.finite and self.paired.low > 1
-
-    @property
     def settled(self) -> bool:
         """Told apart from the runner-up (their intervals apart, or the paired ratio's above 1), or alone."""
-        return self.rival is None or self.interval.apart(self.rival) or self.paired_apart
+        return self.rival is None or self.interval.apart(self.rival) or ahead(self.paired)
 
     def _paired_text(self) -> str:
         p = self.paired
-        return f"{p.median:.2f}x [{p.low:.2f}-{p.high:.2f}] paired over {p.units} rounds in turn"  # type: ignore[union-attr]
+        return f"{ratio_text(p)} paired over {p.units} rounds in turn"  # type: ignore[arg-type,union-attr]
 
     def verdict(self) -> str:
         """The answer in words, the same in the console and in a report."""
@@ -144,12 +139,12 @@ def _busy(
     CPU much more than it did."""
     if not others:
         return "", None
-    if paired is None or not (paired.finite and paired.low > 1):
+    if not ahead(paired):
         how = (
             "its runs were not taken in turn with the runner-up's (run several configurations, --runs 2 or more)"
             if paired is None
-            else f"the fastest is not ahead in every pair of runs ({paired.median:.2f}x [{paired.low:.2f}-"
-            f"{paired.high:.2f}] the runner-up, paired over {paired.units} rounds)"
+            else f"the fastest is not ahead in every pair of runs ({ratio_text(paired)} the runner-up, paired over "
+            f"{paired.units} rounds)"
         )
         return (
             f"other programs used {load.text()} cores beside the runs and {how}: more --runs, or measure again with "

@@ -12,8 +12,9 @@ from dataclasses import dataclass
 
 from iobench.judge.evidence import Load, load_of
 from iobench.judge.intervals import Interval, interval_of
-from iobench.judge.paired import WAIT_MARGIN
+from iobench.judge.paired import ahead, contention_among, ratio_text
 from iobench.results.checkpoint_summary import LibraryRow, lost
+from iobench.system.waits import share_of
 
 
 def _total(r: LibraryRow) -> float:
@@ -77,7 +78,7 @@ def _paired(best: LibraryRow, second: LibraryRow) -> Interval | None:
 
 
 def _share(r: LibraryRow) -> float | None:
-    return r.cpu_wait_s / (r.cpu_s + r.cpu_wait_s) if r.cpu_s + r.cpu_wait_s > 0 else None
+    return share_of(r.cpu_s, r.cpu_wait_s)
 
 
 def _busy(best: LibraryRow | None, others: list[LibraryRow], paired: Interval | None, load: Load) -> str:
@@ -86,23 +87,21 @@ def _busy(best: LibraryRow | None, others: list[LibraryRow], paired: Interval | 
     stands."""
     if best is None or not others:
         return ""
-    if paired is None or not (paired.finite and paired.low > 1):
+    if not ahead(paired):
         how = (
             "the trials were not paired round by round (--rounds 2 or more)"
             if paired is None
-            else f"the fastest is not ahead in every round ({paired.median:.2f}x [{paired.low:.2f}-{paired.high:.2f}])"
+            else f"the fastest is not ahead in every round ({ratio_text(paired)})"
         )
         return f"other programs used {load.text()} cores beside the trials and {how}"
-    shares = [(r, _share(r)) for r in (best, *others)]
-    if any(x is None for _, x in shares):
+    contention = contention_among((best.label, _share(best)), [(r.label, _share(r)) for r in others])
+    if not contention.recorded:
         return f"other programs used {load.text()} cores beside the trials and what they waited for was not recorded"
-    values = [x for _, x in shares if x is not None]
-    if max(values) - min(values) > WAIT_MARGIN:
-        hit, most = max(shares, key=lambda rx: rx[1] or 0.0)
+    if contention.hit is not None:
         return (
-            f"other programs used {load.text()} cores beside the trials and contention fell unevenly: {hit.label} "
-            f"waited for a CPU {most:.0%} of its time ({min(values):.0%}-{max(values):.0%} across the libraries), so "
-            "the quiet ranking may differ"
+            f"other programs used {load.text()} cores beside the trials and contention fell unevenly: "
+            f"{contention.hit} waited for a CPU {contention.hit_share:.0%} of its time ({contention.low:.0%}-"
+            f"{contention.high:.0%} across the libraries), so the quiet ranking may differ"
         )
     return ""
 
@@ -170,11 +169,8 @@ def _against(best: LibraryRow, second: LibraryRow, paired: Interval | None = Non
     ratio = _total(second) / _total(best)
     if not (a.finite and b.finite):
         return f"{ratio:.2f}x the next, {second.label} (one round: no interval)"
-    if a.overlaps(b) and paired is not None and paired.finite and paired.low > 1:
-        return (
-            f"{paired.median:.2f}x [{paired.low:.2f}-{paired.high:.2f}] the next, {second.label}, paired over "
-            f"{paired.units} rounds in turn"
-        )
+    if a.overlaps(b) and ahead(paired):
+        return f"{ratio_text(paired)} the next, {second.label}, paired over {paired.units} rounds in turn"  # type: ignore[union-attr]
     if a.overlaps(b):
         return (
             f"not settled against {second.label}: its total is {ratio:.2f}x longer, but its rounds span "

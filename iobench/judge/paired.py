@@ -19,20 +19,24 @@ from dataclasses import dataclass
 from iobench.judge.intervals import Interval, interval_of, units_of
 from iobench.results.record import RunRecord
 from iobench.results.record_base import RecordBase, Waits
+from iobench.system.waits import share_of
 
 WAIT_MARGIN = 0.10  # wait shares within this of each other (10 points): contention fell alike on them
 
 
 def wait_share(waits: Waits) -> float | None:
     """The share of its processes' runnable time spent waiting for a CPU, over every unit; None where not recorded."""
-    cpu, wait = sum(waits.unit_cpu_s), sum(waits.unit_cpu_wait_s)
-    return wait / (cpu + wait) if cpu + wait > 0 else None
+    return share_of(sum(waits.unit_cpu_s), sum(waits.unit_cpu_wait_s))
 
 
-def others_cores(waits: Waits) -> float | None:
-    """The most cores other programs used over one of its units (None: not recorded)."""
-    seen = [x for x in waits.unit_others_cores if x is not None]
-    return max(seen) if seen else None
+def ratio_text(paired: Interval) -> str:
+    """A paired ratio as every answer says it: `1.41x [1.32-1.50]`."""
+    return f"{paired.median:.2f}x [{paired.low:.2f}-{paired.high:.2f}]"
+
+
+def ahead(paired: Interval | None) -> bool:
+    """The paired ratio's interval lies wholly above 1: the leader is ahead in the rounds' pairs."""
+    return paired is not None and paired.finite and paired.low > 1
 
 
 def in_turn(a: RecordBase, b: RecordBase) -> bool:
@@ -68,6 +72,7 @@ class Contention:
     hit_share: float | None = None
     low: float | None = None  # the least and most wait share among them
     high: float | None = None
+    recorded: bool = True  # every one's waits were recorded
 
     @property
     def even(self) -> bool:
@@ -81,17 +86,21 @@ class Contention:
         return f"each waited for a CPU {self.low:.0%}-{self.high:.0%} of its time"
 
 
-def contention_of(leader: RecordBase, others: list[tuple[str, RecordBase]], leader_name: str = "") -> Contention:
-    """Whether contention fell alike on `leader` and the configurations it leads (name, record): every wait share
-    within WAIT_MARGIN of every other. On the lent 16-core machine beside 16 busy loops the quiet leader lost 5x with a
-    wait share under the new leader's: a like share is what lets a paired ranking stand, whichever way it spreads."""
-    mine = wait_share(leader.waits)
-    shares = [(leader_name, mine), *((name, wait_share(r.waits)) for name, r in others)]
+def contention_among(leader: tuple[str, float | None], others: list[tuple[str, float | None]]) -> Contention:
+    """Whether contention fell alike on the leader and those it leads, each (name, wait share): every share within
+    WAIT_MARGIN of every other. On the lent 16-core machine beside 16 busy loops the quiet leader lost 5x with a wait
+    share under the new leader's: a like share is what lets a paired ranking stand, whichever way it spreads."""
+    shares = [leader, *others]
     known = [s for _, s in shares if s is not None]
     low, high = (min(known), max(known)) if known else (None, None)
-    if mine is None or len(known) < len(shares):
-        return Contention(mine, low=low, high=high)
+    if leader[1] is None or len(known) < len(shares):
+        return Contention(leader[1], low=low, high=high, recorded=False)
     if high - low > WAIT_MARGIN:  # type: ignore[operator]
         worst = max(shares, key=lambda x: x[1] or 0.0)
-        return Contention(mine, worst[0], worst[1], low, high)
-    return Contention(mine, low=low, high=high)
+        return Contention(leader[1], worst[0], worst[1], low, high)
+    return Contention(leader[1], low=low, high=high)
+
+
+def contention_of(leader: RecordBase, others: list[tuple[str, RecordBase]], leader_name: str = "") -> Contention:
+    """`contention_among` of records (name, record), by their waits."""
+    return contention_among((leader_name, wait_share(leader.waits)), [(n, wait_share(r.waits)) for n, r in others])

@@ -187,6 +187,6 @@ def point_of_run(record: RunRecord, n: int, waits: Any = None) -> FeedPoint:
         record.config.cache,
         statistics.median(starts) if starts else 0.0,
         waits.others_cores if waits is not None and waits.others_cores is not None else record.host.busy,
-        waits.cpu_s / waits.wall_s if waits is not None and waits.wall_s > 0 else None,
-        waits.wait_s / (waits.cpu_s + waits.wait_s) if waits is not None and waits.cpu_s + waits.wait_s > 0 else None,
+        waits.cores if waits is not None else None,
+        waits.wait_share if waits is not None else None,
     )

@@ -21,6 +21,11 @@ JOIN_S = 2.0
 PSI_KINDS = ("cpu", "io")
 
 
+def share_of(cpu_s: float, wait_s: float) -> float | None:
+    """The share of runnable time spent waiting for a CPU (None where nothing ran)."""
+    return wait_s / (cpu_s + wait_s) if cpu_s + wait_s > 0 else None
+
+
 @dataclass(frozen=True)
 class WaitFigures:
     """One unit's raw figures (a run, a trial, a count)."""
@@ -32,6 +37,15 @@ class WaitFigures:
     psi_cpu_s: float | None  # seconds some task waited for a CPU (PSI "some"), machine's or the cgroup's
     psi_io_s: float | None  # seconds some task waited for IO
     psi_source: str  # "machine", "cgroup" or "" (no PSI)
+
+    @property
+    def wait_share(self) -> float | None:
+        return share_of(self.cpu_s, self.wait_s)
+
+    @property
+    def cores(self) -> float | None:
+        """The cores' worth of CPU the tree used over the unit."""
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else None
 
 
 def _read(path: str) -> str | None:
