@@ -25,6 +25,7 @@ from iobench.results.checkpoint_record import CheckpointKills, CheckpointTrial
 from iobench.results.checkpoint_summary import LibraryRow, kill_counts, rows_of
 from iobench.run.paste_check import PasteCheck
 from iobench.storage.checkpoints import CheckpointTarget
+from iobench.system.private import children_temp
 
 STORE_BUCKET = "iobench-checkpoints"
 TUNED = "tuned"  # --tune's code: <results stem>-tuned.py
@@ -123,7 +124,7 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
 
         events.say(f"note: {TCP_STORE_EXPOSURE}")
     outcome = CheckpointOutcome(skipped=skipped, caches=request.caches)
-    with events.trials(len(steps) + len(kills) * request.kill_test) as progress, trials_temp():
+    with events.trials(len(steps) + len(kills) * request.kill_test) as progress, children_temp("trials"):
         with target_of(request) as target:
             outcome.trials = run_trials(request, steps, target, progress, estimate, session)
         if kills:
@@ -215,30 +216,6 @@ def _tuned(
 
 def _sizes(specs: tuple[StateSpec, ...]) -> list[str]:
     return [f"a {s.state_bytes / 1e9:.2f} GB state ({s.params:,} parameters, {s.described})" for s in specs]
-
-
-@contextmanager
-def trials_temp() -> Iterator[None]:
-    """The trials' TMPDIR: a folder of this session's (mkdtemp, 0700), removed with what they left there (DCP's process
-    checkpointer left a `pymp-*/listener-*` folder in the user's TMPDIR for every trial)."""
-    import os
-    import shutil
-    import stat
-    import tempfile
-
-    folder = tempfile.mkdtemp(prefix="iobench-trials-")
-    before = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = folder
-    try:
-        yield
-    finally:
-        if before is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = before
-        st = os.lstat(folder)
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
-            shutil.rmtree(folder, ignore_errors=True)
 
 
 @contextmanager

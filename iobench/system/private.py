@@ -89,6 +89,24 @@ def library_temp(kind: str) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def children_temp(kind: str) -> Iterator[Path]:
+    """TMPDIR of the processes started while the block runs: a private folder of iobench's (removed after, or by the
+    next run of `kind` where this one was killed), so that what they leave there (DCP's process checkpointer left a
+    `pymp-*` folder a trial) is not left in the shared temp folder."""
+    folder = private_dir(kind)
+    before = os.environ.get("TMPDIR")
+    os.environ["TMPDIR"] = str(folder)
+    try:
+        yield folder
+    finally:
+        if before is None:
+            os.environ.pop("TMPDIR", None)
+        else:
+            os.environ["TMPDIR"] = before
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def stale_dirs(kind: str, root: Path | None = None) -> list[Path]:
     """The folders of `kind` whose marker names a process of this host that is gone (`ownership.stale`): never a
     folder that merely has such a name."""

@@ -1,9 +1,10 @@
 """Ranks on this machine: N processes of one command joined by a store that no other user can reach, and that end
 with the process that started them, however it ends.
 
-The store is a file in a folder of this user's (0700, `tempfile.mkdtemp`): torch's FileStore. torch's TCPStore has no
-authentication: on 127.0.0.1 another local user's raw client read and wrote its keys during a feed count, and by
-overwriting a rank's gloo address broke the group (the eighth probe). A trial of `dcp-async-process` alone still needs
+The store is a file in a private folder of iobench's (`private_dir`: 0700, marked as the launcher's, and removed by
+the next launch where the launcher was killed): torch's FileStore. torch's TCPStore has no authentication: on
+127.0.0.1 another local user's raw client read and wrote its keys during a feed count, and by overwriting a rank's
+gloo address broke the group (the eighth probe). A trial of `dcp-async-process` alone still needs
 a TCP store (DCP's checkpoint process joins through MASTER_ADDR and MASTER_PORT): `tcp_store=True` hosts one on
 127.0.0.1 as before, and says so (`TCP_STORE_EXPOSURE`). gloo's own sockets listen on 127.0.0.1 at ports the kernel
 picks: another local user can connect to them (as to any loopback port) and disturb a collective, though the addresses
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -153,10 +155,10 @@ def _tcp_store(nproc: int) -> tuple[Any, int]:
 
 
 class Ranks:
-    """N processes of `argv`, each in a session of its own, joined by a store on loopback that lives in this
-    process. `wait` returns each rank's exit; the first rank to fail stops the others (as torchrun
-    does); an interrupt here stops them all before it propagates. Use as a context manager: leaving it ends every
-    rank still running, and their group."""
+    """N processes of `argv`, each in a session of its own, joined by a store file of this process's (or, with
+    `tcp_store`, a TCP store on loopback that lives in this process). `wait` returns each rank's exit; the first rank
+    to fail stops the others (as torchrun does); an interrupt here stops them all before it propagates. Use as a
+    context manager: leaving it ends every rank still running, and their group."""
 
     def __init__(
         self,
@@ -271,7 +273,7 @@ class Ranks:
         self._outputs = []
         self._store = None  # the server stops with its last reference
         if self._folder is not None:
-            _remove_own_folder(self._folder)
+            shutil.rmtree(self._folder, ignore_errors=True)  # iobench's private folder (0700): nobody else's
             self._folder = None
 
     def __enter__(self) -> Ranks:
@@ -293,14 +295,3 @@ def run_ranks(
     """`argv` as N ranks on this machine (see `Ranks`), until every one has exited."""
     with Ranks(argv, nproc, env=env, capture=capture, tcp_store=tcp_store) as ranks:
         return ranks.wait(timeout_s)
-
-
-def _remove_own_folder(folder: str) -> None:
-    """The store's folder, made by mkdtemp above: removed if it is still a folder of this user's (never a link)."""
-    import shutil
-    import stat
-
-    with contextlib.suppress(OSError):
-        st = os.lstat(folder)
-        if stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
-            shutil.rmtree(folder, ignore_errors=True)
