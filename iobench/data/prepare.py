@@ -26,6 +26,7 @@ from iobench.system.fsutil import (
     PARTIAL_PREFIX,
     free_bytes,
     make_partial_dir,
+    missing_folders,
     remove,
     remove_stale_partials,
     swap_in,
@@ -310,11 +311,7 @@ def _make_dataset_dir(request: PrepareRequest) -> tuple[Path, list[Path]]:
     a refusal removes again."""
     dataset_dir = request.dataset_dir
     check_dataset_folder(dataset_dir)
-    missing = []
-    for path in (dataset_dir, *dataset_dir.parents):
-        if os.path.lexists(path):
-            break
-        missing.append(path)
+    missing = missing_folders(dataset_dir)
     try:
         dataset_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:

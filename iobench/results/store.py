@@ -125,9 +125,7 @@ def check_writable(path: Path | str, *, records: bool = True, kinds: tuple[str |
     too: typer 0.27 on the lent GPU machine left a path option's value a str in ctx.params.)"""
     path = Path(path)
     folder = path.parent
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    existing = _nearest_existing(folder)
     if not existing.is_dir():
         raise IobenchError(f"cannot create {folder} for the results: {existing} is not a folder")
     if existing != folder:
@@ -142,6 +140,13 @@ def check_writable(path: Path | str, *, records: bool = True, kinds: tuple[str |
         raise IobenchError(f"cannot write results to {path}: permission denied")
 
 
+def _nearest_existing(folder: Path) -> Path:
+    """`folder`, or the nearest of its parents that exists: where it would be made."""
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return folder
+
+
 def pasted_code_path(results: Path, tag: str) -> Path:
     """Where a command writes the code it pastes (`<results stem>-<tag>.py`, beside the results), checked before it
     measures: not a folder or anything but a file, and in a folder no other user can write (they could rename their
@@ -154,9 +159,7 @@ def pasted_code_path(results: Path, tag: str) -> Path:
             raise IobenchError(
                 f"cannot write the pasted code to {script}: it is not a file (move it, or give another --results)"
             )
-    folder = script.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent  # the results' folder is made later: the one it will be made in decides
+    folder = _nearest_existing(script.parent)  # the results' folder is made later: the one it will be made in decides
     st = os.stat(folder)
     others = st.st_uid not in (os.geteuid(), 0)
     shared = st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX

@@ -27,6 +27,7 @@ from iobench.errors import IobenchError
 from iobench.storage.remote.endpoint import REGION, Endpoint
 from iobench.storage.remote.requests_log import Requests
 from iobench.system import ownership
+from iobench.system.fsutil import missing_folders
 from iobench.system.private import owner_tag, stale_dirs
 
 WORK_KIND = ".iobench-checkpoint"  # `<kind>-<pid>-<start>-XXXX`: whose work folder it is, after a PID is reused
@@ -321,11 +322,7 @@ def check_directory(directory: Path) -> None:
 def _made_parents(directory: Path) -> list[Path]:
     """`directory` checked and made with its missing parents; those made, deepest first."""
     check_directory(directory)
-    missing = []
-    for path in (directory, *directory.parents):
-        if os.path.lexists(path):
-            break
-        missing.append(path)
+    missing = missing_folders(directory)
     made: list[Path] = []
     try:
         for path in reversed(missing):

@@ -98,6 +98,17 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     fsync_path(path.parent)
 
 
+def missing_folders(path: Path) -> list[Path]:
+    """`path` and those of its parents that do not exist yet (a link, even a dangling one, exists), deepest first:
+    what making `path` with its parents would make."""
+    missing = []
+    for folder in (path, *path.parents):
+        if os.path.lexists(folder):
+            break
+        missing.append(folder)
+    return missing
+
+
 def output_folder(path: Path, option: str) -> Path:
     """A folder iobench writes its outputs into (a report's): made if missing, refused in one line when it is a link
     (planted in a shared folder, it would lead root's writes elsewhere) or not a folder."""
