@@ -28,16 +28,13 @@ def report_cmd(
 ) -> None:
     """Write a report from result records: Markdown with its plots, the same as one HTML file, and a CSV of the
     records for a spreadsheet."""
-    from iobench.results.checkpoint_file import holds_checkpoints
-    from iobench.results.feed_record import FEED
-    from iobench.results.store import first_kind
-
     skipped: list[str] = []
-    if holds_checkpoints(results):  # `iobench checkpoint`'s records
+    family = _family(results)
+    if family == CHECKPOINTS:  # `iobench checkpoint`'s records
         from iobench.report.checkpoints import write_checkpoint_report
 
         paths = write_checkpoint_report(results, out_dir, skipped)
-    elif first_kind(results) == FEED:  # `iobench feed`'s answers
+    elif family == FEEDS:  # `iobench feed`'s answers
         from iobench.report.feed import write_feed_report
 
         paths = write_feed_report(results, out_dir, skipped)
@@ -65,16 +62,12 @@ def compare_cmd(
     only where their intervals are apart and the change exceeds the drift between minutes; "no decidable difference"
     otherwise (always beside other programs), "not comparable" where the runs saw different load. Checkpoint records:
     per measurement, by its rounds; feed records: per question, B's number of accelerators against A's."""
-    from iobench.results.checkpoint_file import holds_checkpoints
-    from iobench.results.feed_record import FEED
-    from iobench.results.store import first_kind
-
-    families = {path: _family(path) for path in (a, b)}
-    if families[a] != families[b]:  # refused before a line of either is read as the other's kind
-        raise IobenchError(f"{a} holds {families[a]} and {b} {families[b]}: compare two files of one kind")
-    if holds_checkpoints(a) or holds_checkpoints(b):
+    family, other = _family(a), _family(b)
+    if family != other:  # refused before a line of either is read as the other's kind
+        raise IobenchError(f"{a} holds {family} and {b} {other}: compare two files of one kind")
+    if family == CHECKPOINTS:
         return _compare_checkpoints(a, b)
-    if FEED in (first_kind(a), first_kind(b)):
+    if family == FEEDS:
         return _compare_feed(a, b)
     from iobench.judge.change import KINDS, compare_change
     from iobench.report.report import compare, describe
@@ -147,15 +140,18 @@ def _compare_feed(a: Path, b: Path) -> None:
     out.print(f"{len(pairs)} matching question(s); {only_a} only in A, {only_b} only in B", highlight=False)
 
 
+CHECKPOINTS, FEEDS, RUNS = "checkpoint records", "feed answers", "run records"
+
+
 def _family(path: Path) -> str:
-    """What a results file holds, by its records' kind, in words."""
+    """What a results file holds, by its records' kind, in words: what `report` writes and `compare` compares."""
     from iobench.results.checkpoint_file import holds_checkpoints
     from iobench.results.feed_record import FEED
     from iobench.results.store import first_kind
 
     if holds_checkpoints(path):
-        return "checkpoint records"
-    return "feed answers" if first_kind(path) == FEED else "run records"
+        return CHECKPOINTS
+    return FEEDS if first_kind(path) == FEED else RUNS
 
 
 def _warn_skipped(files: list) -> None:

@@ -112,12 +112,12 @@ class Measuring:
             self.peak_cache = max(self.peak_cache or 0, applied.peak_cache_bytes)
         self.method = applied.method
 
-    def record(self) -> RunRecord:
+    def record(self, final: bool = True) -> RunRecord:
         """The record of the runs done (all of them, or those an interruption left); the resume check after the
-        last of all."""
+        last of all (`final`: not for a look at the runs so far, as --until-decided takes after each round)."""
         config = replace(self.resolved.config, runs=self.runs_done)
         resolved = replace(self.resolved, config=config)
-        if config.resume_check and self.runs_done == self.resolved.config.runs:  # after the clock
+        if final and config.resume_check and self.runs_done == self.resolved.config.runs:  # after the clock
             from iobench.run.resume_check import resume_check
 
             with resolved.storage.controls():

@@ -20,6 +20,7 @@ from iobench.feed import defaults as default
 from iobench.feed.search import search
 from iobench.feed.workloads import Workload
 from iobench.judge.feed import FeedAnswer, record_answer
+from iobench.progress import minutes
 from iobench.results.feed_record import FEED, FeedPoint, FeedRecord, point_of_run, runs_path
 from iobench.results.record import RunRecord
 from iobench.results.record_base import HostLoad
@@ -247,36 +248,17 @@ def estimate_words(w: Workload, n_samples: int, most: int, epochs: int, searches
 
     low = sum(seconds(n) for n in counts) * searches
     high = (low + sum(seconds(n) for n in counts[1:]) * searches) * 1.5  # halving between, and starved epochs
-    return (
-        f"about {minutes_words(low)} to {minutes_words(high)} ({len(counts)} to {2 * len(counts) - 1} counts a search)"
-    )
-
-
-def minutes_words(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+    return f"about {minutes(low)} to {minutes(high)} ({len(counts)} to {2 * len(counts) - 1} counts a search)"
 
 
 def _check_names(request: FeedRequest) -> None:
-    """The format and the loader known, installed and going together, before anything is made (`--loader dataloder`
-    wrote the dataset and started a rank before "unknown loader")."""
-    from iobench.choices import did_you_mean
-    from iobench.formats import FORMATS
-    from iobench.loaders import LoaderName, check_installed, check_reads
+    """The format and the loader known, installed and going together, checked as `run` checks them, before anything
+    is made (`--loader dataloder` wrote the dataset and started a rank before "unknown loader")."""
+    from iobench.plan.selection import parse_pairs
 
-    if request.format not in FORMATS:
-        known = list(FORMATS)
-        raise IobenchError(
-            f"unknown format {request.format!r}{did_you_mean(request.format, known)}; choose from {', '.join(known)}"
-        )
-    try:
-        loader = LoaderName(request.loader)
-    except ValueError:
-        known = [name.value for name in LoaderName]
-        raise IobenchError(
-            f"unknown loader {request.loader!r}{did_you_mean(request.loader, known)}; choose from {', '.join(known)}"
-        ) from None
-    check_installed(loader)
-    check_reads(loader, request.format)
+    pairs, _ = parse_pairs(request.format, request.loader)
+    if len(pairs) != 1:
+        raise IobenchError(f"feed reads one --format with one --loader, got {request.format} and {request.loader}")
 
 
 def _most(request: FeedRequest, batch_bytes: int, n_samples: int) -> tuple[int, str]:

@@ -273,7 +273,7 @@ def _undecided(
         return False
     from iobench.judge.answer import main_answer
 
-    answer = main_answer([m.record() for m in measuring])
+    answer = main_answer([m.record(final=False) for m in measuring])
     left = until_minutes * 60 - (time.monotonic() - started)
     more = answer is not None and not (answer.winner is not None and answer.settled) and left > 0
     more = bool(world.gather([1.0 if more else 0.0])[0][0])
