@@ -1,6 +1,7 @@
 """Does iobench answer on a shared machine, and is the answer the quiet machine's? The same questions asked quiet and
 beside other programs, alternating (quiet, busy, quiet, busy ...): `run`'s default comparison (the README's first
-command), a checkpoint comparison (`checkpoint --libraries torch,dcp`), and `feed` (a custom workload). Beside: N busy
+command), a checkpoint comparison (`checkpoint --libraries torch,dcp`), `feed` (a custom workload), and `compare
+--rerun` (`rerun`: a record against itself, and against a planted 1.2x slower step). Beside: N busy
 loops (`--busy N`, `yes` to /dev/null, as the issue had them) or a disk hog (`--busy disk`: 4 KiB O_DIRECT random
 reads of a file of its own on the same disk, by fio where it is installed, else by Python threads).
 
@@ -170,7 +171,58 @@ def feed_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
     return {"line": line or err, "choice": chosen(line, "feed"), "rates": {}, "shares": [], "others": []}
 
 
-QUESTIONS = {"run": run_question, "checkpoint": checkpoint_question, "feed": feed_question}
+def _rerun_records(work: Path, args: argparse.Namespace) -> tuple[Path, Path]:
+    """A (npy, batches of 8192) and B, A with a sleep step planted so that B is about 1.2x slower, measured once
+    quiet. A sleep costs a fixed overhead beyond what it asks (about 0.25 ms here), so the sleep is found by a few
+    reruns of the two: the time each batch gained, less the sleep asked, is that overhead."""
+    a, b = work / "rerun-a.jsonl", work / "rerun-b.jsonl"
+    if b.exists():
+        return a, b
+    base = ["run", "--device", args.device, "--data-dir", str(work / "data"), "--size", args.size, "--format", "npy",
+            "--batch-size", "8192", "--runs", "2", "-q"]  # fmt: skip
+    iobench([*base, "--results", str(a)], 1800)
+    batch_ms = 8192 / records(a)[-1]["samples_per_s"] * 1000
+    sleep_ms = 0.2 * batch_ms
+    for _ in range(4):
+        b.unlink(missing_ok=True)
+        iobench([*base, "--step", f"sleep:{sleep_ms:.4f}", "--results", str(b)], 1800)
+        ratio = _rerun_ratio(work, a, b)
+        if ratio is None or 1.15 < 1 / ratio < 1.25:
+            break
+        overhead = (1 / ratio - 1) * batch_ms - sleep_ms
+        sleep_ms = max(0.2 * batch_ms - overhead, 0.01)
+    return a, b
+
+
+def _rerun_ratio(work: Path, a: Path, b: Path) -> float | None:
+    out, _err = iobench(["compare", str(a), str(b), "--rerun", "--results", str(work / "rerun-new.jsonl")], 1800)
+    return _paired(out)
+
+
+def _paired(out: str) -> float | None:
+    import re
+
+    found = re.search(r"B/A (\d+\.\d+)x", out)
+    return float(found.group(1)) if found else None
+
+
+def rerun_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
+    """`compare --rerun` of A against itself (no change) and of A against B (a planted 1.2x change): each verdict."""
+    a, b = _rerun_records(work, args)
+    kinds = {}
+    ratios = {}
+    for name, other in (("same", a), ("planted", b)):
+        out, err = iobench(["compare", str(a), str(other), "--rerun", "--results", str(work / f"rerun-{tag}.jsonl")],
+                           1800)  # fmt: skip
+        verdict = next(
+            (k for k in ("faster", "slower", "no decidable difference", "not comparable") if k in out), err or "none"
+        )
+        kinds[name], ratios[name] = verdict, _paired(out)
+    line = ", ".join(f"{n}: {kinds[n]} (B/A {ratios[n]})" for n in kinds)
+    return {"line": line, "choice": None, "rates": {}, "shares": [], "others": [], "kinds": kinds, "ratios": ratios}
+
+
+QUESTIONS = {"run": run_question, "checkpoint": checkpoint_question, "feed": feed_question, "rerun": rerun_question}
 
 
 def _share(r: dict) -> float | None:
@@ -178,7 +230,26 @@ def _share(r: dict) -> float | None:
     return wait / (cpu + wait) if cpu + wait > 0 else None
 
 
+def rerun_summary(rows: list[tuple[str, dict]], busy: str) -> list[str]:
+    """How often `compare --rerun` said no change of A against itself, and found the planted change, per condition."""
+    out = []
+    for condition in ("quiet", "busy"):
+        got = [r for c, r in rows if c == condition]
+        same = sum(1 for r in got if r["kinds"]["same"] == "no decidable difference")
+        found = sum(1 for r in got if r["kinds"]["planted"] == "slower")
+        planted = [1 / r["ratios"]["planted"] for r in got if r["ratios"]["planted"]]
+        where = "quiet" if condition == "quiet" else f"beside {busy}"
+        size = f", planted change measured {statistics.median(planted):.2f}x" if planted else ""
+        out.append(
+            f"rerun {where}: A against itself no decidable difference in {same} of {len(got)}; the planted change "
+            f"found (slower) in {found} of {len(got)}{size}"
+        )
+    return out
+
+
 def summary(question: str, rows: list[tuple[str, dict]], busy: str) -> list[str]:
+    if question == "rerun":
+        return rerun_summary(rows, busy)
     quiet = [r for c, r in rows if c == "quiet"]
     loaded = [r for c, r in rows if c != "quiet"]
     quiet_choices = [r["choice"] for r in quiet if r["choice"] is not None]

@@ -57,14 +57,32 @@ def report_cmd(
 def compare_cmd(
     a: Annotated[Path, typer.Argument(help="Baseline results JSONL.")],
     b: Annotated[Path, typer.Argument(help="Results to compare with the baseline.")],
+    rerun: Annotated[
+        bool,
+        typer.Option(
+            "--rerun",
+            help="Measure the configurations again, A's and B's in turn round by round, and judge B against A by "
+            "the ratio within each round (a drift or other programs that fall on both cancel out): those both files "
+            "hold, or the one each holds. Run records of one local dataset.",
+        ),
+    ] = False,
+    runs: Annotated[int, typer.Option(help="--rerun: rounds in turn (6-100; 6 bound a paired ratio at 95%).")] = 6,
+    results: Annotated[Path, typer.Option(help="--rerun: JSONL file the new records are appended to.")] = Path(
+        "results/rerun.jsonl"
+    ),
 ) -> None:
     """Per configuration present in both files, B's samples/s against A's, decided with their noise: faster or slower
     only where their intervals are apart and the change exceeds the drift between minutes; "no decidable difference"
-    otherwise (always beside other programs), "not comparable" where the runs saw different load. Checkpoint records:
-    per measurement, by its rounds; feed records: per question, B's number of accelerators against A's."""
+    otherwise (always beside other programs), "not comparable" where the runs saw different load. --rerun measures
+    them again in turn and decides by their pairs, beside other programs too. Checkpoint records: per measurement, by
+    its rounds; feed records: per question, B's number of accelerators against A's."""
     family, other = _family(a), _family(b)
     if family != other:  # refused before a line of either is read as the other's kind
         raise IobenchError(f"{a} holds {family} and {b} {other}: compare two files of one kind")
+    if rerun:
+        if family != RUNS:
+            raise IobenchError(f"--rerun measures run records again; {a} holds {family}")
+        return _compare_rerun(a, b, runs, results)
     if family == CHECKPOINTS:
         return _compare_checkpoints(a, b)
     if family == FEEDS:
@@ -94,6 +112,40 @@ def compare_cmd(
     counts = ", ".join(f"{kinds.count(k)} {k}" for k in KINDS if kinds.count(k))
     out.print(
         f"{len(pairs)} matching configuration(s) ({counts}); {only_a} only in A, {only_b} only in B", highlight=False
+    )
+
+
+def _compare_rerun(a: Path, b: Path, runs: int, results: Path) -> None:
+    """The configurations measured again in turn (`iobench.sessions.rerun`), B against A by their pairs."""
+    from rich.markup import escape
+
+    from iobench.cli.bars import RunEvents
+    from iobench.judge.change import KINDS
+    from iobench.results.store import check_writable
+    from iobench.sessions.rerun import RerunRequest, rerun_session
+
+    check_writable(results)
+    request = RerunRequest(a, b, runs, results)
+    outcome = rerun_session(request, RunEvents(False))
+    table = _comparison(
+        a,
+        b,
+        f"measured again in turn, {runs} rounds; samples/s: the median of the runs [its interval, how sure]",
+        ("configuration", "A samples/s", "B samples/s", "verdict", "why"),
+    )
+    kinds = []
+    for done in outcome.reruns:
+        change = done.change
+        kinds.append(change.kind)
+        kind = change.text if change.decided else change.kind
+        table.add_row(escape(done.label), change.a.text(), change.b.text(), escape(kind), escape(change.reason))
+    out.print(table)
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in KINDS if kinds.count(k))
+    out.print(
+        f"{len(outcome.reruns)} configuration pair(s) measured again ({counts}); {outcome.only_a} only in A, "
+        f"{outcome.only_b} only in B; the new records appended to {results}",
+        highlight=False,
+        soft_wrap=True,
     )
 
 

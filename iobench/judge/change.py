@@ -7,6 +7,11 @@ a minute apart +103.7% and +126.5% (and -39.5%, +145.6% before). So a change is 
 are apart **and** the ratio is beyond the drift this kind of measurement shows between minutes on a quiet machine
 (`Units.drift`, measured by scripts/bench_false_changes.py); beside other programs (both loaded) no change is
 called at all, since the drift there has no bound: the answer is to measure quiet, or to interleave the two.
+
+Two configurations measured in turn (`compare --rerun`) are judged by their pairs instead (`paired_change`): the
+ratio within each round cancels the minute's drift and the other programs that fall on both, so a change is called
+where the paired ratio's interval, at CONFIDENCE, lies wholly on one side of 1, beside other programs too, unless the
+contention fell on one more than the other (their wait shares apart by more than `paired.WAIT_MARGIN`).
 """
 
 from __future__ import annotations
@@ -15,7 +20,8 @@ import math
 from dataclasses import dataclass
 
 from iobench.judge.evidence import BUSY_CORES
-from iobench.judge.intervals import Interval, interval_of, units_of
+from iobench.judge.intervals import CONFIDENCE, Interval, interval_of, units_of
+from iobench.judge.paired import contention_of, paired_runs, ratio_text
 from iobench.results.record import RunRecord
 
 FASTER, SLOWER = "faster", "slower"
@@ -115,3 +121,38 @@ def compare_change(a: RunRecord, b: RunRecord) -> Change:
         same = interval_of(units_a)
         return Change(NO_DIFFERENCE, 1.0, "the very same runs (one record, read twice)", same, same)
     return change_of(units_a, units_b, a.host.busy, b.host.busy, RUN_UNITS)
+
+
+PAIRS_NEEDED = 6  # the fewest rounds whose paired ratios bound their median at CONFIDENCE (96.9% with 6)
+
+
+def paired_change(a: RunRecord, b: RunRecord) -> Change:
+    """B against A, two records measured in turn (the same session, round by round): by the ratio B/A within each
+    round. No change where the paired interval spans 1, or where too few rounds bound it; not comparable where the
+    contention fell unevenly (named, with each one's wait share); where the two were not measured in turn, as
+    `compare_change` decides."""
+    paired = paired_runs(b, a)
+    if paired is None:
+        return compare_change(a, b)
+    ia, ib = interval_of(units_of(a)), interval_of(units_of(b))
+    said = f"B/A {ratio_text(paired)} paired over {paired.units} rounds in turn" if paired.finite else ""
+
+    def verdict(kind: str, reason: str) -> Change:
+        return Change(kind, paired.median, reason, ia, ib)
+
+    contention = contention_of(a, [("B", b)], "A")
+    if contention.hit is not None:
+        other = contention.low if contention.hit_share == contention.high else contention.high
+        return verdict(
+            NOT_COMPARABLE,
+            f"other programs' contention fell on {contention.hit} more: it waited for a CPU "
+            f"{contention.hit_share:.0%} of its time, the other {other:.0%}",
+        )
+    if not paired.finite or paired.coverage < CONFIDENCE:
+        return verdict(
+            NO_DIFFERENCE,
+            f"{paired.units} round(s) cannot bound the paired ratio at {CONFIDENCE:.0%} ({PAIRS_NEEDED} or more)",
+        )
+    if paired.low <= 1 <= paired.high:
+        return verdict(NO_DIFFERENCE, f"the paired interval spans 1 ({said})")
+    return verdict(FASTER if paired.median > 1 else SLOWER, said)

@@ -103,3 +103,35 @@ def test_the_wait_share_is_the_waits_over_the_runnable_time():
     assert wait_share(waits) == 0.5 and wait_share(Waits()) is None
     even = contention_of(_record("npy", [1.0], 0.3), [("b", _record("hdf5", [1.0], 0.3 + WAIT_MARGIN / 2))])
     assert even.even and even.hit is None
+
+
+def test_a_change_measured_in_turn_is_decided_by_its_pairs():
+    """`paired_change` (compare --rerun): B 1.2x slower within each round is called though both drift 2x over the
+    rounds; a ratio whose interval spans 1 is no change; fewer than PAIRS_NEEDED rounds cannot bound it at 95%."""
+    from iobench.judge.change import FASTER, NO_DIFFERENCE, PAIRS_NEEDED, SLOWER, paired_change
+
+    drift = [100.0, 140.0, 200.0, 120.0, 170.0, 110.0]
+    a = _record("npy", drift, 0.02)
+    slow = paired_change(a, _record("npy", [d / 1.2 for d in drift], 0.02))
+    assert slow.kind == SLOWER and abs(slow.ratio - 1 / 1.2) < 1e-9 and "paired over 6 rounds" in slow.reason
+    assert paired_change(a, _record("npy", [d * 1.2 for d in drift], 0.02)).kind == FASTER
+    wobble = [1.05, 0.96, 1.02, 0.97, 1.04, 0.99]  # B/A on each side of 1
+    same = paired_change(a, _record("npy", [d * w for d, w in zip(drift, wobble, strict=True)], 0.02))
+    assert same.kind == NO_DIFFERENCE and "spans 1" in same.reason
+    few = paired_change(_record("npy", drift[:3], 0.02), _record("npy", [d / 1.2 for d in drift[:3]], 0.02))
+    assert few.kind == NO_DIFFERENCE and f"({PAIRS_NEEDED} or more)" in few.reason
+
+
+def test_a_change_where_contention_fell_on_one_is_not_comparable():
+    from iobench.judge.change import NOT_COMPARABLE, paired_change
+
+    drift = [100.0, 140.0, 200.0, 120.0, 170.0, 110.0]
+    uneven = paired_change(_record("npy", drift, 0.05, others=1.8), _record("npy", [d / 2 for d in drift], 0.6))
+    assert uneven.kind == NOT_COMPARABLE and "fell on B more" in uneven.reason and "60%" in uneven.reason
+
+
+def test_records_not_measured_in_turn_are_compared_as_before():
+    from iobench.judge.change import compare_change, paired_change
+
+    a, b = _record("npy", [100.0] * 6, 0.02, "s1"), _record("npy", [50.0] * 6, 0.02, "s2")
+    assert paired_change(a, b) == compare_change(a, b)
