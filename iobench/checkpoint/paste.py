@@ -13,6 +13,7 @@ from iobench.checkpoint.libraries import DCP_THREADS
 from iobench.checkpoint.paste_helpers import FLAT, HELPERS, INPLACE_FOLDER, STEPS, TENSORS
 from iobench.checkpoint.save_modes import INPLACE, saves_of
 from iobench.checkpoint.state import StateSpec
+from iobench.plan.script_text import fitted, py_literal
 from iobench.results.checkpoint_record import kept_of
 
 FIGURE_LINE = "median steady durable save: "  # what the script prints before its figure, read by the check
@@ -32,29 +33,49 @@ class Code:
 def _dcp(threads: int) -> Code:
     return Code(
         ("import torch.distributed.checkpoint as dcp",),
-        (f"dcp.save(state, storage_writer=dcp.FileSystemWriter(folder, thread_count={threads}, sync_files=True))",),
+        (
+            "dcp.save(",
+            "    state,",
+            f"    storage_writer=dcp.FileSystemWriter(folder, thread_count={threads}, sync_files=True),",
+            ")",
+        ),
         ("dcp.load(state, storage_reader=dcp.FileSystemReader(folder))",),
     )
 
 
-TORCH_RESTORE = ("_copy_into(state, torch.load(os.path.join(folder, 'state.pt'), weights_only=True))",)
+# Each library's lines as `ruff format` writes them inside a function (double quotes, 88 columns): the pasted code
+# passes the user's formatter as it is
+TORCH_SAVE = ('torch.save(state, os.path.join(folder, "state.pt"))',)
 CODE: dict[str, Code] = {
-    "torch": Code((), ("torch.save(state, os.path.join(folder, 'state.pt'))",), TORCH_RESTORE),
+    "torch": Code(
+        (),
+        TORCH_SAVE,
+        ('_copy_into(state, torch.load(os.path.join(folder, "state.pt"), weights_only=True))',),
+    ),
     "torch-mmap": Code(
         (),
-        ("torch.save(state, os.path.join(folder, 'state.pt'))",),
-        ("_copy_into(state, torch.load(os.path.join(folder, 'state.pt'), mmap=True, weights_only=True))",),
+        TORCH_SAVE,
+        (
+            "_copy_into(",
+            "    state,",
+            '    torch.load(os.path.join(folder, "state.pt"), mmap=True, weights_only=True),',
+            ")",
+        ),
     ),
     "safetensors": Code(
         ("from safetensors import safe_open", "from safetensors.torch import load_file, save_file"),
         (
             "tensors = {k: v.contiguous() for k, v in _flat(state).items()}",
-            "save_file(tensors, os.path.join(folder, 'state.safetensors'), metadata={'step': str(state['step'])})",
+            "save_file(",
+            "    tensors,",
+            '    os.path.join(folder, "state.safetensors"),',
+            '    metadata={"step": str(state["step"])},',
+            ")",
         ),
         (
-            "path = os.path.join(folder, 'state.safetensors')",
-            "with safe_open(path, framework='pt') as f:",
-            "    state['step'] = int(f.metadata()['step'])",
+            'path = os.path.join(folder, "state.safetensors")',
+            'with safe_open(path, framework="pt") as f:',
+            '    state["step"] = int(f.metadata()["step"])',
             "loaded = load_file(path)",
             "for name, tensor in _flat(state).items():",
             "    tensor.copy_(loaded[name])",
@@ -75,12 +96,12 @@ CODE: dict[str, Code] = {
         ("from tensordict import TensorDict",),
         (
             "flat = {_td_key(k): v for k, v in _flat(state).items()}",
-            "flat['step'] = torch.tensor(state['step'])",
-            "TensorDict(flat, batch_size=[]).memmap(os.path.join(folder, 'state'), num_threads=4)",
+            'flat["step"] = torch.tensor(state["step"])',
+            'TensorDict(flat, batch_size=[]).memmap(os.path.join(folder, "state"), num_threads=4)',
         ),
         (
-            "loaded = TensorDict.load_memmap(os.path.join(folder, 'state'))",
-            "state['step'] = int(loaded['step'])",
+            'loaded = TensorDict.load_memmap(os.path.join(folder, "state"))',
+            'state["step"] = int(loaded["step"])',
             "for name, tensor in _flat(state).items():",
             "    tensor.copy_(loaded[_td_key(name)])",
         ),
@@ -138,6 +159,7 @@ def _head(library: str, mode: str, figure: str, seconds: float, code: Code, kept
         "",
         *([f"KEEP = {kept}  # checkpoints kept: the newest KEEP steps"] if kept else []),
         f"TUNE_SECONDS = {seconds:.4f}  # tune's figure: the steady save, durable",
+        "",
     ]
 
 
@@ -187,7 +209,7 @@ def _weights(spec: StateSpec) -> list[str]:
         rows = [(n, shape, str(dtype).removeprefix("torch.")) for n, shape, dtype in file_weights(spec.source)]
     else:
         rows = [(n, shape, "bfloat16") for n, shape in weight_names(spec)]
-    return [f"    ({name!r}, {tuple(shape)!r}, {dtype!r})," for name, shape, dtype in rows]
+    return [f"    ({py_literal(name)}, {tuple(shape)!r}, {py_literal(dtype)})," for name, shape, dtype in rows]
 
 
 def _main(mode: str, spec: StateSpec, folder: str, torch_threads: int, rounds: int, kept: int) -> list[str]:
@@ -211,25 +233,31 @@ def _main(mode: str, spec: StateSpec, folder: str, torch_threads: int, rounds: i
         "        weights = torch.randn(shape, generator=g, dtype=torch.float32)",
         "        model[name] = weights.to(getattr(torch, dtype))",
         "        master[name] = weights",
-        "        exp_avg[name] = torch.rand(shape, generator=g, dtype=torch.float32).mul_(1e-3)",
-        "        exp_avg_sq[name] = torch.rand(shape, generator=g, dtype=torch.float32).mul_(1e-6)",
-        "    optimizer = {'master': master, 'exp_avg': exp_avg, 'exp_avg_sq': exp_avg_sq}",
+        "        exp_avg[name] = torch.rand(shape, generator=g, dtype=torch.float32) * 1e-3",
+        "        exp_avg_sq[name] = torch.rand(shape, generator=g, dtype=torch.float32) * 1e-6",
+        '    optimizer = {"master": master, "exp_avg": exp_avg, "exp_avg_sq": exp_avg_sq}',
         "    rng = torch.Generator().manual_seed(seed + 1).get_state()",
-        "    return {'model': model, 'optimizer': optimizer, 'step': 1000 + seed, 'rng': rng}",
+        '    return {"model": model, "optimizer": optimizer, "step": 1000 + seed, "rng": rng}',
         "",
         "",
         "def _like(state: dict) -> dict:",
         '    """A state of the same shapes already in memory (every page touched), as a resuming job\'s model is."""',
-        "    return {k: _like(v) if isinstance(v, dict) else torch.zeros_like(v) if isinstance(v, torch.Tensor) else 0",
-        "            for k, v in state.items()}",
+        "    return {",
+        "        k: _like(v)",
+        "        if isinstance(v, dict)",
+        "        else torch.zeros_like(v)",
+        "        if isinstance(v, torch.Tensor)",
+        "        else 0",
+        "        for k, v in state.items()",
+        "    }",
         "",
         "",
         'if __name__ == "__main__":',
         f"    torch.set_num_threads({torch_threads})",
         f"    state = stand_in_state({spec.seed})  # a stand-in for your state",
-        f"    parent = tempfile.mkdtemp(prefix='iobench-tuned-', dir={folder!r})",
+        *fitted(4, "parent = tempfile.mkdtemp", ['prefix="iobench-tuned-"', f"dir={py_literal(folder)}"]),
         "    try:",
-        "        root = os.path.join(parent, 'checkpoint')",
+        '        root = os.path.join(parent, "checkpoint")',
         "        os.mkdir(root)",
         "        seconds = []",
         f"        for step in range(1, {warm + rounds + 1}):  # the first {warm} as the trials' before the steady one",
@@ -243,14 +271,19 @@ def _main(mode: str, spec: StateSpec, folder: str, torch_threads: int, rounds: i
         "        start = time.perf_counter()",
         "        restored = restore_checkpoint(root, into)",
         "        restore_s = time.perf_counter() - start",
-        "        same = restored['step'] == state['step'] and all(",
-        "            torch.equal(a, b) for a, b in zip(_tensors(restored), _tensors(state), strict=True))",
+        '        same = restored["step"] == state["step"] and all(',
+        "            torch.equal(a, b)",
+        "            for a, b in zip(_tensors(restored), _tensors(state), strict=True)",
+        "        )",
         "    finally:",
-        "        if stat.S_ISDIR(os.lstat(parent).st_mode):  # made by mkdtemp above, never a link",
+        "        # made by mkdtemp above, never a link",
+        "        if stat.S_ISDIR(os.lstat(parent).st_mode):",
         "            shutil.rmtree(parent)",
         "    median = statistics.median(seconds)",
-        f'    print(f"{FIGURE_LINE}{{median:.3f}} s over {{len(seconds)}} saves; tune: {{TUNE_SECONDS:.3f}} s; "',
-        "          f\"restored {'exactly' if same else 'WITH DIFFERENCES'} in {restore_s:.3f} s (warm)\")",
+        "    print(",
+        f'        f"{FIGURE_LINE}{{median:.3f}} s over {{len(seconds)}} saves; tune: {{TUNE_SECONDS:.3f}} s; "',
+        "        f\"restored {'exactly' if same else 'WITH DIFFERENCES'} in {restore_s:.3f} s (warm)\"",
+        "    )",
         "    if not same:",
-        "        raise SystemExit('the state restored differs from the state saved')",
+        '        raise SystemExit("the state restored differs from the state saved")',
     ]

@@ -23,7 +23,9 @@ def _copy_into(state: dict, loaded: dict) -> None:
     for key, value in loaded.items():
         if isinstance(value, dict):
             _copy_into(state[key], value)
-        elif isinstance(value, torch.Tensor) and isinstance(state.get(key), torch.Tensor):
+        elif isinstance(value, torch.Tensor) and isinstance(
+            state.get(key), torch.Tensor
+        ):
             state[key].copy_(value)
         else:
             state[key] = value
@@ -84,7 +86,9 @@ def _latest(root: str) -> str:
 def _saved_here(path: str) -> bool:
     """A step folder this code saved: a real folder (never a link) holding the mark it wrote."""
     try:
-        return stat.S_ISDIR(os.lstat(path).st_mode) and stat.S_ISREG(os.lstat(os.path.join(path, MARK)).st_mode)
+        return stat.S_ISDIR(os.lstat(path).st_mode) and stat.S_ISREG(
+            os.lstat(os.path.join(path, MARK)).st_mode
+        )
     except FileNotFoundError:
         return False
 
@@ -94,14 +98,24 @@ def _new_step(root: str, folder: str) -> None:
     elsewhere); a folder this code saved and never published (a save cut short) is replaced; the step `latest` names,
     or anything else of that name, is refused."""
     if os.path.islink(folder):
-        raise FileExistsError(f"{folder} is a link: a checkpoint is never written through one")
+        raise FileExistsError(
+            f"{folder} is a link: a checkpoint is never written through one"
+        )
     if os.path.lexists(folder):
-        published = os.path.lexists(os.path.join(root, "latest")) and _latest(root) == folder
+        published = (
+            os.path.lexists(os.path.join(root, "latest")) and _latest(root) == folder
+        )
         if published or not _saved_here(folder):
-            raise FileExistsError(f"{folder} exists and is not an unpublished save of this code: save another step")
+            raise FileExistsError(
+                f"{folder} exists and is not an unpublished save of this code: save another step"
+            )
         shutil.rmtree(folder)
     os.mkdir(folder)
-    fd = os.open(os.path.join(folder, MARK), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    fd = os.open(
+        os.path.join(folder, MARK),
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+        0o644,
+    )
     os.close(fd)
 
 
@@ -113,7 +127,9 @@ def remove_old(root: str) -> None:
     steps = sorted(
         n
         for e in os.listdir(root)
-        if STEP.fullmatch(e) and (n := int(e[5:])) <= current and _saved_here(os.path.join(root, e))
+        if STEP.fullmatch(e)
+        and (n := int(e[5:])) <= current
+        and _saved_here(os.path.join(root, e))
     )
     for n in steps[:-KEEP]:
         shutil.rmtree(_folder(root, n))
@@ -127,7 +143,9 @@ def _folder(root: str, step: int) -> str:
 
 def _new_step(root: str, folder: str) -> None:
     if os.path.islink(folder):
-        raise FileExistsError(f"{folder} is a link: a checkpoint is never written through one")
+        raise FileExistsError(
+            f"{folder} is a link: a checkpoint is never written through one"
+        )
     os.makedirs(folder, exist_ok=True)
 
 

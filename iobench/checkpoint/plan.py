@@ -86,6 +86,26 @@ class TimeLeft:
     def total_words(self) -> str:
         return minutes(sum(self.ahead))
 
+    def parts_words(self) -> str:
+        """What the time goes to, in words: the saves, restores and kills (each a fresh process of about PROCESS_S
+        before its first byte), then each save mode's share, so a user can see what to drop to fit a budget ("about
+        21 min" at 1e6 and 1e7 parameters alike was mostly processes starting)."""
+        by_op: dict[str, list[float]] = {}
+        by_mode: dict[str, float] = {}
+        for seconds, kind in zip(self.ahead, self.kinds, strict=True):
+            family, _, rest = kind.partition(":")
+            words = rest.split(" ")
+            op = "kill test" if family == "kill" else words[2] if len(words) > 2 else "trial"
+            by_op.setdefault(op, []).append(seconds)
+            if op == "save" or family == "kill":
+                mode = words[-1] if family == "kill" else words[3]
+                by_mode[mode] = by_mode.get(mode, 0.0) + seconds
+        ops = ", ".join(f"{len(x)} {op}s {minutes(sum(x))}" for op, x in by_op.items())
+        said = f"{ops} (each a fresh process, about {PROCESS_S:g} s before its first byte)"
+        if len(by_mode) > 1:
+            said += "; saves and kill tests by save mode: " + ", ".join(f"{m} {minutes(x)}" for m, x in by_mode.items())
+        return said
+
     def finished(self, took: float) -> str:
         """One step ended after `took` seconds: the time left, in words ("" once none is)."""
         if self.k < len(self.ahead):

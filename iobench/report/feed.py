@@ -72,7 +72,8 @@ def write_feed_report(results: Path, out: Path, skipped: list[str] | None = None
     for r in loaded.records:
         lines += [f"## {md_text(title_of(r))} ({md_text(r.timestamp)})", ""]
         lines += [
-            f"Batch {r.batch_size} of {r.sample_bytes:,} bytes every {r.compute_s * 1000:g} ms: "
+            f"Batch {r.batch_size} of {r.sample_bytes:,} bytes a sample as read (its data and label) every "
+            f"{r.compute_s * 1000:g} ms: "
             f"{r.demand_mb_per_s:,.0f} MB/s an {md_text(r.accelerator)}; every rank's AU at least {r.threshold:.2f}.",
             "",
         ]

@@ -117,7 +117,7 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
     events.say(
         f"checkpoint: {', '.join(_sizes(request.specs))}; {', '.join(lib.name for lib in libraries)}; "
         f"{request.rounds} round(s), {'/'.join(request.save_modes)} saves, {request.torch_threads} torch "
-        f"threads, under {where}; about {estimate.total_words()}"
+        f"threads, under {where}; about {estimate.total_words()}: {estimate.parts_words()}"
     )
     if any(lib.group for lib in libraries):
         from iobench.system.ranks import TCP_STORE_EXPOSURE
@@ -159,8 +159,8 @@ def _within_budget(
             return fitted, steps, estimate
     raise IobenchError(
         f"checkpoint --tune: one round of {len(libraries)} libraries in {len(request.save_modes)} save modes takes "
-        f"about {estimate.total_words()}, over --budget-minutes {request.budget_minutes:g}: give more minutes, or "
-        "fewer --libraries or --save-mode"
+        f"about {estimate.total_words()} ({estimate.parts_words()}), over --budget-minutes "
+        f"{request.budget_minutes:g}: give more minutes, or fewer --libraries or --save-mode"
     )
 
 

@@ -190,8 +190,8 @@ def _dataset(request: FeedRequest, events: Events) -> FeedData:
         check_dataset_folder(folder)  # a predictable name: a link planted there is refused, not written through
         if w.records is not None and not sized:
             events.say(
-                f"every {w.name} sample is its mean, {w.sample_bytes:,} bytes: DLIO's sizes (stdev "
-                f"{w.records.stdev_bytes:,}) are written by --format files (a file a sample, as DLIO's npz)"
+                f"every {w.name} sample is its mean, {w.sample_bytes:,} bytes of data (and a label): DLIO's sizes "
+                f"(stdev {w.records.stdev_bytes:,}) are written by --format files (a file a sample, as DLIO's npz)"
             )
         if not (folder / "manifest.json").is_file() or request.format not in Manifest.load(folder).formats:
             _prepare(request, folder, size, w.records if sized else None, events)

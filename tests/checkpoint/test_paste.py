@@ -13,6 +13,7 @@ from iobench.checkpoint.libraries import LIBRARIES
 from iobench.checkpoint.paste import FIGURE_LINE, PASTED, checkpoint_script
 from iobench.checkpoint.state import StateSpec
 from iobench.run.paste_check import check_paste
+from tests.conftest import assert_formatted
 
 FIGURE = re.compile(re.escape(FIGURE_LINE) + r"([0-9.]+) s")
 MODES = ("inplace", "safe", "keep:2")
@@ -28,12 +29,13 @@ def _script(tmp_path, library: str, mode: str, seconds: float = 0.05):
 @pytest.mark.parametrize("library", PASTED)
 def test_every_library_and_mode_is_a_whole_script_with_the_functions_to_paste(tmp_path, library):
     for mode in MODES:
-        _, text = _script(tmp_path, library, mode)
+        path, text = _script(tmp_path, library, mode)
         defined = {n.name for n in ast.walk(ast.parse(text)) if isinstance(n, ast.FunctionDef)}
         assert {"save_checkpoint", "finish_checkpoint", "restore_checkpoint"} <= defined
         assert ("remove_old" in defined) == (mode != "inplace")
         assert "import iobench" not in text.split('if __name__ == "__main__":')[0]  # the pasted part is the user's
         assert "pickle" not in text
+        assert_formatted(path)  # as `ruff format` writes it, with its defaults (tune's script is held to it too)
 
 
 @pytest.mark.parametrize(("library", "mode"), [("torch", "keep:2"), ("dcp-async", "safe"), ("dcp-threads", "inplace")])
