@@ -24,7 +24,7 @@ from iobench.feed.defaults import (
     MAX_WORKERS,
 )
 from iobench.feed.workloads import ACCELERATORS, CUSTOM, NAMES, WORKLOADS
-from iobench.units import count_of
+from iobench.units import count_of, parse_size
 
 OptInt = Optional[int]  # noqa: UP045 - typer reads the annotation at runtime
 OptFloat = Optional[float]  # noqa: UP045
@@ -52,10 +52,10 @@ def feed_cmd(
     format: Annotated[str, typer.Option("--format", help="The format the ranks read.")] = "npy",
     loader: Annotated[str, typer.Option(help="The loader each rank reads with (as `run --loader`).")] = "dataloader",
     size: Annotated[
-        OptInt,
+        OptStr,
         typer.Option(
-            help="Samples of the dataset feed makes (default: four batches or more, at most about 4 GB and at most "
-            "20,000 samples or 32 batches, whichever is more)."
+            help="Samples of the dataset feed makes, written as prepare's --size (2e3, 20000, 20k; default: four "
+            "batches or more, at most about 4 GB and at most 20,000 samples or 32 batches, whichever is more)."
         ),
     ] = None,
     data_dir: DataDir = Path("data"),
@@ -99,7 +99,7 @@ def feed_cmd(
         data_dir=data_dir,
         results=results,
         dataset=dataset,
-        size=_bounded(size, "--size", 1, MAX_SIZE),
+        size=_bounded(parse_size(size) if size is not None else None, "--size", 1, MAX_SIZE),
         epochs=_bounded(epochs, "--epochs", 1, MAX_EPOCHS),
         cache=cache,
         most=_bounded(max_accelerators, "--max-accelerators", 1, MAX_ACCELERATORS),

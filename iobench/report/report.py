@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from pathlib import Path
 
 from iobench.errors import IobenchError
@@ -19,7 +18,7 @@ from iobench.report.tables import au_text, percent_text, shuffle_text
 from iobench.results.limits import LOOPBACK, limits_key, remote_limits_key
 from iobench.results.markdown import md_text
 from iobench.results.record import RecordedConfig, RunRecord
-from iobench.results.store import load_all_limits, load_all_remote_limits, load_records
+from iobench.results.store import latest_per_config, load_all_limits, load_all_remote_limits, load_records
 from iobench.system.fsutil import atomic_write_text, output_folder
 
 ENVIRONMENT = (
@@ -40,14 +39,6 @@ ENVIRONMENT = (
     "lz4_version",
     "git_sha",
 )
-
-
-def latest_per_config(records: list[RunRecord]) -> list[RunRecord]:
-    """One record per configuration: the latest, in first-seen order."""
-    by_key: OrderedDict[tuple, RunRecord] = OrderedDict()
-    for r in records:
-        by_key[r.identity()] = r
-    return list(by_key.values())
 
 
 def superseded(records: list[RunRecord], kept: list[RunRecord]) -> list[RunRecord]:

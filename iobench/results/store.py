@@ -340,3 +340,11 @@ def _load_entries(path: Path, parse: Callable[[object], T], command: str) -> dic
         return {str(k): parse(v) for k, v in stored.items()}
     except RecordError as exc:
         raise IobenchError(f"{path}: {exc}; delete it and run `{command}`") from None
+
+
+def latest_per_config(records: list[RunRecord]) -> list[RunRecord]:
+    """One record per configuration: the latest, in first-seen order (what report shows and compare matches)."""
+    by_key: dict[tuple, RunRecord] = {}
+    for r in records:
+        by_key[r.identity()] = r
+    return list(by_key.values())

@@ -79,8 +79,7 @@ def rerun_session(request: RerunRequest, events: Events) -> RerunOutcome:
 def rerun_pairs(a: Path, b: Path) -> tuple[list[tuple[RunRecord, RunRecord]], int, int]:
     """The configurations to measure again: each one both files hold (its latest record in each); else, where each
     file holds one configuration, that one of each; the counts of those left out."""
-    from iobench.report.report import latest_per_config
-    from iobench.results.store import load_records
+    from iobench.results.store import latest_per_config, load_records
 
     left, right = (latest_per_config(load_records(path).records) for path in (a, b))
     if not left or not right:

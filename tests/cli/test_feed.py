@@ -25,6 +25,8 @@ import pytest
         (("--format", "nppy"), "unknown format 'nppy', did you mean npy?"),
         (("--workload", "resnet50", "--au", "0.1"), "--au go with --workload custom, not resnet50 (it has its own)"),
         (("--workload", "resnet"), "no published workload is that pair, did you mean resnet50?"),
+        (("--size", "2e3x"), "--size: cannot parse size '2e3x'"),
+        (("--size", "-5"), "--size must be positive"),
     ],
 )
 def test_a_bad_option_is_one_line_before_anything_is_made(cli, tmp_path, args, said):
@@ -56,3 +58,20 @@ def test_the_accelerators_case_is_not_a_different_accelerator():
     from iobench.cli.feed import _workload
 
     assert _workload("ResNet50", "H100", None, None, None, None, None, None).accelerator == "h100"
+
+
+def test_size_is_written_as_prepares(cli, tmp_path, monkeypatch):
+    """feed's --size takes what prepare's takes (2e3, 20k): it refused `2e3` where `prepare --size` took `1e7`."""
+    import iobench.sessions.feed as session
+
+    asked = []
+
+    def stop(request, events):
+        asked.append(request.size)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(session, "feed_session", stop)
+    sizes = {"2e3": 2000, "20k": 20_000, "4096": 4096}
+    for text in sizes:
+        cli("feed", "--size", text, "--data-dir", tmp_path / "data", "--results", tmp_path / "f.jsonl", "-q")
+    assert asked == list(sizes.values())

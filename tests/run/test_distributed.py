@@ -552,7 +552,7 @@ def test_single_world_needs_no_process_group():
 
 def test_reports_keep_torchrun_and_plain_runs_apart():
     from iobench.plan.labels import settings_label
-    from iobench.report.report import latest_per_config
+    from iobench.results.store import latest_per_config
 
     base = {"format": "npy", "loader": "dataloader", "batch_size": 1024, "num_workers": 0, "fetch": "batch"}
     plain = record_of(**base, world_size=1, backend=None, torch_threads=2)
