@@ -23,6 +23,7 @@ import json
 import os
 import platform
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -288,6 +289,7 @@ def main() -> None:
         raise SystemExit(f"--trials 1..100, --questions from {','.join(QUESTIONS)}")
     if args.busy != "disk" and not (args.busy.isdigit() and int(args.busy) <= 256):
         raise SystemExit("--busy: a count of busy loops (0..256) or disk")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill ends in the `finally` that removes the work
     work = work_dir(args.dir, "iobench-shared-")
     try:
         (work / "data").mkdir(exist_ok=True)

@@ -9,7 +9,7 @@ from typing import Any
 
 from iobench.checkpoint.save_modes import INPLACE
 from iobench.checkpoint.state import StateSpec
-from iobench.results.checkpoint_record import MAX_KEEP, OPS, is_save_mode
+from iobench.results.checkpoint_record import MAX_KEEP, OPS, SaveMode
 from iobench.storage.checkpoints import Place
 
 JOB_OPS = (*OPS, "classify")  # classify: a kill's restore that says which step it found
@@ -21,20 +21,21 @@ class CheckpointJob:
     op: str  # save | restore | restart | classify (the kill test's restore)
     spec: StateSpec
     place: Place  # the checkpoint's place on the target
-    save_mode: str = INPLACE
+    save_mode: SaveMode = INPLACE
     device: str = "cpu"  # where a restore puts the state: host memory, or a CUDA device's
     nproc: int = 1  # processes saving and restoring together, for the libraries that take ranks
     torch_threads: int = 1  # torch's intra-op threads in every process of the trial (each rank's)
     check: bool = True  # a restore: compare the state with a fresh one, bit for bit (after the clock)
     announce: bool = False  # the kill test: say "saving" as the save's clock starts
-    saves: int = 2  # a save: the first in the process, then the steady one (keep:K: K+1, `save_modes.saves_of`)
+    saves: int = 2  # a save: the first in the process, then the steady one (keep:K: K+1, `SaveMode.saves`)
     step: str = "none"  # a save: the training step run beside it (--step: sleep:MS, mlp, module:function); a restart's
     started: float = 0.0  # a restart: when its process was started (time.time(), the parent's clock)
     candidates: dict[str, int] = field(default_factory=dict)  # classify: outcome name -> the seed that saved it
 
     def __post_init__(self) -> None:
-        if self.op not in JOB_OPS or not is_save_mode(self.save_mode) or not 1 <= self.saves <= MAX_KEEP + 1:
+        if self.op not in JOB_OPS or not SaveMode.valid(self.save_mode) or not 1 <= self.saves <= MAX_KEEP + 1:
             raise ValueError(f"not a checkpoint job: {self.op}, {self.save_mode}, {self.saves} saves")
+        object.__setattr__(self, "save_mode", SaveMode(self.save_mode))  # from a job's JSON: parsed here, once
 
     def with_(self, **changes: Any) -> CheckpointJob:
         return replace(self, **changes)

@@ -11,10 +11,9 @@ from dataclasses import dataclass
 
 from iobench.checkpoint.libraries import DCP_THREADS
 from iobench.checkpoint.paste_helpers import FLAT, HELPERS, INPLACE_FOLDER, STEPS, TENSORS
-from iobench.checkpoint.save_modes import INPLACE, saves_of
 from iobench.checkpoint.state import StateSpec
 from iobench.plan.script_text import fitted, py_literal
-from iobench.results.checkpoint_record import kept_of
+from iobench.results.checkpoint_record import SaveMode
 
 FIGURE_LINE = "median steady durable save: "  # what the script prints before its figure, read by the check
 
@@ -124,7 +123,8 @@ def checkpoint_script(
     """The whole script for `library` saving in `mode`; `figure`: what tune measured, in words, for the docstring;
     `seconds`: its steady durable save, printed beside the script's own; it saves under a new folder in `folder`."""
     code = CODE[library]
-    kept = 0 if mode == INPLACE else (kept_of(mode) or 1)
+    mode = SaveMode(mode)
+    kept = 0 if mode.inplace else mode.steps_kept
     head = _head(library, mode, figure, seconds, code, kept)
     main = _main(mode, spec, folder, torch_threads, rounds, kept)
     body = "\n".join(head) + "\n" + HELPERS + (FLAT if code.flat else "") + (STEPS if kept else INPLACE_FOLDER)
@@ -215,7 +215,7 @@ def _weights(spec: StateSpec) -> list[str]:
 def _main(mode: str, spec: StateSpec, folder: str, torch_threads: int, rounds: int, kept: int) -> list[str]:
     """The check: a stand-in state of the measured size made here (the script needs no iobench), the saves before the
     steady one, `rounds` steady saves timed, a restore into a state already in memory checked bit for bit."""
-    warm = saves_of(mode) - 1
+    warm = SaveMode(mode).saves - 1
     return [
         "",
         "",

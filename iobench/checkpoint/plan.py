@@ -11,9 +11,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from iobench.checkpoint.save_modes import saves_of
 from iobench.checkpoint.state import StateSpec
 from iobench.progress import minutes, pace_of
+from iobench.results.checkpoint_record import SaveMode
 
 if TYPE_CHECKING:
     from iobench.checkpoint.libraries import Library
@@ -31,7 +31,7 @@ class Step:
     round: int
     library: str
     op: str  # save | restore
-    save_mode: str  # a save's; a restore's: the mode of the checkpoint it reads (the last saved)
+    save_mode: SaveMode  # a save's; a restore's: the mode of the checkpoint it reads (the last saved)
     cache: str | None = None
 
     @property
@@ -144,7 +144,7 @@ def estimate_of(steps: list[Step], request: CheckpointRequest, kills: list[tuple
     seconds = []
     for s in steps:
         if s.op == "save":
-            saves = saves_of(s.save_mode) * SAVE_S_PER_GB
+            saves = s.save_mode.saves * SAVE_S_PER_GB
         else:  # a restore; a restart also allocates the state and takes a step over it
             saves = (RESTORE_S_PER_GB + MAKE_S_PER_GB) * (2 if s.op == "restart" else 1)
         seconds.append(PROCESS_S + gb(s.spec) * (MAKE_S_PER_GB + saves))

@@ -14,10 +14,11 @@ from typing import Any
 from iobench.checkpoint import defaults as default
 from iobench.checkpoint.defaults import MAX_KILLS, MAX_ROUNDS
 from iobench.checkpoint.libraries import LIBRARIES, OBJECT, Library
+from iobench.checkpoint.save_modes import SAFE
 from iobench.checkpoint.state import StateSpec
 from iobench.errors import IobenchError
 from iobench.plan.place import RunPlace
-from iobench.results.checkpoint_record import CACHES
+from iobench.results.checkpoint_record import CACHES, SaveMode
 from iobench.storage.remote.profiles import Profile
 from iobench.system.ranks import MAX_RANKS, RANK_FIXED_BYTES
 from iobench.units import count_of
@@ -34,7 +35,7 @@ class CheckpointRequest:
     device: str = "cpu"
     nproc: int = 1
     torch_threads: int | None = None  # None: what a job here has (torch's default in one process), recorded
-    save_modes: tuple[str, ...] = default.SAVE_MODES
+    save_modes: tuple[SaveMode, ...] = default.SAVE_MODES
     kill_test: int = default.KILL_TEST
     step: str = "none"  # the training step run beside each save (`--step`), and a restart's first step
     restart: bool = False  # each round also a restart: a fresh process to its first training step (`--restart`)
@@ -43,6 +44,9 @@ class CheckpointRequest:
     endpoint_url: str | None = None  # object storage: this store's bucket
     tune: bool = False  # `--tune`: the libraries with code to paste, searched within `budget_minutes`; the code printed
     budget_minutes: float = default.TUNE_BUDGET_MINUTES
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "save_modes", tuple(SaveMode(m) for m in self.save_modes))  # each parsed once
 
 
 def checked(request: CheckpointRequest) -> tuple[CheckpointRequest, list[Library], list[str]]:
@@ -190,11 +194,10 @@ def check_disk(request: CheckpointRequest, free: int | None = None) -> None:
     """Refuse in one line, before the first save, a --dir without room for the largest checkpoint a save holds there
     at once: two steps side by side in safe mode (step N kept until N+1 is durable), K+1 keeping K, one in place; the
     kill test's likewise. One library's checkpoints exist at a time (each is removed after its last trial)."""
-    from iobench.checkpoint.save_modes import saves_of
     from iobench.system.fsutil import free_bytes
 
     # what a save holds there at once: the step being written beside the ones kept (safe: N; keep:K: K)
-    steps = max(1 if m == "inplace" else saves_of(m) for m in request.save_modes)
+    steps = max(1 if m.inplace else m.saves for m in request.save_modes)
     sizes = [s.state_bytes for s in request.specs]
     if request.kill_test and request.kill_spec is not None:
         sizes.append(request.kill_spec.state_bytes)
@@ -203,7 +206,7 @@ def check_disk(request: CheckpointRequest, free: int | None = None) -> None:
     if need > free:
         why = (
             "a safe save keeps step N beside step N+1"
-            if steps == 2 and "safe" in request.save_modes
+            if steps == 2 and SAFE in request.save_modes
             else f"a keep save holds {steps} steps side by side"
             if steps > 1
             else "a save holds the checkpoint"
@@ -257,7 +260,7 @@ def request_of(values: Mapping[str, Any], place: RunPlace) -> CheckpointRequest:
         device=place.device,
         nproc=count_of(1 if values["nproc"] is None else values["nproc"], "--nproc", 1, MAX_RANKS),
         torch_threads=RUN_OPTIONS["torch_threads"].value(values["torch_threads"]),
-        save_modes=modes_of(values["save_mode"]),
+        save_modes=SaveMode.parse_list(values["save_mode"]),
         kill_test=count_of(values["kill_test"], "--kill-test", 0, MAX_KILLS),
         kill_spec=kill,
         step=parse_step(values["step"]),
@@ -316,15 +319,3 @@ def caches_of(text: str | None) -> tuple[str, ...]:
     if not caches or any(c not in CACHES for c in caches):
         raise IobenchError(f"--cache: a checkpoint restores warm, cold or warm,cold, got {text!r}")
     return caches
-
-
-def modes_of(text: str) -> tuple[str, ...]:
-    """inplace, safe and keep:K (K from 1 to MAX_KEEP), a comma list; each checked in one line."""
-    from iobench.results.checkpoint_record import KEEP, MAX_KEEP, is_save_mode
-
-    modes = tuple(dict.fromkeys(m.strip() for m in str(text).split(",") if m.strip()))
-    if not modes or any(not is_save_mode(m) for m in modes):
-        bad = next((m for m in modes if m.startswith(KEEP)), None)
-        why = f": keep:K keeps K from 1 to {MAX_KEEP}, written without a leading zero" if bad is not None else ""
-        raise IobenchError(f"--save-mode: inplace, safe or keep:K, a comma list, got {text!r}{why}")
-    return modes

@@ -105,7 +105,7 @@ def _trial(
         request.device,
         request.nproc if lib.ranks else 1,
         request.torch_threads or 1,
-        saves=save_modes.saves_of(step.save_mode),
+        saves=step.save_mode.saves,
         step=request.step if step.op == "save" else "none",
     )
     resident = None

@@ -17,11 +17,11 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from iobench.results.checkpoint_record import SAVE_MODES, kept_of
+from iobench.results.checkpoint_record import SAVE_MODES, SaveMode
 from iobench.storage.checkpoints import Place
 from iobench.system.fsutil import fsync_path, fsync_tree
 
-INPLACE, SAFE = SAVE_MODES  # the record's names, kept there once
+INPLACE, SAFE = (SaveMode(m) for m in SAVE_MODES)  # the record's names, kept there once
 CURRENT = "current"  # an in-place checkpoint's folder
 POINTER = "latest"
 STEP = re.compile(r"step-[0-9]{1,12}")
@@ -32,17 +32,10 @@ class NoCheckpoint(Exception):
     """No checkpoint where one was looked for (a pointer missing, unreadable or naming something else)."""
 
 
-def root_of(place: Place, mode: str) -> Place:
+def root_of(place: Place, mode: SaveMode | str) -> Place:
     """Where a mode's steps and pointer live: the library's place, or, for keep:K, a folder of its own in it."""
-    k = kept_of(mode)
-    return place if k is None else place.child(f"keep-{k}")
-
-
-def saves_of(mode: str) -> int:
-    """The saves a trial makes: the first, then the steady one; keep:K's steady save is the (K+1)th, made while K
-    checkpoints are kept."""
-    k = kept_of(mode)
-    return 2 if k is None else k + 1
+    kept = SaveMode(mode).kept  # the value itself where it is one (a request's, a job's)
+    return place if kept is None else place.child(f"keep-{kept}")
 
 
 def save_place(place: Place, mode: str) -> Place:

@@ -26,7 +26,6 @@ from iobench.checkpoint.state import differences, make_state, make_state_shapes
 from iobench.checkpoint.training_step import TrainingLoop
 from iobench.errors import IobenchError
 from iobench.measuring.collector import harness_out_of_the_collector
-from iobench.results.checkpoint_record import kept_of
 from iobench.system.sysmetrics import peak_rss_bytes
 
 TRIAL_PID = "IOBENCH_TRIAL_PID"
@@ -124,7 +123,7 @@ def _save_once(
     removed = 0.0  # every rank reports it (the slowest rank's figures are reduced key by key)
     if rank == 0 and stepped:  # outside the clock, as a job's cleanup: the steps beyond those kept
         began = time.perf_counter()
-        save_modes.remove_beyond(save_modes.root_of(job.place, job.save_mode), kept_of(job.save_mode) or 1)
+        save_modes.remove_beyond(save_modes.root_of(job.place, job.save_mode), job.save_mode.steps_kept)
         removed = time.perf_counter() - began
     timed = {"seconds": returned, "done_seconds": done, "durable_seconds": durable, **beside}
     return {**timed, "removed_seconds": removed} if stepped else timed

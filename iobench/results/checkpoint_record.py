@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from iobench.errors import IobenchError
 from iobench.results.checked import MAX_MEASURED, RecordError, mapping, parsed
 from iobench.results.record_base import BASE_PARTS, RecordBase, base_json, base_of
 
@@ -22,7 +23,7 @@ KINDS = (MEASURED, KILLED)
 KILL_OUTCOMES = ("N intact", "N+1 intact", "clean error", "silent corruption", "restore crashed")
 OPS = ("save", "restore", "restart")  # restart: a fresh process to its first training step
 CACHES = ("warm", "cold")
-SAVE_MODES = ("inplace", "safe")  # and keep:K (`is_save_mode`)
+SAVE_MODES = ("inplace", "safe")  # and keep:K (`SaveMode`)
 KEEP = "keep:"  # keep:K: each save a new step, published as safe's, the oldest removed beyond the newest K
 MAX_KEEP = 16
 TARGETS = ("local", "object")
@@ -33,7 +34,7 @@ MAX_NAME = 200
 FREE_TEXT = ("differences", "packages", "cpu_model", "kernel", "hostname", "data_device")  # escaped where shown
 
 
-def kept_of(mode: str) -> int | None:
+def _kept(mode: str) -> int | None:
     """K of `keep:K` (1..MAX_KEEP, written without a leading zero: one spelling a mode); None for any other text."""
     digits = mode.removeprefix(KEEP) if mode.startswith(KEEP) else ""
     if not (digits.isascii() and digits.isdigit() and len(digits) <= 2 and digits[0] != "0"):
@@ -43,8 +44,58 @@ def kept_of(mode: str) -> int | None:
     return int(digits)
 
 
-def is_save_mode(mode: object) -> bool:
-    return isinstance(mode, str) and (mode in SAVE_MODES or kept_of(mode) is not None)
+class SaveMode(str):
+    """A save mode, parsed once where it enters (the command line, a job, a record) with one spelling each: inplace,
+    safe, or keep:K (1..MAX_KEEP, no leading zero: `keep:01` had become a mode of its own). A str, as records store it;
+    what it means is asked of it (`kept`, `saves`), never parsed again from its text."""
+
+    __slots__ = ()
+
+    def __new__(cls, text: object) -> SaveMode:
+        if isinstance(text, SaveMode):
+            return text
+        if not cls.valid(text):
+            raise ValueError(f"not a save mode: {str(text)[:40]!r} (inplace, safe or keep:K, K 1..{MAX_KEEP})")
+        return super().__new__(cls, text)
+
+    @staticmethod
+    def valid(text: object) -> bool:
+        return isinstance(text, str) and (text in SAVE_MODES or _kept(text) is not None)
+
+    @property
+    def inplace(self) -> bool:
+        return self == SAVE_MODES[0]
+
+    @property
+    def kept(self) -> int | None:
+        """K of keep:K; None for inplace and safe."""
+        return _kept(self)
+
+    @property
+    def steps_kept(self) -> int:
+        """The steps a save leaves: K for keep:K, one otherwise (safe keeps the newest; inplace has one)."""
+        return self.kept or 1
+
+    @property
+    def saves(self) -> int:
+        """The saves a trial makes: the first, then the steady one; keep:K's steady save is the (K+1)th, made while
+        K checkpoints are kept."""
+        return 2 if self.kept is None else self.kept + 1
+
+    @classmethod
+    def keeping(cls, k: int) -> SaveMode:
+        """keep:K, spelt the one way."""
+        return cls(f"{KEEP}{k}")
+
+    @classmethod
+    def parse_list(cls, text: object) -> tuple[SaveMode, ...]:
+        """--save-mode's comma list, each mode once; a mistake refused in one line."""
+        modes = tuple(dict.fromkeys(m.strip() for m in str(text).split(",") if m.strip()))
+        if not modes or not all(cls.valid(m) for m in modes):
+            bad = next((m for m in modes if m.startswith(KEEP)), None)
+            why = f": keep:K keeps K from 1 to {MAX_KEEP}, written without a leading zero" if bad is not None else ""
+            raise IobenchError(f"--save-mode: inplace, safe or keep:K, a comma list, got {text!r}{why}")
+        return tuple(cls(m) for m in modes)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,7 +186,7 @@ class CheckpointTrial(RecordBase):
             raise RecordError(f"'op' holds {record.op!r}, not save, restore or restart")
         if record.cache not in (None, *CACHES):
             raise RecordError(f"'cache' holds {record.cache!r}, not warm or cold")
-        if not is_save_mode(record.save_mode) or record.target not in TARGETS:
+        if not SaveMode.valid(record.save_mode) or record.target not in TARGETS:
             raise RecordError(f"'save_mode' or 'target' holds {record.save_mode!r:.20}/{record.target!r:.20}")
         if not 1 <= record.params <= MAX_PARAMS or not 1 <= record.ranks <= 10**6 or not 1 <= record.nproc <= 10**6:
             raise RecordError("'params', 'ranks' or 'nproc' is outside what a run can have")
@@ -173,7 +224,7 @@ class CheckpointKills(RecordBase):
             raise RecordError(f"'counts' names {sorted(unknown)[0]!r:.40}, not an outcome of the kill test")
         if any(not 0 <= n <= 10**6 for n in record.counts.values()) or sum(record.counts.values()) != record.kills:
             raise RecordError("'counts' do not add up to 'kills'")
-        if not is_save_mode(record.save_mode):
+        if not SaveMode.valid(record.save_mode):
             raise RecordError(f"'save_mode' holds {record.save_mode!r:.20}")
         return record
 

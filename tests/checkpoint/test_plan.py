@@ -28,12 +28,13 @@ def test_the_estimate_says_what_its_time_goes_to():
     from types import SimpleNamespace
 
     from iobench.checkpoint.plan import Step, estimate_of
+    from iobench.checkpoint.save_modes import INPLACE, SAFE
     from iobench.checkpoint.state import StateSpec
 
     spec = StateSpec(1_000_000)
     request = SimpleNamespace(kill_spec=None, specs=[spec], kill_test=2)
-    steps = [Step(spec, 0, lib, "save", mode) for lib in ("torch", "dcp") for mode in ("inplace", "safe")]
-    steps += [Step(spec, 0, lib, "restore", "safe", "warm") for lib in ("torch", "dcp")]
+    steps = [Step(spec, 0, lib, "save", mode) for lib in ("torch", "dcp") for mode in (INPLACE, SAFE)]
+    steps += [Step(spec, 0, lib, "restore", SAFE, "warm") for lib in ("torch", "dcp")]
     estimate = estimate_of(steps, request, [("torch", "safe")])  # type: ignore[arg-type]
     said = estimate.parts_words()
     assert said.startswith("4 saves ") and ", 2 restores " in said and ", 2 kill tests " in said, said

@@ -12,9 +12,8 @@ from pathlib import Path
 import pytest
 
 from iobench.checkpoint import save_modes
-from iobench.checkpoint.request import modes_of
 from iobench.errors import IobenchError
-from iobench.results.checkpoint_record import MAX_KEEP, is_save_mode, kept_of
+from iobench.results.checkpoint_record import MAX_KEEP, SaveMode
 from iobench.storage.checkpoints import Place
 
 FS_IOC_FIEMAP = 0xC020660B
@@ -36,7 +35,7 @@ def extents(path: Path) -> list[tuple[int, int]] | None:
     return [struct.unpack_from("=QQQ", buf, 32 + 56 * k)[1:3] for k in range(mapped)]
 
 
-def _save(place: Place, mode: str, payload: bytes) -> Place:
+def _save(place: Place, mode: SaveMode, payload: bytes) -> Place:
     """What a trial's save does around the library's call, with a file of `payload` for the library's."""
     target = save_modes.save_place(place, mode)
     os.makedirs(target.folder, mode=0o700, exist_ok=True)
@@ -49,16 +48,21 @@ def _save(place: Place, mode: str, payload: bytes) -> Place:
 
 @pytest.mark.parametrize(("text", "k"), [("keep:1", 1), ("keep:3", 3), (f"keep:{MAX_KEEP}", MAX_KEEP)])
 def test_keep_k_is_a_save_mode_with_its_k(text, k):
-    assert is_save_mode(text) and kept_of(text) == k and save_modes.saves_of(text) == k + 1
+    mode = SaveMode(text)
+    assert mode == text and mode.kept == k and mode.saves == k + 1 and mode.steps_kept == k and not mode.inplace
+    assert SaveMode.keeping(k) == mode and SaveMode(mode) is mode
+    assert SaveMode("inplace").inplace and SaveMode("safe").kept is None and SaveMode("safe").saves == 2
 
 
 @pytest.mark.parametrize(
     "text", ["keep:0", f"keep:{MAX_KEEP + 1}", "keep:", "keep:x", "keep:03x", "keep:١", "all", "keep:01"]
 )
 def test_a_keep_outside_its_bounds_is_refused_in_one_line(text):
-    assert not is_save_mode(text)
+    assert not SaveMode.valid(text)
+    with pytest.raises(ValueError, match="not a save mode"):
+        SaveMode(text)
     with pytest.raises(IobenchError, match="--save-mode") as caught:
-        modes_of(f"inplace,{text}")
+        SaveMode.parse_list(f"inplace,{text}")
     assert "\n" not in str(caught.value)
 
 
@@ -71,12 +75,12 @@ def test_keep_k_keeps_the_last_k_each_save_a_new_step_of_new_files(tmp_path):
     names = []
     for n in range(1, 7):
         alive = {p.stat().st_ino for p in tmp_path.rglob("*") if p.is_file()}
-        target = _save(place, f"keep:{k}", payload)
+        target = _save(place, SaveMode.keeping(k), payload)
         names.append(Path(target.folder).name)
         assert names[-1] == f"step-{n}"
         assert (Path(target.folder) / "state.pt").stat().st_ino not in alive  # not written over a kept file
-        assert save_modes.current(place, f"keep:{k}").folder == target.folder
-        assert save_modes.remove_beyond(save_modes.root_of(place, f"keep:{k}"), k) == (1 if n > k else 0)
+        assert save_modes.current(place, SaveMode.keeping(k)).folder == target.folder
+        assert save_modes.remove_beyond(save_modes.root_of(place, SaveMode.keeping(k)), k) == (1 if n > k else 0)
         kept = sorted(p.name for p in (tmp_path / "keep-2").glob("step-*"))
         assert kept == sorted(names[-k:])
 
@@ -84,7 +88,7 @@ def test_keep_k_keeps_the_last_k_each_save_a_new_step_of_new_files(tmp_path):
 def test_an_inplace_save_writes_over_the_file_it_had(tmp_path):
     """The contrast the check above rests on: in place, the steady save's file is the first one's (the same inode)."""
     place = Place(folder=str(tmp_path))
-    first = save_modes.save_place(place, "inplace")
+    first = save_modes.save_place(place, SaveMode("inplace"))
     os.makedirs(first.folder)
     for _ in range(2):
         with open(Path(first.folder) / "state.pt", "wb") as f:  # as torch.save opens its path: truncated
@@ -105,7 +109,7 @@ def test_where_a_file_lies_is_read_where_the_file_system_says_it(tmp_path):
 def test_safe_keeps_one_and_inplace_writes_over_the_last(tmp_path):
     place = Place(folder=str(tmp_path))
     for _ in range(3):
-        target = _save(place, "safe", b"x" * 4096)
+        target = _save(place, SaveMode("safe"), b"x" * 4096)
         save_modes.remove_beyond(place, 1)
     assert [p.name for p in tmp_path.glob("step-*")] == ["step-3"] == [Path(target.folder).name]
-    assert save_modes.save_place(place, "inplace").folder == str(tmp_path / "current")
+    assert save_modes.save_place(place, SaveMode("inplace")).folder == str(tmp_path / "current")

@@ -135,3 +135,13 @@ def test_records_not_measured_in_turn_are_compared_as_before():
 
     a, b = _record("npy", [100.0] * 6, 0.02, "s1"), _record("npy", [50.0] * 6, 0.02, "s2")
     assert paired_change(a, b) == compare_change(a, b)
+
+
+def test_a_paired_change_within_the_floor_is_no_change():
+    """Two loaders of one configuration differ by a percent or so, consistently: six rounds all at 0.99 are no
+    change (a record rerun against itself was called "slower" at B/A 0.96 and 0.99, quiet)."""
+    from iobench.judge.change import NO_DIFFERENCE, PAIRED_FLOOR, paired_change
+
+    drift = [100.0, 140.0, 200.0, 120.0, 170.0, 110.0]
+    close = paired_change(_record("npy", drift, 0.02), _record("npy", [d * 0.99 for d in drift], 0.02))
+    assert close.kind == NO_DIFFERENCE and f"within the {PAIRED_FLOOR:.0%}" in close.reason
