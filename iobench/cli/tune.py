@@ -12,6 +12,7 @@ from iobench.cli import options as o
 from iobench.cli.app import app
 from iobench.cli.options import OptStr
 from iobench.errors import IobenchError
+from iobench.judge.shuffle import UNIFORM_SHUFFLE
 from iobench.plan.selection import FORMAT_NAMES
 
 
@@ -43,7 +44,7 @@ def tune_cmd(
             "uniform shuffle; docs/shuffle-quality.md): a format's own pipeline with a small buffer is fast "
             "because it hardly shuffles. 0: speed alone."
         ),
-    ] = 0.9,
+    ] = UNIFORM_SHUFFLE,
     results: Annotated[Path, typer.Option(help="JSONL file; a stopped search resumes from it.")] = Path(
         "results/tune.jsonl"
     ),

@@ -9,19 +9,12 @@ that shuffle as well as a uniform shuffle.
 from __future__ import annotations
 
 from iobench.judge.answer import answers
+from iobench.judge.shuffle import UNIFORM_SHUFFLE, shuffles
 from iobench.measuring.limit_rule import device_resident
 from iobench.plan.labels import settings_label
 from iobench.report.tables import shuffle_text
 from iobench.results.markdown import md_text
 from iobench.results.record import RunRecord
-
-UNIFORM = 0.95  # spread and order both at least this: as good as a global shuffle, within scoring noise
-
-
-def uniform(r: RunRecord) -> bool:
-    e = r.epochs
-    scored = e.shuffle_spread is not None and e.shuffle_order is not None
-    return scored and min(e.shuffle_spread, e.shuffle_order) >= UNIFORM
 
 
 def _best(records: list[RunRecord]) -> RunRecord | None:
@@ -70,7 +63,7 @@ def format_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
         lines.append("")
         for cache in ("warm", "cold"):
             pool = [r for r in shuffled if (r.config.cache == "cold") == (cache == "cold")]
-            best, best_uniform = _best(pool), _best([r for r in pool if uniform(r)])
+            best, best_uniform = _best(pool), _best([r for r in pool if shuffles(r)])
             if best is None or best_uniform is None:
                 continue
             same = (
@@ -84,7 +77,8 @@ def format_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
             refused = any(a.refused for a in answers(pool))  # the judgement chose none: a figure, not a choice
             caveat = "; measured only, not an answer: the answer above says why none is chosen" if refused else ""
             lines.append(
-                f"- **Fastest {cache} at a uniform shuffle** (spread and order >= {UNIFORM}): "
+                f"- **Fastest {cache} at a uniform shuffle** (spread and order >= {UNIFORM_SHUFFLE}, within "
+                "scoring noise): "
                 f"{md_text(best_uniform.config.label)} {md_text(settings_label(best_uniform))}, "
                 f"{best_uniform.epochs.samples_per_s:,.0f} samples/s{same}{caveat}"
             )

@@ -21,12 +21,12 @@ from typing import Any, Protocol
 from iobench.events import QUIET, Events
 from iobench.judge.intervals import Interval, interval_of
 from iobench.judge.search import near, settled
+from iobench.judge.shuffle import score_of, shuffles
 from iobench.loaders import LOADERS
 from iobench.plan.config import RunConfig
 from iobench.plan.resolve import RunTarget, resolve
 from iobench.results.limits import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
-from iobench.results.shuffle_quality import MAX_POINTS
 from iobench.results.store import append_record, load_records
 from iobench.run.isolated import run_isolated
 from iobench.run.runner import run
@@ -85,21 +85,12 @@ class Candidate:
     def shuffle(self) -> float | None:
         """The worse of its delivered order's spread and order scores (1.0: as good as a uniform shuffle) in
         its latest round; None before it ran, or unscored (a user's own pipeline)."""
-        if not self.records:
-            return None
-        e = self.records[-1].epochs
-        if e.shuffle_spread is None or e.shuffle_order is None:
-            return None
-        return min(e.shuffle_spread, e.shuffle_order)
+        return score_of(self.records[-1]) if self.records else None
 
     def meets(self, floor: float) -> bool:
-        """Shuffles at least `floor`, give or take what a uniform shuffle's own score varies by at this size
-        (3 standard deviations of the rank correlation: 0.17 at 300 samples, 0.012 at 65,536 and more)."""
-        q = self.shuffle
-        if q is None or floor <= 0:
-            return True
-        scored = min(self.records[-1].epochs.samples_per_epoch, MAX_POINTS)
-        return q >= floor - 3 / math.sqrt(max(2, scored) - 1)
+        """Shuffles at least `floor` as the judgement decides it (`judge.shuffle.shuffles`); unscored or no floor:
+        it does."""
+        return self.shuffle is None or floor <= 0 or shuffles(self.records[-1], floor)
 
     @property
     def threads(self) -> bool:
