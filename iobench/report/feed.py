@@ -50,7 +50,8 @@ def count_cells(point: FeedPoint, threshold: float) -> list[str]:
 
 def title_of(r: FeedRecord) -> str:
     step = f"{r.compute_s * 1000:g} ms a batch"
-    return f"{r.workload}, {step}: {r.format} read by {r.loader}, {r.cache} epochs over {r.dataset}"
+    whose = f" ({r.workloads}'s)" if r.workloads else ""
+    return f"{r.workload}{whose}, {step}: {r.format} read by {r.loader}, {r.cache} epochs over {r.dataset}"
 
 
 def write_feed_report(results: Path, out: Path, skipped: list[str] | None = None) -> list[Path]:

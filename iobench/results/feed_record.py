@@ -103,6 +103,9 @@ class FeedRecord(RecordBase):
     cache: str
     most: int
     why_most: str = ""
+    # whose definition of the workload: the benchmark's version (feed.workloads.VERSION) for a named workload; "" for
+    # a custom one, and in answers made before 0.3.2 (DLIO's repository's resnet50/h100: batch 64, 0.103 s)
+    workloads: str = ""
     points: list[FeedPoint] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 

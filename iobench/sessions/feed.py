@@ -18,7 +18,7 @@ from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.feed import defaults as default
 from iobench.feed.search import search
-from iobench.feed.workloads import Workload
+from iobench.feed.workloads import CUSTOM, VERSION, Workload
 from iobench.judge.feed import FeedAnswer, record_answer
 from iobench.progress import minutes
 from iobench.results.feed_record import FEED, FeedPoint, FeedRecord, point_of_run, runs_path
@@ -91,9 +91,9 @@ def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
     for note in notes:
         events.say(note)
     events.say(
-        f"feed: {w.name} on {w.accelerator} (batch {w.batch_size}, step {w.compute_s * 1000:g} ms, AU at least "
-        f"{w.au:.2f}: {outcome.demand_mb_per_s:,.0f} MB/s an accelerator) over {request.format} read by "
-        f"{request.loader}, {cache}; searching 1 to {most} accelerators ({why_most}); "
+        f"feed: {w.name} on {w.accelerator} ({_definition(w)}batch {w.batch_size}, step {w.compute_s * 1000:g} "
+        f"ms, AU at least {w.au:.2f}: {outcome.demand_mb_per_s:,.0f} MB/s an accelerator) over {request.format} "
+        f"read by {request.loader}, {cache}; searching 1 to {most} accelerators ({why_most}); "
         + estimate_words(w, n_samples, most, request.epochs, 1 + len(request.what_if))
     )
 
@@ -141,6 +141,7 @@ def _record(
     return FeedRecord(
         workload=w.key,
         accelerator=w.accelerator,
+        workloads=VERSION if w.name != CUSTOM else "",
         sample_bytes=outcome.sample_bytes,
         batch_size=w.batch_size,
         compute_s=w.compute_s,
@@ -322,3 +323,8 @@ def _run(request: FeedRequest, w: Workload, folder: Path, cache: str, n: int) ->
     if len(records) <= before:
         raise IobenchError(f"feed: the run of {n} rank(s) wrote no record to {runs}")
     return records[-1]
+
+
+def _definition(w: Workload) -> str:
+    """Whose workload this is, said before its figures: the benchmark's version, or the user's own."""
+    return f"{VERSION}'s, from {w.source}: " if w.name != CUSTOM else "your own: "

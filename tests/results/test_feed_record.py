@@ -80,3 +80,18 @@ def test_the_runs_of_each_count_go_beside_the_answers():
     assert runs_path(Path("results/feed.jsonl")) == Path("results/feed-runs.jsonl")
     warm = replace(planted({1: (0.9, 0.9)}), cache="warm")
     assert warm.identity() == ("resnet50_h100", "npy", "dataloader", "warm", 0.103)
+
+
+def test_an_answer_names_whose_workload_it_asked():
+    """A named workload is MLPerf Storage's version's (stored, and in the report's title); answers made before the
+    field read back with none, and are not claimed for the version."""
+    from dataclasses import replace
+
+    from iobench.feed.workloads import VERSION
+    from iobench.report.feed import title_of
+
+    record = replace(planted({1: (0.95, 0.94)}), workloads=VERSION)
+    again = FeedRecord.from_json(record.to_json())
+    assert again.workloads == VERSION and f"({VERSION}'s)" in title_of(again)
+    old = {k: v for k, v in record.to_json().items() if k != "workloads"}
+    assert FeedRecord.from_json(old).workloads == "" and VERSION not in title_of(FeedRecord.from_json(old))
