@@ -28,20 +28,10 @@ def report_cmd(
 ) -> None:
     """Write a report from result records: Markdown with its plots, the same as one HTML file, and a CSV of the
     records for a spreadsheet."""
+    from iobench.report.kinds import kind_of
+
     skipped: list[str] = []
-    family = _family(results)
-    if family == CHECKPOINTS:  # `iobench checkpoint`'s records
-        from iobench.report.checkpoints import write_checkpoint_report
-
-        paths = write_checkpoint_report(results, out_dir, skipped)
-    elif family == FEEDS:  # `iobench feed`'s answers
-        from iobench.report.feed import write_feed_report
-
-        paths = write_feed_report(results, out_dir, skipped)
-    else:
-        from iobench.report.report import write_report  # matplotlib loads only when a report is made
-
-        paths = write_report(results, out_dir, skipped, dataset)
+    paths = kind_of(results).write(results, out_dir, skipped, dataset)
     for line in skipped:
         say(f"warning: {line}")
     written = ", ".join(p.name for p in paths)
@@ -76,43 +66,25 @@ def compare_cmd(
     otherwise (always beside other programs), "not comparable" where the runs saw different load. --rerun measures
     them again in turn and decides by their pairs, beside other programs too. Checkpoint records: per measurement, by
     its rounds; feed records: per question, B's number of accelerators against A's."""
-    family, other = _family(a), _family(b)
-    if family != other:  # refused before a line of either is read as the other's kind
-        raise IobenchError(f"{a} holds {family} and {b} {other}: compare two files of one kind")
-    if rerun:
-        if family != RUNS:
-            raise IobenchError(f"--rerun measures run records again; {a} holds {family}")
-        return _compare_rerun(a, b, runs, results)
-    if family == CHECKPOINTS:
-        return _compare_checkpoints(a, b)
-    if family == FEEDS:
-        return _compare_feed(a, b)
-    from iobench.judge.change import KINDS, compare_change
-    from iobench.report.report import compare, describe
-    from iobench.results.store import load_records
+    from rich.markup import escape
 
-    for path in (a, b):
-        for line in load_records(path).skipped:
-            say(f"warning: {line}")
-    pairs, only_a, only_b = compare(a, b)
-    if not pairs:
-        raise IobenchError(f"{a} and {b} have no configuration in common ({only_a} in A, {only_b} in B)")
-    table = _comparison(
-        a,
-        b,
-        "samples/s: the median of the runs [its interval, how sure]",
-        ("configuration", "A samples/s", "B samples/s", "verdict"),
-    )
-    kinds = []
-    for ra, rb, _change in pairs:
-        verdict = compare_change(ra, rb)
-        kinds.append(verdict.kind)
-        table.add_row(describe(ra), verdict.a.text(), verdict.b.text(), verdict.text)
+    from iobench.report.kinds import kind_of
+
+    kind, other = kind_of(a), kind_of(b)
+    if kind != other:  # refused before a line of either is read as the other's kind
+        raise IobenchError(f"{a} holds {kind.name} and {b} {other.name}: compare two files of one kind")
+    if rerun:
+        if not kind.rerun:
+            raise IobenchError(f"--rerun measures run records again; {a} holds {kind.name}")
+        return _compare_rerun(a, b, runs, results)
+    comparison = kind.compare(a, b)
+    for line in comparison.skipped:
+        say(f"warning: {line}")
+    table = _comparison(a, b, comparison.caption, comparison.columns)
+    for row in comparison.rows:
+        table.add_row(*(escape(cell) for cell in row))
     out.print(table)
-    counts = ", ".join(f"{kinds.count(k)} {k}" for k in KINDS if kinds.count(k))
-    out.print(
-        f"{len(pairs)} matching configuration(s) ({counts}); {only_a} only in A, {only_b} only in B", highlight=False
-    )
+    out.print(comparison.footer, highlight=False)
 
 
 def _compare_rerun(a: Path, b: Path, runs: int, results: Path) -> None:
@@ -147,70 +119,6 @@ def _compare_rerun(a: Path, b: Path, runs: int, results: Path) -> None:
         highlight=False,
         soft_wrap=True,
     )
-
-
-def _compare_checkpoints(a: Path, b: Path) -> None:
-    """Per save or restore both checkpoint files measured (a library, a state size, a cache, a save mode), B against
-    A by each round's GB/s, decided as run records are (`iobench.judge.change`): not comparable across loads."""
-    from iobench.report.checkpoints import checkpoint_changes, range_text
-    from iobench.results.checkpoint_file import load_checkpoints
-
-    files = [load_checkpoints(path) for path in (a, b)]
-    _warn_skipped(files)
-    changes, only_a, only_b = checkpoint_changes(*files)
-    if not changes:
-        raise IobenchError(f"{a} and {b} have no checkpoint measurement in common ({only_a} in A, {only_b} in B)")
-    table = _comparison(
-        a, b, "seconds: the median of the rounds [min-max]; a save until durable", ("measurement", "A", "B", "verdict")
-    )
-    from rich.markup import escape
-
-    for change in changes:
-        table.add_row(escape(change.label), range_text(change.a), range_text(change.b), escape(change.verdict.text))
-    out.print(table)
-    out.print(f"{len(changes)} matching measurement(s); {only_a} only in A, {only_b} only in B", highlight=False)
-
-
-def _compare_feed(a: Path, b: Path) -> None:
-    """Per question both files answered (a workload, format, loader, cache and step), B's accelerators against A's,
-    decided by the judgement (`iobench.judge.feed.feed_change`)."""
-    from rich.markup import escape
-
-    from iobench.report.feed import feed_changes, load_feed
-
-    files = [load_feed(path) for path in (a, b)]
-    _warn_skipped(files)
-    pairs, only_a, only_b = feed_changes(*files)
-    if not pairs:
-        raise IobenchError(f"{a} and {b} have no feed question in common ({only_a} in A, {only_b} in B)")
-    caption = "accelerators fed at the workload's AU (the latest answer of each file, per step)"
-    table = _comparison(a, b, caption, ("question", "A", "B", "verdict"))
-    for ra, _rb, change in pairs:
-        question = f"{ra.workload} ({ra.compute_s * 1000:g} ms), {ra.format} read by {ra.loader}, {ra.cache}"
-        table.add_row(escape(question), str(change.n_a), str(change.n_b), escape(change.text))
-    out.print(table)
-    out.print(f"{len(pairs)} matching question(s); {only_a} only in A, {only_b} only in B", highlight=False)
-
-
-CHECKPOINTS, FEEDS, RUNS = "checkpoint records", "feed answers", "run records"
-
-
-def _family(path: Path) -> str:
-    """What a results file holds, by its records' kind, in words: what `report` writes and `compare` compares."""
-    from iobench.results.checkpoint_file import holds_checkpoints
-    from iobench.results.feed_record import FEED
-    from iobench.results.store import first_kind
-
-    if holds_checkpoints(path):
-        return CHECKPOINTS
-    return FEEDS if first_kind(path) == FEED else RUNS
-
-
-def _warn_skipped(files: list) -> None:
-    """Each line of the loaded files that was not a record, named (a file's `skipped`)."""
-    for loaded in files:
-        for line in loaded.skipped:
-            say(f"warning: {line}")
 
 
 def _comparison(a: Path, b: Path, caption: str, columns: tuple[str, ...]) -> Table:

@@ -1,0 +1,150 @@
+"""The kinds of results file `report` and `compare` read, one registry (hyperfine's exporters, one interface): each kind
+says how a file of it is recognised, how its report is written and how two files of it compare. The command line asks
+the registry and prints what comes back; it never branches on a record's kind (it did, twice, in `cli/reports.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from iobench.errors import IobenchError
+
+
+@dataclass
+class Comparison:
+    """B against A as a table: its caption and columns (the first names what is compared, the rest are figures), a row
+    each, the line said after it, and the lines of either file that were not records."""
+
+    caption: str
+    columns: tuple[str, ...]
+    rows: list[tuple[str, ...]] = field(default_factory=list)
+    footer: str = ""
+    skipped: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RecordKind:
+    """One kind of results file: its name in words, whether a file holds it (by its first record's `kind`), its
+    report (the paths written) and its comparison."""
+
+    name: str
+    holds: Callable[[Path], bool]
+    write: Callable[[Path, Path, list[str], str | None], list[Path]]
+    compare: Callable[[Path, Path], Comparison]
+    rerun: bool = False  # `compare --rerun` can measure its configurations again
+
+
+def _checkpoint_report(results: Path, out: Path, skipped: list[str], dataset: str | None) -> list[Path]:
+    from iobench.report.checkpoints import write_checkpoint_report
+
+    return write_checkpoint_report(results, out, skipped)
+
+
+def _feed_report(results: Path, out: Path, skipped: list[str], dataset: str | None) -> list[Path]:
+    from iobench.report.feed import write_feed_report
+
+    return write_feed_report(results, out, skipped)
+
+
+def _run_report(results: Path, out: Path, skipped: list[str], dataset: str | None) -> list[Path]:
+    from iobench.report.report import write_report  # matplotlib loads only when a report is made
+
+    return write_report(results, out, skipped, dataset)
+
+
+def _holds_checkpoints(path: Path) -> bool:
+    from iobench.results.checkpoint_file import holds_checkpoints
+
+    return holds_checkpoints(path)
+
+
+def _holds_feed(path: Path) -> bool:
+    from iobench.results.feed_record import FEED
+    from iobench.results.store import first_kind
+
+    return first_kind(path) == FEED
+
+
+def _compare_checkpoints(a: Path, b: Path) -> Comparison:
+    """Per save or restore both files measured (a library, a state size, a cache, a save mode), B against A by each
+    round's GB/s, decided as run records are (`iobench.judge.change`): not comparable across loads."""
+    from iobench.report.checkpoints import checkpoint_changes, range_text
+    from iobench.results.checkpoint_file import load_checkpoints
+
+    files = [load_checkpoints(path) for path in (a, b)]
+    changes, only_a, only_b = checkpoint_changes(*files)
+    if not changes:
+        raise IobenchError(f"{a} and {b} have no checkpoint measurement in common ({only_a} in A, {only_b} in B)")
+    return Comparison(
+        "seconds: the median of the rounds [min-max]; a save until durable",
+        ("measurement", "A", "B", "verdict"),
+        [(c.label, range_text(c.a), range_text(c.b), c.verdict.text) for c in changes],
+        f"{len(changes)} matching measurement(s); {only_a} only in A, {only_b} only in B",
+        [line for loaded in files for line in loaded.skipped],
+    )
+
+
+def _compare_feed(a: Path, b: Path) -> Comparison:
+    """Per question both files answered (a workload, format, loader, cache and step), B's accelerators against A's,
+    decided by the judgement (`iobench.judge.feed.feed_change`)."""
+    from iobench.report.feed import feed_changes, load_feed
+
+    files = [load_feed(path) for path in (a, b)]
+    pairs, only_a, only_b = feed_changes(*files)
+    if not pairs:
+        raise IobenchError(f"{a} and {b} have no feed question in common ({only_a} in A, {only_b} in B)")
+    rows = [
+        (
+            f"{ra.workload} ({ra.compute_s * 1000:g} ms), {ra.format} read by {ra.loader}, {ra.cache}",
+            str(change.n_a),
+            str(change.n_b),
+            change.text,
+        )
+        for ra, _rb, change in pairs
+    ]
+    return Comparison(
+        "accelerators fed at the workload's AU (the latest answer of each file, per step)",
+        ("question", "A", "B", "verdict"),
+        rows,
+        f"{len(pairs)} matching question(s); {only_a} only in A, {only_b} only in B",
+        [line for loaded in files for line in loaded.skipped],
+    )
+
+
+def _compare_runs(a: Path, b: Path) -> Comparison:
+    """Per configuration both files hold, B's samples/s against A's (`iobench.judge.change.compare_change`)."""
+    from iobench.judge.change import KINDS, compare_change
+    from iobench.report.report import compare, describe
+    from iobench.results.store import load_records
+
+    skipped = [line for path in (a, b) for line in load_records(path).skipped]
+    pairs, only_a, only_b = compare(a, b)
+    if not pairs:
+        raise IobenchError(f"{a} and {b} have no configuration in common ({only_a} in A, {only_b} in B)")
+    rows, kinds = [], []
+    for ra, rb, _change in pairs:
+        verdict = compare_change(ra, rb)
+        kinds.append(verdict.kind)
+        rows.append((describe(ra), verdict.a.text(), verdict.b.text(), verdict.text))
+    counts = ", ".join(f"{kinds.count(k)} {k}" for k in KINDS if kinds.count(k))
+    return Comparison(
+        "samples/s: the median of the runs [its interval, how sure]",
+        ("configuration", "A samples/s", "B samples/s", "verdict"),
+        rows,
+        f"{len(pairs)} matching configuration(s) ({counts}); {only_a} only in A, {only_b} only in B",
+        skipped,
+    )
+
+
+# in the order a file is recognised: a file of neither checkpoint nor feed records is read as run records
+KINDS = (
+    RecordKind("checkpoint records", _holds_checkpoints, _checkpoint_report, _compare_checkpoints),
+    RecordKind("feed answers", _holds_feed, _feed_report, _compare_feed),
+    RecordKind("run records", lambda path: True, _run_report, _compare_runs, rerun=True),
+)
+
+
+def kind_of(path: Path) -> RecordKind:
+    """The kind of records a results file holds, by its first record."""
+    return next(k for k in KINDS if k.holds(path))
