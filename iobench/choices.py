@@ -77,3 +77,30 @@ def did_you_mean(name: str, known: tuple[str, ...] | list[str]) -> str:
 
     close = difflib.get_close_matches(name.lower(), list(known), n=1, cutoff=0.6)
     return f", did you mean {close[0]}?" if close else ""
+
+
+class DeviceChoice(str):
+    """--device as typed, its syntax checked once where it is parsed (no torch): auto, cpu, cuda or cuda:N, in lower
+    case. Which device that is here is `iobench.system.devices.device_here`'s (the one "auto" rule)."""
+
+    __slots__ = ()
+
+    def __new__(cls, text: object) -> DeviceChoice:
+        if isinstance(text, DeviceChoice):
+            return text
+        name = str(text).strip().lower()
+        kind, colon, index = name.partition(":")
+        if kind not in ("auto", "cpu", "cuda") or (colon and (kind != "cuda" or not index.isdigit() or len(index) > 4)):
+            raise IobenchError(f"unknown device {str(text)[:40]!r}; use auto, cpu, cuda or cuda:N")
+        return super().__new__(cls, name)
+
+    @property
+    def kind(self) -> str:
+        """auto, cpu or cuda."""
+        return self.partition(":")[0]
+
+    @property
+    def index(self) -> int | None:
+        """N of cuda:N; None otherwise."""
+        _, colon, index = self.partition(":")
+        return int(index) if colon else None

@@ -16,6 +16,7 @@ from iobench.checkpoint.defaults import MAX_KILLS, MAX_ROUNDS
 from iobench.checkpoint.libraries import LIBRARIES, OBJECT, Library
 from iobench.checkpoint.save_modes import SAFE
 from iobench.checkpoint.state import StateSpec
+from iobench.choices import DeviceChoice
 from iobench.errors import IobenchError
 from iobench.plan.place import RunPlace
 from iobench.results.checkpoint_record import CACHES, SaveMode
@@ -32,7 +33,7 @@ class CheckpointRequest:
     caches: tuple[str, ...] = CACHES
     rounds: int = default.ROUNDS
     results: Path = default.RESULTS
-    device: str = "cpu"
+    device: DeviceChoice = DeviceChoice("cpu")
     nproc: int = 1
     torch_threads: int | None = None  # None: what a job here has (torch's default in one process), recorded
     save_modes: tuple[SaveMode, ...] = default.SAVE_MODES
@@ -47,6 +48,7 @@ class CheckpointRequest:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "save_modes", tuple(SaveMode(m) for m in self.save_modes))  # each parsed once
+        object.__setattr__(self, "device", DeviceChoice(self.device))
 
 
 def checked(request: CheckpointRequest) -> tuple[CheckpointRequest, list[Library], list[str]]:
@@ -62,7 +64,7 @@ def checked(request: CheckpointRequest) -> tuple[CheckpointRequest, list[Library
     check_directory(request.directory)
     if is_reference(request.step):  # the user's step imports here, before the plan is said (its trials import it too)
         load_callable(request.step, "--step")
-    if request.nproc > 1 and request.device not in ("cpu", "auto"):
+    if request.nproc > 1 and request.device.kind == "cuda":
         raise IobenchError("checkpoint --nproc runs its ranks on the host (gloo); leave out --device")
     if request.remote is not None and request.endpoint_url is not None:
         raise IobenchError("checkpoint: --remote (iobench's store) or --endpoint-url (yours), not both")
@@ -134,12 +136,12 @@ def default_threads() -> int:
 
 def device_with_room(text: str, state_bytes: int, nproc: int = 1) -> str:
     """cpu, or a CUDA device that exists here and has room for the state (auto: CUDA where there is one and the
-    trials run in one process); one line otherwise. Parsed by `run`'s parser (`iobench.plan.resolve.device_of`)."""
+    trials run in one process); one line otherwise (`system.devices.device_here`, as every command's)."""
     import torch
 
-    from iobench.plan.resolve import device_of
+    from iobench.system.devices import device_here
 
-    device = torch.device("cpu") if text == "auto" and nproc > 1 else device_of(text)
+    device = device_here(text, cuda_ok=nproc == 1)
     if device.type == "cpu":
         return "cpu"
     free, _ = torch.cuda.mem_get_info(device)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from iobench.choices import DeviceChoice
 from iobench.errors import IobenchError
 from iobench.storage.remote import FUSE_CHUNK, FuseOptions
 from iobench.storage.remote.profiles import Profile
@@ -31,7 +32,7 @@ REMOTE_FLAGS = ("remote", "endpoint_url", "latency_ms", "connection_mb_per_s", "
 class RunPlace:
     data_dir: Path
     dataset: str | None
-    device: str  # as given: auto, cpu, cuda, cuda:N
+    device: DeviceChoice  # as given: auto, cpu, cuda, cuda:N (its syntax checked)
     results: Path
     cprofile: bool = False  # --profile: one more epoch under cProfile (not `remote`, the network profile)
     size: int | None = None  # --size: the dataset of this many samples (prepared when missing)
@@ -41,6 +42,9 @@ class RunPlace:
     rank_timeout: float = 1800.0  # --rank-timeout: seconds a rank waits for the others at a barrier
     # the place's options as typed, under their flags (the remote ones): what a printed command repeats
     typed: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "device", DeviceChoice(self.device))  # a str too (a record's): checked once here
 
     def place_flags(self, dataset: str | None = None) -> list[str]:
         """The options that find this dataset (`dataset`: the one the run found), for a command iobench suggests: the
@@ -86,7 +90,7 @@ def place_of(
     return RunPlace(
         Path(params.get("data_dir") or "data"),
         params.get("dataset"),
-        params.get("device", "auto"),
+        DeviceChoice(params.get("device", "auto")),
         Path(results),
         remote=network,
         endpoint_url=params.get("endpoint_url"),

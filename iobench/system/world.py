@@ -18,6 +18,7 @@ import torch
 import torch.distributed as dist
 
 from iobench.errors import IobenchError, RunFailed
+from iobench.system.devices import device_here
 from iobench.torchrun_env import TORCHRUN_VARIABLES, launched_by_torchrun  # noqa: F401 - re-exported
 
 HOSTNAME_BYTES = 64
@@ -124,21 +125,7 @@ SINGLE = World()
 
 def rank_device(text: str, local_rank: int) -> str:
     """Under torchrun each rank takes cuda:LOCAL_RANK (or the CPU); naming one GPU would put every rank on it."""
-    name = text.strip().lower()
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cpu":
-        return "cpu"
-    if name != "cuda":
-        raise IobenchError(f"under torchrun --device is auto, cpu or cuda (rank i uses cuda:LOCAL_RANK), not {text}")
-    if not torch.cuda.is_available():
-        raise IobenchError(f"--device {text}: no CUDA GPU is available (torch {torch.__version__})")
-    if local_rank >= torch.cuda.device_count():
-        raise IobenchError(
-            f"local rank {local_rank} has no GPU: only {torch.cuda.device_count()} here; "
-            "use --nproc-per-node <= the number of GPUs"
-        )
-    return f"cuda:{local_rank}"
+    return str(device_here(text, local_rank))
 
 
 def join_group(backend: str, rank: int, timeout: dt.timedelta = TIMEOUT, env: Mapping[str, str] = os.environ) -> None:
