@@ -1,7 +1,7 @@
 """Does iobench answer on a shared machine, and is the answer the quiet machine's? The same questions asked quiet and
 beside other programs, alternating (quiet, busy, quiet, busy ...): `run`'s default comparison (the README's first
-command), a checkpoint comparison (`checkpoint --libraries torch,dcp`), `feed` (a custom workload), and `compare
---rerun` (`rerun`: a record against itself, and against a planted 1.2x slower step). Beside: N busy
+command), a checkpoint comparison (`checkpoint --libraries torch,dcp`, or `--libraries`), `feed` (a custom workload),
+and `compare --rerun` (`rerun`: a record against itself, and against a planted 1.2x slower step). Beside: N busy
 loops (`--busy N`, `yes` to /dev/null, as the issue had them) or a disk hog (`--busy disk`: 4 KiB O_DIRECT random
 reads of a file of its own on the same disk, by fio where it is installed, else by Python threads).
 
@@ -148,13 +148,13 @@ def run_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
 def checkpoint_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
     results = work / f"ck-{tag}.jsonl"
     out, err = iobench(
-        ["checkpoint", "--params", args.params, "--libraries", "torch,dcp", "--rounds", "3", "--dir",
+        ["checkpoint", "--params", args.params, "--libraries", args.libraries, "--rounds", "3", "--dir",
          str(work / "ck"), "--results", str(results), "--device", "cpu", "-q"], 1800,
     )  # fmt: skip
     line = answer_line(out)
     rs = [r for r in records(results) if r.get("op") == "save"]
     rates = {}
-    for lib in ("torch", "dcp"):
+    for lib in args.libraries.split(","):
         durable = [r["durable_seconds"] for r in rs if r["library"] == lib and r.get("durable_seconds")]
         if durable:
             rates[lib] = 1 / statistics.median(durable)
@@ -281,6 +281,7 @@ def main() -> None:
     p.add_argument("--device", default="cpu")
     p.add_argument("--size", default="2e5")
     p.add_argument("--params", default="1e7")
+    p.add_argument("--libraries", default="torch,dcp", help="checkpoint's libraries (torch,safetensors: the issue's)")
     p.add_argument("--dir", type=Path, default=None)
     p.add_argument("--keep", type=Path, default=None, help="a folder to copy every question's records into")
     args = p.parse_args()
