@@ -40,7 +40,7 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
     """The ranking, then the best configuration as a script: printed unstyled (a log or a redirect never wraps it),
     written beside the results file by the session; without a script, the run that measures it again; the pasted
     script's check. The figure reported and pasted is the winner's fresh run after the search, where it has one."""
-    from iobench.run.tune import SHORT_EPOCH_S
+    from iobench.judge.search import faster_elsewhere, stopped_words, too_short
 
     outcome = tuned.result
     _print_ranking(outcome, results)
@@ -56,7 +56,7 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
         out.print(f"records of every round in {results}", highlight=False, soft_wrap=True, markup=False)
         return
     fastest = max((c for c in outcome.ranked if c.rates), key=lambda c: c.median)
-    if fastest is not best:
+    if fastest is not best and faster_elsewhere(_contender(best), _contender(fastest)):
         out.print(
             f"fastest at any shuffle: {fastest.config.label} {settings_text(fastest.config)}: "
             f"{fastest.median:,.0f} samples/s, shuffle {_shuffle_text(fastest, outcome.min_shuffle)} "
@@ -83,14 +83,11 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
     out.print(
         f"best: {best.config.label} {settings_text(best.config)}: {best.median:,.0f} samples/s in the search "
         f"(epochs {spread}; {shown.coverage:.0%} CI of the median {shown.low:,.0f}-{shown.high:,.0f}); "
-        f"{_stopped_text(outcome)}"
+        f"{stopped_words(outcome.stopped, bool(outcome.within_noise()))}"
     )
     _print_confirmed(best)
-    if best.epoch_seconds < SHORT_EPOCH_S:
-        out.print(
-            f"not decidable: its epochs last {best.epoch_seconds * 1000:.0f} ms, within this machine's timer and "
-            "scheduling noise; a larger dataset (more samples per epoch) ranks these settings"
-        )
+    if (short := too_short(best.epoch_seconds)) is not None:
+        out.print(short)
     near = outcome.within_noise()
     if near:
         out.print("within noise of it: " + "; ".join(f"{c.config.label} {settings_text(c.config)}" for c in near[:4]))
@@ -185,18 +182,6 @@ def _print_confirmed(best: Any) -> None:
         say(w.console())
 
 
-def _stopped_text(outcome: Any) -> str:
-    """Why the search ended, in the words of whether the winner is apart from the next."""
-    if outcome.stopped == "confidence intervals apart":
-        return "the search stopped once its interval was tight and apart from the next's"
-    if outcome.stopped == "time budget":
-        near = outcome.within_noise()
-        return "the search stopped at its time budget, its interval " + (
-            "still overlapping the next's" if near else "apart from the others'"
-        )
-    return f"the search stopped: {outcome.stopped}"
-
-
 def print_paste_check(check: Any, best: Any) -> None:
     """The pasted script's figure beside tune's confirmed one, with their ratio."""
     from iobench.judge.intervals import record_interval
@@ -219,12 +204,16 @@ def print_paste_check(check: Any, best: Any) -> None:
 
 def deciding_budget(outcome: Any, rival: Any) -> str:
     """What would tell the best from its nearest rival (the judgement's words)."""
-    from iobench.judge.search import Contender, deciding_budget
+    from iobench.judge.search import deciding_budget
 
-    def contender(c: Any) -> Contender:
-        return Contender(f"{c.config.label} {settings_text(c.config)}", c.interval(), len(c.rates), c.epoch_seconds)
+    return deciding_budget(_contender(outcome.best), _contender(rival))
 
-    return deciding_budget(contender(outcome.best), contender(rival))
+
+def _contender(c: Any) -> Any:
+    """A tune candidate as the judgement sees it (`iobench.judge.search.Contender`)."""
+    from iobench.judge.search import Contender
+
+    return Contender(f"{c.config.label} {settings_text(c.config)}", c.interval(), len(c.rates), c.epoch_seconds)
 
 
 def _shuffle_text(c: Any, floor: float) -> str:

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 from iobench.events import QUIET, Events
 from iobench.judge.intervals import Interval, interval_of
-from iobench.judge.search import near, settled
+from iobench.judge.search import STOP_APART, STOP_BUDGET, STOP_ONE_LEFT, near, settled
 from iobench.judge.shuffle import score_of, shuffles
 from iobench.loaders import LOADERS
 from iobench.plan.config import RunConfig
@@ -45,11 +45,6 @@ FIRST_ROUND_MIN_S, FIRST_ROUND_MAX_S = 0.5, 10.0
 # check; its epochs are a count no round has, so its record is its own.
 CONFIRM_EPOCHS = 5
 CONFIRM_SHARE = 0.15
-
-
-# An epoch shorter than this is within the timer's and the scheduler's noise on a shared machine: a ranking of
-# such epochs (20,000 rows: 3 ms epochs ranging 1.3M-7.7M samples/s) is said not to be decidable.
-SHORT_EPOCH_S = 0.05
 
 
 @dataclass
@@ -234,7 +229,7 @@ def tune(
     rounds = 0
     for k in itertools.count():
         if not search.round(k, ROUND_EPOCHS[min(k, len(ROUND_EPOCHS) - 1)], alive):
-            stopped = "time budget"
+            stopped = STOP_BUDGET
             break
         rounds = k + 1
         if max_rounds is not None and rounds >= max_rounds:
@@ -246,10 +241,10 @@ def tune(
             stopped = f"no candidate shuffled to {min_shuffle:g}"
             break
         if len(alive) == 1:
-            stopped = "one candidate left"
+            stopped = STOP_ONE_LEFT
             break
         if _settled(alive[0], alive[1]):
-            stopped = "confidence intervals apart"
+            stopped = STOP_APART
             break
         alive = alive[: math.ceil(len(alive) / 2)]
     # a candidate with an interval (two epochs or more: it ran beyond the first round) before one without: a single

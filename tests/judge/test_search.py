@@ -28,3 +28,18 @@ def test_settled_needs_tight_and_apart_and_near_needs_an_interval():
     assert settled(leader, rival, tight=0.03) and not settled(leader, interval_of([99.0, 101.0, 100.0]), 0.03)
     assert not settled(interval_of([80.0, 120.0, 100.0]), rival, tight=0.03)  # apart, but not tight
     assert near(leader, interval_of([99.0, 101.0])) and not near(leader, interval_of([99.0]))
+
+
+def test_tunes_last_words_are_the_judgements():
+    """Why the search stopped, an epoch too short to rank by, and a faster candidate below the shuffle floor: decided
+    here; the last said only where its interval is apart from the best's (a bare larger median was said before)."""
+    from iobench.judge.intervals import interval_of
+    from iobench.judge.search import STOP_APART, STOP_BUDGET, Contender, faster_elsewhere, stopped_words, too_short
+
+    assert "apart from the next's" in stopped_words(STOP_APART, near=False)
+    assert "still overlapping" in stopped_words(STOP_BUDGET, near=True)
+    assert too_short(0.003) is not None and "3 ms" in too_short(0.003) and too_short(0.2) is None
+    best = Contender("a", interval_of([100.0, 101.0, 102.0, 100.5, 101.5, 100.2]), 6, 1.0)
+    close = Contender("b", interval_of([101.0, 102.0, 100.0, 103.0, 101.2, 99.0]), 6, 1.0)
+    far = Contender("c", interval_of([150.0, 151.0, 149.0, 150.5, 152.0, 148.0]), 6, 1.0)
+    assert not faster_elsewhere(best, close) and faster_elsewhere(best, far)
