@@ -27,7 +27,7 @@ from workdir import remove_tree, remove_work, work_dir
 
 from iobench.checkpoint.job import CheckpointJob
 from iobench.checkpoint.state import StateSpec
-from iobench.storage.checkpoints import LocalCheckpoints, Place
+from iobench.storage.checkpoints import CheckpointPlace, LocalCheckpoints
 from iobench.system.processes import python_code, python_module
 from iobench.units import parse_size
 
@@ -119,7 +119,7 @@ def own_loop(library: str, params: int, folder: Path, threads: int) -> list[floa
 def iobench_trials(library: str, params: int, folder: Path, threads: int) -> list[float]:
     """iobench's trial processes on the same folder: the save (first and steady), the warm restore, the cold one (made
     cold by iobench's target)."""
-    place = Place(folder=str(folder))
+    place = CheckpointPlace(folder=str(folder))
     job = CheckpointJob(library, "save", StateSpec(params), place, torch_threads=threads, check=False)
     out = [_trial(job)["durable_seconds"]]
     target = LocalCheckpoints(folder.parent)

@@ -12,18 +12,18 @@ from typing import Any
 import torch
 
 from iobench.checkpoint.state import StateSpec, flat_tensors, unflatten
-from iobench.storage.checkpoints import Place
+from iobench.storage.checkpoints import CheckpointPlace
 
 DIRECT_ALIGN = 4096
 
 
-def folder_of(place: Place) -> str:
+def folder_of(place: CheckpointPlace) -> str:
     if place.folder is None:
         raise ValueError("a local folder only")
     return place.folder
 
 
-def s3_checkpoint(place: Place) -> Any:
+def s3_checkpoint(place: CheckpointPlace) -> Any:
     """s3torchconnector's checkpoint client of the place's store (its keys from the environment)."""
     from s3torchconnector import S3Checkpoint, S3ClientConfig
 
@@ -31,7 +31,7 @@ def s3_checkpoint(place: Place) -> Any:
     return S3Checkpoint(region=place.region, endpoint=place.endpoint, s3client_config=config)
 
 
-def torch_save(state: dict, place: Place) -> None:
+def torch_save(state: dict, place: CheckpointPlace) -> None:
     if place.local:
         torch.save(state, place.file("state.pt"))
         return
@@ -39,14 +39,14 @@ def torch_save(state: dict, place: Place) -> None:
         torch.save(state, writer)
 
 
-def torch_load(place: Place, spec: StateSpec, prepared: Any = None) -> dict:
+def torch_load(place: CheckpointPlace, spec: StateSpec, prepared: Any = None) -> dict:
     if place.local:
         return torch.load(place.file("state.pt"), weights_only=True)
     with s3_checkpoint(place).reader(place.file("state.pt")) as reader:
         return torch.load(reader, weights_only=True)
 
 
-def torch_load_mmap(place: Place, spec: StateSpec, prepared: Any = None) -> dict:
+def torch_load_mmap(place: CheckpointPlace, spec: StateSpec, prepared: Any = None) -> dict:
     state = torch.load(place.file("state.pt"), mmap=True, weights_only=True)
     return materialised(state)
 
@@ -59,7 +59,7 @@ def materialised(state: dict) -> dict:
     }
 
 
-def safetensors_save(state: dict, place: Place) -> None:
+def safetensors_save(state: dict, place: CheckpointPlace) -> None:
     from safetensors.torch import save, save_file
 
     tensors = {k: v.contiguous() for k, v in flat_tensors(state).items()}  # save_file takes contiguous tensors only
@@ -71,7 +71,7 @@ def safetensors_save(state: dict, place: Place) -> None:
         writer.write(save(tensors, metadata=metadata))
 
 
-def safetensors_load(place: Place, spec: StateSpec, prepared: Any = None) -> dict:
+def safetensors_load(place: CheckpointPlace, spec: StateSpec, prepared: Any = None) -> dict:
     from safetensors import safe_open
     from safetensors.torch import load, load_file
 
@@ -95,7 +95,7 @@ def step_of_header(data: bytes) -> int:
     return int(json.loads(data[8 : 8 + size])["__metadata__"]["step"])
 
 
-def safetensors_onto(place: Place, spec: StateSpec, device: str) -> dict:
+def safetensors_onto(place: CheckpointPlace, spec: StateSpec, device: str) -> dict:
     """safe_open(device=...): each tensor read to the device (its documented way to load onto a GPU)."""
     from safetensors import safe_open
 
@@ -106,7 +106,7 @@ def safetensors_onto(place: Place, spec: StateSpec, device: str) -> dict:
 
 
 def fastsafetensors_load(
-    place: Place, spec: StateSpec, prepared: Any = None, device: str = "cpu", gds: bool = False
+    place: CheckpointPlace, spec: StateSpec, prepared: Any = None, device: str = "cpu", gds: bool = False
 ) -> dict:
     """fastsafe_open as its README opens a file: the file read whole into its buffer (nogds on the host), tensors
     that share it (no copy needed: they keep the buffer alive)."""
@@ -119,11 +119,11 @@ def fastsafetensors_load(
     return unflatten(flat, step)
 
 
-def fastsafetensors_onto(place: Place, spec: StateSpec, device: str) -> dict:
+def fastsafetensors_onto(place: CheckpointPlace, spec: StateSpec, device: str) -> dict:
     return fastsafetensors_load(place, spec, None, device)
 
 
-def fastsafetensors_gds_onto(place: Place, spec: StateSpec, device: str) -> dict:
+def fastsafetensors_gds_onto(place: CheckpointPlace, spec: StateSpec, device: str) -> dict:
     return fastsafetensors_load(place, spec, None, device, gds=True)
 
 
@@ -136,7 +136,7 @@ def td_path(key: str) -> str:
     return key.replace("%2E", ".").replace("%25", "%")
 
 
-def tensordict_save(state: dict, place: Place) -> None:
+def tensordict_save(state: dict, place: CheckpointPlace) -> None:
     from tensordict import TensorDict
 
     flat = {td_key(k): v for k, v in flat_tensors(state).items()}
@@ -144,7 +144,7 @@ def tensordict_save(state: dict, place: Place) -> None:
     TensorDict(flat, batch_size=[]).memmap(place.file("state"), num_threads=4)
 
 
-def tensordict_load(place: Place, spec: StateSpec, prepared: Any = None) -> dict:
+def tensordict_load(place: CheckpointPlace, spec: StateSpec, prepared: Any = None) -> dict:
     from tensordict import TensorDict
 
     loaded = TensorDict.load_memmap(place.file("state"))
@@ -152,7 +152,7 @@ def tensordict_load(place: Place, spec: StateSpec, prepared: Any = None) -> dict
     return unflatten(flat, int(loaded["step"]))
 
 
-def raw_save(state: dict, place: Place) -> None:
+def raw_save(state: dict, place: CheckpointPlace) -> None:
     """The ceiling: every tensor's bytes in one file, written in order (the file system's own speed for them)."""
     fd = os.open(place.file("raw.bin"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     try:
@@ -164,7 +164,7 @@ def raw_save(state: dict, place: Place) -> None:
         os.close(fd)
 
 
-def raw_load(place: Place, spec: StateSpec, prepared: Any = None) -> dict:
+def raw_load(place: CheckpointPlace, spec: StateSpec, prepared: Any = None) -> dict:
     """The ceiling: the file read whole with O_DIRECT into an aligned buffer, 8 MiB pieces on 4 threads (fio's
     `--bs=8M --iodepth=4`; one thread reading 8 MiB at a time reached 0.80 GB/s where torch's mapped load read
     1.43)."""

@@ -10,7 +10,7 @@ from typing import Any
 from iobench.checkpoint.save_modes import INPLACE
 from iobench.checkpoint.state import StateSpec
 from iobench.results.checkpoint_record import MAX_KEEP, OPS, SaveMode
-from iobench.storage.checkpoints import Place
+from iobench.storage.checkpoints import CheckpointPlace
 
 JOB_OPS = (*OPS, "classify")  # classify: a kill's restore that says which step it found
 
@@ -20,7 +20,7 @@ class CheckpointJob:
     library: str
     op: str  # save | restore | restart | classify (the kill test's restore)
     spec: StateSpec
-    place: Place  # the checkpoint's place on the target
+    place: CheckpointPlace  # the checkpoint's place on the target
     save_mode: SaveMode = INPLACE
     device: str = "cpu"  # where a restore puts the state: host memory, or a CUDA device's
     nproc: int = 1  # processes saving and restoring together, for the libraries that take ranks
@@ -49,4 +49,4 @@ class CheckpointJob:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> CheckpointJob:
         spec = StateSpec(**{k: data["spec"][k] for k in ("params", "layout", "seed", "source")})
-        return cls(**{**data, "spec": spec, "place": Place.of_json(data["place"])})
+        return cls(**{**data, "spec": spec, "place": CheckpointPlace.of_json(data["place"])})

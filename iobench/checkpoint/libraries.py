@@ -1,8 +1,8 @@
 """The ways `iobench checkpoint` saves and restores a training state, each as its library's documentation does, and
-a raw ceiling on the same file system. A save writes to a `Place` (a folder, or an `s3://` prefix where the library
-has a way to object storage); a restore returns the state with every byte read (a lazy load, mmap or a memmapped
-TensorDict, is copied out: timed to the last byte touched, as `load_state_dict` copies it into a model, not to an
-open that reads nothing). Each library declares what it can: the targets it writes to, ranks, a restore straight
+a raw ceiling on the same file system. A save writes to a `CheckpointPlace` (a folder, or an `s3://` prefix where the
+library has a way to object storage); a restore returns the state with every byte read (a lazy load, mmap or a
+memmapped TensorDict, is copied out: timed to the last byte touched, as `load_state_dict` copies it into a model, not
+to an open that reads nothing). Each library declares what it can: the targets it writes to, ranks, a restore straight
 onto a device, what it needs installed (and the extra that installs it)."""
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ from iobench.results.checkpoint_record import CheckpointKills, CheckpointTrial
 from iobench.results.record_base import HostLoad, Waits
 from iobench.results.record_parts import Environment
 from iobench.results.store import append_line
-from iobench.storage.checkpoints import CheckpointTarget, Place, local_target
+from iobench.storage.checkpoints import CheckpointPlace, CheckpointTarget, local_target
 from iobench.system.contention import RECENT_SECONDS, other_cores_busy
 from iobench.system.waits import WaitMeter
 
@@ -67,7 +67,7 @@ def run_trials(
     trial's record holds what its processes waited for and its library's place in the round (`session`'s turns)."""
     env = environment_of(request, [LIBRARIES[s.library] for s in steps])
     last = {(s.spec, s.round, s.library): k for k, s in enumerate(steps)}
-    places: dict[tuple, Place] = {}
+    places: dict[tuple, CheckpointPlace] = {}
     records = []
     positions: dict[tuple, int] = {}
     for k, step in enumerate(steps):
@@ -93,7 +93,7 @@ def run_trials(
 
 
 def _trial(
-    request: CheckpointRequest, step: Step, place: Place, target: CheckpointTarget, env: dict
+    request: CheckpointRequest, step: Step, place: CheckpointPlace, target: CheckpointTarget, env: dict
 ) -> CheckpointTrial:
     lib = LIBRARIES[step.library]
     job = CheckpointJob(
@@ -160,7 +160,7 @@ def _trial(
     )
 
 
-def _made_ready(target: CheckpointTarget, place: Place, cold: bool) -> float | None:
+def _made_ready(target: CheckpointTarget, place: CheckpointPlace, cold: bool) -> float | None:
     """Cold: the checkpoint evicted (and checked gone); warm: resident, read once more where the page cache let some
     of it go, and refused in one line where it cannot hold it."""
     if cold:

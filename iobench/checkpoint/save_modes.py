@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from iobench.results.checkpoint_record import SAVE_MODES, SaveMode
-from iobench.storage.checkpoints import Place
+from iobench.storage.checkpoints import CheckpointPlace
 from iobench.system.fsutil import fsync_path, fsync_tree
 
 INPLACE, SAFE = (SaveMode(m) for m in SAVE_MODES)  # the record's names, kept there once
@@ -32,13 +32,13 @@ class NoCheckpoint(Exception):
     """No checkpoint where one was looked for (a pointer missing, unreadable or naming something else)."""
 
 
-def root_of(place: Place, mode: SaveMode | str) -> Place:
+def root_of(place: CheckpointPlace, mode: SaveMode | str) -> CheckpointPlace:
     """Where a mode's steps and pointer live: the library's place, or, for keep:K, a folder of its own in it."""
     kept = SaveMode(mode).kept  # the value itself where it is one (a request's, a job's)
     return place if kept is None else place.child(f"keep-{kept}")
 
 
-def save_place(place: Place, mode: str) -> Place:
+def save_place(place: CheckpointPlace, mode: str) -> CheckpointPlace:
     """Where the next save writes: the in-place folder, or the step after the one `latest` names."""
     if mode == INPLACE:
         return place.child(CURRENT)
@@ -50,11 +50,11 @@ def save_place(place: Place, mode: str) -> Place:
     return root.child(f"step-{step}")
 
 
-def _name(place: Place) -> str:
+def _name(place: CheckpointPlace) -> str:
     return (place.folder or place.url or "").rstrip("/").rsplit("/", 1)[-1]
 
 
-def make_durable(saved: Place) -> None:
+def make_durable(saved: CheckpointPlace) -> None:
     """A local checkpoint's files and folders flushed, and its own entry in its parent (a completed upload is
     durable as it is)."""
     if saved.local:
@@ -62,7 +62,7 @@ def make_durable(saved: Place) -> None:
         fsync_path(Path(saved.folder).parent)
 
 
-def publish(place: Place, saved: Place) -> None:
+def publish(place: CheckpointPlace, saved: CheckpointPlace) -> None:
     """Safe mode: `latest` now names `saved` (durable when this returns)."""
     name = _name(saved)
     if place.local:
@@ -83,7 +83,9 @@ def publish(place: Place, saved: Place) -> None:
     stream.close()
 
 
-def current(place: Place, mode: str, read: Callable[[Place, str, int], bytes] | None = None) -> Place:
+def current(
+    place: CheckpointPlace, mode: str, read: Callable[[CheckpointPlace, str, int], bytes] | None = None
+) -> CheckpointPlace:
     """The checkpoint a restore reads: the in-place folder, or the step `latest` names. `read(place, name, limit)`:
     how the pointer's first bytes are read (the trial's own way by default; the session's target has its own)."""
     if mode == INPLACE:
@@ -99,7 +101,7 @@ def current(place: Place, mode: str, read: Callable[[Place, str, int], bytes] | 
     return place.child(name)
 
 
-def read_pointer(place: Place, name: str, limit: int) -> bytes:
+def read_pointer(place: CheckpointPlace, name: str, limit: int) -> bytes:
     """At most `limit` bytes of a small file of the checkpoint (never through a link); OSError where it is not
     there."""
     if place.local:
@@ -115,7 +117,7 @@ def read_pointer(place: Place, name: str, limit: int) -> bytes:
         raise OSError(str(exc)[:100]) from None
 
 
-def remove_beyond(root: Place, keep: int) -> int:
+def remove_beyond(root: CheckpointPlace, keep: int) -> int:
     """After the pointer moved (outside the clock): the steps in `root` older than its newest `keep` removed (safe
     keeps 1, keep:K K); how many were removed."""
     if root.local:
@@ -138,7 +140,7 @@ def remove_beyond(root: Place, keep: int) -> int:
     return len(old)
 
 
-def _client(place: Place) -> object:
+def _client(place: CheckpointPlace) -> object:
     from s3torchconnector import S3ClientConfig
     from s3torchconnector._s3client import S3Client
 

@@ -38,7 +38,7 @@ def prepare_cmd(
 ) -> None:
     """Generate the shared dataset, or read yours (--from), and write it in each format (atomically)."""
     from iobench.data.spec_options import SpecOptions
-    from iobench.sessions.prepare import PrepareOptions, prepare_session
+    from iobench.sessions.prepare import PrepareRequest, prepare_session
 
     spec = SpecOptions(
         size=size,
@@ -59,7 +59,7 @@ def prepare_cmd(
         "lmdb": dict(samples_per_record=lmdb_samples_per_record),
         "files": dict(encoding=files_encoding.lower()),
     }
-    request = PrepareOptions(spec, formats, data_dir, dataset, force, named, tuple(format_option or []))
+    request = PrepareRequest(spec, formats, data_dir, dataset, force, named, tuple(format_option or []))
     outcome = prepare_session(request, ConsoleEvents(quiet))
     for name in outcome.formats:
         e = outcome.manifest.formats[name]

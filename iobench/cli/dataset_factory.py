@@ -12,7 +12,7 @@ from iobench.errors import IobenchError
 from iobench.settings import TORCH_DATALOADER
 
 if TYPE_CHECKING:
-    from iobench.sessions.factory import FactoryRunRequest
+    from iobench.sessions.dataset_factory import FactoryRunRequest
 
 # What a run of the user's own pipeline takes from `run`'s options; the rest are about formats, datasets
 # iobench prepared, the page cache or ranks, and are refused when typed.
@@ -72,7 +72,7 @@ def run_factory_cmd(ctx: typer.Context) -> None:
     """Time the user's pipeline: one record, printed as `run` prints, appended to --results."""
     from iobench.cli.bars import RunEvents
     from iobench.cli.render import print_run
-    from iobench.sessions.factory import factory_session
+    from iobench.sessions.dataset_factory import factory_session
 
     request = factory_run_request(ctx)
     p = ctx.params
@@ -85,7 +85,7 @@ def factory_run_request(ctx: typer.Context) -> FactoryRunRequest:
     pipeline of the user's cannot honour refused here)."""
     from iobench.plan.command_values import settings_of
     from iobench.run.dataset_factory import FactoryRequest
-    from iobench.sessions.factory import FactoryRunRequest
+    from iobench.sessions.dataset_factory import FactoryRunRequest
 
     p, given = ctx.params, typed(ctx)
     refuse_others(ctx, APPLIES)

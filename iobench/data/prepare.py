@@ -38,7 +38,7 @@ DISK_MARGIN = 1.05  # keep 5% of the estimate spare
 
 
 @dataclass(frozen=True)
-class PrepareRequest:
+class WriteRequest:
     spec: DatasetSpec
     data_dir: Path
     formats: tuple[str, ...]
@@ -47,7 +47,7 @@ class PrepareRequest:
     force: bool = False
 
     @classmethod
-    def with_default_options(cls, spec: DatasetSpec, data_dir: Path, formats: tuple[str, ...]) -> PrepareRequest:
+    def with_default_options(cls, spec: DatasetSpec, data_dir: Path, formats: tuple[str, ...]) -> WriteRequest:
         return cls(spec, data_dir, formats, {n: FORMATS[n].options() for n in formats})
 
     @property
@@ -83,7 +83,7 @@ def parse_formats(text: str, skipped: list[str] | None = None, broken: list[str]
 class PreparePlan:
     """A request that passed every check: what will be written where."""
 
-    request: PrepareRequest
+    request: WriteRequest
     dataset_dir: Path
     manifest: Manifest
     estimated_bytes: int
@@ -107,7 +107,7 @@ def check_dataset_name(name: str) -> None:
         )
 
 
-def plan(request: PrepareRequest) -> PreparePlan:
+def plan(request: WriteRequest) -> PreparePlan:
     """Every check that can fail before a byte is written: refuse early, leave nothing behind."""
     check_dataset_name(request.dataset_dir.name)
     _check_source_outside(request)
@@ -127,7 +127,7 @@ def plan(request: PrepareRequest) -> PreparePlan:
     return PreparePlan(request, dataset_dir, manifest, need, replaced, created, tuple(made))
 
 
-def prepare(request: PrepareRequest | PreparePlan, reporter: Reporter | None = None) -> Manifest:
+def prepare(request: WriteRequest | PreparePlan, reporter: Reporter | None = None) -> Manifest:
     """Write every requested format; returns the updated manifest."""
     p = request if isinstance(request, PreparePlan) else plan(request)
     with dataset_lock(p.dataset_dir):
@@ -178,7 +178,7 @@ def _prepare_locked(p: PreparePlan, reporter: Reporter) -> Manifest:
 
 
 def _write_into(
-    dataset_dir: Path, manifest: Manifest, request: PrepareRequest, reporter: Reporter, kept: str
+    dataset_dir: Path, manifest: Manifest, request: WriteRequest, reporter: Reporter, kept: str
 ) -> Manifest:
     """Write the formats into partial folders of dataset_dir and rename each into place once complete;
     `kept` ends the line of a failure (what is left as it was)."""
@@ -268,7 +268,7 @@ def remove_stale_staging(data_dir: Path) -> None:
             remove(path)
 
 
-def _check_source_outside(request: PrepareRequest) -> None:
+def _check_source_outside(request: WriteRequest) -> None:
     """A source inside the dataset it would write is refused before anything is touched: --force
     would delete it (and the rest of the dataset) before reading it. Real paths, links resolved."""
     source = request.spec.source
@@ -306,7 +306,7 @@ def check_dataset_folder(folder: Path) -> None:
         raise IobenchError(f"{folder} belongs to uid {st.st_uid}, not to you; prepare a dataset of your own")
 
 
-def _make_dataset_dir(request: PrepareRequest) -> tuple[Path, list[Path]]:
+def _make_dataset_dir(request: WriteRequest) -> tuple[Path, list[Path]]:
     """The dataset's folder, made if missing; the folders made (its missing parents and itself, deepest first), which
     a refusal removes again."""
     dataset_dir = request.dataset_dir
@@ -331,7 +331,7 @@ def remove_made(folders: list[Path]) -> None:
                 path.rmdir()
 
 
-def _existing_manifest(request: PrepareRequest, dataset_dir: Path) -> tuple[Manifest, list[Path]]:
+def _existing_manifest(request: WriteRequest, dataset_dir: Path) -> tuple[Manifest, list[Path]]:
     """The manifest to extend, and what --force will remove first (nothing is removed here)."""
     fresh = Manifest(spec=request.spec, content={})
     if not (dataset_dir / MANIFEST).exists():
@@ -355,7 +355,7 @@ def _existing_manifest(request: PrepareRequest, dataset_dir: Path) -> tuple[Mani
     return fresh, [*(entry.folder(dataset_dir) for entry in manifest.formats.values()), dataset_dir / MANIFEST]
 
 
-def _check_free_space(request: PrepareRequest, dataset_dir: Path) -> int:
+def _check_free_space(request: WriteRequest, dataset_dir: Path) -> int:
     """The new formats must fit beside what they replace: the old files stay until the new ones are complete."""
     need = int(DISK_MARGIN * sum(FORMATS[n].estimate_bytes(request.spec, request.options[n]) for n in request.formats))
     free = free_bytes(dataset_dir)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from iobench.data.sources import open_source
-from iobench.data.workloads import PRESETS, Workload
+from iobench.data.workloads import PRESETS, PresetName
 from iobench.errors import IobenchError
 from iobench.spec import Content, DatasetSpec
 from iobench.units import DEFAULT_SIZE, parse_shape, parse_size
@@ -33,7 +33,7 @@ def build_spec(o: SpecOptions, notes: list[str] | None = None) -> DatasetSpec:
         return _from_source(o, notes if notes is not None else [])
     if o.labels is not None or o.features_key is not None or o.labels_key is not None:
         raise IobenchError("--labels, --features-key and --labels-key go with --from")
-    preset = PRESETS[Workload.parse(o.workload, "--workload")]
+    preset = PRESETS[PresetName.parse(o.workload, "--workload")]
     shape = parse_shape(o.shape) if o.shape is not None else preset.shape
     dtype = o.dtype.lower() if o.dtype is not None else preset.dtype
     # Photo and token content only where the shape and dtype can hold it; anything else is random.
@@ -47,14 +47,14 @@ def preset_formats(o: SpecOptions, formats: str) -> str:
     """The formats to write: files alone for a preset of a size distribution where the default list was left."""
     from iobench.formats import DEFAULT_FORMATS
 
-    preset = PRESETS[Workload.parse(o.workload, "--workload")] if o.source is None else None
+    preset = PRESETS[PresetName.parse(o.workload, "--workload")] if o.source is None else None
     return "files" if preset and preset.files_options and formats == ",".join(DEFAULT_FORMATS) else formats
 
 
 def preset_format_options(o: SpecOptions, formats: tuple[str, ...]) -> dict[str, dict[str, int]]:
     """The write options a generated workload's preset sets (unet3d: files of DLIO's sizes); refused for formats
     that cannot hold samples of a size distribution."""
-    if o.source is not None or not (options := PRESETS[Workload.parse(o.workload, "--workload")].files_options):
+    if o.source is not None or not (options := PRESETS[PresetName.parse(o.workload, "--workload")].files_options):
         return {}
     if others := [f for f in formats if f != "files"]:
         raise IobenchError(
@@ -70,7 +70,7 @@ def _from_source(o: SpecOptions, notes: list[str]) -> DatasetSpec:
         for name, value in (("--size", o.size), ("--dtype", o.dtype), ("--classes", o.classes), ("--seed", o.seed))
         if value is not None
     ]
-    if o.workload != Workload.TABULAR:
+    if o.workload != PresetName.TABULAR:
         given.append("--workload")
     if given:
         raise IobenchError(f"--from takes the samples, dtype and classes from the source; drop {', '.join(given)}")

@@ -1,5 +1,6 @@
-"""Workload presets: the shapes, dtypes and content of the data people train on; unet3d's, DLIO's files of a size
-distribution (`iobench.data.dlio_records`)."""
+"""Workload presets (`prepare --workload`, each named by a `PresetName`; feed's MLPerf workloads are another thing,
+`iobench.feed.workloads.Workload`): the shapes, dtypes and content of the data people train on; unet3d's, DLIO's files
+of a size distribution (`iobench.data.dlio_records`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from iobench.data.dlio_records import UNET3D, Records
 from iobench.spec import Content
 
 
-class Workload(Choice):
+class PresetName(Choice):
     TABULAR = "tabular"
     IMAGE = "image"
     SMALL_IMAGE = "small-image"
@@ -33,12 +34,12 @@ class Preset:
         return self.records.files_options if self.records else {}
 
 
-PRESETS: dict[Workload, Preset] = {
-    Workload.TABULAR: Preset((128,), "float32", Content.RANDOM, "128 float32 features: 520-byte rows"),
-    Workload.IMAGE: Preset((3, 224, 224), "uint8", Content.PHOTO, "ImageNet-sized photos, 150 KB raw"),
-    Workload.SMALL_IMAGE: Preset((3, 32, 32), "uint8", Content.PHOTO, "CIFAR-sized photos, 3 KB raw"),
-    Workload.TOKENS: Preset((2048,), "int32", Content.TOKENS, "2048 token ids of a 50,257-word vocabulary"),
-    Workload.UNET3D: Preset(
+PRESETS: dict[PresetName, Preset] = {
+    PresetName.TABULAR: Preset((128,), "float32", Content.RANDOM, "128 float32 features: 520-byte rows"),
+    PresetName.IMAGE: Preset((3, 224, 224), "uint8", Content.PHOTO, "ImageNet-sized photos, 150 KB raw"),
+    PresetName.SMALL_IMAGE: Preset((3, 32, 32), "uint8", Content.PHOTO, "CIFAR-sized photos, 3 KB raw"),
+    PresetName.TOKENS: Preset((2048,), "int32", Content.TOKENS, "2048 token ids of a 50,257-word vocabulary"),
+    PresetName.UNET3D: Preset(
         (UNET3D.handed_bytes,),
         "uint8",
         Content.RANDOM,

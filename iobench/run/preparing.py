@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from iobench.data.manifest import MANIFEST, dataset_dirs, find_run_dataset
-from iobench.data.prepare import PrepareRequest, prepare
+from iobench.data.prepare import WriteRequest, prepare
 from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.formats import FORMATS
@@ -65,7 +65,7 @@ def _prepared(
     if world.nodes > 1:
         raise IobenchError(f"no dataset in {data_dir} on every node; run `iobench prepare` on each node first")
     if world.is_main:
-        request = PrepareRequest.with_default_options(spec, data_dir, formats)
+        request = WriteRequest.with_default_options(spec, data_dir, formats)
         disk = sum(FORMATS[n].estimate_bytes(spec, request.options[n]) for n in formats)
         quick = f"{QUICK_SIZE:.0e}".replace("e+0", "e").replace("e+", "e")
         smaller = "" if spec.n_samples <= QUICK_SIZE else f"; `--size {quick}` makes a smaller one"

@@ -56,11 +56,11 @@ def _twin(resolved: ResolvedRun) -> Path | None:
 
 
 def _prepared(spec: object, fmt: str, options: dict, k: int) -> Path | None:
-    from iobench.data.prepare import PrepareRequest, prepare
+    from iobench.data.prepare import WriteRequest, prepare
 
     folder = _folder() / f"twin-{k}"
     try:
-        request = PrepareRequest(spec, folder, (fmt,), {fmt: FORMATS[fmt].options_from_json(options)})  # type: ignore[arg-type]
+        request = WriteRequest(spec, folder, (fmt,), {fmt: FORMATS[fmt].options_from_json(options)})  # type: ignore[arg-type]
         prepare(request)
     except (IobenchError, OSError, ValueError, TypeError):
         shutil.rmtree(folder, ignore_errors=True)

@@ -210,12 +210,12 @@ def _prepare(request: FeedRequest, folder: Path, size: int, records: Records | N
     """The workload's dataset written: with `records`, DLIO's files of its sizes (the sample it hands over, read with
     its filler); without, uint8 samples of the workload's mean."""
     from iobench.data.spec_options import SpecOptions
-    from iobench.sessions.prepare import PrepareOptions, prepare_session
+    from iobench.sessions.prepare import PrepareRequest, prepare_session
 
     shape = records.handed_bytes if records else request.workload.sample_bytes
     options = {"files": records.files_options} if records else {}
     spec = SpecOptions(size=str(size), shape=str(shape), dtype="uint8", classes=2)
-    prepare_session(PrepareOptions(spec, request.format, request.data_dir, folder.name, format_options=options), events)
+    prepare_session(PrepareRequest(spec, request.format, request.data_dir, folder.name, format_options=options), events)
 
 
 def _cache(request: FeedRequest, folder: Path, dataset_bytes: int) -> tuple[str, list[str]]:

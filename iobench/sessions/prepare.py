@@ -14,7 +14,7 @@ from iobench.events import Events
 
 
 @dataclass(frozen=True)
-class PrepareOptions:
+class PrepareRequest:
     """`prepare` as its command gave it: the spec's options, the formats (a comma list), where, and each format's
     write options by format name (the named flags and `--format-option` merged by the command line)."""
 
@@ -34,10 +34,10 @@ class PrepareOutcome:
     manifest: Manifest
 
 
-def prepare_session(request: PrepareOptions, events: Events) -> PrepareOutcome:
+def prepare_session(request: PrepareRequest, events: Events) -> PrepareOutcome:
     """Build, choose, check, write (see the module's docstring)."""
     from iobench.data.format_options import parse_format_options
-    from iobench.data.prepare import PrepareRequest, options_of, parse_formats, plan, prepare
+    from iobench.data.prepare import WriteRequest, options_of, parse_formats, plan, prepare
     from iobench.data.spec_options import build_spec, preset_format_options, preset_formats
     from iobench.formats import FORMATS
 
@@ -58,7 +58,7 @@ def prepare_session(request: PrepareOptions, events: Events) -> PrepareOutcome:
     for name, values in parse_format_options(list(request.typed_options), names).items():
         given[name] = {**given.get(name, {}), **values}
     checked = plan(
-        PrepareRequest(spec, request.data_dir, names, options_of(names, given), request.dataset, request.force)
+        WriteRequest(spec, request.data_dir, names, options_of(names, given), request.dataset, request.force)
     )
     dataset_dir = checked.request.dataset_dir
     each = ", ".join(

@@ -12,7 +12,7 @@ import torch
 
 from iobench.choices import parse_choices, split_list
 from iobench.data.manifest import MANIFEST, Manifest, find_run_dataset
-from iobench.data.prepare import PrepareRequest, prepare
+from iobench.data.prepare import WriteRequest, prepare
 from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.formats import DEFAULT_FORMATS, FORMATS
@@ -128,7 +128,7 @@ def sweep_datasets(points: list[Point], data_dir: Path, dataset: str | None, eve
         if missing:
             events.say(f"preparing {directory.name}: {', '.join(missing)}")
             request = replace(
-                PrepareRequest.with_default_options(spec, directory.parent, missing), dataset=directory.name
+                WriteRequest.with_default_options(spec, directory.parent, missing), dataset=directory.name
             )
             with events.progress() as reporter:
                 prepare(request, reporter)

@@ -5,9 +5,10 @@ folder; a run whose folder vanishes says so and stops), or a prefix of a bucket 
 store (iobench's own writable store on loopback with `--remote PROFILE`, or the store at `--endpoint-url`), emptied
 at the end and checked empty.
 
-A library saves to a `Place` (a folder, or an `s3://bucket/prefix`); the target says how many bytes a checkpoint
-holds, makes it cold (a local checkpoint's pages evicted and its residency checked; an object store keeps nothing on
-this machine), removes it and counts the requests that moved it (the shaper's access log of iobench's store)."""
+A library saves to a `CheckpointPlace` (a folder, or an `s3://bucket/prefix`); the target says how many bytes a
+checkpoint holds, makes it cold (a local checkpoint's pages evicted and its residency checked; an object store keeps
+nothing on this machine), removes it and counts the requests that moved it (the shaper's access log of iobench's
+store)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ COLD_LEFT = 0.05  # more of a checkpoint than this still cached after eviction: 
 
 
 @dataclass(frozen=True)
-class Place:
+class CheckpointPlace:
     """One checkpoint's place: a local folder, or a prefix of a bucket (`s3://bucket/prefix`) at `endpoint`, whose
     keys a trial finds in its environment (never on a command line)."""
 
@@ -48,7 +49,7 @@ class Place:
     def local(self) -> bool:
         return self.folder is not None
 
-    def child(self, name: str) -> Place:
+    def child(self, name: str) -> CheckpointPlace:
         if "/" in name or name in ("", ".", ".."):
             raise ValueError(f"not a checkpoint's name: {name!r}")
         if self.folder is not None:
@@ -68,7 +69,7 @@ class Place:
         return asdict(self)
 
     @classmethod
-    def of_json(cls, data: dict) -> Place:
+    def of_json(cls, data: dict) -> CheckpointPlace:
         return cls(**{k: data.get(k) for k in ("folder", "url", "endpoint")}, region=data.get("region") or REGION)
 
 
@@ -80,30 +81,30 @@ class CheckpointTarget(ABC):
         """Where, in words (a record's `target`)."""
 
     @abstractmethod
-    def place(self, name: str) -> Place:
+    def place(self, name: str) -> CheckpointPlace:
         """A fresh, empty place for one library's checkpoint."""
 
     @abstractmethod
-    def size(self, place: Place) -> int:
+    def size(self, place: CheckpointPlace) -> int:
         """Bytes the checkpoint holds (files on disk, or objects stored)."""
 
     @abstractmethod
-    def make_cold(self, place: Place) -> float:
+    def make_cold(self, place: CheckpointPlace) -> float:
         """Nothing of it cached on this machine; the fraction still resident after."""
 
     @abstractmethod
-    def residency(self, place: Place) -> float | None:
+    def residency(self, place: CheckpointPlace) -> float | None:
         """The fraction of it in this machine's page cache."""
 
     @abstractmethod
-    def remove(self, place: Place) -> None: ...
+    def remove(self, place: CheckpointPlace) -> None: ...
 
     def check(self) -> None:
         """One line where the target is no longer iobench's (its folder removed under the run)."""
         return None  # an object store's prefix: what removes it fails the next request, in one line
 
     @abstractmethod
-    def read_small(self, place: Place, name: str, limit: int) -> bytes:
+    def read_small(self, place: CheckpointPlace, name: str, limit: int) -> bytes:
         """At most `limit` bytes of a small file of the checkpoint (a pointer); OSError where it is not there."""
 
     def environment(self) -> dict[str, str]:
@@ -136,19 +137,19 @@ class LocalCheckpoints(CheckpointTarget):
                 "void"
             )
 
-    def place(self, name: str) -> Place:
+    def place(self, name: str) -> CheckpointPlace:
         self.check()
         folder = self.root / name
         folder.mkdir(mode=0o700)
-        return Place(folder=str(folder))
+        return CheckpointPlace(folder=str(folder))
 
-    def files(self, place: Place) -> list[Path]:
+    def files(self, place: CheckpointPlace) -> list[Path]:
         return sorted(p for p in Path(place.folder).rglob("*") if p.is_file() and not p.is_symlink())
 
-    def size(self, place: Place) -> int:
+    def size(self, place: CheckpointPlace) -> int:
         return sum(p.stat().st_size for p in self.files(place))
 
-    def make_cold(self, place: Place) -> float:
+    def make_cold(self, place: CheckpointPlace) -> float:
         from iobench.storage.local.page_cache import evict, resident_fraction
 
         files = self.files(place)
@@ -160,15 +161,15 @@ class LocalCheckpoints(CheckpointTarget):
             )
         return left
 
-    def residency(self, place: Place) -> float | None:
+    def residency(self, place: CheckpointPlace) -> float | None:
         from iobench.storage.local.page_cache import resident_fraction
 
         return resident_fraction(self.files(place))
 
-    def remove(self, place: Place) -> None:
+    def remove(self, place: CheckpointPlace) -> None:
         shutil.rmtree(place.folder, ignore_errors=True)
 
-    def read_small(self, place: Place, name: str, limit: int) -> bytes:
+    def read_small(self, place: CheckpointPlace, name: str, limit: int) -> bytes:
         fd = os.open(Path(place.folder) / name, os.O_RDONLY | os.O_NOFOLLOW)
         try:
             return os.read(fd, limit)
@@ -188,8 +189,8 @@ class ObjectCheckpoints(CheckpointTarget):
     def where(self) -> str:
         return self.what
 
-    def place(self, name: str) -> Place:
-        return Place(
+    def place(self, name: str) -> CheckpointPlace:
+        return CheckpointPlace(
             url=f"s3://{self.bucket}/{self.prefix}{name}", endpoint=self.endpoint.url, region=self.endpoint.region
         )
 
@@ -200,19 +201,19 @@ class ObjectCheckpoints(CheckpointTarget):
             found.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
         return found
 
-    def size(self, place: Place) -> int:
+    def size(self, place: CheckpointPlace) -> int:
         return sum(self.objects(place.bucket_key[1] + "/").values())
 
-    def make_cold(self, place: Place) -> float:
+    def make_cold(self, place: CheckpointPlace) -> float:
         return 0.0  # an object store's answers come over the network: nothing of them is cached here
 
-    def residency(self, place: Place) -> float | None:
+    def residency(self, place: CheckpointPlace) -> float | None:
         return 0.0
 
-    def remove(self, place: Place) -> None:
+    def remove(self, place: CheckpointPlace) -> None:
         self.remove_prefix(place.bucket_key[1] + "/")
 
-    def read_small(self, place: Place, name: str, limit: int) -> bytes:
+    def read_small(self, place: CheckpointPlace, name: str, limit: int) -> bytes:
         try:
             answer = self.client.get_object(
                 Bucket=self.bucket, Key=f"{place.bucket_key[1]}/{name}", Range=f"bytes=0-{limit - 1}"

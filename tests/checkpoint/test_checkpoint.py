@@ -21,7 +21,7 @@ from iobench.checkpoint.state import BYTES_PER_PARAM, StateSpec, differences, fl
 from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.sessions.checkpoint import checkpoint_session
-from iobench.storage.checkpoints import Place
+from iobench.storage.checkpoints import CheckpointPlace
 from tests.conftest import assert_one_line_error
 from tests.process_tree import Watched, off_loopback
 
@@ -77,7 +77,7 @@ def test_every_library_restores_the_state_bit_for_bit(tmp_path, name):
     weights = state["model"]["layers.0.w4"]  # 3.5h x h: its transpose is a view with other strides
     state["model"]["layers.0.w4"] = weights.t().contiguous().t()
     assert not state["model"]["layers.0.w4"].is_contiguous()
-    place = Place(folder=str(tmp_path))
+    place = CheckpointPlace(folder=str(tmp_path))
     pending = LIBRARIES[name].save(state, place)
     if pending is not None:  # dcp's async_save: its future
         pending.result()
@@ -145,7 +145,7 @@ def test_ranks_record_the_same_threads_as_one_process(tmp_path):
 
 def test_an_asynchronous_save_is_timed_until_it_returns_until_done_and_until_durable(tmp_path):
     """dcp's async_save returns before its writes are done: the trial records the three moments, in that order."""
-    job = CheckpointJob("dcp-async", "save", SPEC, Place(folder=str(tmp_path)))
+    job = CheckpointJob("dcp-async", "save", SPEC, CheckpointPlace(folder=str(tmp_path)))
     saved = trial.save(job)
     assert 0 <= saved["seconds"] <= saved["done_seconds"] <= saved["durable_seconds"]
     place = save_modes.current(job.place, job.save_mode)
@@ -172,7 +172,7 @@ def test_every_clock_of_a_trial_runs_with_the_harness_out_of_the_collector(tmp_p
             return torch_lib.restore(place, spec, prepared)
 
     monkeypatch.setattr(trial, "loaded", lambda name: Watched())
-    job = CheckpointJob("torch", "save", SPEC, Place(folder=str(tmp_path)))
+    job = CheckpointJob("torch", "save", SPEC, CheckpointPlace(folder=str(tmp_path)))
     trial.save(job)
     assert trial.restore(job.with_(op="restore"))["exact"] is True
     assert seen == [("save", True), ("save", True), ("restore", True)] and gc.get_freeze_count() == 0

@@ -20,7 +20,7 @@ from iobench.checkpoint.libraries import LIBRARIES
 from iobench.checkpoint.request import check_fits
 from iobench.checkpoint.state import StateSpec
 from iobench.errors import IobenchError
-from iobench.storage.checkpoints import Place
+from iobench.storage.checkpoints import CheckpointPlace
 from tests.conftest import ROOT, assert_last_line_error, assert_one_line_error
 from tests.process_tree import Watched, off_loopback
 
@@ -285,7 +285,7 @@ def test_names_holding_double_underscores_come_back_from_tensordict(tmp_path):
         "step": 4,
         "rng": torch.zeros(3, dtype=torch.uint8),
     }
-    place = Place(folder=str(tmp_path))
+    place = CheckpointPlace(folder=str(tmp_path))
     LIBRARIES["tensordict"].save(state, place)
     assert differences(LIBRARIES["tensordict"].restore(place, None, None), state) == []
 
@@ -642,13 +642,13 @@ def test_a_child_a_step_starts_is_ended_with_its_trial_and_never_waited_for(tmp_
     from iobench.checkpoint.job import CheckpointJob
     from iobench.checkpoint.processes import trial
     from iobench.checkpoint.state import StateSpec
-    from iobench.storage.checkpoints import Place
+    from iobench.storage.checkpoints import CheckpointPlace
     from iobench.system.processes import process_alive
 
     marker = tmp_path / "child.pid"
     monkeypatch.setenv("IOBENCH_TEST_CHILD_PID", str(marker))
     step = "tests.checkpoint.step_fixtures:starts_a_child"
-    job = CheckpointJob("torch", "save", StateSpec(10_000), Place(folder=str(tmp_path / "c")), step=step)
+    job = CheckpointJob("torch", "save", StateSpec(10_000), CheckpointPlace(folder=str(tmp_path / "c")), step=step)
     started = time.monotonic()
     measured = trial(job, {})
     assert measured["durable_seconds"] > 0 and measured["step_rate"] > 0, measured
@@ -666,9 +666,9 @@ def test_a_trial_that_exits_0_without_its_result_is_one_line(tmp_path):
     from iobench.checkpoint.job import CheckpointJob
     from iobench.checkpoint.processes import trial
     from iobench.checkpoint.state import StateSpec
-    from iobench.storage.checkpoints import Place
+    from iobench.storage.checkpoints import CheckpointPlace
 
     step = "tests.checkpoint.step_fixtures:exits_at_once"
-    job = CheckpointJob("torch", "save", StateSpec(10_000), Place(folder=str(tmp_path / "c")), step=step)
+    job = CheckpointJob("torch", "save", StateSpec(10_000), CheckpointPlace(folder=str(tmp_path / "c")), step=step)
     with pytest.raises(IobenchError, match=r"^checkpoint: torch save ended \(exit status 0\) without its result$"):
         trial(job, {})

@@ -14,14 +14,14 @@ from iobench.checkpoint.kill_test import N_PLUS_1, N, _killed_save, kill_test
 from iobench.checkpoint.libraries import LIBRARIES
 from iobench.checkpoint.state import StateSpec, make_state
 from iobench.errors import IobenchError
-from iobench.storage.checkpoints import Place
+from iobench.storage.checkpoints import CheckpointPlace
 
 pytestmark = pytest.mark.extras
 SPEC = StateSpec(200_000)
 
 
-def _saved(library: str, folder, seed: int, mode: str = "inplace") -> Place:
-    place = Place(folder=str(folder))
+def _saved(library: str, folder, seed: int, mode: str = "inplace") -> CheckpointPlace:
+    place = CheckpointPlace(folder=str(folder))
     target = save_modes.save_place(place, mode)
     os.makedirs(target.folder, exist_ok=True)
     LIBRARIES[library].save(make_state(SPEC.with_seed(seed)), target)
@@ -32,7 +32,7 @@ def _saved(library: str, folder, seed: int, mode: str = "inplace") -> Place:
 
 def _classify(library: str, folder, mode: str = "inplace") -> str:
     job = CheckpointJob(
-        library, "classify", SPEC.with_seed(1), Place(folder=str(folder)), mode, candidates={"N": 1, "N+1": 2}
+        library, "classify", SPEC.with_seed(1), CheckpointPlace(folder=str(folder)), mode, candidates={"N": 1, "N+1": 2}
     )
     return trial.classify(job)["outcome"]
 
@@ -59,7 +59,7 @@ def test_a_safe_save_leaves_step_n_until_the_pointer_moves(tmp_path):
     """Step N published, step N+1 written beside it but not published (a kill before the swap): N comes back; a
     pointer that names something else is a clean error, not a path followed."""
     _saved("torch", tmp_path, 1, "safe")
-    half = save_modes.save_place(Place(folder=str(tmp_path)), "safe")
+    half = save_modes.save_place(CheckpointPlace(folder=str(tmp_path)), "safe")
     assert half.folder.endswith("step-2")
     os.makedirs(half.folder)
     with open(os.path.join(half.folder, "state.pt"), "wb") as f:
@@ -74,7 +74,7 @@ def test_a_safe_save_leaves_step_n_until_the_pointer_moves(tmp_path):
 def test_killed_safe_saves_never_lose_a_step(tmp_path, library, mode):
     """Kills at random moments of a safe or keep save: every restore finds step N or step N+1 whole."""
     (tmp_path / "k").mkdir()
-    job = CheckpointJob(library, "save", SPEC, Place(folder=str(tmp_path / "k")), mode, torch_threads=1)
+    job = CheckpointJob(library, "save", SPEC, CheckpointPlace(folder=str(tmp_path / "k")), mode, torch_threads=1)
     counts = kill_test(job, 4, {}, seed=3)
     assert counts["N intact"] + counts["N+1 intact"] == 4, counts
 
@@ -84,7 +84,7 @@ def test_a_save_that_needs_a_group_is_killed_as_its_trial_runs_it(tmp_path):
     """dcp-async-process saves in a process group even alone: the killed save starts as its trial does (as ranks).
     Started alone it failed at once, so even a kill long after the save's own time read "N intact", every time."""
     (tmp_path / "k").mkdir()
-    place = Place(folder=str(tmp_path / "k"))
+    place = CheckpointPlace(folder=str(tmp_path / "k"))
     job = CheckpointJob("dcp-async-process", "save", SPEC.with_seed(N), place, saves=1, torch_threads=1, check=False)
     took = processes.trial(job, {})["durable_seconds"]  # step N, and the save's own time
     _killed_save(job.with_(spec=SPEC.with_seed(N_PLUS_1), announce=True), {}, after_s=3 * took + 1.0)
@@ -93,6 +93,6 @@ def test_a_save_that_needs_a_group_is_killed_as_its_trial_runs_it(tmp_path):
 
 def test_a_save_that_fails_by_itself_is_said_not_counted_as_a_kill(tmp_path):
     (tmp_path / "k").write_text("a file where the checkpoint's folder goes")
-    job = CheckpointJob("torch", "save", SPEC, Place(folder=str(tmp_path / "k")), saves=1, announce=True)
+    job = CheckpointJob("torch", "save", SPEC, CheckpointPlace(folder=str(tmp_path / "k")), saves=1, announce=True)
     with pytest.raises(IobenchError, match="torch's save ended before it began; nothing was killed"):
         _killed_save(job, {}, after_s=0.0)

@@ -14,7 +14,7 @@ import pytest
 from iobench.checkpoint import save_modes
 from iobench.errors import IobenchError
 from iobench.results.checkpoint_record import MAX_KEEP, SaveMode
-from iobench.storage.checkpoints import Place
+from iobench.storage.checkpoints import CheckpointPlace
 
 FS_IOC_FIEMAP = 0xC020660B
 EXTENTS = 64
@@ -35,7 +35,7 @@ def extents(path: Path) -> list[tuple[int, int]] | None:
     return [struct.unpack_from("=QQQ", buf, 32 + 56 * k)[1:3] for k in range(mapped)]
 
 
-def _save(place: Place, mode: SaveMode, payload: bytes) -> Place:
+def _save(place: CheckpointPlace, mode: SaveMode, payload: bytes) -> CheckpointPlace:
     """What a trial's save does around the library's call, with a file of `payload` for the library's."""
     target = save_modes.save_place(place, mode)
     os.makedirs(target.folder, mode=0o700, exist_ok=True)
@@ -71,7 +71,7 @@ def test_keep_k_keeps_the_last_k_each_save_a_new_step_of_new_files(tmp_path):
     two kept, the pointer naming it, the oldest removed after it. Where the blocks go is the file system's: on ext4
     here, a save after a removal can land in the blocks the removed step freed (a 8 MiB file did), which is what a
     job keeping K meets too; scripts/bench_keep_loop.py reads it per pattern."""
-    place, k, payload = Place(folder=str(tmp_path)), 2, os.urandom(2**20)
+    place, k, payload = CheckpointPlace(folder=str(tmp_path)), 2, os.urandom(2**20)
     names = []
     for n in range(1, 7):
         alive = {p.stat().st_ino for p in tmp_path.rglob("*") if p.is_file()}
@@ -87,7 +87,7 @@ def test_keep_k_keeps_the_last_k_each_save_a_new_step_of_new_files(tmp_path):
 
 def test_an_inplace_save_writes_over_the_file_it_had(tmp_path):
     """The contrast the check above rests on: in place, the steady save's file is the first one's (the same inode)."""
-    place = Place(folder=str(tmp_path))
+    place = CheckpointPlace(folder=str(tmp_path))
     first = save_modes.save_place(place, SaveMode("inplace"))
     os.makedirs(first.folder)
     for _ in range(2):
@@ -107,7 +107,7 @@ def test_where_a_file_lies_is_read_where_the_file_system_says_it(tmp_path):
 
 
 def test_safe_keeps_one_and_inplace_writes_over_the_last(tmp_path):
-    place = Place(folder=str(tmp_path))
+    place = CheckpointPlace(folder=str(tmp_path))
     for _ in range(3):
         target = _save(place, SaveMode("safe"), b"x" * 4096)
         save_modes.remove_beyond(place, 1)

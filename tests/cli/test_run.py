@@ -263,7 +263,7 @@ def test_loader_all_on_the_cpu_leaves_gpu_resident_out_saying_so(data, cli, tmp_
 
 def test_prepare_shows_a_checksum_bar_only_for_an_amount_worth_one(tmp_path):
     """Prepare's progress said 'memmap checksum 334/334 bytes': the metadata files hashed after writing."""
-    from iobench.data.prepare import PrepareRequest, prepare
+    from iobench.data.prepare import WriteRequest, prepare
     from iobench.spec import DatasetSpec
 
     started = []
@@ -278,5 +278,5 @@ def test_prepare_shows_a_checksum_bar_only_for_an_amount_worth_one(tmp_path):
         def finish(self, key: str, description: str) -> None:
             pass
 
-    prepare(PrepareRequest.with_default_options(DatasetSpec(3000, shape=(4,)), tmp_path, ("memmap",)), Seen())
+    prepare(WriteRequest.with_default_options(DatasetSpec(3000, shape=(4,)), tmp_path, ("memmap",)), Seen())
     assert not [(d, t) for d, t in started if "checksum" in d], started

@@ -12,12 +12,12 @@ from iobench.data.prepare import check_dataset_folder
 from iobench.data.spec_options import SpecOptions
 from iobench.errors import IobenchError
 from iobench.events import Events
-from iobench.sessions.prepare import PrepareOptions, prepare_session
+from iobench.sessions.prepare import PrepareRequest, prepare_session
 
 
 def _prepare(data_dir, dataset="d", size="64"):
     spec = SpecOptions(size=size, shape="16", dtype="uint8", classes=2)
-    return prepare_session(PrepareOptions(spec, "npy", data_dir, dataset), Events())
+    return prepare_session(PrepareRequest(spec, "npy", data_dir, dataset), Events())
 
 
 def test_a_dataset_folder_that_is_a_link_is_refused_and_nothing_is_written_through_it(tmp_path):
