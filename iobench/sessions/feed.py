@@ -289,40 +289,51 @@ def _most(request: FeedRequest, batch_bytes: int, n_samples: int) -> tuple[int, 
 
 
 def _run(request: FeedRequest, w: Workload, folder: Path, cache: str, n: int) -> RunRecord:
-    """`iobench run` as n ranks with the workload's step; its record, read back from the results file."""
-    from iobench.results.store import read_records
+    """`iobench run` as n ranks with the workload's step, started from its configuration (`plan.argv.run_argv`); its
+    record read back from a results file of its own in a private folder (never found by counting the lines of a
+    shared file), then appended to the runs file beside feed's results."""
+    from iobench.plan.argv import run_argv
+    from iobench.plan.config import RunConfig
+    from iobench.plan.place import RunPlace
+    from iobench.results.store import append_record, read_records
     from iobench.run.launch import rank_argv
+    from iobench.settings import LoaderSettings
+    from iobench.system.private import private_folder
     from iobench.system.ranks import run_ranks
 
     workers = request.num_workers if request.num_workers is not None else w.read_threads
-    argv = [
-        "run",
-        *("--format", request.format, "--loader", request.loader),
-        *("--data-dir", str(folder.parent), "--dataset", folder.name, "--device", "cpu"),
-        *("--batch-size", str(w.batch_size), "--num-workers", str(workers)),
-        # workers kept between epochs, as DLIO's PyTorch loader keeps them and a training job does: an epoch's start
-        # is its first reads, not its workers starting again
-        *(["--persistent-workers"] if workers > 0 else []),
-        *("--step", f"sleep:{w.compute_s * 1000:g}", "--runs", "1", "--epochs", str(request.epochs)),
-        *("--warmup", "1", "--cache", cache, "--results", str(runs_path(request.results)), "--quiet"),
-    ]
-    runs = runs_path(request.results)
-    before = len(read_records(runs)) if runs.is_file() else 0
-    try:
-        exits = run_ranks(rank_argv(argv), n, capture=True, timeout_s=request.timeout_s)
-    except TimeoutError as exc:
-        raise IobenchError(f"feed: {exc}") from None
-    failed = [e for e in exits if e.code != 0]
-    if failed:
-        first = failed[0]
-        said = [line for line in (first.stderr or first.stdout).splitlines() if line.strip()]
-        raise IobenchError(
-            f"feed: rank {first.rank} of {n} exited {first.code}: {said[-1][:300] if said else 'nothing said'}"
-        )
-    records = read_records(runs)
-    if len(records) <= before:
-        raise IobenchError(f"feed: the run of {n} rank(s) wrote no record to {runs}")
-    return records[-1]
+    # workers kept between epochs, as DLIO's PyTorch loader keeps them and a training job does: an epoch's start is
+    # its first reads, not its workers starting again
+    settings = LoaderSettings(batch_size=w.batch_size, num_workers=workers, persistent_workers=workers > 0)
+    config = RunConfig(
+        format=request.format,
+        loader=request.loader,
+        settings=settings,
+        step=f"sleep:{w.compute_s * 1000:g}",
+        runs=1,
+        epochs=request.epochs,
+        warmup=1,
+        cache=cache,
+    )
+    with private_folder("feed-count") as own:
+        results = own / "run.jsonl"
+        argv = [*run_argv(config, RunPlace(folder.parent, folder.name, "cpu", results)), "--quiet"]
+        try:
+            exits = run_ranks(rank_argv(argv), n, capture=True, timeout_s=request.timeout_s)
+        except TimeoutError as exc:
+            raise IobenchError(f"feed: {exc}") from None
+        failed = [e for e in exits if e.code != 0]
+        if failed:
+            first = failed[0]
+            said = [line for line in (first.stderr or first.stdout).splitlines() if line.strip()]
+            raise IobenchError(
+                f"feed: rank {first.rank} of {n} exited {first.code}: {said[-1][:300] if said else 'nothing said'}"
+            )
+        records = read_records(results) if results.is_file() else []
+        if len(records) != 1:
+            raise IobenchError(f"feed: the run of {n} rank(s) wrote {len(records)} records, not one")
+    append_record(runs_path(request.results), records[0])
+    return records[0]
 
 
 def _definition(w: Workload) -> str:

@@ -76,17 +76,27 @@ def private_dir(kind: str) -> Path:
 
 
 @contextlib.contextmanager
-def library_temp(kind: str) -> Iterator[Path]:
-    """`tempfile`'s folder a private folder of iobench's while the block runs (removed after): what a library makes
-    with `tempfile` then (LitData downloads an index into a `TemporaryDirectory`) is not in the shared temp folder."""
+def private_folder(kind: str) -> Iterator[Path]:
+    """A private folder of iobench's while the block runs (`private_dir`), removed after (or by the next of `kind`
+    where this process was killed)."""
     folder = private_dir(kind)
-    before = tempfile.tempdir
-    tempfile.tempdir = str(folder)
     try:
         yield folder
     finally:
-        tempfile.tempdir = before
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def library_temp(kind: str) -> Iterator[Path]:
+    """`tempfile`'s folder a private folder of iobench's while the block runs (removed after): what a library makes
+    with `tempfile` then (LitData downloads an index into a `TemporaryDirectory`) is not in the shared temp folder."""
+    with private_folder(kind) as folder:
+        before = tempfile.tempdir
+        tempfile.tempdir = str(folder)
+        try:
+            yield folder
+        finally:
+            tempfile.tempdir = before
 
 
 @contextlib.contextmanager
@@ -94,17 +104,16 @@ def children_temp(kind: str) -> Iterator[Path]:
     """TMPDIR of the processes started while the block runs: a private folder of iobench's (removed after, or by the
     next run of `kind` where this one was killed), so that what they leave there (DCP's process checkpointer left a
     `pymp-*` folder a trial) is not left in the shared temp folder."""
-    folder = private_dir(kind)
-    before = os.environ.get("TMPDIR")
-    os.environ["TMPDIR"] = str(folder)
-    try:
-        yield folder
-    finally:
-        if before is None:
-            os.environ.pop("TMPDIR", None)
-        else:
-            os.environ["TMPDIR"] = before
-        shutil.rmtree(folder, ignore_errors=True)
+    with private_folder(kind) as folder:
+        before = os.environ.get("TMPDIR")
+        os.environ["TMPDIR"] = str(folder)
+        try:
+            yield folder
+        finally:
+            if before is None:
+                os.environ.pop("TMPDIR", None)
+            else:
+                os.environ["TMPDIR"] = before
 
 
 def stale_dirs(kind: str, root: Path | None = None) -> list[Path]:

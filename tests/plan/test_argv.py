@@ -1,0 +1,70 @@
+"""`plan.argv.run_argv`: a configuration as `iobench run`'s arguments, parsed back by the command line into the same
+configuration and place, for every run option and loader setting a run takes (a flag renamed breaks this test, not a
+feed run)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from iobench.plan.argv import run_argv
+from iobench.plan.config import Order, RunConfig
+from iobench.plan.place import RunPlace
+from iobench.plan.run_options import RUN, taken_by
+from iobench.settings import SETTINGS, LoaderSettings
+
+
+def _parsed(cli, monkeypatch, argv: list[str]):
+    """The Request `iobench run ARGV` hands its session (the session itself not run)."""
+    import iobench.sessions.run as session
+
+    asked = []
+
+    def capture(request, events):
+        asked.append(request)
+
+    monkeypatch.setattr(session, "run_session", capture)
+    r = cli(*argv)
+    assert r.code == 0 and asked, r.err
+    return asked[0]
+
+
+BASE = RunConfig(format="npy")
+CONFIGS = [
+    BASE,
+    replace(
+        BASE,
+        loader="dataloader",
+        settings=LoaderSettings(batch_size=64, num_workers=2, persistent_workers=True, prefetch_factor=3),
+        order=Order.SEQUENTIAL,
+        epochs=3,
+        warmup=2,
+        runs=5,
+        step="sleep:12.5",
+        seed=7,
+        max_batches=9,
+        torch_threads=1,
+    ),
+    replace(BASE, order=Order.BLOCK, block_size=16, transform="cpu:5", resume_check=True, cache="as-is", warmup=0),
+    replace(BASE, format="memmap", loader="tensorclass", settings=LoaderSettings(readahead_mb=8, non_blocking=False)),
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS, ids=["defaults", "settings-and-timing", "options", "tensorclass"])
+def test_a_configuration_survives_the_command_line(cli, monkeypatch, tmp_path, config):
+    place = RunPlace(tmp_path / "data", "mine", "cpu", tmp_path / "r.jsonl")
+    request = _parsed(cli, monkeypatch, run_argv(config, place))
+    assert request.configs == (config,)
+    assert (request.place.data_dir, request.place.dataset, request.place.device) == (Path(place.data_dir), "mine", "cpu")
+    assert request.place.results == place.results
+
+
+def test_every_option_and_setting_is_written_where_it_differs():
+    """Each loader setting and run option of `run` off its default appears in the arguments: none is left out."""
+    argv = run_argv(CONFIGS[1], RunPlace(Path("d"), None, "cpu", Path("r.jsonl")))
+    for name in ("batch_size", "num_workers", "persistent_workers", "prefetch_factor"):
+        assert SETTINGS[name].option in argv
+    assert {"--no-shuffle", "--epochs", "--warmup", "--runs", "--step", "--seed", "--max-batches"} <= set(argv)
+    assert "--torch-threads" in argv and {o.option for o in taken_by(RUN)} >= {"--torch-threads"}
