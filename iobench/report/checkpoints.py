@@ -16,12 +16,12 @@ from pathlib import Path
 from iobench.errors import IobenchError
 from iobench.judge.change import ROUND_UNITS, Change, change_of
 from iobench.judge.checkpoints import checkpoint_answer
-from iobench.report.exports import csv_cell, write_html
+from iobench.report.exports import csv_cell, write_report_files
 from iobench.results.checkpoint_file import CheckpointFile, load_checkpoints
 from iobench.results.checkpoint_record import KILL_OUTCOMES, CheckpointTrial
 from iobench.results.checkpoint_summary import LibraryRow, kill_counts, rows_of
 from iobench.results.markdown import md_table, md_text
-from iobench.system.fsutil import atomic_write_text, output_folder
+from iobench.system.fsutil import output_folder
 
 CSV_FIELDS = (
     "library",
@@ -232,11 +232,7 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
             *md_table(kill_head(), [kill_cells(k, c) for k, c in kills.items()]),
             "",
         ]
-    path = out / "report.md"
-    atomic_write_text(path, "\n".join(lines) + "\n")
-    write_html("\n".join(lines), out, out / "report.html")
-    atomic_write_text(out / "results.csv", _csv(loaded))
-    return [path, out / "report.html", out / "results.csv"]
+    return write_report_files(out, lines, _csv(loaded))
 
 
 def _csv(loaded: CheckpointFile) -> str:

@@ -16,7 +16,17 @@ from iobench.results.record import RunRecord
 from iobench.system.fsutil import atomic_write_text
 
 
-def write_csv(records: Sequence[RunRecord], path: Path, superseded: Sequence[RunRecord] = ()) -> Path:
+def write_report_files(out: Path, lines: list[str], csv_text: str, images: Sequence[Path] = ()) -> list[Path]:
+    """The one way every report is written (runs, checkpoints, feed): report.md, the same as report.html (its images
+    embedded), results.csv; the paths written, the Markdown first."""
+    path = out / "report.md"
+    atomic_write_text(path, "\n".join(lines) + "\n")
+    write_html("\n".join(lines), out, out / "report.html")
+    atomic_write_text(out / "results.csv", csv_text)
+    return [path, out / "report.html", out / "results.csv", *images]
+
+
+def records_csv(records: Sequence[RunRecord], superseded: Sequence[RunRecord] = ()) -> str:
     """Every record's stored fields, one row each; lists and maps as JSON in their cell. `superseded`: records a later
     one of the same configuration replaces in the report, kept here with `superseded` true."""
     gone = {id(r) for r in superseded}
@@ -27,8 +37,7 @@ def write_csv(records: Sequence[RunRecord], path: Path, superseded: Sequence[Run
     writer.writerow(columns)
     for row in rows:
         writer.writerow([csv_cell(row.get(key)) for key in columns])
-    atomic_write_text(path, text.getvalue())
-    return path
+    return text.getvalue()
 
 
 # OWASP's CSV injection: a cell a spreadsheet reads as a formula begins with =, +, -, @, a tab or a carriage return,

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.judge.feed import FeedChange, feed_change, feed_verdict, record_answer
-from iobench.report.exports import csv_cell, write_html
+from iobench.report.exports import csv_cell, write_report_files
 from iobench.results.feed_record import FeedPoint, FeedRecord
 from iobench.results.markdown import md_table, md_text
 from iobench.results.store import parsed_file
-from iobench.system.fsutil import atomic_write_text, output_folder
+from iobench.system.fsutil import output_folder
 
 CSV_FIELDS = ("timestamp", "workload", "format", "loader", "cache", "dataset", "accelerators", "least_rank_au")
 CSV_FIELDS += ("verdict", "mb_per_s", "wait_ms_per_batch", "cpu_utilisation", "percent_of_limit", "first_batch_share")
@@ -80,11 +80,7 @@ def write_feed_report(results: Path, out: Path, skipped: list[str] | None = None
         ]
         lines += [*md_table(count_head(), [count_cells(p, r.threshold) for p in r.points]), ""]
         lines += [md_text(record_answer(r).line), ""]
-    path = out / "report.md"
-    atomic_write_text(path, "\n".join(lines))
-    write_html("\n".join(lines), out, out / "report.html")
-    atomic_write_text(out / "results.csv", _csv(loaded.records))
-    return [path, out / "report.html", out / "results.csv"]
+    return write_report_files(out, lines, _csv(loaded.records))
 
 
 def _csv(records: list[FeedRecord]) -> str:

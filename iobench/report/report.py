@@ -12,14 +12,14 @@ from iobench.plan.labels import settings_label
 from iobench.plan.run_options import option_words
 from iobench.report import plots
 from iobench.report.answer import answer_lines, collapsed, sorted_for_table
-from iobench.report.exports import write_csv, write_html
+from iobench.report.exports import records_csv, write_report_files
 from iobench.report.formats_table import format_lines
 from iobench.report.tables import au_text, percent_text, shuffle_text
 from iobench.results.limits import LOOPBACK, limits_key, remote_limits_key
 from iobench.results.markdown import md_text
 from iobench.results.record import RecordedConfig, RunRecord
 from iobench.results.store import latest_per_config, load_all_limits, load_all_remote_limits, load_records
-from iobench.system.fsutil import atomic_write_text, output_folder
+from iobench.system.fsutil import output_folder
 
 ENVIRONMENT = (
     "hostname",
@@ -132,11 +132,8 @@ def write_report(results: Path, out: Path, skipped: list[str] | None = None, dat
     for title, image in images:
         if image is not None:
             lines += ["", f"## {title}", "", f"![{title}]({image.name})"]
-    path = out / "report.md"
-    atomic_write_text(path, "\n".join(lines) + "\n")
-    write_html("\n".join(lines), out, out / "report.html")
-    write_csv(records + gone, out / "results.csv", superseded=gone)
-    return [path, out / "report.html", out / "results.csv", *(image for _, image in images if image is not None)]
+    shown = [image for _, image in images if image is not None]
+    return write_report_files(out, lines, records_csv(records + gone, superseded=gone), shown)
 
 
 def workload_of_record(r: RunRecord) -> str:
