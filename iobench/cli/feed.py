@@ -80,6 +80,14 @@ def feed_cmd(
             "each, measured, after the workload's own."
         ),
     ] = None,
+    rules: Annotated[
+        str,
+        typer.Option(
+            help="How AU is counted to rank the counts: feed (whole epochs, every rank in every epoch: the training "
+            "job's) or dlio (each epoch's first step left out, ranks and epochs averaged: MLPerf Storage's number). "
+            "Both are recorded; the answer says the other's N where it differs."
+        ),
+    ] = "feed",
     results: Results = default.RESULTS,
     quiet: Quiet = False,
 ) -> None:
@@ -105,6 +113,7 @@ def feed_cmd(
         most=_bounded(max_accelerators, "--max-accelerators", 1, MAX_ACCELERATORS),
         num_workers=_bounded(num_workers, "--num-workers", 0, MAX_WORKERS),
         what_if=_steps(what_if),
+        rules=rules.strip().lower(),
     )
     outcome = feed_session(request, ConsoleEvents(quiet))
     _print(outcome, results)
@@ -182,7 +191,7 @@ def _print(outcome, results: Path) -> None:  # noqa: ANN001 - a FeedOutcome
     for col in count_head():
         table.add_column(col, justify="right")
     for point in outcome.record.points:
-        table.add_row(*count_cells(point, outcome.record.threshold))
+        table.add_row(*count_cells(point, outcome.record.threshold, outcome.record.rules))
     out.print(table)
     if outcome.answer is not None:
         out.print(outcome.answer.line, highlight=False, soft_wrap=True, markup=False)

@@ -6,17 +6,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from iobench.judge.feed import FED, FeedPoint, feed_verdict
+from iobench.judge.feed import FED, FEED_RULES, FeedPoint, feed_verdict
 
 
-def search(measure: Callable[[int], FeedPoint], threshold: float, most: int) -> dict[int, FeedPoint]:
+def search(
+    measure: Callable[[int], FeedPoint], threshold: float, most: int, rules: str = FEED_RULES
+) -> dict[int, FeedPoint]:
     """Every count measured by `measure(n)`, 1 <= n <= most; at most about 2 log2(most) of them."""
     points: dict[int, FeedPoint] = {}
 
     def fed(n: int) -> bool:
         if n not in points:
             points[n] = measure(n)
-        return feed_verdict(points[n], threshold) == FED
+        return feed_verdict(points[n], threshold, rules) == FED
 
     if not fed(1):
         return points

@@ -152,6 +152,7 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
         rank_mb_per_s_min=min(rank_rates) * sample_bytes / 1e6,
         rank_mb_per_s_max=max(rank_rates) * sample_bytes / 1e6,
         rank_au=[[x["step_seconds"] / x["seconds"] if x["seconds"] > 0 else 0.0 for x in e] for e in epochs],
+        rank_au_after_first=[[au_after_first(x) for x in e] for e in epochs],
         straggler_ratio=statistics.median(
             max(s[k] for s in rank_seconds) / min(s[k] for s in rank_seconds) for k in range(n)
         ),
@@ -217,3 +218,14 @@ def epoch_stats(
             else None
         ),
     )
+
+
+def au_after_first(epoch: dict[str, float]) -> float:
+    """A rank's utilisation in one epoch as DLIO counts it: the first step left out, its wait for the first batch and
+    its compute (the step's time over the epoch's batches: the steps are alike); 0 where nothing is left after it."""
+    batches, step = epoch["batches"], epoch["step_seconds"]
+    first = step / batches if batches > 0 else 0.0
+    rest = epoch["seconds"] - epoch["first_batch_seconds"] - first
+    if batches < 2 or rest <= 0:
+        return 0.0
+    return min(1.0, max(0.0, (step - first) / rest))

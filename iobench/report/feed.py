@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench.errors import IobenchError
-from iobench.judge.feed import FeedChange, feed_change, feed_verdict, record_answer
+from iobench.judge.feed import FEED_RULES, FeedChange, dlio_au, feed_change, feed_verdict, record_answer
 from iobench.report.exports import csv_cell, write_report_files
 from iobench.results.feed_record import FeedPoint, FeedRecord
 from iobench.results.markdown import md_table, md_text
@@ -34,14 +34,24 @@ def load_feed(path: Path) -> FeedFile:
 
 
 def count_head() -> list[str]:
-    return ["accelerators", "least rank AU", "verdict", "MB/s together", "MB/s each", "ms waited a batch"]
+    return [
+        "accelerators",
+        "least rank AU",
+        "AU as DLIO counts",
+        "verdict",
+        "MB/s together",
+        "MB/s each",
+        "ms waited a batch",
+    ]
 
 
-def count_cells(point: FeedPoint, threshold: float) -> list[str]:
+def count_cells(point: FeedPoint, threshold: float, rules: str = FEED_RULES) -> list[str]:
+    dlio = dlio_au(point)
     return [
         str(point.n),
         f"{point.au:.3f}",
-        feed_verdict(point, threshold),
+        f"{dlio:.3f}" if dlio is not None else "-",
+        feed_verdict(point, threshold, rules),
         f"{point.mb_per_s:,.0f}",
         f"{point.mb_per_s / point.n:,.0f}",
         f"{point.wait_ms_per_batch:,.0f}",
@@ -78,7 +88,7 @@ def write_feed_report(results: Path, out: Path, skipped: list[str] | None = None
             f"{r.demand_mb_per_s:,.0f} MB/s an {md_text(r.accelerator)}; every rank's AU at least {r.threshold:.2f}.",
             "",
         ]
-        lines += [*md_table(count_head(), [count_cells(p, r.threshold) for p in r.points]), ""]
+        lines += [*md_table(count_head(), [count_cells(p, r.threshold, r.rules) for p in r.points]), ""]
         lines += [md_text(record_answer(r).line), ""]
     return write_report_files(out, lines, _csv(loaded.records))
 
@@ -90,7 +100,7 @@ def _csv(records: list[FeedRecord]) -> str:
     for r in records:
         for p in r.points:
             row = (r.timestamp, r.workload, r.format, r.loader, r.cache, r.dataset, p.n, p.au)
-            row += (feed_verdict(p, r.threshold), p.mb_per_s, p.wait_ms_per_batch, p.cpu_utilisation)
+            row += (feed_verdict(p, r.threshold, r.rules), p.mb_per_s, p.wait_ms_per_batch, p.cpu_utilisation)
             writer.writerow([csv_cell(v) for v in (*row, p.percent_of_limit, p.first_batch_share)])
     return text.getvalue()
 

@@ -28,6 +28,7 @@ CACHES = ("warm", "cold")
 
 
 LATER = ("own_cores", "cpu_wait_share")  # a count's fields of 0.3.1
+ROWS = ("rank_au", "rank_au_after_first")  # a count's figures a rank and an epoch
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,8 @@ class FeedPoint:
     # they used, and the share of their runnable time they waited for a CPU (None in answers made before 0.3.1)
     own_cores: float | None = None
     cpu_wait_share: float | None = None
+    # each rank's utilisation per epoch as DLIO counts it, each epoch's first step left out (empty before 0.3.2)
+    rank_au_after_first: tuple[tuple[float, ...], ...] = ()
 
     @property
     def au(self) -> float:
@@ -56,7 +59,9 @@ class FeedPoint:
         return min(statistics.median(r) for r in self.rank_au) if self.rank_au else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        out = {f.name: getattr(self, f.name) for f in fields(self)} | {"rank_au": [list(r) for r in self.rank_au]}
+        out = {f.name: getattr(self, f.name) for f in fields(self)} | {
+            name: [list(r) for r in getattr(self, name)] for name in ROWS
+        }
         for name in LATER:  # not measured: left out, as answers made before them stored them
             if out[name] is None:
                 del out[name]
@@ -66,9 +71,11 @@ class FeedPoint:
     def from_json(cls, data: object) -> FeedPoint:
         d = mapping(data, "feed count")
         hints = typing.get_type_hints(cls)
-        values: dict[str, Any] = {"rank_au": tuple(map(tuple, checked(d.get("rank_au"), list[list[float]], "rank_au")))}
+        values: dict[str, Any] = {
+            name: tuple(map(tuple, checked(d.get(name, []), list[list[float]], name))) for name in ROWS
+        }
         for f in fields(cls):
-            if f.name in d and f.name != "rank_au":
+            if f.name in d and f.name not in ROWS:
                 values[f.name] = checked(d[f.name], hints[f.name], f.name)
         if "n" not in values:
             raise RecordError("the field 'n' is missing")
@@ -77,6 +84,9 @@ class FeedPoint:
             raise RecordError(f"count {point.n!r:.20} with {len(point.rank_au)} ranks' utilisation")
         if any(not r or not all(0 <= x <= 1 for x in r) for r in point.rank_au):
             raise RecordError("a rank's utilisation is not a fraction between 0 and 1")
+        after = point.rank_au_after_first
+        if after and (len(after) != point.n or not all(0 <= x <= 1 for r in after for x in r)):
+            raise RecordError("a rank's utilisation after the first step is not a fraction a rank")
         _check_numbers(point, ("mb_per_s", "wait_ms_per_batch", "cpu_utilisation", "limit_mb_per_s"))
         _check_numbers(point, ("percent_of_limit", "first_batch_share", "others_cores", "own_cores", "cpu_wait_share"))
         if point.cache not in CACHES or (point.limit_name is not None and not _name(point.limit_name)):
@@ -106,6 +116,7 @@ class FeedRecord(RecordBase):
     # whose definition of the workload: the benchmark's version (feed.workloads.VERSION) for a named workload; "" for
     # a custom one, and in answers made before 0.3.2 (DLIO's repository's resnet50/h100: batch 64, 0.103 s)
     workloads: str = ""
+    rules: str = "feed"  # how AU was counted to rank the counts: feed (whole epochs) or dlio (`iobench.judge.feed`)
     points: list[FeedPoint] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
@@ -152,6 +163,8 @@ def _check_record(record: FeedRecord) -> None:
         raise RecordError("a sample, batch or count below one")
     if record.cache not in CACHES:
         raise RecordError(f"'cache' holds {record.cache!r:.20}")
+    if record.rules not in ("feed", "dlio"):
+        raise RecordError(f"'rules' holds {record.rules!r:.20}")
     for name in ("workload", "accelerator", "format", "loader", "dataset"):
         if not _name(getattr(record, name)):
             raise RecordError(f"{name!r} holds {getattr(record, name)!r:.40}, not a name")
@@ -192,4 +205,5 @@ def point_of_run(record: RunRecord, n: int, waits: Any = None) -> FeedPoint:
         waits.others_cores if waits is not None and waits.others_cores is not None else record.host.busy,
         waits.cores if waits is not None else None,
         waits.wait_share if waits is not None else None,
+        tuple(tuple(r) for r in record.ranks.rank_au_after_first),
     )

@@ -20,6 +20,9 @@ class RankStats:
     straggler_ratio: float = 1.0
     # each rank's share of each timed epoch spent in the step (its utilisation, AU): `feed` judges every rank's
     rank_au: list[list[float]] = field(default_factory=list)
+    # the same as DLIO counts it (MLPerf Storage's number): each epoch's first step left out, its wait for the first
+    # batch and its compute (the step's time over its batches); empty in records made before 0.3.2
+    rank_au_after_first: list[list[float]] = field(default_factory=list)
     # what the ranks delivered together in the last timed epoch (scored after the clock; none outside torchrun or
     # for an epoch cut short): each rank's samples and batches, samples delivered more than once across ranks
     # (DistributedSampler pads a share by repeating samples) and samples no rank delivered

@@ -19,7 +19,7 @@ from iobench.events import Events
 from iobench.feed import defaults as default
 from iobench.feed.search import search
 from iobench.feed.workloads import CUSTOM, VERSION, Workload
-from iobench.judge.feed import FeedAnswer, record_answer
+from iobench.judge.feed import FEED_RULES, RULES, FeedAnswer, dlio_au, record_answer
 from iobench.progress import minutes
 from iobench.results.feed_record import FEED, FeedPoint, FeedRecord, point_of_run, runs_path
 from iobench.results.record import RunRecord
@@ -46,6 +46,11 @@ class FeedRequest:
     num_workers: int | None = None  # the workload's read threads unless given
     what_if: tuple[float, ...] = ()  # other steps (ms) searched after the workload's: a faster accelerator
     timeout_s: float = 1800.0  # one count's run
+    rules: str = FEED_RULES  # how AU is counted to rank the counts (`iobench.judge.feed.RULES`)
+
+    def __post_init__(self) -> None:
+        if self.rules not in RULES:
+            raise IobenchError(f"--rules: {' or '.join(RULES)}, got {self.rules!r}")
 
 
 @dataclass
@@ -107,13 +112,16 @@ def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
             with WaitMeter() as meter:  # the ranks and their workers: what they used and waited for
                 runs.append(_run(request, workload, dataset_dir, cache, n))
             point = point_of_run(runs[-1], n, meter.figures)
+            dlio = dlio_au(point)
             events.say(
-                f"{n} accelerator(s): least rank AU {point.au:.3f}, {point.mb_per_s:,.0f} MB/s together, "
+                f"{n} accelerator(s): least rank AU {point.au:.3f}"
+                + (f" (as DLIO counts it {dlio:.3f})" if dlio is not None else "")
+                + f", {point.mb_per_s:,.0f} MB/s together, "
                 f"{point.wait_ms_per_batch:,.0f} ms waited a batch"
             )
             return point
 
-        points = search(measure, workload.au, most)
+        points = search(measure, workload.au, most, request.rules)
         record = _record(request, workload, outcome, n_samples, (most, why_most), points, runs)
         append_line(request.results, json.dumps(record.to_json(), allow_nan=False))
         return record
@@ -142,6 +150,7 @@ def _record(
         workload=w.key,
         accelerator=w.accelerator,
         workloads=VERSION if w.name != CUSTOM else "",
+        rules=request.rules,
         sample_bytes=outcome.sample_bytes,
         batch_size=w.batch_size,
         compute_s=w.compute_s,

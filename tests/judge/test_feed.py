@@ -113,3 +113,41 @@ def test_other_programs_cpu_is_never_the_ranks_bound_and_is_named_in_the_answer(
     answer = feed_answer({1: _point(1, (0.95,), others_cores=1.2), 2: storage}, 0.9, "h100", 50, 8, "")
     assert "bound by the storage" in answer.line
     assert "beside other programs using up to 1.6 cores (at 2, the ranks waiting for a CPU 45%" in answer.line
+
+
+def _with_dlio(record, after: dict[int, float], start: float = 0.4):
+    """The record with each count's every rank and epoch at `after[n]` as DLIO counts it, its first batch `start` of
+    an epoch."""
+    from dataclasses import replace
+
+    points = [
+        replace(p, rank_au_after_first=tuple((after[p.n],) * len(r) for r in p.rank_au), first_batch_share=start)
+        for p in record.points
+    ]
+    return replace(record, points=points)
+
+
+def test_au_counted_as_dlio_counts_it_ranks_with_rules_dlio_and_is_said_beside_feeds():
+    """A small dataset's epoch start weighs: feed's whole-epoch AU starves 2 where DLIO's (first step out) feeds it.
+    The answer ranks by its rules and says the other's N, and why; two answers counted two ways are not compared."""
+    from dataclasses import replace
+
+    from iobench.judge.feed import DLIO_RULES, dlio_au, feed_change, record_answer
+    from tests.results.test_feed_record import planted
+
+    feed = _with_dlio(planted({1: (0.92, 0.93), 2: (0.78, 0.79), 3: (0.6, 0.6)}), {1: 0.98, 2: 0.97, 3: 0.7})
+    assert dlio_au(feed.points[1]) == 0.97
+    said = record_answer(feed)
+    assert said.n == 1 and "`--rules dlio`" in said.line and "counted as DLIO counts it" in said.line, said.line
+    assert ", 2 (`--rules dlio`): an epoch's first batch took up to 40%" in said.line, said.line
+    dlio = replace(feed, rules=DLIO_RULES)
+    answer = record_answer(dlio)
+    assert answer.n == 2 and "counted as DLIO counts it: 0.970" in answer.line and "`--rules feed`" in answer.line
+    assert feed_change(feed, dlio).kind == "not comparable"
+
+
+def test_answers_made_before_dlio_figures_say_nothing_of_them():
+    from iobench.judge.feed import record_answer
+    from tests.results.test_feed_record import planted
+
+    assert "--rules" not in record_answer(planted({1: (0.92, 0.93), 2: (0.78, 0.79)})).line

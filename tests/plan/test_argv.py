@@ -57,7 +57,11 @@ def test_a_configuration_survives_the_command_line(cli, monkeypatch, tmp_path, c
     place = RunPlace(tmp_path / "data", "mine", "cpu", tmp_path / "r.jsonl")
     request = _parsed(cli, monkeypatch, run_argv(config, place))
     assert request.configs == (config,)
-    assert (request.place.data_dir, request.place.dataset, request.place.device) == (Path(place.data_dir), "mine", "cpu")
+    assert (request.place.data_dir, request.place.dataset, request.place.device) == (
+        Path(place.data_dir),
+        "mine",
+        "cpu",
+    )
     assert request.place.results == place.results
 
 

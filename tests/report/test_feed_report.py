@@ -23,7 +23,7 @@ def test_the_report_holds_each_answer_decided_again_from_its_counts(cli, tmp_pat
     text = (tmp_path / "out" / "report.md").read_text()
     assert record_answer(npy).line.startswith("answer: 2 h100") and record_answer(npy).line in text
     assert record_answer(files).line.startswith("answer: 0.61 of one h100") and record_answer(files).line in text
-    assert "| 3 | 0.845 | starved |" in text and "| 2 | 0.925 | fed |" in text
+    assert "| 3 | 0.845 | - | starved |" in text and "| 2 | 0.925 | - | fed |" in text  # no DLIO figures planted
     # the sample's size as read, said as such: feed says the workload's data alone (114,660 bytes and a label)
     assert f"Batch {npy.batch_size} of {npy.sample_bytes:,} bytes a sample as read (its data and label)" in text
     assert "feed.jsonl:3: not a feed record" in r.err  # the damaged line, named

@@ -45,6 +45,8 @@ def test_each_count_is_that_many_ranks_and_the_answer_is_the_judgements(tmp_path
     for n, point in done.points.items():
         assert len(point.rank_au) == n and all(len(epochs) == 1 for epochs in point.rank_au)
         assert all(0 < au <= 1 for epochs in point.rank_au for au in epochs)
+        # and as DLIO counts it, each epoch's first step out: measured per rank and epoch, stored with the answer
+        assert len(point.rank_au_after_first) == n and all(len(e) == 1 for e in point.rank_au_after_first)
     fed = [n for n, p in done.points.items() if feed_verdict(p, 0.5) == "fed"]
     assert done.answer.n == (max(fed) if fed else 0)
     assert done.answer.line.startswith("answer: ")
