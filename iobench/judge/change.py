@@ -40,6 +40,7 @@ class Units:
     units: str
     alone: str
     drift: float
+    again: str  # how to decide it instead: measured again in turn
 
 
 # Drift between minutes, measured by scripts/bench_false_changes.py (docs/study/judgement/): the same run
@@ -48,8 +49,22 @@ class Units:
 # rounds ride the virtio disk's writeback and cold reads, which move +-30% between minutes (DESIGN.md).
 RUN_DRIFT = 0.30
 DISK_DRIFT = 0.30
-RUN_UNITS = Units("samples/s", "configuration", "runs", "one run has no interval (use --runs 3 or more)", RUN_DRIFT)
-ROUND_UNITS = Units("GB/s", "measurement", "rounds", "one round has no interval (use --rounds 3 or more)", DISK_DRIFT)
+RUN_UNITS = Units(
+    "samples/s",
+    "configuration",
+    "runs",
+    "one run has no interval (use --runs 3 or more)",
+    RUN_DRIFT,
+    "`compare --rerun` measures them again in turn",
+)
+ROUND_UNITS = Units(
+    "GB/s",
+    "measurement",
+    "rounds",
+    "one round has no interval (use --rounds 3 or more)",
+    DISK_DRIFT,
+    "one `checkpoint` session takes its libraries in turn",
+)
 
 
 @dataclass(frozen=True)
@@ -99,7 +114,7 @@ def change_of(
             NO_DIFFERENCE,
             f"both shared the machine ({load_a:.1f} and {load_b:.1f} cores busy beside "
             f"them), where {words.units} taken inside one minute do not bound the next minute's drift; "
-            "measure both on a quiet machine, or interleaved",
+            f"measure both on a quiet machine, or in turn: {words.again}",
             ratio,
         )
     if ia.overlaps(ib):
@@ -108,7 +123,7 @@ def change_of(
         return verdict(
             NO_DIFFERENCE,
             f"within the {words.drift:.0%} a {words.measured} drifts between minutes here, "
-            f"which {words.units} taken inside one minute do not bound; interleave them to decide",
+            f"which {words.units} taken inside one minute do not bound; to decide, {words.again}",
             ratio,
         )
     return verdict(FASTER if ratio > 1 else SLOWER, "their intervals apart, beyond the drift between minutes", ratio)

@@ -33,7 +33,14 @@ MORE, FEWER = "more accelerators", "fewer accelerators"
 # A starved rank's utilisation is its loader's rate over the step's (samples/s x step / batch): it drifts between
 # minutes as the loader's samples/s does (RUN_DRIFT, scripts/bench_false_changes.py); a fed one sits at the step's
 # share whatever the storage does. A change of N is called only where the count that tells them apart moved beyond it.
-AU_UNITS = Units("AU", "count's utilisation", "epochs", "one epoch has no interval (use --epochs 2 or more)", RUN_DRIFT)
+AU_UNITS = Units(
+    "AU",
+    "count's utilisation",
+    "epochs",
+    "one epoch has no interval (use --epochs 2 or more)",
+    RUN_DRIFT,
+    "ask both in one session (`--what-if` searches another step beside the workload's)",
+)
 
 
 def dlio_au(point: FeedPoint) -> float | None:

@@ -67,7 +67,7 @@ def test_separate_intervals_within_the_drift_between_minutes_are_no_change():
     are no decidable difference, and the line asks for interleaving."""
     a, b = runs_record([1000.0, 1002.0, 998.0]), runs_record([1100.0, 1102.0, 1098.0])
     change = compare_change(a, b)
-    assert 1.1 < 1 + RUN_DRIFT and change.kind == NO_DIFFERENCE and "interleave" in change.text
+    assert 1.1 < 1 + RUN_DRIFT and change.kind == NO_DIFFERENCE and "compare --rerun" in change.text
 
 
 def test_runs_that_saw_different_load_are_not_comparable():
