@@ -56,9 +56,10 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
         out.print(f"records of every round in {results}", highlight=False, soft_wrap=True, markup=False)
         return
     fastest = max((c for c in outcome.ranked if c.rates), key=lambda c: c.median)
-    if fastest is not best and faster_elsewhere(_contender(best), _contender(fastest)):
+    said = faster_elsewhere(_contender(best), _contender(fastest)) if fastest is not best else None
+    if said is not None:
         out.print(
-            f"fastest at any shuffle: {fastest.config.label} {settings_text(fastest.config)}: "
+            f"{said}: {fastest.config.label} {settings_text(fastest.config)}: "
             f"{fastest.median:,.0f} samples/s, shuffle {_shuffle_text(fastest, outcome.min_shuffle)} "
             "(--min-shuffle 0 would recommend it)"
         )

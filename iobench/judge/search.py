@@ -101,7 +101,12 @@ def too_short(epoch_seconds: float) -> str | None:
     )
 
 
-def faster_elsewhere(best: Contender, fastest: Contender) -> bool:
-    """A candidate that did not meet the shuffle floor is said to be faster than the recommended one only where it is:
-    its interval apart from the best's and above it (a bare larger median was said before)."""
-    return fastest.interval.median > best.interval.median and fastest.interval.apart(best.interval)
+def faster_elsewhere(best: Contender, fastest: Contender) -> str | None:
+    """How a candidate below the shuffle floor with a larger median than the recommended one is said: "fastest at any
+    shuffle" only where its interval is apart from the best's (a bare larger median was said so before); else
+    measured faster, not told apart; None where its median is not larger."""
+    if fastest.interval.median <= best.interval.median:
+        return None
+    if fastest.interval.apart(best.interval):
+        return "fastest at any shuffle"
+    return "measured faster at any shuffle, not told apart from the best"

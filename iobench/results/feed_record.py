@@ -65,6 +65,8 @@ class FeedPoint:
         for name in LATER:  # not measured: left out, as answers made before them stored them
             if out[name] is None:
                 del out[name]
+        if not out["rank_au_after_first"]:  # likewise, before 0.3.2
+            del out["rank_au_after_first"]
         return out
 
     @classmethod

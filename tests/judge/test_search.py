@@ -42,4 +42,5 @@ def test_tunes_last_words_are_the_judgements():
     best = Contender("a", interval_of([100.0, 101.0, 102.0, 100.5, 101.5, 100.2]), 6, 1.0)
     close = Contender("b", interval_of([101.0, 102.0, 100.0, 103.0, 101.2, 99.0]), 6, 1.0)
     far = Contender("c", interval_of([150.0, 151.0, 149.0, 150.5, 152.0, 148.0]), 6, 1.0)
-    assert not faster_elsewhere(best, close) and faster_elsewhere(best, far)
+    assert faster_elsewhere(best, far) == "fastest at any shuffle" and faster_elsewhere(far, best) is None
+    assert faster_elsewhere(best, close) == "measured faster at any shuffle, not told apart from the best"
