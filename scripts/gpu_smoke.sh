@@ -17,6 +17,8 @@
 # ranks        `run --nproc 1 --device cuda`: a rank joined through the store file (nccl), its record
 # shared       `run`'s default comparison on the device quiet and beside as many busy loops as cores
 #              (scripts/bench_shared_machine.py): whether it answers, and the quiet answer's choice
+# rerun        `compare --rerun` on the device, quiet and beside as many busy loops as cores: a record against
+#              itself (no change) and against a planted 1.2x slower step (found)
 # smoke        the rest: pageable and blocking copies, workers, the prefetch thread's side stream, gpu-resident, a
 #              training step, what-if, the profiler, ranks where there are two GPUs
 #
@@ -145,6 +147,11 @@ shared_step() {
     --size "$rows"
 }
 
+rerun_step() {
+  python scripts/bench_shared_machine.py --device "$device" --trials "${RERUN_TRIALS:-3}" --busy "$(nproc)" \
+    --questions rerun --size "${RERUN_SIZE:-1e6}" --keep "$out/rerun"
+}
+
 dali_step() {
   iobench run --data-dir "$data/photos" --format files --loader dali --device "$device" --runs 2 \
     --batch-size 128 --num-workers 12 --results "$out/photos.jsonl" -q
@@ -167,7 +174,7 @@ smoke_step() {
 
 export out data device rows preload_rows photos ck_params ck_trials preload_rounds preload_loaders
 export -f iobench env_step doctor_step crash_step preload_step photos_step checkpoints_step dali_step smoke_step \
-  ranks_step shared_step
+  ranks_step shared_step rerun_step
 step env 60 env_step
 step doctor 120 doctor_step
 step crash "${CRASH_SECONDS:-240}" crash_step
@@ -176,6 +183,7 @@ step photos 240 photos_step
 step ranks 120 ranks_step
 step checkpoints 300 checkpoints_step
 step shared "${SHARED_SECONDS:-300}" shared_step
+step rerun "${RERUN_SECONDS:-420}" rerun_step
 step dali 240 dali_step
 step smoke 240 smoke_step
 date -u >"$out/DONE"
