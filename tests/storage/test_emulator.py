@@ -144,7 +144,9 @@ def test_a_small_range_of_a_large_object_reads_no_more_than_its_range_at_the_ser
 
 
 def test_the_profiles_latency_is_what_one_connection_measures(data):
-    """20 ms asked: the shaped median minus the unshaped one within 10% of it (one connection, 4 KiB GETs)."""
+    """20 ms asked: the shaped median minus the unshaped one at least 18 ms and under 25 (one connection, 4 KiB
+    GETs): the latency applied once, not skipped nor twice. The shaper's own work per request comes on top of what it
+    adds: a bound of 22 ms failed once at 22.09 in CI's extras step on 2 busy cores."""
     import obstore
 
     medians = {}
@@ -160,7 +162,7 @@ def test_the_profiles_latency_is_what_one_connection_measures(data):
                 times.append(time.perf_counter() - started)
             medians[latency] = statistics.median(times)
     added = (medians[20.0] - medians[0.0]) * 1000
-    assert 18.0 <= added <= 22.0, medians
+    assert 18.0 <= added < 25.0, medians
 
 
 def test_wrong_keys_are_one_line_naming_the_object(data):
