@@ -62,6 +62,8 @@ def rerun_session(request: RerunRequest, events: Events) -> RerunOutcome:
     pairs, only_a, only_b = rerun_pairs(request.a, request.b)
     outcome = RerunOutcome(only_a=only_a, only_b=only_b)
     for k, (ra, rb) in enumerate(pairs):
+        if not ra.dataset.data_dir:  # records made before the folder was stored
+            raise IobenchError(f"{ra.label}: its record does not say where its dataset is; run it again with `run`")
         configs = (run_config_of(ra.config, request.runs), run_config_of(rb.config, request.runs))
         place = RunPlace(Path(ra.dataset.data_dir), ra.config.dataset, ra.config.device, request.results)
         events.say(
