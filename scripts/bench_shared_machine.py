@@ -36,6 +36,7 @@ from workdir import remove_work, work_dir
 
 from iobench.system.children import run_child
 from iobench.system.processes import python_module
+from iobench.system.waits import share_of
 
 ANSWER = "answer"
 
@@ -187,7 +188,7 @@ def _rerun_records(work: Path, args: argparse.Namespace) -> tuple[Path, Path]:
     for _ in range(4):
         b.unlink(missing_ok=True)
         iobench([*base, "--step", f"sleep:{sleep_ms:.4f}", "--results", str(b)], 1800)
-        ratio = _rerun_ratio(work, a, b)
+        _verdict, ratio = _rerun(a, b, work / "rerun-new.jsonl")
         if ratio is None or 1.15 < 1 / ratio < 1.25:
             break
         overhead = (1 / ratio - 1) * batch_ms - sleep_ms
@@ -195,16 +196,16 @@ def _rerun_records(work: Path, args: argparse.Namespace) -> tuple[Path, Path]:
     return a, b
 
 
-def _rerun_ratio(work: Path, a: Path, b: Path) -> float | None:
-    out, _err = iobench(["compare", str(a), str(b), "--rerun", "--results", str(work / "rerun-new.jsonl")], 1800)
-    return _paired(out)
-
-
-def _paired(out: str) -> float | None:
+def _rerun(a: Path, b: Path, results: Path) -> tuple[str, float | None]:
+    """`compare A B --rerun`: its verdict (or its error) and the paired ratio B/A it printed."""
     import re
 
+    out, err = iobench(["compare", str(a), str(b), "--rerun", "--results", str(results)], 1800)
+    verdict = next(
+        (k for k in ("faster", "slower", "no decidable difference", "not comparable") if k in out), err or "none"
+    )
     found = re.search(r"B/A (\d+\.\d+)x", out)
-    return float(found.group(1)) if found else None
+    return verdict, float(found.group(1)) if found else None
 
 
 def rerun_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
@@ -213,12 +214,7 @@ def rerun_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
     kinds = {}
     ratios = {}
     for name, other in (("same", a), ("planted", b)):
-        out, err = iobench(["compare", str(a), str(other), "--rerun", "--results", str(work / f"rerun-{tag}.jsonl")],
-                           1800)  # fmt: skip
-        verdict = next(
-            (k for k in ("faster", "slower", "no decidable difference", "not comparable") if k in out), err or "none"
-        )
-        kinds[name], ratios[name] = verdict, _paired(out)
+        kinds[name], ratios[name] = _rerun(a, other, work / f"rerun-{tag}.jsonl")
     line = ", ".join(f"{n}: {kinds[n]} (B/A {ratios[n]})" for n in kinds)
     return {"line": line, "choice": None, "rates": {}, "shares": [], "others": [], "kinds": kinds, "ratios": ratios}
 
@@ -227,8 +223,7 @@ QUESTIONS = {"run": run_question, "checkpoint": checkpoint_question, "feed": fee
 
 
 def _share(r: dict) -> float | None:
-    cpu, wait = sum(r.get("unit_cpu_s", [])), sum(r.get("unit_cpu_wait_s", []))
-    return wait / (cpu + wait) if cpu + wait > 0 else None
+    return share_of(sum(r.get("unit_cpu_s", [])), sum(r.get("unit_cpu_wait_s", [])))
 
 
 def rerun_summary(rows: list[tuple[str, dict]], busy: str) -> list[str]:

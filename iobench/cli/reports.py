@@ -14,6 +14,8 @@ from iobench.errors import IobenchError
 if TYPE_CHECKING:
     from rich.table import Table
 
+    from iobench.report.kinds import Comparison
+
 
 @app.command("report")
 def report_cmd(
@@ -66,8 +68,6 @@ def compare_cmd(
     otherwise (always beside other programs), "not comparable" where the runs saw different load. --rerun measures
     them again in turn and decides by their pairs, beside other programs too. Checkpoint records: per measurement, by
     its rounds; feed records: per question, B's number of accelerators against A's."""
-    from rich.markup import escape
-
     from iobench.report.kinds import kind_of
 
     kind, other = kind_of(a), kind_of(b)
@@ -77,48 +77,32 @@ def compare_cmd(
         if not kind.rerun:
             raise IobenchError(f"--rerun measures run records again; {a} holds {kind.name}")
         return _compare_rerun(a, b, runs, results)
-    comparison = kind.compare(a, b)
+    _print_comparison(a, b, kind.compare(a, b))
+
+
+def _compare_rerun(a: Path, b: Path, runs: int, results: Path) -> None:
+    """The configurations measured again in turn (`iobench.sessions.rerun`), B against A by their pairs."""
+    from iobench.cli.bars import RunEvents
+    from iobench.report.kinds import rerun_comparison
+    from iobench.results.store import check_writable
+    from iobench.sessions.rerun import RerunRequest, rerun_session
+
+    check_writable(results)
+    outcome = rerun_session(RerunRequest(a, b, runs, results), RunEvents(False))
+    _print_comparison(a, b, rerun_comparison(outcome, runs, results))
+
+
+def _print_comparison(a: Path, b: Path, comparison: Comparison) -> None:
+    """The lines of either file that were not records, the table of B against A, and its closing line."""
+    from rich.markup import escape
+
     for line in comparison.skipped:
         say(f"warning: {line}")
     table = _comparison(a, b, comparison.caption, comparison.columns)
     for row in comparison.rows:
         table.add_row(*(escape(cell) for cell in row))
     out.print(table)
-    out.print(comparison.footer, highlight=False)
-
-
-def _compare_rerun(a: Path, b: Path, runs: int, results: Path) -> None:
-    """The configurations measured again in turn (`iobench.sessions.rerun`), B against A by their pairs."""
-    from rich.markup import escape
-
-    from iobench.cli.bars import RunEvents
-    from iobench.judge.change import KINDS
-    from iobench.results.store import check_writable
-    from iobench.sessions.rerun import RerunRequest, rerun_session
-
-    check_writable(results)
-    request = RerunRequest(a, b, runs, results)
-    outcome = rerun_session(request, RunEvents(False))
-    table = _comparison(
-        a,
-        b,
-        f"measured again in turn, {runs} rounds; samples/s: the median of the runs [its interval, how sure]",
-        ("configuration", "A samples/s", "B samples/s", "verdict", "why"),
-    )
-    kinds = []
-    for done in outcome.reruns:
-        change = done.change
-        kinds.append(change.kind)
-        kind = change.text if change.decided else change.kind
-        table.add_row(escape(done.label), change.a.text(), change.b.text(), escape(kind), escape(change.reason))
-    out.print(table)
-    counts = ", ".join(f"{kinds.count(k)} {k}" for k in KINDS if kinds.count(k))
-    out.print(
-        f"{len(outcome.reruns)} configuration pair(s) measured again ({counts}); {outcome.only_a} only in A, "
-        f"{outcome.only_b} only in B; the new records appended to {results}",
-        highlight=False,
-        soft_wrap=True,
-    )
+    out.print(comparison.footer, highlight=False, soft_wrap=True)
 
 
 def _comparison(a: Path, b: Path, caption: str, columns: tuple[str, ...]) -> Table:

@@ -14,14 +14,13 @@ from dataclasses import dataclass
 
 from iobench.judge.change import NO_DIFFERENCE, NOT_COMPARABLE, RUN_DRIFT, Change, Units, change_of
 from iobench.judge.evidence import busy
-from iobench.results.feed_record import FeedPoint, FeedRecord
+from iobench.results.feed_record import RULES, FeedPoint, FeedRecord
 
 FED, STARVED, UNDECIDED = "fed", "starved", "undecided"
 # How AU is counted: feed's (whole epochs, every rank in every epoch: the training job's) or DLIO's (each epoch's first
 # step left out, ranks and epochs averaged: MLPerf Storage's number). On a small dataset an epoch's start weighs: with
 # 28 unet3d samples DLIO said 98% and feed 0.77-0.79.
-FEED_RULES, DLIO_RULES = "feed", "dlio"
-RULES = (FEED_RULES, DLIO_RULES)
+FEED_RULES, DLIO_RULES = RULES  # the record's names, kept there once
 RULES_WORDS = {
     FEED_RULES: "whole epochs, every rank in every epoch (the training job's)",
     DLIO_RULES: "as DLIO counts it: each epoch's first step out, ranks and epochs averaged (MLPerf Storage's)",
@@ -107,8 +106,7 @@ def feed_answer(
     """The answer from the counts measured, by `rules`: N, its AU and the next count's (or why it was not started),
     what one accelerator needs against what it got, and the bound; a fraction of one where one was not fed; and where
     the other way of counting AU gives another N, that N and why."""
-    fed = sorted(n for n, p in points.items() if feed_verdict(p, threshold, rules) == FED)
-    n = fed[-1] if fed else 0
+    n = fed_count(points, threshold, rules)
     other = _other_rules(points, threshold, rules, n)
     if n == 0:
         one = points[1]
@@ -144,6 +142,11 @@ def feed_answer(
     )
 
 
+def fed_count(points: dict[int, FeedPoint], threshold: float, rules: str) -> int:
+    """N: the largest count fed by `rules` (0 where not even one)."""
+    return max((n for n, p in points.items() if feed_verdict(p, threshold, rules) == FED), default=0)
+
+
 def _rule_said(rules: str) -> str:
     return "every rank's AU at or above" if rules == FEED_RULES else "the AU at or above"
 
@@ -157,8 +160,7 @@ def _other_rules(points: dict[int, FeedPoint], threshold: float, rules: str, n: 
     other = DLIO_RULES if rules == FEED_RULES else FEED_RULES
     if any(au_of(p, other) is None for p in points.values()):
         return ""
-    fed = [k for k, p in points.items() if feed_verdict(p, threshold, other) == FED]
-    m = max(fed) if fed else 0
+    m = fed_count(points, threshold, other)
     if m == n:
         return ""
     start = max(p.first_batch_share for p in points.values())

@@ -4,11 +4,16 @@ the registry and prints what comes back; it never branches on a record's kind (i
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from iobench.errors import IobenchError
+
+if TYPE_CHECKING:
+    from iobench.judge.change import Change
+    from iobench.sessions.rerun import RerunOutcome
 
 
 @dataclass
@@ -114,7 +119,7 @@ def _compare_feed(a: Path, b: Path) -> Comparison:
 
 def _compare_runs(a: Path, b: Path) -> Comparison:
     """Per configuration both files hold, B's samples/s against A's (`iobench.judge.change.compare_change`)."""
-    from iobench.judge.change import KINDS, compare_change
+    from iobench.judge.change import compare_change
     from iobench.report.report import compare, describe
     from iobench.results.store import load_records
 
@@ -122,19 +127,44 @@ def _compare_runs(a: Path, b: Path) -> Comparison:
     pairs, only_a, only_b = compare(a, b)
     if not pairs:
         raise IobenchError(f"{a} and {b} have no configuration in common ({only_a} in A, {only_b} in B)")
-    rows, kinds = [], []
-    for ra, rb, _change in pairs:
-        verdict = compare_change(ra, rb)
-        kinds.append(verdict.kind)
-        rows.append((describe(ra), verdict.a.text(), verdict.b.text(), verdict.text))
-    counts = ", ".join(f"{kinds.count(k)} {k}" for k in KINDS if kinds.count(k))
+    changes = [(ra, compare_change(ra, rb)) for ra, rb, _change in pairs]
     return Comparison(
         "samples/s: the median of the runs [its interval, how sure]",
         ("configuration", "A samples/s", "B samples/s", "verdict"),
-        rows,
-        f"{len(pairs)} matching configuration(s) ({counts}); {only_a} only in A, {only_b} only in B",
+        [(describe(ra), c.a.text(), c.b.text(), c.text) for ra, c in changes],
+        f"{len(pairs)} matching configuration(s) ({_counts(c for _, c in changes)}); {only_a} only in A, "
+        f"{only_b} only in B",
         skipped,
     )
+
+
+def rerun_comparison(outcome: RerunOutcome, runs: int, results: Path) -> Comparison:
+    """`compare --rerun`'s table: each pair measured again in turn, B against A by their pairs, and why."""
+    rows = [
+        (
+            r.label,
+            r.change.a.text(),
+            r.change.b.text(),
+            r.change.text if r.change.decided else r.change.kind,
+            r.change.reason,
+        )
+        for r in outcome.reruns
+    ]
+    return Comparison(
+        f"measured again in turn, {runs} rounds; samples/s: the median of the runs [its interval, how sure]",
+        ("configuration", "A samples/s", "B samples/s", "verdict", "why"),
+        rows,
+        f"{len(outcome.reruns)} configuration pair(s) measured again ({_counts(r.change for r in outcome.reruns)}); "
+        f"{outcome.only_a} only in A, {outcome.only_b} only in B; the new records appended to {results}",
+    )
+
+
+def _counts(changes: Iterable[Change]) -> str:
+    """How many of each verdict, in the judgement's order: `2 faster, 1 no decidable difference`."""
+    from iobench.judge.change import KINDS
+
+    kinds = [c.kind for c in changes]
+    return ", ".join(f"{kinds.count(k)} {k}" for k in KINDS if kinds.count(k))
 
 
 # in the order a file is recognised: a file of neither checkpoint nor feed records is read as run records

@@ -47,7 +47,7 @@ def _kept(mode: str) -> int | None:
 class SaveMode(str):
     """A save mode, parsed once where it enters (the command line, a job, a record) with one spelling each: inplace,
     safe, or keep:K (1..MAX_KEEP, no leading zero: `keep:01` had become a mode of its own). A str, as records store it;
-    what it means is asked of it (`kept`, `saves`), never parsed again from its text."""
+    what it means is asked of it (`kept`, `saves`), never of its text by the code that holds it."""
 
     __slots__ = ()
 

@@ -25,6 +25,8 @@ SCHEMA_VERSION = 1
 MAX_COUNT = 4096  # accelerators of one answer
 MAX_NAME = 200
 CACHES = ("warm", "cold")
+# how AU was counted to rank an answer's counts: feed's whole epochs or DLIO's (`iobench.judge.feed` counts them)
+RULES = ("feed", "dlio")
 
 
 LATER = ("own_cores", "cpu_wait_share")  # a count's fields of 0.3.1
@@ -118,7 +120,7 @@ class FeedRecord(RecordBase):
     # whose definition of the workload: the benchmark's version (feed.workloads.VERSION) for a named workload; "" for
     # a custom one, and in answers made before 0.3.2 (DLIO's repository's resnet50/h100: batch 64, 0.103 s)
     workloads: str = ""
-    rules: str = "feed"  # how AU was counted to rank the counts: feed (whole epochs) or dlio (`iobench.judge.feed`)
+    rules: str = RULES[0]  # how AU was counted to rank the counts (`RULES`)
     points: list[FeedPoint] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
@@ -165,7 +167,7 @@ def _check_record(record: FeedRecord) -> None:
         raise RecordError("a sample, batch or count below one")
     if record.cache not in CACHES:
         raise RecordError(f"'cache' holds {record.cache!r:.20}")
-    if record.rules not in ("feed", "dlio"):
+    if record.rules not in RULES:
         raise RecordError(f"'rules' holds {record.rules!r:.20}")
     for name in ("workload", "accelerator", "format", "loader", "dataset"):
         if not _name(getattr(record, name)):
