@@ -1,13 +1,16 @@
 """What a measurement's processes waited for (`iobench.system.waits`): a thread spinning beside planted busy loops
-waits for a CPU a share of its runnable time that no quiet moment shows; its children are counted, rivals started on
-purpose are not; and every run record carries each run's figures."""
+waits for a CPU a share of its runnable time that no quiet moment shows; its children are counted (DataLoader workers
+that live less than a poll too), rivals started on purpose are not; and every run record carries each run's figures."""
 
 from __future__ import annotations
 
 import os
+import resource
 import subprocess
 import sys
 import time
+
+import torch
 
 from iobench.system.waits import WaitMeter, tree
 
@@ -56,3 +59,30 @@ def test_the_tree_is_this_process_and_its_descendants():
     finally:
         child.kill()
         child.wait()
+
+
+class _Busy(torch.utils.data.Dataset):
+    def __len__(self) -> int:
+        return 512
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        _spin(0.002)
+        return torch.zeros(4)
+
+
+def _cpu_used() -> float:
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def test_dataloader_workers_that_live_less_than_a_poll_are_counted():
+    """Two workers an epoch, each epoch shorter than the poll: before exit reports the meter saw a quarter of the
+    CPU they used (getrusage counts every reaped child)."""
+    before = _cpu_used()
+    with WaitMeter(poll_s=5.0) as meter:  # no reading between enter and exit: only the workers' reports count them
+        for _ in range(2):
+            for _ in torch.utils.data.DataLoader(_Busy(), batch_size=64, num_workers=2):
+                pass
+    used = _cpu_used() - before
+    assert used > 0.8, used  # 1,024 items of 2 ms each
+    assert meter.figures.cpu_s > 0.8 * used, (meter.figures, used)
