@@ -165,8 +165,9 @@ def checkpoint_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
 def feed_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
     results = work / f"feed-{tag}.jsonl"
     out, err = iobench(
-        ["feed", "--workload", "custom", "--step-ms", "20", "--batch-size", "64", "--sample-bytes", "100000",
-         "--size", "4096", "--max-accelerators", "4", "--num-workers", "1", "--epochs", "2", "--cache", "warm",
+        ["feed", "--workload", "custom", "--step-ms", str(args.feed_step_ms), "--batch-size", "64", "--sample-bytes",
+         "100000", "--size", str(args.feed_size), "--max-accelerators", str(args.feed_most), "--num-workers", "1",
+         "--epochs", "2", "--cache", "warm",
          "--data-dir", str(work / "data"), "--results", str(results), "-q"], 1800,
     )  # fmt: skip
     line = answer_line(out)
@@ -277,6 +278,9 @@ def main() -> None:
     p.add_argument("--size", default="2e5")
     p.add_argument("--params", default="1e7")
     p.add_argument("--libraries", default="torch,dcp", help="checkpoint's libraries (torch,safetensors: the issue's)")
+    p.add_argument("--feed-step-ms", type=float, default=20.0, help="feed's emulated step (40: fed several times here)")
+    p.add_argument("--feed-size", type=int, default=4096, help="feed's dataset samples (8192 with a 40 ms step)")
+    p.add_argument("--feed-most", type=int, default=4, help="feed's --max-accelerators")
     p.add_argument("--dir", type=Path, default=None)
     p.add_argument("--keep", type=Path, default=None, help="a folder to copy every question's records into")
     args = p.parse_args()

@@ -69,7 +69,7 @@ UntilDecided = Annotated[
         "--until-decided",
         metavar="MINUTES",
         help="Several configurations: after --runs rounds, more rounds in turn until the answer is decided (the "
-        "leader ahead of the runner-up in every round's pair, contention alike) or MINUTES have passed.",
+        "leader ahead of the runner-up in every round's pair, surviving the contention) or MINUTES have passed.",
     ),
 ]
 MaxBatches = Annotated[OptInt, typer.Option(help="Stop each epoch after N batches (the record says partial).")]

@@ -2,8 +2,9 @@
 records, decided once. Figures of one pattern (cache, order, device, step) answer the same question. A winner is
 settled against the runner-up where their intervals are apart, or where their runs were taken in turn and the paired
 ratio's interval lies above 1 (`iobench.judge.paired`). Beside other programs a ranking is the answer only when it was
-paired and contention fell alike (every configuration's wait share for a CPU within 10 points of the others'); else
-no answer, naming why (a loaded machine promoted npy/preload at 82-620 samples/s, 4,374 with one torch thread)."""
+paired and the lead survives crediting each configuration it beat with the CPU wait it had beyond the leader's
+(`iobench.judge.paired`); else no answer, naming why (a loaded machine promoted npy/preload at 82-620 samples/s,
+4,374 with one torch thread)."""
 
 from __future__ import annotations
 
@@ -135,8 +136,8 @@ def _busy(
     best: RunRecord, others: list[RunRecord], paired: Interval | None, load: Load
 ) -> tuple[str, Contention | None]:
     """Beside other programs: why there is no answer (""), and how contention fell where there is one. The ranking
-    stands where the fastest is ahead of the runner-up in the rounds' pairs and no configuration it beat waited for a
-    CPU much more than it did."""
+    stands where the fastest is ahead of the runner-up in the rounds' pairs and its paired lead over every
+    configuration it beat survives crediting that one with the CPU wait it had beyond the fastest's."""
     if not others:
         return "", None
     if not ahead(paired):
@@ -151,20 +152,27 @@ def _busy(
             "the machine quiet",
             None,
         )
-    contention = contention_of(best, [(named(r), r) for r in others], named(best))
-    if contention.leader_share is None:
+    leads = [(named(r), r, paired_runs(best, r)) for r in others]
+    unpaired = next((name for name, _, lead in leads if lead is None), None)
+    if unpaired is not None:
+        return (
+            f"other programs used {load.text()} cores beside the runs and {unpaired}'s runs were not taken in turn "
+            "with the fastest's: measure them together, or with the machine quiet",
+            None,
+        )
+    contention = contention_of(best, [(name, r, lead.low) for name, r, lead in leads], named(best))  # type: ignore[union-attr]
+    if not contention.recorded:
         return (
             f"other programs used {load.text()} cores beside the runs and what each run waited for was not recorded "
-            "(records made before 0.3.1): measure again",
+            "whole (records made before 0.3.1, or with DataLoader workers before they reported as they exited): "
+            "measure again",
             None,
         )
     if contention.hit is not None:
         return (
-            f"other programs used {load.text()} cores beside the runs and contention fell unevenly: "
-            f"{contention.hit} waited for a CPU {contention.hit_share:.0%} of its time ({contention.low:.0%}-"
-            f"{contention.high:.0%} across the configurations), so the quiet ranking may differ; --torch-threads 1 "
-            "and fewer --num-workers keep a configuration from competing with other programs, or measure with the "
-            "machine quiet",
+            f"other programs used {load.text()} cores beside the runs and {contention.uneven_text()}, so the quiet "
+            "ranking may differ; --torch-threads 1 and fewer --num-workers keep a configuration from competing with "
+            "other programs, or measure with the machine quiet",
             contention,
         )
     return "", contention

@@ -11,7 +11,7 @@ called at all, since the drift there has no bound: the answer is to measure quie
 Two configurations measured in turn (`compare --rerun`) are judged by their pairs instead (`paired_change`): the
 ratio within each round cancels the minute's drift and the other programs that fall on both, so a change is called
 where the paired ratio's interval, at CONFIDENCE, lies wholly beyond 1 +- PAIRED_FLOOR, beside other programs too,
-unless the contention fell on one more than the other (their wait shares apart by more than `paired.WAIT_MARGIN`).
+unless the change does not survive crediting the slower with the CPU wait it had beyond the faster's (`paired`).
 """
 
 from __future__ import annotations
@@ -149,8 +149,8 @@ PAIRED_FLOOR = 0.05
 def paired_change(a: RunRecord, b: RunRecord) -> Change:
     """B against A, two records measured in turn (the same session, round by round): by the ratio B/A within each
     round. No change where the paired interval spans 1, or where too few rounds bound it; not comparable where the
-    contention fell unevenly (named, with each one's wait share); where the two were not measured in turn, as
-    `compare_change` decides."""
+    change does not survive crediting the slower with the CPU wait it had beyond the faster's; where the two were not
+    measured in turn, as `compare_change` decides."""
     paired = paired_runs(b, a)
     if paired is None:
         return compare_change(a, b)
@@ -160,14 +160,6 @@ def paired_change(a: RunRecord, b: RunRecord) -> Change:
     def verdict(kind: str, reason: str) -> Change:
         return Change(kind, paired.median, reason, ia, ib)
 
-    contention = contention_of(a, [("B", b)], "A")
-    if contention.hit is not None:
-        other = contention.low if contention.hit_share == contention.high else contention.high
-        return verdict(
-            NOT_COMPARABLE,
-            f"other programs' contention fell on {contention.hit} more: it waited for a CPU "
-            f"{contention.hit_share:.0%} of its time, the other {other:.0%}",
-        )
     if not paired.finite or paired.coverage < CONFIDENCE:
         return verdict(
             NO_DIFFERENCE,
@@ -176,7 +168,13 @@ def paired_change(a: RunRecord, b: RunRecord) -> Change:
     if paired.low <= 1 <= paired.high:
         return verdict(NO_DIFFERENCE, f"the paired interval spans 1 ({said})")
     if paired.high < 1 / (1 + PAIRED_FLOOR) or paired.low > 1 + PAIRED_FLOOR:
-        return verdict(FASTER if paired.median > 1 else SLOWER, said)
+        faster = paired.median > 1
+        leader, behind = (("B", b), ("A", a)) if faster else (("A", a), ("B", b))
+        lead = paired.low if faster else 1 / paired.high
+        contention = contention_of(leader[1], [(behind[0], behind[1], lead)], leader[0], 1 + PAIRED_FLOOR)
+        if contention.hit is not None:
+            return verdict(NOT_COMPARABLE, f"other programs' {contention.uneven_text()} ({said})")
+        return verdict(FASTER if faster else SLOWER, said)
     return verdict(
         NO_DIFFERENCE,
         f"within the {PAIRED_FLOOR:.0%} two runs of one configuration differ when measured in turn here ({said})",

@@ -3,8 +3,8 @@ among those that restored exactly and whose kills, where the kill test ran, neve
 ceiling is not a choice. A library left out is named with why, and said to be faster where it was (`iobench checkpoint
 --kill-test 5` named safetensors fastest at 4.87 s while torch in place, durable in 2.25 s, stood in the table: 1 of its
 5 kills had lost the checkpoint, and the line did not say so). Beside other programs a ranking is the answer only where
-the libraries were taken in turn, the best ahead of the runner-up in every round's pair, and contention fell alike
-(`iobench.judge.paired`). The console and `report` print this same line."""
+the libraries were taken in turn, the best ahead of the runner-up in every round's pair, and its lead survives the
+contention (`iobench.judge.paired`). The console and `report` print this same line."""
 
 from __future__ import annotations
 
@@ -83,8 +83,8 @@ def _share(r: LibraryRow) -> float | None:
 
 def _busy(best: LibraryRow | None, others: list[LibraryRow], paired: Interval | None, load: Load) -> str:
     """Beside other programs, why the ranking is no answer: the best not ahead of the runner-up in every round's pair,
-    or contention fallen unevenly (wait shares spread more than `iobench.judge.paired`'s margin); "" where it
-    stands."""
+    or its paired lead over a library not surviving that library's credit for the CPU wait it had beyond the best's
+    (`iobench.judge.paired`); "" where it stands."""
     if best is None or not others:
         return ""
     if not ahead(paired):
@@ -94,14 +94,18 @@ def _busy(best: LibraryRow | None, others: list[LibraryRow], paired: Interval | 
             else f"the fastest is not ahead in every round ({ratio_text(paired)})"
         )
         return f"other programs used {load.text()} cores beside the trials and {how}"
-    contention = contention_among((best.label, _share(best)), [(r.label, _share(r)) for r in others])
+    leads = [(r.label, _share(r), _paired(best, r)) for r in others]
+    if any(lead is None for _, _, lead in leads):
+        return (
+            f"other programs used {load.text()} cores beside the trials and not every library was paired round by round"
+        )
+    contention = contention_among((best.label, _share(best)), [(n, s, lead.low) for n, s, lead in leads])  # type: ignore[union-attr]
     if not contention.recorded:
         return f"other programs used {load.text()} cores beside the trials and what they waited for was not recorded"
     if contention.hit is not None:
         return (
-            f"other programs used {load.text()} cores beside the trials and contention fell unevenly: "
-            f"{contention.hit} waited for a CPU {contention.hit_share:.0%} of its time ({contention.low:.0%}-"
-            f"{contention.high:.0%} across the libraries), so the quiet ranking may differ"
+            f"other programs used {load.text()} cores beside the trials and {contention.uneven_text()}, so the quiet "
+            "ranking may differ"
         )
     return ""
 

@@ -6,11 +6,16 @@ own interval spans it (one configuration drifted 27% between records 20-60 s apa
 the one interval (`interval_of`): where it lies wholly above 1, the leader is decided even if each configuration's
 interval is wide.
 
-Beside other programs a paired ranking holds only if the contention fell alike: each run's processes record the time
-they were runnable but waited for a CPU (`iobench.system.waits`), and a configuration's wait share is that over its
-runnable time. One rival process cut tensorclass at torch's default threads 72x while numpy's single-threaded paths
-moved 0.70-1.02x: where the configurations' wait shares spread more than WAIT_MARGIN, the one it fell on most is named
-and no ranking is given."""
+Beside other programs a paired lead holds only where it survives the contention: each run's processes record the
+time they were runnable but waited for a CPU (`iobench.system.waits`), and a configuration's wait share is that over
+its runnable time; quiet, it would have run at most 1 / (1 - share) of its busy figure (its waits taken away, none of
+its own work). A lead holds where the leader's paired interval over each configuration it beat stays above the bar
+with that configuration credited with the wait it had beyond the leader's (`Lead.credited`); the leader is never
+credited with its own, so the credit can undo a ranking but never make one. One rival process cut tensorclass at
+torch's default threads 72x while numpy's single-threaded paths moved 0.70-1.02x: contention does not fall evenly.
+Before this rule, a configuration's shares spread more than 10 points apart refused the answer outright: 3 of 12
+trials of `run` beside two busy loops on 2 cores (shares 31-48%) said none where the credited leads were 1.16x-1.65x
+(docs/study/shared-machine/)"""
 
 from __future__ import annotations
 
@@ -20,8 +25,6 @@ from iobench.judge.intervals import Interval, interval_of, units_of
 from iobench.results.record import RunRecord
 from iobench.results.record_base import RecordBase, Waits
 from iobench.system.waits import share_of
-
-WAIT_MARGIN = 0.10  # wait shares within this of each other (10 points): contention fell alike on them
 
 
 def wait_share(waits: Waits) -> float | None:
@@ -62,21 +65,27 @@ def paired_runs(a: RunRecord, b: RunRecord) -> Interval | None:
     return paired_ratio(a, b, units_of(a), units_of(b))
 
 
+def credited_lead(low: float, leader_share: float, share: float) -> float:
+    """The leader's paired lead over a configuration (its interval's low end) with that configuration credited with
+    the share of its time it waited for a CPU beyond the leader's: quiet, it would have run at most
+    (1 - leader_share) / (1 - share) times closer."""
+    if share >= 1:
+        return 0.0
+    return low * min(1.0, (1 - share) / (1 - leader_share)) if leader_share < 1 else low
+
+
 @dataclass(frozen=True)
 class Contention:
-    """How other programs' contention fell on the configurations ranked: each one's wait share, and the one it fell on
-    most where their shares spread more than WAIT_MARGIN (a quiet ranking may differ: its figure may move more)."""
+    """How other programs' contention fell on the configurations ranked: each one's wait share, and the one whose
+    credited lead (`credited_lead`) fell to the bar or under, where one did (a quiet ranking may differ)."""
 
     leader_share: float | None
-    hit: str | None = None  # the configuration contention fell on most, named, where it fell unevenly
+    hit: str | None = None  # the configuration the lead does not survive, named
     hit_share: float | None = None
+    credited: float | None = None  # the leader's lead over `hit` once credited
     low: float | None = None  # the least and most wait share among them
     high: float | None = None
     recorded: bool = True  # every one's waits were recorded
-
-    @property
-    def even(self) -> bool:
-        return self.hit is None and self.leader_share is not None
 
     def shares_text(self) -> str:
         if self.low is None or self.high is None:
@@ -85,22 +94,43 @@ class Contention:
             return f"each waited for a CPU {self.high:.0%} of its time"
         return f"each waited for a CPU {self.low:.0%}-{self.high:.0%} of its time"
 
+    def uneven_text(self) -> str:
+        """Why the lead does not survive, in words every command shares."""
+        return (
+            f"contention fell unevenly: {self.hit} waited for a CPU {self.hit_share:.0%} of its time, the leader "
+            f"{self.leader_share:.0%}; credited with the difference, the lead over it is {self.credited:.2f}x"
+        )
 
-def contention_among(leader: tuple[str, float | None], others: list[tuple[str, float | None]]) -> Contention:
-    """Whether contention fell alike on the leader and those it leads, each (name, wait share): every share within
-    WAIT_MARGIN of every other. On the lent 16-core machine beside 16 busy loops the quiet leader lost 5x with a wait
-    share under the new leader's: a like share is what lets a paired ranking stand, whichever way it spreads."""
-    shares = [leader, *others]
-    known = [s for _, s in shares if s is not None]
+
+def contention_among(
+    leader: tuple[str, float | None], others: list[tuple[str, float | None, float]], bar: float = 1.0
+) -> Contention:
+    """Whether the leader's lead survives the contention: `leader` (name, wait share) and those it leads, each
+    (name, wait share, the low end of the leader's paired interval over it); `bar` the credited lead must pass."""
+    known = [s for s in (leader[1], *(o[1] for o in others)) if s is not None]
     low, high = (min(known), max(known)) if known else (None, None)
-    if leader[1] is None or len(known) < len(shares):
+    if leader[1] is None or len(known) < len(others) + 1:
         return Contention(leader[1], low=low, high=high, recorded=False)
-    if high - low > WAIT_MARGIN:  # type: ignore[operator]
-        worst = max(shares, key=lambda x: x[1] or 0.0)
-        return Contention(leader[1], worst[0], worst[1], low, high)
+    leads = [(credited_lead(lead, leader[1], share), name, share) for name, share, lead in others]  # type: ignore[arg-type]
+    falls = [x for x in leads if x[0] <= bar]
+    if falls:
+        credited, name, share = min(falls)
+        return Contention(leader[1], name, share, credited, low, high)
     return Contention(leader[1], low=low, high=high)
 
 
-def contention_of(leader: RecordBase, others: list[tuple[str, RecordBase]], leader_name: str = "") -> Contention:
-    """`contention_among` of records (name, record), by their waits."""
-    return contention_among((leader_name, wait_share(leader.waits)), [(n, wait_share(r.waits)) for n, r in others])
+def record_share(r: RecordBase) -> float | None:
+    """A record's wait share, None where its waits are not whole: a run with DataLoader workers recorded before a
+    worker reported its totals as it exited (`Waits.exits_reported`) missed most of its workers' time."""
+    if isinstance(r, RunRecord) and r.config.settings.num_workers and not r.waits.exits_reported:
+        return None
+    return wait_share(r.waits)
+
+
+def contention_of(
+    leader: RecordBase, others: list[tuple[str, RecordBase, float]], leader_name: str = "", bar: float = 1.0
+) -> Contention:
+    """`contention_among` of records: (name, record, the leader's paired low over it)."""
+    return contention_among(
+        (leader_name, record_share(leader)), [(n, record_share(r), lead) for n, r, lead in others], bar
+    )

@@ -37,7 +37,8 @@ class Waits:
     were runnable but waited for a CPU, the cores other programs used meanwhile, the CPU and IO pressure (seconds some
     task stalled: the machine's, or the job's own cgroup's, `psi_source`). Records measured in turn with others share
     `turn_session` (an id of that session), and `turn_positions` holds this configuration's place in each round (its
-    unit k is in round k): the judgement pairs units of one round. Empty in records made before 0.3.1."""
+    unit k is in round k): the judgement pairs units of one round. Empty in records made before 0.3.1; before
+    `exits_reported`, a DataLoader worker that lived less than a poll went uncounted."""
 
     unit_wall_s: list[float] = field(default_factory=list)
     unit_cpu_s: list[float] = field(default_factory=list)
@@ -48,6 +49,7 @@ class Waits:
     psi_source: str = ""
     turn_session: str = ""
     turn_positions: list[int] = field(default_factory=list)
+    exits_reported: bool = False  # children started by multiprocessing reported their totals as they exited
 
     def with_unit(self, figures: Any) -> Waits:
         """These waits and one more unit's (`iobench.system.waits.WaitFigures`)."""
@@ -61,6 +63,7 @@ class Waits:
             psi_source=figures.psi_source or self.psi_source,
             turn_session=self.turn_session,
             turn_positions=self.turn_positions,
+            exits_reported=figures.exits_reported,
         )
 
 

@@ -9,12 +9,15 @@ A worker that exits during the measurement takes its counters with it, so the tr
 reports its own totals as it exits, over a pipe of this process's (`ExitReports`): a DataLoader's workers live for an
 epoch, often less than POLL_S, and without their reports a meter saw 0.13-0.17 s of the 0.62-0.65 s CPU that two
 workers' epochs used (getrusage), so a configuration with workers looked as though it waited less than it did. What a
-thread of another kind of child did after its last reading is lost, at most POLL_S of it. The judgement
+thread of another kind of child (a rank, and the workers it starts) waited for after its last reading is lost; its CPU
+comes back once the child is reaped (getrusage), so the cores other programs used are not charged with the tree's own
+(quiet, `feed` had said "beside other programs using up to 0.4 cores" of a rank's workers). The judgement
 (`iobench.judge`) derives the rest: a wait share, whether contention fell evenly."""
 
 from __future__ import annotations
 
 import os
+import resource
 import struct
 import threading
 import time
@@ -43,6 +46,7 @@ class WaitFigures:
     psi_cpu_s: float | None  # seconds some task waited for a CPU (PSI "some"), machine's or the cgroup's
     psi_io_s: float | None  # seconds some task waited for IO
     psi_source: str  # "machine", "cgroup" or "" (no PSI)
+    exits_reported: bool = True  # children started by multiprocessing counted to their exit (`ExitReports`)
 
     @property
     def wait_share(self) -> float | None:
@@ -152,6 +156,12 @@ def _psi_some_s(path: str) -> float | None:
                 if part.startswith("total="):
                     return int(part[6:]) / 1e6
     return None
+
+
+def reaped_cpu_s() -> float:
+    """The CPU seconds this process's reaped children used (each with the children it reaped in turn)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return children.ru_utime + children.ru_stime
 
 
 def own_totals() -> tuple[int, int]:
@@ -264,7 +274,8 @@ class WaitMeter:
                 del self._last[key]
                 self._base.pop(key, None)
 
-    def _sample(self) -> None:
+    def _sample(self) -> set[int]:
+        """Read the tree's threads; the pids alive."""
         ExitReports.drain()
         seen = thread_counters(tree(self.root, self.exclude))
         with self._lock:
@@ -275,6 +286,7 @@ class WaitMeter:
                 if last is not None and (value[0] < last[0] or value[1] < last[1]):
                     self._base[key] = (0, 0)  # a new thread of a reused id: counted from its start
                 self._last[key] = value
+        return {pid for pid, _ in seen}
 
     def _watch(self) -> None:
         while not self._stop.wait(self.poll_s):
@@ -289,6 +301,7 @@ class WaitMeter:
         self._started = time.perf_counter()
         self._machine = machine_busy_s()
         self._psi_start = {kind: _psi_some_s(path) for kind, path in self._psi.items()}
+        self._reaped_start = reaped_cpu_s()
         self._thread = threading.Thread(target=self._watch, name="iobench-waits", daemon=True)
         self._thread.start()
         return self
@@ -297,14 +310,24 @@ class WaitMeter:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(JOIN_S)  # bounded: a reading of /proc never blocks long
-        self._sample()
+        alive = self._sample()
         ExitReports.stop(self)
         wall = time.perf_counter() - self._started
         with self._lock:
-            cpu = sum(v[0] - self._base.get(k, (0, 0))[0] for k, v in self._last.items())
-            wait = sum(v[1] - self._base.get(k, (0, 0))[1] for k, v in self._last.items())
-            cpu = (cpu + sum(c for c, _ in self._exited.values())) / 1e9
-            wait = (wait + sum(w for _, w in self._exited.values())) / 1e9
+            used = {
+                k: (v[0] - self._base.get(k, (0, 0))[0], v[1] - self._base.get(k, (0, 0))[1])
+                for k, v in self._last.items()
+            }
+            polled = (sum(c for c, _ in used.values()) + sum(c for c, _ in self._exited.values())) / 1e9
+            wait = (sum(w for _, w in used.values()) + sum(w for _, w in self._exited.values())) / 1e9
+            living = sum(c for (pid, _), (c, _) in used.items() if pid in alive) / 1e9
+            gone_before = sum(b[0] for (pid, _), b in self._base.items() if pid not in alive) / 1e9
+        # Two lower bounds of the tree's CPU, the larger kept: its threads as last read (and the exit reports), or
+        # those alive now plus what the children reaped meanwhile used (getrusage: a rank's whole tree once it is
+        # reaped, its workers included, which no reading of /proc sees after they exit), less what they had used
+        # before the meter began.
+        reaped = reaped_cpu_s() - self._reaped_start - gone_before if self.root == os.getpid() else 0.0
+        cpu = max(polled, living + max(0.0, reaped))
         machine = machine_busy_s()
         others = None
         if machine is not None and self._machine is not None and wall > 0:

@@ -86,3 +86,17 @@ def test_dataloader_workers_that_live_less_than_a_poll_are_counted():
     used = _cpu_used() - before
     assert used > 0.8, used  # 1,024 items of 2 ms each
     assert meter.figures.cpu_s > 0.8 * used, (meter.figures, used)
+
+
+RANK = "import subprocess, sys\nfor _ in range(6):\n    subprocess.run([sys.executable, '-c', {spin!r}], check=True)\n"
+
+
+def test_a_childs_children_that_exit_between_readings_are_counted_once_it_is_reaped():
+    """A rank (an exec'd child) whose own children live less than a poll: their CPU comes back through getrusage
+    once the rank is reaped, so it is not charged to other programs."""
+    before = _cpu_used()
+    with WaitMeter(poll_s=5.0) as meter:
+        subprocess.run([sys.executable, "-c", RANK.format(spin=SPIN.format(s=0.15))], check=True)
+    used = _cpu_used() - before
+    assert used > 0.8, used
+    assert meter.figures.cpu_s > 0.9 * used, (meter.figures, used)
