@@ -86,7 +86,9 @@ def test_a_lead_that_does_not_survive_the_others_credit_is_named_and_no_winner_g
     assert "waited for a CPU 65% of its time, the leader 30%" in answer.refused
     assert "the lead over it is 0.60x" in answer.refused, answer.refused  # 1.20 * 0.35 / 0.70
     leader = _record("npy", [120.0, 90.0, 150.0, 100.0, 130.0, 95.0], 0.65, others=1.8)
-    stands = answer_for("warm shuffle on cpu", [leader, _record("memmap", [100.0, 75.0, 125.0, 83.0, 108.0, 79.0], 0.3)])
+    stands = answer_for(
+        "warm shuffle on cpu", [leader, _record("memmap", [100.0, 75.0, 125.0, 83.0, 108.0, 79.0], 0.3)]
+    )
     assert stands.winner is leader, stands.refused
 
 
