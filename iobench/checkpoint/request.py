@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from iobench.checkpoint import defaults as default
 from iobench.checkpoint.defaults import MAX_KILLS, MAX_ROUNDS
@@ -233,44 +231,60 @@ def environment_of(request: CheckpointRequest, libraries: list[Library]) -> dict
     return environment(folder, torch.device(request.device), names)
 
 
-def request_of(values: Mapping[str, Any], place: RunPlace) -> CheckpointRequest:
-    """The request from a command's values as typed (by parameter name), each checked in one line (the sizes, the
-    libraries, the caches, the save modes), and the place converted once as every measuring command's is
-    (`iobench.plan.place.place_of`: the folder, the device, the object store and its profile)."""
+def checkpoint_request(
+    place: RunPlace,
+    *,
+    params: str,
+    layout: str,
+    source: Path | None,
+    libraries: str,
+    cache: str | None,
+    rounds: int,
+    nproc: int | None,
+    torch_threads: int | None,
+    save_mode: str,
+    kill_test: int,
+    kill_params: str,
+    step: str,
+    restart: bool,
+    tune: bool,
+    budget_minutes: float,
+) -> CheckpointRequest:
+    """The request from a command's values as typed, each checked in one line (the sizes, the libraries, the caches,
+    the save modes), and the place converted once as every measuring command's is (`iobench.plan.place.place_of`:
+    the folder, the device, the object store and its profile)."""
     from iobench.measuring.steps import parse_step
     from iobench.plan.run_options import RUN_OPTIONS
 
-    source = values["source"]
     try:
-        layout = values["layout"]
         if source is not None:
             specs = (StateSpec.of_file(Path(source)),)
         else:
-            specs = tuple(StateSpec(n, layout) for n in sizes_of(values["params"], "--params"))
+            specs = tuple(StateSpec(n, layout) for n in sizes_of(params, "--params"))
         # the kill test tests a save's commit, not the weights: it runs at --kill-params, generated, as the docs say
         # (with the user's 928 MB file it killed saves of the whole state, 35 s a kill)
-        kill = StateSpec(sizes_of(values["kill_params"], "--kill-params")[0], layout)
+        kill = StateSpec(sizes_of(kill_params, "--kill-params")[0], layout)
     except ValueError as exc:
         raise IobenchError(str(exc)) from None
     return CheckpointRequest(
         specs=specs,
-        libraries=tuple(library_names(values["libraries"])),
+        libraries=tuple(library_names(libraries)),
         directory=place.data_dir,
-        caches=caches_of(values["cache"]),
-        rounds=count_of(values["rounds"], "--rounds", 1, MAX_ROUNDS),
+        caches=caches_of(cache),
+        rounds=count_of(rounds, "--rounds", 1, MAX_ROUNDS),
         results=place.results,
         device=place.device,
-        nproc=count_of(1 if values["nproc"] is None else values["nproc"], "--nproc", 1, MAX_RANKS),
-        torch_threads=RUN_OPTIONS["torch_threads"].value(values["torch_threads"]),
-        save_modes=SaveMode.parse_list(values["save_mode"]),
-        kill_test=count_of(values["kill_test"], "--kill-test", 0, MAX_KILLS),
+        nproc=count_of(1 if nproc is None else nproc, "--nproc", 1, MAX_RANKS),
+        torch_threads=RUN_OPTIONS["torch_threads"].value(torch_threads),
+        save_modes=SaveMode.parse_list(save_mode),
+        kill_test=count_of(kill_test, "--kill-test", 0, MAX_KILLS),
         kill_spec=kill,
-        step=parse_step(values["step"]),
-        restart=bool(values["restart"]),
+        step=parse_step(step),
+        restart=bool(restart),
         remote=place.remote,
         endpoint_url=place.endpoint_url,
-        tune=bool(values["tune"]),
-        budget_minutes=budget_of(values["budget_minutes"]),
+        tune=bool(tune),
+        budget_minutes=budget_of(budget_minutes),
     )
 
 

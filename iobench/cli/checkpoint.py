@@ -4,8 +4,10 @@ command parses and prints; `iobench.sessions.checkpoint` measures."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -15,6 +17,7 @@ from iobench.checkpoint.libraries import libraries_help
 from iobench.cli.app import app
 from iobench.cli.bars import CheckpointEvents
 from iobench.cli.console import out
+from iobench.cli.option_groups import takes_group, takes_run_options
 from iobench.cli.options import (
     CacheList,
     ConnectionMbPerS,
@@ -25,13 +28,9 @@ from iobench.cli.options import (
     Quiet,
     Remote,
     Results,
-    takes_run_options,
 )
 from iobench.errors import IobenchError
 from iobench.plan.run_options import CHECKPOINT
-
-if TYPE_CHECKING:
-    from iobench.sessions.checkpoint import CheckpointRequest
 
 # checkpoint's own options (run takes none of them); the shared ones come from iobench.cli.options
 Params = Annotated[
@@ -130,64 +129,78 @@ Libraries = Annotated[str, typer.Option(help=libraries_help())]
 SAVE_MODES_TEXT = ",".join(default.SAVE_MODES)
 
 
+@dataclass(frozen=True)
+class CheckpointAsked:
+    """checkpoint's own options, declared once: typer reads each field as an option (`takes_group`), and the
+    command gets them as this value."""
+
+    params: Params = default.PARAMS
+    layout: Layout = default.LAYOUT
+    source: Source = None
+    libraries: Libraries = default.LIBRARIES
+    cache: CacheList = None
+    nproc: Nproc = None
+    rounds: Rounds = default.ROUNDS
+    save_mode: SaveMode = SAVE_MODES_TEXT
+    kill_test: KillTest = default.KILL_TEST
+    kill_params: KillParams = default.KILL_PARAMS
+    step: TrainingStep = "none"
+    restart: Restart = False
+    tune: Tune = False
+    budget_minutes: BudgetMinutes = default.TUNE_BUDGET_MINUTES
+
+
 @app.command("checkpoint")
 @takes_run_options(CHECKPOINT, after="kill_params")
+@takes_group(CheckpointAsked, None, "asked", first=True)
 def checkpoint_cmd(
     ctx: typer.Context,
-    params: Params = default.PARAMS,
-    layout: Layout = default.LAYOUT,
-    source: Source = None,
-    libraries: Libraries = default.LIBRARIES,
     directory: Directory = default.DIRECTORY,
-    cache: CacheList = None,
     device: Device = "auto",
-    nproc: Nproc = None,
-    rounds: Rounds = default.ROUNDS,
-    save_mode: SaveMode = SAVE_MODES_TEXT,
-    kill_test: KillTest = default.KILL_TEST,
-    kill_params: KillParams = default.KILL_PARAMS,
-    step: TrainingStep = "none",
-    restart: Restart = False,
-    tune: Tune = False,
-    budget_minutes: BudgetMinutes = default.TUNE_BUDGET_MINUTES,
     results: Results = default.RESULTS,
     remote: Remote = None,
     endpoint_url: EndpointUrl = None,
     latency_ms: LatencyMs = None,
     connection_mb_per_s: ConnectionMbPerS = None,
     quiet: Quiet = False,
-    **options: Any,
+    *,
+    asked: CheckpointAsked,  # first
+    run_options: Mapping[str, Any],  # after --kill-params
 ) -> None:
     """Save and restore a model's training state with each library as its documentation does, every trial in a
     fresh process at the same torch threads: the first save and the steady one until returned, done and durable,
     restores warm and cold, GB/s, peak memory, bytes stored, the round trip checked bit for bit; with --kill-test,
     what a killed save leaves; the answer rests on it."""
-    from iobench.sessions.checkpoint import checkpoint_session
+    from iobench.plan.place import PlaceValues, place_of
+    from iobench.sessions.checkpoint import checkpoint_request, checkpoint_session
 
-    request = checkpoint_request(ctx)
+    asked = _tune_defaults(ctx, asked)
+    place = PlaceValues(
+        data_dir=directory,
+        device=device,
+        remote=remote,
+        endpoint_url=endpoint_url,
+        latency_ms=latency_ms,
+        connection_mb_per_s=connection_mb_per_s,
+    )
+    request = checkpoint_request(place_of(place, results), torch_threads=run_options["torch_threads"], **asdict(asked))
     outcome = checkpoint_session(request, CheckpointEvents(quiet))
     _print_outcome(outcome, request.results)
     if outcome.tuned is not None:
         _print_tuned(outcome.tuned)
 
 
-def checkpoint_request(ctx: typer.Context) -> CheckpointRequest:
-    """The one converter from `checkpoint`'s parsed options to its session's Request: the place as every measuring
-    command's (the folder --dir, the device, object storage), the rest checked by the request's own converter."""
-    from iobench.plan.place import place_of
-    from iobench.sessions.checkpoint import request_of
-
-    p = dict(ctx.params)
+def _tune_defaults(ctx: typer.Context, asked: CheckpointAsked) -> CheckpointAsked:
+    """--budget-minutes only with --tune; --tune's save modes a job's patterns (keep:3 among them) unless named."""
 
     def given(name: str) -> bool:  # typer's own click or click's: the source compared by name
         return getattr(ctx.get_parameter_source(name), "name", None) != "DEFAULT"
 
-    if given("budget_minutes") and not p["tune"]:
+    if given("budget_minutes") and not asked.tune:
         raise IobenchError("--budget-minutes goes with --tune")
-    if p["tune"] and not given("save_mode"):
-        p["save_mode"] = ",".join(default.TUNE_SAVE_MODES)  # a job's patterns, keep:3 among them
-    place = place_of({**p, "data_dir": p["directory"]}, Path(p["results"]))
-    return request_of(p, place)
+    if asked.tune and not given("save_mode"):
+        return replace(asked, save_mode=",".join(default.TUNE_SAVE_MODES))
+    return asked
 
 
 def _print_outcome(outcome: Any, results: Path) -> None:

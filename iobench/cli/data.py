@@ -59,7 +59,15 @@ def prepare_cmd(
         "lmdb": dict(samples_per_record=lmdb_samples_per_record),
         "files": dict(encoding=files_encoding.lower()),
     }
-    request = PrepareRequest(spec, formats, data_dir, dataset, force, named, tuple(format_option or []))
+    request = PrepareRequest(
+        spec=spec,
+        formats=formats,
+        data_dir=data_dir,
+        dataset=dataset,
+        force=force,
+        format_options=named,
+        typed_options=tuple(format_option or []),
+    )
     outcome = prepare_session(request, ConsoleEvents(quiet))
     for name in outcome.formats:
         e = outcome.manifest.formats[name]

@@ -3,16 +3,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from iobench.errors import IobenchError
-from iobench.settings import TORCH_DATALOADER
+from iobench.settings import TORCH_DATALOADER, LoaderSettings
 
 if TYPE_CHECKING:
-    from iobench.sessions.dataset_factory import FactoryRunRequest
+    from iobench.run.dataset_factory import FactoryRequest
 
 # What a run of the user's own pipeline takes from `run`'s options; the rest are about formats, datasets
 # iobench prepared, the page cache or ranks, and are refused when typed.
@@ -53,7 +55,8 @@ LOADER_OPTIONS = (*(TORCH_DATALOADER - {"non_blocking"}), "shuffle")
 
 def typed(ctx: typer.Context) -> list[str]:
     """The options given on the command line (not their defaults), by parameter name."""
-    return [name for name in ctx.params if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
+    names = [p.name for p in ctx.command.params if p.name]
+    return [name for name in names if getattr(ctx.get_parameter_source(name), "name", "") == "COMMANDLINE"]
 
 
 def flag(ctx: typer.Context, name: str) -> str:
@@ -68,45 +71,71 @@ def refuse_others(ctx: typer.Context, applies: set[str]) -> None:
         raise IobenchError(f"--dataset-factory times your own pipeline: {', '.join(refused)} {verb} not apply")
 
 
-def run_factory_cmd(ctx: typer.Context) -> None:
+def factory_of(
+    ctx: typer.Context, asked: Any, settings: LoaderSettings, run_options: Mapping[str, Any]
+) -> FactoryRunInput:
+    """What `run --dataset-factory` times (`asked`: run's own options), the options a pipeline of the user's cannot
+    honour refused here."""
+    from iobench.run.dataset_factory import FactoryRequest
+
+    refuse_others(ctx, APPLIES)
+    request = FactoryRequest(
+        factory=asked.dataset_factory,
+        settings=settings,
+        shuffle=asked.shuffle,
+        epochs=asked.epochs,
+        warmup=asked.warmup,
+        runs=asked.runs,
+        max_seconds=asked.max_seconds,
+        step=asked.step,
+        seed=asked.seed,
+        cache=run_options["cache"],
+        torch_threads=run_options["torch_threads"],
+    )
+    return FactoryRunInput(request, tuple(flag(ctx, n) for n in typed(ctx) if n in LOADER_OPTIONS))
+
+
+@dataclass(frozen=True)
+class FactoryRunInput:
+    """The pipeline to time and the loader options typed beside it (refused where it builds its own DataLoader)."""
+
+    factory: FactoryRequest
+    loader_flags: tuple[str, ...]
+
+
+def run_factory_cmd(
+    ctx: typer.Context,
+    given: FactoryRunInput,
+    device: str,
+    results: Path,
+    *,
+    min_au: float | None,
+    wide: bool,
+    quiet: bool,
+) -> None:
     """Time the user's pipeline: one record, printed as `run` prints, appended to --results."""
     from iobench.cli.bars import RunEvents
     from iobench.cli.render import print_run
-    from iobench.sessions.dataset_factory import factory_session
+    from iobench.sessions.dataset_factory import FactoryRunRequest, factory_session
 
-    request = factory_run_request(ctx)
-    p = ctx.params
-    outcome = factory_session(request, RunEvents(p["quiet"]))
-    print_run([outcome.record], outcome.label, request.results, p["min_au"], wide=p["wide"])
-
-
-def factory_run_request(ctx: typer.Context) -> FactoryRunRequest:
-    """The one converter from `run --dataset-factory`'s parsed options to its session's Request (the options a
-    pipeline of the user's cannot honour refused here)."""
-    from iobench.plan.command_values import settings_of
-    from iobench.run.dataset_factory import FactoryRequest
-    from iobench.sessions.dataset_factory import FactoryRunRequest
-
-    p, given = ctx.params, typed(ctx)
-    refuse_others(ctx, APPLIES)
-    timing = {k: p[k] for k in ("shuffle", "epochs", "warmup", "runs", "max_seconds", "step", "seed", "cache")}
-    factory = FactoryRequest(
-        factory=p["dataset_factory"], settings=settings_of(p), torch_threads=p["torch_threads"], **timing
+    request = FactoryRunRequest(
+        factory=given.factory, device=device, results=Path(results), loader_flags=given.loader_flags
     )
-    flags = tuple(flag(ctx, n) for n in given if n in LOADER_OPTIONS)
-    return FactoryRunRequest(factory, p["device"], Path(p["results"]), flags)
+    outcome = factory_session(request, RunEvents(quiet))
+    print_run([outcome.record], outcome.label, request.results, min_au, wide=wide)
 
 
-def factory_request(p: dict, batch: int) -> object:
+def factory_request(
+    factory: str, batch: int, *, shuffle: bool, step: str, run_options: Mapping[str, Any]
+) -> FactoryRequest:
     """tune over the user's Dataset: what a candidate starts from (its settings then searched)."""
     from iobench.run.dataset_factory import FactoryRequest
-    from iobench.settings import LoaderSettings
 
     return FactoryRequest(
-        factory=p["dataset_factory"],
+        factory=factory,
         settings=LoaderSettings(batch_size=batch),
-        shuffle=p["shuffle"],
-        step=p["step"],
-        cache=p["cache"],
-        torch_threads=p["torch_threads"],
+        shuffle=shuffle,
+        step=step,
+        cache=run_options["cache"],
+        torch_threads=run_options["torch_threads"],
     )

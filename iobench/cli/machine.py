@@ -55,11 +55,11 @@ def limits_cmd(
 ) -> None:
     """Measure this machine's ceilings: storage and page-cache read bandwidth, host-to-device, device copies;
     with --remote, object storage's: GETs/s and MB/s with one connection and with N."""
-    from iobench.plan.place import place_of
+    from iobench.plan.place import PlaceValues, place_of
     from iobench.sessions.limits import LimitsRequest, limits_session
 
     place = place_of(
-        dict(
+        PlaceValues(
             data_dir=data_dir,
             dataset=dataset,
             device=device,
@@ -70,7 +70,9 @@ def limits_cmd(
         ),
         results,
     )
-    request = LimitsRequest(place, probe_size, read_limit, keep_best, connections)
+    request = LimitsRequest(
+        place=place, probe_size=probe_size, read_limit=read_limit, keep_best=keep_best, connections=connections
+    )
     outcome = limits_session(request, ConsoleEvents(limits_message=f"measuring in {data_dir} ..."))
     _print_limits(outcome.limits, outcome.stored)
 
@@ -116,7 +118,7 @@ def doctor_cmd(
 
     from iobench.sessions.doctor import DoctorRequest, doctor_session
 
-    request = DoctorRequest(data_dir, device, idle_seconds)
+    request = DoctorRequest(data_dir=data_dir, device=device, idle_seconds=idle_seconds)
     outcome = doctor_session(request, ConsoleEvents())
     table = Table(title=f"iobench doctor: {data_dir} on {outcome.device}")
     for col in ("check", "result", "what it means"):

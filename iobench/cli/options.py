@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from iobench.choices import Choice
-from iobench.plan.run_options import RUN_OPTIONS, SWEEP, RunOption, swept_lists, taken_by
+from iobench.plan.run_options import RUN_OPTIONS
 from iobench.plan.selection import DEFAULT_FORMAT_NAMES, FORMAT_NAMES, loader_help
-from iobench.settings import SETTINGS, Setting, swept
 from iobench.system.ranks import MAX_RANKS
 from iobench.units import DEFAULT_SIZE  # the registry only: no torch
 
@@ -206,85 +202,8 @@ def List(name: str, text: str) -> object:  # noqa: N802 - used as a type in sign
     return Annotated[OptStr, typer.Option(name, help=text)]
 
 
-def _setting_option(s: Setting) -> inspect.Parameter:
-    """run's option of one declared setting: its flag, help and default as declared."""
-    kind = str if issubclass(s.kind, Choice) else s.kind
-    default = s.default.value if isinstance(s.default, Choice) else s.default
-    option = typer.Option(*([s.flag] if s.flag else []), help=s.help)
-    return inspect.Parameter(
-        s.name, _KEYWORD, default=default, annotation=Annotated[kind | None if s.optional else kind, option]
-    )
-
-
-def _run_option(o: RunOption) -> inspect.Parameter:
-    """A command's option of one declared run option (`iobench.plan.run_options`): its flag, help and default."""
-    option = typer.Option(o.option, help=o.help)
-    kind = Optional[o.kind] if o.default is None else o.kind  # noqa: UP045 - typer reads it at runtime
-    return inspect.Parameter(o.name, _KEYWORD, default=o.default, annotation=Annotated[kind, option])
-
-
-def _sweep_option(s: Setting) -> inspect.Parameter:
-    """sweep's option of one declared setting: a comma list of its values."""
-    return inspect.Parameter(s.name, _KEYWORD, default=None, annotation=List(s.option, s.sweep))
-
-
-_KEYWORD = inspect.Parameter.POSITIONAL_OR_KEYWORD
-
-
-def takes_settings(after: str, sweep: bool = False) -> Callable[[Callable], Callable]:
-    """A command's options for the declared settings (`iobench.settings`), placed after its option `after`: each
-    as a value (run), or a comma list of those sweep takes. The function receives them in its `**settings`."""
-    options = [_sweep_option(s) for s in swept()] if sweep else [_setting_option(s) for s in SETTINGS.values()]
-    return _spliced(options, after)
-
-
 # the place every measuring command shares (iobench.plan.place.PLACE), its options in this order
 PLACE_OPTIONS: dict[str, tuple[object, object]] = {}  # name -> (annotation, default), filled below
-
-
-def takes_place(after: str | None = None, first: bool = False) -> Callable[[Callable], Callable]:
-    """A measuring command's place options (`iobench.plan.place.PLACE`: the data folder, the dataset, the device and
-    object storage), declared once here, placed after its option `after` (or first); the function receives them in
-    its `**options`, and `iobench.plan.place.place_of` makes them a RunPlace."""
-    from iobench.plan.place import PLACE
-
-    options = [
-        inspect.Parameter(name, _KEYWORD, default=PLACE_OPTIONS[name][1], annotation=PLACE_OPTIONS[name][0])
-        for name in PLACE
-    ]
-    return _spliced(options, after, first)
-
-
-def place_flags(ctx: typer.Context) -> dict[str, str]:
-    """Each place option's flag, by parameter name (for the commands iobench prints)."""
-    return {p.name: p.opts[0] for p in ctx.command.params if p.name in PLACE_OPTIONS}
-
-
-def takes_run_options(command: str, after: str) -> Callable[[Callable], Callable]:
-    """A command's options for the run options it takes (`iobench.plan.run_options`), placed after its option
-    `after`; the function receives them in its `**options` (with the settings, for `run`). sweep also takes a comma
-    list of those its declaration lists (`--cache cold,warm`)."""
-    options = [_run_option(o) for o in taken_by(command)]
-    if command == SWEEP:
-        options += [
-            inspect.Parameter(o.name, _KEYWORD, default=None, annotation=List(o.option, o.sweep_list))
-            for o in swept_lists()
-        ]
-    return _spliced(options, after)
-
-
-def _spliced(
-    options: list[inspect.Parameter], after: str | None, first: bool = False
-) -> Callable[[Callable], Callable]:
-    def wrap(function: Callable) -> Callable:
-        signature = inspect.signature(function, eval_str=True)  # Typer reads it as it is
-        own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
-        own_first = 1 if own and own[0].name == "ctx" else 0
-        at = own_first if first else next(k for k, p in enumerate(own) if p.name == after) + 1
-        function.__signature__ = signature.replace(parameters=[*own[:at], *options, *own[at:]])  # type: ignore[attr-defined]
-        return function
-
-    return wrap
 
 
 PLACE_OPTIONS.update(

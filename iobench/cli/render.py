@@ -40,7 +40,7 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
     """The ranking, then the best configuration as a script: printed unstyled (a log or a redirect never wraps it),
     written beside the results file by the session; without a script, the run that measures it again; the pasted
     script's check. The figure reported and pasted is the winner's fresh run after the search, where it has one."""
-    from iobench.judge.search import faster_elsewhere, stopped_words, too_short
+    from iobench.judge.search import best_by_loading, faster_elsewhere, fastest_measured, stopped_words, too_short
 
     outcome = tuned.result
     _print_ranking(outcome, results)
@@ -55,7 +55,7 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
         )
         out.print(f"records of every round in {results}", highlight=False, soft_wrap=True, markup=False)
         return
-    fastest = max((c for c in outcome.ranked if c.rates), key=lambda c: c.median)
+    fastest = fastest_measured(outcome.ranked)
     said = faster_elsewhere(_contender(best), _contender(fastest)) if fastest is not best else None
     if said is not None:
         out.print(
@@ -93,10 +93,7 @@ def print_tune(tuned: TuneOutcome, results: Path) -> None:
     if near:
         out.print("within noise of it: " + "; ".join(f"{c.config.label} {settings_text(c.config)}" for c in near[:4]))
         out.print(deciding_budget(outcome, near[0]))
-    by_loading: dict[str, float] = {}  # the best of each, processes first then threads, fewest first
-    eligible = [c for c in outcome.ranked if c.meets(outcome.min_shuffle)]
-    for c in sorted(eligible, key=lambda c: (c.threads, c.config.settings.num_workers)):
-        by_loading[c.loading] = max(by_loading.get(c.loading, 0.0), c.median)
+    by_loading = best_by_loading(outcome.ranked, outcome.min_shuffle)
     out.print(
         "best throughput by what loads: "
         + ", ".join(f"{what}: {rate:,.0f} samples/s" for what, rate in by_loading.items())

@@ -88,7 +88,7 @@ def _compare_rerun(a: Path, b: Path, runs: int, results: Path) -> None:
     from iobench.sessions.rerun import RerunRequest, rerun_session
 
     check_writable(results)
-    outcome = rerun_session(RerunRequest(a, b, runs, results), RunEvents(False))
+    outcome = rerun_session(RerunRequest(a=a, b=b, runs=runs, results=results), RunEvents(False))
     _print_comparison(a, b, rerun_comparison(outcome, runs, results))
 
 

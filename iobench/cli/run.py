@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
+from iobench.cli import option_groups as g
 from iobench.cli import options as o
 from iobench.cli.app import app
+from iobench.cli.dataset_factory import factory_of
 from iobench.errors import IobenchError
+from iobench.plan.place import PlaceValues
+from iobench.settings import LoaderSettings
 
 if TYPE_CHECKING:
     from iobench.sessions.run import RunRequest
@@ -18,57 +24,76 @@ if TYPE_CHECKING:
 MAX_UNTIL_MINUTES = 24 * 60.0  # --until-decided's bound where it is parsed: a day
 
 
+@dataclass(frozen=True)
+class RunAsked:
+    """run's own options, declared once: typer reads each field as an option (`takes_group`), and the command gets
+    them as this value."""
+
+    format: o.Formats = None
+    loader: o.Loaders = None
+    dataset_factory: o.DatasetFactory = None
+    size: o.RunSize = None
+    shuffle: o.Shuffle = True
+    block_shuffle: o.BlockShuffle = 0
+    epochs: o.Epochs = 1
+    warmup: o.Warmup = 1
+    runs: o.Runs = 3
+    until_decided: o.UntilDecided = None
+    max_batches: o.MaxBatches = None
+    max_seconds: o.MaxSeconds = None
+    step: o.Step = "none"
+    min_au: o.MinAu = None
+    what_if: o.WhatIf = None
+    seed: o.Seed = 0
+    format_option: o.ReadOption = None
+    profile: o.Profile = False
+    results: o.Results = Path("results/results.jsonl")
+    nproc: o.Nproc = None
+    rank_timeout: o.RankTimeout = 1800.0
+    wide: o.Wide = False
+    quiet: o.Quiet = False
+
+
 @app.command("run")
-@o.takes_run_options("run", after="seed")
-@o.takes_settings(after="shuffle")
-@o.takes_place(after="size")
+@g.takes_run_options("run", after="seed")
+@g.takes_settings(after="shuffle")
+@g.takes_place(after="size")
+@g.takes_group(RunAsked, None, "asked", first=True)
 def run_cmd(
     ctx: typer.Context,
-    format: o.Formats = None,
-    loader: o.Loaders = None,
-    dataset_factory: o.DatasetFactory = None,
-    size: o.RunSize = None,
-    shuffle: o.Shuffle = True,
-    block_shuffle: o.BlockShuffle = 0,
-    epochs: o.Epochs = 1,
-    warmup: o.Warmup = 1,
-    runs: o.Runs = 3,
-    until_decided: o.UntilDecided = None,
-    max_batches: o.MaxBatches = None,
-    max_seconds: o.MaxSeconds = None,
-    step: o.Step = "none",
-    min_au: o.MinAu = None,
-    what_if: o.WhatIf = None,
-    seed: o.Seed = 0,
-    format_option: o.ReadOption = None,
-    profile: o.Profile = False,
-    results: o.Results = Path("results/results.jsonl"),
-    nproc: o.Nproc = None,
-    rank_timeout: o.RankTimeout = 1800.0,
-    wide: o.Wide = False,
-    quiet: o.Quiet = False,
-    **declared: object,  # the place after --size, the settings after --shuffle, the run options after --seed
+    *,
+    asked: RunAsked,
+    place: PlaceValues,  # its options after --size
+    settings: LoaderSettings,  # after --shuffle
+    run_options: Mapping[str, Any],  # after --seed
 ) -> None:
     """Time loading from storage to the device: by default each core format through the DataLoader, and tensorclass.
     Under torchrun each rank reads its share; --dataset-factory times your Dataset; --remote reads object storage."""
-    _check_share(min_au)  # what can be refused without torch first: a mistake is named in a fraction of a second
-    if dataset_factory is not None:
-        return _run_factory(ctx)
-    request = run_request(ctx)
+    _check_share(asked.min_au)  # what can be refused without torch first: a mistake is named in a fraction of a second
+    if asked.dataset_factory is not None:
+        from iobench.cli.dataset_factory import run_factory_cmd
+
+        given = factory_of(ctx, asked, settings, run_options)
+        return run_factory_cmd(
+            ctx, given, place.device, asked.results, min_au=asked.min_au, wide=asked.wide, quiet=asked.quiet
+        )
+    request = run_request(asked, place, settings, run_options)
     from iobench.cli.bars import RunEvents
     from iobench.cli.run_output import print_interrupted, print_outcome
     from iobench.sessions.run import RunInterrupted, run_session
 
     try:
-        outcome = run_session(request, RunEvents(quiet))
+        outcome = run_session(request, RunEvents(asked.quiet))
     except RunInterrupted as stopped:
-        print_interrupted(stopped, request.place, min_au, wide)
+        print_interrupted(stopped, request.place, asked.min_au, asked.wide)
         raise
     if outcome is not None:  # None: torchrun was launched, and its ranks print
-        print_outcome(outcome, request.place, min_au, wide)
+        print_outcome(outcome, request.place, asked.min_au, asked.wide)
 
 
-def run_request(ctx: typer.Context) -> RunRequest:
+def run_request(
+    asked: RunAsked, place: PlaceValues, settings: LoaderSettings, run_options: Mapping[str, Any]
+) -> RunRequest:
     """The one converter from `run`'s parsed options to its session's Request (checked here: a mistake is named
     before torch is imported)."""
     from iobench.cli.app import ARGV
@@ -77,46 +102,53 @@ def run_request(ctx: typer.Context) -> RunRequest:
     from iobench.results.store import check_writable
     from iobench.torchrun_env import launched_by_torchrun
 
-    p = ctx.params
-    nproc = p["nproc"]
     where = place_of(
-        p,
-        p["results"],
-        nproc=nproc,
-        flags=o.place_flags(ctx),
-        cprofile=p["profile"],
-        size=_size_of(p["size"], p["dataset"]),
-        rank_timeout=p["rank_timeout"],
+        place,
+        asked.results,
+        nproc=asked.nproc,
+        cprofile=asked.profile,
+        size=_size_of(asked.size, place.dataset),
+        rank_timeout=asked.rank_timeout,
     )
-    if nproc is None:
-        check_writable(p["results"])
-    pairs, notes = parse_pairs(p["format"], p["loader"], remote=where.object_storage)
-    from iobench.plan.command_values import config_of, read_options_of, settings_of  # torch: after the refusals
+    if asked.nproc is None:
+        check_writable(asked.results)
+    pairs, notes = parse_pairs(asked.format, asked.loader, remote=where.object_storage)
+    from iobench.plan.command_values import config_of, read_options_of  # torch: after the refusals
     from iobench.plan.run_options import RUN, run_options_of
 
-    what_if = p["what_if"]
-    what_if_ms = step_times(what_if, nproc is not None or launched_by_torchrun()) if what_if else []
-    timing = {k: p[k] for k in ("shuffle", "epochs", "warmup", "runs", "max_batches", "max_seconds", "step", "seed")}
-    timing["block_size"] = p["block_shuffle"]
-    read = read_options_of(p["format_option"] or [], pairs)
-    settings = settings_of(p)
-    options = {**timing, **run_options_of(p, RUN)}
+    what_if_ms = step_times(asked.what_if, asked.nproc is not None or launched_by_torchrun()) if asked.what_if else []
+    timing = dict(
+        shuffle=asked.shuffle,
+        epochs=asked.epochs,
+        warmup=asked.warmup,
+        runs=asked.runs,
+        max_batches=asked.max_batches,
+        max_seconds=asked.max_seconds,
+        step=asked.step,
+        seed=asked.seed,
+        block_size=asked.block_shuffle,
+    )
+    read = read_options_of(asked.format_option or [], pairs)
+    options = {**timing, **run_options_of(run_options, RUN)}
     configs = tuple(config_of(f, ld, settings, read_options=read, **options) for f, ld in pairs)
     from iobench.sessions.run import RunRequest
 
-    until = p["until_decided"]
-    if until is not None and not (math.isfinite(until) and 0 < until <= MAX_UNTIL_MINUTES):
-        raise IobenchError(f"--until-decided: minutes above 0 and at most {MAX_UNTIL_MINUTES:g}, got {until}")
+    if asked.until_decided is not None and not (
+        math.isfinite(asked.until_decided) and 0 < asked.until_decided <= MAX_UNTIL_MINUTES
+    ):
+        raise IobenchError(
+            f"--until-decided: minutes above 0 and at most {MAX_UNTIL_MINUTES:g}, got {asked.until_decided}"
+        )
     return RunRequest(
-        configs,
-        where,
-        tuple(ARGV),
+        configs=configs,
+        place=where,
+        argv=tuple(ARGV),
         notes=tuple(notes),
-        nproc=nproc,
-        loaders_named=p["loader"],
-        estimate=not p["quiet"],
+        nproc=asked.nproc,
+        loaders_named=asked.loader,
+        estimate=not asked.quiet,
         what_if_ms=tuple(what_if_ms),
-        until_decided_minutes=until,
+        until_decided_minutes=asked.until_decided,
     )
 
 
@@ -144,12 +176,6 @@ def step_times(text: str, ranks: bool) -> list[float]:
 def _check_share(min_au: float | None) -> None:
     if min_au is not None and not 0 <= min_au <= 1:
         raise IobenchError(f"--min-au is a share between 0 and 1 (0.9 for 90%), got {min_au}")
-
-
-def _run_factory(ctx: typer.Context) -> None:
-    from iobench.cli.dataset_factory import run_factory_cmd
-
-    return run_factory_cmd(ctx)
 
 
 def _size_of(text: str | None, dataset: str | None) -> int | None:

@@ -57,7 +57,8 @@ def upload_cmd(
     from iobench.cli.console import ConsoleEvents
     from iobench.sessions.upload import UploadRequest, upload_session
 
-    outcome = upload_session(UploadRequest(endpoint_url, data_dir, dataset, formats), ConsoleEvents())
+    request = UploadRequest(endpoint_url=endpoint_url, data_dir=data_dir, dataset=dataset, formats=formats)
+    outcome = upload_session(request, ConsoleEvents())
     say(f"{outcome.sent_bytes / 1e6:,.1f} MB in all to s3://{outcome.bucket}")
 
 

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from iobench.cli import option_groups as g
 from iobench.cli import options as o
 from iobench.cli.app import app
+from iobench.plan.place import PlaceValues
 
 
 @app.command("sweep")
-@o.takes_run_options("sweep", after="step")
-@o.takes_settings(after="loader", sweep=True)
-@o.takes_place(after="size")
+@g.takes_run_options("sweep", after="step")
+@g.takes_settings(after="loader", sweep=True)
+@g.takes_place(after="size")
 def sweep_cmd(
     ctx: typer.Context,
     preset: o.Preset = None,
@@ -31,7 +34,10 @@ def sweep_cmd(
         "results/results.jsonl"
     ),
     quiet: o.Quiet = False,
-    **declared: str | None,  # the place after --size, swept settings after --loader, run options after --step
+    *,
+    place: PlaceValues,  # its options after --size
+    settings: dict[str, str | None],  # each swept setting's comma list, after --loader
+    run_options: Mapping[str, Any],  # after --step
 ) -> None:
     """Run a grid of configurations (resumable: what the results file holds is not run again).
 
@@ -46,9 +52,9 @@ def sweep_cmd(
     from iobench.plan.selection import DEFAULT_LOADER_NAME
     from iobench.results.store import check_writable
     from iobench.sessions.sweep import SweepRequest, sweep_session
-    from iobench.settings import LoaderSettings, swept
+    from iobench.settings import LoaderSettings
 
-    where = place_of(ctx.params, results, flags=o.place_flags(ctx))
+    where = place_of(place, results)
     check_writable(results)
     base = config_of(  # as-is: the grid's caches (warm unless --cache says) decide; a cold one needs no warm-up
         "memmap",
@@ -62,13 +68,11 @@ def sweep_cmd(
         runs=runs,
         max_seconds=max_seconds,
         step=step,
-        **run_options_of(ctx.params, SWEEP),
+        **run_options_of(run_options, SWEEP),
     )
-    swept_options = {o.name: ctx.params[o.name] for o in swept_lists()}  # --cache
-    lists = dict(
-        format=format, loader=loader, size=size, **swept_options, **{s.name: ctx.params[s.name] for s in swept()}
-    )
-    done = sweep_session(SweepRequest(base, preset, lists, where), SweepEvents(quiet))
+    swept_options = {o.name: run_options[o.name] for o in swept_lists()}  # --cache
+    lists = dict(format=format, loader=loader, size=size, **swept_options, **settings)
+    done = sweep_session(SweepRequest(base=base, preset=preset, lists=lists, place=where), SweepEvents(quiet))
     if done.records:
         report = shlex.join(["iobench", "report", str(results)])
         out.print(

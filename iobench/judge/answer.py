@@ -100,6 +100,11 @@ class Answer:
         )
 
 
+def fastest_of(records: Sequence[RunRecord]) -> RunRecord | None:
+    """The record of the highest samples/s (a table's or a plot's best; an answer is `answer_for`'s)."""
+    return max(records, key=lambda r: r.epochs.samples_per_s) if records else None
+
+
 def figure_text(r: RunRecord, interval: Interval) -> str:
     """The record's samples/s (the figure its table row shows) with the interval it is judged by."""
     shown = f"{r.epochs.samples_per_s:,.0f}"

@@ -4,7 +4,9 @@ hdf5/dataloader are 0.4% apart" named two candidates by what they share."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from iobench.judge.intervals import Interval
 
@@ -110,3 +112,19 @@ def faster_elsewhere(best: Contender, fastest: Contender) -> str | None:
     if fastest.interval.apart(best.interval):
         return "fastest at any shuffle"
     return "measured faster at any shuffle, not told apart from the best"
+
+
+def fastest_measured(ranked: Sequence[Any]) -> Any:
+    """The candidate with the highest median among those measured, whatever it shuffles: named beside the
+    recommendation where `faster_elsewhere` says it is faster."""
+    return max((c for c in ranked if c.rates), key=lambda c: c.median)
+
+
+def best_by_loading(ranked: Sequence[Any], floor: float) -> dict[str, float]:
+    """The best median of each way of loading (`Candidate.loading`: processes first, then threads, fewest first)
+    among the candidates that shuffle to `floor`."""
+    found: dict[str, float] = {}
+    eligible = [c for c in ranked if c.meets(floor)]
+    for c in sorted(eligible, key=lambda c: (c.threads, c.config.settings.num_workers)):
+        found[c.loading] = max(found.get(c.loading, 0.0), c.median)
+    return found

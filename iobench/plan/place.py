@@ -1,10 +1,10 @@
 """Where a measuring command runs and keeps its records: the values every measuring command shares (the data folder,
 the dataset, the device, object storage and how a FUSE mount reads it), checked once here for run, sweep, tune,
-checkpoint and limits (`place_of`); the command line declares their options once (`iobench.cli.options.takes_place`)."""
+checkpoint and limits (`place_of`); the command line declares their options once (`iobench.cli.option_groups.takes_place`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -13,18 +13,26 @@ from iobench.errors import IobenchError
 from iobench.storage.remote import FUSE_CHUNK, FuseOptions
 from iobench.storage.remote.profiles import Profile
 
-# the place's options, by parameter name: every measuring command takes them (iobench.cli.options.takes_place)
-PLACE = (
-    "data_dir",
-    "dataset",
-    "device",
-    "remote",
-    "endpoint_url",
-    "latency_ms",
-    "connection_mb_per_s",
-    "fuse_chunk",
-    "fuse_read_ahead",
-)
+
+@dataclass(frozen=True)
+class PlaceValues:
+    """The place's options as the command line parsed them (`iobench.cli.option_groups.takes_place` builds one and hands it
+    to the command): what `place_of` checks and makes a RunPlace of."""
+
+    data_dir: Path | None = None
+    dataset: str | None = None
+    device: str = "auto"
+    remote: str | None = None
+    endpoint_url: str | None = None
+    latency_ms: float | None = None
+    connection_mb_per_s: float | None = None
+    fuse_chunk: str | None = None
+    fuse_read_ahead: str | None = None
+    flags: tuple[tuple[str, str], ...] = ()  # each option's flag by parameter name, where not --name-of-it
+
+
+# the place's options, by parameter name: every measuring command takes them (iobench.cli.option_groups.takes_place)
+PLACE = tuple(f.name for f in fields(PlaceValues) if f.name != "flags")
 REMOTE_FLAGS = ("remote", "endpoint_url", "latency_ms", "connection_mb_per_s", "fuse_chunk", "fuse_read_ahead")
 
 
@@ -63,37 +71,25 @@ class RunPlace:
         return self.remote is not None or self.endpoint_url is not None
 
 
-def place_of(
-    params: dict[str, Any], results: Path, *, nproc: int | None = None, flags: dict[str, str] | None = None, **more: Any
-) -> RunPlace:
-    """The place from a command's values (`params`, by parameter name), every check made once: --remote's profile
-    and its overrides, --endpoint-url, the FUSE options. `flags`: each place option's flag, for `remote_flags`."""
-    network = _network(
-        params.get("remote"),
-        params.get("latency_ms"),
-        params.get("connection_mb_per_s"),
-        nproc,
-        params.get("endpoint_url"),
-    )
-    fuse = _fuse(
-        params.get("fuse_chunk"),
-        params.get("fuse_read_ahead"),
-        network is not None or params.get("endpoint_url") is not None,
-    )
-    named = flags or {}
+def place_of(values: PlaceValues, results: Path, *, nproc: int | None = None, **more: Any) -> RunPlace:
+    """The place from a command's place options, every check made once: --remote's profile and its overrides,
+    --endpoint-url, the FUSE options."""
+    network = _network(values.remote, values.latency_ms, values.connection_mb_per_s, nproc, values.endpoint_url)
+    fuse = _fuse(values.fuse_chunk, values.fuse_read_ahead, network is not None or values.endpoint_url is not None)
+    named = dict(values.flags)
     typed = tuple(
-        (named.get(k, "--" + k.replace("_", "-")), str(params[k]))
+        (named.get(k, "--" + k.replace("_", "-")), str(getattr(values, k)))
         for k in (*REMOTE_FLAGS, "data_dir", "dataset")
-        if params.get(k) is not None
+        if getattr(values, k) is not None
     )
-    # Path() again: on the lent GPU machine (typer 0.27.2, click 8.5.0) a path option's value was a str in ctx.params
+    # Path() again: on the lent GPU machine (typer 0.27.2, click 8.5.0) a path option's value was a str
     return RunPlace(
-        Path(params.get("data_dir") or "data"),
-        params.get("dataset"),
-        DeviceChoice(params.get("device", "auto")),
+        Path(values.data_dir or "data"),
+        values.dataset,
+        DeviceChoice(values.device),
         Path(results),
         remote=network,
-        endpoint_url=params.get("endpoint_url"),
+        endpoint_url=values.endpoint_url,
         fuse=fuse,
         typed=typed,
         **more,

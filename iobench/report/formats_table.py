@@ -8,17 +8,13 @@ that shuffle as well as a uniform shuffle.
 
 from __future__ import annotations
 
-from iobench.judge.answer import answers
+from iobench.judge.answer import answers, fastest_of
 from iobench.judge.shuffle import UNIFORM_SHUFFLE, shuffles
 from iobench.measuring.limit_rule import device_resident
 from iobench.plan.labels import settings_label
 from iobench.report.tables import shuffle_text
 from iobench.results.markdown import md_text
 from iobench.results.record import RunRecord
-
-
-def _best(records: list[RunRecord]) -> RunRecord | None:
-    return max(records, key=lambda r: r.epochs.samples_per_s) if records else None
 
 
 def _cell(r: RunRecord | None) -> tuple[str, str]:
@@ -38,8 +34,8 @@ def format_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
         rows = []
         for name in sorted({r.config.label for r in shuffled}):
             mine = [r for r in shuffled if r.config.label == name]
-            warm = _best([r for r in mine if r.config.cache != "cold"])
-            cold = _best([r for r in mine if r.config.cache == "cold"])
+            warm = fastest_of([r for r in mine if r.config.cache != "cold"])
+            cold = fastest_of([r for r in mine if r.config.cache == "cold"])
             d = mine[0].dataset
             # records of one format made before the write time was kept have none: any that has it
             write = next((r.dataset.format_write_seconds for r in mine if r.dataset.format_write_seconds), None)
@@ -63,7 +59,7 @@ def format_lines(groups: dict[str, list[RunRecord]]) -> list[str]:
         lines.append("")
         for cache in ("warm", "cold"):
             pool = [r for r in shuffled if (r.config.cache == "cold") == (cache == "cold")]
-            best, best_uniform = _best(pool), _best([r for r in pool if shuffles(r)])
+            best, best_uniform = fastest_of(pool), fastest_of([r for r in pool if shuffles(r)])
             if best is None or best_uniform is None:
                 continue
             same = (

@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
+from iobench.judge.answer import fastest_of  # noqa: E402
 from iobench.plan.labels import settings_label  # noqa: E402
 from iobench.plan.selection import SETTINGS_LOADER  # noqa: E402
 from iobench.results.record import RunRecord  # noqa: E402
@@ -77,9 +78,10 @@ def top_configurations(records: list[RunRecord]) -> tuple[list[RunRecord], str]:
     """The fastest configurations (by their best cache) with every cache each was run in, so a cold bar
     slower than the cut is never dropped beside its warm one: at most about TOP bars, and a note."""
     caches = len({r.config.cache for r in records}) or 1
-    best: dict[tuple, float] = {}
+    groups: dict[tuple, list[RunRecord]] = {}
     for r in records:
-        best[configuration(r)] = max(best.get(configuration(r), 0.0), r.epochs.samples_per_s)
+        groups.setdefault(configuration(r), []).append(r)
+    best = {k: fastest_of(group).epochs.samples_per_s for k, group in groups.items()}  # type: ignore[union-attr]
     ranked = sorted(best, key=lambda k: best[k], reverse=True)
     keep = set(ranked[: max(1, -(-TOP // caches))])
     rows = sorted((r for r in records if configuration(r) in keep), key=lambda r: -best[configuration(r)])

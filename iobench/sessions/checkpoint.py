@@ -15,7 +15,7 @@ from pathlib import Path
 
 from iobench.checkpoint.libraries import Library, libraries_help
 from iobench.checkpoint.plan import Step, TimeLeft, estimate_of, planned
-from iobench.checkpoint.request import CheckpointRequest, checked, for_tune, request_of
+from iobench.checkpoint.request import CheckpointRequest, checked, checkpoint_request, for_tune
 from iobench.checkpoint.state import StateSpec
 from iobench.errors import IobenchError
 from iobench.events import Events
@@ -36,7 +36,7 @@ __all__ = [
     "CheckpointRequest",
     "checkpoint_session",
     "libraries_help",
-    "request_of",
+    "checkpoint_request",
 ]
 
 

@@ -20,7 +20,7 @@ from iobench.loaders import DEFAULT_LOADER
 from iobench.plan.command_values import config_of
 from iobench.plan.config import RunConfig
 from iobench.plan.place import RunPlace
-from iobench.plan.resolve import RunTarget, settle_device
+from iobench.plan.resolve import RunTarget, device_of, settle_device
 from iobench.plan.selection import tuned_loaders
 from iobench.results.store import pasted_code_path
 from iobench.run.dataset_factory import FactoryRequest
@@ -35,8 +35,7 @@ class TuneRequest:
     """A search as its command gave it: a prepared format (its base configuration: step, order, run options), or the
     user's Dataset (a FactoryRequest); the batch sizes, the budget in minutes and in rounds, the shuffle floor."""
 
-    place: RunPlace
-    device: torch.device
+    place: RunPlace  # its device as given (auto, cpu, cuda:N): `device` is it resolved here
     batch_sizes: list[int]
     searched_sizes: bool  # a comma list of batch sizes was given: each is a candidate
     budget_minutes: float
@@ -45,6 +44,11 @@ class TuneRequest:
     check_paste: bool = True
     base: RunConfig | None = None  # a prepared format's
     factory: FactoryRequest | None = None  # or the user's own pipeline
+
+    @property
+    def device(self) -> torch.device:
+        """The place's device, usable here (auto resolved), or a one-line refusal."""
+        return device_of(str(self.place.device))
 
 
 @dataclass

@@ -111,3 +111,29 @@ def test_every_session_takes_a_request_and_events_and_returns_an_outcome():
         signature = inspect.signature(function)
         assert list(signature.parameters) == ["request", "events"], name
         assert "Outcome" in str(signature.return_annotation), name
+
+
+def test_no_command_reads_its_options_by_key_from_the_context():
+    """Options reach a command as its parameters and typed groups (a PlaceValues, a LoaderSettings), never as
+    `ctx.params[...]` by string."""
+    for path in CLI.glob("*.py"):
+        reads = [
+            n
+            for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Attribute) and n.attr == "params" and _name(n.value) == "ctx"
+        ]
+        assert not reads, f"{path.name}: ctx.params at line {reads[0].lineno}"
+
+
+def test_each_option_group_is_handed_to_the_command_as_one_typed_value():
+    """run's def names its groups (its own options, place, settings, run options) and typer sees each option of
+    them."""
+    from iobench.cli.run import run_cmd
+    from iobench.plan.place import PlaceValues
+
+    seen = inspect.signature(run_cmd).parameters
+    assert {"data_dir", "device", "remote", "batch_size", "num_workers", "cache", "torch_threads"} <= set(seen)
+    assert not {"place", "settings", "run_options"} & set(seen)
+    own = inspect.signature(inspect.unwrap(run_cmd), eval_str=True).parameters
+    assert own["place"].annotation is PlaceValues and own["place"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert own["settings"].annotation.__name__ == "LoaderSettings" and own["asked"].annotation.__name__ == "RunAsked"

@@ -1,8 +1,8 @@
 """The checkpoint answer rests on the kill test: a library and save mode whose kills ever lost the checkpoint (a clean
 error loses step N too) or corrupted it is never named, and is said to be left out, faster or not, also where the
 machine was busy; the kill counts it rests on are said; beside other programs a ranking is the answer only where the
-libraries were taken in turn, ahead in every round's pair, and the lead survives the contention; two libraries whose rounds overlap
-are not settled unless their pairs decide."""
+libraries were taken in turn, ahead in every round's pair, and the lead survives the contention; two libraries whose
+rounds overlap are not settled unless their pairs decide."""
 
 from __future__ import annotations
 

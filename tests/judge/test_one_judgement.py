@@ -119,6 +119,54 @@ def test_no_command_outside_the_judgement_computes_an_interval_or_a_verdict(tmp_
     assert judging_outside(tmp_path) == ["cli/x.py: .overlaps", "cli/x.py: BUSY_CORES"]  # the check can fail
 
 
+FIGURES = {"median", "samples_per_s"}  # what a winner is picked by
+# where a figure's own definition takes the least or the most (not a ranking of configurations)
+DEFINITIONS = {
+    "results/feed_record.py",  # a count's AU is its least fed rank's (MLPerf's rule: every rank's)
+    "results/stats.py",  # one record's own epochs: an outlier, a slow first epoch (warnings' raw facts)
+}
+
+
+def _mentions_figure(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Attribute) and n.attr in FIGURES or isinstance(n, ast.Name) and n.id in FIGURES
+        for n in ast.walk(node)
+    )
+
+
+def ranking_outside(root: Path) -> list[str]:
+    """Modules outside iobench/judge that pick a winner by a figure themselves: `max`/`min` keyed by a median or
+    samples/s, or two such figures compared (a figure against a constant, as a guard against 0, is no ranking)."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root)
+        if "judge" in rel.parts or rel.as_posix() in DEFINITIONS:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("max", "min"):
+                key = next((k.value for k in node.keywords if k.arg == "key"), None)
+                if _mentions_figure(key) if key is not None else any(_mentions_figure(a) for a in node.args):
+                    found.append(f"{rel}:{node.lineno}: {node.func.id}()")
+            elif isinstance(node, ast.Compare) and not any(
+                isinstance(op, (ast.Eq, ast.NotEq, ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops
+            ):
+                sides = [node.left, *node.comparators]
+                if sum(_mentions_figure(side) for side in sides) >= 2:
+                    found.append(f"{rel}:{node.lineno}: comparison")
+    return found
+
+
+def test_no_module_outside_the_judgement_picks_a_winner_by_its_figure(tmp_path):
+    """tune's "fastest at any shuffle" and its best by what loads, a report's fastest per format and a plot's best
+    were each a bare max of medians outside the judgement (issue 93)."""
+    assert ranking_outside(ROOT / "iobench") == []
+    (tmp_path / "report").mkdir()
+    (tmp_path / "report" / "x.py").write_text(
+        "best = max(rs, key=lambda r: r.epochs.samples_per_s)\nif a.median > b.median: pass\nok = m if m > 0 else 0\n"
+    )
+    assert ranking_outside(tmp_path) == ["report/x.py:1: max()", "report/x.py:2: comparison"]  # it can fail
+
+
 def test_a_hostile_record_is_skipped_and_changes_no_answer(tmp_path):
     records = CASES["quiet"]
     hostile = dict(FLAT_RECORD, samples_per_s=1e300, epoch_seconds=[-1.0, 0.0, float("nan")])

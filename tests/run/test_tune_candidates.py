@@ -109,15 +109,21 @@ def _scored(n: int, spread: float, order: float) -> RunRecord:
 
 def _searched(tmp_path, name: str, figures: dict, script) -> object:
     """tune's session over fake trials, as far as its outcome (the search, the confirmation, the script written)."""
-    import torch
-
     from iobench.plan.place import RunPlace
     from iobench.run.tune import TuneSearch
     from iobench.sessions.tune import TuneRequest, _searched
 
     configs = [run_config("npy", "dataloader", num_workers=w) for w in figures]
     place = RunPlace(tmp_path, None, "cpu", tmp_path / name)
-    request = TuneRequest(place, torch.device("cpu"), [16], False, 1.0, None, 0.9, check_paste=False)
+    request = TuneRequest(
+        place=place,
+        batch_sizes=[16],
+        searched_sizes=False,
+        budget_minutes=1.0,
+        rounds=None,
+        min_shuffle=0.9,
+        check_paste=False,
+    )
     return _searched(TuneSearch("npy", configs, FakeTrials(figures), script), request, Events())
 
 
