@@ -240,8 +240,9 @@ def _print_outcome(outcome: Any, results: Path) -> None:
         title = f"a save of step N+1 over step N killed {outcome.kills[0].kills} times"
         _print_table(title, kill_head(), [kill_cells(k, c) for k, c in kills.items()])
     out.print(f"{len(outcome.trials)} trials measured; records in {results}", highlight=False, soft_wrap=True)
-    if outcome.answer:
-        out.print(outcome.answer, highlight=False, soft_wrap=True)
+    for line in (outcome.answer, outcome.rules):  # the judgement's answer, and MLPerf's rules against it
+        if line:
+            out.print(line, highlight=False, soft_wrap=True, markup=False)
 
 
 def _print_tuned(tuned: Any) -> None:

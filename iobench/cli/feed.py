@@ -45,6 +45,17 @@ def _workloads_help() -> str:
 CUSTOM_AU = 0.90
 
 
+CheckRules = Annotated[
+    Optional[Path],  # noqa: UP045 - typer reads the annotation at runtime
+    typer.Option(
+        "--check-rules",
+        metavar="RESULTS",
+        help="Measure nothing: say, for each feed answer stored in RESULTS, whether it would stand as a CLOSED "
+        "MLPerf Storage result and, rule by rule, what it would take.",
+    ),
+]
+
+
 @app.command("feed")
 def feed_cmd(
     workload: Annotated[str, typer.Option(help=_workloads_help())] = "resnet50",
@@ -89,6 +100,7 @@ def feed_cmd(
         ),
     ] = "feed",
     results: Results = default.RESULTS,
+    check_rules: CheckRules = None,
     quiet: Quiet = False,
 ) -> None:
     """How many emulated accelerators this storage keeps at the workload's utilisation: N ranks each read their shard
@@ -97,6 +109,8 @@ def feed_cmd(
     loader's hand-over)."""
     from iobench.sessions.feed import FeedRequest, feed_session
 
+    if check_rules is not None:
+        return _check_rules(check_rules)
     chosen = _workload(workload, accelerator, step_ms, batch_size, sample_bytes, au, dataset, num_workers)
     if cache not in (None, "warm", "cold"):
         raise IobenchError(f"--cache: warm or cold, got {cache!r}")
@@ -180,6 +194,28 @@ def _workload(
     return found
 
 
+def _check_rules(path: Path) -> None:
+    """Each stored feed answer's rules, rule by rule (`iobench.judge.rules`)."""
+    from rich.table import Table
+
+    from iobench.feed.workloads import closed_of
+    from iobench.judge.rules import feed_rules
+    from iobench.report.feed import load_feed, title_of
+
+    loaded = load_feed(path)
+    if not loaded.records:
+        raise IobenchError(f"{path}: no feed records" + (f" ({loaded.skipped[0]})" if loaded.skipped else ""))
+    for record in loaded.records:
+        table = Table(title=f"{title_of(record)} ({record.timestamp})")
+        for col in ("MLPerf Storage rule (CLOSED)", "kept", "what was found, and what it would take"):
+            table.add_column(col)
+        for check in feed_rules(record, closed_of(record.workload)):
+            table.add_row(check.rule, "yes" if check.holds else "no", check.said)
+        out.print(table)
+    for reason in loaded.skipped:
+        out.print(f"skipped: {reason}", highlight=False, soft_wrap=True, markup=False)
+
+
 def _print(outcome, results: Path) -> None:  # noqa: ANN001 - a FeedOutcome
     from rich.table import Table
 
@@ -195,6 +231,11 @@ def _print(outcome, results: Path) -> None:  # noqa: ANN001 - a FeedOutcome
     out.print(table)
     if outcome.answer is not None:
         out.print(outcome.answer.line, highlight=False, soft_wrap=True, markup=False)
+        from iobench.feed.workloads import closed_of
+        from iobench.judge.rules import rules_line
+
+        said = rules_line(outcome.record, closed_of(outcome.record.workload))
+        out.print(said, highlight=False, soft_wrap=True, markup=False)
     from iobench.judge.feed import what_if_line
 
     for other in outcome.what_if:

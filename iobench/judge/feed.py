@@ -29,6 +29,11 @@ START_SHARE = 0.03  # of an epoch, a first batch worth naming: a larger dataset 
 STORAGE_SHARE = 80.0  # percent of the access pattern's limit: the storage is the bound
 CPU_SHARE = 0.85  # of the machine's cores busy: the CPU is the bound
 MORE, FEWER = "more accelerators", "fewer accelerators"
+# How far a count's AU moves when the same question is asked again minutes later, quiet (Intel Xeon 2 vCPU, the same
+# count: 0.896-0.904 over three askings at a 20 ms step, 0.942-0.947, 0.923-0.933 and 0.917-0.926 over two at 40 ms,
+# docs/study/shared-machine/): an answer whose deciding count lies within twice that of the threshold says it is at
+# the edge (the same question had answered 2 and then 1 five minutes apart).
+EDGE_AU = 0.02
 # A starved rank's utilisation is its loader's rate over the step's (samples/s x step / batch): it drifts between
 # minutes as the loader's samples/s does (RUN_DRIFT, scripts/bench_false_changes.py); a fed one sits at the step's
 # share whatever the storage does. A change of N is called only where the count that tells them apart moved beyond it.
@@ -117,6 +122,7 @@ def feed_answer(
             f"{demand_mb_per_s:,.0f} MB/s and got {got:,.0f}; bound by {bound_of(one)}"
             + _start(one)
             + _undecided(one, threshold, rules)
+            + edge_of(points, threshold, rules)
             + _beside(points, bound_of(one))
             + other,
         )
@@ -130,15 +136,35 @@ def feed_answer(
     after = points.get(n + 1)
     if after is None:
         said = f"{head}; {n + 1} not measured: {why_most}" if n >= most else head
-        return FeedAnswer(n, said + _start(at) + _beside(points) + other)
+        return FeedAnswer(n, said + _start(at) + edge_of(points, threshold, rules) + _beside(points) + other)
     return FeedAnswer(
         n,
         f"{head}; at {n + 1}: AU {au_of(after, rules) or 0.0:.3f} ({feed_verdict(after, threshold, rules)}), bound by "
         f"{bound_of(after)}"
         + _start(after)
         + _undecided(after, threshold, rules)
+        + edge_of(points, threshold, rules)
         + _beside(points, bound_of(after))
         + other,
+    )
+
+
+def edge_of(points: dict[int, FeedPoint], threshold: float, rules: str = FEED_RULES) -> str:
+    """Where the answer's N or N+1 lies within EDGE_AU of the threshold: said, with both AUs ("" where neither does):
+    asked again, the answer may move by one."""
+    n = fed_count(points, threshold, rules)
+    near = [
+        (k, au)
+        for k in (n, n + 1)
+        if k in points and (au := au_of(points[k], rules)) is not None and abs(au - threshold) < EDGE_AU
+    ]
+    if not near:
+        return ""
+    said = ", ".join(f"{k} at AU {au:.3f}" for k, au in near)
+    moves = " or ".join(str(k - 1 if k == n else k) for k, _ in near)
+    return (
+        f"; at the edge: {said}, within {EDGE_AU:.2f} of {threshold:.2f} (a count's AU moves by up to 0.01 between "
+        f"minutes here): asked again, the answer may be {moves}"
     )
 
 

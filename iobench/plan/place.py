@@ -1,6 +1,7 @@
 """Where a measuring command runs and keeps its records: the values every measuring command shares (the data folder,
 the dataset, the device, object storage and how a FUSE mount reads it), checked once here for run, sweep, tune,
-checkpoint and limits (`place_of`); the command line declares their options once (`iobench.cli.option_groups.takes_place`)."""
+checkpoint and limits (`place_of`); the command line declares their options once
+(`iobench.cli.option_groups.takes_place`)."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from iobench.storage.remote.profiles import Profile
 
 @dataclass(frozen=True)
 class PlaceValues:
-    """The place's options as the command line parsed them (`iobench.cli.option_groups.takes_place` builds one and hands it
-    to the command): what `place_of` checks and makes a RunPlace of."""
+    """The place's options as the command line parsed them (`iobench.cli.option_groups.takes_place` builds one and
+    hands it to the command): what `place_of` checks and makes a RunPlace of."""
 
     data_dir: Path | None = None
     dataset: str | None = None

@@ -16,6 +16,7 @@ from pathlib import Path
 from iobench.errors import IobenchError
 from iobench.judge.change import ROUND_UNITS, Change, change_of
 from iobench.judge.checkpoints import checkpoint_answer
+from iobench.judge.rules import checkpoint_rules_line
 from iobench.report.exports import csv_cell, write_report_files
 from iobench.results.checkpoint_file import CheckpointFile, load_checkpoints
 from iobench.results.checkpoint_record import KILL_OUTCOMES, CheckpointTrial
@@ -210,7 +211,8 @@ def write_checkpoint_report(results: Path, out: Path, skipped: list[str] | None 
         caches = tuple(c for c in ("warm", "cold") if any(r.cache == c for r in mine))
         described = f"from {mine[0].source}" if mine[0].source else layout  # a record keeps the file's name
         lines += [f"## {mine[0].state_bytes / 1e9:.2f} GB state ({params:,} parameters, {md_text(described)})", ""]
-        lines += [md_text(said), ""] if (said := checkpoint_answer(size_rows, kills)) else []
+        if said := checkpoint_answer(size_rows, kills):
+            lines += [md_text(said), "", md_text(checkpoint_rules_line(size_rows)), ""]
         lines += [*md_table(summary_head(caches), [summary_cells(r, caches) for r in size_rows]), ""]
         if stepped := [r for r in size_rows if r.step != "none"]:
             lines += ["The training loop beside each steady save:", ""]

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from iobench.errors import IobenchError
+from iobench.feed.workloads import closed_of
 from iobench.judge.feed import FEED_RULES, FeedChange, dlio_au, feed_change, feed_verdict, record_answer
+from iobench.judge.rules import rules_line
 from iobench.report.exports import csv_cell, write_report_files
 from iobench.results.feed_record import FeedPoint, FeedRecord
 from iobench.results.markdown import md_table, md_text
@@ -89,7 +91,7 @@ def write_feed_report(results: Path, out: Path, skipped: list[str] | None = None
             "",
         ]
         lines += [*md_table(count_head(), [count_cells(p, r.threshold, r.rules) for p in r.points]), ""]
-        lines += [md_text(record_answer(r).line), ""]
+        lines += [md_text(record_answer(r).line), "", md_text(rules_line(r, closed_of(r.workload))), ""]
     return write_report_files(out, lines, _csv(loaded.records))
 
 

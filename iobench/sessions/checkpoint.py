@@ -48,6 +48,7 @@ class CheckpointOutcome:
     skipped: list[str] = field(default_factory=list)
     caches: tuple[str, ...] = ()  # the restores measured (cold alone on object storage)
     answer: str | None = None
+    rules: str | None = None  # whether the answer would stand as a CLOSED MLPerf Storage result, and why not
     tuned: TunedCheckpoint | None = None  # --tune's code and its check
 
 
@@ -135,6 +136,10 @@ def checkpoint_session(request: CheckpointRequest, events: Events) -> Checkpoint
         outcome.rows[spec] = rows
     largest = max(request.specs, key=lambda s: s.state_bytes)
     outcome.answer = checkpoint_answer(outcome.rows[largest], counts)
+    if outcome.answer:
+        from iobench.judge.rules import checkpoint_rules_line
+
+        outcome.rules = checkpoint_rules_line(outcome.rows[largest])
     if request.tune:
         outcome.tuned = _tuned(request, largest, outcome.rows[largest], counts, events)
     return outcome

@@ -75,3 +75,20 @@ def test_size_is_written_as_prepares(cli, tmp_path, monkeypatch):
     for text in sizes:
         cli("feed", "--size", text, "--data-dir", tmp_path / "data", "--results", tmp_path / "f.jsonl", "-q")
     assert asked == list(sizes.values())
+
+
+def test_check_rules_reads_stored_answers_and_measures_nothing(cli, tmp_path):
+    """`feed --check-rules RESULTS`: each stored answer's MLPerf Storage rules, rule by rule; a file without feed
+    answers is one line."""
+    from tests.results.test_feed_record import planted
+
+    results = tmp_path / "feed.jsonl"
+    results.write_text(json.dumps(planted({1: (0.95, 0.94)}, workload="resnet50/h100").to_json()) + "\n")
+    r = cli("feed", "--check-rules", results, "--data-dir", tmp_path / "data")
+    assert r.code == 0, r.err
+    assert "resnet50_h100.yaml @ac0424fa has batch 400, 224 ms" in r.out and "tfrecord through tensorflow" in r.out
+    assert not (tmp_path / "data").exists()
+    other = tmp_path / "runs.jsonl"
+    other.write_text('{"kind": "run"}\n')
+    bad = cli("feed", "--check-rules", other)
+    assert bad.code != 0 and "no feed records" in bad.err and len(bad.err.strip().splitlines()) == 1, bad.err

@@ -151,3 +151,17 @@ def test_answers_made_before_dlio_figures_say_nothing_of_them():
     from tests.results.test_feed_record import planted
 
     assert "--rules" not in record_answer(planted({1: (0.92, 0.93), 2: (0.78, 0.79)})).line
+
+
+def test_an_answer_at_the_thresholds_edge_says_so_however_it_falls():
+    """The same question asked three times quiet gave N=1 at AU 0.902, 0.904 and 0.896: fed twice and not once. Each
+    answer names the edge, so the two answers no longer contradict each other silently."""
+    for au in (0.902, 0.904, 0.896):
+        points = {1: _point(1, (au, au)), 2: _point(2, (0.80, 0.80), (0.80, 0.80))}
+        said = feed_answer(points, 0.9, "h100", 71.0, 16, "").line
+        assert f"at the edge: 1 at AU {au:.3f}, within 0.02 of 0.90" in said, said
+        assert ("the answer may be 0" if au >= 0.9 else "the answer may be 1") in said
+    clear = {1: _point(1, (0.95, 0.95)), 2: _point(2, (0.80, 0.80), (0.80, 0.80))}
+    assert "at the edge" not in feed_answer(clear, 0.9, "h100", 71.0, 16, "").line
+    starved_near = {1: _point(1, (0.95, 0.95)), 2: _point(2, (0.89, 0.89), (0.89, 0.89))}
+    assert "2 at AU 0.890" in feed_answer(starved_near, 0.9, "h100", 71.0, 16, "").line
