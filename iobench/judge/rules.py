@@ -129,7 +129,7 @@ def checkpoint_rules(rows: list[LibraryRow]) -> list[RuleCheck]:
         RuleCheck(
             "workload",
             False,
-            f"a {state / 1e9:.2f} GB state of generated tensors; a CLOSED run writes one of MLPerf's llama3 "
+            f"a {_size_text(state)} state of generated tensors; a CLOSED run writes one of MLPerf's llama3 "
             f"checkpoints in its parallel layout, every rank its shard ({CHECKPOINT_WORKLOADS}) (2.2.1)",
         ),
         RuleCheck(
@@ -152,6 +152,10 @@ def checkpoint_rules(rows: list[LibraryRow]) -> list[RuleCheck]:
         ),
         RuleCheck("runs", False, f"one run; a CLOSED result is the mean of {RUNS} runs (2.2.3)"),
     ]
+
+
+def _size_text(nbytes: int) -> str:
+    return f"{nbytes / 1e9:,.2f} GB" if nbytes >= 1e9 else f"{nbytes / 1e6:,.1f} MB"
 
 
 def checkpoint_rules_line(rows: list[LibraryRow]) -> str:
