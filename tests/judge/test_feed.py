@@ -165,3 +165,19 @@ def test_an_answer_at_the_thresholds_edge_says_so_however_it_falls():
     assert "at the edge" not in feed_answer(clear, 0.9, "h100", 71.0, 16, "").line
     starved_near = {1: _point(1, (0.95, 0.95)), 2: _point(2, (0.89, 0.89), (0.89, 0.89))}
     assert "2 at AU 0.890" in feed_answer(starved_near, 0.9, "h100", 71.0, 16, "").line
+
+
+def test_a_count_starved_beside_other_programs_that_its_waits_explain_is_undecided():
+    """Beside one busy loop a rank that used a third of a core kept AU 0.887 (0.942-0.947 quiet): its processes
+    waited for a CPU 31% of their runnable time, which given back could carry it over 0.90. Quiet, or where the waits
+    cannot explain the shortfall, starved stays starved."""
+    from iobench.judge.feed import credited_au
+
+    busy = _point(1, (0.887, 0.887), others_cores=1.0, own_cores=0.33, cpu_wait_share=0.31)
+    assert feed_verdict(busy, 0.9) == UNDECIDED and credited_au(busy) == 1.0
+    said = feed_answer({1: busy}, 0.9, "h100", 160.0, 6, "").line
+    assert "undecided beside other programs: they used 1.0 cores and its processes waited for a CPU 31%" in said
+    quiet = replace(busy, others_cores=0.0)
+    assert feed_verdict(quiet, 0.9) == STARVED and credited_au(quiet) is None
+    far = _point(1, (0.5, 0.5), others_cores=1.0, own_cores=0.33, cpu_wait_share=0.31)
+    assert feed_verdict(far, 0.9) == STARVED  # 0.5 / 0.85: the waits do not explain it
