@@ -24,6 +24,7 @@ from iobench.feed.defaults import (
     MAX_WORKERS,
 )
 from iobench.feed.workloads import ACCELERATORS, CUSTOM, NAMES, WORKLOADS
+from iobench.results.feed_record import RULES
 from iobench.units import count_of, parse_size
 
 OptInt = Optional[int]  # noqa: UP045 - typer reads the annotation at runtime
@@ -98,7 +99,7 @@ def feed_cmd(
             "job's) or dlio (each epoch's first step left out, ranks and epochs averaged: MLPerf Storage's number). "
             "Both are recorded; the answer says the other's N where it differs."
         ),
-    ] = "feed",
+    ] = RULES[0],
     results: Results = default.RESULTS,
     check_rules: CheckRules = None,
     quiet: Quiet = False,
