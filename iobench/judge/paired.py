@@ -10,7 +10,7 @@ Beside other programs a paired lead holds only where it survives the contention:
 time they were runnable but waited for a CPU (`iobench.system.waits`), and a configuration's wait share is that over
 its runnable time; quiet, it would have run at most 1 / (1 - share) of its busy figure (its waits taken away, none of
 its own work). A lead holds where the leader's paired interval over each configuration it beat stays above the bar
-with that configuration credited with the wait it had beyond the leader's (`Lead.credited`); the leader is never
+with that configuration credited with the wait it had beyond the leader's (`credited_lead`); the leader is never
 credited with its own, so the credit can undo a ranking but never make one. One rival process cut tensorclass at
 torch's default threads 72x while numpy's single-threaded paths moved 0.70-1.02x: contention does not fall evenly.
 Before this rule, a configuration's shares spread more than 10 points apart refused the answer outright: 3 of 12

@@ -271,8 +271,7 @@ class WaitMeter:
                 max(0, wait_ns - sum(b[1] for b in before)),
             )
             for key in [k for k in self._last if k[0] == pid]:
-                del self._last[key]
-                self._base.pop(key, None)
+                del self._last[key]  # its base stays: what it used before the meter is taken off getrusage's too
 
     def _sample(self) -> set[int]:
         """Read the tree's threads; the pids alive."""

@@ -100,3 +100,27 @@ def test_a_childs_children_that_exit_between_readings_are_counted_once_it_is_rea
     used = _cpu_used() - before
     assert used > 0.8, used
     assert meter.figures.cpu_s > 0.9 * used, (meter.figures, used)
+
+
+def _spin_then_wait(go) -> None:  # a module-level target: multiprocessing's fork child runs it
+    _spin(0.5)
+    go.wait(30)
+    _spin(0.2)
+
+
+def test_a_child_started_before_the_meter_counts_only_what_it_used_inside():
+    """A worker that spun 0.5 s before the meter began and 0.2 s inside it, then exited and was reaped: getrusage
+    counts its whole life, so what it had used before the meter must come off that bound too (it had counted 0.7 s)."""
+    import multiprocessing
+
+    with WaitMeter():
+        pass  # the exit reports' pipe exists before the fork: the child reports as it exits
+    go = multiprocessing.get_context("fork").Event()
+    child = multiprocessing.get_context("fork").Process(target=_spin_then_wait, args=(go,))
+    child.start()
+    time.sleep(0.8)  # the child's first 0.5 s spun before the meter
+    with WaitMeter(poll_s=5.0) as meter:
+        go.set()
+        child.join(30)
+    assert child.exitcode == 0
+    assert 0.1 < meter.figures.cpu_s < 0.45, meter.figures
