@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from iobench.judge.evidence import Load, records_load
 from iobench.judge.intervals import Interval, record_interval
-from iobench.judge.paired import Contention, ahead, contention_of, paired_runs, ratio_text
+from iobench.judge.paired import Contention, ahead, contention_of, lead_of, paired_runs, ratio_text
 from iobench.measuring.limit_rule import device_resident
 from iobench.plan.labels import settings_label
 from iobench.results.record import RunRecord
@@ -157,15 +157,13 @@ def _busy(
             "the machine quiet",
             None,
         )
-    leads = [(named(r), r, paired_runs(best, r)) for r in others]
-    unpaired = next((name for name, _, lead in leads if lead is None), None)
-    if unpaired is not None:
+    contention = contention_of(best, [(named(r), r, lead_of(paired_runs(best, r))) for r in others], named(best))
+    if contention.unpaired is not None:
         return (
-            f"other programs used {load.text()} cores beside the runs and {unpaired}'s runs were not taken in turn "
-            "with the fastest's: measure them together, or with the machine quiet",
+            f"other programs used {load.text()} cores beside the runs and {contention.unpaired}'s runs were not taken "
+            "in turn with the fastest's: measure them together, or with the machine quiet",
             None,
         )
-    contention = contention_of(best, [(name, r, lead.low) for name, r, lead in leads], named(best))  # type: ignore[union-attr]
     if not contention.recorded:
         return (
             f"other programs used {load.text()} cores beside the runs and what each run waited for was not recorded "

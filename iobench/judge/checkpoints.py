@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from iobench.judge.evidence import Load, load_of
 from iobench.judge.intervals import Interval, interval_of
-from iobench.judge.paired import ahead, contention_among, ratio_text
+from iobench.judge.paired import ahead, contention_among, lead_of, ratio_text
 from iobench.results.checkpoint_summary import LibraryRow, lost
 from iobench.system.waits import share_of
 
@@ -94,12 +94,12 @@ def _busy(best: LibraryRow | None, others: list[LibraryRow], paired: Interval | 
             else f"the fastest is not ahead in every round ({ratio_text(paired)})"
         )
         return f"other programs used {load.text()} cores beside the trials and {how}"
-    leads = [(r.label, _share(r), _paired(best, r)) for r in others]
-    if any(lead is None for _, _, lead in leads):
+    leads = [(r.label, _share(r), lead_of(_paired(best, r))) for r in others]
+    contention = contention_among((best.label, _share(best)), leads)
+    if contention.unpaired is not None:
         return (
             f"other programs used {load.text()} cores beside the trials and not every library was paired round by round"
         )
-    contention = contention_among((best.label, _share(best)), [(n, s, lead.low) for n, s, lead in leads])  # type: ignore[union-attr]
     if not contention.recorded:
         return f"other programs used {load.text()} cores beside the trials and what they waited for was not recorded"
     if contention.hit is not None:

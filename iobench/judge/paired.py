@@ -65,6 +65,11 @@ def paired_runs(a: RunRecord, b: RunRecord) -> Interval | None:
     return paired_ratio(a, b, units_of(a), units_of(b))
 
 
+def lead_of(paired: Interval | None) -> float | None:
+    """A paired interval's low end, the lead `contention_among` credits; None where the two were not in turn."""
+    return None if paired is None else paired.low
+
+
 def credited_lead(low: float, leader_share: float, share: float) -> float:
     """The leader's paired lead over a configuration (its interval's low end) with that configuration credited with
     the share of its time it waited for a CPU beyond the leader's: quiet, it would have run at most
@@ -86,6 +91,7 @@ class Contention:
     low: float | None = None  # the least and most wait share among them
     high: float | None = None
     recorded: bool = True  # every one's waits were recorded
+    unpaired: str | None = None  # one the leader was not measured in turn with: no lead to credit
 
     def shares_text(self) -> str:
         if self.low is None or self.high is None:
@@ -103,12 +109,16 @@ class Contention:
 
 
 def contention_among(
-    leader: tuple[str, float | None], others: list[tuple[str, float | None, float]], bar: float = 1.0
+    leader: tuple[str, float | None], others: list[tuple[str, float | None, float | None]], bar: float = 1.0
 ) -> Contention:
     """Whether the leader's lead survives the contention: `leader` (name, wait share) and those it leads, each
-    (name, wait share, the low end of the leader's paired interval over it); `bar` the credited lead must pass."""
+    (name, wait share, the low end of the leader's paired interval over it: None where not measured in turn); `bar`
+    the credited lead must pass."""
     known = [s for s in (leader[1], *(o[1] for o in others)) if s is not None]
     low, high = (min(known), max(known)) if known else (None, None)
+    unpaired = next((name for name, _, lead in others if lead is None), None)
+    if unpaired is not None:
+        return Contention(leader[1], low=low, high=high, unpaired=unpaired)
     if leader[1] is None or len(known) < len(others) + 1:
         return Contention(leader[1], low=low, high=high, recorded=False)
     leads = [(credited_lead(lead, leader[1], share), name, share) for name, share, lead in others]  # type: ignore[arg-type]
@@ -128,9 +138,9 @@ def record_share(r: RecordBase) -> float | None:
 
 
 def contention_of(
-    leader: RecordBase, others: list[tuple[str, RecordBase, float]], leader_name: str = "", bar: float = 1.0
+    leader: RecordBase, others: list[tuple[str, RecordBase, float | None]], leader_name: str = "", bar: float = 1.0
 ) -> Contention:
-    """`contention_among` of records: (name, record, the leader's paired low over it)."""
+    """`contention_among` of records: (name, record, the low end of the leader's paired interval over it)."""
     return contention_among(
         (leader_name, record_share(leader)), [(n, record_share(r), lead) for n, r, lead in others], bar
     )

@@ -130,6 +130,10 @@ def test_the_wait_share_is_the_waits_over_the_runnable_time():
     assert wait_share(waits) == 0.5 and wait_share(Waits()) is None
     even = contention_of(_record("npy", [1.0], 0.3), [("b", _record("hdf5", [1.0], 0.35), 1.2)])
     assert even.recorded and even.hit is None
+    from iobench.judge.paired import contention_among
+
+    unpaired = contention_among(("npy", 0.3), [("hdf5", 0.3, 1.2), ("lmdb", 0.3, None)])
+    assert unpaired.unpaired == "lmdb" and unpaired.hit is None  # not measured in turn: no lead to credit
 
 
 def test_a_change_measured_in_turn_is_decided_by_its_pairs():
