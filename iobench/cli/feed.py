@@ -230,13 +230,9 @@ def _print(outcome, results: Path) -> None:  # noqa: ANN001 - a FeedOutcome
     for point in outcome.record.points:
         table.add_row(*count_cells(point, outcome.record.threshold, outcome.record.rules))
     out.print(table)
-    if outcome.answer is not None:
-        out.print(outcome.answer.line, highlight=False, soft_wrap=True, markup=False)
-        from iobench.feed.workloads import closed_of
-        from iobench.judge.rules import rules_line
-
-        said = rules_line(outcome.record, closed_of(outcome.record.workload))
-        out.print(said, highlight=False, soft_wrap=True, markup=False)
+    for line in (outcome.answer.line if outcome.answer is not None else None, outcome.rules):
+        if line:  # the judgement's answer, and MLPerf's rules against it
+            out.print(line, highlight=False, soft_wrap=True, markup=False)
     from iobench.judge.feed import what_if_line
 
     for other in outcome.what_if:

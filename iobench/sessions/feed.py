@@ -18,8 +18,9 @@ from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.feed import defaults as default
 from iobench.feed.search import search
-from iobench.feed.workloads import CUSTOM, VERSION, Workload
+from iobench.feed.workloads import CUSTOM, VERSION, Workload, closed_of
 from iobench.judge.feed import FEED_RULES, RULES, FeedAnswer, dlio_au, record_answer
+from iobench.judge.rules import rules_line
 from iobench.progress import minutes
 from iobench.results.feed_record import FEED, FeedPoint, FeedRecord, point_of_run, runs_path
 from iobench.results.record import RunRecord
@@ -61,6 +62,7 @@ class FeedOutcome:
     cache: str
     record: FeedRecord | None = None  # what was measured, as stored in the results
     answer: FeedAnswer | None = None  # the judgement's, from the record
+    rules: str | None = None  # whether the answer would stand as a CLOSED MLPerf Storage result, and why not
     what_if: list[FeedRecord] = field(default_factory=list)  # the same searched with each --what-if step
     notes: list[str] = field(default_factory=list)
 
@@ -128,6 +130,7 @@ def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
 
     outcome.record = answered(w)
     outcome.answer = record_answer(outcome.record)
+    outcome.rules = rules_line(outcome.record, closed_of(outcome.record.workload))
     for ms in request.what_if:
         events.say(f"what if a batch's compute took {ms:g} ms (a faster accelerator): searching again")
         outcome.what_if.append(answered(replace(w, compute_s=ms / 1000)))
