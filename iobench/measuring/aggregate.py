@@ -33,6 +33,7 @@ EPOCH_FIELDS = (
     "resident_before",
     "resident_after",
     "transform_seconds",
+    "loop_wait_seconds",
 )
 RANK_FIELDS = (
     "node_main",
@@ -137,6 +138,7 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
                 step_seconds=total("step_seconds"),
                 partial=any(x["partial"] for x in at),
                 transform_seconds=total("transform_seconds"),
+                loop_wait_seconds=total("loop_wait_seconds"),
             )
         )
     node_own = [r for r in own if r["node_main"]]
@@ -153,6 +155,7 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
         rank_mb_per_s_max=max(rank_rates) * sample_bytes / 1e6,
         rank_au=[[x["step_seconds"] / x["seconds"] if x["seconds"] > 0 else 0.0 for x in e] for e in epochs],
         rank_au_after_first=[[au_after_first(x) for x in e] for e in epochs],
+        rank_loop_wait=_loop_waits(epochs),
         straggler_ratio=statistics.median(
             max(s[k] for s in rank_seconds) / min(s[k] for s in rank_seconds) for k in range(n)
         ),
@@ -176,6 +179,15 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
         cuda_max_memory_reserved_bytes=None if math.isnan(reserved) else int(reserved),
     )
     return Combined(timings, ranks, system)
+
+
+def _loop_waits(epochs: list[list[dict[str, float]]]) -> list[list[float]]:
+    """Each rank's step loop's wait for a CPU per epoch, as a share of its epoch; none where a rank's kernel kept no
+    schedstat."""
+    shares = [[x["loop_wait_seconds"] / x["seconds"] if x["seconds"] > 0 else 0.0 for x in e] for e in epochs]
+    if any(math.isnan(x) for r in shares for x in r):
+        return []
+    return [[min(1.0, max(0.0, x)) for x in r] for r in shares]
 
 
 def _node_mean(values: list[float]) -> float | None:

@@ -7,6 +7,7 @@ synchronize, so measuring them adds no synchronisation that would stop copies ov
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import torch
 from iobench.loaders.base import DeviceBatch, Loader
 from iobench.loaders.device import synchronize
 from iobench.system.signals import signals_held
+from iobench.system.waits import thread_wait_s
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,9 @@ class EpochTiming:
     step_seconds: float
     partial: bool  # stopped early by max_seconds
     transform_seconds: float = 0.0  # --transform-on device: the batched transform after the copy
+    # the step loop's own thread's wait for a CPU over the epoch (runnable, not running): time the loop lost to the
+    # cores being busy, on the epoch's critical path; NaN where the kernel keeps no schedstat
+    loop_wait_seconds: float = math.nan
 
 
 def time_epoch(
@@ -54,6 +59,7 @@ def time_epoch(
     clock = time.perf_counter
     to_device = loader.to_device
     deadline = float("inf") if max_seconds is None else max_seconds
+    waited = thread_wait_s()
     start = clock()
     with signals_held():  # DataLoader workers fork here
         iterator = iter(loader.epoch(epoch))
@@ -105,11 +111,12 @@ def time_epoch(
         loader.end_epoch()
     synchronize(device)
     seconds = time.perf_counter() - start
+    loop_wait = thread_wait_s() - waited
     if cuda:
         h2d = sum(a.elapsed_time(b) for a, b, _, _ in events) / 1000
         transform_s = sum(b.elapsed_time(c) for _, b, c, _ in events) / 1000
         step_s = sum(c.elapsed_time(d) for _, _, c, d in events) / 1000
-    return EpochTiming(seconds, first, batches, samples, wait, h2d, step_s, partial, transform_s)
+    return EpochTiming(seconds, first, batches, samples, wait, h2d, step_s, partial, transform_s, loop_wait)
 
 
 def time_bare_epoch(loader: Loader, epoch: int, step: Callable[[DeviceBatch], None]) -> float:

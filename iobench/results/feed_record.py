@@ -24,13 +24,15 @@ FEED = "feed"
 SCHEMA_VERSION = 1
 MAX_COUNT = 4096  # accelerators of one answer
 MAX_NAME = 200
+MAX_CORES = 1 << 16
 CACHES = ("warm", "cold")
 # how AU was counted to rank an answer's counts: feed's whole epochs or DLIO's (`iobench.judge.feed` counts them)
 RULES = ("feed", "dlio")
 
 
-LATER = ("own_cores", "cpu_wait_share")  # a count's fields of 0.3.1
-ROWS = ("rank_au", "rank_au_after_first")  # a count's figures a rank and an epoch
+LATER = ("own_cores", "cpu_wait_share", "cores")  # a count's fields of 0.3.1 (cores: 0.3.3), left out when None
+ROWS = ("rank_au", "rank_au_after_first", "rank_loop_wait")  # a count's figures a rank and an epoch
+FROM_NOW = ("rank_au_after_first", "rank_loop_wait")  # rows empty in answers made before them: left out when empty
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,9 @@ class FeedPoint:
     cpu_wait_share: float | None = None
     # each rank's utilisation per epoch as DLIO counts it, each epoch's first step left out (empty before 0.3.2)
     rank_au_after_first: tuple[tuple[float, ...], ...] = ()
+    # each rank's step loop's wait for a CPU per epoch, a share of its epoch (empty before 0.3.3)
+    rank_loop_wait: tuple[tuple[float, ...], ...] = ()
+    cores: int | None = None  # the machine's cores the count ran on
 
     @property
     def au(self) -> float:
@@ -67,8 +72,9 @@ class FeedPoint:
         for name in LATER:  # not measured: left out, as answers made before them stored them
             if out[name] is None:
                 del out[name]
-        if not out["rank_au_after_first"]:  # likewise, before 0.3.2
-            del out["rank_au_after_first"]
+        for name in FROM_NOW:  # likewise
+            if not out[name]:
+                del out[name]
         return out
 
     @classmethod
@@ -84,13 +90,16 @@ class FeedPoint:
         if "n" not in values:
             raise RecordError("the field 'n' is missing")
         point = cls(**values)
+        if point.cores is not None and not 1 <= point.cores <= MAX_CORES:
+            raise RecordError(f"a count's cores are {point.cores!r:.20}")
         if not 1 <= point.n <= MAX_COUNT or len(point.rank_au) != point.n:
             raise RecordError(f"count {point.n!r:.20} with {len(point.rank_au)} ranks' utilisation")
         if any(not r or not all(0 <= x <= 1 for x in r) for r in point.rank_au):
             raise RecordError("a rank's utilisation is not a fraction between 0 and 1")
-        after = point.rank_au_after_first
-        if after and (len(after) != point.n or not all(0 <= x <= 1 for r in after for x in r)):
-            raise RecordError("a rank's utilisation after the first step is not a fraction a rank")
+        for name in FROM_NOW:
+            rows = getattr(point, name)
+            if rows and (len(rows) != point.n or not all(0 <= x <= 1 for r in rows for x in r)):
+                raise RecordError(f"{name} is not a fraction a rank")
         _check_numbers(point, ("mb_per_s", "wait_ms_per_batch", "cpu_utilisation", "limit_mb_per_s"))
         _check_numbers(point, ("percent_of_limit", "first_batch_share", "others_cores", "own_cores", "cpu_wait_share"))
         if point.cache not in CACHES or (point.limit_name is not None and not _name(point.limit_name)):
@@ -210,4 +219,6 @@ def point_of_run(record: RunRecord, n: int, waits: Any = None) -> FeedPoint:
         waits.cores if waits is not None else None,
         waits.wait_share if waits is not None else None,
         tuple(tuple(r) for r in record.ranks.rank_au_after_first),
+        tuple(tuple(r) for r in record.ranks.rank_loop_wait),
+        record.environment.cpu_count,
     )

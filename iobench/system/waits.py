@@ -16,6 +16,7 @@ comes back once the child is reaped (getrusage), so the cores other programs use
 
 from __future__ import annotations
 
+import math
 import os
 import resource
 import struct
@@ -162,6 +163,13 @@ def reaped_cpu_s() -> float:
     """The CPU seconds this process's reaped children used (each with the children it reaped in turn)."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return children.ru_utime + children.ru_stime
+
+
+def thread_wait_s() -> float:
+    """Seconds the calling thread has waited for a CPU since it started (`/proc/thread-self/schedstat`'s second field);
+    NaN where the kernel keeps no schedstat."""
+    parts = (_read("/proc/thread-self/schedstat") or "").split()
+    return int(parts[1]) / 1e9 if len(parts) >= 2 else math.nan
 
 
 def own_totals() -> tuple[int, int]:

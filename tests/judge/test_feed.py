@@ -181,3 +181,31 @@ def test_a_count_starved_beside_other_programs_that_its_waits_explain_is_undecid
     assert feed_verdict(quiet, 0.9) == STARVED and credited_au(quiet) is None
     far = _point(1, (0.5, 0.5), others_cores=1.0, own_cores=0.33, cpu_wait_share=0.31)
     assert feed_verdict(far, 0.9) == STARVED  # 0.5 / 0.85: the waits do not explain it
+
+
+def test_beside_other_programs_the_others_share_of_a_step_loops_wait_is_given_back():
+    """Beside one busy loop (Intel Xeon 2 vCPU, 40 ms step) a rank measured AU 0.899 with its step loop waiting for a
+    CPU 6.9% of the epoch; quiet it kept 0.943-0.949. The loop is the epoch's critical path, so the others' share of
+    that wait comes back: with 0.3 cores of its own and 1.0 of theirs on 2 cores, 1 - (0.3 / 1.3)^2 = 95% of it, so
+    0.899 / (1 - 0.95 x 0.069) = 0.96, fed, and the answer says both figures. Quiet nothing is given back; a loop that
+    hardly waited is not rescued; records without the loops' waits or the cores are judged as before; where the
+    count's own processes held most of the CPU, little of the wait is the others'."""
+    from iobench.judge.feed import judged_au, loop_credited, others_share
+
+    busy = _point(1, (0.899, 0.899), others_cores=1.0, own_cores=0.3, cores=2, rank_loop_wait=((0.069, 0.069),))
+    assert abs(others_share(busy) - (1 - (0.3 / 1.3) ** 2)) < 1e-9
+    assert feed_verdict(busy, 0.9) == FED and 0.96 < judged_au(busy) < 0.965
+    said = feed_answer({1: busy}, 0.9, "h100", 160.0, 6, "").line
+    assert (
+        said.startswith("answer: 1 h100 accelerator(s) fed") and "(0.899 as measured; a loop waited up to 6.9%" in said
+    )
+    assert "95% of it theirs: they used 1.0 cores beside the ranks' 0.3 on 2" in said
+    quiet = replace(busy, others_cores=0.0)
+    assert loop_credited(quiet) is None and feed_verdict(quiet, 0.9) == STARVED and judged_au(quiet) == 0.899
+    barely = replace(busy, rank_au=((0.88, 0.88),), rank_loop_wait=((0.005, 0.005),))
+    assert feed_verdict(barely, 0.9) == STARVED
+    for before in (replace(busy, rank_loop_wait=()), replace(busy, cores=None)):
+        assert loop_credited(before) is None and feed_verdict(before, 0.9) == STARVED
+    # mostly the ranks' own contention: 1 - (1.9 / 2.2)^2 = 25% of the wait given back, 0.880 -> 0.895
+    mine = replace(busy, rank_au=((0.88, 0.88),), others_cores=0.3, own_cores=1.9)
+    assert loop_credited(mine) is not None and feed_verdict(mine, 0.9) == STARVED

@@ -62,3 +62,42 @@ def test_the_bare_epoch_times_the_same_work_without_bookkeeping():
     loader = _Sleepy(4, 0.02)
     seconds = time_bare_epoch(loader, 0, lambda b: None)
     assert 0.08 <= seconds < 1.0 and loader.ended == 1
+
+
+SPIN = "import time\nend = time.perf_counter() + {s}\nwhile time.perf_counter() < end: pass\n"
+
+
+def _spin_step(seconds: float):
+    def step(batch) -> None:
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    return step
+
+
+def test_the_step_loops_wait_for_a_cpu_is_counted_where_a_rival_holds_its_core():
+    """The loop's own thread's time runnable but not running (schedstat): next to nothing alone on its core, a large
+    share of the epoch with a rival process pinned to the same core."""
+    import os
+    import subprocess
+    import sys
+
+    if not os.path.exists("/proc/thread-self/schedstat"):
+        pytest.skip("this kernel keeps no schedstat")
+    before = os.sched_getaffinity(0)
+    core = min(before)
+    os.sched_setaffinity(0, {core})
+    try:
+        alone = time_epoch(_Sleepy(4, 0.0), 0, _spin_step(0.05))
+        rival = subprocess.Popen([sys.executable, "-c", SPIN.format(s=30)])  # inherits the one core
+        try:
+            time.sleep(0.2)
+            shared = time_epoch(_Sleepy(4, 0.0), 0, _spin_step(0.05))
+        finally:
+            rival.kill()
+            rival.wait()
+    finally:
+        os.sched_setaffinity(0, before)
+    assert 0 <= alone.loop_wait_seconds < 0.25 * alone.seconds, alone
+    assert shared.loop_wait_seconds > 0.25 * shared.seconds > alone.loop_wait_seconds, (alone, shared)
