@@ -12,7 +12,8 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.feed.workloads import closed_of
-from iobench.judge.feed import FEED_RULES, FeedChange, dlio_au, feed_change, feed_verdict, record_answer
+from iobench.judge.feed import FEED_RULES, dlio_au, feed_verdict, record_answer
+from iobench.judge.feed_change import FeedChange, feed_change
 from iobench.judge.rules import rules_line
 from iobench.report.exports import csv_cell, write_report_files
 from iobench.results.feed_record import FeedPoint, FeedRecord

@@ -92,7 +92,7 @@ def _compare_checkpoints(a: Path, b: Path) -> Comparison:
 
 def _compare_feed(a: Path, b: Path) -> Comparison:
     """Per question both files answered (a workload, format, loader, cache and step), B's accelerators against A's,
-    decided by the judgement (`iobench.judge.feed.feed_change`)."""
+    decided by the judgement (`iobench.judge.feed_change.feed_change`)."""
     from iobench.report.feed import feed_changes, load_feed
 
     files = [load_feed(path) for path in (a, b)]

@@ -61,7 +61,7 @@ def test_an_epochs_first_batch_is_named_where_it_weighs():
 
 def test_a_change_of_n_is_called_only_where_the_count_between_moved_beyond_the_drift():
     from iobench.judge.change import NO_DIFFERENCE, NOT_COMPARABLE
-    from iobench.judge.feed import FEWER, MORE, feed_change
+    from iobench.judge.feed_change import FEWER, MORE, feed_change
     from tests.results.test_feed_record import planted
 
     four = planted({1: (0.95, 0.95), 2: (0.94, 0.94), 4: (0.93, 0.92), 8: (0.6, 0.61), 6: (0.7, 0.71), 5: (0.8, 0.8)})
@@ -132,7 +132,8 @@ def test_au_counted_as_dlio_counts_it_ranks_with_rules_dlio_and_is_said_beside_f
     The answer ranks by its rules and says the other's N, and why; two answers counted two ways are not compared."""
     from dataclasses import replace
 
-    from iobench.judge.feed import DLIO_RULES, dlio_au, feed_change, record_answer
+    from iobench.judge.feed import DLIO_RULES, dlio_au, record_answer
+    from iobench.judge.feed_change import feed_change
     from tests.results.test_feed_record import planted
 
     feed = _with_dlio(planted({1: (0.92, 0.93), 2: (0.78, 0.79), 3: (0.6, 0.6)}), {1: 0.98, 2: 0.97, 3: 0.7})
