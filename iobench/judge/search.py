@@ -8,7 +8,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from iobench.judge.intervals import Interval
+from iobench.judge.intervals import Interval, interval_of
+from iobench.judge.paired import credited_lead
 
 # epochs needed over epochs had beyond which no budget is worth spending: the gap is within the noise
 HOPELESS_FACTOR = 100
@@ -29,6 +30,26 @@ def settled(leader: Interval, rival: Interval, tight: float) -> bool:
     """The search may stop: the leader's interval is tight (its width under 2 x `tight` of its median) and apart from
     the runner-up's."""
     return leader.high - leader.low < 2 * tight * leader.median and leader.apart(rival)
+
+
+def settled_in_pairs(
+    leader: Sequence[float], rival: Sequence[float], tight: float, shares: tuple[float | None, float | None]
+) -> bool:
+    """The search may stop on paired evidence: each epoch of the leader over the rival's epoch of the same round
+    (taken in turn, minutes apart at most: a drift of the disk or of other programs falls on both) has a tight interval
+    (`settled`'s) whose low end stays above 1 once the rival is credited with its wait for a CPU beyond the leader's
+    (`shares`: the leader's and the rival's, None where not recorded; `credited_lead`). The two ran the same rounds
+    (the search only drops candidates), so their epochs pair in order."""
+    ratios = [a / b for a, b in zip(leader, rival, strict=False) if b > 0]
+    if len(ratios) < 2:
+        return False
+    paired = interval_of(ratios)
+    if not paired.finite or paired.high - paired.low >= 2 * tight * paired.median:
+        return False
+    low = paired.low
+    if shares[0] is not None and shares[1] is not None:
+        low = credited_lead(low, shares[0], shares[1])
+    return low > 1
 
 
 def near(best: Interval, other: Interval) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import random
 import statistics
 import time
 from collections.abc import Callable
@@ -20,7 +21,8 @@ from typing import Any, Protocol
 
 from iobench.events import QUIET, Events
 from iobench.judge.intervals import Interval, interval_of
-from iobench.judge.search import STOP_APART, STOP_BUDGET, STOP_ONE_LEFT, near, settled
+from iobench.judge.paired import record_share
+from iobench.judge.search import STOP_APART, STOP_BUDGET, STOP_ONE_LEFT, near, settled, settled_in_pairs
 from iobench.judge.shuffle import score_of, shuffles
 from iobench.loaders import LOADERS
 from iobench.plan.config import RunConfig
@@ -65,6 +67,17 @@ class Candidate:
     @property
     def median(self) -> float:
         return statistics.median(self.rates) if self.rates else 0.0
+
+    @property
+    def wait_share(self) -> float | None:
+        """The share of its runs' runnable time their processes waited for a CPU, over every round (None where a
+        round's waits were not recorded whole)."""
+        shares = [record_share(r) for r in self.records]
+        if not shares or any(s is None for s in shares):
+            return None
+        cpu = sum(sum(r.waits.unit_cpu_s) for r in self.records)
+        wait = sum(sum(r.waits.unit_cpu_wait_s) for r in self.records)
+        return wait / (cpu + wait) if cpu + wait > 0 else None
 
     def interval(self) -> Interval:
         """The interval of the median samples/s, the figure tune ranks and prints (the judgement's `interval_of`:
@@ -172,6 +185,7 @@ class _Search:
     started: float = field(default_factory=time.monotonic)
     per_epoch: float | None = None  # the dearest epoch so far, with its share of warm-up and set-up
     reused: int = 0  # rounds whose record a stopped search had already stored
+    order: random.Random = field(default_factory=random.Random)  # each round's order, fresh
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -181,7 +195,9 @@ class _Search:
         round cuts every epoch at a share of the budget: a pipeline 100x slower than the rest (LitData's
         full shuffle window decoding chunk by chunk) shows it in seconds, and the rest still get measured."""
         cap = None if k else min(FIRST_ROUND_MAX_S, max(FIRST_ROUND_MIN_S, self.budget_seconds / (4 * len(alive))))
-        for cand in alive:
+        turn = list(alive)
+        self.order.shuffle(turn)  # in turn, in a fresh order: a drift within the round falls on no one candidate
+        for cand in turn:
             identity, measure = self.trials.trial(cand.config, epochs, cap)
             if self.per_epoch is not None and self.elapsed() + self.per_epoch * (epochs + 1) > self.budget_seconds:
                 return False
@@ -201,8 +217,12 @@ class _Search:
 
 
 def _settled(leader: Candidate, second: Candidate) -> bool:
-    """The leader's interval is tight and clear of the runner-up's."""
-    return settled(leader.interval(), second.interval(), TIGHT)
+    """The leader's interval is tight and clear of the runner-up's, or its lead in the rounds' pairs is tight and
+    above 1, once the runner-up is credited with its wait for a CPU beyond the leader's."""
+    shares = (leader.wait_share, second.wait_share)
+    return settled(leader.interval(), second.interval(), TIGHT) or settled_in_pairs(
+        leader.rates, second.rates, TIGHT, shares
+    )
 
 
 def tune(
