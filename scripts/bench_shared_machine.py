@@ -1,7 +1,8 @@
 """Does iobench answer on a shared machine, and is the answer the quiet machine's? The same questions asked quiet and
 beside other programs, alternating (quiet, busy, quiet, busy ...): `run`'s default comparison (the README's first
 command), a checkpoint comparison (`checkpoint --libraries torch,dcp`, or `--libraries`), `feed` (a custom workload),
-and `compare --rerun` (`rerun`: a record against itself, and against a planted 1.2x slower step). Beside: N busy
+and `compare --rerun` (`rerun`: a record against itself, and against a planted 1.2x slower step), and `tune`'s search
+(`tune --format npy`, its best settings). Beside: N busy
 loops (`--busy N`, `yes` to /dev/null, as the issue had them) or a disk hog (`--busy disk`: 4 KiB O_DIRECT random
 reads of a file of its own on the same disk, by fio where it is installed, else by Python threads).
 
@@ -174,6 +175,21 @@ def feed_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
     return {"line": line or err, "choice": chosen(line, "feed"), "rates": {}, "shares": [], "others": []}
 
 
+def tune_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
+    results, data = work / f"tune-{tag}.jsonl", work / "tune-data"
+    if not data.exists():  # prepared once, before the first trial's clock
+        iobench(["prepare", "--size", args.size, "--formats", "npy", "--data-dir", str(data), "-q"], 1800)
+    dataset = next((d.name for d in data.iterdir() if d.is_dir()), "") if data.exists() else ""
+    out, err = iobench(
+        ["tune", "--format", "npy", "--device", args.device, "--data-dir", str(data), "--dataset", dataset,
+         "--budget-minutes", str(args.tune_minutes), "--results", str(results), "-q"], 1800,
+    )  # fmt: skip
+    line = next((x for x in out.splitlines() if x.startswith("best: ")), "")
+    stopped = line.rsplit("; ", 1)[-1] if line else ""
+    choice = line.removeprefix("best: ").split(": ", 1)[0] if line else None
+    return {"line": f"{line or err}", "choice": choice, "rates": {}, "shares": [], "others": [], "stopped": stopped}
+
+
 def _rerun_records(work: Path, args: argparse.Namespace) -> tuple[Path, Path]:
     """A (npy, batches of 8192) and B, A with a sleep step planted so that B is about 1.2x slower, measured once
     quiet. A sleep costs a fixed overhead beyond what it asks (about 0.25 ms here), so the sleep is found by a few
@@ -220,7 +236,13 @@ def rerun_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
     return {"line": line, "choice": None, "rates": {}, "shares": [], "others": [], "kinds": kinds, "ratios": ratios}
 
 
-QUESTIONS = {"run": run_question, "checkpoint": checkpoint_question, "feed": feed_question, "rerun": rerun_question}
+QUESTIONS = {
+    "run": run_question,
+    "checkpoint": checkpoint_question,
+    "feed": feed_question,
+    "rerun": rerun_question,
+    "tune": tune_question,
+}
 
 
 def _share(r: dict) -> float | None:
@@ -281,6 +303,7 @@ def main() -> None:
     p.add_argument("--feed-step-ms", type=float, default=20.0, help="feed's emulated step (40: fed several times here)")
     p.add_argument("--feed-size", type=int, default=4096, help="feed's dataset samples (8192 with a 40 ms step)")
     p.add_argument("--feed-most", type=int, default=4, help="feed's --max-accelerators")
+    p.add_argument("--tune-minutes", type=float, default=2.0, help="tune's --budget-minutes (tune: npy)")
     p.add_argument("--dir", type=Path, default=None)
     p.add_argument("--keep", type=Path, default=None, help="a folder to copy every question's records into")
     args = p.parse_args()
