@@ -86,6 +86,7 @@ MEASURES_OTHER_CORES = (
     "iobench.run.runner",
     "iobench.run.user_measure",
     "iobench.sessions.run",
+    "iobench.sessions.checkpoint_workload",
 )
 
 

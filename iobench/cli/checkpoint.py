@@ -126,7 +126,26 @@ BudgetMinutes = Annotated[
 
 
 Libraries = Annotated[str, typer.Option(help=libraries_help())]
+Workload = Annotated[
+    Optional[str],  # noqa: UP045 - typer reads the annotation at runtime
+    typer.Option(
+        help="One of MLPerf Storage's checkpointing workloads instead of the libraries: llama3-8b, llama3-70b, "
+        "llama3-405b or llama3-1t, written and read as DLIO does (each rank's shard of the model's tensor, pipeline "
+        "and ZeRO layout, torch.save and fsync; read back cold), --nproc ranks of its layout (MLPerf's subset "
+        "mode; 1 unless given), --rounds checkpoints (10 unless given), --scale of its layers.",
+    ),
+]
+Scale = Annotated[
+    float,
+    typer.Option(
+        help="With --workload: the share of the model's transformer layers written (the embedding and the "
+        "head stay whole), so that a checkpoint fits this machine: 0.03 keeps 1 of llama3-8b's 32."
+    ),
+]
 SAVE_MODES_TEXT = ",".join(default.SAVE_MODES)
+# what --workload does not take: it writes DLIO's layout, not a library's state
+WORKLOAD_REFUSES = ("params", "layout", "source", "libraries", "cache", "save_mode", "kill_test", "kill_params", "step")
+WORKLOAD_REFUSES += ("restart", "tune", "budget_minutes", "remote", "endpoint_url", "latency_ms", "connection_mb_per_s")
 
 
 @dataclass(frozen=True)
@@ -148,6 +167,8 @@ class CheckpointAsked:
     restart: Restart = False
     tune: Tune = False
     budget_minutes: BudgetMinutes = default.TUNE_BUDGET_MINUTES
+    workload: Workload = None
+    scale: Scale = 1.0
 
 
 @app.command("checkpoint")
@@ -174,6 +195,9 @@ def checkpoint_cmd(
     from iobench.plan.place import PlaceValues, place_of
     from iobench.sessions.checkpoint import checkpoint_request, checkpoint_session
 
+    if asked.workload is not None:
+        _workload(ctx, asked, directory, results, quiet)
+        return
     asked = _tune_defaults(ctx, asked)
     place = PlaceValues(
         data_dir=directory,
@@ -183,22 +207,49 @@ def checkpoint_cmd(
         latency_ms=latency_ms,
         connection_mb_per_s=connection_mb_per_s,
     )
-    request = checkpoint_request(place_of(place, results), torch_threads=run_options["torch_threads"], **asdict(asked))
+    own = {k: v for k, v in asdict(asked).items() if k not in ("workload", "scale")}
+    request = checkpoint_request(place_of(place, results), torch_threads=run_options["torch_threads"], **own)
     outcome = checkpoint_session(request, CheckpointEvents(quiet))
     _print_outcome(outcome, request.results)
     if outcome.tuned is not None:
         _print_tuned(outcome.tuned)
 
 
+def _given(ctx: typer.Context, name: str) -> bool:
+    """The option was typed (typer's own click or click's: the source compared by name)."""
+    return getattr(ctx.get_parameter_source(name), "name", None) != "DEFAULT"
+
+
+def _workload(ctx: typer.Context, asked: CheckpointAsked, directory: Path, results: Path, quiet: bool) -> None:
+    """--workload: MLPerf's checkpointing workload, its answer and its rules line (`sessions.checkpoint_workload`)."""
+    from iobench.cli.console import ConsoleEvents
+    from iobench.sessions.checkpoint_workload import workload_request, workload_session
+
+    others = [n for n in WORKLOAD_REFUSES if _given(ctx, n)]
+    if others:
+        flags = ", ".join("--" + n.replace("_", "-") for n in others)
+        raise IobenchError(f"--workload writes DLIO's layout with torch.save: drop {flags}")
+    request = workload_request(
+        workload=asked.workload or "",
+        scale=asked.scale,
+        ranks=asked.nproc,
+        checkpoints=asked.rounds if _given(ctx, "rounds") else None,
+        directory=directory,
+        results=Path("results/checkpoint-workload.jsonl") if not _given(ctx, "results") else results,
+    )
+    outcome = workload_session(request, ConsoleEvents(quiet))
+    for line in (outcome.answer, outcome.rules, f"record in {request.results}"):
+        out.print(line, highlight=False, soft_wrap=True, markup=False)
+
+
 def _tune_defaults(ctx: typer.Context, asked: CheckpointAsked) -> CheckpointAsked:
     """--budget-minutes only with --tune; --tune's save modes a job's patterns (keep:3 among them) unless named."""
 
-    def given(name: str) -> bool:  # typer's own click or click's: the source compared by name
-        return getattr(ctx.get_parameter_source(name), "name", None) != "DEFAULT"
-
-    if given("budget_minutes") and not asked.tune:
+    if not _given(ctx, "workload") and _given(ctx, "scale"):
+        raise IobenchError("--scale goes with --workload")
+    if _given(ctx, "budget_minutes") and not asked.tune:
         raise IobenchError("--budget-minutes goes with --tune")
-    if asked.tune and not given("save_mode"):
+    if asked.tune and not _given(ctx, "save_mode"):
         return replace(asked, save_mode=",".join(default.TUNE_SAVE_MODES))
     return asked
 

@@ -115,7 +115,7 @@ def _runs(record: FeedRecord, closed: Closed) -> RuleCheck:
 
 def rules_line(record: FeedRecord, closed: Closed | None) -> str:
     """The rules' verdict in one line, as every answer says it: the rules broken, each with what it would take."""
-    return _line(feed_rules(record, closed))
+    return rules_text(feed_rules(record, closed))
 
 
 def checkpoint_rules(rows: list[LibraryRow]) -> list[RuleCheck]:
@@ -160,10 +160,11 @@ def _size_text(nbytes: int) -> str:
 
 def checkpoint_rules_line(rows: list[LibraryRow]) -> str:
     """Checkpoint's rules in one line, as its answer says them."""
-    return _line(checkpoint_rules(rows))
+    return rules_text(checkpoint_rules(rows))
 
 
-def _line(checks: list[RuleCheck]) -> str:
+def rules_text(checks: list[RuleCheck]) -> str:
+    """The rules' verdict in one line: the rules broken, each with what it would take."""
     broken = [c for c in checks if not c.holds]
     if not broken:
         return "rules: this answer would stand as a CLOSED MLPerf Storage result"

@@ -52,6 +52,37 @@ def _feed_report(results: Path, out: Path, skipped: list[str], dataset: str | No
     return write_feed_report(results, out, skipped)
 
 
+def _workload_report(results: Path, out: Path, skipped: list[str], dataset: str | None) -> list[Path]:
+    from iobench.report.workload import write_workload_report
+
+    return write_workload_report(results, out, skipped)
+
+
+def _holds_workloads(path: Path) -> bool:
+    from iobench.results.store import first_kind
+    from iobench.results.workload_record import WORKLOAD
+
+    return first_kind(path) == WORKLOAD
+
+
+def _compare_workloads(a: Path, b: Path) -> Comparison:
+    """Per workload, layers and ranks both files measured, each phase's GB/s together, B against A, decided as run
+    records are (`iobench.judge.workload.workload_change`)."""
+    from iobench.report.workload import load_workloads, workload_changes
+
+    files = [load_workloads(path) for path in (a, b)]
+    changes, only_a, only_b = workload_changes(*files)
+    if not changes:
+        raise IobenchError(f"{a} and {b} have no workload in common ({only_a} in A, {only_b} in B)")
+    return Comparison(
+        "GB/s together: every rank's bytes over the slowest rank's seconds, the checkpoints' median [its interval]",
+        ("measurement", "A", "B", "verdict"),
+        [(label, c.a.text(2), c.b.text(2), c.text) for label, c in changes],
+        f"{len(changes)} matching measurement(s); {only_a} only in A, {only_b} only in B",
+        [line for loaded in files for line in loaded.skipped],
+    )
+
+
 def _run_report(results: Path, out: Path, skipped: list[str], dataset: str | None) -> list[Path]:
     from iobench.report.report import write_report  # matplotlib loads only when a report is made
 
@@ -171,6 +202,7 @@ def _counts(changes: Iterable[Change]) -> str:
 KINDS = (
     RecordKind("checkpoint records", _holds_checkpoints, _checkpoint_report, _compare_checkpoints),
     RecordKind("feed answers", _holds_feed, _feed_report, _compare_feed),
+    RecordKind("checkpoint workload records", _holds_workloads, _workload_report, _compare_workloads),
     RecordKind("run records", lambda path: True, _run_report, _compare_runs, rerun=True),
 )
 

@@ -19,9 +19,10 @@ def test_each_file_is_read_as_its_first_records_kind(tmp_path):
     append_record(tmp_path / "runs.jsonl", record_of())
     (tmp_path / "feed.jsonl").write_text(json.dumps(planted({1: (0.9, 0.9)}).to_json()) + "\n")
     (tmp_path / "ck.jsonl").write_text(json.dumps({"kind": "checkpoint"}) + "\n")
-    names = [kind_of(tmp_path / f).name for f in ("runs.jsonl", "feed.jsonl", "ck.jsonl")]
-    assert names == ["run records", "feed answers", "checkpoint records"]
-    assert [k.rerun for k in KINDS] == [False, False, True]
+    (tmp_path / "wl.jsonl").write_text(json.dumps({"kind": "checkpoint_workload"}) + "\n")
+    names = [kind_of(tmp_path / f).name for f in ("runs.jsonl", "feed.jsonl", "ck.jsonl", "wl.jsonl")]
+    assert names == ["run records", "feed answers", "checkpoint records", "checkpoint workload records"]
+    assert [k.rerun for k in KINDS] == [False, False, False, True]
 
 
 def test_the_command_line_names_no_record_kind():
@@ -29,4 +30,6 @@ def test_the_command_line_names_no_record_kind():
     tree = ast.parse((ROOT / "iobench" / "cli" / "reports.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert not {m for m in imported if m.startswith("iobench.results.") and m != "iobench.results.store"}
-    assert not {m for m in imported if m in ("iobench.report.checkpoints", "iobench.report.feed")}
+    assert not {
+        m for m in imported if m in ("iobench.report.checkpoints", "iobench.report.feed", "iobench.report.workload")
+    }
