@@ -3,7 +3,8 @@ and read as DLIO's PyTorch checkpointing does (torch.save into a fresh file, flu
 page cache with fadvise; torch.load), by a loop of a few lines in this process, alternating with `iobench checkpoint
 --workload` (one rank, the same layers, the same count) in a fresh process, round by round. The loop imports only the
 layout (`iobench.checkpoint.llama3`: which tensors rank 0 writes), none of iobench's harness. Prints each round's
-median seconds a checkpoint, write and read, of both, and the ratio of their medians (iobench over the loop).
+median seconds a checkpoint, write and read, of both, the ratio of their medians and each round's pair (iobench over
+the loop).
 
     python scripts/bench_workload_loop.py [--workload llama3-8b] [--scale 0.03] [--checkpoints 5] [--rounds 3]
 
@@ -104,6 +105,8 @@ def main() -> None:
             for who in order:
                 folder = work / f"{who}-{k}"
                 folder.mkdir()
+                os.sync()  # the other side's removal written back: each side starts on a disk alike
+                time.sleep(5)
                 writes, reads = (
                     loop(folder, args.workload, args.scale, args.checkpoints)
                     if who == "loop"
@@ -118,7 +121,11 @@ def main() -> None:
                 )
         for phase in ("write", "read"):
             a, b = statistics.median(mine[phase]), statistics.median(theirs[phase])
-            print(f"{phase}: iobench {a:.2f} s, loop {b:.2f} s a checkpoint: {a / b:.2f}x")
+            pairs = [x / y for x, y in zip(mine[phase], theirs[phase], strict=True)]
+            print(
+                f"{phase}: iobench {a:.2f} s, loop {b:.2f} s a checkpoint: {a / b:.2f}x the medians; each round's "
+                f"pair {', '.join(f'{x:.2f}' for x in pairs)}, their median {statistics.median(pairs):.2f}x"
+            )
     finally:
         remove_work(work)
 

@@ -5,7 +5,8 @@ rank whose epochs fall on both sides (counted as not fed: N is the largest count
 count not fed: the storage where the ranks together read at 80% or more of the limit of their access pattern, the
 CPU where the cores were 85% busy with the ranks' own work (other programs' CPU named as theirs, never the storage's or
 the ranks'), else the loader's hand-over (batches waited for with storage and cores to spare). Other programs beside a
-count are named in the answer."""
+count are named in the answer; beside them a count is judged with their share of its step loops' waits for a CPU
+given back (`loop_credited`), and the answer says both figures."""
 
 from __future__ import annotations
 
@@ -176,7 +177,8 @@ def feed_answer(
         got, au = one.mb_per_s, judged_au(one, rules) or 0.0
         return FeedAnswer(
             0,
-            f"answer: {au:.2f} of one {accelerator} (AU {au:.3f} under {threshold:.2f}{_counted(rules)}): it needs "
+            f"answer: {au:.2f} of one {accelerator} (AU {au:.3f}{_credit_said(one, rules)} under {threshold:.2f}"
+            f"{_counted(rules)}): it needs "
             f"{demand_mb_per_s:,.0f} MB/s and got {got:,.0f}; bound by {bound_of(one)}"
             + _start(one)
             + _undecided(one, threshold, rules)

@@ -62,11 +62,17 @@ def phase_line(record: WorkloadRecord, phase: str) -> str:
 def answer(record: WorkloadRecord) -> str:
     """The answer in one line: the layout written, then the writes and the reads."""
     scale = "" if record.layers == record.layers_whole else f", {record.layers} of its {record.layers_whole} layers"
+    whole = f"{record.whole_bytes / 1e9:,.0f} GB, {record.whole_bytes / 2**30:,.0f} GiB"
     return (
-        f"answer: {record.workload}: ranks 0-{record.ranks - 1} of its {record.layout_ranks}{scale}, "
-        f"{record.checkpoint_bytes / 1e9:,.2f} GB a checkpoint (the whole model's {record.whole_bytes / 1e9:,.0f} "
-        f"GB over {record.layout_ranks} ranks); {phase_line(record, WRITE)}; {phase_line(record, READ)}"
+        f"answer: {record.workload}: {ranks_text(record.ranks)} of its {record.layout_ranks}{scale}, "
+        f"{record.checkpoint_bytes / 1e9:,.2f} GB a checkpoint (the whole model's {whole}, over "
+        f"{record.layout_ranks} ranks); {phase_line(record, WRITE)}; {phase_line(record, READ)}"
     )
+
+
+def ranks_text(ranks: int) -> str:
+    """The first ranks of a layout: `rank 0`, `ranks 0-7`."""
+    return "rank 0" if ranks == 1 else f"ranks 0-{ranks - 1}"
 
 
 def workload_rules(record: WorkloadRecord) -> list[RuleCheck]:

@@ -72,15 +72,11 @@ def _compare_workloads(a: Path, b: Path) -> Comparison:
 
     files = [load_workloads(path) for path in (a, b)]
     changes, only_a, only_b = workload_changes(*files)
-    if not changes:
-        raise IobenchError(f"{a} and {b} have no workload in common ({only_a} in A, {only_b} in B)")
-    return Comparison(
-        "GB/s together: every rank's bytes over the slowest rank's seconds, the checkpoints' median [its interval]",
-        ("measurement", "A", "B", "verdict"),
-        [(label, c.a.text(2), c.b.text(2), c.text) for label, c in changes],
-        f"{len(changes)} matching measurement(s); {only_a} only in A, {only_b} only in B",
-        [line for loaded in files for line in loaded.skipped],
+    rows = [(label, c.a.text(2), c.b.text(2), c.text) for label, c in changes]
+    caption = (
+        "GB/s together: every rank's bytes over the slowest rank's seconds, the checkpoints' median [its interval]"
     )
+    return _measurements(a, b, caption, rows, (only_a, only_b), [x for f in files for x in f.skipped])
 
 
 def _run_report(results: Path, out: Path, skipped: list[str], dataset: str | None) -> list[Path]:
@@ -110,15 +106,19 @@ def _compare_checkpoints(a: Path, b: Path) -> Comparison:
 
     files = [load_checkpoints(path) for path in (a, b)]
     changes, only_a, only_b = checkpoint_changes(*files)
-    if not changes:
-        raise IobenchError(f"{a} and {b} have no checkpoint measurement in common ({only_a} in A, {only_b} in B)")
-    return Comparison(
-        "seconds: the median of the rounds [min-max]; a save until durable",
-        ("measurement", "A", "B", "verdict"),
-        [(c.label, range_text(c.a), range_text(c.b), c.verdict.text) for c in changes],
-        f"{len(changes)} matching measurement(s); {only_a} only in A, {only_b} only in B",
-        [line for loaded in files for line in loaded.skipped],
-    )
+    rows = [(c.label, range_text(c.a), range_text(c.b), c.verdict.text) for c in changes]
+    caption = "seconds: the median of the rounds [min-max]; a save until durable"
+    return _measurements(a, b, caption, rows, (only_a, only_b), [x for f in files for x in f.skipped])
+
+
+def _measurements(
+    a: Path, b: Path, caption: str, rows: list[tuple[str, ...]], only: tuple[int, int], skipped: list[str]
+) -> Comparison:
+    """A table of the measurements two files share, B against A; one line where they share none."""
+    if not rows:
+        raise IobenchError(f"{a} and {b} have no measurement in common ({only[0]} in A, {only[1]} in B)")
+    footer = f"{len(rows)} matching measurement(s); {only[0]} only in A, {only[1]} only in B"
+    return Comparison(caption, ("measurement", "A", "B", "verdict"), rows, footer, skipped)
 
 
 def _compare_feed(a: Path, b: Path) -> Comparison:

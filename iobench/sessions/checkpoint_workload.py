@@ -18,7 +18,7 @@ from iobench.checkpoint.llama3 import CHECKPOINTS, WORKLOADS, checkpoint_bytes, 
 from iobench.checkpoint.llama3_rank import MAX_CHECKPOINTS, WorkloadJob
 from iobench.errors import IobenchError
 from iobench.events import Events
-from iobench.judge.workload import answer, workload_rules_line
+from iobench.judge.workload import answer, ranks_text, workload_rules_line
 from iobench.results.record_base import HostLoad
 from iobench.results.record_parts import Environment
 from iobench.results.workload_record import WORKLOAD, WorkloadRecord
@@ -81,7 +81,7 @@ def workload_session(request: WorkloadRequest, events: Events) -> WorkloadOutcom
     one = sum(per_rank)
     on_disk = one * request.checkpoints / 1e9
     events.say(
-        f"{request.workload}: ranks 0-{request.ranks - 1} of {whole.ranks}, {kept.layers} of {whole.layers} layers: "
+        f"{request.workload}: {ranks_text(request.ranks)} of {whole.ranks}, {kept.layers} of {whole.layers} layers: "
         f"{one / 1e9:,.2f} GB a checkpoint, {request.checkpoints} written then read ({on_disk:,.1f} GB on the disk)"
     )
     before = (os.getloadavg()[0], other_cores_busy())

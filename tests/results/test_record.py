@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from iobench.results.checked import RecordError
+from iobench.results.workload_record import WORKLOAD, WorkloadRecord
 from iobench.results.feed_record import FEED, FeedRecord
 from iobench.results.record import SCHEMA_VERSION, RunRecord
 from iobench.results.store import first_kind, load_records, parsed_file
@@ -25,6 +26,8 @@ def test_the_study_commits_records():
 def test_every_committed_record_loads_and_writes_back_what_it_read(path: Path):
     if first_kind(path) == FEED:  # feed's answers (their runs are in a file of their own)
         records, skipped = parsed_file(path, FeedRecord.from_json, "a feed record")
+    elif first_kind(path) == WORKLOAD:  # checkpoint --workload's
+        records, skipped = parsed_file(path, WorkloadRecord.from_json, "a checkpoint workload record")
     else:
         loaded = load_records(path)
         records, skipped = loaded.records, loaded.skipped

@@ -14,27 +14,9 @@ pytestmark = pytest.mark.e2e
 
 
 def test_a_sweeps_configurations_are_taken_in_turn_and_pair(tmp_path, cli):
-    invoke("prepare", "--size", "300", "--formats", "npy", "--data-dir", tmp_path / "data", "-q")
-    r = cli(
-        "sweep",
-        "--format",
-        "npy",
-        "--loader",
-        "dataloader",
-        "--batch-size",
-        "32,64",
-        "--runs",
-        "3",
-        "--epochs",
-        "1",
-        "--device",
-        "cpu",
-        "-q",
-        "--data-dir",
-        tmp_path / "data",
-        "--results",
-        tmp_path / "r.jsonl",
-    )
+    invoke("prepare", "--size", "300", "--format", "npy", "--data-dir", tmp_path / "data", "-q")
+    grid = "--format npy --loader dataloader --batch-size 32,64 --runs 3 --epochs 1 --device cpu -q".split()
+    r = cli("sweep", *grid, "--data-dir", tmp_path / "data", "--results", tmp_path / "r.jsonl")
     assert r.code == 0, r.err
     a, b = load_records(tmp_path / "r.jsonl").records
     assert in_turn(a, b), (a.waits, b.waits)
