@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from iobench.results.checked import RecordError
-from iobench.results.workload_record import WORKLOAD, WorkloadRecord
 from iobench.results.feed_record import FEED, FeedRecord
 from iobench.results.record import SCHEMA_VERSION, RunRecord
 from iobench.results.store import first_kind, load_records, parsed_file
+from iobench.results.workload_record import WORKLOAD, WorkloadRecord
 from tests.conftest import FLAT_RECORD, ROOT
 
 COMMITTED = sorted((ROOT / "docs" / "study").rglob("*.jsonl"))
