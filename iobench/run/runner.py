@@ -147,13 +147,3 @@ class Measuring:
             )
             record = replace(record, system=system)
         return with_limits(record, self.limits)
-
-
-def round_order(measuring: list[Measuring], session: str, k: int) -> list[Measuring]:
-    """Round k's order: a fresh random order each round (a configuration never always first after the warm-up of the
-    one before it), the same on every rank (seeded by the session and the round)."""
-    import random
-
-    order = list(measuring)
-    random.Random(f"{session}:{k}").shuffle(order)
-    return order

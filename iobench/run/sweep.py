@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-import secrets
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -14,13 +13,13 @@ from iobench.events import QUIET, Events
 from iobench.formats import FORMATS
 from iobench.loaders import CORE_LOADERS, LOADERS
 from iobench.plan.config import RunConfig
-from iobench.plan.resolve import ResolvedRun, RunTarget, check_remote, resolve, settle_device
+from iobench.plan.resolve import RunTarget, check_remote, resolve, settle_device
 from iobench.plan.selection import RESIDENT_BASELINE, SCALING_LOADERS, SETTINGS_LOADER
 from iobench.results.limits import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.results.store import append_record, done_identities
 from iobench.run.isolated import run_isolated
-from iobench.run.runner import Measuring, round_order, run
+from iobench.run.runner import run
 from iobench.settings import SETTINGS, settings_parts
 from iobench.storage.remote import RemoteTarget
 
@@ -117,73 +116,22 @@ def run_sweep(
 
     A configuration that fails is said in one line and the sweep goes on (a long grid is not lost to one library's
     error); the failures end it in one line, unrecorded, so that running the sweep again tries them again."""
-    if not isolated and in_turn(todo):
-        return _in_turn(todo, results, limits, events)
     records, failed = [], []
     for k, resolved in enumerate(todo):
         events.run_started(k, len(todo), f"{resolved.config.label} {resolved.dataset_dir.name[:24]}")
         try:
             record = run_isolated(resolved, limits) if isolated else run(resolved, limits, events=events)
         except IobenchError as exc:
-            failed.append(_failure(resolved, exc))
+            c = resolved.recorded()
+            failed.append(f"{c.label} {c.cache} {' '.join(settings_parts(c.settings))}: {exc}")
             events.say(f"warning: configuration {k + 1} of {len(todo)} failed, going on: {failed[-1]}")
             continue
         records.append(record)
         append_record(results, record)
-    _refuse_failed(failed, len(todo), len(records))
-    return records
-
-
-def in_turn(todo: list) -> bool:
-    """Several configurations of several runs each: measured round by round (A, B, A, B ...)."""
-    return len(todo) > 1 and all(r.config.runs > 1 for r in todo)
-
-
-def _in_turn(todo: list, results: Path, limits: MachineLimits | RemoteLimits | None, events: Events) -> list[RunRecord]:
-    """Run k of every configuration before run k + 1 of any, each round in a fresh order, as `iobench run` takes its
-    configurations: a shared machine's drift over minutes falls within each configuration's runs, and the records
-    pair round by round (`iobench.judge.paired`). Each record is appended once its last run is done; a configuration
-    that fails leaves the rounds, said in one line; interrupted, each with a run done is recorded with the runs it
-    had."""
-    measuring = [Measuring(r, limits, None, events) for r in todo]
-    session, done = secrets.token_hex(6), []
-    failed: dict[Measuring, str] = {}
-    rounds = max(r.config.runs for r in todo)
-    try:
-        for k in range(rounds):
-            for position, m in enumerate(round_order([m for m in measuring if m not in failed], session, k)):
-                if k >= m.resolved.config.runs:
-                    continue
-                events.run_started(measuring.index(m), len(todo), f"{m.resolved.config.label} run {k + 1}/{rounds}")
-                try:
-                    m.in_turn(session, position)
-                    m.one_run()
-                except IobenchError as exc:
-                    failed[m] = _failure(m.resolved, exc)
-                    events.say(f"warning: {failed[m]}; the others go on")
-                    continue
-                if m.runs_done == m.resolved.config.runs:
-                    done.append(m.record())
-                    append_record(results, done[-1])
-    except BaseException:
-        for m in measuring:  # interrupted: what each finished is kept
-            if m not in failed and 0 < m.runs_done < m.resolved.config.runs:
-                append_record(results, m.record(final=False))
-        raise
-    _refuse_failed(list(failed.values()), len(todo), len(done))
-    return done
-
-
-def _failure(resolved: ResolvedRun, exc: Exception) -> str:
-    """A failed configuration in one line: what it was, and why."""
-    c = resolved.recorded()
-    return f"{c.label} {c.cache} {' '.join(settings_parts(c.settings))}: {exc}"
-
-
-def _refuse_failed(failed: list[str], total: int, recorded: int) -> None:
-    """The failures end the sweep in one line, unrecorded, so that running it again tries them again."""
     if failed:
         raise IobenchError(
-            f"{len(failed)} of {total} configuration(s) failed and were not recorded (the {recorded} others were; "
-            f"the sweep tries the failed again when run again), first: {failed[0]}"
+            f"{len(failed)} of {len(todo)} configuration(s) failed and were not recorded (the "
+            f"{len(records)} others were; the sweep tries the failed again when run again), first: "
+            f"{failed[0]}"
         )
+    return records

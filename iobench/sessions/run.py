@@ -21,7 +21,7 @@ from iobench.results.limits import MachineLimits, RemoteLimits
 from iobench.results.record import RunRecord
 from iobench.run.estimates import Estimate, Finished, finished_of, standing, time_range
 from iobench.run.preparing import batch_notes, dataset_for_run, launch_torchrun, resolve_all
-from iobench.run.runner import Measuring, round_order, run
+from iobench.run.runner import Measuring, run
 from iobench.run.saving import save
 from iobench.run.serving import limits_of, served
 from iobench.run.what_if_checks import WhatIfCheck, what_if_checks
@@ -292,6 +292,16 @@ def new_turns(world: World) -> str:
     import secrets
 
     return f"{int(world.gather([float(secrets.randbits(48))])[0][0]):012x}"
+
+
+def round_order(measuring: list[Measuring], session: str, k: int) -> list[Measuring]:
+    """Round k's order: a fresh random order each round (a configuration never always first after the warm-up of the
+    one before it), the same on every rank (seeded by the session and the round)."""
+    import random
+
+    order = list(measuring)
+    random.Random(f"{session}:{k}").shuffle(order)
+    return order
 
 
 def _estimates(todo: list[ResolvedRun], events: Events, skip: bool) -> list[Estimate | None]:
