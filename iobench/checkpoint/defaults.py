@@ -16,6 +16,7 @@ LIBRARIES = "all"
 DIRECTORY = Path("checkpoints")
 ROUNDS = 3  # the fewest that give an interval
 RESULTS = Path("results/checkpoints.jsonl")
+WORKLOAD_RESULTS = Path("results/checkpoint-workload.jsonl")  # --workload's records: a results file holds one kind
 SAVE_MODES = tuple(SaveMode(m) for m in RECORD_SAVE_MODES)  # inplace, safe
 KILL_TEST = 0
 KILL_PARAMS = "2e6"  # 28 MB: what a kill tests is a save's commit, not the weights

@@ -146,6 +146,7 @@ SAVE_MODES_TEXT = ",".join(default.SAVE_MODES)
 # what --workload does not take: it writes DLIO's layout, not a library's state
 WORKLOAD_REFUSES = ("params", "layout", "source", "libraries", "cache", "save_mode", "kill_test", "kill_params", "step")
 WORKLOAD_REFUSES += ("restart", "tune", "budget_minutes", "remote", "endpoint_url", "latency_ms", "connection_mb_per_s")
+WORKLOAD_REFUSES += ("device",)
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,7 @@ def _workload(ctx: typer.Context, asked: CheckpointAsked, directory: Path, resul
         ranks=asked.nproc,
         checkpoints=asked.rounds if _given(ctx, "rounds") else None,
         directory=directory,
-        results=Path("results/checkpoint-workload.jsonl") if not _given(ctx, "results") else results,
+        results=results if _given(ctx, "results") else default.WORKLOAD_RESULTS,
     )
     outcome = workload_session(request, ConsoleEvents(quiet))
     for line in (outcome.answer, outcome.rules, f"record in {request.results}"):

@@ -19,6 +19,7 @@ def test_what_the_workload_does_not_take_is_refused_in_one_line(tmp_path, cli):
     where = ("--dir", tmp_path / "ck", "--results", tmp_path / "w.jsonl")
     assert_one_line_error(cli("checkpoint", "--workload", "llama3-9b", *where), "did you mean llama3-8b")
     assert_one_line_error(cli("checkpoint", "--workload", "llama3-8b", "--libraries", "torch", *where), "--libraries")
+    assert_one_line_error(cli("checkpoint", "--workload", "llama3-8b", "--device", "cpu", *where), "drop --device")
     assert_one_line_error(cli("checkpoint", "--workload", "llama3-8b", "--nproc", "9", *where), "give 1 to 8")
     assert_one_line_error(cli("checkpoint", "--workload", "llama3-8b", "--scale", "0", *where), "--scale")
     assert_one_line_error(cli("checkpoint", "--scale", "0.5", *where), "--scale goes with --workload")
