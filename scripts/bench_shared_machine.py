@@ -185,9 +185,8 @@ def tune_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
          "--budget-minutes", str(args.tune_minutes), "--results", str(results), "-q"], 1800,
     )  # fmt: skip
     line = next((x for x in out.splitlines() if x.startswith("best: ")), "")
-    stopped = line.rsplit("; ", 1)[-1] if line else ""
     choice = line.removeprefix("best: ").split(": ", 1)[0] if line else None
-    return {"line": f"{line or err}", "choice": choice, "rates": {}, "shares": [], "others": [], "stopped": stopped}
+    return {"line": line or err, "choice": choice, "rates": {}, "shares": [], "others": []}
 
 
 def _rerun_records(work: Path, args: argparse.Namespace) -> tuple[Path, Path]:

@@ -18,7 +18,7 @@ and the answer says both."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 MODEL_BYTES, OPTIMIZER_BYTES = 2, 4  # fp16 model, fp32 optimizer (each file's model_datatype, optimizer_datatype)
 VOCAB = 128256
@@ -49,10 +49,6 @@ class Llama3:
     @property
     def model_ranks(self) -> int:
         return self.tensor * self.pipeline
-
-    def with_layers(self, layers: int) -> Llama3:
-        """The same model with `layers` transformer layers (`--scale`)."""
-        return Llama3(**{**self.__dict__, "layers": layers})
 
 
 _YAML = "mlcommons/storage configs/dlio/workload"
@@ -158,4 +154,4 @@ def checkpoint_bytes(w: Llama3, ranks: int | None = None) -> int:
 
 def scaled(w: Llama3, scale: float) -> Llama3:
     """`scale` of the transformer layers, at least one."""
-    return w.with_layers(max(1, round(w.layers * scale)))
+    return replace(w, layers=max(1, round(w.layers * scale)))

@@ -13,15 +13,15 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from iobench.checkpoint.llama3 import OPTIMIZER_BYTES, WORKLOADS, ShardFile, rank_files, scaled
+from iobench.checkpoint.llama3 import OPTIMIZER_BYTES, WORKLOADS, ShardFile, rank_files
+from iobench.system.private import CREATE_FLAGS
 
-WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 MAX_CHECKPOINTS = 100
 
 
@@ -67,7 +67,7 @@ def _tensors(f: ShardFile) -> dict[str, torch.Tensor]:
 
 
 def _save(path: Path, state: dict[str, torch.Tensor]) -> None:
-    fd = os.open(path, WRITE_FLAGS, 0o600)
+    fd = os.open(path, CREATE_FLAGS, 0o600)
     with os.fdopen(fd, "wb") as f:
         torch.save(state, f)
         f.flush()
@@ -87,7 +87,7 @@ def main() -> None:
     job = WorkloadJob.from_json(json.loads(sys.argv[1]))
     rank = int(os.environ.get("RANK", "0"))
     join_group("gloo", rank)
-    w = scaled(WORKLOADS[job.workload], job.layers / WORKLOADS[job.workload].layers)
+    w = replace(WORKLOADS[job.workload], layers=job.layers)
     files = rank_files(w, rank)
     states = [_tensors(f) for f in files]
     root = Path(job.folder)

@@ -116,14 +116,14 @@ def trial(job: CheckpointJob, env: Mapping[str, str], disk: Path | None = None) 
                 f" MB after; the library said: {why})"
             )
         raise IobenchError(f"checkpoint: {job.library} {job.op} failed: {why}")
-    measured = _result(done.stdout, f"checkpoint: {job.library} {job.op}")
+    measured = last_result(done.stdout, f"checkpoint: {job.library} {job.op}")
     if (line_at := getattr(done, "first_line_at", None)) is not None:
         measured["line_at"] = line_at
     return measured
 
 
-def _result(stdout: str, what: str) -> dict:
-    """The trial's result, its last line of output: one JSON object (a step or an import that ended the process with
+def last_result(stdout: str, what: str) -> dict:
+    """A child's result, its last line of output: one JSON object (a step or an import that ended the process with
     os._exit(0) left none)."""
     lines = stdout.strip().splitlines()
     try:

@@ -33,6 +33,7 @@ from iobench.results.store import append_record, load_records
 from iobench.run.isolated import run_isolated
 from iobench.run.runner import run
 from iobench.settings import loading, settings_parts
+from iobench.system.waits import share_of
 
 TIGHT = 0.03  # the leader's CI half-width below this share of its median: enough evidence
 ROUND_EPOCHS = (1, 2, 4, 8)  # timed epochs per round; later rounds repeat the last
@@ -76,8 +77,7 @@ class Candidate:
         if not shares or any(s is None for s in shares):
             return None
         cpu = sum(sum(r.waits.unit_cpu_s) for r in self.records)
-        wait = sum(sum(r.waits.unit_cpu_wait_s) for r in self.records)
-        return wait / (cpu + wait) if cpu + wait > 0 else None
+        return share_of(cpu, sum(sum(r.waits.unit_cpu_wait_s) for r in self.records))
 
     def interval(self) -> Interval:
         """The interval of the median samples/s, the figure tune ranks and prints (the judgement's `interval_of`:

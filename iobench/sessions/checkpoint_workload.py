@@ -137,6 +137,7 @@ def _check_room(request: WorkloadRequest, layers: int, per_rank: list[int]) -> N
 
 def _ranks(job: WorkloadJob, ranks: int, written: int) -> dict:
     """The ranks run to their end; rank 0's line, checked; a failure in one line."""
+    from iobench.checkpoint.processes import last_result
     from iobench.system.processes import python_module
     from iobench.system.ranks import Ranks, child_env
 
@@ -153,12 +154,8 @@ def _ranks(job: WorkloadJob, ranks: int, written: int) -> dict:
         raise IobenchError(
             f"checkpoint --workload: rank {failed.rank} failed after {time.monotonic() - began:.0f} s: {said}"
         )
-    lines = exits[0].stdout.strip().splitlines()
-    try:
-        figures = json.loads(lines[-1]) if lines else None
-    except ValueError:
-        figures = None
-    if not isinstance(figures, dict) or set(figures) != {"write_s", "read_s", "bytes"}:
+    figures = last_result(exits[0].stdout, "checkpoint --workload: rank 0")
+    if set(figures) != {"write_s", "read_s", "bytes"}:
         raise IobenchError("checkpoint --workload: rank 0 gave no figures")
     return figures
 
