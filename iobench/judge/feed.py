@@ -102,19 +102,30 @@ def others_share(point: FeedPoint) -> float | None:
 
 
 def loop_credited(point: FeedPoint, rules: str = FEED_RULES) -> tuple[tuple[float, ...], ...] | None:
-    """Beside other programs, each rank's utilisation per epoch with the others' share of its step loop's wait for a
-    CPU given back: the loop is the epoch's critical path (the step, then the next batch), so a wait of its own
-    lengthened the epoch by that much. Beside one busy loop (Intel Xeon 2 vCPU, 40 ms step) a rank measured 0.899,
-    its loop waited 6.9% of the epoch (1% quiet), and quiet it kept 0.943-0.949; given back 95% of the wait (the
-    others' share, `others_share`), 0.956. None quiet, or where the loops' waits were not recorded (before 0.3.3).
-    By DLIO's rules the rows are those after each epoch's first step."""
+    """Beside other programs, each rank's utilisation per epoch with the others' share of the waits for a CPU on its
+    critical path given back (`critical_wait`): a wait of the step loop's own lengthened the epoch by that much.
+    Beside one busy loop (Intel Xeon 2 vCPU, 40 ms step) a rank measured 0.899, its loop waited 6.9% of the epoch (1%
+    quiet), and quiet it kept 0.943-0.949; given back 95% of the wait (the others' share, `others_share`), 0.956. None
+    quiet, or where the loops' waits were not recorded. By DLIO's rules the rows are those after each epoch's first
+    step."""
     share, waits, rows = others_share(point), point.rank_loop_wait, _rows(point, rules)
     if share is None or not waits or not rows:
         return None
+    workers = point.rank_worker_wait or tuple((0.0,) * len(r) for r in waits)  # not recorded: the loop's alone
     return tuple(
-        tuple(min(1.0, au / (1 - min(0.99, share * w))) for au, w in zip(r, wr, strict=False))
-        for r, wr in zip(rows, waits, strict=False)
+        tuple(
+            min(1.0, au / (1 - min(0.99, share * critical_wait(au, w, v)))) for au, w, v in zip(r, wr, vr, strict=False)
+        )
+        for r, wr, vr in zip(rows, waits, workers, strict=False)
     )
+
+
+def critical_wait(au: float, loop: float, worker: float) -> float:
+    """Of an epoch, the waits for a CPU on its critical path: the step loop's own, and its mean loader worker's (its
+    batches came that much later) up to the time the loop was neither stepping nor waiting for a CPU itself (the loop
+    waited for them no longer than that). At 4 accelerators beside one busy loop, the loops' waits alone left counts
+    0.01-0.03 under their quiet AU (docs/study/shared-machine/feed-loop-credit-2)."""
+    return loop + min(worker, max(0.0, 1 - au - loop))
 
 
 def credited_au(point: FeedPoint, rules: str = FEED_RULES) -> float | None:
@@ -264,9 +275,11 @@ def _credit_said(point: FeedPoint, rules: str) -> str:
     if measured is None or loop_credited(point, rules) is None or judged_au(point, rules) == measured:
         return ""
     worst = max(x for r in point.rank_loop_wait for x in r)
+    workers = max((x for r in point.rank_worker_wait for x in r), default=0.0)
+    theirs = f", a loader worker up to {workers:.1%}" if workers > 0 else ""
     return (
         f" with other programs' share of its step loops' waits for a CPU given back ({measured:.3f} as measured; a "
-        f"loop waited up to {worst:.1%} of an epoch, {others_share(point):.0%} of it theirs: they used "
+        f"loop waited up to {worst:.1%} of an epoch{theirs}, {others_share(point):.0%} of it theirs: they used "
         f"{point.others_cores:.1f} cores beside the ranks' {point.own_cores:.1f} on {point.cores})"
     )
 

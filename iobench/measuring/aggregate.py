@@ -34,6 +34,7 @@ EPOCH_FIELDS = (
     "resident_after",
     "transform_seconds",
     "loop_wait_seconds",
+    "worker_wait_seconds",
 )
 RANK_FIELDS = (
     "node_main",
@@ -139,6 +140,7 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
                 partial=any(x["partial"] for x in at),
                 transform_seconds=total("transform_seconds"),
                 loop_wait_seconds=total("loop_wait_seconds"),
+                worker_wait_seconds=total("worker_wait_seconds"),
             )
         )
     node_own = [r for r in own if r["node_main"]]
@@ -155,7 +157,8 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
         rank_mb_per_s_max=max(rank_rates) * sample_bytes / 1e6,
         rank_au=[[x["step_seconds"] / x["seconds"] if x["seconds"] > 0 else 0.0 for x in e] for e in epochs],
         rank_au_after_first=[[au_after_first(x) for x in e] for e in epochs],
-        rank_loop_wait=_loop_waits(epochs),
+        rank_loop_wait=_wait_shares(epochs, "loop_wait_seconds"),
+        rank_worker_wait=_wait_shares(epochs, "worker_wait_seconds"),
         straggler_ratio=statistics.median(
             max(s[k] for s in rank_seconds) / min(s[k] for s in rank_seconds) for k in range(n)
         ),
@@ -181,10 +184,10 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
     return Combined(timings, ranks, system)
 
 
-def _loop_waits(epochs: list[list[dict[str, float]]]) -> list[list[float]]:
-    """Each rank's step loop's wait for a CPU per epoch, as a share of its epoch; none where a rank's kernel kept no
-    schedstat."""
-    shares = [[x["loop_wait_seconds"] / x["seconds"] if x["seconds"] > 0 else 0.0 for x in e] for e in epochs]
+def _wait_shares(epochs: list[list[dict[str, float]]], name: str) -> list[list[float]]:
+    """Each rank's wait for a CPU per epoch (its step loop's, or its mean loader worker's), as a share of its epoch;
+    none where a rank's kernel kept no schedstat."""
+    shares = [[x[name] / x["seconds"] if x["seconds"] > 0 else 0.0 for x in e] for e in epochs]
     if any(math.isnan(x) for r in shares for x in r):
         return []
     return [[min(1.0, max(0.0, x)) for x in r] for r in shares]

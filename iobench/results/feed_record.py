@@ -31,8 +31,12 @@ RULES = ("feed", "dlio")
 
 
 LATER = ("own_cores", "cpu_wait_share", "cores")  # a count's fields of 0.3.1 (cores: 0.3.3), left out when None
-ROWS = ("rank_au", "rank_au_after_first", "rank_loop_wait")  # a count's figures a rank and an epoch
-FROM_NOW = ("rank_au_after_first", "rank_loop_wait")  # rows empty in answers made before them: left out when empty
+ROWS = ("rank_au", "rank_au_after_first", "rank_loop_wait", "rank_worker_wait")  # figures a rank and an epoch
+FROM_NOW = (
+    "rank_au_after_first",
+    "rank_loop_wait",
+    "rank_worker_wait",
+)  # rows empty in answers made before them: left out when empty
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,9 @@ class FeedPoint:
     # each rank's step loop's wait for a CPU per epoch, a share of its epoch (empty before 0.3.3)
     rank_loop_wait: tuple[tuple[float, ...], ...] = ()
     cores: int | None = None  # the machine's cores the count ran on
+    # each rank's mean loader worker's wait for a CPU per epoch, a share of its epoch (empty in answers made before
+    # it was recorded)
+    rank_worker_wait: tuple[tuple[float, ...], ...] = ()
 
     @property
     def au(self) -> float:
@@ -221,4 +228,5 @@ def point_of_run(record: RunRecord, n: int, waits: Any = None) -> FeedPoint:
         tuple(tuple(r) for r in record.ranks.rank_au_after_first),
         tuple(tuple(r) for r in record.ranks.rank_loop_wait),
         record.environment.cpu_count,
+        tuple(tuple(r) for r in record.ranks.rank_worker_wait),
     )

@@ -26,6 +26,9 @@ class RankStats:
     # each rank's step loop's wait for a CPU per timed epoch, a share of its epoch (runnable, not running: time the
     # loop lost to busy cores); empty before 0.3.3 or where the kernel keeps no schedstat
     rank_loop_wait: list[list[float]] = field(default_factory=list)
+    # each rank's mean DataLoader worker's wait for a CPU per timed epoch, a share of its epoch (0 without workers;
+    # empty in records made before it, or where the kernel keeps no schedstat)
+    rank_worker_wait: list[list[float]] = field(default_factory=list)
     # what the ranks delivered together in the last timed epoch (scored after the clock; none outside torchrun or
     # for an epoch cut short): each rank's samples and batches, samples delivered more than once across ranks
     # (DistributedSampler pads a share by repeating samples) and samples no rank delivered

@@ -172,6 +172,22 @@ def thread_wait_s() -> float:
     return int(parts[1]) / 1e9 if len(parts) >= 2 else math.nan
 
 
+def descendant_waits() -> dict[tuple[int, int], int]:
+    """(pid, tid) -> ns waited for a CPU, of every thread of this process's descendants (a loader's workers)."""
+    me = os.getpid()
+    return {key: wait for key, (_, wait) in thread_counters([p for p in tree(me) if p != me]).items()}
+
+
+def mean_worker_wait_s(before: dict[tuple[int, int], int], after: dict[tuple[int, int], int]) -> float:
+    """What each descendant process alive at `after` waited for a CPU since `before`, averaged over them (0 where
+    there are none): the loader's workers produce batches side by side, so the mean worker's wait is what their
+    output lost."""
+    processes = {pid for pid, _ in after}
+    if not processes:
+        return 0.0
+    return sum(max(0, wait - before.get(key, 0)) for key, wait in after.items()) / len(processes) / 1e9
+
+
 def own_totals() -> tuple[int, int]:
     """This process's threads' (ns on a CPU, ns waiting for one), summed."""
     cpu = wait = 0

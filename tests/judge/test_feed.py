@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
+
 from iobench.judge.feed import FED, STARVED, UNDECIDED, FeedPoint, bound_of, feed_answer, feed_verdict
 
 
@@ -210,3 +212,27 @@ def test_beside_other_programs_the_others_share_of_a_step_loops_wait_is_given_ba
     # mostly the ranks' own contention: 1 - (1.9 / 2.2)^2 = 25% of the wait given back, 0.880 -> 0.895
     mine = replace(busy, rank_au=((0.88, 0.88),), others_cores=0.3, own_cores=1.9)
     assert loop_credited(mine) is not None and feed_verdict(mine, 0.9) == STARVED
+
+
+def test_beside_other_programs_a_loader_workers_wait_is_given_back_up_to_the_loops_idle_time():
+    """A worker's wait for a CPU delays its batches; the loop waited for them no longer than it was neither stepping
+    nor waiting itself (1 - AU - its own wait). At 4 accelerators beside one busy loop the loops' waits alone left a
+    count 0.01-0.03 under quiet: a rank at 0.89 whose loop waited 1% and whose worker waited 3% of the epoch, 95% of
+    it theirs, is fed once both are given back and starved with the loop's alone; a worker's wait beyond the loop's
+    idle time gives back no more; answers without the workers' waits are judged by the loops' alone."""
+    from iobench.judge.feed import critical_wait, judged_au
+
+    point = _point(
+        1,
+        (0.89, 0.89),
+        others_cores=1.0,
+        own_cores=0.3,
+        cores=2,
+        rank_loop_wait=((0.01, 0.01),),
+        rank_worker_wait=((0.03, 0.03),),
+    )
+    assert feed_verdict(point, 0.9) == FED and 0.91 < judged_au(point) < 0.93
+    assert feed_verdict(replace(point, rank_worker_wait=()), 0.9) == STARVED
+    assert critical_wait(0.89, 0.01, 0.5) == pytest.approx(0.11) and critical_wait(0.89, 0.01, 0.03) == 0.04
+    said = feed_answer({1: point}, 0.9, "h100", 160.0, 6, "").line
+    assert "a loop waited up to 1.0% of an epoch, a loader worker up to 3.0%" in said

@@ -101,3 +101,60 @@ def test_the_step_loops_wait_for_a_cpu_is_counted_where_a_rival_holds_its_core()
         os.sched_setaffinity(0, before)
     assert 0 <= alone.loop_wait_seconds < 0.25 * alone.seconds, alone
     assert shared.loop_wait_seconds > 0.25 * shared.seconds > alone.loop_wait_seconds, (alone, shared)
+
+
+class _Workers:
+    """A DataLoader of 6 batches over one worker that spins `spin` s a sample: its worker's wait is what is asked."""
+
+    device = torch.device("cpu")
+
+    def __init__(self, spin: float) -> None:
+        self.spin = spin
+
+    def epoch(self, epoch: int):
+        return iter(torch.utils.data.DataLoader(_Spinning(self.spin), batch_size=4, num_workers=1))
+
+    def to_device(self, batch):
+        return batch
+
+    def end_epoch(self) -> None:
+        pass
+
+
+class _Spinning(torch.utils.data.Dataset):
+    def __init__(self, spin: float) -> None:
+        self.spin = spin
+
+    def __len__(self) -> int:
+        return 24
+
+    def __getitem__(self, k: int):
+        _spin_step(self.spin)(None)
+        return torch.zeros(2), 0
+
+
+def test_a_loader_workers_wait_for_a_cpu_is_counted_where_a_rival_holds_its_core():
+    """The rank's loader workers' time runnable but not running, read as the epoch starts and before its workers stop:
+    a small share alone on the core, a large one with a rival pinned there; 0 without workers."""
+    import os
+    import subprocess
+    import sys
+
+    if not os.path.exists("/proc/thread-self/schedstat"):
+        pytest.skip("this kernel keeps no schedstat")
+    assert time_epoch(_Sleepy(2, 0.0), 0, lambda b: None).worker_wait_seconds == 0.0
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    try:
+        alone = time_epoch(_Workers(0.01), 0, lambda b: None)
+        rival = subprocess.Popen([sys.executable, "-c", SPIN.format(s=30)])  # inherits the one core
+        try:
+            time.sleep(0.2)
+            shared = time_epoch(_Workers(0.01), 0, lambda b: None)
+        finally:
+            rival.kill()
+            rival.wait()
+    finally:
+        os.sched_setaffinity(0, before)
+    assert 0 <= alone.worker_wait_seconds < 0.25 * alone.seconds, alone
+    assert shared.worker_wait_seconds > 0.25 * shared.seconds > alone.worker_wait_seconds, (alone, shared)
