@@ -15,6 +15,7 @@ from iobench.checkpoint import save_modes
 from iobench.checkpoint.job import CheckpointJob
 from iobench.checkpoint.state import make_state_shapes
 from iobench.checkpoint.training_step import TrainingLoop
+from iobench.storage.checkpoints import target_of
 
 BETAS, EPS, LR, GRAD = (0.9, 0.999), 1e-8, 1e-4, 1e-3
 
@@ -31,7 +32,7 @@ def restart(job: CheckpointJob, loaded: Any, copied_into: Any, moved: Any) -> di
         allocated_state = moved(allocated_state, device)
     loop = TrainingLoop(job.step, job.device) if job.step != "none" else None  # the model a user's step trains
     allocated = time.time()
-    restored_state = lib.restore(save_modes.current(job.place, job.save_mode), job.spec, prepared)
+    restored_state = lib.restore(save_modes.current(target_of(job.place), job.place, job.save_mode), job.spec, prepared)
     state = restored_state if prepared is not None and device is None else copied_into(allocated_state, restored_state)
     if state is not restored_state:  # what was read, freed once copied in (a job's load_state_dict(torch.load(...)))
         del restored_state

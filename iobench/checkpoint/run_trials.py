@@ -110,7 +110,7 @@ def _trial(
     )
     resident = None
     if step.op != "save":  # a restore, or a restart: the checkpoint made cold or warm first
-        current = save_modes.current(place, step.save_mode, target.read_small)
+        current = save_modes.current(target, place, step.save_mode)
         resident = _made_ready(target, current, step.cache == "cold")
     before = (os.getloadavg()[0], other_cores_busy(recent=RECENT_SECONDS))
     mark = target.requests_mark()
@@ -124,7 +124,7 @@ def _trial(
         measured = trial(job, target.environment(), disk)
     requests = target.requests_since(mark)
     after = (os.getloadavg()[0], other_cores_busy())
-    size = target.size(save_modes.current(place, step.save_mode, target.read_small))
+    size = target.size(save_modes.current(target, place, step.save_mode))
     host = HostLoad(load_before=before[0], other_cpu_before=before[1], load_after=after[0], other_cpu_after=after[1])
     environment = Environment(**{**env, "torch_threads": measured.get("torch_threads")})
     seconds, durable = measured["seconds"], measured.get("durable_seconds")

@@ -26,6 +26,7 @@ from iobench.checkpoint.state import differences, make_state, make_state_shapes
 from iobench.checkpoint.training_step import TrainingLoop
 from iobench.errors import IobenchError
 from iobench.measuring.collector import harness_out_of_the_collector
+from iobench.storage.checkpoints import CheckpointTarget, target_of
 from iobench.system.sysmetrics import peak_rss_bytes
 
 TRIAL_PID = "IOBENCH_TRIAL_PID"
@@ -77,7 +78,8 @@ def save(job: CheckpointJob) -> dict:
     lib = loaded(job.library)
     loop = TrainingLoop(job.step, job.device) if job.step != "none" else None
     rate = loop.rate() if loop is not None else None
-    timed = [_save_once(job, lib, state, n, loop if n == job.saves else None) for n in range(1, job.saves + 1)]
+    store = target_of(job.place)  # before the clock: its client made once, as a job's
+    timed = [_save_once(job, lib, state, store, n, loop if n == job.saves else None) for n in range(1, job.saves + 1)]
     first, steady = timed[0], timed[-1]
     out = {**steady, **memory()}
     if rate is not None:
@@ -88,9 +90,9 @@ def save(job: CheckpointJob) -> dict:
 
 
 def _save_once(
-    job: CheckpointJob, lib: Library, state: dict, step: int, loop: TrainingLoop | None = None
+    job: CheckpointJob, lib: Library, state: dict, store: CheckpointTarget, step: int, loop: TrainingLoop | None = None
 ) -> dict[str, float]:
-    target = save_modes.save_place(job.place, job.save_mode)
+    target = save_modes.save_place(store, job.place, job.save_mode)
     stepped = job.save_mode != save_modes.INPLACE  # safe and keep:K: a new step, published by the pointer
     if target.local:
         os.makedirs(target.folder, mode=0o700, exist_ok=True)
@@ -113,9 +115,9 @@ def _save_once(
             done = time.perf_counter() - start
         _barrier()
         if rank == 0:
-            save_modes.make_durable(target)
+            store.make_durable(target)
             if stepped:
-                save_modes.publish(save_modes.root_of(job.place, job.save_mode), target)
+                save_modes.publish(store, save_modes.root_of(job.place, job.save_mode), target)
         _barrier()
         durable = time.perf_counter() - start
     if loop is not None:  # an asynchronous save blocks the loop until it returns; a synchronous one, whole
@@ -123,7 +125,7 @@ def _save_once(
     removed = 0.0  # every rank reports it (the slowest rank's figures are reduced key by key)
     if rank == 0 and stepped:  # outside the clock, as a job's cleanup: the steps beyond those kept
         began = time.perf_counter()
-        save_modes.remove_beyond(save_modes.root_of(job.place, job.save_mode), job.save_mode.steps_kept)
+        save_modes.remove_beyond(store, save_modes.root_of(job.place, job.save_mode), job.save_mode.steps_kept)
         removed = time.perf_counter() - began
     timed = {"seconds": returned, "done_seconds": done, "durable_seconds": durable, **beside}
     return {**timed, "removed_seconds": removed} if stepped else timed
@@ -176,7 +178,7 @@ def restore(job: CheckpointJob) -> dict:
         device = torch.device("cuda", torch.cuda.current_device())
     straight = device is not None and lib.onto_device is not None
     on_device = _moved(make_state_shapes(job.spec), device) if device is not None and not straight else None
-    place = save_modes.current(job.place, job.save_mode)
+    place = save_modes.current(target_of(job.place), job.place, job.save_mode)
     with harness_out_of_the_collector():
         rank = _barrier()
         before = read_bytes()
@@ -237,7 +239,7 @@ def classify(job: CheckpointJob) -> dict:
     torn files, or no pointer named a step), or silent corruption (it loaded something that is neither)."""
     lib = loaded(job.library)
     try:
-        state = lib.restore(save_modes.current(job.place, job.save_mode), job.spec, None)
+        state = lib.restore(save_modes.current(target_of(job.place), job.place, job.save_mode), job.spec, None)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # a refusal of the torn files (DCP's CheckpointException is a

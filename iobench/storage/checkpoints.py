@@ -25,10 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from iobench.errors import IobenchError
-from iobench.storage.remote.endpoint import REGION, Endpoint
+from iobench.storage.remote.endpoint import REGION, Endpoint, endpoint_from_environment
 from iobench.storage.remote.requests_log import Requests
 from iobench.system import ownership
-from iobench.system.fsutil import missing_folders
+from iobench.system.fsutil import fsync_path, fsync_tree, missing_folders
 from iobench.system.private import owner_tag, stale_dirs
 
 WORK_KIND = ".iobench-checkpoint"  # `<kind>-<pid>-<start>-XXXX`: whose work folder it is, after a PID is reused
@@ -107,6 +107,18 @@ class CheckpointTarget(ABC):
     def read_small(self, place: CheckpointPlace, name: str, limit: int) -> bytes:
         """At most `limit` bytes of a small file of the checkpoint (a pointer); OSError where it is not there."""
 
+    @abstractmethod
+    def write_small(self, place: CheckpointPlace, name: str, data: bytes) -> None:
+        """A small file of the checkpoint (a pointer) replaced whole, durable when this returns."""
+
+    @abstractmethod
+    def names(self, place: CheckpointPlace) -> list[str]:
+        """The names directly in `place` (its steps; never through a link)."""
+
+    def make_durable(self, place: CheckpointPlace) -> None:
+        """A saved checkpoint made durable (a completed upload is durable as it is)."""
+        return None
+
     def environment(self) -> dict[str, str]:
         """What a trial needs in its environment to reach the target (an S3 store's keys)."""
         return {}
@@ -176,6 +188,27 @@ class LocalCheckpoints(CheckpointTarget):
         finally:
             os.close(fd)
 
+    def write_small(self, place: CheckpointPlace, name: str, data: bytes) -> None:
+        """Written `O_EXCL | O_NOFOLLOW` beside, fsynced, renamed over the old one, the folder then fsynced."""
+        folder = Path(place.folder)
+        temp = folder / f".{name}-{os.getpid()}"
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, folder / name)
+        fsync_path(folder)
+
+    def names(self, place: CheckpointPlace) -> list[str]:
+        return [e.name for e in Path(place.folder).iterdir() if not e.is_symlink()]
+
+    def make_durable(self, place: CheckpointPlace) -> None:
+        """Its files and folders flushed, and its own entry in its parent."""
+        fsync_tree(Path(place.folder))
+        fsync_path(Path(place.folder).parent)
+
 
 class ObjectCheckpoints(CheckpointTarget):
     kind = "object"
@@ -222,6 +255,13 @@ class ObjectCheckpoints(CheckpointTarget):
             raise OSError(str(exc)[:100]) from None
         return answer["Body"].read(limit)
 
+    def write_small(self, place: CheckpointPlace, name: str, data: bytes) -> None:
+        self.client.put_object(Bucket=self.bucket, Key=f"{place.bucket_key[1]}/{name}", Body=data)  # whole
+
+    def names(self, place: CheckpointPlace) -> list[str]:
+        under = place.bucket_key[1] + "/"
+        return sorted({key.removeprefix(under).split("/", 1)[0] for key in self.objects(under)})
+
     def remove_prefix(self, prefix: str) -> None:
         keys = list(self.objects(prefix))
         for start in range(0, len(keys), 1000):
@@ -240,6 +280,16 @@ class ObjectCheckpoints(CheckpointTarget):
         from iobench.storage.remote import requests_log
 
         return requests_log.read(self.log, mark) if self.log is not None and mark is not None else None
+
+
+def target_of(place: CheckpointPlace) -> CheckpointTarget:
+    """The target a trial's process reaches its checkpoint's place through: the folder, or the place's bucket at its
+    endpoint with the keys the trial finds in its environment."""
+    if place.local:
+        return LocalCheckpoints(Path(place.folder))
+    bucket, key = place.bucket_key
+    endpoint = replace(endpoint_from_environment(place.endpoint or ""), region=place.region)
+    return ObjectCheckpoints(endpoint, bucket, key + "/", place.url or "")
 
 
 @contextmanager

@@ -86,3 +86,34 @@ def test_a_store_at_an_endpoint_holds_nothing_of_the_run_after(moto_url, tmp_pat
     assert all(r.exact for r in done.trials if r.op == "restore") and len(done.trials) == 9
     assert {r.store for r in done.trials} == {moto_url.removeprefix("http://")}
     assert client.list_objects_v2(Bucket="ckpt").get("KeyCount") == 0, "the run's objects are removed"
+
+
+def test_keep_k_on_a_bucket_publishes_each_step_and_removes_the_oldest_through_the_target(
+    moto_url,  # noqa: F811
+    monkeypatch,
+):
+    """The save modes' pointer, steps and removals through the place's target (`target_of`, as a trial reaches it: the
+    keys from its environment): keep:2 over four saves leaves the newest two steps, `latest` naming the last."""
+    import boto3
+
+    from iobench.checkpoint import save_modes
+    from iobench.results.checkpoint_record import SaveMode
+    from iobench.storage.checkpoints import CheckpointPlace, target_of
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")  # moto takes any keys
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    client = boto3.client(
+        "s3", endpoint_url=moto_url, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="t"
+    )
+    client.create_bucket(Bucket="ckpt")
+    place, mode = CheckpointPlace(url="s3://ckpt/run/torch", endpoint=moto_url), SaveMode.keeping(2)
+    store = target_of(place)
+    root = save_modes.root_of(place, mode)
+    for n in range(1, 5):
+        saved = save_modes.save_place(store, place, mode)
+        assert saved.url == f"s3://ckpt/run/torch/keep-2/step-{n}"
+        client.put_object(Bucket="ckpt", Key=saved.url.removeprefix("s3://ckpt/") + "/state.pt", Body=b"x" * 100)
+        save_modes.publish(store, root, saved)
+        assert save_modes.current(store, place, mode) == saved
+        assert save_modes.remove_beyond(store, root, mode.steps_kept) == (1 if n > 2 else 0)
+    assert sorted(store.names(root)) == ["latest", "step-3", "step-4"]

@@ -14,7 +14,7 @@ import pytest
 from iobench.checkpoint import save_modes
 from iobench.errors import IobenchError
 from iobench.results.checkpoint_record import MAX_KEEP, SaveMode
-from iobench.storage.checkpoints import CheckpointPlace
+from iobench.storage.checkpoints import CheckpointPlace, target_of
 
 FS_IOC_FIEMAP = 0xC020660B
 EXTENTS = 64
@@ -37,12 +37,13 @@ def extents(path: Path) -> list[tuple[int, int]] | None:
 
 def _save(place: CheckpointPlace, mode: SaveMode, payload: bytes) -> CheckpointPlace:
     """What a trial's save does around the library's call, with a file of `payload` for the library's."""
-    target = save_modes.save_place(place, mode)
+    store = target_of(place)
+    target = save_modes.save_place(store, place, mode)
     os.makedirs(target.folder, mode=0o700, exist_ok=True)
     with open(Path(target.folder) / "state.pt", "wb") as f:
         f.write(payload)
-    save_modes.make_durable(target)
-    save_modes.publish(save_modes.root_of(place, mode), target)
+    store.make_durable(target)
+    save_modes.publish(store, save_modes.root_of(place, mode), target)
     return target
 
 
@@ -72,6 +73,7 @@ def test_keep_k_keeps_the_last_k_each_save_a_new_step_of_new_files(tmp_path):
     here, a save after a removal can land in the blocks the removed step freed (a 8 MiB file did), which is what a
     job keeping K meets too; scripts/bench_keep_loop.py reads it per pattern."""
     place, k, payload = CheckpointPlace(folder=str(tmp_path)), 2, os.urandom(2**20)
+    store = target_of(place)
     names = []
     for n in range(1, 7):
         alive = {p.stat().st_ino for p in tmp_path.rglob("*") if p.is_file()}
@@ -79,8 +81,9 @@ def test_keep_k_keeps_the_last_k_each_save_a_new_step_of_new_files(tmp_path):
         names.append(Path(target.folder).name)
         assert names[-1] == f"step-{n}"
         assert (Path(target.folder) / "state.pt").stat().st_ino not in alive  # not written over a kept file
-        assert save_modes.current(place, SaveMode.keeping(k)).folder == target.folder
-        assert save_modes.remove_beyond(save_modes.root_of(place, SaveMode.keeping(k)), k) == (1 if n > k else 0)
+        assert save_modes.current(store, place, SaveMode.keeping(k)).folder == target.folder
+        root = save_modes.root_of(place, SaveMode.keeping(k))
+        assert save_modes.remove_beyond(store, root, k) == (1 if n > k else 0)
         kept = sorted(p.name for p in (tmp_path / "keep-2").glob("step-*"))
         assert kept == sorted(names[-k:])
 
@@ -88,7 +91,7 @@ def test_keep_k_keeps_the_last_k_each_save_a_new_step_of_new_files(tmp_path):
 def test_an_inplace_save_writes_over_the_file_it_had(tmp_path):
     """The contrast the check above rests on: in place, the steady save's file is the first one's (the same inode)."""
     place = CheckpointPlace(folder=str(tmp_path))
-    first = save_modes.save_place(place, SaveMode("inplace"))
+    first = save_modes.save_place(target_of(place), place, SaveMode("inplace"))
     os.makedirs(first.folder)
     for _ in range(2):
         with open(Path(first.folder) / "state.pt", "wb") as f:  # as torch.save opens its path: truncated
@@ -110,6 +113,6 @@ def test_safe_keeps_one_and_inplace_writes_over_the_last(tmp_path):
     place = CheckpointPlace(folder=str(tmp_path))
     for _ in range(3):
         target = _save(place, SaveMode("safe"), b"x" * 4096)
-        save_modes.remove_beyond(place, 1)
+        save_modes.remove_beyond(target_of(place), place, 1)
     assert [p.name for p in tmp_path.glob("step-*")] == ["step-3"] == [Path(target.folder).name]
-    assert save_modes.save_place(place, SaveMode("inplace")).folder == str(tmp_path / "current")
+    assert save_modes.save_place(target_of(place), place, SaveMode("inplace")).folder == str(tmp_path / "current")
