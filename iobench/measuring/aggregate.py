@@ -35,6 +35,7 @@ EPOCH_FIELDS = (
     "transform_seconds",
     "loop_wait_seconds",
     "worker_wait_seconds",
+    "loop_cpu_seconds",
 )
 RANK_FIELDS = (
     "node_main",
@@ -141,6 +142,7 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
                 transform_seconds=total("transform_seconds"),
                 loop_wait_seconds=total("loop_wait_seconds"),
                 worker_wait_seconds=total("worker_wait_seconds"),
+                loop_cpu_seconds=total("loop_cpu_seconds"),
             )
         )
     node_own = [r for r in own if r["node_main"]]
@@ -159,6 +161,7 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
         rank_au_after_first=[[au_after_first(x) for x in e] for e in epochs],
         rank_loop_wait=_wait_shares(epochs, "loop_wait_seconds"),
         rank_worker_wait=_wait_shares(epochs, "worker_wait_seconds"),
+        rank_loop_cpu=_wait_shares(epochs, "loop_cpu_seconds"),
         straggler_ratio=statistics.median(
             max(s[k] for s in rank_seconds) / min(s[k] for s in rank_seconds) for k in range(n)
         ),
@@ -185,8 +188,8 @@ def combine(m: RankMeasurements, world: World, hosts: list[str], sample_bytes: i
 
 
 def _wait_shares(epochs: list[list[dict[str, float]]], name: str) -> list[list[float]]:
-    """Each rank's wait for a CPU per epoch (its step loop's, or its mean loader worker's), as a share of its epoch;
-    none where a rank's kernel kept no schedstat."""
+    """Each rank's `name` per epoch (its step loop's wait for a CPU or time on one, its mean loader worker's wait),
+    as a share of its epoch; none where a rank's kernel kept no schedstat."""
     shares = [[x[name] / x["seconds"] if x["seconds"] > 0 else 0.0 for x in e] for e in epochs]
     if any(math.isnan(x) for r in shares for x in r):
         return []

@@ -17,7 +17,7 @@ import torch
 from iobench.loaders.base import DeviceBatch, Loader
 from iobench.loaders.device import synchronize
 from iobench.system.signals import signals_held
-from iobench.system.waits import descendant_waits, mean_worker_wait_s, thread_wait_s
+from iobench.system.waits import descendant_waits, mean_worker_wait_s, thread_times_s
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ class EpochTiming:
     # the mean DataLoader worker's wait for a CPU over the epoch (the rank's descendants, read as the epoch starts and
     # before its workers stop): their batches came that much later; 0 without workers, NaN without schedstat
     worker_wait_seconds: float = math.nan
+    # the step loop's own thread's time on a CPU over the epoch (NaN without schedstat): with its wait, what of the
+    # epoch the loop was neither stepping nor blocked
+    loop_cpu_seconds: float = math.nan
 
 
 def time_epoch(
@@ -62,7 +65,7 @@ def time_epoch(
     clock = time.perf_counter
     to_device = loader.to_device
     deadline = float("inf") if max_seconds is None else max_seconds
-    waited, workers_before = thread_wait_s(), descendant_waits()
+    (ran, waited), workers_before = thread_times_s(), descendant_waits()
     workers_after = workers_before
     start = clock()
     with signals_held():  # DataLoader workers fork here
@@ -116,14 +119,14 @@ def time_epoch(
         loader.end_epoch()
     synchronize(device)
     seconds = time.perf_counter() - start
-    loop_wait = thread_wait_s() - waited
+    loop_cpu, loop_wait = (now - then for now, then in zip(thread_times_s(), (ran, waited), strict=True))
     worker_wait = math.nan if math.isnan(loop_wait) else mean_worker_wait_s(workers_before, workers_after)
     if cuda:
         h2d = sum(a.elapsed_time(b) for a, b, _, _ in events) / 1000
         transform_s = sum(b.elapsed_time(c) for _, b, c, _ in events) / 1000
         step_s = sum(c.elapsed_time(d) for _, _, c, d in events) / 1000
     return EpochTiming(
-        seconds, first, batches, samples, wait, h2d, step_s, partial, transform_s, loop_wait, worker_wait
+        seconds, first, batches, samples, wait, h2d, step_s, partial, transform_s, loop_wait, worker_wait, loop_cpu
     )
 
 

@@ -31,12 +31,8 @@ RULES = ("feed", "dlio")
 
 
 LATER = ("own_cores", "cpu_wait_share", "cores")  # a count's fields of 0.3.1 (cores: 0.3.3), left out when None
-ROWS = ("rank_au", "rank_au_after_first", "rank_loop_wait", "rank_worker_wait")  # figures a rank and an epoch
-FROM_NOW = (
-    "rank_au_after_first",
-    "rank_loop_wait",
-    "rank_worker_wait",
-)  # rows empty in answers made before them: left out when empty
+ROWS = ("rank_au", "rank_au_after_first", "rank_loop_wait", "rank_worker_wait", "rank_loop_cpu")  # a rank, an epoch
+FROM_NOW = ROWS[1:]  # rows empty in answers made before them: left out when empty
 
 
 @dataclass(frozen=True)
@@ -66,6 +62,8 @@ class FeedPoint:
     # each rank's mean loader worker's wait for a CPU per epoch, a share of its epoch (empty in answers made before
     # it was recorded)
     rank_worker_wait: tuple[tuple[float, ...], ...] = ()
+    # each rank's step loop's time on a CPU per epoch, a share of its epoch (likewise)
+    rank_loop_cpu: tuple[tuple[float, ...], ...] = ()
 
     @property
     def au(self) -> float:
@@ -229,4 +227,5 @@ def point_of_run(record: RunRecord, n: int, waits: Any = None) -> FeedPoint:
         tuple(tuple(r) for r in record.ranks.rank_loop_wait),
         record.environment.cpu_count,
         tuple(tuple(r) for r in record.ranks.rank_worker_wait),
+        tuple(tuple(r) for r in record.ranks.rank_loop_cpu),
     )

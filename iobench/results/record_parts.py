@@ -29,6 +29,8 @@ class RankStats:
     # each rank's mean DataLoader worker's wait for a CPU per timed epoch, a share of its epoch (0 without workers;
     # empty in records made before it, or where the kernel keeps no schedstat)
     rank_worker_wait: list[list[float]] = field(default_factory=list)
+    # each rank's step loop's time on a CPU per timed epoch, a share of its epoch (as rank_worker_wait)
+    rank_loop_cpu: list[list[float]] = field(default_factory=list)
     # what the ranks delivered together in the last timed epoch (scored after the clock; none outside torchrun or
     # for an epoch cut short): each rank's samples and batches, samples delivered more than once across ranks
     # (DistributedSampler pads a share by repeating samples) and samples no rank delivered

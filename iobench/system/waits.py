@@ -165,11 +165,11 @@ def reaped_cpu_s() -> float:
     return children.ru_utime + children.ru_stime
 
 
-def thread_wait_s() -> float:
-    """Seconds the calling thread has waited for a CPU since it started (`/proc/thread-self/schedstat`'s second field);
-    NaN where the kernel keeps no schedstat."""
+def thread_times_s() -> tuple[float, float]:
+    """Seconds the calling thread has run on a CPU and waited for one since it started (`/proc/thread-self/schedstat`'s
+    first two fields); NaN where the kernel keeps no schedstat."""
     parts = (_read("/proc/thread-self/schedstat") or "").split()
-    return int(parts[1]) / 1e9 if len(parts) >= 2 else math.nan
+    return (int(parts[0]) / 1e9, int(parts[1]) / 1e9) if len(parts) >= 2 else (math.nan, math.nan)
 
 
 def descendant_waits() -> dict[tuple[int, int], int]:

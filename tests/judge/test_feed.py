@@ -214,12 +214,12 @@ def test_beside_other_programs_the_others_share_of_a_step_loops_wait_is_given_ba
     assert loop_credited(mine) is not None and feed_verdict(mine, 0.9) == STARVED
 
 
-def test_beside_other_programs_a_loader_workers_wait_is_given_back_up_to_the_loops_idle_time():
-    """A worker's wait for a CPU delays its batches; the loop waited for them no longer than it was neither stepping
-    nor waiting itself (1 - AU - its own wait). At 4 accelerators beside one busy loop the loops' waits alone left a
-    count 0.01-0.03 under quiet: a rank at 0.89 whose loop waited 1% and whose worker waited 3% of the epoch, 95% of
-    it theirs, is fed once both are given back and starved with the loop's alone; a worker's wait beyond the loop's
-    idle time gives back no more; answers without the workers' waits are judged by the loops' alone."""
+def test_beside_other_programs_a_loader_workers_wait_is_given_back_up_to_the_time_the_loop_was_blocked():
+    """A worker's wait for a CPU delays its batches; the loop waited for them no longer than it was blocked (not
+    stepping, not on a CPU, not waiting for one: 1 - AU - its CPU - its wait). A rank at 0.89 whose loop waited 1% and
+    ran 2% of the epoch, and whose worker waited 3%, 95% of it theirs, is fed once both are given back and starved
+    with the loop's alone; where the loop ran all of the time it did not step, the worker's wait gives back nothing;
+    answers without the workers' waits are judged by the loops' alone."""
     from iobench.judge.feed import critical_wait, judged_au
 
     point = _point(
@@ -230,9 +230,12 @@ def test_beside_other_programs_a_loader_workers_wait_is_given_back_up_to_the_loo
         cores=2,
         rank_loop_wait=((0.01, 0.01),),
         rank_worker_wait=((0.03, 0.03),),
+        rank_loop_cpu=((0.02, 0.02),),
     )
-    assert feed_verdict(point, 0.9) == FED and 0.91 < judged_au(point) < 0.93
+    assert feed_verdict(point, 0.9) == FED and 0.92 < judged_au(point) < 0.93
     assert feed_verdict(replace(point, rank_worker_wait=()), 0.9) == STARVED
-    assert critical_wait(0.89, 0.01, 0.5) == pytest.approx(0.11) and critical_wait(0.89, 0.01, 0.03) == 0.04
+    assert feed_verdict(replace(point, rank_loop_cpu=((0.1, 0.1),)), 0.9) == STARVED
+    assert critical_wait(0.89, 0.01, 0.5, 0.02) == pytest.approx(0.09)
+    assert critical_wait(0.89, 0.01, 0.03, 0.02) == pytest.approx(0.04)
     said = feed_answer({1: point}, 0.9, "h100", 160.0, 6, "").line
     assert "a loop waited up to 1.0% of an epoch, a loader worker up to 3.0%" in said
