@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from iobench.judge.bounds import feed_bound, waited_words
 from iobench.judge.evidence import busy
 from iobench.results.feed_record import RULES, FeedPoint, FeedRecord
 
@@ -26,8 +27,6 @@ RULES_WORDS = {
     DLIO_RULES: "as DLIO counts it: each epoch's first step out, ranks and epochs averaged (MLPerf Storage's)",
 }
 START_SHARE = 0.03  # of an epoch, a first batch worth naming: a larger dataset would amortise it
-STORAGE_SHARE = 80.0  # percent of the access pattern's limit: the storage is the bound
-CPU_SHARE = 0.85  # of the machine's cores busy: the CPU is the bound
 # How far a count's AU moves when the same question is asked again minutes later, quiet (Intel Xeon 2 vCPU, the same
 # count: 0.896-0.904 over three askings at a 20 ms step, 0.942-0.947, 0.923-0.933 and 0.917-0.926 over two at 40 ms,
 # docs/study/shared-machine/): an answer whose deciding count lies within twice that of the threshold says it is at
@@ -128,8 +127,9 @@ def critical_wait(au: float, loop: float, worker: float, loop_cpu: float) -> flo
     the time the loop was blocked for data (neither stepping, nor on a CPU, nor waiting for one: feed's step is a
     sleep). A worker's wait delays its batch, but the loop waited for it no longer than it was blocked: the prefetched
     batches hide the rest. Beside one busy loop at 1-6 accelerators (Intel Xeon 2 vCPU, 40 ms step) the workers
-    waited 5-24% of an epoch (3-13% quiet); given back whole up to the time the loop was not stepping, the counts came
-    out 0.03-0.05 over their quiet AU (docs/study/shared-machine/feed-worker-credit)."""
+    waited 5-32% of an epoch (3-14% quiet) and the loops ran 3-6% of it; given back up to all the time the loop did
+    not step the counts came out 0.03-0.05 over their quiet AU, given back so 0.01 or less at 1 and 4 (N=4:
+    0.934-0.935 against 0.933-0.940 quiet; docs/study/shared-machine/feed-worker-credit-2)."""
     return loop + min(worker, max(0.0, 1 - au - loop - loop_cpu))
 
 
@@ -143,29 +143,6 @@ def credited_au(point: FeedPoint, rules: str = FEED_RULES) -> float | None:
         return None
     waited = min(0.99, own * share / (1 - share) / point.n)  # of each rank's time
     return min(1.0, au / (1 - waited))
-
-
-def bound_of(point: FeedPoint) -> str:
-    """What kept the ranks waiting at this count, in words with its figure."""
-    if point.percent_of_limit is not None and point.percent_of_limit >= STORAGE_SHARE:
-        return (
-            f"the storage: {point.mb_per_s:,.0f} MB/s read, {point.percent_of_limit:.0f}% of {point.limit_name} "
-            f"({point.limit_mb_per_s:,.0f} MB/s)"
-        )
-    if point.cpu_utilisation is not None and point.cpu_utilisation >= CPU_SHARE:
-        if point.own_cores is not None and busy(point.others_cores):
-            return (
-                f"other programs' CPU: they used {point.others_cores:.1f} cores and the ranks {point.own_cores:.1f} "
-                f"(the cores {point.cpu_utilisation:.0%} busy{_waited(point)}); measure again with the machine quiet"
-            )
-        own = f"its processes used {point.own_cores:.1f} cores, " if point.own_cores is not None else ""
-        return f"the CPU: {own}the cores {point.cpu_utilisation:.0%} busy"
-    limit = f"{point.percent_of_limit:.0f}% of its limit" if point.percent_of_limit is not None else "no limit known"
-    cpu = f"{point.cpu_utilisation:.0%}" if point.cpu_utilisation is not None else "unknown"
-    return (
-        f"the loader's hand-over: {point.wait_ms_per_batch:,.0f} ms waited a batch with the storage at {limit} and "
-        f"the cores {cpu} busy"
-    )
 
 
 @dataclass(frozen=True)
@@ -195,11 +172,11 @@ def feed_answer(
             0,
             f"answer: {au:.2f} of one {accelerator} (AU {au:.3f}{_credit_said(one, rules)} under {threshold:.2f}"
             f"{_counted(rules)}): it needs "
-            f"{demand_mb_per_s:,.0f} MB/s and got {got:,.0f}; bound by {bound_of(one)}"
+            f"{demand_mb_per_s:,.0f} MB/s and got {got:,.0f}; bound by {feed_bound(one)}"
             + _start(one)
             + _undecided(one, threshold, rules)
             + edge_of(points, threshold, rules)
-            + _beside(points, bound_of(one))
+            + _beside(points, feed_bound(one))
             + other,
         )
     at = points[n]
@@ -218,11 +195,11 @@ def feed_answer(
         n,
         f"{head}; at {n + 1}: AU {judged_au(after, rules) or 0.0:.3f}{_credit_said(after, rules)} "
         f"({feed_verdict(after, threshold, rules)}), bound by "
-        f"{bound_of(after)}"
+        f"{feed_bound(after)}"
         + _start(after)
         + _undecided(after, threshold, rules)
         + edge_of(points, threshold, rules)
-        + _beside(points, bound_of(after))
+        + _beside(points, feed_bound(after))
         + other,
     )
 
@@ -289,11 +266,6 @@ def _credit_said(point: FeedPoint, rules: str) -> str:
     )
 
 
-def _waited(point: FeedPoint) -> str:
-    share = point.cpu_wait_share
-    return f", the ranks waiting for a CPU {share:.0%} of their runnable time" if share is not None else ""
-
-
 def _beside(points: dict[int, FeedPoint], said: str = "") -> str:
     """Where other programs used the cores beside a count: the most of them, said with the answer (unless its bound
     already names them)."""
@@ -302,8 +274,8 @@ def _beside(points: dict[int, FeedPoint], said: str = "") -> str:
         return ""
     worst = max(seen, key=lambda p: p.others_cores or 0.0)
     return (
-        f"; beside other programs using up to {worst.others_cores:.1f} cores (at {worst.n}{_waited(worst)}): a quiet "
-        "machine may feed more"
+        f"; beside other programs using up to {worst.others_cores:.1f} cores (at {worst.n}{waited_words(worst)}): "
+        "a quiet machine may feed more"
     )
 
 

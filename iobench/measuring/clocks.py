@@ -17,7 +17,7 @@ import torch
 from iobench.loaders.base import DeviceBatch, Loader
 from iobench.loaders.device import synchronize
 from iobench.system.signals import signals_held
-from iobench.system.waits import descendant_waits, mean_worker_wait_s, thread_times_s
+from iobench.system.waits import EpochWaits
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,7 @@ def time_epoch(
     clock = time.perf_counter
     to_device = loader.to_device
     deadline = float("inf") if max_seconds is None else max_seconds
-    (ran, waited), workers_before = thread_times_s(), descendant_waits()
-    workers_after = workers_before
+    waits = EpochWaits()
     start = clock()
     with signals_held():  # DataLoader workers fork here
         iterator = iter(loader.epoch(epoch))
@@ -114,20 +113,23 @@ def time_epoch(
                 partial = True
                 break
     finally:  # the epoch's end, a break (--max-seconds) or an interruption: what it started is stopped
-        workers_after = descendant_waits()
+        waits.workers_stopping()
         del iterator, fetch
         loader.end_epoch()
     synchronize(device)
     seconds = time.perf_counter() - start
-    loop_cpu, loop_wait = (now - then for now, then in zip(thread_times_s(), (ran, waited), strict=True))
-    worker_wait = math.nan if math.isnan(loop_wait) else mean_worker_wait_s(workers_before, workers_after)
+    loop_cpu, loop_wait, worker_wait = waits.ended()
     if cuda:
-        h2d = sum(a.elapsed_time(b) for a, b, _, _ in events) / 1000
-        transform_s = sum(b.elapsed_time(c) for _, b, c, _ in events) / 1000
-        step_s = sum(c.elapsed_time(d) for _, _, c, d in events) / 1000
+        h2d, transform_s, step_s = _on_device(events)
     return EpochTiming(
         seconds, first, batches, samples, wait, h2d, step_s, partial, transform_s, loop_wait, worker_wait, loop_cpu
     )
+
+
+def _on_device(events: list[tuple[torch.cuda.Event, ...]]) -> tuple[float, float, float]:
+    """Seconds of the copies, the device transforms and the steps, from each batch's four CUDA events."""
+    copies, transforms, steps = (sum(e[k].elapsed_time(e[k + 1]) for e in events) / 1000 for k in range(3))
+    return copies, transforms, steps
 
 
 def time_bare_epoch(loader: Loader, epoch: int, step: Callable[[DeviceBatch], None]) -> float:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from iobench.judge.answer import answers, main_answer, pattern_of
+from iobench.judge.bounds import largest_stage
 from iobench.judge.warnings import RunWarning
 from iobench.loaders import kind_of
 from iobench.report.tables import au_text
@@ -28,11 +29,10 @@ def bounding_stage(r: RunRecord) -> str:
         "the device transform": e.transform_ms_per_batch,
         "the step": e.step_ms_per_batch,
     }
-    total = sum(stages.values())
-    if total <= 0:
+    largest = largest_stage(stages)
+    if largest is None:
         return "no stage measurable"
-    name, ms = max(stages.items(), key=lambda kv: kv[1])
-    return f"bounded by {name} ({ms / total:.0%} of the batch time)"
+    return f"bounded by {largest[0]} ({largest[1]:.0%} of the batch time)"
 
 
 def answer_lines(groups: dict[str, list[RunRecord]]) -> list[str]:

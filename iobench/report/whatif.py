@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from iobench.judge.bounds import largest_stage, paced_bound
 from iobench.loaders import kind_of
 from iobench.results.record import RunRecord
-
-WAITED = 0.05  # waiting above this share of the period: the loader was the bound
 
 
 @dataclass(frozen=True)
@@ -56,17 +55,12 @@ def predict(r: RunRecord, step_ms: float) -> Prediction:
     compute = h + step + rest
     if not asynchronous(r):
         new = w + compute
-        stages = {"loader": w, "host-to-device": h, "step": step}
-        bound = max(stages, key=stages.get)
-        return _prediction(step_ms, batch, new, new, bound)
+        largest = largest_stage({"loader": w, "host-to-device": h, "step": step})
+        return _prediction(step_ms, batch, new, new, largest[0] if largest is not None else "loader")
     paced, serial = max(period, compute), w + compute
     slow, fast = max(paced, serial), min(paced, serial)
     device = "host-to-device" if h > step else "step"
-    if w > WAITED * period:
-        bound = device if compute >= period else "loader (its pace, or receiving its batches)"
-    else:
-        bound = device if slow - fast < 0.005 * slow else f"{device} (or the loader)"
-    return _prediction(step_ms, batch, slow, fast, bound)
+    return _prediction(step_ms, batch, slow, fast, paced_bound(device, w, period, compute, slow, fast))
 
 
 def _sleep_overshoot(r: RunRecord) -> float:

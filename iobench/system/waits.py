@@ -188,6 +188,24 @@ def mean_worker_wait_s(before: dict[tuple[int, int], int], after: dict[tuple[int
     return sum(max(0, wait - before.get(key, 0)) for key, wait in after.items()) / len(processes) / 1e9
 
 
+class EpochWaits:
+    """The calling thread's (a step loop's) time on a CPU and waiting for one, and the mean wait of its process's
+    loader workers, from where it is made to `ended()`; the workers are read at `workers_stopping()`, before they
+    stop (forked at the epoch's start, they are gone at its end)."""
+
+    def __init__(self) -> None:
+        self.loop, self.workers = thread_times_s(), descendant_waits()
+        self.workers_at_end = self.workers
+
+    def workers_stopping(self) -> None:
+        self.workers_at_end = descendant_waits()
+
+    def ended(self) -> tuple[float, float, float]:
+        """(the loop's CPU s, its wait s, the mean worker's wait s); NaN where the kernel keeps no schedstat."""
+        cpu, wait = (now - then for now, then in zip(thread_times_s(), self.loop, strict=True))
+        return cpu, wait, math.nan if math.isnan(wait) else mean_worker_wait_s(self.workers, self.workers_at_end)
+
+
 def own_totals() -> tuple[int, int]:
     """This process's threads' (ns on a CPU, ns waiting for one), summed."""
     cpu = wait = 0

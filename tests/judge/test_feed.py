@@ -8,7 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from iobench.judge.feed import FED, STARVED, UNDECIDED, FeedPoint, bound_of, feed_answer, feed_verdict
+from iobench.judge.bounds import feed_bound
+from iobench.judge.feed import FED, STARVED, UNDECIDED, FeedPoint, feed_answer, feed_verdict
 
 
 def _point(n: int, *ranks: tuple[float, ...], **more) -> FeedPoint:
@@ -32,9 +33,9 @@ def test_the_bound_is_named_from_the_figures():
         limit_mb_per_s=1030.0,
         cpu_utilisation=0.95,
     )
-    assert bound_of(storage).startswith("the storage: 950 MB/s read, 92% of the disk's sequential read")
-    assert bound_of(_point(3, (0.5,), percent_of_limit=20.0, cpu_utilisation=0.97)).startswith("the CPU")
-    loader = bound_of(_point(3, (0.5,), percent_of_limit=20.0, cpu_utilisation=0.3, wait=40.0))
+    assert feed_bound(storage).startswith("the storage: 950 MB/s read, 92% of the disk's sequential read")
+    assert feed_bound(_point(3, (0.5,), percent_of_limit=20.0, cpu_utilisation=0.97)).startswith("the CPU")
+    loader = feed_bound(_point(3, (0.5,), percent_of_limit=20.0, cpu_utilisation=0.3, wait=40.0))
     assert loader.startswith("the loader's hand-over: 40 ms waited a batch")
 
 
@@ -104,10 +105,10 @@ def test_other_programs_cpu_is_never_the_ranks_bound_and_is_named_in_the_answer(
     """Issue 91: feed said "bound by the CPU: the cores 86% busy" while its records held other programs at 1.5-2.0 of
     2 cores (the machine's /proc/stat, not its own processes)."""
     theirs = _point(2, (0.5,), cpu_utilisation=0.95, others_cores=1.6, own_cores=0.3, cpu_wait_share=0.45)
-    assert bound_of(theirs).startswith("other programs' CPU: they used 1.6 cores and the ranks 0.3")
-    assert "the ranks waiting for a CPU 45%" in bound_of(theirs)
+    assert feed_bound(theirs).startswith("other programs' CPU: they used 1.6 cores and the ranks 0.3")
+    assert "the ranks waiting for a CPU 45%" in feed_bound(theirs)
     own = _point(2, (0.5,), cpu_utilisation=0.95, others_cores=0.1, own_cores=1.8, cpu_wait_share=0.05)
-    assert bound_of(own).startswith("the CPU: its processes used 1.8 cores")
+    assert feed_bound(own).startswith("the CPU: its processes used 1.8 cores")
     answer = feed_answer({1: _point(1, (0.95,), others_cores=1.2), 2: theirs}, 0.9, "h100", 50, 8, "")
     assert "bound by other programs' CPU: they used 1.6 cores" in answer.line and "beside other" not in answer.line
     storage = _point(2, (0.5,), percent_of_limit=95.0, limit_name="disk", limit_mb_per_s=100.0, others_cores=1.6)
