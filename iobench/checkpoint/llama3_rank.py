@@ -3,8 +3,9 @@ its files of the layout (`iobench.checkpoint.llama3.rank_files`) held in memory 
 tensors of random bytes, made before the clock; each checkpoint into a folder of its own (`global_epoch1_stepK`), every
 file `torch.save`d to a fresh file and fsynced (the workloads' `fsync: True`), every rank starting together; then the
 page cache dropped for the checkpoint's files (fadvise: the files alone, as the write's fsync left them clean), and
-each checkpoint read back with `torch.load(weights_only=True)`, every rank starting together. Rank 0 prints every
-rank's seconds per write and read as one JSON line. Run by `iobench.sessions.checkpoint_workload` as ranks joined by a
+each checkpoint read back with `torch.load(weights_only=True)`, every rank starting together. Rank 0 prints a line
+after each checkpoint written or read (its own seconds, `PROGRESS`), and last every rank's seconds per write and read
+as one JSON line. Run by `iobench.sessions.checkpoint_workload` as ranks joined by a
 store of this user's (`iobench.system.ranks`)."""
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from iobench.checkpoint.llama3 import OPTIMIZER_BYTES, WORKLOADS, ShardFile, ran
 from iobench.system.private import CREATE_FLAGS
 
 MAX_CHECKPOINTS = 100
+PROGRESS = "progress"  # the key of rank 0's line after each checkpoint
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,12 @@ def _save(path: Path, state: dict[str, torch.Tensor]) -> None:
         os.fsync(f.fileno())
 
 
+def _progress(rank: int, done: str, k: int, of: int, seconds: float) -> None:
+    """Rank 0's line after each checkpoint, outside its clock (the session says it as it comes)."""
+    if rank == 0:
+        print(json.dumps({PROGRESS: done, "k": k + 1, "of": of, "seconds": seconds}), flush=True)
+
+
 def main() -> None:
     import signal
 
@@ -101,6 +109,7 @@ def main() -> None:
         for f, state in zip(files, states, strict=True):
             _save(folder / f"{f.name}.pt", state)
         writes.append(time.perf_counter() - began)
+        _progress(rank, "written", k, job.writes, writes[-1])
     del states
     dist.barrier()
     mine = [checkpoint_folder(root, k) / f"{f.name}.pt" for k in range(job.writes) for f in files]
@@ -113,6 +122,7 @@ def main() -> None:
             loaded = torch.load(folder / f"{f.name}.pt", weights_only=True)
             del loaded
         reads.append(time.perf_counter() - began)
+        _progress(rank, "read", k, job.reads, reads[-1])
     mine_row = torch.tensor([*writes, *reads, float(sum(f.nbytes for f in files))], dtype=torch.float64)
     rows = [torch.empty_like(mine_row) for _ in range(dist.get_world_size())]
     dist.all_gather(rows, mine_row)  # floats, not pickled objects

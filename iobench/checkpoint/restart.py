@@ -15,7 +15,7 @@ from iobench.checkpoint import save_modes
 from iobench.checkpoint.job import CheckpointJob
 from iobench.checkpoint.state import make_state_shapes
 from iobench.checkpoint.training_step import TrainingLoop
-from iobench.storage.checkpoints import target_of
+from iobench.storage.checkpoints import trial_target
 
 BETAS, EPS, LR, GRAD = (0.9, 0.999), 1e-8, 1e-4, 1e-3
 
@@ -25,6 +25,7 @@ def restart(job: CheckpointJob, loaded: Any, copied_into: Any, moved: Any) -> di
     copied into the allocated state (a job's `load_state_dict`); `moved(state, device)`: a state on the device."""
     lib = loaded(job.library)
     device = None if job.device == "cpu" or lib.ceiling else torch.device(job.device)
+    store = trial_target(job.place)  # its client with the imports, as a job makes it at its start
     imported = time.time()
     prepared = lib.before_restore(job.spec) if lib.before_restore is not None else None
     allocated_state = prepared if prepared is not None else make_state_shapes(job.spec)
@@ -32,7 +33,7 @@ def restart(job: CheckpointJob, loaded: Any, copied_into: Any, moved: Any) -> di
         allocated_state = moved(allocated_state, device)
     loop = TrainingLoop(job.step, job.device) if job.step != "none" else None  # the model a user's step trains
     allocated = time.time()
-    restored_state = lib.restore(save_modes.current(target_of(job.place), job.place, job.save_mode), job.spec, prepared)
+    restored_state = lib.restore(save_modes.current(store, job.place, job.save_mode), job.spec, prepared)
     state = restored_state if prepared is not None and device is None else copied_into(allocated_state, restored_state)
     if state is not restored_state:  # what was read, freed once copied in (a job's load_state_dict(torch.load(...)))
         del restored_state

@@ -26,7 +26,7 @@ from iobench.checkpoint.state import differences, make_state, make_state_shapes
 from iobench.checkpoint.training_step import TrainingLoop
 from iobench.errors import IobenchError
 from iobench.measuring.collector import harness_out_of_the_collector
-from iobench.storage.checkpoints import CheckpointTarget, target_of
+from iobench.storage.checkpoints import CheckpointTarget, trial_target
 from iobench.system.sysmetrics import peak_rss_bytes
 
 TRIAL_PID = "IOBENCH_TRIAL_PID"
@@ -78,7 +78,7 @@ def save(job: CheckpointJob) -> dict:
     lib = loaded(job.library)
     loop = TrainingLoop(job.step, job.device) if job.step != "none" else None
     rate = loop.rate() if loop is not None else None
-    store = target_of(job.place)  # before the clock: its client made once, as a job's
+    store = trial_target(job.place)  # before the clock: its client made once, as a job's
     timed = [_save_once(job, lib, state, store, n, loop if n == job.saves else None) for n in range(1, job.saves + 1)]
     first, steady = timed[0], timed[-1]
     out = {**steady, **memory()}
@@ -178,7 +178,7 @@ def restore(job: CheckpointJob) -> dict:
         device = torch.device("cuda", torch.cuda.current_device())
     straight = device is not None and lib.onto_device is not None
     on_device = _moved(make_state_shapes(job.spec), device) if device is not None and not straight else None
-    place = save_modes.current(target_of(job.place), job.place, job.save_mode)
+    place = save_modes.current(trial_target(job.place), job.place, job.save_mode)
     with harness_out_of_the_collector():
         rank = _barrier()
         before = read_bytes()
@@ -239,7 +239,7 @@ def classify(job: CheckpointJob) -> dict:
     torn files, or no pointer named a step), or silent corruption (it loaded something that is neither)."""
     lib = loaded(job.library)
     try:
-        state = lib.restore(save_modes.current(target_of(job.place), job.place, job.save_mode), job.spec, None)
+        state = lib.restore(save_modes.current(trial_target(job.place), job.place, job.save_mode), job.spec, None)
     except (KeyboardInterrupt, SystemExit):
         raise
     except BaseException as exc:  # a refusal of the torn files (DCP's CheckpointException is a

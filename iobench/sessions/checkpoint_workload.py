@@ -15,7 +15,7 @@ from difflib import get_close_matches
 from pathlib import Path
 
 from iobench.checkpoint.llama3 import CHECKPOINTS, WORKLOADS, checkpoint_bytes, rank_files, scaled
-from iobench.checkpoint.llama3_rank import MAX_CHECKPOINTS, WorkloadJob
+from iobench.checkpoint.llama3_rank import MAX_CHECKPOINTS, PROGRESS, WorkloadJob
 from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.judge.workload import answer, ranks_text, workload_rules_line
@@ -87,7 +87,7 @@ def workload_session(request: WorkloadRequest, events: Events) -> WorkloadOutcom
     before = (os.getloadavg()[0], other_cores_busy())
     with work_folder(request.directory) as folder:
         job = WorkloadJob(request.workload, kept.layers, str(folder), request.checkpoints, request.checkpoints)
-        figures = _ranks(job, request.ranks, one * request.checkpoints)
+        figures = _ranks(job, request.ranks, one, events)
         env = _environment(folder)
     after = (os.getloadavg()[0], other_cores_busy())
     record = WorkloadRecord(
@@ -135,17 +135,40 @@ def _check_room(request: WorkloadRequest, layers: int, per_rank: list[int]) -> N
         )
 
 
-def _ranks(job: WorkloadJob, ranks: int, written: int) -> dict:
+class Progress:
+    """Rank 0's line after each checkpoint, said once as it comes: which checkpoint, its seconds and GB/s."""
+
+    def __init__(self, job: WorkloadJob, checkpoint_bytes: int, events: Events) -> None:
+        self.job, self.bytes, self.events, self.seen = job, checkpoint_bytes, events, 0
+
+    def new_lines(self, output: str) -> None:
+        finished = output.split("\n")[:-1]  # the last: a line still being written, or nothing
+        for line in finished[self.seen :]:
+            self.seen += 1
+            try:
+                said = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(said, dict) and PROGRESS in said and isinstance(said.get("seconds"), float):
+                rate = self.bytes / said["seconds"] / 1e9 if said["seconds"] > 0 else 0.0
+                self.events.say(
+                    f"  checkpoint {said.get('k')} of {said.get('of')} {said[PROGRESS]} in {said['seconds']:.2f} s "
+                    f"({rate:,.2f} GB/s, rank 0's clock)"
+                )
+
+
+def _ranks(job: WorkloadJob, ranks: int, one: int, events: Events) -> dict:
     """The ranks run to their end; rank 0's line, checked; a failure in one line."""
     from iobench.checkpoint.processes import last_result
     from iobench.system.processes import python_module
     from iobench.system.ranks import Ranks, child_env
 
-    timeout = 600 + 4 * written / (MIN_DISK_GB_PER_S * 1e9)
+    timeout = 600 + 4 * one * job.writes / (MIN_DISK_GB_PER_S * 1e9)
     began = time.monotonic()
     with Ranks(python_module(RANK_MODULE, json.dumps(job.to_json())), ranks, env=child_env(), capture=True) as r:
+        said = Progress(job, one, events)
         try:
-            exits = r.wait(timeout)
+            exits = r.wait(timeout, tick=lambda: said.new_lines(r.output_so_far(0)))
         except TimeoutError as exc:
             raise IobenchError(f"checkpoint --workload: {exc}") from None
     failed = next((e for e in exits if e.code != 0), None)

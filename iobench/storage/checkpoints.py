@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from iobench.errors import IobenchError
-from iobench.storage.remote.endpoint import REGION, Endpoint, endpoint_from_environment
+from iobench.storage.remote.endpoint import REGION, Endpoint
 from iobench.storage.remote.requests_log import Requests
 from iobench.system import ownership
 from iobench.system.fsutil import fsync_path, fsync_tree, missing_folders
@@ -282,14 +282,14 @@ class ObjectCheckpoints(CheckpointTarget):
         return requests_log.read(self.log, mark) if self.log is not None and mark is not None else None
 
 
-def target_of(place: CheckpointPlace) -> CheckpointTarget:
-    """The target a trial's process reaches its checkpoint's place through: the folder, or the place's bucket at its
-    endpoint with the keys the trial finds in its environment."""
+def trial_target(place: CheckpointPlace) -> CheckpointTarget:
+    """The target a trial's process reaches its checkpoint's place through: the folder, or the place's bucket through
+    the client its libraries use there (`connector_checkpoints`), the keys in the trial's environment."""
     if place.local:
         return LocalCheckpoints(Path(place.folder))
-    bucket, key = place.bucket_key
-    endpoint = replace(endpoint_from_environment(place.endpoint or ""), region=place.region)
-    return ObjectCheckpoints(endpoint, bucket, key + "/", place.url or "")
+    from iobench.storage.connector_checkpoints import ConnectorCheckpoints
+
+    return ConnectorCheckpoints(place)
 
 
 @contextmanager

@@ -30,7 +30,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -205,8 +205,9 @@ class Ranks:
             self.stop()
             raise
 
-    def wait(self, timeout_s: float | None = None) -> list[RankExit]:
-        """Every rank's exit; the first failure stops the others. TimeoutError past `timeout_s` (the ranks stopped)."""
+    def wait(self, timeout_s: float | None = None, tick: Callable[[], None] | None = None) -> list[RankExit]:
+        """Every rank's exit; the first failure stops the others. TimeoutError past `timeout_s` (the ranks stopped).
+        `tick`, where given, is called between polls (what a caller says as the ranks go: `output_so_far`)."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         try:
             while True:
@@ -219,11 +220,21 @@ class Ranks:
                 if deadline is not None and time.monotonic() > deadline:
                     self.stop()
                     raise TimeoutError(f"{self.nproc} ranks ran past {timeout_s:.0f} s")
+                if tick is not None:
+                    tick()
                 time.sleep(POLL_S)
         except BaseException:
             self.stop()
             raise
         return [RankExit(rank, p.returncode, *self._read(rank)) for rank, p in enumerate(self.procs)]
+
+    def output_so_far(self, rank: int) -> str:
+        """What a captured rank has written to its standard output so far ("" where it is not captured)."""
+        files = self._outputs[rank] if rank < len(self._outputs) else None
+        if files is None:
+            return ""
+        fd = files[0].fileno()
+        return os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace")
 
     def _read(self, rank: int) -> tuple[str, str]:
         files = self._outputs[rank] if rank < len(self._outputs) else None

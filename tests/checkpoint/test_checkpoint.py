@@ -21,7 +21,7 @@ from iobench.checkpoint.state import BYTES_PER_PARAM, StateSpec, differences, fl
 from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.sessions.checkpoint import checkpoint_session
-from iobench.storage.checkpoints import CheckpointPlace, target_of
+from iobench.storage.checkpoints import CheckpointPlace, trial_target
 from tests.conftest import assert_one_line_error
 from tests.process_tree import Watched, off_loopback
 
@@ -148,7 +148,7 @@ def test_an_asynchronous_save_is_timed_until_it_returns_until_done_and_until_dur
     job = CheckpointJob("dcp-async", "save", SPEC, CheckpointPlace(folder=str(tmp_path)))
     saved = trial.save(job)
     assert 0 <= saved["seconds"] <= saved["done_seconds"] <= saved["durable_seconds"]
-    place = save_modes.current(target_of(job.place), job.place, job.save_mode)
+    place = save_modes.current(trial_target(job.place), job.place, job.save_mode)
     assert differences(LIBRARIES["dcp-async"].restore(place, SPEC, None), make_state(SPEC)) == []
 
 

@@ -14,7 +14,7 @@ from iobench.checkpoint.kill_test import N_PLUS_1, N, _killed_save, kill_test
 from iobench.checkpoint.libraries import LIBRARIES
 from iobench.checkpoint.state import StateSpec, make_state
 from iobench.errors import IobenchError
-from iobench.storage.checkpoints import CheckpointPlace, target_of
+from iobench.storage.checkpoints import CheckpointPlace, trial_target
 
 pytestmark = pytest.mark.extras
 SPEC = StateSpec(200_000)
@@ -22,11 +22,11 @@ SPEC = StateSpec(200_000)
 
 def _saved(library: str, folder, seed: int, mode: str = "inplace") -> CheckpointPlace:
     place = CheckpointPlace(folder=str(folder))
-    target = save_modes.save_place(target_of(place), place, mode)
+    target = save_modes.save_place(trial_target(place), place, mode)
     os.makedirs(target.folder, exist_ok=True)
     LIBRARIES[library].save(make_state(SPEC.with_seed(seed)), target)
     if mode == "safe":
-        save_modes.publish(target_of(place), place, target)
+        save_modes.publish(trial_target(place), place, target)
     return target
 
 
@@ -60,7 +60,7 @@ def test_a_safe_save_leaves_step_n_until_the_pointer_moves(tmp_path):
     pointer that names something else is a clean error, not a path followed."""
     _saved("torch", tmp_path, 1, "safe")
     place = CheckpointPlace(folder=str(tmp_path))
-    half = save_modes.save_place(target_of(place), place, "safe")
+    half = save_modes.save_place(trial_target(place), place, "safe")
     assert half.folder.endswith("step-2")
     os.makedirs(half.folder)
     with open(os.path.join(half.folder, "state.pt"), "wb") as f:

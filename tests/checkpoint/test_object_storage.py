@@ -92,13 +92,14 @@ def test_keep_k_on_a_bucket_publishes_each_step_and_removes_the_oldest_through_t
     moto_url,  # noqa: F811
     monkeypatch,
 ):
-    """The save modes' pointer, steps and removals through the place's target (`target_of`, as a trial reaches it: the
-    keys from its environment): keep:2 over four saves leaves the newest two steps, `latest` naming the last."""
+    """The save modes' pointer, steps and removals through the place's target as a trial reaches it (`trial_target`:
+    s3torchconnector's client, the keys from its environment): keep:2 over four saves leaves the newest two steps,
+    `latest` naming the last."""
     import boto3
 
     from iobench.checkpoint import save_modes
     from iobench.results.checkpoint_record import SaveMode
-    from iobench.storage.checkpoints import CheckpointPlace, target_of
+    from iobench.storage.checkpoints import CheckpointPlace, trial_target
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")  # moto takes any keys
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
@@ -107,7 +108,7 @@ def test_keep_k_on_a_bucket_publishes_each_step_and_removes_the_oldest_through_t
     )
     client.create_bucket(Bucket="ckpt")
     place, mode = CheckpointPlace(url="s3://ckpt/run/torch", endpoint=moto_url), SaveMode.keeping(2)
-    store = target_of(place)
+    store = trial_target(place)
     root = save_modes.root_of(place, mode)
     for n in range(1, 5):
         saved = save_modes.save_place(store, place, mode)

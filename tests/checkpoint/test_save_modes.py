@@ -14,7 +14,7 @@ import pytest
 from iobench.checkpoint import save_modes
 from iobench.errors import IobenchError
 from iobench.results.checkpoint_record import MAX_KEEP, SaveMode
-from iobench.storage.checkpoints import CheckpointPlace, target_of
+from iobench.storage.checkpoints import CheckpointPlace, trial_target
 
 FS_IOC_FIEMAP = 0xC020660B
 EXTENTS = 64
@@ -37,7 +37,7 @@ def extents(path: Path) -> list[tuple[int, int]] | None:
 
 def _save(place: CheckpointPlace, mode: SaveMode, payload: bytes) -> CheckpointPlace:
     """What a trial's save does around the library's call, with a file of `payload` for the library's."""
-    store = target_of(place)
+    store = trial_target(place)
     target = save_modes.save_place(store, place, mode)
     os.makedirs(target.folder, mode=0o700, exist_ok=True)
     with open(Path(target.folder) / "state.pt", "wb") as f:
@@ -73,7 +73,7 @@ def test_keep_k_keeps_the_last_k_each_save_a_new_step_of_new_files(tmp_path):
     here, a save after a removal can land in the blocks the removed step freed (a 8 MiB file did), which is what a
     job keeping K meets too; scripts/bench_keep_loop.py reads it per pattern."""
     place, k, payload = CheckpointPlace(folder=str(tmp_path)), 2, os.urandom(2**20)
-    store = target_of(place)
+    store = trial_target(place)
     names = []
     for n in range(1, 7):
         alive = {p.stat().st_ino for p in tmp_path.rglob("*") if p.is_file()}
@@ -91,7 +91,7 @@ def test_keep_k_keeps_the_last_k_each_save_a_new_step_of_new_files(tmp_path):
 def test_an_inplace_save_writes_over_the_file_it_had(tmp_path):
     """The contrast the check above rests on: in place, the steady save's file is the first one's (the same inode)."""
     place = CheckpointPlace(folder=str(tmp_path))
-    first = save_modes.save_place(target_of(place), place, SaveMode("inplace"))
+    first = save_modes.save_place(trial_target(place), place, SaveMode("inplace"))
     os.makedirs(first.folder)
     for _ in range(2):
         with open(Path(first.folder) / "state.pt", "wb") as f:  # as torch.save opens its path: truncated
@@ -113,6 +113,6 @@ def test_safe_keeps_one_and_inplace_writes_over_the_last(tmp_path):
     place = CheckpointPlace(folder=str(tmp_path))
     for _ in range(3):
         target = _save(place, SaveMode("safe"), b"x" * 4096)
-        save_modes.remove_beyond(target_of(place), place, 1)
+        save_modes.remove_beyond(trial_target(place), place, 1)
     assert [p.name for p in tmp_path.glob("step-*")] == ["step-3"] == [Path(target.folder).name]
-    assert save_modes.save_place(target_of(place), place, SaveMode("inplace")).folder == str(tmp_path / "current")
+    assert save_modes.save_place(trial_target(place), place, SaveMode("inplace")).folder == str(tmp_path / "current")

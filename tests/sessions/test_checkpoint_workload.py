@@ -35,6 +35,26 @@ def test_a_disk_too_small_for_the_checkpoints_is_refused_before_a_byte(tmp_path,
     assert not (tmp_path / "ck").exists()
 
 
+def test_rank_0s_line_after_each_checkpoint_is_said_once_as_it_comes():
+    """Each finished line once, a line still being written left for the next tick, the result line not a progress."""
+    from iobench.checkpoint.llama3_rank import WorkloadJob
+    from iobench.sessions.checkpoint_workload import Progress
+
+    said: list[str] = []
+
+    class Say:
+        def say(self, text: str) -> None:
+            said.append(text)
+
+    progress = Progress(WorkloadJob("llama3-8b", 1, "/nowhere", 2, 2), 2 * 10**9, Say())  # type: ignore[arg-type]
+    first = '{"progress": "written", "k": 1, "of": 2, "seconds": 4.0}\n'
+    progress.new_lines(first + '{"progress": "writ')
+    progress.new_lines(first)
+    assert said == ["  checkpoint 1 of 2 written in 4.00 s (0.50 GB/s, rank 0's clock)"]
+    progress.new_lines(first + '{"progress": "read", "k": 1, "of": 2, "seconds": 1.0}\n{"write_s": [[1.0]]}\n')
+    assert said[1:] == ["  checkpoint 1 of 2 read in 1.00 s (2.00 GB/s, rank 0's clock)"]
+
+
 @pytest.mark.long
 def test_two_ranks_write_and_read_their_shards_and_report_reads_the_record(tmp_path, cli):
     """llama3-70b with one of its 80 layers: 0.6 GB a rank (its optimizer share dominates), 2 checkpoints."""

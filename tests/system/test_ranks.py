@@ -45,9 +45,11 @@ def test_ranks_join_through_a_store_on_loopback_and_gloo_on_loopback():
         while {p.pid for p in ranks.procs} - {pid for pid, _, _ in seen} and time.monotonic() < deadline:
             seen |= listeners({p.pid for p in ranks.procs} | {__import__("os").getpid()})
             time.sleep(0.02)
-        exits = ranks.wait(60)
+        so_far: list[str] = []
+        exits = ranks.wait(60, tick=lambda: so_far.append(ranks.output_so_far(0)))
     assert [e.code for e in exits] == [0, 0], [e.stderr[-2000:] for e in exits]
     assert all("joined 2" in e.stdout for e in exits)
+    assert any("joined 2" in x for x in so_far), "rank 0's line was readable while it still ran (it sleeps 3 s after)"
     assert {pid for pid, _, _ in seen} >= {p.pid for p in ranks.procs}, "each rank's gloo socket was seen"
     assert seen and not off_loopback(seen), seen
 
