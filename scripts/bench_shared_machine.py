@@ -185,7 +185,9 @@ def tune_question(work: Path, args: argparse.Namespace, tag: str) -> dict:
          "--budget-minutes", str(args.tune_minutes), "--results", str(results), "-q"], 1800,
     )  # fmt: skip
     line = next((x for x in out.splitlines() if x.startswith("best: ")), "")
-    choice = line.removeprefix("best: ").split(": ", 1)[0] if line else None
+    # the best measured, named where its interval is apart from the next's: an answer; still overlapping, none
+    decided = line and "still overlapping" not in line
+    choice = line.removeprefix("best: ").split(": ", 1)[0] if decided else None
     return {"line": line or err, "choice": choice, "rates": {}, "shares": [], "others": []}
 
 

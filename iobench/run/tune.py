@@ -195,8 +195,12 @@ class _Search:
         round cuts every epoch at a share of the budget: a pipeline 100x slower than the rest (LitData's
         full shuffle window decoding chunk by chunk) shows it in seconds, and the rest still get measured."""
         cap = None if k else min(FIRST_ROUND_MAX_S, max(FIRST_ROUND_MIN_S, self.budget_seconds / (4 * len(alive))))
-        turn = list(alive)
-        self.order.shuffle(turn)  # in turn, in a fresh order: a drift within the round falls on no one candidate
+        turn = list(alive)  # ranked by the rounds before
+        need = len(turn) * (self.per_epoch or 0.0) * (epochs + 1)
+        if self.elapsed() + need <= self.budget_seconds:  # in turn, in a fresh order: a drift within the round falls
+            self.order.shuffle(turn)  # on no one candidate
+        # else the budget will cut the round: the leaders first, so that what it measures is what could win (taken in
+        # a fresh order, a 5x leader of the first round waited at the end of a cut second one and lost, unmeasured)
         for cand in turn:
             identity, measure = self.trials.trial(cand.config, epochs, cap)
             if self.per_epoch is not None and self.elapsed() + self.per_epoch * (epochs + 1) > self.budget_seconds:
