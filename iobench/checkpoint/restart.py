@@ -15,7 +15,7 @@ from iobench.checkpoint import save_modes
 from iobench.checkpoint.job import CheckpointJob
 from iobench.checkpoint.state import make_state_shapes
 from iobench.checkpoint.training_step import TrainingLoop
-from iobench.storage.checkpoints import trial_target
+from iobench.storage.trial_targets import trial_target
 
 BETAS, EPS, LR, GRAD = (0.9, 0.999), 1e-8, 1e-4, 1e-3
 

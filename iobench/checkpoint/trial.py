@@ -26,7 +26,8 @@ from iobench.checkpoint.state import differences, make_state, make_state_shapes
 from iobench.checkpoint.training_step import TrainingLoop
 from iobench.errors import IobenchError
 from iobench.measuring.collector import harness_out_of_the_collector
-from iobench.storage.checkpoints import CheckpointTarget, trial_target
+from iobench.storage.checkpoints import CheckpointTarget
+from iobench.storage.trial_targets import trial_target
 from iobench.system.sysmetrics import peak_rss_bytes
 
 TRIAL_PID = "IOBENCH_TRIAL_PID"

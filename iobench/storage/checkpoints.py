@@ -282,16 +282,6 @@ class ObjectCheckpoints(CheckpointTarget):
         return requests_log.read(self.log, mark) if self.log is not None and mark is not None else None
 
 
-def trial_target(place: CheckpointPlace) -> CheckpointTarget:
-    """The target a trial's process reaches its checkpoint's place through: the folder, or the place's bucket through
-    the client its libraries use there (`connector_checkpoints`), the keys in the trial's environment."""
-    if place.local:
-        return LocalCheckpoints(Path(place.folder))
-    from iobench.storage.connector_checkpoints import ConnectorCheckpoints
-
-    return ConnectorCheckpoints(place)
-
-
 @contextmanager
 def local_target(directory: Path) -> Iterator[LocalCheckpoints]:
     with work_folder(directory) as root:

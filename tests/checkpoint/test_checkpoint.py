@@ -21,7 +21,8 @@ from iobench.checkpoint.state import BYTES_PER_PARAM, StateSpec, differences, fl
 from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.sessions.checkpoint import checkpoint_session
-from iobench.storage.checkpoints import CheckpointPlace, trial_target
+from iobench.storage.checkpoints import CheckpointPlace
+from iobench.storage.trial_targets import trial_target
 from tests.conftest import assert_one_line_error
 from tests.process_tree import Watched, off_loopback
 

@@ -14,7 +14,8 @@ from iobench.checkpoint.kill_test import N_PLUS_1, N, _killed_save, kill_test
 from iobench.checkpoint.libraries import LIBRARIES
 from iobench.checkpoint.state import StateSpec, make_state
 from iobench.errors import IobenchError
-from iobench.storage.checkpoints import CheckpointPlace, trial_target
+from iobench.storage.checkpoints import CheckpointPlace
+from iobench.storage.trial_targets import trial_target
 
 pytestmark = pytest.mark.extras
 SPEC = StateSpec(200_000)

@@ -99,7 +99,8 @@ def test_keep_k_on_a_bucket_publishes_each_step_and_removes_the_oldest_through_t
 
     from iobench.checkpoint import save_modes
     from iobench.results.checkpoint_record import SaveMode
-    from iobench.storage.checkpoints import CheckpointPlace, trial_target
+    from iobench.storage.checkpoints import CheckpointPlace
+    from iobench.storage.trial_targets import trial_target
 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")  # moto takes any keys
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")

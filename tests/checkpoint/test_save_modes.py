@@ -14,7 +14,8 @@ import pytest
 from iobench.checkpoint import save_modes
 from iobench.errors import IobenchError
 from iobench.results.checkpoint_record import MAX_KEEP, SaveMode
-from iobench.storage.checkpoints import CheckpointPlace, trial_target
+from iobench.storage.checkpoints import CheckpointPlace
+from iobench.storage.trial_targets import trial_target
 
 FS_IOC_FIEMAP = 0xC020660B
 EXTENTS = 64

@@ -1,13 +1,14 @@
-"""A checkpoint's place on object storage as a trial's process reaches it: through s3torchconnector's own S3 client,
-the one its libraries save and restore with there (`iobench.checkpoint.file_calls`, DCP's S3StorageWriter), its keys
-from the trial's environment. boto3, which the session's target uses, would add 24 MB to a trial's peak memory, the
-library's figure."""
+"""A checkpoint's place as a trial's process reaches it (`trial_target`): its folder, or on object storage through
+s3torchconnector's own S3 client, the one its libraries save and restore with there (`iobench.checkpoint.file_calls`,
+DCP's S3StorageWriter), its keys from the trial's environment. boto3, which the session's target uses, would add 24 MB
+to a trial's peak memory, the library's figure."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from iobench.storage.checkpoints import CheckpointPlace, ObjectCheckpoints
+from iobench.storage.checkpoints import CheckpointPlace, CheckpointTarget, LocalCheckpoints, ObjectCheckpoints
 
 
 class ConnectorCheckpoints(ObjectCheckpoints):
@@ -45,3 +46,9 @@ class ConnectorCheckpoints(ObjectCheckpoints):
 
     def environment(self) -> dict[str, str]:
         return {}  # the trial's own environment holds the keys
+
+
+def trial_target(place: CheckpointPlace) -> CheckpointTarget:
+    """The target a trial's process reaches its checkpoint's place through: the folder, or the place's bucket through
+    the client its libraries use there, the keys in the trial's environment."""
+    return LocalCheckpoints(Path(place.folder)) if place.local else ConnectorCheckpoints(place)
