@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from iobench.judge.evidence import BUSY_CORES
 from iobench.judge.intervals import CONFIDENCE, Interval, interval_of, units_of
 from iobench.judge.paired import contention_of, paired_runs, ratio_text
+from iobench.judge.search import SHORT_EPOCH_S
 from iobench.results.record import RunRecord
 
 FASTER, SLOWER = "faster", "slower"
@@ -144,6 +145,10 @@ PAIRS_NEEDED = 6  # the fewest rounds whose paired ratios bound their median at 
 # side in 2 of 3 trials (two loaders of one configuration differ by a percent or so, consistently): a paired interval
 # within this of 1 is no change (scripts/bench_shared_machine.py --questions rerun)
 PAIRED_FLOOR = 0.05
+# Epochs that differ by less than this are not told apart, however tight their paired ratio: the floor's share of
+# an epoch too short to rank by (judge.search.SHORT_EPOCH_S). A record against itself at 300 samples (epochs of
+# 0.8 ms) was called 0.91x [0.79-0.95] "slower" over 6 rounds in CI (the long step).
+EPOCH_NOISE_S = PAIRED_FLOOR * SHORT_EPOCH_S
 
 
 def paired_change(a: RunRecord, b: RunRecord) -> Change:
@@ -167,6 +172,13 @@ def paired_change(a: RunRecord, b: RunRecord) -> Change:
         )
     if paired.low <= 1 <= paired.high:
         return verdict(NO_DIFFERENCE, f"the paired interval spans 1 ({said})")
+    gap = abs(b.epochs.epoch_seconds_median - a.epochs.epoch_seconds_median)
+    if gap < EPOCH_NOISE_S:
+        return verdict(
+            NO_DIFFERENCE,
+            f"their epochs differ by {gap * 1000:.2f} ms, within this machine's timer and scheduling noise "
+            f"({EPOCH_NOISE_S * 1000:.1f} ms; a larger dataset tells them apart) ({said})",
+        )
     if paired.high < 1 / (1 + PAIRED_FLOOR) or paired.low > 1 + PAIRED_FLOOR:
         faster = paired.median > 1
         leader, behind = (("B", b), ("A", a)) if faster else (("A", a), ("B", b))

@@ -179,3 +179,17 @@ def test_a_paired_change_within_the_floor_is_no_change():
     drift = [100.0, 140.0, 200.0, 120.0, 170.0, 110.0]
     close = paired_change(_record("npy", drift, 0.02), _record("npy", [d * 0.99 for d in drift], 0.02))
     assert close.kind == NO_DIFFERENCE and f"within the {PAIRED_FLOOR:.0%}" in close.reason
+
+
+def test_epochs_that_differ_by_less_than_the_timers_noise_are_not_told_apart():
+    """A record against itself at 300 samples (epochs of 0.8 ms) was called 0.91x "slower" over 6 rounds in CI: epochs
+    that differ by less than the noise floor (0.05 of a 50 ms epoch) are no change however tight the pairs; the same
+    ratio over epochs 100x as long is a change."""
+    from iobench.judge.change import NO_DIFFERENCE, SLOWER, paired_change
+
+    drift = [1.00, 1.03, 0.98, 1.02, 0.99, 1.01]
+    short = [N / 0.0008 * d for d in drift]  # 0.8 ms epochs
+    slow = paired_change(_record("npy", short, 0.02), _record("npy", [r / 1.1 for r in short], 0.02))
+    assert slow.kind == NO_DIFFERENCE and "timer and scheduling noise" in slow.reason, slow
+    long = [r / 100 for r in short]  # 80 ms epochs
+    assert paired_change(_record("npy", long, 0.02), _record("npy", [r / 1.1 for r in long], 0.02)).kind == SLOWER
