@@ -138,8 +138,8 @@ def _check_room(request: WorkloadRequest, layers: int, per_rank: list[int]) -> N
 class Progress:
     """Rank 0's line after each checkpoint, said once as it comes: which checkpoint, its seconds and GB/s."""
 
-    def __init__(self, job: WorkloadJob, checkpoint_bytes: int, events: Events) -> None:
-        self.job, self.bytes, self.events, self.seen = job, checkpoint_bytes, events, 0
+    def __init__(self, checkpoint_bytes: int, events: Events) -> None:
+        self.bytes, self.events, self.seen = checkpoint_bytes, events, 0
 
     def new_lines(self, output: str) -> None:
         finished = output.split("\n")[:-1]  # the last: a line still being written, or nothing
@@ -166,7 +166,7 @@ def _ranks(job: WorkloadJob, ranks: int, one: int, events: Events) -> dict:
     timeout = 600 + 4 * one * job.writes / (MIN_DISK_GB_PER_S * 1e9)
     began = time.monotonic()
     with Ranks(python_module(RANK_MODULE, json.dumps(job.to_json())), ranks, env=child_env(), capture=True) as r:
-        said = Progress(job, one, events)
+        said = Progress(one, events)
         try:
             exits = r.wait(timeout, tick=lambda: said.new_lines(r.output_so_far(0)))
         except TimeoutError as exc:

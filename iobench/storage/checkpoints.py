@@ -29,7 +29,7 @@ from iobench.storage.remote.endpoint import REGION, Endpoint
 from iobench.storage.remote.requests_log import Requests
 from iobench.system import ownership
 from iobench.system.fsutil import fsync_path, fsync_tree, missing_folders
-from iobench.system.private import owner_tag, stale_dirs
+from iobench.system.private import CREATE_FLAGS, owner_tag, stale_dirs
 
 WORK_KIND = ".iobench-checkpoint"  # `<kind>-<pid>-<start>-XXXX`: whose work folder it is, after a PID is reused
 COLD_LEFT = 0.05  # more of a checkpoint than this still cached after eviction: cold is not cold
@@ -192,7 +192,7 @@ class LocalCheckpoints(CheckpointTarget):
         """Written `O_EXCL | O_NOFOLLOW` beside, fsynced, renamed over the old one, the folder then fsynced."""
         folder = Path(place.folder)
         temp = folder / f".{name}-{os.getpid()}"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        fd = os.open(temp, CREATE_FLAGS, 0o600)
         try:
             os.write(fd, data)
             os.fsync(fd)

@@ -37,7 +37,6 @@ def test_a_disk_too_small_for_the_checkpoints_is_refused_before_a_byte(tmp_path,
 
 def test_rank_0s_line_after_each_checkpoint_is_said_once_as_it_comes():
     """Each finished line once, a line still being written left for the next tick, the result line not a progress."""
-    from iobench.checkpoint.llama3_rank import WorkloadJob
     from iobench.sessions.checkpoint_workload import Progress
 
     said: list[str] = []
@@ -46,7 +45,7 @@ def test_rank_0s_line_after_each_checkpoint_is_said_once_as_it_comes():
         def say(self, text: str) -> None:
             said.append(text)
 
-    progress = Progress(WorkloadJob("llama3-8b", 1, "/nowhere", 2, 2), 2 * 10**9, Say())  # type: ignore[arg-type]
+    progress = Progress(2 * 10**9, Say())  # type: ignore[arg-type]
     first = '{"progress": "written", "k": 1, "of": 2, "seconds": 4.0}\n'
     progress.new_lines(first + '{"progress": "writ')
     progress.new_lines(first)
