@@ -10,12 +10,15 @@ import os
 import signal
 import sys
 
+_EXITED = frozenset("ZXx")  # /proc/PID/stat states of a process that has exited
+
 
 def process_alive(pid: int) -> bool:
-    """The process exists and is not a zombie (a zombie has exited: it maps and holds nothing)."""
+    """The process exists and has not exited: a zombie (Z) or one its parent is reaping (X, dead: it follows Z)
+    maps and holds nothing. Treating X as alive made a process seen exited (Z) look alive again a moment later."""
     try:
         with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            return f.read().rsplit(")", 1)[1].split()[0] not in _EXITED
     except (OSError, IndexError):
         if os.path.isdir("/proc"):
             return False
