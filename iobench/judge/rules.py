@@ -109,7 +109,7 @@ def _runs(record: FeedRecord, closed: Closed) -> RuleCheck:
         "runs",
         False,
         f"each count measured once, {epochs} timed epoch(s); a CLOSED result is the mean of {RUNS} runs of "
-        f"{closed.epochs} epochs after a warm-up run (6.6)",
+        f"{closed.epochs} epoch{'s' if closed.epochs != 1 else ''} after a warm-up run (6.6)",
     )
 
 

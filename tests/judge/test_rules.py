@@ -61,6 +61,8 @@ def test_each_rule_a_planted_record_breaks_is_named_with_what_it_would_take():
     reader = rules_line(_keeping(), UNET3D)
     assert "npy read by dataloader; a CLOSED run reads npz through pytorch's loader in DLIO" in reader
     assert "the mean of 5 runs of 5 epochs after a warm-up run" in reader
+    dlrm = closed_of("dlrm/h100")
+    assert dlrm is not None and "the mean of 5 runs of 1 epoch after a warm-up run" in rules_line(_keeping(), dlrm)
 
 
 def test_a_custom_workload_is_not_one_of_mlperfs():
