@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iobench.errors import IobenchError
 from iobench.storage.remote.endpoint import REGION, Endpoint
@@ -30,6 +30,9 @@ from iobench.storage.remote.requests_log import Requests
 from iobench.system import ownership
 from iobench.system.fsutil import fsync_path, fsync_tree, missing_folders
 from iobench.system.private import CREATE_FLAGS, owner_tag, stale_dirs
+
+if TYPE_CHECKING:
+    from iobench.storage.object_clients import ObjectClient
 
 WORK_KIND = ".iobench-checkpoint"  # `<kind>-<pid>-<start>-XXXX`: whose work folder it is, after a PID is reused
 COLD_LEFT = 0.05  # more of a checkpoint than this still cached after eviction: cold is not cold
@@ -211,28 +214,34 @@ class LocalCheckpoints(CheckpointTarget):
 
 
 class ObjectCheckpoints(CheckpointTarget):
+    """A prefix of a bucket, through either client (`iobench.storage.object_clients`): the session's, with the keys
+    it hands a trial's environment and the store's request log, or a trial's own, its keys in its environment."""
+
     kind = "object"
 
-    def __init__(self, endpoint: Endpoint, bucket: str, prefix: str, what: str, log: Path | None = None) -> None:
-        from iobench.storage.remote.writable_store import s3_client
-
-        self.endpoint, self.bucket, self.prefix, self.what, self.log = endpoint, bucket, prefix, what, log
-        self.client: Any = s3_client(endpoint)
+    def __init__(
+        self,
+        client: ObjectClient,
+        place: CheckpointPlace,
+        what: str,
+        keys: dict[str, str] | None = None,
+        log: Path | None = None,
+    ) -> None:
+        bucket, key = place.bucket_key
+        self.client, self.bucket, self.prefix, self.what = client, bucket, f"{key}/" if key else "", what
+        self.endpoint_url, self.region, self.keys, self.log = place.endpoint, place.region, keys or {}, log
 
     def where(self) -> str:
         return self.what
 
     def place(self, name: str) -> CheckpointPlace:
         return CheckpointPlace(
-            url=f"s3://{self.bucket}/{self.prefix}{name}", endpoint=self.endpoint.url, region=self.endpoint.region
+            url=f"s3://{self.bucket}/{self.prefix}{name}", endpoint=self.endpoint_url, region=self.region
         )
 
     def objects(self, prefix: str) -> dict[str, int]:
         """Every object under `prefix`, with its size."""
-        found: dict[str, int] = {}
-        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix):
-            found.update({o["Key"]: o["Size"] for o in page.get("Contents", [])})
-        return found
+        return self.client.objects(self.bucket, prefix)
 
     def size(self, place: CheckpointPlace) -> int:
         return sum(self.objects(place.bucket_key[1] + "/").values())
@@ -247,29 +256,20 @@ class ObjectCheckpoints(CheckpointTarget):
         self.remove_prefix(place.bucket_key[1] + "/")
 
     def read_small(self, place: CheckpointPlace, name: str, limit: int) -> bytes:
-        try:
-            answer = self.client.get_object(
-                Bucket=self.bucket, Key=f"{place.bucket_key[1]}/{name}", Range=f"bytes=0-{limit - 1}"
-            )
-        except Exception as exc:  # botocore's ClientError for a missing key
-            raise OSError(str(exc)[:100]) from None
-        return answer["Body"].read(limit)
+        return self.client.read(self.bucket, f"{place.bucket_key[1]}/{name}", limit)
 
     def write_small(self, place: CheckpointPlace, name: str, data: bytes) -> None:
-        self.client.put_object(Bucket=self.bucket, Key=f"{place.bucket_key[1]}/{name}", Body=data)  # whole
+        self.client.write(self.bucket, f"{place.bucket_key[1]}/{name}", data)  # one PUT: the object whole
 
     def names(self, place: CheckpointPlace) -> list[str]:
         under = place.bucket_key[1] + "/"
         return sorted({key.removeprefix(under).split("/", 1)[0] for key in self.objects(under)})
 
     def remove_prefix(self, prefix: str) -> None:
-        keys = list(self.objects(prefix))
-        for start in range(0, len(keys), 1000):
-            batch = [{"Key": k} for k in keys[start : start + 1000]]
-            self.client.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
+        self.client.delete(self.bucket, list(self.objects(prefix)))
 
     def environment(self) -> dict[str, str]:
-        return self.endpoint.environment()
+        return dict(self.keys)
 
     def requests_mark(self) -> int | None:
         from iobench.storage.remote import requests_log
@@ -296,7 +296,12 @@ def object_target(endpoint: Endpoint, what: str, log: Path | None = None) -> Ite
         raise IobenchError(
             "checkpoint --endpoint-url: name the bucket the checkpoints go to: http(s)://host:port/bucket"
         )
-    target = ObjectCheckpoints(endpoint, endpoint.bucket, f"iobench-checkpoint-{owner_tag()}/", what, log)
+    from iobench.storage.object_clients import Boto3Objects
+
+    root = CheckpointPlace(
+        url=f"s3://{endpoint.bucket}/iobench-checkpoint-{owner_tag()}", endpoint=endpoint.url, region=endpoint.region
+    )
+    target = ObjectCheckpoints(Boto3Objects(endpoint), root, what, endpoint.environment(), log)
     try:
         yield target
     finally:
