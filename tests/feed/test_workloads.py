@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from iobench.feed.workloads import CLOSED_READERS, WORKLOADS, closed_epochs, closed_of
+from iobench.feed.workloads import CLOSED_READERS, WORKLOADS, closed_of
 from tests.conftest import ROOT
 
 CONFIGS = json.loads((ROOT / "tests" / "fixtures" / "mlperf_storage_v3_workloads.json").read_text())
@@ -25,10 +25,7 @@ def test_a_workload_is_its_files_values(key):
     )
     assert abs(w.sample_bytes - config["record_length_bytes"]) / config["record_length_bytes"] < 0.001
     assert config["file"] in w.source and config["commit"] in w.source
-    assert (
-        CLOSED_READERS[w.name] == (config["format"], config["data_loader"])
-        and closed_epochs(w.name) == config["epochs"]
-    )
+    assert CLOSED_READERS[w.name] == (config["format"], config["data_loader"]) and w.epochs == config["epochs"]
 
 
 def test_a_stored_answers_workload_is_found_by_its_key():
@@ -37,7 +34,12 @@ def test_a_stored_answers_workload_is_found_by_its_key():
     assert closed_of("custom/custom") is None
 
 
-def test_dlrm_trains_one_epoch_closed_and_flux_five():
+def test_a_closed_run_trains_its_files_epochs():
     dlrm, flux = closed_of("dlrm/h100"), closed_of("flux/a100")
     assert dlrm is not None and (dlrm.epochs, dlrm.batch_size, dlrm.au) == (1, 8192, 0.70)
     assert flux is not None and (flux.epochs, flux.format, flux.compute_s) == (5, "jpeg", 1.100)
+    assert closed_of("retinanet/b200").epochs == 8 and closed_of("retinanet/h100").epochs == 5  # per file
+
+
+def test_every_workload_is_checked_against_its_file():
+    assert sorted(KEYS) == sorted(WORKLOADS)
