@@ -10,7 +10,7 @@ import typer
 
 from iobench.cli.app import app
 from iobench.cli.console import ConsoleEvents, out
-from iobench.cli.options import DataDir, DatasetName, Quiet, Results
+from iobench.cli.options import DataDir, DatasetName, EndpointUrl, Quiet, Remote, Results
 from iobench.errors import IobenchError
 from iobench.feed import defaults as default
 from iobench.feed.defaults import (
@@ -24,6 +24,7 @@ from iobench.feed.defaults import (
     MAX_WORKERS,
 )
 from iobench.feed.workloads import ACCELERATORS, CUSTOM, NAMES, WORKLOADS
+from iobench.plan.place import network_of
 from iobench.results.feed_record import RULES
 from iobench.units import count_of, parse_size
 
@@ -100,6 +101,8 @@ def feed_cmd(
             "Both are recorded; the answer says the other's N where it differs."
         ),
     ] = RULES[0],
+    remote: Remote = None,
+    endpoint_url: EndpointUrl = None,
     results: Results = default.RESULTS,
     check_rules: CheckRules = None,
     quiet: Quiet = False,
@@ -129,6 +132,8 @@ def feed_cmd(
         num_workers=_bounded(num_workers, "--num-workers", 0, MAX_WORKERS),
         what_if=_steps(what_if),
         rules=rules.strip().lower(),
+        remote=network_of(remote, endpoint_url),
+        endpoint_url=endpoint_url,
     )
     outcome = feed_session(request, ConsoleEvents(quiet))
     _print(outcome, results)
@@ -225,10 +230,10 @@ def _print(outcome, results: Path) -> None:  # noqa: ANN001 - a FeedOutcome
     if outcome.record is None:
         return
     table = Table(title=title_of(outcome.record))
-    for col in count_head():
+    for col in count_head(outcome.record):
         table.add_column(col, justify="right")
     for point in outcome.record.points:
-        table.add_row(*count_cells(point, outcome.record.threshold, outcome.record.rules))
+        table.add_row(*count_cells(point, outcome.record))
     out.print(table)
     for line in (outcome.answer.line if outcome.answer is not None else None, outcome.rules):
         if line:  # the judgement's answer, and MLPerf's rules against it

@@ -98,8 +98,9 @@ Remote = Annotated[
     typer.Option(
         help="Object storage instead of the folder, on loopback behind a shaper with this network profile: s3-like "
         "(30 ms first byte, 90 MB/s per connection), express-like (5 ms), none; started around the command and "
-        "stopped on every exit. run, sweep, tune: the formats are read from a real S3 server (rclone serve s3) over "
-        "--data-dir; checkpoint: saved and restored there (moto's server, in memory).",
+        "stopped on every exit. run, sweep, tune, feed: the formats are read from a real S3 server (rclone serve "
+        "s3) over --data-dir (feed: one server its ranks share); checkpoint: saved and restored there (moto's "
+        "server, in memory).",
         metavar="PROFILE",
     ),
 ]
@@ -112,7 +113,8 @@ EndpointUrl = Annotated[
         help="This S3-compatible store instead (keys from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY): "
         "http(s)://host:port/bucket. run, sweep, tune: each format a prefix in that bucket, as `iobench upload` "
         "puts them (with no /bucket, a bucket of the dataset's name), the local dataset's manifest saying what to "
-        "read; checkpoint: saved and restored under a prefix of the bucket, removed after.",
+        "read (feed: the same, for every rank); checkpoint: saved and restored under a prefix of the bucket, removed "
+        "after.",
         metavar="URL",
     ),
 ]

@@ -16,8 +16,9 @@ from iobench.settings import SETTINGS
 
 
 def run_argv(config: RunConfig, place: RunPlace) -> list[str]:
-    """`run`'s arguments for one configuration at a local place: every value that differs from the command line's
-    default, and where (the data folder, the dataset, the device, the results file)."""
+    """`run`'s arguments for one configuration: every value that differs from the command line's default, and where
+    (the data folder, the dataset, the device, the results file, and a store's URL where the formats are read from
+    one: never its keys, which go in the environment)."""
     args = ["run", "--format", config.format, "--loader", str(config.loader)]
     for setting in SETTINGS.values():
         value = getattr(config.settings, setting.name)
@@ -40,6 +41,7 @@ def run_argv(config: RunConfig, place: RunPlace) -> list[str]:
     for key, value in config.format_options:
         args += ["--format-option", f"{config.format}.{key}={_text(value)}"]
     args += ["--data-dir", str(place.data_dir), "--device", str(place.device), "--results", str(place.results)]
+    args += ["--endpoint-url", place.endpoint_url] if place.endpoint_url is not None else []  # its keys: the env's
     return args + (["--dataset", place.dataset] if place.dataset is not None else [])
 
 

@@ -97,6 +97,11 @@ def place_of(values: PlaceValues, results: Path, *, nproc: int | None = None, **
     )
 
 
+def network_of(remote: str | None, endpoint_url: str | None) -> Profile | None:
+    """--remote's profile as a command without the network overrides takes it (feed), checked as `place_of` does."""
+    return _network(remote, None, None, None, endpoint_url)
+
+
 def _fuse(chunk: str | None, read_ahead: str | None, remote: bool) -> FuseOptions | None:
     if chunk is None and read_ahead is None:
         return None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from iobench.errors import IobenchError
 from iobench.feed.workloads import closed_of
-from iobench.judge.feed import FEED_RULES, dlio_au, feed_verdict, record_answer
+from iobench.judge.feed import dlio_au, feed_verdict, record_answer
 from iobench.judge.feed_change import FeedChange, feed_change
 from iobench.judge.rules import rules_line
 from iobench.report.exports import csv_cell, write_report_files
@@ -23,6 +23,7 @@ from iobench.system.fsutil import output_folder
 
 CSV_FIELDS = ("timestamp", "workload", "format", "loader", "cache", "dataset", "accelerators", "least_rank_au")
 CSV_FIELDS += ("verdict", "mb_per_s", "wait_ms_per_batch", "cpu_utilisation", "percent_of_limit", "first_batch_share")
+CSV_FIELDS += ("store", "requests", "request_bytes")  # store: "" the data folder, else the object store's
 
 
 @dataclass
@@ -36,35 +37,35 @@ def load_feed(path: Path) -> FeedFile:
     return FeedFile(*parsed_file(path, FeedRecord.from_json, "a feed record"))
 
 
-def count_head() -> list[str]:
-    return [
-        "accelerators",
-        "least rank AU",
-        "AU as DLIO counts",
-        "verdict",
-        "MB/s together",
-        "MB/s each",
-        "ms waited a batch",
-    ]
+def count_head(record: FeedRecord) -> list[str]:
+    """The table's columns; the store's requests where iobench served the dataset and counted them."""
+    head = ["accelerators", "least rank AU", "AU as DLIO counts", "verdict", "MB/s together", "MB/s each"]
+    return [*head, "ms waited a batch", *(["requests"] if _counted(record) else [])]
 
 
-def count_cells(point: FeedPoint, threshold: float, rules: str = FEED_RULES) -> list[str]:
+def count_cells(point: FeedPoint, record: FeedRecord) -> list[str]:
     dlio = dlio_au(point)
-    return [
+    cells = [
         str(point.n),
         f"{point.au:.3f}",
         f"{dlio:.3f}" if dlio is not None else "-",
-        feed_verdict(point, threshold, rules),
+        feed_verdict(point, record.threshold, record.rules),
         f"{point.mb_per_s:,.0f}",
         f"{point.mb_per_s / point.n:,.0f}",
         f"{point.wait_ms_per_batch:,.0f}",
     ]
+    return [*cells, *([f"{point.requests:,}" if point.requests is not None else "-"] if _counted(record) else [])]
+
+
+def _counted(record: FeedRecord) -> bool:
+    return any(p.requests is not None for p in record.points)
 
 
 def title_of(r: FeedRecord) -> str:
     step = f"{r.compute_s * 1000:g} ms a batch"
     whose = f" ({r.workloads}'s)" if r.workloads else ""
-    return f"{r.workload}{whose}, {step}: {r.format} read by {r.loader}, {r.cache} epochs over {r.dataset}"
+    where = f" from object storage ({r.store})" if r.store else ""
+    return f"{r.workload}{whose}, {step}: {r.format} read by {r.loader}, {r.cache} epochs over {r.dataset}{where}"
 
 
 def write_feed_report(results: Path, out: Path, skipped: list[str] | None = None) -> list[Path]:
@@ -91,7 +92,7 @@ def write_feed_report(results: Path, out: Path, skipped: list[str] | None = None
             f"{r.demand_mb_per_s:,.0f} MB/s an {md_text(r.accelerator)}; every rank's AU at least {r.threshold:.2f}.",
             "",
         ]
-        lines += [*md_table(count_head(), [count_cells(p, r.threshold, r.rules) for p in r.points]), ""]
+        lines += [*md_table(count_head(r), [count_cells(p, r) for p in r.points]), ""]
         lines += [md_text(record_answer(r).line), "", md_text(rules_line(r, closed_of(r.workload))), ""]
     return write_report_files(out, lines, _csv(loaded.records))
 
@@ -104,12 +105,13 @@ def _csv(records: list[FeedRecord]) -> str:
         for p in r.points:
             row = (r.timestamp, r.workload, r.format, r.loader, r.cache, r.dataset, p.n, p.au)
             row += (feed_verdict(p, r.threshold, r.rules), p.mb_per_s, p.wait_ms_per_batch, p.cpu_utilisation)
-            writer.writerow([csv_cell(v) for v in (*row, p.percent_of_limit, p.first_batch_share)])
+            row += (p.percent_of_limit, p.first_batch_share, r.store, p.requests, p.request_bytes)
+            writer.writerow([csv_cell(v) for v in row])
     return text.getvalue()
 
 
 def feed_changes(a: FeedFile, b: FeedFile) -> tuple[list[tuple[FeedRecord, FeedRecord, FeedChange]], int, int]:
-    """Per question both files answered (`FeedRecord.identity`: a workload, format, loader, cache and step), the
+    """Per question both files answered (`FeedRecord.identity`: a workload, format, loader, cache, step and store), the
     latest answer of each, B against A; and how many questions only A, only B answered."""
     latest_a = {r.identity(): r for r in a.records}
     latest_b = {r.identity(): r for r in b.records}

@@ -30,7 +30,8 @@ CACHES = ("warm", "cold")
 RULES = ("feed", "dlio")
 
 
-LATER = ("own_cores", "cpu_wait_share", "cores")  # a count's fields of 0.3.1 (cores: 0.3.3), left out when None
+# a count's fields of 0.3.1 (cores: 0.3.3, requests and request_bytes: from object storage), left out when None
+LATER = ("own_cores", "cpu_wait_share", "cores", "requests", "request_bytes")
 ROWS = ("rank_au", "rank_au_after_first", "rank_loop_wait", "rank_worker_wait", "rank_loop_cpu")  # a rank, an epoch
 FROM_NOW = ROWS[1:]  # rows empty in answers made before them: left out when empty
 
@@ -64,6 +65,10 @@ class FeedPoint:
     rank_worker_wait: tuple[tuple[float, ...], ...] = ()
     # each rank's step loop's time on a CPU per epoch, a share of its epoch (likewise)
     rank_loop_cpu: tuple[tuple[float, ...], ...] = ()
+    # from iobench's store on loopback (`feed --remote`): the requests the count's ranks made and the bytes the store
+    # sent, by the store's own count (None from local storage, or a store iobench did not start)
+    requests: int | None = None
+    request_bytes: int | None = None
 
     @property
     def au(self) -> float:
@@ -107,6 +112,7 @@ class FeedPoint:
                 raise RecordError(f"{name} is not a fraction a rank")
         _check_numbers(point, ("mb_per_s", "wait_ms_per_batch", "cpu_utilisation", "limit_mb_per_s"))
         _check_numbers(point, ("percent_of_limit", "first_batch_share", "others_cores", "own_cores", "cpu_wait_share"))
+        _check_numbers(point, ("requests", "request_bytes"))
         if point.cache not in CACHES or (point.limit_name is not None and not _name(point.limit_name)):
             raise RecordError(f"a count's cache or limit is {point.cache!r:.20}, {point.limit_name!r:.40}")
         return point
@@ -135,6 +141,9 @@ class FeedRecord(RecordBase):
     # a custom one, and in answers made before 0.3.2 (DLIO's repository's resnet50/h100: batch 64, 0.103 s)
     workloads: str = ""
     rules: str = RULES[0]  # how AU was counted to rank the counts (`RULES`)
+    # where the ranks read: "" the local data folder; object storage: iobench's store's profile (s3-like), or
+    # "external" for the store at --endpoint-url
+    store: str = ""
     points: list[FeedPoint] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
@@ -146,9 +155,9 @@ class FeedRecord(RecordBase):
     def point_map(self) -> dict[int, FeedPoint]:
         return {p.n: p for p in self.points}
 
-    def identity(self) -> tuple[str, str, str, str, float]:
-        """What two answers must share to be compared: the workload, format, loader, cache and step."""
-        return (self.workload, self.format, self.loader, self.cache, self.compute_s)
+    def identity(self) -> tuple[str, str, str, str, float, str]:
+        """What two answers must share to be compared: the workload, format, loader, cache, step and store."""
+        return (self.workload, self.format, self.loader, self.cache, self.compute_s, self.store)
 
     def to_json(self) -> dict[str, Any]:
         own = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in BASE_PARTS}
@@ -183,6 +192,8 @@ def _check_record(record: FeedRecord) -> None:
         raise RecordError(f"'cache' holds {record.cache!r:.20}")
     if record.rules not in RULES:
         raise RecordError(f"'rules' holds {record.rules!r:.20}")
+    if record.store and not _name(record.store):
+        raise RecordError(f"'store' holds {record.store!r:.40}, not a name")
     for name in ("workload", "accelerator", "format", "loader", "dataset"):
         if not _name(getattr(record, name)):
             raise RecordError(f"{name!r} holds {getattr(record, name)!r:.40}, not a name")

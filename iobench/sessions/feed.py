@@ -11,21 +11,24 @@ import json
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from iobench.data.dlio_records import Records
 from iobench.errors import IobenchError
 from iobench.events import Events
 from iobench.feed import defaults as default
-from iobench.feed.search import search
+from iobench.feed.search import estimate_words, search
 from iobench.feed.workloads import CUSTOM, VERSION, Workload, closed_of
 from iobench.judge.feed import FEED_RULES, RULES, FeedAnswer, dlio_au, record_answer
 from iobench.judge.rules import rules_line
-from iobench.progress import minutes
 from iobench.results.feed_record import FEED, FeedPoint, FeedRecord, point_of_run, runs_path
 from iobench.results.record import RunRecord
 from iobench.results.record_base import HostLoad
 from iobench.results.store import append_line, check_writable
+
+if TYPE_CHECKING:
+    from iobench.storage.remote.profiles import Profile
+    from iobench.storage.remote.targets import RemoteTarget
 
 RANK_MEMORY_SHARE = 0.6  # of the memory available, what the ranks and their batches in flight may hold
 PROCESS_BYTES = 150 * 2**20  # a rank or a worker's own memory (torch imported; a forked worker shares the rest)
@@ -48,10 +51,21 @@ class FeedRequest:
     what_if: tuple[float, ...] = ()  # other steps (ms) searched after the workload's: a faster accelerator
     timeout_s: float = 1800.0  # one count's run
     rules: str = FEED_RULES  # how AU is counted to rank the counts (`iobench.judge.feed.RULES`)
+    remote: Profile | None = None  # the dataset served as S3 on loopback through this profile, read from there
+    endpoint_url: str | None = None  # or the store at this URL, the dataset uploaded there (`iobench upload`)
 
     def __post_init__(self) -> None:
         if self.rules not in RULES:
             raise IobenchError(f"--rules: {' or '.join(RULES)}, got {self.rules!r}")
+        if self.remote is not None and self.endpoint_url is not None:
+            raise IobenchError("--endpoint-url reads a store as it is: not with --remote (iobench's own)")
+
+    @property
+    def store(self) -> str:
+        """Where the ranks read, as the record says it: "" the data folder, a profile's name, or "external"."""
+        if self.endpoint_url is not None:
+            return "external"
+        return self.remote.name if self.remote is not None else ""
 
 
 @dataclass
@@ -100,41 +114,76 @@ def feed_session(request: FeedRequest, events: Events) -> FeedOutcome:
     events.say(
         f"feed: {w.name} on {w.accelerator} ({_definition(w)}batch {w.batch_size}, step {w.compute_s * 1000:g} "
         f"ms, AU at least {w.au:.2f}: {outcome.demand_mb_per_s:,.0f} MB/s an accelerator) over {request.format} "
-        f"read by {request.loader}, {cache}; searching 1 to {most} accelerators ({why_most}); "
+        f"read by {request.loader}, {cache}{_from_store(request)}; searching 1 to {most} accelerators ({why_most}); "
         + estimate_words(w, n_samples, most, request.epochs, 1 + len(request.what_if))
     )
 
-    def answered(workload: Workload) -> FeedRecord:
-        """The counts searched with this workload's step; its record appended to the results."""
+    from iobench.run.serving import served
+
+    with served(request.remote, request.endpoint_url, dataset_dir) as store:
+        search_of = _Search(request, outcome, n_samples, (most, why_most), store, events)
+        outcome.record = search_of(w)
+        outcome.answer = record_answer(outcome.record)
+        outcome.rules = rules_line(outcome.record, closed_of(outcome.record.workload))
+        for ms in request.what_if:
+            events.say(f"what if a batch's compute took {ms:g} ms (a faster accelerator): searching again")
+            outcome.what_if.append(search_of(replace(w, compute_s=ms / 1000)))
+    return outcome
+
+
+@dataclass
+class _Search:
+    """The counts searched with a workload's step, its record appended to the results; each count's requests by the
+    store's count where iobench serves the dataset."""
+
+    request: FeedRequest
+    outcome: FeedOutcome
+    n_samples: int
+    most: tuple[int, str]
+    store: RemoteTarget | None
+    events: Events
+
+    def __call__(self, workload: Workload) -> FeedRecord:
         runs: list[RunRecord] = []
 
         def measure(n: int) -> FeedPoint:
             from iobench.system.waits import WaitMeter
 
+            mark = _requests_mark(self.store)
             with WaitMeter() as meter:  # the ranks and their workers: what they used and waited for
-                runs.append(_run(request, workload, dataset_dir, cache, n))
-            point = point_of_run(runs[-1], n, meter.figures)
+                runs.append(_run(self.request, workload, self.outcome.dataset_dir, self.outcome.cache, n, self.store))
+            point = _with_requests(point_of_run(runs[-1], n, meter.figures), self.store, mark)
             dlio = dlio_au(point)
-            events.say(
+            self.events.say(
                 f"{n} accelerator(s): least rank AU {point.au:.3f}"
                 + (f" (as DLIO counts it {dlio:.3f})" if dlio is not None else "")
                 + f", {point.mb_per_s:,.0f} MB/s together, "
                 f"{point.wait_ms_per_batch:,.0f} ms waited a batch"
+                + (f", {point.requests:,} requests" if point.requests is not None else "")
             )
             return point
 
-        points = search(measure, workload.au, most, request.rules)
-        record = _record(request, workload, outcome, n_samples, (most, why_most), points, runs)
-        append_line(request.results, json.dumps(record.to_json(), allow_nan=False))
+        points = search(measure, workload.au, self.most[0], self.request.rules)
+        record = _record(self.request, workload, self.outcome, self.n_samples, self.most, points, runs)
+        append_line(self.request.results, json.dumps(record.to_json(), allow_nan=False))
         return record
 
-    outcome.record = answered(w)
-    outcome.answer = record_answer(outcome.record)
-    outcome.rules = rules_line(outcome.record, closed_of(outcome.record.workload))
-    for ms in request.what_if:
-        events.say(f"what if a batch's compute took {ms:g} ms (a faster accelerator): searching again")
-        outcome.what_if.append(answered(replace(w, compute_s=ms / 1000)))
-    return outcome
+
+def _requests_mark(store: RemoteTarget | None) -> int | None:
+    """Where the store's access log stands before a count (None: no log of iobench's to read)."""
+    from iobench.storage.remote import requests_log
+
+    return requests_log.size(store.access_log) if store is not None and store.access_log is not None else None
+
+
+def _with_requests(point: FeedPoint, store: RemoteTarget | None, mark: int | None) -> FeedPoint:
+    """The count with the requests its ranks made and the bytes the store sent, by the store's count."""
+    from iobench.storage.remote import requests_log
+
+    if store is None or store.access_log is None or mark is None:
+        return point
+    seen = requests_log.read(store.access_log, mark)
+    return replace(point, requests=seen.total, request_bytes=seen.bytes_sent)
 
 
 def _record(
@@ -154,6 +203,7 @@ def _record(
         accelerator=w.accelerator,
         workloads=VERSION if w.name != CUSTOM else "",
         rules=request.rules,
+        store=request.store,
         sample_bytes=outcome.sample_bytes,
         batch_size=w.batch_size,
         compute_s=w.compute_s,
@@ -233,6 +283,10 @@ def _prepare(request: FeedRequest, folder: Path, size: int, records: Records | N
 def _cache(request: FeedRequest, folder: Path, dataset_bytes: int) -> tuple[str, list[str]]:
     """Cold where iobench can evict (root) and the user did not ask for warm; a note where the epochs are warm and
     the dataset is under COLD_RAM_FACTOR x the RAM (read from the page cache: not the storage's answer)."""
+    if request.store:  # the store's cache is its own: no eviction here reaches it
+        if request.cache == "cold":
+            raise IobenchError("feed: --cache cold evicts this machine's files; from object storage read warm")
+        return "warm", []
     cache = request.cache or ("cold" if os.geteuid() == 0 else "warm")
     notes = []
     ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -242,26 +296,6 @@ def _cache(request: FeedRequest, folder: Path, dataset_bytes: int) -> tuple[str,
             "the page cache answers, not the storage (MLPerf's rule; `--cache cold` as root evicts it)"
         )
     return cache, notes
-
-
-RANK_START_S = 8.0  # a count's ranks started, torch imported, the group joined: before its first epoch
-
-
-def estimate_words(w: Workload, n_samples: int, most: int, epochs: int, searches: int = 1) -> str:
-    """How long the search may take, from the step alone (a fed rank's epoch is its batches times the step; a starved
-    one's is longer): the doubling's counts, then up to as many again halving between, each a warm-up and `epochs`
-    epochs, and each --what-if a search of its own."""
-    import math
-
-    doubling = [min(2**k, most) for k in range(int(math.log2(most)) + 2)]
-    counts = sorted(set(doubling))
-
-    def seconds(n: int) -> float:
-        return RANK_START_S + (epochs + 1) * math.ceil(n_samples / n / w.batch_size) * w.compute_s
-
-    low = sum(seconds(n) for n in counts) * searches
-    high = (low + sum(seconds(n) for n in counts[1:]) * searches) * 1.5  # halving between, and starved epochs
-    return f"about {minutes(low)} to {minutes(high)} ({len(counts)} to {2 * len(counts) - 1} counts a search)"
 
 
 def _check_names(request: FeedRequest) -> None:
@@ -300,7 +334,7 @@ def _most(request: FeedRequest, batch_bytes: int, n_samples: int) -> tuple[int, 
     return most, f"--max-accelerators {request.most}"
 
 
-def _run(request: FeedRequest, w: Workload, folder: Path, cache: str, n: int) -> RunRecord:
+def _run(request: FeedRequest, w: Workload, folder: Path, cache: str, n: int, store: RemoteTarget | None) -> RunRecord:
     """`iobench run` as n ranks with the workload's step, started from its configuration (`plan.argv.run_argv`); its
     record read back from a results file of its own in a private folder (never found by counting the lines of a
     shared file), then appended to the runs file beside feed's results."""
@@ -329,9 +363,13 @@ def _run(request: FeedRequest, w: Workload, folder: Path, cache: str, n: int) ->
     )
     with private_folder("feed-count") as own:
         results = own / "run.jsonl"
-        argv = [*run_argv(config, RunPlace(folder.parent, folder.name, "cpu", results)), "--quiet"]
+        # from a store: its URL to the ranks (iobench's store: no bucket in it, the dataset's own), its keys in their
+        # environment, never on a command line
+        url = None if store is None else (request.endpoint_url or store.endpoint.url)
+        env = None if store is None else {**os.environ, **store.endpoint.environment()}
+        argv = [*run_argv(config, RunPlace(folder.parent, folder.name, "cpu", results, endpoint_url=url)), "--quiet"]
         try:
-            exits = run_ranks(rank_argv(argv), n, capture=True, timeout_s=request.timeout_s)
+            exits = run_ranks(rank_argv(argv), n, env=env, capture=True, timeout_s=request.timeout_s)
         except TimeoutError as exc:
             raise IobenchError(f"feed: {exc}") from None
         failed = [e for e in exits if e.code != 0]
@@ -346,6 +384,12 @@ def _run(request: FeedRequest, w: Workload, folder: Path, cache: str, n: int) ->
             raise IobenchError(f"feed: the run of {n} rank(s) wrote {len(records)} records, not one")
     append_record(runs_path(request.results), records[0])
     return records[0]
+
+
+def _from_store(request: FeedRequest) -> str:
+    if request.endpoint_url is not None:
+        return f", from the store at {request.endpoint_url}"
+    return f", from iobench's store on 127.0.0.1 ({request.store})" if request.store else ""
 
 
 def _definition(w: Workload) -> str:

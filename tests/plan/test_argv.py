@@ -65,6 +65,16 @@ def test_a_configuration_survives_the_command_line(cli, monkeypatch, tmp_path, c
     assert request.place.results == place.results
 
 
+def test_a_store_is_named_by_its_url_and_its_keys_stay_off_the_command_line(cli, monkeypatch, tmp_path):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "a-key-id")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "a-secret")
+    place = RunPlace(tmp_path / "data", "mine", "cpu", tmp_path / "r.jsonl", endpoint_url="http://127.0.0.1:9/b")
+    argv = run_argv(CONFIGS[0], place)
+    assert argv[argv.index("--endpoint-url") + 1] == "http://127.0.0.1:9/b"
+    assert not any("a-secret" in a or "a-key-id" in a for a in argv)
+    assert _parsed(cli, monkeypatch, argv).place.endpoint_url == "http://127.0.0.1:9/b"
+
+
 def test_every_option_and_setting_is_written_where_it_differs():
     """Each loader setting and run option of `run` off its default appears in the arguments: none is left out."""
     argv = run_argv(CONFIGS[1], RunPlace(Path("d"), None, "cpu", Path("r.jsonl")))

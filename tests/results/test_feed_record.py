@@ -79,7 +79,7 @@ def test_the_runs_of_each_count_go_beside_the_answers():
 
     assert runs_path(Path("results/feed.jsonl")) == Path("results/feed-runs.jsonl")
     warm = replace(planted({1: (0.9, 0.9)}), cache="warm")
-    assert warm.identity() == ("resnet50_h100", "npy", "dataloader", "warm", 0.103)
+    assert warm.identity() == ("resnet50_h100", "npy", "dataloader", "warm", 0.103, "")
 
 
 def test_an_answer_names_whose_workload_it_asked():

@@ -6,6 +6,7 @@ library's own remote path (FUSE where it has none). Skipped, with the reason, wh
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -198,3 +199,21 @@ def test_what_the_store_does_not_hold_is_one_line_before_a_run_reads(moto_url, k
     (other_name,) = [p.name for p in other.iterdir()]
     assert objects[f"{name}/npy/features.npy"] == N * 48 + 128
     assert objects[f"{other_name}/npy/features.npy"] == 2 * N * 48 + 128
+
+
+def test_feed_reads_the_store_at_an_endpoint_once_its_dataset_is_uploaded(moto_url, keys, tmp_path, cli):
+    """feed --endpoint-url: every rank reads the store as it is (its keys from the environment); the dataset feed
+    made is not there until `upload` puts it, and the rank's refusal says so in one line."""
+    _make_bucket(moto_url, "feed-bucket")
+    data, results = tmp_path / "data", tmp_path / "r" / "feed.jsonl"
+    feed = ["feed", "--workload", "custom", "--step-ms", "10", "--batch-size", "16", "--sample-bytes", "4096"]
+    feed += ["--size", "256", "--epochs", "1", "--max-accelerators", "2", "--num-workers", "0", "--cache", "warm"]
+    feed += ["--data-dir", str(data), "--results", str(results), "--endpoint-url", f"{moto_url}/feed-bucket"]
+    first = cli(*feed)
+    assert first.code != 0 and "`iobench upload --endpoint-url" in first.err and "Traceback" not in first.err
+    up = cli("upload", "--endpoint-url", f"{moto_url}/feed-bucket", "--data-dir", data, "--dataset", "feed-custom-256")
+    assert up.code == 0, up.err
+    r = cli(*feed)
+    assert r.code == 0, r.err
+    (record,) = [line for line in results.read_text().splitlines() if line.strip()]
+    assert json.loads(record)["store"] == "external" and "from the store at" in r.err + r.out
