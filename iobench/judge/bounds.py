@@ -51,6 +51,11 @@ def feed_bound(point: FeedPoint) -> str:
         return f"the CPU: {own}the cores {point.cpu_utilisation:.0%} busy"
     limit = f"{point.percent_of_limit:.0f}% of its limit" if point.percent_of_limit is not None else "no limit known"
     cpu = f"{point.cpu_utilisation:.0%}" if point.cpu_utilisation is not None else "unknown"
+    if point.requests is not None and point.request_bytes is not None:  # from a store iobench served and counted
+        return (
+            f"the loader's hand-over from object storage: {point.wait_ms_per_batch:,.0f} ms waited a batch, "
+            f"{point.requests:,} requests ({point.request_bytes / 1e6:,.1f} MB sent), the cores {cpu} busy"
+        )
     return (
         f"the loader's hand-over: {point.wait_ms_per_batch:,.0f} ms waited a batch with the storage at {limit} and "
         f"the cores {cpu} busy"

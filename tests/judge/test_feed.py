@@ -37,6 +37,11 @@ def test_the_bound_is_named_from_the_figures():
     assert feed_bound(_point(3, (0.5,), percent_of_limit=20.0, cpu_utilisation=0.97)).startswith("the CPU")
     loader = feed_bound(_point(3, (0.5,), percent_of_limit=20.0, cpu_utilisation=0.3, wait=40.0))
     assert loader.startswith("the loader's hand-over: 40 ms waited a batch")
+    counted = replace(_point(1, (0.3,), cpu_utilisation=0.6, wait=39.0), requests=997, request_bytes=5_089_305)
+    assert feed_bound(counted) == (
+        "the loader's hand-over from object storage: 39 ms waited a batch, 997 requests (5.1 MB sent), "
+        "the cores 60% busy"
+    )
 
 
 def test_the_answer_names_n_the_next_and_a_fraction_where_one_is_not_fed():
