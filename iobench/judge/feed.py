@@ -5,8 +5,9 @@ rank whose epochs fall on both sides (counted as not fed: N is the largest count
 count not fed: the storage where the ranks together read at 80% or more of the limit of their access pattern, the
 CPU where the cores were 85% busy with the ranks' own work (other programs' CPU named as theirs, never the storage's or
 the ranks'), else the loader's hand-over (batches waited for with storage and cores to spare). Other programs beside a
-count are named in the answer; beside them a count is judged with their share of its step loops' waits for a CPU
-given back (`loop_credited`), and the answer says both figures."""
+count are named in the answer; beside them a count starved as measured that their share of its waits for a CPU,
+given back (`loop_credited`), would carry over the threshold is undecided, never fed, and the answer says both
+figures."""
 
 from __future__ import annotations
 
@@ -55,8 +56,8 @@ def judged_au(point: FeedPoint, rules: str = FEED_RULES) -> float | None:
 
 
 def judged_rows(point: FeedPoint, rules: str = FEED_RULES) -> tuple[tuple[float, ...], ...]:
-    """Each rank's utilisation per epoch as the verdict takes it: as measured, or beside other programs with the
-    others' share of its step loop's waits for a CPU given back (`loop_credited`)."""
+    """Each rank's utilisation per epoch as it could be: as measured, or beside other programs with the others' share
+    of its step loop's waits for a CPU given back (`loop_credited`): what decides a starved count undecided."""
     credited = loop_credited(point, rules)
     return credited if credited is not None else _rows(point, rules)
 
@@ -307,8 +308,8 @@ def _undecided(point: FeedPoint, threshold: float, rules: str = FEED_RULES) -> s
             else ""
         )
         return (
-            f" (undecided beside other programs: they used {point.others_cores:.1f} cores{waited}; given their "
-            f"share of that time back its AU could reach {reach:.3f}: measure with the machine quiet)"
+            f" (undecided beside other programs: they used {point.others_cores:.1f} cores{waited}; given that "
+            f"time back its AU could reach {reach:.3f}: measure with the machine quiet)"
         )
     if rules != FEED_RULES:
         return ""
