@@ -4,8 +4,12 @@ minutes falls inside each configuration's runs, not between two of them (two ide
 
 from __future__ import annotations
 
+import itertools
+from types import SimpleNamespace
+
 import pytest
 
+import iobench.sessions.run as session_run
 from iobench.run import runner
 from tests.conftest import invoke, stored_records
 
@@ -112,13 +116,17 @@ def test_until_decided_takes_more_rounds_in_turn_while_the_answer_is_not_decided
     the minutes are spent (an answer planted as never decided: they are spent), and the plan says so up front."""
     import iobench.judge.answer as answer
 
-    class Never:
-        winner, settled = None, False
+    class Never:  # the report's answer line reads it too where iobench.report.answer is first imported after this
+        pattern, winner, settled = "planted", None, False
 
         def verdict(self) -> str:
             return "planted: never decided"
 
     monkeypatch.setattr(answer, "main_answer", lambda records: Never())
+    # the session's clock moves one second a look, so the 3 s are spent after the same rounds on a slow CI machine as
+    # here (on the wall clock, CI's first two rounds once took longer than 3 s and no round was added)
+    ticks = itertools.count()
+    monkeypatch.setattr(session_run, "time", SimpleNamespace(monotonic=lambda: float(next(ticks))))
     args = ("run", "--data-dir", data, "--format", "npy,memmap", "--loader", "dataloader", "--runs", 2)
     r = cli(*args, "--batch-size", 64, "--until-decided", 0.05, "--results", tmp_path / "r.jsonl")
     assert r.code == 0, r.err

@@ -187,6 +187,7 @@ def test_sigterm_while_litdata_opens_from_a_stalled_store_is_an_interruption(ser
     LitData's left in the temp folder."""
     import tempfile
 
+    needs_module("litdata")
     before = set(os.listdir(tempfile.gettempdir()))
     with HostileStore(upstream(served), [Rule("stall", "GET", "litdata/index.json")]) as store:
         proc = run(served, store, "litdata", "native", timeout_s=None)
