@@ -28,6 +28,7 @@ from iobench.results.store import append_line, check_writable
 
 if TYPE_CHECKING:
     from iobench.storage.remote.profiles import Profile
+    from iobench.storage.remote.requests_log import Requests
     from iobench.storage.remote.targets import RemoteTarget
 
 RANK_MEMORY_SHARE = 0.6  # of the memory available, what the ranks and their batches in flight may hold
@@ -147,12 +148,14 @@ class _Search:
         runs: list[RunRecord] = []
 
         def measure(n: int) -> FeedPoint:
+            from iobench.storage.remote import requests_log
             from iobench.system.waits import WaitMeter
 
-            mark = _requests_mark(self.store)
+            log = self.store.access_log if self.store is not None else None  # iobench's store's own count
+            mark = requests_log.mark(log)
             with WaitMeter() as meter:  # the ranks and their workers: what they used and waited for
                 runs.append(_run(self.request, workload, self.outcome.dataset_dir, self.outcome.cache, n, self.store))
-            point = _with_requests(point_of_run(runs[-1], n, meter.figures), self.store, mark)
+            point = _with_requests(point_of_run(runs[-1], n, meter.figures), requests_log.since(log, mark))
             dlio = dlio_au(point)
             self.events.say(
                 f"{n} accelerator(s): least rank AU {point.au:.3f}"
@@ -169,21 +172,9 @@ class _Search:
         return record
 
 
-def _requests_mark(store: RemoteTarget | None) -> int | None:
-    """Where the store's access log stands before a count (None: no log of iobench's to read)."""
-    from iobench.storage.remote import requests_log
-
-    return requests_log.size(store.access_log) if store is not None and store.access_log is not None else None
-
-
-def _with_requests(point: FeedPoint, store: RemoteTarget | None, mark: int | None) -> FeedPoint:
+def _with_requests(point: FeedPoint, seen: Requests | None) -> FeedPoint:
     """The count with the requests its ranks made and the bytes the store sent, by the store's count."""
-    from iobench.storage.remote import requests_log
-
-    if store is None or store.access_log is None or mark is None:
-        return point
-    seen = requests_log.read(store.access_log, mark)
-    return replace(point, requests=seen.total, request_bytes=seen.bytes_sent)
+    return point if seen is None else replace(point, requests=seen.total, request_bytes=seen.bytes_sent)
 
 
 def _record(

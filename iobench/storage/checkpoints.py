@@ -274,12 +274,12 @@ class ObjectCheckpoints(CheckpointTarget):
     def requests_mark(self) -> int | None:
         from iobench.storage.remote import requests_log
 
-        return requests_log.size(self.log) if self.log is not None else None
+        return requests_log.mark(self.log)
 
     def requests_since(self, mark: int | None) -> Requests | None:
         from iobench.storage.remote import requests_log
 
-        return requests_log.read(self.log, mark) if self.log is not None and mark is not None else None
+        return requests_log.since(self.log, mark)
 
 
 @contextmanager

@@ -33,6 +33,16 @@ def size(log: Path) -> int:
         return 0
 
 
+def mark(log: Path | None) -> int | None:
+    """Where a log stands before an interval; None where there is no log of iobench's server to read."""
+    return size(log) if log is not None else None
+
+
+def since(log: Path | None, start: int | None) -> Requests | None:
+    """The requests logged since `mark` gave `start`; None where nothing was counted."""
+    return read(log, start) if log is not None and start is not None else None
+
+
 def read(log: Path, start: int, stop: int | None = None) -> Requests:
     """The requests logged between byte offsets `start` and `stop` (None: the end); a torn last line is left
     for the next interval."""
