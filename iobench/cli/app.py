@@ -66,9 +66,6 @@ def _root(
 _CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
-ARGV: list[str] = sys.argv[1:]  # the command line as given, for --nproc to pass on to torchrun
-
-
 # The parser's validation library speaks its own words; a user typed a number.
 _PLAIN = (
     ("Input should be a valid integer, unable to parse string as an integer", "expected a whole number"),
@@ -169,7 +166,6 @@ def _exit_now(code: int) -> None:
 
 def _main(argv: list[str] | None) -> None:
     command = typer.main.get_command(app)
-    ARGV[:] = sys.argv[1:] if argv is None else argv
     try:
         rc = command.main(args=argv, prog_name="iobench", standalone_mode=False)
     except typer.Exit as exc:

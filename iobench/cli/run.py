@@ -96,7 +96,6 @@ def run_request(
 ) -> RunRequest:
     """The one converter from `run`'s parsed options to its session's Request (checked here: a mistake is named
     before torch is imported)."""
-    from iobench.cli.app import ARGV
     from iobench.plan.place import place_of
     from iobench.plan.selection import parse_pairs
     from iobench.results.store import check_writable
@@ -142,14 +141,21 @@ def run_request(
     return RunRequest(
         configs=configs,
         place=where,
-        argv=tuple(ARGV),
         notes=tuple(notes),
         nproc=asked.nproc,
+        formats_named=asked.format,
         loaders_named=asked.loader,
         estimate=not asked.quiet,
         what_if_ms=tuple(what_if_ms),
         until_decided_minutes=asked.until_decided,
+        printing=_printing(asked),
     )
+
+
+def _printing(asked: RunAsked) -> tuple[str, ...]:
+    """The options for what `run` prints, as each of --nproc's ranks is given them."""
+    minimum = ("--min-au", repr(asked.min_au)) if asked.min_au is not None else ()
+    return (*minimum, *(("--wide",) if asked.wide else ()), *(("--quiet",) if asked.quiet else ()))
 
 
 def ms_list(text: str) -> list[float]:

@@ -1,10 +1,13 @@
-"""A run configuration as `iobench run`'s arguments: what feed's ranks run, built from the typed configuration and
-place by the options' own declarations (`iobench.settings`, `iobench.plan.run_options`), never written flag by flag
-where it is used (feed wrote run's flags by hand: a renamed flag would have broken a feed run, not a unit test).
-tests/plan/test_argv.py parses the arguments back through the command line and finds the same configuration."""
+"""Run configurations as `iobench run`'s arguments: what feed's ranks and `run --nproc`'s ranks run, built from the
+typed configurations and place by the options' own declarations (`iobench.settings`, `iobench.plan.run_options`),
+never written flag by flag where it is used (feed wrote run's flags by hand: a renamed flag would have broken a feed
+run, not a unit test; `--nproc` passed on the command line as typed). tests/plan/test_argv.py parses the arguments back
+through the command line and finds the same configurations and place."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from iobench.choices import Choice
@@ -19,7 +22,29 @@ def run_argv(config: RunConfig, place: RunPlace) -> list[str]:
     """`run`'s arguments for one configuration: every value that differs from the command line's default, and where
     (the data folder, the dataset, the device, the results file, and a store's URL where the formats are read from
     one: never its keys, which go in the environment)."""
-    args = ["run", "--format", config.format, "--loader", str(config.loader)]
+    return configs_argv((config,), place, config.format, str(config.loader))
+
+
+def configs_argv(configs: Sequence[RunConfig], place: RunPlace, formats: str | None, loaders: str | None) -> list[str]:
+    """`run`'s arguments for configurations one command line made (`--format` and `--loader` as named, None where
+    left to the default pairs: the command line pairs them again the same way; the rest alike in every configuration,
+    each format's --format-option its own). ValueError where the configurations differ in anything else: no one
+    command line gives them."""
+    first = configs[0]
+    alike = [replace(c, format=first.format, loader=first.loader, format_options=first.format_options) for c in configs]
+    if any(c != first for c in alike):
+        raise ValueError("configurations that differ beyond their format and loader are not one `run` command")
+    args = ["run", *(["--format", formats] if formats is not None else [])]
+    args += ["--loader", loaders] if loaders is not None else []
+    args += _alike(first)
+    read = dict.fromkeys((c.format, key, value) for c in configs for key, value in c.format_options)
+    args += [part for f, key, value in read for part in ("--format-option", f"{f}.{key}={_text(value)}")]
+    return args + _place(place)
+
+
+def _alike(config: RunConfig) -> list[str]:
+    """The loader settings, order, timing and run options that differ from their defaults."""
+    args = []
     for setting in SETTINGS.values():
         value = getattr(config.settings, setting.name)
         if value != setting.default:
@@ -38,11 +63,22 @@ def run_argv(config: RunConfig, place: RunPlace) -> list[str]:
         value = getattr(config, option.name)
         if RUN in option.commands and value != option.value(option.default):
             args += _option(option.option, "", value)
-    for key, value in config.format_options:
-        args += ["--format-option", f"{config.format}.{key}={_text(value)}"]
-    args += ["--data-dir", str(place.data_dir), "--device", str(place.device), "--results", str(place.results)]
-    args += ["--endpoint-url", place.endpoint_url] if place.endpoint_url is not None else []  # its keys: the env's
+    return args
+
+
+def _place(place: RunPlace) -> list[str]:
+    """Where: the data folder, the dataset (or its size), the device, the results file, a store's URL (its keys: the
+    environment's) and iobench's own store's options as typed, and the ranks' barrier timeout."""
+    args = ["--data-dir", str(place.data_dir), "--device", str(place.device), "--results", str(place.results)]
+    args += ["--endpoint-url", place.endpoint_url] if place.endpoint_url is not None else []
+    args += [part for flag, value in place.typed if flag not in _PLACED for part in (flag, value)]
+    args += ["--size", str(place.size)] if place.size is not None else []
+    args += ["--profile"] if place.cprofile else []
+    args += ["--rank-timeout", repr(place.rank_timeout)] if place.rank_timeout != RunPlace.rank_timeout else []
     return args + (["--dataset", place.dataset] if place.dataset is not None else [])
+
+
+_PLACED = frozenset({"--data-dir", "--dataset", "--device", "--endpoint-url"})  # written by `_place` from its values
 
 
 def _option(option: str, flag: str, value: Any) -> list[str]:

@@ -1,6 +1,6 @@
-"""`iobench run --nproc N`: the same command line run by N ranks on this machine (`iobench.system.ranks`: the store a
-file of this user's, every rank ended with this process), as torchrun --standalone would run it, without its store on
-every interface."""
+"""`iobench run --nproc N`: the request's arguments (`RunRequest.to_argv`) run by N ranks on this machine
+(`iobench.system.ranks`: the store a file of this user's, every rank ended with this process), as torchrun
+--standalone would run it, without its store on every interface."""
 
 from __future__ import annotations
 
@@ -9,33 +9,17 @@ from iobench.system.processes import python_module
 from iobench.system.ranks import run_ranks
 
 
-def rank_arguments(argv: list[str]) -> list[str]:
-    """`iobench ARGV` without its --nproc option: what each rank runs."""
-    rest: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg == "--nproc":
-            skip = True
-        elif not arg.startswith("--nproc="):
-            rest.append(arg)
-    return rest
-
-
 def rank_argv(argv: list[str]) -> list[str]:
     """What each rank runs. It imports the iobench that is running: `python -m iobench` would put the working
     directory first on its path (a folder named iobench there would run)."""
-    return python_module("iobench", *rank_arguments(argv), unbuffered=True)
+    return python_module("iobench", *argv, unbuffered=True)
 
 
 def shown(argv: list[str], nproc: int) -> str:
     """What is launched, as a user would read it (said before launching)."""
     import shlex
 
-    return f"{nproc} ranks on this machine (their store a file of this user's): " + shlex.join(
-        ["iobench", *rank_arguments(argv)]
-    )
+    return f"{nproc} ranks on this machine (their store a file of this user's): " + shlex.join(["iobench", *argv])
 
 
 def launch(argv: list[str], nproc: int) -> None:

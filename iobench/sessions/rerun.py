@@ -70,7 +70,7 @@ def rerun_session(request: RerunRequest, events: Events) -> RerunOutcome:
             f"pair {k + 1} of {len(pairs)}: {ra.label} (A) and {rb.label} (B) measured again, "
             f"{request.runs} rounds in turn"
         )
-        measured = run_session(RunRequest(configs, place, argv=()), events)
+        measured = run_session(RunRequest(configs, place), events)
         if measured is None or len(measured.records) != 2:
             raise IobenchError(f"{ra.label} and {rb.label}: the rerun did not measure both")
         new_a, new_b = measured.records

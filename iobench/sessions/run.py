@@ -41,13 +41,24 @@ class RunRequest:
 
     configs: tuple[RunConfig, ...]
     place: RunPlace
-    argv: tuple[str, ...]  # the command as typed: torchrun starts each rank with it
     notes: tuple[str, ...] = ()
     nproc: int | None = None
+    formats_named: str | None = None  # --format as typed (None: the standard comparison's pairs)
     loaders_named: str | None = None
     estimate: bool = True
     what_if_ms: tuple[float, ...] = ()
     until_decided_minutes: float | None = None  # more rounds in turn until the answer is decided, at most this long
+    printing: tuple[str, ...] = ()  # the command line's options for what it prints: each rank prints by them
+
+    def to_argv(self) -> list[str]:
+        """`run`'s arguments for this request as each of `--nproc`'s ranks takes it, from its typed values
+        (`iobench.plan.argv`); tests/plan/test_argv.py parses them back into the same request."""
+        from iobench.plan.argv import configs_argv
+
+        args = configs_argv(self.configs, self.place, self.formats_named, self.loaders_named)
+        args += ["--what-if", ",".join(map(repr, self.what_if_ms))] if self.what_if_ms else []
+        minutes = self.until_decided_minutes
+        return [*args, *(["--until-decided", repr(minutes)] if minutes is not None else []), *self.printing]
 
 
 @dataclass
@@ -77,7 +88,7 @@ def run_session(request: RunRequest, events: Events) -> RunOutcome | None:
     configs, notes, where = list(request.configs), list(request.notes), request.place
     loaders_named, estimate, what_if_ms = request.loaders_named, request.estimate, list(request.what_if_ms)
     if request.nproc is not None:
-        launch_torchrun(request.nproc, list(request.argv), where, configs, events)
+        launch_torchrun(request.nproc, request.to_argv(), where, configs, events)
         return None
     with joined(where.device, timeout_s=where.rank_timeout) as (world, own_device):
         events = events if world.is_main else Events()  # one progress and one set of messages, from rank 0

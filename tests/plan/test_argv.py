@@ -82,3 +82,73 @@ def test_every_option_and_setting_is_written_where_it_differs():
         assert SETTINGS[name].option in argv
     assert {"--no-shuffle", "--epochs", "--warmup", "--runs", "--step", "--seed", "--max-batches"} <= set(argv)
     assert "--torch-threads" in argv and {o.option for o in taken_by(RUN)} >= {"--torch-threads"}
+
+
+# `run` command lines that together give every option of `run` a value off its default (two places that exclude each
+# other: iobench's store and the user's); each is parsed, written back by `RunRequest.to_argv` and parsed again
+REQUESTS = [
+    ("--format", "npy,files", "--loader", "dataloader,direct", "--format-option", "files.crop=center:8"),
+    (
+        "--format",
+        "npy",
+        *("--batch-size", "64", "--num-workers", "2", "--prefetch-factor", "3", "--no-pin-memory", "--blocking"),
+        *("--persistent-workers", "--fetch", "item", "--fetch-threads", "2", "--prefetch-thread", "2"),
+        *("--readahead-mb", "8", "--no-in-order", "--no-shuffle", "--epochs", "2", "--warmup", "0", "--runs", "4"),
+        *("--until-decided", "2.5", "--max-batches", "9", "--max-seconds", "30", "--step", "sleep:12.5"),
+        *("--min-au", "0.8", "--what-if", "5,10.5", "--seed", "7", "--cache", "as-is", "--eviction", "fadvise"),
+        *("--read-limit", "50", "--cache-budget", "1G", "--transform", "cpu:5", "--torch-threads", "1"),
+        *("--cpu-contention", "1", "--resume-check", "--distributed-sampler", "pad", "--profile"),
+        *("--rank-timeout", "60", "--wide", "--quiet", "--size", "300", "--device", "cpu"),
+    ),
+    (
+        *("--format", "npy", "--loader", "ray", "--num-workers", "2", "--ray-address", "127.0.0.1:6379"),
+        *("--remote", "s3-like", "--latency-ms", "5", "--connection-mb-per-s", "100", "--block-shuffle", "16"),
+        *("--format-option", "npy.remote_in_flight=4", "--transform-on", "device", "--dataset", "mine"),
+    ),
+    (
+        "--format",
+        "files",
+        "--decode-on",
+        "device",
+        "--fuse-chunk",
+        "8M",
+        "--fuse-read-ahead",
+        "16M",
+        "--remote",
+        "s3-like",
+    ),
+    ("--format", "npy", "--endpoint-url", "http://127.0.0.1:9/b"),
+]
+NOT_PASSED_ON = {
+    "--nproc": "the ranks' launch: they run without it",
+    "--dataset-factory": "a session of its own (`iobench.cli.dataset_factory`)",
+    "--help": "not a value",
+}
+
+
+def _round_trip(cli, monkeypatch, tmp_path, argv: tuple[str, ...]) -> list[str]:
+    """`RunRequest.to_argv`, what `run --nproc` starts each rank with, of `run ARGV`: parsed back into the same
+    request."""
+    request = _parsed(cli, monkeypatch, ["run", *argv, "--data-dir", str(tmp_path), "--results", str(tmp_path / "r")])
+    written = request.to_argv()
+    assert _parsed(cli, monkeypatch, written) == request
+    return written
+
+
+@pytest.mark.parametrize("argv", REQUESTS, ids=range(len(REQUESTS)))
+def test_a_run_request_survives_its_own_arguments(cli, monkeypatch, tmp_path, argv):
+    _round_trip(cli, monkeypatch, tmp_path, argv)
+
+
+def test_every_option_of_run_is_passed_on_by_a_request(cli, monkeypatch, tmp_path):
+    """Each option of `run` (but those `NOT_PASSED_ON` says why) is written by `RunRequest.to_argv` in one of the
+    round-trip cases: a new option that a rank would not be given fails here."""
+    import typer
+
+    from iobench.cli.app import app
+
+    run = typer.main.get_command(app).commands["run"]  # type: ignore[attr-defined]
+    written = {a for argv in REQUESTS for a in _round_trip(cli, monkeypatch, tmp_path, argv) if a.startswith("--")}
+    for param in run.params:
+        flags = {*param.opts, *getattr(param, "secondary_opts", ())} - {"-q"}
+        assert flags & written or flags & set(NOT_PASSED_ON), f"no round-trip case writes {param.opts[0]}"

@@ -57,7 +57,7 @@ def test_a_record_measures_again_as_it_was_recorded(data, cli, tmp_path):
     config = run_config_of(record.config, runs=1)
     assert config.runs == 1 and config.step == "sleep:0.1" and config.transform == "cpu:5" and config.block_size == 16
     place = RunPlace(data, record.config.dataset, record.config.device, tmp_path / "again.jsonl")
-    outcome = run_session(RunRequest((config,), place, argv=(), estimate=False), Events())
+    outcome = run_session(RunRequest((config,), place, estimate=False), Events())
     assert outcome is not None
     again = outcome.records[0].config
     assert replace(again, runs=record.config.runs) == record.config
