@@ -18,13 +18,6 @@ from iobench.plan.timing import Timing
 from iobench.settings import SETTINGS
 
 
-def run_argv(config: RunConfig, place: RunPlace) -> list[str]:
-    """`run`'s arguments for one configuration: every value that differs from the command line's default, and where
-    (the data folder, the dataset, the device, the results file, and a store's URL where the formats are read from
-    one: never its keys, which go in the environment)."""
-    return configs_argv((config,), place, config.format, str(config.loader))
-
-
 def configs_argv(configs: Sequence[RunConfig], place: RunPlace, formats: str | None, loaders: str | None) -> list[str]:
     """`run`'s arguments for configurations one command line made (`--format` and `--loader` as named, None where
     left to the default pairs: the command line pairs them again the same way; the rest alike in every configuration,

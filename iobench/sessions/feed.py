@@ -326,14 +326,14 @@ def _most(request: FeedRequest, batch_bytes: int, n_samples: int) -> tuple[int, 
 
 
 def _run(request: FeedRequest, w: Workload, folder: Path, cache: str, n: int, store: RemoteTarget | None) -> RunRecord:
-    """`iobench run` as n ranks with the workload's step, started from its configuration (`plan.argv.run_argv`); its
+    """`iobench run` as n ranks with the workload's step, started from its request (`RunRequest.to_argv`); its
     record read back from a results file of its own in a private folder (never found by counting the lines of a
     shared file), then appended to the runs file beside feed's results."""
-    from iobench.plan.argv import run_argv
     from iobench.plan.config import RunConfig
     from iobench.plan.place import RunPlace
     from iobench.results.store import append_record, read_records
     from iobench.run.launch import rank_argv
+    from iobench.sessions.run import RunRequest
     from iobench.settings import LoaderSettings
     from iobench.system.private import private_folder
     from iobench.system.ranks import run_ranks
@@ -358,7 +358,9 @@ def _run(request: FeedRequest, w: Workload, folder: Path, cache: str, n: int, st
         # environment, never on a command line
         url = None if store is None else (request.endpoint_url or store.endpoint.url)
         env = None if store is None else {**os.environ, **store.endpoint.environment()}
-        argv = [*run_argv(config, RunPlace(folder.parent, folder.name, "cpu", results, endpoint_url=url)), "--quiet"]
+        place = RunPlace(folder.parent, folder.name, "cpu", results, endpoint_url=url)
+        named = dict(formats_named=config.format, loaders_named=str(config.loader))
+        argv = RunRequest((config,), place, **named, printing=("--quiet",)).to_argv()
         try:
             exits = run_ranks(rank_argv(argv), n, env=env, capture=True, timeout_s=request.timeout_s)
         except TimeoutError as exc:

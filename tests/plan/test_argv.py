@@ -1,6 +1,6 @@
-"""`plan.argv.run_argv`: a configuration as `iobench run`'s arguments, parsed back by the command line into the same
-configuration and place, for every run option and loader setting a run takes (a flag renamed breaks this test, not a
-feed run)."""
+"""`RunRequest.to_argv` (`plan.argv.configs_argv`): a request as `iobench run`'s arguments, what feed's ranks and
+`run --nproc`'s run, parsed back by the command line into the same configurations and place, for every option of run
+(a flag renamed breaks this test, not a feed run)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from iobench.plan.argv import run_argv
 from iobench.plan.config import Order, RunConfig
 from iobench.plan.place import RunPlace
 from iobench.plan.run_options import RUN, taken_by
+from iobench.sessions.run import RunRequest
 from iobench.settings import SETTINGS, LoaderSettings
 
 
@@ -29,6 +29,11 @@ def _parsed(cli, monkeypatch, argv: list[str]):
     r = cli(*argv)
     assert r.code == 0 and asked, r.err
     return asked[0]
+
+
+def run_argv(config: RunConfig, place: RunPlace) -> list[str]:
+    """One configuration's request as feed makes it: its format and loader named."""
+    return RunRequest((config,), place, formats_named=config.format, loaders_named=str(config.loader)).to_argv()
 
 
 BASE = RunConfig(format="npy")
