@@ -107,14 +107,26 @@ def test_the_reference_reader_reads_what_the_files_hold_and_stops_with_nothing_l
         assert np.array_equal(got, features[indices]) and np.array_equal(got_labels, labels[indices])
         assert reader.sample(299)[1] == labels[299]
         counters = storage.counters()
-        before = counters.snapshot()
+        before = _settled(counters)  # the reads above all logged (under load a line came after the snapshot: GET 2)
         reader.batch(np.arange(10, 20))  # one run of consecutive samples: one ranged GET
-        time.sleep(0.2)  # nginx writes a request's line once its response is sent
-        moved = counters.delta(before, counters.snapshot())
+        moved = counters.delta(before, _settled(counters))
         assert moved["requests"].by_method == {"GET": 1} and moved["device_read_bytes"] >= 10 * 48
         pids = emulator.pids
     assert not _listening(port)
     assert not any(process_alive(pid) for pid in pids)
+
+
+def _settled(counters, quiet_s: float = 0.3, most_s: float = 10.0):
+    """The counters once the access log has stopped growing for `quiet_s` (nginx writes a request's line once its
+    response is sent, later under load)."""
+    last, deadline = counters.snapshot(), time.monotonic() + most_s
+    while time.monotonic() < deadline:
+        time.sleep(quiet_s)
+        now = counters.snapshot()
+        if now.log_bytes == last.log_bytes:
+            return now
+        last = now
+    return last
 
 
 def _read_by(pid: int) -> int:
