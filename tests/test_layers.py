@@ -271,3 +271,43 @@ def test_loaders_are_asked_what_they_can_do_not_named():
         "2: LoaderName.RAY",
         "3: names 'preload'",
     ]  # the check can fail
+
+
+def _mentions_median(node: ast.AST) -> bool:
+    return any(
+        (isinstance(n, ast.Attribute) and "median" in n.attr) or (isinstance(n, ast.Name) and "median" in n.id)
+        for n in ast.walk(node)
+    )
+
+
+def median_verdicts(source: str) -> list[str]:
+    """Where a median is compared with another figure (a guard against a constant, `median > 0`, is not) or things are
+    ordered by a median (`sorted`, `.sort`, `max` or `min` with a key that reads one)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and not all(isinstance(op, ast.Eq | ast.NotEq) for op in node.ops):
+            sides = [node.left, *node.comparators]
+            if any(map(_mentions_median, sides)) and not any(isinstance(s, ast.Constant) for s in sides):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Call):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            keyed = [k.value for k in node.keywords if k.arg == "key"]
+            if name in ("sorted", "sort", "max", "min") and any(map(_mentions_median, keyed)):
+                found.append(f"{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_no_median_is_compared_or_ranked_outside_the_judgement():
+    """Issue 93: whether a figure wins, ties or is suspect is decided in `iobench.judge` alone: outside it no median is
+    compared with another figure and nothing is ordered by one (tune's ranking and the epoch times' checks were)."""
+    found = {
+        name: hits
+        for name, path in modules().items()
+        if not name.startswith("iobench.judge") and (hits := median_verdicts(path.read_text()))
+    }
+    assert not found, found
+    # the check can fail
+    assert median_verdicts("x = sorted(cs, key=lambda c: c.median)\ny = a.median > b.median\nz = m.median > 0") == [
+        "1: sorted(cs, key=lambda c: c.median)",
+        "2: a.median > b.median",
+    ]

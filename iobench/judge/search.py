@@ -135,6 +135,19 @@ def faster_elsewhere(best: Contender, fastest: Contender) -> str | None:
     return "measured faster at any shuffle, not told apart from the best"
 
 
+def by_median(candidates: Sequence[Any]) -> list[Any]:
+    """Candidates fastest first by their epochs' median: the order whose first half successive halving keeps (the
+    leader against the next is decided by `settled` and `settled_in_pairs`, not by this order)."""
+    return sorted(candidates, key=lambda c: c.median, reverse=True)
+
+
+def ranking(candidates: Sequence[Any], floor: float) -> list[Any]:
+    """tune's ranking of the candidates measured: those that shuffle to `floor` first, then those with an interval (two
+    epochs or more: a single epoch's figure cannot be confirmed, and a winner of one epoch left a search with no script
+    to paste), each group fastest first by median."""
+    return sorted((c for c in candidates if c.rates), key=lambda c: (not c.meets(floor), len(c.rates) < 2, -c.median))
+
+
 def fastest_measured(ranked: Sequence[Any]) -> Any:
     """The candidate with the highest median among those measured, whatever it shuffles: named beside the
     recommendation where `faster_elsewhere` says it is faster."""

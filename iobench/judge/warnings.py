@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from iobench.choices import Choice
+from iobench.judge.epoch_times import first_run_slow, outliers, two_groups
 from iobench.judge.evidence import BUSY_CORES
 from iobench.loaders import kind_of
 from iobench.plan.labels import settings_label
 from iobench.results.limits import ceiling_words
 from iobench.results.markdown import md_text
 from iobench.results.record import STORED_THREADS_READ, RunRecord
-from iobench.results.stats import CV_LIMIT, first_run_slow, outliers, summary, two_groups
+from iobench.results.stats import CV_LIMIT, summary
 
 # Above this share of its ceiling a figure says the ceiling is wrong (5%: the noise of these disks and VMs).
 ABOVE_CEILING_PERCENT = 105.0

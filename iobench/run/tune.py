@@ -22,7 +22,16 @@ from typing import Any, Protocol
 from iobench.events import QUIET, Events
 from iobench.judge.intervals import Interval, interval_of
 from iobench.judge.paired import record_share
-from iobench.judge.search import STOP_APART, STOP_BUDGET, STOP_ONE_LEFT, near, settled, settled_in_pairs
+from iobench.judge.search import (
+    STOP_APART,
+    STOP_BUDGET,
+    STOP_ONE_LEFT,
+    by_median,
+    near,
+    ranking,
+    settled,
+    settled_in_pairs,
+)
 from iobench.judge.shuffle import score_of, shuffles
 from iobench.loaders import LOADERS
 from iobench.plan.config import RunConfig
@@ -260,7 +269,7 @@ def tune(
             stopped = f"{max_rounds} round(s), as --rounds asked"
             break
         alive = [c for c in alive if c.meets(min_shuffle)]
-        alive.sort(key=lambda c: c.median, reverse=True)
+        alive = by_median(alive)
         if not alive:
             stopped = f"no candidate shuffled to {min_shuffle:g}"
             break
@@ -271,12 +280,9 @@ def tune(
             stopped = STOP_APART
             break
         alive = alive[: math.ceil(len(alive) / 2)]
-    # a candidate with an interval (two epochs or more: it ran beyond the first round) before one without: a single
-    # epoch's figure cannot be confirmed, and a winner of one epoch left a search with no script to paste
-    ranked = sorted(
-        (c for c in every if c.rates), key=lambda c: (not c.meets(min_shuffle), len(c.rates) < 2, -c.median)
+    return TuneResult(
+        ranking(every, min_shuffle), rounds, search.elapsed(), stopped, search.reused, len(every), min_shuffle
     )
-    return TuneResult(ranked, rounds, search.elapsed(), stopped, search.reused, len(every), min_shuffle)
 
 
 def confirm(outcome: TuneResult, trials: Trials, results: Path, events: Events = QUIET) -> RunRecord | None:

@@ -58,7 +58,7 @@ def test_a_decode_label_says_what_decoded_and_where():
 def test_the_first_epoch_warning_fires_only_beyond_the_others_spread():
     """Every default warm run printed "the first epoch ... is much slower than the rest: a caching effect": a first
     timed epoch 1.3x the median of others that spread as far is no caching effect."""
-    from iobench.results.stats import first_run_slow
+    from iobench.judge.epoch_times import first_run_slow
 
     assert not first_run_slow([0.13, 0.10, 0.126])  # within the others' own spread (1.0-1.26x)
     assert not first_run_slow([0.2, 0.1])  # one other epoch says nothing of a spread
