@@ -177,6 +177,16 @@ def watch_new_processes() -> None:
         _Local.reaper.watch(descendants(os.getpid()))
 
 
+def shutdown() -> None:
+    """Ray shut down now, and the local instance's guard and folder with it, not at exit: for a process that goes on
+    after its Ray loaders (a test module; the guard had lived on to the end of the test session). A later loader
+    starts a fresh instance."""
+    if "ray" not in sys.modules:
+        return
+    _stop_local(sys.modules["ray"])
+    _Local.folder, _Local.token = None, ""
+
+
 def _stop_local(ray: Any) -> None:
     """At exit: Ray shut down (it ends its processes one after the other: 1.35 s here), then its guard ends what is
     left and removes the folder; a command being ended by a signal does not wait for the guard. Ending gcs_server and

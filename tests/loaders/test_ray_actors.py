@@ -11,7 +11,7 @@ import torch
 from iobench.data.manifest import Manifest
 from iobench.errors import IobenchError
 from iobench.formats import FORMATS
-from iobench.loaders import LOADERS, LoaderName
+from iobench.loaders import LOADERS, LoaderName, ray_cluster
 from iobench.loaders.base import LoaderContext
 from iobench.loaders.order import indices_of
 from iobench.measuring.clocks import time_epoch
@@ -34,7 +34,7 @@ CPU = torch.device("cpu")
 def ray():
     ray = needs_module("ray")
     yield ray
-    ray.shutdown()
+    ray_cluster.shutdown()  # Ray, and iobench's guard of its local instance (it had lived to the session's end)
 
 
 @pytest.fixture(scope="module")
@@ -103,6 +103,22 @@ def test_ray_run_writes_a_record(ray, dataset_dir, cli, tmp_path):
     assert record["samples_per_epoch"] == N and record["residency_before"] == [0.0, 0.0]
     for read in record["process_read_bytes"]:  # the actors read the evicted files, and are counted
         assert read >= 0.9 * record["dataset_bytes"], (read, record["dataset_bytes"])
+
+
+def test_shutdown_ends_the_local_instance_its_guard_and_its_folder_and_a_later_loader_starts_afresh(ray):
+    """A process that goes on after its Ray loaders (this test session: another test's check found the guard alive)
+    ends iobench's local instance with `ray_cluster.shutdown()`, not only at exit."""
+    from iobench.system.reaper import descendants
+
+    ray_cluster.shutdown()  # an instance of the module's earlier tests
+    for _ in range(2):  # the second: a fresh instance after the first was shut down
+        before = set(descendants(os.getpid()))  # another module's server may be running in this session
+        ray_cluster.connect(None)
+        started, folder = set(descendants(os.getpid())) - before, ray_cluster._Local.folder
+        assert started and folder is not None and folder.is_dir()
+        ray_cluster.shutdown()
+        assert not ray.is_initialized() and not folder.exists()
+        assert not [pid for pid in started if process_alive(pid)], "a process Ray or its guard started is alive"
 
 
 def test_ray_refusals(ray):
