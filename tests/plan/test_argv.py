@@ -168,3 +168,19 @@ def test_every_option_of_run_is_passed_on_by_a_request(cli, monkeypatch, tmp_pat
     for param in run.params:
         flags = {*param.opts, *getattr(param, "secondary_opts", ())} - {"-q"}
         assert flags & written or flags & excused, f"no round-trip case writes {param.opts[0]}"
+
+
+def test_configurations_no_one_command_line_gives_are_refused():
+    """Configurations that differ beyond format and loader (a sweep's grid) are not one `run` command: refused, not
+    written as the first one's."""
+    from iobench.plan.argv import configs_argv
+
+    place = RunPlace(Path("d"), None, "cpu", Path("r.jsonl"))
+    other = replace(BASE, settings=LoaderSettings(batch_size=64))
+    with pytest.raises(ValueError, match="not one `run` command"):
+        configs_argv((BASE, other), place, "npy", None)
+    assert configs_argv((BASE, replace(BASE, format="memmap")), place, "npy,memmap", None)[:3] == [
+        "run",
+        "--format",
+        "npy,memmap",
+    ]
