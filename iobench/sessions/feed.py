@@ -359,8 +359,7 @@ def _run(request: FeedRequest, w: Workload, folder: Path, cache: str, n: int, st
         url = None if store is None else (request.endpoint_url or store.endpoint.url)
         env = None if store is None else {**os.environ, **store.endpoint.environment()}
         place = RunPlace(folder.parent, folder.name, "cpu", results, endpoint_url=url)
-        named = dict(formats_named=config.format, loaders_named=str(config.loader))
-        argv = RunRequest((config,), place, **named, printing=("--quiet",)).to_argv()
+        argv = RunRequest.of_one(config, place, printing=("--quiet",)).to_argv()
         try:
             exits = run_ranks(rank_argv(argv), n, env=env, capture=True, timeout_s=request.timeout_s)
         except TimeoutError as exc:

@@ -50,6 +50,11 @@ class RunRequest:
     until_decided_minutes: float | None = None  # more rounds in turn until the answer is decided, at most this long
     printing: tuple[str, ...] = ()  # the command line's options for what it prints: each rank prints by them
 
+    @classmethod
+    def of_one(cls, config: RunConfig, place: RunPlace, printing: tuple[str, ...] = ()) -> RunRequest:
+        """One configuration's request, its format and loader named (what feed starts a count's ranks from)."""
+        return cls((config,), place, formats_named=config.format, loaders_named=str(config.loader), printing=printing)
+
     def to_argv(self) -> list[str]:
         """`run`'s arguments for this request as each of `--nproc`'s ranks takes it, from its typed values
         (`iobench.plan.argv`); tests/plan/test_argv.py parses them back into the same request."""

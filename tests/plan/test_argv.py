@@ -35,7 +35,7 @@ def _parsed(cli, monkeypatch, argv: list[str]):
 
 def run_argv(config: RunConfig, place: RunPlace) -> list[str]:
     """One configuration's request as feed makes it: its format and loader named."""
-    return RunRequest((config,), place, formats_named=config.format, loaders_named=str(config.loader)).to_argv()
+    return RunRequest.of_one(config, place).to_argv()
 
 
 BASE = RunConfig(format="npy")
